@@ -1,0 +1,32 @@
+# pgrecall: `make run` shows it working on the embedded server, `make test` runs the tests.
+# Each target creates .venv on first use and installs what it needs.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed
+
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: run test bench eval venv clean
+
+venv: $(STAMP)
+
+# torch 2.13.0 first: it is the CPU build on local disk; letting
+# sentence-transformers pick torch would pull gigabytes of CUDA wheels.
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --disable-pip-version-check torch==2.13.0
+	$(PIP) install --quiet --disable-pip-version-check -e '.[embed,dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/pgrecall demo
+
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info python/*.egg-info

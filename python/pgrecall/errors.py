@@ -1,0 +1,83 @@
+"""Exceptions raised by pgrecall, one class per SQLSTATE of the PR class.
+
+The SQL functions raise errors with SQLSTATE class ``PR``; the driver turns
+each into the class below and chains the original psycopg error, so callers
+can catch on meaning and still read the server's message and hint.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+
+class PgrecallError(Exception):
+    """Base class of every error pgrecall raises on purpose."""
+
+    sqlstate: str | None = None
+
+    def __init__(self, message: str, *, hint: str | None = None):
+        super().__init__(message)
+        self.hint = hint
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        return f"{text}\nHINT: {self.hint}" if self.hint else text
+
+
+class InvalidTenantName(PgrecallError):
+    sqlstate = "PR001"
+
+
+class TenantExists(PgrecallError):
+    sqlstate = "PR002"
+
+
+class TenantNotFound(PgrecallError):
+    sqlstate = "PR003"
+
+
+class MigrationChanged(PgrecallError):
+    sqlstate = "PR004"
+
+
+class MissingPrerequisite(PgrecallError):
+    sqlstate = "PR005"
+
+
+class InvalidSetting(PgrecallError):
+    sqlstate = "PR006"
+
+
+class SchemaTooNew(PgrecallError):
+    sqlstate = "PR007"
+
+
+class SchemaOutOfDate(PgrecallError):
+    """The tenant's schema is older than this driver (raised by the driver)."""
+
+    sqlstate = None
+
+
+_BY_SQLSTATE: dict[str, type[PgrecallError]] = {}
+
+
+def register(cls: type[PgrecallError]) -> type[PgrecallError]:
+    if cls.sqlstate:
+        _BY_SQLSTATE[cls.sqlstate] = cls
+    return cls
+
+
+for _cls in list(PgrecallError.__subclasses__()):
+    register(_cls)
+
+
+def translate(exc: psycopg.Error) -> Exception:
+    """The pgrecall exception for a server error, or the error unchanged."""
+    sqlstate = getattr(exc, "sqlstate", None)
+    cls = _BY_SQLSTATE.get(sqlstate or "")
+    if cls is None:
+        return exc
+    diag = exc.diag
+    err = cls(diag.message_primary or str(exc), hint=diag.message_hint)
+    err.__cause__ = exc
+    return err

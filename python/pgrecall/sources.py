@@ -1,0 +1,125 @@
+"""The SQL that pgrecall ships, read from the package, and the install script built from it.
+
+Layout on disk (a checkout) or inside the wheel (``pgrecall/sqlsrc/``):
+``sql/control.sql`` is the control plane, ``migrations/NNNN_name.sql`` are the
+forward-only tenant migrations, ``plpgsql/*.sql`` the tenant's functions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9]+(?:_[a-z0-9]+)*\.sql$")
+FUNCTION_FILE_NAME = re.compile(r"^_?[a-z0-9]+(?:_[a-z0-9]+)*\.sql$")
+
+
+@dataclass(frozen=True)
+class Source:
+    kind: str  # 'migration' or 'function'
+    name: str
+    version: int | None
+    body: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.body.encode("utf-8")).hexdigest()
+
+
+@cache
+def sql_root() -> Path:
+    """Where the SQL directories are: inside the wheel, or the repository root."""
+    here = Path(__file__).resolve().parent
+    packaged = here / "sqlsrc"
+    if (packaged / "migrations").is_dir():
+        return packaged
+    checkout = here.parent.parent
+    if (checkout / "migrations").is_dir():
+        return checkout
+    raise FileNotFoundError(f"pgrecall's SQL files are missing: looked in {packaged} and {checkout}")
+
+
+def control_sql() -> str:
+    return (sql_root() / "sql" / "control.sql").read_text(encoding="utf-8")
+
+
+def migrations() -> list[Source]:
+    found = []
+    for path in sorted((sql_root() / "migrations").glob("*.sql")):
+        match = MIGRATION_NAME.match(path.name)
+        if not match:
+            raise ValueError(f"migration file name {path.name!r} does not match NNNN_lower_snake.sql")
+        found.append(Source("migration", path.name, int(match.group(1)), path.read_text(encoding="utf-8")))
+    return found
+
+
+def functions() -> list[Source]:
+    return [
+        Source("function", path.name, None, path.read_text(encoding="utf-8"))
+        for path in sorted((sql_root() / "plpgsql").glob("*.sql"))
+    ]
+
+
+def latest_version() -> int:
+    return max((m.version for m in migrations() if m.version is not None), default=0)
+
+
+def _dollar_quote(body: str, salt: str) -> str:
+    tag = f"$pgrecall_{salt[:12]}$"
+    if tag in body:  # practically impossible: the tag contains the body's own hash
+        raise ValueError("cannot dollar-quote a source that contains its own tag")
+    return f"{tag}{body}{tag}"
+
+
+def load_sources_sql() -> str:
+    """SQL that makes pgrecall.source hold exactly the shipped files."""
+    rows = []
+    shipped = migrations() + functions()
+    for src in shipped:
+        version = "null" if src.version is None else str(src.version)
+        rows.append(
+            f"insert into pgrecall.source (kind, name, version, sha256, body)\n"
+            f"values ('{src.kind}', '{src.name}', {version}, '{src.sha256}', "
+            f"{_dollar_quote(src.body, src.sha256)})\n"
+            f"on conflict (kind, name) do update\n"
+            f"   set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;"
+        )
+    names = ", ".join(f"('{s.kind}', '{s.name}')" for s in shipped) or "(null, null)"
+    rows.append(f"delete from pgrecall.source where (kind, name) not in ({names});")
+    return "\n\n".join(rows)
+
+
+def install_sql(tenants: list[str] | tuple[str, ...] = ()) -> str:
+    """One transaction's worth of SQL: control plane, sources, then each tenant.
+
+    Tenant names are passed to pgrecall.install_tenant(), which validates them;
+    here they are only quoted as string literals.
+    """
+    parts = [
+        "-- Serialise concurrent installers (Python or psql) on this database.",
+        "select pg_advisory_xact_lock(hashtext('pgrecall.install'));",
+        control_sql(),
+        "-- The shipped SQL sources.",
+        load_sources_sql(),
+    ]
+    for name in tenants:
+        literal = "'" + name.replace("'", "''") + "'"
+        parts.append(f"select * from pgrecall.install_tenant({literal});")
+    return "\n\n".join(parts) + "\n"
+
+
+def psql_script(tenant: str) -> str:
+    """The self-contained script printed by ``pgrecall sql --tenant NAME``."""
+    from . import __version__
+
+    return (
+        f"-- pgrecall {__version__}: install or upgrade tenant {tenant!r}.\n"
+        "-- Apply with: psql -v ON_ERROR_STOP=1 -f this_file.sql \"$DATABASE_URL\"\n"
+        "-- Needs pgvector >= 0.8 and btree_gist on the server, and a role with\n"
+        "-- CREATEROLE and CREATE on the database. Re-running it is safe.\n"
+        "\\set ON_ERROR_STOP on\n"
+        "begin;\n\n" + install_sql([tenant]) + "\ncommit;\n"
+    )

@@ -1,0 +1,489 @@
+-- pgrecall control plane: installed once per database, re-runnable.
+--
+-- It holds the tenant registry, the SQL sources a tenant is built from, and
+-- the functions that create, upgrade, list and drop tenants. Every function
+-- here runs with the caller's rights (SECURITY INVOKER): installing tenants
+-- needs CREATEROLE and CREATE on the database, and this file grants nothing
+-- that the caller does not already hold.
+--
+-- Errors use SQLSTATE class PR (pgrecall). Codes raised here:
+--   PR001 invalid tenant name        PR002 tenant already exists
+--   PR003 no such tenant             PR004 released migration changed
+--   PR005 missing prerequisite       PR006 unknown or invalid setting
+--   PR007 tenant schema is newer than the installed sources
+
+do $prereq$
+declare
+    v_missing text[] := '{}';
+    v_vector text;
+begin
+    if current_setting('server_version_num')::int < 150000 then
+        raise exception using errcode = 'PR005',
+            message = format('pgrecall needs PostgreSQL 15 or newer; this server is %s',
+                             current_setting('server_version')),
+            hint = 'Use the embedded server (unset PGRECALL_DSN) or upgrade PostgreSQL.';
+    end if;
+    if not exists (select 1 from pg_available_extensions where name = 'vector') then
+        v_missing := v_missing || 'pgvector (extension "vector") >= 0.8'::text;
+    else
+        select coalesce(installed_version, default_version) into v_vector
+          from pg_available_extensions where name = 'vector';
+        if string_to_array(split_part(v_vector, '-', 1), '.')::int[] < array[0, 8] then
+            v_missing := v_missing || format('pgvector >= 0.8 (found %s)', v_vector);
+        end if;
+    end if;
+    if not exists (select 1 from pg_available_extensions where name = 'btree_gist') then
+        v_missing := v_missing || 'btree_gist (PostgreSQL contrib)'::text;
+    end if;
+    if cardinality(v_missing) > 0 then
+        raise exception using errcode = 'PR005',
+            message = format('pgrecall cannot be installed: missing %s', array_to_string(v_missing, ', ')),
+            hint = 'Install pgvector 0.8 or newer (https://github.com/pgvector/pgvector#installation) '
+                   'and the PostgreSQL contrib package that provides btree_gist, '
+                   'or use the embedded server by leaving PGRECALL_DSN unset.';
+    end if;
+end
+$prereq$;
+
+create extension if not exists vector;
+create extension if not exists btree_gist;
+
+create schema if not exists pgrecall;
+revoke all on schema pgrecall from public;
+comment on schema pgrecall is 'pgrecall control plane: tenant registry, SQL sources, install functions';
+
+create table if not exists pgrecall.tenant (
+    name        text primary key,
+    owner_role  name not null unique,
+    app_role    name not null unique,
+    created_at  timestamptz not null default now(),
+    created_by  name not null default current_user
+);
+comment on table pgrecall.tenant is
+    'One row per tenant. A tenant is a schema of the same name, owned by owner_role; app_role may only EXECUTE its public functions.';
+
+-- The SQL a tenant is built from, loaded by the installer (Python or the psql
+-- script) so that tenants can be created and upgraded from SQL alone.
+create table if not exists pgrecall.source (
+    kind     text not null check (kind in ('migration', 'function')),
+    name     text not null,
+    version  integer,
+    sha256   text not null check (sha256 ~ '^[0-9a-f]{64}$'),
+    body     text not null,
+    primary key (kind, name),
+    check ((kind = 'migration') = (version is not null))
+);
+create unique index if not exists source_migration_version
+    on pgrecall.source (version) where kind = 'migration';
+comment on table pgrecall.source is
+    'Migration and function files as shipped; __tenant__ and __ext__ are replaced at apply time.';
+
+
+-- Returns NULL when p_name may name a tenant, otherwise the rule it breaks.
+create or replace function pgrecall.tenant_name_problem(p_name text)
+returns text
+language plpgsql immutable
+set search_path = pg_catalog
+as $$
+begin
+    if p_name is null or p_name = '' then
+        return 'a tenant name must not be empty';
+    elsif char_length(p_name) > 48 or octet_length(p_name) > 48 then
+        return 'a tenant name has at most 48 characters';
+    elsif octet_length(p_name) <> char_length(p_name) or p_name !~ '^[a-z][a-z0-9_]*$' then
+        return 'a tenant name starts with a lowercase ASCII letter and holds only lowercase ASCII letters, digits and underscores';
+    elsif p_name like 'pg\_%' then
+        return 'names beginning with pg_ are reserved for PostgreSQL';
+    elsif p_name like 'pgrecall%' then
+        return 'names beginning with pgrecall are reserved for pgrecall itself';
+    elsif p_name in ('public', 'information_schema', 'extensions') then
+        return format('%s is a reserved schema name', p_name);
+    elsif exists (select 1 from pg_get_keywords() where word = p_name and catcode in ('R', 'T')) then
+        return format('%s is a reserved SQL keyword', p_name);
+    end if;
+    return null;
+end
+$$;
+comment on function pgrecall.tenant_name_problem(text) is
+    'NULL if the text may name a tenant, else the rule it breaks.';
+
+create or replace function pgrecall.check_tenant_name(p_name text)
+returns text
+language plpgsql immutable
+set search_path = pg_catalog
+as $$
+declare
+    v_problem text := pgrecall.tenant_name_problem(p_name);
+begin
+    if v_problem is not null then
+        raise exception using errcode = 'PR001',
+            message = format('invalid tenant name %s: %s', coalesce(quote_literal(p_name), 'NULL'), v_problem),
+            hint = 'Use 1 to 48 characters: a lowercase letter, then lowercase letters, digits or underscores.';
+    end if;
+    return p_name;
+end
+$$;
+comment on function pgrecall.check_tenant_name(text) is
+    'Raises PR001 naming the broken rule unless the text may name a tenant.';
+
+create or replace function pgrecall._extension_schema(p_extension text)
+returns text
+language sql stable
+set search_path = pg_catalog
+as $$
+    select n.nspname::text
+      from pg_extension e join pg_namespace n on n.oid = e.extnamespace
+     where e.extname = p_extension
+$$;
+
+-- Substitutes the placeholders of a shipped file for one tenant.
+create or replace function pgrecall._render(p_body text, p_tenant text)
+returns text
+language sql stable
+set search_path = pg_catalog
+as $$
+    select replace(replace(p_body, '__tenant__', quote_ident(pgrecall.check_tenant_name(p_tenant))),
+                   '__ext__', quote_ident(pgrecall._extension_schema('vector')))
+$$;
+
+create or replace function pgrecall._lock_tenant(p_tenant text)
+returns void
+language sql
+set search_path = pg_catalog
+as $$
+    -- One lock key space for every installer, so Python and psql serialise too.
+    select pg_advisory_xact_lock(hashtext('pgrecall.tenant'), hashtext(p_tenant))
+$$;
+
+-- Runs p_sql as role p_role, then restores the caller's role and path.
+create or replace function pgrecall._execute_as(p_role name, p_sql text, p_tenant text)
+returns void
+language plpgsql
+set search_path = pg_catalog
+as $$
+declare
+    v_role text := current_setting('role');
+    v_path text := current_setting('search_path');
+    -- Only the extensions' schemas: an unqualified table name in a migration
+    -- fails here instead of landing in the wrong schema. Computed before the
+    -- role switch, since the owner role cannot see the pgrecall schema.
+    v_ext_path text := concat_ws(', ', quote_ident(pgrecall._extension_schema('vector')),
+                                 quote_ident(pgrecall._extension_schema('btree_gist')), 'pg_catalog');
+begin
+    perform set_config('search_path', v_ext_path, true);
+    perform set_config('check_function_bodies', 'off', true);
+    perform set_config('role', p_role, true);
+    execute p_sql;
+    perform set_config('role', v_role, true);
+    perform set_config('check_function_bodies', 'on', true);
+    perform set_config('search_path', v_path, true);
+end
+$$;
+
+create or replace function pgrecall._require_tenant(p_tenant text)
+returns pgrecall.tenant
+language plpgsql stable
+set search_path = pg_catalog
+as $$
+declare
+    v_row pgrecall.tenant;
+begin
+    perform pgrecall.check_tenant_name(p_tenant);
+    select * into v_row from pgrecall.tenant where name = p_tenant;
+    if not found then
+        raise exception using errcode = 'PR003',
+            message = format('no tenant named %s in database %s', quote_literal(p_tenant), current_database()),
+            hint = 'pgrecall.list_tenants() shows the tenants; pgrecall.create_tenant(name) makes one.';
+    end if;
+    return v_row;
+end
+$$;
+
+-- Creates a role unless it exists; an existing role is reused only if it
+-- cannot be used to escalate (roles are cluster-wide, so the same tenant name
+-- in another database shares them).
+create or replace function pgrecall._ensure_role(p_role name, p_login boolean)
+returns void
+language plpgsql
+set search_path = pg_catalog
+as $$
+declare
+    v_role pg_roles;
+begin
+    select * into v_role from pg_roles where rolname = p_role;
+    if not found then
+        execute format('create role %I %s nosuperuser nocreatedb nocreaterole noinherit',
+                       p_role, case when p_login then 'login' else 'nologin' end);
+    elsif v_role.rolsuper or v_role.rolcreaterole or v_role.rolcreatedb or v_role.rolbypassrls
+          or v_role.rolcanlogin <> p_login then
+        raise exception using errcode = 'PR002',
+            message = format('role %I exists with attributes pgrecall will not adopt', p_role),
+            hint = 'Drop or rename that role, or choose another tenant name.';
+    end if;
+    -- The installer needs to become the owner to create objects owned by it.
+    if not pg_has_role(current_user, p_role, 'SET') then
+        if current_setting('server_version_num')::int >= 160000 then
+            execute format('grant %I to %I with inherit false, set true', p_role, current_user);
+        else
+            execute format('grant %I to %I', p_role, current_user);
+        end if;
+    end if;
+end
+$$;
+
+create or replace function pgrecall.create_tenant(p_name text)
+returns pgrecall.tenant
+language plpgsql
+set search_path = pg_catalog
+as $$
+declare
+    v_owner name;
+    v_app name;
+    v_row pgrecall.tenant;
+begin
+    perform pgrecall.check_tenant_name(p_name);
+    perform pgrecall._lock_tenant(p_name);
+    if exists (select 1 from pgrecall.tenant where name = p_name) then
+        raise exception using errcode = 'PR002',
+            message = format('tenant %s already exists', quote_literal(p_name)),
+            hint = 'pgrecall.upgrade_tenant(name) brings an existing tenant up to date.';
+    end if;
+    if exists (select 1 from pg_namespace where nspname = p_name) then
+        raise exception using errcode = 'PR002',
+            message = format('schema %I already exists and is not a pgrecall tenant', p_name),
+            hint = 'Choose another tenant name; pgrecall never adopts an existing schema.';
+    end if;
+
+    v_owner := format('pgrecall_%s_owner', p_name);
+    v_app := format('pgrecall_%s_app', p_name);
+    perform pgrecall._ensure_role(v_owner, false);
+    perform pgrecall._ensure_role(v_app, true);
+
+    execute format('create schema %I authorization %I', p_name, v_owner);
+    execute format('revoke all on schema %I from public', p_name);
+    execute format('grant usage on schema %I to %I', p_name, v_app);
+    if not has_schema_privilege(v_owner, pgrecall._extension_schema('vector'), 'USAGE') then
+        execute format('grant usage on schema %I to %I', pgrecall._extension_schema('vector'), v_owner);
+    end if;
+
+    perform pgrecall._execute_as(v_owner, format($ddl$
+        alter default privileges for role %2$I in schema %1$I revoke execute on functions from public;
+        alter default privileges for role %2$I in schema %1$I revoke all on tables from public;
+        create table %1$I.schema_migration (
+            version     integer primary key,
+            name        text not null,
+            sha256      text not null,
+            applied_at  timestamptz not null default clock_timestamp()
+        );
+        comment on table %1$I.schema_migration is 'Ledger of applied migrations; a changed sha256 is an error.';
+        create table %1$I.function_ledger (
+            file        text primary key,
+            sha256      text not null,
+            applied_at  timestamptz not null default clock_timestamp()
+        );
+        comment on table %1$I.function_ledger is 'Function files applied, re-applied when their sha256 changes.';
+        $ddl$, p_name, v_owner), p_name);
+
+    insert into pgrecall.tenant (name, owner_role, app_role)
+    values (p_name, v_owner, v_app)
+    returning * into v_row;
+
+    perform pgrecall.upgrade_tenant(p_name);
+    return v_row;
+end
+$$;
+comment on function pgrecall.create_tenant(text) is
+    'Creates tenant p_name: its schema, NOLOGIN owner role, LOGIN app role, and every migration and function.';
+
+-- Applies pending migrations (up to p_target_version when given) and, when
+-- the tenant is at the latest version, every function file whose checksum
+-- changed. Returns what it applied, in order.
+create or replace function pgrecall.upgrade_tenant(p_name text, p_target_version integer default null)
+returns table (kind text, name text)
+language plpgsql
+set search_path = pg_catalog
+as $$
+declare
+    v_tenant pgrecall.tenant := pgrecall._require_tenant(p_name);
+    v_src pgrecall.source;
+    v_sha text;
+    v_latest integer;
+    v_newest_applied integer;
+    v_fn regprocedure;
+begin
+    perform pgrecall._lock_tenant(p_name);
+    select max(version) into v_latest from pgrecall.source where source.kind = 'migration';
+    execute format('select max(version) from %I.schema_migration', p_name) into v_newest_applied;
+    if v_newest_applied > coalesce(v_latest, 0) then
+        raise exception using errcode = 'PR007',
+            message = format('tenant %s is at migration %s but the installed sources stop at %s',
+                             quote_literal(p_name), v_newest_applied, coalesce(v_latest, 0)),
+            hint = 'Install the newer pgrecall release before upgrading this tenant.';
+    end if;
+
+    for v_src in select * from pgrecall.source s where s.kind = 'migration' order by s.version loop
+        exit when p_target_version is not null and v_src.version > p_target_version;
+        execute format('select sha256 from %I.schema_migration where version = $1', p_name)
+            into v_sha using v_src.version;
+        if v_sha is not null then
+            if v_sha <> v_src.sha256 then
+                raise exception using errcode = 'PR004',
+                    message = format('migration %s was changed after tenant %s applied it (applied sha256 %s, shipped %s)',
+                                     v_src.name, quote_literal(p_name), left(v_sha, 12), left(v_src.sha256, 12)),
+                    hint = 'Released migrations are frozen: restore the file and put the change in a new migration.';
+            end if;
+            continue;
+        end if;
+        perform pgrecall._execute_as(v_tenant.owner_role, pgrecall._render(v_src.body, p_name), p_name);
+        perform pgrecall._execute_as(v_tenant.owner_role, format(
+            'insert into %I.schema_migration (version, name, sha256) values (%s, %L, %L)',
+            p_name, v_src.version, v_src.name, v_src.sha256), p_name);
+        kind := 'migration'; name := v_src.name;
+        return next;
+    end loop;
+
+    if p_target_version is not null and p_target_version < coalesce(v_latest, 0) then
+        return;  -- functions are written against the latest schema only
+    end if;
+
+    for v_src in select * from pgrecall.source s where s.kind = 'function' order by s.name loop
+        execute format('select sha256 from %I.function_ledger where file = $1', p_name)
+            into v_sha using v_src.name;
+        continue when v_sha = v_src.sha256;
+        perform pgrecall._execute_as(v_tenant.owner_role, pgrecall._render(v_src.body, p_name)
+            || format(E';\ninsert into %I.function_ledger (file, sha256) values (%L, %L) '
+                      'on conflict (file) do update set sha256 = excluded.sha256, applied_at = clock_timestamp()',
+                      p_name, v_src.name, v_src.sha256), p_name);
+        kind := 'function'; name := v_src.name;
+        return next;
+    end loop;
+
+    -- Public functions are EXECUTE-able by the app role; helpers (leading _) are not.
+    for v_fn in select p.oid::regprocedure from pg_proc p
+                 where p.pronamespace = p_name::regnamespace loop
+        perform pgrecall._execute_as(v_tenant.owner_role, format(
+            'revoke all on function %s from public; %s',
+            v_fn,
+            case when (select proname from pg_proc where oid = v_fn) like '\_%'
+                 then format('revoke all on function %s from %I', v_fn, v_tenant.app_role)
+                 else format('grant execute on function %s to %I', v_fn, v_tenant.app_role) end), p_name);
+    end loop;
+end
+$$;
+comment on function pgrecall.upgrade_tenant(text, integer) is
+    'Applies pending migrations (up to p_target_version if given) and changed function files; serialised per tenant.';
+
+create or replace function pgrecall.install_tenant(p_name text)
+returns table (kind text, name text)
+language plpgsql
+set search_path = pg_catalog
+as $$
+begin
+    perform pgrecall.check_tenant_name(p_name);
+    perform pgrecall._lock_tenant(p_name);
+    if not exists (select 1 from pgrecall.tenant t where t.name = p_name) then
+        perform pgrecall.create_tenant(p_name);
+        kind := 'tenant'; name := p_name;
+        return next;
+        return;
+    end if;
+    return query select * from pgrecall.upgrade_tenant(p_name);
+end
+$$;
+comment on function pgrecall.install_tenant(text) is
+    'Creates the tenant if it is missing, else upgrades it. Idempotent.';
+
+create or replace function pgrecall.drop_tenant(p_name text)
+returns void
+language plpgsql
+set search_path = pg_catalog
+as $$
+declare
+    v_tenant pgrecall.tenant;
+    v_role name;
+begin
+    v_tenant := pgrecall._require_tenant(p_name);
+    perform pgrecall._lock_tenant(p_name);
+    execute format('drop schema %I cascade', p_name);
+    delete from pgrecall.tenant where name = p_name;
+    foreach v_role in array array[v_tenant.app_role, v_tenant.owner_role] loop
+        execute format('drop owned by %I', v_role);
+        begin
+            execute format('drop role %I', v_role);
+        exception when dependent_objects_still_exist then
+            -- Roles are cluster-wide: the same tenant lives on in another database.
+            raise notice 'role % kept: it still holds objects or grants in another database', v_role;
+        end;
+    end loop;
+end
+$$;
+comment on function pgrecall.drop_tenant(text) is
+    'Drops tenant p_name: its schema with all data, its registry row, and its roles unless another database uses them.';
+
+create or replace function pgrecall.list_tenants()
+returns table (name text, owner_role name, app_role name, created_at timestamptz,
+               schema_version integer, latest_version integer)
+language plpgsql stable
+set search_path = pg_catalog
+as $$
+declare
+    v_tenant pgrecall.tenant;
+    v_latest integer := (select max(version) from pgrecall.source s where s.kind = 'migration');
+begin
+    for v_tenant in select * from pgrecall.tenant t order by t.name loop
+        name := v_tenant.name; owner_role := v_tenant.owner_role; app_role := v_tenant.app_role;
+        created_at := v_tenant.created_at; latest_version := v_latest;
+        execute format('select max(version) from %I.schema_migration', v_tenant.name) into schema_version;
+        return next;
+    end loop;
+end
+$$;
+comment on function pgrecall.list_tenants() is
+    'Every tenant in this database with its applied and latest migration version.';
+
+create or replace function pgrecall.tenant_settings(p_tenant text)
+returns table (key text, value jsonb, description text)
+language plpgsql stable
+set search_path = pg_catalog
+as $$
+begin
+    perform pgrecall._require_tenant(p_tenant);
+    return query execute format('select key, value, description from %I.setting order by key', p_tenant);
+end
+$$;
+comment on function pgrecall.tenant_settings(text) is
+    'The per-tenant settings (constants of the design) with their current values.';
+
+create or replace function pgrecall.set_tenant_setting(p_tenant text, p_key text, p_value jsonb)
+returns jsonb
+language plpgsql
+set search_path = pg_catalog
+as $$
+declare
+    v_old jsonb;
+begin
+    perform pgrecall._require_tenant(p_tenant);
+    execute format('select value from %I.setting where key = $1 for update', p_tenant) into v_old using p_key;
+    if v_old is null then
+        raise exception using errcode = 'PR006',
+            message = format('tenant %s has no setting %s', quote_literal(p_tenant), quote_literal(p_key)),
+            hint = 'pgrecall.tenant_settings(tenant) lists the settings.';
+    end if;
+    if p_value is null or jsonb_typeof(p_value) <> jsonb_typeof(v_old) then
+        raise exception using errcode = 'PR006',
+            message = format('setting %s takes a %s value, not %s', p_key, jsonb_typeof(v_old),
+                             coalesce(p_value::text, 'NULL')),
+            hint = 'Pass a JSON value of the same type as the current one.';
+    end if;
+    begin
+        execute format('update %I.setting set value = $1 where key = $2', p_tenant) using p_value, p_key;
+    exception when check_violation then
+        raise exception using errcode = 'PR006',
+            message = format('value %s is out of range for setting %s', p_value, p_key),
+            hint = 'See the setting''s description in pgrecall.tenant_settings(tenant).';
+    end;
+    return p_value;
+end
+$$;
+comment on function pgrecall.set_tenant_setting(text, text, jsonb) is
+    'Sets one per-tenant setting; the value must have the JSON type of the current one and pass its range check.';

