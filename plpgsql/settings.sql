@@ -21,3 +21,16 @@ begin
 end
 $$;
 comment on function __tenant__._setting_value(text) is 'Internal: one per-tenant setting as jsonb. (Not named _setting: that is the array type of table setting.)';
+
+-- Lets an application see the constants its tenant runs with, without
+-- giving it SELECT on the table.
+create or replace function __tenant__.settings()
+returns table (key text, value jsonb, description text)
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select s.key, s.value, s.description from setting s order by s.key
+$$;
+comment on function __tenant__.settings() is
+    'This tenant''s settings (the design''s constants); change them with pgrecall.set_tenant_setting().';

@@ -220,10 +220,12 @@ begin
             message = format('role %I exists with attributes pgrecall will not adopt', p_role),
             hint = 'Drop or rename that role, or choose another tenant name.';
     end if;
-    -- The installer needs to become the owner to create objects owned by it.
-    if not pg_has_role(current_user, p_role, 'SET') then
+    -- The installer becomes the owner to create objects owned by it, and reads
+    -- the tenant's ledgers with the owner's rights. It could SET ROLE anyway,
+    -- so inheriting grants it nothing more.
+    if not (pg_has_role(current_user, p_role, 'SET') and pg_has_role(current_user, p_role, 'USAGE')) then
         if current_setting('server_version_num')::int >= 160000 then
-            execute format('grant %I to %I with inherit false, set true', p_role, current_user);
+            execute format('grant %I to %I with inherit true, set true', p_role, current_user);
         else
             execute format('grant %I to %I', p_role, current_user);
         end if;
@@ -231,7 +233,7 @@ begin
 end
 $$;
 
-create or replace function pgrecall.create_tenant(p_name text)
+create or replace function pgrecall.create_tenant(p_name text, p_target_version integer default null)
 returns pgrecall.tenant
 language plpgsql
 set search_path = pg_catalog
@@ -260,13 +262,13 @@ begin
     perform pgrecall._ensure_role(v_app, true);
 
     execute format('create schema %I authorization %I', p_name, v_owner);
-    execute format('revoke all on schema %I from public', p_name);
-    execute format('grant usage on schema %I to %I', p_name, v_app);
     if not has_schema_privilege(v_owner, pgrecall._extension_schema('vector'), 'USAGE') then
         execute format('grant usage on schema %I to %I', pgrecall._extension_schema('vector'), v_owner);
     end if;
 
     perform pgrecall._execute_as(v_owner, format($ddl$
+        revoke all on schema %1$I from public;
+        grant usage on schema %1$I to %3$I;
         alter default privileges for role %2$I in schema %1$I revoke execute on functions from public;
         alter default privileges for role %2$I in schema %1$I revoke all on tables from public;
         create table %1$I.schema_migration (
@@ -282,18 +284,18 @@ begin
             applied_at  timestamptz not null default clock_timestamp()
         );
         comment on table %1$I.function_ledger is 'Function files applied, re-applied when their sha256 changes.';
-        $ddl$, p_name, v_owner), p_name);
+        $ddl$, p_name, v_owner, v_app), p_name);
 
     insert into pgrecall.tenant (name, owner_role, app_role)
     values (p_name, v_owner, v_app)
     returning * into v_row;
 
-    perform pgrecall.upgrade_tenant(p_name);
+    perform pgrecall.upgrade_tenant(p_name, p_target_version);
     return v_row;
 end
 $$;
-comment on function pgrecall.create_tenant(text) is
-    'Creates tenant p_name: its schema, NOLOGIN owner role, LOGIN app role, and every migration and function.';
+comment on function pgrecall.create_tenant(text, integer) is
+    'Creates tenant p_name: its schema, NOLOGIN owner role, LOGIN app role, and its migrations (up to p_target_version if given) and functions.';
 
 -- Applies pending migrations (up to p_target_version when given) and, when
 -- the tenant is at the latest version, every function file whose checksum

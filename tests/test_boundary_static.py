@@ -1,0 +1,41 @@
+"""Migrations stay inside their tenant's schema, checked statically with sqlglot."""
+
+import pytest
+
+from pgrecall import sources
+from sqlcheck import check
+
+
+@pytest.mark.parametrize("migration", sources.migrations(), ids=lambda m: m.name)
+def test_shipped_migration_respects_the_tenant_boundary(migration):
+    violations = check(migration.name, migration.body)
+    assert violations == [], "\n".join(map(str, violations))
+
+
+BAD = [
+    ("unqualified table", "create table __tenant__.a (id int);\n\ncreate table memory (id int);", 3, "unqualified"),
+    ("other schema", "create table __tenant__.a (id int);\ninsert into public.x values (1);", 2, "public"),
+    ("another tenant", "select 1;\n\n\nalter table beta.memory add column x int;", 4, "beta"),
+    ("tenant_id column", "create table __tenant__.a (\n  id int,\n  tenant_id int\n);", 3, "tenant_id"),
+    ("unqualified type", "create table __tenant__.a (\n  p purpose\n);", 2, "purpose"),
+    ("type elsewhere", "create table __tenant__.a (\n  v public.vector(3)\n);", 2, "public"),
+    ("unparsable", "create table __tenant__.a (id int);\ncreate tabel __tenant__.b (id int);", 2, "parse"),
+    ("index on unqualified table", "create index i on memory (id);", 1, "unqualified"),
+    ("function in other schema", "create table __tenant__.a (id uuid default public.gen_random_uuid());", 1, "public"),
+]
+
+
+@pytest.mark.parametrize("label,text,line,word", BAD, ids=[b[0] for b in BAD])
+def test_checker_reports_violation_with_line(label, text, line, word):
+    violations = check("bad.sql", text)
+    assert violations, f"{label}: no violation found"
+    assert any(v.line == line and word in str(v) for v in violations), [str(v) for v in violations]
+    assert all(str(v).startswith("bad.sql:") for v in violations)
+
+
+def test_checker_accepts_extension_types_and_opclasses():
+    text = (
+        "create table __tenant__.e (id int, v __ext__.vector(384), t tsvector, r tstzrange);\n"
+        "create index e_v on __tenant__.e using hnsw (v __ext__.vector_cosine_ops);\n"
+    )
+    assert check("ok.sql", text) == []

@@ -1,0 +1,44 @@
+"""The shipped SQL files follow the layout's rules."""
+
+import re
+
+from pgrecall import sources
+
+
+def test_migration_files_are_numbered_from_one_without_gaps():
+    files = sorted(p.name for p in (sources.sql_root() / "migrations").iterdir())
+    bad = [f for f in files if not sources.MIGRATION_NAME.match(f)]
+    assert bad == [], f"migration files must be named NNNN_lower_snake.sql: {bad}"
+    versions = [int(f[:4]) for f in files]
+    assert versions == list(range(1, len(files) + 1)), f"numbering has a gap or a duplicate: {versions}"
+
+
+def test_migrations_carry_no_function_bodies():
+    for m in sources.migrations():
+        assert not re.search(r"create\s+(or\s+replace\s+)?(function|procedure)", m.body, re.I), (
+            f"{m.name}: functions belong in plpgsql/, re-applied when they change"
+        )
+
+
+FUNCTION_HEADER = re.compile(
+    r"create\s+or\s+replace\s+function\s+__tenant__\.(\w+)\s*\((.*?)\)\s*returns(.*?)\bas\s+\$",
+    re.I | re.S,
+)
+
+
+def test_every_tenant_function_is_definer_with_pinned_path_and_a_comment():
+    seen = 0
+    for f in sources.functions():
+        assert sources.FUNCTION_FILE_NAME.match(f.name), f.name
+        headers = FUNCTION_HEADER.findall(f.body)
+        assert headers, f"{f.name} defines no function in __tenant__"
+        for name, _args, rest in headers:
+            seen += 1
+            assert "security definer" in rest.lower(), f"{f.name}: {name} is not SECURITY DEFINER"
+            assert re.search(r"set\s+search_path\s*=\s*pg_catalog,\s*__tenant__,\s*__ext__,\s*pg_temp", rest, re.I), (
+                f"{f.name}: {name} does not pin search_path to pg_catalog, __tenant__, __ext__, pg_temp"
+            )
+            assert re.search(rf"comment\s+on\s+function\s+__tenant__\.{name}\s*\(", f.body, re.I), (
+                f"{f.name}: {name} has no COMMENT ON FUNCTION"
+            )
+    assert seen > 0
