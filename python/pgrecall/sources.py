@@ -76,8 +76,10 @@ def _dollar_quote(body: str, salt: str) -> str:
 
 def load_sources_sql() -> str:
     """SQL that makes pgrecall.source hold exactly the shipped files."""
-    rows = []
     shipped = migrations() + functions()
+    names = ", ".join(f"('{s.kind}', '{s.name}')" for s in shipped) or "(null, null)"
+    # Files no longer shipped go first, so a renumbered migration can take its version.
+    rows = [f"delete from pgrecall.source where (kind, name) not in ({names});"]
     for src in shipped:
         version = "null" if src.version is None else str(src.version)
         rows.append(
@@ -87,8 +89,6 @@ def load_sources_sql() -> str:
             f"on conflict (kind, name) do update\n"
             f"   set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;"
         )
-    names = ", ".join(f"('{s.kind}', '{s.name}')" for s in shipped) or "(null, null)"
-    rows.append(f"delete from pgrecall.source where (kind, name) not in ({names});")
     return "\n\n".join(rows)
 
 
