@@ -281,9 +281,11 @@ begin
         create table %1$I.function_ledger (
             file        text primary key,
             sha256      text not null,
+            functions   text[] not null default '{}',
             applied_at  timestamptz not null default clock_timestamp()
         );
-        comment on table %1$I.function_ledger is 'Function files applied, re-applied when their sha256 changes.';
+        comment on table %1$I.function_ledger is
+            'Function files applied, re-applied when their sha256 changes; functions lists what each file defined.';
         $ddl$, p_name, v_owner, v_app), p_name);
 
     insert into pgrecall.tenant (name, owner_role, app_role)
@@ -311,6 +313,7 @@ declare
     v_sha text;
     v_latest integer;
     v_newest_applied integer;
+    v_defined text[];
     v_fn regprocedure;
 begin
     perform pgrecall._lock_tenant(p_name);
@@ -348,14 +351,26 @@ begin
         return;  -- functions are written against the latest schema only
     end if;
 
+    -- A changed file is applied after dropping what it defined last time, so
+    -- a function it renamed or re-typed does not linger as a stale overload.
     for v_src in select * from pgrecall.source s where s.kind = 'function' order by s.name loop
-        execute format('select sha256 from %I.function_ledger where file = $1', p_name)
-            into v_sha using v_src.name;
+        execute format('select sha256, functions from %I.function_ledger where file = $1', p_name)
+            into v_sha, v_defined using v_src.name;
         continue when v_sha = v_src.sha256;
-        perform pgrecall._execute_as(v_tenant.owner_role, pgrecall._render(v_src.body, p_name)
-            || format(E';\ninsert into %I.function_ledger (file, sha256) values (%L, %L) '
-                      'on conflict (file) do update set sha256 = excluded.sha256, applied_at = clock_timestamp()',
-                      p_name, v_src.name, v_src.sha256), p_name);
+        perform pgrecall._execute_as(v_tenant.owner_role,
+            coalesce((select string_agg(format('drop function if exists %s cascade', f), E';\n')
+                        from unnest(v_defined) f) || E';\n', '')
+            || pgrecall._render(v_src.body, p_name), p_name);
+        execute format($q$
+            select coalesce(array_agg(f order by f), '{}') from (
+                select p.oid::regprocedure::text as f from pg_proc p where p.pronamespace = %L::regnamespace
+                except
+                select unnest(l.functions) from %I.function_ledger l where l.file <> $1) defined
+            $q$, p_name, p_name) into v_defined using v_src.name;
+        perform pgrecall._execute_as(v_tenant.owner_role, format(
+            'insert into %I.function_ledger (file, sha256, functions) values (%L, %L, %L) '
+            'on conflict (file) do update set sha256 = excluded.sha256, functions = excluded.functions, '
+            'applied_at = clock_timestamp()', p_name, v_src.name, v_src.sha256, v_defined), p_name);
         kind := 'function'; name := v_src.name;
         return next;
     end loop;

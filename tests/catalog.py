@@ -47,7 +47,7 @@ _QUERIES = {
         select defaclobjtype, defaclacl::text from pg_default_acl
          where defaclnamespace = %(s)s::regnamespace order by 1""",
     "ledger": "select version, name, sha256 from {schema}.schema_migration order by 1",
-    "function_ledger": "select file, sha256 from {schema}.function_ledger order by 1",
+    "function_ledger": "select file, sha256, functions::text from {schema}.function_ledger order by 1",
 }
 
 

@@ -108,3 +108,23 @@ def test_snapshot_notices_a_difference(db):
     assert snapshot(db, "zq_first") == snapshot(db, "zq_second")
     db.execute("create index setting_extra on zq_second.setting (description)")
     assert snapshot(db, "zq_first") != snapshot(db, "zq_second")
+
+
+def test_a_function_renamed_in_its_file_leaves_no_stale_overload(db, monkeypatch):
+    install.install(db, ["acme"])
+    original = sources.functions
+
+    def edited():
+        fs = original()
+        i = next(i for i, f in enumerate(fs) if f.name == "settings.sql")
+        body = fs[i].body.replace("__tenant__.settings()", "__tenant__.tenant_settings()")
+        fs[i] = sources.Source("function", "settings.sql", None, body)
+        return fs
+
+    monkeypatch.setattr(sources, "functions", edited)
+    install.install(db, ["acme"])
+    names = {r[0] for r in db.execute("select proname from pg_proc where pronamespace = 'acme'::regnamespace")}
+    assert "tenant_settings" in names and "settings" not in names
+    assert "_setting_value" in names  # the file's other function is back
+    app_can = db.execute("select has_function_privilege('pgrecall_acme_app', 'acme.tenant_settings()', 'EXECUTE')").fetchone()[0]
+    assert app_can

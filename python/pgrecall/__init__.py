@@ -1,11 +1,13 @@
 """pgrecall: agent memory that lives inside PostgreSQL.
 
-Nothing here connects at import time; see :func:`pgrecall.install.install`
-and the ``pgrecall`` command.
+Nothing here connects at import time. ``pgrecall.connect(tenant=...)`` returns a
+handle whose methods each call one stored function; ``pgrecall.install`` installs
+tenants; the ``pgrecall`` command does both from a shell.
 """
 
 __version__ = "0.1.0"
 
+from .driver import Memory, MemoryRecord, Remembered, connect  # noqa: E402
 from .errors import PgrecallError  # noqa: E402
 
-__all__ = ["PgrecallError", "__version__"]
+__all__ = ["Memory", "MemoryRecord", "PgrecallError", "Remembered", "__version__", "connect"]

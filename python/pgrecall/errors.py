@@ -52,6 +52,56 @@ class SchemaTooNew(PgrecallError):
     sqlstate = "PR007"
 
 
+class UnknownPeer(PgrecallError):
+    sqlstate = "PR101"
+
+
+class InvalidPurpose(PgrecallError):
+    sqlstate = "PR102"
+
+
+class ScopeNotAuthorised(PgrecallError):
+    """The scope is unknown, or not in the caller's authorised set."""
+
+    sqlstate = "PR103"
+
+
+class MemoryNotFound(PgrecallError):
+    """The memory does not exist, or the principal may not see it: the two are not told apart."""
+
+    sqlstate = "PR104"
+
+
+class RevisionConflict(PgrecallError):
+    """Someone changed the memory after the caller read it."""
+
+    sqlstate = "PR105"
+
+
+class EmptyIntersection(PgrecallError):
+    """derive: the sources share no scope, audience or purpose."""
+
+    sqlstate = "PR106"
+
+
+class InvalidArgument(PgrecallError):
+    sqlstate = "PR107"
+
+
+class MemoryNotLive(PgrecallError):
+    """The memory was superseded or forgotten."""
+
+    sqlstate = "PR108"
+
+
+class ObservationNotFound(PgrecallError):
+    sqlstate = "PR109"
+
+
+class AppendOnly(PgrecallError):
+    sqlstate = "PR110"
+
+
 class SchemaOutOfDate(PgrecallError):
     """The tenant's schema is older than this driver (raised by the driver)."""
 

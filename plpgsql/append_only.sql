@@ -1,0 +1,25 @@
+-- Rows that are history are never edited: the log, links, revisions and the
+-- projection registry. (Erasure deletes them; nothing updates them.)
+
+create or replace function __tenant__._refuse_update()
+returns trigger
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    raise exception using errcode = 'PR110',
+        message = format('%s rows are append-only and cannot be updated', tg_table_name),
+        hint = 'Append a new row instead; erasure is the only way rows leave.';
+end
+$$;
+comment on function __tenant__._refuse_update() is 'Internal trigger: history tables refuse UPDATE.';
+
+create or replace trigger observation_append_only before update on __tenant__.observation
+    for each statement execute function __tenant__._refuse_update();
+create or replace trigger memory_link_append_only before update on __tenant__.memory_link
+    for each statement execute function __tenant__._refuse_update();
+create or replace trigger memory_revision_append_only before update on __tenant__.memory_revision
+    for each statement execute function __tenant__._refuse_update();
+create or replace trigger projection_dependency_append_only before update on __tenant__.projection_dependency
+    for each statement execute function __tenant__._refuse_update();

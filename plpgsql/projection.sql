@@ -1,0 +1,60 @@
+-- Registering projection rows against the observations they came from.
+
+create or replace function __tenant__._register(p_kind text, p_row_key text, p_observation_ids bigint[])
+returns void
+language sql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    insert into projection_dependency (kind, row_key, observation_id)
+    select p_kind, p_row_key, o from unnest(p_observation_ids) o
+    on conflict do nothing
+$$;
+comment on function __tenant__._register(text, text, bigint[]) is
+    'Internal: record that projection row (kind, key) derives from these observations.';
+
+-- The observations a memory derives from, directly or through its sources.
+create or replace function __tenant__._memory_observations(p_memory_ids bigint[])
+returns bigint[]
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select coalesce(array_agg(distinct d.observation_id), '{}')
+      from projection_dependency d
+     where d.kind = 'memory' and d.row_key = any (select m::text from unnest(p_memory_ids) m)
+$$;
+comment on function __tenant__._memory_observations(bigint[]) is
+    'Internal: every observation the given memories were derived from.';
+
+-- Links a memory to entities by name, creating the entities in its scope.
+create or replace function __tenant__._link_about(p_memory_id bigint, p_scope text, p_names text[],
+                                                 p_observation_ids bigint[])
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_name text;
+    v_entity bigint;
+    v_link bigint;
+begin
+    foreach v_name in array coalesce(p_names, '{}') loop
+        continue when v_name is null or btrim(v_name) = '';
+        perform _check_text(v_name, 'entity name', 200);
+        insert into entity as e (scope, name) values (p_scope, btrim(v_name))
+        on conflict on constraint entity_identity do update set name = e.name
+        returning e.id into v_entity;
+        perform _register('entity', v_entity::text, p_observation_ids);
+        if not exists (select 1 from memory_link l where l.memory_id = p_memory_id
+                          and l.link_type = 'about' and l.target_entity_id = v_entity) then
+            insert into memory_link (memory_id, link_type, target_entity_id)
+            values (p_memory_id, 'about', v_entity) returning id into v_link;
+            perform _register('memory_link', v_link::text, p_observation_ids);
+        end if;
+    end loop;
+end
+$$;
+comment on function __tenant__._link_about(bigint, text, text[], bigint[]) is
+    'Internal: about-links from a memory to named entities, registered as projections.';

@@ -1,0 +1,92 @@
+-- read: one memory with its provenance, only if the principal may see it for
+-- the purpose named. A memory the principal may not see is reported exactly
+-- like one that does not exist.
+
+create or replace function __tenant__.read(
+    p_principal           text,
+    p_scopes              text[],
+    p_memory_id           bigint,
+    p_purpose             text,
+    p_include_superseded  boolean default false
+)
+returns table (
+    id bigint, scope text, kind text, title text, body text, origin text, revision integer,
+    confidence real, audience text, purposes text[], superseded_by bigint, created_by text,
+    created_at timestamptz, updated_at timestamptz, valid tstzrange, provenance jsonb, revisions jsonb
+)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_principal bigint := _peer_id(p_principal);
+    v_memory memory;
+begin
+    perform _check_scopes(p_scopes);
+    perform _check_purpose(p_purpose);
+    perform _check_id(p_memory_id, 'memory id');
+    select e.* into v_memory
+      from _eligible_memories(v_principal, p_scopes, p_purpose, coalesce(p_include_superseded, false), null) e
+     where e.id = p_memory_id;
+    if v_memory.id is null then
+        perform _fail('PR104', format('memory %s not found', p_memory_id),
+                      'It does not exist, or this principal may not see it for this purpose.');
+    end if;
+
+    return query
+    select v_memory.id, v_memory.scope, v_memory.kind, v_memory.title, v_memory.body, v_memory.origin,
+           v_memory.revision, v_memory.confidence,
+           (select p.name from peer p where p.id = v_memory.audience_peer_id),
+           v_memory.purposes, v_memory.superseded_by,
+           (select p.name from peer p where p.id = v_memory.created_by),
+           v_memory.created_at, v_memory.updated_at, v_memory.valid,
+           _provenance(v_memory.id, v_principal, p_scopes),
+           (select coalesce(jsonb_agg(jsonb_build_object(
+                        'revision', r.revision, 'kind', r.kind, 'title', r.title, 'body', r.body,
+                        'confidence', r.confidence, 'changed_by', cp.name, 'changed_at', r.changed_at,
+                        'reason', r.reason) order by r.revision), '[]'::jsonb)
+              from memory_revision r join peer cp on cp.id = r.changed_by
+             where r.memory_id = v_memory.id);
+end
+$$;
+comment on function __tenant__.read(text, text[], bigint, text, boolean) is
+    'One memory with its provenance and revision history, if the principal may see it for the purpose.';
+
+-- A memory's links as JSON. Linked memories the principal may not see are
+-- counted, not shown.
+create or replace function __tenant__._provenance(p_memory_id bigint, p_principal_id bigint, p_scopes text[])
+returns jsonb
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select jsonb_build_object(
+        'observations', coalesce((
+            select jsonb_agg(jsonb_build_object(
+                       'scope', o.scope, 'offset', o.log_offset, 'source_role', o.source_role,
+                       'actor', a.name, 'occurred_at', o.occurred_at, 'text', left(o.body, 500))
+                   order by o.log_offset)
+              from memory_link l
+              join observation o on o.id = l.target_observation_id
+              join peer a on a.id = o.actor_id
+             where l.memory_id = p_memory_id and l.link_type = 'derived_from'
+               and o.scope = any (p_scopes)), '[]'::jsonb),
+        'memories', coalesce((
+            select jsonb_agg(jsonb_build_object('id', e.id, 'title', e.title, 'kind', e.kind) order by e.id)
+              from memory_link l
+              join _eligible_memories(p_principal_id, p_scopes, null, true, null) e on e.id = l.target_memory_id
+             where l.memory_id = p_memory_id and l.link_type = 'derived_from'), '[]'::jsonb),
+        'hidden_sources', (
+            select count(*)
+              from memory_link l
+             where l.memory_id = p_memory_id and l.link_type = 'derived_from'
+               and l.target_memory_id is not null
+               and not exists (select 1 from _eligible_memories(p_principal_id, p_scopes, null, true, null) e
+                                where e.id = l.target_memory_id)),
+        'about', coalesce((
+            select jsonb_agg(jsonb_build_object('entity', en.name, 'type', en.entity_type) order by en.name)
+              from memory_link l join entity en on en.id = l.target_entity_id
+             where l.memory_id = p_memory_id and l.link_type = 'about'), '[]'::jsonb))
+$$;
+comment on function __tenant__._provenance(bigint, bigint, text[]) is
+    'Internal: a memory''s observations, visible source memories, hidden-source count and entities, as JSON.';

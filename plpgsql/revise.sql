@@ -1,0 +1,176 @@
+-- correct, supersede and forget: the three ways a memory changes after it is
+-- written. Each takes the revision the caller read; the loser of a race gets
+-- PR105 and nothing it sent is written.
+
+-- Locks a memory the principal may see and checks the caller's revision.
+create or replace function __tenant__._lock_for_revision(p_principal_id bigint, p_scopes text[], p_memory_id bigint,
+                                                        p_expected_revision integer, p_require_current boolean)
+returns __tenant__.memory
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_memory memory;
+begin
+    perform _check_scopes(p_scopes);
+    perform _check_id(p_memory_id, 'memory id');
+    if not exists (select 1 from _eligible_memories(p_principal_id, p_scopes, null, true, null) e
+                    where e.id = p_memory_id) then
+        perform _fail('PR104', format('memory %s not found', p_memory_id),
+                      'It does not exist, or this principal may not see it.');
+    end if;
+    -- FOR UPDATE waits for a concurrent writer and then sees its committed row.
+    select m.* into v_memory from memory m where m.id = p_memory_id for update;
+    if v_memory.invalidated_at is not null then
+        perform _fail('PR108', format('memory %s was forgotten: %s', p_memory_id, v_memory.invalidation_reason));
+    end if;
+    if p_expected_revision is not null and v_memory.revision <> p_expected_revision then
+        perform _fail('PR105', format('memory %s is at revision %s, not %s', p_memory_id, v_memory.revision,
+                                      p_expected_revision),
+                      'Someone changed it since you read it: read it again and retry.');
+    end if;
+    if p_require_current and v_memory.superseded_by is not null then
+        perform _fail('PR108', format('memory %s was superseded by memory %s', p_memory_id, v_memory.superseded_by),
+                      'Change the memory that replaced it.');
+    end if;
+    return v_memory;
+end
+$$;
+comment on function __tenant__._lock_for_revision(bigint, text[], bigint, integer, boolean) is
+    'Internal: lock a visible memory and check the caller''s revision (PR104, PR105, PR108).';
+
+create or replace function __tenant__.correct(
+    p_principal          text,
+    p_scopes             text[],
+    p_memory_id          bigint,
+    p_expected_revision  integer,
+    p_body               text,
+    p_title              text default null,   -- NULL keeps the title
+    p_reason             text default null
+)
+returns integer
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_principal bigint := _peer_id(p_principal);
+    v_old memory;
+begin
+    if p_expected_revision is null then
+        perform _fail('PR107', 'correct needs the revision you read (p_expected_revision)');
+    end if;
+    perform _check_text(p_body, 'memory body', (_setting_value('max_memory_bytes') #>> '{}')::bigint);
+    if btrim(p_body) = '' then
+        perform _fail('PR107', 'a corrected memory needs a body', 'To remove a memory, forget it.');
+    end if;
+    v_old := _lock_for_revision(v_principal, p_scopes, p_memory_id, p_expected_revision, true);
+
+    insert into memory_revision (memory_id, revision, kind, title, body, confidence, changed_by, reason)
+    values (v_old.id, v_old.revision, v_old.kind, v_old.title, v_old.body, v_old.confidence, v_principal, p_reason);
+    perform _register('memory_revision', v_old.id || ':' || v_old.revision, _memory_observations(array[v_old.id]));
+
+    update memory m
+       set body = btrim(p_body), title = coalesce(p_title, m.title), revision = m.revision + 1, updated_at = now()
+     where m.id = v_old.id;
+    return v_old.revision + 1;
+end
+$$;
+comment on function __tenant__.correct(text, text[], bigint, integer, text, text, text) is
+    'Fixes a wrong memory in place: revision + 1, the old text kept in its history. PR105 if the revision moved.';
+
+create or replace function __tenant__.supersede(
+    p_principal          text,
+    p_scopes             text[],
+    p_memory_id          bigint,
+    p_expected_revision  integer,
+    p_body               text,
+    p_evidence           bigint[],            -- log offsets that say what changed
+    p_title              text default null,   -- NULL keeps the title
+    p_confidence         double precision default null    -- NULL keeps the confidence
+)
+returns bigint
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_principal bigint := _peer_id(p_principal);
+    v_old memory;
+    v_observations bigint[];
+    v_id bigint;
+    v_link bigint;
+    v_obs bigint;
+begin
+    if p_expected_revision is null then
+        perform _fail('PR107', 'supersede needs the revision you read (p_expected_revision)');
+    end if;
+    perform _check_text(p_body, 'memory body', (_setting_value('max_memory_bytes') #>> '{}')::bigint);
+    if btrim(p_body) = '' then
+        perform _fail('PR107', 'the new memory needs a body');
+    end if;
+    if p_confidence is not null and (p_confidence < 0 or p_confidence > 1) then
+        perform _fail('PR107', format('confidence must be between 0 and 1, not %s', p_confidence));
+    end if;
+    if p_evidence is null or cardinality(p_evidence) = 0 then
+        perform _fail('PR107', 'supersede needs the observation(s) that say what changed',
+                      'Append what was said with append_observation() and pass its offset.');
+    end if;
+    v_old := _lock_for_revision(v_principal, p_scopes, p_memory_id, p_expected_revision, true);
+    v_observations := _observation_ids(v_old.scope, p_evidence);
+
+    insert into memory (scope, kind, title, body, confidence, origin, audience_peer_id, purposes, created_by)
+    values (v_old.scope, v_old.kind, coalesce(p_title, v_old.title), btrim(p_body),
+            coalesce(p_confidence, v_old.confidence), 'told', v_old.audience_peer_id, v_old.purposes, v_principal)
+    returning id into v_id;
+    perform _register('memory', v_id::text, v_observations);
+    foreach v_obs in array v_observations loop
+        insert into memory_link (memory_id, link_type, target_observation_id)
+        values (v_id, 'derived_from', v_obs) returning id into v_link;
+        perform _register('memory_link', v_link::text, v_observations);
+    end loop;
+    perform _link_about(v_id, v_old.scope,
+                        array(select en.name from memory_link l join entity en on en.id = l.target_entity_id
+                               where l.memory_id = v_old.id and l.link_type = 'about'),
+                        v_observations);
+
+    update memory m
+       set superseded_by = v_id, revision = m.revision + 1, updated_at = now(),
+           valid = tstzrange(lower(m.valid), greatest(lower(m.valid), now()))
+     where m.id = v_old.id;
+    return v_id;
+end
+$$;
+comment on function __tenant__.supersede(text, text[], bigint, integer, text, bigint[], text, double precision) is
+    'The world changed: a new memory replaces the old one, which points to it and stops being valid now.';
+
+create or replace function __tenant__.forget(
+    p_principal          text,
+    p_scopes             text[],
+    p_memory_id          bigint,
+    p_reason             text,
+    p_expected_revision  integer default null
+)
+returns integer
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_principal bigint := _peer_id(p_principal);
+    v_old memory;
+begin
+    if p_reason is null or btrim(p_reason) = '' then
+        perform _fail('PR107', 'forget needs a reason', 'Say why, e.g. ''the user asked''.');
+    end if;
+    perform _check_text(p_reason, 'reason', 2000);
+    v_old := _lock_for_revision(v_principal, p_scopes, p_memory_id, p_expected_revision, false);
+    update memory m
+       set invalidated_at = now(), invalidation_reason = btrim(p_reason), revision = m.revision + 1, updated_at = now()
+     where m.id = v_old.id;
+    return v_old.revision + 1;
+end
+$$;
+comment on function __tenant__.forget(text, text[], bigint, text, integer) is
+    'Invalidates a memory with a reason; it is no longer read or recalled. Nothing is forgotten unless asked.';

@@ -1,0 +1,204 @@
+-- Argument checks shared by every operation. Each failure raises a PR-class
+-- SQLSTATE whose message names the offending value:
+--   PR101 unknown peer           PR102 invalid purpose       PR103 scope not authorised or unknown
+--   PR104 memory not found       PR105 revision conflict     PR106 empty intersection (derive)
+--   PR107 invalid argument       PR108 memory no longer live PR109 unknown observation
+--   PR110 append-only row changed
+
+create or replace function __tenant__._fail(p_code text, p_message text, p_hint text default null)
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    if p_hint is null then
+        raise exception using errcode = p_code, message = p_message;
+    end if;
+    raise exception using errcode = p_code, message = p_message, hint = p_hint;
+end
+$$;
+comment on function __tenant__._fail(text, text, text) is 'Internal: raise a pgrecall error with our SQLSTATE.';
+
+create or replace function __tenant__._peer_id(p_name text, p_role text default 'principal')
+returns bigint
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_id bigint;
+begin
+    if p_name is null then
+        perform _fail('PR101', format('the %s peer is required', p_role),
+                      'Pass the name of a peer created with add_peer().');
+    end if;
+    select p.id into v_id from peer p where p.name = p_name;
+    if v_id is null then
+        perform _fail('PR101', format('unknown %s peer %s', p_role, quote_literal(p_name)),
+                      'Create it first with add_peer(name, kind).');
+    end if;
+    return v_id;
+end
+$$;
+comment on function __tenant__._peer_id(text, text) is 'Internal: the id of a named peer, or PR101.';
+
+-- The authorised set must be non-empty and name existing scopes only: a typo
+-- in a scope name is an error, not an empty answer.
+create or replace function __tenant__._check_scopes(p_scopes text[])
+returns text[]
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_unknown text;
+begin
+    if p_scopes is null or cardinality(p_scopes) = 0 then
+        perform _fail('PR103', 'the set of authorised scopes is empty',
+                      'Pass the scopes the principal may read, e.g. array[''default''].');
+    end if;
+    select s into v_unknown from unnest(p_scopes) s
+     where s is null or not exists (select 1 from scope sc where sc.name = s) limit 1;
+    if found then
+        perform _fail('PR103', format('unknown scope %s', coalesce(quote_literal(v_unknown), 'NULL')),
+                      'Create it first with add_scope(name).');
+    end if;
+    return p_scopes;
+end
+$$;
+comment on function __tenant__._check_scopes(text[]) is 'Internal: PR103 unless every authorised scope exists.';
+
+create or replace function __tenant__._check_write_scope(p_scope text, p_scopes text[])
+returns text
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    perform _check_scopes(p_scopes);
+    if p_scope is null or not (p_scope = any (p_scopes)) then
+        perform _fail('PR103', format('scope %s is not in the authorised set %s',
+                                      coalesce(quote_literal(p_scope), 'NULL'), p_scopes::text),
+                      'Write only to a scope the principal is authorised for.');
+    end if;
+    return p_scope;
+end
+$$;
+comment on function __tenant__._check_write_scope(text, text[]) is 'Internal: PR103 unless the scope written is authorised.';
+
+create or replace function __tenant__._check_purpose(p_purpose text)
+returns text
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    if p_purpose is null or not (p_purpose = any (array['converse', 'act', 'personalize', 'review'])) then
+        perform _fail('PR102', format('unknown purpose %s', coalesce(quote_literal(p_purpose), 'NULL')),
+                      'A purpose is one of converse, act, personalize, review.');
+    end if;
+    return p_purpose;
+end
+$$;
+comment on function __tenant__._check_purpose(text) is 'Internal: PR102 unless the purpose is one of the four.';
+
+create or replace function __tenant__._check_purposes(p_purposes text[])
+returns text[]
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_purpose text;
+begin
+    if p_purposes is null or cardinality(p_purposes) = 0 then
+        perform _fail('PR102', 'the set of purposes is empty',
+                      'Say what the memory may be used for: converse, act, personalize and/or review.');
+    end if;
+    foreach v_purpose in array p_purposes loop
+        perform _check_purpose(v_purpose);
+    end loop;
+    return array(select distinct p from unnest(p_purposes) p order by p);
+end
+$$;
+comment on function __tenant__._check_purposes(text[]) is 'Internal: PR102 unless every purpose is known; returns them sorted and distinct.';
+
+create or replace function __tenant__._check_text(p_value text, p_what text, p_max_bytes bigint)
+returns text
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    if p_value is null then
+        perform _fail('PR107', format('%s is required', p_what));
+    elsif octet_length(p_value) > p_max_bytes then
+        perform _fail('PR107', format('%s is %s bytes, more than the %s allowed', p_what,
+                                      octet_length(p_value), p_max_bytes),
+                      'Split the text, or raise the limit with pgrecall.set_tenant_setting().');
+    end if;
+    return p_value;
+end
+$$;
+comment on function __tenant__._check_text(text, text, bigint) is 'Internal: PR107 if the text is missing or too large.';
+
+create or replace function __tenant__._check_id(p_id bigint, p_what text)
+returns bigint
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    if p_id is null or p_id <= 0 then
+        perform _fail('PR107', format('%s must be a positive id, not %s', p_what, coalesce(p_id::text, 'NULL')));
+    end if;
+    return p_id;
+end
+$$;
+comment on function __tenant__._check_id(bigint, text) is 'Internal: PR107 unless the id is positive.';
+
+create or replace function __tenant__._check_one_of(p_value text, p_what text, p_allowed text[])
+returns text
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    if p_value is null then
+        perform _fail('PR107', format('%s is required', p_what),
+                      format('One of: %s.', array_to_string(p_allowed, ', ')));
+    elsif not (p_value = any (p_allowed)) then
+        perform _fail('PR107', format('%s %s is not one of %s', p_what, quote_literal(p_value),
+                                      array_to_string(p_allowed, ', ')));
+    end if;
+    return p_value;
+end
+$$;
+comment on function __tenant__._check_one_of(text, text, text[]) is 'Internal: PR107 unless the value is one of the allowed.';
+
+-- Observation offsets in one scope to observation ids, in the order given.
+create or replace function __tenant__._observation_ids(p_scope text, p_offsets bigint[])
+returns bigint[]
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_ids bigint[];
+    v_missing bigint;
+begin
+    select o into v_missing from unnest(p_offsets) o
+     where o is null or not exists (select 1 from observation ob where ob.scope = p_scope and ob.log_offset = o)
+     limit 1;
+    if found then
+        perform _fail('PR109', format('scope %s has no observation at offset %s', quote_literal(p_scope),
+                                      coalesce(v_missing::text, 'NULL')),
+                      'Evidence is given as log offsets returned by append_observation() in the same scope.');
+    end if;
+    select array_agg(ob.id order by ob.log_offset) into v_ids
+      from observation ob where ob.scope = p_scope and ob.log_offset = any (p_offsets);
+    return v_ids;
+end
+$$;
+comment on function __tenant__._observation_ids(text, bigint[]) is 'Internal: ids of the observations at these offsets of one scope, or PR109.';

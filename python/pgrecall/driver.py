@@ -1,0 +1,250 @@
+"""The Python driver: each method calls one stored function of the tenant.
+
+>>> import pgrecall
+>>> mem = pgrecall.connect(tenant="acme", principal="assistant", scopes=["default"])
+>>> offset = mem.append("I live in Lisbon", role="user", actor="ana")
+>>> mem.remember("Ana lives in Lisbon", evidence=[offset], purposes=["converse"])
+
+Nothing connects at import time and nothing here runs DDL: a tenant is
+created with ``pgrecall tenant create`` (or pgrecall.create_tenant() in SQL).
+"""
+
+from __future__ import annotations
+
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Iterator, Sequence
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import class_row
+from psycopg.types.json import Jsonb
+
+from . import db, errors, sources
+
+_TENANT_NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
+
+
+@dataclass(frozen=True)
+class Remembered:
+    memory_id: int | None
+    status: str  # 'created' or 'noop'
+    reason: str | None
+
+    @property
+    def created(self) -> bool:
+        return self.status == "created"
+
+
+@dataclass(frozen=True)
+class MemoryRecord:
+    id: int
+    scope: str
+    kind: str
+    title: str | None
+    body: str
+    origin: str
+    revision: int
+    confidence: float
+    audience: str | None
+    purposes: list[str]
+    superseded_by: int | None
+    created_by: str
+    created_at: datetime
+    updated_at: datetime
+    valid: Any
+    provenance: dict
+    revisions: list[dict]
+
+
+class Memory:
+    """A handle on one tenant, acting for a principal over a set of authorised scopes.
+
+    ``principal`` and ``scopes`` given here are defaults; every method accepts
+    them as keyword arguments too.
+    """
+
+    def __init__(self, tenant: str, *, conn: psycopg.Connection | None = None, pool=None,
+                 conninfo: str | None = None, principal: str | None = None,
+                 scopes: Sequence[str] | None = None):
+        if not isinstance(tenant, str) or not _TENANT_NAME.match(tenant):
+            raise errors.InvalidTenantName(f"invalid tenant name {tenant!r}",
+                                           hint="A tenant name is a lowercase identifier of at most 48 characters.")
+        if sum(x is not None for x in (conn, pool, conninfo)) > 1:
+            raise ValueError("pass at most one of conn, pool and conninfo")
+        self.tenant = tenant
+        self.principal = principal
+        self.scopes = list(scopes) if scopes is not None else None
+        self._conn = conn
+        self._pool = pool
+        self._owns_conn = False
+        if conn is None and pool is None:
+            self._conn = _open(conninfo or db.tenant_conninfo(tenant), tenant)
+            self._owns_conn = True
+        self._check_schema()
+
+    # -- plumbing -------------------------------------------------------------
+
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection]:
+        if self._pool is not None:
+            with self._pool.connection() as conn:
+                yield conn
+        else:
+            yield self._conn
+
+    def _call(self, function: str, args: dict[str, Any], *, row_type=None, many: bool = False):
+        """SELECT * FROM tenant.function(p_name => %(name)s, ...) with named parameters."""
+        names = list(args)
+        query = sql.SQL("select * from {}.{}({})").format(
+            sql.Identifier(self.tenant), sql.Identifier(function),
+            sql.SQL(", ").join(sql.SQL("{} => {}").format(sql.Identifier("p_" + n), sql.Placeholder(n)) for n in names),
+        )
+        params = args
+        try:
+            with self._connection() as conn:
+                with conn.cursor(row_factory=class_row(row_type) if row_type else psycopg.rows.tuple_row) as cur:
+                    cur.execute(query, params)
+                    return cur.fetchall() if many else cur.fetchone()
+        except psycopg.Error as exc:
+            raise errors.translate(exc) from exc
+
+    def _who(self, principal, scopes) -> tuple[str, list[str]]:
+        principal = principal if principal is not None else self.principal
+        scopes = list(scopes) if scopes is not None else self.scopes
+        if principal is None:
+            raise errors.UnknownPeer("no principal: pass principal= to connect() or to the call")
+        if not scopes:
+            raise errors.ScopeNotAuthorised("no authorised scopes: pass scopes= to connect() or to the call")
+        return principal, scopes
+
+    def _check_schema(self) -> None:
+        try:
+            row = self._call("schema_info", {})
+        except psycopg.errors.InvalidSchemaName as exc:
+            raise errors.TenantNotFound(f"tenant {self.tenant!r} is not installed in this database",
+                                        hint=f"Create it: pgrecall tenant create {self.tenant}") from exc
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise errors.TenantNotFound(f"this role may not use tenant {self.tenant!r}",
+                                        hint=f"Connect as pgrecall_{self.tenant}_app or a role granted it.") from exc
+        version = row[1]
+        if version is None or version < sources.latest_version():
+            raise errors.SchemaOutOfDate(
+                f"tenant {self.tenant!r} is at migration {version}, this driver needs {sources.latest_version()}",
+                hint=f"Upgrade it: pgrecall tenant upgrade {self.tenant}")
+
+    def close(self) -> None:
+        if self._owns_conn and self._conn is not None:
+            self._conn.close()
+
+    def __enter__(self) -> "Memory":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- setup ----------------------------------------------------------------
+
+    def add_scope(self, name: str, description: str | None = None) -> str:
+        return self._call("add_scope", {"name": name, "description": description})[0]
+
+    def add_peer(self, name: str, kind: str = "human", metadata: dict | None = None) -> int:
+        return self._call("add_peer", {"name": name, "kind": kind, "metadata": Jsonb(metadata or {})})[0]
+
+    # -- the log --------------------------------------------------------------
+
+    def append(self, text: str, *, role: str, scope: str | None = None, kind: str = "message",
+               actor: str | None = None, session_id: int | None = None, occurred_at: datetime | None = None,
+               payload: dict | None = None, data_subject_id: str | None = None, lawful_basis: str | None = None,
+               classification: str = "internal", retention_until: datetime | None = None,
+               principal: str | None = None, scopes: Sequence[str] | None = None) -> int:
+        """Append an observation; returns its log offset in the scope."""
+        principal, scopes = self._who(principal, scopes)
+        return self._call("append_observation", {
+            "principal": principal, "scopes": scopes, "scope": scope or scopes[0], "body": text,
+            "source_role": role, "kind": kind, "actor": actor, "session_id": session_id,
+            "occurred_at": occurred_at, "payload": Jsonb(payload or {}), "data_subject_id": data_subject_id,
+            "lawful_basis": lawful_basis, "classification": classification, "retention_until": retention_until,
+        })[0]
+
+    def watermark(self, scope: str | None = None, *, principal: str | None = None,
+                  scopes: Sequence[str] | None = None) -> int:
+        principal, scopes = self._who(principal, scopes)
+        return self._call("log_watermark", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0]})[0]
+
+    # -- memories -------------------------------------------------------------
+
+    def remember(self, text: str, *, evidence: Sequence[int], purposes: Sequence[str], scope: str | None = None,
+                 audience: str | None = None, kind: str = "note", title: str | None = None,
+                 confidence: float = 1.0, about: Sequence[str] = (), principal: str | None = None,
+                 scopes: Sequence[str] | None = None) -> Remembered:
+        principal, scopes = self._who(principal, scopes)
+        return self._call("remember", {
+            "principal": principal, "scopes": scopes, "scope": scope or scopes[0], "body": text,
+            "evidence": list(evidence) if evidence is not None else None,
+            "purposes": list(purposes) if purposes is not None else None, "audience": audience, "kind": kind,
+            "title": title, "confidence": confidence, "about": list(about),
+        }, row_type=Remembered)
+
+    def read(self, memory_id: int, *, purpose: str, include_superseded: bool = False,
+             principal: str | None = None, scopes: Sequence[str] | None = None) -> MemoryRecord:
+        principal, scopes = self._who(principal, scopes)
+        return self._call("read", {"principal": principal, "scopes": scopes, "memory_id": memory_id,
+                                   "purpose": purpose, "include_superseded": include_superseded},
+                          row_type=MemoryRecord)
+
+    def derive(self, sources_: Sequence[int], text: str, *, kind: str = "summary", title: str | None = None,
+               confidence: float | None = None, about: Sequence[str] = (), principal: str | None = None,
+               scopes: Sequence[str] | None = None) -> int:
+        principal, scopes = self._who(principal, scopes)
+        return self._call("derive", {"principal": principal, "scopes": scopes, "sources": list(sources_),
+                                     "body": text, "kind": kind, "title": title, "confidence": confidence,
+                                     "about": list(about)})[0]
+
+    def correct(self, memory_id: int, text: str, *, revision: int, title: str | None = None,
+                reason: str | None = None, principal: str | None = None,
+                scopes: Sequence[str] | None = None) -> int:
+        """Fix a memory in place; ``revision`` is the one you read. Returns the new revision."""
+        principal, scopes = self._who(principal, scopes)
+        return self._call("correct", {"principal": principal, "scopes": scopes, "memory_id": memory_id,
+                                      "expected_revision": revision, "body": text, "title": title,
+                                      "reason": reason})[0]
+
+    def supersede(self, memory_id: int, text: str, *, revision: int, evidence: Sequence[int],
+                  title: str | None = None, confidence: float | None = None, principal: str | None = None,
+                  scopes: Sequence[str] | None = None) -> int:
+        """Replace a memory because the world changed. Returns the new memory's id."""
+        principal, scopes = self._who(principal, scopes)
+        return self._call("supersede", {"principal": principal, "scopes": scopes, "memory_id": memory_id,
+                                        "expected_revision": revision, "body": text,
+                                        "evidence": list(evidence) if evidence is not None else None,
+                                        "title": title, "confidence": confidence})[0]
+
+    def forget(self, memory_id: int, *, reason: str, revision: int | None = None, principal: str | None = None,
+               scopes: Sequence[str] | None = None) -> int:
+        principal, scopes = self._who(principal, scopes)
+        return self._call("forget", {"principal": principal, "scopes": scopes, "memory_id": memory_id,
+                                     "reason": reason, "expected_revision": revision})[0]
+
+
+def _open(conninfo: str, tenant: str) -> psycopg.Connection:
+    try:
+        return psycopg.connect(conninfo, autocommit=True)
+    except psycopg.OperationalError as exc:
+        if f'role "pgrecall_{tenant}_app" does not exist' in str(exc):
+            raise errors.TenantNotFound(f"tenant {tenant!r} does not exist on the embedded server",
+                                        hint=f"Create it: pgrecall tenant create {tenant}") from exc
+        raise
+
+
+def connect(dsn: str | None = None, *, tenant: str, principal: str | None = None,
+            scopes: Sequence[str] | None = None, conn: psycopg.Connection | None = None, pool=None) -> Memory:
+    """A :class:`Memory` handle on ``tenant``.
+
+    With ``conn`` or ``pool`` the caller's connections are used (and their
+    transactions respected). Otherwise ``dsn``, else ``PGRECALL_DSN``, else the
+    embedded server, where the handle logs in as the tenant's application role.
+    """
+    return Memory(tenant, conn=conn, pool=pool, conninfo=dsn, principal=principal, scopes=scopes)
