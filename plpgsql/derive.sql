@@ -34,7 +34,7 @@ begin
     perform _check_scopes(p_scopes);
     perform _check_one_of(p_kind, 'memory kind', array['note', 'fact', 'decision', 'summary']);
     perform _check_text(p_body, 'memory body', (_setting_value('max_memory_bytes') #>> '{}')::bigint);
-    if btrim(p_body) = '' then
+    if _trim(p_body) = '' then
         perform _fail('PR107', 'a derived memory needs a body');
     end if;
     if p_title is not null then
@@ -86,7 +86,7 @@ begin
     end if;
 
     insert into memory (scope, kind, title, body, confidence, origin, audience_peer_id, purposes, created_by)
-    values (v_scopes[1], p_kind, p_title, btrim(p_body), coalesce(p_confidence, v_confidence), 'derived',
+    values (v_scopes[1], p_kind, p_title, _trim(p_body), coalesce(p_confidence, v_confidence), 'derived',
             v_audience, v_purposes, v_principal)
     returning id into v_id;
 

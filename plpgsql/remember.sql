@@ -49,7 +49,7 @@ begin
         perform _check_text(p_title, 'memory title', 500);
     end if;
 
-    v_body := btrim(coalesce(p_body, ''));
+    v_body := _trim(coalesce(p_body, ''));
     if v_body = '' then
         return query select null::bigint, 'noop'::text, 'empty: there is nothing to remember'::text;
         return;

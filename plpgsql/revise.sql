@@ -62,7 +62,7 @@ begin
         perform _fail('PR107', 'correct needs the revision you read (p_expected_revision)');
     end if;
     perform _check_text(p_body, 'memory body', (_setting_value('max_memory_bytes') #>> '{}')::bigint);
-    if btrim(p_body) = '' then
+    if _trim(p_body) = '' then
         perform _fail('PR107', 'a corrected memory needs a body', 'To remove a memory, forget it.');
     end if;
     v_old := _lock_for_revision(v_principal, p_scopes, p_memory_id, p_expected_revision, true);
@@ -72,7 +72,7 @@ begin
     perform _register('memory_revision', v_old.id || ':' || v_old.revision, _memory_observations(array[v_old.id]));
 
     update memory m
-       set body = btrim(p_body), title = coalesce(p_title, m.title), revision = m.revision + 1, updated_at = now()
+       set body = _trim(p_body), title = coalesce(p_title, m.title), revision = m.revision + 1, updated_at = now()
      where m.id = v_old.id;
     return v_old.revision + 1;
 end
@@ -107,7 +107,7 @@ begin
         perform _fail('PR107', 'supersede needs the revision you read (p_expected_revision)');
     end if;
     perform _check_text(p_body, 'memory body', (_setting_value('max_memory_bytes') #>> '{}')::bigint);
-    if btrim(p_body) = '' then
+    if _trim(p_body) = '' then
         perform _fail('PR107', 'the new memory needs a body');
     end if;
     if p_confidence is not null and (p_confidence < 0 or p_confidence > 1) then
@@ -121,7 +121,7 @@ begin
     v_observations := _observation_ids(v_old.scope, p_evidence);
 
     insert into memory (scope, kind, title, body, confidence, origin, audience_peer_id, purposes, created_by)
-    values (v_old.scope, v_old.kind, coalesce(p_title, v_old.title), btrim(p_body),
+    values (v_old.scope, v_old.kind, coalesce(p_title, v_old.title), _trim(p_body),
             coalesce(p_confidence, v_old.confidence), 'told', v_old.audience_peer_id, v_old.purposes, v_principal)
     returning id into v_id;
     perform _register('memory', v_id::text, v_observations);
@@ -161,13 +161,13 @@ declare
     v_principal bigint := _peer_id(p_principal);
     v_old memory;
 begin
-    if p_reason is null or btrim(p_reason) = '' then
+    if p_reason is null or _trim(p_reason) = '' then
         perform _fail('PR107', 'forget needs a reason', 'Say why, e.g. ''the user asked''.');
     end if;
     perform _check_text(p_reason, 'reason', 2000);
     v_old := _lock_for_revision(v_principal, p_scopes, p_memory_id, p_expected_revision, false);
     update memory m
-       set invalidated_at = now(), invalidation_reason = btrim(p_reason), revision = m.revision + 1, updated_at = now()
+       set invalidated_at = now(), invalidation_reason = _trim(p_reason), revision = m.revision + 1, updated_at = now()
      where m.id = v_old.id;
     return v_old.revision + 1;
 end

@@ -202,3 +202,14 @@ begin
 end
 $$;
 comment on function __tenant__._observation_ids(text, bigint[]) is 'Internal: ids of the observations at these offsets of one scope, or PR109.';
+
+-- btrim() only strips spaces; text from people and models ends in newlines and tabs too.
+create or replace function __tenant__._trim(p_text text)
+returns text
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select regexp_replace(p_text, '^[[:space:]]+|[[:space:]]+$', '', 'g')
+$$;
+comment on function __tenant__._trim(text) is 'Internal: the text without leading or trailing whitespace of any kind.';

@@ -148,3 +148,29 @@ def make_tenant(db):
         return name
 
     return make
+
+
+@pytest.fixture
+def acme(db, conninfo, make_tenant):
+    """Tenant acme with scopes default and other, peers ana, ben (human) and bot (agent).
+
+    Returns a driver handle logged in as acme's application role, acting for
+    bot over scope default.
+    """
+    import pgrecall
+
+    make_tenant("acme")
+    mem = pgrecall.connect(conninfo.dsn(user="pgrecall_acme_app"), tenant="acme", principal="bot", scopes=["default"])
+    mem.add_scope("default")
+    mem.add_scope("other")
+    for name, kind in (("ana", "human"), ("ben", "human"), ("bot", "agent")):
+        mem.add_peer(name, kind)
+    yield mem
+    mem.close()
+
+
+def table_counts(conn, tenant: str = "acme") -> dict[str, int]:
+    """Rows in every table of a tenant: 'nothing written' means this is unchanged."""
+    tables = [r[0] for r in conn.execute(
+        "select tablename from pg_tables where schemaname = %s order by 1", (tenant,))]
+    return {t: conn.execute(f"select count(*) from {tenant}.{t}").fetchone()[0] for t in tables}

@@ -1,0 +1,56 @@
+"""The driver: caller's connection or pool, schema checks, exception mapping."""
+
+import psycopg
+import pytest
+from psycopg_pool import ConnectionPool
+
+import pgrecall
+from pgrecall import errors
+
+
+def test_uses_the_callers_connection_and_transaction(acme, conninfo, db):
+    with conninfo.connect(user="pgrecall_acme_app", autocommit=False) as conn:
+        mem = pgrecall.connect(tenant="acme", conn=conn, principal="bot", scopes=["default"])
+        off = mem.append("I like jazz", role="user", actor="ana")
+        r = mem.remember("Ana likes jazz", evidence=[off], purposes=["converse"])
+        assert mem.read(r.memory_id, purpose="converse").body == "Ana likes jazz"
+        conn.rollback()
+    assert db.execute("select count(*) from acme.memory").fetchone()[0] == 0
+
+
+def test_uses_a_pool(acme, conninfo):
+    with ConnectionPool(conninfo.dsn(user="pgrecall_acme_app"), min_size=1, max_size=2, open=True,
+                        kwargs={"autocommit": True}) as pool:
+        mem = pgrecall.connect(tenant="acme", pool=pool, principal="bot", scopes=["default"])
+        off = mem.append("I like jazz", role="user", actor="ana")
+        mid = mem.remember("Ana likes jazz", evidence=[off], purposes=["converse"]).memory_id
+        assert mem.read(mid, purpose="converse").provenance["observations"][0]["offset"] == off
+
+
+def test_missing_tenant_and_old_schema_fail_fast(acme, conninfo, db):
+    with pytest.raises(errors.TenantNotFound):
+        pgrecall.connect(conninfo.dsn(), tenant="nosuch")
+    latest = db.execute("select max(version) from acme.schema_migration").fetchone()[0]
+    db.execute("delete from acme.schema_migration where version = %s", (latest,))
+    with pytest.raises(errors.SchemaOutOfDate) as info:
+        pgrecall.connect(conninfo.dsn(user="pgrecall_acme_app"), tenant="acme")
+    assert "pgrecall tenant upgrade acme" in info.value.hint
+
+
+def test_hostile_tenant_names_never_reach_sql(conninfo):
+    for name in ("acme; drop schema acme", "Acme", "", "a" * 49):
+        with pytest.raises(errors.InvalidTenantName):
+            pgrecall.connect(conninfo.dsn(), tenant=name)
+
+
+def test_other_tenants_role_cannot_use_the_handle(acme, conninfo, make_tenant):
+    make_tenant("bravo")
+    with pytest.raises(errors.TenantNotFound):
+        pgrecall.connect(conninfo.dsn(user="pgrecall_bravo_app"), tenant="acme")
+
+
+def test_errors_chain_the_server_error(acme):
+    with pytest.raises(errors.MemoryNotFound) as info:
+        acme.read(12345, purpose="converse")
+    assert isinstance(info.value.__cause__, psycopg.Error) and info.value.__cause__.sqlstate == "PR104"
+    assert info.value.hint

@@ -1,0 +1,45 @@
+"""Every projection row is registered against the observations it came from."""
+
+from test_memory_operations import said
+
+
+def workload(acme):
+    o1, o2, o3 = said(acme, "I live in Lisbon"), said(acme, "I work at Acme"), said(acme, "I moved to Porto")
+    a = acme.remember("Ana lives in Lisbon", evidence=[o1], purposes=["converse"], about=["Ana", "Lisbon"]).memory_id
+    b = acme.remember("Ana works at Acme", evidence=[o2], purposes=["converse", "act"], about=["Ana", "Acme"]).memory_id
+    d = acme.derive([a, b], "Ana: Lisbon, Acme", about=["Ana"])
+    acme.correct(b, "Ana works at Acme Corp", revision=1, reason="full name")
+    acme.supersede(a, "Ana lives in Porto", revision=1, evidence=[o3])
+    return d
+
+
+def test_kinds_written_equal_kinds_registered(acme, db):
+    workload(acme)
+    registered = {r[0] for r in db.execute("select kind from acme.projection_kind")}
+    written = {r[0] for r in db.execute("select distinct kind from acme.projection_dependency")}
+    assert written == registered
+    # and every row of every projection table is registered
+    for kind, table in db.execute("select kind, table_name from acme.projection_kind").fetchall():
+        key = "memory_id || ':' || revision" if table == "memory_revision" else "id::text"
+        orphans = db.execute(
+            f"select count(*) from acme.{table} t where not exists (select 1 from acme.projection_dependency d "
+            f"where d.kind = %s and d.row_key = ({key}))", (kind,)).fetchone()[0]
+        total = db.execute(f"select count(*) from acme.{table}").fetchone()[0]
+        assert total > 0 and orphans == 0, (kind, orphans, total)
+
+
+def test_derived_memory_depends_on_its_sources_observations(acme, db):
+    d = workload(acme)
+    offsets = [r[0] for r in db.execute(
+        "select o.log_offset from acme.projection_dependency p join acme.observation o on o.id = p.observation_id "
+        "where p.kind = 'memory' and p.row_key = %s order by 1", (str(d),))]
+    assert offsets == [1, 2]
+
+
+def test_every_tenant_table_is_a_projection_or_known_infrastructure(acme, db):
+    """A new table holding derived content must be added to projection_kind."""
+    infrastructure = {"setting", "schema_migration", "function_ledger", "scope", "peer", "observation",
+                      "projection_kind", "projection_dependency"}
+    tables = {r[0] for r in db.execute("select tablename from pg_tables where schemaname = 'acme'")}
+    projections = {r[0] for r in db.execute("select table_name from acme.projection_kind")}
+    assert tables - infrastructure == projections
