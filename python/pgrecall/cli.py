@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 import psycopg
@@ -100,6 +101,69 @@ def cmd_sql(args: argparse.Namespace) -> int:
     return 0
 
 
+def _memory(args: argparse.Namespace):
+    import pgrecall
+
+    return pgrecall.connect(tenant=args.tenant, principal=args.principal, scopes=args.scopes)
+
+
+def cmd_remember(args: argparse.Namespace) -> int:
+    with _memory(args) as mem:
+        evidence = args.evidence
+        if not evidence:
+            # Hand use: what you ask to remember is itself what was said.
+            evidence = [mem.append(args.text, role=args.role, kind="note", scope=args.scope)]
+            print(f"appended observation at offset {evidence[0]} of scope {args.scope or args.scopes[0]}")
+        r = mem.remember(args.text, evidence=evidence, purposes=args.purposes, scope=args.scope,
+                         audience=args.audience, kind=args.kind, title=args.title, about=args.about)
+    if r.created:
+        print(f"remembered as memory {r.memory_id}")
+    else:
+        print(f"nothing remembered ({r.reason})" + (f": memory {r.memory_id}" if r.memory_id else ""))
+    return 0
+
+
+def cmd_read(args: argparse.Namespace) -> int:
+    with _memory(args) as mem:
+        rec = mem.read(args.memory_id, purpose=args.purpose, include_superseded=args.include_superseded)
+    if args.json:
+        from dataclasses import asdict
+
+        print(json.dumps(asdict(rec), default=str, indent=2))
+        return 0
+    print(f"memory {rec.id} (revision {rec.revision}, {rec.kind}, {rec.origin}) in scope {rec.scope}")
+    if rec.title:
+        print(f"  title:     {rec.title}")
+    print(f"  body:      {rec.body}")
+    print(f"  audience:  {rec.audience or 'everyone in the scope'}; purposes: {', '.join(rec.purposes)}")
+    if rec.superseded_by:
+        print(f"  superseded by memory {rec.superseded_by}")
+    for o in rec.provenance["observations"]:
+        print(f"  from {o['scope']}#{o['offset']} ({o['actor']}, {o['source_role']}): {o['text']}")
+    for m in rec.provenance["memories"]:
+        print(f"  from memory {m['id']}")
+    if rec.provenance["hidden_sources"]:
+        print(f"  and {rec.provenance['hidden_sources']} source memories you may not see")
+    for h in rec.revisions:
+        print(f"  revision {h['revision']} was: {h['body']}" + (f" ({h['reason']})" if h["reason"] else ""))
+    return 0
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    with _memory(args) as mem:
+        revision = mem.forget(args.memory_id, reason=args.reason)
+    print(f"forgot memory {args.memory_id} (revision {revision})")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from . import importer
+
+    count = importer.import_jsonl(args.file, tenant=args.tenant, scope=args.scopes[0], progress=not args.quiet)
+    print(f"imported {count} observations into scope {args.scopes[0]} of tenant {args.tenant}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from . import demo
 
@@ -127,10 +191,60 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tenant", required=True)
     p.set_defaults(func=cmd_sql)
 
+    def tenant_args(p, principal=True):
+        p.add_argument("--tenant", default=os.environ.get("PGRECALL_TENANT", "demo"),
+                       help="tenant (default: $PGRECALL_TENANT or demo)")
+        if principal:
+            p.add_argument("--as", dest="principal", default=os.environ.get("PGRECALL_PRINCIPAL"),
+                           required=not os.environ.get("PGRECALL_PRINCIPAL"),
+                           help="the peer acting (default: $PGRECALL_PRINCIPAL)")
+        p.add_argument("--scopes", type=lambda v: [s for s in v.split(",") if s], default=["default"],
+                       help="authorised scopes, comma-separated (default: default)")
+
+    p = sub.add_parser("remember", help="remember a text (appends it as the observation unless --evidence is given)")
+    tenant_args(p)
+    p.add_argument("text")
+    p.add_argument("--purpose", dest="purposes", action="append", required=True,
+                   choices=["converse", "act", "personalize", "review"], help="repeatable")
+    p.add_argument("--evidence", type=int, action="append", help="log offset that stated it; repeatable")
+    p.add_argument("--scope", help="scope to write (default: the first authorised one)")
+    p.add_argument("--audience", help="the one peer who may see it (default: everyone in the scope)")
+    p.add_argument("--kind", default="note", choices=["note", "fact", "decision", "summary"])
+    p.add_argument("--title")
+    p.add_argument("--about", action="append", default=[], help="entity name; repeatable")
+    p.add_argument("--role", default="user", help="role of the appended observation (default: user)")
+    p.set_defaults(func=cmd_remember)
+
+    p = sub.add_parser("read", help="read one memory with its provenance")
+    tenant_args(p)
+    p.add_argument("memory_id", type=int)
+    p.add_argument("--purpose", required=True, choices=["converse", "act", "personalize", "review"])
+    p.add_argument("--include-superseded", action="store_true")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_read)
+
+    p = sub.add_parser("forget", help="invalidate a memory, with a reason")
+    tenant_args(p)
+    p.add_argument("memory_id", type=int)
+    p.add_argument("--reason", required=True)
+    p.set_defaults(func=cmd_forget)
+
+    p = sub.add_parser("import", help="load a conversation (JSON lines) as observations")
+    tenant_args(p, principal=False)
+    p.add_argument("file")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_import)
+
     p = sub.add_parser("demo", help="what `make run` shows")
     p.add_argument("--tenant", default="demo")
     p.set_defaults(func=cmd_demo)
     return parser
+
+
+def importer_error():
+    from .importer import ImportFileError
+
+    return ImportFileError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except errors.PgrecallError as exc:
+        print(f"pgrecall: error: {exc}", file=sys.stderr)
+        return 1
+    except importer_error() as exc:
         print(f"pgrecall: error: {exc}", file=sys.stderr)
         return 1
     except psycopg.OperationalError as exc:

@@ -1,0 +1,82 @@
+"""``pgrecall import FILE.jsonl``: a conversation, one JSON object a line, into the log.
+
+Each line: ``{"speaker": "ana", "role": "user", "text": "...",`` and optionally
+``"occurred_at": ISO-8601, "kind": "message", "session_id": 1,
+"speaker_kind": "human"|"agent"|"other", "data_subject_id": "...", "payload": {...}}``.
+The file is checked whole before anything is written, and then imported in
+one transaction: all of it, or none.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+import psycopg
+
+from . import db
+from .driver import Memory
+
+REQUIRED = ("speaker", "role", "text")
+ALLOWED = set(REQUIRED) | {"occurred_at", "kind", "session_id", "speaker_kind", "data_subject_id", "payload",
+                           "lawful_basis", "classification"}
+
+
+class ImportFileError(ValueError):
+    """The file cannot be imported; the message names the line."""
+
+
+def read_turns(path: str | Path) -> list[dict]:
+    turns = []
+    with open(path, encoding="utf-8") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                turn = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ImportFileError(f"{path}:{number}: not JSON ({exc.msg})") from exc
+            if not isinstance(turn, dict):
+                raise ImportFileError(f"{path}:{number}: expected an object")
+            missing = [k for k in REQUIRED if not turn.get(k)]
+            if missing:
+                raise ImportFileError(f"{path}:{number}: missing {', '.join(missing)}")
+            unknown = set(turn) - ALLOWED
+            if unknown:
+                raise ImportFileError(f"{path}:{number}: unknown field(s) {', '.join(sorted(unknown))}")
+            if "occurred_at" in turn:
+                try:
+                    turn["occurred_at"] = datetime.fromisoformat(turn["occurred_at"])
+                except (TypeError, ValueError) as exc:
+                    raise ImportFileError(f"{path}:{number}: occurred_at is not ISO-8601") from exc
+            turn["_line"] = number
+            turns.append(turn)
+    return turns
+
+
+def import_jsonl(path: str | Path, *, tenant: str, scope: str, progress: bool = True,
+                 conninfo: str | None = None) -> int:
+    from tqdm import tqdm
+
+    turns = read_turns(path)
+    with psycopg.connect(conninfo or db.tenant_conninfo(tenant), autocommit=False) as conn:
+        mem = Memory(tenant, conn=conn, scopes=[scope])
+        mem.add_scope(scope)
+        kinds: dict[str, str] = {}
+        for turn in turns:
+            kinds.setdefault(turn["speaker"], turn.get("speaker_kind") or ("human" if turn["role"] == "user" else "agent"))
+        for speaker, kind in kinds.items():
+            mem.add_peer(speaker, kind)
+        for turn in tqdm(turns, desc="importing", unit="turn", disable=not progress):
+            try:
+                mem.append(turn["text"], role=turn["role"], kind=turn.get("kind", "message"),
+                           principal=turn["speaker"], occurred_at=turn.get("occurred_at"),
+                           session_id=turn.get("session_id"), payload=turn.get("payload"),
+                           data_subject_id=turn.get("data_subject_id"), lawful_basis=turn.get("lawful_basis"),
+                           classification=turn.get("classification", "internal"))
+            except Exception as exc:
+                conn.rollback()
+                raise ImportFileError(f"{path}:{turn['_line']}: {exc} (nothing was imported)") from exc
+        conn.commit()
+    return len(turns)
