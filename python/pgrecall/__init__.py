@@ -7,7 +7,7 @@ tenants; the ``pgrecall`` command does both from a shell.
 
 __version__ = "0.1.0"
 
-from .driver import Memory, MemoryRecord, Remembered, connect  # noqa: E402
+from .driver import Memory, MemoryRecord, RecallItem, Recalled, Remembered, connect  # noqa: E402
 from .errors import PgrecallError  # noqa: E402
 
-__all__ = ["Memory", "MemoryRecord", "PgrecallError", "Remembered", "__version__", "connect"]
+__all__ = ["Memory", "MemoryRecord", "PgrecallError", "RecallItem", "Recalled", "Remembered", "__version__", "connect"]

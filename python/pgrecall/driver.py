@@ -15,7 +15,7 @@ import re
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import psycopg
 from psycopg import sql
@@ -57,6 +57,43 @@ class MemoryRecord:
     valid: Any
     provenance: dict
     revisions: list[dict]
+
+
+@dataclass(frozen=True)
+class RecallItem:
+    rank: int
+    memory_id: int
+    scope: str
+    kind: str
+    title: str | None
+    body: str
+    score: float
+    lexical_rank: int | None
+    dense_rank: int | None
+    cosine: float | None
+    bm25: float | None
+    provenance: dict
+
+
+@dataclass(frozen=True)
+class Recalled:
+    """Recall's answer: the items (after the permission walk) and the metadata.
+
+    ``meta`` holds the counts taken after the walk, the dropped terms,
+    ``dense_available`` (and why not), missing embeddings and watermarks.
+    """
+
+    items: list[RecallItem]
+    meta: dict
+
+    @property
+    def dense_available(self) -> bool:
+        return bool(self.meta.get("dense_available"))
+
+
+# A re-rank hook: given the query and the items that passed the walk, return
+# them (or a subset) in a new order. A local cross-encoder fits this shape.
+Reranker = Callable[[str, list[RecallItem]], list[RecallItem]]
 
 
 class Memory:
@@ -221,6 +258,62 @@ class Memory:
                                         "expected_revision": revision, "body": text,
                                         "evidence": list(evidence) if evidence is not None else None,
                                         "title": title, "confidence": confidence})[0]
+
+    def recall(self, query: str, *, purpose: str = "converse", mode: str | None = None, limit: int = 10,
+               include_superseded: bool = False, at: datetime | None = None, rerank: Reranker | None = None,
+               embed: bool = True, principal: str | None = None, scopes: Sequence[str] | None = None) -> Recalled:
+        """Ranked recall in the database; the query is embedded here when the model is available.
+
+        Without the model (or with ``embed=False``) the answer is lexical and
+        ``dense_available`` is false: recall degrades, it does not fail.
+        """
+        principal, scopes = self._who(principal, scopes)
+        vector, model = None, None
+        if embed and mode != "lexical":
+            from .embedder import ModelUnavailable, get_embedder
+
+            try:
+                embedder = get_embedder()
+                vector, model = embedder.embed([query or ""])[0], embedder.name
+            except ModelUnavailable:
+                vector = None
+        args = {"principal": principal, "scopes": scopes, "query": query, "purpose": purpose,
+                "query_embedding": vector, "mode": mode, "limit": limit,
+                "include_superseded": include_superseded, "at": at, "query_model": model}
+        query_sql = sql.SQL("select * from {}.recall({})").format(
+            sql.Identifier(self.tenant),
+            sql.SQL(", ").join(sql.SQL("{} => {}").format(sql.Identifier("p_" + n), sql.Placeholder(n)) for n in args))
+        try:
+            with self._connection() as conn:
+                with conn.cursor(row_factory=class_row(RecallItem)) as cur:
+                    cur.execute(query_sql, args)
+                    items = cur.fetchall()
+                meta = conn.execute(sql.SQL("select {}.last_recall()").format(sql.Identifier(self.tenant))).fetchone()[0]
+        except psycopg.Error as exc:
+            raise errors.translate(exc) from exc
+        if rerank is not None and items:
+            reordered = rerank(query, list(items))
+            allowed = {item.memory_id for item in items}
+            if any(item.memory_id not in allowed for item in reordered):
+                raise ValueError("a re-rank hook may reorder or drop items, never add them")
+            items = reordered
+        return Recalled(items, meta)
+
+    def session_bundle(self, *, purpose: str = "converse", recent: int = 10, entities: int = 5,
+                       principal: str | None = None, scopes: Sequence[str] | None = None) -> dict:
+        principal, scopes = self._who(principal, scopes)
+        return self._call("session_bundle", {"principal": principal, "scopes": scopes, "purpose": purpose,
+                                             "recent": recent, "entities": entities})[0]
+
+    def pin(self, memory_id: int, pinned: bool = True, *, principal: str | None = None,
+            scopes: Sequence[str] | None = None) -> bool:
+        principal, scopes = self._who(principal, scopes)
+        return self._call("pin", {"principal": principal, "scopes": scopes, "memory_id": memory_id,
+                                  "pinned": pinned})[0]
+
+    def embedding_status(self) -> dict:
+        row = self._call("embedding_status", {})
+        return dict(zip(("queued", "leased", "current", "stale", "model", "input_version"), row))
 
     def forget(self, memory_id: int, *, reason: str, revision: int | None = None, principal: str | None = None,
                scopes: Sequence[str] | None = None) -> int:

@@ -1,0 +1,256 @@
+-- Embeddings are a derived index: the write path queues work here, the
+-- worker (pgrecall worker) claims it with SKIP LOCKED under a lease, embeds
+-- the text this file chooses, and stores the vector stamped with the model
+-- and input version. A result computed from text that has since changed, or
+-- by a worker whose lease was taken over, is dropped.
+
+-- Keeps the queue and the index in step with the memory table.
+create or replace function __tenant__._memory_changed()
+returns trigger
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_live boolean := new.superseded_by is null and new.invalidated_at is null;
+begin
+    if tg_op = 'UPDATE' and new.body is not distinct from old.body and new.title is not distinct from old.title
+       and v_live = (old.superseded_by is null and old.invalidated_at is null) then
+        return null;
+    end if;
+    if tg_op = 'UPDATE' then
+        delete from memory_embedding me where me.memory_id = new.id;
+        delete from projection_dependency d where d.kind = 'memory_embedding' and d.row_key = new.id::text;
+    end if;
+    if v_live then
+        insert into embedding_job as j (memory_id) values (new.id)
+        on conflict (memory_id) do update
+            set generation = j.generation + 1, enqueued_at = clock_timestamp(), leased_by = null, lease_until = null;
+        perform pg_notify('pgrecall_embed___tenant__', '');
+    else
+        delete from embedding_job j where j.memory_id = new.id;
+    end if;
+    return null;
+end
+$$;
+comment on function __tenant__._memory_changed() is
+    'Internal trigger: a new or re-worded memory is queued for embedding; a corrected, superseded or forgotten one loses its stale vector.';
+
+create or replace trigger memory_embedding_queue after insert or update on __tenant__.memory
+    for each row execute function __tenant__._memory_changed();
+
+-- The text embedded for a memory under an input version. Version 2 adds the
+-- turns before and after the memory's first evidence in its session: short
+-- conversational turns are ambiguous alone.
+create or replace function __tenant__._embedding_input(p_memory_id bigint, p_version integer)
+returns text
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_memory memory;
+    v_obs observation;
+    v_before text;
+    v_after text;
+begin
+    select m.* into v_memory from memory m where m.id = p_memory_id;
+    if p_version = 1 then
+        return concat_ws(E'\n', v_memory.title, v_memory.body);
+    elsif p_version = 2 then
+        select o.* into v_obs
+          from memory_link l join observation o on o.id = l.target_observation_id
+         where l.memory_id = p_memory_id and l.link_type = 'derived_from'
+         order by o.log_offset limit 1;
+        if v_obs.id is not null then
+            select o.body into v_before from observation o
+             where o.scope = v_obs.scope and o.log_offset < v_obs.log_offset
+               and o.session_id is not distinct from v_obs.session_id
+             order by o.log_offset desc limit 1;
+            select o.body into v_after from observation o
+             where o.scope = v_obs.scope and o.log_offset > v_obs.log_offset
+               and o.session_id is not distinct from v_obs.session_id
+             order by o.log_offset limit 1;
+        end if;
+        return concat_ws(E'\n', v_memory.title, v_memory.body, v_before, v_after);
+    end if;
+    perform _fail('PR107', format('unknown embedding input version %s', p_version), 'Versions are 1 and 2.');
+end
+$$;
+comment on function __tenant__._embedding_input(bigint, integer) is
+    'Internal: the text that is embedded for a memory under an input version.';
+
+create or replace function __tenant__.claim_embedding_jobs(p_worker text, p_limit integer default 64)
+returns table (memory_id bigint, generation bigint, input text, model text, input_version integer)
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_model text := _setting_value('embedding_model') #>> '{}';
+    v_version integer := (_setting_value('embedding_input_version') #>> '{}')::integer;
+    v_lease interval := make_interval(secs => (_setting_value('embedding_lease_seconds') #>> '{}')::double precision);
+begin
+    if p_worker is null or p_worker = '' then
+        perform _fail('PR107', 'a worker name is required');
+    end if;
+    if p_limit is null or p_limit < 1 or p_limit > 10000 then
+        perform _fail('PR107', format('claim limit must be 1 to 10000, not %s', coalesce(p_limit::text, 'NULL')));
+    end if;
+    return query
+    with ready as (
+        select j.memory_id from embedding_job j
+         where j.lease_until is null or j.lease_until < clock_timestamp()
+         order by j.enqueued_at, j.memory_id
+         limit p_limit
+         for update skip locked
+    ), claimed as (
+        update embedding_job j
+           set leased_by = p_worker, lease_until = clock_timestamp() + v_lease, attempts = j.attempts + 1
+          from ready r where j.memory_id = r.memory_id
+        returning j.memory_id, j.generation
+    )
+    select c.memory_id, c.generation, _embedding_input(c.memory_id, v_version), v_model, v_version
+      from claimed c order by c.memory_id;
+end
+$$;
+comment on function __tenant__.claim_embedding_jobs(text, integer) is
+    'Leases up to p_limit embedding jobs to a worker (SKIP LOCKED) and returns the text to embed for each.';
+
+create or replace function __tenant__.complete_embedding_jobs(
+    p_worker         text,
+    p_memory_ids     bigint[],
+    p_generations    bigint[],
+    p_embeddings     text[],          -- vector literals, '[0.1,0.2,...]'
+    p_model          text,
+    p_input_version  integer
+)
+returns integer
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_stored integer := 0;
+    v_row record;
+begin
+    if cardinality(p_memory_ids) is distinct from cardinality(p_generations)
+       or cardinality(p_memory_ids) is distinct from cardinality(p_embeddings) then
+        perform _fail('PR107', 'memory ids, generations and embeddings must be arrays of one length');
+    end if;
+    if p_model is distinct from (_setting_value('embedding_model') #>> '{}')
+       or p_input_version is distinct from (_setting_value('embedding_input_version') #>> '{}')::integer then
+        -- The tenant moved to another model or input version meanwhile: the
+        -- jobs were re-queued by set_embedding_version(); drop these results.
+        return 0;
+    end if;
+    for v_row in
+        select j.memory_id, x.embedding
+          from unnest(p_memory_ids, p_generations, p_embeddings::__ext__.vector[]) as x(memory_id, generation, embedding)
+          join embedding_job j on j.memory_id = x.memory_id and j.generation = x.generation
+                              and j.leased_by = p_worker
+         order by j.memory_id
+           for update of j
+    loop
+        if __ext__.vector_dims(v_row.embedding) <> 384 then
+            perform _fail('PR107', format('embedding for memory %s has %s dimensions, not 384',
+                                          v_row.memory_id, __ext__.vector_dims(v_row.embedding)));
+        end if;
+        insert into memory_embedding as me (memory_id, model, input_version, embedding)
+        values (v_row.memory_id, p_model, p_input_version, v_row.embedding)
+        on conflict (memory_id) do update
+            set model = excluded.model, input_version = excluded.input_version,
+                embedding = excluded.embedding, embedded_at = now();
+        perform _register('memory_embedding', v_row.memory_id::text, _memory_observations(array[v_row.memory_id]));
+        delete from embedding_job j where j.memory_id = v_row.memory_id;
+        v_stored := v_stored + 1;
+    end loop;
+    return v_stored;
+end
+$$;
+comment on function __tenant__.complete_embedding_jobs(text, bigint[], bigint[], text[], text, integer) is
+    'Stores the worker''s embeddings for jobs it still holds at the same generation; returns how many were stored.';
+
+create or replace function __tenant__.release_embedding_jobs(p_worker text, p_memory_ids bigint[])
+returns integer
+language sql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    with released as (
+        update embedding_job j set leased_by = null, lease_until = null
+         where j.memory_id = any (p_memory_ids) and j.leased_by = p_worker
+        returning 1)
+    select count(*)::integer from released
+$$;
+comment on function __tenant__.release_embedding_jobs(text, bigint[]) is
+    'Gives leased jobs back to the queue at once (a worker that failed or is stopping).';
+
+create or replace function __tenant__.embedding_status()
+returns table (queued bigint, leased bigint, current bigint, stale bigint, model text, input_version integer)
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select (select count(*) from embedding_job),
+           (select count(*) from embedding_job j where j.lease_until >= clock_timestamp()),
+           (select count(*) from memory_embedding me
+             where me.model = _setting_value('embedding_model') #>> '{}'
+               and me.input_version = (_setting_value('embedding_input_version') #>> '{}')::integer),
+           (select count(*) from memory_embedding me
+             where me.model <> _setting_value('embedding_model') #>> '{}'
+                or me.input_version <> (_setting_value('embedding_input_version') #>> '{}')::integer),
+           _setting_value('embedding_model') #>> '{}',
+           (_setting_value('embedding_input_version') #>> '{}')::integer
+$$;
+comment on function __tenant__.embedding_status() is
+    'Queue length, leased jobs, current and stale embeddings, and the model and input version in force.';
+
+create or replace function __tenant__.rebuild_embeddings(p_everything boolean default false)
+returns bigint
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_model text := _setting_value('embedding_model') #>> '{}';
+    v_version integer := (_setting_value('embedding_input_version') #>> '{}')::integer;
+    v_count bigint;
+begin
+    insert into embedding_job as j (memory_id)
+    select m.id from memory m
+     where m.superseded_by is null and m.invalidated_at is null
+       and (p_everything or not exists (select 1 from memory_embedding me where me.memory_id = m.id
+                                           and me.model = v_model and me.input_version = v_version))
+    on conflict (memory_id) do update
+        set generation = j.generation + 1, enqueued_at = clock_timestamp(), leased_by = null, lease_until = null;
+    get diagnostics v_count = row_count;
+    perform pg_notify('pgrecall_embed___tenant__', '');
+    return v_count;
+end
+$$;
+comment on function __tenant__.rebuild_embeddings(boolean) is
+    'Queues every live memory without a current embedding (or every live memory) for the worker. Returns how many.';
+
+create or replace function __tenant__.set_embedding_version(p_model text, p_input_version integer)
+returns bigint
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    if p_model is null or p_model = '' then
+        perform _fail('PR107', 'an embedding model name is required');
+    end if;
+    if p_input_version is null or p_input_version not in (1, 2) then
+        perform _fail('PR107', format('unknown embedding input version %s', coalesce(p_input_version::text, 'NULL')),
+                      'Versions are 1 (title and body) and 2 (body with neighbouring turns).');
+    end if;
+    update setting s set value = to_jsonb(p_model) where s.key = 'embedding_model';
+    update setting s set value = to_jsonb(p_input_version) where s.key = 'embedding_input_version';
+    -- Vectors of the old stamp stay but are ignored by recall until replaced.
+    return rebuild_embeddings(false);
+end
+$$;
+comment on function __tenant__.set_embedding_version(text, integer) is
+    'Switches the embedding model or input version and queues every live memory; stale vectors are ignored until rebuilt.';

