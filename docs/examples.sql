@@ -130,7 +130,7 @@ select acme.append_observation('assistant', '{default}', 'default', body, role,
                                p_actor => actor, p_session_id => 1) as log_offset, body
   from (values ('I live in Lisbon, near Alfama.', 'user', 'ana'),
                ('Good to know! Any allergies I should keep in mind?', 'assistant', 'assistant'),
-               ('Peanuts. Keep that between the two of us, please.', 'user', 'ana'),
+               ('Peanuts. Please keep that private.', 'user', 'ana'),
                ('And keep your answers short.', 'user', 'ana')) v(body, role, actor);
 
 -- == append_observation_errors

@@ -82,15 +82,22 @@ begin
         select coalesce(array_agg(distinct u.lexeme order by u.lexeme), '{}')
           into v_terms from unnest(to_tsvector('english', p_query)) u;
         if cardinality(v_terms) > 0 then
+            with freq as (
+                select * from _term_frequencies(v_terms)
+            ), judged as (
+                select t.*, cardinality(v_terms) >= (_setting_value('prune_min_terms') #>> '{}')::integer
+                            and t.df >= (_setting_value('prune_df_ratio') #>> '{}')::double precision * t.documents
+                            -- Pruning removes noise, it never empties a query: when every
+                            -- term is common, the rarest one is kept.
+                            and t.term <> (select r.term from freq r order by r.df, r.term limit 1)
+                           as drop
+                  from freq t)
             select array_agg(f.term order by f.term) filter (where not f.drop),
                    coalesce(array_agg(f.term order by f.term) filter (where f.drop), '{}'),
                    array_agg(ln(1 + (f.documents - f.df + 0.5) / (f.df + 0.5)) order by f.term) filter (where not f.drop),
                    max(f.documents), max(f.avg_length), max(f.source)
               into v_kept, v_dropped, v_idf, v_documents, v_avg_length, v_stats_source
-              from (select t.*, cardinality(v_terms) >= (_setting_value('prune_min_terms') #>> '{}')::integer
-                                and t.df >= (_setting_value('prune_df_ratio') #>> '{}')::double precision * t.documents
-                               as drop
-                      from _term_frequencies(v_terms) t) f;
+              from judged f;
             v_kept := coalesce(v_kept, '{}');
         end if;
         if cardinality(v_kept) > 0 then

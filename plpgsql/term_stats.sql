@@ -75,7 +75,7 @@ begin
     end if;
     return query
     with live as (
-        select count(*) as n, greatest(coalesce(avg(length(m.tsv)), 1), 1) as avg_len
+        select count(*) as n, greatest(coalesce(avg(length(m.tsv)), 1), 1)::double precision as avg_len
           from memory m where m.superseded_by is null and m.invalidated_at is null)
     select t,
            greatest((select count(*) from memory m where m.superseded_by is null and m.invalidated_at is null

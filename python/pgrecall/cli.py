@@ -164,6 +164,56 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_worker(args: argparse.Namespace) -> int:
+    from .worker import Worker
+
+    worker = Worker(args.tenant, batch_size=args.batch_size)
+    if args.once:
+        stats = worker.drain()
+        print(f"pgrecall worker: embedded {stats.stored} memories in {stats.batches} batches")
+        return 0
+    print(f"pgrecall worker {worker.name}: waiting for work in tenant {args.tenant} (Ctrl-C stops)", flush=True)
+    try:
+        worker.run_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def cmd_embeddings(args: argparse.Namespace) -> int:
+    import psycopg as _psycopg
+    from tqdm import tqdm
+
+    from . import db as _db
+
+    with _psycopg.connect(_db.tenant_conninfo(args.tenant), autocommit=True) as conn:
+        def call(sql_text, *params):
+            try:
+                return conn.execute(sql_text.replace("$T", args.tenant), params)
+            except _psycopg.Error as exc:
+                raise errors.translate(exc) from exc
+
+        if args.action == "status":
+            q, leased, current, stale, model, version = call("select * from $T.embedding_status()").fetchone()
+            print(f"model {model}, input version {version}: {current} current, {stale} stale, "
+                  f"{q} queued ({leased} leased)")
+            return 0
+        if args.model or args.input_version:
+            _, _, _, _, model, version = call("select * from $T.embedding_status()").fetchone()
+            queued = call("select $T.set_embedding_version(%s, %s)", args.model or model,
+                          args.input_version or version).fetchone()[0]
+        else:
+            queued = call("select $T.rebuild_embeddings(%s)", args.all).fetchone()[0]
+        total = call("select queued from $T.embedding_status()").fetchone()[0]
+    from .worker import Worker
+
+    worker = Worker(args.tenant, batch_size=args.batch_size)
+    with tqdm(total=total, desc="embedding", unit="memory", disable=args.quiet) as bar:
+        stats = worker.drain(progress=bar.update)
+    print(f"pgrecall: queued {queued}, embedded {stats.stored} memories")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from . import demo
 
@@ -234,6 +284,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("worker", help="embed queued memories (LISTEN/NOTIFY wakes it)")
+    tenant_args(p, principal=False)
+    p.add_argument("--once", action="store_true", help="drain the queue and exit")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.set_defaults(func=cmd_worker)
+
+    p = sub.add_parser("embeddings", help="embedding status, or re-embed (rebuild) with a progress bar")
+    tenant_args(p, principal=False)
+    p.add_argument("action", choices=["status", "rebuild"])
+    p.add_argument("--all", action="store_true", help="re-embed every memory, not only missing or stale ones")
+    p.add_argument("--model", help="switch the embedding model name (queues everything)")
+    p.add_argument("--input-version", type=int, choices=[1, 2], help="switch the embedded text version")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_embeddings)
 
     p = sub.add_parser("demo", help="what `make run` shows")
     p.add_argument("--tenant", default="demo")
