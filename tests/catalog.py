@@ -7,6 +7,8 @@ by <T> so tenants with different names can be compared.
 
 from __future__ import annotations
 
+import re
+
 import psycopg
 
 _QUERIES = {
@@ -60,6 +62,7 @@ def snapshot(conn: psycopg.Connection, tenant: str) -> dict[str, list[tuple]]:
 
 
 def _normalise(value, tenant: str):
+    # Whole-name matches only: tenant "fresh" must not turn "refreshed" into "re<T>ed".
     if isinstance(value, str):
-        return value.replace(tenant, "<T>")
+        return re.sub(rf"(?<![A-Za-z0-9]){re.escape(tenant)}(?![A-Za-z0-9])", "<T>", value)
     return value

@@ -1,5 +1,6 @@
 """Every projection row is registered against the observations it came from."""
 
+from pgrecall.worker import Worker
 from test_memory_operations import said
 
 
@@ -13,14 +14,16 @@ def workload(acme):
     return d
 
 
-def test_kinds_written_equal_kinds_registered(acme, db):
+def test_kinds_written_equal_kinds_registered(acme, db, conninfo):
     workload(acme)
+    Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_app")).drain()
     registered = {r[0] for r in db.execute("select kind from acme.projection_kind")}
     written = {r[0] for r in db.execute("select distinct kind from acme.projection_dependency")}
     assert written == registered
     # and every row of every projection table is registered
     for kind, table in db.execute("select kind, table_name from acme.projection_kind").fetchall():
-        key = "memory_id || ':' || revision" if table == "memory_revision" else "id::text"
+        key = {"memory_revision": "t.memory_id || ':' || t.revision", "memory_embedding": "t.memory_id::text"}.get(
+            table, "t.id::text")
         orphans = db.execute(
             f"select count(*) from acme.{table} t where not exists (select 1 from acme.projection_dependency d "
             f"where d.kind = %s and d.row_key = ({key}))", (kind,)).fetchone()[0]
@@ -39,7 +42,11 @@ def test_derived_memory_depends_on_its_sources_observations(acme, db):
 def test_every_tenant_table_is_a_projection_or_known_infrastructure(acme, db):
     """A new table holding derived content must be added to projection_kind."""
     infrastructure = {"setting", "schema_migration", "function_ledger", "scope", "peer", "observation",
-                      "projection_kind", "projection_dependency"}
+                      "projection_kind", "projection_dependency",
+                      # holds only a memory id, and dies with the memory (foreign key, on delete cascade)
+                      "embedding_job",
+                      # aggregates over all live memories, recomputed whole by refresh_term_stats()
+                      "term_stat", "corpus_stat"}
     tables = {r[0] for r in db.execute("select tablename from pg_tables where schemaname = 'acme'")}
     projections = {r[0] for r in db.execute("select table_name from acme.projection_kind")}
     assert tables - infrastructure == projections

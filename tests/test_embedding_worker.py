@@ -1,0 +1,164 @@
+"""The embedding worker: queue, leases, crash recovery, rebuild, version changes."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pgrecall.embedder import get_embedder, to_literal
+from pgrecall.worker import Worker
+from test_recall import put
+
+
+def status(mem):
+    return mem.embedding_status()
+
+
+def test_write_path_queues_and_correct_supersede_forget_remove_stale_vectors(acme, conninfo, db):
+    a = put(acme, "the first memory")
+    b = put(acme, "the second memory")
+    assert status(acme)["queued"] == 2
+    Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_app")).drain()
+    assert status(acme) | {} == {"queued": 0, "leased": 0, "current": 2, "stale": 0, "model": "all-MiniLM-L6-v2",
+                                 "input_version": 1}
+    acme.correct(a, "the first memory, corrected", revision=1)
+    assert db.execute("select count(*) from acme.memory_embedding where memory_id = %s", (a,)).fetchone()[0] == 0
+    assert status(acme)["queued"] == 1
+    new = acme.supersede(b, "the second memory, replaced", revision=1, evidence=[acme.append("x", role="user")])
+    assert db.execute("select count(*) from acme.memory_embedding where memory_id = %s", (b,)).fetchone()[0] == 0
+    Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_app")).drain()
+    embedded = {r[0] for r in db.execute("select memory_id from acme.memory_embedding")}
+    assert embedded == {a, new}
+    acme.forget(new, reason="gone")
+    assert {r[0] for r in db.execute("select memory_id from acme.memory_embedding")} == {a}
+    # the registry follows the vectors
+    registered = {r[0] for r in db.execute("select row_key from acme.projection_dependency where kind = 'memory_embedding'")}
+    assert registered == {str(a)}
+
+
+def test_a_late_result_from_a_worker_whose_lease_expired_is_not_stored(acme, conninfo, db):
+    m = put(acme, "a memory to embed")
+    db.execute("select pgrecall.set_tenant_setting('acme', 'embedding_lease_seconds', '1')")
+    with conninfo.connect(user="pgrecall_acme_app") as app:
+        first = app.execute("select * from acme.claim_embedding_jobs('worker-a', 10)").fetchall()
+        assert [r[0] for r in first] == [m]
+        assert app.execute("select count(*) from acme.claim_embedding_jobs('worker-b', 10)").fetchone()[0] == 0
+        time.sleep(1.2)
+        second = app.execute("select * from acme.claim_embedding_jobs('worker-b', 10)").fetchall()
+        assert [r[0] for r in second] == [m]
+        vec = to_literal(get_embedder().embed([first[0][2]])[0])
+        stored_b = app.execute("select acme.complete_embedding_jobs('worker-b', %s, %s, %s, %s, %s)",
+                               ([m], [second[0][1]], [vec], second[0][3], second[0][4])).fetchone()[0]
+        stored_a = app.execute("select acme.complete_embedding_jobs('worker-a', %s, %s, %s, %s, %s)",
+                               ([m], [first[0][1]], [vec], first[0][3], first[0][4])).fetchone()[0]
+    assert (stored_b, stored_a) == (1, 0)
+    assert db.execute("select count(*) from acme.memory_embedding").fetchone()[0] == 1
+    assert db.execute("select count(*) from acme.embedding_job").fetchone()[0] == 0
+
+
+def test_a_result_for_text_that_changed_meanwhile_is_not_stored(acme, conninfo, db):
+    m = put(acme, "version one of the text")
+    with conninfo.connect(user="pgrecall_acme_app") as app:
+        job = app.execute("select * from acme.claim_embedding_jobs('w', 10)").fetchone()
+        acme.correct(m, "version two of the text", revision=1)
+        vec = to_literal(get_embedder().embed([job[2]])[0])
+        stored = app.execute("select acme.complete_embedding_jobs('w', %s, %s, %s, %s, %s)",
+                             ([m], [job[1]], [vec], job[3], job[4])).fetchone()[0]
+    assert stored == 0
+    assert db.execute("select count(*) from acme.embedding_job where memory_id = %s", (m,)).fetchone()[0] == 1
+
+
+def test_worker_killed_mid_batch_loses_nothing(acme, conninfo, db):
+    texts = [f"memory number {i}: " + " ".join(f"word{(i * 7 + j) % 97}" for j in range(60)) for i in range(400)]
+    made = [put(acme, t) for t in texts]
+    db.execute("select pgrecall.set_tenant_setting('acme', 'embedding_lease_seconds', '3')")
+    env = {**os.environ, "PGRECALL_DSN": conninfo.dsn(user="pgrecall_acme_app")}
+    proc = subprocess.Popen([sys.executable, "-m", "pgrecall.cli", "worker", "--tenant", "acme", "--batch-size", "400"],
+                            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            leased = db.execute("select count(*) from acme.embedding_job where lease_until > now()").fetchone()[0]
+            if leased:
+                break
+            assert proc.poll() is None, proc.stderr.read()
+            time.sleep(0.02)
+        assert leased == 400, "the worker should hold the whole batch"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert db.execute("select count(*) from acme.memory_embedding").fetchone()[0] == 0  # killed before storing
+    assert db.execute("select count(*) from acme.embedding_job").fetchone()[0] == 400  # nothing lost
+    # until the lease runs out, nobody else takes the jobs; then another worker does them once
+    w = Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_app"), batch_size=100)
+    assert w.drain(refresh_stats=False).stored == 0
+    time.sleep(3.2)
+    assert w.drain().stored == 400
+    rows = db.execute("select memory_id, count(*) from acme.memory_embedding group by 1").fetchall()
+    assert sorted(r[0] for r in rows) == made and all(r[1] == 1 for r in rows)
+    assert db.execute("select count(*) from acme.embedding_job").fetchone()[0] == 0
+
+
+def test_version_change_hides_stale_vectors_until_rebuilt(acme, conninfo, db):
+    m = put(acme, "tea ceremony in Kyoto")
+    off = acme.append("the ceremony lasted two hours", role="user", actor="ana")
+    w = Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_app"))
+    w.drain()
+    assert acme.recall("Japanese tea ceremony").dense_available
+    with conninfo.connect(user="pgrecall_acme_app") as app:
+        queued = app.execute("select acme.set_embedding_version('all-MiniLM-L6-v2', 2)").fetchone()[0]
+    assert queued == 1
+    r = acme.recall("Japanese tea ceremony")
+    assert not r.dense_available and r.meta["dense_reason"] == "no embeddings yet"
+    assert r.meta["missing_embeddings"] == 1 and status(acme)["stale"] == 1
+    assert [i.memory_id for i in r.items] == [m]  # lexical still answers
+    w.drain()
+    r = acme.recall("Japanese tea ceremony")
+    assert r.dense_available and status(acme) == {"queued": 0, "leased": 0, "current": 1, "stale": 0,
+                                                  "model": "all-MiniLM-L6-v2", "input_version": 2}
+    # version 2 embedded the memory with the turns around its evidence
+    text = db.execute("select acme._embedding_input(%s, 2)", (m,)).fetchone()[0]
+    assert "tea ceremony in Kyoto" in text and "the ceremony lasted two hours" in text
+    assert off == 2
+
+
+def test_cli_rebuild_shows_progress_and_reembeds_everything(acme, conninfo, db):
+    for i in range(5):
+        put(acme, f"note {i} about gardening")
+    env = {"PGRECALL_DSN": conninfo.dsn(user="pgrecall_acme_app")}
+    from test_install_paths import run_cli
+
+    out = run_cli("embeddings", "rebuild", "--tenant", "acme", env=env)
+    assert "embedded 5 memories" in out.stdout and "embedding" in out.stderr
+    before = db.execute("select max(embedded_at) from acme.memory_embedding").fetchone()[0]
+    out = run_cli("embeddings", "rebuild", "--tenant", "acme", "--all", env=env)
+    assert "queued 5, embedded 5 memories" in out.stdout
+    assert db.execute("select min(embedded_at) from acme.memory_embedding").fetchone()[0] > before
+    assert "5 current, 0 stale, 0 queued" in run_cli("embeddings", "status", "--tenant", "acme", env=env).stdout
+
+
+def test_worker_wakes_on_notify(acme, conninfo, db):
+    import threading
+
+    w = Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_app"))
+    stop = threading.Event()
+    t = threading.Thread(target=w.run_forever, kwargs={"poll_seconds": 60, "stop": stop.is_set})
+    t.start()
+    try:
+        time.sleep(0.5)
+        started = time.time()
+        m = put(acme, "a memory that should be embedded promptly")
+        while time.time() - started < 20:
+            if db.execute("select count(*) from acme.memory_embedding where memory_id = %s", (m,)).fetchone()[0]:
+                break
+            time.sleep(0.05)
+        assert time.time() - started < 20, "the NOTIFY did not wake the worker (poll is 60 s)"
+    finally:
+        stop.set()
+        put(acme, "wake it so it can see the stop flag")
+        t.join(timeout=30)
