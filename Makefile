@@ -28,5 +28,14 @@ run: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# Not part of CI: measured on a quiet machine, results written under bench/results/.
+bench: $(STAMP)
+	$(PY) -m bench.run $(BENCH_ARGS)
+
+# Retrieval quality on the LoCoMo development split; results under eval/results/.
+LOCOMO ?= ../shared/data/locomo-dev
+eval: $(STAMP)
+	$(PY) eval/locomo.py --data $(LOCOMO) --out eval/results $(EVAL_ARGS)
+
 clean:
 	rm -rf $(VENV) build dist *.egg-info python/*.egg-info

@@ -5,18 +5,30 @@ create table __tenant__.setting (
     key          text primary key check (key ~ '^[a-z][a-z0-9_]*$'),
     value        jsonb not null,
     description  text not null,
+    -- Keys are added by later migrations; their ranges are checked here, so a
+    -- key unknown to this list is unchecked.
     constraint setting_value_in_range check (
         case key
-            when 'rrf_k'                 then (value #>> '{}')::numeric > 0
-            when 'dense_floor'           then (value #>> '{}')::numeric between -1 and 1
-            when 'prune_min_terms'       then (value #>> '{}')::numeric >= 1
-            when 'prune_df_ratio'        then (value #>> '{}')::numeric > 0 and (value #>> '{}')::numeric <= 1
-            when 'walk_depth'            then (value #>> '{}')::numeric between 1 and 100000
-            when 'duplicate_cosine'      then (value #>> '{}')::numeric between -1 and 1
-            when 'duplicate_window'      then (value #>> '{}')::numeric >= 1
-            when 'max_peers_in_session'  then (value #>> '{}')::numeric between 1 and 10000
-            when 'turn_gap_seconds'      then (value #>> '{}')::numeric > 0
-            when 'default_mode'          then value #>> '{}' in ('hybrid', 'lexical', 'dense')
+            when 'rrf_k'                    then (value #>> '{}')::numeric > 0
+            when 'dense_floor'              then (value #>> '{}')::numeric between -1 and 1
+            when 'prune_min_terms'          then (value #>> '{}') ~ '^[0-9]+$' and (value #>> '{}')::numeric >= 1
+            when 'prune_df_ratio'           then (value #>> '{}')::numeric > 0 and (value #>> '{}')::numeric <= 1
+            when 'walk_depth'               then (value #>> '{}') ~ '^[0-9]+$' and (value #>> '{}')::numeric between 1 and 100000
+            when 'duplicate_cosine'         then (value #>> '{}')::numeric between -1 and 1
+            when 'duplicate_window'         then (value #>> '{}') ~ '^[0-9]+$' and (value #>> '{}')::numeric >= 1
+            when 'max_peers_in_session'     then (value #>> '{}') ~ '^[0-9]+$' and (value #>> '{}')::numeric between 1 and 10000
+            when 'turn_gap_seconds'         then (value #>> '{}')::numeric > 0
+            when 'default_mode'             then value #>> '{}' in ('hybrid', 'lexical', 'dense')
+            when 'max_observation_bytes'    then (value #>> '{}') ~ '^[0-9]+$' and (value #>> '{}')::numeric between 1024 and 104857600
+            when 'max_memory_bytes'         then (value #>> '{}') ~ '^[0-9]+$' and (value #>> '{}')::numeric between 256 and 1048576
+            when 'embedding_input_version'  then value #>> '{}' in ('1', '2')
+            when 'arm_candidates'           then (value #>> '{}') ~ '^[0-9]+$' and (value #>> '{}')::numeric between 1 and 1000
+            when 'hnsw_ef_search'           then (value #>> '{}') ~ '^[0-9]+$' and (value #>> '{}')::numeric between 1 and 1000
+            when 'exact_dense_below'        then (value #>> '{}') ~ '^[0-9]+$'
+            when 'bm25_k1'                  then (value #>> '{}')::numeric >= 0
+            when 'bm25_b'                   then (value #>> '{}')::numeric between 0 and 1
+            when 'stats_refresh_ratio'      then (value #>> '{}')::numeric > 0 and (value #>> '{}')::numeric <= 1
+            when 'embedding_lease_seconds'  then (value #>> '{}')::numeric > 0
             else true
         end
     )

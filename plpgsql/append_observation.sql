@@ -30,7 +30,7 @@ begin
     perform _peer_id(p_principal);
     perform _check_write_scope(p_scope, p_scopes);
     v_actor := _peer_id(coalesce(p_actor, p_principal), 'actor');
-    perform _check_text(p_body, 'observation body', (_setting_value('max_observation_bytes') #>> '{}')::bigint);
+    perform _check_text(p_body, 'observation body', (_setting_value('max_observation_bytes') #>> '{}')::bigint, 'max_observation_bytes');
     perform _check_one_of(p_source_role, 'source_role', array['user', 'assistant', 'system', 'tool', 'document']);
     perform _check_one_of(p_kind, 'observation kind', array['message', 'document', 'tool_result', 'event', 'note']);
     perform _check_one_of(p_classification, 'classification', array['public', 'internal', 'confidential', 'restricted']);

@@ -33,7 +33,7 @@ declare
 begin
     perform _check_scopes(p_scopes);
     perform _check_one_of(p_kind, 'memory kind', array['note', 'fact', 'decision', 'summary']);
-    perform _check_text(p_body, 'memory body', (_setting_value('max_memory_bytes') #>> '{}')::bigint);
+    perform _check_text(p_body, 'memory body', (_setting_value('max_memory_bytes') #>> '{}')::bigint, 'max_memory_bytes');
     if _trim(p_body) = '' then
         perform _fail('PR107', 'a derived memory needs a body');
     end if;

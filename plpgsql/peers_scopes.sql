@@ -30,9 +30,9 @@ declare
     v_id bigint;
     v_kind text;
 begin
-    if p_name is null or char_length(btrim(p_name)) = 0 or char_length(p_name) > 200 then
+    if p_name is null or _trim(p_name) = '' or _trim(p_name) <> p_name or char_length(p_name) > 200 then
         perform _fail('PR107', format('invalid peer name %s', coalesce(quote_literal(p_name), 'NULL')),
-                      'A peer name has 1 to 200 characters.');
+                      'A peer name has 1 to 200 characters and no leading or trailing whitespace.');
     end if;
     perform _check_one_of(p_kind, 'peer kind', array['human', 'agent', 'other']);
     if p_metadata is null or jsonb_typeof(p_metadata) <> 'object' then

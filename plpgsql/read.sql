@@ -30,7 +30,8 @@ begin
      where e.id = p_memory_id;
     if v_memory.id is null then
         perform _fail('PR104', format('memory %s not found', p_memory_id),
-                      'It does not exist, or this principal may not see it for this purpose.');
+                      'It does not exist, this principal may not see it for this purpose, or it was superseded '
+                      '(pass p_include_superseded => true to read history).');
     end if;
 
     return query

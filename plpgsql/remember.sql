@@ -43,7 +43,7 @@ begin
         perform _fail('PR107', format('confidence must be between 0 and 1, not %s', coalesce(p_confidence::text, 'NULL')));
     end if;
     if p_body is not null then
-        perform _check_text(p_body, 'memory body', (_setting_value('max_memory_bytes') #>> '{}')::bigint);
+        perform _check_text(p_body, 'memory body', (_setting_value('max_memory_bytes') #>> '{}')::bigint, 'max_memory_bytes');
     end if;
     if p_title is not null then
         perform _check_text(p_title, 'memory title', 500);

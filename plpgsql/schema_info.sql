@@ -2,7 +2,7 @@
 -- for the driver to refuse to run against a schema older than itself.
 
 create or replace function __tenant__.schema_info()
-returns table (tenant text, schema_version integer, migrations integer, functions integer)
+returns table (tenant text, schema_version integer, migrations integer, function_files integer)
 language sql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp

@@ -124,7 +124,8 @@ end
 $$;
 comment on function __tenant__._check_purposes(text[]) is 'Internal: PR102 unless every purpose is known; returns them sorted and distinct.';
 
-create or replace function __tenant__._check_text(p_value text, p_what text, p_max_bytes bigint)
+create or replace function __tenant__._check_text(p_value text, p_what text, p_max_bytes bigint,
+                                                  p_setting text default null)
 returns text
 language plpgsql immutable
 security definer
@@ -136,12 +137,13 @@ begin
     elsif octet_length(p_value) > p_max_bytes then
         perform _fail('PR107', format('%s is %s bytes, more than the %s allowed', p_what,
                                       octet_length(p_value), p_max_bytes),
-                      'Split the text, or raise the limit with pgrecall.set_tenant_setting().');
+                      case when p_setting is null then 'Shorten it.'
+                           else format('Split the text, or raise setting %s with pgrecall.set_tenant_setting().', p_setting) end);
     end if;
     return p_value;
 end
 $$;
-comment on function __tenant__._check_text(text, text, bigint) is 'Internal: PR107 if the text is missing or too large.';
+comment on function __tenant__._check_text(text, text, bigint, text) is 'Internal: PR107 if the text is missing or too large.';
 
 create or replace function __tenant__._check_id(p_id bigint, p_what text)
 returns bigint

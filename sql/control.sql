@@ -486,9 +486,14 @@ begin
             message = format('tenant %s has no setting %s', quote_literal(p_tenant), quote_literal(p_key)),
             hint = 'pgrecall.tenant_settings(tenant) lists the settings.';
     end if;
+    if p_key in ('embedding_model', 'embedding_input_version') then
+        raise exception using errcode = 'PR006',
+            message = format('setting %s is changed together with a re-embedding, not alone', quote_literal(p_key)),
+            hint = format('Call %I.set_embedding_version(model, input_version), or run: pgrecall embeddings rebuild --model ... --input-version ...', p_tenant);
+    end if;
     if p_value is null or jsonb_typeof(p_value) <> jsonb_typeof(v_old) then
         raise exception using errcode = 'PR006',
-            message = format('setting %s takes a %s value, not %s', p_key, jsonb_typeof(v_old),
+            message = format('setting %s takes a %s value, not %s', quote_literal(p_key), jsonb_typeof(v_old),
                              coalesce(p_value::text, 'NULL')),
             hint = 'Pass a JSON value of the same type as the current one.';
     end if;
@@ -496,7 +501,7 @@ begin
         execute format('update %I.setting set value = $1 where key = $2', p_tenant) using p_value, p_key;
     exception when check_violation then
         raise exception using errcode = 'PR006',
-            message = format('value %s is out of range for setting %s', p_value, p_key),
+            message = format('value %s is out of range for setting %s', p_value, quote_literal(p_key)),
             hint = 'See the setting''s description in pgrecall.tenant_settings(tenant).';
     end;
     return p_value;

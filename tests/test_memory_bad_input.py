@@ -60,6 +60,11 @@ def cases(acme, off, mid):
         ("supersede without evidence", errors.InvalidArgument,
          lambda: acme.supersede(mid, "Ana likes black tea", revision=1, evidence=[])),
         ("bad peer kind", errors.InvalidArgument, lambda: acme.add_peer("zed", kind="robot")),
+        ("peer name with whitespace", errors.InvalidArgument, lambda: acme.add_peer(" zed\n")),
+        ("oversized title in a correction", errors.InvalidArgument,
+         lambda: acme.correct(mid, "Ana likes green tea", revision=1, title="t" * 501)),
+        ("oversized title in a supersession", errors.InvalidArgument,
+         lambda: acme.supersede(mid, "Ana likes black tea", revision=1, evidence=[off], title="t" * 501)),
         ("bad scope name", errors.InvalidArgument, lambda: acme.add_scope("Not A Scope")),
     ]
 

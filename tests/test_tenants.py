@@ -132,7 +132,9 @@ def test_settings_are_per_tenant_and_validated(db, make_tenant):
     assert settings["rrf_k"] == 60 and settings["dense_floor"] == 0.3 and settings["default_mode"] == "hybrid"
     assert dict((k, v) for k, v, _ in call(db, "select * from pgrecall.tenant_settings('beta')"))["rrf_k"] == 99
     for key, value in [("no_such", "1"), ("rrf_k", '"sixty"'), ("rrf_k", "-1"), ("default_mode", '"fuzzy"'),
-                       ("dense_floor", "2"), ("expiry_gate", "1")]:
+                       ("dense_floor", "2"), ("expiry_gate", "1"), ("walk_depth", "2.5"),
+                       ("max_memory_bytes", "-1"), ("embedding_input_version", "3"),
+                       ("embedding_model", '"other-model"'), ("arm_candidates", "0")]:
         with pytest.raises(errors.InvalidSetting):
             call(db, "select pgrecall.set_tenant_setting('acme', %s, %s::jsonb)", key, value)
     assert dict((k, v) for k, v, _ in call(db, "select * from pgrecall.tenant_settings('acme')")) == settings
