@@ -91,7 +91,8 @@ create or replace function __tenant__.supersede(
     p_body               text,
     p_evidence           bigint[],            -- log offsets that say what changed
     p_title              text default null,   -- NULL keeps the title
-    p_confidence         double precision default null    -- NULL keeps the confidence
+    p_confidence         double precision default null,   -- NULL keeps the confidence
+    p_about              text[] default null  -- entity names; NULL keeps the old memory's
 )
 returns bigint
 language plpgsql
@@ -137,8 +138,9 @@ begin
         perform _register('memory_link', v_link::text, v_observations);
     end loop;
     perform _link_about(v_id, v_old.scope,
-                        array(select en.name from memory_link l join entity en on en.id = l.target_entity_id
-                               where l.memory_id = v_old.id and l.link_type = 'about'),
+                        coalesce(p_about,
+                                 array(select en.name from memory_link l join entity en on en.id = l.target_entity_id
+                                        where l.memory_id = v_old.id and l.link_type = 'about')),
                         v_observations);
 
     update memory m
@@ -148,7 +150,7 @@ begin
     return v_id;
 end
 $$;
-comment on function __tenant__.supersede(text, text[], bigint, integer, text, bigint[], text, double precision) is
+comment on function __tenant__.supersede(text, text[], bigint, integer, text, bigint[], text, double precision, text[]) is
     'The world changed: a new memory replaces the old one, which points to it and stops being valid now.';
 
 create or replace function __tenant__.forget(

@@ -152,6 +152,8 @@ def test_supersede_replaces_and_points_to_the_new_memory(acme, db):
         acme.correct(m, "edit history", revision=old.revision)
     with pytest.raises(errors.RevisionConflict):
         acme.supersede(new, "Ana lives in Faro", revision=7, evidence=[moved])
+    faro = acme.supersede(new, "Ana lives in Faro", revision=1, evidence=[moved], about=["Ana", "Faro"])
+    assert [a["entity"] for a in acme.read(faro, purpose="converse").provenance["about"]] == ["Ana", "Faro"]
 
 
 def test_forget_needs_a_reason_and_hides_the_memory(acme, db):

@@ -1,26 +1,144 @@
-"""What `make run` shows: the embedded server, a tenant, and its status."""
+"""What `make run` shows: pgrecall on its embedded server, from a conversation to recall.
+
+1. starts the embedded PostgreSQL and installs tenant ``demo``;
+2. imports examples/sample_conversation.jsonl (55 turns, three speakers) into scope ``flat``;
+3. remembers what was stated, each memory citing the turns that said it, including a
+   correction, two superseded facts, a private memory and a derived one;
+4. runs the embedding worker;
+5. recalls for a few questions, as different principals, with provenance and counts.
+
+Running it again reuses what is there.
+"""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from . import db, install, server
+from .importer import import_jsonl
+
+SCOPE = "flat"
+CONVERSATION = "sample_conversation.jsonl"
+
+# (key, text, evidence turns, purposes, audience, about)
+MEMORIES = [
+    ("veg", "Ana is vegetarian: she eats no meat and no fish", [5], ["converse", "personalize"], None, ["Ana"]),
+    ("peanut", "Ben is severely allergic to peanuts", [6], ["converse", "act", "personalize"], None, ["Ben"]),
+    ("home", "Ana and Ben live in Lisbon, in Alfama, near the river", [8], ["converse", "act"], None, ["Ana", "Ben", "Lisbon"]),
+    ("birthday", "Ben's birthday is on March 3", [9], ["converse", "personalize"], None, ["Ben"]),
+    ("job", "Ana works as a nurse at Santa Maria hospital, mostly night shifts", [11], ["converse"], None, ["Ana"]),
+    ("carpenter", "Ben is a carpenter with his own workshop in Marvila, Lisbon", [12], ["converse"], None, ["Ben"]),
+    ("vet", "Pixel, the beagle, sees Dr. Sousa at the vet every six months", [3, 14], ["converse", "act"], None, ["Pixel"]),
+    ("football", "Ben plays football on Thursday evenings", [15], ["converse", "personalize"], None, ["Ben"]),
+    ("pottery", "Ana takes pottery classes on Saturday mornings", [16], ["converse", "personalize"], None, ["Ana"]),
+    ("spice", "Ana prefers mild food; Ben likes it spicy", [20, 21], ["converse", "personalize"], None, ["Ana", "Ben"]),
+    ("party", "Ana is planning a surprise party for Ben's birthday at the workshop", [27], ["converse", "act"], "Ana", ["Ben"]),
+    ("cake", "Ben's favourite cake is lemon drizzle", [29], ["converse", "personalize"], None, ["Ben"]),
+    ("music", "Ben likes jazz, especially Chet Baker, and old fado; Ana's favourite fado singer is Mariza", [32, 33],
+     ["converse", "personalize"], None, ["Ben", "Ana"]),
+    ("car", "The car is a blue 2015 Renault Clio; its inspection is due in June", [35], ["act"], None, ["Ben"]),
+    ("dogfood", "Pixel is allergic to chicken, so his food must be fish based", [38], ["converse", "act"], None, ["Pixel"]),
+    ("licence", "Ben must renew his carpentry licence before September", [51], ["act"], None, ["Ben"]),
+]
+
+QUESTIONS = [
+    ("Sage", "What does Ana eat?"),
+    ("Sage", "Where do Ana and Ben live?"),
+    ("Sage", "When is Ben's birthday?"),
+    ("Ben", "Is anyone planning a party for me?"),
+    ("Ana", "What am I planning for Ben's birthday?"),
+]
+
+
+def _examples() -> Path:
+    here = Path(__file__).resolve()
+    for candidate in (here.parents[2] / "examples", here.parent / "examples"):
+        if (candidate / CONVERSATION).exists():
+            return candidate
+    raise FileNotFoundError(f"cannot find examples/{CONVERSATION}")
+
+
+def load(mem, conversation: Path, conninfo: str) -> None:
+    import_jsonl(conversation, tenant=mem.tenant, scope=SCOPE, conninfo=conninfo, progress=False)
+    ids = {}
+    for key, text, turns, purposes, audience, about in MEMORIES:
+        r = mem.remember(text, evidence=turns, purposes=purposes, audience=audience, about=about,
+                         principal=audience or "Sage")
+        ids[key] = r.memory_id
+    # Ben corrected a typo: the same fact, fixed in place (the old text stays in history).
+    mem.correct(ids["birthday"], "Ben's birthday is on March 13", revision=1, reason="Ben corrected a typo (turn 23)")
+    # The world changed: they moved, Ana changed jobs, Pixel changed vets.
+    mem.supersede(ids["home"], "Ana and Ben live in Porto, in Bonfim, near Ana's sister Rita", revision=1,
+                  evidence=[45, 47], about=["Ana", "Ben", "Porto"])
+    mem.supersede(ids["job"], "Ana works as a nurse at São João hospital in Porto", revision=1, evidence=[43, 44], about=["Ana", "Porto"])
+    mem.supersede(ids["vet"], "Pixel's vet in Porto is Dr. Costa", revision=1, evidence=[50])
+    # A house rule derived from two memories; it may be used only for what both allow.
+    rule = mem.derive([ids["veg"], ids["peanut"]], "Shared meals must be vegetarian and peanut free",
+                      kind="decision", title="House food rule")
+    mem.pin(rule)
+
+
+def show(mem, principal: str, question: str) -> None:
+    r = mem.recall(question, principal=principal, limit=3)
+    m = r.meta
+    print(f"\n{principal} asks: {question!r}")
+    dropped = f", dropped terms {m['dropped_terms']}" if m["dropped_terms"] else ""
+    dense = "dense arm on" if m["dense_available"] else f"dense arm off ({m['dense_reason']})"
+    print(f"  {m['fused_count']} candidates after the walk ({m['lexical_count']} lexical, {m['dense_count']} dense)"
+          f"{dropped}; {dense}; log watermark {m['watermarks'][SCOPE]}")
+    if not r.items:
+        print("  (nothing this principal may see)")
+    for item in r.items:
+        why = []
+        if item.lexical_rank:
+            why.append(f"lexical #{item.lexical_rank}")
+        if item.dense_rank:
+            why.append(f"dense #{item.dense_rank}, cosine {item.cosine:.2f}")
+        print(f"  {item.rank}. [memory {item.memory_id}] {item.body}   ({'; '.join(why)}; score {item.score:.4f})")
+        for o in item.provenance["observations"]:
+            print(f"       from turn {o['offset']}, {o['actor']} ({o['source_role']}): {o['text']}")
+        for src in item.provenance["memories"]:
+            print(f"       derived from memory {src['id']}")
 
 
 def main(args: argparse.Namespace) -> int:
+    import pgrecall
+    from .worker import Worker
+
     tenant = args.tenant
     if db.dsn_from_env():
-        print(f"pgrecall: using PGRECALL_DSN")
+        print("pgrecall: using PGRECALL_DSN")
     else:
         info = server.start()
-        print(f"pgrecall: embedded PostgreSQL 18 running, pid {info.pid}, data in {info.pgdata}")
-    with db.connect_admin(autocommit=True) as conn:
+        print(f"pgrecall: embedded PostgreSQL running (pid {info.pid}), data in {info.pgdata}")
+    import psycopg
+
+    with psycopg.connect(db.admin_conninfo(), autocommit=True) as conn:
         applied = install.install(conn, [tenant])
-        print(f"pgrecall: tenant {tenant!r} installed" + (f" ({len(applied)} steps applied)" if applied else " (already current)"))
-        row = conn.execute(
-            "select name, schema_version, latest_version, owner_role, app_role from pgrecall.list_tenants() where name = %s",
-            (tenant,),
-        ).fetchone()
-        print(f"  schema {row[0]}: migration {row[1]} of {row[2]}; owner role {row[3]}; application role {row[4]}")
-    print("pgrecall: `pgrecall server stop` stops the embedded server.")
+        row = conn.execute("select schema_version, app_role from pgrecall.list_tenants() where name = %s",
+                           (tenant,)).fetchone()
+    print(f"pgrecall: tenant {tenant!r} at migration {row[0]}" + (f" ({len(applied)} steps applied)" if applied else "")
+          + f"; the application logs in as {row[1]}")
+
+    conninfo = db.tenant_conninfo(tenant)
+    with pgrecall.connect(conninfo, tenant=tenant, principal="Sage", scopes=[SCOPE]) as mem:
+        mem.add_scope(SCOPE, "the demo household")
+        mem.add_peer("Sage", "agent")
+        if mem.watermark() == 0:
+            load(mem, _examples() / CONVERSATION, conninfo)
+            print(f"pgrecall: imported the conversation and remembered {len(MEMORIES) + 1} memories "
+                  "(1 corrected, 3 superseded, 1 private to Ana, 1 derived and pinned)")
+        else:
+            print(f"pgrecall: scope {SCOPE!r} already holds {mem.watermark()} turns; reusing them")
+        stats = Worker(tenant, conninfo=conninfo).drain()
+        status = mem.embedding_status()
+        print(f"pgrecall: worker embedded {stats.stored} memories; {status['current']} current embeddings "
+              f"({status['model']}, input version {status['input_version']})")
+        for principal, question in QUESTIONS:
+            show(mem, principal, question)
+        bundle = mem.session_bundle(principal="Ana", recent=3)
+        print("\nSession-start bundle for Ana: pinned " + "; ".join(p["body"] for p in bundle["pinned"])
+              + " | top entities " + ", ".join(f"{e['entity']} ({e['memories']})" for e in bundle["entities"]))
+    print("\npgrecall: `pgrecall server stop` stops the embedded server.")
     return 0

@@ -250,14 +250,18 @@ class Memory:
                                       "reason": reason})[0]
 
     def supersede(self, memory_id: int, text: str, *, revision: int, evidence: Sequence[int],
-                  title: str | None = None, confidence: float | None = None, principal: str | None = None,
-                  scopes: Sequence[str] | None = None) -> int:
-        """Replace a memory because the world changed. Returns the new memory's id."""
+                  title: str | None = None, confidence: float | None = None, about: Sequence[str] | None = None,
+                  principal: str | None = None, scopes: Sequence[str] | None = None) -> int:
+        """Replace a memory because the world changed. Returns the new memory's id.
+
+        ``about`` names the new memory's entities; None keeps the old memory's.
+        """
         principal, scopes = self._who(principal, scopes)
         return self._call("supersede", {"principal": principal, "scopes": scopes, "memory_id": memory_id,
                                         "expected_revision": revision, "body": text,
                                         "evidence": list(evidence) if evidence is not None else None,
-                                        "title": title, "confidence": confidence})[0]
+                                        "title": title, "confidence": confidence,
+                                        "about": list(about) if about is not None else None})[0]
 
     def recall(self, query: str, *, purpose: str = "converse", mode: str | None = None, limit: int = 10,
                include_superseded: bool = False, at: datetime | None = None, rerank: Reranker | None = None,

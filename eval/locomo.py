@@ -1,0 +1,538 @@
+"""Retrieval quality of pgrecall on the LoCoMo development split (``make eval``).
+
+Everything goes through pgrecall's real path: a throwaway embedded server,
+``install()``, the driver's ``append``/``remember``/``recall`` (the tenant's
+SQL functions, as its application role), and the embedding worker. Nothing is
+read from or written to a table directly.
+
+For each conversation: one scope, one peer per speaker, an agent peer
+``assistant`` as the principal. Each turn is appended to the scope's log and
+remembered as ``"<speaker>: <text>"`` with that offset as evidence. remember()
+refuses questions (and duplicates): those turns are absent from what pgrecall
+stores, so evidence pointing at them cannot be found. The main results score
+exactly what pgrecall stores; the evidence coverage (the recall ceiling) is
+reported next to them, and a supplementary run, clearly labelled, stores the
+refused question turns with their final "?" removed, in a second tenant.
+
+Metric (the dataset's README): per question, search only that question's
+conversation; recall@k = share of its evidence dia_ids among the top k;
+questions without evidence are skipped; nDCG@10 with binary relevance, ideal
+DCG over min(|evidence|, 10). Modes lexical, dense, hybrid; embedding input
+versions 1 (title + body) and 2 (body + neighbouring turns of the session).
+
+    .venv/bin/python eval/locomo.py --data ../shared/data/locomo-dev --out eval/results
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+MODES = ("lexical", "dense", "hybrid")
+KS = (5, 10)
+MODEL = "all-MiniLM-L6-v2"
+PRINCIPAL = "assistant"
+CATEGORY_ORDER = ("single-hop", "multi-hop", "temporal", "open-domain", "adversarial")
+REPO = Path(__file__).resolve().parent.parent
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+# -- data ---------------------------------------------------------------------
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def turn_text(turn: dict) -> str:
+    """The turn's words, with the shared photo's caption when there is one."""
+    text = turn["text"]
+    if turn.get("blip_caption"):
+        text = f"{text} [shares a photo: {turn['blip_caption']}]"
+    return text
+
+
+def scope_name(conversation_id: str) -> str:
+    return conversation_id.lower()
+
+
+# -- metrics ------------------------------------------------------------------
+
+
+def score(ranked: list[str | None], evidence: set[str]) -> dict[str, float]:
+    out = {}
+    for k in KS:
+        out[f"recall@{k}"] = len(evidence & set(ranked[:k])) / len(evidence)
+    dcg = sum(1.0 / math.log2(i + 2) for i, d in enumerate(ranked[:10]) if d in evidence)
+    ideal = sum(1.0 / math.log2(i + 2) for i in range(min(len(evidence), 10)))
+    out["ndcg@10"] = dcg / ideal
+    return out
+
+
+METRICS = tuple(f"recall@{k}" for k in KS) + ("ndcg@10",)
+
+
+def aggregate(per_question: list[dict]) -> dict:
+    """Mean of each metric overall and by category."""
+    def mean(rows):
+        return {"n": len(rows), **{m: round(statistics.fmean(r[m] for r in rows), 4) for m in METRICS}}
+
+    by_cat = defaultdict(list)
+    for row in per_question:
+        by_cat[row["category"]].append(row)
+    return {"overall": mean(per_question),
+            "by_category": {c: mean(by_cat[c]) for c in CATEGORY_ORDER if c in by_cat}}
+
+
+def latency(seconds: list[float]) -> dict:
+    ms = sorted(s * 1000 for s in seconds)
+    if not ms:
+        return {}
+    pick = lambda q: ms[min(len(ms) - 1, int(round(q * (len(ms) - 1))))]  # noqa: E731
+    return {"p50_ms": round(statistics.median(ms), 2), "p95_ms": round(pick(0.95), 2),
+            "max_ms": round(ms[-1], 2), "mean_ms": round(statistics.fmean(ms), 2)}
+
+
+# -- loading ------------------------------------------------------------------
+
+
+def ingest(mem, turns: list[dict], *, store_questions: bool) -> dict:
+    """Append every turn and remember it; returns the memory_id -> dia_id map and what remember said."""
+    conversations = sorted({t["conversation_id"] for t in turns})
+    for conv in conversations:
+        mem.add_scope(scope_name(conv), f"LoCoMo {conv}")
+    mem.add_peer(PRINCIPAL, "agent")
+    for speaker in sorted({t["speaker"] for t in turns}):
+        mem.add_peer(speaker, "human")
+
+    memory_dia: dict[int, str] = {}
+    statuses: Counter = Counter()
+    refused: list[dict] = []
+    reworded: list[str] = []
+    started = time.perf_counter()
+    for turn in turns:  # the file is in conversation, session, turn order
+        scope = scope_name(turn["conversation_id"])
+        text = turn_text(turn)
+        offset = mem.append(text, role="user", actor=turn["speaker"], session_id=int(turn["session"]),
+                            occurred_at=datetime.fromisoformat(turn["session_datetime_iso"]).replace(tzinfo=timezone.utc),
+                            scope=scope, scopes=[scope], principal=PRINCIPAL)
+        body = f"{turn['speaker']}: {text}"
+        got = mem.remember(body, evidence=[offset], purposes=["converse"], scope=scope, scopes=[scope],
+                           principal=PRINCIPAL)
+        if not got.created and store_questions and (got.reason or "").startswith("question"):
+            # Supplementary run only: the same words without the final question mark.
+            stripped = re.sub(r"[?\s]+$", "", body)
+            got = mem.remember(stripped, evidence=[offset], purposes=["converse"], scope=scope, scopes=[scope],
+                               principal=PRINCIPAL)
+            if got.created:
+                reworded.append(f"{turn['conversation_id']}/{turn['dia_id']}")
+        reason = (got.reason or "").split(":")[0] if not got.created else None
+        statuses[got.status if got.created else f"noop:{reason}"] += 1
+        if got.created:
+            memory_dia[got.memory_id] = turn["dia_id"]
+        else:
+            refused.append({"conversation_id": turn["conversation_id"], "dia_id": turn["dia_id"],
+                            "reason": got.reason, "existing_memory_id": got.memory_id})
+    elapsed = time.perf_counter() - started
+    return {"memory_dia": memory_dia, "statuses": dict(statuses), "refused": refused, "reworded": reworded,
+            "seconds": elapsed, "turns": len(turns), "created": len(memory_dia)}
+
+
+def coverage(queries: list[dict], stored: set[tuple[str, str]]) -> dict:
+    """How much of the evidence exists as a memory at all: the ceiling any ranking can reach."""
+    refs = [(q["conversation_id"], d) for q in queries for d in set(q["evidence"])]
+    reachable = [r for r in refs if r in stored]
+    share = [len({d for d in set(q["evidence"]) if (q["conversation_id"], d) in stored}) / len(set(q["evidence"]))
+             for q in queries]
+    by_cat = defaultdict(list)
+    for q, s in zip(queries, share):
+        by_cat[q["category_name"]].append(s)
+    return {
+        "evidence_refs": len(refs),
+        "evidence_refs_stored": len(reachable),
+        "evidence_refs_unreachable": len(refs) - len(reachable),
+        "distinct_evidence_turns_unreachable": len({r for r in refs if r not in stored}),
+        "questions": len(queries),
+        "questions_with_some_evidence_unreachable": sum(s < 1 for s in share),
+        "questions_with_all_evidence_unreachable": sum(s == 0 for s in share),
+        "recall_ceiling": round(statistics.fmean(share), 4),
+        "recall_ceiling_by_category": {c: round(statistics.fmean(by_cat[c]), 4) for c in CATEGORY_ORDER if c in by_cat},
+    }
+
+
+def embed(tenant: str, conninfo: str, version: int, expect: int) -> dict:
+    """Switch the input version (as the app role) and let the real worker drain the queue."""
+    import psycopg
+
+    from pgrecall.worker import Worker
+
+    with psycopg.connect(conninfo, autocommit=True) as app:
+        queued = app.execute(f"select {tenant}.set_embedding_version(%s, %s)", (MODEL, version)).fetchone()[0]
+    worker = Worker(tenant, conninfo=conninfo)
+    started = time.perf_counter()
+    stats = worker.drain()
+    elapsed = time.perf_counter() - started
+    with psycopg.connect(conninfo, autocommit=True) as app:
+        status = dict(zip(("queued", "leased", "current", "stale", "model", "input_version"),
+                          app.execute(f"select * from {tenant}.embedding_status()").fetchone()))
+    if status["current"] != expect or status["queued"] or status["input_version"] != version:
+        raise SystemExit(f"embedding did not complete: {status} (expected {expect} current at version {version})")
+    return {"version": version, "queued": queued, "stored": stats.stored, "batches": stats.batches,
+            "seconds": round(elapsed, 2), "model_seconds": round(stats.embed_seconds, 2),
+            "memories_per_second": round(stats.stored / elapsed, 1) if elapsed else None, "status": status}
+
+
+def run_queries(mem, queries: list[dict], memory_dia: dict[int, str], mode: str) -> dict:
+    rows, times, returned, details = [], [], [], {}
+    dropped, unavailable, dense_methods = 0, 0, Counter()
+    for q in queries:
+        scope = scope_name(q["conversation_id"])
+        started = time.perf_counter()
+        got = mem.recall(q["question"], mode=mode, limit=10, scopes=[scope], principal=PRINCIPAL)
+        times.append(time.perf_counter() - started)
+        if mode != "lexical":
+            if not got.dense_available:
+                unavailable += 1
+            dense_methods[got.meta.get("dense_method")] += 1
+        dropped += bool(got.meta.get("dropped_terms"))
+        ranked = [memory_dia.get(item.memory_id) for item in got.items]
+        returned.append(len(ranked))
+        rows.append({"category": q["category_name"], **score(ranked, set(q["evidence"]))})
+        details[q["query_id"]] = ranked
+    return {"rows": rows, "details": details, "latency": latency(times), "seconds": round(sum(times), 2),
+            "mean_returned": round(statistics.fmean(returned), 2),
+            "questions_returning_fewer_than_10": sum(n < 10 for n in returned),
+            "questions_with_dropped_terms": dropped, "dense_unavailable": unavailable,
+            "dense_method": dict(dense_methods)}
+
+
+def evaluate_tenant(tenant: str, turns, queries, versions, *, store_questions: bool, label: str) -> dict:
+    import psycopg
+
+    import pgrecall
+    from pgrecall import db, install
+
+    with psycopg.connect(db.admin_conninfo(), autocommit=True) as admin:
+        applied = install.install(admin, [tenant])
+        if ("tenant", tenant) not in applied:
+            raise SystemExit(f"tenant {tenant!r} already exists in this PGRECALL_HOME; use a fresh one "
+                             "(drop --keep-home) or pass --tenant with a new name")
+    conninfo = db.tenant_conninfo(tenant)
+    out: dict = {"tenant": tenant, "label": label}
+    with pgrecall.connect(conninfo, tenant=tenant, principal=PRINCIPAL) as mem:
+        log(f"[{label}] ingest: {len(turns)} turns")
+        loaded = ingest(mem, turns, store_questions=store_questions)
+        memory_dia = loaded.pop("memory_dia")
+        out["ingest"] = {**{k: v for k, v in loaded.items() if k not in ("refused", "reworded")},
+                         "seconds": round(loaded["seconds"], 2),
+                         "turns_per_second": round(loaded["turns"] / loaded["seconds"], 1),
+                         "reworded_question_turns": len(loaded["reworded"])}
+        out["refused_turns"] = loaded["refused"]
+        log(f"[{label}] ingest done in {loaded['seconds']:.1f}s: {loaded['statuses']}")
+        stored = {(t["conversation_id"], t["dia_id"]) for t in turns} - {
+            (r["conversation_id"], r["dia_id"]) for r in loaded["refused"]}
+        out["coverage"] = coverage(queries, stored)
+        reason_of = {(r["conversation_id"], r["dia_id"]): r["reason"].split(":")[0] for r in loaded["refused"]}
+        out["coverage"]["evidence_refs_unreachable_by_reason"] = dict(Counter(
+            reason_of[(q["conversation_id"], d)] for q in queries for d in set(q["evidence"])
+            if (q["conversation_id"], d) in reason_of))
+
+        out["embed"], out["runs"], out["details"] = [], {}, {}
+        with psycopg.connect(conninfo, autocommit=True) as app:
+            out["settings"] = {k: v for k, v, _ in app.execute(f"select * from {tenant}.settings()")}
+        for version in versions:
+            log(f"[{label}] embed: input version {version}")
+            emb = embed(tenant, conninfo, version, expect=len(memory_dia))
+            out["embed"].append(emb)
+            log(f"[{label}] embedded {emb['stored']} in {emb['seconds']}s ({emb['memories_per_second']}/s)")
+            for mode in MODES:
+                res = run_queries(mem, queries, memory_dia, mode)
+                key = f"{mode}/v{version}"
+                out["runs"][key] = {**aggregate(res.pop("rows")), **{k: v for k, v in res.items() if k != "details"}}
+                out["details"][key] = res["details"]
+                o = out["runs"][key]["overall"]
+                log(f"[{label}] {key}: R@5 {o['recall@5']:.3f} R@10 {o['recall@10']:.3f} "
+                    f"nDCG@10 {o['ndcg@10']:.3f}  p50 {res['latency']['p50_ms']} ms")
+    return out
+
+
+def query_embedding_latency(queries: list[dict]) -> dict:
+    """What the driver spends embedding a question (part of every dense and hybrid recall)."""
+    from pgrecall.embedder import get_embedder
+
+    embedder = get_embedder()
+    times = []
+    for q in queries:
+        started = time.perf_counter()
+        embedder.embed([q["question"]])
+        times.append(time.perf_counter() - started)
+    return latency(times)
+
+
+# -- report -------------------------------------------------------------------
+
+
+def fmt(x: float) -> str:
+    return f"{x:.3f}"
+
+
+def metric_tables(result: dict, versions, heading: str) -> list[str]:
+    runs = result["runs"]
+    cats = [c for c in CATEGORY_ORDER if c in next(iter(runs.values()))["by_category"]]
+    counts = next(iter(runs.values()))["by_category"]
+    lines = []
+    lines += [f"{heading}", "",
+              "| mode | input version | recall@5 | recall@10 | nDCG@10 |", "|---|---|---|---|---|"]
+    for mode in MODES:
+        for v in versions:
+            o = runs[f"{mode}/v{v}"]["overall"]
+            lines.append(f"| {mode} | {v} | {fmt(o['recall@5'])} | {fmt(o['recall@10'])} | {fmt(o['ndcg@10'])} |")
+    lines.append("")
+    for metric in METRICS:
+        lines += [f"By category, {metric}:", "",
+                  "| mode | v | overall (n={}) | ".format(next(iter(runs.values()))["overall"]["n"])
+                  + " | ".join(f"{c} (n={counts[c]['n']})" for c in cats) + " |",
+                  "|---|---|---|" + "---|" * len(cats)]
+        for mode in MODES:
+            for v in versions:
+                r = runs[f"{mode}/v{v}"]
+                lines.append(f"| {mode} | {v} | {fmt(r['overall'][metric])} | "
+                             + " | ".join(fmt(r["by_category"][c][metric]) for c in cats) + " |")
+        lines.append("")
+    return lines
+
+
+def coverage_lines(cov: dict) -> list[str]:
+    cats = cov["recall_ceiling_by_category"]
+    return [
+        f"- evidence references (question, turn): {cov['evidence_refs']}; stored as a memory: "
+        f"{cov['evidence_refs_stored']}; **unreachable: {cov['evidence_refs_unreachable']}** "
+        f"({cov['distinct_evidence_turns_unreachable']} distinct turns)",
+        f"- questions with at least one unreachable evidence turn: {cov['questions_with_some_evidence_unreachable']}"
+        f" of {cov['questions']}; with none of their evidence reachable: {cov['questions_with_all_evidence_unreachable']}",
+        f"- **evidence coverage (the recall ceiling any ranking could reach): {fmt(cov['recall_ceiling'])}** "
+        "(" + ", ".join(f"{c} {fmt(v)}" for c, v in cats.items()) + ")",
+    ]
+
+
+def write_markdown(path: Path, report: dict) -> None:
+    main, extra = report["main"], report.get("supplementary")
+    versions = report["versions"]
+    ing = main["ingest"]
+    lines = [
+        "# pgrecall on LoCoMo (development split)", "",
+        f"- date: {report['date']}",
+        f"- command: `{report['command']}` (via `make eval`)",
+        f"- pgrecall commit: `{report['git']['commit']}`{' (with uncommitted changes)' if report['git']['dirty'] else ''}",
+        f"- machine: {report['machine']['cpus']} CPUs, {report['machine']['platform']}, Python {report['machine']['python']}",
+        f"- data: {report['data']['turns']} turns of {len(report['data']['conversations'])} conversations "
+        f"({', '.join(report['data']['conversations'])}); {report['data']['queries']} questions, "
+        f"{report['data']['evaluated']} with evidence evaluated ({report['data']['skipped_no_evidence']} skipped: no evidence)",
+        f"- model: {MODEL}; recall limit 10; principal `{PRINCIPAL}`, one scope per conversation; "
+        f"tenant settings: rrf_k {main['settings']['rrf_k']}, dense_floor {main['settings']['dense_floor']}, "
+        f"prune_df_ratio {main['settings']['prune_df_ratio']}, arm_candidates {main['settings']['arm_candidates']}",
+        f"- total run time: {report['seconds_total']:.0f} s", "",
+        "Each turn is appended to its conversation's log (role user, actor = speaker, session id, session time as "
+        "UTC) and remembered as `<speaker>: <text>` (a shared photo adds `[shares a photo: <caption>]`) with that "
+        "offset as evidence, purpose `converse`. Embeddings come from the real worker; recall is "
+        "`Memory.recall(question, mode=..., limit=10, scopes=[conversation])`. Input version 1 embeds the memory "
+        "(title + body); version 2 adds the previous and next turn of the same session.", "",
+        "## What pgrecall stores", "",
+        f"remember() results for {ing['turns']} turns: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(ing["statuses"].items())) + ".", "",
+        "remember() refuses any body ending in `?` (\"a question states nothing\"). LoCoMo turns are "
+        "conversation, so many are questions (often a reply plus a follow-up question, e.g. "
+        "\"That's great! What made you pick it?\"), and some are evidence:", "",
+        *coverage_lines(main["coverage"]),
+        "- unreachable evidence by remember()'s reason: "
+        + (", ".join(f"{k} {v}" for k, v in main["coverage"]["evidence_refs_unreachable_by_reason"].items()) or "none"),
+        "",
+        "**The main results below score what pgrecall stores**: an evidence turn that was refused counts as a miss. "
+        "The supplementary section stores the refused question turns too (final `?` removed) to show what the "
+        "refusal costs.", "",
+    ]
+    lines += metric_tables(main, versions, "## Main results (what pgrecall stores)")
+    lines += ["Lexical recall does not depend on the input version (it is run under both as a check: "
+              f"identical results: {report['checks']['lexical_identical_across_versions']}).", ""]
+    lines += ["## Does hybrid beat each arm?", "", "| version | metric | lexical | dense | hybrid | hybrid - best arm |",
+              "|---|---|---|---|---|---|"]
+    for v in versions:
+        for metric in METRICS:
+            vals = {m: main["runs"][f"{m}/v{v}"]["overall"][metric] for m in MODES}
+            best = max(vals["lexical"], vals["dense"])
+            lines.append(f"| {v} | {metric} | {fmt(vals['lexical'])} | {fmt(vals['dense'])} | {fmt(vals['hybrid'])} "
+                         f"| {vals['hybrid'] - best:+.3f} |")
+    lines.append("")
+    if extra:
+        eing = extra["ingest"]
+        lines += [f"## Supplementary: question turns stored too (tenant `{extra['tenant']}`)", "",
+                  f"Not pgrecall's behaviour: {eing['reworded_question_turns']} turns that remember() refused as "
+                  "questions were remembered again with the final `?` removed (same words, so the same lexemes and "
+                  "nearly the same embedding). remember() results: "
+                  + ", ".join(f"{k} {v}" for k, v in sorted(eing["statuses"].items())) + ".", "",
+                  *coverage_lines(extra["coverage"]), ""]
+        lines += metric_tables(extra, versions, "### Results with every turn stored")
+    lines += ["## Time", "", "| phase | what | seconds | rate |", "|---|---|---|---|"]
+    for result in filter(None, (main, extra)):
+        t = result["tenant"]
+        lines.append(f"| ingest ({t}) | {result['ingest']['turns']} appends + remembers | {result['ingest']['seconds']} "
+                     f"| {result['ingest']['turns_per_second']} turns/s |")
+        for e in result["embed"]:
+            lines.append(f"| embed v{e['version']} ({t}) | worker drain, {e['stored']} memories | {e['seconds']} "
+                         f"(model {e['model_seconds']}) | {e['memories_per_second']} memories/s |")
+    lines += ["", "Recall latency per call (the driver embeds the question for dense and hybrid; "
+              f"question embedding alone: p50 {report['query_embedding_latency']['p50_ms']} ms):", "",
+              "| tenant | mode | v | p50 ms | p95 ms | max ms | mean returned | < 10 returned | dropped terms |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for result in filter(None, (main, extra)):
+        for mode in MODES:
+            for v in versions:
+                r = result["runs"][f"{mode}/v{v}"]
+                lines.append(f"| {result['tenant']} | {mode} | {v} | {r['latency']['p50_ms']} | {r['latency']['p95_ms']} "
+                             f"| {r['latency']['max_ms']} | {r['mean_returned']} | {r['questions_returning_fewer_than_10']} "
+                             f"| {r['questions_with_dropped_terms']} |")
+    lines += ["", "## Notes", ""] + [f"- {n}" for n in report["notes"]] + [""]
+    path.write_text("\n".join(lines), encoding="utf-8")
+
+
+# -- main ---------------------------------------------------------------------
+
+
+def git_info() -> dict:
+    def git(*args):
+        try:
+            return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            return None
+    return {"commit": git("rev-parse", "--short", "HEAD"), "dirty": bool(git("status", "--porcelain"))}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, required=True, help="folder with turns.jsonl and queries.jsonl")
+    parser.add_argument("--out", type=Path, required=True, help="folder for locomo-dev.json and locomo-dev.md")
+    parser.add_argument("--keep-home", action="store_true",
+                        help="use $PGRECALL_HOME as it is (else a fresh temporary one) and leave the server "
+                             "running and the folder in place afterwards")
+    parser.add_argument("--tenant", default="locomo", help="tenant name (default: locomo)")
+    parser.add_argument("--versions", default="1,2", help="embedding input versions to compare (default: 1,2)")
+    parser.add_argument("--no-supplementary", action="store_true",
+                        help="skip the supplementary run that also stores the question turns")
+    parser.add_argument("--max-queries", type=int, default=None, help="evaluate only the first N questions (a quick check)")
+    args = parser.parse_args(argv)
+    versions = [int(v) for v in args.versions.split(",")]
+    t_start = time.perf_counter()
+
+    turns = read_jsonl(args.data / "turns.jsonl")
+    all_queries = read_jsonl(args.data / "queries.jsonl")
+    queries = [q for q in all_queries if q["evidence"]]
+    if args.max_queries:
+        queries = queries[: args.max_queries]
+
+    if os.environ.pop("PGRECALL_DSN", None):
+        log("PGRECALL_DSN is ignored: this evaluation runs on its own embedded server")
+    made_home = None
+    if not args.keep_home or not os.environ.get("PGRECALL_HOME"):
+        made_home = tempfile.mkdtemp(prefix="pgr-eval-", dir="/tmp")
+        os.environ["PGRECALL_HOME"] = made_home
+    home = os.environ["PGRECALL_HOME"]
+    log(f"PGRECALL_HOME={home}")
+
+    from pgrecall import server
+
+    report: dict = {}
+    try:
+        log("loading the embedding model")
+        report["query_embedding_latency"] = query_embedding_latency(queries)
+        report["main"] = evaluate_tenant(args.tenant, turns, queries, versions, store_questions=False,
+                                         label="stored as pgrecall stores it")
+        if not args.no_supplementary:
+            report["supplementary"] = evaluate_tenant(f"{args.tenant}_all", turns, queries, versions,
+                                                      store_questions=True, label="question turns stored too")
+    finally:
+        if args.keep_home:
+            log(f"server left running; PGRECALL_HOME={home}")
+        else:
+            server.stop()
+            shutil.rmtree(made_home, ignore_errors=True)
+            log("server stopped, temporary home removed")
+
+    main_runs = report["main"]["runs"]
+    lex = [report["main"]["details"][f"lexical/v{v}"] for v in versions]
+    report.update({
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": " ".join([os.path.relpath(sys.executable), *sys.argv]),
+        "git": git_info(),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "data": {"path": str(args.data), "turns": len(turns),
+                 "conversations": sorted({t["conversation_id"] for t in turns}),
+                 "queries": len(all_queries), "evaluated": len(queries),
+                 "skipped_no_evidence": sum(not q["evidence"] for q in all_queries)},
+        "versions": versions, "modes": list(MODES), "metrics": list(METRICS),
+        "checks": {"lexical_identical_across_versions": all(d == lex[0] for d in lex)},
+        "seconds_total": round(time.perf_counter() - t_start, 1),
+    })
+    report["notes"] = notes(report)
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    details = {name: report[name].pop("details") for name in ("main", "supplementary") if name in report}
+    (args.out / "locomo-dev.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    with open(args.out / "locomo-dev.questions.jsonl", "w", encoding="utf-8") as fh:
+        for q in queries:
+            fh.write(json.dumps({"query_id": q["query_id"], "category": q["category_name"],
+                                 "evidence": q["evidence"],
+                                 "top10": {f"{name}/{run}": d[run][q["query_id"]]
+                                           for name, d in details.items() for run in d}}) + "\n")
+    write_markdown(args.out / "locomo-dev.md", report)
+    log(f"wrote {args.out / 'locomo-dev.json'} and {args.out / 'locomo-dev.md'} "
+        f"in {report['seconds_total']:.0f} s")
+    for key, run in main_runs.items():
+        o = run["overall"]
+        print(f"  {key:12s} R@5 {o['recall@5']:.3f}  R@10 {o['recall@10']:.3f}  nDCG@10 {o['ndcg@10']:.3f}")
+    return 0
+
+
+def notes(report: dict) -> list[str]:
+    """Observations derived from this run's numbers (nothing hand-written about the numbers)."""
+    out = []
+    main = report["main"]
+    for key, run in main["runs"].items():
+        if run["dense_unavailable"]:
+            out.append(f"{key}: the dense arm was unavailable for {run['dense_unavailable']} questions.")
+    for mode in ("dense", "hybrid"):
+        for v in report["versions"]:
+            r = main["runs"][f"{mode}/v{v}"]
+            if r["questions_returning_fewer_than_10"]:
+                out.append(f"{mode}/v{v}: {r['questions_returning_fewer_than_10']} questions got fewer than 10 "
+                           f"results (dense_floor {main['settings']['dense_floor']} cuts weak matches).")
+    lex = main["runs"][f"lexical/v{report['versions'][0]}"]
+    out.append(f"lexical: {lex['questions_with_dropped_terms']} of {lex['overall']['n']} questions had terms dropped by "
+               f"pruning (terms in >= {main['settings']['prune_df_ratio']} of memories). Term statistics are "
+               "tenant-wide: document frequencies and the pruning threshold count the memories of all three "
+               "conversations, although each question searches one.")
+    out.append("Per-question top-10 dia_ids of every run are in locomo-dev.questions.jsonl.")
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,26 @@
+"""`make run`'s demo, end to end: import, remember, correct, supersede, embed, recall."""
+
+import re
+
+from test_install_paths import run_cli
+
+
+def test_demo_answers_from_current_facts_and_keeps_secrets(conninfo):
+    out = run_cli("demo", env={"PGRECALL_DSN": conninfo.dsn()}).stdout
+    assert "remembered 17 memories" in out and "worker embedded 17 memories" in out
+    answers = {}
+    for block in out.split("\n\n"):
+        m = re.search(r"(\w+) asks: .(.+?).\n", block)
+        if m:
+            answers[(m.group(1), m.group(2))] = block
+    where = answers[("Sage", "Where do Ana and Ben live?")]
+    assert re.search(r"1\. \[memory \d+\] Ana and Ben live in Porto", where)
+    assert "live in Lisbon" not in where  # superseded
+    birthday = answers[("Sage", "When is Ben's birthday?")]
+    assert re.search(r"1\. \[memory \d+\] Ben's birthday is on March 13", birthday)
+    assert "surprise" not in answers[("Ben", "Is anyone planning a party for me?")]
+    assert "surprise party" in answers[("Ana", "What am I planning for Ben's birthday?")]
+    assert "pinned Shared meals must be vegetarian and peanut free" in out
+    # a second run reuses what is there
+    again = run_cli("demo", env={"PGRECALL_DSN": conninfo.dsn()}).stdout
+    assert "already holds 55 turns" in again and "worker embedded 0 memories" in again
