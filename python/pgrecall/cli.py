@@ -42,7 +42,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         if not info.running:
             print("pgrecall: the embedded server is not running; run: pgrecall server start", file=sys.stderr)
             return 3
-        print(info.uri())
+        print(info.uri(user=f"pgrecall_{args.tenant}_app") if args.tenant else info.uri())
     return 0
 
 
@@ -230,6 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("server", help="the embedded PostgreSQL server")
     p.add_argument("action", choices=["start", "stop", "status", "uri"])
+    p.add_argument("--tenant", help="with uri: the URI of this tenant's application role")
     p.set_defaults(func=cmd_server)
 
     p = sub.add_parser("tenant", help="create, upgrade, list or drop tenants")
