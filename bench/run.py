@@ -1,0 +1,369 @@
+"""``make bench``: ingest, recall latency by mode, the same-run ratio against a bare baseline,
+index sizes, and worker throughput against the raw model. Results: bench/results/.
+
+Embeddings of the corpus and the queries are computed once and cached under
+bench/cache/, so the recall timings measure the database, not the model.
+
+    python -m bench.run                          # 10k and 100k
+    python -m bench.run --sizes 10000            # quicker
+    python -m bench.run --sizes 10000,100000,1000000   # the optional 1M size (about an hour)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import psycopg
+
+from . import corpus
+
+HERE = Path(__file__).resolve().parent
+MODES = ("hybrid", "lexical", "dense")
+SCOPES = ["s0", "s1", "s2", "s3"]
+OTHERS = [f"p{i}" for i in range(10)]
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def cached_embeddings(name: str, texts: list[str]) -> np.ndarray:
+    from pgrecall.embedder import get_embedder
+
+    path = HERE / "cache" / f"{name}.npy"
+    if path.exists():
+        vecs = np.load(path)
+        if len(vecs) == len(texts):
+            return vecs
+    path.parent.mkdir(parents=True, exist_ok=True)
+    log(f"embedding {len(texts)} texts for {name} (cached afterwards)")
+    model = get_embedder().model
+    vecs = model.encode(texts, batch_size=128, normalize_embeddings=True, convert_to_numpy=True,
+                        show_progress_bar=False).astype(np.float32)
+    np.save(path, vecs)
+    return vecs
+
+
+def literal(v) -> str:
+    return "[" + ",".join(f"{x:.6g}" for x in v) + "]"
+
+
+def percentile(values: list[float], q: float) -> float:
+    values = sorted(values)
+    k = (len(values) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (k - lo)
+
+
+def install_tenant(admin: str, tenant: str) -> str:
+    from pgrecall import install, server
+
+    with psycopg.connect(admin, autocommit=True) as conn:
+        installed = conn.execute("select to_regnamespace('pgrecall') is not null").fetchone()[0]
+        if installed and conn.execute("select 1 from pgrecall.tenant where name = %s", (tenant,)).fetchone():
+            conn.execute("select pgrecall.drop_tenant(%s)", (tenant,))
+        install.install(conn, [tenant])
+    return server.status().uri(user=f"pgrecall_{tenant}_app")
+
+
+def ingest(app: str, tenant: str, texts: list[str]) -> dict:
+    """Append each memory's observation and remember it, through the real functions."""
+    with psycopg.connect(app, autocommit=False) as conn:
+        for s in SCOPES:
+            conn.execute(f"select {tenant}.add_scope(%s)", (s,))
+        conn.execute(f"select {tenant}.add_peer('agent', 'agent')")
+        for p in OTHERS:
+            conn.execute(f"select {tenant}.add_peer(%s, 'human')", (p,))
+        conn.commit()
+        append = f"select {tenant}.append_observation('agent', %s, %s, %s, 'user', p_actor => %s)"
+        remember = (f"select memory_id, status from {tenant}.remember('agent', %s, %s, %s, array[%s]::bigint[], %s, "
+                    f"p_audience => %s)")
+        started = time.perf_counter()
+        created = 0
+        for i, text in enumerate(texts):
+            scope = SCOPES[i % len(SCOPES)]
+            private = i % 10 == 3  # 10% are private to some other peer: never eligible for 'agent'
+            purposes = ["act"] if i % 10 == 5 else ["converse", "personalize"]  # 10% not usable to converse
+            offset = conn.execute(append, (SCOPES, scope, text, OTHERS[i % 10])).fetchone()[0]
+            row = conn.execute(remember, (SCOPES, scope, text, offset, purposes,
+                                          OTHERS[i % 10] if private else None)).fetchone()
+            created += row[1] == "created"
+            if i % 1000 == 999:
+                conn.commit()
+        conn.commit()
+        seconds = time.perf_counter() - started
+    return {"memories": len(texts), "created": created, "seconds": seconds, "per_second": len(texts) / seconds}
+
+
+def store_embeddings(app: str, tenant: str, ids_to_index: dict[int, int], vectors: np.ndarray) -> dict:
+    """Claim every job and complete it with the cached vector: the database side of the worker."""
+    started = time.perf_counter()
+    stored = 0
+    with psycopg.connect(app, autocommit=True) as conn:
+        while True:
+            jobs = conn.execute(f"select memory_id, generation, model, input_version "
+                                f"from {tenant}.claim_embedding_jobs('bench', 1000)").fetchall()
+            if not jobs:
+                break
+            stored += conn.execute(
+                f"select {tenant}.complete_embedding_jobs('bench', %s, %s, %s, %s, %s)",
+                ([j[0] for j in jobs], [j[1] for j in jobs], [literal(vectors[ids_to_index[j[0]]]) for j in jobs],
+                 jobs[0][2], jobs[0][3])).fetchone()[0]
+    seconds = time.perf_counter() - started
+    return {"stored": stored, "seconds": seconds, "per_second": stored / seconds}
+
+
+def build_baseline(admin: str, tenant: str, n: int) -> dict:
+    """One table with GIN and HNSW, loaded with the same rows."""
+    table = f"baseline.docs_{n}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("create schema if not exists baseline")
+        conn.execute(f"drop table if exists {table}")
+        conn.execute(f"create table {table} (id bigint primary key, body text, tsv tsvector, embedding vector(384))")
+        conn.execute(f"insert into {table} select m.id, m.body, m.tsv, e.embedding from {tenant}.memory m "
+                     f"join {tenant}.memory_embedding e on e.memory_id = m.id")
+        conn.execute(f"create index on {table} using gin (tsv)")
+        started = time.perf_counter()
+        conn.execute(f"create index docs_{n}_hnsw on {table} using hnsw (embedding vector_cosine_ops) "
+                     "with (m = 16, ef_construction = 64)")
+        build = time.perf_counter() - started
+        conn.execute(f"vacuum analyze {table}")
+    return {"table": table, "hnsw_build_seconds": build}
+
+
+BASELINE_SQL = """
+with lex as (
+    select id, row_number() over (order by ts_rank_cd(tsv, q) desc, id) as r
+      from {table}, to_tsquery('simple', %(orq)s) q
+     where tsv @@ q
+     order by ts_rank_cd(tsv, q) desc, id limit 100
+), dense as (
+    select id, row_number() over (order by d, id) as r
+      from (select id, embedding <=> %(v)s::vector as d from {table} order by embedding <=> %(v)s::vector limit 100) x
+)
+select id, sum(1.0 / (60 + r)) as s from (select * from lex union all select * from dense) f
+ group by id order by s desc, id limit 10
+"""
+
+
+def time_queries(app: str, fn, queries: list, warmup: int = 10) -> dict:
+    with psycopg.connect(app, autocommit=True) as conn:
+        for q in queries[:warmup]:
+            fn(conn, q)
+        times = []
+        for q in queries:
+            started = time.perf_counter()
+            fn(conn, q)
+            times.append((time.perf_counter() - started) * 1000)
+    return {"p50_ms": statistics.median(times), "p95_ms": percentile(times, 0.95), "mean_ms": statistics.fmean(times),
+            "queries": len(times)}
+
+
+def recall_latency(app: str, tenant: str, qtexts: list[str], qvecs: np.ndarray) -> dict:
+    out = {}
+    pairs = list(zip(qtexts, [v.tolist() for v in qvecs]))
+    counts = {}
+    for mode in MODES:
+        def call(conn, pair, mode=mode):
+            text, vec = pair
+            return conn.execute(
+                f"select count(*) from {tenant}.recall('agent', %s, %s, 'converse', %s, %s, 10, "
+                f"p_query_model => 'all-MiniLM-L6-v2')", (SCOPES, text, vec if mode != "lexical" else None, mode)
+            ).fetchone()[0]
+        out[mode] = time_queries(app, call, pairs)
+        with psycopg.connect(app, autocommit=True) as conn:
+            call(conn, pairs[0])
+            meta = conn.execute(f"select {tenant}.last_recall()").fetchone()[0]
+            counts[mode] = {k: meta.get(k) for k in ("dense_method", "term_stats", "dense_available")}
+    out["_sample_meta"] = counts
+    return out
+
+
+def baseline_latency(admin: str, table: str, qtexts: list[str], qvecs: np.ndarray) -> dict:
+    sql = BASELINE_SQL.format(table=table)
+
+    def call(conn, pair):
+        text, vec = pair
+        terms = conn.execute("select array_agg(distinct lexeme) from unnest(to_tsvector('english', %s))",
+                             (text,)).fetchone()[0] or ["nothing"]
+        conn.execute("set hnsw.ef_search = 400")
+        return conn.execute(sql, {"orq": " | ".join(f"'{t}'" for t in terms), "v": literal(vec)}).fetchall()
+
+    return time_queries(admin, call, list(zip(qtexts, qvecs)))
+
+
+def sizes(admin: str, tenant: str, table: str) -> dict:
+    with psycopg.connect(admin, autocommit=True) as conn:
+        def size(rel):
+            return conn.execute("select pg_relation_size(%s::regclass)", (rel,)).fetchone()[0]
+        n = table.split("_")[-1]
+        return {
+            "memory_table_bytes": size(f"{tenant}.memory"),
+            "memory_tsv_gin_bytes": size(f"{tenant}.memory_tsv"),
+            "memory_embedding_table_bytes": size(f"{tenant}.memory_embedding"),
+            "memory_embedding_hnsw_bytes": size(f"{tenant}.memory_embedding_hnsw"),
+            "projection_dependency_bytes": size(f"{tenant}.projection_dependency"),
+            "baseline_table_bytes": size(table),
+            "baseline_hnsw_bytes": size(f"baseline.docs_{n}_hnsw"),
+        }
+
+
+def worker_throughput(admin: str, sample: int = 2000) -> dict:
+    """The worker end to end (claim, embed, store) against the raw model on the same texts."""
+    from pgrecall.embedder import get_embedder
+    from pgrecall.worker import Worker
+
+    texts = corpus.memories(sample, seed=99)
+    model = get_embedder().model
+    model.encode(texts[:64], batch_size=64, normalize_embeddings=True)  # warm
+    started = time.perf_counter()
+    model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+    raw = time.perf_counter() - started
+    app = install_tenant(admin, "benchworker")
+    ingest(app, "benchworker", texts)
+    worker = Worker("benchworker", conninfo=app, batch_size=64)
+    started = time.perf_counter()
+    stats = worker.drain(refresh_stats=False)
+    end_to_end = time.perf_counter() - started
+    return {"texts": sample, "raw_model_per_second": sample / raw, "worker_per_second": stats.stored / end_to_end,
+            "ratio": (stats.stored / end_to_end) / (sample / raw), "stored": stats.stored}
+
+
+def run_size(admin: str, n: int, n_queries: int) -> dict:
+    tenant = f"bench{n}"
+    log(f"size {n}: corpus and cached embeddings")
+    texts = corpus.memories(n)
+    vectors = cached_embeddings(f"corpus-{n}", texts)
+    qtexts = corpus.queries(n_queries, n)
+    qvecs = cached_embeddings(f"queries-{n}-{n_queries}", qtexts)
+    app = install_tenant(admin, tenant)
+    log(f"size {n}: ingest through append_observation + remember")
+    ing = ingest(app, tenant, texts)
+    log(f"size {n}: {ing['per_second']:.0f} memories/s; storing cached embeddings")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        ids = [r[0] for r in conn.execute(f"select id from {tenant}.memory order by id")]
+    emb = store_embeddings(app, tenant, {mid: i for i, mid in enumerate(ids)}, vectors)
+    log(f"size {n}: {emb['per_second']:.0f} embeddings/s stored; refreshing statistics")
+    with psycopg.connect(app, autocommit=True) as conn:
+        started = time.perf_counter()
+        conn.execute(f"select * from {tenant}.refresh_term_stats()")
+        stats_seconds = time.perf_counter() - started
+    with psycopg.connect(admin, autocommit=True) as conn:
+        for t in ("memory", "memory_embedding", "memory_link", "projection_dependency", "entity"):
+            conn.execute(f"vacuum analyze {tenant}.{t}")
+    log(f"size {n}: baseline table")
+    base = build_baseline(admin, tenant, n)
+    log(f"size {n}: recall latency, {n_queries} queries per mode")
+    lat = recall_latency(app, tenant, qtexts, qvecs)
+    blat = baseline_latency(admin, base["table"], qtexts, qvecs)
+    result = {
+        "size": n, "ingest": ing, "embedding_store": emb, "term_stats_refresh_seconds": stats_seconds,
+        "recall": lat, "baseline": {**blat, **base}, "index_sizes": sizes(admin, tenant, base["table"]),
+        "hybrid_vs_baseline_p50": lat["hybrid"]["p50_ms"] / blat["p50_ms"],
+        "hybrid_vs_baseline_p95": lat["hybrid"]["p95_ms"] / blat["p95_ms"],
+    }
+    log(f"size {n}: hybrid p50 {lat['hybrid']['p50_ms']:.1f} ms p95 {lat['hybrid']['p95_ms']:.1f} ms; "
+        f"baseline p50 {blat['p50_ms']:.1f} ms; ratio {result['hybrid_vs_baseline_p50']:.2f}")
+    return result
+
+
+TARGETS = {  # size -> (hybrid p50 ms, hybrid p95 ms)
+    100_000: (10, 25),
+    1_000_000: (20, 50),
+}
+
+
+def markdown(report: dict) -> str:
+    lines = [f"# pgrecall bench, {report['started']}", "",
+             f"Machine: {report['machine']}. Command: `{report['command']}`.", "",
+             "| size | ingest memories/s | embeddings stored/s | mode | p50 ms | p95 ms | baseline p50 / p95 ms | hybrid / baseline (p50, p95) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in report["sizes"]:
+        for mode in MODES:
+            lat = r["recall"][mode]
+            lines.append(
+                f"| {r['size']:,} | {r['ingest']['per_second']:.0f} | {r['embedding_store']['per_second']:.0f} | {mode} "
+                f"| {lat['p50_ms']:.2f} | {lat['p95_ms']:.2f} | {r['baseline']['p50_ms']:.2f} / {r['baseline']['p95_ms']:.2f} "
+                f"| {r['hybrid_vs_baseline_p50']:.2f}x, {r['hybrid_vs_baseline_p95']:.2f}x |")
+    lines += ["", "Index sizes (MiB):", "", "| size | memory | GIN (tsv) | embeddings | HNSW | registry | baseline table | baseline HNSW |",
+              "|---|---|---|---|---|---|---|---|"]
+    for r in report["sizes"]:
+        s = {k: v / 2**20 for k, v in r["index_sizes"].items()}
+        lines.append(f"| {r['size']:,} | {s['memory_table_bytes']:.1f} | {s['memory_tsv_gin_bytes']:.1f} | "
+                     f"{s['memory_embedding_table_bytes']:.1f} | {s['memory_embedding_hnsw_bytes']:.1f} | "
+                     f"{s['projection_dependency_bytes']:.1f} | {s['baseline_table_bytes']:.1f} | {s['baseline_hnsw_bytes']:.1f} |")
+    w = report.get("worker")
+    if w:
+        lines += ["", f"Worker: {w['worker_per_second']:.0f} memories/s end to end vs raw model "
+                  f"{w['raw_model_per_second']:.0f} texts/s on the same {w['texts']} texts: {w['ratio']:.0%}."]
+    lines += ["", "Targets:"]
+    for r in report["sizes"]:
+        if r["size"] in TARGETS:
+            p50, p95 = TARGETS[r["size"]]
+            lat = r["recall"]["hybrid"]
+            lines.append(f"- {r['size']:,}: hybrid p50 {lat['p50_ms']:.1f} <= {p50} ms: "
+                         f"{'met' if lat['p50_ms'] <= p50 else 'NOT met'}; p95 {lat['p95_ms']:.1f} <= {p95} ms: "
+                         f"{'met' if lat['p95_ms'] <= p95 else 'NOT met'}; ratio {r['hybrid_vs_baseline_p50']:.2f} <= 1.5: "
+                         f"{'met' if r['hybrid_vs_baseline_p50'] <= 1.5 else 'NOT met'}")
+        lines.append(f"- {r['size']:,}: ingest {r['ingest']['per_second']:.0f} >= 2000/s: "
+                     f"{'met' if r['ingest']['per_second'] >= 2000 else 'NOT met'}")
+    if w:
+        lines.append(f"- worker {w['ratio']:.0%} of raw model >= 90%: {'met' if w['ratio'] >= 0.9 else 'NOT met'}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="make bench")
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--out", default=str(HERE / "results"))
+    parser.add_argument("--no-worker", action="store_true")
+    args = parser.parse_args(argv)
+
+    home = Path(tempfile.mkdtemp(prefix="pgrb-"))
+    os.environ["PGRECALL_HOME"] = str(home)
+    os.environ.pop("PGRECALL_DSN", None)
+    from pgrecall import server
+
+    info = server.start()
+    admin = info.uri()
+    report = {"started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+              "machine": f"{platform.machine()}, {os.cpu_count()} cores, PostgreSQL 18 (embedded)",
+              "command": "make bench BENCH_ARGS='" + " ".join(argv or []) + "'", "sizes": []}
+    try:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute("alter system set maintenance_work_mem = '1GB'")
+            conn.execute("alter system set shared_buffers = '2GB'")
+        server.stop()
+        server.start()
+        for n in [int(s) for s in args.sizes.split(",") if s]:
+            report["sizes"].append(run_size(admin, n, args.queries))
+        if not args.no_worker:
+            log("worker throughput against the raw model")
+            report["worker"] = worker_throughput(admin)
+    finally:
+        server.stop()
+        shutil.rmtree(home, ignore_errors=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = report["started"].replace(":", "").replace("-", "")[:15]
+    (out / f"bench-{stamp}.json").write_text(json.dumps(report, indent=2))
+    md = markdown(report)
+    (out / f"bench-{stamp}.md").write_text(md)
+    (out / "latest.md").write_text(md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
