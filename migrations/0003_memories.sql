@@ -22,6 +22,8 @@ create table __tenant__.memory (
     body                 text not null check (body <> ''),
     tsv                  tsvector generated always as
                          (to_tsvector('english'::regconfig, coalesce(title, '') || ' ' || body)) stored,
+    -- The text's identity for duplicate detection: case and spacing do not count.
+    text_key             text generated always as (md5(lower(regexp_replace(btrim(body), '\s+', ' ', 'g')))) stored,
     confidence           real not null default 1 check (confidence between 0 and 1),
     origin               text not null check (origin in ('told', 'derived', 'migrated')),
     revision             integer not null default 1 check (revision >= 1),
@@ -43,12 +45,10 @@ create table __tenant__.memory (
 comment on table __tenant__.memory is
     'Curated memories: each stamped with its audience (scope or one peer) and the purposes it may be used for.';
 create index memory_tsv on __tenant__.memory using gin (tsv);
-create index memory_scope_live on __tenant__.memory (scope, id)
-    where superseded_by is null and invalidated_at is null;
 create index memory_audience on __tenant__.memory (audience_peer_id) where audience_peer_id is not null;
--- remember() refuses a second live copy of the same text in a scope.
-create index memory_live_text on __tenant__.memory
-    (scope, md5(lower(regexp_replace(btrim(body), '\s+', ' ', 'g'))))
+-- remember() refuses a second live copy of the same text in a scope; the
+-- index also serves eligibility's scope filter on live memories.
+create index memory_live_text on __tenant__.memory (scope, text_key)
     where superseded_by is null and invalidated_at is null;
 
 create table __tenant__.memory_link (

@@ -1,6 +1,104 @@
 -- Appending to the log. Offsets come from the scope's counter under its row
 -- lock, held to commit: concurrent writers queue per scope, a rolled-back
--- append gives its offset back, and offsets are contiguous with no duplicates.
+-- append gives its offsets back, and offsets are contiguous with no
+-- duplicates. append_observation() appends one row and append_observations()
+-- a batch; both run _append_batch (one implementation).
+
+create or replace function __tenant__._observation_rows(p_rows jsonb)
+returns table (body text, source_role text, kind text, actor text, session_id bigint, occurred_at timestamptz,
+               payload jsonb, data_subject_id text, lawful_basis text, classification text,
+               retention_until timestamptz, ord integer)
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select r.body, r.source_role, coalesce(r.kind, 'message'), r.actor, r.session_id, r.occurred_at,
+           coalesce(r.payload, '{}'), r.data_subject_id, r.lawful_basis, coalesce(r.classification, 'internal'),
+           r.retention_until, r.ord::integer
+      from rows from (jsonb_to_recordset(p_rows) as (body text, source_role text, kind text, actor text,
+                                                     session_id bigint, occurred_at timestamptz, payload jsonb,
+                                                     data_subject_id text, lawful_basis text,
+                                                     classification text, retention_until timestamptz))
+           with ordinality as r(body, source_role, kind, actor, session_id, occurred_at, payload,
+                                data_subject_id, lawful_basis, classification, retention_until, ord)
+$$;
+comment on function __tenant__._observation_rows(jsonb) is
+    'Internal: observation rows from JSON, numbered from 1, with the defaults of append_observation().';
+
+create or replace function __tenant__._append_batch(p_principal text, p_scope text, p_rows jsonb)
+returns table (ordinal integer, log_offset bigint)
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    v_max_bytes bigint := (_setting_value('max_observation_bytes') #>> '{}')::bigint;
+    v_many boolean := jsonb_array_length(p_rows) > 1;
+    v_count integer := jsonb_array_length(p_rows);
+    v_bad record;
+    v_last bigint;
+begin
+    select x.ord, x.code, x.detail, x.hint into v_bad from (
+        select r.ord,
+               case when r.body is null or octet_length(r.body) > v_max_bytes then 'PR107'
+                    when r.source_role is null
+                         or r.source_role not in ('user', 'assistant', 'system', 'tool', 'document') then 'PR107'
+                    when r.kind not in ('message', 'document', 'tool_result', 'event', 'note') then 'PR107'
+                    when r.classification not in ('public', 'internal', 'confidential', 'restricted') then 'PR107'
+                    when r.lawful_basis not in ('consent', 'contract', 'legal_obligation', 'vital_interests',
+                                                'public_task', 'legitimate_interests') then 'PR107'
+                    when jsonb_typeof(r.payload) <> 'object' then 'PR107'
+                    when r.session_id <= 0 then 'PR107'
+                    when not exists (select 1 from peer p where p.name = coalesce(r.actor, p_principal)) then 'PR101'
+               end as code,
+               case when r.body is null then 'observation body is required'
+                    when octet_length(r.body) > v_max_bytes then
+                         format('observation body is %s bytes, more than the %s allowed', octet_length(r.body), v_max_bytes)
+                    when r.source_role is null then 'source_role is required'
+                    when r.source_role not in ('user', 'assistant', 'system', 'tool', 'document') then
+                         format('source_role %s is not one of user, assistant, system, tool, document', quote_literal(r.source_role))
+                    when r.kind not in ('message', 'document', 'tool_result', 'event', 'note') then
+                         format('observation kind %s is not one of message, document, tool_result, event, note', quote_literal(r.kind))
+                    when r.classification not in ('public', 'internal', 'confidential', 'restricted') then
+                         format('classification %s is not one of public, internal, confidential, restricted', quote_literal(r.classification))
+                    when r.lawful_basis not in ('consent', 'contract', 'legal_obligation', 'vital_interests',
+                                                'public_task', 'legitimate_interests') then
+                         format('lawful_basis %s is not one of consent, contract, legal_obligation, vital_interests, public_task, legitimate_interests', quote_literal(r.lawful_basis))
+                    when jsonb_typeof(r.payload) <> 'object' then 'observation payload must be a JSON object'
+                    when r.session_id <= 0 then format('session id must be a positive id, not %s', r.session_id)
+                    else format('unknown actor peer %s', quote_literal(coalesce(r.actor, p_principal)))
+               end as detail,
+               case when octet_length(r.body) > v_max_bytes then
+                         'Split the text, or raise setting max_observation_bytes with pgrecall.set_tenant_setting().'
+                    when r.actor is not null and not exists (select 1 from peer p where p.name = r.actor) then
+                         'Create it first with add_peer(name, kind).'
+               end as hint
+          from _observation_rows(p_rows) r) x
+     where x.code is not null
+     order by x.ord limit 1;
+    if v_bad.ord is not null then
+        perform _fail(v_bad.code, v_bad.detail || case when v_many then format(' (row %s)', v_bad.ord) else '' end,
+                      v_bad.hint);
+    end if;
+
+    update scope s set log_watermark = s.log_watermark + v_count
+     where s.name = p_scope
+    returning s.log_watermark into v_last;
+
+    return query
+    insert into observation (scope, log_offset, kind, occurred_at, source_role, actor_id, session_id, body,
+                             payload, data_subject_id, lawful_basis, classification, retention_until)
+    select p_scope, v_last - v_count + r.ord, r.kind, coalesce(r.occurred_at, now()), r.source_role,
+           (select p.id from peer p where p.name = coalesce(r.actor, p_principal)), r.session_id, r.body,
+           r.payload, r.data_subject_id, r.lawful_basis, r.classification, r.retention_until
+      from _observation_rows(p_rows) r
+     order by r.ord
+    returning (log_offset - (v_last - v_count))::integer, log_offset;
+end
+$$;
+comment on function __tenant__._append_batch(text, text, jsonb) is
+    'Internal: the set-wise body of append_observation() and append_observations().';
 
 create or replace function __tenant__.append_observation(
     p_principal        text,
@@ -23,42 +121,49 @@ language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-declare
-    v_actor bigint;
-    v_offset bigint;
 begin
     perform _peer_id(p_principal);
     perform _check_write_scope(p_scope, p_scopes);
-    v_actor := _peer_id(coalesce(p_actor, p_principal), 'actor');
-    perform _check_text(p_body, 'observation body', (_setting_value('max_observation_bytes') #>> '{}')::bigint, 'max_observation_bytes');
-    perform _check_one_of(p_source_role, 'source_role', array['user', 'assistant', 'system', 'tool', 'document']);
-    perform _check_one_of(p_kind, 'observation kind', array['message', 'document', 'tool_result', 'event', 'note']);
-    perform _check_one_of(p_classification, 'classification', array['public', 'internal', 'confidential', 'restricted']);
-    if p_lawful_basis is not null then
-        perform _check_one_of(p_lawful_basis, 'lawful_basis', array['consent', 'contract', 'legal_obligation',
-                              'vital_interests', 'public_task', 'legitimate_interests']);
+    -- jsonb_build_object keeps SQL NULL apart from the defaults: an explicit
+    -- NULL kind or classification is reported, not silently defaulted.
+    if p_kind is null or p_classification is null then
+        perform _fail('PR107', format('%s is required', case when p_kind is null then 'observation kind'
+                                                              else 'classification' end));
     end if;
-    if p_payload is null or jsonb_typeof(p_payload) <> 'object' then
-        perform _fail('PR107', 'observation payload must be a JSON object');
-    end if;
-    if p_session_id is not null then
-        perform _check_id(p_session_id, 'session id');
-    end if;
-
-    update scope s set log_watermark = s.log_watermark + 1
-     where s.name = p_scope
-    returning s.log_watermark into v_offset;
-
-    insert into observation (scope, log_offset, kind, occurred_at, source_role, actor_id, session_id, body,
-                             payload, data_subject_id, lawful_basis, classification, retention_until)
-    values (p_scope, v_offset, p_kind, coalesce(p_occurred_at, now()), p_source_role, v_actor, p_session_id,
-            p_body, p_payload, p_data_subject_id, p_lawful_basis, p_classification, p_retention_until);
-    return v_offset;
+    return (select b.log_offset from _append_batch(p_principal, p_scope, jsonb_build_array(jsonb_build_object(
+        'body', p_body, 'source_role', p_source_role, 'kind', p_kind, 'actor', p_actor, 'session_id', p_session_id,
+        'occurred_at', p_occurred_at, 'payload', coalesce(p_payload, 'null'::jsonb),
+        'data_subject_id', p_data_subject_id, 'lawful_basis', p_lawful_basis, 'classification', p_classification,
+        'retention_until', p_retention_until))) b);
 end
 $$;
 comment on function __tenant__.append_observation(text, text[], text, text, text, text, text, bigint, timestamptz,
                                                   jsonb, text, text, text, timestamptz) is
     'Appends what was said, written or returned to the scope''s log and returns its offset (contiguous per scope).';
+
+create or replace function __tenant__.append_observations(p_principal text, p_scopes text[], p_scope text,
+                                                         p_rows jsonb)
+returns table (ordinal integer, log_offset bigint)
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    perform _peer_id(p_principal);
+    perform _check_write_scope(p_scope, p_scopes);
+    if p_rows is null or jsonb_typeof(p_rows) <> 'array' or jsonb_array_length(p_rows) = 0 then
+        perform _fail('PR107', 'rows must be a non-empty JSON array of objects',
+                      'Each object: body, source_role, and optionally kind, actor, session_id, occurred_at, payload, '
+                      'data_subject_id, lawful_basis, classification, retention_until.');
+    end if;
+    if exists (select 1 from jsonb_array_elements(p_rows) e where jsonb_typeof(e) <> 'object') then
+        perform _fail('PR107', 'every row must be a JSON object');
+    end if;
+    return query select * from _append_batch(p_principal, p_scope, p_rows);
+end
+$$;
+comment on function __tenant__.append_observations(text, text[], text, jsonb) is
+    'append_observation() for a batch: rows as a JSON array; all are validated before any is written; offsets in order.';
 
 create or replace function __tenant__.log_watermark(p_principal text, p_scopes text[], p_scope text)
 returns bigint

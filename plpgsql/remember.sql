@@ -2,6 +2,197 @@
 -- it may be used, and the observations that stated it. Capture writes only
 -- what was explicitly stated: empty or ambiguous input is a no-op that says
 -- why, never an error and never a guess.
+--
+-- remember() writes one memory and remember_many() a batch; both run
+-- _remember_batch, which does the work set-wise (one implementation).
+
+-- The items of a batch as rows, numbered from 1.
+create or replace function __tenant__._memory_items(p_items jsonb)
+returns table (body text, evidence bigint[], purposes text[], audience text, kind text, title text,
+               confidence double precision, about text[], ord integer)
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select i.body, i.evidence, i.purposes, i.audience, coalesce(i.kind, 'note'), i.title, coalesce(i.confidence, 1),
+           i.about, i.ord::integer
+      from rows from (jsonb_to_recordset(p_items) as (body text, evidence bigint[], purposes text[], audience text,
+                                                      kind text, title text, confidence double precision,
+                                                      about text[]))
+           with ordinality as i(body, evidence, purposes, audience, kind, title, confidence, about, ord)
+$$;
+comment on function __tenant__._memory_items(jsonb) is
+    'Internal: remember items from JSON, numbered from 1; kind defaults to note and confidence to 1.';
+
+create or replace function __tenant__._remember_batch(p_principal_id bigint, p_scope text, p_items jsonb)
+returns table (ordinal integer, memory_id bigint, status text, reason text)
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    v_max_bytes bigint := (_setting_value('max_memory_bytes') #>> '{}')::bigint;
+    v_many boolean := jsonb_array_length(p_items) > 1;
+    v_bad record;
+    v_where text;
+begin
+    -- Validate every item before anything is written; the first problem wins.
+    select x.ord, x.problem, x.detail into v_bad
+      from (
+        select i.ord,
+               case
+                 when i.purposes is null or cardinality(i.purposes) = 0 then 'PR102'
+                 when not (i.purposes <@ array['converse', 'act', 'personalize', 'review']) then 'PR102'
+                 when i.kind is null or i.kind not in ('note', 'fact', 'decision', 'summary') then 'PR107'
+                 when i.confidence is null or i.confidence < 0 or i.confidence > 1 then 'PR107'
+                 when octet_length(i.body) > v_max_bytes then 'PR107'
+                 when octet_length(i.title) > 500 then 'PR107'
+                 when i.audience is not null and not exists (select 1 from peer p where p.name = i.audience) then 'PR101'
+                 when exists (select 1 from unnest(i.about) a where char_length(a) > 200) then 'PR107'
+               end as problem,
+               case
+                 when i.purposes is null or cardinality(i.purposes) = 0 then 'the set of purposes is empty'
+                 when not (i.purposes <@ array['converse', 'act', 'personalize', 'review']) then
+                      format('unknown purpose %s', (select quote_nullable(p) from unnest(i.purposes) p
+                                                     where p is null or p not in ('converse', 'act', 'personalize', 'review')
+                                                     limit 1))
+                 when i.kind is null or i.kind not in ('note', 'fact', 'decision', 'summary') then
+                      format('memory kind %s is not one of note, fact, decision, summary', quote_nullable(i.kind))
+                 when i.confidence is null or i.confidence < 0 or i.confidence > 1 then
+                      format('confidence must be between 0 and 1, not %s', coalesce(i.confidence::text, 'NULL'))
+                 when octet_length(i.body) > v_max_bytes then
+                      format('memory body is %s bytes, more than the %s allowed', octet_length(i.body), v_max_bytes)
+                 when octet_length(i.title) > 500 then
+                      format('memory title is %s bytes, more than the 500 allowed', octet_length(i.title))
+                 when i.audience is not null then format('unknown audience peer %s', quote_literal(i.audience))
+                 else 'an entity name is longer than 200 characters'
+               end as detail
+          from _memory_items(p_items) i
+      ) x
+     where x.problem is not null
+     order by x.ord limit 1;
+    if v_bad.ord is not null then
+        v_where := case when v_many then format(' (item %s)', v_bad.ord) else '' end;
+        perform _fail(v_bad.problem, v_bad.detail || v_where,
+                      case v_bad.problem
+                          when 'PR102' then 'A purpose is one of converse, act, personalize, review.'
+                          when 'PR101' then 'Create it first with add_peer(name, kind).'
+                          else null end);
+    end if;
+
+    -- Evidence must exist in the scope (for items that are not no-ops).
+    select i.ord, e.off into v_bad
+      from _memory_items(p_items) i
+      cross join lateral unnest(i.evidence) as e(off)
+     where _trim(coalesce(i.body, '')) ~ '[[:alnum:]]' and _trim(i.body) !~ '\?\s*$'
+       and (e.off is null or not exists (select 1 from observation o where o.scope = p_scope and o.log_offset = e.off))
+     order by i.ord limit 1;
+    if v_bad.ord is not null then
+        perform _fail('PR109', format('scope %s has no observation at offset %s%s', quote_literal(p_scope),
+                                      coalesce(v_bad.off::text, 'NULL'),
+                                      case when v_many then format(' (item %s)', v_bad.ord) else '' end),
+                      'Evidence is given as log offsets returned by append_observation() in the same scope.');
+    end if;
+
+    -- Two writers must not both add the same text to a scope: lock each text.
+    perform pg_advisory_xact_lock(hashtext('pgrecall.remember'), hashtext(p_scope || ':' || k.key))
+       from (select distinct md5(lower(regexp_replace(_trim(i.body), '\s+', ' ', 'g'))) as key
+               from jsonb_to_recordset(p_items) as i(body text) where i.body is not null order by 1) k;
+
+    return query
+    with items as (
+        select i.ord, _trim(coalesce(i.body, '')) as body, i.evidence,
+               array(select distinct p from unnest(i.purposes) p order by p) as purposes,
+               (select p.id from peer p where p.name = i.audience) as audience_id,
+               i.kind, i.title, i.confidence, coalesce(i.about, '{}') as about
+          from _memory_items(p_items) i
+    ), judged as (
+        -- the same expression as memory.text_key
+        select it.*, md5(lower(regexp_replace(btrim(it.body), '\s+', ' ', 'g'))) as text_key,
+               case
+                 when it.body = '' then 'empty: there is nothing to remember'
+                 when it.body !~ '[[:alnum:]]' then 'no_content: the text has no words'
+                 when it.body ~ '\?\s*$' then 'question: a question states nothing; remember what was answered'
+                 when it.evidence is null or cardinality(it.evidence) = 0 then
+                      'no_evidence: a told memory cites the observation(s) that stated it'
+               end as noop
+          from items it
+    ), placed as (
+        select j.*,
+               (select m.id from memory m
+                 where j.noop is null and m.scope = p_scope
+                   and m.text_key = j.text_key
+                   and m.superseded_by is null and m.invalidated_at is null
+                   and m.audience_peer_id is not distinct from j.audience_id
+                 limit 1) as existing_id,
+               min(j.ord) filter (where j.noop is null)
+                   over (partition by j.text_key, j.audience_id) as first_ord
+          from judged j
+    ), numbered as (
+        select pl.*,
+               case when pl.noop is null and pl.existing_id is null and pl.first_ord = pl.ord
+                    then nextval(pg_get_serial_sequence('__tenant__.memory', 'id')) end as new_id
+          from placed pl
+    ), evidence as (
+        select n.new_id, o.id as observation_id
+          from numbered n
+          cross join lateral unnest(n.evidence) as e(off)
+          -- a lateral lookup: one index probe per offset, whatever the statistics say
+          cross join lateral (select ob.id from observation ob
+                               where ob.scope = p_scope and ob.log_offset = e.off) o
+         where n.new_id is not null
+    ), inserted as (
+        insert into memory (id, scope, kind, title, body, confidence, origin, audience_peer_id, purposes, created_by)
+        overriding system value
+        select n.new_id, p_scope, n.kind, n.title, n.body, n.confidence, 'told', n.audience_id, n.purposes,
+               p_principal_id
+          from numbered n where n.new_id is not null
+          order by n.new_id
+        returning id
+    ), linked as (
+        insert into memory_link (memory_id, link_type, target_observation_id)
+        select distinct ev.new_id, 'derived_from', ev.observation_id from evidence ev
+        returning id, memory_id
+    ), entities as (
+        insert into entity as en (scope, name)
+        select distinct on (lower(regexp_replace(btrim(_trim(a.name)), '\s+', ' ', 'g'))) p_scope, _trim(a.name)
+          from numbered n cross join lateral unnest(n.about) as a(name)
+         where n.new_id is not null and _trim(a.name) <> ''
+         order by lower(regexp_replace(btrim(_trim(a.name)), '\s+', ' ', 'g')), _trim(a.name)
+        on conflict on constraint entity_identity do update set name = en.name
+        returning en.id, en.normalized_name
+    ), abouts as (
+        insert into memory_link (memory_id, link_type, target_entity_id)
+        select distinct n.new_id, 'about', en.id
+          from numbered n cross join lateral unnest(n.about) as a(name)
+          join entities en on en.normalized_name = lower(regexp_replace(btrim(_trim(a.name)), '\s+', ' ', 'g'))
+         where n.new_id is not null
+        returning id, memory_id, target_entity_id
+    ), registered as (
+        insert into projection_dependency (kind, row_key, observation_id)
+        select 'memory', ev.new_id::text, ev.observation_id from evidence ev
+        union
+        select 'memory_link', l.id::text, ev.observation_id from linked l join evidence ev on ev.new_id = l.memory_id
+        union
+        select 'memory_link', ab.id::text, ev.observation_id from abouts ab join evidence ev on ev.new_id = ab.memory_id
+        union
+        select 'entity', ab.target_entity_id::text, ev.observation_id from abouts ab join evidence ev on ev.new_id = ab.memory_id
+        on conflict do nothing
+        returning 1
+    )
+    select n.ord,
+           coalesce(n.new_id, n.existing_id, (select f.new_id from numbered f where f.ord = n.first_ord)),
+           case when n.new_id is not null then 'created' else 'noop' end,
+           case when n.new_id is not null then null
+                when n.noop is not null then n.noop
+                else 'duplicate: this is already remembered' end
+      from numbered n
+     order by n.ord;
+end
+$$;
+comment on function __tenant__._remember_batch(bigint, text, jsonb) is
+    'Internal: the set-wise body of remember() and remember_many().';
 
 create or replace function __tenant__.remember(
     p_principal   text,
@@ -22,80 +213,38 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_principal bigint;
-    v_audience bigint;
-    v_purposes text[];
-    v_observations bigint[];
-    v_body text;
-    v_existing bigint;
-    v_id bigint;
-    v_link bigint;
-    v_obs bigint;
+    v_principal bigint := _peer_id(p_principal);
 begin
-    v_principal := _peer_id(p_principal);
     perform _check_write_scope(p_scope, p_scopes);
-    v_purposes := _check_purposes(p_purposes);
-    perform _check_one_of(p_kind, 'memory kind', array['note', 'fact', 'decision', 'summary']);
-    if p_audience is not null then
-        v_audience := _peer_id(p_audience, 'audience');
-    end if;
-    if p_confidence is null or p_confidence < 0 or p_confidence > 1 then
-        perform _fail('PR107', format('confidence must be between 0 and 1, not %s', coalesce(p_confidence::text, 'NULL')));
-    end if;
-    if p_body is not null then
-        perform _check_text(p_body, 'memory body', (_setting_value('max_memory_bytes') #>> '{}')::bigint, 'max_memory_bytes');
-    end if;
-    if p_title is not null then
-        perform _check_text(p_title, 'memory title', 500);
-    end if;
-
-    v_body := _trim(coalesce(p_body, ''));
-    if v_body = '' then
-        return query select null::bigint, 'noop'::text, 'empty: there is nothing to remember'::text;
-        return;
-    elsif v_body !~ '[[:alnum:]]' then
-        return query select null::bigint, 'noop'::text, 'no_content: the text has no words'::text;
-        return;
-    elsif v_body ~ '\?\s*$' then
-        return query select null::bigint, 'noop'::text,
-            'question: a question states nothing; remember what was answered'::text;
-        return;
-    elsif p_evidence is null or cardinality(p_evidence) = 0 then
-        return query select null::bigint, 'noop'::text,
-            'no_evidence: a told memory cites the observation(s) that stated it'::text;
-        return;
-    end if;
-    v_observations := _observation_ids(p_scope, p_evidence);
-
-    -- Serialise identical texts in a scope so two writers cannot both add it.
-    perform pg_advisory_xact_lock(hashtext('pgrecall.remember'),
-                                  hashtext(p_scope || ':' || lower(regexp_replace(v_body, '\s+', ' ', 'g'))));
-    select m.id into v_existing
-      from memory m
-     where m.scope = p_scope
-       and md5(lower(regexp_replace(btrim(m.body), '\s+', ' ', 'g'))) = md5(lower(regexp_replace(v_body, '\s+', ' ', 'g')))
-       and m.superseded_by is null and m.invalidated_at is null
-       and m.audience_peer_id is not distinct from v_audience
-     limit 1;
-    if v_existing is not null then
-        return query select v_existing, 'noop'::text, 'duplicate: this is already remembered'::text;
-        return;
-    end if;
-
-    insert into memory (scope, kind, title, body, confidence, origin, audience_peer_id, purposes, created_by)
-    values (p_scope, p_kind, p_title, v_body, p_confidence, 'told', v_audience, v_purposes, v_principal)
-    returning id into v_id;
-    perform _register('memory', v_id::text, v_observations);
-
-    foreach v_obs in array v_observations loop
-        insert into memory_link (memory_id, link_type, target_observation_id)
-        values (v_id, 'derived_from', v_obs) returning id into v_link;
-        perform _register('memory_link', v_link::text, v_observations);
-    end loop;
-    perform _link_about(v_id, p_scope, p_about, v_observations);
-
-    return query select v_id, 'created'::text, null::text;
+    return query
+    select b.memory_id, b.status, b.reason
+      from _remember_batch(v_principal, p_scope, jsonb_build_array(jsonb_build_object(
+               'body', p_body, 'evidence', p_evidence, 'purposes', p_purposes, 'audience', p_audience,
+               'kind', p_kind, 'title', p_title, 'confidence', p_confidence, 'about', p_about))) b;
 end
 $$;
 comment on function __tenant__.remember(text, text[], text, text, bigint[], text[], text, text, text, double precision, text[]) is
     'Writes a memory with its audience, purposes and evidence; empty or ambiguous input is a no-op with a reason.';
+
+create or replace function __tenant__.remember_many(p_principal text, p_scopes text[], p_scope text, p_items jsonb)
+returns table (ordinal integer, memory_id bigint, status text, reason text)
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_principal bigint := _peer_id(p_principal);
+begin
+    perform _check_write_scope(p_scope, p_scopes);
+    if p_items is null or jsonb_typeof(p_items) <> 'array' then
+        perform _fail('PR107', 'items must be a JSON array of objects',
+                      'Each object: body, evidence, purposes, and optionally audience, kind, title, confidence, about.');
+    end if;
+    if exists (select 1 from jsonb_array_elements(p_items) e where jsonb_typeof(e) <> 'object') then
+        perform _fail('PR107', 'every item must be a JSON object');
+    end if;
+    return query select * from _remember_batch(v_principal, p_scope, p_items);
+end
+$$;
+comment on function __tenant__.remember_many(text, text[], text, jsonb) is
+    'remember() for a batch: items as a JSON array; all are validated before any is written. One row per item.';

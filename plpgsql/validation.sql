@@ -212,6 +212,6 @@ language sql immutable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select regexp_replace(p_text, '^[[:space:]]+|[[:space:]]+$', '', 'g')
+    select btrim(p_text, E' \t\n\r\f\v\u00a0\u2028\u2029\ufeff')
 $$;
 comment on function __tenant__._trim(text) is 'Internal: the text without leading or trailing whitespace of any kind.';
