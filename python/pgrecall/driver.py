@@ -206,6 +206,17 @@ class Memory:
             "lawful_basis": lawful_basis, "classification": classification, "retention_until": retention_until,
         })[0]
 
+    def append_many(self, rows: Sequence[dict], *, scope: str | None = None, principal: str | None = None,
+                    scopes: Sequence[str] | None = None) -> list[int]:
+        """Append a batch in one call; each row is a dict with body and source_role (and optionally kind,
+        actor, session_id, occurred_at, payload, data_subject_id, lawful_basis, classification,
+        retention_until). All are validated before any is written. Returns the offsets in order."""
+        principal, scopes = self._who(principal, scopes)
+        rows = [{k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in r.items()} for r in rows]
+        result = self._call("append_observations", {"principal": principal, "scopes": scopes,
+                                                    "scope": scope or scopes[0], "rows": Jsonb(rows)}, many=True)
+        return [r[1] for r in result]
+
     def watermark(self, scope: str | None = None, *, principal: str | None = None,
                   scopes: Sequence[str] | None = None) -> int:
         principal, scopes = self._who(principal, scopes)
@@ -224,6 +235,15 @@ class Memory:
             "purposes": list(purposes) if purposes is not None else None, "audience": audience, "kind": kind,
             "title": title, "confidence": confidence, "about": list(about),
         }, row_type=Remembered)
+
+    def remember_many(self, items: Sequence[dict], *, scope: str | None = None, principal: str | None = None,
+                      scopes: Sequence[str] | None = None) -> list[Remembered]:
+        """remember() for a batch: each item a dict with body, evidence, purposes (and optionally audience,
+        kind, title, confidence, about). Validated whole before anything is written; one result per item."""
+        principal, scopes = self._who(principal, scopes)
+        rows = self._call("remember_many", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
+                                            "items": Jsonb(list(items))}, many=True)
+        return [Remembered(r[1], r[2], r[3]) for r in rows]
 
     def read(self, memory_id: int, *, purpose: str, include_superseded: bool = False,
              principal: str | None = None, scopes: Sequence[str] | None = None) -> MemoryRecord:

@@ -55,6 +55,17 @@ def read_turns(path: str | Path) -> list[dict]:
     return turns
 
 
+BATCH = 500
+
+
+def _failed_line(exc: Exception, chunk: list[dict]) -> int:
+    """The file line of the row a batch error names ("(row N)"), else the batch's first line."""
+    import re
+
+    m = re.search(r"\(row (\d+)\)", str(exc))
+    return chunk[int(m.group(1)) - 1]["_line"] if m else chunk[0]["_line"]
+
+
 def import_jsonl(path: str | Path, *, tenant: str, scope: str, progress: bool = True,
                  conninfo: str | None = None) -> int:
     from tqdm import tqdm
@@ -68,15 +79,21 @@ def import_jsonl(path: str | Path, *, tenant: str, scope: str, progress: bool = 
             kinds.setdefault(turn["speaker"], turn.get("speaker_kind") or ("human" if turn["role"] == "user" else "agent"))
         for speaker, kind in kinds.items():
             mem.add_peer(speaker, kind)
-        for turn in tqdm(turns, desc="importing", unit="turn", disable=not progress):
-            try:
-                mem.append(turn["text"], role=turn["role"], kind=turn.get("kind", "message"),
-                           principal=turn["speaker"], occurred_at=turn.get("occurred_at"),
-                           session_id=turn.get("session_id"), payload=turn.get("payload"),
-                           data_subject_id=turn.get("data_subject_id"), lawful_basis=turn.get("lawful_basis"),
-                           classification=turn.get("classification", "internal"))
-            except Exception as exc:
-                conn.rollback()
-                raise ImportFileError(f"{path}:{turn['_line']}: {exc} (nothing was imported)") from exc
+        # Batches of BATCH rows, one call each, all in one transaction.
+        with tqdm(total=len(turns), desc="importing", unit="turn", disable=not progress) as bar:
+            for start in range(0, len(turns), BATCH):
+                chunk = turns[start:start + BATCH]
+                rows = [{"body": t["text"], "source_role": t["role"], "kind": t.get("kind", "message"),
+                         "actor": t["speaker"], "occurred_at": t.get("occurred_at"), "session_id": t.get("session_id"),
+                         "payload": t.get("payload"), "data_subject_id": t.get("data_subject_id"),
+                         "lawful_basis": t.get("lawful_basis"), "classification": t.get("classification", "internal")}
+                        for t in chunk]
+                try:
+                    mem.append_many(rows, principal=chunk[0]["speaker"])
+                except Exception as exc:
+                    conn.rollback()
+                    line = _failed_line(exc, chunk)
+                    raise ImportFileError(f"{path}:{line}: {exc} (nothing was imported)") from exc
+                bar.update(len(chunk))
         conn.commit()
     return len(turns)

@@ -1,0 +1,75 @@
+"""Batches: append_observations and remember_many, validated whole, one implementation with the single calls."""
+
+import pytest
+
+from conftest import table_counts
+from pgrecall import errors
+
+
+def test_append_many_returns_contiguous_offsets(acme):
+    assert acme.append("first", role="user") == 1
+    offsets = acme.append_many([{"body": f"line {i}", "source_role": "user", "actor": "ana"} for i in range(5)])
+    assert offsets == [2, 3, 4, 5, 6]
+    assert acme.watermark() == 6
+
+
+def test_append_many_with_one_bad_row_writes_nothing(acme, db):
+    acme.append("first", role="user")
+    before = table_counts(db)
+    rows = [{"body": "ok", "source_role": "user"}, {"body": "bad", "source_role": "narrator"}]
+    with pytest.raises(errors.InvalidArgument) as info:
+        acme.append_many(rows)
+    assert "(row 2)" in str(info.value)
+    with pytest.raises(errors.UnknownPeer):
+        acme.append_many([{"body": "who?", "source_role": "user", "actor": "mallory"}])
+    assert table_counts(db) == before
+    assert acme.append("next", role="user") == 2
+
+
+def test_remember_many_mixes_created_noop_and_duplicates(acme, db):
+    offs = acme.append_many([{"body": f"said {i}", "source_role": "user", "actor": "ana"} for i in range(3)])
+    existing = acme.remember("Ana likes tea", evidence=[offs[0]], purposes=["converse"]).memory_id
+    results = acme.remember_many([
+        {"body": "Ana likes coffee", "evidence": [offs[1]], "purposes": ["converse"], "about": ["Ana", "ana"]},
+        {"body": "ANA likes   coffee", "evidence": [offs[1]], "purposes": ["converse"]},
+        {"body": "Ana likes tea", "evidence": [offs[0]], "purposes": ["converse"]},
+        {"body": "Does Ana like milk?", "evidence": [offs[2]], "purposes": ["converse"]},
+        {"body": "", "evidence": [offs[2]], "purposes": ["converse"]},
+        {"body": "Ana likes milk", "evidence": [offs[2]], "purposes": ["act"], "audience": "ana", "kind": "fact"},
+    ])
+    assert [(r.status, (r.reason or "").split(":")[0]) for r in results] == [
+        ("created", ""), ("noop", "duplicate"), ("noop", "duplicate"), ("noop", "question"), ("noop", "empty"),
+        ("created", "")]
+    assert results[1].memory_id == results[0].memory_id and results[2].memory_id == existing
+    milk = acme.read(results[5].memory_id, purpose="act", principal="ana")
+    assert milk.kind == "fact" and milk.audience == "ana"
+    coffee = acme.read(results[0].memory_id, purpose="converse")
+    assert coffee.provenance["about"] == [{"entity": "Ana", "type": None}]  # one entity, however it is spelled
+    assert coffee.provenance["observations"][0]["offset"] == offs[1]
+
+
+def test_remember_many_with_one_bad_item_writes_nothing(acme, db):
+    off = acme.append("said", role="user", actor="ana")
+    before = table_counts(db)
+    good = {"body": "Ana likes tea", "evidence": [off], "purposes": ["converse"]}
+    cases = [
+        ({"body": "x", "evidence": [off], "purposes": ["gossip"]}, errors.InvalidPurpose, "(item 3)"),
+        ({"body": "x", "evidence": [off], "purposes": ["converse"], "audience": "mallory"}, errors.UnknownPeer, "(item 3)"),
+        ({"body": "x", "evidence": [999], "purposes": ["converse"]}, errors.ObservationNotFound, "(item 3)"),
+        ({"body": "x" * 20000, "evidence": [off], "purposes": ["converse"]}, errors.InvalidArgument, "(item 3)"),
+    ]
+    for bad, error, where in cases:
+        with pytest.raises(error) as info:
+            acme.remember_many([good, {**good, "body": "Ana likes cake"}, bad])
+        assert where in str(info.value)
+        assert table_counts(db) == before
+    with pytest.raises(errors.InvalidArgument):
+        acme._call("remember_many", {"principal": "bot", "scopes": ["default"], "scope": "default",
+                                     "items": pgrecall_jsonb({"not": "an array"})}, many=True)
+    assert table_counts(db) == before
+
+
+def pgrecall_jsonb(value):
+    from psycopg.types.json import Jsonb
+
+    return Jsonb(value)
