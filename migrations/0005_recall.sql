@@ -58,7 +58,7 @@ insert into __tenant__.setting (key, value, description) values
     ('embedding_input_version',  '1',       'Which text is embedded (1: title and body; 2: body with the neighbouring turns of its evidence)'),
     ('arm_candidates',           '100',     'Candidates each recall arm contributes to the fusion'),
     ('hnsw_ef_search',           '400',     'HNSW search breadth for the dense arm'),
-    ('exact_dense_below',        '20000',   'Dense arm: below this many eligible memories, search exactly instead of through HNSW'),
+    ('exact_dense_below',        '2000',    'Dense arm: below this many eligible memories, search exactly instead of through HNSW'),
     ('bm25_k1',                  '1.2',     'BM25 term-frequency saturation'),
     ('bm25_b',                   '0.75',    'BM25 length normalisation'),
     ('stats_refresh_ratio',      '0.10',    'Refresh term statistics when memories grew by this share since the last snapshot'),

@@ -33,16 +33,7 @@ declare
 begin
     perform _check_scopes(p_scopes);
     perform _check_one_of(p_kind, 'memory kind', array['note', 'fact', 'decision', 'summary']);
-    perform _check_text(p_body, 'memory body', (_setting_value('max_memory_bytes') #>> '{}')::bigint, 'max_memory_bytes');
-    if _trim(p_body) = '' then
-        perform _fail('PR107', 'a derived memory needs a body');
-    end if;
-    if p_title is not null then
-        perform _check_text(p_title, 'memory title', 500);
-    end if;
-    if p_confidence is not null and (p_confidence < 0 or p_confidence > 1) then
-        perform _fail('PR107', format('confidence must be between 0 and 1, not %s', p_confidence));
-    end if;
+    perform _check_memory_fields(p_body, p_title, p_confidence);
     if p_sources is null or cardinality(p_sources) = 0 then
         perform _fail('PR107', 'derive needs at least one source memory');
     end if;

@@ -61,13 +61,7 @@ begin
     if p_expected_revision is null then
         perform _fail('PR107', 'correct needs the revision you read (p_expected_revision)');
     end if;
-    perform _check_text(p_body, 'memory body', (_setting_value('max_memory_bytes') #>> '{}')::bigint, 'max_memory_bytes');
-    if _trim(p_body) = '' then
-        perform _fail('PR107', 'a corrected memory needs a body', 'To remove a memory, forget it.');
-    end if;
-    if p_title is not null then
-        perform _check_text(p_title, 'memory title', 500);
-    end if;
+    perform _check_memory_fields(p_body, p_title, null);
     v_old := _lock_for_revision(v_principal, p_scopes, p_memory_id, p_expected_revision, true);
 
     insert into memory_revision (memory_id, revision, kind, title, body, confidence, changed_by, reason)
@@ -110,16 +104,7 @@ begin
     if p_expected_revision is null then
         perform _fail('PR107', 'supersede needs the revision you read (p_expected_revision)');
     end if;
-    perform _check_text(p_body, 'memory body', (_setting_value('max_memory_bytes') #>> '{}')::bigint, 'max_memory_bytes');
-    if _trim(p_body) = '' then
-        perform _fail('PR107', 'the new memory needs a body');
-    end if;
-    if p_title is not null then
-        perform _check_text(p_title, 'memory title', 500);
-    end if;
-    if p_confidence is not null and (p_confidence < 0 or p_confidence > 1) then
-        perform _fail('PR107', format('confidence must be between 0 and 1, not %s', p_confidence));
-    end if;
+    perform _check_memory_fields(p_body, p_title, p_confidence);
     if p_evidence is null or cardinality(p_evidence) = 0 then
         perform _fail('PR107', 'supersede needs the observation(s) that say what changed',
                       'Append what was said with append_observation() and pass its offset.');

@@ -215,3 +215,27 @@ as $$
     select btrim(p_text, E' \t\n\r\f\v\u00a0\u2028\u2029\ufeff')
 $$;
 comment on function __tenant__._trim(text) is 'Internal: the text without leading or trailing whitespace of any kind.';
+
+-- The text fields of a memory written by derive, correct or supersede
+-- (remember validates its batch set-wise in _remember_batch).
+create or replace function __tenant__._check_memory_fields(p_body text, p_title text, p_confidence double precision)
+returns void
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    perform _check_text(p_body, 'memory body', (_setting_value('max_memory_bytes') #>> '{}')::bigint, 'max_memory_bytes');
+    if _trim(p_body) = '' then
+        perform _fail('PR107', 'a memory needs a body', 'To remove a memory, forget it.');
+    end if;
+    if p_title is not null then
+        perform _check_text(p_title, 'memory title', 500);
+    end if;
+    if p_confidence is not null and (p_confidence < 0 or p_confidence > 1) then
+        perform _fail('PR107', format('confidence must be between 0 and 1, not %s', p_confidence));
+    end if;
+end
+$$;
+comment on function __tenant__._check_memory_fields(text, text, double precision) is
+    'Internal: PR107 unless the body is present and fits, the title fits, and confidence is in [0, 1].';
