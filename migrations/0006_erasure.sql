@@ -1,0 +1,40 @@
+-- Erasure with a receipt: the request log, and what erasure needs to know of
+-- each projection kind to delete its rows generically.
+
+-- How to find a projection row from its registry key, in which order kinds
+-- are deleted (foreign keys), and whether a row goes when ANY of its
+-- observations is erased (its content may carry the erased text) or only
+-- when ALL are (an aggregate such as an entity name, kept while evidence
+-- survives).
+alter table __tenant__.projection_kind
+    add column key_expression text,
+    add column erase_when text not null default 'any' check (erase_when in ('any', 'all')),
+    add column delete_order integer not null default 100;
+
+update __tenant__.projection_kind set key_expression = 'id::text', delete_order = 10 where kind = 'memory_link';
+update __tenant__.projection_kind set key_expression = 'memory_id || '':'' || revision', delete_order = 20
+ where kind = 'memory_revision';
+update __tenant__.projection_kind set key_expression = 'memory_id::text', delete_order = 30 where kind = 'memory_embedding';
+update __tenant__.projection_kind set key_expression = 'id::text', delete_order = 40 where kind = 'memory';
+update __tenant__.projection_kind set key_expression = 'id::text', delete_order = 50, erase_when = 'all' where kind = 'entity';
+alter table __tenant__.projection_kind alter column key_expression set not null;
+
+create table __tenant__.erasure_request (
+    id                     bigint generated always as identity primary key,
+    selector               jsonb not null,
+    reason                 text not null check (reason <> ''),
+    requested_by           text,
+    requested_at           timestamptz not null default now(),
+    completed_at           timestamptz,
+    observations_erased    bigint,
+    rows_erased            jsonb,
+    -- Per projection kind, how many rows derived from the erased observations
+    -- remain. A completed request always has one; anything but zeros is a failure.
+    residual               jsonb,
+    constraint erasure_completed_has_residual check ((completed_at is null) = (residual is null))
+);
+comment on table __tenant__.erasure_request is
+    'Erasure receipts: what was asked, why, and per projection kind what was deleted and what remains (the residual).';
+
+insert into __tenant__.setting (key, value, description) values
+    ('retention_batch', '1000', 'expire(): observations past retention erased per call');

@@ -1,0 +1,237 @@
+-- Erasure: delete observations and, through the projection registry,
+-- everything derived from them; rebuild what depended on them from what
+-- survives; and in the same transaction store, per projection kind, how many
+-- derived rows remain (the residual, zero when erasure worked).
+--
+-- Rules:
+--  * a memory, link, revision or embedding registered against ANY erased
+--    observation is deleted: its text may carry the erased content, and
+--    pgrecall does not rewrite text;
+--  * a memory derived from a deleted memory is deleted too (all the way
+--    down the derived_from chain): a derivation that lost a source is
+--    removed, never re-derived; its surviving sources can be derived from again;
+--  * an entity is deleted when ALL its evidence is erased (a name still
+--    supported by surviving memories stays);
+--  * a memory superseded by a deleted memory becomes current again: it is
+--    what the surviving log says;
+--  * term statistics are recomputed and re-worded memories re-queued for
+--    embedding: rebuild, never repair.
+
+create or replace function __tenant__._selected_observations(p_selector jsonb)
+returns bigint[]
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_key text;
+begin
+    if p_selector is null or jsonb_typeof(p_selector) <> 'object'
+       or (select count(*) from jsonb_object_keys(p_selector)) <> 1 then
+        perform _fail('PR107', format('an erasure selector names exactly one of observation, data_subject, peer, scope; got %s',
+                                      coalesce(p_selector::text, 'NULL')),
+                      'E.g. {"data_subject": "u-42"}, {"peer": "ana"}, {"scope": "chat"}, {"observation": {"scope": "chat", "offset": 7}}.');
+    end if;
+    v_key := (select k from jsonb_object_keys(p_selector) k);
+    case v_key
+        when 'observation' then
+            if jsonb_typeof(p_selector -> 'observation' -> 'offset') is distinct from 'number' then
+                perform _fail('PR107', 'an observation selector needs a scope and a numeric offset');
+            end if;
+            perform _observation_ids(p_selector -> 'observation' ->> 'scope',
+                                     array[(p_selector -> 'observation' ->> 'offset')::bigint]);
+            return array(select o.id from observation o where o.scope = p_selector -> 'observation' ->> 'scope'
+                            and o.log_offset = (p_selector -> 'observation' ->> 'offset')::bigint);
+        when 'data_subject' then
+            if jsonb_typeof(p_selector -> 'data_subject') is distinct from 'string' then
+                perform _fail('PR107', 'a data_subject selector is a string');
+            end if;
+            return array(select o.id from observation o where o.data_subject_id = p_selector ->> 'data_subject');
+        when 'peer' then
+            return array(select o.id from observation o where o.actor_id = _peer_id(p_selector ->> 'peer', 'erased'));
+        when 'scope' then
+            perform _check_scopes(array[p_selector ->> 'scope']);
+            return array(select o.id from observation o where o.scope = p_selector ->> 'scope');
+        when 'expired_before' then
+            return array(select o.id from observation o
+                          where o.retention_until < (p_selector ->> 'expired_before')::timestamptz);
+        else
+            perform _fail('PR107', format('unknown erasure selector %s', quote_literal(v_key)),
+                          'One of observation, data_subject, peer, scope.');
+    end case;
+end
+$$;
+comment on function __tenant__._selected_observations(jsonb) is 'Internal: the observation ids an erasure selector names.';
+
+create or replace function __tenant__._erase(p_selector jsonb, p_reason text, p_requested_by text)
+returns __tenant__.erasure_request
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_request erasure_request;
+    v_observations bigint[];
+    v_memories bigint[];
+    v_kind projection_kind;
+    v_keys text[];
+    v_count bigint;
+    v_erased jsonb := '{}';
+    v_residual jsonb := '{}';
+begin
+    if p_reason is null or _trim(p_reason) = '' then
+        perform _fail('PR107', 'an erasure needs a reason', 'Say why, e.g. ''data subject request #123''.');
+    end if;
+    v_observations := _selected_observations(p_selector);
+    insert into erasure_request (selector, reason, requested_by) values (p_selector, _trim(p_reason), p_requested_by)
+    returning * into v_request;
+    -- Appends to the affected scopes wait until the erasure commits.
+    perform 1 from scope s
+     where s.name in (select o.scope from observation o where o.id = any (v_observations))
+     order by s.name for update;
+
+    -- Memories to delete: registered against an erased observation, private to an
+    -- erased peer, or derived (at any depth) from one of those.
+    with recursive doomed (id) as (
+        select d.row_key::bigint from projection_dependency d
+         where d.kind = 'memory' and d.observation_id = any (v_observations)
+        union
+        select m.id from memory m
+         where p_selector ? 'peer' and m.audience_peer_id = _peer_id(p_selector ->> 'peer', 'erased')
+        union
+        select l.memory_id from memory_link l join doomed x on l.target_memory_id = x.id
+         where l.link_type = 'derived_from'
+    )
+    select coalesce(array_agg(distinct id), '{}') into v_memories from doomed;
+
+    -- What they superseded is current again (unless it is being erased too).
+    update memory m set superseded_by = null, valid = tstzrange(lower(m.valid), null), updated_at = now()
+     where m.superseded_by = any (v_memories) and not (m.id = any (v_memories));
+
+    for v_kind in select * from projection_kind order by delete_order, kind loop
+        if v_kind.erase_when = 'any' then
+            v_keys := array(select distinct d.row_key from projection_dependency d
+                             where d.kind = v_kind.kind and d.observation_id = any (v_observations));
+        else
+            v_keys := array(select d.row_key from projection_dependency d
+                             where d.kind = v_kind.kind
+                               and d.row_key in (select e.row_key from projection_dependency e
+                                                  where e.kind = v_kind.kind and e.observation_id = any (v_observations))
+                             group by d.row_key
+                            having bool_and(d.observation_id = any (v_observations)));
+        end if;
+        if v_kind.kind = 'memory' then
+            v_keys := array(select distinct k from unnest(v_keys || array(select x::text from unnest(v_memories) x)) k);
+        elsif v_kind.kind = 'memory_link' then
+            -- links of doomed memories, and links into them from memories that are doomed too
+            v_keys := array(select distinct k from unnest(v_keys || array(
+                        select l.id::text from memory_link l
+                         where l.memory_id = any (v_memories) or l.target_memory_id = any (v_memories))) k);
+        elsif v_kind.kind in ('memory_revision', 'memory_embedding') then
+            v_keys := v_keys || array(select format('%s', x) from unnest(v_memories) x)
+                             || case when v_kind.kind = 'memory_revision'
+                                     then array(select r.memory_id || ':' || r.revision from memory_revision r
+                                                 where r.memory_id = any (v_memories))
+                                     else '{}'::text[] end;
+        end if;
+        if v_kind.kind = 'entity' then
+            -- an entity still linked from a surviving memory stays, whatever its registry says
+            v_keys := array(select k from unnest(v_keys) k
+                             where not exists (select 1 from memory_link l where l.target_entity_id = k::bigint
+                                                 and not (l.memory_id = any (v_memories))));
+        end if;
+        execute format('delete from %I t where (%s) = any ($1)', v_kind.table_name, v_kind.key_expression)
+          using v_keys;
+        get diagnostics v_count = row_count;
+        v_erased := v_erased || jsonb_build_object(v_kind.kind, v_count);
+        delete from projection_dependency d where d.kind = v_kind.kind and d.row_key = any (v_keys);
+    end loop;
+
+    -- The residual, before the registry forgets the erased observations:
+    -- rows of each kind still standing on nothing but erased observations
+    -- ('all' kinds) or on any erased observation ('any' kinds).
+    for v_kind in select * from projection_kind order by kind loop
+        execute format($q$
+            select count(*) from (
+                select d.row_key from projection_dependency d
+                 where d.kind = $1 and d.row_key in (select e.row_key from projection_dependency e
+                                                      where e.kind = $1 and e.observation_id = any ($2))
+                 group by d.row_key
+                having %s) k
+             where exists (select 1 from %I t where (%s) = k.row_key)$q$,
+            case when v_kind.erase_when = 'any' then 'true' else 'bool_and(d.observation_id = any ($2))' end,
+            v_kind.table_name, v_kind.key_expression)
+          into v_count using v_kind.kind, v_observations;
+        v_residual := v_residual || jsonb_build_object(v_kind.kind, v_count);
+    end loop;
+
+    -- Entities kept because surviving memories still name them lose only
+    -- their registry rows for the erased observations.
+    delete from projection_dependency d where d.observation_id = any (v_observations);
+    delete from observation o where o.id = any (v_observations);
+    get diagnostics v_count = row_count;
+    v_residual := v_residual || jsonb_build_object('observation',
+        (select count(*) from observation o where o.id = any (v_observations)));
+
+    if p_selector ? 'peer' then
+        -- The peer row stays (other rows name it as author) but loses its name and metadata.
+        update peer p set name = 'erased-peer-' || p.id, metadata = '{}'
+         where p.id = _peer_id(p_selector ->> 'peer', 'erased');
+    end if;
+    if (v_erased ->> 'memory')::bigint > 0 and exists (select 1 from corpus_stat) then
+        perform refresh_term_stats();
+    end if;
+
+    update erasure_request r
+       set completed_at = clock_timestamp(), observations_erased = v_count, rows_erased = v_erased,
+           residual = v_residual
+     where r.id = v_request.id
+    returning * into v_request;
+    return v_request;
+end
+$$;
+comment on function __tenant__._erase(jsonb, text, text) is 'Internal: the erasure path shared by erase() and expire().';
+
+create or replace function __tenant__.erase(p_selector jsonb, p_reason text, p_requested_by text default null)
+returns __tenant__.erasure_request
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    if p_selector ? 'expired_before' then
+        perform _fail('PR107', 'expired_before is for expire(), which the expiry gate controls');
+    end if;
+    return _erase(p_selector, p_reason, p_requested_by);
+end
+$$;
+comment on function __tenant__.erase(jsonb, text, text) is
+    'Erases an observation, a data subject, a peer or a scope and everything derived; returns the receipt with its residual.';
+
+create or replace function __tenant__.expire()
+returns setof __tenant__.erasure_request
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    if not (_setting_value('expiry_gate'))::boolean then
+        return;  -- retention dates are honoured only where the tenant turned the gate on
+    end if;
+    if exists (select 1 from observation o where o.retention_until < now()) then
+        return next _erase(jsonb_build_object('expired_before', now()), 'retention period ended', 'expire()');
+    end if;
+end
+$$;
+comment on function __tenant__.expire() is
+    'With the tenant''s expiry gate on, erases observations past retention_until (and what derives from them); off by default.';
+
+create or replace function __tenant__.erasure_requests(p_limit integer default 20)
+returns setof __tenant__.erasure_request
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select * from erasure_request r order by r.id desc limit greatest(coalesce(p_limit, 20), 1)
+$$;
+comment on function __tenant__.erasure_requests(integer) is 'The newest erasure receipts.';
