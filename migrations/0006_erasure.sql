@@ -1,14 +1,15 @@
 -- Erasure with a receipt: the request log, and what erasure needs to know of
 -- each projection kind to delete its rows generically.
 
--- How to find a projection row from its registry key, in which order kinds
--- are deleted (foreign keys), and whether a row goes when ANY of its
--- observations is erased (its content may carry the erased text) or only
--- when ALL are (an aggregate such as an entity name, kept while evidence
--- survives).
+-- How to find a projection row from its registry key (key_expression, over
+-- alias t), in which order kinds are deleted (foreign keys), and, for rows
+-- shared by many sources such as an entity's name, the condition under which
+-- a row registered against an erased observation is kept (kept_while, over
+-- alias t): a row is deleted when it came from an erased observation and
+-- nothing that survives still needs it.
 alter table __tenant__.projection_kind
     add column key_expression text,
-    add column erase_when text not null default 'any' check (erase_when in ('any', 'all')),
+    add column kept_while text,
     add column delete_order integer not null default 100;
 
 update __tenant__.projection_kind set key_expression = 'id::text', delete_order = 10 where kind = 'memory_link';
@@ -16,7 +17,9 @@ update __tenant__.projection_kind set key_expression = 'memory_id || '':'' || re
  where kind = 'memory_revision';
 update __tenant__.projection_kind set key_expression = 'memory_id::text', delete_order = 30 where kind = 'memory_embedding';
 update __tenant__.projection_kind set key_expression = 'id::text', delete_order = 40 where kind = 'memory';
-update __tenant__.projection_kind set key_expression = 'id::text', delete_order = 50, erase_when = 'all' where kind = 'entity';
+update __tenant__.projection_kind set key_expression = 'id::text', delete_order = 50,
+       kept_while = 'exists (select 1 from __tenant__.memory_link l where l.target_entity_id = t.id)'
+ where kind = 'entity';
 alter table __tenant__.projection_kind alter column key_expression set not null;
 
 create table __tenant__.erasure_request (

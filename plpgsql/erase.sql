@@ -10,8 +10,9 @@
 --  * a memory derived from a deleted memory is deleted too (all the way
 --    down the derived_from chain): a derivation that lost a source is
 --    removed, never re-derived; its surviving sources can be derived from again;
---  * an entity is deleted when ALL its evidence is erased (a name still
---    supported by surviving memories stays);
+--  * a row shared by many sources (an entity's name) is deleted when it came
+--    from an erased observation and no surviving row needs it (its kind's
+--    kept_while condition: an entity named by a surviving memory stays);
 --  * a memory superseded by a deleted memory becomes current again: it is
 --    what the surviving log says;
 --  * term statistics are recomputed and re-worded memories re-queued for
@@ -109,17 +110,8 @@ begin
      where m.superseded_by = any (v_memories) and not (m.id = any (v_memories));
 
     for v_kind in select * from projection_kind order by delete_order, kind loop
-        if v_kind.erase_when = 'any' then
-            v_keys := array(select distinct d.row_key from projection_dependency d
-                             where d.kind = v_kind.kind and d.observation_id = any (v_observations));
-        else
-            v_keys := array(select d.row_key from projection_dependency d
-                             where d.kind = v_kind.kind
-                               and d.row_key in (select e.row_key from projection_dependency e
-                                                  where e.kind = v_kind.kind and e.observation_id = any (v_observations))
-                             group by d.row_key
-                            having bool_and(d.observation_id = any (v_observations)));
-        end if;
+        v_keys := array(select distinct d.row_key from projection_dependency d
+                         where d.kind = v_kind.kind and d.observation_id = any (v_observations));
         if v_kind.kind = 'memory' then
             v_keys := array(select distinct k from unnest(v_keys || array(select x::text from unnest(v_memories) x)) k);
         elsif v_kind.kind = 'memory_link' then
@@ -127,18 +119,17 @@ begin
             v_keys := array(select distinct k from unnest(v_keys || array(
                         select l.id::text from memory_link l
                          where l.memory_id = any (v_memories) or l.target_memory_id = any (v_memories))) k);
-        elsif v_kind.kind in ('memory_revision', 'memory_embedding') then
-            v_keys := v_keys || array(select format('%s', x) from unnest(v_memories) x)
-                             || case when v_kind.kind = 'memory_revision'
-                                     then array(select r.memory_id || ':' || r.revision from memory_revision r
-                                                 where r.memory_id = any (v_memories))
-                                     else '{}'::text[] end;
+        elsif v_kind.kind = 'memory_revision' then
+            v_keys := v_keys || array(select r.memory_id || ':' || r.revision from memory_revision r
+                                       where r.memory_id = any (v_memories));
+        elsif v_kind.kind = 'memory_embedding' then
+            v_keys := v_keys || array(select x::text from unnest(v_memories) x);
         end if;
-        if v_kind.kind = 'entity' then
-            -- an entity still linked from a surviving memory stays, whatever its registry says
-            v_keys := array(select k from unnest(v_keys) k
-                             where not exists (select 1 from memory_link l where l.target_entity_id = k::bigint
-                                                 and not (l.memory_id = any (v_memories))));
+        if v_kind.kept_while is not null then
+            execute format('select array(select k from unnest($1) k where not exists '
+                           '(select 1 from %I t where (%s) = k and (%s)))',
+                           v_kind.table_name, v_kind.key_expression, v_kind.kept_while)
+              into v_keys using v_keys;
         end if;
         execute format('delete from %I t where (%s) = any ($1)', v_kind.table_name, v_kind.key_expression)
           using v_keys;
@@ -147,20 +138,15 @@ begin
         delete from projection_dependency d where d.kind = v_kind.kind and d.row_key = any (v_keys);
     end loop;
 
-    -- The residual, before the registry forgets the erased observations:
-    -- rows of each kind still standing on nothing but erased observations
-    -- ('all' kinds) or on any erased observation ('any' kinds).
+    -- The residual, before the registry forgets the erased observations: rows
+    -- of each kind registered against an erased observation that still stand
+    -- although nothing surviving needs them.
     for v_kind in select * from projection_kind order by kind loop
         execute format($q$
-            select count(*) from (
-                select d.row_key from projection_dependency d
-                 where d.kind = $1 and d.row_key in (select e.row_key from projection_dependency e
-                                                      where e.kind = $1 and e.observation_id = any ($2))
-                 group by d.row_key
-                having %s) k
-             where exists (select 1 from %I t where (%s) = k.row_key)$q$,
-            case when v_kind.erase_when = 'any' then 'true' else 'bool_and(d.observation_id = any ($2))' end,
-            v_kind.table_name, v_kind.key_expression)
+            select count(distinct d.row_key) from projection_dependency d
+             where d.kind = $1 and d.observation_id = any ($2)
+               and exists (select 1 from %I t where (%s) = d.row_key and not (%s))$q$,
+            v_kind.table_name, v_kind.key_expression, coalesce(v_kind.kept_while, 'false'))
           into v_count using v_kind.kind, v_observations;
         v_residual := v_residual || jsonb_build_object(v_kind.kind, v_count);
     end loop;

@@ -122,11 +122,16 @@ begin
         values (v_id, 'derived_from', v_obs) returning id into v_link;
         perform _register('memory_link', v_link::text, v_observations);
     end loop;
-    perform _link_about(v_id, v_old.scope,
-                        coalesce(p_about,
-                                 array(select en.name from memory_link l join entity en on en.id = l.target_entity_id
-                                        where l.memory_id = v_old.id and l.link_type = 'about')),
-                        v_observations);
+    if p_about is not null then
+        perform _link_about(v_id, v_old.scope, p_about, v_observations);
+    else
+        -- The subjects are carried over from the old memory, so they derive
+        -- from its observations as well as from the new evidence.
+        perform _link_about(v_id, v_old.scope,
+                            array(select en.name from memory_link l join entity en on en.id = l.target_entity_id
+                                   where l.memory_id = v_old.id and l.link_type = 'about'),
+                            array(select distinct x from unnest(v_observations || _memory_observations(array[v_old.id])) x));
+    end if;
 
     update memory m
        set superseded_by = v_id, revision = m.revision + 1, updated_at = now(),

@@ -46,7 +46,9 @@ def test_every_tenant_table_is_a_projection_or_known_infrastructure(acme, db):
                       # holds only a memory id, and dies with the memory (foreign key, on delete cascade)
                       "embedding_job",
                       # aggregates over all live memories, recomputed whole by refresh_term_stats()
-                      "term_stat", "corpus_stat"}
+                      "term_stat", "corpus_stat",
+                      # erasure receipts: the selector and reason, never content
+                      "erasure_request"}
     tables = {r[0] for r in db.execute("select tablename from pg_tables where schemaname = 'acme'")}
     projections = {r[0] for r in db.execute("select table_name from acme.projection_kind")}
     assert tables - infrastructure == projections

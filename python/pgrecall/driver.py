@@ -339,6 +339,18 @@ class Memory:
         row = self._call("embedding_status", {})
         return dict(zip(("queued", "leased", "current", "stale", "model", "input_version"), row))
 
+    def erase(self, selector: dict, *, reason: str, requested_by: str | None = None) -> dict:
+        """Erase an observation, a data subject, a peer or a scope, and everything derived from it.
+
+        Returns the receipt: rows erased and the residual per projection kind (zeros when it worked).
+        """
+        query = sql.SQL("select to_jsonb(r) from {}.erase(%s, %s, %s) r").format(sql.Identifier(self.tenant))
+        try:
+            with self._connection() as conn:
+                return conn.execute(query, (Jsonb(selector), reason, requested_by)).fetchone()[0]
+        except psycopg.Error as exc:
+            raise errors.translate(exc) from exc
+
     def forget(self, memory_id: int, *, reason: str, revision: int | None = None, principal: str | None = None,
                scopes: Sequence[str] | None = None) -> int:
         principal, scopes = self._who(principal, scopes)

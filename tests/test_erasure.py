@@ -1,0 +1,187 @@
+"""Erasure with a receipt: everything derived goes, the residual is zero, others are untouched."""
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pgrecall import errors
+from pgrecall.worker import Worker
+
+
+def tables(db, tenant="acme"):
+    return [r[0] for r in db.execute("select tablename from pg_tables where schemaname = %s order by 1", (tenant,))]
+
+
+def rows_mentioning(db, token, tenant="acme"):
+    """Every row of every table whose text contains the token (history, queue and statistics included)."""
+    found = {}
+    for t in tables(db, tenant):
+        n = db.execute(f"select count(*) from {tenant}.{t} x where lower(x::text) like %s", (f"%{token}%",)).fetchone()[0]
+        if n:
+            found[t] = n
+    return found
+
+
+def said(mem, text, subject, actor="ana"):
+    return mem.append(text, role="user", actor=actor, data_subject_id=subject)
+
+
+def test_erasing_a_subject_removes_everything_derived(acme, db, conninfo):
+    a1 = said(acme, "I am zqalpha and I like sailing", "subj-a")
+    b1 = said(acme, "I am zqbravo and I like chess", "subj-b")
+    ma = acme.remember("zqalpha likes sailing", evidence=[a1], purposes=["converse"], about=["zqalpha"]).memory_id
+    mb = acme.remember("zqbravo likes chess", evidence=[b1], purposes=["converse"], about=["zqbravo"]).memory_id
+    both = acme.derive([ma, mb], "zqalpha and zqbravo like games")
+    acme.correct(ma, "zqalpha likes sailing boats", revision=1)
+    Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_app")).drain()
+    assert rows_mentioning(db, "zqalpha")
+
+    receipt = acme.erase({"data_subject": "subj-a"}, reason="request #1")
+    assert receipt["completed_at"] and receipt["observations_erased"] == 1
+    assert set(receipt["residual"].values()) == {0}
+    assert receipt["rows_erased"]["memory"] == 2  # ma and the memory derived from it
+    assert rows_mentioning(db, "zqalpha") == {}
+    with pytest.raises(errors.MemoryNotFound):
+        acme.read(both, purpose="converse")
+    assert acme.read(mb, purpose="converse").body == "zqbravo likes chess"
+    assert [i.memory_id for i in acme.recall("chess", mode="lexical").items] == [mb]
+    stored = db.execute("select selector, reason, residual is not null from acme.erasure_request").fetchall()
+    assert stored == [({"data_subject": "subj-a"}, "request #1", True)]
+
+
+def test_erasing_the_evidence_of_a_supersession_restores_the_old_memory(acme, db):
+    o1 = said(acme, "I live in Lisbon", "s1")
+    old = acme.remember("Ana lives in Lisbon", evidence=[o1], purposes=["converse"]).memory_id
+    o2 = said(acme, "I moved to zqporto", "s2")
+    new = acme.supersede(old, "Ana lives in zqporto", revision=1, evidence=[o2])
+    receipt = acme.erase({"observation": {"scope": "default", "offset": o2}}, reason="wrongly recorded")
+    assert set(receipt["residual"].values()) == {0}
+    rec = acme.read(old, purpose="converse")
+    assert rec.superseded_by is None and rec.valid.upper is None
+    with pytest.raises(errors.MemoryNotFound):
+        acme.read(new, purpose="converse", include_superseded=True)
+
+
+def test_an_entity_stays_while_surviving_memories_name_it(acme, db):
+    o1, o2 = said(acme, "Rita is my sister", "s1"), said(acme, "Rita lives in Porto", "s2")
+    acme.remember("Ana's sister is Rita", evidence=[o1], purposes=["converse"], about=["Rita"])
+    keep = acme.remember("Rita lives in Porto", evidence=[o2], purposes=["converse"], about=["Rita"]).memory_id
+    acme.erase({"data_subject": "s1"}, reason="asked")
+    assert db.execute("select count(*) from acme.entity where name = 'Rita'").fetchone()[0] == 1
+    acme.erase({"data_subject": "s2"}, reason="asked")
+    assert db.execute("select count(*) from acme.entity where name = 'Rita'").fetchone()[0] == 0
+    assert keep
+
+
+def test_erasing_a_peer_takes_their_words_and_private_memories(acme, db):
+    o = said(acme, "zqsecret plans of ben", "x", actor="ben")
+    acme.remember("ben has zqsecret plans", evidence=[o], purposes=["converse"])
+    mine = said(acme, "a note for ben", "y", actor="ana")
+    acme.remember("zqprivate note for ben only", evidence=[mine], purposes=["converse"], audience="ben")
+    receipt = acme.erase({"peer": "ben"}, reason="account deleted")
+    assert set(receipt["residual"].values()) == {0}
+    assert rows_mentioning(db, "zqsecret") == {} and rows_mentioning(db, "zqprivate") == {}
+    assert db.execute("select count(*) from acme.peer where name = 'ben'").fetchone()[0] == 0
+
+
+def test_bad_selectors_and_reasons_erase_nothing(acme, db):
+    said(acme, "something", "s1")
+    before = db.execute("select count(*) from acme.observation").fetchone()[0]
+    for selector, reason, error in [
+        ({"data_subject": "s1"}, "", errors.InvalidArgument),
+        ({"data_subject": "s1", "peer": "ana"}, "why", errors.InvalidArgument),
+        ({"colour": "blue"}, "why", errors.InvalidArgument),
+        ({"peer": "mallory"}, "why", errors.UnknownPeer),
+        ({"scope": "nowhere"}, "why", errors.ScopeNotAuthorised),
+        ({"observation": {"scope": "default", "offset": 99}}, "why", errors.ObservationNotFound),
+        ({"expired_before": "2030-01-01"}, "why", errors.InvalidArgument),
+    ]:
+        with pytest.raises(error):
+            acme.erase(selector, reason=reason)
+    assert db.execute("select count(*) from acme.observation").fetchone()[0] == before
+    assert db.execute("select count(*) from acme.erasure_request").fetchone()[0] == 0
+
+
+def test_expiry_is_off_until_the_gate_is_on(acme, db):
+    acme.append("old news zqold", role="user", retention_until="2020-01-01T00:00:00Z")
+    keep = acme.append("still fresh", role="user", retention_until="2999-01-01T00:00:00Z")
+    with db.cursor() as cur:
+        assert cur.execute("select * from acme.expire()").fetchall() == []
+    assert rows_mentioning(db, "zqold")
+    db.execute("select pgrecall.set_tenant_setting('acme', 'expiry_gate', 'true')")
+    receipts = db.execute("select observations_erased, residual from acme.expire()").fetchall()
+    assert len(receipts) == 1 and receipts[0][0] == 1 and set(receipts[0][1].values()) == {0}
+    assert rows_mentioning(db, "zqold") == {}
+    assert db.execute("select count(*) from acme.observation where log_offset = %s", (keep,)).fetchone()[0] == 1
+
+
+# -- the property ---------------------------------------------------------------------------
+
+SUBJECTS = ["a", "b", "c"]
+step = st.one_of(
+    st.tuples(st.just("append"), st.sampled_from(SUBJECTS)),
+    st.tuples(st.just("remember"), st.integers(0, 50)),
+    st.tuples(st.just("derive"), st.lists(st.integers(0, 50), min_size=1, max_size=3)),
+    st.tuples(st.just("correct"), st.integers(0, 50)),
+    st.tuples(st.just("supersede"), st.integers(0, 50), st.integers(0, 50)),
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(steps=st.lists(step, min_size=3, max_size=25), victim=st.sampled_from(SUBJECTS))
+def test_random_workloads_then_erase_a_subject(acme, db, steps, victim):
+    run = db.execute("select nextval(pg_get_serial_sequence('acme.erasure_request', 'id'))").fetchone()[0]
+    token = {s: f"zq{run}x{s}" for s in SUBJECTS}       # a distinctive token per subject and example
+    subject = {s: f"run{run}-{s}" for s in SUBJECTS}
+    obs = []                                              # (offset, subject)
+    memories = []                                         # (id, set of subjects its text came from)
+    for op in steps:
+        kind = op[0]
+        if kind == "append" or not obs:
+            s = op[1] if kind == "append" else SUBJECTS[0]
+            obs.append((said(acme, f"{token[s]} said something {len(obs)}", subject[s]), s))
+            continue
+        if kind == "remember":
+            off, s = obs[op[1] % len(obs)]
+            r = acme.remember(f"{token[s]} fact {len(memories)}", evidence=[off], purposes=["converse"],
+                              about=[token[s]])
+            if r.created:
+                memories.append((r.memory_id, {s}))
+        elif memories and kind == "derive":
+            chosen = dict(memories[i % len(memories)] for i in op[1])
+            live = [(m, subj) for m, subj in chosen.items()
+                    if db.execute("select superseded_by is null from acme.memory where id = %s", (m,)).fetchone()[0]]
+            if live:
+                subjects = set().union(*(m[1] for m in live))
+                text = " ".join(token[s] for s in sorted(subjects)) + f" summary {len(memories)}"
+                memories.append((acme.derive([m[0] for m in live], text), subjects))
+        elif memories and kind == "correct":
+            mid, subjects = memories[op[1] % len(memories)]
+            rev, live = db.execute("select revision, superseded_by is null from acme.memory where id = %s",
+                                   (mid,)).fetchone()
+            if live:
+                acme.correct(mid, " ".join(token[s] for s in sorted(subjects)) + f" corrected {rev}", revision=rev)
+        elif memories and kind == "supersede":
+            mid, subjects = memories[op[1] % len(memories)]
+            off, s = obs[op[2] % len(obs)]
+            rev, live = db.execute("select revision, superseded_by is null from acme.memory where id = %s",
+                                   (mid,)).fetchone()
+            if live and db.execute("select origin = 'told' from acme.memory where id = %s", (mid,)).fetchone()[0]:
+                new = acme.supersede(mid, f"{token[s]} replaced {len(memories)}", revision=rev, evidence=[off])
+                memories.append((new, {s}))
+    others = [s for s in SUBJECTS if s != victim]
+    before = {s: db.execute("select count(*) from acme.observation where data_subject_id = %s",
+                            (subject[s],)).fetchone()[0] for s in others}
+    untouched = [m for m, subjects in memories if victim not in subjects]
+    texts_before = dict(db.execute("select id, body from acme.memory where id = any(%s)", (untouched,)).fetchall())
+
+    receipt = acme.erase({"data_subject": subject[victim]}, reason="property test")
+
+    assert set(receipt["residual"].values()) == {0}, receipt
+    assert rows_mentioning(db, token[victim]) == {}
+    for s in others:
+        assert db.execute("select count(*) from acme.observation where data_subject_id = %s",
+                          (subject[s],)).fetchone()[0] == before[s]
+    texts_after = dict(db.execute("select id, body from acme.memory where id = any(%s)", (untouched,)).fetchall())
+    assert texts_after == texts_before
