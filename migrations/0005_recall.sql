@@ -55,7 +55,7 @@ insert into __tenant__.projection_kind (kind, table_name, description) values
 
 insert into __tenant__.setting (key, value, description) values
     ('embedding_model',          '"all-MiniLM-L6-v2"', 'Embedding model; change with set_embedding_version(), which queues a rebuild'),
-    ('embedding_input_version',  '1',       'Which text is embedded (1: title and body; 2: body with the neighbouring turns of its evidence)'),
+    ('embedding_input_version',  '2',       'Which text is embedded (1: title and body; 2: also the turns before and after its evidence, chosen by measurement: make eval)'),
     ('arm_candidates',           '100',     'Candidates each recall arm contributes to the fusion'),
     ('hnsw_ef_search',           '400',     'HNSW search breadth for the dense arm'),
     ('exact_dense_below',        '2000',    'Dense arm: below this many eligible memories, search exactly instead of through HNSW'),

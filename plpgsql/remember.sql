@@ -6,6 +6,19 @@
 -- remember() writes one memory and remember_many() a batch; both run
 -- _remember_batch, which does the work set-wise (one implementation).
 
+-- A text that only asks states nothing to remember. "That's great! Where
+-- did you go?" states something first, so it is not only questions.
+create or replace function __tenant__._is_only_questions(p_text text)
+returns boolean
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select p_text ~ '\?[[:space:]"'')]*$' and p_text !~ '[.!;][[:space:]"'')]+[^[:space:]]'
+$$;
+comment on function __tenant__._is_only_questions(text) is
+    'Internal: true when every sentence of the text is a question (it ends with ? and no sentence before it ends with . ! or ;).';
+
 -- The items of a batch as rows, numbered from 1.
 create or replace function __tenant__._memory_items(p_items jsonb)
 returns table (body text, evidence bigint[], purposes text[], audience text, kind text, title text,
@@ -85,7 +98,7 @@ begin
     select i.ord, e.off into v_bad
       from _memory_items(p_items) i
       cross join lateral unnest(i.evidence) as e(off)
-     where _trim(coalesce(i.body, '')) ~ '[[:alnum:]]' and _trim(i.body) !~ '\?\s*$'
+     where _trim(coalesce(i.body, '')) ~ '[[:alnum:]]' and not _is_only_questions(_trim(i.body))
        and (e.off is null or not exists (select 1 from observation o where o.scope = p_scope and o.log_offset = e.off))
      order by i.ord limit 1;
     if v_bad.ord is not null then
@@ -113,7 +126,7 @@ begin
                case
                  when it.body = '' then 'empty: there is nothing to remember'
                  when it.body !~ '[[:alnum:]]' then 'no_content: the text has no words'
-                 when it.body ~ '\?\s*$' then 'question: a question states nothing; remember what was answered'
+                 when _is_only_questions(it.body) then 'question: a question states nothing; remember what was answered'
                  when it.evidence is null or cardinality(it.evidence) = 0 then
                       'no_evidence: a told memory cites the observation(s) that stated it'
                end as noop

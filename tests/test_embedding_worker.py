@@ -22,8 +22,8 @@ def test_write_path_queues_and_correct_supersede_forget_remove_stale_vectors(acm
     b = put(acme, "the second memory")
     assert status(acme)["queued"] == 2
     Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_app")).drain()
-    assert status(acme) | {} == {"queued": 0, "leased": 0, "current": 2, "stale": 0, "model": "all-MiniLM-L6-v2",
-                                 "input_version": 1}
+    assert status(acme) == {"queued": 0, "leased": 0, "current": 2, "stale": 0, "model": "all-MiniLM-L6-v2",
+                            "input_version": 2}
     acme.correct(a, "the first memory, corrected", revision=1)
     assert db.execute("select count(*) from acme.memory_embedding where memory_id = %s", (a,)).fetchone()[0] == 0
     assert status(acme)["queued"] == 1
@@ -110,6 +110,9 @@ def test_version_change_hides_stale_vectors_until_rebuilt(acme, conninfo, db):
     w = Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_app"))
     w.drain()
     assert acme.recall("Japanese tea ceremony").dense_available
+    with conninfo.connect(user="pgrecall_acme_app") as app:
+        app.execute("select acme.set_embedding_version('all-MiniLM-L6-v2', 1)")  # from the default, 2
+    w.drain()
     with conninfo.connect(user="pgrecall_acme_app") as app:
         queued = app.execute("select acme.set_embedding_version('all-MiniLM-L6-v2', 2)").fetchone()[0]
     assert queued == 1

@@ -47,6 +47,15 @@ def test_remember_of_empty_or_ambiguous_input_is_a_noop_with_a_reason(acme, db, 
     assert table_counts(db) == before
 
 
+def test_a_statement_followed_by_a_question_is_remembered(acme):
+    off = said(acme, "I adopted a cat last week! Have you ever had one?")
+    assert acme.remember("Ana adopted a cat last week! Has Sage ever had one?", evidence=[off],
+                         purposes=["converse"]).created
+    for question in ("Is it a cat? Or a dog?", "Really?", '"Is that so?"'):
+        r = acme.remember(question, evidence=[off], purposes=["converse"])
+        assert r.status == "noop" and r.reason.startswith("question"), question
+
+
 def test_remember_without_evidence_is_a_noop(acme, db):
     before = table_counts(db)
     r = acme.remember("Ana likes tea", evidence=[], purposes=["converse"])
