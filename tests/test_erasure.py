@@ -185,3 +185,15 @@ def test_random_workloads_then_erase_a_subject(acme, db, steps, victim):
                           (subject[s],)).fetchone()[0] == before[s]
     texts_after = dict(db.execute("select id, body from acme.memory where id = any(%s)", (untouched,)).fetchall())
     assert texts_after == texts_before
+
+
+def test_cli_prints_the_receipt(acme, conninfo, db):
+    from test_install_paths import run_cli
+
+    said(acme, "zqcli private words", "cli-subject")
+    env = {"PGRECALL_DSN": conninfo.dsn(user="pgrecall_acme_app")}
+    out = run_cli("erase", "--tenant", "acme", "--subject", "cli-subject", "--reason", "ticket 9", env=env).stdout
+    assert "1 observations erased" in out and "residual is zero" in out
+    assert rows_mentioning(db, "zqcli") == {}
+    bad = run_cli("erase", "--tenant", "acme", "--observation", "nonsense", "--reason", "x", env=env, check=False)
+    assert bad.returncode == 1 and "SCOPE:OFFSET" in bad.stderr

@@ -214,6 +214,28 @@ def cmd_embeddings(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_erase(args: argparse.Namespace) -> int:
+    import pgrecall
+
+    if args.observation:
+        scope, _, offset = args.observation.rpartition(":")
+        if not scope or not offset.isdigit():
+            raise errors.InvalidArgument(f"--observation takes SCOPE:OFFSET, not {args.observation!r}")
+        selector = {"observation": {"scope": scope, "offset": int(offset)}}
+    else:
+        selector = {k: v for k, v in (("data_subject", args.subject), ("peer", args.peer), ("scope", args.scope)) if v}
+    with pgrecall.connect(tenant=args.tenant) as mem:
+        receipt = mem.erase(selector, reason=args.reason, requested_by=args.requested_by)
+    print(f"erasure request {receipt['id']} for {json.dumps(receipt['selector'])}: "
+          f"{receipt['observations_erased']} observations erased at {receipt['completed_at']}")
+    print("  projection kind       erased  residual")
+    for kind in sorted(receipt["residual"]):
+        print(f"  {kind:<20} {receipt['rows_erased'].get(kind, '-')!s:>7}  {receipt['residual'][kind]:>8}")
+    clean = all(v == 0 for v in receipt["residual"].values())
+    print("  residual is zero: everything derived is gone" if clean else "  RESIDUAL IS NOT ZERO: erasure incomplete")
+    return 0 if clean else 2
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from . import demo
 
@@ -301,6 +323,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_embeddings)
+
+    p = sub.add_parser("erase", help="erase a data subject, a peer, a scope or one observation; prints the receipt")
+    tenant_args(p, principal=False)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--subject", help="a data subject id")
+    which.add_argument("--peer")
+    which.add_argument("--scope")
+    which.add_argument("--observation", help="SCOPE:OFFSET")
+    p.add_argument("--reason", required=True)
+    p.add_argument("--requested-by")
+    p.set_defaults(func=cmd_erase)
 
     p = sub.add_parser("demo", help="what `make run` shows")
     p.add_argument("--tenant", default="demo")

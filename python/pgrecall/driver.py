@@ -339,6 +339,20 @@ class Memory:
         row = self._call("embedding_status", {})
         return dict(zip(("queued", "leased", "current", "stale", "model", "input_version"), row))
 
+    def freshness(self, scope: str | None = None, *, principal: str | None = None,
+                  scopes: Sequence[str] | None = None) -> dict:
+        principal, scopes = self._who(principal, scopes)
+        row = self._call("freshness", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0]})
+        return dict(zip(("scope", "log_watermark", "embeddings_current_to", "embedding_jobs"), row))
+
+    def wait_for(self, offset: int, *, scope: str | None = None, projection: str = "embeddings",
+                 timeout: float = 5.0, principal: str | None = None, scopes: Sequence[str] | None = None) -> bool:
+        """Block until the log or the embeddings are current to ``offset``; False on timeout."""
+        principal, scopes = self._who(principal, scopes)
+        return self._call("wait_for", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
+                                       "offset": offset, "projection": projection,
+                                       "timeout_ms": int(timeout * 1000)})[0]
+
     def erase(self, selector: dict, *, reason: str, requested_by: str | None = None) -> dict:
         """Erase an observation, a data subject, a peer or a scope, and everything derived from it.
 
