@@ -15,8 +15,9 @@
 --    kept_while condition: an entity named by a surviving memory stays);
 --  * a memory superseded by a deleted memory becomes current again: it is
 --    what the surviving log says;
---  * term statistics are recomputed and re-worded memories re-queued for
---    embedding: rebuild, never repair.
+--  * the term statistics lose the deleted memories' terms (a term no surviving
+--    memory uses is gone from them), and memories made current again are
+--    re-queued for embedding: rebuild, never repair.
 
 create or replace function __tenant__._selected_observations(p_selector jsonb)
 returns bigint[]
@@ -109,6 +110,13 @@ begin
     update memory m set superseded_by = null, valid = tstzrange(lower(m.valid), null), updated_at = now()
      where m.superseded_by = any (v_memories) and not (m.id = any (v_memories));
 
+    -- Term statistics: take the doomed memories out before their text goes.
+    if exists (select 1 from corpus_stat) then
+        perform _forget_terms(v_memories || array(
+            select d.row_key::bigint from projection_dependency d
+             where d.kind = 'memory' and d.observation_id = any (v_observations)));
+    end if;
+
     for v_kind in select * from projection_kind order by delete_order, kind loop
         v_keys := array(select distinct d.row_key from projection_dependency d
                          where d.kind = v_kind.kind and d.observation_id = any (v_observations));
@@ -163,9 +171,6 @@ begin
         -- The peer row stays (other rows name it as author) but loses its name and metadata.
         update peer p set name = 'erased-peer-' || p.id, metadata = '{}'
          where p.id = _peer_id(p_selector ->> 'peer', 'erased');
-    end if;
-    if (v_erased ->> 'memory')::bigint > 0 and exists (select 1 from corpus_stat) then
-        perform refresh_term_stats();
     end if;
 
     update erasure_request r

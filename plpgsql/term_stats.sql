@@ -86,3 +86,39 @@ end
 $$;
 comment on function __tenant__._term_frequencies(text[]) is
     'Internal: df per term, corpus size and mean length (snapshot, or live when there is none).';
+
+-- Erasure takes memories out of the statistics without a full refresh: their
+-- terms' frequencies drop, and a term that no remaining memory uses is
+-- deleted, so no erased word survives in term_stat.
+create or replace function __tenant__._forget_terms(p_memory_ids bigint[])
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_live bigint;
+begin
+    with gone as (
+        select u.lexeme, count(*) as n
+          from memory m cross join lateral unnest(m.tsv) u
+         where m.id = any (p_memory_ids) and m.superseded_by is null and m.invalidated_at is null
+         group by u.lexeme
+    ), dropped as (
+        update term_stat t set df = t.df - g.n from gone g where t.term = g.lexeme and t.df > g.n
+        returning t.term
+    )
+    delete from term_stat t
+     using (select distinct u.lexeme from memory m cross join lateral unnest(m.tsv) u
+             where m.id = any (p_memory_ids)) g
+     where t.term = g.lexeme
+       and (t.term not in (select d.term from dropped d)
+            or not exists (select 1 from memory m2 where m2.tsv @@ quote_literal(t.term)::tsquery
+                             and not (m2.id = any (p_memory_ids))));
+    select count(*) into v_live from memory m
+     where m.id = any (p_memory_ids) and m.superseded_by is null and m.invalidated_at is null;
+    update corpus_stat c set documents = greatest(c.documents - v_live, 0);
+end
+$$;
+comment on function __tenant__._forget_terms(bigint[]) is
+    'Internal: remove memories about to be erased from the term statistics.';
