@@ -31,6 +31,7 @@ HERE = Path(__file__).resolve().parent
 MODES = ("hybrid", "lexical", "dense")
 SCOPES = ["s0", "s1", "s2", "s3"]
 OTHERS = [f"p{i}" for i in range(10)]
+SUBJECTS = 1000  # data subjects: erasing one touches 0.1% of the corpus
 
 
 def log(msg: str) -> None:
@@ -103,7 +104,8 @@ def ingest(app: str, tenant: str, texts: list[str], batch: int = 500) -> dict:
             mine = [(i, t) for i, t in enumerate(texts) if i % len(SCOPES) == scope_index]
             for start in range(0, len(mine), batch):
                 chunk = mine[start:start + batch]
-                rows = [{"body": t, "source_role": "user", "actor": OTHERS[i % 10]} for i, t in chunk]
+                rows = [{"body": t, "source_role": "user", "actor": OTHERS[i % 10],
+                         "data_subject_id": f"subject-{i % SUBJECTS}"} for i, t in chunk]
                 offsets = [r[1] for r in conn.execute(
                     f"select * from {tenant}.append_observations('agent', %s, %s, %s)", (SCOPES, scope, Jsonb(rows)))]
                 items = [_item(i, t, o) for (i, t), o in zip(chunk, offsets)]
@@ -242,6 +244,29 @@ def sizes(admin: str, tenant: str, table: str) -> dict:
         }
 
 
+def capture_plans(admin: str, tenant: str, text: str, vec) -> dict:
+    """The nested statements' plans of one recall per mode, from auto_explain in the server log."""
+    from pgrecall import server
+
+    log_file = server.pgdata() / "log"
+    plans = {}
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("load 'auto_explain'")
+        for setting, value in (("log_min_duration", "0"), ("log_nested_statements", "on"), ("log_analyze", "on"),
+                               ("log_buffers", "on"), ("log_timing", "on")):
+            conn.execute(f"set auto_explain.{setting} = {value}")
+        conn.execute(f"set role pgrecall_{tenant}_app")
+        for mode in MODES:
+            start = log_file.stat().st_size
+            conn.execute(f"select count(*) from {tenant}.recall('agent', %s, %s, 'converse', %s, %s, 10, "
+                         f"p_query_model => 'all-MiniLM-L6-v2')", (SCOPES, text, vec.tolist() if mode != "lexical" else None, mode))
+            with open(log_file, encoding="utf-8", errors="replace") as fh:
+                fh.seek(start)
+                plans[mode] = fh.read()[-60000:]
+        conn.execute("reset role")
+    return plans
+
+
 def worker_throughput(admin: str, sample: int = 2000) -> dict:
     """The worker end to end (claim, embed, store) against the raw model on the same texts."""
     from pgrecall.embedder import get_embedder
@@ -291,7 +316,18 @@ def run_size(admin: str, n: int, n_queries: int) -> dict:
     log(f"size {n}: recall latency, {n_queries} queries per mode")
     lat = recall_latency(app, tenant, qtexts, qvecs)
     blat = baseline_latency(admin, base["table"], qtexts, qvecs)
+    log(f"size {n}: query plans (auto_explain) for one query per mode")
+    result_plans = capture_plans(admin, tenant, qtexts[0], qvecs[0])
+    log(f"size {n}: erase one data subject")
+    with psycopg.connect(app, autocommit=True) as conn:
+        started = time.perf_counter()
+        receipt = conn.execute(f"select observations_erased, rows_erased, residual "
+                               f"from {tenant}.erase(%s, 'bench')", ('{"data_subject": "subject-7"}',)).fetchone()
+        erase = {"seconds": time.perf_counter() - started, "observations": receipt[0], "rows_erased": receipt[1],
+                 "residual_zero": all(v == 0 for v in receipt[2].values())}
     result = {
+        "plans": result_plans,
+        "erase_one_subject": erase,
         "size": n, "ingest": ing, "embedding_store": emb, "term_stats_refresh_seconds": stats_seconds,
         "recall": lat, "baseline": {**blat, **base}, "index_sizes": sizes(admin, tenant, base["table"]),
         "hybrid_vs_baseline_p50": lat["hybrid"]["p50_ms"] / blat["p50_ms"],
@@ -327,6 +363,11 @@ def markdown(report: dict) -> str:
         lines.append(f"| {r['size']:,} | {s['memory_table_bytes']:.1f} | {s['memory_tsv_gin_bytes']:.1f} | "
                      f"{s['memory_embedding_table_bytes']:.1f} | {s['memory_embedding_hnsw_bytes']:.1f} | "
                      f"{s['projection_dependency_bytes']:.1f} | {s['baseline_table_bytes']:.1f} | {s['baseline_hnsw_bytes']:.1f} |")
+    lines += ["", "Erasing one data subject (0.1% of the rows):", ""]
+    for r in report["sizes"]:
+        e = r["erase_one_subject"]
+        lines.append(f"- {r['size']:,}: {e['seconds'] * 1000:.0f} ms for {e['observations']} observations and "
+                     f"{e['rows_erased'].get('memory', 0)} memories; residual zero: {e['residual_zero']}")
     w = report.get("worker")
     if w:
         lines += ["", f"Worker: {w['worker_per_second']:.0f} memories/s end to end vs raw model "
