@@ -425,6 +425,10 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stamp = report["started"].replace(":", "").replace("-", "")[:15]
+    for r in report["sizes"]:
+        plans = r.pop("plans", {})
+        (out / f"plans-{stamp}-{r['size']}.txt").write_text(
+            "\n\n".join(f"===== {mode} =====\n{text}" for mode, text in plans.items()))
     (out / f"bench-{stamp}.json").write_text(json.dumps(report, indent=2))
     md = markdown(report)
     (out / f"bench-{stamp}.md").write_text(md)
