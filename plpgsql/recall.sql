@@ -32,17 +32,18 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
+    v_set jsonb := _settings();
     v_principal bigint := _peer_id(p_principal);
-    v_mode text := coalesce(p_mode, _setting_value('default_mode') #>> '{}');
+    v_mode text := coalesce(p_mode, v_set ->> 'default_mode');
     v_include boolean := coalesce(p_include_superseded, false);
-    v_depth integer := (_setting_value('arm_candidates') #>> '{}')::integer;
-    v_walk integer := (_setting_value('walk_depth') #>> '{}')::integer;
-    v_rrf_k double precision := (_setting_value('rrf_k') #>> '{}')::double precision;
-    v_floor double precision := (_setting_value('dense_floor') #>> '{}')::double precision;
-    v_model text := _setting_value('embedding_model') #>> '{}';
-    v_version integer := (_setting_value('embedding_input_version') #>> '{}')::integer;
-    v_k1 double precision := (_setting_value('bm25_k1') #>> '{}')::double precision;
-    v_b double precision := (_setting_value('bm25_b') #>> '{}')::double precision;
+    v_depth integer := (v_set ->> 'arm_candidates')::integer;
+    v_walk integer := (v_set ->> 'walk_depth')::integer;
+    v_rrf_k double precision := (v_set ->> 'rrf_k')::double precision;
+    v_floor double precision := (v_set ->> 'dense_floor')::double precision;
+    v_model text := v_set ->> 'embedding_model';
+    v_version integer := (v_set ->> 'embedding_input_version')::integer;
+    v_k1 double precision := (v_set ->> 'bm25_k1')::double precision;
+    v_b double precision := (v_set ->> 'bm25_b')::double precision;
     v_terms text[] := '{}';
     v_kept text[] := '{}';
     v_dropped text[] := '{}';
@@ -85,8 +86,8 @@ begin
             with freq as (
                 select * from _term_frequencies(v_terms)
             ), judged as (
-                select t.*, cardinality(v_terms) >= (_setting_value('prune_min_terms') #>> '{}')::integer
-                            and t.df >= (_setting_value('prune_df_ratio') #>> '{}')::double precision * t.documents
+                select t.*, cardinality(v_terms) >= (v_set ->> 'prune_min_terms')::integer
+                            and t.df >= (v_set ->> 'prune_df_ratio')::double precision * t.documents
                             -- Pruning removes noise, it never empties a query: when every
                             -- term is common, the rarest one is kept.
                             and t.term <> (select r.term from freq r order by r.df, r.term limit 1)
@@ -134,14 +135,14 @@ begin
         else
             v_dense_available := true;
             v_embedding := p_query_embedding::__ext__.vector;
-            perform set_config('hnsw.ef_search', _setting_value('hnsw_ef_search') #>> '{}', true);
+            perform set_config('hnsw.ef_search', v_set ->> 'hnsw_ef_search', true);
             perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
             -- Few eligible rows: exact distances over them are cheap and exact.
             -- Many: the HNSW index, iterating past rows the filter rejects.
             select count(*) into v_eligible_probe from (
                 select 1 from _eligible_memories(v_principal, p_scopes, p_purpose, v_include, p_at) e
-                 limit (_setting_value('exact_dense_below') #>> '{}')::integer) x;
-            if v_eligible_probe < (_setting_value('exact_dense_below') #>> '{}')::integer then
+                 limit (v_set ->> 'exact_dense_below')::integer) x;
+            if v_eligible_probe < (v_set ->> 'exact_dense_below')::integer then
                 v_dense_method := 'exact';
                 with nearest as (
                     select e.id, me.embedding operator(__ext__.<=>) v_embedding as distance

@@ -34,3 +34,15 @@ as $$
 $$;
 comment on function __tenant__.settings() is
     'This tenant''s settings (the design''s constants); change them with pgrecall.set_tenant_setting().';
+
+-- Every setting in one jsonb object: a hot path (recall) reads them once
+-- instead of once per key.
+create or replace function __tenant__._settings()
+returns jsonb
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select jsonb_object_agg(s.key, s.value) from setting s
+$$;
+comment on function __tenant__._settings() is 'Internal: all per-tenant settings as one jsonb object.';

@@ -138,13 +138,19 @@ TOPICS = ["The cat sat on the warm windowsill", "Quarterly revenue grew by eight
           "The football match ended in a penalty shootout", "Quantum computers use qubits for calculations"]
 
 
-def test_dense_floor_is_honoured(acme, conninfo, embedder):
+def embedded_texts(db, ids):
+    """What the worker embedded for each memory, under the tenant's input version."""
+    return [db.execute("select acme._embedding_input(%s, (acme._setting_value('embedding_input_version') #>> '{}')::int)",
+                       (m,)).fetchone()[0] for m in ids]
+
+
+def test_dense_floor_is_honoured(acme, conninfo, db, embedder):
     made = [put(acme, t) for t in TOPICS]
     embed_all(conninfo)
     query = "a pet resting in the sun by the window"
     r = acme.recall(query, mode="dense", limit=10)
     qv = embedder.embed([query])[0]
-    vectors = dict(zip(made, embedder.embed(TOPICS)))
+    vectors = dict(zip(made, embedder.embed(embedded_texts(db, made))))
     cos = {m: sum(a * b for a, b in zip(qv, v)) for m, v in vectors.items()}
     expected = [m for m in sorted(made, key=lambda m: -cos[m]) if cos[m] >= 0.30]
     assert ids(r) == expected and len(expected) >= 1 and len(expected) < len(made)
@@ -166,7 +172,7 @@ def test_dense_arm_finds_the_true_nearest_when_one_percent_is_eligible(acme, con
     assert r.meta["dense_method"] == path
     qv = embedder.embed([query])[0]
     eligible = [(m, t) for i, (m, t) in enumerate(zip(made, texts)) if i % 100 == 7]
-    vecs = embedder.embed([t for _, t in eligible])
+    vecs = embedder.embed(embedded_texts(db, [m for m, _ in eligible]))
     brute = sorted(((sum(a * b for a, b in zip(qv, v)), m) for (m, _), v in zip(eligible, vecs)), reverse=True)
     expected = [m for c, m in brute if c >= 0.30]
     assert ids(r) == expected
