@@ -262,7 +262,7 @@ def capture_plans(admin: str, tenant: str, text: str, vec) -> dict:
                          f"p_query_model => 'all-MiniLM-L6-v2')", (SCOPES, text, vec.tolist() if mode != "lexical" else None, mode))
             with open(log_file, encoding="utf-8", errors="replace") as fh:
                 fh.seek(start)
-                plans[mode] = fh.read()[-60000:]
+                plans[mode] = fh.read()[-400000:]
         conn.execute("reset role")
     return plans
 

@@ -1,22 +1,24 @@
 -- The worked example behind docs/reference.md, as one psql script.
 --
 -- Run it against a database in which tenant acme was just created and
--- nothing else happened yet, e.g. with a throwaway embedded server:
+-- nothing else happened yet, e.g. with a throwaway embedded server and the
+-- project's virtual environment first on PATH (the script runs
+-- `pgrecall worker` and `python` through psql's \! in a few places):
 --
+--   export PATH=/path/to/pgrecall/.venv/bin:$PATH
 --   export PGRECALL_HOME=$(mktemp -d)
 --   pgrecall tenant create acme
 --   SU=$(pgrecall server uri)
---   APP="postgresql://pgrecall_acme_app@/pgrecall?host=$PGRECALL_HOME/pgdata&port=5432"
+--   APP=$(pgrecall server uri --tenant acme)
 --   psql -X -v su="$SU" -v app="$APP" -f docs/examples.sql "$SU"
 --
 -- `su` is a superuser, for the pgrecall.* control plane and for the examples
 -- that tamper with tables (inside rolled-back transactions, or refused);
 -- `app` is the tenant's application role, which may only call acme's public
--- functions (check host and port against `pgrecall server uri`). Errors
--- are expected along the way: each "-- ==" section is one example of
--- docs/reference.md, and the ids used in later sections (memories 1 to 8,
--- offsets 1 to 6 in scope default) hold only when the sections run in this
--- order on a new tenant.
+-- functions. Errors are expected along the way: each "-- ==" section is one
+-- example of docs/reference.md, and the ids used in later sections (memories
+-- 1 to 13, offsets 1 to 9 in scope default) hold only when the sections run
+-- in this order on a new tenant. The last sections erase most of the story.
 
 \set VERBOSITY terse
 
@@ -87,6 +89,7 @@ select pgrecall.set_tenant_setting('acme', 'max_memory_bytes', '32768');
 select pgrecall.set_tenant_setting('acme', 'max_tokens', '100');
 select pgrecall.set_tenant_setting('acme', 'rrf_k', '"60"');
 select pgrecall.set_tenant_setting('acme', 'dense_floor', '1.5');
+select pgrecall.set_tenant_setting('acme', 'embedding_model', '"bge-small-en"');
 
 ------------------------------------------------------------------------------
 -- Tenant acme, as its application role
@@ -114,6 +117,7 @@ select acme.add_peer('ana', 'human', '{"locale": "pt-PT"}') as ana,
 
 -- == add_peer_error
 select acme.add_peer('ana', 'agent');
+select acme.add_peer('ana ');
 
 -- == append_observation
 select acme.append_observation(
@@ -125,19 +129,24 @@ select acme.append_observation(
            p_actor       => 'ana',
            p_session_id  => 1) as log_offset;
 
--- == append_observation_more
-select acme.append_observation('assistant', '{default}', 'default', body, role,
-                               p_actor => actor, p_session_id => 1) as log_offset, body
-  from (values ('I live in Lisbon, near Alfama.', 'user', 'ana'),
-               ('Good to know! Any allergies I should keep in mind?', 'assistant', 'assistant'),
-               ('Peanuts. Please keep that private.', 'user', 'ana'),
-               ('And keep your answers short.', 'user', 'ana')) v(body, role, actor);
-
 -- == append_observation_errors
 select acme.append_observation('carol', '{default}', 'default', 'Hello', 'user');
 select acme.append_observation('assistant', '{default}', 'travel', 'Hello', 'user');
 select acme.append_observation('assistant', '{default,travel}', 'travel', 'Hello', 'user');
 select acme.append_observation('assistant', '{default}', 'default', 'Hello', 'human');
+
+-- == append_observations
+select * from acme.append_observations('assistant', '{default}', 'default', '[
+    {"body": "I live in Lisbon, near Alfama.", "source_role": "user", "actor": "ana", "session_id": 1},
+    {"body": "Good to know! Any allergies I should keep in mind?", "source_role": "assistant", "session_id": 1},
+    {"body": "Peanuts. Please keep that private.", "source_role": "user", "actor": "ana", "session_id": 1},
+    {"body": "And keep your answers short.", "source_role": "user", "actor": "ana", "session_id": 1}]');
+
+-- == append_observations_errors
+select * from acme.append_observations('assistant', '{default}', 'default', '[
+    {"body": "Hello", "source_role": "user", "actor": "ana"},
+    {"body": "Hi", "source_role": "user", "actor": "ben"}]');
+select * from acme.append_observations('assistant', '{default}', 'default', '[]');
 
 -- == log_watermark
 select acme.log_watermark('assistant', '{default}', 'default');
@@ -153,14 +162,6 @@ select * from acme.remember(
     p_kind      => 'fact',
     p_about     => '{Ana}');
 
--- == remember_more
-select * from acme.remember('assistant', '{default}', 'default', 'Ana lives in Lisbon (Alfama).',
-                            '{2}', '{act,personalize}', p_kind => 'fact', p_about => '{Ana,Lisbon}');
-select * from acme.remember('assistant', '{default}', 'default', 'Ana is allergic to peanuts.',
-                            '{4}', '{act}', p_audience => 'ana', p_kind => 'fact');
-select * from acme.remember('assistant', '{default}', 'default', 'Ana prefers short answers.',
-                            '{5}', '{converse}');
-
 -- == remember_noop
 select * from acme.remember('assistant', '{default}', 'default', '  ana is VEGETERIAN. ', '{1}', '{converse}');
 select * from acme.remember('assistant', '{default}', 'default', 'Any allergies?', '{3}', '{converse}');
@@ -170,6 +171,24 @@ select * from acme.remember('assistant', '{default}', 'default', E' \n\t', '{1}'
 -- == remember_errors
 select * from acme.remember('assistant', '{default}', 'default', 'Ana likes fado.', '{99}', '{converse}');
 select * from acme.remember('assistant', '{default}', 'default', 'Ana likes fado.', '{1}', '{training}');
+
+-- == remember_many
+select * from acme.remember_many('assistant', '{default}', 'default', '[
+    {"body": "Ana lives in Lisbon (Alfama).", "evidence": [2], "purposes": ["act", "personalize"],
+     "kind": "fact", "about": ["Ana", "Lisbon"]},
+    {"body": "Ana is allergic to peanuts.", "evidence": [4], "purposes": ["act"], "audience": "ana", "kind": "fact"},
+    {"body": "Ana prefers short answers.", "evidence": [5], "purposes": ["converse"]},
+    {"body": "ana prefers SHORT  answers.", "evidence": [5], "purposes": ["converse"]},
+    {"body": "Any allergies I should keep in mind?", "evidence": [3], "purposes": ["converse"]}]');
+
+-- == remember_many_errors
+select * from acme.remember_many('assistant', '{default}', 'default', '[
+    {"body": "Ana likes fado.", "evidence": [1], "purposes": ["converse"]},
+    {"body": "Ana likes Porto.", "evidence": [1], "purposes": ["chat"]}]');
+select * from acme.remember_many('assistant', '{default}', 'default', '[
+    {"body": "Ana likes fado.", "evidence": [1], "purposes": ["converse"]},
+    {"body": "Ana likes Porto.", "evidence": [99], "purposes": ["converse"]}]');
+select * from acme.remember_many('assistant', '{default}', 'default', '{"body": "Ana likes fado."}');
 
 -- == read
 \x on
@@ -219,7 +238,8 @@ select m.body, m.revision, r.revision as old_revision, r.body as old_body, r.rea
 select acme.append_observation('assistant', '{default}', 'default',
                                'Update: I moved to Porto last month.', 'user',
                                p_actor => 'ana', p_session_id => 2) as log_offset;
-select acme.supersede('assistant', '{default}', 2, 1, 'Ana lives in Porto.', '{6}') as memory_id;
+select acme.supersede('assistant', '{default}', 2, 1, 'Ana lives in Porto.', '{6}',
+                      p_about => '{Ana,Porto}') as memory_id;
 
 -- == supersede_after
 select id, body, revision, superseded_by, upper(valid) is not null as closed
@@ -251,10 +271,204 @@ select acme.derive('assistant', '{default,work}', '{1,8}', 'Ana, a vegetarian, w
 -- == log_watermark_after
 select acme.log_watermark('assistant', '{default}', 'default');
 
-------------------------------------------------------------------------------
--- Append-only history, as the superuser
-------------------------------------------------------------------------------
-\c :su
-
 -- == append_only
+\c :su
 update acme.observation set body = 'I eat fish.' where scope = 'default' and log_offset = 1;
+\c :app
+
+------------------------------------------------------------------------------
+-- A third session: more to recall
+------------------------------------------------------------------------------
+
+-- == session3
+select * from acme.append_observations('assistant', '{default}', 'default', '[
+    {"body": "I''ve started cooking Japanese food at home.", "source_role": "user", "actor": "ana", "session_id": 3},
+    {"body": "Lovely! What would you like to make first?", "source_role": "assistant", "session_id": 3},
+    {"body": "Vegetarian ramen. And remind me to buy miso every Friday.", "source_role": "user", "actor": "ana",
+     "session_id": 3}]');
+select * from acme.remember_many('assistant', '{default}', 'default', '[
+    {"body": "Ana is learning to cook Japanese food.", "evidence": [7], "purposes": ["converse", "personalize"],
+     "kind": "fact", "about": ["Ana"]},
+    {"title": "Friday miso", "body": "Remind Ana to buy miso every Friday.", "evidence": [9],
+     "purposes": ["act", "converse"], "kind": "decision", "about": ["Ana"]},
+    {"body": "Ana wants to make vegetarian ramen first. Which broth should I suggest?", "evidence": [9],
+     "purposes": ["converse", "personalize"]},
+    {"body": "What would she like to make first?", "evidence": [8], "purposes": ["converse"]}]');
+select acme.derive('assistant', '{default}', '{1,9}',
+                   'Ana is a vegetarian learning Japanese cooking: suggest vegetarian ramen and miso soup.',
+                   p_about => '{Ana}') as memory_id;
+
+------------------------------------------------------------------------------
+-- Term statistics and embeddings
+------------------------------------------------------------------------------
+
+-- == term_stats_stale
+select acme.term_stats_stale();
+
+-- == refresh_term_stats
+select * from acme.refresh_term_stats();
+select acme.term_stats_stale();
+
+-- == embedding_status
+select * from acme.embedding_status();
+
+-- == claim_embedding_jobs
+\x on
+select * from acme.claim_embedding_jobs('psql-demo', 2);
+\x off
+
+-- == claim_embedding_jobs_errors
+select * from acme.claim_embedding_jobs('', 10);
+select * from acme.claim_embedding_jobs('psql-demo', 0);
+
+-- == complete_embedding_jobs
+select acme.complete_embedding_jobs('psql-demo', '{3}', '{1}',
+                                    array['[' || array_to_string(array_fill(0.05, array[384]), ',') || ']'],
+                                    'all-MiniLM-L6-v2', 1) as stored;
+
+-- == complete_embedding_jobs_errors
+select acme.complete_embedding_jobs('psql-demo', '{3,5}', '{1}', '{"[1,2,3]"}', 'all-MiniLM-L6-v2', 2);
+select acme.complete_embedding_jobs('psql-demo', '{3}', '{1}', '{"[1,2,3]"}', 'all-MiniLM-L6-v2', 2);
+
+-- == release_embedding_jobs
+select acme.release_embedding_jobs('psql-demo', '{3,5}') as released;
+
+-- == freshness
+select * from acme.freshness('assistant', '{default}', 'default');
+
+-- == wait_for
+select acme.wait_for('assistant', '{default}', 'default', 9, p_timeout_ms => 200) as embedded,
+       acme.wait_for('assistant', '{default}', 'default', 9, 'log', 0) as logged;
+
+-- == worker
+\! pgrecall worker --tenant acme --once
+
+-- == freshness_after
+select * from acme.freshness('assistant', '{default}', 'default');
+select acme.wait_for('assistant', '{default}', 'default', 9) as embedded;
+select * from acme.embedding_status();
+
+-- == wait_for_errors
+select acme.wait_for('assistant', '{default}', 'default', 9, 'index');
+select acme.wait_for('assistant', '{default}', 'default', 0);
+select * from acme.freshness('assistant', '{default}', 'work');
+
+-- == rebuild_embeddings
+select acme.rebuild_embeddings() as queued;
+
+-- == set_embedding_version
+select acme.set_embedding_version('all-MiniLM-L6-v2', 1) as queued;
+select * from acme.embedding_status();
+select acme.set_embedding_version('all-MiniLM-L6-v2', 2) as queued;
+select * from acme.embedding_status();
+
+-- == set_embedding_version_worker
+\! pgrecall worker --tenant acme --once
+
+-- == set_embedding_version_errors
+select acme.set_embedding_version('all-MiniLM-L6-v2', 3);
+select acme.set_embedding_version('', 2);
+
+------------------------------------------------------------------------------
+-- Recall
+------------------------------------------------------------------------------
+
+-- == recall
+select rank, memory_id, body, round(score::numeric, 4) as score, lexical_rank, dense_rank,
+       round(bm25::numeric, 3) as bm25
+  from acme.recall('assistant', '{default}', 'What should I cook for Ana?');
+
+-- == recall_meta
+select key, value from jsonb_each(acme.last_recall());
+
+-- == recall_pruning
+select rank, memory_id, body, lexical_rank
+  from acme.recall('assistant', '{default}', 'vegetarian ramen for Ana');
+select acme.last_recall() -> 'terms' as terms, acme.last_recall() -> 'dropped_terms' as dropped_terms;
+
+-- == recall_superseded
+select rank, memory_id, body from acme.recall('assistant', '{default}', 'Where does Ana live?', 'personalize');
+select rank, memory_id, body from acme.recall('assistant', '{default}', 'Where does Ana live?', 'personalize',
+                                              p_include_superseded => true);
+
+-- == recall_dense_psql
+select count(*) from acme.recall('assistant', '{default}', 'What should I cook for Ana?', p_mode => 'dense');
+select acme.last_recall() ->> 'dense_reason' as dense_reason;
+
+-- == recall_python
+\! python -c 'import pgrecall; mem = pgrecall.connect(tenant="acme", principal="assistant", scopes=["default"]); answer = mem.recall("What should I cook for Ana?"); [print(i.rank, i.memory_id, i.body, i.lexical_rank, i.dense_rank, None if i.cosine is None else round(i.cosine, 2)) for i in answer.items]; print({k: answer.meta[k] for k in ("mode", "dense_available", "dense_method", "lexical_count", "dense_count", "fused_count", "missing_embeddings")})'
+
+-- == recall_errors
+select count(*) from acme.recall('assistant', '{default}', 'ramen', p_limit => 0);
+select count(*) from acme.recall('assistant', '{default}', 'ramen', p_mode => 'semantic');
+select count(*) from acme.recall('assistant', '{default}', 'ramen', 'chat');
+select count(*) from acme.recall('assistant', '{default}', 'ramen', p_query_embedding => '{0.1,0.2,0.3}');
+select count(*) from acme.recall('assistant', '{default}', null);
+
+-- == recall_walk
+select acme.forget('assistant', '{default}', 9, 'Ana asked me not to keep track of her hobbies');
+select rank, memory_id, body, lexical_rank from acme.recall('assistant', '{default}', 'ramen');
+select id, provenance -> 'hidden_sources' as hidden_sources from acme.read('assistant', '{default}', 12, 'converse');
+
+-- == last_recall
+select acme.last_recall() -> 'lexical_count' as lexical_count, acme.last_recall() -> 'fused_count' as fused_count,
+       acme.last_recall() -> 'returned' as returned;
+
+------------------------------------------------------------------------------
+-- Session start
+------------------------------------------------------------------------------
+
+-- == pin
+select acme.pin('assistant', '{default}', 10) as pinned;
+
+-- == pin_errors
+select acme.pin('assistant', '{default}', 2);
+select acme.pin('assistant', '{default}', 3);
+
+-- == session_bundle
+select jsonb_pretty(acme.session_bundle('assistant', '{default}', p_recent => 3, p_entities => 3));
+
+-- == session_bundle_errors
+select acme.session_bundle('assistant', '{default}', p_recent => 500);
+
+------------------------------------------------------------------------------
+-- Erasure
+------------------------------------------------------------------------------
+
+-- == erase
+\x on
+select * from acme.erase('{"observation": {"scope": "default", "offset": 6}}',
+                         'Ana asked to delete her message about moving', 'ana');
+\x off
+
+-- == erase_after
+select id, body, superseded_by, upper(valid) is null as current from acme.read('assistant', '{default}', 2, 'act');
+select acme.log_watermark('assistant', '{default}', 'default');
+
+-- == erase_errors
+select acme.erase('{"scope": "default"}', '  ');
+select acme.erase('{"peer": "ana", "scope": "default"}', 'account closed');
+select acme.erase('{"expired_before": "2027-01-01"}', 'clean up');
+select acme.erase('{"peer": "carol"}', 'account closed');
+select acme.erase('{"observation": {"scope": "default", "offset": 6}}', 'again');
+select acme.erase('{"scope": "travel"}', 'trip cancelled');
+
+-- == expire
+select acme.append_observation('assistant', '{work}', 'work', 'Can you cover my Saturday shift?', 'user',
+                               p_actor => 'ana', p_retention_until => now() - interval '1 day') as log_offset;
+select memory_id, status from acme.remember('assistant', '{work}', 'work', 'Ana asked for cover on Saturday.', '{2}', '{act}');
+select * from acme.expire();
+\c :su
+select pgrecall.set_tenant_setting('acme', 'expiry_gate', 'true');
+\c :app
+select id, selector, reason, requested_by, observations_erased, rows_erased, residual from acme.expire();
+
+-- == erase_peer
+\x on
+select * from acme.erase('{"peer": "ana"}', 'Ana closed her account');
+\x off
+select count(*) as recalled from acme.recall('assistant', '{default,work}', 'Ana');
+select acme.add_peer('ana') as new_peer_id;
+
+-- == erasure_requests
+select id, selector, reason, requested_by, observations_erased, residual from acme.erasure_requests();
