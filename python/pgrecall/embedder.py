@@ -51,9 +51,19 @@ class Embedder:
         """Unit-length embeddings, one per text."""
         if not texts:
             return []
+        import torch
+
         with self._lock:  # one forward pass at a time; torch already uses every core
-            vectors = self.model.encode(texts, batch_size=batch_size, normalize_embeddings=True,
-                                        convert_to_numpy=True, show_progress_bar=False)
+            threads = torch.get_num_threads()
+            if len(texts) <= 4:
+                # A query is tiny: one thread avoids stalls of hundreds of ms when
+                # another process holds a core (measured on the LoCoMo run).
+                torch.set_num_threads(1)
+            try:
+                vectors = self.model.encode(texts, batch_size=batch_size, normalize_embeddings=True,
+                                            convert_to_numpy=True, show_progress_bar=False)
+            finally:
+                torch.set_num_threads(threads)
         return [v.tolist() for v in vectors]
 
 
