@@ -131,8 +131,8 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_stored integer := 0;
-    v_row record;
+    v_stored integer;
+    v_bad integer;
 begin
     if cardinality(p_memory_ids) is distinct from cardinality(p_generations)
        or cardinality(p_memory_ids) is distinct from cardinality(p_embeddings) then
@@ -144,27 +144,35 @@ begin
         -- jobs were re-queued by set_embedding_version(); drop these results.
         return 0;
     end if;
-    for v_row in
+    select min(__ext__.vector_dims(e::__ext__.vector)) into v_bad
+      from unnest(p_embeddings) e where __ext__.vector_dims(e::__ext__.vector) <> 384;
+    if v_bad is not null then
+        perform _fail('PR107', format('an embedding has %s dimensions, not 384', v_bad));
+    end if;
+    -- Only jobs this worker still holds at the generation it was given: a
+    -- re-worded memory or a lease taken over by another worker drops the result.
+    with mine as (
         select j.memory_id, x.embedding
           from unnest(p_memory_ids, p_generations, p_embeddings::__ext__.vector[]) as x(memory_id, generation, embedding)
-          join embedding_job j on j.memory_id = x.memory_id and j.generation = x.generation
-                              and j.leased_by = p_worker
+          join embedding_job j on j.memory_id = x.memory_id and j.generation = x.generation and j.leased_by = p_worker
          order by j.memory_id
            for update of j
-    loop
-        if __ext__.vector_dims(v_row.embedding) <> 384 then
-            perform _fail('PR107', format('embedding for memory %s has %s dimensions, not 384',
-                                          v_row.memory_id, __ext__.vector_dims(v_row.embedding)));
-        end if;
+    ), stored as (
         insert into memory_embedding as me (memory_id, model, input_version, embedding)
-        values (v_row.memory_id, p_model, p_input_version, v_row.embedding)
+        select m.memory_id, p_model, p_input_version, m.embedding from mine m
         on conflict (memory_id) do update
             set model = excluded.model, input_version = excluded.input_version,
-                embedding = excluded.embedding, embedded_at = now();
-        perform _register('memory_embedding', v_row.memory_id::text, _memory_observations(array[v_row.memory_id]));
-        delete from embedding_job j where j.memory_id = v_row.memory_id;
-        v_stored := v_stored + 1;
-    end loop;
+                embedding = excluded.embedding, embedded_at = now()
+        returning me.memory_id
+    ), registered as (
+        insert into projection_dependency (kind, row_key, observation_id)
+        select 'memory_embedding', d.row_key, d.observation_id
+          from stored st join projection_dependency d on d.kind = 'memory' and d.row_key = st.memory_id::text
+        on conflict do nothing
+    ), done as (
+        delete from embedding_job j using stored st where j.memory_id = st.memory_id
+    )
+    select count(*) into v_stored from stored;
     return v_stored;
 end
 $$;

@@ -52,6 +52,7 @@ declare
     v_avg_length double precision;
     v_stats_source text;
     v_query tsquery;
+    v_term_queries tsquery[];
     v_lex_ids bigint[] := '{}';
     v_lex_scores double precision[] := '{}';
     v_dense_ids bigint[] := '{}';
@@ -103,16 +104,29 @@ begin
         end if;
         if cardinality(v_kept) > 0 then
             v_query := array_to_string(array(select quote_literal(t) from unnest(v_kept) t), ' | ')::tsquery;
-            with scored as (
-                select e.id,
-                       sum(w.idf * (cardinality(u.positions) * (v_k1 + 1))
-                           / (cardinality(u.positions) + v_k1 * (1 - v_b + v_b * length(e.tsv) / v_avg_length))) as s
+            v_term_queries := array(select quote_literal(t)::tsquery from unnest(v_kept) t);
+            -- BM25 over a bounded candidate set: every match is first scored as if
+            -- each query term occurred once (a tsvector membership test per term,
+            -- cheap), and only the best 2 x arm_candidates are scored exactly
+            -- (term frequencies from the tsvector's positions, costly). Memories
+            -- are short, so a repeated term rarely moves a match from outside the
+            -- bound into the top.
+            with matched as (
+                select e.id, e.tsv,
+                       (select sum(v_idf[i]) from generate_subscripts(v_term_queries, 1) i
+                         where e.tsv @@ v_term_queries[i])
+                       / (1 + v_k1 * (1 - v_b + v_b * length(e.tsv) / v_avg_length)) as quick
                   from _eligible_memories(v_principal, p_scopes, p_purpose, v_include, p_at) e
-                 cross join lateral unnest(e.tsv) u
-                  join unnest(v_kept, v_idf) as w(term, idf) on w.term = u.lexeme
                  where e.tsv @@ v_query
-                 group by e.id
-                 order by s desc, e.id
+                 order by quick desc, e.id
+                 limit 2 * v_depth
+            ), scored as (
+                select m.id,
+                       (select sum(v_idf[array_position(v_kept, u.lexeme)] * (cardinality(u.positions) * (v_k1 + 1))
+                                   / (cardinality(u.positions) + v_k1 * (1 - v_b + v_b * length(m.tsv) / v_avg_length)))
+                          from unnest(m.tsv) u where u.lexeme = any (v_kept)) as s
+                  from matched m
+                 order by s desc, m.id
                  limit v_depth)
             select coalesce(array_agg(s.id order by s.s desc, s.id), '{}'),
                    coalesce(array_agg(s.s order by s.s desc, s.id), '{}')
@@ -157,11 +171,15 @@ begin
                   into v_dense_ids, v_dense_cos from nearest n;
             else
                 v_dense_method := 'hnsw';
+                -- Eligibility is a per-row filter on the index scan ("offset 0" keeps
+                -- the planner from turning it into a join that reads every vector),
+                -- so the iterative scan walks the graph until v_depth eligible rows pass.
                 with nearest as (
                     select me.memory_id as id, me.embedding operator(__ext__.<=>) v_embedding as distance
                       from memory_embedding me
-                      join _eligible_memories(v_principal, p_scopes, p_purpose, v_include, p_at) e on e.id = me.memory_id
                      where me.model = v_model and me.input_version = v_version
+                       and exists (select 1 from _eligible_memories(v_principal, p_scopes, p_purpose, v_include, p_at) e
+                                    where e.id = me.memory_id offset 0)
                      order by me.embedding operator(__ext__.<=>) v_embedding
                      limit v_depth)
                 select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
