@@ -120,6 +120,7 @@ def ingest(app: str, tenant: str, texts: list[str], batch: int = 500) -> dict:
 def ingest_single(app: str, tenant: str, texts: list[str]) -> dict:
     """One append_observation + one remember per memory, each its own transaction (an agent's live path)."""
     with psycopg.connect(app, autocommit=True) as conn:
+        _setup(conn, tenant)
         started = time.perf_counter()
         for i, text in enumerate(texts):
             off = conn.execute(f"select {tenant}.append_observation('agent', %s, 's0', %s, 'user', p_actor => %s)",
@@ -268,24 +269,32 @@ def capture_plans(admin: str, tenant: str, text: str, vec) -> dict:
 
 
 def worker_throughput(admin: str, sample: int = 2000) -> dict:
-    """The worker end to end (claim, embed, store) against the raw model on the same texts."""
+    """The worker end to end (claim, embed, store) against the raw model embedding the same inputs
+    (the texts the tenant's input version asks for) in the same batches."""
     from pgrecall.embedder import get_embedder
     from pgrecall.worker import Worker
 
     texts = corpus.memories(sample, seed=99)
-    model = get_embedder().model
-    model.encode(texts[:64], batch_size=64, normalize_embeddings=True)  # warm
-    started = time.perf_counter()
-    model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
-    raw = time.perf_counter() - started
     app = install_tenant(admin, "benchworker")
     single = ingest_single(app, "benchworker", texts)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        version = conn.execute("select value::int from benchworker.setting where key = 'embedding_input_version'").fetchone()[0]
+        inputs = [r[0] for r in conn.execute(
+            "select input from benchworker._embedding_inputs(array(select id from benchworker.memory order by id), %s)",
+            (version,))]
+    embedder = get_embedder()
+    embedder.embed(inputs[:64])  # warm
+    started = time.perf_counter()
+    for start in range(0, len(inputs), 64):
+        embedder.embed(inputs[start:start + 64], batch_size=64)
+    raw = time.perf_counter() - started
     worker = Worker("benchworker", conninfo=app, batch_size=64)
     started = time.perf_counter()
     stats = worker.drain(refresh_stats=False)
     end_to_end = time.perf_counter() - started
-    return {"texts": sample, "raw_model_per_second": sample / raw, "worker_per_second": stats.stored / end_to_end,
-            "ratio": (stats.stored / end_to_end) / (sample / raw), "stored": stats.stored,
+    return {"texts": len(inputs), "input_version": version, "raw_model_per_second": len(inputs) / raw,
+            "worker_per_second": stats.stored / end_to_end, "ratio": (stats.stored / end_to_end) / (len(inputs) / raw),
+            "stored": stats.stored, "model_seconds_in_worker": stats.embed_seconds, "worker_seconds": end_to_end,
             "single_call_ingest": single}
 
 
@@ -416,6 +425,9 @@ def main(argv=None) -> int:
         server.start()
         for n in [int(s) for s in args.sizes.split(",") if s]:
             report["sizes"].append(run_size(admin, n, args.queries))
+            partial = {**report, "sizes": [{k: v for k, v in r.items() if k != "plans"} for r in report["sizes"]]}
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+            (Path(args.out) / "partial.json").write_text(json.dumps(partial, indent=2))
         if not args.no_worker:
             log("worker throughput against the raw model")
             report["worker"] = worker_throughput(admin)

@@ -39,6 +39,24 @@ declare
     v_bad record;
     v_last bigint;
 begin
+    select e.ord, k.key into v_bad
+      from jsonb_array_elements(p_rows) with ordinality as e(item, ord)
+      cross join lateral jsonb_object_keys(e.item) as k(key)
+     where k.key not in ('body', 'source_role', 'kind', 'actor', 'session_id', 'occurred_at', 'payload',
+                         'data_subject_id', 'lawful_basis', 'classification', 'retention_until')
+     order by e.ord limit 1;
+    if v_bad.ord is not null then
+        perform _fail('PR107', format('unknown key %s in row %s', quote_literal(v_bad.key), v_bad.ord),
+                      'Row keys: body, source_role, kind, actor, session_id, occurred_at, payload, data_subject_id, '
+                      'lawful_basis, classification, retention_until.');
+    end if;
+    begin
+        perform count(*) from _observation_rows(p_rows);
+    exception when invalid_text_representation or datatype_mismatch or invalid_datetime_format
+                   or datetime_field_overflow or numeric_value_out_of_range then
+        perform _fail('PR107', format('a row has a value of the wrong type: %s', sqlerrm),
+                      'session_id is a number, occurred_at and retention_until ISO-8601 timestamps, payload an object.');
+    end;
     select x.ord, x.code, x.detail, x.hint into v_bad from (
         select r.ord,
                case when r.body is null or octet_length(r.body) > v_max_bytes then 'PR107'

@@ -39,46 +39,54 @@ comment on function __tenant__._memory_changed() is
 create or replace trigger memory_embedding_queue after insert or update on __tenant__.memory
     for each row execute function __tenant__._memory_changed();
 
--- The text embedded for a memory under an input version. Version 2 adds the
--- turns before and after the memory's first evidence in its session: short
--- conversational turns are ambiguous alone.
-create or replace function __tenant__._embedding_input(p_memory_id bigint, p_version integer)
-returns text
+-- The text embedded for memories under an input version. Version 2 adds the
+-- turns before and after each memory's first evidence in its session: short
+-- conversational turns are ambiguous alone (measured: make eval).
+create or replace function __tenant__._embedding_inputs(p_memory_ids bigint[], p_version integer)
+returns table (memory_id bigint, input text)
 language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-declare
-    v_memory memory;
-    v_obs observation;
-    v_before text;
-    v_after text;
 begin
-    select m.* into v_memory from memory m where m.id = p_memory_id;
-    if p_version = 1 then
-        return concat_ws(E'\n', v_memory.title, v_memory.body);
-    elsif p_version = 2 then
-        select o.* into v_obs
-          from memory_link l join observation o on o.id = l.target_observation_id
-         where l.memory_id = p_memory_id and l.link_type = 'derived_from'
-         order by o.log_offset limit 1;
-        if v_obs.id is not null then
-            select o.body into v_before from observation o
-             where o.scope = v_obs.scope and o.log_offset < v_obs.log_offset
-               and o.session_id is not distinct from v_obs.session_id
-             order by o.log_offset desc limit 1;
-            select o.body into v_after from observation o
-             where o.scope = v_obs.scope and o.log_offset > v_obs.log_offset
-               and o.session_id is not distinct from v_obs.session_id
-             order by o.log_offset limit 1;
-        end if;
-        return concat_ws(E'\n', v_memory.title, v_memory.body, v_before, v_after);
+    if p_version is null or p_version not in (1, 2) then
+        perform _fail('PR107', format('unknown embedding input version %s', coalesce(p_version::text, 'NULL')),
+                      'Versions are 1 and 2.');
     end if;
-    perform _fail('PR107', format('unknown embedding input version %s', p_version), 'Versions are 1 and 2.');
+    return query
+    select m.id, concat_ws(E'\n', m.title, m.body, before.body, after.body)
+      from memory m
+      left join lateral (
+            select o.scope, o.log_offset, o.session_id
+              from memory_link l join observation o on o.id = l.target_observation_id
+             where p_version = 2 and l.memory_id = m.id and l.link_type = 'derived_from'
+             order by o.log_offset limit 1) ev on true
+      left join lateral (
+            select o.body from observation o
+             where o.scope = ev.scope and o.log_offset < ev.log_offset
+               and o.session_id is not distinct from ev.session_id
+             order by o.log_offset desc limit 1) before on true
+      left join lateral (
+            select o.body from observation o
+             where o.scope = ev.scope and o.log_offset > ev.log_offset
+               and o.session_id is not distinct from ev.session_id
+             order by o.log_offset limit 1) after on true
+     where m.id = any (p_memory_ids);
 end
 $$;
+comment on function __tenant__._embedding_inputs(bigint[], integer) is
+    'Internal: the text that is embedded for each memory under an input version.';
+
+create or replace function __tenant__._embedding_input(p_memory_id bigint, p_version integer)
+returns text
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select i.input from _embedding_inputs(array[p_memory_id], p_version) i
+$$;
 comment on function __tenant__._embedding_input(bigint, integer) is
-    'Internal: the text that is embedded for a memory under an input version.';
+    'Internal: the text that is embedded for one memory under an input version.';
 
 create or replace function __tenant__.claim_embedding_jobs(p_worker text, p_limit integer default 64)
 returns table (memory_id bigint, generation bigint, input text, model text, input_version integer)
@@ -110,8 +118,10 @@ begin
           from ready r where j.memory_id = r.memory_id
         returning j.memory_id, j.generation
     )
-    select c.memory_id, c.generation, _embedding_input(c.memory_id, v_version), v_model, v_version
-      from claimed c order by c.memory_id;
+    select c.memory_id, c.generation, i.input, v_model, v_version
+      from claimed c
+      join _embedding_inputs(array(select c2.memory_id from claimed c2), v_version) i on i.memory_id = c.memory_id
+     order by c.memory_id;
 end
 $$;
 comment on function __tenant__.claim_embedding_jobs(text, integer) is
@@ -256,6 +266,10 @@ begin
     end if;
     update setting s set value = to_jsonb(p_model) where s.key = 'embedding_model';
     update setting s set value = to_jsonb(p_input_version) where s.key = 'embedding_input_version';
+    -- Jobs for memories whose vector already has the new stamp are done.
+    delete from embedding_job j
+     using memory_embedding me
+     where me.memory_id = j.memory_id and me.model = p_model and me.input_version = p_input_version;
     -- Vectors of the old stamp stay but are ignored by recall until replaced.
     return rebuild_embeddings(false);
 end

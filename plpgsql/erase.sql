@@ -80,6 +80,7 @@ declare
     v_count bigint;
     v_erased jsonb := '{}';
     v_residual jsonb := '{}';
+    v_terms text[] := '{}';
 begin
     if p_reason is null or _trim(p_reason) = '' then
         perform _fail('PR107', 'an erasure needs a reason', 'Say why, e.g. ''data subject request #123''.');
@@ -112,7 +113,7 @@ begin
 
     -- Term statistics: take the doomed memories out before their text goes.
     if exists (select 1 from corpus_stat) then
-        perform _forget_terms(v_memories || array(
+        v_terms := _forget_terms(v_memories || array(
             select d.row_key::bigint from projection_dependency d
              where d.kind = 'memory' and d.observation_id = any (v_observations)));
     end if;
@@ -158,6 +159,13 @@ begin
           into v_count using v_kind.kind, v_observations;
         v_residual := v_residual || jsonb_build_object(v_kind.kind, v_count);
     end loop;
+
+    -- Statistics: a term of an erased memory that no surviving live memory uses.
+    v_residual := v_residual || jsonb_build_object('term_stat',
+        (select count(*) from term_stat t
+          where t.term = any (v_terms)
+            and not exists (select 1 from memory m where m.tsv @@ quote_literal(t.term)::tsquery
+                              and m.superseded_by is null and m.invalidated_at is null)));
 
     -- Entities kept because surviving memories still name them lose only
     -- their registry rows for the erased observations.

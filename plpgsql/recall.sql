@@ -208,16 +208,11 @@ begin
     v_kept_ids := _walk_provenance(v_fused_ids, v_principal, p_scopes);
 
     -- 7. Metadata, with counts taken after the walk.
-    if v_dense_available then
-        select count(*) into v_missing
-          from embedding_job j
-          join _eligible_memories(v_principal, p_scopes, p_purpose, v_include, p_at) e on e.id = j.memory_id;
-    else
-        select count(*) into v_missing
-          from _eligible_memories(v_principal, p_scopes, p_purpose, v_include, p_at) e
-         where not exists (select 1 from memory_embedding me where me.memory_id = e.id
-                             and me.model = v_model and me.input_version = v_version);
-    end if;
+    -- Every live memory without a current embedding has a job (the write path
+    -- and set_embedding_version queue them), so the queue answers this cheaply.
+    select count(*) into v_missing
+      from embedding_job j
+      join _eligible_memories(v_principal, p_scopes, p_purpose, v_include, p_at) e on e.id = j.memory_id;
     v_meta := jsonb_build_object(
         'query', p_query, 'mode', v_mode, 'purpose', p_purpose,
         'terms', to_jsonb(v_terms), 'dropped_terms', to_jsonb(v_dropped), 'term_stats', v_stats_source,
@@ -265,15 +260,11 @@ as $$
           join memory_link l on l.memory_id = r.source and l.link_type = 'derived_from' and l.target_memory_id is not null
          where r.depth < 32
     ), hidden as (
+        -- (Observation links need no check: evidence is always in the memory's
+        -- own scope, which eligibility has already authorised.)
         select distinct r.root from reach r
          where not exists (select 1 from _eligible_memories(p_principal_id, p_scopes, null, true, null) e
                             where e.id = r.source)
-        union
-        select distinct c.id
-          from unnest(p_candidates) c(id)
-          join memory_link l on l.memory_id = c.id and l.link_type = 'derived_from'
-          join observation o on o.id = l.target_observation_id
-         where not (o.scope = any (p_scopes))
     )
     select coalesce(array_agg(c.id order by c.ord), '{}')
       from unnest(p_candidates) with ordinality c(id, ord)

@@ -50,6 +50,24 @@ declare
     v_bad record;
     v_where text;
 begin
+    -- A misspelt key must not pass silently: "audiance" would make a private
+    -- memory visible to the whole scope.
+    select e.ord, k.key into v_bad
+      from jsonb_array_elements(p_items) with ordinality as e(item, ord)
+      cross join lateral jsonb_object_keys(e.item) as k(key)
+     where k.key not in ('body', 'evidence', 'purposes', 'audience', 'kind', 'title', 'confidence', 'about')
+     order by e.ord limit 1;
+    if v_bad.ord is not null then
+        perform _fail('PR107', format('unknown key %s in item %s', quote_literal(v_bad.key), v_bad.ord),
+                      'Item keys: body, evidence, purposes, audience, kind, title, confidence, about.');
+    end if;
+    begin
+        perform count(*) from _memory_items(p_items);
+    exception when invalid_text_representation or datatype_mismatch or invalid_parameter_value then
+        perform _fail('PR107', format('an item has a value of the wrong type: %s', sqlerrm),
+                      'evidence is an array of offsets, purposes and about arrays of strings, confidence a number.');
+    end;
+
     -- Validate every item before anything is written; the first problem wins.
     select x.ord, x.problem, x.detail into v_bad
       from (
@@ -143,10 +161,12 @@ begin
                    over (partition by j.text_key, j.audience_id) as first_ord
           from judged j
     ), numbered as (
-        select pl.*,
-               case when pl.noop is null and pl.existing_id is null and pl.first_ord = pl.ord
-                    then nextval(pg_get_serial_sequence('__tenant__.memory', 'id')) end as new_id
-          from placed pl
+        -- ordered, so that ids follow the items' order
+        select o.* from (
+            select pl.*,
+                   case when pl.noop is null and pl.existing_id is null and pl.first_ord = pl.ord
+                        then nextval(pg_get_serial_sequence('__tenant__.memory', 'id')) end as new_id
+              from (select * from placed order by ord) pl) o
     ), evidence as (
         select n.new_id, o.id as observation_id
           from numbered n

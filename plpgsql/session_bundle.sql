@@ -61,7 +61,9 @@ as $$
 declare
     v_memory memory := _lock_for_revision(_peer_id(p_principal), p_scopes, p_memory_id, null, true);
 begin
-    update memory m set pinned = coalesce(p_pinned, true), updated_at = now() where m.id = v_memory.id;
+    -- updated_at is left alone: pinning is not an edit, and unpinning must not
+    -- make a memory look recent.
+    update memory m set pinned = coalesce(p_pinned, true) where m.id = v_memory.id;
     return coalesce(p_pinned, true);
 end
 $$;

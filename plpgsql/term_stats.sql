@@ -87,38 +87,37 @@ $$;
 comment on function __tenant__._term_frequencies(text[]) is
     'Internal: df per term, corpus size and mean length (snapshot, or live when there is none).';
 
--- Erasure takes memories out of the statistics without a full refresh: their
--- terms' frequencies drop, and a term that no remaining memory uses is
--- deleted, so no erased word survives in term_stat.
+-- Erasure takes memories out of the statistics without a full refresh: the
+-- frequencies of their terms drop, and a term that no surviving live memory
+-- uses is deleted, so no erased word survives in term_stat. Returns the
+-- memories' terms, for the erasure's residual.
 create or replace function __tenant__._forget_terms(p_memory_ids bigint[])
-returns void
+returns text[]
 language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_live bigint;
+    v_terms text[];
 begin
-    with gone as (
-        select u.lexeme, count(*) as n
-          from memory m cross join lateral unnest(m.tsv) u
-         where m.id = any (p_memory_ids) and m.superseded_by is null and m.invalidated_at is null
-         group by u.lexeme
-    ), dropped as (
-        update term_stat t set df = t.df - g.n from gone g where t.term = g.lexeme and t.df > g.n
-        returning t.term
-    )
+    select coalesce(array_agg(distinct u.lexeme), '{}') into v_terms
+      from memory m cross join lateral unnest(m.tsv) u where m.id = any (p_memory_ids);
+    update term_stat t set df = t.df - g.n
+      from (select u.lexeme, count(*) as n
+              from memory m cross join lateral unnest(m.tsv) u
+             where m.id = any (p_memory_ids) and m.superseded_by is null and m.invalidated_at is null
+             group by u.lexeme) g
+     where t.term = g.lexeme and t.df > g.n;
     delete from term_stat t
-     using (select distinct u.lexeme from memory m cross join lateral unnest(m.tsv) u
-             where m.id = any (p_memory_ids)) g
-     where t.term = g.lexeme
-       and (t.term not in (select d.term from dropped d)
-            or not exists (select 1 from memory m2 where m2.tsv @@ quote_literal(t.term)::tsquery
-                             and not (m2.id = any (p_memory_ids))));
-    select count(*) into v_live from memory m
-     where m.id = any (p_memory_ids) and m.superseded_by is null and m.invalidated_at is null;
-    update corpus_stat c set documents = greatest(c.documents - v_live, 0);
+     where t.term = any (v_terms)
+       and not exists (select 1 from memory m where m.tsv @@ quote_literal(t.term)::tsquery
+                          and m.superseded_by is null and m.invalidated_at is null
+                          and not (m.id = any (p_memory_ids)));
+    update corpus_stat c set documents = greatest(c.documents - (
+        select count(*) from memory m
+         where m.id = any (p_memory_ids) and m.superseded_by is null and m.invalidated_at is null), 0);
+    return v_terms;
 end
 $$;
 comment on function __tenant__._forget_terms(bigint[]) is
-    'Internal: remove memories about to be erased from the term statistics.';
+    'Internal: remove memories about to be erased from the term statistics; returns their terms.';

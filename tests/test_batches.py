@@ -73,3 +73,27 @@ def pgrecall_jsonb(value):
     from psycopg.types.json import Jsonb
 
     return Jsonb(value)
+
+
+def test_misspelt_keys_and_wrong_types_are_refused(acme, db):
+    off = acme.append("said", role="user", actor="ana")
+    before = table_counts(db)
+    with pytest.raises(errors.InvalidArgument) as info:
+        acme.remember_many([{"body": "Ana's PIN", "evidence": [off], "purposes": ["act"], "audiance": "ana"}])
+    assert "audiance" in str(info.value)
+    with pytest.raises(errors.InvalidArgument):
+        acme.remember_many([{"body": "x", "evidence": "first", "purposes": ["act"]}])
+    with pytest.raises(errors.InvalidArgument) as info:
+        acme.append_many([{"body": "x", "source_role": "user", "data_subject": "u-1"}])
+    assert "data_subject" in str(info.value)
+    with pytest.raises(errors.InvalidArgument):
+        acme.append_many([{"body": "x", "source_role": "user", "session_id": "seven"}])
+    assert table_counts(db) == before
+
+
+def test_remember_many_ids_follow_item_order(acme):
+    offs = acme.append_many([{"body": f"said {i}", "source_role": "user"} for i in range(5)])
+    results = acme.remember_many([{"body": f"fact number {i}", "evidence": [o], "purposes": ["converse"]}
+                                  for i, o in enumerate(offs)])
+    ids = [r.memory_id for r in results]
+    assert ids == sorted(ids)

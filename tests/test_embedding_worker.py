@@ -165,3 +165,24 @@ def test_worker_wakes_on_notify(acme, conninfo, db):
         stop.set()
         put(acme, "wake it so it can see the stop flag")
         t.join(timeout=30)
+
+
+def test_switching_versions_back_and_forth_leaves_no_stale_jobs(acme, conninfo, db):
+    put(acme, "a memory")
+    Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_app")).drain()
+    with conninfo.connect(user="pgrecall_acme_app") as app:
+        assert app.execute("select acme.set_embedding_version('all-MiniLM-L6-v2', 1)").fetchone()[0] == 1
+        app.execute("select acme.set_embedding_version('all-MiniLM-L6-v2', 2)")
+    assert status(acme)["queued"] == 0 and status(acme)["current"] == 1
+
+
+def test_worker_refuses_to_stamp_a_model_it_does_not_run(acme, conninfo, db):
+    from pgrecall import errors
+
+    put(acme, "a memory")
+    with conninfo.connect(user="pgrecall_acme_app") as app:
+        app.execute("select acme.set_embedding_version('some-other-model', 2)")
+    with pytest.raises(errors.ModelMismatch):
+        Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_app")).drain()
+    assert status(acme)["queued"] == 1 and status(acme)["leased"] == 0
+    assert db.execute("select count(*) from acme.memory_embedding where model = 'some-other-model'").fetchone()[0] == 0

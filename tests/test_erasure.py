@@ -199,3 +199,14 @@ def test_cli_prints_the_receipt(acme, conninfo, db):
     assert rows_mentioning(db, "zqcli") == {}
     bad = run_cli("erase", "--tenant", "acme", "--observation", "nonsense", "--reason", "x", env=env, check=False)
     assert bad.returncode == 1 and "SCOPE:OFFSET" in bad.stderr
+
+
+def test_terms_of_a_memory_forgotten_after_the_snapshot_are_erased_too(acme, db):
+    o = said(acme, "zqforgot words here", "s-f")
+    m = acme.remember("zqforgot is a memory", evidence=[o], purposes=["converse"]).memory_id
+    said(acme, "other words", "s-g")
+    db.execute("select * from acme.refresh_term_stats()")
+    acme.forget(m, reason="later")
+    receipt = acme.erase({"data_subject": "s-f"}, reason="asked")
+    assert set(receipt["residual"].values()) == {0} and "term_stat" in receipt["residual"]
+    assert rows_mentioning(db, "zqforgot") == {}

@@ -102,6 +102,12 @@ class AppendOnly(PgrecallError):
     sqlstate = "PR110"
 
 
+class ModelMismatch(PgrecallError):
+    """The tenant's embedding model is not the one this process runs (raised by the worker)."""
+
+    sqlstate = None
+
+
 class SchemaOutOfDate(PgrecallError):
     """The tenant's schema is older than this driver (raised by the driver)."""
 

@@ -50,6 +50,12 @@ class Worker:
         if not jobs:
             return 0
         ids = [j[0] for j in jobs]
+        if jobs[0][3] != self.embedder.name:
+            self._call(conn, "select $T.release_embedding_jobs(%s, %s)", (self.name, ids))
+            raise errors.ModelMismatch(
+                f"tenant {self.tenant} embeds with {jobs[0][3]!r}, this worker runs {self.embedder.name!r}",
+                hint="Run a worker with that model, or switch back: pgrecall embeddings rebuild --model "
+                     f"{self.embedder.name}")
         started = time.perf_counter()
         try:
             vectors = self.embedder.embed([j[2] for j in jobs], batch_size=self.batch_size)
