@@ -31,6 +31,7 @@ HERE = Path(__file__).resolve().parent
 MODES = ("hybrid", "lexical", "dense")
 SCOPES = ["s0", "s1", "s2", "s3"]
 OTHERS = [f"p{i}" for i in range(10)]
+BULK_INDEX_FROM = 50_000  # from this size the HNSW index is built after loading
 SUBJECTS = 1000  # data subjects: erasing one touches 0.1% of the corpus
 
 
@@ -311,7 +312,18 @@ def run_size(admin: str, n: int, n_queries: int) -> dict:
     log(f"size {n}: {ing['per_second']:.0f} memories/s; storing cached embeddings")
     with psycopg.connect(admin, autocommit=True) as conn:
         ids = [r[0] for r in conn.execute(f"select id from {tenant}.memory order by id")]
+        bulk = n >= BULK_INDEX_FROM
+        if bulk:
+            # Building the HNSW index once after loading is what a bulk load does; inserting
+            # 100k vectors one by one into a live index runs at ~85/s here (measured).
+            conn.execute(f"drop index {tenant}.memory_embedding_hnsw")
     emb = store_embeddings(app, tenant, {mid: i for i, mid in enumerate(ids)}, vectors)
+    if bulk:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            started = time.perf_counter()
+            conn.execute(f"create index memory_embedding_hnsw on {tenant}.memory_embedding "
+                         "using hnsw (embedding vector_cosine_ops) with (m = 16, ef_construction = 64)")
+            emb["index_built_after_load_seconds"] = time.perf_counter() - started
     log(f"size {n}: {emb['per_second']:.0f} embeddings/s stored; refreshing statistics")
     with psycopg.connect(app, autocommit=True) as conn:
         started = time.perf_counter()

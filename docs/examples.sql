@@ -162,6 +162,14 @@ select * from acme.remember(
     p_kind      => 'fact',
     p_about     => '{Ana}');
 
+-- == remember_more
+select * from acme.remember('assistant', '{default}', 'default', 'Ana lives in Lisbon (Alfama).',
+                            '{2}', '{act,personalize}', p_kind => 'fact', p_about => '{Ana,Lisbon}');
+select * from acme.remember('assistant', '{default}', 'default', 'Ana is allergic to peanuts.',
+                            '{4}', '{act}', p_audience => 'ana', p_kind => 'fact');
+select * from acme.remember('assistant', '{default}', 'default', 'Ana prefers short answers.',
+                            '{5}', '{converse}');
+
 -- == remember_noop
 select * from acme.remember('assistant', '{default}', 'default', '  ana is VEGETERIAN. ', '{1}', '{converse}');
 select * from acme.remember('assistant', '{default}', 'default', 'Any allergies?', '{3}', '{converse}');
@@ -171,24 +179,6 @@ select * from acme.remember('assistant', '{default}', 'default', E' \n\t', '{1}'
 -- == remember_errors
 select * from acme.remember('assistant', '{default}', 'default', 'Ana likes fado.', '{99}', '{converse}');
 select * from acme.remember('assistant', '{default}', 'default', 'Ana likes fado.', '{1}', '{training}');
-
--- == remember_many
-select * from acme.remember_many('assistant', '{default}', 'default', '[
-    {"body": "Ana lives in Lisbon (Alfama).", "evidence": [2], "purposes": ["act", "personalize"],
-     "kind": "fact", "about": ["Ana", "Lisbon"]},
-    {"body": "Ana is allergic to peanuts.", "evidence": [4], "purposes": ["act"], "audience": "ana", "kind": "fact"},
-    {"body": "Ana prefers short answers.", "evidence": [5], "purposes": ["converse"]},
-    {"body": "ana prefers SHORT  answers.", "evidence": [5], "purposes": ["converse"]},
-    {"body": "Any allergies I should keep in mind?", "evidence": [3], "purposes": ["converse"]}]');
-
--- == remember_many_errors
-select * from acme.remember_many('assistant', '{default}', 'default', '[
-    {"body": "Ana likes fado.", "evidence": [1], "purposes": ["converse"]},
-    {"body": "Ana likes Porto.", "evidence": [1], "purposes": ["chat"]}]');
-select * from acme.remember_many('assistant', '{default}', 'default', '[
-    {"body": "Ana likes fado.", "evidence": [1], "purposes": ["converse"]},
-    {"body": "Ana likes Porto.", "evidence": [99], "purposes": ["converse"]}]');
-select * from acme.remember_many('assistant', '{default}', 'default', '{"body": "Ana likes fado."}');
 
 -- == read
 \x on
@@ -286,6 +276,8 @@ select * from acme.append_observations('assistant', '{default}', 'default', '[
     {"body": "Lovely! What would you like to make first?", "source_role": "assistant", "session_id": 3},
     {"body": "Vegetarian ramen. And remind me to buy miso every Friday.", "source_role": "user", "actor": "ana",
      "session_id": 3}]');
+
+-- == remember_many
 select * from acme.remember_many('assistant', '{default}', 'default', '[
     {"body": "Ana is learning to cook Japanese food.", "evidence": [7], "purposes": ["converse", "personalize"],
      "kind": "fact", "about": ["Ana"]},
@@ -293,8 +285,20 @@ select * from acme.remember_many('assistant', '{default}', 'default', '[
      "purposes": ["act", "converse"], "kind": "decision", "about": ["Ana"]},
     {"body": "Ana wants to make vegetarian ramen first. Which broth should I suggest?", "evidence": [9],
      "purposes": ["converse", "personalize"]},
-    {"body": "What would she like to make first?", "evidence": [8], "purposes": ["converse"]}]');
-select acme.derive('assistant', '{default}', '{1,9}',
+    {"body": "What would she like to make first?", "evidence": [8], "purposes": ["converse"]},
+    {"body": "Ana is learning to cook  japanese food.", "evidence": [7], "purposes": ["converse", "personalize"]}]');
+
+-- == remember_many_errors
+select * from acme.remember_many('assistant', '{default}', 'default', '[
+    {"body": "Ana likes fado.", "evidence": [1], "purposes": ["converse"]},
+    {"body": "Ana likes Porto.", "evidence": [1], "purposes": ["chat"]}]');
+select * from acme.remember_many('assistant', '{default}', 'default', '[
+    {"body": "Ana likes fado.", "evidence": [1], "purposes": ["converse"]},
+    {"body": "Ana likes Porto.", "evidence": [99], "purposes": ["converse"]}]');
+select * from acme.remember_many('assistant', '{default}', 'default', '{"body": "Ana likes fado."}');
+
+-- == session3_derive
+select acme.derive('assistant', '{default}', '{1,11}',
                    'Ana is a vegetarian learning Japanese cooking: suggest vegetarian ramen and miso soup.',
                    p_about => '{Ana}') as memory_id;
 
@@ -406,7 +410,7 @@ select count(*) from acme.recall('assistant', '{default}', 'ramen', p_query_embe
 select count(*) from acme.recall('assistant', '{default}', null);
 
 -- == recall_walk
-select acme.forget('assistant', '{default}', 9, 'Ana asked me not to keep track of her hobbies');
+select acme.forget('assistant', '{default}', 11, 'Ana asked me not to keep track of her hobbies') as revision;
 select rank, memory_id, body, lexical_rank from acme.recall('assistant', '{default}', 'ramen');
 select id, provenance -> 'hidden_sources' as hidden_sources from acme.read('assistant', '{default}', 12, 'converse');
 

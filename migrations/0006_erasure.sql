@@ -38,6 +38,3 @@ create table __tenant__.erasure_request (
 );
 comment on table __tenant__.erasure_request is
     'Erasure receipts: what was asked, why, and per projection kind what was deleted and what remains (the residual).';
-
-insert into __tenant__.setting (key, value, description) values
-    ('retention_batch', '1000', 'expire(): observations past retention erased per call');
