@@ -61,16 +61,26 @@ begin
               from memory_link l join observation o on o.id = l.target_observation_id
              where p_version = 2 and l.memory_id = m.id and l.link_type = 'derived_from'
              order by o.log_offset limit 1) ev on true
+      -- One branch for turns without a session and one for turns in one, so
+      -- that each is a single probe of observation_neighbours.
       left join lateral (
-            select o.body from observation o
-             where o.scope = ev.scope and o.log_offset < ev.log_offset
-               and o.session_id is not distinct from ev.session_id
-             order by o.log_offset desc limit 1) before on true
+            (select o.body from observation o
+              where ev.session_id is null and o.scope = ev.scope and o.session_id is null
+                and o.log_offset < ev.log_offset
+              order by o.log_offset desc limit 1)
+            union all
+            (select o.body from observation o
+              where o.scope = ev.scope and o.session_id = ev.session_id and o.log_offset < ev.log_offset
+              order by o.log_offset desc limit 1)) before on true
       left join lateral (
-            select o.body from observation o
-             where o.scope = ev.scope and o.log_offset > ev.log_offset
-               and o.session_id is not distinct from ev.session_id
-             order by o.log_offset limit 1) after on true
+            (select o.body from observation o
+              where ev.session_id is null and o.scope = ev.scope and o.session_id is null
+                and o.log_offset > ev.log_offset
+              order by o.log_offset limit 1)
+            union all
+            (select o.body from observation o
+              where o.scope = ev.scope and o.session_id = ev.session_id and o.log_offset > ev.log_offset
+              order by o.log_offset limit 1)) after on true
      where m.id = any (p_memory_ids);
 end
 $$;
