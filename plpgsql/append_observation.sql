@@ -169,13 +169,11 @@ as $$
 begin
     perform _peer_id(p_principal);
     perform _check_write_scope(p_scope, p_scopes);
-    if p_rows is null or jsonb_typeof(p_rows) <> 'array' or jsonb_array_length(p_rows) = 0 then
-        perform _fail('PR107', 'rows must be a non-empty JSON array of objects',
-                      'Each object: body, source_role, and optionally kind, actor, session_id, occurred_at, payload, '
-                      'data_subject_id, lawful_basis, classification, retention_until.');
-    end if;
-    if exists (select 1 from jsonb_array_elements(p_rows) e where jsonb_typeof(e) <> 'object') then
-        perform _fail('PR107', 'every row must be a JSON object');
+    perform _check_object_array(p_rows, 'rows',
+        'Each row: body, source_role, and optionally kind, actor, session_id, occurred_at, payload, '
+        'data_subject_id, lawful_basis, classification, retention_until.');
+    if jsonb_array_length(p_rows) = 0 then
+        return;
     end if;
     return query select * from _append_batch(p_principal, p_scope, p_rows);
 end

@@ -269,13 +269,8 @@ declare
     v_principal bigint := _peer_id(p_principal);
 begin
     perform _check_write_scope(p_scope, p_scopes);
-    if p_items is null or jsonb_typeof(p_items) <> 'array' then
-        perform _fail('PR107', 'items must be a JSON array of objects',
-                      'Each object: body, evidence, purposes, and optionally audience, kind, title, confidence, about.');
-    end if;
-    if exists (select 1 from jsonb_array_elements(p_items) e where jsonb_typeof(e) <> 'object') then
-        perform _fail('PR107', 'every item must be a JSON object');
-    end if;
+    perform _check_object_array(p_items, 'items',
+        'Each item: body, evidence, purposes, and optionally audience, kind, title, confidence, about.');
     return query select * from _remember_batch(v_principal, p_scope, p_items);
 end
 $$;

@@ -239,3 +239,22 @@ end
 $$;
 comment on function __tenant__._check_memory_fields(text, text, double precision) is
     'Internal: PR107 unless the body is present and fits, the title fits, and confidence is in [0, 1].';
+
+-- A batch argument: a JSON array whose every element is an object.
+create or replace function __tenant__._check_object_array(p_value jsonb, p_what text, p_hint text)
+returns void
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    if p_value is null or jsonb_typeof(p_value) <> 'array' then
+        perform _fail('PR107', format('%s must be a JSON array of objects', p_what), p_hint);
+    end if;
+    if exists (select 1 from jsonb_array_elements(p_value) e where jsonb_typeof(e) <> 'object') then
+        perform _fail('PR107', format('every one of the %s must be a JSON object', p_what), p_hint);
+    end if;
+end
+$$;
+comment on function __tenant__._check_object_array(jsonb, text, text) is
+    'Internal: PR107 unless the value is a JSON array of objects (an empty array is a batch of nothing).';

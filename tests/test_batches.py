@@ -13,6 +13,12 @@ def test_append_many_returns_contiguous_offsets(acme):
     assert acme.watermark() == 6
 
 
+def test_empty_batches_write_nothing_and_are_not_errors(acme, db):
+    before = table_counts(db)
+    assert acme.append_many([]) == [] and acme.remember_many([]) == []
+    assert table_counts(db) == before
+
+
 def test_append_many_with_one_bad_row_writes_nothing(acme, db):
     acme.append("first", role="user")
     before = table_counts(db)
