@@ -46,3 +46,14 @@ def test_import_loads_a_conversation_all_or_nothing(acme, conninfo, db, tmp_path
     broken.write_text('{"speaker": "ana", "role": "user", "text": "ok"}\n{not json\n')
     failed = run_cli("import", "--tenant", "acme", "--scopes", "chat", str(broken), env=env, check=False)
     assert failed.returncode == 1 and "broken.jsonl:2: not JSON" in failed.stderr
+
+
+def test_peers_and_scopes_from_the_shell(make_tenant, conninfo, db):
+    make_tenant("acme")
+    env = {"PGRECALL_DSN": conninfo.dsn(user="pgrecall_acme_app"), "PGRECALL_TENANT": "acme"}
+    assert "scope default exists" in run_cli("scope", "add", "default", env=env).stdout
+    assert "peer ana (human)" in run_cli("peer", "add", "ana", env=env).stdout
+    out = run_cli("remember", "--as", "ana", "--purpose", "converse", "Ana is vegetarian", env=env).stdout
+    assert "remembered as memory 1" in out
+    bad = run_cli("peer", "add", " ana ", env=env, check=False)
+    assert bad.returncode == 1 and "invalid peer name" in bad.stderr

@@ -107,6 +107,19 @@ def _memory(args: argparse.Namespace):
     return pgrecall.connect(tenant=args.tenant, principal=args.principal, scopes=args.scopes)
 
 
+def cmd_add(args: argparse.Namespace) -> int:
+    import pgrecall
+
+    with pgrecall.connect(tenant=args.tenant) as mem:
+        if args.command == "peer":
+            peer_id = mem.add_peer(args.name, args.kind)
+            print(f"peer {args.name} ({args.kind}) is id {peer_id} in tenant {args.tenant}")
+        else:
+            mem.add_scope(args.name, args.description)
+            print(f"scope {args.name} exists in tenant {args.tenant}")
+    return 0
+
+
 def cmd_remember(args: argparse.Namespace) -> int:
     with _memory(args) as mem:
         evidence = args.evidence
@@ -273,6 +286,20 @@ def build_parser() -> argparse.ArgumentParser:
                            help="the peer acting (default: $PGRECALL_PRINCIPAL)")
         p.add_argument("--scopes", type=lambda v: [s for s in v.split(",") if s], default=["default"],
                        help="authorised scopes, comma-separated (default: default)")
+
+    p = sub.add_parser("peer", help="add a peer (a person, agent or other participant)")
+    p.add_argument("action", choices=["add"])
+    p.add_argument("name")
+    p.add_argument("--kind", default="human", choices=["human", "agent", "other"])
+    p.add_argument("--tenant", default=os.environ.get("PGRECALL_TENANT", "demo"))
+    p.set_defaults(func=cmd_add)
+
+    p = sub.add_parser("scope", help="add a scope (a project inside the tenant)")
+    p.add_argument("action", choices=["add"])
+    p.add_argument("name")
+    p.add_argument("--description")
+    p.add_argument("--tenant", default=os.environ.get("PGRECALL_TENANT", "demo"))
+    p.set_defaults(func=cmd_add)
 
     p = sub.add_parser("remember", help="remember a text (appends it as the observation unless --evidence is given)")
     tenant_args(p)
