@@ -39,17 +39,8 @@ declare
     v_bad record;
     v_last bigint;
 begin
-    select e.ord, k.key into v_bad
-      from jsonb_array_elements(p_rows) with ordinality as e(item, ord)
-      cross join lateral jsonb_object_keys(e.item) as k(key)
-     where k.key not in ('body', 'source_role', 'kind', 'actor', 'session_id', 'occurred_at', 'payload',
-                         'data_subject_id', 'lawful_basis', 'classification', 'retention_until')
-     order by e.ord limit 1;
-    if v_bad.ord is not null then
-        perform _fail('PR107', format('unknown key %s in row %s', quote_literal(v_bad.key), v_bad.ord),
-                      'Row keys: body, source_role, kind, actor, session_id, occurred_at, payload, data_subject_id, '
-                      'lawful_basis, classification, retention_until.');
-    end if;
+    perform _check_keys(p_rows, array['body', 'source_role', 'kind', 'actor', 'session_id', 'occurred_at', 'payload',
+                                      'data_subject_id', 'lawful_basis', 'classification', 'retention_until'], 'row');
     begin
         perform count(*) from _observation_rows(p_rows);
     exception when invalid_text_representation or datatype_mismatch or invalid_datetime_format

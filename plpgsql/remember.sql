@@ -50,17 +50,8 @@ declare
     v_bad record;
     v_where text;
 begin
-    -- A misspelt key must not pass silently: "audiance" would make a private
-    -- memory visible to the whole scope.
-    select e.ord, k.key into v_bad
-      from jsonb_array_elements(p_items) with ordinality as e(item, ord)
-      cross join lateral jsonb_object_keys(e.item) as k(key)
-     where k.key not in ('body', 'evidence', 'purposes', 'audience', 'kind', 'title', 'confidence', 'about')
-     order by e.ord limit 1;
-    if v_bad.ord is not null then
-        perform _fail('PR107', format('unknown key %s in item %s', quote_literal(v_bad.key), v_bad.ord),
-                      'Item keys: body, evidence, purposes, audience, kind, title, confidence, about.');
-    end if;
+    perform _check_keys(p_items, array['body', 'evidence', 'purposes', 'audience', 'kind', 'title', 'confidence',
+                                       'about'], 'item');
     begin
         perform count(*) from _memory_items(p_items);
     exception when invalid_text_representation or datatype_mismatch or invalid_parameter_value then

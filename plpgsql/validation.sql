@@ -258,3 +258,28 @@ end
 $$;
 comment on function __tenant__._check_object_array(jsonb, text, text) is
     'Internal: PR107 unless the value is a JSON array of objects (an empty array is a batch of nothing).';
+
+-- A misspelt key in a batch must not pass silently: "audiance" would make a
+-- private memory visible to the whole scope.
+create or replace function __tenant__._check_keys(p_value jsonb, p_allowed text[], p_what text)
+returns void
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_bad record;
+begin
+    select e.ord, k.key into v_bad
+      from jsonb_array_elements(p_value) with ordinality as e(item, ord)
+      cross join lateral jsonb_object_keys(e.item) as k(key)
+     where not (k.key = any (p_allowed))
+     order by e.ord limit 1;
+    if v_bad.ord is not null then
+        perform _fail('PR107', format('unknown key %s in %s %s', quote_literal(v_bad.key), p_what, v_bad.ord),
+                      format('Keys of a %s: %s.', p_what, array_to_string(p_allowed, ', ')));
+    end if;
+end
+$$;
+comment on function __tenant__._check_keys(jsonb, text[], text) is
+    'Internal: PR107 naming the first key of a batch element that is not allowed.';
