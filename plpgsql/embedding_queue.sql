@@ -215,13 +215,15 @@ comment on function __tenant__.release_embedding_jobs(text, bigint[]) is
     'Gives leased jobs back to the queue at once (a worker that failed or is stopping).';
 
 create or replace function __tenant__.embedding_status()
-returns table (queued bigint, leased bigint, current bigint, stale bigint, model text, input_version integer)
+returns table (queued bigint, leased bigint, current bigint, stale bigint, model text, input_version integer,
+               passages_queued bigint, passages_current bigint, passages_stale bigint)
 language sql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
     select (select count(*) from embedding_job),
-           (select count(*) from embedding_job j where j.lease_until >= clock_timestamp()),
+           (select count(*) from embedding_job j where j.lease_until >= clock_timestamp())
+             + (select count(*) from passage_embedding_job j where j.lease_until >= clock_timestamp()),
            (select count(*) from memory_embedding me
              where me.model = _setting_value('embedding_model') #>> '{}'
                and me.input_version = (_setting_value('embedding_input_version') #>> '{}')::integer),
@@ -229,10 +231,18 @@ as $$
              where me.model <> _setting_value('embedding_model') #>> '{}'
                 or me.input_version <> (_setting_value('embedding_input_version') #>> '{}')::integer),
            _setting_value('embedding_model') #>> '{}',
-           (_setting_value('embedding_input_version') #>> '{}')::integer
+           (_setting_value('embedding_input_version') #>> '{}')::integer,
+           -- passages (plpgsql/passages.sql): vectors live on the passage row
+           (select count(*) from passage_embedding_job),
+           (select count(*) from passage p
+             where p.embedding_model = _setting_value('embedding_model') #>> '{}'
+               and p.embedding_input_version = (_setting_value('embedding_input_version') #>> '{}')::integer),
+           (select count(*) from passage p
+             where p.embedding_model <> _setting_value('embedding_model') #>> '{}'
+                or p.embedding_input_version <> (_setting_value('embedding_input_version') #>> '{}')::integer)
 $$;
 comment on function __tenant__.embedding_status() is
-    'Queue length, leased jobs, current and stale embeddings, and the model and input version in force.';
+    'Queue length, leased jobs, current and stale embeddings, and the model and input version in force; the same for passages.';
 
 create or replace function __tenant__.rebuild_embeddings(p_everything boolean default false)
 returns bigint
@@ -253,12 +263,13 @@ begin
     on conflict (memory_id) do update
         set generation = j.generation + 1, enqueued_at = clock_timestamp(), leased_by = null, lease_until = null;
     get diagnostics v_count = row_count;
+    v_count := v_count + _queue_passage_embeddings(coalesce(p_everything, false));
     perform pg_notify('pgrecall_embed___tenant__', '');
     return v_count;
 end
 $$;
 comment on function __tenant__.rebuild_embeddings(boolean) is
-    'Queues every live memory without a current embedding (or every live memory) for the worker. Returns how many.';
+    'Queues every live memory and passage without a current embedding (or all of them) for the worker. Returns how many.';
 
 create or replace function __tenant__.set_embedding_version(p_model text, p_input_version integer)
 returns bigint

@@ -183,7 +183,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     worker = Worker(args.tenant, batch_size=args.batch_size)
     if args.once:
         stats = worker.drain()
-        print(f"pgrecall worker: embedded {stats.stored} memories in {stats.batches} batches")
+        print(f"pgrecall worker: embedded {stats.stored} memories and {stats.passages_stored} passages "
+              f"in {stats.batches} batches")
         return 0
     print(f"pgrecall worker {worker.name}: waiting for work in tenant {args.tenant} (Ctrl-C stops)", flush=True)
     try:
@@ -207,23 +208,25 @@ def cmd_embeddings(args: argparse.Namespace) -> int:
                 raise errors.translate(exc) from exc
 
         if args.action == "status":
-            q, leased, current, stale, model, version = call("select * from $T.embedding_status()").fetchone()
+            q, leased, current, stale, model, version, pq, pcurrent, pstale = call(
+                "select * from $T.embedding_status()").fetchone()
             print(f"model {model}, input version {version}: {current} current, {stale} stale, "
                   f"{q} queued ({leased} leased)")
+            print(f"passages: {pcurrent} current, {pstale} stale, {pq} queued")
             return 0
         if args.model or args.input_version:
-            _, _, _, _, model, version = call("select * from $T.embedding_status()").fetchone()
+            model, version = call("select model, input_version from $T.embedding_status()").fetchone()
             queued = call("select $T.set_embedding_version(%s, %s)", args.model or model,
                           args.input_version or version).fetchone()[0]
         else:
             queued = call("select $T.rebuild_embeddings(%s)", args.all).fetchone()[0]
-        total = call("select queued from $T.embedding_status()").fetchone()[0]
+        total = call("select queued + passages_queued from $T.embedding_status()").fetchone()[0]
     from .worker import Worker
 
     worker = Worker(args.tenant, batch_size=args.batch_size)
     with tqdm(total=total, desc="embedding", unit="memory", disable=args.quiet) as bar:
         stats = worker.drain(progress=bar.update)
-    print(f"pgrecall: queued {queued}, embedded {stats.stored} memories")
+    print(f"pgrecall: queued {queued}, embedded {stats.stored} memories and {stats.passages_stored} passages")
     return 0
 
 

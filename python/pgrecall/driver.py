@@ -91,6 +91,42 @@ class Recalled:
         return bool(self.meta.get("dense_available"))
 
 
+@dataclass(frozen=True)
+class MessageHit:
+    """One passage found by search_messages: where it is in the log, its text and byte span, and its ranks."""
+
+    rank: int
+    scope: str
+    log_offset: int
+    session_id: int | None
+    actor: str
+    source_role: str
+    kind: str
+    occurred_at: datetime
+    passage_id: int
+    ordinal: int
+    start_byte: int
+    end_byte: int
+    body: str
+    score: float
+    lexical_rank: int | None
+    semantic_rank: int | None
+    bm25: float | None
+    cosine: float | None
+
+
+@dataclass(frozen=True)
+class MessagesFound:
+    """search_messages' answer; ``meta`` says which arms ran and, if the semantic one did not, why."""
+
+    items: list[MessageHit]
+    meta: dict
+
+    @property
+    def semantic_available(self) -> bool:
+        return bool(self.meta.get("semantic_available"))
+
+
 # A re-rank hook: given the query and the items that passed the walk, return
 # them (or a subset) in a new order. A local cross-encoder fits this shape.
 Reranker = Callable[[str, list[RecallItem]], list[RecallItem]]
@@ -323,6 +359,41 @@ class Memory:
             items = reordered
         return Recalled(items, meta)
 
+    def search_messages(self, query: str, *, mode: str | None = None, session_id: int | None = None,
+                        peer: str | None = None, limit: int = 10, embed: bool = True,
+                        principal: str | None = None, scopes: Sequence[str] | None = None) -> MessagesFound:
+        """Search the passages of the log in every authorised scope, one session (``session_id``) or what one
+        peer sent (``peer``): lexical and/or semantic as the tenant's settings allow, fused by RRF.
+
+        The query is embedded here when the model is available; without it the answer is lexical and
+        ``semantic_available`` is false.
+        """
+        principal, scopes = self._who(principal, scopes)
+        vector, model = None, None
+        if embed and mode != "lexical":
+            from .embedder import ModelUnavailable, get_embedder
+
+            try:
+                embedder = get_embedder()
+                vector, model = embedder.embed([query or ""])[0], embedder.name
+            except ModelUnavailable:
+                vector = None
+        args = {"principal": principal, "scopes": scopes, "query": query, "query_embedding": vector, "mode": mode,
+                "session_id": session_id, "peer": peer, "limit": limit, "query_model": model}
+        query_sql = sql.SQL("select * from {}.search_messages({})").format(
+            sql.Identifier(self.tenant),
+            sql.SQL(", ").join(sql.SQL("{} => {}").format(sql.Identifier("p_" + n), sql.Placeholder(n)) for n in args))
+        try:
+            with self._connection() as conn:
+                with conn.cursor(row_factory=class_row(MessageHit)) as cur:
+                    cur.execute(query_sql, args)
+                    items = cur.fetchall()
+                meta = conn.execute(sql.SQL("select {}.last_message_search()").format(
+                    sql.Identifier(self.tenant))).fetchone()[0]
+        except psycopg.Error as exc:
+            raise errors.translate(exc) from exc
+        return MessagesFound(items, meta)
+
     def session_bundle(self, *, purpose: str = "converse", recent: int = 10, entities: int = 5,
                        principal: str | None = None, scopes: Sequence[str] | None = None) -> dict:
         principal, scopes = self._who(principal, scopes)
@@ -337,7 +408,8 @@ class Memory:
 
     def embedding_status(self) -> dict:
         row = self._call("embedding_status", {})
-        return dict(zip(("queued", "leased", "current", "stale", "model", "input_version"), row))
+        return dict(zip(("queued", "leased", "current", "stale", "model", "input_version",
+                         "passages_queued", "passages_current", "passages_stale"), row))
 
     def freshness(self, scope: str | None = None, *, principal: str | None = None,
                   scopes: Sequence[str] | None = None) -> dict:

@@ -102,6 +102,18 @@ class AppendOnly(PgrecallError):
     sqlstate = "PR110"
 
 
+class MessageSearchOff(PgrecallError):
+    """search_messages: the tenant switched off every arm the call asked for."""
+
+    sqlstate = "PR130"
+
+
+class UnknownSession(PgrecallError):
+    """search_messages: no message of that session in the authorised scopes."""
+
+    sqlstate = "PR131"
+
+
 class ModelMismatch(PgrecallError):
     """The tenant's embedding model is not the one this process runs (raised by the worker)."""
 

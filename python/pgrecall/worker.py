@@ -1,4 +1,4 @@
-"""``pgrecall worker``: turns queued memories into embeddings.
+"""``pgrecall worker``: turns queued memories and passages into embeddings.
 
 It claims jobs through the tenant's SQL functions (SKIP LOCKED with a lease),
 embeds a batch with the local model, and stores the vectors; a job is removed
@@ -26,6 +26,8 @@ class WorkerStats:
     claimed: int = 0
     stored: int = 0
     batches: int = 0
+    passages_claimed: int = 0
+    passages_stored: int = 0
     embed_seconds: float = 0.0
 
 
@@ -45,13 +47,17 @@ class Worker:
             raise errors.translate(exc) from exc
 
     def run_batch(self, conn: psycopg.Connection) -> int:
-        """Claim, embed and store one batch; returns how many jobs were claimed."""
-        jobs = self._call(conn, "select * from $T.claim_embedding_jobs(%s, %s)", (self.name, self.batch_size)).fetchall()
+        """Claim, embed and store one batch of memories and one of passages; returns how many jobs were claimed."""
+        claimed = self._run_queue(conn, "embedding")
+        return claimed + self._run_queue(conn, "passage_embedding")
+
+    def _run_queue(self, conn: psycopg.Connection, queue: str) -> int:
+        jobs = self._call(conn, f"select * from $T.claim_{queue}_jobs(%s, %s)", (self.name, self.batch_size)).fetchall()
         if not jobs:
             return 0
         ids = [j[0] for j in jobs]
         if jobs[0][3] != self.embedder.name:
-            self._call(conn, "select $T.release_embedding_jobs(%s, %s)", (self.name, ids))
+            self._call(conn, f"select $T.release_{queue}_jobs(%s, %s)", (self.name, ids))
             raise errors.ModelMismatch(
                 f"tenant {self.tenant} embeds with {jobs[0][3]!r}, this worker runs {self.embedder.name!r}",
                 hint="Run a worker with that model, or switch back: pgrecall embeddings rebuild --model "
@@ -60,15 +66,19 @@ class Worker:
         try:
             vectors = self.embedder.embed([j[2] for j in jobs], batch_size=self.batch_size)
         except Exception:
-            self._call(conn, "select $T.release_embedding_jobs(%s, %s)", (self.name, ids))
+            self._call(conn, f"select $T.release_{queue}_jobs(%s, %s)", (self.name, ids))
             raise
         self.stats.embed_seconds += time.perf_counter() - started
         model, version = jobs[0][3], jobs[0][4]
-        stored = self._call(conn, "select $T.complete_embedding_jobs(%s, %s, %s, %s, %s, %s)",
+        stored = self._call(conn, f"select $T.complete_{queue}_jobs(%s, %s, %s, %s, %s, %s)",
                             (self.name, ids, [j[1] for j in jobs], [to_literal(v) for v in vectors], model,
                              version)).fetchone()[0]
-        self.stats.claimed += len(jobs)
-        self.stats.stored += stored
+        if queue == "embedding":
+            self.stats.claimed += len(jobs)
+            self.stats.stored += stored
+        else:
+            self.stats.passages_claimed += len(jobs)
+            self.stats.passages_stored += stored
         self.stats.batches += 1
         return len(jobs)
 

@@ -1,0 +1,275 @@
+-- Message search: the passages of the log, at tenant level (every authorised
+-- scope), session level (p_session_id) or peer level (what p_peer sent).
+--   * lexical arm: BM25 over passages, document frequencies counted live in
+--     the authorised scopes, corpus size from passage_stat; from
+--     prune_min_terms query terms on, terms in prune_df_ratio or more of the
+--     passages are dropped (as recall does);
+--   * semantic arm: cosine against passage embeddings of the current model and
+--     input version, floor dense_floor; exact over few rows, HNSW otherwise;
+--   * both: Reciprocal Rank Fusion (rrf_k).
+-- Tenant settings message_search_lexical / message_search_semantic decide
+-- which arms may run; p_mode (hybrid, lexical, semantic) asks for arms among
+-- those. Without a usable query embedding the semantic arm is skipped and the
+-- answer is lexical: the metadata (last_message_search()) says so and why.
+
+create or replace function __tenant__.search_messages(
+    p_principal        text,
+    p_scopes           text[],
+    p_query            text,
+    p_query_embedding  double precision[] default null,
+    p_mode             text default null,      -- hybrid (default), lexical or semantic
+    p_session_id       bigint default null,
+    p_peer             text default null,      -- only passages of messages this peer sent
+    p_limit            integer default 10,
+    p_query_model      text default null
+)
+returns table (
+    rank integer, scope text, log_offset bigint, session_id bigint, actor text, source_role text, kind text,
+    occurred_at timestamptz, passage_id bigint, ordinal integer, start_byte integer, end_byte integer, body text,
+    score double precision, lexical_rank integer, semantic_rank integer, bm25 double precision,
+    cosine double precision
+)
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_set jsonb := _settings();
+    v_mode text := coalesce(p_mode, 'hybrid');
+    v_actor bigint;
+    v_depth integer := (v_set ->> 'arm_candidates')::integer;
+    v_max_limit integer := (v_set ->> 'walk_depth')::integer;
+    v_rrf_k double precision := (v_set ->> 'rrf_k')::double precision;
+    v_floor double precision := (v_set ->> 'dense_floor')::double precision;
+    v_model text := v_set ->> 'embedding_model';
+    v_version integer := (v_set ->> 'embedding_input_version')::integer;
+    v_k1 double precision := (v_set ->> 'bm25_k1')::double precision;
+    v_b double precision := (v_set ->> 'bm25_b')::double precision;
+    v_lexical boolean;
+    v_semantic boolean;
+    v_semantic_reason text;
+    v_semantic_method text;
+    v_terms text[] := '{}';
+    v_kept text[] := '{}';
+    v_dropped text[] := '{}';
+    v_idf double precision[];
+    v_documents bigint;
+    v_avg_length double precision;
+    v_query tsquery;
+    v_term_queries tsquery[];
+    v_lex_ids bigint[] := '{}';
+    v_lex_scores double precision[] := '{}';
+    v_sem_ids bigint[] := '{}';
+    v_sem_cos double precision[] := '{}';
+    v_fused bigint[] := '{}';
+    v_probe bigint;
+    v_embedding __ext__.vector;
+    v_saved_ef text := current_setting('hnsw.ef_search', true);
+    v_saved_iterative text := current_setting('hnsw.iterative_scan', true);
+begin
+    perform _peer_id(p_principal);
+    perform _check_scopes(p_scopes);
+    perform _check_one_of(v_mode, 'message search mode', array['hybrid', 'lexical', 'semantic']);
+    if p_limit is null or p_limit < 1 or p_limit > v_max_limit then
+        perform _fail('PR107', format('limit must be 1 to %s, not %s', v_max_limit, coalesce(p_limit::text, 'NULL')));
+    end if;
+    perform _check_text(p_query, 'query', 10000);
+    if p_peer is not null then
+        v_actor := _peer_id(p_peer, 'sender');
+    end if;
+    if p_session_id is not null then
+        perform _check_id(p_session_id, 'session id');
+        if not exists (select 1 from observation o where o.session_id = p_session_id and o.scope = any (p_scopes)) then
+            perform _fail('PR131', format('no messages of session %s in the authorised scopes %s', p_session_id,
+                                          p_scopes::text),
+                          'Pass a session id that messages were appended with, in a scope the principal may read.');
+        end if;
+    end if;
+    if p_query_embedding is not null and (cardinality(p_query_embedding) <> 384 or array_ndims(p_query_embedding) <> 1
+                                          or array_position(p_query_embedding, null) is not null) then
+        perform _fail('PR107', format('the query embedding must be 384 numbers, not %s',
+                                      coalesce(array_dims(p_query_embedding), 'empty')));
+    end if;
+
+    -- Which arms: what the mode asks for, among what the tenant switched on.
+    v_lexical := v_mode in ('hybrid', 'lexical') and (v_set ->> 'message_search_lexical')::boolean;
+    v_semantic := v_mode in ('hybrid', 'semantic') and (v_set ->> 'message_search_semantic')::boolean;
+    if not (v_lexical or v_semantic) then
+        perform _fail('PR130', format('%s message search is switched off for this tenant',
+                                      case v_mode when 'hybrid' then 'lexical and semantic' else v_mode end),
+                      'Turn it on with pgrecall.set_tenant_setting(tenant, ''message_search_lexical'' or '
+                      '''message_search_semantic'', ''true''), or ask for the other mode.');
+    end if;
+    if v_semantic then
+        if p_query_embedding is null then
+            v_semantic_reason := 'no query embedding';
+        elsif p_query_model is not null and p_query_model <> v_model then
+            v_semantic_reason := format('query embedded with %s, passages with %s', p_query_model, v_model);
+        elsif not exists (select 1 from passage p where p.scope = any (p_scopes)
+                             and p.embedding_model = v_model and p.embedding_input_version = v_version) then
+            v_semantic_reason := 'no passage embeddings yet';
+        end if;
+        if v_semantic_reason is not null then
+            v_semantic := false;
+            -- Degrade: the lexical arm answers when the tenant allows it.
+            v_lexical := (v_set ->> 'message_search_lexical')::boolean;
+        end if;
+    elsif v_mode <> 'lexical' then
+        v_semantic_reason := 'semantic message search is switched off';
+    else
+        v_semantic_reason := 'mode is lexical';
+    end if;
+
+    -- Lexical arm.
+    if v_lexical then
+        select coalesce(array_agg(distinct u.lexeme order by u.lexeme), '{}')
+          into v_terms from unnest(to_tsvector('english', p_query)) u;
+        select coalesce(sum(s.passages), 0), coalesce(sum(s.lexemes)::double precision / nullif(sum(s.passages), 0), 1)
+          into v_documents, v_avg_length
+          from passage_stat s where s.scope = any (p_scopes);
+        if cardinality(v_terms) > 0 and v_documents > 0 then
+            with freq as (
+                select t as term,
+                       greatest((select count(*) from passage p
+                                  where p.scope = any (p_scopes) and p.tsv @@ quote_literal(t)::tsquery), 1) as df
+                  from unnest(v_terms) t
+            ), judged as (
+                select f.*, cardinality(v_terms) >= (v_set ->> 'prune_min_terms')::integer
+                            and f.df >= (v_set ->> 'prune_df_ratio')::double precision * v_documents
+                            and f.term <> (select r.term from freq r order by r.df, r.term limit 1) as drop
+                  from freq f)
+            select coalesce(array_agg(j.term order by j.term) filter (where not j.drop), '{}'),
+                   coalesce(array_agg(j.term order by j.term) filter (where j.drop), '{}'),
+                   array_agg(ln(1 + (v_documents - j.df + 0.5) / (j.df + 0.5)) order by j.term) filter (where not j.drop)
+              into v_kept, v_dropped, v_idf
+              from judged j;
+        end if;
+        if cardinality(v_kept) > 0 then
+            v_query := array_to_string(array(select quote_literal(t) from unnest(v_kept) t), ' | ')::tsquery;
+            v_term_queries := array(select quote_literal(t)::tsquery from unnest(v_kept) t);
+            -- As in recall: a cheap presence score bounds the candidates, the
+            -- best 2 x arm_candidates get exact BM25 term frequencies.
+            with matched as (
+                select p.id, p.tsv,
+                       (select sum(v_idf[i]) from generate_subscripts(v_term_queries, 1) i
+                         where p.tsv @@ v_term_queries[i])
+                       / (1 + v_k1 * (1 - v_b + v_b * length(p.tsv) / v_avg_length)) as quick
+                  from passage p
+                 where p.scope = any (p_scopes) and p.tsv @@ v_query
+                   and (p_session_id is null or p.session_id = p_session_id)
+                   and (v_actor is null or p.actor_id = v_actor)
+                 order by quick desc, p.id
+                 limit 2 * v_depth
+            ), scored as (
+                select m.id,
+                       (select sum(v_idf[array_position(v_kept, u.lexeme)] * (cardinality(u.positions) * (v_k1 + 1))
+                                   / (cardinality(u.positions) + v_k1 * (1 - v_b + v_b * length(m.tsv) / v_avg_length)))
+                          from unnest(m.tsv) u where u.lexeme = any (v_kept)) as s
+                  from matched m
+                 order by s desc, m.id
+                 limit v_depth)
+            select coalesce(array_agg(s.id order by s.s desc, s.id), '{}'),
+                   coalesce(array_agg(s.s order by s.s desc, s.id), '{}')
+              into v_lex_ids, v_lex_scores from scored s;
+        end if;
+    end if;
+
+    -- Semantic arm.
+    if v_semantic then
+        v_embedding := p_query_embedding::__ext__.vector;
+        select count(*) into v_probe from (
+            select 1 from passage p
+             where p.scope = any (p_scopes) and p.embedding_model = v_model and p.embedding_input_version = v_version
+               and (p_session_id is null or p.session_id = p_session_id)
+               and (v_actor is null or p.actor_id = v_actor)
+             limit (v_set ->> 'exact_dense_below')::integer) x;
+        if v_probe < (v_set ->> 'exact_dense_below')::integer then
+            v_semantic_method := 'exact';
+            with nearest as (
+                select p.id, p.embedding operator(__ext__.<=>) v_embedding as distance
+                  from passage p
+                 where p.scope = any (p_scopes) and p.embedding_model = v_model
+                   and p.embedding_input_version = v_version
+                   and (p_session_id is null or p.session_id = p_session_id)
+                   and (v_actor is null or p.actor_id = v_actor)
+                 order by (p.embedding operator(__ext__.<=>) v_embedding) + 0, p.id
+                 limit v_depth)
+            select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
+                   coalesce(array_agg(1 - n.distance order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}')
+              into v_sem_ids, v_sem_cos from nearest n;
+        else
+            v_semantic_method := 'hnsw';
+            -- One HNSW index per partition, merged in distance order; strict
+            -- order keeps the merge correct while the scan iterates past rows
+            -- the filters reject.
+            perform set_config('hnsw.ef_search', v_set ->> 'hnsw_ef_search', true);
+            perform set_config('hnsw.iterative_scan', 'strict_order', true);
+            with nearest as (
+                select p.id, p.embedding operator(__ext__.<=>) v_embedding as distance
+                  from passage p
+                 where p.scope = any (p_scopes) and p.embedding_model = v_model
+                   and p.embedding_input_version = v_version
+                   and (p_session_id is null or p.session_id = p_session_id)
+                   and (v_actor is null or p.actor_id = v_actor)
+                 order by p.embedding operator(__ext__.<=>) v_embedding
+                 limit v_depth)
+            select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
+                   coalesce(array_agg(1 - n.distance order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}')
+              into v_sem_ids, v_sem_cos from nearest n;
+            perform set_config('hnsw.ef_search', coalesce(v_saved_ef, '40'), true);
+            perform set_config('hnsw.iterative_scan', coalesce(v_saved_iterative, 'off'), true);
+        end if;
+    end if;
+
+    -- Fusion.
+    with lex as (
+        select l.id, l.ord::integer as r from unnest(v_lex_ids) with ordinality as l(id, ord)
+    ), sem as (
+        select d.id, d.ord::integer as r from unnest(v_sem_ids) with ordinality as d(id, ord)
+    ), fused as (
+        select coalesce(lex.id, sem.id) as id,
+               coalesce(1.0 / (v_rrf_k + lex.r), 0) + coalesce(1.0 / (v_rrf_k + sem.r), 0) as s
+          from lex full join sem on sem.id = lex.id
+    )
+    select coalesce(array_agg(f.id order by f.s desc, f.id), '{}') into v_fused
+      from (select * from fused order by s desc, id limit p_limit) f;
+
+    perform set_config('pgrecall.last_message_search', jsonb_build_object(
+        'query', p_query, 'mode', v_mode,
+        'level', case when p_session_id is not null then 'session' when p_peer is not null then 'peer' else 'tenant' end,
+        'session_id', p_session_id, 'peer', p_peer, 'scopes', to_jsonb(p_scopes),
+        'lexical', v_lexical, 'semantic', v_semantic, 'semantic_available', v_semantic,
+        'semantic_reason', v_semantic_reason, 'semantic_method', v_semantic_method,
+        'terms', to_jsonb(v_terms), 'dropped_terms', to_jsonb(v_dropped),
+        'lexical_count', cardinality(v_lex_ids), 'semantic_count', cardinality(v_sem_ids),
+        'returned', cardinality(v_fused),
+        'missing_embeddings', (select count(*) from passage_embedding_job j where j.scope = any (p_scopes)))::text,
+        false);
+
+    return query
+    select k.ord::integer, p.scope, o.log_offset, p.session_id, pe.name, o.source_role, o.kind, p.occurred_at,
+           p.id, p.ordinal, p.start_byte, p.end_byte, p.body,
+           coalesce(1.0 / (v_rrf_k + array_position(v_lex_ids, p.id)), 0)
+             + coalesce(1.0 / (v_rrf_k + array_position(v_sem_ids, p.id)), 0),
+           array_position(v_lex_ids, p.id), array_position(v_sem_ids, p.id),
+           v_lex_scores[array_position(v_lex_ids, p.id)], v_sem_cos[array_position(v_sem_ids, p.id)]
+      from unnest(v_fused) with ordinality as k(id, ord)
+      join passage p on p.id = k.id and p.scope = any (p_scopes)
+      join observation o on o.id = p.observation_id
+      join peer pe on pe.id = p.actor_id
+     order by k.ord;
+end
+$$;
+comment on function __tenant__.search_messages(text, text[], text, double precision[], text, bigint, text, integer, text) is
+    'Searches the passages of the log in the authorised scopes (optionally one session or one sender): BM25 and/or cosine, fused by RRF. Metadata: last_message_search().';
+
+create or replace function __tenant__.last_message_search()
+returns jsonb
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select nullif(current_setting('pgrecall.last_message_search', true), '')::jsonb
+$$;
+comment on function __tenant__.last_message_search() is
+    'Metadata of this session''s last search_messages(): arms that ran, why the semantic arm did not, terms, counts.';
