@@ -144,7 +144,12 @@ begin
           using v_keys;
         get diagnostics v_count = row_count;
         v_erased := v_erased || jsonb_build_object(v_kind.kind, v_count);
-        delete from projection_dependency d where d.kind = v_kind.kind and d.row_key = any (v_keys);
+        -- Only rows that are gone leave the registry: one that a delete missed
+        -- stays registered, so the residual below counts it.
+        execute format('delete from projection_dependency d where d.kind = $1 and d.row_key = any ($2) '
+                       'and not exists (select 1 from %I t where (%s) = d.row_key)',
+                       v_kind.table_name, v_kind.key_expression)
+          using v_kind.kind, v_keys;
     end loop;
 
     -- The residual, before the registry forgets the erased observations: rows

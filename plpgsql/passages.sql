@@ -6,9 +6,10 @@
 -- The chunking rule:
 --   * an observation of at most passage_max_chars characters (a conversation
 --     turn) is one passage: its text without surrounding whitespace;
---   * longer text is cut into sentences (after . ! ? or an ellipsis followed
---     by whitespace, and at every line end); a sentence longer than
---     passage_target_chars is cut at whitespace (or hard, when it has none);
+--   * longer text is cut into sentences: after . ! ? or an ellipsis followed
+--     by whitespace, and at every line end; a sentence longer than
+--     passage_target_chars is cut between words, and a word longer than that
+--     in pieces of that length;
 --   * sentences are packed in order up to about passage_target_chars, and a
 --     passage also ends at a paragraph break (a blank line) once it is half
 --     that size;
@@ -37,6 +38,7 @@ declare
     v_char integer[];
     v_byte integer[];
     v_para boolean[];
+    v_whole boolean[];
     v_n integer;
     v_i integer := 1;
     v_j integer;
@@ -67,25 +69,27 @@ begin
                  $re$(?:[^.!?…\n]|[.!?…](?!\s|$))+[.!?…]*["'’”)\]]*\s*|\s+|[.!?…]+["'’”)\]]*\s*$re$, 'g')
                with ordinality as s(m, n)
     ), piece as (
-        select s.n, 1::bigint as k, s.t from sentence s where char_length(s.t) <= p_target
+        select s.n, 0::bigint as k, 0 as i, s.t, true as whole from sentence s where char_length(s.t) <= p_target
         union all
-        select s.n, q.k, q.m[1]
+        -- a sentence longer than the target: its words, and a word longer than
+        -- the target in pieces of the target's length
+        select s.n, w.k, g.i, substr(w.m[1], g.i * p_target + 1, p_target), false
           from sentence s
-          cross join lateral regexp_matches(s.t, format('.{1,%s}(?:\s+|$)|.{1,%s}', p_target, p_target), 'g')
-               with ordinality as q(m, k)
+         cross join lateral regexp_matches(s.t, '\S+\s*|\s+', 'g') with ordinality as w(m, k)
+         cross join lateral generate_series(0, (char_length(w.m[1]) - 1) / p_target) as g(i)
          where char_length(s.t) > p_target
     ), placed as (
         select p.t, char_length(p.t) as len,
                coalesce(sum(char_length(p.t)) over w, 0)::integer as at_char,
                coalesce(sum(octet_length(p.t)) over w, 0)::integer as at_byte,
-               p.t ~ E'\\n[ \\t\\r\\f\\v]*\\n' as para, p.n, p.k
+               p.t ~ E'\\n[ \\t\\r\\f\\v]*\\n' as para, p.whole, p.n, p.k, p.i
           from piece p
-        window w as (order by p.n, p.k rows between unbounded preceding and 1 preceding)
+        window w as (order by p.n, p.k, p.i rows between unbounded preceding and 1 preceding)
     )
-    select array_agg(x.t order by x.n, x.k), array_agg(x.len order by x.n, x.k),
-           array_agg(x.at_char order by x.n, x.k), array_agg(x.at_byte order by x.n, x.k),
-           array_agg(x.para order by x.n, x.k)
-      into v_text, v_len, v_char, v_byte, v_para
+    select array_agg(x.t order by x.n, x.k, x.i), array_agg(x.len order by x.n, x.k, x.i),
+           array_agg(x.at_char order by x.n, x.k, x.i), array_agg(x.at_byte order by x.n, x.k, x.i),
+           array_agg(x.para order by x.n, x.k, x.i), array_agg(x.whole order by x.n, x.k, x.i)
+      into v_text, v_len, v_char, v_byte, v_para, v_whole
       from placed x;
     v_n := coalesce(cardinality(v_text), 0);
     while v_i <= v_n loop
@@ -113,7 +117,8 @@ begin
         exit when v_j = v_n;
         -- Overlap: the next passage repeats this one's last sentence if it is
         -- short, is not a paragraph end, and this passage had more than it.
-        if v_j > v_i and v_len[v_j] <= p_overlap and not v_para[v_j] and btrim(v_text[v_j], v_space) <> '' then
+        if v_j > v_i and v_whole[v_j] and v_len[v_j] <= p_overlap and not v_para[v_j]
+           and btrim(v_text[v_j], v_space) <> '' then
             v_i := v_j;
             v_overlapped := true;
         else
@@ -135,7 +140,9 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_set jsonb := _settings();
+    -- Read here rather than through _settings(): the backfill at the end of this
+    -- file may run before settings.sql is applied.
+    v_set jsonb := (select jsonb_object_agg(s.key, s.value) from setting s where s.key like 'passage\_%');
     v_count bigint;
 begin
     with written as (

@@ -23,7 +23,7 @@ def test_write_path_queues_and_correct_supersede_forget_remove_stale_vectors(acm
     assert status(acme)["queued"] == 2
     Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_app")).drain()
     assert status(acme) == {"queued": 0, "leased": 0, "current": 2, "stale": 0, "model": "all-MiniLM-L6-v2",
-                            "input_version": 2}
+                            "input_version": 2, "passages_queued": 0, "passages_current": 2, "passages_stale": 0}
     acme.correct(a, "the first memory, corrected", revision=1)
     assert db.execute("select count(*) from acme.memory_embedding where memory_id = %s", (a,)).fetchone()[0] == 0
     assert status(acme)["queued"] == 1
@@ -96,7 +96,7 @@ def test_worker_killed_mid_batch_loses_nothing(acme, conninfo, db):
     assert db.execute("select count(*) from acme.embedding_job").fetchone()[0] == 400  # nothing lost
     # until the lease runs out, nobody else takes the jobs; then another worker does them once
     w = Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_app"), batch_size=100)
-    assert w.drain(refresh_stats=False).stored == 0
+    assert db.execute("select count(*) from acme.claim_embedding_jobs('another', 1000)").fetchone()[0] == 0
     time.sleep(3.2)
     assert w.drain().stored == 400
     rows = db.execute("select memory_id, count(*) from acme.memory_embedding group by 1").fetchall()
@@ -115,7 +115,7 @@ def test_version_change_hides_stale_vectors_until_rebuilt(acme, conninfo, db):
     w.drain()
     with conninfo.connect(user="pgrecall_acme_app") as app:
         queued = app.execute("select acme.set_embedding_version('all-MiniLM-L6-v2', 2)").fetchone()[0]
-    assert queued == 1
+    assert queued == 3  # the memory and the passages of both observations
     r = acme.recall("Japanese tea ceremony")
     assert not r.dense_available and r.meta["dense_reason"] == "no embeddings yet"
     assert r.meta["missing_embeddings"] == 1 and status(acme)["stale"] == 1
@@ -123,7 +123,8 @@ def test_version_change_hides_stale_vectors_until_rebuilt(acme, conninfo, db):
     w.drain()
     r = acme.recall("Japanese tea ceremony")
     assert r.dense_available and status(acme) == {"queued": 0, "leased": 0, "current": 1, "stale": 0,
-                                                  "model": "all-MiniLM-L6-v2", "input_version": 2}
+                                                  "model": "all-MiniLM-L6-v2", "input_version": 2,
+                                                  "passages_queued": 0, "passages_current": 2, "passages_stale": 0}
     # version 2 embedded the memory with the turns around its evidence
     text = db.execute("select acme._embedding_input(%s, 2)", (m,)).fetchone()[0]
     assert "tea ceremony in Kyoto" in text and "the ceremony lasted two hours" in text
@@ -140,9 +141,10 @@ def test_cli_rebuild_shows_progress_and_reembeds_everything(acme, conninfo, db):
     assert "embedded 5 memories" in out.stdout and "embedding" in out.stderr
     before = db.execute("select max(embedded_at) from acme.memory_embedding").fetchone()[0]
     out = run_cli("embeddings", "rebuild", "--tenant", "acme", "--all", env=env)
-    assert "queued 5, embedded 5 memories" in out.stdout
+    assert "queued 10, embedded 5 memories and 5 passages" in out.stdout  # one passage per observation
     assert db.execute("select min(embedded_at) from acme.memory_embedding").fetchone()[0] > before
-    assert "5 current, 0 stale, 0 queued" in run_cli("embeddings", "status", "--tenant", "acme", env=env).stdout
+    out = run_cli("embeddings", "status", "--tenant", "acme", env=env).stdout
+    assert "5 current, 0 stale, 0 queued" in out and "passages: 5 current, 0 stale, 0 queued" in out
 
 
 def test_worker_wakes_on_notify(acme, conninfo, db):
@@ -171,9 +173,10 @@ def test_switching_versions_back_and_forth_leaves_no_stale_jobs(acme, conninfo, 
     put(acme, "a memory")
     Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_app")).drain()
     with conninfo.connect(user="pgrecall_acme_app") as app:
-        assert app.execute("select acme.set_embedding_version('all-MiniLM-L6-v2', 1)").fetchone()[0] == 1
+        assert app.execute("select acme.set_embedding_version('all-MiniLM-L6-v2', 1)").fetchone()[0] == 2
         app.execute("select acme.set_embedding_version('all-MiniLM-L6-v2', 2)")
     assert status(acme)["queued"] == 0 and status(acme)["current"] == 1
+    assert status(acme)["passages_queued"] == 0 and status(acme)["passages_current"] == 1
 
 
 def test_worker_refuses_to_stamp_a_model_it_does_not_run(acme, conninfo, db):
