@@ -173,6 +173,10 @@ def test_random_workloads_then_erase_a_subject(acme, db, steps, victim):
     others = [s for s in SUBJECTS if s != victim]
     before = {s: db.execute("select count(*) from acme.observation where data_subject_id = %s",
                             (subject[s],)).fetchone()[0] for s in others}
+    passages_of = lambda s: db.execute("select count(*) from acme.passage where body like %s",  # noqa: E731
+                                       (f"{token[s]} said%",)).fetchone()[0]
+    passages_before = {s: passages_of(s) for s in SUBJECTS}
+    assert passages_before[victim] == sum(1 for _, s in obs if s == victim)  # one passage per short observation
     untouched = [m for m, subjects in memories if victim not in subjects]
     texts_before = dict(db.execute("select id, body from acme.memory where id = any(%s)", (untouched,)).fetchall())
 
@@ -182,6 +186,7 @@ def test_random_workloads_then_erase_a_subject(acme, db, steps, victim):
 
     assert set(receipt["residual"].values()) == {0}, receipt
     assert rows_mentioning(db, token[victim]) == {}
+    assert passages_of(victim) == 0 and all(passages_of(s) == passages_before[s] for s in others)
     for s in others:
         assert db.execute("select count(*) from acme.observation where data_subject_id = %s",
                           (subject[s],)).fetchone()[0] == before[s]
