@@ -60,7 +60,7 @@ begin
               where f.object_id = any (v_frontier)
               order by f.salience desc, f.id
               limit v_fanout)
-        ), fresh as (
+        ), unseen as (
             select distinct on (a.id) a.id, a.src, a.dst from arms a
              where not (a.id = any (v_facts))
              order by a.id
@@ -68,7 +68,7 @@ begin
         )
         select coalesce(array_agg(x.id order by x.id), '{}'), coalesce(array_agg(x.src order by x.id), '{}'),
                coalesce(array_agg(x.dst order by x.id), '{}')
-          into v_hop_facts, v_hop_from, v_hop_to from fresh x;
+          into v_hop_facts, v_hop_from, v_hop_to from unseen x;
         v_facts := v_facts || v_hop_facts;
         v_all_facts := v_all_facts || v_hop_facts;
         v_all_depth := v_all_depth || array_fill(v_hop, array[cardinality(v_hop_facts)]);

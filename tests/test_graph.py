@@ -311,3 +311,29 @@ def test_reading_facts_respects_scope_audience_and_purpose(acme, db):
     with pytest.raises(errors.UnknownEntity):
         acme.facts_as_of("ana", scopes=["other"])
     assert [r["object"] for r in acme.neighbourhood(["ana"], hops=1)] == ["jazz"]
+
+
+def test_recall_fuses_facts_about_entities_the_query_names(acme, db):
+    o1 = said(acme, "I live in Lisbon with my cat")
+    o2 = said(acme, "I work at Acme as a designer")
+    acme.remember("Ana has a cat", evidence=[o1], purposes=["converse"])
+    acme.assert_fact("ana", "lives_in", "Lisbon", evidence=quote(o1, "I live in Lisbon"))
+    acme.assert_fact("ana", "works_at", "Acme", evidence=quote(o2, "I work at Acme"))
+    acme.assert_fact("ana", "likes", "opera", evidence=quote(o2, "I work at Acme"), audience="ben")
+    acme.add_entity_alias("ana", "Ana Silva")
+
+    got = acme.recall("Where does Ana Silva live?", embed=False)
+    facts = [i for i in got.items if i.item == "fact"]
+    # both facts about ana; the one sharing the query's words first; ben's private one never
+    assert [f.body for f in facts] == ["ana lives in Lisbon", "ana works at Acme"]
+    assert facts[0].provenance["evidence"][0]["quote"] == "I live in Lisbon" and facts[0].fact_rank == 1
+    assert got.meta["fact_count"] == 2 and got.meta["entities"] == ["ana"]
+    assert got.meta["returned"] == len(got.items)
+    assert [i.rank for i in got.items] == list(range(1, len(got.items) + 1))
+    assert any(i.item == "memory" and i.body == "Ana has a cat" for i in got.items)
+    # ben sees his private fact; a query naming no entity brings no facts
+    assert "ana likes opera" in [i.body for i in acme.recall("what does ana like", embed=False, principal="ben").items]
+    assert [i for i in acme.recall("who has a cat", embed=False).items if i.item == "fact"] == []
+    # facts no longer believed are not recalled
+    acme.retract_fact(facts[1].fact_id, reason="left the job")
+    assert [i.body for i in acme.recall("Ana", embed=False).items if i.item == "fact"] == ["ana lives in Lisbon"]

@@ -62,7 +62,7 @@ class MemoryRecord:
 @dataclass(frozen=True)
 class RecallItem:
     rank: int
-    memory_id: int
+    memory_id: int | None   # None for a fact row
     scope: str
     kind: str
     title: str | None
@@ -72,7 +72,10 @@ class RecallItem:
     dense_rank: int | None
     cosine: float | None
     bm25: float | None
-    provenance: dict
+    provenance: dict        # a fact row: subject, predicate, object, valid and its evidence
+    item: str = "memory"    # memory, or fact: a fact about an entity the query names
+    fact_id: int | None = None
+    fact_rank: int | None = None
 
 
 @dataclass(frozen=True)
