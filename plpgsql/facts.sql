@@ -100,20 +100,22 @@ comment on function __tenant__._evidence_spans(text, jsonb) is
 -- Is this name (or the entity it denotes) a human peer? Decides the role policy.
 create or replace function __tenant__._names_human_peer(p_scope text, p_name text)
 returns boolean
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select exists (
-        select 1 from peer p
-         where p.kind = 'human'
-           and (_normalize_name(p.name) = _normalize_name(p_name)
-                or _normalize_name(p.name) in (
-                    select e.normalized_name from entity e
-                     where e.scope = p_scope and (e.id = _entity_named(p_scope, p_name)
-                                                  or e.merged_into = _entity_named(p_scope, p_name))
-                    union all
-                    select unnest(e.aliases) from entity e where e.id = _entity_named(p_scope, p_name))))
+declare
+    v_entity bigint := _entity_named(p_scope, p_name);
+    v_names text[] := array[_normalize_name(p_name)];
+begin
+    if v_entity is not null then
+        -- every name the entity answers to: its own, its aliases, the entities merged into it
+        v_names := v_names
+                   || array(select e.normalized_name from entity e where e.id = v_entity or e.merged_into = v_entity)
+                   || (select e.aliases from entity e where e.id = v_entity);
+    end if;
+    return exists (select 1 from peer p where p.kind = 'human' and _normalize_name(p.name) = any (v_names));
+end
 $$;
 comment on function __tenant__._names_human_peer(text, text) is 'Internal: whether a name denotes a human peer (role policy).';
 
