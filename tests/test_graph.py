@@ -393,3 +393,20 @@ def test_supersession_lookup_and_traversal_use_their_indexes_at_100k_facts(acme,
     # and the functions answer from that neighbourhood
     rows = acme.neighbourhood(["person 42"], hops=2)
     assert 1 <= len([r for r in rows if r["depth"] == 1]) <= 10 and len(rows) < 200
+
+
+def test_a_batch_of_facts_is_asserted_in_order_and_all_or_nothing(acme, db):
+    o1, o2 = said(acme, "I live in Lisbon"), said(acme, "I moved to Porto")
+    got = acme.assert_facts([
+        {"subject": "ana", "predicate": "lives_in", "object": "Lisbon", "valid_from": T(2020),
+         "evidence": quote(o1, "I live in Lisbon")},
+        {"subject": "ana", "predicate": "lives_in", "object": "Porto", "valid_from": T(2024),
+         "evidence": quote(o2, "I moved to Porto")}])
+    assert [g.outcome for g in got] == ["inserted", "superseded"] and got[1].closed_facts == [got[0].fact_id]
+    before = table_counts(db)
+    with pytest.raises(errors.EvidenceMismatch):
+        acme.assert_facts([{"subject": "ben", "predicate": "likes", "object": "tea", "evidence": quote(o1, "I live")},
+                           {"subject": "ben", "predicate": "likes", "object": "jazz", "evidence": quote(o1, "jazz")}])
+    with pytest.raises(errors.InvalidArgument, match="objekt"):
+        acme.assert_facts([{"subject": "ben", "predicate": "likes", "objekt": "tea", "evidence": quote(o1, "I live")}])
+    assert table_counts(db) == before
