@@ -25,7 +25,8 @@ create or replace function __tenant__.recall(
 )
 returns table (
     rank integer, memory_id bigint, scope text, kind text, title text, body text, score double precision,
-    lexical_rank integer, dense_rank integer, cosine double precision, bm25 double precision, provenance jsonb
+    lexical_rank integer, dense_rank integer, cosine double precision, bm25 double precision, provenance jsonb,
+    item text, fact_id bigint, fact_rank integer
 )
 language plpgsql
 security definer
@@ -48,6 +49,9 @@ declare
     v_kept text[] := '{}';
     v_dropped text[] := '{}';
     v_idf double precision[];
+    v_kept_df bigint[];
+    v_recruit_query tsquery;
+    v_recruited boolean := false;
     v_documents bigint;
     v_avg_length double precision;
     v_stats_source text;
@@ -66,6 +70,9 @@ declare
     v_missing bigint;
     v_meta jsonb;
     v_embedding __ext__.vector;
+    v_entities bigint[] := '{}';
+    v_fact_ids bigint[] := '{}';
+    v_any_term tsquery;
     -- The dense arm's HNSW settings are set for this call and restored after
     -- (a SET clause on the function would need rights the owner lacks).
     v_saved_ef text := current_setting('hnsw.ef_search', true);
@@ -97,40 +104,40 @@ begin
             select array_agg(f.term order by f.term) filter (where not f.drop),
                    coalesce(array_agg(f.term order by f.term) filter (where f.drop), '{}'),
                    array_agg(ln(1 + (f.documents - f.df + 0.5) / (f.df + 0.5)) order by f.term) filter (where not f.drop),
+                   array_agg(f.df order by f.term) filter (where not f.drop),
                    max(f.documents), max(f.avg_length), max(f.source)
-              into v_kept, v_dropped, v_idf, v_documents, v_avg_length, v_stats_source
+              into v_kept, v_dropped, v_idf, v_kept_df, v_documents, v_avg_length, v_stats_source
               from judged f;
             v_kept := coalesce(v_kept, '{}');
         end if;
         if cardinality(v_kept) > 0 then
             v_query := array_to_string(array(select quote_literal(t) from unnest(v_kept) t), ' | ')::tsquery;
             v_term_queries := array(select quote_literal(t)::tsquery from unnest(v_kept) t);
-            -- BM25 over a bounded candidate set: every match is first scored as if
-            -- each query term occurred once (a tsvector membership test per term,
-            -- cheap), and only the best 2 x arm_candidates are scored exactly
-            -- (term frequencies from the tsvector's positions, costly). Memories
-            -- are short, so a repeated term rarely moves a match from outside the
-            -- bound into the top.
-            with matched as (
-                select e.id, e.tsv,
-                       (select sum(v_idf[i]) from generate_subscripts(v_term_queries, 1) i
-                         where e.tsv @@ v_term_queries[i])
-                       / (1 + v_k1 * (1 - v_b + v_b * length(e.tsv) / v_avg_length)) as quick
-                  from _eligible_memories(v_principal, p_scopes, p_purpose, v_include, p_at) e
-                 where e.tsv @@ v_query
-                 order by quick desc, e.id
-                 limit 2 * v_depth
-            ), scored as (
-                select m.id,
-                       (select sum(v_idf[array_position(v_kept, u.lexeme)] * (cardinality(u.positions) * (v_k1 + 1))
-                                   / (cardinality(u.positions) + v_k1 * (1 - v_b + v_b * length(m.tsv) / v_avg_length)))
-                          from unnest(m.tsv) u where u.lexeme = any (v_kept)) as s
-                  from matched m
-                 order by s desc, m.id
-                 limit v_depth)
-            select coalesce(array_agg(s.id order by s.s desc, s.id), '{}'),
-                   coalesce(array_agg(s.s order by s.s desc, s.id), '{}')
-              into v_lex_ids, v_lex_scores from scored s;
+            -- Candidates are recruited by the rare terms only, when the query has
+            -- both rare and common ones (the common-terms rule): matching every
+            -- memory that shares a common word is what makes the arm slow, and
+            -- those memories still get the common terms' score when a rare term
+            -- recruited them. If the rare terms find fewer than arm_candidates
+            -- memories, every term recruits.
+            v_recruit_query := nullif(array_to_string(array(
+                select quote_literal(v_kept[i]) from generate_subscripts(v_kept, 1) i
+                 where v_kept_df[i] < (v_set ->> 'recruit_df_ratio')::double precision * v_documents), ' | '), '')::tsquery;
+            if v_recruit_query is not null and numnode(v_recruit_query) < numnode(v_query) then
+                v_recruited := true;
+                select coalesce(array_agg(c.id order by c.ord), '{}'), coalesce(array_agg(c.score order by c.ord), '{}')
+                  into v_lex_ids, v_lex_scores
+                  from _lexical_candidates(v_principal, p_scopes, p_purpose, v_include, p_at, v_recruit_query,
+                                           v_term_queries, v_kept, v_idf, v_k1, v_b, v_avg_length, v_depth)
+                       with ordinality as c(id, score, ord);
+            end if;
+            if not v_recruited or cardinality(v_lex_ids) < v_depth then
+                v_recruited := false;
+                select coalesce(array_agg(c.id order by c.ord), '{}'), coalesce(array_agg(c.score order by c.ord), '{}')
+                  into v_lex_ids, v_lex_scores
+                  from _lexical_candidates(v_principal, p_scopes, p_purpose, v_include, p_at, v_query,
+                                           v_term_queries, v_kept, v_idf, v_k1, v_b, v_avg_length, v_depth)
+                       with ordinality as c(id, score, ord);
+            end if;
         end if;
     end if;
 
@@ -207,6 +214,31 @@ begin
       from (select * from fused order by s desc, id limit v_walk) f;
     v_kept_ids := _walk_provenance(v_fused_ids, v_principal, p_scopes);
 
+    -- Facts about the entities the query names (by name or alias), valid at
+    -- the requested time and currently believed; ranked by how many query
+    -- terms their statement shares, then salience. Fused as a third list.
+    v_entities := _entities_in_text(p_scopes, p_query);
+    if cardinality(v_entities) > 0 then
+        v_any_term := nullif(array_to_string(array(select quote_literal(u.lexeme)
+                                                     from unnest(to_tsvector('english', p_query)) u), ' | '), '')::tsquery;
+        with about as (
+            select f.id, f.statement, f.predicate, f.salience, f.confidence
+              from _eligible_facts(v_principal, p_scopes, p_purpose, coalesce(p_at, now()), null) f
+             where f.subject_id = any (v_entities)
+            union
+            select f.id, f.statement, f.predicate, f.salience, f.confidence
+              from _eligible_facts(v_principal, p_scopes, p_purpose, coalesce(p_at, now()), null) f
+             where f.object_id = any (v_entities)
+        ), ranked as (
+            select a.id, coalesce(ts_rank(to_tsvector('english', a.statement || ' ' || replace(a.predicate, '_', ' ')),
+                                          v_any_term), 0) as relevance, a.salience, a.confidence
+              from about a
+             order by 2 desc, a.salience desc, a.confidence desc, a.id desc
+             limit (v_set ->> 'recall_fact_limit')::integer)
+        select coalesce(array_agg(r.id order by r.relevance desc, r.salience desc, r.confidence desc, r.id desc), '{}')
+          into v_fact_ids from ranked r;
+    end if;
+
     -- 7. Metadata, with counts taken after the walk.
     -- Every live memory without a current embedding has a job (the write path
     -- and set_embedding_version queue them), so the queue answers this cheaply.
@@ -216,30 +248,93 @@ begin
     v_meta := jsonb_build_object(
         'query', p_query, 'mode', v_mode, 'purpose', p_purpose,
         'terms', to_jsonb(v_terms), 'dropped_terms', to_jsonb(v_dropped), 'term_stats', v_stats_source,
+        'recruited_by_rare_terms', v_recruited,
         'dense_available', v_dense_available, 'dense_reason', v_dense_reason, 'dense_method', v_dense_method,
         'lexical_count', (select count(*) from unnest(v_lex_ids) i where i = any (v_kept_ids)),
         'dense_count', (select count(*) from unnest(v_dense_ids) i where i = any (v_kept_ids)),
         'fused_count', cardinality(v_kept_ids),
-        'returned', least(p_limit, cardinality(v_kept_ids)),
+        'fact_count', cardinality(v_fact_ids),
+        'entities', (select coalesce(jsonb_agg(e.name order by e.name), '[]') from entity e where e.id = any (v_entities)),
+        'returned', least(p_limit, cardinality(v_kept_ids) + cardinality(v_fact_ids)),
         'missing_embeddings', v_missing,
         'watermarks', (select jsonb_object_agg(s.name, s.log_watermark) from scope s where s.name = any (p_scopes)),
         'embedding_queue', (select count(*) from embedding_job));
     perform set_config('pgrecall.last_recall', v_meta::text, false);
 
     return query
-    select k.ord::integer, m.id, m.scope, m.kind, m.title, m.body,
-           coalesce(1.0 / (v_rrf_k + array_position(v_lex_ids, m.id)), 0)
-             + coalesce(1.0 / (v_rrf_k + array_position(v_dense_ids, m.id)), 0),
+    with items as (
+        select 'memory'::text as item, k.id, k.ord::integer as pos,
+               coalesce(1.0 / (v_rrf_k + array_position(v_lex_ids, k.id)), 0)
+                 + coalesce(1.0 / (v_rrf_k + array_position(v_dense_ids, k.id)), 0) as score
+          from unnest(v_kept_ids) with ordinality as k(id, ord)
+        union all
+        select 'fact', f.id, f.ord::integer, 1.0 / (v_rrf_k + f.ord)
+          from unnest(v_fact_ids) with ordinality as f(id, ord)
+    ), top as (
+        select i.*, row_number() over (order by i.score desc, i.item desc, i.pos)::integer as r
+          from items i
+         order by i.score desc, i.item desc, i.pos
+         limit p_limit
+    )
+    select t.r, m.id, m.scope, m.kind, m.title, m.body, t.score,
            array_position(v_lex_ids, m.id), array_position(v_dense_ids, m.id),
            v_dense_cos[array_position(v_dense_ids, m.id)], v_lex_scores[array_position(v_lex_ids, m.id)],
-           _provenance(m.id, v_principal, p_scopes)
-      from unnest(v_kept_ids[1:p_limit]) with ordinality as k(id, ord)
-      join memory m on m.id = k.id
-     order by k.ord;
+           _provenance(m.id, v_principal, p_scopes), 'memory'::text, null::bigint, null::integer
+      from top t join memory m on m.id = t.id
+     where t.item = 'memory'
+    union all
+    select t.r, null::bigint, f.scope, 'fact'::text, f.predicate, f.statement, t.score,
+           null::integer, null::integer, null::double precision, null::double precision,
+           jsonb_build_object('subject', se.name, 'predicate', f.predicate,
+                              'object', coalesce(oe.name, f.object_value), 'valid', f.valid::text,
+                              'confidence', f.confidence, 'evidence', _fact_evidence_json(f.id)),
+           'fact'::text, f.id, t.pos
+      from top t join fact f on f.id = t.id
+      join entity se on se.id = f.subject_id
+      left join entity oe on oe.id = f.object_id
+     where t.item = 'fact'
+     order by 1;
 end
 $$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text) is
-    'Ranked recall of the memories the principal may see: BM25 lexical arm with term pruning, floored dense arm, RRF, permission walk. Metadata: last_recall().';
+    'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, RRF, permission walk. Metadata: last_recall().';
+
+-- The lexical arm's BM25 over a bounded candidate set: every memory matching
+-- p_match is first scored as if each query term occurred once (a tsvector
+-- membership test per term, cheap), and only the best 2 x p_depth are scored
+-- exactly (term frequencies from the tsvector's positions, costly). Memories
+-- are short, so a repeated term rarely moves a match from outside the bound
+-- into the top. Rows come best first.
+create or replace function __tenant__._lexical_candidates(
+    p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
+    p_match tsquery, p_term_queries tsquery[], p_terms text[], p_idf double precision[],
+    p_k1 double precision, p_b double precision, p_avg_length double precision, p_depth integer)
+returns table (id bigint, score double precision)
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    with matched as (
+        select e.id, e.tsv,
+               (select sum(p_idf[i]) from generate_subscripts(p_term_queries, 1) i where e.tsv @@ p_term_queries[i])
+               / (1 + p_k1 * (1 - p_b + p_b * length(e.tsv) / p_avg_length)) as quick
+          from _eligible_memories(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) e
+         where e.tsv @@ p_match
+         order by quick desc, e.id
+         limit 2 * p_depth
+    )
+    select m.id,
+           (select sum(p_idf[array_position(p_terms, u.lexeme)] * (cardinality(u.positions) * (p_k1 + 1))
+                       / (cardinality(u.positions) + p_k1 * (1 - p_b + p_b * length(m.tsv) / p_avg_length)))
+              from unnest(m.tsv) u where u.lexeme = any (p_terms)) as s
+      from matched m
+     order by s desc, m.id
+     limit p_depth
+$$;
+comment on function __tenant__._lexical_candidates(bigint, text[], text, boolean, timestamptz, tsquery, tsquery[], text[],
+                                                    double precision[], double precision, double precision,
+                                                    double precision, integer) is
+    'Internal: BM25 over the eligible memories matching p_match, best p_depth first.';
 
 -- Step 5: keeps, in order, the candidates whose whole derived_from chain the
 -- principal may see (superseded sources are history and stay visible;

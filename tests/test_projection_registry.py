@@ -1,5 +1,7 @@
 """Every projection row is registered against the observations it came from."""
 
+from datetime import datetime, timezone
+
 from pgrecall.worker import Worker
 from test_memory_operations import said
 
@@ -11,6 +13,12 @@ def workload(acme):
     d = acme.derive([a, b], "Ana: Lisbon, Acme", about=["Ana"])
     acme.correct(b, "Ana works at Acme Corp", revision=1, reason="full name")
     acme.supersede(a, "Ana lives in Porto", revision=1, evidence=[o3])
+    acme.assert_fact("ana", "lives_in", "Lisbon", evidence=[{"offset": o1, "quote": "I live in Lisbon"}],
+                     valid_from=datetime(2020, 1, 1, tzinfo=timezone.utc))
+    # splits the Lisbon fact: the surviving piece is registered too
+    acme.assert_fact("ana", "lives_in", "Porto", evidence=[{"offset": o3, "quote": "I moved to Porto"}],
+                     valid_from=datetime(2024, 1, 1, tzinfo=timezone.utc),
+                     valid_to=datetime(2025, 1, 1, tzinfo=timezone.utc))
     return d
 
 
@@ -49,6 +57,10 @@ def test_every_tenant_table_is_a_projection_or_known_infrastructure(acme, db):
                       "term_stat", "corpus_stat",
                       # erasure receipts: the selector and reason, never content
                       "erasure_request",
+                      # the predicate ontology: shipped or added by SQL, not derived from the log
+                      "predicate",
+                      # merge receipts: entity and fact ids only
+                      "entity_merge",
                       # holds only a passage id, and dies with the passage (foreign key, on delete cascade)
                       "passage_embedding_job",
                       # per scope: how many passages and lexemes (counts, no content), kept by triggers on passage

@@ -90,6 +90,13 @@ def show(mem, principal: str, question: str) -> None:
     if not r.items:
         print("  (nothing this principal may see)")
     for item in r.items:
+        if item.item == "fact":
+            p = item.provenance
+            print(f"  {item.rank}. [fact {item.fact_id}] {item.body}   (about {p['subject']}, valid {p['valid']}; "
+                  f"score {item.score:.4f})")
+            for e in p["evidence"]:
+                print(f"       quote from turn {e['offset']}, bytes {e['start']}..{e['end']}: {e['quote']!r}")
+            continue
         why = []
         if item.lexical_rank:
             why.append(f"lexical #{item.lexical_rank}")
