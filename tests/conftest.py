@@ -63,6 +63,11 @@ def _prepare_server(superuser_dsn: str) -> None:
     with psycopg.connect(superuser_dsn, autocommit=True) as conn:
         if not conn.execute("select 1 from pg_roles where rolname = %s", (TESTER,)).fetchone():
             conn.execute(f"create role {TESTER} login createdb createrole")
+        # Dropping a test database terminates its backends; on PostgreSQL 18 an
+        # autovacuum worker among them needs this role, else the drop fails and
+        # every later test finds the database still there.
+        if conn.execute("select 1 from pg_roles where rolname = 'pg_signal_autovacuum_worker'").fetchone():
+            conn.execute(f"grant pg_signal_autovacuum_worker to {TESTER}")
         if conn.execute("select 1 from pg_database where datname = %s", (BASE_DB,)).fetchone():
             conn.execute(f"alter database {BASE_DB} is_template false")
             conn.execute(f"drop database {BASE_DB} with (force)")
