@@ -226,17 +226,33 @@ language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+declare
+    v_principal bigint := _peer_id(p_principal);
 begin
-    perform _peer_id(p_principal);
     perform _check_scopes(p_scopes);
+    -- An entity is listed only when something the principal may see names it:
+    -- a name is content too.
     return query
+    with visible_facts as (
+        select f.id, f.subject_id, f.object_id from _eligible_facts(v_principal, p_scopes, null, null, null) f
+    ), named as (
+        select x.subject_id as id from visible_facts x
+        union
+        select x.object_id from visible_facts x where x.object_id is not null
+        union
+        select l.target_entity_id from memory_link l
+          join _eligible_memories(v_principal, p_scopes, null, true, null) m on m.id = l.memory_id
+         where l.link_type = 'about'
+    )
     select e.id, e.scope, e.name, e.entity_type, e.aliases, e.merged_into,
-           (select count(*) from fact f where (f.subject_id = e.id or f.object_id = e.id) and upper_inf(f.known))
+           (select count(*) from visible_facts x where x.subject_id = e.id or x.object_id = e.id)
       from entity e
      where e.scope = any (p_scopes)
+       and (e.id in (select n.id from named n)
+            or exists (select 1 from entity m2 where m2.merged_into = e.id and m2.id in (select n.id from named n)))
        and (p_name is null or e.normalized_name = _normalize_name(p_name) or e.aliases @> array[_normalize_name(p_name)])
      order by e.scope, e.normalized_name;
 end
 $$;
 comment on function __tenant__.entities(text, text[], text) is
-    'Entities in the authorised scopes (optionally those a name or alias denotes), with their count of current facts.';
+    'Entities in the authorised scopes that a memory or fact the principal may see names (optionally those a name or alias denotes), with their count of visible current facts.';

@@ -136,6 +136,10 @@ begin
         select d.row_key::bigint from projection_dependency d
          where d.kind = 'fact' and d.observation_id = any (v_observations)
         union
+        -- facts only an erased peer could see, like their private memories
+        select f.id from fact f
+         where p_selector ? 'peer' and f.audience_peer_id = _peer_id(p_selector ->> 'peer', 'erased')
+        union
         select f.id from fact f join doomed x on f.split_by = x.id
     )
     select coalesce(array_agg(distinct id), '{}') into v_facts from doomed;

@@ -84,6 +84,25 @@ begin
             end if;
             v_start := v_found - 1;
         end if;
+        -- The trigger on fact_evidence enforces this too; checking here first
+        -- names the log offset the caller gave and writes nothing.
+        declare
+            v_bytes bytea := convert_to(v_obs.body, 'UTF8');
+            v_len integer := octet_length(convert_to(v_item ->> 'quote', 'UTF8'));
+            v_span text;
+        begin
+            v_span := convert_from(substring(v_bytes from v_start + 1 for v_len), 'UTF8');
+            if v_span is distinct from v_item ->> 'quote' then
+                perform _fail('PR112', format('evidence quote %s is not the text at bytes %s..%s of observation %s of scope %s, which reads %s',
+                                              quote_literal(v_item ->> 'quote'), v_start, v_start + v_len,
+                                              v_obs.log_offset, p_scope, quote_literal(v_span)),
+                              'The quote must be exactly the bytes of the span (UTF-8 byte offsets, end exclusive).');
+            end if;
+        exception when character_not_in_repertoire or untranslatable_character then
+            perform _fail('PR112', format('evidence span %s..%s of observation %s of scope %s cuts a multi-byte character',
+                                          v_start, v_start + v_len, v_obs.log_offset, p_scope),
+                          'Spans are UTF-8 byte offsets; start and end must fall between characters.');
+        end;
         observation_id := v_obs.id;
         byte_start := v_start;
         byte_end := coalesce((v_item ->> 'end')::integer, v_start + octet_length(convert_to(v_item ->> 'quote', 'UTF8')));
@@ -452,6 +471,9 @@ as $$
 declare
     v_item jsonb;
     v_n integer := 0;
+    v_state text;
+    v_message text;
+    v_hint text;
 begin
     perform _check_object_array(p_items, 'items',
         'Each item: subject, predicate, object, evidence, and optionally statement, valid_from, valid_to, '
@@ -463,16 +485,22 @@ begin
         v_n := v_n + 1;
         -- In order, in one transaction: a later item sees (and may close) an
         -- earlier one, and any failure leaves nothing of the batch behind.
-        return query
-        select v_n, a.fact_id, a.outcome, a.closed_facts
-          from assert_fact(p_principal, p_scopes, p_scope, v_item ->> 'subject', v_item ->> 'predicate',
-                           v_item ->> 'object', v_item -> 'evidence', v_item ->> 'statement',
-                           (v_item ->> 'valid_from')::timestamptz, (v_item ->> 'valid_to')::timestamptz,
-                           coalesce((v_item ->> 'confidence')::double precision, 1), v_item ->> 'observer',
-                           v_item ->> 'audience',
-                           case when v_item ? 'purposes' then array(select jsonb_array_elements_text(v_item -> 'purposes'))
-                           end,
-                           v_item ->> 'subject_type', v_item ->> 'object_type') a;
+        begin
+            return query
+            select v_n, a.fact_id, a.outcome, a.closed_facts
+              from assert_fact(p_principal, p_scopes, p_scope, v_item ->> 'subject', v_item ->> 'predicate',
+                               v_item ->> 'object', v_item -> 'evidence', v_item ->> 'statement',
+                               (v_item ->> 'valid_from')::timestamptz, (v_item ->> 'valid_to')::timestamptz,
+                               coalesce((v_item ->> 'confidence')::double precision, 1), v_item ->> 'observer',
+                               v_item ->> 'audience',
+                               case when v_item ? 'purposes'
+                                    then array(select jsonb_array_elements_text(v_item -> 'purposes')) end,
+                               v_item ->> 'subject_type', v_item ->> 'object_type') a;
+        exception when others then
+            get stacked diagnostics v_state = returned_sqlstate, v_message = message_text, v_hint = pg_exception_hint;
+            raise exception using errcode = v_state, message = format('%s (item %s)', v_message, v_n),
+                                  hint = coalesce(nullif(v_hint, ''), 'The batch was not written.');
+        end;
     end loop;
 end
 $$;

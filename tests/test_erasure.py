@@ -258,3 +258,18 @@ def test_erasing_the_evidence_of_a_new_value_brings_the_old_one_back(acme, db):
     assert current[0].evidence[0]["quote"] == "I live in Lisbon"
     # Porto was named only by the erased words: the entity is gone too
     assert rows_mentioning(db, "porto") == {}
+
+
+def test_erasing_a_peer_after_a_merge_leaves_no_entity_and_takes_their_private_facts(acme, db):
+    o = said(acme, "I know Kenji. Kenji Sato is my friend. I am allergic to peanuts", "u-1")
+    acme.assert_fact("ana", "knows", "Kenji", evidence=[{"offset": o, "quote": "I know Kenji"}])
+    acme.assert_fact("ana", "friend_of", "Kenji Sato", evidence=[{"offset": o, "quote": "Kenji Sato is my friend"}])
+    acme.merge_entities("Kenji", "Kenji Sato")
+    other = said(acme, "Ben likes tea", "u-2", actor="ben")
+    acme.assert_fact("ben", "likes", "tea", evidence=[{"offset": other, "quote": "Ben likes tea"}], audience="ana")
+    receipt = acme.erase({"peer": "ana"}, reason="account closed")
+    assert set(receipt["residual"].values()) == {0}, receipt
+    assert rows_mentioning(db, "kenji") == {}
+    # ben's words survive, but the fact only ana could see goes with her
+    assert db.execute("select count(*) from acme.fact").fetchone()[0] == 0
+    assert db.execute("select count(*) from acme.observation where body = 'Ben likes tea'").fetchone()[0] == 1
