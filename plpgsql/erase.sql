@@ -15,6 +15,9 @@
 --    kept_while condition: an entity named by a surviving memory stays);
 --  * a memory superseded by a deleted memory becomes current again: it is
 --    what the surviving log says;
+--  * an erased peer's perspective goes with it: memories it observed
+--    (observer_peer_id) and tasks that would derive its view; working
+--    representations lose every item derived from an erased observation;
 --  * the term statistics lose the deleted memories' terms (a term no surviving
 --    memory uses is gone from them), and memories made current again are
 --    re-queued for embedding: rebuild, never repair.
@@ -102,6 +105,9 @@ begin
         select m.id from memory m
          where p_selector ? 'peer' and m.audience_peer_id = _peer_id(p_selector ->> 'peer', 'erased')
         union
+        select m.id from memory m
+         where p_selector ? 'peer' and m.observer_peer_id = _peer_id(p_selector ->> 'peer', 'erased')
+        union
         select l.memory_id from memory_link l join doomed x on l.target_memory_id = x.id
          where l.link_type = 'derived_from'
     )
@@ -133,6 +139,9 @@ begin
                                        where r.memory_id = any (v_memories));
         elsif v_kind.kind = 'memory_embedding' then
             v_keys := v_keys || array(select x::text from unnest(v_memories) x);
+        elsif v_kind.kind = 'work_task' and p_selector ? 'peer' then
+            v_keys := v_keys || array(select t.id::text from work_task t
+                                       where t.observer_id = _peer_id(p_selector ->> 'peer', 'erased'));
         end if;
         if v_kind.kept_while is not null then
             execute format('select array(select k from unnest($1) k where not exists '
@@ -159,6 +168,12 @@ begin
           into v_count using v_kind.kind, v_observations;
         v_residual := v_residual || jsonb_build_object(v_kind.kind, v_count);
     end loop;
+
+    -- Working representations: no item derived from an erased observation stays.
+    v_erased := v_erased || jsonb_build_object('working_representation', _scrub_working_representations(
+        v_observations, case when p_selector ? 'peer' then _peer_id(p_selector ->> 'peer', 'erased') end));
+    v_residual := v_residual || jsonb_build_object('working_representation',
+        (select count(*) from session_peer sp where _working_cites(sp.working_representation, v_observations)));
 
     -- Statistics: a term of an erased memory that no surviving live memory uses.
     v_residual := v_residual || jsonb_build_object('term_stat',
