@@ -11,6 +11,10 @@ def workload(acme):
     d = acme.derive([a, b], "Ana: Lisbon, Acme", about=["Ana"])
     acme.correct(b, "Ana works at Acme Corp", revision=1, reason="full name")
     acme.supersede(a, "Ana lives in Porto", revision=1, evidence=[o3])
+    # session messages queue derivation work (work_task rows)
+    s = acme.create_session("registry")
+    acme.add_session_peers(s, ["ana", {"peer": "ben", "observe_others": True}])
+    acme.add_messages(s, [{"actor": "ana", "body": "I live in Porto"}])
     return d
 
 
@@ -48,7 +52,13 @@ def test_every_tenant_table_is_a_projection_or_known_infrastructure(acme, db):
                       # aggregates over all live memories, recomputed whole by refresh_term_stats()
                       "term_stat", "corpus_stat",
                       # erasure receipts: the selector and reason, never content
-                      "erasure_request"}
+                      "erasure_request",
+                      # sessions: a name and metadata given by the application, like a scope
+                      "session",
+                      # membership and flags; its working_representation document holds derived items, each
+                      # citing its observation, which erasure scrubs (_scrub_working_representations, with a
+                      # residual of its own)
+                      "session_peer"}
     tables = {r[0] for r in db.execute("select tablename from pg_tables where schemaname = 'acme'")}
     projections = {r[0] for r in db.execute("select table_name from acme.projection_kind")}
     assert tables - infrastructure == projections

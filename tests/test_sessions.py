@@ -229,3 +229,26 @@ def test_concurrent_turns_of_one_log_open_one_session(acme, conninfo):
         t.join()
     assert len({t.session_id for t in turns}) == 1
     assert sum(t.opened for t in turns) == 1
+
+
+def test_session_ids_used_before_sessions_existed_become_sessions(db, conninfo):
+    from pgrecall import sources
+
+    before = [m.version for m in sources.migrations() if m.version < 9][-1]
+    db.execute("select pgrecall.create_tenant('legacy', %s)", (before,))
+    db.execute("insert into legacy.scope (name) values ('default'), ('other')")
+    db.execute("insert into legacy.peer (name, kind) values ('ana', 'human')")
+    db.execute("""insert into legacy.observation (scope, log_offset, kind, occurred_at, source_role, actor_id, session_id, body)
+                  select 'default', n, 'message', now(), 'user', 1, s, 'turn ' || n
+                    from (values (1, 7), (2, 7), (3, 3), (4, null)) v(n, s)""")
+    db.execute("update legacy.scope set log_watermark = 4 where name = 'default'")
+    db.execute("select * from pgrecall.upgrade_tenant('legacy')")
+    assert db.execute("select id, scope, name, messages from legacy.session order by id").fetchall() == [
+        (3, "default", "session 3", 1), (7, "default", "session 7", 2)]
+    mem = pgrecall.connect(conninfo.dsn(user="pgrecall_legacy_app"), tenant="legacy", principal="ana",
+                           scopes=["default", "other"])
+    assert mem.create_session("new") == 8
+    assert mem.append("turn 5", role="user", session_id=7) == 5
+    with pytest.raises(errors.UnknownSession):
+        mem.append("turn 6", role="user", session_id=5)
+    mem.close()
