@@ -18,6 +18,11 @@
 --  * an erased peer's perspective goes with it: memories it observed
 --    (observer_peer_id) and tasks that would derive its view; working
 --    representations lose every item derived from an erased observation;
+--  * facts follow the memory rule: a fact with ANY evidence from an erased
+--    observation is deleted with all its evidence, and so are the pieces its
+--    assertion split off older facts; the older facts it closed are rebuilt:
+--    their valid time that no surviving current value covers becomes a
+--    current fact again (a new row, known from now, with the old evidence);
 --  * the term statistics lose the deleted memories' terms (a term no surviving
 --    memory uses is gone from them), and memories made current again are
 --    re-queued for embedding: rebuild, never repair.
@@ -84,6 +89,13 @@ declare
     v_erased jsonb := '{}';
     v_residual jsonb := '{}';
     v_terms text[] := '{}';
+    v_facts bigint[];
+    v_reinstate bigint[];
+    v_fact fact;
+    v_piece tstzrange;
+    v_new_fact bigint;
+    v_match text;
+    v_key_column text;
 begin
     if p_reason is null or _trim(p_reason) = '' then
         perform _fail('PR107', 'an erasure needs a reason', 'Say why, e.g. ''data subject request #123''.');
@@ -124,6 +136,22 @@ begin
              where d.kind = 'memory' and d.observation_id = any (v_observations)));
     end if;
 
+    -- Facts to delete: registered against an erased observation, pieces
+    -- that a doomed assertion split off an older fact (rebuilt below), or the
+    -- perspective of an erased peer.
+    with recursive doomed (id) as (
+        select d.row_key::bigint from projection_dependency d
+         where d.kind = 'fact' and d.observation_id = any (v_observations)
+        union
+        select f.id from fact f
+         where p_selector ? 'peer' and f.observer_peer_id = _peer_id(p_selector ->> 'peer', 'erased')
+        union
+        select f.id from fact f join doomed x on f.split_by = x.id
+    )
+    select coalesce(array_agg(distinct id), '{}') into v_facts from doomed;
+    -- Older facts that a doomed assertion closed: what they said is believed again.
+    v_reinstate := array(select f.id from fact f where f.closed_by = any (v_facts) and not (f.id = any (v_facts)));
+
     for v_kind in select * from projection_kind order by delete_order, kind loop
         v_keys := array(select distinct d.row_key from projection_dependency d
                          where d.kind = v_kind.kind and d.observation_id = any (v_observations));
@@ -142,6 +170,11 @@ begin
         elsif v_kind.kind = 'work_task' and p_selector ? 'peer' then
             v_keys := v_keys || array(select t.id::text from work_task t
                                        where t.observer_id = _peer_id(p_selector ->> 'peer', 'erased'));
+        elsif v_kind.kind = 'fact_evidence' then
+            v_keys := array(select distinct k from unnest(v_keys || array(
+                        select x.id::text from fact_evidence x where x.fact_id = any (v_facts))) k);
+        elsif v_kind.kind = 'fact' then
+            v_keys := array(select distinct k from unnest(v_keys || array(select x::text from unnest(v_facts) x)) k);
         end if;
         if v_kind.kept_while is not null then
             execute format('select array(select k from unnest($1) k where not exists '
@@ -149,12 +182,42 @@ begin
                            v_kind.table_name, v_kind.key_expression, v_kind.kept_while)
               into v_keys using v_keys;
         end if;
-        execute format('delete from %I t where (%s) = any ($1)', v_kind.table_name, v_kind.key_expression)
-          using v_keys;
+        -- A key that is one bigint column is matched as a bigint, so its index serves the delete.
+        v_key_column := substring(v_kind.key_expression from '^(\w+)::text$');
+        v_match := case when v_key_column is not null then format('t.%I = any ($1::bigint[])', v_key_column)
+                        else format('(%s) = any ($1)', v_kind.key_expression) end;
+        execute format('delete from %I t where %s', v_kind.table_name, v_match) using v_keys;
         get diagnostics v_count = row_count;
         v_erased := v_erased || jsonb_build_object(v_kind.kind, v_count);
         delete from projection_dependency d where d.kind = v_kind.kind and d.row_key = any (v_keys);
     end loop;
+
+    -- Rebuild: each reinstated fact's surviving valid time (what no current
+    -- value now covers) becomes a current fact again, with its evidence.
+    for v_fact in select * from fact f where f.id = any (v_reinstate) order by f.id loop
+        for v_piece in
+            select p from unnest(tstzmultirange(v_fact.valid) - coalesce(
+                (select range_agg(c.valid) from fact c
+                  where c.subject_id = v_fact.subject_id and c.predicate = v_fact.predicate and c.single_valued
+                    and upper_inf(c.known) and coalesce(c.observer_peer_id, 0) = coalesce(v_fact.observer_peer_id, 0)),
+                '{}'::tstzmultirange)) p
+        loop
+            insert into fact (scope, subject_id, predicate, single_valued, object_id, object_value, statement, valid,
+                              known, confidence, salience, observer_peer_id, audience_peer_id, purposes, asserted_by,
+                              split_from)
+            values (v_fact.scope, v_fact.subject_id, v_fact.predicate, v_fact.single_valued, v_fact.object_id,
+                    v_fact.object_value, v_fact.statement, v_piece, tstzrange(clock_timestamp(), null),
+                    v_fact.confidence, v_fact.salience, v_fact.observer_peer_id, v_fact.audience_peer_id,
+                    v_fact.purposes, v_fact.asserted_by, v_fact.id)
+            returning id into v_new_fact;
+            insert into fact_evidence (fact_id, observation_id, byte_start, byte_end, quote)
+            select v_new_fact, x.observation_id, x.byte_start, x.byte_end, x.quote from fact_evidence x
+             where x.fact_id = v_fact.id;
+            perform _register_fact(v_new_fact, array(select distinct x.observation_id from fact_evidence x
+                                                      where x.fact_id = v_fact.id));
+        end loop;
+    end loop;
+    v_erased := v_erased || jsonb_build_object('facts_reinstated', cardinality(v_reinstate));
 
     -- The residual, before the registry forgets the erased observations: rows
     -- of each kind registered against an erased observation that still stand

@@ -25,7 +25,8 @@ create or replace function __tenant__.recall(
 )
 returns table (
     rank integer, memory_id bigint, scope text, kind text, title text, body text, score double precision,
-    lexical_rank integer, dense_rank integer, cosine double precision, bm25 double precision, provenance jsonb
+    lexical_rank integer, dense_rank integer, cosine double precision, bm25 double precision, provenance jsonb,
+    item text, fact_id bigint, fact_rank integer
 )
 language plpgsql
 security definer
@@ -66,6 +67,9 @@ declare
     v_missing bigint;
     v_meta jsonb;
     v_embedding __ext__.vector;
+    v_entities bigint[] := '{}';
+    v_fact_ids bigint[] := '{}';
+    v_any_term tsquery;
     -- The dense arm's HNSW settings are set for this call and restored after
     -- (a SET clause on the function would need rights the owner lacks).
     v_saved_ef text := current_setting('hnsw.ef_search', true);
@@ -207,6 +211,31 @@ begin
       from (select * from fused order by s desc, id limit v_walk) f;
     v_kept_ids := _walk_provenance(v_fused_ids, v_principal, p_scopes);
 
+    -- Facts about the entities the query names (by name or alias), valid at
+    -- the requested time and currently believed; ranked by how many query
+    -- terms their statement shares, then salience. Fused as a third list.
+    v_entities := _entities_in_text(p_scopes, p_query);
+    if cardinality(v_entities) > 0 then
+        v_any_term := nullif(array_to_string(array(select quote_literal(u.lexeme)
+                                                     from unnest(to_tsvector('english', p_query)) u), ' | '), '')::tsquery;
+        with about as (
+            select f.id, f.statement, f.predicate, f.salience, f.confidence
+              from _eligible_facts(v_principal, p_scopes, p_purpose, coalesce(p_at, now()), null) f
+             where f.subject_id = any (v_entities)
+            union
+            select f.id, f.statement, f.predicate, f.salience, f.confidence
+              from _eligible_facts(v_principal, p_scopes, p_purpose, coalesce(p_at, now()), null) f
+             where f.object_id = any (v_entities)
+        ), ranked as (
+            select a.id, coalesce(ts_rank(to_tsvector('english', a.statement || ' ' || replace(a.predicate, '_', ' ')),
+                                          v_any_term), 0) as relevance, a.salience, a.confidence
+              from about a
+             order by 2 desc, a.salience desc, a.confidence desc, a.id desc
+             limit (v_set ->> 'recall_fact_limit')::integer)
+        select coalesce(array_agg(r.id order by r.relevance desc, r.salience desc, r.confidence desc, r.id desc), '{}')
+          into v_fact_ids from ranked r;
+    end if;
+
     -- 7. Metadata, with counts taken after the walk.
     -- Every live memory without a current embedding has a job (the write path
     -- and set_embedding_version queue them), so the queue answers this cheaply.
@@ -220,26 +249,51 @@ begin
         'lexical_count', (select count(*) from unnest(v_lex_ids) i where i = any (v_kept_ids)),
         'dense_count', (select count(*) from unnest(v_dense_ids) i where i = any (v_kept_ids)),
         'fused_count', cardinality(v_kept_ids),
-        'returned', least(p_limit, cardinality(v_kept_ids)),
+        'fact_count', cardinality(v_fact_ids),
+        'entities', (select coalesce(jsonb_agg(e.name order by e.name), '[]') from entity e where e.id = any (v_entities)),
+        'returned', least(p_limit, cardinality(v_kept_ids) + cardinality(v_fact_ids)),
         'missing_embeddings', v_missing,
         'watermarks', (select jsonb_object_agg(s.name, s.log_watermark) from scope s where s.name = any (p_scopes)),
         'embedding_queue', (select count(*) from embedding_job));
     perform set_config('pgrecall.last_recall', v_meta::text, false);
 
     return query
-    select k.ord::integer, m.id, m.scope, m.kind, m.title, m.body,
-           coalesce(1.0 / (v_rrf_k + array_position(v_lex_ids, m.id)), 0)
-             + coalesce(1.0 / (v_rrf_k + array_position(v_dense_ids, m.id)), 0),
+    with items as (
+        select 'memory'::text as item, k.id, k.ord::integer as pos,
+               coalesce(1.0 / (v_rrf_k + array_position(v_lex_ids, k.id)), 0)
+                 + coalesce(1.0 / (v_rrf_k + array_position(v_dense_ids, k.id)), 0) as score
+          from unnest(v_kept_ids) with ordinality as k(id, ord)
+        union all
+        select 'fact', f.id, f.ord::integer, 1.0 / (v_rrf_k + f.ord)
+          from unnest(v_fact_ids) with ordinality as f(id, ord)
+    ), top as (
+        select i.*, row_number() over (order by i.score desc, i.item desc, i.pos)::integer as r
+          from items i
+         order by i.score desc, i.item desc, i.pos
+         limit p_limit
+    )
+    select t.r, m.id, m.scope, m.kind, m.title, m.body, t.score,
            array_position(v_lex_ids, m.id), array_position(v_dense_ids, m.id),
            v_dense_cos[array_position(v_dense_ids, m.id)], v_lex_scores[array_position(v_lex_ids, m.id)],
-           _provenance(m.id, v_principal, p_scopes)
-      from unnest(v_kept_ids[1:p_limit]) with ordinality as k(id, ord)
-      join memory m on m.id = k.id
-     order by k.ord;
+           _provenance(m.id, v_principal, p_scopes), 'memory'::text, null::bigint, null::integer
+      from top t join memory m on m.id = t.id
+     where t.item = 'memory'
+    union all
+    select t.r, null::bigint, f.scope, 'fact'::text, f.predicate, f.statement, t.score,
+           null::integer, null::integer, null::double precision, null::double precision,
+           jsonb_build_object('subject', se.name, 'predicate', f.predicate,
+                              'object', coalesce(oe.name, f.object_value), 'valid', f.valid::text,
+                              'confidence', f.confidence, 'evidence', _fact_evidence_json(f.id)),
+           'fact'::text, f.id, t.pos
+      from top t join fact f on f.id = t.id
+      join entity se on se.id = f.subject_id
+      left join entity oe on oe.id = f.object_id
+     where t.item = 'fact'
+     order by 1;
 end
 $$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text) is
-    'Ranked recall of the memories the principal may see: BM25 lexical arm with term pruning, floored dense arm, RRF, permission walk. Metadata: last_recall().';
+    'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, RRF, permission walk. Metadata: last_recall().';
 
 -- Step 5: keeps, in order, the candidates whose whole derived_from chain the
 -- principal may see (superseded sources are history and stay visible;

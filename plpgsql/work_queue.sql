@@ -178,8 +178,9 @@ comment on function __tenant__._leased_task(bigint, uuid) is 'Internal: a task l
 -- Completes a task with its result: for a representation task the result's
 -- observations are added to the observer's working representation in the
 -- session (to the sender's own row for its global representation). A
--- memory_id in an observation must be a memory of the task's perspective
--- that cites the task's message: the database checks what the deriver says.
+-- memory_id (fact_id) in an observation must be a memory (fact) of the
+-- task's perspective that cites the task's message: the database checks what
+-- the deriver says.
 create or replace function __tenant__.complete_task(p_worker text, p_task_id bigint, p_lease_token uuid,
                                                    p_result jsonb default '{}')
 returns text
@@ -204,9 +205,10 @@ begin
            or exists (select 1 from jsonb_array_elements(p_result -> 'observations') e
                        where jsonb_typeof(e) <> 'object' or jsonb_typeof(e -> 'text') is distinct from 'string'
                           or _trim(e ->> 'text') = ''
-                          or (e ? 'memory_id' and jsonb_typeof(e -> 'memory_id') <> 'number')) then
+                          or (e ? 'memory_id' and jsonb_typeof(e -> 'memory_id') <> 'number')
+                          or (e ? 'fact_id' and jsonb_typeof(e -> 'fact_id') <> 'number')) then
             perform _fail('PR107', 'result observations must be an array of objects, each with a non-empty text',
-                          'Optionally with a numeric memory_id of the memory written for it.');
+                          'Optionally with the numeric memory_id and fact_id written for it.');
         end if;
         select (e ->> 'memory_id')::bigint as memory_id into v_bad
           from jsonb_array_elements(p_result -> 'observations') e
@@ -221,13 +223,27 @@ begin
                                           v_bad.memory_id, v_task.message_offset),
                           'Write it with remember(..., evidence => the message offset, observer => the task''s observer).');
         end if;
+        select (e ->> 'fact_id')::bigint as fact_id into v_bad
+          from jsonb_array_elements(p_result -> 'observations') e
+         where e ? 'fact_id'
+           and not exists (select 1 from fact f join fact_evidence x on x.fact_id = f.id
+                            where f.id = (e ->> 'fact_id')::bigint
+                              and f.observer_peer_id is not distinct from v_task.observer_id
+                              and x.observation_id = v_task.observation_id)
+         limit 1;
+        if v_bad.fact_id is not null then
+            perform _fail('PR107', format('fact %s is not a fact of this task''s perspective with evidence from its message (offset %s)',
+                                          v_bad.fact_id, v_task.message_offset),
+                          'Assert it with assert_fact(..., evidence => a quote of the message, observer => the task''s observer).');
+        end if;
     end if;
 
     if v_task.task_type = 'representation' and jsonb_array_length(coalesce(p_result -> 'observations', '[]')) > 0 then
         select * into v_obs from observation o where o.id = v_task.observation_id;
         v_sender := (select p.name from peer p where p.id = v_task.sender_id);
         v_items := (select jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
-                               'text', _trim(e ->> 'text'), 'memory_id', e -> 'memory_id', 'offset', v_obs.log_offset,
+                               'text', _trim(e ->> 'text'), 'memory_id', e -> 'memory_id', 'fact_id', e -> 'fact_id',
+                               'offset', v_obs.log_offset,
                                'observation_id', v_obs.id, 'at', v_obs.occurred_at)) order by n)
                       from jsonb_array_elements(p_result -> 'observations') with ordinality as x(e, n));
         update session_peer sp

@@ -34,8 +34,8 @@ def chat_session(acme):
     return s
 
 
-def bodies(rows):
-    return sorted(r["body"] for r in rows)
+def bodies(rows, item="memory"):
+    return sorted(r["body"] for r in rows if r["item"] == item)
 
 
 def test_the_first_person_extractor_takes_only_explicit_statements():
@@ -59,7 +59,17 @@ def test_derived_memories_carry_the_perspective_and_pass_eligibility(acme, db, c
     assert bodies(acme.representation("ben")) == ["ben's name is Ben"]
     local = acme.representation("ana", observer="ben", principal="ben")
     assert bodies(local) == ["ana lives in Lisbon", "ana works at Acme Corp"]
-    assert all(r["observer"] == "ben" for r in local) and sorted(r["evidence"] for r in local) == [[1], [3]]
+    assert all(r["observer"] == "ben" for r in local)
+    assert sorted(r["evidence"] for r in local if r["item"] == "memory") == [[1], [3]]
+    # the same claims as facts, with their quotes checked against the bytes; the repeat confirmed one
+    assert bodies(acme.representation("ana"), "fact") == ["ana lives in Lisbon", "ana works at Acme Corp"]
+    assert sorted((r["kind"], r["evidence"]) for r in local if r["item"] == "fact") == [
+        ("lives_in", [1, 5]), ("works_at", [3])]
+    assert [(r["kind"], r["body"]) for r in acme.representation("ben") if r["item"] == "fact"] == [
+        ("has_name", "ben's name is Ben")]
+    quotes = db.execute("select x.quote, x.byte_start, x.byte_end from acme.fact_evidence x join acme.fact f "
+                        "on f.id = x.fact_id where f.predicate = 'works_at' and f.observer_peer_id is null").fetchall()
+    assert quotes == [("I work at Acme Corp", 0, 19)]
     # ben's view is ben's: others do not see it, and ana formed no view of ben
     assert acme.representation("ana", observer="ben", principal="bot") == []
     assert acme.representation("ben", observer="ana", principal="ana") == []
@@ -68,16 +78,21 @@ def test_derived_memories_carry_the_perspective_and_pass_eligibility(acme, db, c
     assert acme.queue_status("ana") == {"status": "current", "remaining": 0, "in_progress": 0, "done": 4, "dead": 0}
     assert acme.queue_status("ben", "ana")["done"] == 4
     # every memory the representation returns is one the eligibility rule returns
-    ids = {r["memory_id"] for r in acme.representation("ana", observer="ben", principal="ben")}
+    rows = acme.representation("ana", observer="ben", principal="ben")
     eligible = {r[0] for r in db.execute(
         "select m.id from acme._eligible_memories((select id from acme.peer where name = 'ben'), "
         "array['default'], 'converse', false, null) m")}
-    assert ids <= eligible
+    assert {r["id"] for r in rows if r["item"] == "memory"} <= eligible
+    eligible = {r[0] for r in db.execute(
+        "select f.id from acme._eligible_facts((select id from acme.peer where name = 'ben'), "
+        "array['default'], 'converse', now(), null) f")}
+    assert {r["id"] for r in rows if r["item"] == "fact"} <= eligible
     # the working representations
     ben_doc = acme.get_representation(s, "ben")["representation"]
     assert [i["text"] for i in ben_doc["ana"]] == ["ana lives in Lisbon", "ana works at Acme Corp",
                                                    "ana lives in Lisbon"]
-    assert "memory_id" not in ben_doc["ana"][2]  # the repeat wrote no memory
+    assert "memory_id" not in ben_doc["ana"][2]  # the repeat wrote no memory, and confirmed the fact
+    assert ben_doc["ana"][2]["fact_id"] == ben_doc["ana"][0]["fact_id"]
     assert acme.get_representation(s, "ana", "ana")["representation"]["ana"][0]["offset"] == 1
     assert acme.get_representation(s, "ben", "bot")["representation"] == {"bot": []}
     with pytest.raises(errors.NotInSession):
@@ -121,6 +136,9 @@ def test_a_deriver_that_crashes_mid_task_loses_nothing(acme, db, conninfo, tmp_p
     assert (stats.completed, stats.failed) == (2, 0)
     assert bodies(acme.representation("ana")) == ["ana lives in Lisbon", "ana works at Acme", "ana's name is Ana"]
     assert db.execute("select count(*) from acme.memory").fetchone()[0] == 3
+    assert bodies(acme.representation("ana"), "fact") == ["ana lives in Lisbon", "ana works at Acme",
+                                                           "ana's name is Ana"]
+    assert db.execute("select count(*) from acme.fact").fetchone()[0] == 3
     assert db.execute("select array_agg(attempts order by message_offset) from acme.work_task").fetchone()[0] == \
         [1, 2, 1]
 
@@ -172,12 +190,15 @@ def test_erasure_reaches_queued_work_and_working_representations(acme, db, conni
     assert set(receipt["residual"].values()) == {0}
     assert receipt["rows_erased"]["work_task"] == 2 and receipt["rows_erased"]["working_representation"] == 2
     assert bodies(acme.representation("ana")) == ["ana works at Acme Corp"]
+    assert bodies(acme.representation("ana"), "fact") == ["ana works at Acme Corp"]  # Lisbon cited offset 1
     ben_doc = acme.get_representation(s, "ben")["representation"]
     assert 1 not in [i["offset"] for i in ben_doc["ana"]] and len(ben_doc["ana"]) == 2
+    assert "fact_id" not in ben_doc["ana"][1]  # the item of offset 5 survives; the fact it confirmed is gone
     # the observer goes: its view, its queued work and its working document
     receipt = acme.erase({"peer": "ben"}, reason="test")
     assert set(receipt["residual"].values()) == {0}
     assert db.execute("select count(*) from acme.memory m join acme.peer p on p.id = m.observer_peer_id").fetchone()[0] == 0
+    assert db.execute("select count(*) from acme.fact where observer_peer_id is not null").fetchone()[0] == 0
     assert db.execute("select count(*) from acme.work_task where observer_id is not null").fetchone()[0] == 0
     assert db.execute("select working_representation from acme.session_peer sp join acme.peer p on p.id = sp.peer_id "
                       "where p.name like 'erased-peer-%'").fetchone()[0] == {}
@@ -203,4 +224,4 @@ def test_chat_gathers_the_representation_and_recall_evidence(acme, conninfo):
     # a principal who may not see ben's view gets only what it may see
     bot = acme.chat(None, "ana", "Where does ana live?", principal="bot")
     assert all(r["observer"] is None for r in bot.representation)
-    assert {e["memory_id"] for e in bot.evidence}.isdisjoint(r["memory_id"] for r in c.representation)
+    assert {e["memory_id"] for e in bot.evidence}.isdisjoint(r["id"] for r in c.representation if r["item"] == "memory")

@@ -1,5 +1,7 @@
 """Erasure with a receipt: everything derived goes, the residual is zero, others are untouched."""
 
+from datetime import datetime, timezone
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -124,7 +126,16 @@ step = st.one_of(
     st.tuples(st.just("derive"), st.lists(st.integers(0, 50), min_size=1, max_size=3)),
     st.tuples(st.just("correct"), st.integers(0, 50)),
     st.tuples(st.just("supersede"), st.integers(0, 50), st.integers(0, 50)),
+    st.tuples(st.just("assert_fact"), st.integers(0, 50), st.integers(0, 3)),
 )
+YEAR = lambda y, m=1: datetime(y, m, 1, tzinfo=timezone.utc)  # noqa: E731
+SAMPLE_TIMES = [YEAR(y, m) for y in range(2019, 2026) for m in (1, 7)]
+
+
+def believed_town(assertions, at):
+    """Where Ana lives at `at` if only these assertions (in order) had been made: the last one covering it."""
+    covering = [town for since, town in assertions if since <= at]
+    return covering[-1] if covering else None
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -136,6 +147,7 @@ def test_random_workloads_then_erase_a_subject(acme, db, steps, victim):
     subject = {s: f"run{run}-{s}" for s in SUBJECTS}
     obs = []                                              # (offset, subject)
     memories = []                                         # (id, set of subjects its text came from)
+    assertions = []                                       # (valid_from, town, subject), in order
     for op in steps:
         kind = op[0]
         if kind == "append" or not obs:
@@ -170,6 +182,13 @@ def test_random_workloads_then_erase_a_subject(acme, db, steps, victim):
             if live and db.execute("select origin = 'told' from acme.memory where id = %s", (mid,)).fetchone()[0]:
                 new = acme.supersede(mid, f"{token[s]} replaced {len(memories)}", revision=rev, evidence=[off])
                 memories.append((new, {s}))
+        elif kind == "assert_fact":
+            # subjects' statements about one single-valued fact: they close and split each other
+            off, s = obs[op[1] % len(obs)]
+            since = YEAR(2020 + op[2])
+            acme.assert_fact(f"person{run}", "lives_in", f"{token[s]} town", evidence=[{"offset": off, "quote": token[s]}],
+                             valid_from=since)
+            assertions.append((since, f"{token[s]} town", s))
     others = [s for s in SUBJECTS if s != victim]
     before = {s: db.execute("select count(*) from acme.observation where data_subject_id = %s",
                             (subject[s],)).fetchone()[0] for s in others}
@@ -187,6 +206,16 @@ def test_random_workloads_then_erase_a_subject(acme, db, steps, victim):
                           (subject[s],)).fetchone()[0] == before[s]
     texts_after = dict(db.execute("select id, body from acme.memory where id = any(%s)", (untouched,)).fetchall())
     assert texts_after == texts_before
+    # facts are rebuilt from what survives: as if the victim had never spoken
+    if assertions:
+        surviving = [(since, town) for since, town, s in assertions if s != victim]
+        for at in SAMPLE_TIMES:
+            try:
+                now_believed = [f.object for f in acme.facts_as_of(f"person{run}", "lives_in", valid_at=at)]
+            except errors.UnknownEntity:
+                now_believed = []
+            expected = believed_town(surviving, at)
+            assert now_believed == ([expected] if expected else []), (at, assertions)
 
 
 def test_cli_prints_the_receipt(acme, conninfo, db):
@@ -210,3 +239,22 @@ def test_terms_of_a_memory_forgotten_after_the_snapshot_are_erased_too(acme, db)
     receipt = acme.erase({"data_subject": "s-f"}, reason="asked")
     assert set(receipt["residual"].values()) == {0} and "term_stat" in receipt["residual"]
     assert rows_mentioning(db, "zqforgot") == {}
+
+
+def test_erasing_the_evidence_of_a_new_value_brings_the_old_one_back(acme, db):
+    lisbon = said(acme, "I live in Lisbon", "u-1")
+    porto = said(acme, "I moved to Porto", "u-2")
+    acme.assert_fact("ana", "lives_in", "Lisbon", evidence=[{"offset": lisbon, "quote": "I live in Lisbon"}],
+                     valid_from=datetime(2020, 1, 1, tzinfo=timezone.utc))
+    acme.assert_fact("ana", "lives_in", "Porto", evidence=[{"offset": porto, "quote": "I moved to Porto"}],
+                     valid_from=datetime(2024, 1, 1, tzinfo=timezone.utc))
+    receipt = acme.erase({"data_subject": "u-2"}, reason="request 7")
+    assert set(receipt["residual"].values()) == {0}
+    assert receipt["rows_erased"]["fact"] == 2  # the Porto fact and the Lisbon piece it split off
+    assert receipt["rows_erased"]["facts_reinstated"] == 1
+    current = acme.facts_as_of("ana", "lives_in", valid_at=datetime(2025, 1, 1, tzinfo=timezone.utc))
+    assert [(f.object, f.valid.lower, f.valid.upper) for f in current] == \
+        [("Lisbon", datetime(2020, 1, 1, tzinfo=timezone.utc), None)]
+    assert current[0].evidence[0]["quote"] == "I live in Lisbon"
+    # Porto was named only by the erased words: the entity is gone too
+    assert rows_mentioning(db, "porto") == {}

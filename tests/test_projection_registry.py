@@ -1,5 +1,7 @@
 """Every projection row is registered against the observations it came from."""
 
+from datetime import datetime, timezone
+
 from pgrecall.worker import Worker
 from test_memory_operations import said
 
@@ -11,6 +13,12 @@ def workload(acme):
     d = acme.derive([a, b], "Ana: Lisbon, Acme", about=["Ana"])
     acme.correct(b, "Ana works at Acme Corp", revision=1, reason="full name")
     acme.supersede(a, "Ana lives in Porto", revision=1, evidence=[o3])
+    acme.assert_fact("ana", "lives_in", "Lisbon", evidence=[{"offset": o1, "quote": "I live in Lisbon"}],
+                     valid_from=datetime(2020, 1, 1, tzinfo=timezone.utc))
+    # splits the Lisbon fact: the surviving piece is registered too
+    acme.assert_fact("ana", "lives_in", "Porto", evidence=[{"offset": o3, "quote": "I moved to Porto"}],
+                     valid_from=datetime(2024, 1, 1, tzinfo=timezone.utc),
+                     valid_to=datetime(2025, 1, 1, tzinfo=timezone.utc))
     # session messages queue derivation work (work_task rows)
     s = acme.create_session("registry")
     acme.add_session_peers(s, ["ana", {"peer": "ben", "observe_others": True}])
@@ -58,7 +66,11 @@ def test_every_tenant_table_is_a_projection_or_known_infrastructure(acme, db):
                       # membership and flags; its working_representation document holds derived items, each
                       # citing its observation, which erasure scrubs (_scrub_working_representations, with a
                       # residual of its own)
-                      "session_peer"}
+                      "session_peer",
+                      # the predicate ontology: shipped or added by SQL, not derived from the log
+                      "predicate",
+                      # merge receipts: entity and fact ids only
+                      "entity_merge"}
     tables = {r[0] for r in db.execute("select tablename from pg_tables where schemaname = 'acme'")}
     projections = {r[0] for r in db.execute("select table_name from acme.projection_kind")}
     assert tables - infrastructure == projections

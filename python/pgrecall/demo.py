@@ -93,6 +93,13 @@ def show(mem, principal: str, question: str) -> None:
     if not r.items:
         print("  (nothing this principal may see)")
     for item in r.items:
+        if item.item == "fact":
+            p = item.provenance
+            print(f"  {item.rank}. [fact {item.fact_id}] {item.body}   (about {p['subject']}, valid {p['valid']}; "
+                  f"score {item.score:.4f})")
+            for e in p["evidence"]:
+                print(f"       quote from turn {e['offset']}, bytes {e['start']}..{e['end']}: {e['quote']!r}")
+            continue
         why = []
         if item.lexical_rank:
             why.append(f"lexical #{item.lexical_rank}")
@@ -140,12 +147,16 @@ def peers_in_a_session(mem, conninfo: str) -> None:
     print(f"  deriver: {stats.completed} tasks completed, {stats.memories} memories written, {stats.failed} failed; "
           f"now Rita's global representation is {status('Rita')['status']}, "
           f"Bolt's view of Rita {status('Bolt', 'Rita')['status']}")
-    print("  Rita, globally:    " + "; ".join(r["body"] for r in mem.representation("Rita", **who)))
-    print("  Rita, as Bolt sees her: " + "; ".join(
-        r["body"] for r in mem.representation("Rita", observer="Bolt", **who)))
-    print("  Bolt's view of Rita, as Rita may see it: " + ("; ".join(
-        r["body"] for r in mem.representation("Rita", observer="Bolt", principal="Rita", scopes=[TAVERN]))
-        or "(nothing: it is Bolt's)"))
+    def show_view(label: str, rows: list[dict]) -> None:
+        memories = [r["body"] for r in rows if r["item"] == "memory"]
+        facts = [f"{r['kind']} (fact {r['id']}, evidence turn {', '.join(map(str, r['evidence']))})"
+                 for r in rows if r["item"] == "fact"]
+        print(f"  {label}: " + ("; ".join(memories) + " | facts: " + "; ".join(facts) if rows else "(nothing)"))
+
+    show_view("Rita, globally", mem.representation("Rita", **who))
+    show_view("Rita, as Bolt sees her", mem.representation("Rita", observer="Bolt", **who))
+    show_view("Bolt's view of Rita, as Rita may see it",
+              mem.representation("Rita", observer="Bolt", principal="Rita", scopes=[TAVERN]))
     doc = mem.get_representation(session, "Bolt", **who)["representation"]
     print("  Bolt's working representation: " + "; ".join(
         f"{target}: " + ", ".join(f"{i['text']} (turn {i['offset']})" for i in items) for target, items in doc.items()))

@@ -1,7 +1,9 @@
 """The deriver loop: claims representation and summary tasks from the tenant's
 work queue, turns messages into claims with a pluggable ``extract`` callable,
-writes them through ``remember`` (the database checks evidence, audience and
-perspective) and completes each task in the same transaction as its writes.
+writes each as a memory through ``remember`` and, when the claim names a
+predicate, as a fact through ``assert_fact`` with its quote and UTF-8 byte
+span (the database checks evidence, role policy, audience and perspective),
+and completes each task in the same transaction as its writes.
 
 A task is complete only when its results are committed with it: a deriver
 that dies mid-task leaves the task leased, the lease expires, and another
@@ -33,7 +35,7 @@ class Claim:
     """One explicit statement a message makes about its sender."""
 
     subject: str  # the peer it is about (the message's actor)
-    predicate: str  # lives_in, name, works_at
+    predicate: str | None  # a predicate of the ontology (lives_in, has_name, works_at); None: a memory only
     object: str
     statement: str  # the memory text, e.g. "ana lives in Lisbon"
     quote: str  # the verbatim words of the message
@@ -50,7 +52,7 @@ _NAME_WORD = r"[^\W\d_][\w'’&-]*"
 _PATTERNS = [
     ("lives_in", re.compile(r"\bI\s+live\s+in\s+(?P<o>" + _NAME_WORD + r"(?:\s+" + _NAME_WORD + r")*)"),
      "{s} lives in {o}"),
-    ("name", re.compile(r"\b[Mm]y\s+name\s+is\s+(?P<o>" + _NAME_WORD + r"(?:\s+" + _NAME_WORD + r")*)"),
+    ("has_name", re.compile(r"\b[Mm]y\s+name\s+is\s+(?P<o>" + _NAME_WORD + r"(?:\s+" + _NAME_WORD + r")*)"),
      "{s}'s name is {o}"),
     ("works_at", re.compile(r"\bI\s+work\s+(?:at|for)\s+(?P<o>" + _NAME_WORD + r"(?:\s+" + _NAME_WORD + r")*)"),
      "{s} works at {o}"),
@@ -107,7 +109,8 @@ class Deriver:
     ``extract`` turns a task's messages into claims (default: :func:`first_person`); only claims about the
     task's sender are written. ``summarize`` turns a summary task's messages into text (default: none, and a
     summary task completes with nothing written). Each claim becomes a memory of the task's perspective: the
-    global view (observer None, visible to the scope) or the observer's local view (audience: the observer).
+    global view (observer None, visible to the scope) or the observer's local view (audience: the observer),
+    and, if the claim names a predicate, a fact of the same perspective with the quote as evidence.
     """
 
     def __init__(self, tenant: str, *, conninfo: str | None = None, extract: Extract = first_person,
@@ -195,6 +198,14 @@ class Deriver:
                     "predicate": claim.predicate}
             if r.created:
                 item["memory_id"] = r.memory_id
+            if claim.predicate is not None:
+                fact = mem.assert_fact(
+                    task.sender, claim.predicate, claim.object, statement=claim.statement,
+                    evidence=[{"offset": claim.offset, "quote": claim.quote, "start": claim.start, "end": claim.end}],
+                    confidence=claim.confidence, observer=task.observer, audience=task.observer,
+                    purposes=self.purposes, scope=task.scope, principal=task.observer or task.sender,
+                    scopes=[task.scope])
+                item["fact_id"] = fact.fact_id
             observations.append(item)
         return {"observations": observations}, sum(r.created for r in written)
 

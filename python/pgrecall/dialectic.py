@@ -22,7 +22,7 @@ class Chat:
     question: str
     observer: str | None  # None: the global view
     target: str
-    representation: list[dict]  # memories about the target from the observer's view, newest first
+    representation: list[dict]  # memories and facts about the target from the observer's view
     evidence: list[dict]  # recall items for the question: memory_id, body, score, observations
     working: dict | None  # the session's working representation of the target, if a session was named
     prompt: str
@@ -35,7 +35,7 @@ def build_prompt(question: str, observer: str | None, target: str, representatio
     view = f"{observer}'s view of {target}" if observer else f"what is known about {target} (global view)"
     lines = [f"Answer the question using only the context below: {view}.",
              "If the context does not say, answer that you do not know.", "", "Representation:"]
-    lines += [f"- {r['body']} (memory {r['memory_id']})" for r in representation] or ["- (nothing yet)"]
+    lines += [f"- {r['body']} ({r['item']} {r['id']})" for r in representation] or ["- (nothing yet)"]
     if working is not None:
         items = next(iter(working.get("representation", {}).values()), [])
         lines += ["", "Working representation in this session:"]

@@ -62,7 +62,7 @@ class MemoryRecord:
 @dataclass(frozen=True)
 class RecallItem:
     rank: int
-    memory_id: int
+    memory_id: int | None   # None for a fact row
     scope: str
     kind: str
     title: str | None
@@ -72,7 +72,10 @@ class RecallItem:
     dense_rank: int | None
     cosine: float | None
     bm25: float | None
-    provenance: dict
+    provenance: dict        # a fact row: subject, predicate, object, valid and its evidence
+    item: str = "memory"    # memory, or fact: a fact about an entity the query names
+    fact_id: int | None = None
+    fact_rank: int | None = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,32 @@ class Task:
 # A re-rank hook: given the query and the items that passed the walk, return
 # them (or a subset) in a new order. A local cross-encoder fits this shape.
 Reranker = Callable[[str, list[RecallItem]], list[RecallItem]]
+
+
+@dataclass(frozen=True)
+class AssertedFact:
+    fact_id: int
+    outcome: str            # inserted, superseded (closed contradicting facts) or confirmed (already known)
+    closed_facts: list[int]
+
+
+@dataclass(frozen=True)
+class FactRow:
+    fact_id: int
+    subject: str
+    predicate: str
+    object: str
+    statement: str
+    valid: Any
+    known: Any
+    confidence: float
+    salience: float
+    observer: str | None
+    evidence: list[dict]
+
+
+def dict_row_type(**kwargs) -> dict:
+    return dict(kwargs)
 
 
 class Memory:
@@ -399,6 +428,66 @@ class Memory:
         except psycopg.Error as exc:
             raise errors.translate(exc) from exc
 
+    # --- the graph -------------------------------------------------------
+
+    def assert_fact(self, subject: str, predicate: str, object_: str, *, evidence: Sequence[dict],
+                    statement: str | None = None, valid_from: datetime | None = None,
+                    valid_to: datetime | None = None, confidence: float = 1.0, observer: str | None = None,
+                    audience: str | None = None, purposes: Sequence[str] | None = None,
+                    subject_type: str | None = None, object_type: str | None = None, scope: str | None = None,
+                    principal: str | None = None, scopes: Sequence[str] | None = None) -> AssertedFact:
+        """Assert a fact with evidence: each item {"offset": n, "quote": "..."} and optionally "start"/"end"
+        UTF-8 byte offsets. A single-valued predicate's overlapping current value is closed, not overwritten."""
+        principal, scopes = self._who(principal, scopes)
+        return self._call("assert_fact", {
+            "principal": principal, "scopes": scopes, "scope": scope or scopes[0], "subject": subject,
+            "predicate": predicate, "object": object_, "evidence": Jsonb(list(evidence)), "statement": statement,
+            "valid_from": valid_from, "valid_to": valid_to, "confidence": confidence, "observer": observer,
+            "audience": audience, "purposes": list(purposes) if purposes is not None else None,
+            "subject_type": subject_type, "object_type": object_type}, row_type=AssertedFact)
+
+    def retract_fact(self, fact_id: int, *, reason: str, principal: str | None = None,
+                     scopes: Sequence[str] | None = None):
+        principal, scopes = self._who(principal, scopes)
+        return self._call("retract_fact", {"principal": principal, "scopes": scopes, "fact_id": fact_id,
+                                           "reason": reason})
+
+    def facts_as_of(self, subject: str, predicate: str | None = None, *, valid_at: datetime | None = None,
+                    known_at: datetime | None = None, purpose: str = "converse", principal: str | None = None,
+                    scopes: Sequence[str] | None = None) -> list[FactRow]:
+        """What was true of ``subject`` at ``valid_at`` as believed at ``known_at`` (defaults: now)."""
+        principal, scopes = self._who(principal, scopes)
+        return self._call("facts_as_of", {"principal": principal, "scopes": scopes, "subject": subject,
+                                          "predicate": predicate, "valid_at": valid_at, "known_at": known_at,
+                                          "purpose": purpose}, row_type=FactRow, many=True)
+
+    def neighbourhood(self, seeds: Sequence[str], *, hops: int = 2, valid_at: datetime | None = None,
+                      known_at: datetime | None = None, purpose: str = "converse", principal: str | None = None,
+                      scopes: Sequence[str] | None = None) -> list[dict]:
+        principal, scopes = self._who(principal, scopes)
+        rows = self._call("neighbourhood", {"principal": principal, "scopes": scopes, "seeds": list(seeds),
+                                            "hops": hops, "valid_at": valid_at, "known_at": known_at,
+                                            "purpose": purpose}, row_type=dict_row_type, many=True)
+        return rows
+
+    def resolve_citation(self, fact_id: int, *, principal: str | None = None,
+                         scopes: Sequence[str] | None = None) -> list[dict]:
+        principal, scopes = self._who(principal, scopes)
+        return self._call("resolve_citation", {"principal": principal, "scopes": scopes, "fact_id": fact_id},
+                          row_type=dict_row_type, many=True)
+
+    def merge_entities(self, keep: str, absorb: str, *, scope: str | None = None, principal: str | None = None,
+                       scopes: Sequence[str] | None = None) -> dict:
+        principal, scopes = self._who(principal, scopes)
+        return self._call("merge_entities", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
+                                             "keep": keep, "absorb": absorb}, row_type=dict_row_type)
+
+    def add_entity_alias(self, entity: str, alias: str, *, scope: str | None = None, principal: str | None = None,
+                         scopes: Sequence[str] | None = None) -> dict:
+        principal, scopes = self._who(principal, scopes)
+        return self._call("add_entity_alias", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
+                                               "entity": entity, "alias": alias}, row_type=dict_row_type)
+
     def forget(self, memory_id: int, *, reason: str, revision: int | None = None, principal: str | None = None,
                scopes: Sequence[str] | None = None) -> int:
         principal, scopes = self._who(principal, scopes)
@@ -486,12 +575,13 @@ class Memory:
     def representation(self, target: str, *, observer: str | None = None, purpose: str = "converse",
                        limit: int = 100, principal: str | None = None,
                        scopes: Sequence[str] | None = None) -> list[dict]:
-        """The memories about ``target`` from ``observer``'s view (None: the global representation),
-        newest first, through the eligibility rule for the principal."""
+        """What is believed about ``target`` from ``observer``'s view (None: the global representation): the
+        memories, then the currently believed facts (``item`` says which; ``kind`` is the memory kind or the
+        fact's predicate), newest first, through the eligibility rules for the principal."""
         principal, scopes = self._who(principal, scopes)
         rows = self._call("representation", {"principal": principal, "scopes": scopes, "target": target,
                                              "observer": observer, "purpose": purpose, "limit": limit}, many=True)
-        return [dict(zip(("memory_id", "scope", "kind", "body", "confidence", "observer", "created_at", "evidence"), r))
+        return [dict(zip(("item", "id", "scope", "kind", "body", "confidence", "observer", "created_at", "evidence"), r))
                 for r in rows]
 
     def get_representation(self, session: int, peer: str, target: str | None = None, *,

@@ -102,6 +102,30 @@ class AppendOnly(PgrecallError):
     sqlstate = "PR110"
 
 
+class UnknownPredicate(PgrecallError):
+    sqlstate = "PR111"
+
+
+class EvidenceMismatch(PgrecallError):
+    """The quote is not exactly the bytes of its span, or the span is not in the observation."""
+
+    sqlstate = "PR112"
+
+
+class RolePolicyViolation(PgrecallError):
+    """A fact about a human peer whose only evidence is what an assistant said."""
+
+    sqlstate = "PR113"
+
+
+class UnknownEntity(PgrecallError):
+    sqlstate = "PR114"
+
+
+class FactNotFound(PgrecallError):
+    sqlstate = "PR115"
+
+
 class UnknownSession(PgrecallError):
     """No such session, or an observation names a session of another scope."""
 

@@ -1,0 +1,234 @@
+-- Entities: identity is (scope, normalized name); names resolve through
+-- aliases and through merges to the surviving entity.
+-- Errors: PR114 unknown entity.
+
+create or replace function __tenant__._normalize_name(p_name text)
+returns text
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    -- The same rule as entity.normalized_name.
+    select lower(regexp_replace(btrim(p_name), '\s+', ' ', 'g'))
+$$;
+comment on function __tenant__._normalize_name(text) is 'Internal: the form of a name that entity identity compares.';
+
+-- The entity a name means in a scope: its own row (followed to where it was
+-- merged), else the entity carrying the name as an alias; NULL if none.
+create or replace function __tenant__._entity_named(p_scope text, p_name text)
+returns bigint
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select coalesce(
+        (select coalesce(e.merged_into, e.id) from entity e
+          where e.scope = p_scope and e.normalized_name = _normalize_name(p_name)),
+        (select e.id from entity e
+          where e.scope = p_scope and e.aliases @> array[_normalize_name(p_name)] and e.merged_into is null
+          order by e.id limit 1))
+$$;
+comment on function __tenant__._entity_named(text, text) is
+    'Internal: the surviving entity a name or alias denotes in a scope, or NULL.';
+
+-- Get or create: the entity a name denotes, creating it when nothing does.
+create or replace function __tenant__._entity_for(p_scope text, p_name text, p_type text, p_observation_ids bigint[])
+returns bigint
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_id bigint;
+begin
+    perform _check_text(p_name, 'entity name', 200);
+    if _trim(p_name) = '' then
+        perform _fail('PR107', 'an entity name is empty');
+    end if;
+    v_id := _entity_named(p_scope, p_name);
+    if v_id is null then
+        insert into entity as e (scope, name, entity_type) values (p_scope, _trim(p_name), p_type)
+        on conflict on constraint entity_identity do update set name = e.name
+        returning coalesce(e.merged_into, e.id) into v_id;
+    end if;
+    if p_type is not null then
+        update entity e set entity_type = p_type where e.id = v_id and e.entity_type is null;
+    end if;
+    perform _register('entity', v_id::text, p_observation_ids);
+    return v_id;
+end
+$$;
+comment on function __tenant__._entity_for(text, text, text, bigint[]) is
+    'Internal: the entity a name denotes in a scope, created (and registered) if none does.';
+
+-- Entities whose name or alias occurs in a text, as whole words (one to four
+-- words long): how recall finds what a query is about.
+create or replace function __tenant__._entities_in_text(p_scopes text[], p_text text)
+returns bigint[]
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    with words as (
+        select w, i from unnest(regexp_split_to_array(lower(coalesce(p_text, '')), '[^[:alnum:]''-]+'))
+                         with ordinality as t(w, i)
+         where w <> ''
+    ), grams as (
+        select distinct array_to_string(array(select w2.w from words w2 where w2.i between w1.i and w1.i + n - 1
+                                               order by w2.i), ' ') as g
+          from words w1, generate_series(1, 4) n
+         where exists (select 1 from words w3 where w3.i = w1.i + n - 1)
+    )
+    select coalesce(array_agg(distinct coalesce(e.merged_into, e.id)), '{}')
+      from entity e
+     where e.scope = any (p_scopes)
+       and (e.normalized_name in (select g from grams)
+            or e.aliases && array(select g from grams))
+$$;
+comment on function __tenant__._entities_in_text(text[], text) is
+    'Internal: surviving entities in the authorised scopes named (by name or alias) in a text.';
+
+create or replace function __tenant__._entity_required(p_scopes text[], p_name text)
+returns bigint
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_id bigint;
+begin
+    select x.id into v_id
+      from (select _entity_named(s, p_name) as id from unnest(p_scopes) s) x
+     where x.id is not null
+     order by x.id limit 1;
+    if v_id is null then
+        perform _fail('PR114', format('no entity named %s in scopes %s', coalesce(quote_literal(p_name), 'NULL'),
+                                      array_to_string(p_scopes, ', ')),
+                      'Entities are created by assert_fact() and remember(about => ...); aliases by add_entity_alias().');
+    end if;
+    return v_id;
+end
+$$;
+comment on function __tenant__._entity_required(text[], text) is 'Internal: the entity a name denotes in the authorised scopes, or PR114.';
+
+create or replace function __tenant__.add_entity_alias(p_principal text, p_scopes text[], p_scope text,
+                                                       p_entity text, p_alias text)
+returns table (entity_id bigint, name text, aliases text[])
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_id bigint;
+    v_other bigint;
+begin
+    perform _peer_id(p_principal);
+    perform _check_write_scope(p_scope, p_scopes);
+    perform _check_text(p_alias, 'alias', 200);
+    if _trim(p_alias) = '' then
+        perform _fail('PR107', 'an alias is empty');
+    end if;
+    v_id := _entity_required(array[p_scope], p_entity);
+    v_other := _entity_named(p_scope, p_alias);
+    if v_other is not null and v_other <> v_id then
+        perform _fail('PR107', format('%s already denotes another entity (%s) in scope %s',
+                                      quote_literal(p_alias), v_other, p_scope),
+                      'Merge the two with merge_entities() if they are the same thing.');
+    end if;
+    update entity e set aliases = array(select distinct a from unnest(e.aliases || _normalize_name(p_alias)) a order by a)
+     where e.id = v_id;
+    return query select e.id, e.name, e.aliases from entity e where e.id = v_id;
+end
+$$;
+comment on function __tenant__.add_entity_alias(text, text[], text, text, text) is
+    'Adds an alias under which an entity is found (by recall, traversal and fact lookups).';
+
+-- Merge: the absorbed entity's facts move to the kept one (a current
+-- single-valued fact that would contradict one of the kept entity's is
+-- closed instead, keeping the kept entity's value), its names become aliases,
+-- and its row stays behind pointing at the survivor. Logged in entity_merge.
+create or replace function __tenant__.merge_entities(p_principal text, p_scopes text[], p_scope text,
+                                                     p_keep text, p_absorb text)
+returns table (merge_id bigint, kept_id bigint, absorbed_id bigint, facts_moved integer, facts_closed integer)
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_principal bigint := _peer_id(p_principal);
+    v_keep bigint;
+    v_absorb bigint;
+    v_now timestamptz;
+    v_closed bigint[];
+    v_moved bigint[];
+    v_merge bigint;
+begin
+    perform _check_write_scope(p_scope, p_scopes);
+    v_keep := _entity_required(array[p_scope], p_keep);
+    v_absorb := _entity_required(array[p_scope], p_absorb);
+    if v_keep = v_absorb then
+        perform _fail('PR107', format('%s and %s are already the same entity (%s)',
+                                      quote_literal(p_keep), quote_literal(p_absorb), v_keep));
+    end if;
+    perform 1 from entity e where e.id in (v_keep, v_absorb) order by e.id for update;
+    v_now := clock_timestamp();
+
+    -- Contradictions between current single-valued facts: the kept entity's win.
+    with closed as (
+        update fact f set known = tstzrange(lower(f.known), v_now), retraction_reason = 'merged: contradicted the kept entity'
+         where f.subject_id = v_absorb and f.single_valued and upper_inf(f.known)
+           and exists (select 1 from fact k
+                        where k.subject_id = v_keep and k.predicate = f.predicate and k.single_valued
+                          and upper_inf(k.known) and coalesce(k.observer_peer_id, 0) = coalesce(f.observer_peer_id, 0)
+                          and k.valid && f.valid)
+        returning f.id)
+    select coalesce(array_agg(id order by id), '{}') into v_closed from closed;
+
+    with moved as (
+        update fact f set subject_id = case when f.subject_id = v_absorb then v_keep else f.subject_id end,
+                          object_id = case when f.object_id = v_absorb then v_keep else f.object_id end
+         where f.subject_id = v_absorb or f.object_id = v_absorb
+        returning f.id)
+    select coalesce(array_agg(id order by id), '{}') into v_moved from moved;
+
+    update entity e
+       set aliases = array(select distinct a from unnest(e.aliases || a2.aliases || a2.normalized_name) a order by a)
+      from entity a2
+     where e.id = v_keep and a2.id = v_absorb;
+    update entity e set merged_into = v_keep, aliases = '{}' where e.id = v_absorb or e.merged_into = v_absorb;
+    -- The kept entity now carries the absorbed one's names: it answers to the same sources.
+    insert into projection_dependency (kind, row_key, observation_id)
+    select 'entity', v_keep::text, d.observation_id from projection_dependency d
+     where d.kind = 'entity' and d.row_key = v_absorb::text
+    on conflict do nothing;
+
+    insert into entity_merge (scope, kept_id, absorbed_id, facts_moved, facts_closed, merged_by)
+    values (p_scope, v_keep, v_absorb, v_moved, v_closed, v_principal)
+    returning id into v_merge;
+    return query select v_merge, v_keep, v_absorb, cardinality(v_moved), cardinality(v_closed);
+end
+$$;
+comment on function __tenant__.merge_entities(text, text[], text, text, text) is
+    'Merges p_absorb into p_keep: facts move, names become aliases, contradictions are closed; logged in entity_merge.';
+
+create or replace function __tenant__.entities(p_principal text, p_scopes text[], p_name text default null)
+returns table (entity_id bigint, scope text, name text, entity_type text, aliases text[], merged_into bigint,
+               facts bigint)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    perform _peer_id(p_principal);
+    perform _check_scopes(p_scopes);
+    return query
+    select e.id, e.scope, e.name, e.entity_type, e.aliases, e.merged_into,
+           (select count(*) from fact f where (f.subject_id = e.id or f.object_id = e.id) and upper_inf(f.known))
+      from entity e
+     where e.scope = any (p_scopes)
+       and (p_name is null or e.normalized_name = _normalize_name(p_name) or e.aliases @> array[_normalize_name(p_name)])
+     order by e.scope, e.normalized_name;
+end
+$$;
+comment on function __tenant__.entities(text, text[], text) is
+    'Entities in the authorised scopes (optionally those a name or alias denotes), with their count of current facts.';

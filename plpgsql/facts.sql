@@ -1,0 +1,442 @@
+-- Facts: asserting (closing and splitting what it contradicts), retracting,
+-- citing, and the bitemporal question "what was true at T1 as we knew it at T2".
+-- Errors: PR111 unknown predicate, PR112 evidence does not match its
+-- observation, PR113 role policy (a human's fact on an assistant's word only),
+-- PR114 unknown entity, PR115 unknown fact, PR108 fact no longer current.
+
+-- The one eligibility rule for facts, like _eligible_memories for memories:
+-- inlined by the planner into the caller's query (so no definer or SET).
+create or replace function __tenant__._eligible_facts(
+    p_principal_id  bigint,
+    p_scopes        text[],
+    p_purpose       text,         -- NULL: any purpose
+    p_valid_at      timestamptz,  -- NULL: any time
+    p_known_at      timestamptz   -- NULL: currently known
+)
+returns setof __tenant__.fact
+language sql stable
+as $$
+    select f.*
+      from __tenant__.fact f
+     where f.scope = any (p_scopes)
+       and (f.audience_peer_id is null or f.audience_peer_id = p_principal_id)
+       and (p_purpose is null or p_purpose = any (f.purposes))
+       and (p_valid_at is null or f.valid @> p_valid_at)
+       and (case when p_known_at is null then upper_inf(f.known) else f.known @> p_known_at end)
+$$;
+comment on function __tenant__._eligible_facts(bigint, text[], text, timestamptz, timestamptz) is
+    'Internal: the facts a principal may see in the authorised scopes for a purpose, valid and known at the given times.';
+
+-- Evidence items ({"offset", "quote", optional "start"/"end" byte offsets})
+-- resolved to observations and byte spans. Without a span the quote's first
+-- occurrence is used; either way the trigger on fact_evidence checks the bytes.
+create or replace function __tenant__._evidence_spans(p_scope text, p_evidence jsonb)
+returns table (observation_id bigint, byte_start integer, byte_end integer, quote text,
+               source_role text, occurred_at timestamptz)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_item jsonb;
+    v_obs observation;
+    v_start integer;
+    v_found integer;
+begin
+    if p_evidence is null or jsonb_typeof(p_evidence) <> 'array' or jsonb_array_length(p_evidence) = 0 then
+        perform _fail('PR112', 'a fact needs evidence: a non-empty array of {"offset", "quote"} items',
+                      'E.g. [{"offset": 3, "quote": "I live in Lisbon"}], optionally with "start" and "end" UTF-8 byte offsets.');
+    end if;
+    for v_item in select * from jsonb_array_elements(p_evidence) loop
+        if jsonb_typeof(v_item) <> 'object' or jsonb_typeof(v_item -> 'offset') is distinct from 'number'
+           or jsonb_typeof(v_item -> 'quote') is distinct from 'string' or v_item ->> 'quote' = '' then
+            perform _fail('PR112', format('evidence item %s needs a numeric "offset" and a non-empty "quote"', v_item));
+        end if;
+        perform _observation_ids(p_scope, array[(v_item ->> 'offset')::bigint]);
+        select o.* into v_obs from observation o where o.scope = p_scope and o.log_offset = (v_item ->> 'offset')::bigint;
+        if v_item ? 'start' or v_item ? 'end' then
+            if jsonb_typeof(v_item -> 'start') is distinct from 'number' or jsonb_typeof(v_item -> 'end') is distinct from 'number'
+               or (v_item ->> 'start')::numeric <> floor((v_item ->> 'start')::numeric)
+               or (v_item ->> 'end')::numeric <> floor((v_item ->> 'end')::numeric) then
+                perform _fail('PR112', format('evidence item %s: "start" and "end" are whole UTF-8 byte offsets, given together', v_item));
+            end if;
+            if (v_item ->> 'start')::bigint < 0 or (v_item ->> 'end')::bigint <= (v_item ->> 'start')::bigint
+               or (v_item ->> 'end')::bigint > octet_length(convert_to(v_obs.body, 'UTF8')) then
+                perform _fail('PR112', format('evidence span %s..%s lies outside observation %s of scope %s, which is %s bytes long',
+                                              v_item ->> 'start', v_item ->> 'end', v_obs.log_offset, p_scope,
+                                              octet_length(convert_to(v_obs.body, 'UTF8'))),
+                              'Spans are UTF-8 byte offsets into the observation body, end exclusive.');
+            end if;
+            v_start := (v_item ->> 'start')::integer;
+            if octet_length(convert_to(v_item ->> 'quote', 'UTF8')) <> (v_item ->> 'end')::integer - v_start then
+                perform _fail('PR112', format('the quote %s is %s bytes long but the span %s..%s is %s',
+                                              quote_literal(v_item ->> 'quote'),
+                                              octet_length(convert_to(v_item ->> 'quote', 'UTF8')), v_start,
+                                              v_item ->> 'end', (v_item ->> 'end')::integer - v_start),
+                              'Spans are UTF-8 byte offsets, end exclusive: end - start is the quote''s length in bytes.');
+            end if;
+        else
+            v_found := position(convert_to(v_item ->> 'quote', 'UTF8') in convert_to(v_obs.body, 'UTF8'));
+            if v_found = 0 then
+                perform _fail('PR112', format('the quote %s does not occur in observation %s of scope %s',
+                                              quote_literal(v_item ->> 'quote'), v_obs.log_offset, p_scope),
+                              'Quote the observation verbatim.');
+            end if;
+            v_start := v_found - 1;
+        end if;
+        observation_id := v_obs.id;
+        byte_start := v_start;
+        byte_end := coalesce((v_item ->> 'end')::integer, v_start + octet_length(convert_to(v_item ->> 'quote', 'UTF8')));
+        quote := v_item ->> 'quote';
+        source_role := v_obs.source_role;
+        occurred_at := v_obs.occurred_at;
+        return next;
+    end loop;
+end
+$$;
+comment on function __tenant__._evidence_spans(text, jsonb) is
+    'Internal: evidence items resolved to (observation, byte span, quote); PR112 when an item cannot be.';
+
+-- Is this name (or the entity it denotes) a human peer? Decides the role policy.
+create or replace function __tenant__._names_human_peer(p_scope text, p_name text)
+returns boolean
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select exists (
+        select 1 from peer p
+         where p.kind = 'human'
+           and (_normalize_name(p.name) = _normalize_name(p_name)
+                or _normalize_name(p.name) in (
+                    select e.normalized_name from entity e
+                     where e.scope = p_scope and (e.id = _entity_named(p_scope, p_name)
+                                                  or e.merged_into = _entity_named(p_scope, p_name))
+                    union all
+                    select unnest(e.aliases) from entity e where e.id = _entity_named(p_scope, p_name))))
+$$;
+comment on function __tenant__._names_human_peer(text, text) is 'Internal: whether a name denotes a human peer (role policy).';
+
+create or replace function __tenant__.assert_fact(
+    p_principal     text,
+    p_scopes        text[],
+    p_scope         text,
+    p_subject       text,
+    p_predicate     text,
+    p_object        text,                        -- an entity name, or the value of a literal predicate
+    p_evidence      jsonb,                       -- [{"offset": n, "quote": "...", "start": b, "end": b}]
+    p_statement     text default null,           -- NULL: "subject predicate object"
+    p_valid_from    timestamptz default null,    -- NULL: when the earliest evidence was said
+    p_valid_to      timestamptz default null,    -- NULL: open-ended
+    p_confidence    double precision default 1,
+    p_observer      text default null,           -- whose perspective; NULL: the tenant's own view
+    p_audience      text default null,           -- one peer who may see it; NULL: the scope
+    p_purposes      text[] default null,         -- NULL: all four
+    p_subject_type  text default null,
+    p_object_type   text default null
+)
+returns table (fact_id bigint, outcome text, closed_facts bigint[])
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_principal bigint := _peer_id(p_principal);
+    v_observer bigint := case when p_observer is null then null else _peer_id(p_observer, 'observer') end;
+    v_audience bigint := case when p_audience is null then null else _peer_id(p_audience, 'audience') end;
+    v_purposes text[];
+    v_pred predicate;
+    v_valid tstzrange;
+    v_from timestamptz;
+    v_observations bigint[];
+    v_subject bigint;
+    v_object bigint;
+    v_object_value text;
+    v_now timestamptz;
+    v_existing bigint;
+    v_new bigint;
+    v_closed bigint[] := '{}';
+    v_old fact;
+    v_piece tstzrange;
+    v_part bigint;
+    v_ev_obs bigint[];
+    v_ev_start integer[];
+    v_ev_end integer[];
+    v_ev_quote text[];
+    v_not_only_assistant boolean;
+begin
+    perform _check_write_scope(p_scope, p_scopes);
+    select * into v_pred from predicate pr where pr.name = p_predicate;
+    if v_pred.name is null then
+        perform _fail('PR111', format('unknown predicate %s', coalesce(quote_literal(p_predicate), 'NULL')),
+                      'predicates() lists the ontology; extend it with INSERT INTO predicate.');
+    end if;
+    perform _check_text(p_subject, 'subject', 200);
+    perform _check_text(p_object, 'object', case when v_pred.object_type = 'entity' then 200 else 1000 end);
+    if _trim(p_subject) = '' or _trim(p_object) = '' then
+        perform _fail('PR107', 'the subject and the object of a fact must not be empty');
+    end if;
+    if p_statement is not null then
+        perform _check_text(p_statement, 'statement', 2000);
+    end if;
+    if p_confidence is null or p_confidence < 0 or p_confidence > 1 then
+        perform _fail('PR107', format('confidence must be between 0 and 1, not %s', coalesce(p_confidence::text, 'NULL')));
+    end if;
+    v_purposes := case when p_purposes is null then array['act', 'converse', 'personalize', 'review']
+                       else _check_purposes(p_purposes) end;
+
+    -- Evidence first: every span checked before anything is written.
+    select array_agg(e.observation_id order by e.n), array_agg(e.byte_start order by e.n),
+           array_agg(e.byte_end order by e.n), array_agg(e.quote order by e.n),
+           bool_or(e.source_role <> 'assistant'), min(e.occurred_at)
+      into v_ev_obs, v_ev_start, v_ev_end, v_ev_quote, v_not_only_assistant, v_from
+      from _evidence_spans(p_scope, p_evidence) with ordinality as e(observation_id, byte_start, byte_end, quote,
+                                                                     source_role, occurred_at, n);
+    v_observations := array(select distinct o from unnest(v_ev_obs) o order by o);
+    v_from := coalesce(p_valid_from, v_from);
+    if p_valid_to is not null and p_valid_to <= v_from then
+        perform _fail('PR107', format('the valid range [%s, %s) is empty', v_from, p_valid_to),
+                      'valid_to must be later than valid_from (which defaults to when the evidence was said).');
+    end if;
+    v_valid := tstzrange(v_from, p_valid_to);
+
+    -- What an assistant said about a person is not that person's fact.
+    if _names_human_peer(p_scope, p_subject)
+       and not v_not_only_assistant then
+        perform _fail('PR113', format('%s is a human peer and every quote for this fact was spoken by an assistant',
+                                      quote_literal(p_subject)),
+                      'A fact about a person needs evidence that is not only the assistant''s word (e.g. what they said).');
+    end if;
+
+    -- One assertion per subject at a time, so conflicting writers queue up
+    -- and each sees what the previous one asserted.
+    v_subject := _entity_for(p_scope, p_subject, p_subject_type, v_observations);
+    perform 1 from entity e where e.id = v_subject for update;
+    v_now := clock_timestamp();
+    if v_pred.object_type = 'entity' then
+        v_object := _entity_for(p_scope, p_object, p_object_type, v_observations);
+        if v_object = v_subject then
+            perform _fail('PR107', format('a fact cannot relate %s to itself', quote_literal(p_subject)));
+        end if;
+    else
+        v_object_value := _trim(p_object);
+    end if;
+
+    -- The same value, already known for at least this long: the assertion confirms it.
+    select f.id into v_existing from fact f
+     where f.subject_id = v_subject and f.predicate = v_pred.name and upper_inf(f.known)
+       and coalesce(f.observer_peer_id, 0) = coalesce(v_observer, 0)
+       and f.object_id is not distinct from v_object and f.object_value is not distinct from v_object_value
+       and f.valid @> v_valid
+       and f.scope = p_scope
+     order by f.id limit 1;
+    if v_existing is not null then
+        insert into fact_evidence (fact_id, observation_id, byte_start, byte_end, quote)
+        select v_existing, e.o, e.s, e.e, e.q from unnest(v_ev_obs, v_ev_start, v_ev_end, v_ev_quote) e(o, s, e, q)
+         where not exists (select 1 from fact_evidence x where x.fact_id = v_existing
+                              and x.observation_id = e.o and x.byte_start = e.s and x.byte_end = e.e);
+        perform _register_fact(v_existing, v_observations);
+        update fact f set salience = f.salience + 1 where f.id = v_existing;
+        return query select v_existing, 'confirmed'::text, '{}'::bigint[];
+        return;
+    end if;
+
+    -- A single value at a time: close every current fact the new one overlaps.
+    if v_pred.single_valued then
+        with closed as (
+            update fact f set known = tstzrange(lower(f.known), v_now)
+             where f.subject_id = v_subject and f.predicate = v_pred.name and f.single_valued
+               and upper_inf(f.known) and coalesce(f.observer_peer_id, 0) = coalesce(v_observer, 0)
+               and f.valid && v_valid
+            returning f.id)
+        select coalesce(array_agg(id order by id), '{}') into v_closed from closed;
+    end if;
+
+    insert into fact (scope, subject_id, predicate, single_valued, object_id, object_value, statement, valid, known,
+                      confidence, salience, observer_peer_id, audience_peer_id, purposes, asserted_by)
+    values (p_scope, v_subject, v_pred.name, v_pred.single_valued, v_object, v_object_value,
+            coalesce(_trim(p_statement), format('%s %s %s', _trim(p_subject), replace(v_pred.name, '_', ' '), _trim(p_object))),
+            v_valid, tstzrange(v_now, null), p_confidence, 1, v_observer, v_audience, v_purposes, v_principal)
+    returning id into v_new;
+    insert into fact_evidence (fact_id, observation_id, byte_start, byte_end, quote)
+    select v_new, e.o, e.s, e.e, e.q from unnest(v_ev_obs, v_ev_start, v_ev_end, v_ev_quote) e(o, s, e, q);
+    perform _register_fact(v_new, v_observations);
+
+    -- What the closed facts said outside the new valid range is still believed:
+    -- each surviving piece is a new current fact with the old one's evidence.
+    for v_old in select * from fact f where f.id = any (v_closed) order by f.id loop
+        update fact f set closed_by = v_new where f.id = v_old.id;
+        for v_piece in select p from unnest(tstzmultirange(v_old.valid) - tstzmultirange(v_valid)) p loop
+            insert into fact (scope, subject_id, predicate, single_valued, object_id, object_value, statement, valid,
+                              known, confidence, salience, observer_peer_id, audience_peer_id, purposes, asserted_by,
+                              split_from, split_by)
+            values (v_old.scope, v_old.subject_id, v_old.predicate, v_old.single_valued, v_old.object_id,
+                    v_old.object_value, v_old.statement, v_piece, tstzrange(v_now, null), v_old.confidence,
+                    v_old.salience, v_old.observer_peer_id, v_old.audience_peer_id, v_old.purposes, v_old.asserted_by,
+                    v_old.id, v_new)
+            returning id into v_part;
+            insert into fact_evidence (fact_id, observation_id, byte_start, byte_end, quote)
+            select v_part, x.observation_id, x.byte_start, x.byte_end, x.quote from fact_evidence x where x.fact_id = v_old.id;
+            perform _register_fact(v_part, array(select distinct x.observation_id from fact_evidence x where x.fact_id = v_old.id));
+        end loop;
+    end loop;
+    return query select v_new, case when cardinality(v_closed) > 0 then 'superseded' else 'inserted' end, v_closed;
+end
+$$;
+comment on function __tenant__.assert_fact(text, text[], text, text, text, text, jsonb, text, timestamptz, timestamptz,
+                                           double precision, text, text, text[], text, text) is
+    'Asserts a fact with verbatim evidence; a single-valued predicate''s overlapping current value is closed and split, never overwritten.';
+
+-- Registers a fact and its evidence rows against their observations.
+create or replace function __tenant__._register_fact(p_fact_id bigint, p_observation_ids bigint[])
+returns void
+language sql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    insert into projection_dependency (kind, row_key, observation_id)
+    select 'fact', p_fact_id::text, o from unnest(p_observation_ids) o
+    union all
+    select 'fact_evidence', x.id::text, x.observation_id from fact_evidence x where x.fact_id = p_fact_id
+    on conflict do nothing
+$$;
+comment on function __tenant__._register_fact(bigint, bigint[]) is
+    'Internal: registers a fact and its evidence in the projection registry.';
+
+create or replace function __tenant__._visible_fact(p_principal_id bigint, p_scopes text[], p_fact_id bigint)
+returns __tenant__.fact
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_fact fact;
+begin
+    perform _check_id(p_fact_id, 'fact id');
+    select f.* into v_fact from fact f where f.id = p_fact_id and f.scope = any (p_scopes)
+       and (f.audience_peer_id is null or f.audience_peer_id = p_principal_id);
+    if v_fact.id is null then
+        perform _fail('PR115', format('fact %s not found in scopes %s', p_fact_id, array_to_string(p_scopes, ', ')));
+    end if;
+    return v_fact;
+end
+$$;
+comment on function __tenant__._visible_fact(bigint, text[], bigint) is 'Internal: a fact the principal may see, or PR115.';
+
+create or replace function __tenant__.retract_fact(p_principal text, p_scopes text[], p_fact_id bigint, p_reason text)
+returns table (fact_id bigint, known tstzrange)
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_fact fact;
+begin
+    perform _check_scopes(p_scopes);
+    v_fact := _visible_fact(_peer_id(p_principal), p_scopes, p_fact_id);
+    perform _check_text(p_reason, 'reason', 1000);
+    if _trim(p_reason) = '' then
+        perform _fail('PR107', 'a retraction needs a reason');
+    end if;
+    perform 1 from entity e where e.id = v_fact.subject_id for update;
+    if not exists (select 1 from fact f where f.id = p_fact_id and upper_inf(f.known)) then
+        perform _fail('PR108', format('fact %s is no longer current: it was closed or retracted already', p_fact_id));
+    end if;
+    return query
+    update fact f set known = tstzrange(lower(f.known), greatest(clock_timestamp(), lower(f.known) + interval '1 microsecond')),
+                      retraction_reason = _trim(p_reason)
+     where f.id = p_fact_id
+    returning f.id, f.known;
+end
+$$;
+comment on function __tenant__.retract_fact(text, text[], bigint, text) is
+    'Ends a fact''s known range now: we no longer believe it. The row stays, so earlier beliefs can still be asked about.';
+
+create or replace function __tenant__.resolve_citation(p_principal text, p_scopes text[], p_fact_id bigint)
+returns table (evidence_id bigint, scope text, log_offset bigint, observation_id bigint, byte_start integer,
+               byte_end integer, quote text, actor text, source_role text, occurred_at timestamptz, body text)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    perform _check_scopes(p_scopes);
+    perform _visible_fact(_peer_id(p_principal), p_scopes, p_fact_id);
+    return query
+    select x.id, o.scope, o.log_offset, o.id, x.byte_start, x.byte_end, x.quote, p.name, o.source_role, o.occurred_at, o.body
+      from fact_evidence x
+      join observation o on o.id = x.observation_id
+      join peer p on p.id = o.actor_id
+     where x.fact_id = p_fact_id
+     order by o.log_offset, x.byte_start;
+end
+$$;
+comment on function __tenant__.resolve_citation(text, text[], bigint) is
+    'The observations and byte spans that prove a fact: each quote with where it was said, by whom and when.';
+
+-- A fact's evidence as JSON, for answers that carry their proof.
+create or replace function __tenant__._fact_evidence_json(p_fact_id bigint)
+returns jsonb
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select coalesce(jsonb_agg(jsonb_build_object('scope', o.scope, 'offset', o.log_offset, 'start', x.byte_start,
+                                                 'end', x.byte_end, 'quote', x.quote, 'source_role', o.source_role)
+                              order by o.log_offset, x.byte_start), '[]')
+      from fact_evidence x join observation o on o.id = x.observation_id
+     where x.fact_id = p_fact_id
+$$;
+comment on function __tenant__._fact_evidence_json(bigint) is 'Internal: a fact''s evidence (quotes and spans) as JSON.';
+
+create or replace function __tenant__.facts_as_of(
+    p_principal  text,
+    p_scopes     text[],
+    p_subject    text,
+    p_predicate  text default null,
+    p_valid_at   timestamptz default null,   -- NULL: now
+    p_known_at   timestamptz default null,   -- NULL: what is believed now
+    p_purpose    text default 'converse'
+)
+returns table (fact_id bigint, subject text, predicate text, object text, statement text, valid tstzrange,
+               known tstzrange, confidence real, salience real, observer text, evidence jsonb)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_principal bigint := _peer_id(p_principal);
+    v_subjects bigint[];
+begin
+    perform _check_scopes(p_scopes);
+    perform _check_purpose(p_purpose);
+    if p_predicate is not null and not exists (select 1 from predicate pr where pr.name = p_predicate) then
+        perform _fail('PR111', format('unknown predicate %s', quote_literal(p_predicate)),
+                      'predicates() lists the ontology.');
+    end if;
+    perform _entity_required(p_scopes, p_subject);
+    v_subjects := array(select x from (select _entity_named(s, p_subject) as x from unnest(p_scopes) s) y where x is not null);
+    return query
+    select f.id, se.name, f.predicate, coalesce(oe.name, f.object_value), f.statement, f.valid, f.known,
+           f.confidence, f.salience, op.name, _fact_evidence_json(f.id)
+      from _eligible_facts(v_principal, p_scopes, p_purpose, coalesce(p_valid_at, now()), p_known_at) f
+      join entity se on se.id = f.subject_id
+      left join entity oe on oe.id = f.object_id
+      left join peer op on op.id = f.observer_peer_id
+     where f.subject_id = any (v_subjects)
+       and (p_predicate is null or f.predicate = p_predicate)
+     order by f.predicate, lower(f.valid) desc, f.id;
+end
+$$;
+comment on function __tenant__.facts_as_of(text, text[], text, text, timestamptz, timestamptz, text) is
+    'What was true of a subject at p_valid_at as we believed it at p_known_at (defaults: now, current belief), with evidence.';
+
+create or replace function __tenant__.predicates()
+returns table (name text, single_valued boolean, object_type text, description text)
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select p.name, p.single_valued, p.object_type, p.description from predicate p order by p.name
+$$;
+comment on function __tenant__.predicates() is 'The predicate ontology: each predicate, whether it holds one value at a time, and its object type.';
