@@ -225,3 +225,37 @@ def test_chat_gathers_the_representation_and_recall_evidence(acme, conninfo):
     bot = acme.chat(None, "ana", "Where does ana live?", principal="bot")
     assert all(r["observer"] is None for r in bot.representation)
     assert {e["memory_id"] for e in bot.evidence}.isdisjoint(r["id"] for r in c.representation if r["item"] == "memory")
+
+
+def test_a_waiting_deriver_is_woken_by_new_messages(acme, conninfo):
+    import threading
+
+    s = acme.create_session("wake")
+    acme.add_session_peers(s, ["ana"])
+    stop = threading.Event()
+    d = Deriver("acme", conninfo=app_dsn(conninfo))
+    t = threading.Thread(target=d.run_forever, kwargs={"poll_seconds": 60, "stop": stop.is_set})
+    t.start()
+    try:
+        time.sleep(0.3)  # it is waiting now; only the notification can wake it within the minute
+        acme.add_messages(s, [{"actor": "ana", "body": "I work at Acme"}])
+        deadline = time.time() + 10
+        while acme.queue_status("ana")["status"] != "current" and time.time() < deadline:
+            time.sleep(0.05)
+        assert acme.queue_status("ana")["done"] == 1
+    finally:
+        stop.set()
+        acme.add_messages(s, [{"actor": "ana", "body": "bye"}])  # wakes it to see the stop
+        t.join(timeout=10)
+        d.close()
+    assert not t.is_alive()
+
+
+def test_cli_deriver_once(acme, conninfo):
+    from test_install_paths import run_cli
+
+    s = acme.create_session("cli")
+    acme.add_session_peers(s, ["ana"])
+    acme.add_messages(s, [{"actor": "ana", "body": "I live in Lisbon"}, {"actor": "ana", "body": "hello"}])
+    out = run_cli("deriver", "--tenant", "acme", "--once", env={"PGRECALL_DSN": conninfo.dsn()}).stdout
+    assert "2 tasks completed, 1 memories written, 0 failed" in out

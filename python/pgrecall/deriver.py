@@ -165,6 +165,20 @@ class Deriver:
                 break
         return stats
 
+    def run_forever(self, poll_seconds: float = 5.0, stop=lambda: False) -> None:
+        """Process tasks as they come: add_messages() notifies; expired leases and retries need the poll."""
+        import select
+
+        with psycopg.connect(self.conninfo, autocommit=True) as listener:
+            listener.execute(f'listen "pgrecall_derive_{self.tenant}"')
+            while not stop():
+                while self.run_once().claimed:
+                    if stop():
+                        return
+                select.select([listener.fileno()], [], [], poll_seconds)
+                for _ in listener.notifies(timeout=0):
+                    pass
+
     def process(self, task: Task, stats: DeriveStats) -> None:
         mem = self._memory()
         try:
