@@ -98,7 +98,11 @@ comment on table __tenant__.work_task is
     'Derivation work queued by messages, one row per message and lane; claimed with SKIP LOCKED under a lease.';
 create unique index work_task_lane on __tenant__.work_task
     (session_id, task_type, coalesce(sender_id, 0), coalesce(observer_id, 0), message_offset);
-create index work_task_open on __tenant__.work_task (available_at, id) where status in ('pending', 'leased');
+-- "is anything earlier in this lane unfinished?" probes only open tasks, however long the lane's history
+create index work_task_open_lane on __tenant__.work_task
+    (session_id, task_type, coalesce(sender_id, 0), coalesce(observer_id, 0), message_offset)
+    where status in ('pending', 'leased');
+create index work_task_leased on __tenant__.work_task (lease_until) where status = 'leased';
 create index work_task_peers on __tenant__.work_task (sender_id, observer_id, status);
 create index work_task_observation on __tenant__.work_task (observation_id);
 

@@ -107,18 +107,37 @@ begin
       from expired e where t.id = e.id;
 
     return query
-    with ready as (
+    -- The head of every lane that has open tasks: one index probe per lane
+    -- (a skip scan over work_task_open_lane), whatever the backlog.
+    with recursive lanes (session_id, task_type, sender_key, observer_key, message_offset) as (
+        (select t.session_id, t.task_type, coalesce(t.sender_id, 0), coalesce(t.observer_id, 0), t.message_offset
+           from work_task t
+          where t.status in ('pending', 'leased')
+          order by t.session_id, t.task_type, coalesce(t.sender_id, 0), coalesce(t.observer_id, 0), t.message_offset
+          limit 1)
+        union all
+        select n.* from lanes l
+         cross join lateral (
+            select t.session_id, t.task_type, coalesce(t.sender_id, 0), coalesce(t.observer_id, 0), t.message_offset
+              from work_task t
+             where t.status in ('pending', 'leased')
+               and (t.session_id, t.task_type, coalesce(t.sender_id, 0), coalesce(t.observer_id, 0))
+                   > (l.session_id, l.task_type, l.sender_key, l.observer_key)
+             order by t.session_id, t.task_type, coalesce(t.sender_id, 0), coalesce(t.observer_id, 0), t.message_offset
+             limit 1) n
+    ), ready as (
+        -- a head that is ready: pending and due, or leased with an expired lease.
+        -- Heads come from this statement's snapshot: a head another claimer
+        -- holds is skipped, and what follows it in its lane is no head.
         select t.id from work_task t
-         where t.status in ('pending', 'leased') and t.available_at <= clock_timestamp()
+         where t.id in (select h.id from lanes l
+                          join work_task h on h.session_id = l.session_id and h.task_type = l.task_type
+                                          and coalesce(h.sender_id, 0) = l.sender_key
+                                          and coalesce(h.observer_id, 0) = l.observer_key
+                                          and h.message_offset = l.message_offset)
+           and t.status in ('pending', 'leased') and t.available_at <= clock_timestamp()
            and (t.status = 'pending' or t.lease_until < clock_timestamp())
            and (p_task_types is null or t.task_type = any (p_task_types))
-           -- the head of its lane: nothing earlier in the lane is unfinished
-           and not exists (
-                select 1 from work_task e
-                 where e.session_id = t.session_id and e.task_type = t.task_type
-                   and coalesce(e.sender_id, 0) = coalesce(t.sender_id, 0)
-                   and coalesce(e.observer_id, 0) = coalesce(t.observer_id, 0)
-                   and e.message_offset < t.message_offset and e.status in ('pending', 'leased'))
          order by t.available_at, t.id
          limit p_limit
          for update of t skip locked
