@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: run test bench eval venv clean
+.PHONY: run test bench bench-graph eval venv clean
 
 venv: $(STAMP)
 
@@ -31,6 +31,10 @@ test: $(STAMP)
 # Not part of CI: measured on a quiet machine, results written under bench/results/.
 bench: $(STAMP)
 	$(PY) -m bench.run $(BENCH_ARGS)
+
+# The graph: assert_fact throughput, traversal and bitemporal lookups at 100k entities / 1M facts.
+bench-graph: $(STAMP)
+	$(PY) -m bench.graph $(BENCH_ARGS)
 
 # Retrieval quality on the LoCoMo development split; results under eval/results/.
 LOCOMO ?= ../shared/data/locomo-dev

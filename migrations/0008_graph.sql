@@ -133,4 +133,5 @@ update __tenant__.projection_kind
 insert into __tenant__.setting (key, value, description) values
     ('max_hops',            '3',   'Largest number of hops neighbourhood() expands'),
     ('traversal_fanout',    '200', 'At most this many facts are followed per hop of a traversal'),
-    ('recall_fact_limit',   '20',  'Facts about entities named in the query that recall fuses with memories');
+    ('recall_fact_limit',   '20',  'Facts about entities named in the query that recall fuses with memories'),
+    ('recruit_df_ratio',    '0.01', 'Lexical arm: when some query terms are in fewer than this share of memories, only they recruit candidates (the others still score), unless that finds too few');

@@ -2,14 +2,15 @@
 -- aliases and through merges to the surviving entity.
 -- Errors: PR114 unknown entity.
 
+-- Plain SQL without SECURITY DEFINER or SET, so the planner inlines it and
+-- folds it to a constant instead of calling it once per row; it touches no
+-- table and qualifies what it calls.
 create or replace function __tenant__._normalize_name(p_name text)
 returns text
 language sql immutable
-security definer
-set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
     -- The same rule as entity.normalized_name.
-    select lower(regexp_replace(btrim(p_name), '\s+', ' ', 'g'))
+    select pg_catalog.lower(pg_catalog.regexp_replace(pg_catalog.btrim(p_name), '\s+', ' ', 'g'))
 $$;
 comment on function __tenant__._normalize_name(text) is 'Internal: the form of a name that entity identity compares.';
 
@@ -17,16 +18,23 @@ comment on function __tenant__._normalize_name(text) is 'Internal: the form of a
 -- merged), else the entity carrying the name as an alias; NULL if none.
 create or replace function __tenant__._entity_named(p_scope text, p_name text)
 returns bigint
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select coalesce(
-        (select coalesce(e.merged_into, e.id) from entity e
-          where e.scope = p_scope and e.normalized_name = _normalize_name(p_name)),
-        (select e.id from entity e
-          where e.scope = p_scope and e.aliases @> array[_normalize_name(p_name)] and e.merged_into is null
-          order by e.id limit 1))
+declare
+    v_key text := _normalize_name(p_name);
+    v_id bigint;
+begin
+    select coalesce(e.merged_into, e.id) into v_id from entity e
+     where e.scope = p_scope and e.normalized_name = v_key;
+    if v_id is null then
+        select e.id into v_id from entity e
+         where e.scope = p_scope and e.aliases @> array[v_key] and e.merged_into is null
+         order by e.id limit 1;
+    end if;
+    return v_id;
+end
 $$;
 comment on function __tenant__._entity_named(text, text) is
     'Internal: the surviving entity a name or alias denotes in a scope, or NULL.';

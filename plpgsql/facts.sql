@@ -100,20 +100,22 @@ comment on function __tenant__._evidence_spans(text, jsonb) is
 -- Is this name (or the entity it denotes) a human peer? Decides the role policy.
 create or replace function __tenant__._names_human_peer(p_scope text, p_name text)
 returns boolean
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select exists (
-        select 1 from peer p
-         where p.kind = 'human'
-           and (_normalize_name(p.name) = _normalize_name(p_name)
-                or _normalize_name(p.name) in (
-                    select e.normalized_name from entity e
-                     where e.scope = p_scope and (e.id = _entity_named(p_scope, p_name)
-                                                  or e.merged_into = _entity_named(p_scope, p_name))
-                    union all
-                    select unnest(e.aliases) from entity e where e.id = _entity_named(p_scope, p_name))))
+declare
+    v_entity bigint := _entity_named(p_scope, p_name);
+    v_names text[] := array[_normalize_name(p_name)];
+begin
+    if v_entity is not null then
+        -- every name the entity answers to: its own, its aliases, the entities merged into it
+        v_names := v_names
+                   || array(select e.normalized_name from entity e where e.id = v_entity or e.merged_into = v_entity)
+                   || (select e.aliases from entity e where e.id = v_entity);
+    end if;
+    return exists (select 1 from peer p where p.kind = 'human' and _normalize_name(p.name) = any (v_names));
+end
 $$;
 comment on function __tenant__._names_human_peer(text, text) is 'Internal: whether a name denotes a human peer (role policy).';
 
@@ -440,3 +442,39 @@ as $$
     select p.name, p.single_valued, p.object_type, p.description from predicate p order by p.name
 $$;
 comment on function __tenant__.predicates() is 'The predicate ontology: each predicate, whether it holds one value at a time, and its object type.';
+
+create or replace function __tenant__.assert_facts(p_principal text, p_scopes text[], p_scope text, p_items jsonb)
+returns table (ordinal integer, fact_id bigint, outcome text, closed_facts bigint[])
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_item jsonb;
+    v_n integer := 0;
+begin
+    perform _check_object_array(p_items, 'items',
+        'Each item: subject, predicate, object, evidence, and optionally statement, valid_from, valid_to, '
+        'confidence, observer, audience, purposes, subject_type, object_type.');
+    perform _check_keys(p_items, array['subject', 'predicate', 'object', 'evidence', 'statement', 'valid_from',
+                        'valid_to', 'confidence', 'observer', 'audience', 'purposes', 'subject_type', 'object_type'],
+                        'fact item');
+    for v_item in select * from jsonb_array_elements(p_items) loop
+        v_n := v_n + 1;
+        -- In order, in one transaction: a later item sees (and may close) an
+        -- earlier one, and any failure leaves nothing of the batch behind.
+        return query
+        select v_n, a.fact_id, a.outcome, a.closed_facts
+          from assert_fact(p_principal, p_scopes, p_scope, v_item ->> 'subject', v_item ->> 'predicate',
+                           v_item ->> 'object', v_item -> 'evidence', v_item ->> 'statement',
+                           (v_item ->> 'valid_from')::timestamptz, (v_item ->> 'valid_to')::timestamptz,
+                           coalesce((v_item ->> 'confidence')::double precision, 1), v_item ->> 'observer',
+                           v_item ->> 'audience',
+                           case when v_item ? 'purposes' then array(select jsonb_array_elements_text(v_item -> 'purposes'))
+                           end,
+                           v_item ->> 'subject_type', v_item ->> 'object_type') a;
+    end loop;
+end
+$$;
+comment on function __tenant__.assert_facts(text, text[], text, jsonb) is
+    'assert_fact() for a batch (a JSON array of items), in order and all-or-nothing; one row per item.';

@@ -49,6 +49,9 @@ declare
     v_kept text[] := '{}';
     v_dropped text[] := '{}';
     v_idf double precision[];
+    v_kept_df bigint[];
+    v_recruit_query tsquery;
+    v_recruited boolean := false;
     v_documents bigint;
     v_avg_length double precision;
     v_stats_source text;
@@ -101,40 +104,40 @@ begin
             select array_agg(f.term order by f.term) filter (where not f.drop),
                    coalesce(array_agg(f.term order by f.term) filter (where f.drop), '{}'),
                    array_agg(ln(1 + (f.documents - f.df + 0.5) / (f.df + 0.5)) order by f.term) filter (where not f.drop),
+                   array_agg(f.df order by f.term) filter (where not f.drop),
                    max(f.documents), max(f.avg_length), max(f.source)
-              into v_kept, v_dropped, v_idf, v_documents, v_avg_length, v_stats_source
+              into v_kept, v_dropped, v_idf, v_kept_df, v_documents, v_avg_length, v_stats_source
               from judged f;
             v_kept := coalesce(v_kept, '{}');
         end if;
         if cardinality(v_kept) > 0 then
             v_query := array_to_string(array(select quote_literal(t) from unnest(v_kept) t), ' | ')::tsquery;
             v_term_queries := array(select quote_literal(t)::tsquery from unnest(v_kept) t);
-            -- BM25 over a bounded candidate set: every match is first scored as if
-            -- each query term occurred once (a tsvector membership test per term,
-            -- cheap), and only the best 2 x arm_candidates are scored exactly
-            -- (term frequencies from the tsvector's positions, costly). Memories
-            -- are short, so a repeated term rarely moves a match from outside the
-            -- bound into the top.
-            with matched as (
-                select e.id, e.tsv,
-                       (select sum(v_idf[i]) from generate_subscripts(v_term_queries, 1) i
-                         where e.tsv @@ v_term_queries[i])
-                       / (1 + v_k1 * (1 - v_b + v_b * length(e.tsv) / v_avg_length)) as quick
-                  from _eligible_memories(v_principal, p_scopes, p_purpose, v_include, p_at) e
-                 where e.tsv @@ v_query
-                 order by quick desc, e.id
-                 limit 2 * v_depth
-            ), scored as (
-                select m.id,
-                       (select sum(v_idf[array_position(v_kept, u.lexeme)] * (cardinality(u.positions) * (v_k1 + 1))
-                                   / (cardinality(u.positions) + v_k1 * (1 - v_b + v_b * length(m.tsv) / v_avg_length)))
-                          from unnest(m.tsv) u where u.lexeme = any (v_kept)) as s
-                  from matched m
-                 order by s desc, m.id
-                 limit v_depth)
-            select coalesce(array_agg(s.id order by s.s desc, s.id), '{}'),
-                   coalesce(array_agg(s.s order by s.s desc, s.id), '{}')
-              into v_lex_ids, v_lex_scores from scored s;
+            -- Candidates are recruited by the rare terms only, when the query has
+            -- both rare and common ones (the common-terms rule): matching every
+            -- memory that shares a common word is what makes the arm slow, and
+            -- those memories still get the common terms' score when a rare term
+            -- recruited them. If the rare terms find fewer than arm_candidates
+            -- memories, every term recruits.
+            v_recruit_query := nullif(array_to_string(array(
+                select quote_literal(v_kept[i]) from generate_subscripts(v_kept, 1) i
+                 where v_kept_df[i] < (v_set ->> 'recruit_df_ratio')::double precision * v_documents), ' | '), '')::tsquery;
+            if v_recruit_query is not null and numnode(v_recruit_query) < numnode(v_query) then
+                v_recruited := true;
+                select coalesce(array_agg(c.id order by c.ord), '{}'), coalesce(array_agg(c.score order by c.ord), '{}')
+                  into v_lex_ids, v_lex_scores
+                  from _lexical_candidates(v_principal, p_scopes, p_purpose, v_include, p_at, v_recruit_query,
+                                           v_term_queries, v_kept, v_idf, v_k1, v_b, v_avg_length, v_depth)
+                       with ordinality as c(id, score, ord);
+            end if;
+            if not v_recruited or cardinality(v_lex_ids) < v_depth then
+                v_recruited := false;
+                select coalesce(array_agg(c.id order by c.ord), '{}'), coalesce(array_agg(c.score order by c.ord), '{}')
+                  into v_lex_ids, v_lex_scores
+                  from _lexical_candidates(v_principal, p_scopes, p_purpose, v_include, p_at, v_query,
+                                           v_term_queries, v_kept, v_idf, v_k1, v_b, v_avg_length, v_depth)
+                       with ordinality as c(id, score, ord);
+            end if;
         end if;
     end if;
 
@@ -245,6 +248,7 @@ begin
     v_meta := jsonb_build_object(
         'query', p_query, 'mode', v_mode, 'purpose', p_purpose,
         'terms', to_jsonb(v_terms), 'dropped_terms', to_jsonb(v_dropped), 'term_stats', v_stats_source,
+        'recruited_by_rare_terms', v_recruited,
         'dense_available', v_dense_available, 'dense_reason', v_dense_reason, 'dense_method', v_dense_method,
         'lexical_count', (select count(*) from unnest(v_lex_ids) i where i = any (v_kept_ids)),
         'dense_count', (select count(*) from unnest(v_dense_ids) i where i = any (v_kept_ids)),
@@ -294,6 +298,43 @@ end
 $$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text) is
     'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, RRF, permission walk. Metadata: last_recall().';
+
+-- The lexical arm's BM25 over a bounded candidate set: every memory matching
+-- p_match is first scored as if each query term occurred once (a tsvector
+-- membership test per term, cheap), and only the best 2 x p_depth are scored
+-- exactly (term frequencies from the tsvector's positions, costly). Memories
+-- are short, so a repeated term rarely moves a match from outside the bound
+-- into the top. Rows come best first.
+create or replace function __tenant__._lexical_candidates(
+    p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
+    p_match tsquery, p_term_queries tsquery[], p_terms text[], p_idf double precision[],
+    p_k1 double precision, p_b double precision, p_avg_length double precision, p_depth integer)
+returns table (id bigint, score double precision)
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    with matched as (
+        select e.id, e.tsv,
+               (select sum(p_idf[i]) from generate_subscripts(p_term_queries, 1) i where e.tsv @@ p_term_queries[i])
+               / (1 + p_k1 * (1 - p_b + p_b * length(e.tsv) / p_avg_length)) as quick
+          from _eligible_memories(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) e
+         where e.tsv @@ p_match
+         order by quick desc, e.id
+         limit 2 * p_depth
+    )
+    select m.id,
+           (select sum(p_idf[array_position(p_terms, u.lexeme)] * (cardinality(u.positions) * (p_k1 + 1))
+                       / (cardinality(u.positions) + p_k1 * (1 - p_b + p_b * length(m.tsv) / p_avg_length)))
+              from unnest(m.tsv) u where u.lexeme = any (p_terms)) as s
+      from matched m
+     order by s desc, m.id
+     limit p_depth
+$$;
+comment on function __tenant__._lexical_candidates(bigint, text[], text, boolean, timestamptz, tsquery, tsquery[], text[],
+                                                    double precision[], double precision, double precision,
+                                                    double precision, integer) is
+    'Internal: BM25 over the eligible memories matching p_match, best p_depth first.';
 
 -- Step 5: keeps, in order, the candidates whose whole derived_from chain the
 -- principal may see (superseded sources are history and stay visible;

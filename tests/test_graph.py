@@ -337,3 +337,76 @@ def test_recall_fuses_facts_about_entities_the_query_names(acme, db):
     # facts no longer believed are not recalled
     acme.retract_fact(facts[1].fact_id, reason="left the job")
     assert [i.body for i in acme.recall("Ana", embed=False).items if i.item == "fact"] == ["ana lives in Lisbon"]
+
+
+@pytest.fixture
+def hundred_thousand_facts(acme, db):
+    """20k people, each living somewhere and knowing four others: 100k current facts (plus their history)."""
+    o = said(acme, "bulk")
+    bot = db.execute("select id from acme.peer where name = 'bot'").fetchone()[0]
+    db.execute("insert into acme.entity (scope, name) select 'default', 'person ' || i from generate_series(1, 20000) i")
+    db.execute("insert into acme.entity (scope, name) select 'default', 'town ' || i from generate_series(1, 500) i")
+    db.execute("""insert into acme.fact (scope, subject_id, predicate, single_valued, object_id, statement, valid,
+                                         known, asserted_by)
+                  select 'default', p.id, 'knows', false, q.id, 'knows', tstzrange('2020-01-01', null),
+                         tstzrange('2020-01-01', null), %(bot)s
+                    from acme.entity p
+                    join lateral (select generate_series(1, 4) k) k on true
+                    join acme.entity q on q.name = 'person ' || (1 + (hashint4(p.id::int * 7 + k.k) & 16383))
+                   where p.name like 'person %%'""", {"bot": bot})
+    db.execute("""insert into acme.fact (scope, subject_id, predicate, single_valued, object_id, statement, valid,
+                                         known, asserted_by)
+                  select 'default', p.id, 'lives_in', true, t.id, 'lives in', tstzrange('2020-01-01', null),
+                         tstzrange('2020-01-01', null), %(bot)s
+                    from acme.entity p join acme.entity t on t.name = 'town ' || (1 + p.id %% 500)
+                   where p.name like 'person %%'""", {"bot": bot})
+    db.execute("analyze acme.fact")
+    db.execute("analyze acme.entity")
+    assert db.execute("select count(*) from acme.fact").fetchone()[0] == 100000
+    return db.execute("select id from acme.entity where name = 'person 42'").fetchone()[0]
+
+
+def plan(db, query, params=()):
+    return "\n".join(r[0] for r in db.execute("explain " + query, params))
+
+
+def test_supersession_lookup_and_traversal_use_their_indexes_at_100k_facts(acme, db, hundred_thousand_facts):
+    person = hundred_thousand_facts
+    # the lookup assert_fact makes before closing a current single-valued value
+    lookup = plan(db, """select f.id from acme.fact f
+                          where f.subject_id = %s and f.predicate = 'lives_in' and f.single_valued
+                            and upper_inf(f.known) and coalesce(f.observer_peer_id, 0) = 0
+                            and f.valid && tstzrange(now(), null)""", (person,))
+    assert "Seq Scan" not in lookup and ("fact_one_current_value" in lookup or "fact_subject" in lookup), lookup
+    # each hop's two arms, through the eligibility rule as neighbourhood() runs them
+    bot = db.execute("select id from acme.peer where name = 'bot'").fetchone()[0]
+    for column, index in (("subject_id", "fact_subject"), ("object_id", "fact_object")):
+        arm = plan(db, f"""select f.id from acme._eligible_facts(%s, array['default'], 'converse', now(), null) f
+                            where f.{column} = any (%s) order by f.salience desc, f.id limit 200""",
+                   (bot, [person, person + 1, person + 2]))
+        assert "Seq Scan" not in arm and index in arm, arm
+    # the bitemporal question
+    as_of = plan(db, """select f.id from acme._eligible_facts(%s, array['default'], 'converse',
+                                                              '2024-01-01', '2023-01-01') f
+                         where f.subject_id = any (%s)""", (bot, [person]))
+    assert "Seq Scan" not in as_of, as_of
+    # and the functions answer from that neighbourhood
+    rows = acme.neighbourhood(["person 42"], hops=2)
+    assert 1 <= len([r for r in rows if r["depth"] == 1]) <= 10 and len(rows) < 200
+
+
+def test_a_batch_of_facts_is_asserted_in_order_and_all_or_nothing(acme, db):
+    o1, o2 = said(acme, "I live in Lisbon"), said(acme, "I moved to Porto")
+    got = acme.assert_facts([
+        {"subject": "ana", "predicate": "lives_in", "object": "Lisbon", "valid_from": T(2020),
+         "evidence": quote(o1, "I live in Lisbon")},
+        {"subject": "ana", "predicate": "lives_in", "object": "Porto", "valid_from": T(2024),
+         "evidence": quote(o2, "I moved to Porto")}])
+    assert [g.outcome for g in got] == ["inserted", "superseded"] and got[1].closed_facts == [got[0].fact_id]
+    before = table_counts(db)
+    with pytest.raises(errors.EvidenceMismatch):
+        acme.assert_facts([{"subject": "ben", "predicate": "likes", "object": "tea", "evidence": quote(o1, "I live")},
+                           {"subject": "ben", "predicate": "likes", "object": "jazz", "evidence": quote(o1, "jazz")}])
+    with pytest.raises(errors.InvalidArgument, match="objekt"):
+        acme.assert_facts([{"subject": "ben", "predicate": "likes", "objekt": "tea", "evidence": quote(o1, "I live")}])
+    assert table_counts(db) == before

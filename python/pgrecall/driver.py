@@ -446,6 +446,16 @@ class Memory:
             "audience": audience, "purposes": list(purposes) if purposes is not None else None,
             "subject_type": subject_type, "object_type": object_type}, row_type=AssertedFact)
 
+    def assert_facts(self, items: Sequence[dict], *, scope: str | None = None, principal: str | None = None,
+                     scopes: Sequence[str] | None = None) -> list[AssertedFact]:
+        """assert_fact() for a batch: dicts with subject, predicate, object, evidence (and the optional
+        keyword arguments of assert_fact). In order, all-or-nothing; one result per item."""
+        principal, scopes = self._who(principal, scopes)
+        items = [{k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in i.items()} for i in items]
+        rows = self._call("assert_facts", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
+                                           "items": Jsonb(items)}, many=True)
+        return [AssertedFact(r[1], r[2], r[3]) for r in rows]
+
     def retract_fact(self, fact_id: int, *, reason: str, principal: str | None = None,
                      scopes: Sequence[str] | None = None):
         principal, scopes = self._who(principal, scopes)
