@@ -250,7 +250,7 @@ begin
        and f.object_id is not distinct from v_object and f.object_value is not distinct from v_object_value
        and f.valid @> v_valid
        and f.scope = p_scope
-     order by f.id limit 1;
+     order by f.id + 0 limit 1;  -- "+ 0": found through the subject's index, not by walking the primary key
     if v_existing is not null then
         insert into fact_evidence (fact_id, observation_id, byte_start, byte_end, quote)
         select v_existing, e.o, e.s, e.e, e.q from unnest(v_ev_obs, v_ev_start, v_ev_end, v_ev_quote) e(o, s, e, q)
