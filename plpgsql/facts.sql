@@ -52,8 +52,10 @@ begin
            or jsonb_typeof(v_item -> 'quote') is distinct from 'string' or v_item ->> 'quote' = '' then
             perform _fail('PR112', format('evidence item %s needs a numeric "offset" and a non-empty "quote"', v_item));
         end if;
-        perform _observation_ids(p_scope, array[(v_item ->> 'offset')::bigint]);
         select o.* into v_obs from observation o where o.scope = p_scope and o.log_offset = (v_item ->> 'offset')::bigint;
+        if v_obs.id is null then
+            perform _observation_ids(p_scope, array[(v_item ->> 'offset')::bigint]);  -- raises PR109, naming it
+        end if;
         if v_item ? 'start' or v_item ? 'end' then
             if jsonb_typeof(v_item -> 'start') is distinct from 'number' or jsonb_typeof(v_item -> 'end') is distinct from 'number'
                or (v_item ->> 'start')::numeric <> floor((v_item ->> 'start')::numeric)
@@ -222,8 +224,7 @@ begin
     v_valid := tstzrange(v_from, p_valid_to);
 
     -- What an assistant said about a person is not that person's fact.
-    if _names_human_peer(p_scope, p_subject)
-       and not v_not_only_assistant then
+    if not v_not_only_assistant and _names_human_peer(p_scope, p_subject) then
         perform _fail('PR113', format('%s is a human peer and every quote for this fact was spoken by an assistant',
                                       quote_literal(p_subject)),
                       'A fact about a person needs evidence that is not only the assistant''s word (e.g. what they said).');
@@ -481,11 +482,12 @@ begin
     perform _check_keys(p_items, array['subject', 'predicate', 'object', 'evidence', 'statement', 'valid_from',
                         'valid_to', 'confidence', 'observer', 'audience', 'purposes', 'subject_type', 'object_type'],
                         'fact item');
-    for v_item in select * from jsonb_array_elements(p_items) loop
-        v_n := v_n + 1;
-        -- In order, in one transaction: a later item sees (and may close) an
-        -- earlier one, and any failure leaves nothing of the batch behind.
-        begin
+    -- In order, in one transaction: a later item sees (and may close) an
+    -- earlier one, and any failure leaves nothing of the batch behind. One
+    -- exception block around the loop (not one per item) names the item.
+    begin
+        for v_item in select * from jsonb_array_elements(p_items) loop
+            v_n := v_n + 1;
             return query
             select v_n, a.fact_id, a.outcome, a.closed_facts
               from assert_fact(p_principal, p_scopes, p_scope, v_item ->> 'subject', v_item ->> 'predicate',
@@ -496,12 +498,12 @@ begin
                                case when v_item ? 'purposes'
                                     then array(select jsonb_array_elements_text(v_item -> 'purposes')) end,
                                v_item ->> 'subject_type', v_item ->> 'object_type') a;
-        exception when others then
-            get stacked diagnostics v_state = returned_sqlstate, v_message = message_text, v_hint = pg_exception_hint;
-            raise exception using errcode = v_state, message = format('%s (item %s)', v_message, v_n),
-                                  hint = coalesce(nullif(v_hint, ''), 'The batch was not written.');
-        end;
-    end loop;
+        end loop;
+    exception when others then
+        get stacked diagnostics v_state = returned_sqlstate, v_message = message_text, v_hint = pg_exception_hint;
+        raise exception using errcode = v_state, message = format('%s (item %s)', v_message, v_n),
+                              hint = coalesce(nullif(v_hint, ''), 'The batch was not written.');
+    end;
 end
 $$;
 comment on function __tenant__.assert_facts(text, text[], text, jsonb) is
