@@ -8,6 +8,11 @@ alter table __tenant__.entity add column merged_into bigint references __tenant_
 alter table __tenant__.entity add constraint entity_not_merged_into_itself check (merged_into <> id);
 create index entity_merged_into on __tenant__.entity (merged_into) where merged_into is not null;
 
+-- Erasure deletes memories; the foreign key from superseded_by is checked for
+-- each of them, which without an index reads the whole memory table each time
+-- (1.8 s of a 2.2 s erasure at 100k memories).
+create index memory_superseded_by on __tenant__.memory (superseded_by) where superseded_by is not null;
+
 create table __tenant__.predicate (
     name           text primary key check (name ~ '^[a-z][a-z0-9_]{0,62}$'),
     -- One value at a time (lives_in) or many (likes).
@@ -86,6 +91,10 @@ create table __tenant__.fact (
 comment on table __tenant__.fact is
     'Bitemporal facts: subject, predicate, object, valid (world time) and known (belief time) ranges, with evidence.';
 create index fact_subject on __tenant__.fact (subject_id, predicate);
+-- Deleting a fact (erasure) must find the rows that point at it.
+create index fact_closed_by on __tenant__.fact (closed_by) where closed_by is not null;
+create index fact_split_from on __tenant__.fact (split_from) where split_from is not null;
+create index fact_split_by on __tenant__.fact (split_by) where split_by is not null;
 create index fact_object on __tenant__.fact (object_id) where object_id is not null;
 create index fact_subject_time on __tenant__.fact using gist (subject_id, valid, known);
 
