@@ -17,7 +17,7 @@
 -- `app` is the tenant's application role, which may only call acme's public
 -- functions. Errors are expected along the way: each "-- ==" section is one
 -- example of docs/reference.md, and the ids used in later sections (memories
--- 1 to 13, offsets 1 to 9 in scope default) hold only when the sections run
+-- 1 to 13, offsets 1 to 14 in scope default, facts 1 to 14) hold only when the sections run
 -- in this order on a new tenant. The last sections erase most of the story.
 
 \set VERBOSITY terse
@@ -298,7 +298,7 @@ select * from acme.remember_many('assistant', '{default}', 'default', '[
 select * from acme.remember_many('assistant', '{default}', 'default', '{"body": "Ana likes fado."}');
 
 -- == session3_derive
-select acme.derive('assistant', '{default}', '{1,11}',
+select acme.derive('assistant', '{default}', '{1,9}',
                    'Ana is a vegetarian learning Japanese cooking: suggest vegetarian ramen and miso soup.',
                    p_about => '{Ana}') as memory_id;
 
@@ -410,13 +410,174 @@ select count(*) from acme.recall('assistant', '{default}', 'ramen', p_query_embe
 select count(*) from acme.recall('assistant', '{default}', null);
 
 -- == recall_walk
-select acme.forget('assistant', '{default}', 11, 'Ana asked me not to keep track of her hobbies') as revision;
+select acme.forget('assistant', '{default}', 9, 'Ana asked me not to keep track of her hobbies') as revision;
 select rank, memory_id, body, lexical_rank from acme.recall('assistant', '{default}', 'ramen');
 select id, provenance -> 'hidden_sources' as hidden_sources from acme.read('assistant', '{default}', 12, 'converse');
 
 -- == last_recall
 select acme.last_recall() -> 'lexical_count' as lexical_count, acme.last_recall() -> 'fused_count' as fused_count,
        acme.last_recall() -> 'returned' as returned;
+
+------------------------------------------------------------------------------
+-- The graph
+------------------------------------------------------------------------------
+
+-- == predicates
+select * from acme.predicates();
+
+-- == session4
+select * from acme.append_observations('assistant', '{default}', 'default', '[
+    {"body": "From 1 to 14 December I''ll live in Tokyo, for a cooking course.", "source_role": "user", "actor": "ana",
+     "session_id": 4},
+    {"body": "You must love Japanese food!", "source_role": "assistant", "session_id": 4},
+    {"body": "I do — miso above all. My friend Kenji teaches the course at Tsukiji Kitchen.", "source_role": "user",
+     "actor": "ana", "session_id": 4},
+    {"body": "Tsukiji Kitchen is in Tokyo, so you can walk there.", "source_role": "assistant", "session_id": 4},
+    {"body": "Yes. Kenji Sato speaks Portuguese, by the way.", "source_role": "user", "actor": "ana", "session_id": 4}]');
+
+-- == assert_fact
+select * from acme.assert_fact(
+    p_principal => 'assistant',
+    p_scopes    => '{default}',
+    p_scope     => 'default',
+    p_subject   => 'Ana',
+    p_predicate => 'lives_in',
+    p_object    => 'Lisbon',
+    p_evidence  => '[{"offset": 2, "quote": "I live in Lisbon"}]');
+
+-- == assert_fact_supersede
+select * from acme.assert_fact('assistant', '{default}', 'default', 'Ana', 'lives_in', 'Porto',
+                               '[{"offset": 6, "quote": "I moved to Porto"}]');
+select now() as before_tokyo \gset
+select * from acme.assert_fact('assistant', '{default}', 'default', 'Ana', 'lives_in', 'Tokyo',
+                               '[{"offset": 10, "quote": "From 1 to 14 December I''ll live in Tokyo"}]',
+                               p_valid_from => '2026-12-01', p_valid_to => '2026-12-15');
+
+-- == assert_fact_history
+\c :su
+select f.id, o.name as object, f.valid, upper_inf(f.known) as current, f.closed_by, f.split_from, f.split_by
+  from acme.fact f join acme.entity o on o.id = f.object_id order by f.id;
+\c :app
+
+-- == assert_fact_confirm
+select * from acme.assert_fact('assistant', '{default}', 'default', 'ana', 'lives_in', 'tokyo',
+                               '[{"offset": 10, "quote": "I''ll live in Tokyo"}]',
+                               p_valid_from => '2026-12-01', p_valid_to => '2026-12-15');
+
+-- == assert_fact_errors
+select * from acme.assert_fact('assistant', '{default}', 'default', 'Ana', 'likes', 'Japanese food',
+                               '[{"offset": 11, "quote": "You must love Japanese food"}]');
+select * from acme.assert_fact('assistant', '{default}', 'default', 'Ana', 'moved_to', 'Porto',
+                               '[{"offset": 6, "quote": "I moved to Porto"}]');
+select * from acme.assert_fact('assistant', '{default}', 'default', 'Ana', 'lives_in', 'Porto',
+                               '[{"offset": 6, "quote": "I live in Porto"}]');
+select * from acme.assert_fact('assistant', '{default}', 'default', 'Ana', 'likes', 'miso',
+                               '[{"offset": 12, "start": 7, "end": 21, "quote": "miso above all"}]');
+select * from acme.assert_fact('assistant', '{default}', 'default', 'Ana', 'likes', 'miso', '[]');
+select * from acme.assert_fact('assistant', '{default}', 'default', 'Ana', 'knows', 'ana',
+                               '[{"offset": 12, "quote": "I do"}]');
+
+-- == assert_facts
+select * from acme.assert_facts('assistant', '{default}', 'default', '[
+    {"subject": "Ana", "predicate": "likes", "object": "Japanese food",
+     "evidence": [{"offset": 11, "quote": "You must love Japanese food"}, {"offset": 12, "quote": "I do"}]},
+    {"subject": "Ana", "predicate": "likes", "object": "miso",
+     "evidence": [{"offset": 12, "start": 9, "end": 23, "quote": "miso above all"}]},
+    {"subject": "Ana", "predicate": "friend_of", "object": "Kenji",
+     "evidence": [{"offset": 12, "quote": "My friend Kenji"}], "object_type": "person"},
+    {"subject": "Kenji", "predicate": "works_at", "object": "Tsukiji Kitchen",
+     "evidence": [{"offset": 12, "quote": "Kenji teaches the course at Tsukiji Kitchen"}],
+     "statement": "Kenji teaches the cooking course at Tsukiji Kitchen"},
+    {"subject": "Tsukiji Kitchen", "predicate": "located_in", "object": "Tokyo",
+     "evidence": [{"offset": 13, "quote": "Tsukiji Kitchen is in Tokyo"}]},
+    {"subject": "Kenji Sato", "predicate": "speaks", "object": "Portuguese",
+     "evidence": [{"offset": 14, "quote": "Kenji Sato speaks Portuguese"}]},
+    {"subject": "Ana", "predicate": "allergic_to", "object": "peanuts",
+     "evidence": [{"offset": 4, "quote": "Peanuts"}], "audience": "ana", "purposes": ["act"]}]');
+
+-- == assert_facts_errors
+select * from acme.assert_facts('assistant', '{default}', 'default', '[
+    {"subject": "Ana", "predicate": "speaks", "object": "Portuguese", "evidence": [{"offset": 14, "quote": "Yes."}]},
+    {"subject": "Ana", "predicate": "speaks", "object": "Japanese", "evidence": [{"offset": 11, "quote": "Japanese"}]}]');
+select * from acme.assert_facts('assistant', '{default}', 'default', '[
+    {"subject": "Ana", "predicate": "likes", "object": "ramen", "evidence": [{"offset": 9, "quote": "Vegetarian ramen"}]},
+    {"subject": "Ana", "predicate": "likes", "objekt": "tofu", "evidence": [{"offset": 9, "quote": "Vegetarian ramen"}]}]');
+select count(*) from acme.facts_as_of('assistant', '{default}', 'Ana', 'speaks');
+
+-- == facts_as_of
+select fact_id, predicate, object, valid, salience from acme.facts_as_of('assistant', '{default}', 'Ana');
+select fact_id, object, valid from acme.facts_as_of('assistant', '{default}', 'Ana', 'lives_in', p_valid_at => '2026-12-05');
+select fact_id, object, valid from acme.facts_as_of('assistant', '{default}', 'Ana', 'lives_in', p_valid_at => '2027-01-01');
+
+-- == facts_as_of_known
+select fact_id, object, valid from acme.facts_as_of('assistant', '{default}', 'Ana', 'lives_in',
+                                                 p_known_at => :'before_tokyo');
+
+-- == facts_as_of_audience
+select fact_id, object, statement from acme.facts_as_of('assistant', '{default}', 'Ana', 'allergic_to', p_purpose => 'act');
+select fact_id, object, statement from acme.facts_as_of('ana', '{default}', 'Ana', 'allergic_to', p_purpose => 'act');
+
+-- == facts_as_of_evidence
+select fact_id, jsonb_pretty(evidence) from acme.facts_as_of('assistant', '{default}', 'Ana', 'likes') where object = 'Japanese food';
+
+-- == facts_as_of_errors
+select * from acme.facts_as_of('assistant', '{default}', 'Kenji', 'teaches');
+select * from acme.facts_as_of('assistant', '{default}', 'Yuki');
+
+-- == resolve_citation
+select * from acme.resolve_citation('assistant', '{default}', 9);
+
+-- == resolve_citation_errors
+select * from acme.resolve_citation('assistant', '{default}', 99);
+select * from acme.resolve_citation('assistant', '{default}', 14);
+
+-- == neighbourhood
+select depth, fact_id, subject, predicate, object from acme.neighbourhood('assistant', '{default}', '{Kenji}');
+select depth, fact_id, subject, predicate, object
+  from acme.neighbourhood('assistant', '{default}', '{Ana}', 3, p_valid_at => '2026-12-05');
+
+-- == neighbourhood_errors
+select * from acme.neighbourhood('assistant', '{default}', '{Ana}', 4);
+select * from acme.neighbourhood('assistant', '{default}', '{Ana,Yuki}');
+
+-- == retract_fact
+select now() as before_retraction \gset
+select * from acme.retract_fact('assistant', '{default}', 12, 'my guess: Ana did not say where the school is');
+select fact_id, object from acme.facts_as_of('assistant', '{default}', 'Tsukiji Kitchen');
+select fact_id, object from acme.facts_as_of('assistant', '{default}', 'Tsukiji Kitchen', p_known_at => :'before_retraction');
+
+-- == retract_fact_errors
+select * from acme.retract_fact('assistant', '{default}', 12, 'again');
+select * from acme.retract_fact('assistant', '{default}', 14, 'not mine to retract');
+select * from acme.retract_fact('assistant', '{default}', 11, ' ');
+
+-- == add_entity_alias
+select * from acme.add_entity_alias('assistant', '{default}', 'default', 'Tsukiji Kitchen', 'the cooking school');
+select depth, fact_id, subject, predicate, object from acme.neighbourhood('assistant', '{default}', '{The Cooking School}', 1);
+
+-- == add_entity_alias_errors
+select * from acme.add_entity_alias('assistant', '{default}', 'default', 'Tsukiji Kitchen', 'Tokyo');
+select * from acme.add_entity_alias('assistant', '{default}', 'default', 'Yuki', 'Yuki-chan');
+
+-- == merge_entities
+select * from acme.merge_entities('assistant', '{default}', 'default', 'Kenji', 'Kenji Sato');
+select fact_id, subject, predicate, object from acme.facts_as_of('assistant', '{default}', 'Kenji Sato');
+
+-- == merge_entities_errors
+select * from acme.merge_entities('assistant', '{default}', 'default', 'Kenji', 'kenji sato');
+select * from acme.merge_entities('assistant', '{default}', 'default', 'Kenji', 'Yuki');
+
+-- == entities
+select * from acme.entities('assistant', '{default}');
+select entity_id, name, aliases, facts from acme.entities('assistant', '{default}', 'kenji sato');
+
+-- == recall_facts
+select rank, item, memory_id, fact_id, fact_rank, body, round(score::numeric, 4) as score
+  from acme.recall('assistant', '{default}', 'Where does Ana live?', 'personalize', p_limit => 6);
+select acme.last_recall() -> 'entities' as entities, acme.last_recall() -> 'fact_count' as fact_count,
+       acme.last_recall() -> 'fused_count' as fused_count, acme.last_recall() -> 'returned' as returned;
+select rank, fact_id, jsonb_pretty(provenance) as provenance
+  from acme.recall('assistant', '{default}', 'Where is the cooking school?') where item = 'fact';
 
 ------------------------------------------------------------------------------
 -- Session start
@@ -449,6 +610,10 @@ select * from acme.erase('{"observation": {"scope": "default", "offset": 6}}',
 select id, body, superseded_by, upper(valid) is null as current from acme.read('assistant', '{default}', 2, 'act');
 select acme.log_watermark('assistant', '{default}', 'default');
 
+-- == erase_facts
+select fact_id, object, valid from acme.facts_as_of('assistant', '{default}', 'Ana', 'lives_in');
+select fact_id, object, valid from acme.facts_as_of('assistant', '{default}', 'Ana', 'lives_in', p_valid_at => '2027-01-01');
+
 -- == erase_errors
 select acme.erase('{"scope": "default"}', '  ');
 select acme.erase('{"peer": "ana", "scope": "default"}', 'account closed');
@@ -473,6 +638,7 @@ select * from acme.erase('{"peer": "ana"}', 'Ana closed her account');
 \x off
 select count(*) as recalled from acme.recall('assistant', '{default,work}', 'Ana');
 select acme.add_peer('ana') as new_peer_id;
+select entity_id, name, facts from acme.entities('assistant', '{default}');
 
 -- == erasure_requests
 select id, selector, reason, requested_by, observations_erased, residual from acme.erasure_requests();

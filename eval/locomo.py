@@ -133,7 +133,8 @@ def ingest(mem, turns: list[dict], *, store_questions: bool) -> dict:
     for turn in turns:  # the file is in conversation, session, turn order
         scope = scope_name(turn["conversation_id"])
         text = turn_text(turn)
-        offset = mem.append(text, role="user", actor=turn["speaker"], session_id=int(turn["session"]),
+        session = mem.create_session(f"session {turn['session']}", scope=scope, scopes=[scope], principal=PRINCIPAL)
+        offset = mem.append(text, role="user", actor=turn["speaker"], session_id=session,
                             occurred_at=datetime.fromisoformat(turn["session_datetime_iso"]).replace(tzinfo=timezone.utc),
                             scope=scope, scopes=[scope], principal=PRINCIPAL)
         body = f"{turn['speaker']}: {text}"

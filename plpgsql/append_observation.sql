@@ -59,6 +59,8 @@ begin
                                                 'public_task', 'legitimate_interests') then 'PR107'
                     when jsonb_typeof(r.payload) <> 'object' then 'PR107'
                     when r.session_id <= 0 then 'PR107'
+                    when r.session_id is not null
+                         and not exists (select 1 from session s where s.id = r.session_id and s.scope = p_scope) then 'PR120'
                     when not exists (select 1 from peer p where p.name = coalesce(r.actor, p_principal)) then 'PR101'
                end as code,
                case when r.body is null then 'observation body is required'
@@ -76,10 +78,17 @@ begin
                          format('lawful_basis %s is not one of consent, contract, legal_obligation, vital_interests, public_task, legitimate_interests', quote_literal(r.lawful_basis))
                     when jsonb_typeof(r.payload) <> 'object' then 'observation payload must be a JSON object'
                     when r.session_id <= 0 then format('session id must be a positive id, not %s', r.session_id)
+                    when not exists (select 1 from session s where s.id = r.session_id) then
+                         format('unknown session %s', r.session_id)
+                    when not exists (select 1 from session s where s.id = r.session_id and s.scope = p_scope) then
+                         format('session %s belongs to scope %s, not %s', r.session_id,
+                                quote_literal((select s.scope from session s where s.id = r.session_id)), quote_literal(p_scope))
                     else format('unknown actor peer %s', quote_literal(coalesce(r.actor, p_principal)))
                end as detail,
                case when octet_length(r.body) > v_max_bytes then
                          'Split the text, or raise setting max_observation_bytes with pgrecall.set_tenant_setting().'
+                    when r.session_id > 0 and not exists (select 1 from session s where s.id = r.session_id) then
+                         'Create it with create_session(); add_messages() appends to a session and queues its derivation.'
                     when r.actor is not null and not exists (select 1 from peer p where p.name = r.actor) then
                          'Create it first with add_peer(name, kind).'
                end as hint

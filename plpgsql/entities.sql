@@ -31,7 +31,9 @@ begin
     if v_id is null then
         select e.id into v_id from entity e
          where e.scope = p_scope and e.aliases @> array[v_key] and e.merged_into is null
-         order by e.id limit 1;
+         -- "+ 0": ordering by the primary key would tempt the planner to walk
+         -- it hoping for an early match; most names are no alias at all.
+         order by e.id + 0 limit 1;
     end if;
     return v_id;
 end
@@ -73,25 +75,39 @@ comment on function __tenant__._entity_for(text, text, text, bigint[]) is
 -- words long): how recall finds what a query is about.
 create or replace function __tenant__._entities_in_text(p_scopes text[], p_text text)
 returns bigint[]
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+declare
+    v_grams text[];
+begin
     with words as (
         select w, i from unnest(regexp_split_to_array(lower(coalesce(p_text, '')), '[^[:alnum:]''-]+'))
                          with ordinality as t(w, i)
          where w <> ''
-    ), grams as (
-        select distinct array_to_string(array(select w2.w from words w2 where w2.i between w1.i and w1.i + n - 1
-                                               order by w2.i), ' ') as g
-          from words w1, generate_series(1, 4) n
-         where exists (select 1 from words w3 where w3.i = w1.i + n - 1)
     )
-    select coalesce(array_agg(distinct coalesce(e.merged_into, e.id)), '{}')
-      from entity e
-     where e.scope = any (p_scopes)
-       and (e.normalized_name in (select g from grams)
-            or e.aliases && array(select g from grams))
+    select array_agg(distinct array_to_string(array(select w2.w from words w2
+                                                     where w2.i between w1.i and w1.i + n - 1 order by w2.i), ' '))
+      into v_grams
+      from words w1, generate_series(1, 4) n
+     where exists (select 1 from words w3 where w3.i = w1.i + n - 1);
+    if v_grams is null then
+        return '{}';
+    end if;
+    -- Two probes, one per index (identity and aliases), rather than an OR
+    -- that would read every entity.
+    return (select coalesce(array_agg(distinct coalesce(x.merged_into, x.id)), '{}')
+              from (select e.id, e.merged_into from entity e
+                     where e.scope = any (p_scopes) and e.normalized_name = any (v_grams)
+                    union all
+                    -- one containment probe per word group: an overlap with the
+                    -- whole list is estimated to match so much that the planner
+                    -- would read the table instead of the index
+                    select e.id, e.merged_into from unnest(v_grams) g
+                      cross join lateral (select e2.id, e2.merged_into from entity e2
+                                           where e2.aliases @> array[g] and e2.scope = any (p_scopes)) e) x);
+end
 $$;
 comment on function __tenant__._entities_in_text(text[], text) is
     'Internal: surviving entities in the authorised scopes named (by name or alias) in a text.';
@@ -226,17 +242,33 @@ language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+declare
+    v_principal bigint := _peer_id(p_principal);
 begin
-    perform _peer_id(p_principal);
     perform _check_scopes(p_scopes);
+    -- An entity is listed only when something the principal may see names it:
+    -- a name is content too.
     return query
+    with visible_facts as (
+        select f.id, f.subject_id, f.object_id from _eligible_facts(v_principal, p_scopes, null, null, null) f
+    ), named as (
+        select x.subject_id as id from visible_facts x
+        union
+        select x.object_id from visible_facts x where x.object_id is not null
+        union
+        select l.target_entity_id from memory_link l
+          join _eligible_memories(v_principal, p_scopes, null, true, null) m on m.id = l.memory_id
+         where l.link_type = 'about'
+    )
     select e.id, e.scope, e.name, e.entity_type, e.aliases, e.merged_into,
-           (select count(*) from fact f where (f.subject_id = e.id or f.object_id = e.id) and upper_inf(f.known))
+           (select count(*) from visible_facts x where x.subject_id = e.id or x.object_id = e.id)
       from entity e
      where e.scope = any (p_scopes)
+       and (e.id in (select n.id from named n)
+            or exists (select 1 from entity m2 where m2.merged_into = e.id and m2.id in (select n.id from named n)))
        and (p_name is null or e.normalized_name = _normalize_name(p_name) or e.aliases @> array[_normalize_name(p_name)])
      order by e.scope, e.normalized_name;
 end
 $$;
 comment on function __tenant__.entities(text, text[], text) is
-    'Entities in the authorised scopes (optionally those a name or alias denotes), with their count of current facts.';
+    'Entities in the authorised scopes that a memory or fact the principal may see names (optionally those a name or alias denotes), with their count of visible current facts.';

@@ -15,6 +15,9 @@
 --    kept_while condition: an entity named by a surviving memory stays);
 --  * a memory superseded by a deleted memory becomes current again: it is
 --    what the surviving log says;
+--  * an erased peer's perspective goes with it: memories it observed
+--    (observer_peer_id) and tasks that would derive its view; working
+--    representations lose every item derived from an erased observation;
 --  * facts follow the memory rule: a fact with ANY evidence from an erased
 --    observation is deleted with all its evidence, and so are the pieces its
 --    assertion split off older facts; the older facts it closed are rebuilt:
@@ -114,6 +117,9 @@ begin
         select m.id from memory m
          where p_selector ? 'peer' and m.audience_peer_id = _peer_id(p_selector ->> 'peer', 'erased')
         union
+        select m.id from memory m
+         where p_selector ? 'peer' and m.observer_peer_id = _peer_id(p_selector ->> 'peer', 'erased')
+        union
         select l.memory_id from memory_link l join doomed x on l.target_memory_id = x.id
          where l.link_type = 'derived_from'
     )
@@ -130,11 +136,17 @@ begin
              where d.kind = 'memory' and d.observation_id = any (v_observations)));
     end if;
 
-    -- Facts to delete: registered against an erased observation, or pieces
-    -- that a doomed assertion split off an older fact (rebuilt below).
+    -- Facts to delete: registered against an erased observation, pieces
+    -- that a doomed assertion split off an older fact (rebuilt below), or the
+    -- perspective of an erased peer.
     with recursive doomed (id) as (
         select d.row_key::bigint from projection_dependency d
          where d.kind = 'fact' and d.observation_id = any (v_observations)
+        union
+        -- facts only an erased peer could see (like their private memories), and
+        -- facts from their perspective
+        select f.id from fact f
+         where p_selector ? 'peer' and _peer_id(p_selector ->> 'peer', 'erased') in (f.audience_peer_id, f.observer_peer_id)
         union
         select f.id from fact f join doomed x on f.split_by = x.id
     )
@@ -157,6 +169,9 @@ begin
                                        where r.memory_id = any (v_memories));
         elsif v_kind.kind = 'memory_embedding' then
             v_keys := v_keys || array(select x::text from unnest(v_memories) x);
+        elsif v_kind.kind = 'work_task' and p_selector ? 'peer' then
+            v_keys := v_keys || array(select t.id::text from work_task t
+                                       where t.observer_id = _peer_id(p_selector ->> 'peer', 'erased'));
         elsif v_kind.kind = 'fact_evidence' then
             v_keys := array(select distinct k from unnest(v_keys || array(
                         select x.id::text from fact_evidence x where x.fact_id = any (v_facts))) k);
@@ -224,6 +239,12 @@ begin
           into v_count using v_kind.kind, v_observations;
         v_residual := v_residual || jsonb_build_object(v_kind.kind, v_count);
     end loop;
+
+    -- Working representations: no item derived from an erased observation stays.
+    v_erased := v_erased || jsonb_build_object('working_representation', _scrub_working_representations(
+        v_observations, case when p_selector ? 'peer' then _peer_id(p_selector ->> 'peer', 'erased') end));
+    v_residual := v_residual || jsonb_build_object('working_representation',
+        (select count(*) from session_peer sp where _working_cites(sp.working_representation, v_observations)));
 
     -- Statistics: a term of an erased memory that no surviving live memory uses.
     v_residual := v_residual || jsonb_build_object('term_stat',

@@ -52,8 +52,10 @@ begin
            or jsonb_typeof(v_item -> 'quote') is distinct from 'string' or v_item ->> 'quote' = '' then
             perform _fail('PR112', format('evidence item %s needs a numeric "offset" and a non-empty "quote"', v_item));
         end if;
-        perform _observation_ids(p_scope, array[(v_item ->> 'offset')::bigint]);
         select o.* into v_obs from observation o where o.scope = p_scope and o.log_offset = (v_item ->> 'offset')::bigint;
+        if v_obs.id is null then
+            perform _observation_ids(p_scope, array[(v_item ->> 'offset')::bigint]);  -- raises PR109, naming it
+        end if;
         if v_item ? 'start' or v_item ? 'end' then
             if jsonb_typeof(v_item -> 'start') is distinct from 'number' or jsonb_typeof(v_item -> 'end') is distinct from 'number'
                or (v_item ->> 'start')::numeric <> floor((v_item ->> 'start')::numeric)
@@ -84,6 +86,25 @@ begin
             end if;
             v_start := v_found - 1;
         end if;
+        -- The trigger on fact_evidence enforces this too; checking here first
+        -- names the log offset the caller gave and writes nothing.
+        declare
+            v_bytes bytea := convert_to(v_obs.body, 'UTF8');
+            v_len integer := octet_length(convert_to(v_item ->> 'quote', 'UTF8'));
+            v_span text;
+        begin
+            v_span := convert_from(substring(v_bytes from v_start + 1 for v_len), 'UTF8');
+            if v_span is distinct from v_item ->> 'quote' then
+                perform _fail('PR112', format('evidence quote %s is not the text at bytes %s..%s of observation %s of scope %s, which reads %s',
+                                              quote_literal(v_item ->> 'quote'), v_start, v_start + v_len,
+                                              v_obs.log_offset, p_scope, quote_literal(v_span)),
+                              'The quote must be exactly the bytes of the span (UTF-8 byte offsets, end exclusive).');
+            end if;
+        exception when character_not_in_repertoire or untranslatable_character then
+            perform _fail('PR112', format('evidence span %s..%s of observation %s of scope %s cuts a multi-byte character',
+                                          v_start, v_start + v_len, v_obs.log_offset, p_scope),
+                          'Spans are UTF-8 byte offsets; start and end must fall between characters.');
+        end;
         observation_id := v_obs.id;
         byte_start := v_start;
         byte_end := coalesce((v_item ->> 'end')::integer, v_start + octet_length(convert_to(v_item ->> 'quote', 'UTF8')));
@@ -203,8 +224,7 @@ begin
     v_valid := tstzrange(v_from, p_valid_to);
 
     -- What an assistant said about a person is not that person's fact.
-    if _names_human_peer(p_scope, p_subject)
-       and not v_not_only_assistant then
+    if not v_not_only_assistant and _names_human_peer(p_scope, p_subject) then
         perform _fail('PR113', format('%s is a human peer and every quote for this fact was spoken by an assistant',
                                       quote_literal(p_subject)),
                       'A fact about a person needs evidence that is not only the assistant''s word (e.g. what they said).');
@@ -231,7 +251,7 @@ begin
        and f.object_id is not distinct from v_object and f.object_value is not distinct from v_object_value
        and f.valid @> v_valid
        and f.scope = p_scope
-     order by f.id limit 1;
+     order by f.id + 0 limit 1;  -- "+ 0": found through the subject's index, not by walking the primary key
     if v_existing is not null then
         insert into fact_evidence (fact_id, observation_id, byte_start, byte_end, quote)
         select v_existing, e.o, e.s, e.e, e.q from unnest(v_ev_obs, v_ev_start, v_ev_end, v_ev_quote) e(o, s, e, q)
@@ -452,6 +472,9 @@ as $$
 declare
     v_item jsonb;
     v_n integer := 0;
+    v_state text;
+    v_message text;
+    v_hint text;
 begin
     perform _check_object_array(p_items, 'items',
         'Each item: subject, predicate, object, evidence, and optionally statement, valid_from, valid_to, '
@@ -459,21 +482,28 @@ begin
     perform _check_keys(p_items, array['subject', 'predicate', 'object', 'evidence', 'statement', 'valid_from',
                         'valid_to', 'confidence', 'observer', 'audience', 'purposes', 'subject_type', 'object_type'],
                         'fact item');
-    for v_item in select * from jsonb_array_elements(p_items) loop
-        v_n := v_n + 1;
-        -- In order, in one transaction: a later item sees (and may close) an
-        -- earlier one, and any failure leaves nothing of the batch behind.
-        return query
-        select v_n, a.fact_id, a.outcome, a.closed_facts
-          from assert_fact(p_principal, p_scopes, p_scope, v_item ->> 'subject', v_item ->> 'predicate',
-                           v_item ->> 'object', v_item -> 'evidence', v_item ->> 'statement',
-                           (v_item ->> 'valid_from')::timestamptz, (v_item ->> 'valid_to')::timestamptz,
-                           coalesce((v_item ->> 'confidence')::double precision, 1), v_item ->> 'observer',
-                           v_item ->> 'audience',
-                           case when v_item ? 'purposes' then array(select jsonb_array_elements_text(v_item -> 'purposes'))
-                           end,
-                           v_item ->> 'subject_type', v_item ->> 'object_type') a;
-    end loop;
+    -- In order, in one transaction: a later item sees (and may close) an
+    -- earlier one, and any failure leaves nothing of the batch behind. One
+    -- exception block around the loop (not one per item) names the item.
+    begin
+        for v_item in select * from jsonb_array_elements(p_items) loop
+            v_n := v_n + 1;
+            return query
+            select v_n, a.fact_id, a.outcome, a.closed_facts
+              from assert_fact(p_principal, p_scopes, p_scope, v_item ->> 'subject', v_item ->> 'predicate',
+                               v_item ->> 'object', v_item -> 'evidence', v_item ->> 'statement',
+                               (v_item ->> 'valid_from')::timestamptz, (v_item ->> 'valid_to')::timestamptz,
+                               coalesce((v_item ->> 'confidence')::double precision, 1), v_item ->> 'observer',
+                               v_item ->> 'audience',
+                               case when v_item ? 'purposes'
+                                    then array(select jsonb_array_elements_text(v_item -> 'purposes')) end,
+                               v_item ->> 'subject_type', v_item ->> 'object_type') a;
+        end loop;
+    exception when others then
+        get stacked diagnostics v_state = returned_sqlstate, v_message = message_text, v_hint = pg_exception_hint;
+        raise exception using errcode = v_state, message = format('%s (item %s)', v_message, v_n),
+                              hint = coalesce(nullif(v_hint, ''), 'The batch was not written.');
+    end;
 end
 $$;
 comment on function __tenant__.assert_facts(text, text[], text, jsonb) is

@@ -78,12 +78,7 @@ begin
         v_actor := _peer_id(p_peer, 'sender');
     end if;
     if p_session_id is not null then
-        perform _check_id(p_session_id, 'session id');
-        if not exists (select 1 from observation o where o.session_id = p_session_id and o.scope = any (p_scopes)) then
-            perform _fail('PR131', format('no messages of session %s in the authorised scopes %s', p_session_id,
-                                          p_scopes::text),
-                          'Pass a session id that messages were appended with, in a scope the principal may read.');
-        end if;
+        perform _session_row(p_session_id, p_scopes);  -- PR120 unknown, PR103 in a scope not authorised
     end if;
     if p_query_embedding is not null and (cardinality(p_query_embedding) <> 384 or array_ndims(p_query_embedding) <> 1
                                           or array_position(p_query_embedding, null) is not null) then

@@ -21,9 +21,8 @@
 --     decode to exactly the passage's text.
 -- Changing the sizes applies to observations appended afterwards.
 --
--- SQLSTATEs of this file and message_search.sql:
---   PR130 message search is switched off for the arms asked for
---   PR131 unknown session (no message of it in the authorised scopes)
+-- SQLSTATE of message_search.sql: PR130 message search is switched off for
+-- the arms asked for (an unknown session is sessions.sql's PR120).
 
 create or replace function __tenant__._passage_spans(p_body text, p_max integer, p_target integer, p_overlap integer)
 returns table (ordinal integer, start_byte integer, end_byte integer, body text)

@@ -113,15 +113,20 @@ begin
         if cardinality(v_kept) > 0 then
             v_query := array_to_string(array(select quote_literal(t) from unnest(v_kept) t), ' | ')::tsquery;
             v_term_queries := array(select quote_literal(t)::tsquery from unnest(v_kept) t);
-            -- Candidates are recruited by the rare terms only, when the query has
-            -- both rare and common ones (the common-terms rule): matching every
-            -- memory that shares a common word is what makes the arm slow, and
-            -- those memories still get the common terms' score when a rare term
-            -- recruited them. If the rare terms find fewer than arm_candidates
-            -- memories, every term recruits.
-            v_recruit_query := nullif(array_to_string(array(
-                select quote_literal(v_kept[i]) from generate_subscripts(v_kept, 1) i
-                 where v_kept_df[i] < (v_set ->> 'recruit_df_ratio')::double precision * v_documents), ' | '), '')::tsquery;
+            -- Candidates are recruited by the rarest terms only, as many of them as
+            -- match at most lexical_match_budget memories together (the rarest
+            -- always); the other terms still score every candidate. Matching every
+            -- memory that shares a common word is what makes the arm slow at scale,
+            -- and a memory with only common words rarely outranks one with a rare
+            -- word. If the rare terms recruit fewer than arm_candidates memories,
+            -- every term recruits.
+            v_recruit_query := array_to_string(array(
+                select quote_literal(x.term) from (
+                    select u.term, sum(u.df) over (order by u.df, u.term) as running,
+                           row_number() over (order by u.df, u.term) as n
+                      from unnest(v_kept, v_kept_df) as u(term, df)) x
+                 where x.n = 1 or x.running <= (v_set ->> 'lexical_match_budget')::bigint
+                 order by x.n), ' | ')::tsquery;
             if v_recruit_query is not null and numnode(v_recruit_query) < numnode(v_query) then
                 v_recruited := true;
                 select coalesce(array_agg(c.id order by c.ord), '{}'), coalesce(array_agg(c.score order by c.ord), '{}')
@@ -254,7 +259,11 @@ begin
         'dense_count', (select count(*) from unnest(v_dense_ids) i where i = any (v_kept_ids)),
         'fused_count', cardinality(v_kept_ids),
         'fact_count', cardinality(v_fact_ids),
-        'entities', (select coalesce(jsonb_agg(e.name order by e.name), '[]') from entity e where e.id = any (v_entities)),
+        -- the entities whose facts were found (an entity only a hidden fact names stays unnamed)
+        'entities', (select coalesce(jsonb_agg(e.name order by e.name), '[]') from entity e
+                      where e.id = any (v_entities)
+                        and exists (select 1 from fact f where f.id = any (v_fact_ids)
+                                       and (f.subject_id = e.id or f.object_id = e.id))),
         'returned', least(p_limit, cardinality(v_kept_ids) + cardinality(v_fact_ids)),
         'missing_embeddings', v_missing,
         'watermarks', (select jsonb_object_agg(s.name, s.log_watermark) from scope s where s.name = any (p_scopes)),
@@ -310,26 +319,33 @@ create or replace function __tenant__._lexical_candidates(
     p_match tsquery, p_term_queries tsquery[], p_terms text[], p_idf double precision[],
     p_k1 double precision, p_b double precision, p_avg_length double precision, p_depth integer)
 returns table (id bigint, score double precision)
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+begin
+    -- Dynamic SQL so that each call is planned for its own tsquery: a generic
+    -- plan cannot tell a rare term (an index probe) from a common one.
+    return query execute $q$
     with matched as (
         select e.id, e.tsv,
-               (select sum(p_idf[i]) from generate_subscripts(p_term_queries, 1) i where e.tsv @@ p_term_queries[i])
-               / (1 + p_k1 * (1 - p_b + p_b * length(e.tsv) / p_avg_length)) as quick
-          from _eligible_memories(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) e
-         where e.tsv @@ p_match
+               (select sum($9[i]) from generate_subscripts($7, 1) i where e.tsv @@ $7[i])
+               / (1 + $10 * (1 - $11 + $11 * length(e.tsv) / $12)) as quick
+          from _eligible_memories($1, $2, $3, $4, $5) e
+         where e.tsv @@ $6
          order by quick desc, e.id
-         limit 2 * p_depth
+         limit 2 * $13
     )
     select m.id,
-           (select sum(p_idf[array_position(p_terms, u.lexeme)] * (cardinality(u.positions) * (p_k1 + 1))
-                       / (cardinality(u.positions) + p_k1 * (1 - p_b + p_b * length(m.tsv) / p_avg_length)))
-              from unnest(m.tsv) u where u.lexeme = any (p_terms)) as s
+           (select sum($9[array_position($8, u.lexeme)] * (cardinality(u.positions) * ($10 + 1))
+                       / (cardinality(u.positions) + $10 * (1 - $11 + $11 * length(m.tsv) / $12)))
+              from unnest(m.tsv) u where u.lexeme = any ($8)) as s
       from matched m
      order by s desc, m.id
-     limit p_depth
+     limit $13$q$
+    using p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_match, p_term_queries, p_terms, p_idf,
+          p_k1, p_b, p_avg_length, p_depth;
+end
 $$;
 comment on function __tenant__._lexical_candidates(bigint, text[], text, boolean, timestamptz, tsquery, tsquery[], text[],
                                                     double precision[], double precision, double precision,

@@ -22,17 +22,17 @@ comment on function __tenant__._is_only_questions(text) is
 -- The items of a batch as rows, numbered from 1.
 create or replace function __tenant__._memory_items(p_items jsonb)
 returns table (body text, evidence bigint[], purposes text[], audience text, kind text, title text,
-               confidence double precision, about text[], ord integer)
+               confidence double precision, about text[], observer text, ord integer)
 language sql immutable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
     select i.body, i.evidence, i.purposes, i.audience, coalesce(i.kind, 'note'), i.title, coalesce(i.confidence, 1),
-           i.about, i.ord::integer
+           i.about, i.observer, i.ord::integer
       from rows from (jsonb_to_recordset(p_items) as (body text, evidence bigint[], purposes text[], audience text,
                                                       kind text, title text, confidence double precision,
-                                                      about text[]))
-           with ordinality as i(body, evidence, purposes, audience, kind, title, confidence, about, ord)
+                                                      about text[], observer text))
+           with ordinality as i(body, evidence, purposes, audience, kind, title, confidence, about, observer, ord)
 $$;
 comment on function __tenant__._memory_items(jsonb) is
     'Internal: remember items from JSON, numbered from 1; kind defaults to note and confidence to 1.';
@@ -51,7 +51,7 @@ declare
     v_where text;
 begin
     perform _check_keys(p_items, array['body', 'evidence', 'purposes', 'audience', 'kind', 'title', 'confidence',
-                                       'about'], 'item');
+                                       'about', 'observer'], 'item');
     begin
         perform count(*) from _memory_items(p_items);
     exception when invalid_text_representation or datatype_mismatch or invalid_parameter_value then
@@ -71,6 +71,7 @@ begin
                  when octet_length(i.body) > v_max_bytes then 'PR107'
                  when octet_length(i.title) > 500 then 'PR107'
                  when i.audience is not null and not exists (select 1 from peer p where p.name = i.audience) then 'PR101'
+                 when i.observer is not null and not exists (select 1 from peer p where p.name = i.observer) then 'PR101'
                  when exists (select 1 from unnest(i.about) a where char_length(a) > 200) then 'PR107'
                end as problem,
                case
@@ -87,7 +88,10 @@ begin
                       format('memory body is %s bytes, more than the %s allowed', octet_length(i.body), v_max_bytes)
                  when octet_length(i.title) > 500 then
                       format('memory title is %s bytes, more than the 500 allowed', octet_length(i.title))
-                 when i.audience is not null then format('unknown audience peer %s', quote_literal(i.audience))
+                 when i.audience is not null and not exists (select 1 from peer p where p.name = i.audience) then
+                      format('unknown audience peer %s', quote_literal(i.audience))
+                 when i.observer is not null and not exists (select 1 from peer p where p.name = i.observer) then
+                      format('unknown observer peer %s', quote_literal(i.observer))
                  else 'an entity name is longer than 200 characters'
                end as detail
           from _memory_items(p_items) i
@@ -127,7 +131,8 @@ begin
         select i.ord, _trim(coalesce(i.body, '')) as body, i.evidence,
                array(select distinct p from unnest(i.purposes) p order by p) as purposes,
                (select p.id from peer p where p.name = i.audience) as audience_id,
-               i.kind, i.title, i.confidence, coalesce(i.about, '{}') as about
+               i.kind, i.title, i.confidence, coalesce(i.about, '{}') as about,
+               (select p.id from peer p where p.name = i.observer) as observer_id
           from _memory_items(p_items) i
     ), judged as (
         -- the same expression as memory.text_key
@@ -147,9 +152,10 @@ begin
                    and m.text_key = j.text_key
                    and m.superseded_by is null and m.invalidated_at is null
                    and m.audience_peer_id is not distinct from j.audience_id
+                   and m.observer_peer_id is not distinct from j.observer_id
                  limit 1) as existing_id,
                min(j.ord) filter (where j.noop is null)
-                   over (partition by j.text_key, j.audience_id) as first_ord
+                   over (partition by j.text_key, j.audience_id, j.observer_id) as first_ord
           from judged j
     ), numbered as (
         -- ordered, so that ids follow the items' order
@@ -167,10 +173,11 @@ begin
                                where ob.scope = p_scope and ob.log_offset = e.off) o
          where n.new_id is not null
     ), inserted as (
-        insert into memory (id, scope, kind, title, body, confidence, origin, audience_peer_id, purposes, created_by)
+        insert into memory (id, scope, kind, title, body, confidence, origin, audience_peer_id, purposes, created_by,
+                            observer_peer_id)
         overriding system value
         select n.new_id, p_scope, n.kind, n.title, n.body, n.confidence, 'told', n.audience_id, n.purposes,
-               p_principal_id
+               p_principal_id, n.observer_id
           from numbered n where n.new_id is not null
           order by n.new_id
         returning id
@@ -229,7 +236,8 @@ create or replace function __tenant__.remember(
     p_kind        text default 'note',
     p_title       text default null,
     p_confidence  double precision default 1,
-    p_about       text[] default '{}'     -- entity names
+    p_about       text[] default '{}',    -- entity names
+    p_observer    text default null       -- whose view it is (a peer name); NULL: the global view
 )
 returns table (memory_id bigint, status text, reason text)
 language plpgsql
@@ -244,10 +252,11 @@ begin
     select b.memory_id, b.status, b.reason
       from _remember_batch(v_principal, p_scope, jsonb_build_array(jsonb_build_object(
                'body', p_body, 'evidence', p_evidence, 'purposes', p_purposes, 'audience', p_audience,
-               'kind', p_kind, 'title', p_title, 'confidence', p_confidence, 'about', p_about))) b;
+               'kind', p_kind, 'title', p_title, 'confidence', p_confidence, 'about', p_about,
+               'observer', p_observer))) b;
 end
 $$;
-comment on function __tenant__.remember(text, text[], text, text, bigint[], text[], text, text, text, double precision, text[]) is
+comment on function __tenant__.remember(text, text[], text, text, bigint[], text[], text, text, text, double precision, text[], text) is
     'Writes a memory with its audience, purposes and evidence; empty or ambiguous input is a no-op with a reason.';
 
 create or replace function __tenant__.remember_many(p_principal text, p_scopes text[], p_scope text, p_items jsonb)
@@ -261,7 +270,7 @@ declare
 begin
     perform _check_write_scope(p_scope, p_scopes);
     perform _check_object_array(p_items, 'items',
-        'Each item: body, evidence, purposes, and optionally audience, kind, title, confidence, about.');
+        'Each item: body, evidence, purposes, and optionally audience, kind, title, confidence, about, observer.');
     return query select * from _remember_batch(v_principal, p_scope, p_items);
 end
 $$;

@@ -21,6 +21,14 @@ def test_demo_answers_from_current_facts_and_keeps_secrets(conninfo):
     assert "surprise" not in answers[("Ben", "Is anyone planning a party for me?")]
     assert "surprise party" in answers[("Ana", "What am I planning for Ben's birthday?")]
     assert "pinned Shared meals must be vegetarian and peanut free" in out
+    # two peers in a session: the queue drains into the representations
+    assert "Rita's global representation pending (3 remaining), Bolt's view of Rita pending (3 remaining)" in out
+    assert "now Rita's global representation is current, Bolt's view of Rita current" in out
+    assert re.search(r"Rita, globally: .*Rita lives in Porto.* \| facts: .*lives_in \(fact \d+, evidence turn 3\)", out)
+    assert re.search(r"Rita, as Bolt sees her: .*Rita works at Lello.* \| facts: .*works_at", out)
+    assert "Bolt's view of Rita, as Rita may see it: (nothing)" in out
+    assert re.search(r"Bolt's working representation: Rita: Rita's name is Rita Alves \(turn 1\)", out)
     # a second run reuses what is there
     again = run_cli("demo", env={"PGRECALL_DSN": conninfo.dsn()}).stdout
     assert "already holds 55 turns" in again and "worker embedded 0 memories" in again
+    assert "(reusing its 4 turns)" in again and "deriver: 0 tasks completed" in again

@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pgrecall import errors
+from pgrecall.deriver import Deriver
 from pgrecall.worker import Worker
 
 
@@ -127,6 +128,9 @@ step = st.one_of(
     st.tuples(st.just("correct"), st.integers(0, 50)),
     st.tuples(st.just("supersede"), st.integers(0, 50), st.integers(0, 50)),
     st.tuples(st.just("assert_fact"), st.integers(0, 50), st.integers(0, 3)),
+    # session messages queue derivation work; the deriver turns some into memories, facts and working documents
+    st.tuples(st.just("message"), st.sampled_from(SUBJECTS)),
+    st.tuples(st.just("derive_tasks"), st.integers(1, 8)),
 )
 YEAR = lambda y, m=1: datetime(y, m, 1, tzinfo=timezone.utc)  # noqa: E731
 SAMPLE_TIMES = [YEAR(y, m) for y in range(2019, 2026) for m in (1, 7)]
@@ -141,15 +145,32 @@ def believed_town(assertions, at):
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(steps=st.lists(step, min_size=3, max_size=25), victim=st.sampled_from(SUBJECTS))
-def test_random_workloads_then_erase_a_subject(acme, db, steps, victim):
+def test_random_workloads_then_erase_a_subject(acme, db, conninfo, steps, victim):
     run = db.execute("select nextval(pg_get_serial_sequence('acme.erasure_request', 'id'))").fetchone()[0]
     token = {s: f"zq{run}x{s}" for s in SUBJECTS}       # a distinctive token per subject and example
     subject = {s: f"run{run}-{s}" for s in SUBJECTS}
     obs = []                                              # (offset, subject)
     memories = []                                         # (id, set of subjects its text came from)
     assertions = []                                       # (valid_from, town, subject), in order
+    session, deriver = None, None
+    # work left queued by earlier examples would take this example's derive steps
+    db.execute("update acme.work_task set status = 'dead', finished_at = now(), lease_token = null, "
+               "lease_until = null where status in ('pending', 'leased')")
     for op in steps:
         kind = op[0]
+        if kind == "message":
+            if session is None:
+                session = acme.create_session(f"property {run}")
+                acme.add_session_peers(session, ["ana", {"peer": "ben", "observe_others": True}])
+            s = op[1]
+            acme.add_messages(session, [{"actor": "ana", "body": f"I live in Town{token[s]} now.",
+                                         "data_subject_id": subject[s]}])
+            continue
+        if kind == "derive_tasks":
+            if deriver is None:
+                deriver = Deriver("acme", conninfo=conninfo.dsn(user="pgrecall_acme_app"), batch=op[1])
+            deriver.run_once()
+            continue
         if kind == "append" or not obs:
             s = op[1] if kind == "append" else SUBJECTS[0]
             obs.append((said(acme, f"{token[s]} said something {len(obs)}", subject[s]), s))
@@ -201,6 +222,8 @@ def test_random_workloads_then_erase_a_subject(acme, db, steps, victim):
 
     if steps[0][0] == "append":  # half the examples erase with term statistics in place
         db.execute("select * from acme.refresh_term_stats()")
+    if deriver is not None:
+        deriver.close()
     receipt = acme.erase({"data_subject": subject[victim]}, reason="property test")
 
     assert set(receipt["residual"].values()) == {0}, receipt
@@ -263,3 +286,18 @@ def test_erasing_the_evidence_of_a_new_value_brings_the_old_one_back(acme, db):
     assert current[0].evidence[0]["quote"] == "I live in Lisbon"
     # Porto was named only by the erased words: the entity is gone too
     assert rows_mentioning(db, "porto") == {}
+
+
+def test_erasing_a_peer_after_a_merge_leaves_no_entity_and_takes_their_private_facts(acme, db):
+    o = said(acme, "I know Kenji. Kenji Sato is my friend. I am allergic to peanuts", "u-1")
+    acme.assert_fact("ana", "knows", "Kenji", evidence=[{"offset": o, "quote": "I know Kenji"}])
+    acme.assert_fact("ana", "friend_of", "Kenji Sato", evidence=[{"offset": o, "quote": "Kenji Sato is my friend"}])
+    acme.merge_entities("Kenji", "Kenji Sato")
+    other = said(acme, "Ben likes tea", "u-2", actor="ben")
+    acme.assert_fact("ben", "likes", "tea", evidence=[{"offset": other, "quote": "Ben likes tea"}], audience="ana")
+    receipt = acme.erase({"peer": "ana"}, reason="account closed")
+    assert set(receipt["residual"].values()) == {0}, receipt
+    assert rows_mentioning(db, "kenji") == {}
+    # ben's words survive, but the fact only ana could see goes with her
+    assert db.execute("select count(*) from acme.fact").fetchone()[0] == 0
+    assert db.execute("select count(*) from acme.observation where body = 'Ben likes tea'").fetchone()[0] == 1

@@ -10,6 +10,7 @@ import pytest
 
 from conftest import table_counts
 from pgrecall import errors
+from pgrecall.driver import dict_row_type as dict_row
 from test_memory_operations import said
 
 T = lambda y, m=1, d=1: datetime(y, m, d, tzinfo=timezone.utc)  # noqa: E731
@@ -410,3 +411,27 @@ def test_a_batch_of_facts_is_asserted_in_order_and_all_or_nothing(acme, db):
     with pytest.raises(errors.InvalidArgument, match="objekt"):
         acme.assert_facts([{"subject": "ben", "predicate": "likes", "objekt": "tea", "evidence": quote(o1, "I live")}])
     assert table_counts(db) == before
+
+
+def test_entities_lists_only_what_the_principal_may_see(acme):
+    o = said(acme, "I like jazz and I am allergic to peanuts")
+    acme.assert_fact("ana", "likes", "jazz", evidence=quote(o, "I like jazz"))
+    acme.assert_fact("ana", "allergic_to", "peanuts", evidence=quote(o, "allergic to peanuts"), audience="ben")
+    listed = lambda who: {r["name"]: r["facts"] for r in acme._call(
+        "entities", {"principal": who, "scopes": ["default"]}, row_type=dict_row, many=True)}
+    assert listed("bot") == {"ana": 1, "jazz": 1}           # peanuts is named only by ben's private fact
+    assert listed("ben") == {"ana": 2, "jazz": 1, "peanuts": 1}
+
+
+def test_batch_errors_name_the_item_and_settings_are_range_checked(acme, db):
+    o = said(acme, "I like jazz")
+    with pytest.raises(errors.EvidenceMismatch, match=r"observation 1 of scope default.*\(item 2\)"):
+        acme.assert_facts([{"subject": "ana", "predicate": "likes", "object": "jazz", "evidence": quote(o, "I like jazz")},
+                           {"subject": "ana", "predicate": "likes", "object": "tea",
+                            "evidence": [{"offset": o, "start": 0, "end": 6, "quote": "I love"}]}])
+    assert db.execute("select count(*) from acme.fact").fetchone()[0] == 0
+    for key, value in (("max_hops", "4"), ("max_hops", "0"), ("traversal_fanout", "2.5"),
+                       ("recall_fact_limit", "-1"), ("lexical_match_budget", "0")):
+        with pytest.raises(psycopg.Error) as exc:
+            db.execute("select pgrecall.set_tenant_setting('acme', %s, %s::jsonb)", (key, value))
+        assert exc.value.sqlstate == "PR006", (key, value)

@@ -21,6 +21,9 @@ TURNS = [
 
 @pytest.fixture
 def chat(acme, conninfo):
+    made = [acme.create_session(name, scope=scope, scopes=["default", "other"])
+            for name, scope in (("one", "default"), ("two", "default"), ("three", "other"))]
+    assert made == [1, 2, 3]  # a fresh tenant numbers its sessions from 1, as TURNS does
     for scope, session, actor, role, text in TURNS:
         acme.append(text, role=role, actor=actor, session_id=session, scope=scope, scopes=["default", "other"])
     Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_app")).drain(refresh_stats=False)
@@ -142,9 +145,9 @@ def test_bad_input_is_refused_with_our_sqlstates_and_writes_nothing(chat, db):
         (dict(peer="mallory"), errors.UnknownPeer),
         (dict(scopes=["nowhere"]), errors.ScopeNotAuthorised),
         (dict(scopes=[]), errors.ScopeNotAuthorised),
-        (dict(session_id=3), errors.UnknownSession),       # session 3 is in scope other, not authorised
+        (dict(session_id=3), errors.ScopeNotAuthorised),   # session 3 is in scope other, not authorised
         (dict(session_id=99), errors.UnknownSession),
-        (dict(session_id=0), errors.InvalidArgument),
+        (dict(session_id=0), errors.UnknownSession),
         (dict(mode="fuzzy"), errors.InvalidArgument),
         (dict(limit=0), errors.InvalidArgument),
         (dict(limit=-3), errors.InvalidArgument),

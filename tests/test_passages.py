@@ -76,7 +76,8 @@ def test_sizes_are_tenant_settings(acme, db):
 # -- written with the append -----------------------------------------------------------------------------------------
 
 def test_single_and_batched_appends_write_registered_queued_passages(acme, db):
-    one = acme.append("I live in Lisbon", role="user", actor="ana", session_id=7)
+    session = acme.create_session("chat")
+    one = acme.append("I live in Lisbon", role="user", actor="ana", session_id=session)
     batch = acme.append_many([{"body": "hello there", "source_role": "user", "actor": "ben"},
                               {"body": LONG, "source_role": "document", "kind": "document"},
                               {"body": "   ", "source_role": "user"}])
@@ -90,7 +91,7 @@ def test_single_and_batched_appends_write_registered_queued_passages(acme, db):
     assert db.execute("select count(*) from acme.passage_embedding_job").fetchone()[0] == n
     assert db.execute("select passages from acme.passage_stat where scope = 'default'").fetchone()[0] == n
     s, a = db.execute("select session_id, actor_id from acme.passage p where p.body = 'I live in Lisbon'").fetchone()
-    assert s == 7 and a == db.execute("select id from acme.peer where name = 'ana'").fetchone()[0]
+    assert s == session and a == db.execute("select id from acme.peer where name = 'ana'").fetchone()[0]
 
 
 def test_a_refused_batch_writes_no_passage(acme, db):
@@ -188,8 +189,9 @@ def test_erasure_residual_counts_a_passage_left_in_the_default_partition(db, con
 # -- erasure ---------------------------------------------------------------------------------------------------------
 
 def test_erasing_a_peer_removes_their_passages_and_vectors(acme, db, conninfo):
-    acme.append("zqbenword one", role="user", actor="ben", session_id=3)
-    acme.append("ana keeps this", role="user", actor="ana", session_id=3)
+    session = acme.create_session("chat")
+    acme.append("zqbenword one", role="user", actor="ben", session_id=session)
+    acme.append("ana keeps this", role="user", actor="ana", session_id=session)
     app_worker(conninfo).drain(refresh_stats=False)
     receipt = acme.erase({"peer": "ben"}, reason="account closed")
     assert set(receipt["residual"].values()) == {0} and receipt["rows_erased"]["passage"] == 1

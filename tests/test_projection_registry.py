@@ -19,6 +19,10 @@ def workload(acme):
     acme.assert_fact("ana", "lives_in", "Porto", evidence=[{"offset": o3, "quote": "I moved to Porto"}],
                      valid_from=datetime(2024, 1, 1, tzinfo=timezone.utc),
                      valid_to=datetime(2025, 1, 1, tzinfo=timezone.utc))
+    # session messages queue derivation work (work_task rows)
+    s = acme.create_session("registry")
+    acme.add_session_peers(s, ["ana", {"peer": "ben", "observe_others": True}])
+    acme.add_messages(s, [{"actor": "ana", "body": "I live in Porto"}])
     return d
 
 
@@ -57,6 +61,12 @@ def test_every_tenant_table_is_a_projection_or_known_infrastructure(acme, db):
                       "term_stat", "corpus_stat",
                       # erasure receipts: the selector and reason, never content
                       "erasure_request",
+                      # sessions: a name and metadata given by the application, like a scope
+                      "session",
+                      # membership and flags; its working_representation document holds derived items, each
+                      # citing its observation, which erasure scrubs (_scrub_working_representations, with a
+                      # residual of its own)
+                      "session_peer",
                       # the predicate ontology: shipped or added by SQL, not derived from the log
                       "predicate",
                       # merge receipts: entity and fact ids only

@@ -120,10 +120,10 @@ def test_pruning_applies_only_from_three_terms(acme, db, stats):
 
 
 def test_rare_terms_recruit_candidates_and_common_terms_only_score(acme, db):
-    """The common-terms rule: with rare and common query terms, memories sharing only a common term are
-    not candidates, unless the rare terms find fewer memories than the arm takes."""
+    """The match budget: the rarest terms recruit candidates (up to lexical_match_budget matches together),
+    the others only score; unless the rare terms find fewer memories than the arm takes."""
     db.execute("select pgrecall.set_tenant_setting('acme', 'arm_candidates', '4')")
-    db.execute("select pgrecall.set_tenant_setting('acme', 'recruit_df_ratio', '0.3')")
+    db.execute("select pgrecall.set_tenant_setting('acme', 'lexical_match_budget', '10')")
     common_only = [put(acme, f"coffee note {i}") for i in range(20)]
     both = put(acme, "coffee at the zebra crossing")
     rare_only = [put(acme, f"zebra sighting {i}") for i in range(5)]
@@ -136,9 +136,10 @@ def test_rare_terms_recruit_candidates_and_common_terms_only_score(acme, db):
     r = acme.recall("coffee zebra", mode="lexical", limit=10)
     assert r.meta["recruited_by_rare_terms"] is False
     assert ids(r)[0] == both and set(ids(r)) & set(common_only)
-    # no rare term at all: the ordinary arm
-    r = acme.recall("coffee note", mode="lexical", limit=10)
-    assert r.meta["recruited_by_rare_terms"] is False and len(ids(r)) == 10
+    # all terms' matches fit in the budget: every term recruits
+    db.execute("select pgrecall.set_tenant_setting('acme', 'lexical_match_budget', '1000')")
+    r = acme.recall("coffee zebra", mode="lexical", limit=10)
+    assert r.meta["recruited_by_rare_terms"] is False and ids(r)[0] == both and len(ids(r)) == 10
 
 
 def test_bm25_prefers_rare_terms_and_repeated_matches(acme):

@@ -194,6 +194,26 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_deriver(args: argparse.Namespace) -> int:
+    from .deriver import Deriver
+
+    with Deriver(args.tenant, batch=args.batch_size) as deriver:
+        if args.once:
+            stats = deriver.drain()
+            print(f"pgrecall deriver: {stats.completed} tasks completed, {stats.memories} memories written, "
+                  f"{stats.failed} failed")
+            for error in stats.errors:
+                print(f"  {error}")
+            return 0 if not stats.failed else 1
+        print(f"pgrecall deriver {deriver.name}: deriving first-person statements in tenant {args.tenant} "
+              "(Ctrl-C stops)", flush=True)
+        try:
+            deriver.run_forever()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
 def cmd_embeddings(args: argparse.Namespace) -> int:
     import psycopg as _psycopg
     from tqdm import tqdm
@@ -343,6 +363,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--once", action="store_true", help="drain the queue and exit")
     p.add_argument("--batch-size", type=int, default=64)
     p.set_defaults(func=cmd_worker)
+
+    p = sub.add_parser("deriver", help="process the derivation queue with the first-person extractor")
+    tenant_args(p, principal=False)
+    p.add_argument("--once", action="store_true", help="drain the queue and exit")
+    p.add_argument("--batch-size", type=int, default=16)
+    p.set_defaults(func=cmd_deriver)
 
     p = sub.add_parser("embeddings", help="embedding status, or re-embed (rebuild) with a progress bar")
     tenant_args(p, principal=False)

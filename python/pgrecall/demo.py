@@ -5,7 +5,10 @@
 3. remembers what was stated, each memory citing the turns that said it, including a
    correction, two superseded facts, a private memory and a derived one;
 4. runs the embedding worker;
-5. recalls for a few questions, as different principals, with provenance and counts.
+5. recalls for a few questions, as different principals, with provenance and counts;
+6. puts two peers in a session in scope ``tavern`` (Bolt, an NPC, observes Rita), shows the
+   derivation queue, drains it with the deterministic deriver and prints the resulting
+   representations: Rita's global one, Bolt's local view of her, and Bolt's working document.
 
 Running it again reuses what is there.
 """
@@ -109,6 +112,56 @@ def show(mem, principal: str, question: str) -> None:
             print(f"       derived from memory {src['id']}")
 
 
+TAVERN = "tavern"
+TAVERN_TALK = [
+    ("Rita", "Good evening! My name is Rita Alves."),
+    ("Bolt", "Welcome, traveller. I work at the Golden Goose, what brings you here?"),
+    ("Rita", "I live in Porto, near the river. I work at Lello bookshop."),
+    ("Rita", "Is the stew any good tonight?"),
+]
+
+
+def peers_in_a_session(mem, conninfo: str) -> None:
+    """Two peers in a session, one observing the other; the queue drains into representations."""
+    from .deriver import Deriver
+
+    who = {"principal": "Bolt", "scopes": [TAVERN]}
+    mem.add_scope(TAVERN, "a game: an NPC and a player")
+    mem.add_peer("Rita", "human")
+    mem.add_peer("Bolt", "agent")
+    session = mem.create_session("evening at the Golden Goose", scope=TAVERN, **who)
+    print(f"\nSession {session} in scope {TAVERN!r}: Rita (a player) and Bolt (an NPC who observes others)")
+    if mem.watermark(TAVERN, **who) == 0:
+        mem.add_session_peers(session, ["Rita", {"peer": "Bolt", "observe_others": True}], **who)
+        added = mem.add_messages(session, [{"actor": a, "body": t} for a, t in TAVERN_TALK], **who)
+        for (actor, text), a in zip(TAVERN_TALK, added):
+            print(f"  turn {a.offset}, {actor}: {text}   ({a.tasks} task{'s' if a.tasks != 1 else ''} queued)")
+    else:
+        print(f"  (reusing its {mem.watermark(TAVERN, **who)} turns)")
+    status = lambda peer, target=None: mem.queue_status(peer, target, session=session)  # noqa: E731
+    print(f"  queue: {mem.work_queue_status()}; Rita's global representation {status('Rita')['status']} "
+          f"({status('Rita')['remaining']} remaining), Bolt's view of Rita {status('Bolt', 'Rita')['status']} "
+          f"({status('Bolt', 'Rita')['remaining']} remaining)")
+    with Deriver(mem.tenant, conninfo=conninfo) as deriver:
+        stats = deriver.drain()
+    print(f"  deriver: {stats.completed} tasks completed, {stats.memories} memories written, {stats.failed} failed; "
+          f"now Rita's global representation is {status('Rita')['status']}, "
+          f"Bolt's view of Rita {status('Bolt', 'Rita')['status']}")
+    def show_view(label: str, rows: list[dict]) -> None:
+        memories = [r["body"] for r in rows if r["item"] == "memory"]
+        facts = [f"{r['kind']} (fact {r['id']}, evidence turn {', '.join(map(str, r['evidence']))})"
+                 for r in rows if r["item"] == "fact"]
+        print(f"  {label}: " + ("; ".join(memories) + " | facts: " + "; ".join(facts) if rows else "(nothing)"))
+
+    show_view("Rita, globally", mem.representation("Rita", **who))
+    show_view("Rita, as Bolt sees her", mem.representation("Rita", observer="Bolt", **who))
+    show_view("Bolt's view of Rita, as Rita may see it",
+              mem.representation("Rita", observer="Bolt", principal="Rita", scopes=[TAVERN]))
+    doc = mem.get_representation(session, "Bolt", **who)["representation"]
+    print("  Bolt's working representation: " + "; ".join(
+        f"{target}: " + ", ".join(f"{i['text']} (turn {i['offset']})" for i in items) for target, items in doc.items()))
+
+
 def main(args: argparse.Namespace) -> int:
     import pgrecall
     from .worker import Worker
@@ -147,5 +200,7 @@ def main(args: argparse.Namespace) -> int:
         bundle = mem.session_bundle(principal="Ana", recent=3)
         print("\nSession-start bundle for Ana: pinned " + "; ".join(p["body"] for p in bundle["pinned"])
               + " | top entities " + ", ".join(f"{e['entity']} ({e['memories']})" for e in bundle["entities"]))
+        peers_in_a_session(mem, conninfo)
+        Worker(tenant, conninfo=conninfo).drain()  # embed what the deriver wrote
     print("\npgrecall: `pgrecall server stop` stops the embedded server.")
     return 0

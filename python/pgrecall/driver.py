@@ -95,6 +95,36 @@ class Recalled:
 
 
 @dataclass(frozen=True)
+class MessageAdded:
+    offset: int
+    tasks: int  # derivation tasks queued for it
+
+
+@dataclass(frozen=True)
+class Turn:
+    session_id: int
+    offset: int
+    opened: bool  # a new session was opened for this turn
+
+
+@dataclass(frozen=True)
+class Task:
+    """A leased derivation task, as claim_tasks() hands it out."""
+
+    task_id: int
+    lease_token: Any
+    task_type: str  # 'representation' or 'summary'
+    session_id: int
+    scope: str
+    sender: str | None  # whose message (the peer represented)
+    observer: str | None  # None: the sender's global representation
+    message_offset: int
+    messages: list[dict]
+    attempts: int
+    lease_until: datetime
+
+
+@dataclass(frozen=True)
 class MessageHit:
     """One passage found by search_messages: where it is in the log, its text and byte span, and its ranks."""
 
@@ -291,20 +321,24 @@ class Memory:
 
     def remember(self, text: str, *, evidence: Sequence[int], purposes: Sequence[str], scope: str | None = None,
                  audience: str | None = None, kind: str = "note", title: str | None = None,
-                 confidence: float = 1.0, about: Sequence[str] = (), principal: str | None = None,
-                 scopes: Sequence[str] | None = None) -> Remembered:
+                 confidence: float = 1.0, about: Sequence[str] = (), observer: str | None = None,
+                 principal: str | None = None, scopes: Sequence[str] | None = None) -> Remembered:
+        """Write a memory. ``observer`` makes it that peer's local view (None: the global view)."""
         principal, scopes = self._who(principal, scopes)
-        return self._call("remember", {
+        args = {
             "principal": principal, "scopes": scopes, "scope": scope or scopes[0], "body": text,
             "evidence": list(evidence) if evidence is not None else None,
             "purposes": list(purposes) if purposes is not None else None, "audience": audience, "kind": kind,
             "title": title, "confidence": confidence, "about": list(about),
-        }, row_type=Remembered)
+        }
+        if observer is not None:
+            args["observer"] = observer
+        return self._call("remember", args, row_type=Remembered)
 
     def remember_many(self, items: Sequence[dict], *, scope: str | None = None, principal: str | None = None,
                       scopes: Sequence[str] | None = None) -> list[Remembered]:
         """remember() for a batch: each item a dict with body, evidence, purposes (and optionally audience,
-        kind, title, confidence, about). Validated whole before anything is written; one result per item."""
+        kind, title, confidence, about, observer). Validated whole before anything is written; one result per item."""
         principal, scopes = self._who(principal, scopes)
         rows = self._call("remember_many", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
                                             "items": Jsonb(list(items))}, many=True)
@@ -541,6 +575,144 @@ class Memory:
         principal, scopes = self._who(principal, scopes)
         return self._call("forget", {"principal": principal, "scopes": scopes, "memory_id": memory_id,
                                      "reason": reason, "expected_revision": revision})[0]
+
+
+    # -- peers, sessions, representations, the work queue ----------------------
+
+    def peer_config(self, peer: str) -> dict:
+        """A peer's own flags: ``observed_globally`` (and whether it follows the tenant default)."""
+        return self._call("peer_config", {"peer": peer})[0]
+
+    def set_peer_config(self, peer: str, *, observed_globally: bool | None) -> dict:
+        """Set whether a global representation of the peer is derived (None: the tenant default)."""
+        return self._call("set_peer_config", {"peer": peer, "config": Jsonb({"observed_globally": observed_globally})})[0]
+
+    def create_session(self, name: str | None = None, *, scope: str | None = None, metadata: dict | None = None,
+                       principal: str | None = None, scopes: Sequence[str] | None = None) -> int:
+        """A session in a scope (an existing name returns its id). Returns the session id."""
+        principal, scopes = self._who(principal, scopes)
+        return self._call("create_session", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
+                                             "name": name, "metadata": Jsonb(metadata or {})})[0]
+
+    def add_session_peers(self, session: int, peers: Sequence[str | dict], *, defaults: dict | None = None,
+                          principal: str | None = None, scopes: Sequence[str] | None = None) -> list[dict]:
+        """Add peers: names, or ``{"peer": name, "observe_others": bool, "observed_by_others": bool}``.
+
+        ``defaults`` gives the flags of peers that do not set them; the tenant settings fill the rest.
+        """
+        principal, scopes = self._who(principal, scopes)
+        rows = self._call("add_session_peers", {"principal": principal, "scopes": scopes, "session": session,
+                                                "peers": Jsonb(list(peers)), "defaults": Jsonb(defaults or {})},
+                          many=True)
+        return [dict(zip(("peer", "observe_others", "observed_by_others", "joined_at"), r)) for r in rows]
+
+    def remove_session_peers(self, session: int, peers: Sequence[str], *, principal: str | None = None,
+                             scopes: Sequence[str] | None = None) -> int:
+        principal, scopes = self._who(principal, scopes)
+        return self._call("remove_session_peers", {"principal": principal, "scopes": scopes, "session": session,
+                                                   "peers": list(peers)})[0]
+
+    def session_peers(self, session: int, *, include_left: bool = False, principal: str | None = None,
+                      scopes: Sequence[str] | None = None) -> list[dict]:
+        principal, scopes = self._who(principal, scopes)
+        rows = self._call("session_peers", {"principal": principal, "scopes": scopes, "session": session,
+                                            "include_left": include_left}, many=True)
+        return [dict(zip(("peer", "kind", "joined_at", "left_at", "observe_others", "observed_by_others"), r))
+                for r in rows]
+
+    def session_peer_config(self, session: int, peer: str, *, principal: str | None = None,
+                            scopes: Sequence[str] | None = None) -> dict:
+        principal, scopes = self._who(principal, scopes)
+        return self._call("session_peer_config", {"principal": principal, "scopes": scopes, "session": session,
+                                                  "peer": peer})[0]
+
+    def set_session_peer_config(self, session: int, peer: str, config: dict, *, principal: str | None = None,
+                                scopes: Sequence[str] | None = None) -> dict:
+        """Change ``observe_others`` and/or ``observed_by_others`` of one peer in a session."""
+        principal, scopes = self._who(principal, scopes)
+        return self._call("set_session_peer_config", {"principal": principal, "scopes": scopes, "session": session,
+                                                      "peer": peer, "config": Jsonb(config)})[0]
+
+    def add_messages(self, session: int, messages: Sequence[dict], *, principal: str | None = None,
+                     scopes: Sequence[str] | None = None) -> list[MessageAdded]:
+        """Append messages (dicts with actor and body, optionally source_role, occurred_at, payload, ...)
+        to a session; each queues its derivation tasks. Returns offset and tasks queued per message."""
+        principal, scopes = self._who(principal, scopes)
+        rows = [{k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in m.items()} for m in messages]
+        result = self._call("add_messages", {"principal": principal, "scopes": scopes, "session": session,
+                                             "messages": Jsonb(rows)}, many=True)
+        return [MessageAdded(r[1], r[2]) for r in result]
+
+    def log_turn(self, log: str, actor: str, text: str, *, role: str | None = None,
+                 occurred_at: datetime | None = None, scope: str | None = None, principal: str | None = None,
+                 scopes: Sequence[str] | None = None) -> Turn:
+        """The turn log: append a turn to ``log``'s current session, or open a new one after a gap of more
+        than turn_gap_seconds (2 hours). The actor joins the session if needed."""
+        principal, scopes = self._who(principal, scopes)
+        row = self._call("log_turn", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
+                                      "log": log, "actor": actor, "body": text, "source_role": role,
+                                      "occurred_at": occurred_at})
+        return Turn(*row)
+
+    def representation(self, target: str, *, observer: str | None = None, purpose: str = "converse",
+                       limit: int = 100, principal: str | None = None,
+                       scopes: Sequence[str] | None = None) -> list[dict]:
+        """What is believed about ``target`` from ``observer``'s view (None: the global representation): the
+        memories, then the currently believed facts (``item`` says which; ``kind`` is the memory kind or the
+        fact's predicate), newest first, through the eligibility rules for the principal."""
+        principal, scopes = self._who(principal, scopes)
+        rows = self._call("representation", {"principal": principal, "scopes": scopes, "target": target,
+                                             "observer": observer, "purpose": purpose, "limit": limit}, many=True)
+        return [dict(zip(("item", "id", "scope", "kind", "body", "confidence", "observer", "created_at", "evidence"), r))
+                for r in rows]
+
+    def get_representation(self, session: int, peer: str, target: str | None = None, *,
+                           principal: str | None = None, scopes: Sequence[str] | None = None) -> dict:
+        """A peer's working representation in a session (one observed peer if ``target`` is given)."""
+        principal, scopes = self._who(principal, scopes)
+        return self._call("get_representation", {"principal": principal, "scopes": scopes, "session": session,
+                                                 "peer": peer, "target": target})[0]
+
+    def claim_tasks(self, worker: str, *, limit: int = 10, task_types: Sequence[str] | None = None) -> list[Task]:
+        return self._call("claim_tasks", {"worker": worker, "limit": limit,
+                                          "task_types": list(task_types) if task_types else None},
+                          row_type=Task, many=True)
+
+    def complete_task(self, task: Task, result: dict, *, worker: str | None = None) -> str:
+        return self._call("complete_task", {"worker": worker, "task_id": task.task_id,
+                                            "lease_token": task.lease_token, "result": Jsonb(result)})[0]
+
+    def fail_task(self, task: Task, error: str, *, worker: str | None = None) -> dict:
+        row = self._call("fail_task", {"worker": worker, "task_id": task.task_id, "lease_token": task.lease_token,
+                                       "error": error})
+        return dict(zip(("status", "attempts", "available_at"), row))
+
+    def queue_status(self, peer: str, target: str | None = None, *, session: int | None = None) -> dict:
+        """Is a representation current? Without ``target``: ``peer``'s global one; with it: ``peer``'s view
+        of ``target``. Returns status ('current' or 'pending'), remaining, in_progress, done, dead."""
+        row = self._call("queue_status", {"peer": peer, "target": target, "session": session})
+        return dict(zip(("status", "remaining", "in_progress", "done", "dead"), row))
+
+    def work_queue_status(self) -> dict:
+        """Task counts as {task_type: {status: n}}."""
+        out: dict = {}
+        for task_type, status, n in self._call("work_queue_status", {}, many=True):
+            out.setdefault(task_type, {})[status] = n
+        return out
+
+    def chat(self, observer: str | None, target: str, question: str, *, session: int | None = None,
+             llm: Callable[[str], str] | None = None, purpose: str = "converse", limit: int = 10,
+             principal: str | None = None, scopes: Sequence[str] | None = None) -> "Chat":
+        """The dialectic: what ``observer`` (None: the global view) knows about ``target`` for ``question``.
+
+        Gathers the representation, recall evidence for the question (as the observer, or the principal
+        for the global view) and, with a session, the working representation. With ``llm`` (a callable
+        taking the prompt), asks it to answer from that context only; without one, returns the context.
+        """
+        from .dialectic import gather
+
+        return gather(self, observer, target, question, session=session, llm=llm, purpose=purpose, limit=limit,
+                      principal=principal, scopes=scopes)
 
 
 def _open(conninfo: str, tenant: str) -> psycopg.Connection:

@@ -126,16 +126,39 @@ class FactNotFound(PgrecallError):
     sqlstate = "PR115"
 
 
+class UnknownSession(PgrecallError):
+    """No such session, or an observation names a session of another scope."""
+
+    sqlstate = "PR120"
+
+
+class SessionFull(PgrecallError):
+    """The session already holds max_peers_in_session peers."""
+
+    sqlstate = "PR121"
+
+
+class NotInSession(PgrecallError):
+    """The peer is not (or no longer) in the session."""
+
+    sqlstate = "PR122"
+
+
+class LeaseLost(PgrecallError):
+    """The task is not leased with this token (the lease expired and it was claimed again, or it is finished)."""
+
+    sqlstate = "PR123"
+
+
+class UnknownTask(PgrecallError):
+    sqlstate = "PR124"
+
+
 class MessageSearchOff(PgrecallError):
     """search_messages: the tenant switched off every arm the call asked for."""
 
     sqlstate = "PR130"
 
-
-class UnknownSession(PgrecallError):
-    """search_messages: no message of that session in the authorised scopes."""
-
-    sqlstate = "PR131"
 
 
 class ModelMismatch(PgrecallError):

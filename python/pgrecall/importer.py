@@ -3,6 +3,8 @@
 Each line: ``{"speaker": "ana", "role": "user", "text": "...",`` and optionally
 ``"occurred_at": ISO-8601, "kind": "message", "session_id": 1,
 "speaker_kind": "human"|"agent"|"other", "data_subject_id": "...", "payload": {...}}``.
+A ``session_id`` is the file's label for a session: the turns go to the scope's
+session named ``session <label>`` (created if needed).
 The file is checked whole before anything is written, and then imported in
 one transaction: all of it, or none.
 """
@@ -45,6 +47,9 @@ def read_turns(path: str | Path) -> list[dict]:
             unknown = set(turn) - ALLOWED
             if unknown:
                 raise ImportFileError(f"{path}:{number}: unknown field(s) {', '.join(sorted(unknown))}")
+            if "session_id" in turn and (isinstance(turn["session_id"], bool)
+                                         or not isinstance(turn["session_id"], (int, str, type(None)))):
+                raise ImportFileError(f"{path}:{number}: session_id is a number or a string")
             if "occurred_at" in turn:
                 try:
                     turn["occurred_at"] = datetime.fromisoformat(turn["occurred_at"])
@@ -79,12 +84,15 @@ def import_jsonl(path: str | Path, *, tenant: str, scope: str, progress: bool = 
             kinds.setdefault(turn["speaker"], turn.get("speaker_kind") or ("human" if turn["role"] == "user" else "agent"))
         for speaker, kind in kinds.items():
             mem.add_peer(speaker, kind)
+        principal = turns[0]["speaker"] if turns else None
+        sessions = {label: mem.create_session(f"session {label}", principal=principal)
+                    for label in dict.fromkeys(t["session_id"] for t in turns if t.get("session_id") is not None)}
         # Batches of BATCH rows, one call each, all in one transaction.
         with tqdm(total=len(turns), desc="importing", unit="turn", disable=not progress) as bar:
             for start in range(0, len(turns), BATCH):
                 chunk = turns[start:start + BATCH]
                 rows = [{"body": t["text"], "source_role": t["role"], "kind": t.get("kind", "message"),
-                         "actor": t["speaker"], "occurred_at": t.get("occurred_at"), "session_id": t.get("session_id"),
+                         "actor": t["speaker"], "occurred_at": t.get("occurred_at"), "session_id": sessions.get(t.get("session_id")),
                          "payload": t.get("payload"), "data_subject_id": t.get("data_subject_id"),
                          "lawful_basis": t.get("lawful_basis"), "classification": t.get("classification", "internal")}
                         for t in chunk]

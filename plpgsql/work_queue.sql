@@ -1,0 +1,355 @@
+-- The derivation work queue (design section 5).
+--
+-- Each message queues, as the flags say, one task per lane, where a lane is
+-- (session, task type, sender, observer):
+--   * representation, observer NULL: the sender's global representation, when
+--     the sender is observed globally;
+--   * representation, observer P: P's local view of the sender, for every
+--     other active peer P of the session that observes others, when the
+--     sender is observed by others;
+--   * summary (no sender, no observer): every summary_every_messages messages.
+-- Tasks of one lane are handed out strictly in message order: a task is
+-- claimable only when every earlier task of its lane is done or dead.
+-- Different lanes proceed in parallel. Claims use SKIP LOCKED and a lease; a
+-- lease that expires returns the task; failures retry with exponential
+-- backoff and are dead-lettered after task_max_attempts. A task is complete
+-- only through complete_task(), in the transaction that wrote its results.
+--
+-- Tasks carry a message reference and results: they are a projection
+-- (kind work_task) registered against their message, so erasure deletes them.
+
+create or replace function __tenant__._enqueue_messages(p_session_id bigint, p_offsets bigint[])
+returns table (ordinal integer, log_offset bigint, tasks integer)
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    v_session session;
+    v_every bigint := (_setting_value('summary_every_messages') #>> '{}')::bigint;
+    v_global_default boolean := (_setting_value('observed_globally') #>> '{}')::boolean;
+begin
+    select * into v_session from session s where s.id = p_session_id;
+    update session s set messages = s.messages + cardinality(p_offsets) where s.id = p_session_id;
+    perform pg_notify('pgrecall_derive___tenant__', '');
+    return query
+    with msg as (
+        select o.id, o.log_offset, o.actor_id, m.n::integer as ord
+          from unnest(p_offsets) with ordinality as m(off, n)
+          join observation o on o.scope = v_session.scope and o.log_offset = m.off
+    ), wanted as (
+        select 'representation' as task_type, m.actor_id as sender_id, null::bigint as observer_id, m.id, m.log_offset
+          from msg m join peer p on p.id = m.actor_id
+         where coalesce(p.observed_globally, v_global_default)
+        union all
+        select 'representation', m.actor_id, o.peer_id, m.id, m.log_offset
+          from msg m
+          join session_peer me on me.session_id = p_session_id and me.peer_id = m.actor_id
+          join session_peer o on o.session_id = p_session_id and o.peer_id <> m.actor_id
+         where me.observed_by_others and o.observe_others and o.left_at is null
+        union all
+        select 'summary', null, null, m.id, m.log_offset
+          from msg m
+         where v_every > 0 and (v_session.messages + m.ord) % v_every = 0
+    ), inserted as (
+        insert into work_task (task_type, session_id, sender_id, observer_id, observation_id, message_offset)
+        select w.task_type, p_session_id, w.sender_id, w.observer_id, w.id, w.log_offset
+          from wanted w
+         order by w.log_offset, w.task_type, w.observer_id nulls first
+        returning work_task.id, work_task.observation_id
+    ), registered as (
+        insert into projection_dependency (kind, row_key, observation_id)
+        select 'work_task', i.id::text, i.observation_id from inserted i
+        returning 1
+    )
+    select m.ord, m.log_offset, (select count(*)::integer from inserted i where i.observation_id = m.id)
+      from msg m
+     order by m.ord;
+end
+$$;
+comment on function __tenant__._enqueue_messages(bigint, bigint[]) is
+    'Internal: queues the derivation tasks of new session messages (offsets in the session''s scope), as the flags say.';
+
+create or replace function __tenant__.claim_tasks(p_worker text, p_limit integer default 10,
+                                                 p_task_types text[] default null)
+returns table (task_id bigint, lease_token uuid, task_type text, session_id bigint, scope text, sender text,
+               observer text, message_offset bigint, messages jsonb, attempts integer, lease_until timestamptz)
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    v_lease interval := make_interval(secs => (_setting_value('task_lease_seconds') #>> '{}')::double precision);
+    v_max integer := (_setting_value('task_max_attempts') #>> '{}')::integer;
+    v_every integer := greatest((_setting_value('summary_every_messages') #>> '{}')::integer, 1);
+begin
+    if p_worker is null or _trim(p_worker) = '' then
+        perform _fail('PR107', 'a worker name is required');
+    end if;
+    if p_limit is null or p_limit < 1 or p_limit > 10000 then
+        perform _fail('PR107', format('claim limit must be 1 to 10000, not %s', coalesce(p_limit::text, 'NULL')));
+    end if;
+    if p_task_types is not null and not (p_task_types <@ array['representation', 'summary']) then
+        perform _fail('PR107', format('task types %s are not a subset of representation, summary', p_task_types::text));
+    end if;
+
+    -- A task whose lease expired on its last allowed attempt is dead-lettered.
+    with expired as (
+        select t.id from work_task t
+         where t.status = 'leased' and t.lease_until < clock_timestamp() and t.attempts >= v_max
+         for update skip locked
+    )
+    update work_task t
+       set status = 'dead', finished_at = clock_timestamp(), lease_token = null, lease_until = null,
+           last_error = format('lease expired on attempt %s', t.attempts)
+      from expired e where t.id = e.id;
+
+    return query
+    -- The head of every lane that has open tasks: one index probe per lane
+    -- (a skip scan over work_task_open_lane), whatever the backlog.
+    with recursive lanes (session_id, task_type, sender_key, observer_key, message_offset) as (
+        (select t.session_id, t.task_type, coalesce(t.sender_id, 0), coalesce(t.observer_id, 0), t.message_offset
+           from work_task t
+          where t.status in ('pending', 'leased')
+          order by t.session_id, t.task_type, coalesce(t.sender_id, 0), coalesce(t.observer_id, 0), t.message_offset
+          limit 1)
+        union all
+        select n.* from lanes l
+         cross join lateral (
+            select t.session_id, t.task_type, coalesce(t.sender_id, 0), coalesce(t.observer_id, 0), t.message_offset
+              from work_task t
+             where t.status in ('pending', 'leased')
+               and (t.session_id, t.task_type, coalesce(t.sender_id, 0), coalesce(t.observer_id, 0))
+                   > (l.session_id, l.task_type, l.sender_key, l.observer_key)
+             order by t.session_id, t.task_type, coalesce(t.sender_id, 0), coalesce(t.observer_id, 0), t.message_offset
+             limit 1) n
+    ), ready as (
+        -- a head that is ready: pending and due, or leased with an expired lease.
+        -- Heads come from this statement's snapshot: a head another claimer
+        -- holds is skipped, and what follows it in its lane is no head.
+        select t.id from work_task t
+         where t.id in (select h.id from lanes l
+                          join work_task h on h.session_id = l.session_id and h.task_type = l.task_type
+                                          and coalesce(h.sender_id, 0) = l.sender_key
+                                          and coalesce(h.observer_id, 0) = l.observer_key
+                                          and h.message_offset = l.message_offset)
+           and t.status in ('pending', 'leased') and t.available_at <= clock_timestamp()
+           and (t.status = 'pending' or t.lease_until < clock_timestamp())
+           and (p_task_types is null or t.task_type = any (p_task_types))
+         order by t.available_at, t.id
+         limit p_limit
+         for update of t skip locked
+    ), claimed as (
+        update work_task t
+           set status = 'leased', lease_token = gen_random_uuid(), leased_by = p_worker,
+               lease_until = clock_timestamp() + v_lease, attempts = t.attempts + 1
+          from ready r where t.id = r.id
+        returning t.*
+    )
+    select c.id, c.lease_token, c.task_type, c.session_id, s.scope, sp.name, op.name, c.message_offset,
+           (select jsonb_agg(jsonb_build_object('offset', o.log_offset, 'actor', a.name, 'source_role', o.source_role,
+                                                'occurred_at', o.occurred_at, 'body', o.body) order by o.log_offset)
+              from (select o2.* from observation o2
+                     where o2.scope = s.scope and o2.session_id = c.session_id and o2.log_offset <= c.message_offset
+                       and (c.task_type = 'summary' or o2.log_offset = c.message_offset)
+                     order by o2.log_offset desc
+                     limit case when c.task_type = 'summary' then v_every else 1 end) o
+              join peer a on a.id = o.actor_id),
+           c.attempts, c.lease_until
+      from claimed c
+      join session s on s.id = c.session_id
+      left join peer sp on sp.id = c.sender_id
+      left join peer op on op.id = c.observer_id
+     order by c.id;
+end
+$$;
+comment on function __tenant__.claim_tasks(text, integer, text[]) is
+    'Leases up to p_limit derivation tasks (SKIP LOCKED), at most one per lane and only a lane''s head; returns each with its message(s).';
+
+-- The task, locked, if it is leased with this token; PR124 or PR123 otherwise.
+create or replace function __tenant__._leased_task(p_task_id bigint, p_lease_token uuid)
+returns __tenant__.work_task
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_task work_task;
+begin
+    select * into v_task from work_task t where t.id = p_task_id for update;
+    if v_task.id is null then
+        perform _fail('PR124', format('unknown task %s', coalesce(p_task_id::text, 'NULL')),
+                      'It may have been erased with the message it came from.');
+    end if;
+    if v_task.status <> 'leased' or v_task.lease_token is distinct from p_lease_token then
+        perform _fail('PR123', format('task %s is not leased with this token: it is %s', p_task_id,
+                                      case when v_task.status = 'leased' then 'leased again (the earlier lease expired)'
+                                           else v_task.status end),
+                      'Claim it again with claim_tasks(); nothing you wrote in this transaction should be kept.');
+    end if;
+    return v_task;
+end
+$$;
+comment on function __tenant__._leased_task(bigint, uuid) is 'Internal: a task leased with this token, locked; PR124 or PR123.';
+
+-- Completes a task with its result: for a representation task the result's
+-- observations are added to the observer's working representation in the
+-- session (to the sender's own row for its global representation). A
+-- memory_id (fact_id) in an observation must be a memory (fact) of the
+-- task's perspective that cites the task's message: the database checks what
+-- the deriver says.
+create or replace function __tenant__.complete_task(p_worker text, p_task_id bigint, p_lease_token uuid,
+                                                   p_result jsonb default '{}')
+returns text
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_task work_task;
+    v_obs observation;
+    v_items jsonb;
+    v_keep integer := (_setting_value('working_representation_items') #>> '{}')::integer;
+    v_sender text;
+    v_bad record;
+begin
+    v_task := _leased_task(p_task_id, p_lease_token);
+    if p_result is null or jsonb_typeof(p_result) <> 'object' then
+        perform _fail('PR107', 'a task result is a JSON object', 'E.g. {"observations": [{"text": "...", "memory_id": 7}]}.');
+    end if;
+    if p_result ? 'observations' then
+        if jsonb_typeof(p_result -> 'observations') <> 'array'
+           or exists (select 1 from jsonb_array_elements(p_result -> 'observations') e
+                       where jsonb_typeof(e) <> 'object' or jsonb_typeof(e -> 'text') is distinct from 'string'
+                          or _trim(e ->> 'text') = ''
+                          or (e ? 'memory_id' and jsonb_typeof(e -> 'memory_id') <> 'number')
+                          or (e ? 'fact_id' and jsonb_typeof(e -> 'fact_id') <> 'number')) then
+            perform _fail('PR107', 'result observations must be an array of objects, each with a non-empty text',
+                          'Optionally with the numeric memory_id and fact_id written for it.');
+        end if;
+        select (e ->> 'memory_id')::bigint as memory_id into v_bad
+          from jsonb_array_elements(p_result -> 'observations') e
+         where e ? 'memory_id'
+           and not exists (select 1 from memory m join memory_link l on l.memory_id = m.id
+                            where m.id = (e ->> 'memory_id')::bigint
+                              and m.observer_peer_id is not distinct from v_task.observer_id
+                              and l.link_type = 'derived_from' and l.target_observation_id = v_task.observation_id)
+         limit 1;
+        if v_bad.memory_id is not null then
+            perform _fail('PR107', format('memory %s is not a memory of this task''s perspective citing its message (offset %s)',
+                                          v_bad.memory_id, v_task.message_offset),
+                          'Write it with remember(..., evidence => the message offset, observer => the task''s observer).');
+        end if;
+        select (e ->> 'fact_id')::bigint as fact_id into v_bad
+          from jsonb_array_elements(p_result -> 'observations') e
+         where e ? 'fact_id'
+           and not exists (select 1 from fact f join fact_evidence x on x.fact_id = f.id
+                            where f.id = (e ->> 'fact_id')::bigint
+                              and f.observer_peer_id is not distinct from v_task.observer_id
+                              and x.observation_id = v_task.observation_id)
+         limit 1;
+        if v_bad.fact_id is not null then
+            perform _fail('PR107', format('fact %s is not a fact of this task''s perspective with evidence from its message (offset %s)',
+                                          v_bad.fact_id, v_task.message_offset),
+                          'Assert it with assert_fact(..., evidence => a quote of the message, observer => the task''s observer).');
+        end if;
+    end if;
+
+    if v_task.task_type = 'representation' and jsonb_array_length(coalesce(p_result -> 'observations', '[]')) > 0 then
+        select * into v_obs from observation o where o.id = v_task.observation_id;
+        v_sender := (select p.name from peer p where p.id = v_task.sender_id);
+        v_items := (select jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
+                               'text', _trim(e ->> 'text'), 'memory_id', e -> 'memory_id', 'fact_id', e -> 'fact_id',
+                               'offset', v_obs.log_offset,
+                               'observation_id', v_obs.id, 'at', v_obs.occurred_at)) order by n)
+                      from jsonb_array_elements(p_result -> 'observations') with ordinality as x(e, n));
+        update session_peer sp
+           set working_representation = jsonb_set(sp.working_representation, array[v_sender],
+                   (select coalesce(jsonb_agg(k.e order by k.n), '[]')
+                      from (select a.e, a.n, count(*) over () as total
+                              from jsonb_array_elements(coalesce(sp.working_representation -> v_sender, '[]') || v_items)
+                                   with ordinality as a(e, n)) k
+                     where k.n > k.total - v_keep)),
+               working_updated_at = now()
+         where sp.session_id = v_task.session_id and sp.peer_id = coalesce(v_task.observer_id, v_task.sender_id);
+    end if;
+
+    update work_task t
+       set status = 'done', result = p_result, finished_at = clock_timestamp(), lease_token = null,
+           lease_until = null, leased_by = coalesce(p_worker, t.leased_by)
+     where t.id = v_task.id;
+    return 'done';
+end
+$$;
+comment on function __tenant__.complete_task(text, bigint, uuid, jsonb) is
+    'Completes a leased task with its result (checked; a representation result updates the working representation).';
+
+create or replace function __tenant__.fail_task(p_worker text, p_task_id bigint, p_lease_token uuid, p_error text)
+returns table (status text, attempts integer, available_at timestamptz)
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    v_task work_task;
+    v_max integer := (_setting_value('task_max_attempts') #>> '{}')::integer;
+    v_backoff double precision := (_setting_value('task_backoff_seconds') #>> '{}')::double precision;
+begin
+    v_task := _leased_task(p_task_id, p_lease_token);
+    return query
+    update work_task t
+       set status = case when t.attempts >= v_max then 'dead' else 'pending' end,
+           finished_at = case when t.attempts >= v_max then clock_timestamp() end,
+           available_at = case when t.attempts >= v_max then t.available_at
+                               else clock_timestamp() + make_interval(secs => v_backoff * 2 ^ least(t.attempts - 1, 20)) end,
+           lease_token = null, lease_until = null,
+           last_error = left(coalesce(p_error, 'failed without a reason'), 2000)
+     where t.id = v_task.id
+    returning t.status, t.attempts, t.available_at;
+end
+$$;
+comment on function __tenant__.fail_task(text, bigint, uuid, text) is
+    'Gives a leased task back after a failure: retried after task_backoff_seconds * 2^(attempts-1), dead after task_max_attempts.';
+
+-- Is a representation current? With no target: the peer's global
+-- representation; with a target: the peer's local view of the target.
+create or replace function __tenant__.queue_status(p_peer text, p_target text default null,
+                                                  p_session bigint default null)
+returns table (status text, remaining bigint, in_progress bigint, done bigint, dead bigint)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    v_peer bigint := _peer_id(p_peer, 'status');
+    v_target bigint := case when p_target is null then null else _peer_id(p_target, 'target') end;
+begin
+    return query
+    select case when count(*) filter (where t.status in ('pending', 'leased')) = 0 then 'current' else 'pending' end,
+           count(*) filter (where t.status in ('pending', 'leased')),
+           count(*) filter (where t.status = 'leased' and t.lease_until >= clock_timestamp()),
+           count(*) filter (where t.status = 'done'),
+           count(*) filter (where t.status = 'dead')
+      from work_task t
+     where t.task_type = 'representation'
+       and (p_session is null or t.session_id = p_session)
+       and case when v_target is null then t.sender_id = v_peer and t.observer_id is null
+                else t.sender_id = v_target and t.observer_id = v_peer end;
+end
+$$;
+comment on function __tenant__.queue_status(text, text, bigint) is
+    'Whether a representation is current: pending/current, tasks remaining, in progress, done and dead (global without a target, local with one).';
+
+create or replace function __tenant__.work_queue_status()
+returns table (task_type text, status text, tasks bigint)
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select t.task_type, t.status, count(*) from work_task t group by 1, 2 order by 1, 2
+$$;
+comment on function __tenant__.work_queue_status() is 'Derivation tasks by type and status.';
