@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: run test bench bench-graph eval venv clean
+.PHONY: run test bench bench-graph bench-erase eval venv clean
 
 venv: $(STAMP)
 
@@ -35,6 +35,10 @@ bench: $(STAMP)
 # The graph: assert_fact throughput, traversal and bitemporal lookups at 100k entities / 1M facts.
 bench-graph: $(STAMP)
 	$(PY) -m bench.graph $(BENCH_ARGS)
+
+# Erasing one data subject among 1M memories, with the residual.
+bench-erase: $(STAMP)
+	$(PY) -m bench.erase $(BENCH_ARGS)
 
 # Retrieval quality on the LoCoMo development split; results under eval/results/.
 LOCOMO ?= ../shared/data/locomo-dev

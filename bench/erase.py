@@ -1,0 +1,103 @@
+"""``make bench-erase``: erasing one data subject among N memories (default 1M), with the residual.
+
+The corpus is the recall benchmark's, ingested the same way (append_observations + remember_many,
+1,000 data subjects, so one subject is 0.1% of the rows), with term statistics refreshed. The
+embedding queues are emptied before timing, as if the worker had caught up (the vectors themselves
+do not change what erasure deletes). Results: bench/results/erase-*.json and .md.
+
+    python -m bench.erase                    # 1,000,000 memories (ingest takes a while)
+    python -m bench.erase --size 100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from . import corpus
+from .run import HERE, SUBJECTS, ingest, install_tenant, log
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="make bench-erase")
+    parser.add_argument("--size", type=int, default=1_000_000)
+    parser.add_argument("--subjects", type=int, default=3, help="how many subjects to erase, one at a time")
+    parser.add_argument("--out", default=str(HERE / "results"))
+    args = parser.parse_args(argv)
+
+    home = Path(tempfile.mkdtemp(prefix="pgre-"))
+    os.environ["PGRECALL_HOME"] = str(home)
+    os.environ.pop("PGRECALL_DSN", None)
+    from pgrecall import server
+
+    server.start()
+    admin = server.status().uri()
+    tenant = f"erase{args.size}"
+    report = {"started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+              "machine": f"{platform.machine()}, {os.cpu_count()} cores, PostgreSQL 18 (embedded)",
+              "command": "make bench-erase BENCH_ARGS='" + " ".join(argv or []) + "'", "size": args.size}
+    try:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute("alter system set maintenance_work_mem = '1GB'")
+            conn.execute("alter system set shared_buffers = '2GB'")
+        server.stop()
+        server.start()
+        app = install_tenant(admin, tenant)
+        log(f"ingesting {args.size} memories")
+        report["ingest"] = ingest(app, tenant, corpus.memories(args.size))
+        log(f"ingest: {report['ingest']['per_second']:.0f} memories/s")
+        with psycopg.connect(app, autocommit=True) as conn:
+            conn.execute(f"select * from {tenant}.refresh_term_stats()")
+        with psycopg.connect(admin, autocommit=True) as conn:
+            for table in ("embedding_job", "passage_embedding_job"):
+                if conn.execute("select to_regclass(%s)", (f"{tenant}.{table}",)).fetchone()[0]:
+                    conn.execute(f"delete from {tenant}.{table}")
+            conn.execute(f"vacuum analyze {tenant}.memory")
+            report["rows"] = {t: conn.execute(f"select count(*) from {tenant}.{t}").fetchone()[0]
+                              for t in ("observation", "memory", "memory_link", "projection_dependency")}
+        runs = []
+        with psycopg.connect(app, autocommit=True) as conn:
+            for k in range(args.subjects):
+                subject = f"subject-{(k * 397 + 11) % SUBJECTS}"
+                started = time.perf_counter()
+                row = conn.execute(f"select observations_erased, rows_erased, residual from {tenant}.erase(%s, 'bench')",
+                                   (Jsonb({"data_subject": subject}),)).fetchone()
+                seconds = time.perf_counter() - started
+                runs.append({"subject": subject, "seconds": seconds, "observations": row[0], "rows_erased": row[1],
+                             "residual_zero": set(row[2].values()) == {0}})
+                log(f"{subject}: {seconds * 1000:.0f} ms, {row[0]} observations")
+        report["erasures"] = runs
+        report["median_seconds"] = statistics.median(r["seconds"] for r in runs)
+    finally:
+        server.stop()
+        shutil.rmtree(home, ignore_errors=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = report["started"].replace(":", "").replace("-", "")[:15]
+    (out / f"erase-{stamp}.json").write_text(json.dumps(report, indent=2))
+    lines = [f"# pgrecall erasure benchmark ({report['started']})", "",
+             f"Machine: {report['machine']}. Command: `{report['command']}`.", "",
+             f"- corpus: {args.size:,} memories ({report['rows']}), ingest {report['ingest']['per_second']:.0f} memories/s",
+             *[f"- erase {r['subject']}: {r['seconds'] * 1000:.0f} ms for {r['observations']} observations, "
+               f"{r['rows_erased'].get('memory', 0)} memories; residual zero: {r['residual_zero']}" for r in runs],
+             "", f"Target: one subject among {args.size:,} in <= 1 s: median {report['median_seconds'] * 1000:.0f} ms, "
+             f"{'met' if report['median_seconds'] <= 1 else 'NOT met'}."]
+    md = "\n".join(lines) + "\n"
+    (out / f"erase-{stamp}.md").write_text(md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
