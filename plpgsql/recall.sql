@@ -280,9 +280,11 @@ begin
         select 'fact', f.id, f.ord::integer, 1.0 / (v_rrf_k + f.ord)
           from unnest(v_fact_ids) with ordinality as f(id, ord)
     ), top as (
-        select i.*, row_number() over (order by i.score desc, i.item desc, i.pos)::integer as r
+        -- On a tie a fact comes first: it is current, about an entity the
+        -- query names, and carries its quote.
+        select i.*, row_number() over (order by i.score desc, i.item, i.pos)::integer as r
           from items i
-         order by i.score desc, i.item desc, i.pos
+         order by i.score desc, i.item, i.pos
          limit p_limit
     )
     select t.r, m.id, m.scope, m.kind, m.title, m.body, t.score,

@@ -3,7 +3,7 @@
 1. starts the embedded PostgreSQL and installs tenant ``demo``;
 2. imports examples/sample_conversation.jsonl (55 turns, three speakers) into scope ``flat``;
 3. remembers what was stated, each memory citing the turns that said it, including a
-   correction, two superseded facts, a private memory and a derived one;
+   correction, three superseded memories, a private memory and a derived one;
 4. runs the embedding worker;
 5. recalls for a few questions, as different principals, with provenance and counts;
 6. puts two peers in a session in scope ``tavern`` (Bolt, an NPC, observes Rita), shows the

@@ -41,7 +41,7 @@ def build_prompt(question: str, observer: str | None, target: str, representatio
         lines += ["", "Working representation in this session:"]
         lines += [f"- {i['text']} (turn {i['offset']})" for i in items] or ["- (nothing yet)"]
     lines += ["", "Recalled for the question:"]
-    lines += [f"- {e['body']} (memory {e['memory_id']})" for e in evidence] or ["- (nothing)"]
+    lines += [f"- {e['body']} ({e['item']} {e['id']})" for e in evidence] or ["- (nothing)"]
     lines += ["", f"Question: {question}"]
     return "\n".join(lines)
 
@@ -52,8 +52,10 @@ def gather(mem: "Memory", observer: str | None, target: str, question: str, *, s
     who = observer or principal or mem.principal
     representation = mem.representation(target, observer=observer, purpose=purpose, principal=who, scopes=scopes)
     recalled = mem.recall(question, purpose=purpose, limit=limit, principal=who, scopes=scopes)
-    evidence = [{"memory_id": i.memory_id, "body": i.body, "score": i.score,
-                 "observations": [o["offset"] for o in i.provenance.get("observations", [])]}
+    # recall's items are memories, and facts about the entities the question names (with their quotes)
+    evidence = [{"item": i.item, "id": i.fact_id if i.item == "fact" else i.memory_id,
+                 "memory_id": i.memory_id, "fact_id": i.fact_id, "body": i.body, "score": i.score,
+                 "observations": [o["offset"] for o in i.provenance.get("observations", i.provenance.get("evidence", []))]}
                 for i in recalled.items]
     working = None
     if session is not None:
