@@ -254,6 +254,11 @@ def test_cli_prints_the_receipt(acme, conninfo, db):
     out = run_cli("erase", "--tenant", "acme", "--subject", "cli-subject", "--reason", "ticket 9", env=env).stdout
     assert "1 observations erased" in out and "residual is zero" in out
     assert rows_mentioning(db, "zqcli") == {}
+    # the table lines up, and a selector that matches nothing says so rather than claiming success
+    rows = [line for line in out.splitlines() if line.startswith("  ") and line.split()[-1].isdigit()]
+    assert len({len(line) for line in rows}) == 1, out
+    none = run_cli("erase", "--tenant", "acme", "--subject", "nobody-at-all", "--reason", "x", env=env).stdout
+    assert "nothing matched the selector" in none and "residual is zero" not in none
     bad = run_cli("erase", "--tenant", "acme", "--observation", "nonsense", "--reason", "x", env=env, check=False)
     assert bad.returncode == 1 and "SCOPE:OFFSET" in bad.stderr
 

@@ -264,11 +264,17 @@ def cmd_erase(args: argparse.Namespace) -> int:
         receipt = mem.erase(selector, reason=args.reason, requested_by=args.requested_by)
     print(f"erasure request {receipt['id']} for {json.dumps(receipt['selector'])}: "
           f"{receipt['observations_erased']} observations erased at {receipt['completed_at']}")
-    print("  projection kind       erased  residual")
+    width = max([len("projection kind")] + [len(k) for k in receipt["residual"]])
+    print(f"  {'projection kind':<{width}}   erased  residual")
     for kind in sorted(receipt["residual"]):
-        print(f"  {kind:<20} {receipt['rows_erased'].get(kind, '-')!s:>7}  {receipt['residual'][kind]:>8}")
+        print(f"  {kind:<{width}}  {receipt['rows_erased'].get(kind, '-')!s:>7}  {receipt['residual'][kind]:>8}")
     clean = all(v == 0 for v in receipt["residual"].values())
-    print("  residual is zero: everything derived is gone" if clean else "  RESIDUAL IS NOT ZERO: erasure incomplete")
+    if not clean:
+        print("  RESIDUAL IS NOT ZERO: erasure incomplete")
+    elif receipt["observations_erased"] == 0:
+        print("  nothing matched the selector: no observation was erased")
+    else:
+        print("  residual is zero: everything derived is gone")
     return 0 if clean else 2
 
 
