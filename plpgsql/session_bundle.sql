@@ -7,7 +7,8 @@ create or replace function __tenant__.session_bundle(
     p_scopes     text[],
     p_purpose    text default 'converse',
     p_recent     integer default 10,
-    p_entities   integer default 5
+    p_entities   integer default 5,
+    p_session    bigint default null     -- a session the principal is in: adds its working representation
 )
 returns jsonb
 language plpgsql stable
@@ -44,11 +45,13 @@ begin
                       join entity en on en.id = l.target_entity_id
                      group by en.id, en.name, en.entity_type, en.scope
                      order by n desc, en.name limit p_entities) t), '[]'::jsonb),
-        -- Sessions and their working representations arrive with peers and sessions.
-        'working_representation', null);
+        -- The principal's own working representation of the others in the
+        -- session (PR120/PR122 when the session is unknown or the principal not in it).
+        'working_representation', case when p_session is null then null
+                                       else get_representation(p_principal, p_scopes, p_session, p_principal) end);
 end
 $$;
-comment on function __tenant__.session_bundle(text, text[], text, integer, integer) is
+comment on function __tenant__.session_bundle(text, text[], text, integer, integer, bigint) is
     'What an agent starts with: recent memories, pinned procedural notes, top entities, the working representation.';
 
 create or replace function __tenant__.pin(p_principal text, p_scopes text[], p_memory_id bigint,

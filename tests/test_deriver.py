@@ -97,6 +97,12 @@ def test_derived_memories_carry_the_perspective_and_pass_eligibility(acme, db, c
     assert acme.get_representation(s, "ben", "bot")["representation"] == {"bot": []}
     with pytest.raises(errors.NotInSession):
         acme.get_representation(s, "bot")
+    # the session-start bundle carries the principal's own working representation of the session
+    bundle = acme.session_bundle(principal="ben", session=s)
+    assert bundle["working_representation"]["representation"] == acme.get_representation(s, "ben")["representation"]
+    assert acme.session_bundle(principal="ben")["working_representation"] is None
+    with pytest.raises(errors.NotInSession):
+        acme.session_bundle(principal="bot", session=s)
 
 
 def test_a_deriver_that_crashes_mid_task_loses_nothing(acme, db, conninfo, tmp_path):

@@ -458,10 +458,12 @@ class Memory:
         return MessagesFound(items, meta)
 
     def session_bundle(self, *, purpose: str = "converse", recent: int = 10, entities: int = 5,
-                       principal: str | None = None, scopes: Sequence[str] | None = None) -> dict:
+                       session: int | None = None, principal: str | None = None,
+                       scopes: Sequence[str] | None = None) -> dict:
+        """What an agent starts with; with ``session``, also its working representation there."""
         principal, scopes = self._who(principal, scopes)
         return self._call("session_bundle", {"principal": principal, "scopes": scopes, "purpose": purpose,
-                                             "recent": recent, "entities": entities})[0]
+                                             "recent": recent, "entities": entities, "session": session})[0]
 
     def pin(self, memory_id: int, pinned: bool = True, *, principal: str | None = None,
             scopes: Sequence[str] | None = None) -> bool:
