@@ -246,10 +246,13 @@ begin
 
     -- 7. Metadata, with counts taken after the walk.
     -- Every live memory without a current embedding has a job (the write path
-    -- and set_embedding_version queue them), so the queue answers this cheaply.
-    select count(*) into v_missing
-      from embedding_job j
-      join _eligible_memories(v_principal, p_scopes, p_purpose, v_include, p_at) e on e.id = j.memory_id;
+    -- and set_embedding_version queue them), so the queue answers this. The
+    -- count stops at 1000: after a large import, counting a backlog of tens of
+    -- thousands would cost every recall ~100 ms until the worker catches up.
+    select count(*) into v_missing from (
+        select 1 from embedding_job j
+          join _eligible_memories(v_principal, p_scopes, p_purpose, v_include, p_at) e on e.id = j.memory_id
+         limit 1001) x;
     v_meta := jsonb_build_object(
         'query', p_query, 'mode', v_mode, 'purpose', p_purpose,
         'terms', to_jsonb(v_terms), 'dropped_terms', to_jsonb(v_dropped), 'term_stats', v_stats_source,
@@ -265,7 +268,8 @@ begin
                         and exists (select 1 from fact f where f.id = any (v_fact_ids)
                                        and (f.subject_id = e.id or f.object_id = e.id))),
         'returned', least(p_limit, cardinality(v_kept_ids) + cardinality(v_fact_ids)),
-        'missing_embeddings', v_missing,
+        'missing_embeddings', least(v_missing, 1000),
+        'missing_embeddings_more', v_missing > 1000,
         'watermarks', (select jsonb_object_agg(s.name, s.log_watermark) from scope s where s.name = any (p_scopes)),
         'embedding_queue', (select count(*) from embedding_job));
     perform set_config('pgrecall.last_recall', v_meta::text, false);

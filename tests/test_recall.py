@@ -246,6 +246,16 @@ def test_degrades_to_lexical_never_fails(acme, conninfo, monkeypatch):
     assert r.dense_available and r.meta["missing_embeddings"] == 0
 
 
+def test_the_missing_embeddings_count_stops_at_a_thousand(acme):
+    offsets = acme.append_many([{"body": f"import line {i}", "source_role": "user", "actor": "ana"} for i in range(1005)])
+    acme.remember_many([{"body": f"imported note {i}", "evidence": [o], "purposes": ["converse"]}
+                        for i, o in enumerate(offsets)])
+    r = acme.recall("imported note", embed=False)
+    assert r.meta["missing_embeddings"] == 1000 and r.meta["missing_embeddings_more"] is True
+    r = acme.recall("imported note", embed=False, principal="ana", purpose="act")
+    assert r.meta["missing_embeddings"] == 0 and r.meta["missing_embeddings_more"] is False
+
+
 def test_from_sql_without_an_embedding(acme, conninfo):
     m = put(acme, "the lighthouse keeper lit the lamp")
     with conninfo.connect(user="pgrecall_acme_app") as conn:
