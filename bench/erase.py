@@ -34,6 +34,8 @@ def main(argv=None) -> int:
     parser.add_argument("--size", type=int, default=1_000_000)
     parser.add_argument("--subjects", type=int, default=3, help="how many subjects to erase, one at a time")
     parser.add_argument("--out", default=str(HERE / "results"))
+    parser.add_argument("--explain", action="store_true",
+                        help="log the plans of the erasures' nested statements slower than 100 ms")
     args = parser.parse_args(argv)
 
     home = Path(tempfile.mkdtemp(prefix="pgre-"))
@@ -67,7 +69,14 @@ def main(argv=None) -> int:
             report["rows"] = {t: conn.execute(f"select count(*) from {tenant}.{t}").fetchone()[0]
                               for t in ("observation", "memory", "memory_link", "projection_dependency")}
         runs = []
-        with psycopg.connect(app, autocommit=True) as conn:
+        with psycopg.connect(admin if args.explain else app, autocommit=True) as conn:
+            if args.explain:
+                conn.execute("load 'auto_explain'")
+                for setting, value in (("log_min_duration", "100"), ("log_nested_statements", "on"),
+                                       ("log_analyze", "on"), ("log_buffers", "on")):
+                    conn.execute(f"set auto_explain.{setting} = {value}")
+                conn.execute(f"set role pgrecall_{tenant}_app")
+                log_start = (server.pgdata() / "log").stat().st_size
             for k in range(args.subjects):
                 subject = f"subject-{(k * 397 + 11) % SUBJECTS}"
                 started = time.perf_counter()
@@ -78,6 +87,11 @@ def main(argv=None) -> int:
                              "residual_zero": set(row[2].values()) == {0}})
                 log(f"{subject}: {seconds * 1000:.0f} ms, {row[0]} observations")
         report["erasures"] = runs
+        if args.explain:
+            with open(server.pgdata() / "log", encoding="utf-8", errors="replace") as fh:
+                fh.seek(log_start)
+                Path(args.out).mkdir(parents=True, exist_ok=True)
+                (Path(args.out) / f"erase-plans-{args.size}.txt").write_text(fh.read())
         report["median_seconds"] = statistics.median(r["seconds"] for r in runs)
     finally:
         server.stop()
