@@ -178,14 +178,17 @@ begin
         elsif v_kind.kind = 'fact' then
             v_keys := array(select distinct k from unnest(v_keys || array(select x::text from unnest(v_facts) x)) k);
         end if;
+        -- A key that is one bigint column is matched as a bigint, so its index serves the lookups.
+        v_key_column := substring(v_kind.key_expression from '^(\w+)::text$');
         if v_kind.kept_while is not null then
             execute format('select array(select k from unnest($1) k where not exists '
-                           '(select 1 from %I t where (%s) = k and (%s)))',
-                           v_kind.table_name, v_kind.key_expression, v_kind.kept_while)
+                           '(select 1 from %I t where %s and (%s)))',
+                           v_kind.table_name,
+                           case when v_key_column is not null then format('t.%I = k::bigint', v_key_column)
+                                else format('(%s) = k', v_kind.key_expression) end,
+                           v_kind.kept_while)
               into v_keys using v_keys;
         end if;
-        -- A key that is one bigint column is matched as a bigint, so its index serves the delete.
-        v_key_column := substring(v_kind.key_expression from '^(\w+)::text$');
         v_match := case when v_key_column is not null then format('t.%I = any ($1::bigint[])', v_key_column)
                         else format('(%s) = any ($1)', v_kind.key_expression) end;
         execute format('delete from %I t where %s', v_kind.table_name, v_match) using v_keys;
@@ -234,8 +237,12 @@ begin
         execute format($q$
             select count(distinct d.row_key) from projection_dependency d
              where d.kind = $1 and d.observation_id = any ($2)
-               and exists (select 1 from %I t where (%s) = d.row_key and not (%s))$q$,
-            v_kind.table_name, v_kind.key_expression, coalesce(v_kind.kept_while, 'false'))
+               and exists (select 1 from %I t where %s and not (%s))$q$,
+            v_kind.table_name,
+            case when substring(v_kind.key_expression from '^(\w+)::text$') is not null
+                 then format('t.%I = d.row_key::bigint', substring(v_kind.key_expression from '^(\w+)::text$'))
+                 else format('(%s) = d.row_key', v_kind.key_expression) end,
+            coalesce(v_kind.kept_while, 'false'))
           into v_count using v_kind.kind, v_observations;
         v_residual := v_residual || jsonb_build_object(v_kind.kind, v_count);
     end loop;
