@@ -13,6 +13,11 @@ create index entity_merged_into on __tenant__.entity (merged_into) where merged_
 -- (1.8 s of a 2.2 s erasure at 100k memories).
 create index memory_superseded_by on __tenant__.memory (superseded_by) where superseded_by is not null;
 
+-- One live memory that used each term when the statistics were taken: erasure
+-- proves a term survives by re-reading that one row instead of probing the
+-- full-text index (2.9 of 3.6 s when erasing one subject among 1M memories).
+alter table __tenant__.term_stat add column witness_memory_id bigint;
+
 create table __tenant__.predicate (
     name           text primary key check (name ~ '^[a-z][a-z0-9_]{0,62}$'),
     -- One value at a time (lives_in) or many (likes).

@@ -254,9 +254,15 @@ begin
         (select count(*) from session_peer sp where _working_cites(sp.working_representation, v_observations)));
 
     -- Statistics: a term of an erased memory that no surviving live memory uses.
+    -- Checked afresh: the witness row is re-read, and only a term without a
+    -- valid witness costs an index probe.
     v_residual := v_residual || jsonb_build_object('term_stat',
         (select count(*) from term_stat t
           where t.term = any (v_terms)
+            and not exists (select 1 from memory w
+                             where w.id = t.witness_memory_id
+                               and w.superseded_by is null and w.invalidated_at is null
+                               and w.tsv @@ quote_literal(t.term)::tsquery)
             and not exists (select 1 from memory m where m.tsv @@ quote_literal(t.term)::tsquery
                               and m.superseded_by is null and m.invalidated_at is null)));
 

@@ -26,9 +26,12 @@ begin
       into v_documents, v_avg, v_max
       from memory m where m.superseded_by is null and m.invalidated_at is null;
     delete from term_stat;
-    insert into term_stat (term, df)
-    select s.word, s.ndoc from ts_stat(
-        'select m.tsv from __tenant__.memory m where m.superseded_by is null and m.invalidated_at is null') s;
+    -- Each term's document frequency, and one memory that uses it (its witness).
+    insert into term_stat (term, df, witness_memory_id)
+    select u.lexeme, count(*), max(m.id)
+      from memory m cross join lateral unnest(m.tsv) u
+     where m.superseded_by is null and m.invalidated_at is null
+     group by u.lexeme;
     insert into corpus_stat as c (singleton, documents, avg_length, max_memory_id, refreshed_at)
     values (true, v_documents, v_avg, v_max, now())
     on conflict (singleton) do update
@@ -89,7 +92,8 @@ comment on function __tenant__._term_frequencies(text[]) is
 
 -- Erasure takes memories out of the statistics without a full refresh: the
 -- frequencies of their terms drop, and a term that no surviving live memory
--- uses is deleted, so no erased word survives in term_stat. Returns the
+-- uses is deleted, so no erased word survives in term_stat. Each term keeps a
+-- witness (a memory that used it) so that proving it survives is one row read. Returns the
 -- memories' terms, for the erasure's residual.
 create or replace function __tenant__._forget_terms(p_memory_ids bigint[])
 returns text[]
@@ -108,11 +112,28 @@ begin
              where m.id = any (p_memory_ids) and m.superseded_by is null and m.invalidated_at is null
              group by u.lexeme) g
      where t.term = g.lexeme and t.df > g.n;
-    delete from term_stat t
-     where t.term = any (v_terms)
-       and not exists (select 1 from memory m where m.tsv @@ quote_literal(t.term)::tsquery
-                          and m.superseded_by is null and m.invalidated_at is null
-                          and not (m.id = any (p_memory_ids)));
+    -- A term survives when a live memory that is not being erased uses it: its
+    -- witness, if that still holds (one row read), else whatever the index finds,
+    -- which becomes the new witness. A term nothing uses any more is deleted.
+    with unproven as (
+        select t.term from term_stat t
+         where t.term = any (v_terms)
+           and not exists (select 1 from memory w
+                            where w.id = t.witness_memory_id and not (w.id = any (p_memory_ids))
+                              and w.superseded_by is null and w.invalidated_at is null
+                              and w.tsv @@ quote_literal(t.term)::tsquery)
+    ), probed as (
+        select u.term, (select m.id from memory m
+                         where m.tsv @@ quote_literal(u.term)::tsquery
+                           and m.superseded_by is null and m.invalidated_at is null
+                           and not (m.id = any (p_memory_ids))
+                         limit 1) as witness
+          from unproven u
+    ), rewitnessed as (
+        update term_stat t set witness_memory_id = p.witness
+          from probed p where t.term = p.term and p.witness is not null
+    )
+    delete from term_stat t using probed p where t.term = p.term and p.witness is null;
     update corpus_stat c set documents = greatest(c.documents - (
         select count(*) from memory m
          where m.id = any (p_memory_ids) and m.superseded_by is null and m.invalidated_at is null), 0);
