@@ -17,6 +17,7 @@ import os
 import platform
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from datetime import datetime, timezone
@@ -48,7 +49,7 @@ def main(argv=None) -> int:
     tenant = f"erase{args.size}"
     report = {"started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
               "machine": f"{platform.machine()}, {os.cpu_count()} cores, PostgreSQL 18 (embedded)",
-              "command": "make bench-erase BENCH_ARGS='" + " ".join(argv or []) + "'", "size": args.size}
+              "command": "make bench-erase BENCH_ARGS='" + " ".join(argv if argv is not None else sys.argv[1:]) + "'", "size": args.size}
     try:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute("alter system set maintenance_work_mem = '1GB'")
