@@ -27,6 +27,27 @@
 --    memory uses is gone from them), and memories made current again are
 --    re-queued for embedding: rebuild, never repair.
 
+-- How a registry key (text) finds its row: a key that is one bigint column is
+-- compared as a bigint, so the column's index serves the lookup; any other key
+-- expression is compared as text. p_keys is SQL for one key or, with p_many,
+-- an array of keys.
+create or replace function __tenant__._registry_key_match(p_key_expression text, p_keys text, p_many boolean)
+returns text
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select case
+        when substring(p_key_expression from '^(\w+)::text$') is null then
+            format(case when p_many then '(%s) = any (%s)' else '(%s) = %s' end, p_key_expression, p_keys)
+        else
+            format(case when p_many then 't.%I = any ((%s)::bigint[])' else 't.%I = (%s)::bigint' end,
+                   substring(p_key_expression from '^(\w+)::text$'), p_keys)
+    end
+$$;
+comment on function __tenant__._registry_key_match(text, text, boolean) is
+    'Internal: SQL matching table alias t''s rows to registry keys, through an index where the key is a bigint column.';
+
 create or replace function __tenant__._selected_observations(p_selector jsonb)
 returns bigint[]
 language plpgsql stable
@@ -94,8 +115,6 @@ declare
     v_fact fact;
     v_piece tstzrange;
     v_new_fact bigint;
-    v_match text;
-    v_key_column text;
 begin
     if p_reason is null or _trim(p_reason) = '' then
         perform _fail('PR107', 'an erasure needs a reason', 'Say why, e.g. ''data subject request #123''.');
@@ -178,28 +197,22 @@ begin
         elsif v_kind.kind = 'fact' then
             v_keys := array(select distinct k from unnest(v_keys || array(select x::text from unnest(v_facts) x)) k);
         end if;
-        -- A key that is one bigint column is matched as a bigint, so its index serves the lookups.
-        v_key_column := substring(v_kind.key_expression from '^(\w+)::text$');
         if v_kind.kept_while is not null then
             execute format('select array(select k from unnest($1) k where not exists '
                            '(select 1 from %I t where %s and (%s)))',
-                           v_kind.table_name,
-                           case when v_key_column is not null then format('t.%I = k::bigint', v_key_column)
-                                else format('(%s) = k', v_kind.key_expression) end,
+                           v_kind.table_name, _registry_key_match(v_kind.key_expression, 'k', false),
                            v_kind.kept_while)
               into v_keys using v_keys;
         end if;
-        v_match := case when v_key_column is not null then format('t.%I = any ($1::bigint[])', v_key_column)
-                        else format('(%s) = any ($1)', v_kind.key_expression) end;
-        execute format('delete from %I t where %s', v_kind.table_name, v_match) using v_keys;
+        execute format('delete from %I t where %s', v_kind.table_name,
+                       _registry_key_match(v_kind.key_expression, '$1', true)) using v_keys;
         get diagnostics v_count = row_count;
         v_erased := v_erased || jsonb_build_object(v_kind.kind, v_count);
         -- Only rows that are gone leave the registry: one that a delete missed
         -- stays registered, so the residual below counts it.
         execute format('delete from projection_dependency d where d.kind = $1 and d.row_key = any ($2) '
                        'and not exists (select 1 from %I t where %s)', v_kind.table_name,
-                       case when v_key_column is not null then format('t.%I = d.row_key::bigint', v_key_column)
-                            else format('(%s) = d.row_key', v_kind.key_expression) end)
+                       _registry_key_match(v_kind.key_expression, 'd.row_key', false))
           using v_kind.kind, v_keys;
     end loop;
 
@@ -238,10 +251,7 @@ begin
             select count(distinct d.row_key) from projection_dependency d
              where d.kind = $1 and d.observation_id = any ($2)
                and exists (select 1 from %I t where %s and not (%s))$q$,
-            v_kind.table_name,
-            case when substring(v_kind.key_expression from '^(\w+)::text$') is not null
-                 then format('t.%I = d.row_key::bigint', substring(v_kind.key_expression from '^(\w+)::text$'))
-                 else format('(%s) = d.row_key', v_kind.key_expression) end,
+            v_kind.table_name, _registry_key_match(v_kind.key_expression, 'd.row_key', false),
             coalesce(v_kind.kept_while, 'false'))
           into v_count using v_kind.kind, v_observations;
         v_residual := v_residual || jsonb_build_object(v_kind.kind, v_count);

@@ -217,17 +217,7 @@ begin
     end if;
 
     -- Fusion.
-    with lex as (
-        select l.id, l.ord::integer as r from unnest(v_lex_ids) with ordinality as l(id, ord)
-    ), sem as (
-        select d.id, d.ord::integer as r from unnest(v_sem_ids) with ordinality as d(id, ord)
-    ), fused as (
-        select coalesce(lex.id, sem.id) as id,
-               coalesce(1.0 / (v_rrf_k + lex.r), 0) + coalesce(1.0 / (v_rrf_k + sem.r), 0) as s
-          from lex full join sem on sem.id = lex.id
-    )
-    select coalesce(array_agg(f.id order by f.s desc, f.id), '{}') into v_fused
-      from (select * from fused order by s desc, id limit p_limit) f;
+    v_fused := _rrf_fuse(v_lex_ids, v_sem_ids, v_rrf_k, p_limit);
 
     perform set_config('pgrecall.last_message_search', jsonb_build_object(
         'query', p_query, 'mode', v_mode,

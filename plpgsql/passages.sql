@@ -269,12 +269,7 @@ declare
     v_version integer := (_setting_value('embedding_input_version') #>> '{}')::integer;
     v_lease interval := make_interval(secs => (_setting_value('embedding_lease_seconds') #>> '{}')::double precision);
 begin
-    if p_worker is null or p_worker = '' then
-        perform _fail('PR107', 'a worker name is required');
-    end if;
-    if p_limit is null or p_limit < 1 or p_limit > 10000 then
-        perform _fail('PR107', format('claim limit must be 1 to 10000, not %s', coalesce(p_limit::text, 'NULL')));
-    end if;
+    perform _check_claim(p_worker, p_limit);
     return query
     with ready as (
         select j.passage_id from passage_embedding_job j

@@ -206,17 +206,7 @@ begin
     end if;
 
     -- 4. Fusion, and 5. the permission walk over the first v_walk candidates.
-    with lex as (
-        select l.id, l.ord::integer as r from unnest(v_lex_ids) with ordinality as l(id, ord)
-    ), dense as (
-        select d.id, d.ord::integer as r from unnest(v_dense_ids) with ordinality as d(id, ord)
-    ), fused as (
-        select coalesce(lex.id, dense.id) as id,
-               coalesce(1.0 / (v_rrf_k + lex.r), 0) + coalesce(1.0 / (v_rrf_k + dense.r), 0) as s
-          from lex full join dense on dense.id = lex.id
-    )
-    select coalesce(array_agg(f.id order by f.s desc, f.id), '{}') into v_fused_ids
-      from (select * from fused order by s desc, id limit v_walk) f;
+    v_fused_ids := _rrf_fuse(v_lex_ids, v_dense_ids, v_rrf_k, v_walk);
     v_kept_ids := _walk_provenance(v_fused_ids, v_principal, p_scopes);
 
     -- Facts about the entities the query names (by name or alias), valid at
@@ -313,6 +303,30 @@ end
 $$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text) is
     'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, RRF, permission walk. Metadata: last_recall().';
+
+-- Reciprocal Rank Fusion of two ranked lists: score = sum of 1 / (k + rank)
+-- over the lists an id is in; best p_limit ids first (ties by id).
+create or replace function __tenant__._rrf_fuse(p_first bigint[], p_second bigint[], p_k double precision,
+                                               p_limit integer)
+returns bigint[]
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    with a as (
+        select x.id, x.ord::integer as r from unnest(p_first) with ordinality as x(id, ord)
+    ), b as (
+        select x.id, x.ord::integer as r from unnest(p_second) with ordinality as x(id, ord)
+    ), fused as (
+        select coalesce(a.id, b.id) as id,
+               coalesce(1.0 / (p_k + a.r), 0) + coalesce(1.0 / (p_k + b.r), 0) as s
+          from a full join b on b.id = a.id
+    )
+    select coalesce(array_agg(f.id order by f.s desc, f.id), '{}')
+      from (select * from fused order by s desc, id limit p_limit) f
+$$;
+comment on function __tenant__._rrf_fuse(bigint[], bigint[], double precision, integer) is
+    'Internal: Reciprocal Rank Fusion of two ranked id lists, best p_limit first.';
 
 -- The lexical arm's BM25 over a bounded candidate set: every memory matching
 -- p_match is first scored as if each query term occurred once (a tsvector

@@ -283,3 +283,21 @@ end
 $$;
 comment on function __tenant__._check_keys(jsonb, text[], text) is
     'Internal: PR107 naming the first key of a batch element that is not allowed.';
+
+-- The arguments every queue's claim takes: who claims, and how many at most.
+create or replace function __tenant__._check_claim(p_worker text, p_limit integer)
+returns void
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    if p_worker is null or _trim(p_worker) = '' then
+        perform _fail('PR107', 'a worker name is required');
+    end if;
+    if p_limit is null or p_limit < 1 or p_limit > 10000 then
+        perform _fail('PR107', format('claim limit must be 1 to 10000, not %s', coalesce(p_limit::text, 'NULL')));
+    end if;
+end
+$$;
+comment on function __tenant__._check_claim(text, integer) is 'Internal: PR107 unless a claim names its worker and asks for 1 to 10000 jobs.';

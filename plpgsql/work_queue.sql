@@ -85,12 +85,7 @@ declare
     v_max integer := (_setting_value('task_max_attempts') #>> '{}')::integer;
     v_every integer := greatest((_setting_value('summary_every_messages') #>> '{}')::integer, 1);
 begin
-    if p_worker is null or _trim(p_worker) = '' then
-        perform _fail('PR107', 'a worker name is required');
-    end if;
-    if p_limit is null or p_limit < 1 or p_limit > 10000 then
-        perform _fail('PR107', format('claim limit must be 1 to 10000, not %s', coalesce(p_limit::text, 'NULL')));
-    end if;
+    perform _check_claim(p_worker, p_limit);
     if p_task_types is not null and not (p_task_types <@ array['representation', 'summary']) then
         perform _fail('PR107', format('task types %s are not a subset of representation, summary', p_task_types::text));
     end if;
