@@ -74,6 +74,7 @@ begin
         perform _fail('PR107', format('limit must be 1 to %s, not %s', v_max_limit, coalesce(p_limit::text, 'NULL')));
     end if;
     perform _check_text(p_query, 'query', 10000);
+    v_depth := greatest(v_depth, 2 * p_limit);  -- as in recall: each arm gives twice the rows asked for
     if p_peer is not null then
         v_actor := _peer_id(p_peer, 'sender');
     end if;

@@ -4,7 +4,8 @@
 --      terms on, terms in prune_df_ratio or more of memories are dropped
 --   3. dense arm: cosine against current embeddings, floor dense_floor; exact
 --      when few memories are eligible, HNSW with iterative scan otherwise
---   4. Reciprocal Rank Fusion: sum of 1 / (rrf_k + rank)
+--   4. Reciprocal Rank Fusion: sum of 1 / (rrf_k + rank) over each arm's
+--      first max(arm_candidates, 2 x limit)
 --   5. permission walk over the fused list: a candidate whose provenance the
 --      principal may not see is dropped
 --   6. (re-rank happens in the caller, on rows that passed)
@@ -51,6 +52,9 @@ declare
     v_idf double precision[];
     v_kept_df bigint[];
     v_recruit_query tsquery;
+    v_recruit_queries tsquery[];
+    v_pair_query tsquery;
+    v_recruited_by tsquery;
     v_recruited boolean := false;
     v_documents bigint;
     v_avg_length double precision;
@@ -77,6 +81,7 @@ declare
     -- (a SET clause on the function would need rights the owner lacks).
     v_saved_ef text := current_setting('hnsw.ef_search', true);
     v_saved_iterative text := current_setting('hnsw.iterative_scan', true);
+    v_saved_plan_mode text := current_setting('plan_cache_mode');
 begin
     perform _check_scopes(p_scopes);
     perform _check_purpose(p_purpose);
@@ -85,6 +90,15 @@ begin
         perform _fail('PR107', format('limit must be 1 to %s, not %s', v_walk, coalesce(p_limit::text, 'NULL')));
     end if;
     perform _check_text(p_query, 'query', 10000);
+    -- Each arm contributes twice the rows asked for (at least arm_candidates).
+    -- With rrf_k = 60 a memory ranked d in both arms outscores the other arm's
+    -- first alone whenever d < 62: fusing deep lists lets agreement between
+    -- two mediocre rankings outvote either arm's best.
+    v_depth := greatest(v_depth, 2 * p_limit);
+    -- None of the plans below depends on the values they are run with (the
+    -- lexical candidates, which do, are planned per call as dynamic SQL), but
+    -- PostgreSQL would re-plan several of them on every call: ~1 ms.
+    perform set_config('plan_cache_mode', 'force_generic_plan', true);
 
     -- 2. Lexical arm.
     if v_mode in ('hybrid', 'lexical') then
@@ -113,36 +127,51 @@ begin
         if cardinality(v_kept) > 0 then
             v_query := array_to_string(array(select quote_literal(t) from unnest(v_kept) t), ' | ')::tsquery;
             v_term_queries := array(select quote_literal(t)::tsquery from unnest(v_kept) t);
-            -- Candidates are recruited by the rarest terms only, as many of them as
-            -- match at most lexical_match_budget memories together (the rarest
-            -- always); the other terms still score every candidate. Matching every
-            -- memory that shares a common word is what makes the arm slow at scale,
-            -- and a memory with only common words rarely outranks one with a rare
-            -- word. If the rare terms recruit fewer than arm_candidates memories,
-            -- every term recruits.
-            v_recruit_query := array_to_string(array(
-                select quote_literal(x.term) from (
-                    select u.term, sum(u.df) over (order by u.df, u.term) as running,
-                           row_number() over (order by u.df, u.term) as n
-                      from unnest(v_kept, v_kept_df) as u(term, df)) x
-                 where x.n = 1 or x.running <= (v_set ->> 'lexical_match_budget')::bigint
-                 order by x.n), ' | ')::tsquery;
-            if v_recruit_query is not null and numnode(v_recruit_query) < numnode(v_query) then
-                v_recruited := true;
+            -- Candidates are recruited by the narrowest of these queries that finds
+            -- at least arm_candidates eligible memories; every kept term still
+            -- scores each candidate (BM25 over all of them). Matching every memory
+            -- that shares a common word is what makes the arm slow at scale, and
+            -- a memory with only common words rarely outranks one with a rare word.
+            -- The rare terms are the rarest ones whose document frequencies add up
+            -- to at most lexical_match_budget, and at least arm_candidates (so a
+            -- term the corpus lacks does not stand alone).
+            --   a. if the rare terms still match more than the budget: memories with
+            --      a rare term and any other kept term (holding two query terms
+            --      outranks holding one, short of a large gap in rarity or length);
+            --   b. the rare terms;
+            --   c. every kept term.
+            with ordered as (
+                select u.term, sum(u.df) over w as running, coalesce(sum(u.df) over w - u.df, 0) as before,
+                       row_number() over w as n
+                  from unnest(v_kept, v_kept_df) as u(term, df)
+                window w as (order by u.df, u.term)
+            ), rare as (
+                select o.* from ordered o
+                 where o.n = 1 or o.before < v_depth or o.running <= (v_set ->> 'lexical_match_budget')::bigint
+            )
+            select array_to_string(array(select quote_literal(r.term) from rare r order by r.n), ' | ')::tsquery,
+                   case when max(r.running) > (v_set ->> 'lexical_match_budget')::bigint and cardinality(v_kept) >= 2 then
+                       array_to_string(array(
+                           select '(' || quote_literal(x.term) || ' & (' ||
+                                  array_to_string(array(select quote_literal(o) from unnest(v_kept) o where o <> x.term), ' | ')
+                                  || '))'
+                             from rare x order by x.n), ' | ')::tsquery
+                   end
+              into v_recruit_query, v_pair_query
+              from rare r;
+            v_recruit_queries := array_remove(array[v_pair_query,
+                                                    case when numnode(v_recruit_query) < numnode(v_query) then v_recruit_query end,
+                                                    v_query], null);
+            for i in 1 .. cardinality(v_recruit_queries) loop
                 select coalesce(array_agg(c.id order by c.ord), '{}'), coalesce(array_agg(c.score order by c.ord), '{}')
                   into v_lex_ids, v_lex_scores
-                  from _lexical_candidates(v_principal, p_scopes, p_purpose, v_include, p_at, v_recruit_query,
+                  from _lexical_candidates(v_principal, p_scopes, p_purpose, v_include, p_at, v_recruit_queries[i],
                                            v_term_queries, v_kept, v_idf, v_k1, v_b, v_avg_length, v_depth)
                        with ordinality as c(id, score, ord);
-            end if;
-            if not v_recruited or cardinality(v_lex_ids) < v_depth then
-                v_recruited := false;
-                select coalesce(array_agg(c.id order by c.ord), '{}'), coalesce(array_agg(c.score order by c.ord), '{}')
-                  into v_lex_ids, v_lex_scores
-                  from _lexical_candidates(v_principal, p_scopes, p_purpose, v_include, p_at, v_query,
-                                           v_term_queries, v_kept, v_idf, v_k1, v_b, v_avg_length, v_depth)
-                       with ordinality as c(id, score, ord);
-            end if;
+                v_recruited_by := v_recruit_queries[i];
+                exit when cardinality(v_lex_ids) >= v_depth;
+            end loop;
+            v_recruited := v_recruited_by is distinct from v_query;
         end if;
     end if;
 
@@ -246,7 +275,7 @@ begin
     v_meta := jsonb_build_object(
         'query', p_query, 'mode', v_mode, 'purpose', p_purpose,
         'terms', to_jsonb(v_terms), 'dropped_terms', to_jsonb(v_dropped), 'term_stats', v_stats_source,
-        'recruited_by_rare_terms', v_recruited,
+        'recruited_by_rare_terms', v_recruited, 'recruited_by', v_recruited_by::text,
         'dense_available', v_dense_available, 'dense_reason', v_dense_reason, 'dense_method', v_dense_method,
         'lexical_count', (select count(*) from unnest(v_lex_ids) i where i = any (v_kept_ids)),
         'dense_count', (select count(*) from unnest(v_dense_ids) i where i = any (v_kept_ids)),
@@ -263,13 +292,15 @@ begin
         'watermarks', (select jsonb_object_agg(s.name, s.log_watermark) from scope s where s.name = any (p_scopes)),
         'embedding_queue', (select count(*) from embedding_job));
     perform set_config('pgrecall.last_recall', v_meta::text, false);
+    perform set_config('plan_cache_mode', v_saved_plan_mode, true);
 
     return query
     with items as (
         select 'memory'::text as item, k.id, k.ord::integer as pos,
                coalesce(1.0 / (v_rrf_k + array_position(v_lex_ids, k.id)), 0)
                  + coalesce(1.0 / (v_rrf_k + array_position(v_dense_ids, k.id)), 0) as score
-          from unnest(v_kept_ids) with ordinality as k(id, ord)
+          -- the walk keeps fused order, so only the first p_limit can be returned
+          from unnest(v_kept_ids[1:p_limit]) with ordinality as k(id, ord)
         union all
         select 'fact', f.id, f.ord::integer, 1.0 / (v_rrf_k + f.ord)
           from unnest(v_fact_ids) with ordinality as f(id, ord)
@@ -284,8 +315,10 @@ begin
     select t.r, m.id, m.scope, m.kind, m.title, m.body, t.score,
            array_position(v_lex_ids, m.id), array_position(v_dense_ids, m.id),
            v_dense_cos[array_position(v_dense_ids, m.id)], v_lex_scores[array_position(v_lex_ids, m.id)],
-           _provenance(m.id, v_principal, p_scopes), 'memory'::text, null::bigint, null::integer
+           pv.provenance, 'memory'::text, null::bigint, null::integer
       from top t join memory m on m.id = t.id
+      join _provenance_of(array(select t2.id from top t2 where t2.item = 'memory'), v_principal, p_scopes) pv
+        on pv.memory_id = m.id
      where t.item = 'memory'
     union all
     select t.r, null::bigint, f.scope, 'fact'::text, f.predicate, f.statement, t.score,
@@ -345,12 +378,13 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 begin
     -- Dynamic SQL so that each call is planned for its own tsquery: a generic
-    -- plan cannot tell a rare term (an index probe) from a common one.
-    return query execute $q$
+    -- plan cannot tell a rare term (an index probe) from a common one. The
+    -- quick score is spelled out term by term (a CASE per term) because a
+    -- subquery per matched row costs twice as much as the row's heap visit.
+    return query execute format($q$
     with matched as (
         select e.id, e.tsv,
-               (select sum($9[i]) from generate_subscripts($7, 1) i where e.tsv @@ $7[i])
-               / (1 + $10 * (1 - $11 + $11 * length(e.tsv) / $12)) as quick
+               (%s) / (1 + $10 * (1 - $11 + $11 * length(e.tsv) / $12)) as quick
           from _eligible_memories($1, $2, $3, $4, $5) e
          where e.tsv @@ $6
          order by quick desc, e.id
@@ -362,7 +396,9 @@ begin
               from unnest(m.tsv) u where u.lexeme = any ($8)) as s
       from matched m
      order by s desc, m.id
-     limit $13$q$
+     limit $13$q$,
+        array_to_string(array(select format('case when e.tsv @@ $7[%1$s] then $9[%1$s] else 0 end', i)
+                                from generate_subscripts(p_term_queries, 1) i), ' + '))
     using p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_match, p_term_queries, p_terms, p_idf,
           p_k1, p_b, p_avg_length, p_depth;
 end

@@ -124,22 +124,63 @@ def test_rare_terms_recruit_candidates_and_common_terms_only_score(acme, db):
     the others only score; unless the rare terms find fewer memories than the arm takes."""
     db.execute("select pgrecall.set_tenant_setting('acme', 'arm_candidates', '4')")
     db.execute("select pgrecall.set_tenant_setting('acme', 'lexical_match_budget', '10')")
-    common_only = [put(acme, f"coffee note {i}") for i in range(20)]
+    [put(acme, f"coffee note {i}") for i in range(20)]
     both = put(acme, "coffee at the zebra crossing")
     rare_only = [put(acme, f"zebra sighting {i}") for i in range(5)]
-    r = acme.recall("coffee zebra", mode="lexical", limit=10)
-    assert r.meta["recruited_by_rare_terms"] is True
+    # limit 2: the arm takes max(arm_candidates, 2 x limit) = 4
+    r = acme.recall("coffee zebra", mode="lexical", limit=2)
+    assert r.meta["recruited_by_rare_terms"] is True and r.meta["recruited_by"] == "'zebra'"
     assert ids(r)[0] == both                       # the common term still scores: both terms beat one
-    assert set(ids(r)) <= {both, *rare_only} and len(ids(r)) == 4
-    # too few rare matches to fill the arm: every term recruits
+    assert ids(r)[1] in rare_only and r.meta["lexical_count"] == 4
+    # too few rare matches (6) to fill the arm (10): every term recruits
     db.execute("select pgrecall.set_tenant_setting('acme', 'arm_candidates', '10')")
-    r = acme.recall("coffee zebra", mode="lexical", limit=10)
-    assert r.meta["recruited_by_rare_terms"] is False
-    assert ids(r)[0] == both and set(ids(r)) & set(common_only)
+    r = acme.recall("coffee zebra", mode="lexical", limit=2)
+    assert r.meta["recruited_by_rare_terms"] is False and r.meta["recruited_by"] == "'coffe' | 'zebra'"
+    assert ids(r)[0] == both and r.meta["lexical_count"] == 10   # only 6 memories have "zebra"
     # all terms' matches fit in the budget: every term recruits
     db.execute("select pgrecall.set_tenant_setting('acme', 'lexical_match_budget', '1000')")
     r = acme.recall("coffee zebra", mode="lexical", limit=10)
     assert r.meta["recruited_by_rare_terms"] is False and ids(r)[0] == both and len(ids(r)) == 10
+
+
+def test_when_even_the_rarest_term_is_common_memories_with_two_query_terms_recruit(acme, db):
+    """Past the budget, the rarest term recruits only together with another query term; if that finds
+    too few memories, the rarest term alone recruits. Either way both-term memories rank first."""
+    db.execute("select pgrecall.set_tenant_setting('acme', 'arm_candidates', '3')")
+    db.execute("select pgrecall.set_tenant_setting('acme', 'lexical_match_budget', '5')")
+    both = [put(acme, f"zebra crossing on street {i}") for i in range(4)]
+    crossing_only = [put(acme, f"crossing the river number {i}") for i in range(5)]
+    for i in range(12):
+        put(acme, f"zebra at the zoo number {i}")
+    r = acme.recall("zebra crossing", mode="lexical", limit=1)          # the arm takes 3
+    assert r.meta["recruited_by_rare_terms"] is True
+    assert r.meta["recruited_by"] == "'cross' & 'zebra'"
+    assert ids(r)[0] in both and r.meta["lexical_count"] == 3
+    # the pairs (4) fill fewer than the arm takes (6): the rarest term alone recruits, and still scores both terms
+    db.execute("select pgrecall.set_tenant_setting('acme', 'arm_candidates', '6')")
+    r = acme.recall("zebra crossing", mode="lexical", limit=3)          # the arm takes 6
+    assert r.meta["recruited_by"] == "'cross'" and r.meta["lexical_count"] == 6
+    assert set(ids(r)) <= set(both) and len(ids(r)) == 3
+    # within the budget nothing is split: every term recruits
+    db.execute("select pgrecall.set_tenant_setting('acme', 'lexical_match_budget', '1000')")
+    r = acme.recall("zebra crossing", mode="lexical", limit=10)
+    assert r.meta["recruited_by_rare_terms"] is False and r.meta["recruited_by"] == "'cross' | 'zebra'"
+
+
+def test_each_arm_contributes_twice_the_rows_asked_for(acme, conninfo, db):
+    """An arm's depth is max(arm_candidates, 2 x limit): deep agreement cannot outvote either arm's best."""
+    made = [put(acme, f"{t} (note {i})") for i in range(6) for t in TOPICS]      # 36 memories
+    embed_all(conninfo)
+    db.execute("select pgrecall.set_tenant_setting('acme', 'arm_candidates', '1')")
+    db.execute("select pgrecall.set_tenant_setting('acme', 'dense_floor', '-1')")  # every memory is a dense match
+    for limit in (1, 3, 7):
+        r = acme.recall("sourdough bread baked on Sunday", limit=limit)
+        assert r.meta["dense_available"] is True
+        assert r.meta["lexical_count"] <= 2 * limit and r.meta["dense_count"] == min(2 * limit, len(made))
+        assert all(item.dense_rank is None or item.dense_rank <= 2 * limit for item in r.items)
+    db.execute("select pgrecall.set_tenant_setting('acme', 'arm_candidates', '30')")
+    r = acme.recall("sourdough bread baked on Sunday", limit=3)
+    assert len(made) > 30 and r.meta["dense_count"] == 30
 
 
 def test_bm25_prefers_rare_terms_and_repeated_matches(acme):
