@@ -13,6 +13,7 @@ import os
 import select
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import psycopg
@@ -48,16 +49,72 @@ class Worker:
 
     def run_batch(self, conn: psycopg.Connection) -> int:
         """Claim, embed and store one batch of memories and one of passages; returns how many jobs were claimed."""
-        claimed = self._run_queue(conn, "embedding")
-        return claimed + self._run_queue(conn, "passage_embedding")
+        claimed = 0
+        for queue in ("embedding", "passage_embedding"):
+            jobs = self._claim(conn, queue)
+            if jobs:
+                self._store(conn, queue, jobs, self._embed(conn, queue, jobs))
+                claimed += len(jobs)
+        return claimed
 
-    def _run_queue(self, conn: psycopg.Connection, queue: str) -> int:
-        jobs = self._call(conn, f"select * from $T.claim_{queue}_jobs(%s, %s)", (self.name, self.batch_size)).fetchall()
-        if not jobs:
-            return 0
+    def run_queues(self, conn: psycopg.Connection, progress=None, stop=lambda: False) -> int:
+        """Work both queues until nothing is claimable; returns how many jobs were done.
+
+        The database work runs on a second thread while the model embeds: the next batch is claimed,
+        and the previous one stored, during this one's embedding (the model would otherwise wait for
+        every round trip, and for the HNSW inserts). ``conn`` is used by that thread only.
+        """
+        done = 0
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pgrecall-worker-db") as db_thread:
+            for queue in ("embedding", "passage_embedding"):
+                jobs = self._claim(conn, queue)
+                stored = None
+                while jobs and not stop():
+                    following = db_thread.submit(self._claim, conn, queue)
+                    try:
+                        vectors = self._embed(conn, queue, jobs, release_on=db_thread)
+                    except BaseException:
+                        self._release_claimed(conn, queue, following, db_thread)
+                        raise
+                    if stored is not None:
+                        stored.result()  # a failed store stops the worker, as it would without the pipeline
+                    stored = db_thread.submit(self._store, conn, queue, jobs, vectors)
+                    done += len(jobs)
+                    if progress is not None:
+                        progress(len(jobs))
+                    jobs = following.result()
+                if stored is not None:
+                    stored.result()
+                if jobs:  # stopped with a batch claimed: give it back rather than let the lease run out
+                    self._call(conn, f"select $T.release_{queue}_jobs(%s, %s)", (self.name, [j[0] for j in jobs]))
+        if progress is not None:
+            progress(0)
+        return done
+
+    def _claim(self, conn: psycopg.Connection, queue: str) -> list:
+        return self._call(conn, f"select * from $T.claim_{queue}_jobs(%s, %s)", (self.name, self.batch_size)).fetchall()
+
+    def _release_claimed(self, conn, queue: str, claim, db_thread: ThreadPoolExecutor) -> None:
+        try:
+            jobs = claim.result()
+        except Exception:
+            return
+        if jobs:
+            db_thread.submit(self._call, conn, f"select $T.release_{queue}_jobs(%s, %s)",
+                             (self.name, [j[0] for j in jobs])).result()
+
+    def _embed(self, conn: psycopg.Connection, queue: str, jobs: list, release_on: ThreadPoolExecutor | None = None):
         ids = [j[0] for j in jobs]
+
+        def release():
+            sql = f"select $T.release_{queue}_jobs(%s, %s)"
+            if release_on is None:
+                self._call(conn, sql, (self.name, ids))
+            else:
+                release_on.submit(self._call, conn, sql, (self.name, ids)).result()
+
         if jobs[0][3] != self.embedder.name:
-            self._call(conn, f"select $T.release_{queue}_jobs(%s, %s)", (self.name, ids))
+            release()
             raise errors.ModelMismatch(
                 f"tenant {self.tenant} embeds with {jobs[0][3]!r}, this worker runs {self.embedder.name!r}",
                 hint="Run a worker with that model, or switch back: pgrecall embeddings rebuild --model "
@@ -66,9 +123,13 @@ class Worker:
         try:
             vectors = self.embedder.embed([j[2] for j in jobs], batch_size=self.batch_size)
         except Exception:
-            self._call(conn, f"select $T.release_{queue}_jobs(%s, %s)", (self.name, ids))
+            release()
             raise
         self.stats.embed_seconds += time.perf_counter() - started
+        return vectors
+
+    def _store(self, conn: psycopg.Connection, queue: str, jobs: list, vectors) -> int:
+        ids = [j[0] for j in jobs]
         model, version = jobs[0][3], jobs[0][4]
         stored = self._call(conn, f"select $T.complete_{queue}_jobs(%s, %s, %s, %s, %s, %s)",
                             (self.name, ids, [j[1] for j in jobs], [to_literal(v) for v in vectors], model,
@@ -80,17 +141,12 @@ class Worker:
             self.stats.passages_claimed += len(jobs)
             self.stats.passages_stored += stored
         self.stats.batches += 1
-        return len(jobs)
+        return stored
 
     def drain(self, progress=None, refresh_stats: bool = True) -> WorkerStats:
-        """Work until the queue has nothing claimable, then refresh term statistics if they are stale."""
+        """Work until the queues have nothing claimable, then refresh term statistics if they are stale."""
         with psycopg.connect(self.conninfo, autocommit=True) as conn:
-            while True:
-                n = self.run_batch(conn)
-                if progress is not None:
-                    progress(n)
-                if n == 0:
-                    break
+            self.run_queues(conn, progress)
             if refresh_stats:
                 self.refresh_stats_if_stale(conn)
         return self.stats
@@ -106,9 +162,9 @@ class Worker:
                 psycopg.connect(self.conninfo, autocommit=True) as listener:
             listener.execute(f'listen "pgrecall_embed_{self.tenant}"')
             while not stop():
-                while self.run_batch(conn):
-                    if stop():
-                        return
+                self.run_queues(conn, stop=stop)
+                if stop():
+                    return
                 self.refresh_stats_if_stale(conn)
                 # Sleep until NOTIFY or the poll interval (expired leases need a poll).
                 select.select([listener.fileno()], [], [], poll_seconds)
