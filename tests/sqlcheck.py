@@ -84,8 +84,15 @@ def check(file: str, text: str) -> list[Violation]:
             found.append(Violation(file, first_line, f"statement not understood by the parser: {stmt.split()[0:3]}"))
             continue
         ctes = {cte.alias_or_name for cte in tree.find_all(exp.CTE)}
+        # sqlglot parses the name in "drop constraint x" as a table; a constraint
+        # name belongs to its table and cannot be qualified.
+        constraint_names = {id(t) for drop in tree.find_all(exp.Drop)
+                            if str(drop.args.get("kind") or "").upper() == "CONSTRAINT"
+                            for t in drop.args.get("tables") or []}
         for table in tree.find_all(exp.Table):
             name, schema = table.name, table.db
+            if id(table) in constraint_names:
+                continue
             if not schema and name in ctes:
                 continue
             if not schema:

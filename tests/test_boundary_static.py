@@ -22,6 +22,8 @@ BAD = [
     ("unparsable", "create table __tenant__.a (id int);\ncreate tabel __tenant__.b (id int);", 2, "parse"),
     ("index on unqualified table", "create index i on memory (id);", 1, "unqualified"),
     ("function in other schema", "create table __tenant__.a (id uuid default public.gen_random_uuid());", 1, "public"),
+    ("constraint dropped from an unqualified table", "alter table passage drop constraint passage_scope_fkey;", 1,
+     "unqualified reference 'passage'"),
 ]
 
 
@@ -31,6 +33,10 @@ def test_checker_reports_violation_with_line(label, text, line, word):
     assert violations, f"{label}: no violation found"
     assert any(v.line == line and word in str(v) for v in violations), [str(v) for v in violations]
     assert all(str(v).startswith("bad.sql:") for v in violations)
+
+
+def test_checker_accepts_a_dropped_constraint_name():
+    assert check("ok.sql", "alter table __tenant__.passage drop constraint passage_scope_fkey;") == []
 
 
 def test_checker_accepts_extension_types_and_opclasses():
