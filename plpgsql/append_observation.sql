@@ -78,9 +78,10 @@ begin
                          format('lawful_basis %s is not one of consent, contract, legal_obligation, vital_interests, public_task, legitimate_interests', quote_literal(r.lawful_basis))
                     when jsonb_typeof(r.payload) <> 'object' then 'observation payload must be a JSON object'
                     when r.session_id <= 0 then format('session id must be a positive id, not %s', r.session_id)
-                    when not exists (select 1 from session s where s.id = r.session_id) then
+                    when r.session_id is not null and not exists (select 1 from session s where s.id = r.session_id) then
                          format('unknown session %s', r.session_id)
-                    when not exists (select 1 from session s where s.id = r.session_id and s.scope = p_scope) then
+                    when r.session_id is not null
+                         and not exists (select 1 from session s where s.id = r.session_id and s.scope = p_scope) then
                          format('session %s belongs to scope %s, not %s', r.session_id,
                                 quote_literal((select s.scope from session s where s.id = r.session_id)), quote_literal(p_scope))
                     else format('unknown actor peer %s', quote_literal(coalesce(r.actor, p_principal)))

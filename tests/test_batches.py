@@ -26,8 +26,10 @@ def test_append_many_with_one_bad_row_writes_nothing(acme, db):
     with pytest.raises(errors.InvalidArgument) as info:
         acme.append_many(rows)
     assert "(row 2)" in str(info.value)
-    with pytest.raises(errors.UnknownPeer):
-        acme.append_many([{"body": "who?", "source_role": "user", "actor": "mallory"}])
+    with pytest.raises(errors.UnknownPeer) as info:
+        acme.append_many([{"body": "ok", "source_role": "user"},
+                          {"body": "who?", "source_role": "user", "actor": "mallory"}])
+    assert "unknown actor peer 'mallory' (row 2)" in str(info.value)   # not a complaint about a session
     assert table_counts(db) == before
     assert acme.append("next", role="user") == 2
 
