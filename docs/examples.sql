@@ -16,9 +16,9 @@
 -- that tamper with tables (inside rolled-back transactions, or refused);
 -- `app` is the tenant's application role, which may only call acme's public
 -- functions. Errors are expected along the way: each "-- ==" section is one
--- example of docs/reference.md, and the ids used in later sections (memories
--- 1 to 13, offsets 1 to 14 in scope default, facts 1 to 14) hold only when the sections run
--- in this order on a new tenant. The last sections erase most of the story.
+-- example of docs/reference.md, and the ids used in later sections (sessions
+-- 1 to 4, memories 1 to 13, offsets 1 to 14 in scope default, facts 1 to 13) hold only when
+-- the sections run in this order on a new tenant. The last sections erase most of the story.
 
 \set VERBOSITY terse
 
@@ -120,6 +120,7 @@ select acme.add_peer('ana', 'agent');
 select acme.add_peer('ana ');
 
 -- == append_observation
+select acme.create_session('assistant', '{default}', 'default') as session_id;
 select acme.append_observation(
            p_principal   => 'assistant',
            p_scopes      => array['default'],
@@ -134,6 +135,7 @@ select acme.append_observation('carol', '{default}', 'default', 'Hello', 'user')
 select acme.append_observation('assistant', '{default}', 'travel', 'Hello', 'user');
 select acme.append_observation('assistant', '{default,travel}', 'travel', 'Hello', 'user');
 select acme.append_observation('assistant', '{default}', 'default', 'Hello', 'human');
+select acme.append_observation('assistant', '{default}', 'default', 'Hello', 'user', p_session_id => 7);
 
 -- == append_observations
 select * from acme.append_observations('assistant', '{default}', 'default', '[
@@ -225,6 +227,7 @@ select m.body, m.revision, r.revision as old_revision, r.body as old_body, r.rea
        jsonb_to_recordset(m.revisions) r(revision int, body text, reason text, changed_by text);
 
 -- == supersede
+select acme.create_session('assistant', '{default}', 'default') as session_id;
 select acme.append_observation('assistant', '{default}', 'default',
                                'Update: I moved to Porto last month.', 'user',
                                p_actor => 'ana', p_session_id => 2) as log_offset;
@@ -271,6 +274,7 @@ update acme.observation set body = 'I eat fish.' where scope = 'default' and log
 ------------------------------------------------------------------------------
 
 -- == session3
+select acme.create_session('assistant', '{default}', 'default') as session_id;
 select * from acme.append_observations('assistant', '{default}', 'default', '[
     {"body": "I''ve started cooking Japanese food at home.", "source_role": "user", "actor": "ana", "session_id": 3},
     {"body": "Lovely! What would you like to make first?", "source_role": "assistant", "session_id": 3},
@@ -426,6 +430,7 @@ select acme.last_recall() -> 'lexical_count' as lexical_count, acme.last_recall(
 select * from acme.predicates();
 
 -- == session4
+select acme.create_session('assistant', '{default}', 'default') as session_id;
 select * from acme.append_observations('assistant', '{default}', 'default', '[
     {"body": "From 1 to 14 December I''ll live in Tokyo, for a cooking course.", "source_role": "user", "actor": "ana",
      "session_id": 4},
@@ -525,11 +530,11 @@ select * from acme.facts_as_of('assistant', '{default}', 'Kenji', 'teaches');
 select * from acme.facts_as_of('assistant', '{default}', 'Yuki');
 
 -- == resolve_citation
-select * from acme.resolve_citation('assistant', '{default}', 9);
+select * from acme.resolve_citation('assistant', '{default}', 8);
 
 -- == resolve_citation_errors
 select * from acme.resolve_citation('assistant', '{default}', 99);
-select * from acme.resolve_citation('assistant', '{default}', 14);
+select * from acme.resolve_citation('assistant', '{default}', 13);
 
 -- == neighbourhood
 select depth, fact_id, subject, predicate, object from acme.neighbourhood('assistant', '{default}', '{Kenji}');
@@ -542,14 +547,14 @@ select * from acme.neighbourhood('assistant', '{default}', '{Ana,Yuki}');
 
 -- == retract_fact
 select now() as before_retraction \gset
-select * from acme.retract_fact('assistant', '{default}', 12, 'my guess: Ana did not say where the school is');
+select * from acme.retract_fact('assistant', '{default}', 11, 'my guess: Ana did not say where the school is');
 select fact_id, object from acme.facts_as_of('assistant', '{default}', 'Tsukiji Kitchen');
 select fact_id, object from acme.facts_as_of('assistant', '{default}', 'Tsukiji Kitchen', p_known_at => :'before_retraction');
 
 -- == retract_fact_errors
-select * from acme.retract_fact('assistant', '{default}', 12, 'again');
-select * from acme.retract_fact('assistant', '{default}', 14, 'not mine to retract');
-select * from acme.retract_fact('assistant', '{default}', 11, ' ');
+select * from acme.retract_fact('assistant', '{default}', 11, 'again');
+select * from acme.retract_fact('assistant', '{default}', 13, 'not mine to retract');
+select * from acme.retract_fact('assistant', '{default}', 10, ' ');
 
 -- == add_entity_alias
 select * from acme.add_entity_alias('assistant', '{default}', 'default', 'Tsukiji Kitchen', 'the cooking school');
@@ -639,6 +644,7 @@ select * from acme.erase('{"peer": "ana"}', 'Ana closed her account');
 select count(*) as recalled from acme.recall('assistant', '{default,work}', 'Ana');
 select acme.add_peer('ana') as new_peer_id;
 select entity_id, name, facts from acme.entities('assistant', '{default}');
+select log_offset, quote, actor, source_role from acme.resolve_citation('assistant', '{default}', 11);
 
 -- == erasure_requests
 select id, selector, reason, requested_by, observations_erased, residual from acme.erasure_requests();
