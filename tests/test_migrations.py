@@ -101,6 +101,17 @@ def test_fresh_install_equals_step_by_step_upgrade(db):
     assert snapshot(db, "stepped") == snapshot(db, "fresh")
 
 
+
+def test_new_recall_defaults_reach_old_tenants_but_not_their_own_values(db):
+    """Migration 0011 moves the recall settings a tenant left at their old defaults, and only those."""
+    db.execute("select pgrecall.create_tenant('older', 10)")
+    db.execute("update older.setting set value = '250' where key = 'hnsw_ef_search'")   # the tenant's own choice
+    db.execute("select * from pgrecall.upgrade_tenant('older')")
+    got = dict(db.execute("select key, value #>> '{}' from older.setting where key in "
+                          "('arm_candidates', 'hnsw_ef_search', 'exact_dense_below', 'lexical_match_budget')").fetchall())
+    assert got == {"arm_candidates": "20", "hnsw_ef_search": "250", "exact_dense_below": "1000",
+                   "lexical_match_budget": "1000"}
+
 def test_snapshot_notices_a_difference(db):
     """The catalog comparison above can fail: a schema change shows up in it."""
     db.execute("select pgrecall.create_tenant('zq_first')")
