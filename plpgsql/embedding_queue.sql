@@ -147,22 +147,12 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_stored integer;
-    v_bad integer;
 begin
-    if cardinality(p_memory_ids) is distinct from cardinality(p_generations)
-       or cardinality(p_memory_ids) is distinct from cardinality(p_embeddings) then
-        perform _fail('PR107', 'memory ids, generations and embeddings must be arrays of one length');
-    end if;
-    if p_model is distinct from (_setting_value('embedding_model') #>> '{}')
-       or p_input_version is distinct from (_setting_value('embedding_input_version') #>> '{}')::integer then
+    if not _embedding_results_usable('memory', p_memory_ids, p_generations, p_embeddings, p_model,
+                                     p_input_version) then
         -- The tenant moved to another model or input version meanwhile: the
         -- jobs were re-queued by set_embedding_version(); drop these results.
         return 0;
-    end if;
-    select min(__ext__.vector_dims(e::__ext__.vector)) into v_bad
-      from unnest(p_embeddings) e where __ext__.vector_dims(e::__ext__.vector) <> 384;
-    if v_bad is not null then
-        perform _fail('PR107', format('an embedding has %s dimensions, not 384', v_bad));
     end if;
     -- Only jobs this worker still holds at the generation it was given: a
     -- re-worded memory or a lease taken over by another worker drops the result.

@@ -301,3 +301,36 @@ begin
 end
 $$;
 comment on function __tenant__._check_claim(text, integer) is 'Internal: PR107 unless a claim names its worker and asks for 1 to 10000 jobs.';
+
+-- What both embedding queues check before storing a worker's results: one
+-- array length, 384 dimensions, and that the tenant still embeds with this
+-- model and input version. False when it has switched meanwhile (the jobs
+-- were re-queued, so these results are dropped, not an error).
+create or replace function __tenant__._embedding_results_usable(
+    p_what text, p_ids bigint[], p_generations bigint[], p_embeddings text[], p_model text, p_input_version integer)
+returns boolean
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_bad integer;
+begin
+    if cardinality(p_ids) is distinct from cardinality(p_generations)
+       or cardinality(p_ids) is distinct from cardinality(p_embeddings) then
+        perform _fail('PR107', format('%s ids, generations and embeddings must be arrays of one length', p_what));
+    end if;
+    if p_model is distinct from (_setting_value('embedding_model') #>> '{}')
+       or p_input_version is distinct from (_setting_value('embedding_input_version') #>> '{}')::integer then
+        return false;
+    end if;
+    select min(__ext__.vector_dims(e::__ext__.vector)) into v_bad
+      from unnest(p_embeddings) e where __ext__.vector_dims(e::__ext__.vector) <> 384;
+    if v_bad is not null then
+        perform _fail('PR107', format('an embedding has %s dimensions, not 384', v_bad));
+    end if;
+    return true;
+end
+$$;
+comment on function __tenant__._embedding_results_usable(text, bigint[], bigint[], text[], text, integer) is
+    'Internal: PR107 unless a worker''s results are well formed; false when the tenant switched model or input version.';

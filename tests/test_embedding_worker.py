@@ -59,6 +59,29 @@ def test_a_late_result_from_a_worker_whose_lease_expired_is_not_stored(acme, con
     assert db.execute("select count(*) from acme.embedding_job").fetchone()[0] == 0
 
 
+
+@pytest.mark.parametrize("queue,kind", [("embedding", "memory"), ("passage_embedding", "passage")])
+def test_malformed_or_outdated_results_store_nothing(acme, conninfo, db, queue, kind):
+    """Both queues check a worker's results the same way: one array length, 384 dimensions, and results
+    for a model the tenant no longer uses are dropped (0 stored), not an error."""
+    from pgrecall import errors as pe
+
+    put(acme, "a memory whose observation is a passage too")
+    good = to_literal([0.05] * 384)
+    with conninfo.connect(user="pgrecall_acme_app", autocommit=True) as app:
+        jobs = app.execute(f"select * from acme.claim_{queue}_jobs('w', 10)").fetchall()
+        assert len(jobs) == 1
+        (jid, gen, _, model, version), = jobs
+        call = f"select acme.complete_{queue}_jobs('w', %s, %s, %s, %s, %s)"
+        with pytest.raises(Exception) as info:
+            app.execute(call, ([jid], [gen, gen], [good], model, version))
+        assert f"{kind} ids, generations and embeddings must be arrays of one length" in str(info.value)
+        with pytest.raises(Exception) as info:
+            app.execute(call, ([jid], [gen], ["[1,2,3]"], model, version))
+        assert "an embedding has 3 dimensions, not 384" in str(info.value)
+        assert app.execute(call, ([jid], [gen], [good], "another-model", version)).fetchone()[0] == 0
+        assert app.execute(call, ([jid], [gen], [good], model, version)).fetchone()[0] == 1
+
 def test_a_result_for_text_that_changed_meanwhile_is_not_stored(acme, conninfo, db):
     m = put(acme, "version one of the text")
     with conninfo.connect(user="pgrecall_acme_app") as app:
