@@ -47,16 +47,6 @@ class Worker:
         except psycopg.Error as exc:
             raise errors.translate(exc) from exc
 
-    def run_batch(self, conn: psycopg.Connection) -> int:
-        """Claim, embed and store one batch of memories and one of passages; returns how many jobs were claimed."""
-        claimed = 0
-        for queue in ("embedding", "passage_embedding"):
-            jobs = self._claim(conn, queue)
-            if jobs:
-                self._store(conn, queue, jobs, self._embed(conn, queue, jobs))
-                claimed += len(jobs)
-        return claimed
-
     def run_queues(self, conn: psycopg.Connection, progress=None, stop=lambda: False) -> int:
         """Work both queues until nothing is claimable; returns how many jobs were done.
 
@@ -66,27 +56,32 @@ class Worker:
         """
         done = 0
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pgrecall-worker-db") as db_thread:
+            def on_db(fn, *args):
+                return db_thread.submit(fn, conn, *args)
+
             for queue in ("embedding", "passage_embedding"):
-                jobs = self._claim(conn, queue)
+                jobs = on_db(self._claim, queue).result()
                 stored = None
                 while jobs and not stop():
-                    following = db_thread.submit(self._claim, conn, queue)
+                    following = on_db(self._claim, queue)
                     try:
-                        vectors = self._embed(conn, queue, jobs, release_on=db_thread)
-                    except BaseException:
-                        self._release_claimed(conn, queue, following, db_thread)
+                        vectors = self._embed(jobs)
+                    except Exception:
+                        # Give back what is held rather than let the leases run out.
+                        on_db(self._release, queue, jobs).result()
+                        on_db(self._release, queue, following.result()).result()
                         raise
                     if stored is not None:
                         stored.result()  # a failed store stops the worker, as it would without the pipeline
-                    stored = db_thread.submit(self._store, conn, queue, jobs, vectors)
+                    stored = on_db(self._store, queue, jobs, vectors)
                     done += len(jobs)
                     if progress is not None:
                         progress(len(jobs))
                     jobs = following.result()
                 if stored is not None:
                     stored.result()
-                if jobs:  # stopped with a batch claimed: give it back rather than let the lease run out
-                    self._call(conn, f"select $T.release_{queue}_jobs(%s, %s)", (self.name, [j[0] for j in jobs]))
+                if jobs:  # stopped with a batch claimed
+                    on_db(self._release, queue, jobs).result()
         if progress is not None:
             progress(0)
         return done
@@ -94,37 +89,18 @@ class Worker:
     def _claim(self, conn: psycopg.Connection, queue: str) -> list:
         return self._call(conn, f"select * from $T.claim_{queue}_jobs(%s, %s)", (self.name, self.batch_size)).fetchall()
 
-    def _release_claimed(self, conn, queue: str, claim, db_thread: ThreadPoolExecutor) -> None:
-        try:
-            jobs = claim.result()
-        except Exception:
-            return
+    def _release(self, conn: psycopg.Connection, queue: str, jobs: list) -> None:
         if jobs:
-            db_thread.submit(self._call, conn, f"select $T.release_{queue}_jobs(%s, %s)",
-                             (self.name, [j[0] for j in jobs])).result()
+            self._call(conn, f"select $T.release_{queue}_jobs(%s, %s)", (self.name, [j[0] for j in jobs]))
 
-    def _embed(self, conn: psycopg.Connection, queue: str, jobs: list, release_on: ThreadPoolExecutor | None = None):
-        ids = [j[0] for j in jobs]
-
-        def release():
-            sql = f"select $T.release_{queue}_jobs(%s, %s)"
-            if release_on is None:
-                self._call(conn, sql, (self.name, ids))
-            else:
-                release_on.submit(self._call, conn, sql, (self.name, ids)).result()
-
+    def _embed(self, jobs: list):
         if jobs[0][3] != self.embedder.name:
-            release()
             raise errors.ModelMismatch(
                 f"tenant {self.tenant} embeds with {jobs[0][3]!r}, this worker runs {self.embedder.name!r}",
                 hint="Run a worker with that model, or switch back: pgrecall embeddings rebuild --model "
                      f"{self.embedder.name}")
         started = time.perf_counter()
-        try:
-            vectors = self.embedder.embed([j[2] for j in jobs], batch_size=self.batch_size)
-        except Exception:
-            release()
-            raise
+        vectors = self.embedder.embed([j[2] for j in jobs], batch_size=self.batch_size)
         self.stats.embed_seconds += time.perf_counter() - started
         return vectors
 
