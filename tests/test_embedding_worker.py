@@ -64,8 +64,6 @@ def test_a_late_result_from_a_worker_whose_lease_expired_is_not_stored(acme, con
 def test_malformed_or_outdated_results_store_nothing(acme, conninfo, db, queue, kind):
     """Both queues check a worker's results the same way: one array length, 384 dimensions, and results
     for a model the tenant no longer uses are dropped (0 stored), not an error."""
-    from pgrecall import errors as pe
-
     put(acme, "a memory whose observation is a passage too")
     good = to_literal([0.05] * 384)
     with conninfo.connect(user="pgrecall_acme_app", autocommit=True) as app:
