@@ -122,9 +122,9 @@ begin
     end if;
 
     -- Two writers must not both add the same text to a scope: lock each text.
-    perform pg_advisory_xact_lock(hashtext('pgrecall.remember'), hashtext(p_scope || ':' || k.key))
-       from (select distinct md5(lower(regexp_replace(_trim(i.body), '\s+', ' ', 'g'))) as key
-               from jsonb_to_recordset(p_items) as i(body text) where i.body is not null order by 1) k;
+    perform _lock('remember', array(
+        select p_scope || ':' || md5(lower(regexp_replace(_trim(i.body), '\s+', ' ', 'g')))
+          from jsonb_to_recordset(p_items) as i(body text) where i.body is not null));
 
     return query
     with items as (

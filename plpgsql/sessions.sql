@@ -487,7 +487,7 @@ begin
                       'A turn log is named by 1 to 200 characters, e.g. the user the bot talks to.');
     end if;
     -- Turns of one log take their session one at a time.
-    perform pg_advisory_xact_lock(hashtext('pgrecall.turn_log'), hashtext(p_scope || ':' || p_log));
+    perform _lock('turn_log', array[p_scope || ':' || p_log]);
     select s.id into v_session from session s
      where s.scope = p_scope and s.turn_log = p_log order by s.id desc limit 1;
     if v_session is not null then

@@ -174,6 +174,28 @@ def acme(db, conninfo, make_tenant):
     mem.close()
 
 
+@pytest.fixture
+def acme_worker(acme, conninfo):
+    """acme as its worker role: claims and completes queued work (embeddings, passages, derivation tasks)."""
+    import pgrecall
+
+    mem = pgrecall.connect(conninfo.dsn(user="pgrecall_acme_worker"), tenant="acme", principal="bot",
+                           scopes=["default"])
+    yield mem
+    mem.close()
+
+
+@pytest.fixture
+def acme_admin(acme, conninfo):
+    """acme as its admin role: erasure, expiry, rebuilds, embedding versions, settings, merges."""
+    import pgrecall
+
+    mem = pgrecall.connect(conninfo.dsn(user="pgrecall_acme_admin"), tenant="acme", principal="bot",
+                           scopes=["default"])
+    yield mem
+    mem.close()
+
+
 def table_counts(conn, tenant: str = "acme") -> dict[str, int]:
     """Rows in every table of a tenant: 'nothing written' means this is unchanged."""
     tables = [r[0] for r in conn.execute(

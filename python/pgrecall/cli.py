@@ -42,7 +42,12 @@ def cmd_server(args: argparse.Namespace) -> int:
         if not info.running:
             print("pgrecall: the embedded server is not running; run: pgrecall server start", file=sys.stderr)
             return 3
-        print(info.uri(user=f"pgrecall_{args.tenant}_app") if args.tenant else info.uri())
+        if args.tenant:
+            from . import db
+
+            print(info.uri(user=db.role_name(args.tenant, args.role)))
+        else:
+            print(info.uri())
     return 0
 
 
@@ -220,7 +225,9 @@ def cmd_embeddings(args: argparse.Namespace) -> int:
 
     from . import db as _db
 
-    with _psycopg.connect(_db.tenant_conninfo(args.tenant), autocommit=True) as conn:
+    # Reading the status is the app's; queueing a rebuild or switching versions the admin's.
+    role = "app" if args.action == "status" else "admin"
+    with _psycopg.connect(_db.tenant_conninfo(args.tenant, role), autocommit=True) as conn:
         def call(sql_text, *params):
             try:
                 return conn.execute(sql_text.replace("$T", args.tenant), params)
@@ -260,10 +267,11 @@ def cmd_erase(args: argparse.Namespace) -> int:
         selector = {"observation": {"scope": scope, "offset": int(offset)}}
     else:
         selector = {k: v for k, v in (("data_subject", args.subject), ("peer", args.peer), ("scope", args.scope)) if v}
-    with pgrecall.connect(tenant=args.tenant) as mem:
-        receipt = mem.erase(selector, reason=args.reason, requested_by=args.requested_by)
+    with pgrecall.connect(tenant=args.tenant, role="admin") as mem:
+        receipt = mem.erase(selector, reason=args.reason, actor=args.actor, requested_by=args.requested_by)
     print(f"erasure request {receipt['id']} for {json.dumps(receipt['selector'])}: "
-          f"{receipt['observations_erased']} observations erased at {receipt['completed_at']}")
+          f"{receipt['observations_erased']} observations erased at {receipt['completed_at']} "
+          f"by {receipt['actor']} (role {receipt['actor_role']})")
     width = max([len("projection kind")] + [len(k) for k in receipt["residual"]])
     print(f"  {'projection kind':<{width}}   erased  residual")
     for kind in sorted(receipt["residual"]):
@@ -284,6 +292,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return demo.main(args)
 
 
+def _default_actor() -> str:
+    import getpass
+
+    try:
+        return os.environ.get("PGRECALL_ACTOR") or getpass.getuser()
+    except Exception:  # no user name (a container without a passwd entry)
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pgrecall",
@@ -294,7 +311,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("server", help="the embedded PostgreSQL server")
     p.add_argument("action", choices=["start", "stop", "status", "uri"])
-    p.add_argument("--tenant", help="with uri: the URI of this tenant's application role")
+    p.add_argument("--tenant", help="with uri: the URI of one of this tenant's login roles")
+    p.add_argument("--role", choices=["app", "worker", "admin"], default="app",
+                   help="with uri --tenant: app (the agent, default), worker (queued work) or admin (back office)")
     p.set_defaults(func=cmd_server)
 
     p = sub.add_parser("tenant", help="create, upgrade, list or drop tenants")
@@ -386,7 +405,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_embeddings)
 
-    p = sub.add_parser("erase", help="erase a data subject, a peer, a scope or one observation; prints the receipt")
+    p = sub.add_parser("erase", help="erase a data subject, a peer, a scope or one observation (as the tenant's "
+                                     "admin role); prints the receipt")
     tenant_args(p, principal=False)
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--subject", help="a data subject id")
@@ -394,7 +414,9 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--scope")
     which.add_argument("--observation", help="SCOPE:OFFSET")
     p.add_argument("--reason", required=True)
-    p.add_argument("--requested-by")
+    p.add_argument("--requested-by", help="whose request it is (e.g. the data subject's ticket)")
+    p.add_argument("--actor", default=_default_actor(),
+                   help="who runs the erasure, recorded in the receipt (default: $PGRECALL_ACTOR or your user name)")
     p.set_defaults(func=cmd_erase)
 
     p = sub.add_parser("demo", help="what `make run` shows")

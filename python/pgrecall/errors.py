@@ -52,6 +52,18 @@ class SchemaTooNew(PgrecallError):
     sqlstate = "PR007"
 
 
+class UndeclaredDuty(PgrecallError):
+    """A tenant function has no row in the duty matrix (sql/duties.sql): the install stops."""
+
+    sqlstate = "PR008"
+
+
+class NotPermitted(PgrecallError, PermissionError):
+    """The login role lacks the duty this call needs (e.g. erase is the admin's, claiming work the worker's)."""
+
+    sqlstate = "42501"
+
+
 class UnknownPeer(PgrecallError):
     sqlstate = "PR101"
 
@@ -193,6 +205,11 @@ def translate(exc: psycopg.Error) -> Exception:
     if cls is None:
         return exc
     diag = exc.diag
-    err = cls(diag.message_primary or str(exc), hint=diag.message_hint)
+    hint = diag.message_hint
+    if cls is NotPermitted and not hint:
+        hint = ("Each duty has its own login role: pgrecall_<tenant>_app (the agent), _worker (claiming queued "
+                "work) and _admin (erasure, rebuilds, settings, merges); "
+                "pgrecall server uri --tenant T --role app|worker|admin prints its URI.")
+    err = cls(diag.message_primary or str(exc), hint=hint)
     err.__cause__ = exc
     return err

@@ -46,6 +46,11 @@ def control_sql() -> str:
     return (sql_root() / "sql" / "control.sql").read_text(encoding="utf-8")
 
 
+def duties_sql() -> str:
+    """The duty matrix (which login role may call which tenant function), loaded by every install."""
+    return (sql_root() / "sql" / "duties.sql").read_text(encoding="utf-8")
+
+
 def migrations() -> list[Source]:
     found = []
     for path in sorted((sql_root() / "migrations").glob("*.sql")):
@@ -92,6 +97,22 @@ def load_sources_sql() -> str:
     return "\n\n".join(rows)
 
 
+# Concurrent installers (Python or psql) on one database take turns. Once the
+# control plane exists this is a lock on its tenant table, which a tenant's
+# login roles cannot take (they have no rights on it); only the very first
+# install, before that table exists, needs an advisory key.
+_INSTALL_LOCK = """-- Serialise concurrent installers (Python or psql) on this database.
+do $install_lock$
+begin
+    if to_regclass('pgrecall.tenant') is not null then
+        lock table pgrecall.tenant in share row exclusive mode;
+    else
+        perform pg_advisory_xact_lock(hashtext('pgrecall.install'));
+    end if;
+end
+$install_lock$;"""
+
+
 def install_sql(tenants: list[str] | tuple[str, ...] = ()) -> str:
     """One transaction's worth of SQL: control plane, sources, then each tenant.
 
@@ -99,9 +120,10 @@ def install_sql(tenants: list[str] | tuple[str, ...] = ()) -> str:
     here they are only quoted as string literals.
     """
     parts = [
-        "-- Serialise concurrent installers (Python or psql) on this database.",
-        "select pg_advisory_xact_lock(hashtext('pgrecall.install'));",
+        _INSTALL_LOCK,
         control_sql(),
+        "-- Which login role may call which tenant function.",
+        duties_sql(),
         "-- The shipped SQL sources.",
         load_sources_sql(),
     ]

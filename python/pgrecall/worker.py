@@ -1,6 +1,7 @@
 """``pgrecall worker``: turns queued memories and passages into embeddings.
 
-It claims jobs through the tenant's SQL functions (SKIP LOCKED with a lease),
+It logs in as the tenant's worker role, claims jobs through the tenant's SQL
+functions (SKIP LOCKED with a lease),
 embeds a batch with the local model, and stores the vectors; a job is removed
 only when its vector is stored. A worker that dies keeps nothing: its lease
 runs out and another worker takes the jobs. LISTEN/NOTIFY wakes it when new
@@ -35,7 +36,7 @@ class WorkerStats:
 class Worker:
     def __init__(self, tenant: str, *, conninfo: str | None = None, batch_size: int = 64, name: str | None = None):
         self.tenant = tenant
-        self.conninfo = conninfo or db.tenant_conninfo(tenant)
+        self.conninfo = conninfo or db.tenant_conninfo(tenant, "worker")
         self.batch_size = batch_size
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.stats = WorkerStats()
