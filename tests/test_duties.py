@@ -320,3 +320,17 @@ def test_a_worker_writes_only_what_a_leased_task_allows(acme, acme_worker, db):
                                                                 "memory_id": r.memory_id}]}) == "done"
     with pytest.raises(errors.LeaseLost):  # a finished task allows nothing more
         acme_worker.task_remember(local, [item])
+
+
+def test_notifications_carry_only_a_wake_up(acme, conninfo, acme_worker):
+    """Any role may LISTEN on a tenant's channels: what it hears must be nothing but a wake-up."""
+    with conninfo.connect(user="pgrecall_acme_worker") as listener:
+        listener.execute('listen "pgrecall_embed_acme"')
+        listener.execute('listen "pgrecall_derive_acme"')
+        session = acme.create_session("chat")
+        acme.add_session_peers(session, ["ana", "ben"])
+        acme.add_messages(session, [{"actor": "ana", "body": "zqnotify I live in Lisbon"}])
+        remembered(acme, "zqnotify a memory")
+        heard = list(listener.notifies(timeout=2, stop_after=3))
+    assert {n.channel for n in heard} == {"pgrecall_embed_acme", "pgrecall_derive_acme"}
+    assert {n.payload for n in heard} == {""}

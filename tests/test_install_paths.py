@@ -116,6 +116,13 @@ def test_embedded_server_lifecycle_through_the_cli():
         run_cli("tenant", "create", "solo", env=env)
         with psycopg.connect(uri) as conn:
             assert conn.execute("select name from pgrecall.list_tenants()").fetchall() == [("solo",)]
+        for role in ("app", "worker", "admin"):  # each duty's login role, by its URI
+            role_uri = run_cli("server", "uri", "--tenant", "solo", "--role", role, env=env).stdout.strip()
+            with psycopg.connect(role_uri) as conn:
+                assert conn.execute("select current_user").fetchone()[0] == f"pgrecall_solo_{role}"
+                can_claim = conn.execute("select has_function_privilege('solo.claim_tasks(text,integer,text[])', "
+                                         "'EXECUTE')").fetchone()[0]
+                assert can_claim == (role == "worker")
         assert "stopped" in run_cli("server", "stop", env=env).stdout
         assert run_cli("server", "status", env=env, check=False).returncode == 3
     finally:
