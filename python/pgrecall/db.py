@@ -31,6 +31,9 @@ def tenant_conninfo(tenant: str) -> str:
     On the embedded server this logs in as the tenant's application role, which
     may only EXECUTE the tenant's functions. With PGRECALL_DSN the DSN's role is used.
     """
+    from .names import check_tenant_name
+
+    check_tenant_name(tenant)  # it becomes the user name in a URI
     dsn = dsn_from_env()
     if dsn:
         return dsn
