@@ -27,8 +27,9 @@ language sql immutable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select i.body, i.evidence, i.purposes, i.audience, coalesce(i.kind, 'note'), i.title, coalesce(i.confidence, 1),
-           i.about, i.observer, i.ord::integer
+    -- Peer names in NFC, the form they are stored in.
+    select i.body, i.evidence, i.purposes, normalize(i.audience, NFC), coalesce(i.kind, 'note'), i.title,
+           coalesce(i.confidence, 1), i.about, normalize(i.observer, NFC), i.ord::integer
       from rows from (jsonb_to_recordset(p_items) as (body text, evidence bigint[], purposes text[], audience text,
                                                       kind text, title text, confidence double precision,
                                                       about text[], observer text))
