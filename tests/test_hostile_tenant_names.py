@@ -149,3 +149,11 @@ def test_every_python_entry_refuses_every_hostile_name(armed):
                 failures.append((entry, tenant, "accepted"))
     assert failures == []
     assert cluster_snapshot(dsn) == before
+
+
+def test_a_valid_name_that_is_no_tenant_fails_in_one_line_too(armed, capsys):
+    for argv in (["tenant", "settings", "ghost"], ["tenant", "drop", "ghost"]):
+        code = cli.main(argv)
+        out, err = capsys.readouterr()
+        assert code == 1 and err.count("\n") == 1 and "Traceback" not in err, (argv, err)
+        assert err.startswith("pgrecall: error: no tenant named 'ghost'"), (argv, err)

@@ -441,7 +441,10 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"pgrecall: error: {exc}")
     except psycopg.OperationalError as exc:
         return _fail(f"pgrecall: cannot reach the database: {exc}")
-    except psycopg.Error as exc:  # not one of ours: still one line, with its SQLSTATE, not a traceback
+    except psycopg.Error as exc:  # one line, not a traceback; ours by its class, others with their SQLSTATE
+        ours = errors.translate(exc)
+        if isinstance(ours, errors.PgrecallError):
+            return _fail(f"pgrecall: error: {ours.args[0]}", ours.hint)
         return _fail(f"pgrecall: database error {exc.sqlstate or ''}: {exc.diag.message_primary or exc}",
                      exc.diag.message_hint)
 
