@@ -38,11 +38,11 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
     select case
-        when substring(p_key_expression from '^(\w+)::text$') is null then
+        when substring(p_key_expression from '^([[:alnum:]_]+)::text$') is null then
             format(case when p_many then '(%s) = any (%s)' else '(%s) = %s' end, p_key_expression, p_keys)
         else
             format(case when p_many then 't.%I = any ((%s)::bigint[])' else 't.%I = (%s)::bigint' end,
-                   substring(p_key_expression from '^(\w+)::text$'), p_keys)
+                   substring(p_key_expression from '^([[:alnum:]_]+)::text$'), p_keys)
     end
 $$;
 comment on function __tenant__._registry_key_match(text, text, boolean) is

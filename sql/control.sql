@@ -32,6 +32,12 @@ begin
                              current_setting('server_version')),
             hint = 'Use the embedded server (unset PGRECALL_DSN) or upgrade PostgreSQL.';
     end if;
+    -- Peer names are stored in Unicode NFC, and normalize() works in UTF8 only.
+    if getdatabaseencoding() <> 'UTF8' then
+        raise exception using errcode = 'PR005',
+            message = format('pgrecall needs a UTF8 database; %s is %s', current_database(), getdatabaseencoding()),
+            hint = 'Create the database with ENCODING ''UTF8'' (e.g. createdb -E UTF8 -T template0 ...).';
+    end if;
     if not exists (select 1 from pg_available_extensions where name = 'vector') then
         v_missing := v_missing || 'pgvector (extension "vector") >= 0.8'::text;
     else
@@ -119,7 +125,7 @@ begin
         return 'a tenant name has at most 47 characters';
     elsif octet_length(p_name) <> char_length(p_name) or p_name !~ '^[a-z][a-z0-9_]*$' then
         return 'a tenant name starts with a lowercase ASCII letter and holds only lowercase ASCII letters, digits and underscores';
-    elsif p_name like 'pg\_%' then
+    elsif left(p_name, 3) = 'pg_' then  -- not LIKE 'pg\_%', whose backslash standard_conforming_strings = off eats
         return 'names beginning with pg_ are reserved for PostgreSQL';
     elsif p_name like 'pgrecall%' then
         return 'names beginning with pgrecall are reserved for pgrecall itself';
@@ -163,14 +169,17 @@ as $$
      where e.extname = p_extension
 $$;
 
--- Substitutes the placeholders of a shipped file for one tenant.
+-- Substitutes the placeholders of a shipped file for one tenant, in one pass:
+-- the file is cut at __tenant__ and __ext__ is replaced inside the pieces only,
+-- so a placeholder inside a substituted name (tenant a__ext__) stays text.
 create or replace function pgrecall._render(p_body text, p_tenant text)
 returns text
 language sql stable
 set search_path = pg_catalog
 as $$
-    select replace(replace(p_body, '__tenant__', quote_ident(pgrecall.check_tenant_name(p_tenant))),
-                   '__ext__', quote_ident(pgrecall._extension_schema('vector')))
+    select coalesce(string_agg(replace(piece, '__ext__', quote_ident(pgrecall._extension_schema('vector'))),
+                               quote_ident(pgrecall.check_tenant_name(p_tenant)) order by n), '')
+      from unnest(string_to_array(p_body, '__tenant__')) with ordinality as cut(piece, n)
 $$;
 
 create or replace function pgrecall._lock_tenant(p_tenant text)
@@ -190,6 +199,9 @@ create or replace function pgrecall._execute_as(p_role name, p_sql text, p_tenan
 returns void
 language plpgsql
 set search_path = pg_catalog
+-- The shipped files are written for standard strings ('\s+' is a regex class):
+-- they must parse the same in a session that turned them off.
+set standard_conforming_strings = on
 as $$
 declare
     v_role text := current_setting('role');

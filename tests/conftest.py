@@ -36,6 +36,7 @@ class ServerEndpoint:
     options: str = ""
     maintenance_dbname: str = "postgres"
     template_dbname: str = "template1"
+    superuser_dsn: str = ""  # the server's superuser, for the few tests that need one
 
 
 def _start_embedded() -> tuple[str, int, Path]:
@@ -87,18 +88,22 @@ def pg_server():
         # The DSN's role must be a superuser: it creates the tester role and
         # the extensions, then the tests run as the tester.
         params = psycopg.conninfo.conninfo_to_dict(dsn)
-        _prepare_server(psycopg.conninfo.make_conninfo(dsn, dbname="postgres"))
+        superuser = psycopg.conninfo.make_conninfo(dsn, dbname="postgres")
+        _prepare_server(superuser)
         yield ServerEndpoint(
             host=params.get("host", "localhost"),
             port=int(params.get("port", 5432)),
             user=TESTER,
             password=None,
             template_dbname=BASE_DB,
+            superuser_dsn=superuser,
         )
         return
     host, port, home = _start_embedded()
-    _prepare_server(f"postgresql://postgres@/postgres?host={host}&port={port}")
-    yield ServerEndpoint(host=host, port=port, user=TESTER, password=None, template_dbname=BASE_DB)
+    superuser = f"postgresql://postgres@/postgres?host={host}&port={port}"
+    _prepare_server(superuser)
+    yield ServerEndpoint(host=host, port=port, user=TESTER, password=None, template_dbname=BASE_DB,
+                         superuser_dsn=superuser)
     # get_server(cleanup_mode="delete") stops the server and removes its folder at exit.
     shutil.rmtree(home, ignore_errors=True)
 
@@ -142,6 +147,13 @@ class Conninfo:
     def connect(self, user: str | None = None, dbname: str | None = None, **kwargs) -> psycopg.Connection:
         kwargs.setdefault("autocommit", True)
         return psycopg.connect(self.dsn(user, dbname), **kwargs)
+
+
+@pytest.fixture
+def superuser_dsn(pg_server, conninfo) -> str:
+    """This test's database as the server's superuser (the embedded server's ``postgres``): for tests
+    that show even a superuser's session cannot be led to run what a name smuggles in."""
+    return psycopg.conninfo.make_conninfo(pg_server.superuser_dsn, dbname=conninfo.dbname)
 
 
 @pytest.fixture

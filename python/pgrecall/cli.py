@@ -8,8 +8,9 @@ import os
 import sys
 
 import psycopg
+from psycopg import sql
 
-from . import errors
+from . import errors, names
 
 
 def _print_rows(headers: list[str], rows: list[tuple]) -> None:
@@ -228,26 +229,28 @@ def cmd_embeddings(args: argparse.Namespace) -> int:
     # Reading the status is the app's; queueing a rebuild or switching versions the admin's.
     role = "app" if args.action == "status" else "admin"
     with _psycopg.connect(_db.tenant_conninfo(args.tenant, role), autocommit=True) as conn:
-        def call(sql_text, *params):
+        def call(columns, function, *params):
+            """``select <columns> from <tenant>.<function>(%s, ...)``: the tenant an identifier, values bound."""
+            query = sql.SQL("select " + columns + " from {}.{}({})").format(
+                sql.Identifier(args.tenant), sql.Identifier(function),
+                sql.SQL(", ").join(sql.Placeholder() for _ in params))
             try:
-                return conn.execute(sql_text.replace("$T", args.tenant), params)
+                return conn.execute(query, params).fetchone()
             except _psycopg.Error as exc:
                 raise errors.translate(exc) from exc
 
         if args.action == "status":
-            q, leased, current, stale, model, version, pq, pcurrent, pstale = call(
-                "select * from $T.embedding_status()").fetchone()
+            q, leased, current, stale, model, version, pq, pcurrent, pstale = call("*", "embedding_status")
             print(f"model {model}, input version {version}: {current} current, {stale} stale, "
                   f"{q} queued ({leased} leased)")
             print(f"passages: {pcurrent} current, {pstale} stale, {pq} queued")
             return 0
         if args.model or args.input_version:
-            model, version = call("select model, input_version from $T.embedding_status()").fetchone()
-            queued = call("select $T.set_embedding_version(%s, %s)", args.model or model,
-                          args.input_version or version).fetchone()[0]
+            model, version = call("model, input_version", "embedding_status")
+            queued = call("*", "set_embedding_version", args.model or model, args.input_version or version)[0]
         else:
-            queued = call("select $T.rebuild_embeddings(%s)", args.all).fetchone()[0]
-        total = call("select queued + passages_queued from $T.embedding_status()").fetchone()[0]
+            queued = call("*", "rebuild_embeddings", args.all)[0]
+        total = call("queued + passages_queued", "embedding_status")[0]
     from .worker import Worker
 
     worker = Worker(args.tenant, batch_size=args.batch_size)
@@ -431,22 +434,41 @@ def importer_error():
     return ImportFileError
 
 
+def one_line(text: str) -> str:
+    """``text`` fit for one terminal line: line breaks, control and format characters (ESC, bidi
+    overrides, ...) and unusual spaces are shown escaped, never sent raw to the terminal."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text.strip())
+
+
+def _fail(message: str, hint: str | None = None) -> int:
+    print(one_line(message) + (f" (hint: {one_line(hint)})" if hint else ""), file=sys.stderr)
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "tenant" and args.action != "list" and not args.name:
+    if args.command == "tenant" and args.action != "list" and args.name is None:
         parser.error(f"tenant {args.action} needs a NAME")
     try:
+        # Every command that names a tenant, checked before anything connects or composes SQL.
+        if getattr(args, "tenant", None) is not None:
+            names.check_tenant_name(args.tenant)
+        if args.command == "tenant" and args.action != "list":
+            names.check_tenant_name(args.name)
         return args.func(args)
     except errors.PgrecallError as exc:
-        print(f"pgrecall: error: {exc}", file=sys.stderr)
-        return 1
+        return _fail(f"pgrecall: error: {exc.args[0] if exc.args else exc}", exc.hint)
     except importer_error() as exc:
-        print(f"pgrecall: error: {exc}", file=sys.stderr)
-        return 1
+        return _fail(f"pgrecall: error: {exc}")
     except psycopg.OperationalError as exc:
-        print(f"pgrecall: cannot reach the database: {exc}", file=sys.stderr)
-        return 1
+        return _fail(f"pgrecall: cannot reach the database: {exc}")
+    except psycopg.Error as exc:  # one line, not a traceback; ours by its class, others with their SQLSTATE
+        ours = errors.translate(exc)
+        if isinstance(ours, errors.PgrecallError):
+            return _fail(f"pgrecall: error: {ours.args[0]}", ours.hint)
+        return _fail(f"pgrecall: database error {exc.sqlstate or ''}: {exc.diag.message_primary or exc}",
+                     exc.diag.message_hint)
 
 
 if __name__ == "__main__":

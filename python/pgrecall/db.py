@@ -43,6 +43,9 @@ def tenant_conninfo(tenant: str, role: str = "app") -> str:
     embedded server this logs in as the tenant's role of that duty, which may
     only EXECUTE the functions of its duty.
     """
+    from .names import check_tenant_name
+
+    check_tenant_name(tenant)  # it becomes the user name in a URI
     name = role_name(tenant, role)
     dsn = os.environ.get(f"PGRECALL_{role.upper()}_DSN") or dsn_from_env()
     if dsn:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from . import db, install, server
 from .importer import import_jsonl
+from .names import check_tenant_name
 
 SCOPE = "flat"
 CONVERSATION = "sample_conversation.jsonl"
@@ -166,7 +167,7 @@ def main(args: argparse.Namespace) -> int:
     import pgrecall
     from .worker import Worker
 
-    tenant = args.tenant
+    tenant = check_tenant_name(args.tenant)
     if db.dsn_from_env():
         print("pgrecall: using PGRECALL_DSN")
     else:

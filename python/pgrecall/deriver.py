@@ -28,7 +28,7 @@ from typing import Callable, Sequence
 
 import psycopg
 
-from . import db, errors
+from . import db, errors, names
 from .driver import Memory, Task
 
 
@@ -119,7 +119,7 @@ class Deriver:
                  summarize: Summarize | None = None, name: str | None = None,
                  purposes: Sequence[str] = ("converse", "personalize"), batch: int = 16,
                  task_types: Sequence[str] | None = None):
-        self.tenant = tenant
+        self.tenant = names.check_tenant_name(tenant)
         self.conninfo = conninfo or db.tenant_conninfo(tenant, "worker")
         self.extract = extract
         self.summarize = summarize
@@ -172,7 +172,7 @@ class Deriver:
         import select
 
         with psycopg.connect(self.conninfo, autocommit=True) as listener:
-            listener.execute(f'listen "pgrecall_derive_{self.tenant}"')
+            names.listen(listener, "derive", self.tenant)
             while not stop():
                 while self.run_once().claimed:
                     if stop():

@@ -11,7 +11,6 @@ created with ``pgrecall tenant create`` (or pgrecall.create_tenant() in SQL).
 
 from __future__ import annotations
 
-import re
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,9 +23,7 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from . import db, errors, sources
-
-_TENANT_NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
-
+from .names import check_tenant_name
 
 def _named_arguments(args: dict) -> sql.Composed:
     """``p_name => %(name)s, ...``; a query embedding goes in binary: as text its 384 numbers cost
@@ -211,9 +208,7 @@ class Memory:
     def __init__(self, tenant: str, *, conn: psycopg.Connection | None = None, pool=None,
                  conninfo: str | None = None, principal: str | None = None,
                  scopes: Sequence[str] | None = None, role: str = "app"):
-        if not isinstance(tenant, str) or not _TENANT_NAME.match(tenant):
-            raise errors.InvalidTenantName(f"invalid tenant name {tenant!r}",
-                                           hint="A tenant name is a lowercase identifier of at most 48 characters.")
+        check_tenant_name(tenant)
         if sum(x is not None for x in (conn, pool, conninfo)) > 1:
             raise ValueError("pass at most one of conn, pool and conninfo")
         self.tenant = tenant

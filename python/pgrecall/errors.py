@@ -172,6 +172,18 @@ class MessageSearchOff(PgrecallError):
     sqlstate = "PR130"
 
 
+class InvalidName(InvalidArgument):
+    """A peer or scope name breaks the name rules (control, format or invisible characters, odd spacing,
+    mixed Latin/Cyrillic/Greek letters in a word, length). An InvalidArgument, as it was before it had a code."""
+
+    sqlstate = "PR140"
+
+
+class NameTaken(PgrecallError):
+    """add_peer: a peer whose name differs only in case (or Unicode form) exists; names are unique regardless."""
+
+    sqlstate = "PR141"
+
 
 class ModelMismatch(PgrecallError):
     """The tenant's embedding model is not the one this process runs (raised by the worker)."""
@@ -194,7 +206,11 @@ def register(cls: type[PgrecallError]) -> type[PgrecallError]:
     return cls
 
 
-for _cls in list(PgrecallError.__subclasses__()):
+def _all_subclasses(cls: type) -> list[type]:
+    return [c for sub in cls.__subclasses__() for c in (sub, *_all_subclasses(sub))]
+
+
+for _cls in _all_subclasses(PgrecallError):
     register(_cls)
 
 
