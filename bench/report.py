@@ -116,13 +116,14 @@ def markdown(report: dict) -> str:
             d = r["derived_corpus"]
             lines.append(
                 f"- {r['size']:,}: {d['base']:,} memories embedded by the model, {d['derived']:,} derived "
-                f"(bench/derive.py). Noise scale {d['noise_scale']:.3f}, calibrated on {d['calibration_sample']} "
-                f"derived texts: cosine to the source {d['cosine_to_source_model_mean']:.3f} with the model "
-                f"(p10-p90 {d['cosine_to_source_model_p10_p90'][0]:.2f}-{d['cosine_to_source_model_p10_p90'][1]:.2f}), "
-                f"{d['cosine_to_source_noise_mean']:.3f} with the noise "
-                f"({d['cosine_to_source_noise_p10_p90'][0]:.2f}-{d['cosine_to_source_noise_p10_p90'][1]:.2f}); "
-                f"nearest base memory is the source for {d['nearest_base_is_source_model']:.0%} (model) and "
-                f"{d['nearest_base_is_source_noise']:.0%} (noise). Derivation took {d.get('seconds', 0):.0f} s.")
+                f"(bench/derive.py), weight {d['weight']:.2f} fitted on {d['calibration_sample']} derived texts the "
+                f"model embedded: a derived vector has cosine {d['cosine_to_model']:.3f} to the model's embedding of "
+                f"its text; cosine to the source {d['cosine_to_source_derived']:.3f} (model "
+                f"{d['cosine_to_source_model']:.3f}); nearest base memory is the source for "
+                f"{d['nearest_base_is_source_derived']:.0%} (model {d['nearest_base_is_source_model']:.0%}); cosine of "
+                f"the nearest base memory {d['nearest_base_cosine_derived']:.3f} (model "
+                f"{d['nearest_base_cosine_model']:.3f}), mean of the ten nearest {d['ten_nearest_cosine_derived']:.3f} "
+                f"(model {d['ten_nearest_cosine_model']:.3f}). Derivation took {d.get('seconds', 0):.0f} s.")
 
     lines += ["", "## Erasing one data subject (0.1% of the rows)", ""]
     for r in sizes:
@@ -143,12 +144,15 @@ def markdown(report: dict) -> str:
             a = s.get(key)
             if not a:
                 continue
-            lines += [f"What {label} write per memory: {a['rows_per_memory']:.1f} rows, "
+            lines += [f"What {label} write per memory: {a['rows_per_memory']:.1f} rows (inserted, updated or "
+                      f"deleted), "
                       f"{a['bytes_per_memory']:,.0f} bytes on disk with indexes, {a['wal_bytes_per_memory']:,.0f} bytes of "
                       "WAL (the whole server's WAL over the phase; full-page images after a checkpoint included).", "",
-                      "| table | rows / memory | bytes / memory | what it is for |", "|---|---|---|---|"]
+                      "| table | inserted / updated / deleted per memory | bytes / memory | what it is for |",
+                      "|---|---|---|---|"]
             for t in a["tables"]:
-                lines.append(f"| {t['table']} | {t['rows_per_memory']:.2f} | {t['bytes_per_memory']:,.0f} "
+                lines.append(f"| {t['table']} | {t['inserted_per_memory']:.2f} / {t['updated_per_memory']:.2f} / "
+                             f"{t['deleted_per_memory']:.2f} | {t['bytes_per_memory']:,.0f} "
                              f"| {(t['purpose'] or '').replace('|', '/')} |")
             lines.append("")
         lines += [f"Worker: {w['worker_per_second']:.0f} texts/s end to end vs raw model "

@@ -6,7 +6,7 @@ runs under bench/results/archive/.
 
 What is cached (bench/cache/, git-ignored, keyed by the texts' hash so a changed corpus re-embeds):
 the model's embeddings of the base corpus (100k by default, ~7 min of both cores once), of the
-queries, and of the derivation's calibration sample. Corpora larger than ``--base`` are derived
+queries, and, for derived corpora, of the calibration sample and the replaced details. Corpora larger than ``--base`` are derived
 from the base (bench/derive.py says how and why), so the 1M size needs no more model time than
 100k; everything else (ingest, indexes, timings) is measured anew on every run.
 
@@ -86,11 +86,9 @@ def corpus_for(n: int, base: int, used: list) -> tuple[list[str], np.ndarray, di
         return texts, cached_embeddings("corpus", texts, used), None
     base_texts = corpus.memories(base)
     base_vectors = cached_embeddings("corpus", base_texts, used)
-    cal_sources, cal_texts = derive.calibration_texts(base_texts, n)
-    cal_vectors = cached_embeddings("calibration", cal_texts, used)
     log(f"deriving {n - base} memories from {base} embedded ones")
     started = time.perf_counter()
-    d = derive.extend(base_texts, base_vectors, n, (cal_sources, cal_vectors))
+    d = derive.extend(base_texts, base_vectors, n, lambda kind, texts: cached_embeddings(kind, texts, used))
     d.report["seconds"] = time.perf_counter() - started
     return d.texts, d.vectors, d.report
 
@@ -594,7 +592,7 @@ def relation_sizes(admin: str, tenant: str, table: str) -> dict:
             "bare_table": {"table": table, "bytes": bare[0], "heap_bytes": bare[1], "rows": bare[2]}}
 
 
-def capture_plans(admin: str, tenant: str, text: str, vec) -> dict:
+def capture_plans(admin: str, tenant: str, text: str, vec, principal: str = "agent", modes=MODES) -> dict:
     """The nested statements' plans of one recall per mode, from auto_explain in the server log."""
     from pgrecall import server
 
@@ -606,13 +604,14 @@ def capture_plans(admin: str, tenant: str, text: str, vec) -> dict:
                                ("log_buffers", "on"), ("log_timing", "on")):
             conn.execute(f"set auto_explain.{setting} = {value}")
         conn.execute(f"set role pgrecall_{tenant}_app")
-        for mode in MODES:
+        for mode in modes:
             start = log_file.stat().st_size
-            conn.execute(f"select count(*) from {tenant}.recall('agent', %s, %s, 'converse', %s, %s, 10, "
-                         f"p_query_model => '{MODEL}')", (SCOPES, text, vec.tolist() if mode != "lexical" else None, mode))
+            conn.execute(f"select count(*) from {tenant}.recall(%s, %s, %s, 'converse', %s, %s, 10, "
+                         f"p_query_model => '{MODEL}')",
+                         (principal, SCOPES, text, vec.tolist() if mode != "lexical" else None, mode))
             with open(log_file, encoding="utf-8", errors="replace") as fh:
                 fh.seek(start)
-                plans[mode] = fh.read()[-400000:]
+                plans[mode if principal == "agent" else f"{mode} as {principal}"] = fh.read()[-400000:]
         conn.execute("reset role")
     return plans
 
@@ -622,20 +621,24 @@ def capture_plans(admin: str, tenant: str, text: str, vec) -> dict:
 def _tenant_counters(conn, tenant: str) -> dict:
     conn.execute("select pg_stat_clear_snapshot()")
     rows = conn.execute(
-        "select c.relname, coalesce(s.n_tup_ins, 0), "
+        "select c.relname, coalesce(s.n_tup_ins, 0), coalesce(s.n_tup_upd, 0), coalesce(s.n_tup_del, 0), "
         "       case when c.relkind = 'p' then (select coalesce(sum(pg_total_relation_size(i.relid)), 0) "
         "                                         from pg_partition_tree(c.oid) i) "
         "            else pg_total_relation_size(c.oid) end "
         "from pg_class c left join pg_stat_user_tables s on s.relid = c.oid "
         "where c.relnamespace = %s::regnamespace and c.relkind in ('r', 'p') and not c.relispartition",
         (tenant,)).fetchall()
-    parts = dict(conn.execute(
-        "select p.relname, sum(coalesce(s.n_tup_ins, 0)) from pg_class p join pg_inherits i on i.inhparent = p.oid "
-        "join pg_stat_user_tables s on s.relid = i.inhrelid where p.relnamespace = %s::regnamespace group by 1",
-        (tenant,)).fetchall())
+    parts = {r[0]: r[1:] for r in conn.execute(
+        "select p.relname, sum(s.n_tup_ins), sum(s.n_tup_upd), sum(s.n_tup_del) from pg_class p "
+        "join pg_inherits i on i.inhparent = p.oid join pg_stat_user_tables s on s.relid = i.inhrelid "
+        "where p.relnamespace = %s::regnamespace group by 1", (tenant,)).fetchall()}
     wal = conn.execute("select pg_current_wal_insert_lsn()").fetchone()[0]
-    return {"tables": {r[0]: {"rows": int(r[1]) + int(parts.get(r[0], 0)), "bytes": int(r[2])} for r in rows},
-            "wal": wal}
+    tables = {}
+    for name, ins, upd, dele, size in rows:
+        extra = parts.get(name, (0, 0, 0))
+        tables[name] = {"inserted": int(ins) + int(extra[0]), "updated": int(upd) + int(extra[1]),
+                        "deleted": int(dele) + int(extra[2]), "bytes": int(size)}
+    return {"tables": tables, "wal": wal}
 
 
 def _amplification(admin: str, tenant: str, before: dict, after: dict, memories: int) -> dict:
@@ -645,10 +648,12 @@ def _amplification(admin: str, tenant: str, before: dict, after: dict, memories:
                                      "where relnamespace = %s::regnamespace", (tenant,)).fetchall())
     tables = []
     for name, a in after["tables"].items():
-        b = before["tables"].get(name, {"rows": 0, "bytes": 0})
-        if a["rows"] - b["rows"] or a["bytes"] - b["bytes"]:
-            tables.append({"table": name, "rows_per_memory": (a["rows"] - b["rows"]) / memories,
-                           "bytes_per_memory": (a["bytes"] - b["bytes"]) / memories, "purpose": purposes.get(name)})
+        b = before["tables"].get(name, dict.fromkeys(a, 0))
+        delta = {k: (a[k] - b[k]) / memories for k in ("inserted", "updated", "deleted", "bytes")}
+        if any(delta.values()):
+            tables.append({"table": name, **{f"{k}_per_memory": v for k, v in delta.items()},
+                           "rows_per_memory": delta["inserted"] + delta["updated"] + delta["deleted"],
+                           "purpose": purposes.get(name)})
     tables.sort(key=lambda t: -t["bytes_per_memory"])
     return {"memories": memories, "tables": tables,
             "rows_per_memory": sum(t["rows_per_memory"] for t in tables),
@@ -824,6 +829,8 @@ def run_size(admin: str, n: int, n_queries: int, base: int, sweep_queries: int, 
     memory.phase = f"{n}: per principal"
     result["per_principal"] = per_principal(admin, app, tenant, base_table["table"], assignment, qtexts, qvecs,
                                             vectors, text_of_memory, ef)
+    for principal in ("u00", "narrow"):
+        result["plans"].update(capture_plans(admin, tenant, qtexts[0], qvecs[0], principal, modes=("hybrid",)))
     result["loadavg_end"] = os.getloadavg()
     result["wall_seconds"] = time.perf_counter() - wall
     lat = result["recall"]["hybrid"]
