@@ -42,6 +42,10 @@ def write_plots(out: Path = RESULTS) -> list[Path]:
     sizes = list(runs)
     written = []
 
+    def label(n: int) -> str:
+        derived = runs[n][1].get("derived_corpus")
+        return f"{n:,}" + (f" (derived from {derived['base']:,})" if derived else "")
+
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
     for mode in MODES:
         for stat, style in (("p50_ms", "-"), ("p95_ms", "--")):
@@ -57,7 +61,7 @@ def write_plots(out: Path = RESULTS) -> list[Path]:
     ax.set_title("Recall latency by corpus size")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
-    ax.annotate("runs: " + ", ".join(f"{n:,} {runs[n][0][:10]}" for n in sizes), (0.01, 0.01),
+    ax.annotate("runs: " + ", ".join(f"{label(n)} {runs[n][0][:16]}" for n in sizes), (0.01, 0.01),
                 xycoords="figure fraction", fontsize=6)
     fig.tight_layout()
     written.append(out / "latest-latency.png")
@@ -70,7 +74,7 @@ def write_plots(out: Path = RESULTS) -> list[Path]:
         if not acc:
             continue
         sweep = [s for s in acc["sweep"] if s["recall_at_10"] is not None]
-        ax.plot([s["p50_ms"] for s in sweep], [s["recall_at_10"] for s in sweep], marker="o", label=f"{n:,} memories")
+        ax.plot([s["p50_ms"] for s in sweep], [s["recall_at_10"] for s in sweep], marker="o", label=f"{label(n)} memories")
         for s in sweep:
             bold = s["ef_search"] == acc["tenant_ef_search"]
             ax.annotate(str(s["ef_search"]), (s["p50_ms"], s["recall_at_10"]), fontsize=7, xytext=(3, -9),
