@@ -56,8 +56,10 @@ def markdown(report: dict) -> str:
 
     lines += ["", "## Many principals", "",
               "Every memory's audience is one of 50 users (`id mod 50`); 200 of them, spread over the corpus, "
-              "belong instead to a narrow principal. Each user recalls only their own (the queries cycle over "
-              "the users); the narrow principal asks all of them. The bare statement is the baseline's, with "
+              "belong instead to a narrow principal. Each user recalls only their own ("
+              + (f"{sizes[0]['per_principal']['users']['pgrecall_hybrid']['queries']} queries cycling over the users"
+                 if sizes and sizes[0].get("per_principal") else "the queries cycle over the users")
+              + "); the narrow principal asks the same queries. The bare statement is the baseline's, with "
               "`user_id = $1` in both arms (a btree on user_id, pgvector's iterative scan on). Dense recall@10: "
               "each side's dense top 10 against the exact top 10 of what that principal may see.", "",
               "| size | principal | visible | dense path | pgrecall hybrid p50 / p95 ms | bare filtered p50 / p95 ms "

@@ -550,7 +550,8 @@ def per_principal(admin: str, app: str, tenant: str, table: str, assignment: dic
     reassign_seconds = time.perf_counter() - started
 
     live = live_memories(admin, tenant)
-    owner = np.array([names.index(a) if a in names else -1 for a in live["audience"]], dtype=np.int64)
+    number = {name: u for u, name in enumerate(names)}
+    owner = np.array([number.get(a, -1) for a in live["audience"]], dtype=np.int64)
     visible = {u: live["ids"][(owner == u) & live["converse"]] for u in range(len(names))}
     users = [k % USERS for k in range(len(qtexts))]
     out = {"users": USERS, "reassign_seconds": reassign_seconds,
