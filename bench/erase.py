@@ -3,7 +3,8 @@
 The corpus is the recall benchmark's, ingested the same way (append_observations + remember_many,
 1,000 data subjects, so one subject is 0.1% of the rows), with term statistics refreshed. The
 embedding queues are emptied before timing, as if the worker had caught up (the vectors themselves
-do not change what erasure deletes). Results: bench/results/erase-*.json and .md.
+do not change what erasure deletes). Results: bench/results/latest-erase.md, the runs in
+bench/results/archive/.
 
     python -m bench.erase                    # 1,000,000 memories (ingest takes a while)
     python -m bench.erase --size 100000
@@ -58,7 +59,7 @@ def main(argv=None) -> int:
         server.start()
         app = install_tenant(admin, tenant)
         log(f"ingesting {args.size} memories")
-        report["ingest"] = ingest(app, tenant, corpus.memories(args.size))
+        report["ingest"], _ = ingest(app, tenant, corpus.memories(args.size))
         log(f"ingest: {report['ingest']['per_second']:.0f} memories/s")
         with psycopg.connect(app, autocommit=True) as conn:
             conn.execute(f"select * from {tenant}.refresh_term_stats()")
@@ -91,16 +92,16 @@ def main(argv=None) -> int:
         if args.explain:
             with open(server.pgdata() / "log", encoding="utf-8", errors="replace") as fh:
                 fh.seek(log_start)
-                Path(args.out).mkdir(parents=True, exist_ok=True)
-                (Path(args.out) / f"erase-plans-{args.size}.txt").write_text(fh.read())
+                (Path(args.out) / "archive").mkdir(parents=True, exist_ok=True)
+                (Path(args.out) / "archive" / f"erase-plans-{args.size}.txt").write_text(fh.read())
         report["median_seconds"] = statistics.median(r["seconds"] for r in runs)
     finally:
         server.stop()
         shutil.rmtree(home, ignore_errors=True)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    (out / "archive").mkdir(parents=True, exist_ok=True)
     stamp = report["started"].replace(":", "").replace("-", "")[:15]
-    (out / f"erase-{stamp}.json").write_text(json.dumps(report, indent=2))
+    (out / "archive" / f"erase-{stamp}.json").write_text(json.dumps(report, indent=2))
     lines = [f"# pgrecall erasure benchmark ({report['started']})", "",
              f"Machine: {report['machine']}. Command: `{report['command']}`.", "",
              f"- corpus: {args.size:,} memories ({report['rows']}), ingest {report['ingest']['per_second']:.0f} memories/s",
@@ -109,7 +110,8 @@ def main(argv=None) -> int:
              "", f"Target: one subject among {args.size:,} in <= 1 s: median {report['median_seconds'] * 1000:.0f} ms, "
              f"{'met' if report['median_seconds'] <= 1 else 'NOT met'}."]
     md = "\n".join(lines) + "\n"
-    (out / f"erase-{stamp}.md").write_text(md)
+    (out / "archive" / f"erase-{stamp}.md").write_text(md)
+    (out / "latest-erase.md").write_text(md)
     print(md)
     return 0
 
