@@ -28,7 +28,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from . import corpus
-from .run import HERE, SUBJECTS, ingest, install_tenant, log
+from .run import HERE, SUBJECTS, ingest, install_tenant, log, role_uri
 
 
 def main(argv=None) -> int:
@@ -61,7 +61,7 @@ def main(argv=None) -> int:
         log(f"ingesting {args.size} memories")
         report["ingest"], _ = ingest(app, tenant, corpus.memories(args.size))
         log(f"ingest: {report['ingest']['per_second']:.0f} memories/s")
-        with psycopg.connect(app, autocommit=True) as conn:
+        with psycopg.connect(role_uri(tenant, "worker"), autocommit=True) as conn:
             conn.execute(f"select * from {tenant}.refresh_term_stats()")
         with psycopg.connect(admin, autocommit=True) as conn:
             for table in ("embedding_job", "passage_embedding_job"):
@@ -71,18 +71,18 @@ def main(argv=None) -> int:
             report["rows"] = {t: conn.execute(f"select count(*) from {tenant}.{t}").fetchone()[0]
                               for t in ("observation", "memory", "memory_link", "projection_dependency")}
         runs = []
-        with psycopg.connect(admin if args.explain else app, autocommit=True) as conn:
+        with psycopg.connect(admin if args.explain else role_uri(tenant, "admin"), autocommit=True) as conn:
             if args.explain:
                 conn.execute("load 'auto_explain'")
                 for setting, value in (("log_min_duration", "100"), ("log_nested_statements", "on"),
                                        ("log_analyze", "on"), ("log_buffers", "on")):
                     conn.execute(f"set auto_explain.{setting} = {value}")
-                conn.execute(f"set role pgrecall_{tenant}_app")
+                conn.execute(f"set role pgrecall_{tenant}_admin")
                 log_start = (server.pgdata() / "log").stat().st_size
             for k in range(args.subjects):
                 subject = f"subject-{(k * 397 + 11) % SUBJECTS}"
                 started = time.perf_counter()
-                row = conn.execute(f"select observations_erased, rows_erased, residual from {tenant}.erase(%s, 'bench')",
+                row = conn.execute(f"select observations_erased, rows_erased, residual from {tenant}.erase('bench', %s, 'bench')",
                                    (Jsonb({"data_subject": subject}),)).fetchone()
                 seconds = time.perf_counter() - started
                 runs.append({"subject": subject, "seconds": seconds, "observations": row[0], "rows_erased": row[1],

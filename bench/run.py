@@ -183,7 +183,14 @@ def install_tenant(admin: str, tenant: str) -> str:
         if installed and conn.execute("select 1 from pgrecall.tenant where name = %s", (tenant,)).fetchone():
             conn.execute("select pgrecall.drop_tenant(%s)", (tenant,))
         install.install(conn, [tenant])
-    return server.status().uri(user=f"pgrecall_{tenant}_app")
+    return role_uri(tenant, "app")
+
+
+def role_uri(tenant: str, role: str) -> str:
+    """The URI of one of the tenant's login roles (app, worker, admin): each duty logs in as its own."""
+    from pgrecall import server
+
+    return server.status().uri(user=f"pgrecall_{tenant}_{role}")
 
 
 def _setup(conn, tenant: str) -> None:
@@ -441,8 +448,10 @@ def recall_latency(app: str, tenant: str, qtexts: list[str], qvecs: np.ndarray, 
             return conn.execute(sql, (principal, SCOPES, text, vec if mode != "lexical" else None, mode)).fetchall()
         out[mode] = time_queries(app, call, items)
         with psycopg.connect(app, autocommit=True) as conn:
-            call(conn, items[0])
-            m = conn.execute(f"select {tenant}.last_recall()").fetchone()[0]
+            principal, text, vec = items[0]
+            m = conn.execute(f"select meta from {tenant}.recall_answer(%s, %s, %s, 'converse', %b, %s, 10, "
+                             f"p_query_model => '{MODEL}')",
+                             (principal, SCOPES, text, vec if mode != "lexical" else None, mode)).fetchone()[0]
             meta[mode] = {k: m.get(k) for k in ("dense_method", "term_stats", "dense_available")}
     out["_sample_meta"] = meta
     return out
@@ -740,7 +749,7 @@ def worker_throughput(admin: str, sample: int = 2000) -> dict:
         for start in range(0, len(batch), 64):
             embedder.embed(batch[start:start + 64], batch_size=64)
     raw = time.perf_counter() - started
-    worker = Worker("benchworker", conninfo=app, batch_size=64)
+    worker = Worker("benchworker", conninfo=role_uri("benchworker", "worker"), batch_size=64)
     started = time.perf_counter()
     stats = worker.drain(refresh_stats=False)
     end_to_end = time.perf_counter() - started
@@ -785,7 +794,7 @@ def run_size(admin: str, n: int, n_queries: int, base: int, sweep_queries: int, 
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f"drop index {tenant}.memory_embedding_hnsw")
     memory.phase = f"{n}: store embeddings"
-    emb = store_embeddings(app, tenant, text_of_memory, vectors)
+    emb = store_embeddings(role_uri(tenant, "worker"), tenant, text_of_memory, vectors)
     if bulk:
         memory.phase = f"{n}: HNSW build"
         with psycopg.connect(admin, autocommit=True) as conn:
@@ -796,7 +805,7 @@ def run_size(admin: str, n: int, n_queries: int, base: int, sweep_queries: int, 
     result["embedding_store"] = emb
     log(f"size {n}: {emb['per_second']:.0f} embeddings/s stored; refreshing statistics")
     memory.phase = f"{n}: statistics and vacuum"
-    with psycopg.connect(app, autocommit=True) as conn:
+    with psycopg.connect(role_uri(tenant, "worker"), autocommit=True) as conn:
         started = time.perf_counter()
         conn.execute(f"select * from {tenant}.refresh_term_stats()")
         result["term_stats_refresh_seconds"] = time.perf_counter() - started
@@ -835,10 +844,10 @@ def run_size(admin: str, n: int, n_queries: int, base: int, sweep_queries: int, 
     result["plans"] = capture_plans(admin, tenant, qtexts[0], qvecs[0])
 
     log(f"size {n}: erase one data subject")
-    with psycopg.connect(app, autocommit=True) as conn:
+    with psycopg.connect(role_uri(tenant, "admin"), autocommit=True) as conn:
         started = time.perf_counter()
         receipt = conn.execute(f"select observations_erased, rows_erased, residual "
-                               f"from {tenant}.erase(%s, 'bench')",
+                               f"from {tenant}.erase('bench', %s, 'bench')",
                                (json.dumps({"data_subject": f"subject-{ERASED_SUBJECT}"}),)).fetchone()
         result["erase_one_subject"] = {
             "seconds": time.perf_counter() - started, "observations": receipt[0], "rows_erased": receipt[1],

@@ -173,7 +173,7 @@ def test_bench_ingest_stores_each_memory_with_its_own_texts_vector(db, conninfo,
     vectors = unit(np.random.default_rng(13).standard_normal((len(texts), 384)))
     report, memory_of_text = ingest(app, "benchmap", texts, batch=7)
     assert memory_of_text[23] == -1 and report["created"] == len(texts) - 1
-    stored = store_embeddings(app, "benchmap", text_of_memory_index(memory_of_text), vectors, batch=5)
+    stored = store_embeddings(conninfo.dsn(user="pgrecall_benchmap_worker"), "benchmap", text_of_memory_index(memory_of_text), vectors, batch=5)
     assert stored["stored"] == len(texts) - 1
     rows = db.execute("select m.id, m.body, e.embedding::text from benchmap.memory m "
                       "join benchmap.memory_embedding e on e.memory_id = m.id").fetchall()

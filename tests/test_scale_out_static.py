@@ -148,19 +148,19 @@ def test_recall_and_the_other_reads_run_in_a_read_only_transaction(acme, conninf
     kept = acme.remember("Ana lives in Porto", evidence=[said], purposes=["converse"])
     acme.remember("Ana swims in the sea", evidence=[said], purposes=["converse"])
     vectors = np.random.default_rng(1).standard_normal((2, 384))
-    with conninfo.connect(user="pgrecall_acme_app") as app:
-        jobs = app.execute("select memory_id, generation, model, input_version "
-                           "from acme.claim_embedding_jobs('t', 10) order by memory_id").fetchall()
-        app.execute("select acme.complete_embedding_jobs('t', %s, %s, %s, %s, %s)",
+    with conninfo.connect(user="pgrecall_acme_worker") as worker:
+        jobs = worker.execute("select memory_id, generation, model, input_version "
+                              "from acme.claim_embedding_jobs('t', 10) order by memory_id").fetchall()
+        worker.execute("select acme.complete_embedding_jobs('t', %s, %s, %s, %s, %s)",
                     ([j[0] for j in jobs], [j[1] for j in jobs],
                      ["[" + ",".join(map(str, v)) + "]" for v in vectors], jobs[0][2], jobs[0][3]))
     with psycopg.connect(conninfo.dsn(user="pgrecall_acme_app")) as conn:
         conn.read_only = True
         with conn.transaction():
-            hybrid = conn.execute("select memory_id from acme.recall('bot', array['default'], 'where does Ana live', "
-                                  "'converse', %s, 'hybrid', 5, p_query_model => 'all-MiniLM-L6-v2')",
-                                  (vectors[0].tolist(),)).fetchall()
-            meta = conn.execute("select acme.last_recall()").fetchone()[0]
+            hybrid, meta = conn.execute(
+                "select items, meta from acme.recall_answer('bot', array['default'], 'where does Ana live', "
+                "'converse', %s, 'hybrid', 5, p_query_model => 'all-MiniLM-L6-v2')",
+                (vectors[0].tolist(),)).fetchone()
             lexical = conn.execute("select memory_id from acme.recall('bot', array['default'], 'Porto')").fetchall()
             read = conn.execute("select * from acme.read('bot', array['default'], %s, 'converse')",
                                 (kept.memory_id,)).fetchall()
