@@ -77,11 +77,17 @@ def test_standard_strings_off_installs_the_catalog_that_on_does(db, conninfo, ma
         off.execute("select pgrecall.create_tenant('viasql')")  # the SQL path, no installer around it
     for tenant in ("viapython", "viasql"):
         assert snapshot(db, tenant) == snapshot(db, "reference"), tenant
-        executable = db.execute(
-            "select count(*) filter (where has_function_privilege(%s, p.oid, 'EXECUTE')), count(*) "
-            "from pg_proc p where p.pronamespace = %s::regnamespace and left(p.proname, 1) <> '_'",
-            (f"pgrecall_{tenant}_app", tenant)).fetchone()
-        assert executable[0] == executable[1] > 50, tenant
+        for duty in ("app", "worker", "admin"):  # each login role executes exactly its duty's functions
+            wrong = db.execute(
+                "select p.proname from pg_proc p left join pgrecall.function_duty d on d.function_name = p.proname "
+                "where p.pronamespace = %s::regnamespace and has_function_privilege(%s, p.oid, 'EXECUTE') "
+                "is distinct from coalesce(%s = any (d.duties), false)",
+                (tenant, f"pgrecall_{tenant}_{duty}", duty)).fetchall()
+            assert wrong == [], (tenant, duty)
+        app_can = db.execute("select count(*) from pg_proc p where p.pronamespace = %s::regnamespace "
+                             "and has_function_privilege(%s, p.oid, 'EXECUTE')",
+                             (tenant, f"pgrecall_{tenant}_app")).fetchone()[0]
+        assert app_can > 40, tenant
 
 
 def test_tenant_upgrade_with_standard_strings_off_runs_nothing_a_name_smuggles(db, conninfo, standard_strings):
