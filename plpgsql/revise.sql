@@ -126,11 +126,19 @@ begin
         perform _link_about(v_id, v_old.scope, p_about, v_observations);
     else
         -- The subjects are carried over from the old memory, so they derive
-        -- from its observations as well as from the new evidence.
+        -- from the observations its about-links came from (which, after a
+        -- chain of supersessions, reach back to the words that first named
+        -- them) as well as from the new evidence.
         perform _link_about(v_id, v_old.scope,
                             array(select en.name from memory_link l join entity en on en.id = l.target_entity_id
                                    where l.memory_id = v_old.id and l.link_type = 'about'),
-                            array(select distinct x from unnest(v_observations || _memory_observations(array[v_old.id])) x));
+                            array(select distinct x from unnest(v_observations || _memory_observations(array[v_old.id])
+                                                                || array(select d.observation_id
+                                                                           from memory_link l
+                                                                           join projection_dependency d
+                                                                             on d.kind = 'memory_link' and d.row_key = l.id::text
+                                                                          where l.memory_id = v_old.id
+                                                                            and l.link_type = 'about')) x));
     end if;
 
     update memory m

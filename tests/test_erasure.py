@@ -306,3 +306,16 @@ def test_erasing_a_peer_after_a_merge_leaves_no_entity_and_takes_their_private_f
     # ben's words survive, but the fact only ana could see goes with her
     assert db.execute("select count(*) from acme.fact").fetchone()[0] == 0
     assert db.execute("select count(*) from acme.observation where body = 'Ben likes tea'").fetchone()[0] == 1
+
+
+def test_a_name_carried_through_two_supersessions_goes_with_the_words_that_said_it(acme, db):
+    named = said(acme, "I am zqcarried", "s-named")
+    other = said(acme, "things changed", "s-other")
+    first = acme.remember("zqcarried is a fact", evidence=[named], purposes=["converse"], about=["zqcarried"]).memory_id
+    second = acme.supersede(first, "the fact changed", revision=1, evidence=[other])
+    third = acme.supersede(second, "the fact changed again", revision=1, evidence=[other])
+    receipt = acme.erase({"data_subject": "s-named"}, reason="asked")
+    assert set(receipt["residual"].values()) == {0}, receipt
+    # the entity's name came from the erased words, however many supersessions carried it along
+    assert rows_mentioning(db, "zqcarried") == {}
+    assert acme.read(third, purpose="converse").provenance["about"] == []
