@@ -100,3 +100,24 @@ def test_supersede_racing_a_correction_writes_nothing_for_the_loser(acme, connin
     assert isinstance(outcome.get("second_error"), errors.RevisionConflict)
     assert db.execute("select count(*) from acme.memory").fetchone()[0] == memories_before
     assert db.execute("select superseded_by from acme.memory where id = %s", (memory_id,)).fetchone()[0] is None
+
+
+def test_an_erasure_waits_for_a_correction_citing_the_erased_words_and_undoes_it(acme, db, conninfo, memory_id):
+    fix = acme.append("I live in Lisbon, in Alfama", role="user", actor="ana", data_subject_id="s-fix")
+    outcome = _race(conninfo,
+                    lambda m: m.correct(memory_id, "Ana lives in Alfama, Lisbon", revision=1, evidence=[fix]),
+                    lambda m: m.erase({"data_subject": "s-fix"}, reason="asked"))
+    assert "second_error" not in outcome, outcome
+    assert set(outcome["second"]["residual"].values()) == {0}
+    assert outcome["second"]["rows_erased"]["memories_reverted"] == 1
+    assert acme.read(memory_id, purpose="converse").body == "Ana lives in Lisbon"
+
+
+def test_a_correction_citing_words_being_erased_waits_and_finds_them_gone(acme, db, conninfo, memory_id):
+    fix = acme.append("I live in Lisbon, in Alfama", role="user", actor="ana", data_subject_id="s-fix")
+    outcome = _race(conninfo,
+                    lambda m: m.erase({"data_subject": "s-fix"}, reason="asked"),
+                    lambda m: m.correct(memory_id, "Ana lives in Alfama, Lisbon", revision=1, evidence=[fix]))
+    assert isinstance(outcome.get("second_error"), errors.ObservationNotFound), outcome
+    rec = acme.read(memory_id, purpose="converse")
+    assert (rec.body, rec.revision) == ("Ana lives in Lisbon", 1)
