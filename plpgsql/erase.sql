@@ -38,13 +38,15 @@
 --    of that evidence. The history of that earlier text stays; the kept texts
 --    of the undone revisions, and the evidence and links of the undone
 --    corrections, go. The observations those later corrections cited stay in
---    the log and can be cited again. When no earlier text survives, the
---    memory goes (by construction that is when its own evidence is erased
---    too, which deletes it by the first rule). A superseded or forgotten
---    memory returns to its earlier text all the same; a live one is
---    re-queued for embedding and its terms move in the statistics. What was
---    derived from the corrected text, or built on it, was registered against
---    the correction's evidence and goes by the first rule.
+--    the log and can be cited again. If the memory's own evidence is erased
+--    too, the first rule deletes it; should its earlier text be missing for
+--    any other reason, it goes as well (the registry never separates the two:
+--    the kept text is registered with the correction that replaced it). A
+--    superseded or forgotten memory returns to its earlier text all the same;
+--    a live one is re-queued for embedding and its terms move in the
+--    statistics. What was derived from the corrected text, or built on it,
+--    was registered against the correction's evidence and goes by the first
+--    rule.
 
 -- How a registry key (text) finds its row: a key that is one bigint column is
 -- compared as a bigint, so the column's index serves the lookup; any other key

@@ -1,6 +1,7 @@
 -- The session-start bundle: what an agent starts a conversation with before
 -- it recalls anything (recent memories, pinned procedural notes, the entities
--- most written about), all through the same eligibility rule.
+-- most written about), all through the same eligibility rule, each memory
+-- with its provenance as read and recall give it.
 
 create or replace function __tenant__.session_bundle(
     p_principal  text,
