@@ -202,9 +202,21 @@ begin
     select c.term, c.change, c.witness from unnest(v_terms, v_change, v_witness) c(term, change, witness)
      where c.change > 0
     on conflict (term) do update set df = t.df + excluded.df;
+    -- A term whose snapshot count came only from the old texts goes at once,
+    -- unproven: a memory written since the snapshot may still use it, but
+    -- then it counts once, as any term missing from the snapshot does, and
+    -- its own count would have been no higher. A proof would cost a probe per
+    -- term, which the planner makes a whole-table read for each term nothing
+    -- uses: an erasure that took 2,000 such words away from 10k memories took
+    -- 20 s with the probes, 1 s without.
+    delete from term_stat t
+     using unnest(v_terms, v_change) c(term, change)
+     where c.change < 0 and t.term = c.term and t.df <= -c.change;
     update term_stat t set df = t.df + c.change
       from unnest(v_terms, v_change) c(term, change)
      where c.change < 0 and t.term = c.term and t.df > -c.change;
+    -- The others were counted in other memories too; they stay while one of
+    -- those (or any live memory) still uses them.
     v_terms := array(select c.term from unnest(v_terms, v_change) c(term, change) where c.change < 0);
     perform _drop_unused_terms(v_terms, p_leaving);
     return v_terms;

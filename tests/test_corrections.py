@@ -285,3 +285,16 @@ def test_a_term_that_only_the_undone_text_and_a_deleted_memory_used_leaves_the_s
     assert clean(receipt), receipt
     assert db.execute("select count(*) from acme.term_stat where term = 'zqshared'").fetchone()[0] == 0
     assert acme.read(mine, purpose="converse").body == "Ben is zqown"
+
+
+def test_a_term_counted_for_a_memory_forgotten_since_the_snapshot_leaves_with_the_undone_text(acme, db):
+    mine = told(acme, "Ana likes tea", [subject_said(acme, "I like tea", "s-1")])
+    fix = subject_said(acme, "Green zqmatcha tea", "s-fix")
+    acme.correct(mine, "Ana likes zqmatcha tea", revision=1, evidence=[fix])
+    other = told(acme, "Ben tried zqmatcha once", [subject_said(acme, "I tried zqmatcha", "s-2", actor="ben")],
+                 about=["Ben"])
+    db.execute("select * from acme.refresh_term_stats()")
+    acme.forget(other, reason="asked")   # the statistics still count it
+    receipt = acme.erase({"data_subject": "s-fix"}, reason="asked")
+    assert clean(receipt), receipt
+    assert db.execute("select count(*) from acme.term_stat where term = 'zqmatcha'").fetchone()[0] == 0
