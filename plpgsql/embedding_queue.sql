@@ -170,9 +170,13 @@ begin
                 embedding = excluded.embedding, embedded_at = now()
         returning me.memory_id
     ), registered as (
+        -- a vector of the text: from what the text came from, corrections' evidence included
         insert into projection_dependency (kind, row_key, observation_id)
         select 'memory_embedding', d.row_key, d.observation_id
           from stored st join projection_dependency d on d.kind = 'memory' and d.row_key = st.memory_id::text
+        union
+        select 'memory_embedding', st.memory_id::text, c.observation_id
+          from stored st join memory_correction_evidence c on c.memory_id = st.memory_id
         on conflict do nothing
     ), done as (
         delete from embedding_job j using stored st where j.memory_id = st.memory_id
