@@ -250,7 +250,6 @@ def capture_plans(admin: str, tenant: str, text: str, vec) -> dict:
     """The nested statements' plans of one recall per mode, from auto_explain in the server log."""
     from pgrecall import server
 
-    log_file = server.pgdata() / "log"
     plans = {}
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute("load 'auto_explain'")
@@ -259,6 +258,7 @@ def capture_plans(admin: str, tenant: str, text: str, vec) -> dict:
             conn.execute(f"set auto_explain.{setting} = {value}")
         conn.execute(f"set role pgrecall_{tenant}_app")
         for mode in MODES:
+            log_file = server.current_log_file()  # the server's log rotates by size
             start = log_file.stat().st_size
             conn.execute(f"select count(*) from {tenant}.recall('agent', %s, %s, 'converse', %s, %s, 10, "
                          f"p_query_model => 'all-MiniLM-L6-v2')", (SCOPES, text, vec.tolist() if mode != "lexical" else None, mode))
