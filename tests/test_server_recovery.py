@@ -161,6 +161,7 @@ def test_one_start_after_kill_9_under_four_writers_keeps_every_acknowledged_writ
     for t in writers:
         t.join(timeout=60)
     assert not any(t.is_alive() for t in writers)
+    assert cli(home, "server", "status", check=False).returncode == 3  # dead, whatever its pid file says
 
     started = cli(home, "server", "start", check=False)  # ONE start
     assert started.returncode == 0, started.stderr
@@ -205,6 +206,21 @@ def test_one_start_when_the_pid_file_names_a_live_process_that_is_not_the_server
     finally:
         impostor.kill()
         impostor.wait()
+
+
+def test_one_start_when_a_child_of_the_dead_server_still_holds_its_shared_memory(home):
+    cli(home, "server", "start")
+    children = [p for p in cluster_processes(home) if p.pid != postmaster_pid(home)]
+    stuck = next(p for p in children if "checkpointer" in " ".join(p.cmdline()))
+    stuck.suspend()  # stopped, it cannot notice that its postmaster died: it stays attached
+    kill_postmaster(home)
+    time.sleep(1)
+    assert stuck.is_running() and stuck.status() == psutil.STATUS_STOPPED
+    started = cli(home, "server", "start", check=False)
+    assert started.returncode == 0, started.stderr
+    assert not stuck.is_running() or stuck.status() == psutil.STATUS_ZOMBIE
+    with psycopg.connect(superuser_uri(home)) as conn:
+        assert conn.execute("select 1").fetchone() == (1,)
 
 
 def current_log_file(home: Path) -> Path:
