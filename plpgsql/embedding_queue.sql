@@ -116,9 +116,12 @@ begin
     v_holders := _lease_holders();
     return query
     with ready as (
-        -- free, expired, or held by a session that has ended (plpgsql/leases.sql)
+        -- free, expired, or held by a session that has ended (plpgsql/leases.sql);
+        -- spelled out, not a helper: a function call per leased row tripled the
+        -- time of a claim past 2000 leased jobs (2.7 -> 7-10 ms)
         select j.memory_id from embedding_job j
-         where _lease_over(j.lease_until, j.lease_session, v_holders)
+         where j.lease_until is null or j.lease_until < clock_timestamp()
+            or (v_holders is not null and j.lease_session is not null and not (j.lease_session = any (v_holders)))
          order by j.enqueued_at, j.memory_id
          limit p_limit
          for update skip locked

@@ -1,7 +1,12 @@
 -- Leases of the three queues (embedding_job, passage_embedding_job, work_task)
 -- end at lease_until or, sooner, when the database session that took them
 -- ends: a worker that is killed keeps nothing for long (design section 5: a
--- crashed worker's tasks return).
+-- crashed worker's tasks return). Each claim function takes
+-- v_session := _lease_session() and v_holders := _lease_holders(), records
+-- v_session on the rows it leases, and treats a row as claimable when
+--     lease_until is null or lease_until < clock_timestamp()
+--     or (v_holders is not null and lease_session is not null
+--         and not (lease_session = any (v_holders)))
 --
 -- How a claim knows that a session is gone: a claiming session holds a
 -- session-level advisory lock (class 'pgrl', a random key of its own), taken
@@ -71,17 +76,3 @@ as $$
 $$;
 comment on function __tenant__._lease_holders() is
     'Internal: the lease keys of the sessions that hold queue leases now; NULL if leases end only at lease_until.';
-
--- Whether a lease is over: never taken or given back, expired, or its session ended.
-create or replace function __tenant__._lease_over(p_lease_until timestamptz, p_lease_session integer,
-                                                 p_holders integer[])
-returns boolean
-language sql
-security definer
-set search_path = pg_catalog, __tenant__, __ext__, pg_temp
-as $$
-    select p_lease_until is null or p_lease_until < clock_timestamp()
-        or (p_holders is not null and p_lease_session is not null and not (p_lease_session = any (p_holders)))
-$$;
-comment on function __tenant__._lease_over(timestamptz, integer, integer[]) is
-    'Internal: true if a queue lease is free, expired, or held by a session that has ended (see _lease_session()).';

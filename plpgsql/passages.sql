@@ -278,7 +278,8 @@ begin
     with ready as (
         -- free, expired, or held by a session that has ended (plpgsql/leases.sql)
         select j.passage_id from passage_embedding_job j
-         where _lease_over(j.lease_until, j.lease_session, v_holders)
+         where j.lease_until is null or j.lease_until < clock_timestamp()
+            or (v_holders is not null and j.lease_session is not null and not (j.lease_session = any (v_holders)))
          order by j.enqueued_at, j.passage_id
          limit p_limit
          for update skip locked

@@ -100,7 +100,9 @@ begin
     -- time stops there.
     with expired as (
         select t.id from work_task t
-         where t.status = 'leased' and t.attempts >= v_max and _lease_over(t.lease_until, t.lease_session, v_holders)
+         where t.status = 'leased' and t.attempts >= v_max
+           and (t.lease_until < clock_timestamp()
+                or (v_holders is not null and t.lease_session is not null and not (t.lease_session = any (v_holders))))
          for update skip locked
     )
     update work_task t
@@ -140,7 +142,8 @@ begin
                                           and coalesce(h.observer_id, 0) = l.observer_key
                                           and h.message_offset = l.message_offset)
            and t.status in ('pending', 'leased') and t.available_at <= clock_timestamp()
-           and (t.status = 'pending' or _lease_over(t.lease_until, t.lease_session, v_holders))
+           and (t.status = 'pending' or t.lease_until < clock_timestamp()
+                or (v_holders is not null and t.lease_session is not null and not (t.lease_session = any (v_holders))))
            and (p_task_types is null or t.task_type = any (p_task_types))
          order by t.available_at, t.id
          limit p_limit
