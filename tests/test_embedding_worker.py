@@ -10,6 +10,7 @@ import pytest
 
 from pgrecall.embedder import get_embedder, to_literal
 from pgrecall.worker import Worker
+from test_leases import claimable, seconds_until
 from test_recall import put
 
 
@@ -92,10 +93,11 @@ def test_a_result_for_text_that_changed_meanwhile_is_not_stored(acme, conninfo, 
     assert db.execute("select count(*) from acme.embedding_job where memory_id = %s", (m,)).fetchone()[0] == 1
 
 
-def test_worker_killed_mid_batch_loses_nothing(acme, conninfo, db):
+def test_a_worker_killed_mid_batch_loses_nothing_and_its_jobs_come_back_at_once(acme, conninfo, db):
     texts = [f"memory number {i}: " + " ".join(f"word{(i * 7 + j) % 97}" for j in range(60)) for i in range(400)]
     made = [put(acme, t) for t in texts]
-    db.execute("select pgrecall.set_tenant_setting('acme', 'embedding_lease_seconds', '3')")
+    # so that nothing but the end of the killed worker's session frees its jobs
+    db.execute("select pgrecall.set_tenant_setting('acme', 'embedding_lease_seconds', '3600')")
     env = {**os.environ, "PGRECALL_DSN": conninfo.dsn(user="pgrecall_acme_worker")}
     proc = subprocess.Popen([sys.executable, "-m", "pgrecall.cli", "worker", "--tenant", "acme", "--batch-size", "400"],
                             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -114,12 +116,15 @@ def test_worker_killed_mid_batch_loses_nothing(acme, conninfo, db):
         if proc.poll() is None:
             proc.kill()
     assert db.execute("select count(*) from acme.memory_embedding").fetchone()[0] == 0  # killed before storing
-    assert db.execute("select count(*) from acme.embedding_job").fetchone()[0] == 400  # nothing lost
-    # until the lease runs out, nobody else takes the jobs; then another worker does them once
-    w = Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker"), batch_size=100)
-    assert db.execute("select count(*) from acme.claim_embedding_jobs('another', 1000)").fetchone()[0] == 0
-    time.sleep(3.2)
-    assert w.drain().stored == 400
+    # nothing lost, and the jobs are still leased for most of an hour
+    assert db.execute("select count(*) from acme.embedding_job where lease_until > now() + interval '3000 seconds'"
+                      ).fetchone()[0] == 400
+    # the killed worker's session is gone, so the next claim takes its jobs: within seconds
+    assert seconds_until(lambda: claimable(db, "embedding") == 400) < 5
+    done = subprocess.run([sys.executable, "-m", "pgrecall.cli", "worker", "--tenant", "acme", "--once"], env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "embedded 400 memories" in done.stdout
     rows = db.execute("select memory_id, count(*) from acme.memory_embedding group by 1").fetchall()
     assert sorted(r[0] for r in rows) == made and all(r[1] == 1 for r in rows)
     assert db.execute("select count(*) from acme.embedding_job").fetchone()[0] == 0

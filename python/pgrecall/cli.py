@@ -29,6 +29,9 @@ def cmd_server(args: argparse.Namespace) -> int:
         info = server.start()
         print(f"pgrecall: embedded PostgreSQL running (pid {info.pid}, data {info.pgdata})")
         print(info.uri())
+        if info.pending_restart:
+            print(f"pgrecall: {', '.join(info.pending_restart)} take effect after a restart: "
+                  "pgrecall server stop && pgrecall server start", file=sys.stderr)
     elif args.action == "stop":
         print("pgrecall: stopped" if server.stop() else "pgrecall: the embedded server was not running")
     elif args.action == "status":
