@@ -20,6 +20,9 @@ replays it. HTML comments steer this:
     <!-- doctest: story NAME -->   the following blocks belong to story NAME; a story other than
                                    ``main`` runs in a fresh tenant acme of its own database
     <!-- doctest: skip REASON -->  the next code block is not run (say why)
+    <!-- doctest: later NAME -->   the next block belongs later in its story: it runs where
+    <!-- doctest: here NAME -->    this marker stands (an entry's example that needs rows a later
+                                   section makes; the prose around both says so)
 
 Before comparing, only what legitimately differs between runs is normalised (``VARYING``): times
 read from the clock (timestamps with a fraction of a second) and uuids (lease tokens). A statement
@@ -56,7 +59,7 @@ TENANT = "acme"
 ROLES = ("app", "worker", "admin")
 
 PROMPT = re.compile(r"^(?P<label>pgrecall|worker|admin)=(?P<txn>[*!]?)(?P<kind>[>#]) ")
-DIRECTIVE = re.compile(r"^<!-- doctest: (?P<verb>story|skip)\b\s*(?P<arg>.*?)\s*-->\s*$")
+DIRECTIVE = re.compile(r"^<!-- doctest: (?P<verb>story|skip|later|here)\b\s*(?P<arg>.*?)\s*-->\s*$")
 SQLSTATE_COMMENT = re.compile(r"\s+--\s+(?P<state>[0-9A-Z]{5})\b.*$")
 TRAILING_COMMENT = re.compile(r"\s+--\s.*$")
 
@@ -99,6 +102,14 @@ class Block:
     heading: str
     line: int
     steps: list[Step] = field(default_factory=list)
+    later: str | None = None  # runs at the `here` marker of this name
+
+
+@dataclass
+class Here:
+    story: str
+    name: str
+    line: int
 
 
 def _statement_complete(line: str) -> bool:
@@ -107,10 +118,28 @@ def _statement_complete(line: str) -> bool:
 
 
 def parse(path: Path = REFERENCE, text: str | None = None) -> list[Block]:
-    """The runnable blocks of a markdown document, in document order."""
-    lines = (text if text is not None else path.read_text()).split("\n")
-    blocks: list[Block] = []
-    story, heading, skip_next = "main", "", None
+    """The runnable blocks of a markdown document, in the order they run."""
+    items = _parse_items((text if text is not None else path.read_text()).split("\n"))
+    deferred: dict[str, list[Block]] = {}
+    for item in items:
+        if isinstance(item, Block) and item.later:
+            deferred.setdefault(item.later, []).append(item)
+    ordered: list[Block] = []
+    for item in items:
+        if isinstance(item, Here):
+            if item.name not in deferred:
+                raise ValueError(f"line {item.line}: no block is marked `later {item.name}`")
+            ordered.extend(deferred.pop(item.name))
+        elif not item.later:
+            ordered.append(item)
+    if deferred:
+        raise ValueError(f"blocks marked later with no `here` marker: {sorted(deferred)}")
+    return ordered
+
+
+def _parse_items(lines: list[str]) -> list[Block | Here]:
+    blocks: list[Block | Here] = []
+    story, heading, skip_next, later_next = "main", "", None, None
     i = 0
     while i < len(lines):
         line = lines[i]
@@ -120,8 +149,12 @@ def parse(path: Path = REFERENCE, text: str | None = None) -> list[Block]:
         if directive:
             if directive["verb"] == "story":
                 story = directive["arg"]
-            else:
+            elif directive["verb"] == "skip":
                 skip_next = directive["arg"] or "(no reason given)"
+            elif directive["verb"] == "later":
+                later_next = directive["arg"]
+            else:
+                blocks.append(Here(story, directive["arg"], i + 1))
         if not line.startswith("```") or line.strip() == "```":
             i += 1
             continue
@@ -133,7 +166,8 @@ def parse(path: Path = REFERENCE, text: str | None = None) -> list[Block]:
             i = end + 1
             continue
         if lang == "text" and body and PROMPT.match(body[0]):
-            block = Block(story, heading, i + 1)
+            block = Block(story, heading, i + 1, later=later_next)
+            later_next = None
             block.steps = _parse_transcript(body, i + 1, heading)
             blocks.append(block)
         elif lang == "python":
