@@ -184,6 +184,10 @@ def _parse_items(lines: list[str]) -> list[Block | Here]:
                                         (nxt + 1, nxt + 1 + len(expected)), heading, python=True)]
                     blocks.append(block)
                     end = out_end
+                    i = end + 1
+                    continue
+            raise ValueError(f"line {i + 1}: a Python example without its output (a ```text block right after it); "
+                             "show what it prints, or mark it `<!-- doctest: skip REASON -->`")
         i = end + 1
     return blocks
 
