@@ -460,7 +460,11 @@ def update_document(path: Path, outcomes: list[Outcome]) -> int:
         if o.problem != "output differs":
             continue
         start, end = o.step.output_span
-        lines[start:end] = o.actual
+        new = list(o.actual)
+        # psql leaves a blank line after a result; the examples keep it before the next prompt
+        if start == end and new and end < len(lines) and PROMPT.match(lines[end]) and not new[-1].startswith("ERROR:"):
+            new.append("")
+        lines[start:end] = new
         changed += 1
     path.write_text("\n".join(lines))
     return changed
