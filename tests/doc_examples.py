@@ -366,8 +366,9 @@ class Server:
         from pgrecall import install
 
         with psycopg.connect(self.superuser_dsn, autocommit=True) as conn:
-            conn.execute(f'drop database if exists "{name}" with (force)')
+            self._drop_ours(conn, name)
             conn.execute(f'create database "{name}"' + (f' template "{self.template}"' if self.template else ""))
+            conn.execute(f"comment on database \"{name}\" is '{MARK}'")
         dsn = psycopg.conninfo.make_conninfo(self.superuser_dsn, dbname=name)
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("create extension if not exists vector")
@@ -380,7 +381,22 @@ class Server:
         import psycopg
 
         with psycopg.connect(self.superuser_dsn, autocommit=True) as conn:
-            conn.execute(f'drop database if exists "{name}" with (force)')
+            self._drop_ours(conn, name)
+
+    @staticmethod
+    def _drop_ours(conn, name: str) -> None:
+        """Drop a database these examples made; refuse to touch one they did not (a real `pgrecall`)."""
+        row = conn.execute("select shobj_description(oid, 'pg_database') from pg_database where datname = %s",
+                           (name,)).fetchone()
+        if row is None:
+            return
+        if row[0] != MARK:
+            raise RuntimeError(f"database {name} exists and was not made by the documentation tests: "
+                               "run them against a throwaway server")
+        conn.execute(f'drop database "{name}" with (force)')
+
+
+MARK = "pgrecall documentation examples: a throwaway database"
 
 
 def story_database(story: str, prefix: str = "pgrecall") -> str:
@@ -473,14 +489,14 @@ def update_document(path: Path, outcomes: list[Outcome]) -> int:
 # -- examples.sql ----------------------------------------------------------------------------------------------------
 
 EXAMPLES_HEADER = """\
--- The examples of docs/reference.md, as psql scripts: GENERATED from the reference by
--- `python tests/doc_examples.py --write-sql`; edit the reference, not this file.
--- tests/test_reference_examples.py replays the same statements and checks what the
--- reference shows.
+-- The story the examples of docs/reference.md tell, as one psql script: GENERATED from the
+-- reference by `python tests/doc_examples.py --write-sql`; edit the reference, not this file.
+-- tests/test_reference_examples.py replays the same statements, as the roles named here, and
+-- checks that each prints what the reference shows.
 --
--- Each story runs in a database in which tenant acme was just created and nothing else
--- happened yet. With a throwaway embedded server and the project's virtual environment
--- first on PATH (a few examples run `pgrecall worker` and `python` through psql's \\!):
+-- Run it against a database in which tenant acme was just created and nothing else happened
+-- yet, e.g. with a throwaway embedded server and the project's virtual environment first on
+-- PATH (a few examples run `pgrecall worker` and `python` through psql's \\!):
 --
 --   export PATH=/path/to/pgrecall/.venv/bin:$PATH
 --   export PGRECALL_HOME=$(mktemp -d)
@@ -490,43 +506,36 @@ EXAMPLES_HEADER = """\
 --        -v admin="$(pgrecall server uri --tenant acme --role admin)" \\
 --        -f docs/examples.sql "$(pgrecall server uri)"
 --
--- `su` is a superuser (the pgrecall.* control plane, and the examples that tamper with
--- tables); `app`, `worker` and `admin` are acme's login roles, each of which may only
--- call the functions of its duty. The script reconnects (\\c) when the role changes, so
--- nothing of one role's session outlives the switch. Errors are expected along the way:
--- each is marked with the SQLSTATE it must have. Ids used by later statements hold only
--- when everything runs in this order on a new tenant. A story after the first starts
--- over with a fresh tenant acme.
+-- `su` is a superuser (the pgrecall.* control plane, and the statements that look at or
+-- tamper with tables); `app`, `worker` and `admin` are acme's login roles, each of which may
+-- only call the functions of its duty. The script reconnects (\\c) when the role changes.
+-- Errors are expected along the way: each is marked with the SQLSTATE it must have. Ids and
+-- offsets used by later statements hold only when everything runs in this order on a new
+-- tenant. The examples of sessions and the work queue, and of message search, run in fresh
+-- tenants of their own (their lease tokens differ on every run) and are not part of this
+-- script; the test replays them too.
 
 \\set VERBOSITY terse
 """
 
 
 def examples_sql(blocks: list[Block]) -> str:
+    """docs/examples.sql: the main story's statements in the order they run, each as its role."""
     out = [EXAMPLES_HEADER]
-    stories: list[str] = []
-    for block in blocks:
-        if block.story not in stories:
-            stories.append(block.story)
-    for n, story in enumerate(stories):
-        out.append("\n" + "-" * 100 + f"\n-- Story: {story}\n" + "-" * 100 + "\n")
-        role = None
-        if n > 0:
-            out.append("\\c :su\nselect pgrecall.drop_tenant('acme');\nselect pgrecall.create_tenant('acme');\n")
-            role = "superuser"
-        heading = None
-        for block in (b for b in blocks if b.story == story):
-            if block.heading != heading:
-                heading = block.heading
-                out.append(f"\n-- == {heading}\n")
-            for step in block.steps:
-                if step.role != role and not step.python:
-                    out.append(f"\\c :{psql_variable(step.role)}\n")
-                    role = step.role
-                text = python_shell_line(step.text) if step.python else step.text
-                if step.sqlstate:
-                    text += f"  -- {step.sqlstate}"
-                out.append(text + "\n")
+    role, heading = None, None
+    for block in (b for b in blocks if b.story == "main"):
+        if block.heading != heading:
+            heading = block.heading.replace("\\<", "<").replace("\\>", ">")
+            out.append(f"\n-- == {heading}\n")
+            heading = block.heading
+        for step in block.steps:
+            if step.role != role and not step.python:
+                out.append(f"\\c :{psql_variable(step.role)}\n")
+                role = step.role
+            text = python_shell_line(step.text) if step.python else step.text
+            if step.sqlstate:
+                text += f"  -- {step.sqlstate}"
+            out.append(text + "\n")
     return "".join(out)
 
 
