@@ -318,9 +318,6 @@ select acme.set_embedding_version('all-MiniLM-L6-v2', 1) as queued;
 select * from acme.embedding_status();
 select acme.set_embedding_version('all-MiniLM-L6-v2', 2) as queued;
 select * from acme.embedding_status();
-\c :app
-\! pgrecall worker --tenant acme --once
-\c :admin
 select acme.set_embedding_version('all-MiniLM-L6-v2', 3);  -- PR107
 select acme.set_embedding_version('', 2);  -- PR107
 

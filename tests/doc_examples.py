@@ -603,7 +603,8 @@ def value_matches(expected: str, actual: str) -> bool:
     return re.fullmatch(pattern, actual, re.S) is not None
 
 
-def run_python_checks(statements: list[tuple[str, PyCheck | None]], namespace: dict) -> list[str]:
+def run_python_checks(statements: list[tuple[str, PyCheck | None]], namespace: dict,
+                      where: str = "<python>") -> list[str]:
     """Execute statements in order in one namespace; the problems, one sentence each."""
     problems = []
     for source, check in statements:
@@ -618,10 +619,10 @@ def run_python_checks(statements: list[tuple[str, PyCheck | None]], namespace: d
         if check.kind == "stdout":
             printed = buffer.getvalue().rstrip("\n").split("\n")
             if printed != check.expected:
-                problems.append(f"README.md:{check.line}: `{source.splitlines()[0]}` printed {printed}, "
+                problems.append(f"{where}:{check.line}: `{source.splitlines()[0]}` printed {printed}, "
                                 f"the comment shows {check.expected}")
         elif not value_matches(check.expected[0], repr(value)):
-            problems.append(f"README.md:{check.line}: `{source}` is {value!r}, the comment shows {check.expected[0]}")
+            problems.append(f"{where}:{check.line}: `{source}` is {value!r}, the comment shows {check.expected[0]}")
     return problems
 
 
@@ -634,13 +635,13 @@ def readme_blocks(text: str) -> tuple[list[Block], list[tuple[int, str]]]:
     while i < len(lines):
         if lines[i].startswith("#"):
             heading = lines[i].lstrip("#").strip()
-        if lines[i].startswith("```") and lines[i].strip() != "```":
+        if lines[i].startswith("```"):  # README's transcripts open with a bare fence
             lang = lines[i][3:].strip()
             end = lines.index("```", i + 1)
             body = lines[i + 1:end]
             first_prompt = next((n for n, l in enumerate(body) if PROMPT.match(l)), None)
             if lang == "python":
-                python.append((i + 2, "\n".join(body)))
+                python.append((i + 1, "\n".join(body)))  # the fence line: statement n is on line + n
             elif first_prompt is not None and all(l.startswith("$ ") for l in body[:first_prompt]):
                 block = Block("readme", heading, i + 1)
                 block.steps = _parse_transcript(body[first_prompt:], i + 1 + first_prompt, heading)
