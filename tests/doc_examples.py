@@ -669,6 +669,9 @@ def _embedded_server() -> tuple[Server, callable]:
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
+    import warnings
+
+    warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR")
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--update", action="store_true", help="write what psql printed into the reference")
