@@ -323,3 +323,19 @@ def test_streamable_http_on_localhost(acme, conninfo, tmp_path):
         proc.wait(timeout=30)
         errlog.close()
     assert f"on http://127.0.0.1:{port}/mcp" in (tmp_path / "server.err").read_text()
+
+
+def check_the_demo_over_mcp(app_dsn: str, tmp_path) -> None:
+    """After `make run`'s demo: `pgrecall mcp --tenant demo --as Ana`, nothing else, answers a client
+    (called from test_demo, which has just loaded the demo)."""
+    env = {"PGRECALL_APP_DSN": app_dsn, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+    async def run(principal: str, question: str) -> list[dict]:
+        with (tmp_path / f"{principal}.err").open("w") as errlog:
+            async with stdio_session(env, ["--tenant", "demo", "--as", principal], errlog) as s:
+                return (await ok(s, "recall", query=question, mode="lexical", limit=5))["items"]
+
+    ana = anyio.run(run, "Ana", "surprise party for Ben's birthday")
+    assert any("surprise party" in i["body"] and i["provenance"]["observations"] for i in ana)
+    ben = anyio.run(run, "Ben", "surprise party for Ben's birthday")
+    assert not any("surprise" in i["body"] for i in ben)

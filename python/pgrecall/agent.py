@@ -15,6 +15,7 @@ import psycopg
 from psycopg import sql
 
 from . import db, errors
+from .names import check_tenant_name
 from .render import bundle_text, jsonable
 
 PURPOSES = ("converse", "act", "personalize", "review")
@@ -43,6 +44,7 @@ class AgentMemory:
 
     def __init__(self, tenant: str, principal: str, scopes: list[str] | None = None, *,
                  purpose: str = "converse", conninfo: str | None = None):
+        check_tenant_name(tenant)  # before it reaches a URI or an identifier
         if purpose not in PURPOSES:
             raise errors.InvalidPurpose(f"purpose {purpose!r} is not one of {', '.join(PURPOSES)}")
         self.tenant, self.principal, self.purpose = tenant, principal, purpose

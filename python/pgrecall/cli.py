@@ -287,6 +287,9 @@ def _range_text(value) -> str:
     """A validity range from JSON ('[a,b)') or psycopg, as 'from A' or 'A to B'."""
     from .render import jsonable
 
+    def short(stamp: str | None) -> str | None:  # to the minute, as a person reads a date
+        return stamp[:16].replace("T", " ") if stamp else stamp
+
     value = jsonable(value)
     if isinstance(value, dict):
         lower, upper = value.get("from"), value.get("to")
@@ -294,6 +297,7 @@ def _range_text(value) -> str:
         lower, upper = (x.strip(' "[]()') or None for x in value.split(",", 1))
     else:
         return str(value)
+    lower, upper = short(lower), short(upper)
     return f"from {lower}" if not upper else f"{lower or 'always'} to {upper}"
 
 
@@ -353,8 +357,9 @@ def cmd_facts(args: argparse.Namespace) -> int:
     if not rows:
         print(f"no facts about {args.subject} that this principal may see")
     for f in rows:
+        view = f"; {f.observer}'s view" if f.observer else ""
         print(f"[fact {f.fact_id}] {f.subject} {f.predicate} {f.object}   (valid {_range_text(f.valid)}; "
-              f"known {_range_text(f.known)}; confidence {f.confidence:g})")
+              f"known {_range_text(f.known)}; confidence {f.confidence:g}{view})")
         for e in f.evidence:
             print(f"    quote from {e.get('scope', '?')}#{e['offset']} ({e.get('source_role', '?')}): \"{e['quote']}\"")
     return 0

@@ -63,8 +63,9 @@ def source_lines(provenance: dict | None, indent: str = "    ") -> list[str]:
             if o.get("corrections") else ""
         lines.append(f"{indent}from {o['scope']}#{o['offset']} ({o['actor']}, {o['source_role']}, "
                      f"{_day(o.get('occurred_at'))}{fixed}): \"{clip(o['text'])}\"")
-    for m in provenance.get("memories") or []:
-        lines.append(f"{indent}derived from memory {m['id']}" + (f" ({m['title']})" if m.get("title") else ""))
+    sources = [f"{m['id']}" + (f" ({m['title']})" if m.get("title") else "") for m in provenance.get("memories") or []]
+    if sources:
+        lines.append(f"{indent}derived from memor{'y' if len(sources) == 1 else 'ies'} {', '.join(sources)}")
     if provenance.get("hidden_sources"):
         lines.append(f"{indent}and {provenance['hidden_sources']} source memories you may not see")
     return lines
