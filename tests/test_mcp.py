@@ -162,6 +162,16 @@ def test_supersede_derive_search_facts_and_the_bundle_over_mcp(acme, conninfo, t
                 assert {m["id"] for m in derived["memory"]["provenance"]["memories"]} == \
                     {moved["memory_id"], pet["memory_id"]}
 
+                # Offsets instead of words: nothing is appended, the turn cited is the one given.
+                aged = await ok(s, "correct", memory_id=pet["memory_id"], text="Ana has a beagle called Pixel, aged 3",
+                                revision=1, evidence=[pet["recorded_offset"]])
+                assert aged["evidence"] == [pet["recorded_offset"]] and aged["revision"] == 2
+                # Neither: the text itself is recorded as what the principal said, and cited.
+                plain = await ok(s, "remember", text="Ana's sister Rita lives in Porto too")
+                [source] = plain["memory"]["provenance"]["observations"]
+                assert (source["text"], source["actor"], source["offset"]) == \
+                    ("Ana's sister Rita lives in Porto too", "ana", plain["recorded_offset"])
+
                 hits = await ok(s, "search_messages", query="moved Porto", mode="lexical")
                 [hit] = [h for h in hits["items"] if h["body"] == "We moved to Porto last week!"]
                 cited = await ok(s, "remember", text="Ana moved to Porto recently", evidence=[hit["log_offset"]])
@@ -339,3 +349,30 @@ def check_the_demo_over_mcp(app_dsn: str, tmp_path) -> None:
     assert any("surprise party" in i["body"] and i["provenance"]["observations"] for i in ana)
     ben = anyio.run(run, "Ben", "surprise party for Ben's birthday")
     assert not any("surprise" in i["body"] for i in ben)
+
+
+def test_a_dropped_connection_is_replaced_and_only_reads_are_run_again(acme, conninfo, superuser_dsn):
+    import psycopg
+
+    from pgrecall.agent import AgentMemory
+
+    agent = AgentMemory("acme", "ana", ["default"], conninfo=conninfo.dsn(user="pgrecall_acme_app"))
+
+    def kill():
+        with psycopg.connect(superuser_dsn, autocommit=True) as su:
+            su.execute("select pg_terminate_backend(%s)", (agent._conn.info.backend_pid,))
+
+    try:
+        tea = agent.remember("Ana likes green tea", said="I like green tea")["memory_id"]
+        kill()  # as a server restart does
+        assert agent.read(tea)["body"] == "Ana likes green tea"
+        kill()
+        assert [i["memory_id"] for i in agent.recall("green tea", mode="lexical")["items"]] == [tea]
+        kill()
+        # A write is not run again (it may have committed before the connection died) ...
+        with pytest.raises(psycopg.OperationalError):
+            agent.remember("Ana likes black tea", said="I like black tea too")
+        # ... the next call has a new connection.
+        assert agent.remember("Ana likes black tea", said="I like black tea too")["status"] == "created"
+    finally:
+        agent.close()

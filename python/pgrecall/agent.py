@@ -50,33 +50,46 @@ class AgentMemory:
         self.tenant, self.principal, self.purpose = tenant, principal, purpose
         self._conninfo = conninfo or db.tenant_conninfo(tenant, "app")
         self._lock = threading.Lock()
-        self._conn: psycopg.Connection | None = None
-        self.mem = None
-        self._connect()
+        self._conn = self._open()
+        try:
+            self.scopes = list(dict.fromkeys(scopes or self._every_scope()))
+            self.mem = self._memory()
+            # Fails now, not at the first tool call, on an unknown principal, scope or purpose.
+            self.mem.session_bundle(purpose=self.purpose, recent=0, entities=0)
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _every_scope(self) -> list[str]:
+        import pgrecall
+
+        pgrecall.connect(tenant=self.tenant, conn=self._conn)  # a missing or outdated tenant is reported first
+        scopes = tenant_scopes(self._conn, self.tenant)
         if not scopes:
-            scopes = tenant_scopes(self._conn, tenant)
-            if not scopes:
-                raise errors.ScopeNotAuthorised(f"tenant {tenant!r} has no scopes",
-                                                hint=f"Add one: pgrecall scope add default --tenant {tenant}")
-        self.scopes = list(dict.fromkeys(scopes))
-        self.mem.scopes = self.scopes
-        # Fails now, not at the first tool call, on an unknown principal, scope or purpose.
-        self.mem.session_bundle(purpose=self.purpose, recent=0, entities=0)
+            raise errors.ScopeNotAuthorised(f"tenant {self.tenant!r} has no scopes",
+                                            hint=f"Add one: pgrecall scope add default --tenant {self.tenant}")
+        return scopes
 
     # -- plumbing -------------------------------------------------------------
 
-    def _connect(self) -> None:
-        import pgrecall
-
+    def _open(self) -> psycopg.Connection:
+        """Our own connection of the app role: the driver uses it (conn=), and we use its transactions."""
         try:
-            self._conn = psycopg.connect(self._conninfo, autocommit=True)
+            return psycopg.connect(self._conninfo, autocommit=True)
         except psycopg.OperationalError as exc:
             if f'role "{db.role_name(self.tenant, "app")}" does not exist' in str(exc):
                 raise errors.TenantNotFound(f"tenant {self.tenant!r} does not exist on this server",
                                             hint=f"Create it: pgrecall tenant create {self.tenant}") from exc
             raise
-        self.mem = pgrecall.connect(tenant=self.tenant, conn=self._conn, principal=self.principal,
-                                    scopes=getattr(self, "scopes", None))
+
+    def _memory(self):
+        import pgrecall
+
+        return pgrecall.connect(tenant=self.tenant, conn=self._conn, principal=self.principal, scopes=self.scopes)
+
+    def _connect(self) -> None:
+        self._conn = self._open()
+        self.mem = self._memory()
 
     @contextlib.contextmanager
     def _session(self):
