@@ -33,7 +33,9 @@ def server_env(conninfo, tenant: str = "acme") -> dict[str, str]:
 
 
 @asynccontextmanager
-async def stdio_session(env: dict, args: list[str], errlog):
+async def stdio_session(env: dict, args: list[str], errlog, preload: bool = False):
+    # The model is preloaded only where a test recalls by meaning: it costs seconds of CPU per server.
+    args = [*args] if preload else [*args, "--no-preload"]
     params = StdioServerParameters(command=sys.executable, args=["-m", "pgrecall.cli", "mcp", *args], env=env)
     async with stdio_client(params, errlog=errlog) as (read, write):
         async with ClientSession(read, write) as session:
@@ -66,7 +68,8 @@ def test_an_mcp_client_remembers_recalls_reads_corrects_and_forgets(acme, connin
 
     async def as_ana():
         with stderr.open("w") as errlog:
-            async with stdio_session(env, ["--tenant", "acme", "--as", "ana", "--scopes", "default"], errlog) as s:
+            async with stdio_session(env, ["--tenant", "acme", "--as", "ana", "--scopes", "default"], errlog,
+                                     preload=True) as s:
                 listed = (await s.list_tools()).tools
                 assert {t.name for t in listed} == TOOLS
                 assert all(t.input_schema["type"] == "object" and t.description for t in listed)
@@ -301,7 +304,7 @@ def test_streamable_http_on_localhost(acme, conninfo, tmp_path):
     port = _free_port()
     errlog = (tmp_path / "server.err").open("w")
     proc = subprocess.Popen([sys.executable, "-m", "pgrecall.cli", "mcp", "--tenant", "acme", "--as", "ana",
-                             "--scopes", "default", "--http", f"127.0.0.1:{port}"],
+                             "--scopes", "default", "--http", f"127.0.0.1:{port}", "--no-preload"],
                             env={**os.environ, **server_env(conninfo)}, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=errlog)
     try:

@@ -50,6 +50,8 @@ class AgentMemory:
         self.tenant, self.principal, self.purpose = tenant, principal, purpose
         self._conninfo = conninfo or db.tenant_conninfo(tenant, "app")
         self._lock = threading.Lock()
+        self._model_lock = threading.Lock()
+        self._preloading = False
         self._conn = self._open()
         try:
             self.scopes = list(dict.fromkeys(scopes or self._every_scope()))
@@ -112,6 +114,29 @@ class AgentMemory:
                 self._connect()
                 return operation(self.mem)
 
+    def preload_model(self) -> None:
+        """Load the embedding model in the background, once, so that the first recall does not wait for
+        it (a cold load takes seconds, 18 s measured on a loaded machine)."""
+        if self._preloading:
+            return
+        self._preloading = True
+
+        def load() -> None:
+            from .embedder import ModelUnavailable, get_embedder
+
+            with self._model_lock:
+                try:
+                    get_embedder()
+                except ModelUnavailable:  # recall degrades to lexical and says why
+                    pass
+
+        threading.Thread(target=load, name="pgrecall-model", daemon=True).start()
+
+    def _model_loaded(self) -> None:
+        """Wait for a load in progress rather than start a second one."""
+        with self._model_lock:
+            pass
+
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
@@ -152,6 +177,7 @@ class AgentMemory:
 
     def recall(self, query: str, *, limit: int = 10, mode: str | None = None,
                include_superseded: bool = False) -> dict:
+        self._model_loaded()
         r = self._read(lambda mem: mem.recall(query, purpose=self.purpose, mode=mode, limit=limit,
                                               include_superseded=include_superseded))
         return {"items": jsonable(r.items), "meta": jsonable(r.meta)}
@@ -229,6 +255,7 @@ class AgentMemory:
 
     def search_messages(self, query: str, *, session_id: int | None = None, sender: str | None = None,
                         limit: int = 10, mode: str | None = None) -> dict:
+        self._model_loaded()
         r = self._read(lambda mem: mem.search_messages(query, mode=mode, session_id=session_id, peer=sender,
                                                        limit=limit))
         return {"items": jsonable(r.items), "meta": jsonable(r.meta)}

@@ -386,7 +386,8 @@ def cmd_bundle(args: argparse.Namespace) -> int:
 def cmd_mcp(args: argparse.Namespace) -> int:
     from .mcp_server import serve
 
-    return serve(args.tenant, args.principal, args.scopes, args.purpose, http=args.http)
+    return serve(args.tenant, args.principal, args.scopes, args.purpose, http=args.http,
+                 preload=not args.no_preload)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -763,6 +764,8 @@ def _add_agent_commands(sub, tenant_args) -> None:
     _principal_args(p)
     p.add_argument("--http", metavar="HOST:PORT",
                    help="streamable HTTP on a loopback address (127.0.0.1, localhost or [::1]) instead of stdio")
+    p.add_argument("--no-preload", action="store_true",
+                   help="do not load the embedding model at start (the first recall then waits for it)")
     p.set_defaults(func=cmd_mcp)
 
 

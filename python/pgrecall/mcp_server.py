@@ -161,16 +161,25 @@ def _answer(operation: Callable[[], dict]):
         return _error_result(exc)
 
 
-def build_server(agent: AgentMemory):
-    """The MCP server over ``agent``: nine tools, the bundle as a prompt and as resources."""
+def build_server(agent: AgentMemory, *, preload: bool = True):
+    """The MCP server over ``agent``: nine tools, the bundle as a prompt and as resources. With
+    ``preload``, the embedding model loads in the background once the server runs."""
     from mcp.server import MCPServer
     from mcp.server.mcpserver.exceptions import ResourceError
     from mcp.types import CallToolResult, ToolAnnotations
 
+    @contextlib.asynccontextmanager
+    async def lifespan(_server):
+        # Here, not before run(): on stdio the transport owns stdout by now, so nothing the model's
+        # libraries might print can reach the protocol stream.
+        if preload:
+            agent.preload_model()
+        yield {}
+
     who = {"principal": agent.principal}
     server = MCPServer(
         name="pgrecall", title=f"pgrecall: {agent.principal}'s memory", version=__version__,
-        instructions=INSTRUCTIONS.format(**who), log_level="WARNING",
+        instructions=INSTRUCTIONS.format(**who), log_level="WARNING", lifespan=lifespan,
         description=f"Memory of {agent.principal} in tenant {agent.tenant} (scopes {', '.join(agent.scopes)}; "
                     f"purpose {agent.purpose})")
     reading = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -336,13 +345,14 @@ def _stdout_is_stderr():
         os.close(saved)
 
 
-def serve(tenant: str, principal: str, scopes: list[str] | None, purpose: str, http: str | None = None) -> int:
+def serve(tenant: str, principal: str, scopes: list[str] | None, purpose: str, http: str | None = None,
+          preload: bool = True) -> int:
     """``pgrecall mcp``: stdio unless ``http`` (HOST:PORT on loopback) is given."""
     address = parse_http_address(http) if http else None
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="pgrecall mcp: %(message)s")
     with _stdout_is_stderr():
         agent = AgentMemory(tenant, principal, scopes, purpose=purpose)
-        server = build_server(agent)
+        server = build_server(agent, preload=preload)
         where = f"http://{address[0] if ':' not in address[0] else f'[{address[0]}]'}:{address[1]}/mcp" \
             if address else "stdio"
         print(f"pgrecall mcp: serving {principal}'s memory in tenant {tenant} (scopes {', '.join(agent.scopes)}; "
