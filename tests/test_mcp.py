@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 
 import anyio
 import pytest
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 
 from conftest import table_counts
 from pgrecall import cli
@@ -197,6 +197,18 @@ def test_supersede_derive_search_facts_and_the_bundle_over_mcp(acme, conninfo, t
                 resource = await s.read_resource("pgrecall://bundle")
                 assert resource.contents[0].text == text
                 assert {p.name for p in (await s.list_prompts()).prompts} == {"session_start"}
+                assert [str(r.uri) for r in (await s.list_resources()).resources] == ["pgrecall://bundle"]
+                assert [t.uri_template for t in (await s.list_resource_templates()).resource_templates] == \
+                    ["pgrecall://session/{session}/bundle"]
+                session = acme.create_session("chat", principal="ana")
+                acme.add_session_peers(session, ["ana"], principal="ana")
+                in_session = await s.read_resource(f"pgrecall://session/{session}/bundle")
+                assert f"## Working representation in session {session}" in in_session.contents[0].text
+                with pytest.raises(MCPError) as unknown:
+                    await s.read_resource("pgrecall://session/999/bundle")
+                assert "PR120" in str(unknown.value)
+                with pytest.raises(MCPError):
+                    await s.get_prompt("session_start", {"session": "one"})
 
     anyio.run(run)
 
