@@ -147,6 +147,22 @@ $$;
 comment on function __tenant__.add_scope(text, text) is
     'Creates a scope (a project inside the tenant), or updates its description. Idempotent.';
 
+-- The tenant's scopes, for a client that was not told which ones exist: the
+-- MCP server and `pgrecall bundle` authorise every scope when started without
+-- --scopes. Names and descriptions are the tenant's configuration, not anyone's
+-- content (the app role creates them, and PR103 already says whether a name
+-- exists), so no principal is needed.
+create or replace function __tenant__.scopes()
+returns table (name text, description text, created_at timestamptz)
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select s.name, s.description, s.created_at from scope s order by s.name
+$$;
+comment on function __tenant__.scopes() is
+    'The tenant''s scopes with their descriptions, by name.';
+
 create or replace function __tenant__.add_peer(p_name text, p_kind text default 'human',
                                               p_metadata jsonb default '{}')
 returns bigint

@@ -24,6 +24,7 @@ insert into pgrecall.function_duty (function_name, duties, why) values
     -- setup
     ('add_scope',                        '{app,admin}',        'a scope exists before anything names it'),
     ('add_peer',                         '{app,admin}',        'an app registers the people and agents it serves'),
+    ('scopes',                           '{app,admin}',        'a client lists the scopes it may authorise'),
     ('schema_info',                      '{app,worker,admin}', 'every client checks the schema version at connect'),
     ('settings',                         '{app,worker,admin}', 'reading the tenant''s settings'),
     ('set_setting',                      '{admin}',            'changing a setting changes every principal''s results'),

@@ -3,9 +3,10 @@
 import re
 
 from test_install_paths import run_cli
+from test_mcp import check_the_demo_over_mcp
 
 
-def test_demo_answers_from_current_facts_and_keeps_secrets(conninfo):
+def test_demo_answers_from_current_facts_and_keeps_secrets(conninfo, tmp_path):
     out = run_cli("demo", env={"PGRECALL_DSN": conninfo.dsn()}).stdout
     assert "remembered 17 memories" in out and "worker embedded 17 memories" in out
     answers = {}
@@ -37,3 +38,5 @@ def test_demo_answers_from_current_facts_and_keeps_secrets(conninfo):
     again = run_cli("demo", env={"PGRECALL_DSN": conninfo.dsn()}).stdout
     assert "already holds 55 turns" in again and "worker embedded 0 memories" in again
     assert "(reusing its 4 turns)" in again and "deriver: 0 tasks completed" in again
+    # and an MCP client reaches the same memory as its principals
+    check_the_demo_over_mcp(conninfo.dsn(user="pgrecall_demo_app"), tmp_path)

@@ -117,7 +117,7 @@ def test_erasure_is_the_admins_and_its_receipt_says_who_ran_it(acme, app, worker
 # The app's functions that take no principal: each is tenant-wide by nature and returns no memory text.
 TENANT_WIDE_APP_FUNCTIONS = {
     "add_peer", "add_scope", "embedding_status", "peer_config", "predicates", "queue_status", "schema_info",
-    "set_peer_config", "settings", "work_queue_status",
+    "scopes", "set_peer_config", "settings", "work_queue_status",
 }
 
 

@@ -166,7 +166,7 @@ def test_cli_tenant_commands_use_pgrecall_dsn(conninfo, standard_strings):
     assert "viadsn" in listing
     bad = run_cli("tenant", "create", "Bad Name", env=env, check=False)
     assert bad.returncode == 1 and "invalid tenant name" in bad.stderr and "Traceback" not in bad.stderr
-    run_cli("tenant", "drop", "viadsn", env=env)
+    run_cli("tenant", "drop", "viadsn", "--yes", env=env)
     with conninfo.connect() as conn:
         assert conn.execute("select count(*) from pgrecall.tenant").fetchone()[0] == 0
 
