@@ -18,9 +18,13 @@
 --     in common never meet in one answer (recall, read and the bundle name one
 --     purpose), and retiring one would take its content away from the
 --     purposes only it allows;
---   * similar: cosine of their current embeddings (the tenant's model and
---     input version) at or above duplicate_cosine. A memory without one is in
---     the window but in no pair (meta.missing_embeddings says how many);
+--   * similar: cosine of the vectors of their own texts (title and body,
+--     memory_embedding.text_embedding, the tenant's model) at or above
+--     duplicate_cosine. Not the recall vectors: under input version 2 those
+--     also embed the turns around each memory's evidence, so two memories
+--     stated in neighbouring turns look alike (see claim_embedding_jobs). A
+--     memory without a text vector is in the window but in no pair
+--     (meta.missing_embeddings says how many);
 --   * undecided: no decision about the pair at both memories' current
 --     revisions. A decided pair comes back only when either memory changes
 --     revision (corrected), i.e. when there is something new to look at.
@@ -92,7 +96,6 @@ declare
     v_window integer := (v_set ->> 'duplicate_window')::integer;
     v_threshold double precision := (v_set ->> 'duplicate_cosine')::double precision;
     v_model text := v_set ->> 'embedding_model';
-    v_version integer := (v_set ->> 'embedding_input_version')::integer;
     v_ids bigint[];
     v_embedded integer;
     v_low bigint[];
@@ -115,14 +118,14 @@ begin
 
     select count(*) into v_embedded
       from memory_embedding me
-     where me.memory_id = any (v_ids) and me.model = v_model and me.input_version = v_version;
+     where me.memory_id = any (v_ids) and me.model = v_model and me.text_embedding is not null;
 
     -- Every pair of the window at or above the threshold, undecided ones
     -- first, each list best first.
     with win as materialized (
-        select m.id, m.revision, _purpose_bits(m.purposes) as bits, me.embedding
+        select m.id, m.revision, _purpose_bits(m.purposes) as bits, me.text_embedding as embedding
           from memory m
-          join memory_embedding me on me.memory_id = m.id and me.model = v_model and me.input_version = v_version
+          join memory_embedding me on me.memory_id = m.id and me.model = v_model and me.text_embedding is not null
          where m.id = any (v_ids)
     ), close_pairs as (
         select a.id as low, b.id as high, 1 - (a.embedding operator(__ext__.<=>) b.embedding) as cos,
@@ -153,9 +156,9 @@ begin
         -- How close the closest pair came: a second pass over the window, paid
         -- only when there is nothing to review.
         with win as materialized (
-            select m.id, _purpose_bits(m.purposes) as bits, me.embedding
+            select m.id, _purpose_bits(m.purposes) as bits, me.text_embedding as embedding
               from memory m
-              join memory_embedding me on me.memory_id = m.id and me.model = v_model and me.input_version = v_version
+              join memory_embedding me on me.memory_id = m.id and me.model = v_model and me.text_embedding is not null
              where m.id = any (v_ids)
         )
         select max(1 - (a.embedding operator(__ext__.<=>) b.embedding)) into v_closest
@@ -164,7 +167,7 @@ begin
     end if;
 
     v_meta := jsonb_build_object(
-        'window', v_window, 'threshold', v_threshold, 'model', v_model, 'input_version', v_version,
+        'window', v_window, 'threshold', v_threshold, 'model', v_model,
         'in_window', cardinality(v_ids), 'embedded', v_embedded,
         'missing_embeddings', cardinality(v_ids) - v_embedded,
         'pairs', cardinality(v_low), 'decided', v_decided,
@@ -343,12 +346,10 @@ begin
                       'Only memories usable for a common purpose are proposed as duplicates.');
     end if;
 
-    select 1 - (ea.embedding operator(__ext__.<=>) eb.embedding) into v_cosine
+    select 1 - (ea.text_embedding operator(__ext__.<=>) eb.text_embedding) into v_cosine
       from memory_embedding ea, memory_embedding eb
      where ea.memory_id = p_a and eb.memory_id = p_b
-       and ea.model = v_set ->> 'embedding_model' and eb.model = v_set ->> 'embedding_model'
-       and ea.input_version = (v_set ->> 'embedding_input_version')::integer
-       and eb.input_version = (v_set ->> 'embedding_input_version')::integer;
+       and ea.model = v_set ->> 'embedding_model' and eb.model = v_set ->> 'embedding_model';
 
     if p_decision = 'supersede' then
         if not _may_replace(v_a, v_b) then

@@ -15,6 +15,7 @@ import pytest
 import pgrecall
 from conftest import table_counts
 from pgrecall import errors
+from pgrecall.embedder import get_embedder, to_literal
 from pgrecall.worker import Worker
 
 PEANUTS = "Ben is severely allergic to peanuts"
@@ -33,14 +34,8 @@ def remembered(mem, text, *, actor="ana", purposes=("converse",), audience=None,
 
 
 @pytest.fixture
-def embed(acme_admin, conninfo):
-    """Runs the embedding worker (the real model) as the worker role until the queue is empty.
-
-    The tenant embeds each memory's own text (input version 1): the default (2) adds the turns next to its
-    evidence, and these tests write their statements one after another, so every memory would carry its
-    neighbours' words (test_review_browser.py runs with the default, as the demo does).
-    """
-    acme_admin.set_embedding_version("all-MiniLM-L6-v2", 1)
+def embed(conninfo):
+    """Runs the embedding worker (the real model) as the worker role until the queue is empty."""
     return lambda: Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker")).drain()
 
 
@@ -68,6 +63,57 @@ def test_two_near_duplicates_are_proposed_side_by_side_with_their_evidence(acme,
     assert (meta["in_window"], meta["embedded"], meta["pairs"], meta["decided"], meta["window"]) == (3, 3, 1, 0, 500)
     assert meta["threshold"] == 0.8 and meta["empty_reason"] is None
     assert other not in (a, b)
+
+
+def test_memories_said_in_neighbouring_turns_are_compared_by_what_they_say(acme, embed, db):
+    """The recall vector (input version 2, the default) embeds the turns around a memory's evidence: two
+    memories stated one after the other then look alike, and a restatement made elsewhere does not. Proposals
+    compare the memories' own texts (found on the demo conversation: a licence and a vet at 0.85)."""
+    licence = remembered(acme, "Ben must renew his carpentry licence before September", actor="ben")
+    vet = remembered(acme, "Pixel's vet in Porto is Dr. Costa")
+    said(acme, "We had pasta for dinner and watched a film.")
+    peanuts = remembered(acme, PEANUTS, actor="ben")
+    said(acme, "The tram to the hospital was late again this morning.")
+    peanuts_again = remembered(acme, PEANUTS_AGAIN)
+    embed()
+    assert db.execute("select input_version from acme.memory_embedding").fetchall() == [(2,)] * 4
+    assert pairs_of(acme) == [(peanuts, peanuts_again)]
+    assert licence and vet
+
+
+def test_a_vector_stored_without_the_memorys_own_text_is_queued_again(acme, embed, acme_admin, conninfo, db):
+    """An older worker (or a row embedded before migration 0018) stores no text vector: the memory is in the
+    window but in no pair, and a rebuild queues it."""
+    a = remembered(acme, PEANUTS)
+    b = remembered(acme, PEANUTS_AGAIN)
+    with conninfo.connect(user="pgrecall_acme_worker") as worker:
+        jobs = worker.execute("select * from acme.claim_embedding_jobs('old', 10)").fetchall()
+        assert [j[5] for j in jobs] == [PEANUTS, PEANUTS_AGAIN]  # the memories' own texts, for the new workers
+        vectors = [to_literal(v) for v in get_embedder().embed([j[2] for j in jobs])]
+        worker.execute("select acme.complete_embedding_jobs('old', %s, %s, %s, %s, %s)",
+                       ([j[0] for j in jobs], [j[1] for j in jobs], vectors, jobs[0][3], jobs[0][4]))
+    answer = acme.duplicate_proposals()
+    assert answer.pairs == [] and answer.meta["empty_reason"] == "no_embeddings"
+    assert answer.meta["missing_embeddings"] == 2
+    acme_admin.rebuild_embeddings()
+    assert {r[0] for r in db.execute("select memory_id from acme.embedding_job")} == {a, b}
+    embed()
+    assert pairs_of(acme) == [(a, b)]
+
+
+def test_malformed_text_vectors_store_nothing(acme, conninfo, db):
+    remembered(acme, PEANUTS)
+    good = to_literal([0.05] * 384)
+    with conninfo.connect(user="pgrecall_acme_worker") as worker:
+        (jid, gen, _, model, version, _), = worker.execute("select * from acme.claim_embedding_jobs('w', 10)").fetchall()
+        call = "select acme.complete_embedding_jobs('w', %s, %s, %s, %s, %s, %s)"
+        for text_vectors in ([good, good], ["[1,2,3]"]):
+            with pytest.raises(psycopg.Error) as info:
+                worker.execute(call, ([jid], [gen], [good], model, version, text_vectors))
+            assert info.value.sqlstate == "PR107"
+        assert db.execute("select count(*) from acme.memory_embedding").fetchone()[0] == 0
+        assert worker.execute(call, ([jid], [gen], [good], model, version, [good])).fetchone()[0] == 1
+    assert db.execute("select text_embedding is not null from acme.memory_embedding").fetchone()[0]
 
 
 def test_an_empty_list_says_why(acme, embed, acme_admin):

@@ -40,3 +40,12 @@ create index duplicate_decision_high on __tenant__.duplicate_decision (memory_hi
 -- before memory (delete_order 40), which it references.
 insert into __tenant__.projection_kind (kind, table_name, description, key_expression, delete_order) values
     ('duplicate_decision', 'duplicate_decision', 'reviewers'' decisions about duplicate pairs', 'id::text', 35);
+
+-- Duplicate proposals compare what two memories say, not where they were
+-- said: the vector of each memory's own title and body, stored beside the
+-- recall vector (which, under input version 2, also embeds the turns around
+-- the memory's evidence). Rows embedded before this migration have none until
+-- re-embedded (rebuild_embeddings() queues them).
+alter table __tenant__.memory_embedding add column text_embedding __ext__.vector(384);
+comment on column __tenant__.memory_embedding.text_embedding is
+    'The memory''s own text (title and body) embedded alone with the same model: what duplicate proposals compare.';
