@@ -18,6 +18,7 @@ from hostile_names import CORPUS, REPORTED
 from pgrecall import cli, db as pgdb, demo, errors, install, sources
 from pgrecall.deriver import Deriver
 from pgrecall.importer import import_jsonl
+from pgrecall.review import create_app
 from pgrecall.worker import Worker
 from test_install_paths import run_cli
 
@@ -43,6 +44,7 @@ COMMANDS = [
     ["embeddings", "rebuild", f"--tenant={T}", "--quiet"],
     ["erase", f"--tenant={T}", "--subject", "u-1", "--reason", "asked"],
     ["demo", f"--tenant={T}"],
+    ["review", f"--tenant={T}", "--as", "ana", "--port", "1"],
 ]
 
 
@@ -131,6 +133,7 @@ def _python_entries(tenant: str, dsn: str, chat):
     yield "tenant_conninfo", lambda: pgdb.tenant_conninfo(tenant)
     yield "import_jsonl", lambda: import_jsonl(chat, tenant=tenant, scope="default", progress=False, conninfo=dsn)
     yield "demo", lambda: demo.main(argparse.Namespace(tenant=tenant))
+    yield "review.create_app", lambda: create_app(tenant, "ana", ["default"], conninfo=dsn)
 
 
 def test_every_python_entry_refuses_every_hostile_name(armed):

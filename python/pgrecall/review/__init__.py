@@ -96,6 +96,9 @@ def create_app(tenant: str, principal: str, scopes: Sequence[str], *, conninfo: 
     With ``pool`` the caller's psycopg pool is used; otherwise one is opened on ``conninfo`` (default: the
     tenant's application role, as every pgrecall command resolves it) and closed with the app.
     """
+    from ..names import check_tenant_name
+
+    check_tenant_name(tenant)  # before anything is imported, opened or composed
     import jinja2
     from psycopg_pool import ConnectionPool
     from starlette.applications import Starlette
@@ -110,9 +113,7 @@ def create_app(tenant: str, principal: str, scopes: Sequence[str], *, conninfo: 
     import pgrecall
 
     from .. import db
-    from ..names import check_tenant_name
 
-    check_tenant_name(tenant)
     reviewer = Reviewer(tenant, principal, list(scopes))
     secret = secret or secrets.token_bytes(32)
     owns_pool = pool is None
