@@ -121,8 +121,8 @@ def parts(admin: str, tenant: str, principal: str, scopes: list[str], calls: int
     pairs_sql = f"""
         with win as materialized (
             select m.id, m.revision, {tenant}._purpose_bits(m.purposes) as bits, me.text_embedding as embedding
-              from {tenant}.memory m join {tenant}.memory_embedding me on me.memory_id = m.id
-             where m.id = any (%s) and me.text_embedding is not null)
+              from unnest(%s::bigint[]) w(id) join {tenant}.memory m on m.id = w.id
+              join {tenant}.memory_embedding me on me.memory_id = w.id and me.text_embedding is not null)
         select count(*) from win a join win b on a.id < b.id
          where (a.bits & b.bits) <> 0 and 1 - (a.embedding <=> b.embedding) >= 0.8"""
     out = {}

@@ -120,13 +120,15 @@ begin
       from memory_embedding me
      where me.memory_id = any (v_ids) and me.model = v_model and me.text_embedding is not null;
 
-    -- Every pair of the window at or above the threshold, undecided ones
-    -- first, each list best first.
+    -- Every pair of the window at or above the threshold, best first: the
+    -- undecided ones listed, the decided ones counted. The window is read by
+    -- key, row by row (unnest, then the primary keys): never a scan of the
+    -- vectors of the whole tenant.
     with win as materialized (
         select m.id, m.revision, _purpose_bits(m.purposes) as bits, me.text_embedding as embedding
-          from memory m
-          join memory_embedding me on me.memory_id = m.id and me.model = v_model and me.text_embedding is not null
-         where m.id = any (v_ids)
+          from unnest(v_ids) w(id)
+          join memory m on m.id = w.id
+          join memory_embedding me on me.memory_id = w.id and me.model = v_model and me.text_embedding is not null
     ), close_pairs as (
         select a.id as low, b.id as high, 1 - (a.embedding operator(__ext__.<=>) b.embedding) as cos,
                exists (select 1 from duplicate_decision d
@@ -157,9 +159,9 @@ begin
         -- only when there is nothing to review.
         with win as materialized (
             select m.id, _purpose_bits(m.purposes) as bits, me.text_embedding as embedding
-              from memory m
-              join memory_embedding me on me.memory_id = m.id and me.model = v_model and me.text_embedding is not null
-             where m.id = any (v_ids)
+              from unnest(v_ids) w(id)
+              join memory m on m.id = w.id
+              join memory_embedding me on me.memory_id = w.id and me.model = v_model and me.text_embedding is not null
         )
         select max(1 - (a.embedding operator(__ext__.<=>) b.embedding)) into v_closest
           from win a join win b on a.id < b.id
