@@ -116,8 +116,7 @@ def timed_calls(app: str, tenant: str, principal: str, scopes: list[str], calls:
 def parts(admin: str, tenant: str, principal: str, scopes: list[str], calls: int) -> dict:
     """The window alone, and the pair loop alone over that window, timed as the superuser (same SQL)."""
     window_sql = (f"select array_agg(w.id order by w.id desc) from (select e.id from {tenant}._eligible_memories("
-                  f"(select id from {tenant}.peer where name = %s), %s, null, false, null) e order by e.id desc "
-                  f"limit 500) w")
+                  f"%s::bigint, %s, null, false, null) e order by e.id desc limit 500) w")
     pairs_sql = f"""
         with win as materialized (
             select m.id, m.revision, {tenant}._purpose_bits(m.purposes) as bits, me.text_embedding as embedding
@@ -127,8 +126,9 @@ def parts(admin: str, tenant: str, principal: str, scopes: list[str], calls: int
          where (a.bits & b.bits) <> 0 and 1 - (a.embedding <=> b.embedding) >= 0.8"""
     out = {}
     with psycopg.connect(admin, autocommit=True) as conn:
-        ids = conn.execute(window_sql, (principal, scopes)).fetchone()[0]
-        for name, sql, params in (("window", window_sql, (principal, scopes)), ("pairs", pairs_sql, (ids,))):
+        principal_id = conn.execute(f"select id from {tenant}.peer where name = %s", (principal,)).fetchone()[0]
+        ids = conn.execute(window_sql, (principal_id, scopes)).fetchone()[0]
+        for name, sql, params in (("window", window_sql, (principal_id, scopes)), ("pairs", pairs_sql, (ids,))):
             times = []
             for k in range(calls + 2):
                 started = time.perf_counter()
