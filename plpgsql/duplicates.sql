@@ -37,9 +37,10 @@
 -- those of the operations underneath (PR104, PR105, PR107, PR108).
 --
 -- Speed: the pairs are an exact all-pairs comparison of the window (500 x 499
--- / 2 cosines in one nested loop over a materialised CTE, ~25 ms on a loaded
--- 2-core machine: bench/duplicates.py). An index cannot help: the window is
--- the newest 500 of any number of memories, and HNSW searches the whole table.
+-- / 2 cosines in one nested loop over a materialised CTE: ~31 ms of CPU a
+-- call at 100k memories, bench/duplicates.py). An index cannot help: the
+-- window is the newest 500 of any number of memories, and HNSW searches the
+-- whole table.
 
 -- The purposes as four bits, so that the pair loop tests overlap with one AND
 -- instead of an array operator (which cost as much as the cosine itself).

@@ -106,6 +106,16 @@ def said_and_remembered(mem, actor, turn, memory, *, audience=None, principal="b
     return mid
 
 
+def peanut_pair(mem, embed):
+    """Ben's allergy, said by Ben and again by Ana, embedded: one proposed pair (a, b)."""
+    a = said_and_remembered(mem, "ben", "I'm severely allergic to peanuts.", "Ben is severely allergic to peanuts",
+                            filler="The weather was lovely.")
+    b = said_and_remembered(mem, "ana", "Ben has a severe peanut allergy, remember.", "Ben has a severe peanut allergy",
+                            filler="Our flat has a balcony.")
+    embed()
+    return a, b
+
+
 def pairs_on(page):
     return [(int(s.get_attribute("data-a")), int(s.get_attribute("data-b"))) for s in page.locator("section.pair").all()]
 
@@ -208,11 +218,7 @@ def test_memory_text_is_shown_as_text_never_run(acme, acme_admin, serve, page, e
 
 
 def test_a_post_without_the_csrf_token_is_refused(acme, serve, page, embed, db):
-    a = said_and_remembered(acme, "ben", "I'm severely allergic to peanuts.", "Ben is severely allergic to peanuts",
-                            filler="The weather was lovely.")
-    b = said_and_remembered(acme, "ana", "Ben has a severe peanut allergy, remember.", "Ben has a severe peanut allergy",
-                            filler="Our flat has a balcony.")
-    embed()
+    a, b = peanut_pair(acme, embed)
     server = serve("ana")
     page.goto(server.url)  # the browser now holds the screen's cookie
     token = page.locator("input[name=csrf_token]").first.get_attribute("value")
@@ -255,11 +261,7 @@ def test_the_screen_answers_only_to_its_own_host_name(acme, serve):
 
 
 def test_a_second_reviewer_who_decides_the_same_pair_is_told(acme, serve, browser, embed, db):
-    a = said_and_remembered(acme, "ben", "I'm severely allergic to peanuts.", "Ben is severely allergic to peanuts",
-                            filler="The weather was lovely.")
-    b = said_and_remembered(acme, "ana", "Ben has a severe peanut allergy, remember.", "Ben has a severe peanut allergy",
-                            filler="Our flat has a balcony.")
-    embed()
+    a, b = peanut_pair(acme, embed)
     server = serve("ana")
     first, second = browser.new_context().new_page(), browser.new_context().new_page()
     for p in (first, second):
