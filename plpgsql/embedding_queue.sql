@@ -98,8 +98,14 @@ $$;
 comment on function __tenant__._embedding_input(bigint, integer) is
     'Internal: the text that is embedded for one memory under an input version.';
 
+-- Each job carries two texts: the input of the tenant's version (for recall)
+-- and the memory's own text alone (text_input, version 1's input), whose
+-- vector duplicate proposals compare: under version 2 the turns around two
+-- memories stated one after the other make them look alike (measured on the
+-- demo conversation: cosine 0.85 for a licence and a vet, 0.10 on their own
+-- texts) and hide a real restatement made weeks apart (0.72 against 0.81).
 create or replace function __tenant__.claim_embedding_jobs(p_worker text, p_limit integer default 64)
-returns table (memory_id bigint, generation bigint, input text, model text, input_version integer)
+returns table (memory_id bigint, generation bigint, input text, model text, input_version integer, text_input text)
 language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -132,14 +138,15 @@ begin
           from ready r where j.memory_id = r.memory_id
         returning j.memory_id, j.generation
     )
-    select c.memory_id, c.generation, i.input, v_model, v_version
+    select c.memory_id, c.generation, i.input, v_model, v_version, t.input
       from claimed c
       join _embedding_inputs(array(select c2.memory_id from claimed c2), v_version) i on i.memory_id = c.memory_id
+      join _embedding_inputs(array(select c2.memory_id from claimed c2), 1) t on t.memory_id = c.memory_id
      order by c.memory_id;
 end
 $$;
 comment on function __tenant__.claim_embedding_jobs(text, integer) is
-    'Leases up to p_limit embedding jobs to a worker (SKIP LOCKED) and returns the text to embed for each; a lease ends at embedding_lease_seconds or with the claiming session.';
+    'Leases up to p_limit embedding jobs to a worker (SKIP LOCKED) and returns the texts to embed for each: the input of the tenant''s version, and the memory''s own text; a lease ends at embedding_lease_seconds or with the claiming session.';
 
 create or replace function __tenant__.complete_embedding_jobs(
     p_worker         text,
@@ -147,7 +154,8 @@ create or replace function __tenant__.complete_embedding_jobs(
     p_generations    bigint[],
     p_embeddings     text[],          -- vector literals, '[0.1,0.2,...]'
     p_model          text,
-    p_input_version  integer
+    p_input_version  integer,
+    p_text_embeddings text[] default null  -- of each job's text_input; NULL (an older worker): none
 )
 returns integer
 language plpgsql
@@ -157,6 +165,13 @@ as $$
 declare
     v_stored integer;
 begin
+    if p_text_embeddings is not null then
+        if cardinality(p_text_embeddings) is distinct from cardinality(p_memory_ids) then
+            perform _fail('PR107', 'memory ids and text embeddings must be arrays of one length');
+        end if;
+        perform _embedding_results_usable('memory text', p_memory_ids, p_generations, p_text_embeddings, p_model,
+                                          p_input_version);
+    end if;
     if not _embedding_results_usable('memory', p_memory_ids, p_generations, p_embeddings, p_model,
                                      p_input_version) then
         -- The tenant moved to another model or input version meanwhile: the
@@ -166,17 +181,19 @@ begin
     -- Only jobs this worker still holds at the generation it was given: a
     -- re-worded memory or a lease taken over by another worker drops the result.
     with mine as (
-        select j.memory_id, x.embedding
-          from unnest(p_memory_ids, p_generations, p_embeddings::__ext__.vector[]) as x(memory_id, generation, embedding)
+        select j.memory_id, x.embedding, x.text_embedding
+          from unnest(p_memory_ids, p_generations, p_embeddings::__ext__.vector[],
+                      coalesce(p_text_embeddings, array_fill(null::text, array[cardinality(p_memory_ids)]))::__ext__.vector[])
+                 as x(memory_id, generation, embedding, text_embedding)
           join embedding_job j on j.memory_id = x.memory_id and j.generation = x.generation and j.leased_by = p_worker
          order by j.memory_id
            for update of j
     ), stored as (
-        insert into memory_embedding as me (memory_id, model, input_version, embedding)
-        select m.memory_id, p_model, p_input_version, m.embedding from mine m
+        insert into memory_embedding as me (memory_id, model, input_version, embedding, text_embedding)
+        select m.memory_id, p_model, p_input_version, m.embedding, m.text_embedding from mine m
         on conflict (memory_id) do update
             set model = excluded.model, input_version = excluded.input_version,
-                embedding = excluded.embedding, embedded_at = now()
+                embedding = excluded.embedding, text_embedding = excluded.text_embedding, embedded_at = now()
         returning me.memory_id
     ), registered as (
         -- a vector of the text: from what the text came from, corrections' evidence included
@@ -194,8 +211,8 @@ begin
     return v_stored;
 end
 $$;
-comment on function __tenant__.complete_embedding_jobs(text, bigint[], bigint[], text[], text, integer) is
-    'Stores the worker''s embeddings for jobs it still holds at the same generation; returns how many were stored.';
+comment on function __tenant__.complete_embedding_jobs(text, bigint[], bigint[], text[], text, integer, text[]) is
+    'Stores the worker''s embeddings (and those of the memories'' own texts) for jobs it still holds at the same generation; returns how many were stored.';
 
 create or replace function __tenant__.release_embedding_jobs(p_worker text, p_memory_ids bigint[])
 returns integer
@@ -257,7 +274,8 @@ begin
     select m.id from memory m
      where m.superseded_by is null and m.invalidated_at is null
        and (p_everything or not exists (select 1 from memory_embedding me where me.memory_id = m.id
-                                           and me.model = v_model and me.input_version = v_version))
+                                           and me.model = v_model and me.input_version = v_version
+                                           and me.text_embedding is not null))
     on conflict (memory_id) do update
         set generation = j.generation + 1, enqueued_at = clock_timestamp(), leased_by = null, lease_until = null;
     get diagnostics v_count = row_count;
@@ -288,7 +306,8 @@ begin
     -- Jobs for memories whose vector already has the new stamp are done.
     delete from embedding_job j
      using memory_embedding me
-     where me.memory_id = j.memory_id and me.model = p_model and me.input_version = p_input_version;
+     where me.memory_id = j.memory_id and me.model = p_model and me.input_version = p_input_version
+       and me.text_embedding is not null;
     -- Vectors of the old stamp stay but are ignored by recall until replaced.
     return rebuild_embeddings(false);
 end

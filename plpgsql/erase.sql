@@ -15,6 +15,8 @@
 --    kept_while condition: an entity named by a surviving memory stays);
 --  * a memory superseded by a deleted memory becomes current again: it is
 --    what the surviving log says;
+--  * a reviewer's duplicate decision about a deleted memory is deleted too
+--    (its reason may quote it);
 --  * an erased peer's perspective goes with it: memories it observed
 --    (observer_peer_id) and tasks that would derive its view; working
 --    representations lose every item derived from an erased observation;
@@ -300,6 +302,10 @@ begin
                                        where c.memory_id = any (v_memories));
         elsif v_kind.kind = 'memory_embedding' then
             v_keys := v_keys || array(select x::text from unnest(v_memories) x);
+        elsif v_kind.kind = 'duplicate_decision' then
+            -- decisions about a doomed memory (their reason may speak of it)
+            v_keys := v_keys || array(select d.id::text from duplicate_decision d
+                                       where d.memory_low = any (v_memories) or d.memory_high = any (v_memories));
         elsif v_kind.kind = 'work_task' and p_selector ? 'peer' then
             v_keys := v_keys || array(select t.id::text from work_task t
                                        where t.observer_id = _peer_id(p_selector ->> 'peer', 'erased'));

@@ -163,6 +163,25 @@ $$;
 comment on function __tenant__.correct(text, text[], bigint, integer, text, text, text, bigint[]) is
     'Fixes a wrong memory in place, citing the observations that justify it: revision + 1, the old text kept in its history. PR105 if the revision moved.';
 
+-- The step that makes a memory history: it points to its replacement, moves
+-- to the next revision and stops being valid now. supersede() replaces with a
+-- new memory; decide_duplicate() with an existing one. The caller has locked
+-- the old memory and checked its revision (_lock_for_revision).
+create or replace function __tenant__._supersede_by(p_old_id bigint, p_new_id bigint)
+returns integer
+language sql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    update memory m
+       set superseded_by = p_new_id, revision = m.revision + 1, updated_at = now(),
+           valid = tstzrange(lower(m.valid), greatest(lower(m.valid), now()))
+     where m.id = p_old_id
+    returning m.revision
+$$;
+comment on function __tenant__._supersede_by(bigint, bigint) is
+    'Internal: marks a locked memory superseded by another; returns its new revision.';
+
 create or replace function __tenant__.supersede(
     p_principal          text,
     p_scopes             text[],
@@ -227,10 +246,7 @@ begin
                                                                             and l.link_type = 'about')) x));
     end if;
 
-    update memory m
-       set superseded_by = v_id, revision = m.revision + 1, updated_at = now(),
-           valid = tstzrange(lower(m.valid), greatest(lower(m.valid), now()))
-     where m.id = v_old.id;
+    perform _supersede_by(v_old.id, v_id);
     return v_id;
 end
 $$;

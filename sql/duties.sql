@@ -44,6 +44,10 @@ insert into pgrecall.function_duty (function_name, duties, why) values
     ('forget',                           '{app}',              'an operation of the agent: invalidation, not erasure'),
     ('pin',                              '{app}',              'pinned notes start every session bundle'),
     ('session_bundle',                   '{app}',              'what an agent starts a session with'),
+    -- duplicates: proposed by the database, decided by a person
+    ('duplicate_proposals',              '{app}',              'pairs the principal may see, for a person to review'),
+    ('duplicate_proposals_answer',       '{app}',              'the same, with why nothing is proposed, in one call'),
+    ('decide_duplicate',                 '{app}',              'a person''s decision: keep both, supersede or forget (through those operations)'),
     -- freshness
     ('freshness',                        '{app}',              'is recall current to what I wrote?'),
     ('wait_for',                         '{app}',              'wait until it is'),

@@ -24,6 +24,10 @@ BAD = [
     ("function in other schema", "create table __tenant__.a (id uuid default public.gen_random_uuid());", 1, "public"),
     ("constraint dropped from an unqualified table", "alter table passage drop constraint passage_scope_fkey;", 1,
      "unqualified reference 'passage'"),
+    ("storage of an unqualified table", "select 1;\nalter table memory_embedding alter column v set storage plain;", 2,
+     "unqualified reference 'memory_embedding'"),
+    ("storage with something else", "alter table __tenant__.e alter column v set storage plain, owner to x;", 1,
+     "not understood"),
 ]
 
 
@@ -44,4 +48,10 @@ def test_checker_accepts_extension_types_and_opclasses():
         "create table __tenant__.e (id int, v __ext__.vector(384), t tsvector, r tstzrange);\n"
         "create index e_v on __tenant__.e using hnsw (v __ext__.vector_cosine_ops);\n"
     )
+    assert check("ok.sql", text) == []
+
+
+def test_checker_accepts_a_storage_change_of_a_tenant_table():
+    text = ("alter table __tenant__.e\n    alter column a set storage plain,\n"
+            "    alter column b set storage plain;\n")
     assert check("ok.sql", text) == []

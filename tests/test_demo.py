@@ -8,7 +8,12 @@ from test_mcp import check_the_demo_over_mcp
 
 def test_demo_answers_from_current_facts_and_keeps_secrets(conninfo, tmp_path):
     out = run_cli("demo", env={"PGRECALL_DSN": conninfo.dsn()}).stdout
-    assert "remembered 17 memories" in out and "worker embedded 17 memories" in out
+    assert "remembered 18 memories" in out and "worker embedded 18 memories" in out
+    # a restatement weeks later is proposed as a duplicate, for a person to decide on the review screen
+    assert re.search(r"Duplicates proposed for review: 1 pair\(s\) at cosine >= 0.8; nothing is merged until a person decides\n"
+                     r"  0\.\d\d  \[memory \d+\] Ben is severely allergic to peanuts  \|  "
+                     r"\[memory \d+\] Ben is allergic to peanuts: no peanuts in shared meals\n", out)
+    assert "pgrecall review --tenant demo --as Sage --scopes flat" in out
     answers = {}
     for block in out.split("\n\n"):
         m = re.search(r"(\w+) asks: .(.+?).\n", block)

@@ -19,6 +19,7 @@ from pgrecall import cli, db as pgdb, demo, errors, install, sources
 from pgrecall.agent import AgentMemory
 from pgrecall.deriver import Deriver
 from pgrecall.importer import import_jsonl
+from pgrecall.review import create_app
 from pgrecall.worker import Worker
 from test_install_paths import run_cli
 
@@ -52,6 +53,7 @@ COMMANDS = [
     ["bundle", f"--tenant={T}", "--as", "ana"],
     ["mcp", f"--tenant={T}", "--as", "ana"],
     ["mcp", f"--tenant={T}", "--as", "ana", "--http", "127.0.0.1:8765"],
+    ["review", f"--tenant={T}", "--as", "ana", "--port", "1"],
 ]
 
 
@@ -141,6 +143,7 @@ def _python_entries(tenant: str, dsn: str, chat):
     yield "import_jsonl", lambda: import_jsonl(chat, tenant=tenant, scope="default", progress=False, conninfo=dsn)
     yield "demo", lambda: demo.main(argparse.Namespace(tenant=tenant))
     yield "AgentMemory", lambda: AgentMemory(tenant, "ana", conninfo=dsn)
+    yield "review.create_app", lambda: create_app(tenant, "ana", ["default"], conninfo=dsn)
 
 
 def test_every_python_entry_refuses_every_hostile_name(armed):

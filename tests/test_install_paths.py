@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
 import psycopg
@@ -140,6 +141,10 @@ def test_built_wheel_carries_the_sql_and_installs_a_tenant(conninfo, tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(tree)],
                    check=True, capture_output=True, timeout=600)
     wheel = next(wheels.glob("pgrecall-*.whl"))
+    # the review screen's templates and stylesheet travel with it
+    with zipfile.ZipFile(wheel) as whl:
+        assert {"pgrecall/review/templates/review.html", "pgrecall/review/templates/refused.html",
+                "pgrecall/review/static/review.css"} <= set(whl.namelist())
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
                    check=True, capture_output=True, timeout=600)

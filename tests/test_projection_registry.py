@@ -15,6 +15,8 @@ def workload(acme):
     o4 = said(acme, "It is Acme Corp, by the way")
     acme.correct(b, "Ana works at Acme Corp", revision=1, reason="full name", evidence=[o4])
     acme.supersede(a, "Ana lives in Porto", revision=1, evidence=[o3])
+    # a reviewer's duplicate decision: its reason may quote the two memories
+    acme.decide_duplicate(b, d, "distinct", reason="a summary is not a duplicate of its source")
     acme.assert_fact("ana", "lives_in", "Lisbon", evidence=[{"offset": o1, "quote": "I live in Lisbon"}],
                      valid_from=datetime(2020, 1, 1, tzinfo=timezone.utc))
     # splits the Lisbon fact: the surviving piece is registered too

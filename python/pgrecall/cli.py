@@ -508,6 +508,16 @@ def cmd_erase(args: argparse.Namespace) -> int:
     return 0 if clean else 2
 
 
+def cmd_review(args: argparse.Namespace) -> int:
+    from . import review
+
+    missing = review.missing_dependencies()
+    if missing:
+        return _fail(f"pgrecall: error: {missing}")
+    review.serve(args.tenant, args.principal, args.scopes, port=args.port)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from . import demo
 
@@ -659,6 +669,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--actor", default=_default_actor(),
                    help="who runs the erasure, recorded in the receipt (default: $PGRECALL_ACTOR or your user name)")
     p.set_defaults(func=cmd_erase)
+
+    p = sub.add_parser("review", help="the web screen where a person decides about proposed duplicates "
+                                      "(127.0.0.1 only, as the tenant's application role)")
+    tenant_args(p)
+    p.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (default: 8765)")
+    p.set_defaults(func=cmd_review)
 
     p = sub.add_parser("demo", help="what `make run` shows")
     p.add_argument("--tenant", default="demo")

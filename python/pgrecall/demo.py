@@ -44,6 +44,9 @@ MEMORIES = [
     ("car", "The car is a blue 2015 Renault Clio; its inspection is due in June", [35], ["act"], None, ["Ben"]),
     ("dogfood", "Pixel is allergic to chicken, so his food must be fish based", [38], ["converse", "act"], None, ["Pixel"]),
     ("licence", "Ben must renew his carpentry licence before September", [51], ["act"], None, ["Ben"]),
+    # Said again weeks later, and remembered again in other words: a duplicate for a person to review.
+    ("peanut-again", "Ben is allergic to peanuts: no peanuts in shared meals", [54],
+     ["converse", "act", "personalize"], None, ["Ben"]),
 ]
 
 QUESTIONS = [
@@ -207,6 +210,12 @@ def main(args: argparse.Namespace) -> int:
         bundle = mem.session_bundle(principal="Ana", recent=3)
         print("\nSession-start bundle for Ana: pinned " + "; ".join(p["body"] for p in bundle["pinned"])
               + " | top entities " + ", ".join(f"{e['entity']} ({e['memories']})" for e in bundle["entities"]))
+        duplicates = mem.duplicate_proposals(limit=3)
+        print(f"\nDuplicates proposed for review: {len(duplicates.pairs)} pair(s) at cosine >= "
+              f"{duplicates.meta['threshold']}; nothing is merged until a person decides")
+        for pair in duplicates.pairs:
+            print(f"  {pair.cosine:.2f}  [memory {pair.a.id}] {pair.a.body}  |  [memory {pair.b.id}] {pair.b.body}")
+        print(f"  decide on the review screen: pgrecall review --tenant {tenant} --as Sage --scopes {SCOPE}")
         peers_in_a_session(mem, worker_conninfo)
         Worker(tenant, conninfo=worker_conninfo).drain()  # embed what the deriver wrote
     print("\npgrecall: `pgrecall server stop` stops the embedded server.")

@@ -194,6 +194,62 @@ class FactRow:
     evidence: list[dict]
 
 
+@dataclass(frozen=True)
+class DuplicateSide:
+    """One memory of a proposed pair, as the reviewer is shown it."""
+
+    id: int
+    scope: str
+    kind: str
+    title: str | None
+    body: str
+    revision: int
+    created_at: datetime
+    audience: str | None
+    purposes: list[str]
+    provenance: dict        # as read() gives it: the turns it came from (speaker, time), visible sources, entities
+
+
+@dataclass(frozen=True)
+class DuplicatePair:
+    """Two memories similar enough to be shown to a person: ``a`` is the older one."""
+
+    rank: int
+    cosine: float
+    a: DuplicateSide
+    b: DuplicateSide
+    b_may_replace_a: bool   # b reaches everyone a reaches, for every purpose: "supersede a by b" is allowed
+    a_may_replace_b: bool
+
+
+@dataclass(frozen=True)
+class DuplicateProposals:
+    """duplicate_proposals' answer; ``meta`` says which window was compared and, if nothing is proposed, why
+    (``empty_reason``: no_memories, one_memory, no_embeddings, below_threshold, all_decided)."""
+
+    pairs: list[DuplicatePair]
+    meta: dict
+
+
+@dataclass(frozen=True)
+class DuplicateDecision:
+    decision_id: int
+    decision: str                 # distinct, supersede or forget
+    retired_memory: int | None    # the memory superseded or forgotten (a); None when both are kept
+    retired_revision: int | None  # its revision now
+
+
+def _duplicate_pair(item: dict) -> DuplicatePair:
+    def side(prefix: str) -> DuplicateSide:
+        fields = {f: item[f"{prefix}_{f}"] for f in ("id", "scope", "kind", "title", "body", "revision",
+                                                      "created_at", "audience", "purposes", "provenance")}
+        fields["created_at"] = datetime.fromisoformat(fields["created_at"])
+        return DuplicateSide(**fields)
+
+    return DuplicatePair(item["rank"], item["cosine"], side("a"), side("b"), item["b_may_replace_a"],
+                         item["a_may_replace_b"])
+
+
 def dict_row_type(**kwargs) -> dict:
     return dict(kwargs)
 
@@ -401,6 +457,26 @@ class Memory:
                                         "evidence": list(evidence) if evidence is not None else None,
                                         "title": title, "confidence": confidence,
                                         "about": list(about) if about is not None else None})[0]
+
+    def duplicate_proposals(self, *, limit: int = 20, principal: str | None = None,
+                            scopes: Sequence[str] | None = None) -> DuplicateProposals:
+        """Pairs of current memories the principal may see for a common purpose, among its newest
+        ``duplicate_window``, with cosine >= ``duplicate_cosine`` and not yet decided; best first.
+        Nothing is merged: a person decides with :meth:`decide_duplicate`."""
+        principal, scopes = self._who(principal, scopes)
+        items, meta = self._answer("duplicate_proposals_answer",
+                                   {"principal": principal, "scopes": scopes, "limit": limit})
+        return DuplicateProposals([_duplicate_pair(i) for i in items], meta)
+
+    def decide_duplicate(self, a: int, b: int, decision: str, *, reason: str, revision_a: int | None = None,
+                         revision_b: int | None = None, principal: str | None = None,
+                         scopes: Sequence[str] | None = None) -> DuplicateDecision:
+        """Record a person's decision about a pair: ``distinct`` (keep both), ``supersede`` (b replaces a) or
+        ``forget`` (a). Pass the revisions you were shown; someone deciding first is DuplicateDecided."""
+        principal, scopes = self._who(principal, scopes)
+        return self._call("decide_duplicate", {"principal": principal, "scopes": scopes, "a": a, "b": b,
+                                               "decision": decision, "reason": reason, "revision_a": revision_a,
+                                               "revision_b": revision_b}, row_type=DuplicateDecision)
 
     def recall(self, query: str, *, purpose: str = "converse", mode: str | None = None, limit: int = 10,
                include_superseded: bool = False, at: datetime | None = None, rerank: Reranker | None = None,

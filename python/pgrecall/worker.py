@@ -107,16 +107,23 @@ class Worker:
                 hint="Run a worker with that model, or switch back: pgrecall embeddings rebuild --model "
                      f"{self.embedder.name}")
         started = time.perf_counter()
-        vectors = self.embedder.embed([j[2] for j in jobs], batch_size=self.batch_size)
+        texts = [j[2] for j in jobs]
+        if len(jobs[0]) > 5:
+            # A memory job also carries the memory's own text (what duplicate proposals compare); under
+            # input version 1 it is the input itself, and each distinct text is embedded once.
+            texts += [j[5] for j in jobs]
+        unique = list(dict.fromkeys(texts))
+        embedded = dict(zip(unique, self.embedder.embed(unique, batch_size=self.batch_size)))
         self.stats.embed_seconds += time.perf_counter() - started
-        return vectors
+        return [embedded[t] for t in texts]
 
     def _store(self, conn: psycopg.Connection, queue: str, jobs: list, vectors) -> int:
         ids = [j[0] for j in jobs]
         model, version = jobs[0][3], jobs[0][4]
-        stored = self._call(conn, f"complete_{queue}_jobs",
-                            (self.name, ids, [j[1] for j in jobs], [to_literal(v) for v in vectors], model,
-                             version)).fetchone()[0]
+        params = (self.name, ids, [j[1] for j in jobs], [to_literal(v) for v in vectors[:len(jobs)]], model, version)
+        if len(vectors) > len(jobs):  # and the vectors of the memories' own texts
+            params += ([to_literal(v) for v in vectors[len(jobs):]],)
+        stored = self._call(conn, f"complete_{queue}_jobs", params).fetchone()[0]
         if queue == "embedding":
             self.stats.claimed += len(jobs)
             self.stats.stored += stored
