@@ -808,6 +808,7 @@ EXAMPLES = {
     "forget": "pgrecall forget --tenant acme --as ana --reason \"she asked\" 1",
     "import": "pgrecall import chat.jsonl --tenant acme --scopes default",
     "worker": "pgrecall worker --tenant acme --once",
+    "review": "pgrecall review --tenant demo --as Ana --scopes flat --port 8765   # then open http://127.0.0.1:8765/",
     "deriver": "pgrecall deriver --tenant acme --once",
     "embeddings": "pgrecall embeddings rebuild --tenant acme --all",
     "erase": "pgrecall erase --tenant acme --subject u-42 --reason \"request #7\"",
