@@ -2,9 +2,12 @@
 
 import re
 
+import pytest
+
 from test_install_paths import run_cli
 
 
+@pytest.mark.slow
 def test_demo_answers_from_current_facts_and_keeps_secrets(conninfo):
     out = run_cli("demo", env={"PGRECALL_DSN": conninfo.dsn()}).stdout
     assert "remembered 17 memories" in out and "worker embedded 17 memories" in out
