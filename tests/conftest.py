@@ -106,7 +106,7 @@ def _skip_durability(superuser_dsn: str) -> None:
     """The embedded test server is deleted when the session ends: nothing it writes needs to survive a crash.
 
     Every test creates and drops a database; with fsync each of those waits for
-    the disk (about a second per drop, measured on the shared 2-core machine).
+    the disk (0.1 to 1.2 s per drop in a measurement here, 0.02 s without).
     """
     with psycopg.connect(superuser_dsn, autocommit=True) as conn:
         for setting in ("fsync", "synchronous_commit", "full_page_writes"):
@@ -169,7 +169,8 @@ def _build_acme(conninfo: "Conninfo") -> None:
 
 
 def load_acme(host, port, user, dbname, password, **_):
-    _build_acme(Conninfo.of(host=host, port=port, user=user, dbname=dbname, password=password))
+    with psycopg.connect(host=host, port=port, user=user, dbname=dbname, password=password) as conn:
+        _build_acme(Conninfo(conn.info))
 
 
 # The control plane, in pgrecall_test_tmpl (cloned from pgrecall_base, which has the extensions).
@@ -275,13 +276,6 @@ class Conninfo:
     def __init__(self, info):
         self.host, self.port, self.dbname = info.host, info.port, info.dbname
         self.user, self.password = info.user, info.password
-
-    @classmethod
-    def of(cls, **params) -> "Conninfo":
-        made = cls.__new__(cls)
-        for key in ("host", "port", "dbname", "user", "password"):
-            setattr(made, key, params[key])
-        return made
 
     def dsn(self, user: str | None = None, dbname: str | None = None) -> str:
         return psycopg.conninfo.make_conninfo(

@@ -38,13 +38,12 @@ def reserved_numbers(text: str) -> set[int]:
     return {int(n) for line in text.splitlines() if (m := _RESERVED.match(line)) for n in m.group(1).split()}
 
 
-def problems(directory: Path, sums_text: str | None = None) -> list[str]:
+def problems(directory: Path) -> list[str]:
     """Everything that breaks the frozen-migration rules in this directory, empty when all is well."""
     sums_path = directory / SUMS
-    if sums_text is None:
-        if not sums_path.exists():
-            return [f"{sums_path} is missing: the released migrations' checksums are not recorded"]
-        sums_text = sums_path.read_text(encoding="utf-8")
+    if not sums_path.exists():
+        return [f"{sums_path} is missing: the released migrations' checksums are not recorded"]
+    sums_text = sums_path.read_text(encoding="utf-8")
     listed, found = read_sums(sums_text)
     reserved = reserved_numbers(sums_text)
     files = sorted(p.name for p in directory.iterdir() if p.is_file() and p.name != SUMS)
