@@ -38,6 +38,7 @@ import psycopg
 import pytest
 from psycopg import sql
 from pytest_postgresql import factories
+from pytest_postgresql.config import get_config
 from pytest_postgresql.janitor import DatabaseJanitor
 
 from pgrecall import install
@@ -196,7 +197,8 @@ def postgresql(request, pg_template):
     janitor = DatabaseJanitor(user=template.user, host=template.host, port=template.port, dbname=template.dbname,
                               template_dbname=template.template_dbname, password=template.password,
                               maintenance_dbname=template.maintenance_dbname)
-    janitor.drop()  # left behind by an interrupted run against PGRECALL_TEST_DSN
+    if get_config(request).drop_test_database:  # --postgresql-drop-test-database, as pytest-postgresql does
+        janitor.drop()
     with janitor:
         conn = psycopg.connect(host=template.host, port=template.port, user=template.user,
                                dbname=template.dbname, password=template.password)
