@@ -28,8 +28,15 @@ run: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# Not part of CI: measured on a quiet machine, results written under bench/results/.
-bench: $(STAMP)
+# Not part of CI: measured on a quiet machine, results written under bench/results/
+# (latest.md and its figures; older runs in bench/results/archive/). The bench extra
+# (matplotlib) draws the figures.
+BENCH_STAMP := $(VENV)/.bench-installed
+$(BENCH_STAMP): $(STAMP)
+	$(PIP) install --quiet --disable-pip-version-check -e '.[embed,dev,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
 	$(PY) -m bench.run $(BENCH_ARGS)
 
 # The graph: assert_fact throughput, traversal and bitemporal lookups at 100k entities / 1M facts.

@@ -3,7 +3,8 @@
 The corpus is the recall benchmark's, ingested the same way (append_observations + remember_many,
 1,000 data subjects, so one subject is 0.1% of the rows), with term statistics refreshed. The
 embedding queues are emptied before timing, as if the worker had caught up (the vectors themselves
-do not change what erasure deletes). Results: bench/results/erase-*.json and .md.
+do not change what erasure deletes). Results: bench/results/latest-erase.md, the runs in
+bench/results/archive/.
 
     python -m bench.erase                    # 1,000,000 memories (ingest takes a while)
     python -m bench.erase --size 100000
@@ -27,7 +28,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from . import corpus
-from .run import HERE, SUBJECTS, ingest, install_tenant, log
+from .run import HERE, SUBJECTS, ingest, install_tenant, log, role_uri
 
 
 def main(argv=None) -> int:
@@ -58,9 +59,9 @@ def main(argv=None) -> int:
         server.start()
         app = install_tenant(admin, tenant)
         log(f"ingesting {args.size} memories")
-        report["ingest"] = ingest(app, tenant, corpus.memories(args.size))
+        report["ingest"], _ = ingest(app, tenant, corpus.memories(args.size))
         log(f"ingest: {report['ingest']['per_second']:.0f} memories/s")
-        with psycopg.connect(app, autocommit=True) as conn:
+        with psycopg.connect(role_uri(tenant, "worker"), autocommit=True) as conn:
             conn.execute(f"select * from {tenant}.refresh_term_stats()")
         with psycopg.connect(admin, autocommit=True) as conn:
             for table in ("embedding_job", "passage_embedding_job"):
@@ -70,18 +71,18 @@ def main(argv=None) -> int:
             report["rows"] = {t: conn.execute(f"select count(*) from {tenant}.{t}").fetchone()[0]
                               for t in ("observation", "memory", "memory_link", "projection_dependency")}
         runs = []
-        with psycopg.connect(admin if args.explain else app, autocommit=True) as conn:
+        with psycopg.connect(admin if args.explain else role_uri(tenant, "admin"), autocommit=True) as conn:
             if args.explain:
                 conn.execute("load 'auto_explain'")
                 for setting, value in (("log_min_duration", "100"), ("log_nested_statements", "on"),
                                        ("log_analyze", "on"), ("log_buffers", "on")):
                     conn.execute(f"set auto_explain.{setting} = {value}")
-                conn.execute(f"set role pgrecall_{tenant}_app")
+                conn.execute(f"set role pgrecall_{tenant}_admin")
                 log_start = (server.pgdata() / "log").stat().st_size
             for k in range(args.subjects):
                 subject = f"subject-{(k * 397 + 11) % SUBJECTS}"
                 started = time.perf_counter()
-                row = conn.execute(f"select observations_erased, rows_erased, residual from {tenant}.erase(%s, 'bench')",
+                row = conn.execute(f"select observations_erased, rows_erased, residual from {tenant}.erase('bench', %s, 'bench')",
                                    (Jsonb({"data_subject": subject}),)).fetchone()
                 seconds = time.perf_counter() - started
                 runs.append({"subject": subject, "seconds": seconds, "observations": row[0], "rows_erased": row[1],
@@ -91,16 +92,16 @@ def main(argv=None) -> int:
         if args.explain:
             with open(server.pgdata() / "log", encoding="utf-8", errors="replace") as fh:
                 fh.seek(log_start)
-                Path(args.out).mkdir(parents=True, exist_ok=True)
-                (Path(args.out) / f"erase-plans-{args.size}.txt").write_text(fh.read())
+                (Path(args.out) / "archive").mkdir(parents=True, exist_ok=True)
+                (Path(args.out) / "archive" / f"erase-plans-{args.size}.txt").write_text(fh.read())
         report["median_seconds"] = statistics.median(r["seconds"] for r in runs)
     finally:
         server.stop()
         shutil.rmtree(home, ignore_errors=True)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    (out / "archive").mkdir(parents=True, exist_ok=True)
     stamp = report["started"].replace(":", "").replace("-", "")[:15]
-    (out / f"erase-{stamp}.json").write_text(json.dumps(report, indent=2))
+    (out / "archive" / f"erase-{stamp}.json").write_text(json.dumps(report, indent=2))
     lines = [f"# pgrecall erasure benchmark ({report['started']})", "",
              f"Machine: {report['machine']}. Command: `{report['command']}`.", "",
              f"- corpus: {args.size:,} memories ({report['rows']}), ingest {report['ingest']['per_second']:.0f} memories/s",
@@ -109,7 +110,8 @@ def main(argv=None) -> int:
              "", f"Target: one subject among {args.size:,} in <= 1 s: median {report['median_seconds'] * 1000:.0f} ms, "
              f"{'met' if report['median_seconds'] <= 1 else 'NOT met'}."]
     md = "\n".join(lines) + "\n"
-    (out / f"erase-{stamp}.md").write_text(md)
+    (out / "archive" / f"erase-{stamp}.md").write_text(md)
+    (out / "latest-erase.md").write_text(md)
     print(md)
     return 0
 

@@ -1,5 +1,5 @@
 """``make bench-graph``: assert_fact throughput, and 2-hop traversal and bitemporal lookup latency
-over a large graph. Results: bench/results/graph-*.json and .md.
+over a large graph. Results: bench/results/latest-graph.md, the runs in bench/results/archive/.
 
     python -m bench.graph                                  # 100k entities, 1M facts
     python -m bench.graph --entities 10000 --facts 100000  # quicker
@@ -218,12 +218,12 @@ def main(argv=None) -> int:
         server.stop()
         shutil.rmtree(home, ignore_errors=True)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    (out / "archive").mkdir(parents=True, exist_ok=True)
     stamp = report["started"].replace(":", "").replace("-", "")[:15]
-    (out / f"graph-{stamp}.json").write_text(json.dumps(report, indent=2))
+    (out / "archive" / f"graph-{stamp}.json").write_text(json.dumps(report, indent=2))
     md = markdown(report)
-    (out / f"graph-{stamp}.md").write_text(md)
-    (out / "graph-latest.md").write_text(md)
+    (out / "archive" / f"graph-{stamp}.md").write_text(md)
+    (out / "latest-graph.md").write_text(md)
     print(md)
     return 0
 

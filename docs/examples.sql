@@ -118,6 +118,10 @@ select acme.add_peer('ana', 'human', '{"locale": "pt-PT"}') as ana,
 -- == add_peer_error
 select acme.add_peer('ana', 'agent');
 select acme.add_peer('ana ');
+select acme.add_peer('Ana');
+select acme.add_peer(E'ana\u202e');
+select acme.add_peer('аna');
+select acme.append_observation('Ana', array['default'], 'default', 'Hello', 'user');
 
 -- == append_observation
 select acme.create_session('assistant', '{default}', 'default') as session_id;

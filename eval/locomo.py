@@ -182,14 +182,15 @@ def coverage(queries: list[dict], stored: set[tuple[str, str]]) -> dict:
 
 
 def embed(tenant: str, conninfo: str, version: int, expect: int) -> dict:
-    """Switch the input version (as the app role) and let the real worker drain the queue."""
+    """Switch the input version (as the admin role) and let the real worker (its role) drain the queue."""
     import psycopg
 
+    from pgrecall import db
     from pgrecall.worker import Worker
 
-    with psycopg.connect(conninfo, autocommit=True) as app:
-        queued = app.execute(f"select {tenant}.set_embedding_version(%s, %s)", (MODEL, version)).fetchone()[0]
-    worker = Worker(tenant, conninfo=conninfo)
+    with psycopg.connect(db.tenant_conninfo(tenant, "admin"), autocommit=True) as admin:
+        queued = admin.execute(f"select {tenant}.set_embedding_version(%s, %s)", (MODEL, version)).fetchone()[0]
+    worker = Worker(tenant, conninfo=db.tenant_conninfo(tenant, "worker"))
     started = time.perf_counter()
     stats = worker.drain()
     elapsed = time.perf_counter() - started

@@ -12,7 +12,8 @@ language sql immutable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select r.body, r.source_role, coalesce(r.kind, 'message'), r.actor, r.session_id, r.occurred_at,
+    -- Actors in NFC, the form peer names are stored in.
+    select r.body, r.source_role, coalesce(r.kind, 'message'), normalize(r.actor, NFC), r.session_id, r.occurred_at,
            coalesce(r.payload, '{}'), r.data_subject_id, r.lawful_basis, coalesce(r.classification, 'internal'),
            r.retention_until, r.ord::integer
       from rows from (jsonb_to_recordset(p_rows) as (body text, source_role text, kind text, actor text,
@@ -61,7 +62,7 @@ begin
                     when r.session_id <= 0 then 'PR107'
                     when r.session_id is not null
                          and not exists (select 1 from session s where s.id = r.session_id and s.scope = p_scope) then 'PR120'
-                    when not exists (select 1 from peer p where p.name = coalesce(r.actor, p_principal)) then 'PR101'
+                    when not exists (select 1 from peer p where p.name = coalesce(r.actor, normalize(p_principal, NFC))) then 'PR101'
                end as code,
                case when r.body is null then 'observation body is required'
                     when octet_length(r.body) > v_max_bytes then
@@ -84,7 +85,7 @@ begin
                          and not exists (select 1 from session s where s.id = r.session_id and s.scope = p_scope) then
                          format('session %s belongs to scope %s, not %s', r.session_id,
                                 quote_literal((select s.scope from session s where s.id = r.session_id)), quote_literal(p_scope))
-                    else format('unknown actor peer %s', quote_literal(coalesce(r.actor, p_principal)))
+                    else format('unknown actor peer %s', quote_literal(coalesce(r.actor, normalize(p_principal, NFC))))
                end as detail,
                case when octet_length(r.body) > v_max_bytes then
                          'Split the text, or raise setting max_observation_bytes with pgrecall.set_tenant_setting().'
@@ -109,7 +110,7 @@ begin
     insert into observation (scope, log_offset, kind, occurred_at, source_role, actor_id, session_id, body,
                              payload, data_subject_id, lawful_basis, classification, retention_until)
     select p_scope, v_last - v_count + r.ord, r.kind, coalesce(r.occurred_at, now()), r.source_role,
-           (select p.id from peer p where p.name = coalesce(r.actor, p_principal)), r.session_id, r.body,
+           (select p.id from peer p where p.name = coalesce(r.actor, normalize(p_principal, NFC))), r.session_id, r.body,
            r.payload, r.data_subject_id, r.lawful_basis, r.classification, r.retention_until
       from _observation_rows(p_rows) r
      order by r.ord

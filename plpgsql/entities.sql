@@ -9,8 +9,9 @@ create or replace function __tenant__._normalize_name(p_name text)
 returns text
 language sql immutable
 as $$
-    -- The same rule as entity.normalized_name.
-    select pg_catalog.lower(pg_catalog.regexp_replace(pg_catalog.btrim(p_name), '\s+', ' ', 'g'))
+    -- The same rule as entity.normalized_name ([[:space:]] is its \s, without a backslash
+    -- that standard_conforming_strings = off would eat).
+    select pg_catalog.lower(pg_catalog.regexp_replace(pg_catalog.btrim(p_name), '[[:space:]]+', ' ', 'g'))
 $$;
 comment on function __tenant__._normalize_name(text) is 'Internal: the form of a name that entity identity compares.';
 

@@ -38,11 +38,11 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
     select case
-        when substring(p_key_expression from '^(\w+)::text$') is null then
+        when substring(p_key_expression from '^([[:alnum:]_]+)::text$') is null then
             format(case when p_many then '(%s) = any (%s)' else '(%s) = %s' end, p_key_expression, p_keys)
         else
             format(case when p_many then 't.%I = any ((%s)::bigint[])' else 't.%I = (%s)::bigint' end,
-                   substring(p_key_expression from '^(\w+)::text$'), p_keys)
+                   substring(p_key_expression from '^([[:alnum:]_]+)::text$'), p_keys)
     end
 $$;
 comment on function __tenant__._registry_key_match(text, text, boolean) is
@@ -94,7 +94,7 @@ end
 $$;
 comment on function __tenant__._selected_observations(jsonb) is 'Internal: the observation ids an erasure selector names.';
 
-create or replace function __tenant__._erase(p_selector jsonb, p_reason text, p_requested_by text)
+create or replace function __tenant__._erase(p_actor text, p_selector jsonb, p_reason text, p_requested_by text)
 returns __tenant__.erasure_request
 language plpgsql
 security definer
@@ -116,11 +116,17 @@ declare
     v_piece tstzrange;
     v_new_fact bigint;
 begin
+    if p_actor is null or _trim(p_actor) = '' or char_length(p_actor) > 200 then
+        perform _fail('PR107', format('an erasure names who runs it (1 to 200 characters), not %s',
+                                      coalesce(quote_literal(left(p_actor, 40)), 'NULL')),
+                      'Pass the administrator or process, e.g. erase(''dpo@example.org'', ...).');
+    end if;
     if p_reason is null or _trim(p_reason) = '' then
         perform _fail('PR107', 'an erasure needs a reason', 'Say why, e.g. ''data subject request #123''.');
     end if;
     v_observations := _selected_observations(p_selector);
-    insert into erasure_request (selector, reason, requested_by) values (p_selector, _trim(p_reason), p_requested_by)
+    insert into erasure_request (selector, reason, requested_by, actor, actor_role)
+    values (p_selector, _trim(p_reason), p_requested_by, _trim(p_actor), session_user)
     returning * into v_request;
     -- Appends to the affected scopes wait until the erasure commits.
     perform 1 from scope s
@@ -298,9 +304,13 @@ begin
     return v_request;
 end
 $$;
-comment on function __tenant__._erase(jsonb, text, text) is 'Internal: the erasure path shared by erase() and expire().';
+comment on function __tenant__._erase(text, jsonb, text, text) is 'Internal: the erasure path shared by erase() and expire().';
 
-create or replace function __tenant__.erase(p_selector jsonb, p_reason text, p_requested_by text default null)
+-- Erasure is the admin duty's: it removes content for every principal, and
+-- the receipt records who ran it (p_actor, and the login role) and for whom
+-- (p_requested_by).
+create or replace function __tenant__.erase(p_actor text, p_selector jsonb, p_reason text,
+                                           p_requested_by text default null)
 returns __tenant__.erasure_request
 language plpgsql
 security definer
@@ -310,13 +320,13 @@ begin
     if p_selector ? 'expired_before' then
         perform _fail('PR107', 'expired_before is for expire(), which the expiry gate controls');
     end if;
-    return _erase(p_selector, p_reason, p_requested_by);
+    return _erase(p_actor, p_selector, p_reason, p_requested_by);
 end
 $$;
-comment on function __tenant__.erase(jsonb, text, text) is
-    'Erases an observation, a data subject, a peer or a scope and everything derived; returns the receipt with its residual.';
+comment on function __tenant__.erase(text, jsonb, text, text) is
+    'Erases an observation, a data subject, a peer or a scope and everything derived; returns the receipt (with who ran it) and its residual.';
 
-create or replace function __tenant__.expire()
+create or replace function __tenant__.expire(p_actor text default 'expiry gate')
 returns setof __tenant__.erasure_request
 language plpgsql
 security definer
@@ -327,11 +337,11 @@ begin
         return;  -- retention dates are honoured only where the tenant turned the gate on
     end if;
     if exists (select 1 from observation o where o.retention_until < now()) then
-        return next _erase(jsonb_build_object('expired_before', now()), 'retention period ended', 'expire()');
+        return next _erase(p_actor, jsonb_build_object('expired_before', now()), 'retention period ended', 'expire()');
     end if;
 end
 $$;
-comment on function __tenant__.expire() is
+comment on function __tenant__.expire(text) is
     'With the tenant''s expiry gate on, erases observations past retention_until (and what derives from them); off by default.';
 
 create or replace function __tenant__.erasure_requests(p_limit integer default 20)

@@ -10,9 +10,13 @@
 -- Tenant settings message_search_lexical / message_search_semantic decide
 -- which arms may run; p_mode (hybrid, lexical, semantic) asks for arms among
 -- those. Without a usable query embedding the semantic arm is skipped and the
--- answer is lexical: the metadata (last_message_search()) says so and why.
+-- answer is lexical: the metadata says so and why.
+--
+-- _search_messages() returns the hits followed by one row with
+-- kind = 'meta' carrying the metadata; search_messages() returns the hits and
+-- search_messages_answer() both, in one call. Nothing is kept after the call.
 
-create or replace function __tenant__.search_messages(
+create or replace function __tenant__._search_messages(
     p_principal        text,
     p_scopes           text[],
     p_query            text,
@@ -27,13 +31,14 @@ returns table (
     rank integer, scope text, log_offset bigint, session_id bigint, actor text, source_role text, kind text,
     occurred_at timestamptz, passage_id bigint, ordinal integer, start_byte integer, end_byte integer, body text,
     score double precision, lexical_rank integer, semantic_rank integer, bm25 double precision,
-    cosine double precision
+    cosine double precision, meta jsonb
 )
 language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
+    v_meta jsonb;
     v_set jsonb := _settings();
     v_mode text := coalesce(p_mode, 'hybrid');
     v_actor bigint;
@@ -220,7 +225,7 @@ begin
     -- Fusion.
     v_fused := _rrf_fuse(v_lex_ids, v_sem_ids, v_rrf_k, p_limit);
 
-    perform set_config('pgrecall.last_message_search', jsonb_build_object(
+    v_meta := jsonb_build_object(
         'query', p_query, 'mode', v_mode,
         'level', case when p_session_id is not null then 'session' when p_peer is not null then 'peer' else 'tenant' end,
         'session_id', p_session_id, 'peer', p_peer, 'scopes', to_jsonb(p_scopes),
@@ -229,8 +234,7 @@ begin
         'terms', to_jsonb(v_terms), 'dropped_terms', to_jsonb(v_dropped),
         'lexical_count', cardinality(v_lex_ids), 'semantic_count', cardinality(v_sem_ids),
         'returned', cardinality(v_fused),
-        'missing_embeddings', (select count(*) from passage_embedding_job j where j.scope = any (p_scopes)))::text,
-        false);
+        'missing_embeddings', (select count(*) from passage_embedding_job j where j.scope = any (p_scopes)));
 
     return query
     select k.ord::integer, p.scope, o.log_offset, p.session_id, pe.name, o.source_role, o.kind, p.occurred_at,
@@ -238,24 +242,73 @@ begin
            coalesce(1.0 / (v_rrf_k + array_position(v_lex_ids, p.id)), 0)
              + coalesce(1.0 / (v_rrf_k + array_position(v_sem_ids, p.id)), 0),
            array_position(v_lex_ids, p.id), array_position(v_sem_ids, p.id),
-           v_lex_scores[array_position(v_lex_ids, p.id)], v_sem_cos[array_position(v_sem_ids, p.id)]
+           v_lex_scores[array_position(v_lex_ids, p.id)], v_sem_cos[array_position(v_sem_ids, p.id)], null::jsonb
       from unnest(v_fused) with ordinality as k(id, ord)
       join passage p on p.id = k.id and p.scope = any (p_scopes)
       join observation o on o.id = p.observation_id
       join peer pe on pe.id = p.actor_id
      order by k.ord;
+    return query select null::integer, null::text, null::bigint, null::bigint, null::text, null::text, 'meta'::text,
+                        null::timestamptz, null::bigint, null::integer, null::integer, null::integer, null::text,
+                        null::double precision, null::integer, null::integer, null::double precision,
+                        null::double precision, v_meta;
 end
 $$;
-comment on function __tenant__.search_messages(text, text[], text, double precision[], text, bigint, text, integer, text) is
-    'Searches the passages of the log in the authorised scopes (optionally one session or one sender): BM25 and/or cosine, fused by RRF. Metadata: last_message_search().';
+comment on function __tenant__._search_messages(text, text[], text, double precision[], text, bigint, text, integer, text) is
+    'Internal: message search''s hits, then one row (kind = meta) with the metadata of this call.';
 
-create or replace function __tenant__.last_message_search()
-returns jsonb
-language sql stable
+create or replace function __tenant__.search_messages(
+    p_principal        text,
+    p_scopes           text[],
+    p_query            text,
+    p_query_embedding  double precision[] default null,
+    p_mode             text default null,
+    p_session_id       bigint default null,
+    p_peer             text default null,
+    p_limit            integer default 10,
+    p_query_model      text default null
+)
+returns table (
+    rank integer, scope text, log_offset bigint, session_id bigint, actor text, source_role text, kind text,
+    occurred_at timestamptz, passage_id bigint, ordinal integer, start_byte integer, end_byte integer, body text,
+    score double precision, lexical_rank integer, semantic_rank integer, bm25 double precision,
+    cosine double precision
+)
+language sql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select nullif(current_setting('pgrecall.last_message_search', true), '')::jsonb
+    select h.rank, h.scope, h.log_offset, h.session_id, h.actor, h.source_role, h.kind, h.occurred_at, h.passage_id,
+           h.ordinal, h.start_byte, h.end_byte, h.body, h.score, h.lexical_rank, h.semantic_rank, h.bm25, h.cosine
+      from _search_messages(p_principal, p_scopes, p_query, p_query_embedding, p_mode, p_session_id, p_peer,
+                            p_limit, p_query_model) h
+     where h.meta is null
+     order by h.rank
 $$;
-comment on function __tenant__.last_message_search() is
-    'Metadata of this session''s last search_messages(): arms that ran, why the semantic arm did not, terms, counts.';
+comment on function __tenant__.search_messages(text, text[], text, double precision[], text, bigint, text, integer, text) is
+    'Searches the passages of the log in the authorised scopes (optionally one session or one sender): BM25 and/or cosine, fused by RRF. With its metadata: search_messages_answer().';
+
+create or replace function __tenant__.search_messages_answer(
+    p_principal        text,
+    p_scopes           text[],
+    p_query            text,
+    p_query_embedding  double precision[] default null,
+    p_mode             text default null,
+    p_session_id       bigint default null,
+    p_peer             text default null,
+    p_limit            integer default 10,
+    p_query_model      text default null
+)
+returns table (items jsonb, meta jsonb)
+language sql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select coalesce(jsonb_agg(to_jsonb(h) - 'meta' order by h.rank) filter (where h.meta is null), '[]'),
+           (array_agg(h.meta) filter (where h.meta is not null))[1]
+      from _search_messages(p_principal, p_scopes, p_query, p_query_embedding, p_mode, p_session_id, p_peer,
+                            p_limit, p_query_model) h
+$$;
+comment on function __tenant__.search_messages_answer(text, text[], text, double precision[], text, bigint, text, integer, text) is
+    'search_messages() and its metadata (arms that ran, why the semantic arm did not, terms, counts) in one row.';
+

@@ -74,7 +74,7 @@ begin
         -- the target in pieces of the target's length
         select s.n, w.k, g.i, substr(w.m[1], g.i * p_target + 1, p_target), false
           from sentence s
-         cross join lateral regexp_matches(s.t, '\S+\s*|\s+', 'g') with ordinality as w(m, k)
+         cross join lateral regexp_matches(s.t, '[^[:space:]]+[[:space:]]*|[[:space:]]+', 'g') with ordinality as w(m, k)
          cross join lateral generate_series(0, (char_length(w.m[1]) - 1) / p_target) as g(i)
          where char_length(s.t) > p_target
     ), placed as (
@@ -140,7 +140,7 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     -- The three chunk sizes in one read of the setting table.
-    v_set jsonb := (select jsonb_object_agg(s.key, s.value) from setting s where s.key like 'passage\_%');
+    v_set jsonb := (select jsonb_object_agg(s.key, s.value) from setting s where left(s.key, 8) = 'passage_');
     v_count bigint;
 begin
     with written as (

@@ -10,9 +10,15 @@
 --      principal may not see is dropped
 --   6. (re-rank happens in the caller, on rows that passed)
 --   7. rows, plus metadata (counts after the walk, dropped terms,
---      dense_available, embeddings missing, freshness) kept for last_recall()
+--      dense_available, embeddings missing, freshness)
+--
+-- _recall() does the work and returns the items followed by one row with
+-- item = 'meta' that carries the metadata; recall() returns the items (what
+-- a psql user reads) and recall_answer() both, in one call. The metadata is
+-- never kept anywhere after the call: nothing of one principal's recall is
+-- readable by a later call on the same connection.
 
-create or replace function __tenant__.recall(
+create or replace function __tenant__._recall(
     p_principal           text,
     p_scopes              text[],
     p_query               text,
@@ -27,7 +33,7 @@ create or replace function __tenant__.recall(
 returns table (
     rank integer, memory_id bigint, scope text, kind text, title text, body text, score double precision,
     lexical_rank integer, dense_rank integer, cosine double precision, bm25 double precision, provenance jsonb,
-    item text, fact_id bigint, fact_rank integer
+    item text, fact_id bigint, fact_rank integer, meta jsonb
 )
 language plpgsql
 security definer
@@ -291,7 +297,6 @@ begin
         'missing_embeddings_more', v_missing > 1000,
         'watermarks', (select jsonb_object_agg(s.name, s.log_watermark) from scope s where s.name = any (p_scopes)),
         'embedding_queue', (select count(*) from embedding_job));
-    perform set_config('pgrecall.last_recall', v_meta::text, false);
     perform set_config('plan_cache_mode', v_saved_plan_mode, true);
 
     return query
@@ -315,7 +320,7 @@ begin
     select t.r, m.id, m.scope, m.kind, m.title, m.body, t.score,
            array_position(v_lex_ids, m.id), array_position(v_dense_ids, m.id),
            v_dense_cos[array_position(v_dense_ids, m.id)], v_lex_scores[array_position(v_lex_ids, m.id)],
-           pv.provenance, 'memory'::text, null::bigint, null::integer
+           pv.provenance, 'memory'::text, null::bigint, null::integer, null::jsonb
       from top t join memory m on m.id = t.id
       join _provenance_of(array(select t2.id from top t2 where t2.item = 'memory'), v_principal, p_scopes) pv
         on pv.memory_id = m.id
@@ -326,16 +331,77 @@ begin
            jsonb_build_object('subject', se.name, 'predicate', f.predicate,
                               'object', coalesce(oe.name, f.object_value), 'valid', f.valid::text,
                               'confidence', f.confidence, 'evidence', _fact_evidence_json(f.id)),
-           'fact'::text, f.id, t.pos
+           'fact'::text, f.id, t.pos, null::jsonb
       from top t join fact f on f.id = t.id
       join entity se on se.id = f.subject_id
       left join entity oe on oe.id = f.object_id
      where t.item = 'fact'
      order by 1;
+    return query select null::integer, null::bigint, null::text, null::text, null::text, null::text,
+                        null::double precision, null::integer, null::integer, null::double precision,
+                        null::double precision, null::jsonb, 'meta'::text, null::bigint, null::integer, v_meta;
 end
 $$;
+comment on function __tenant__._recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text) is
+    'Internal: recall''s items, then one row (item = meta) with the metadata of this call.';
+
+create or replace function __tenant__.recall(
+    p_principal           text,
+    p_scopes              text[],
+    p_query               text,
+    p_purpose             text default 'converse',
+    p_query_embedding     double precision[] default null,
+    p_mode                text default null,
+    p_limit               integer default 10,
+    p_include_superseded  boolean default false,
+    p_at                  timestamptz default null,
+    p_query_model         text default null
+)
+returns table (
+    rank integer, memory_id bigint, scope text, kind text, title text, body text, score double precision,
+    lexical_rank integer, dense_rank integer, cosine double precision, bm25 double precision, provenance jsonb,
+    item text, fact_id bigint, fact_rank integer
+)
+language sql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select r.rank, r.memory_id, r.scope, r.kind, r.title, r.body, r.score, r.lexical_rank, r.dense_rank,
+           r.cosine, r.bm25, r.provenance, r.item, r.fact_id, r.fact_rank
+      from _recall(p_principal, p_scopes, p_query, p_purpose, p_query_embedding, p_mode, p_limit,
+                   p_include_superseded, p_at, p_query_model) r
+     where r.meta is null
+     order by r.rank
+$$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text) is
-    'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, RRF, permission walk. Metadata: last_recall().';
+    'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, RRF, permission walk. With its metadata: recall_answer().';
+
+-- The same recall, answered as one row: the items (a JSON array of objects
+-- with recall()'s columns) and the metadata of this very call.
+create or replace function __tenant__.recall_answer(
+    p_principal           text,
+    p_scopes              text[],
+    p_query               text,
+    p_purpose             text default 'converse',
+    p_query_embedding     double precision[] default null,
+    p_mode                text default null,
+    p_limit               integer default 10,
+    p_include_superseded  boolean default false,
+    p_at                  timestamptz default null,
+    p_query_model         text default null
+)
+returns table (items jsonb, meta jsonb)
+language sql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select coalesce(jsonb_agg(to_jsonb(r) - 'meta' order by r.rank) filter (where r.meta is null), '[]'),
+           (array_agg(r.meta) filter (where r.meta is not null))[1]
+      from _recall(p_principal, p_scopes, p_query, p_purpose, p_query_embedding, p_mode, p_limit,
+                   p_include_superseded, p_at, p_query_model) r
+$$;
+comment on function __tenant__.recall_answer(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text) is
+    'recall() and its metadata (counts after the walk, dropped terms, dense_available and why not, freshness) in one row.';
 
 -- Reciprocal Rank Fusion of two ranked lists: score = sum of 1 / (k + rank)
 -- over the lists an id is in; best p_limit ids first (ties by id).
@@ -441,13 +507,3 @@ $$;
 comment on function __tenant__._walk_provenance(bigint[], bigint, text[]) is
     'Internal: the candidates, in order, whose provenance the principal may see.';
 
-create or replace function __tenant__.last_recall()
-returns jsonb
-language sql stable
-security definer
-set search_path = pg_catalog, __tenant__, __ext__, pg_temp
-as $$
-    select nullif(current_setting('pgrecall.last_recall', true), '')::jsonb
-$$;
-comment on function __tenant__.last_recall() is
-    'Metadata of this session''s last recall(): counts after the walk, dropped terms, dense_available, missing embeddings, watermarks.';

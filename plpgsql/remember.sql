@@ -14,7 +14,7 @@ language sql immutable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select p_text ~ '\?[[:space:]"'')]*$' and p_text !~ '[.!;][[:space:]"'')]+[^[:space:]]'
+    select p_text ~ '[?][[:space:]"'')]*$' and p_text !~ '[.!;][[:space:]"'')]+[^[:space:]]'
 $$;
 comment on function __tenant__._is_only_questions(text) is
     'Internal: true when every sentence of the text is a question (it ends with ? and no sentence before it ends with . ! or ;).';
@@ -27,8 +27,9 @@ language sql immutable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select i.body, i.evidence, i.purposes, i.audience, coalesce(i.kind, 'note'), i.title, coalesce(i.confidence, 1),
-           i.about, i.observer, i.ord::integer
+    -- Peer names in NFC, the form they are stored in.
+    select i.body, i.evidence, i.purposes, normalize(i.audience, NFC), coalesce(i.kind, 'note'), i.title,
+           coalesce(i.confidence, 1), i.about, normalize(i.observer, NFC), i.ord::integer
       from rows from (jsonb_to_recordset(p_items) as (body text, evidence bigint[], purposes text[], audience text,
                                                       kind text, title text, confidence double precision,
                                                       about text[], observer text))
@@ -122,9 +123,9 @@ begin
     end if;
 
     -- Two writers must not both add the same text to a scope: lock each text.
-    perform pg_advisory_xact_lock(hashtext('pgrecall.remember'), hashtext(p_scope || ':' || k.key))
-       from (select distinct md5(lower(regexp_replace(_trim(i.body), '\s+', ' ', 'g'))) as key
-               from jsonb_to_recordset(p_items) as i(body text) where i.body is not null order by 1) k;
+    perform _lock('remember', array(
+        select p_scope || ':' || md5(lower(regexp_replace(_trim(i.body), '[[:space:]]+', ' ', 'g')))
+          from jsonb_to_recordset(p_items) as i(body text) where i.body is not null));
 
     return query
     with items as (
@@ -135,8 +136,9 @@ begin
                (select p.id from peer p where p.name = i.observer) as observer_id
           from _memory_items(p_items) i
     ), judged as (
-        -- the same expression as memory.text_key
-        select it.*, md5(lower(regexp_replace(btrim(it.body), '\s+', ' ', 'g'))) as text_key,
+        -- the same expression as memory.text_key ([[:space:]] is \s, written so that no backslash
+        -- changes meaning in a session with standard_conforming_strings off)
+        select it.*, md5(lower(regexp_replace(btrim(it.body), '[[:space:]]+', ' ', 'g'))) as text_key,
                case
                  when it.body = '' then 'empty: there is nothing to remember'
                  when it.body !~ '[[:alnum:]]' then 'no_content: the text has no words'
@@ -187,17 +189,17 @@ begin
         returning id, memory_id
     ), entities as (
         insert into entity as en (scope, name)
-        select distinct on (lower(regexp_replace(btrim(_trim(a.name)), '\s+', ' ', 'g'))) p_scope, _trim(a.name)
+        select distinct on (lower(regexp_replace(btrim(_trim(a.name)), '[[:space:]]+', ' ', 'g'))) p_scope, _trim(a.name)
           from numbered n cross join lateral unnest(n.about) as a(name)
          where n.new_id is not null and _trim(a.name) <> ''
-         order by lower(regexp_replace(btrim(_trim(a.name)), '\s+', ' ', 'g')), _trim(a.name)
+         order by lower(regexp_replace(btrim(_trim(a.name)), '[[:space:]]+', ' ', 'g')), _trim(a.name)
         on conflict on constraint entity_identity do update set name = en.name
         returning en.id, en.normalized_name
     ), abouts as (
         insert into memory_link (memory_id, link_type, target_entity_id)
         select distinct n.new_id, 'about', en.id
           from numbered n cross join lateral unnest(n.about) as a(name)
-          join entities en on en.normalized_name = lower(regexp_replace(btrim(_trim(a.name)), '\s+', ' ', 'g'))
+          join entities en on en.normalized_name = lower(regexp_replace(btrim(_trim(a.name)), '[[:space:]]+', ' ', 'g'))
          where n.new_id is not null
         returning id, memory_id, target_entity_id
     ), registered as (

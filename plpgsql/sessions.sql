@@ -165,7 +165,11 @@ begin
     perform _check_keys(jsonb_build_array(p_defaults), array['observe_others', 'observed_by_others'], 'defaults');
     v_default_observe := _flag(p_defaults, 'observe_others', 'default');
     v_default_observed := _flag(p_defaults, 'observed_by_others', 'default');
-    v_items := (select coalesce(jsonb_agg(case when jsonb_typeof(e) = 'string' then jsonb_build_object('peer', e)
+    -- Peer names in NFC, the form they are stored in.
+    v_items := (select coalesce(jsonb_agg(case when jsonb_typeof(e) = 'string'
+                                               then jsonb_build_object('peer', normalize(e #>> '{}', NFC))
+                                               when jsonb_typeof(e -> 'peer') = 'string'
+                                               then jsonb_set(e, '{peer}', to_jsonb(normalize(e ->> 'peer', NFC)))
                                                else e end order by n), '[]')
                   from jsonb_array_elements(p_peers) with ordinality as x(e, n));
     perform _check_object_array(v_items, 'peers', 'Each peer: a name, or {"peer": name, "observe_others": bool, "observed_by_others": bool}.');
@@ -242,7 +246,8 @@ begin
     end loop;
     update session_peer sp set left_at = now()
       from peer p
-     where sp.session_id = v_session.id and sp.peer_id = p.id and p.name = any (p_peers) and sp.left_at is null;
+     where sp.session_id = v_session.id and sp.peer_id = p.id and sp.left_at is null
+       and p.name = any (array(select normalize(n, NFC) from unnest(p_peers) n));
     get diagnostics v_count = row_count;
     return v_count;
 end
@@ -420,6 +425,11 @@ begin
         return;
     end if;
     v_many := jsonb_array_length(p_messages) > 1;
+    -- Actors in NFC, the form peer names are stored in.
+    p_messages := (select jsonb_agg(case when jsonb_typeof(x.e -> 'actor') = 'string'
+                                         then jsonb_set(x.e, '{actor}', to_jsonb(normalize(x.e ->> 'actor', NFC)))
+                                         else x.e end order by x.n)
+                     from jsonb_array_elements(p_messages) with ordinality as x(e, n));
     perform _check_keys(p_messages, array['actor', 'body', 'source_role', 'occurred_at', 'payload', 'data_subject_id',
                                           'lawful_basis', 'classification', 'retention_until'], 'message');
     -- Messages of one session are numbered (and summarised) in order.
@@ -487,7 +497,7 @@ begin
                       'A turn log is named by 1 to 200 characters, e.g. the user the bot talks to.');
     end if;
     -- Turns of one log take their session one at a time.
-    perform pg_advisory_xact_lock(hashtext('pgrecall.turn_log'), hashtext(p_scope || ':' || p_log));
+    perform _lock('turn_log', array[p_scope || ':' || p_log]);
     select s.id into v_session from session s
      where s.scope = p_scope and s.turn_log = p_log order by s.id desc limit 1;
     if v_session is not null then
@@ -501,7 +511,7 @@ begin
         v_opened := true;
     end if;
     if not exists (select 1 from session_peer sp join peer p on p.id = sp.peer_id
-                    where sp.session_id = v_session and p.name = p_actor and sp.left_at is null) then
+                    where sp.session_id = v_session and p.name = normalize(p_actor, NFC) and sp.left_at is null) then
         perform add_session_peers(p_principal, p_scopes, v_session, jsonb_build_array(p_actor));
     end if;
     select m.log_offset into v_offset

@@ -33,7 +33,48 @@ as $$
     select s.key, s.value, s.description from setting s order by s.key
 $$;
 comment on function __tenant__.settings() is
-    'This tenant''s settings (the design''s constants); change them with pgrecall.set_tenant_setting().';
+    'This tenant''s settings (the design''s constants); the admin role changes them with set_setting().';
+
+-- Changing a setting changes every principal's results, so it is the admin
+-- duty's. pgrecall.set_tenant_setting() (the installer's) calls this one.
+create or replace function __tenant__.set_setting(p_key text, p_value jsonb)
+returns jsonb
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_old jsonb;
+begin
+    select s.value into v_old from setting s where s.key = p_key for update;
+    if v_old is null then
+        raise exception using errcode = 'PR006',
+            message = format('this tenant has no setting %s', coalesce(quote_literal(p_key), 'NULL')),
+            hint = 'settings() lists the settings.';
+    end if;
+    if p_key in ('embedding_model', 'embedding_input_version') then
+        raise exception using errcode = 'PR006',
+            message = format('setting %s is changed together with a re-embedding, not alone', quote_literal(p_key)),
+            hint = 'Call set_embedding_version(model, input_version), or run: pgrecall embeddings rebuild --model ... --input-version ...';
+    end if;
+    if p_value is null or jsonb_typeof(p_value) <> jsonb_typeof(v_old) then
+        raise exception using errcode = 'PR006',
+            message = format('setting %s takes a %s value, not %s', quote_literal(p_key), jsonb_typeof(v_old),
+                             coalesce(left(p_value::text, 100), 'NULL')),
+            hint = 'Pass a JSON value of the same type as the current one.';
+    end if;
+    begin
+        update setting s set value = p_value where s.key = p_key;
+    exception when check_violation then
+        raise exception using errcode = 'PR006',
+            message = format('value %s is out of range for setting %s', left(p_value::text, 100), quote_literal(p_key)),
+            hint = 'See the setting''s description in settings().';
+    end;
+    return p_value;
+end
+$$;
+comment on function __tenant__.set_setting(text, jsonb) is
+    'Sets one setting; the value must have the JSON type of the current one and pass its range check (admin duty).';
 
 -- Every setting in one jsonb object: a hot path (recall) reads them once
 -- instead of once per key.

@@ -21,7 +21,7 @@ declare
     v_max bigint;
 begin
     -- One refresher at a time; a second caller waits and then refreshes again.
-    perform pg_advisory_xact_lock(hashtext('pgrecall.term_stats'), hashtext('__tenant__'));
+    perform _lock('term_stats', array['refresh']);
     select count(*), coalesce(avg(length(m.tsv)), 0), coalesce(max(m.id), 0)
       into v_documents, v_avg, v_max
       from memory m where m.superseded_by is null and m.invalidated_at is null;

@@ -28,15 +28,19 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_id bigint;
+    v_stored text;
 begin
     if p_name is null then
         perform _fail('PR101', format('the %s peer is required', p_role),
                       'Pass the name of a peer created with add_peer().');
     end if;
-    select p.id into v_id from peer p where p.name = p_name;
+    -- Exact after NFC: another case is another (unknown) name, see peers_scopes.sql.
+    select p.id into v_id from peer p where p.name = normalize(p_name, NFC);
     if v_id is null then
-        perform _fail('PR101', format('unknown %s peer %s', p_role, quote_literal(p_name)),
-                      'Create it first with add_peer(name, kind).');
+        select p.name into v_stored from peer p where lower(p.name) = lower(normalize(p_name, NFC)) limit 1;
+        perform _fail('PR101', format('unknown %s peer %s', p_role, _shown(p_name)),
+                      case when v_stored is null then 'Create it first with add_peer(name, kind).'
+                           else format('Peer names are matched exactly: the peer is %s.', _shown(v_stored)) end);
     end if;
     return v_id;
 end

@@ -189,6 +189,120 @@ end
 $$;
 comment on function __tenant__._leased_task(bigint, uuid) is 'Internal: a task leased with this token, locked; PR124 or PR123.';
 
+-- The log offsets a leased task may cite: the message it was queued for, and
+-- for a summary task the window of messages claim_tasks() handed out with it.
+create or replace function __tenant__._task_offsets(p_task __tenant__.work_task)
+returns bigint[]
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select array(
+        select o.log_offset from observation o
+          join session s on s.id = p_task.session_id
+         where o.scope = s.scope and o.session_id = p_task.session_id and o.log_offset <= p_task.message_offset
+           and (p_task.task_type = 'summary' or o.log_offset = p_task.message_offset)
+         order by o.log_offset desc
+         limit case when p_task.task_type = 'summary'
+                    then greatest((_setting_value('summary_every_messages') #>> '{}')::integer, 1) else 1 end)
+$$;
+comment on function __tenant__._task_offsets(__tenant__.work_task) is
+    'Internal: the offsets of the messages a task was handed out with (what its results may cite).';
+
+-- The deriver writes through these two functions, not through remember() and
+-- assert_fact(): the worker role may write only what a task it holds lets
+-- it, and the database fills in everything that is not the deriver's to
+-- choose. A representation task writes memories of its perspective (the
+-- global view of its sender, or its observer's local view, visible to that
+-- observer only), acting as the observer or else the sender, citing the
+-- task's message; a summary task writes summaries of its window for the scope.
+create or replace function __tenant__.task_remember(p_worker text, p_task_id bigint, p_lease_token uuid,
+                                                   p_items jsonb)
+returns table (ordinal integer, memory_id bigint, status text, reason text)
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_task work_task := _leased_task(p_task_id, p_lease_token);
+    v_scope text := (select s.scope from session s where s.id = v_task.session_id);
+    v_allowed bigint[] := _task_offsets(v_task);
+    v_observer text := (select p.name from peer p where p.id = v_task.observer_id);
+    v_acting bigint := coalesce(v_task.observer_id, v_task.sender_id,
+                                (select o.actor_id from observation o where o.id = v_task.observation_id));
+    v_bad record;
+begin
+    perform _check_object_array(p_items, 'items',
+        'Each item: body, evidence (offsets of the task''s messages), purposes, and optionally kind, title, confidence, about.');
+    perform _check_keys(p_items, array['body', 'evidence', 'purposes', 'kind', 'title', 'confidence', 'about'],
+                        'task item');
+    select x.n, x.off into v_bad
+      from jsonb_array_elements(p_items) with ordinality as i(e, n)
+      cross join lateral (select i.n, v.off
+                            from jsonb_array_elements_text(case when jsonb_typeof(i.e -> 'evidence') = 'array'
+                                                                then i.e -> 'evidence' else '[]' end) as v(off)) x
+     where not (x.off ~ '^[0-9]{1,18}$' and x.off::bigint = any (v_allowed))
+     limit 1;
+    if v_bad.n is not null then
+        perform _fail('PR107', format('item %s cites offset %s, which is not a message of task %s (its messages: %s)',
+                                      v_bad.n, v_bad.off, v_task.id, v_allowed::text),
+                      'A task''s results cite only the messages claim_tasks() returned with it.');
+    end if;
+    return query
+    select b.ordinal, b.memory_id, b.status, b.reason
+      from _remember_batch(v_acting, v_scope,
+               (select coalesce(jsonb_agg(i.e || jsonb_build_object('audience', v_observer, 'observer', v_observer)
+                                          order by i.n), '[]')
+                  from jsonb_array_elements(p_items) with ordinality as i(e, n))) b;
+end
+$$;
+comment on function __tenant__.task_remember(text, bigint, uuid, jsonb) is
+    'Writes memories for a leased derivation task, in its perspective and scope, citing only its messages (worker duty).';
+
+create or replace function __tenant__.task_assert_fact(
+    p_worker       text,
+    p_task_id      bigint,
+    p_lease_token  uuid,
+    p_predicate    text,
+    p_object       text,
+    p_evidence     jsonb,                    -- [{"offset": the task's message, "quote": "...", "start": b, "end": b}]
+    p_statement    text default null,
+    p_confidence   double precision default 1,
+    p_purposes     text[] default null
+)
+returns table (fact_id bigint, outcome text, closed_facts bigint[])
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_task work_task := _leased_task(p_task_id, p_lease_token);
+    v_scope text := (select s.scope from session s where s.id = v_task.session_id);
+    v_sender text := (select p.name from peer p where p.id = v_task.sender_id);
+    v_observer text := (select p.name from peer p where p.id = v_task.observer_id);
+begin
+    if v_task.task_type <> 'representation' then
+        perform _fail('PR107', format('task %s is a %s task: only representation tasks assert facts about their sender',
+                                      v_task.id, v_task.task_type));
+    end if;
+    perform _check_object_array(p_evidence, 'evidence', 'E.g. [{"offset": 12, "quote": "I live in Lisbon"}].');
+    if exists (select 1 from jsonb_array_elements(p_evidence) e
+                where jsonb_typeof(e -> 'offset') is distinct from 'number'
+                   or (e ->> 'offset') !~ '^[0-9]{1,18}$'
+                   or (e ->> 'offset')::bigint <> v_task.message_offset) then
+        perform _fail('PR107', format('the evidence of a fact for task %s quotes its message, offset %s',
+                                      v_task.id, v_task.message_offset),
+                      'A task''s results cite only the message claim_tasks() returned with it.');
+    end if;
+    return query
+    select * from assert_fact(coalesce(v_observer, v_sender), array[v_scope], v_scope, v_sender, p_predicate,
+                              p_object, p_evidence, p_statement, null, null, p_confidence, v_observer, v_observer,
+                              p_purposes);
+end
+$$;
+comment on function __tenant__.task_assert_fact(text, bigint, uuid, text, text, jsonb, text, double precision, text[]) is
+    'Asserts a fact about a leased representation task''s sender, in its perspective and scope, quoting its message (worker duty).';
+
 -- Completes a task with its result: for a representation task the result's
 -- observations are added to the observer's working representation in the
 -- session (to the sender's own row for its global representation). A

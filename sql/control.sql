@@ -11,6 +11,15 @@
 --   PR003 no such tenant             PR004 released migration changed
 --   PR005 missing prerequisite       PR006 unknown or invalid setting
 --   PR007 tenant schema is newer than the installed sources
+--   PR008 a tenant function has no declared duty (sql/duties.sql)
+--
+-- Roles of a tenant t (all NOSUPERUSER, NOINHERIT, no table privileges):
+--   pgrecall_t_owner   NOLOGIN: owns the schema and every object in it
+--   pgrecall_t_app     LOGIN: the agent's operations (duty app)
+--   pgrecall_t_worker  LOGIN: claims and completes queued work (duty worker)
+--   pgrecall_t_admin   LOGIN: erasure, expiry, rebuilds, settings, merges (duty admin)
+-- The three login roles may only EXECUTE the functions that
+-- pgrecall.function_duty gives their duty; see sql/duties.sql.
 
 do $prereq$
 declare
@@ -22,6 +31,12 @@ begin
             message = format('pgrecall needs PostgreSQL 15 or newer; this server is %s',
                              current_setting('server_version')),
             hint = 'Use the embedded server (unset PGRECALL_DSN) or upgrade PostgreSQL.';
+    end if;
+    -- Peer names are stored in Unicode NFC, and normalize() works in UTF8 only.
+    if getdatabaseencoding() <> 'UTF8' then
+        raise exception using errcode = 'PR005',
+            message = format('pgrecall needs a UTF8 database; %s is %s', current_database(), getdatabaseencoding()),
+            hint = 'Create the database with ENCODING ''UTF8'' (e.g. createdb -E UTF8 -T template0 ...).';
     end if;
     if not exists (select 1 from pg_available_extensions where name = 'vector') then
         v_missing := v_missing || 'pgvector (extension "vector") >= 0.8'::text;
@@ -59,8 +74,24 @@ create table if not exists pgrecall.tenant (
     created_at  timestamptz not null default now(),
     created_by  name not null default current_user
 );
+-- Added with the duty split; upgrade_tenant fills them for older tenants.
+alter table pgrecall.tenant add column if not exists worker_role name unique;
+alter table pgrecall.tenant add column if not exists admin_role name unique;
 comment on table pgrecall.tenant is
-    'One row per tenant. A tenant is a schema of the same name, owned by owner_role; app_role may only EXECUTE its public functions.';
+    'One row per tenant. A tenant is a schema of the same name, owned by owner_role; app_role, worker_role and admin_role may only EXECUTE the functions of their duty.';
+
+-- Which login role may EXECUTE which tenant function: one row per public
+-- function name (overloads share it), loaded from sql/duties.sql by every
+-- install. upgrade_tenant grants from this table alone, and refuses to
+-- finish while a public function of the tenant has no row here.
+create table if not exists pgrecall.function_duty (
+    function_name  text primary key check (function_name ~ '^[a-z][a-z0-9_]*$'),
+    duties         text[] not null
+                   check (cardinality(duties) > 0 and duties <@ array['app', 'worker', 'admin']),
+    why            text not null check (why <> '')
+);
+comment on table pgrecall.function_duty is
+    'The duty matrix: the login roles (app, worker, admin) that may EXECUTE each public tenant function. Source: sql/duties.sql.';
 
 -- The SQL a tenant is built from, loaded by the installer (Python or the psql
 -- script) so that tenants can be created and upgraded from SQL alone.
@@ -88,11 +119,13 @@ as $$
 begin
     if p_name is null or p_name = '' then
         return 'a tenant name must not be empty';
-    elsif char_length(p_name) > 48 or octet_length(p_name) > 48 then
-        return 'a tenant name has at most 48 characters';
+    -- 47: the longest role name built from it, pgrecall_<name>_worker, must
+    -- fit PostgreSQL's 63-byte identifiers.
+    elsif char_length(p_name) > 47 or octet_length(p_name) > 47 then
+        return 'a tenant name has at most 47 characters';
     elsif octet_length(p_name) <> char_length(p_name) or p_name !~ '^[a-z][a-z0-9_]*$' then
         return 'a tenant name starts with a lowercase ASCII letter and holds only lowercase ASCII letters, digits and underscores';
-    elsif p_name like 'pg\_%' then
+    elsif left(p_name, 3) = 'pg_' then  -- not LIKE 'pg\_%', whose backslash standard_conforming_strings = off eats
         return 'names beginning with pg_ are reserved for PostgreSQL';
     elsif p_name like 'pgrecall%' then
         return 'names beginning with pgrecall are reserved for pgrecall itself';
@@ -118,7 +151,7 @@ begin
     if v_problem is not null then
         raise exception using errcode = 'PR001',
             message = format('invalid tenant name %s: %s', coalesce(quote_literal(p_name), 'NULL'), v_problem),
-            hint = 'Use 1 to 48 characters: a lowercase letter, then lowercase letters, digits or underscores.';
+            hint = 'Use 1 to 47 characters: a lowercase letter, then lowercase letters, digits or underscores.';
     end if;
     return p_name;
 end
@@ -136,14 +169,17 @@ as $$
      where e.extname = p_extension
 $$;
 
--- Substitutes the placeholders of a shipped file for one tenant.
+-- Substitutes the placeholders of a shipped file for one tenant, in one pass:
+-- the file is cut at __tenant__ and __ext__ is replaced inside the pieces only,
+-- so a placeholder inside a substituted name (tenant a__ext__) stays text.
 create or replace function pgrecall._render(p_body text, p_tenant text)
 returns text
 language sql stable
 set search_path = pg_catalog
 as $$
-    select replace(replace(p_body, '__tenant__', quote_ident(pgrecall.check_tenant_name(p_tenant))),
-                   '__ext__', quote_ident(pgrecall._extension_schema('vector')))
+    select coalesce(string_agg(replace(piece, '__ext__', quote_ident(pgrecall._extension_schema('vector'))),
+                               quote_ident(pgrecall.check_tenant_name(p_tenant)) order by n), '')
+      from unnest(string_to_array(p_body, '__tenant__')) with ordinality as cut(piece, n)
 $$;
 
 create or replace function pgrecall._lock_tenant(p_tenant text)
@@ -151,8 +187,11 @@ returns void
 language sql
 set search_path = pg_catalog
 as $$
-    -- One lock key space for every installer, so Python and psql serialise too.
-    select pg_advisory_xact_lock(hashtext('pgrecall.tenant'), hashtext(p_tenant))
+    -- One installer at a time per database (Python and psql alike). A table
+    -- lock rather than an advisory key: any role can take any advisory key,
+    -- but only a role with rights on pgrecall.tenant can lock it, so a
+    -- tenant's login role cannot hold up another tenant's install.
+    lock table pgrecall.tenant in share row exclusive mode;
 $$;
 
 -- Runs p_sql as role p_role, then restores the caller's role and path.
@@ -160,6 +199,9 @@ create or replace function pgrecall._execute_as(p_role name, p_sql text, p_tenan
 returns void
 language plpgsql
 set search_path = pg_catalog
+-- The shipped files are written for standard strings ('\s+' is a regex class):
+-- they must parse the same in a session that turned them off.
+set standard_conforming_strings = on
 as $$
 declare
     v_role text := current_setting('role');
@@ -233,6 +275,83 @@ begin
 end
 $$;
 
+-- The tenant's three login roles, created if missing (tenants made before
+-- the duty split had only an app role), recorded on its registry row, and
+-- allowed to look up names in its schema. Returns the updated row.
+create or replace function pgrecall._ensure_login_roles(p_tenant pgrecall.tenant)
+returns pgrecall.tenant
+language plpgsql
+set search_path = pg_catalog
+as $$
+declare
+    v_row pgrecall.tenant;
+    v_role name;
+begin
+    foreach v_role in array array[format('pgrecall_%s_app', p_tenant.name), format('pgrecall_%s_worker', p_tenant.name),
+                                  format('pgrecall_%s_admin', p_tenant.name)]::name[] loop
+        perform pgrecall._ensure_role(v_role, true);
+    end loop;
+    update pgrecall.tenant t
+       set app_role = format('pgrecall_%s_app', p_tenant.name),
+           worker_role = format('pgrecall_%s_worker', p_tenant.name),
+           admin_role = format('pgrecall_%s_admin', p_tenant.name)
+     where t.name = p_tenant.name
+    returning * into v_row;
+    -- Not per schema: a schema's default privileges can only add to the global
+    -- ones, and globally PUBLIC may execute every new function. The owner
+    -- owns nothing but this tenant, so its global defaults are the tenant's.
+    perform pgrecall._execute_as(v_row.owner_role, format(
+        'alter default privileges for role %I revoke execute on functions from public; '
+        'grant usage on schema %I to %I, %I, %I',
+        v_row.owner_role, v_row.name, v_row.app_role, v_row.worker_role, v_row.admin_role), v_row.name);
+    return v_row;
+end
+$$;
+
+-- Sets every function's EXECUTE grants of a tenant from pgrecall.function_duty:
+-- nobody but the owner for helpers (a leading _) and trigger functions; the
+-- declared duties' roles for public functions. A public function without a
+-- declared duty stops the install (PR008): nothing is callable by accident.
+create or replace function pgrecall._grant_duties(p_tenant pgrecall.tenant)
+returns void
+language plpgsql
+set search_path = pg_catalog
+as $$
+declare
+    v_undeclared text[];
+    v_sql text;
+begin
+    select array_agg(distinct p.proname::text order by p.proname::text) into v_undeclared
+      from pg_proc p
+     where p.pronamespace = p_tenant.name::regnamespace and left(p.proname, 1) <> '_'
+       and not exists (select 1 from pgrecall.function_duty d where d.function_name = p.proname);
+    if v_undeclared is not null then
+        raise exception using errcode = 'PR008',
+            message = format('tenant %s has functions with no declared duty: %s', quote_literal(p_tenant.name),
+                             array_to_string(v_undeclared, ', ')),
+            hint = 'Declare each public function''s duties (app, worker, admin) in sql/duties.sql, or name a helper with a leading underscore.';
+    end if;
+    select string_agg(
+               format('revoke all on function %s from public, %I, %I, %I;', p.oid::regprocedure,
+                      p_tenant.app_role, p_tenant.worker_role, p_tenant.admin_role)
+               || coalesce((select format(' grant execute on function %s to %s;', p.oid::regprocedure,
+                                          string_agg(quote_ident(case u.duty when 'app' then p_tenant.app_role
+                                                                             when 'worker' then p_tenant.worker_role
+                                                                             else p_tenant.admin_role end), ', '
+                                                     order by u.duty))
+                              from pgrecall.function_duty d cross join unnest(d.duties) u(duty)
+                             where d.function_name = p.proname and left(p.proname, 1) <> '_'
+                            having count(*) > 0), ''),
+               chr(10) order by p.oid)
+      into v_sql
+      from pg_proc p
+     where p.pronamespace = p_tenant.name::regnamespace;
+    if v_sql is not null then
+        perform pgrecall._execute_as(p_tenant.owner_role, v_sql, p_tenant.name);
+    end if;
+end
+$$;
+
 create or replace function pgrecall.create_tenant(p_name text, p_target_version integer default null)
 returns pgrecall.tenant
 language plpgsql
@@ -240,7 +359,6 @@ set search_path = pg_catalog
 as $$
 declare
     v_owner name;
-    v_app name;
     v_row pgrecall.tenant;
 begin
     perform pgrecall.check_tenant_name(p_name);
@@ -257,9 +375,7 @@ begin
     end if;
 
     v_owner := format('pgrecall_%s_owner', p_name);
-    v_app := format('pgrecall_%s_app', p_name);
     perform pgrecall._ensure_role(v_owner, false);
-    perform pgrecall._ensure_role(v_app, true);
 
     execute format('create schema %I authorization %I', p_name, v_owner);
     if not has_schema_privilege(v_owner, pgrecall._extension_schema('vector'), 'USAGE') then
@@ -268,9 +384,6 @@ begin
 
     perform pgrecall._execute_as(v_owner, format($ddl$
         revoke all on schema %1$I from public;
-        grant usage on schema %1$I to %3$I;
-        alter default privileges for role %2$I in schema %1$I revoke execute on functions from public;
-        alter default privileges for role %2$I in schema %1$I revoke all on tables from public;
         create table %1$I.schema_migration (
             version     integer primary key,
             name        text not null,
@@ -286,18 +399,19 @@ begin
         );
         comment on table %1$I.function_ledger is
             'Function files applied, re-applied when their sha256 changes; functions lists what each file defined.';
-        $ddl$, p_name, v_owner, v_app), p_name);
+        $ddl$, p_name, v_owner), p_name);
 
     insert into pgrecall.tenant (name, owner_role, app_role)
-    values (p_name, v_owner, v_app)
+    values (p_name, v_owner, format('pgrecall_%s_app', p_name))
     returning * into v_row;
 
     perform pgrecall.upgrade_tenant(p_name, p_target_version);
+    select * into v_row from pgrecall.tenant where name = p_name;
     return v_row;
 end
 $$;
 comment on function pgrecall.create_tenant(text, integer) is
-    'Creates tenant p_name: its schema, NOLOGIN owner role, LOGIN app role, and its migrations (up to p_target_version if given) and functions.';
+    'Creates tenant p_name: its schema, NOLOGIN owner role, LOGIN app, worker and admin roles, and its migrations (up to p_target_version if given) and functions.';
 
 -- Applies pending migrations (up to p_target_version when given) and, when
 -- the tenant is at the latest version, every function file whose checksum
@@ -319,6 +433,7 @@ declare
     v_step text;
 begin
     perform pgrecall._lock_tenant(p_name);
+    v_tenant := pgrecall._ensure_login_roles(v_tenant);
     select max(version) into v_latest from pgrecall.source where source.kind = 'migration';
     execute format('select max(version) from %I.schema_migration', p_name) into v_newest_applied;
     if v_newest_applied > coalesce(v_latest, 0) then
@@ -377,16 +492,7 @@ begin
         return next;
     end loop;
 
-    -- Public functions are EXECUTE-able by the app role; helpers (leading _) are not.
-    for v_fn in select p.oid::regprocedure from pg_proc p
-                 where p.pronamespace = p_name::regnamespace loop
-        perform pgrecall._execute_as(v_tenant.owner_role, format(
-            'revoke all on function %s from public; %s',
-            v_fn,
-            case when (select proname from pg_proc where oid = v_fn) like '\_%'
-                 then format('revoke all on function %s from %I', v_fn, v_tenant.app_role)
-                 else format('grant execute on function %s to %I', v_fn, v_tenant.app_role) end), p_name);
-    end loop;
+    perform pgrecall._grant_duties(v_tenant);
 
     -- Data steps (migration 0016 made the ledger): work on the tenant's rows
     -- that a migration asked for but could not do, since it needs functions
@@ -437,7 +543,8 @@ begin
     perform pgrecall._lock_tenant(p_name);
     execute format('drop schema %I cascade', p_name);
     delete from pgrecall.tenant where name = p_name;
-    foreach v_role in array array[v_tenant.app_role, v_tenant.owner_role] loop
+    foreach v_role in array array_remove(array[v_tenant.app_role, v_tenant.worker_role, v_tenant.admin_role,
+                                                v_tenant.owner_role], null) loop
         execute format('drop owned by %I', v_role);
         begin
             execute format('drop role %I', v_role);
@@ -491,34 +598,12 @@ language plpgsql
 set search_path = pg_catalog
 as $$
 declare
-    v_old jsonb;
+    v_value jsonb;
 begin
     perform pgrecall._require_tenant(p_tenant);
-    execute format('select value from %I.setting where key = $1 for update', p_tenant) into v_old using p_key;
-    if v_old is null then
-        raise exception using errcode = 'PR006',
-            message = format('tenant %s has no setting %s', quote_literal(p_tenant), quote_literal(p_key)),
-            hint = 'pgrecall.tenant_settings(tenant) lists the settings.';
-    end if;
-    if p_key in ('embedding_model', 'embedding_input_version') then
-        raise exception using errcode = 'PR006',
-            message = format('setting %s is changed together with a re-embedding, not alone', quote_literal(p_key)),
-            hint = format('Call %I.set_embedding_version(model, input_version), or run: pgrecall embeddings rebuild --model ... --input-version ...', p_tenant);
-    end if;
-    if p_value is null or jsonb_typeof(p_value) <> jsonb_typeof(v_old) then
-        raise exception using errcode = 'PR006',
-            message = format('setting %s takes a %s value, not %s', quote_literal(p_key), jsonb_typeof(v_old),
-                             coalesce(p_value::text, 'NULL')),
-            hint = 'Pass a JSON value of the same type as the current one.';
-    end if;
-    begin
-        execute format('update %I.setting set value = $1 where key = $2', p_tenant) using p_value, p_key;
-    exception when check_violation then
-        raise exception using errcode = 'PR006',
-            message = format('value %s is out of range for setting %s', p_value, quote_literal(p_key)),
-            hint = 'See the setting''s description in pgrecall.tenant_settings(tenant).';
-    end;
-    return p_value;
+    -- One implementation of the checks: the tenant's own (admin duty) function.
+    execute format('select %I.set_setting($1, $2)', p_tenant) into v_value using p_key, p_value;
+    return v_value;
 end
 $$;
 comment on function pgrecall.set_tenant_setting(text, text, jsonb) is

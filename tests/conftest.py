@@ -59,6 +59,7 @@ class ServerEndpoint:
     options: str = ""
     maintenance_dbname: str = "postgres"
     template_dbname: str = "template1"
+    superuser_dsn: str = ""  # the server's superuser, for the few tests that need one
 
 
 def _start_embedded():
@@ -122,20 +123,23 @@ def pg_server():
         # The DSN's role must be a superuser: it creates the tester role and
         # the extensions, then the tests run as the tester.
         params = psycopg.conninfo.conninfo_to_dict(dsn)
-        _prepare_server(psycopg.conninfo.make_conninfo(dsn, dbname="postgres"))
+        superuser = psycopg.conninfo.make_conninfo(dsn, dbname="postgres")
+        _prepare_server(superuser)
         yield ServerEndpoint(
             host=params.get("host", "localhost"),
             port=int(params.get("port", 5432)),
             user=TESTER,
             password=None,
             template_dbname=BASE_DB,
+            superuser_dsn=superuser,
         )
         return
     host, port, home, handle = _start_embedded()
     superuser = f"postgresql://postgres@/postgres?host={host}&port={port}"
     _skip_durability(superuser)
     _prepare_server(superuser)
-    yield ServerEndpoint(host=host, port=port, user=TESTER, password=None, template_dbname=BASE_DB)
+    yield ServerEndpoint(host=host, port=port, user=TESTER, password=None, template_dbname=BASE_DB,
+                         superuser_dsn=superuser)
     # Stopped here, before its folder goes: left to the exit hook, it found its folder gone and left
     # the server running until PostgreSQL noticed its lock file missing (up to a minute later).
     handle.cleanup()
@@ -291,6 +295,13 @@ class Conninfo:
 
 
 @pytest.fixture
+def superuser_dsn(pg_server, conninfo) -> str:
+    """This test's database as the server's superuser (the embedded server's ``postgres``): for tests
+    that show even a superuser's session cannot be led to run what a name smuggles in."""
+    return psycopg.conninfo.make_conninfo(pg_server.superuser_dsn, dbname=conninfo.dbname)
+
+
+@pytest.fixture
 def make_tenant(db):
     """Create a tenant in the test database: make_tenant('acme')."""
 
@@ -313,6 +324,28 @@ def acme(db, conninfo):
     if not db.execute("select exists (select 1 from pgrecall.tenant where name = 'acme')").fetchone()[0]:
         _build_acme(conninfo)
     mem = _acme_handle(conninfo)
+    yield mem
+    mem.close()
+
+
+@pytest.fixture
+def acme_worker(acme, conninfo):
+    """acme as its worker role: claims and completes queued work (embeddings, passages, derivation tasks)."""
+    import pgrecall
+
+    mem = pgrecall.connect(conninfo.dsn(user="pgrecall_acme_worker"), tenant="acme", principal="bot",
+                           scopes=["default"])
+    yield mem
+    mem.close()
+
+
+@pytest.fixture
+def acme_admin(acme, conninfo):
+    """acme as its admin role: erasure, expiry, rebuilds, embedding versions, settings, merges."""
+    import pgrecall
+
+    mem = pgrecall.connect(conninfo.dsn(user="pgrecall_acme_admin"), tenant="acme", principal="bot",
+                           scopes=["default"])
     yield mem
     mem.close()
 

@@ -18,8 +18,8 @@ def setting(db, key, value):
     db.execute("select pgrecall.set_tenant_setting('acme', %s, %s)", (key, value))
 
 
-def app_dsn(conninfo):
-    return conninfo.dsn(user="pgrecall_acme_app")
+def worker_dsn(conninfo):
+    return conninfo.dsn(user="pgrecall_acme_worker")
 
 
 def chat_session(acme):
@@ -52,7 +52,7 @@ def test_the_first_person_extractor_takes_only_explicit_statements():
 
 def test_derived_memories_carry_the_perspective_and_pass_eligibility(acme, db, conninfo):
     s = chat_session(acme)
-    with Deriver("acme", conninfo=app_dsn(conninfo)) as d:
+    with Deriver("acme", conninfo=worker_dsn(conninfo)) as d:
         stats = d.drain()
     assert (stats.completed, stats.failed) == (5 + 4, 0)  # 5 global tasks, ben's view of ana's 4 messages
     assert stats.memories == 5  # ana: 2 global + 2 in ben's view; ben: 1 global; the repeat is a no-op
@@ -131,7 +131,7 @@ def test_a_deriver_that_crashes_mid_task_loses_nothing(acme, db, conninfo, tmp_p
         Deriver("acme", conninfo=sys.argv[1], batch=1).drain()
     """))
     src = str(Path(__file__).resolve().parents[1] / "python")
-    proc = subprocess.run([sys.executable, str(script), app_dsn(conninfo)], env={"PYTHONPATH": src},
+    proc = subprocess.run([sys.executable, str(script), worker_dsn(conninfo)], env={"PYTHONPATH": src},
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 9, proc.stderr
     status = db.execute("select message_offset, status from acme.work_task order by message_offset").fetchall()
@@ -140,7 +140,7 @@ def test_a_deriver_that_crashes_mid_task_loses_nothing(acme, db, conninfo, tmp_p
     wait_until(lambda: db.execute("select bool_and(lease_until < clock_timestamp()) from acme.work_task "
                                   "where status = 'leased'").fetchone()[0],
                timeout=10, what="the dead deriver's lease to run out")
-    with Deriver("acme", conninfo=app_dsn(conninfo)) as d:
+    with Deriver("acme", conninfo=worker_dsn(conninfo)) as d:
         stats = d.drain()
     assert (stats.completed, stats.failed) == (2, 0)
     assert bodies(acme.representation("ana")) == ["ana lives in Lisbon", "ana works at Acme", "ana's name is Ana"]
@@ -165,7 +165,7 @@ def test_an_extractor_that_raises_gives_the_task_back(acme, db, conninfo):
             raise RuntimeError("model overloaded")
         return first_person(messages)
 
-    with Deriver("acme", conninfo=app_dsn(conninfo), extract=flaky) as d:
+    with Deriver("acme", conninfo=worker_dsn(conninfo), extract=flaky) as d:
         first = d.run_once()
         assert (first.failed, first.completed) == (1, 0) and "model overloaded" in first.errors[0]
         assert db.execute("select status, attempts, last_error from acme.work_task").fetchone() == \
@@ -180,7 +180,7 @@ def test_summaries_every_n_messages(acme, db, conninfo):
     acme.add_session_peers(s, ["ana", "bot"])
     acme.add_messages(s, [{"actor": "ana", "body": "hello"}, {"actor": "bot", "body": "hi"},
                           {"actor": "ana", "body": "bye"}])
-    with Deriver("acme", conninfo=app_dsn(conninfo), task_types=["summary"],
+    with Deriver("acme", conninfo=worker_dsn(conninfo), task_types=["summary"],
                  summarize=lambda ms: " / ".join(m["body"] for m in ms)) as d:
         assert d.drain().completed == 1
     row = db.execute("select m.body, m.kind, array_agg(o.log_offset order by o.log_offset) from acme.memory m "
@@ -190,12 +190,12 @@ def test_summaries_every_n_messages(acme, db, conninfo):
     assert acme.work_queue_status()["representation"] == {"pending": 3}
 
 
-def test_erasure_reaches_queued_work_and_working_representations(acme, db, conninfo):
+def test_erasure_reaches_queued_work_and_working_representations(acme, db, conninfo, acme_admin):
     s = chat_session(acme)
-    with Deriver("acme", conninfo=app_dsn(conninfo)) as d:
+    with Deriver("acme", conninfo=worker_dsn(conninfo)) as d:
         d.drain()
     acme.add_messages(s, [{"actor": "ana", "body": "I work at Initech"}])  # queued, not derived
-    receipt = acme.erase({"observation": {"scope": "default", "offset": 1}}, reason="test")
+    receipt = acme_admin.erase({"observation": {"scope": "default", "offset": 1}}, reason="test", actor="dpo")
     assert set(receipt["residual"].values()) == {0}
     assert receipt["rows_erased"]["work_task"] == 2 and receipt["rows_erased"]["working_representation"] == 2
     assert bodies(acme.representation("ana")) == ["ana works at Acme Corp"]
@@ -204,7 +204,7 @@ def test_erasure_reaches_queued_work_and_working_representations(acme, db, conni
     assert 1 not in [i["offset"] for i in ben_doc["ana"]] and len(ben_doc["ana"]) == 2
     assert "fact_id" not in ben_doc["ana"][1]  # the item of offset 5 survives; the fact it confirmed is gone
     # the observer goes: its view, its queued work and its working document
-    receipt = acme.erase({"peer": "ben"}, reason="test")
+    receipt = acme_admin.erase({"peer": "ben"}, reason="test", actor="dpo")
     assert set(receipt["residual"].values()) == {0}
     assert db.execute("select count(*) from acme.memory m join acme.peer p on p.id = m.observer_peer_id").fetchone()[0] == 0
     assert db.execute("select count(*) from acme.fact where observer_peer_id is not null").fetchone()[0] == 0
@@ -212,14 +212,14 @@ def test_erasure_reaches_queued_work_and_working_representations(acme, db, conni
     assert db.execute("select working_representation from acme.session_peer sp join acme.peer p on p.id = sp.peer_id "
                       "where p.name like 'erased-peer-%'").fetchone()[0] == {}
     # the subject of a message goes with it, queued or not
-    acme.erase({"peer": "ana"}, reason="test")
+    acme_admin.erase({"peer": "ana"}, reason="test", actor="dpo")
     assert db.execute("select count(*) from acme.work_task").fetchone()[0] == 0
     assert db.execute("select count(*) from acme.session_peer where working_representation <> '{}'").fetchone()[0] == 0
 
 
 def test_chat_gathers_the_representation_and_recall_evidence(acme, conninfo):
     s = chat_session(acme)
-    with Deriver("acme", conninfo=app_dsn(conninfo)) as d:
+    with Deriver("acme", conninfo=worker_dsn(conninfo)) as d:
         d.drain()
     c = acme.chat("ben", "ana", "Where does ana live?", session=s)
     assert c.answer is None and c.observer == "ben"
@@ -242,7 +242,7 @@ def test_a_waiting_deriver_is_woken_by_new_messages(acme, conninfo, db):
     s = acme.create_session("wake")
     acme.add_session_peers(s, ["ana"])
     stop = threading.Event()
-    d = Deriver("acme", conninfo=app_dsn(conninfo))
+    d = Deriver("acme", conninfo=worker_dsn(conninfo))
     t = threading.Thread(target=d.run_forever, kwargs={"poll_seconds": 60, "stop": stop.is_set})
     t.start()
     try:

@@ -22,7 +22,7 @@ def test_write_path_queues_and_correct_supersede_forget_remove_stale_vectors(acm
     a = put(acme, "the first memory")
     b = put(acme, "the second memory")
     assert status(acme)["queued"] == 2
-    Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_app")).drain()
+    Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker")).drain()
     assert status(acme) == {"queued": 0, "leased": 0, "current": 2, "stale": 0, "model": "all-MiniLM-L6-v2",
                             "input_version": 2, "passages_queued": 0, "passages_current": 2, "passages_stale": 0}
     acme.correct(a, "the first memory, corrected", revision=1)
@@ -30,7 +30,7 @@ def test_write_path_queues_and_correct_supersede_forget_remove_stale_vectors(acm
     assert status(acme)["queued"] == 1
     new = acme.supersede(b, "the second memory, replaced", revision=1, evidence=[acme.append("x", role="user")])
     assert db.execute("select count(*) from acme.memory_embedding where memory_id = %s", (b,)).fetchone()[0] == 0
-    Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_app")).drain()
+    Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker")).drain()
     embedded = {r[0] for r in db.execute("select memory_id from acme.memory_embedding")}
     assert embedded == {a, new}
     acme.forget(new, reason="gone")
@@ -43,7 +43,7 @@ def test_write_path_queues_and_correct_supersede_forget_remove_stale_vectors(acm
 def test_a_late_result_from_a_worker_whose_lease_expired_is_not_stored(acme, conninfo, db):
     m = put(acme, "a memory to embed")
     db.execute("select pgrecall.set_tenant_setting('acme', 'embedding_lease_seconds', '0.5')")
-    with conninfo.connect(user="pgrecall_acme_app") as app:
+    with conninfo.connect(user="pgrecall_acme_worker") as app:
         first = app.execute("select * from acme.claim_embedding_jobs('worker-a', 10)").fetchall()
         assert [r[0] for r in first] == [m]
         assert app.execute("select count(*) from acme.claim_embedding_jobs('worker-b', 10)").fetchone()[0] == 0
@@ -67,7 +67,7 @@ def test_malformed_or_outdated_results_store_nothing(acme, conninfo, db, queue, 
     for a model the tenant no longer uses are dropped (0 stored), not an error."""
     put(acme, "a memory whose observation is a passage too")
     good = to_literal([0.05] * 384)
-    with conninfo.connect(user="pgrecall_acme_app", autocommit=True) as app:
+    with conninfo.connect(user="pgrecall_acme_worker", autocommit=True) as app:
         jobs = app.execute(f"select * from acme.claim_{queue}_jobs('w', 10)").fetchall()
         assert len(jobs) == 1
         (jid, gen, _, model, version), = jobs
@@ -83,7 +83,7 @@ def test_malformed_or_outdated_results_store_nothing(acme, conninfo, db, queue, 
 
 def test_a_result_for_text_that_changed_meanwhile_is_not_stored(acme, conninfo, db):
     m = put(acme, "version one of the text")
-    with conninfo.connect(user="pgrecall_acme_app") as app:
+    with conninfo.connect(user="pgrecall_acme_worker") as app:
         job = app.execute("select * from acme.claim_embedding_jobs('w', 10)").fetchone()
         acme.correct(m, "version two of the text", revision=1)
         vec = to_literal(get_embedder().embed([job[2]])[0])
@@ -100,7 +100,7 @@ def test_worker_killed_mid_batch_loses_nothing(acme, conninfo, db):
     said = acme.append("the memories below were all told here", role="user", actor="ana")
     made = [acme.remember(t, evidence=[said], purposes=["converse"]).memory_id for t in texts]
     db.execute("select pgrecall.set_tenant_setting('acme', 'embedding_lease_seconds', '3')")
-    env = {**os.environ, "PGRECALL_DSN": conninfo.dsn(user="pgrecall_acme_app")}
+    env = {**os.environ, "PGRECALL_DSN": conninfo.dsn(user="pgrecall_acme_worker")}
     proc = subprocess.Popen([sys.executable, "-m", "pgrecall.cli", "worker", "--tenant", "acme", "--batch-size", "400"],
                             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
@@ -123,7 +123,7 @@ def test_worker_killed_mid_batch_loses_nothing(acme, conninfo, db):
     assert db.execute("select count(*) from acme.claim_embedding_jobs('another', 1000)").fetchone()[0] == 0
     wait_until(lambda: db.execute("select max(lease_until) < clock_timestamp() from acme.embedding_job").fetchone()[0],
                timeout=10, what="the killed worker's lease to run out")
-    w = Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_app"), batch_size=100)
+    w = Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker"), batch_size=100)
     assert w.drain().stored == 400
     rows = db.execute("select memory_id, count(*) from acme.memory_embedding group by 1").fetchall()
     assert sorted(r[0] for r in rows) == made and all(r[1] == 1 for r in rows)
@@ -133,13 +133,13 @@ def test_worker_killed_mid_batch_loses_nothing(acme, conninfo, db):
 def test_version_change_hides_stale_vectors_until_rebuilt(acme, conninfo, db):
     m = put(acme, "tea ceremony in Kyoto")
     off = acme.append("the ceremony lasted two hours", role="user", actor="ana")
-    w = Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_app"))
+    w = Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker"))
     w.drain()
     assert acme.recall("Japanese tea ceremony").dense_available
-    with conninfo.connect(user="pgrecall_acme_app") as app:
+    with conninfo.connect(user="pgrecall_acme_admin") as app:
         app.execute("select acme.set_embedding_version('all-MiniLM-L6-v2', 1)")  # from the default, 2
     w.drain()
-    with conninfo.connect(user="pgrecall_acme_app") as app:
+    with conninfo.connect(user="pgrecall_acme_admin") as app:
         queued = app.execute("select acme.set_embedding_version('all-MiniLM-L6-v2', 2)").fetchone()[0]
     assert queued == 3  # the memory and the passages of both observations
     r = acme.recall("Japanese tea ceremony")
@@ -161,7 +161,10 @@ def test_version_change_hides_stale_vectors_until_rebuilt(acme, conninfo, db):
 def test_cli_rebuild_shows_progress_and_reembeds_everything(acme, conninfo, db):
     for i in range(5):
         put(acme, f"note {i} about gardening")
-    env = {"PGRECALL_DSN": conninfo.dsn(user="pgrecall_acme_app")}
+    # queueing is the admin's, embedding the worker's, the status the app's
+    env = {"PGRECALL_ADMIN_DSN": conninfo.dsn(user="pgrecall_acme_admin"),
+           "PGRECALL_WORKER_DSN": conninfo.dsn(user="pgrecall_acme_worker"),
+           "PGRECALL_APP_DSN": conninfo.dsn(user="pgrecall_acme_app")}
     from test_install_paths import run_cli
 
     out = run_cli("embeddings", "rebuild", "--tenant", "acme", env=env)
@@ -187,7 +190,7 @@ def listening_and_idle(db, channel, last_call):
 def test_worker_wakes_on_notify(acme, conninfo, db):
     import threading
 
-    w = Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_app"))
+    w = Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker"))
     stop = threading.Event()
     t = threading.Thread(target=w.run_forever, kwargs={"poll_seconds": 60, "stop": stop.is_set})
     t.start()
@@ -209,8 +212,8 @@ def test_worker_wakes_on_notify(acme, conninfo, db):
 
 def test_switching_versions_back_and_forth_leaves_no_stale_jobs(acme, conninfo, db):
     put(acme, "a memory")
-    Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_app")).drain()
-    with conninfo.connect(user="pgrecall_acme_app") as app:
+    Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker")).drain()
+    with conninfo.connect(user="pgrecall_acme_admin") as app:
         assert app.execute("select acme.set_embedding_version('all-MiniLM-L6-v2', 1)").fetchone()[0] == 2
         app.execute("select acme.set_embedding_version('all-MiniLM-L6-v2', 2)")
     assert status(acme)["queued"] == 0 and status(acme)["current"] == 1
@@ -221,9 +224,9 @@ def test_worker_refuses_to_stamp_a_model_it_does_not_run(acme, conninfo, db):
     from pgrecall import errors
 
     put(acme, "a memory")
-    with conninfo.connect(user="pgrecall_acme_app") as app:
+    with conninfo.connect(user="pgrecall_acme_admin") as app:
         app.execute("select acme.set_embedding_version('some-other-model', 2)")
     with pytest.raises(errors.ModelMismatch):
-        Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_app")).drain()
+        Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker")).drain()
     assert status(acme)["queued"] == 1 and status(acme)["leased"] == 0
     assert db.execute("select count(*) from acme.memory_embedding where model = 'some-other-model'").fetchone()[0] == 0

@@ -29,17 +29,17 @@ def said(mem, text, subject, actor="ana"):
     return mem.append(text, role="user", actor=actor, data_subject_id=subject)
 
 
-def test_erasing_a_subject_removes_everything_derived(acme, db, conninfo):
+def test_erasing_a_subject_removes_everything_derived(acme, db, conninfo, acme_admin):
     a1 = said(acme, "I am zqalpha and I like sailing", "subj-a")
     b1 = said(acme, "I am zqbravo and I like chess", "subj-b")
     ma = acme.remember("zqalpha likes sailing", evidence=[a1], purposes=["converse"], about=["zqalpha"]).memory_id
     mb = acme.remember("zqbravo likes chess", evidence=[b1], purposes=["converse"], about=["zqbravo"]).memory_id
     both = acme.derive([ma, mb], "zqalpha and zqbravo like games")
     acme.correct(ma, "zqalpha likes sailing boats", revision=1)
-    Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_app")).drain()
+    Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker")).drain()
     assert rows_mentioning(db, "zqalpha")
 
-    receipt = acme.erase({"data_subject": "subj-a"}, reason="request #1")
+    receipt = acme_admin.erase({"data_subject": "subj-a"}, reason="request #1", actor="dpo")
     assert receipt["completed_at"] and receipt["observations_erased"] == 1
     assert set(receipt["residual"].values()) == {0}
     assert receipt["rows_erased"]["memory"] == 2  # ma and the memory derived from it
@@ -52,12 +52,12 @@ def test_erasing_a_subject_removes_everything_derived(acme, db, conninfo):
     assert stored == [({"data_subject": "subj-a"}, "request #1", True)]
 
 
-def test_erasing_the_evidence_of_a_supersession_restores_the_old_memory(acme, db):
+def test_erasing_the_evidence_of_a_supersession_restores_the_old_memory(acme, db, acme_admin):
     o1 = said(acme, "I live in Lisbon", "s1")
     old = acme.remember("Ana lives in Lisbon", evidence=[o1], purposes=["converse"]).memory_id
     o2 = said(acme, "I moved to zqporto", "s2")
     new = acme.supersede(old, "Ana lives in zqporto", revision=1, evidence=[o2])
-    receipt = acme.erase({"observation": {"scope": "default", "offset": o2}}, reason="wrongly recorded")
+    receipt = acme_admin.erase({"observation": {"scope": "default", "offset": o2}}, reason="wrongly recorded", actor="dpo")
     assert set(receipt["residual"].values()) == {0}
     rec = acme.read(old, purpose="converse")
     assert rec.superseded_by is None and rec.valid.upper is None
@@ -65,29 +65,29 @@ def test_erasing_the_evidence_of_a_supersession_restores_the_old_memory(acme, db
         acme.read(new, purpose="converse", include_superseded=True)
 
 
-def test_an_entity_stays_while_surviving_memories_name_it(acme, db):
+def test_an_entity_stays_while_surviving_memories_name_it(acme, db, acme_admin):
     o1, o2 = said(acme, "Rita is my sister", "s1"), said(acme, "Rita lives in Porto", "s2")
     acme.remember("Ana's sister is Rita", evidence=[o1], purposes=["converse"], about=["Rita"])
     keep = acme.remember("Rita lives in Porto", evidence=[o2], purposes=["converse"], about=["Rita"]).memory_id
-    acme.erase({"data_subject": "s1"}, reason="asked")
+    acme_admin.erase({"data_subject": "s1"}, reason="asked", actor="dpo")
     assert db.execute("select count(*) from acme.entity where name = 'Rita'").fetchone()[0] == 1
-    acme.erase({"data_subject": "s2"}, reason="asked")
+    acme_admin.erase({"data_subject": "s2"}, reason="asked", actor="dpo")
     assert db.execute("select count(*) from acme.entity where name = 'Rita'").fetchone()[0] == 0
     assert keep
 
 
-def test_erasing_a_peer_takes_their_words_and_private_memories(acme, db):
+def test_erasing_a_peer_takes_their_words_and_private_memories(acme, db, acme_admin):
     o = said(acme, "zqsecret plans of ben", "x", actor="ben")
     acme.remember("ben has zqsecret plans", evidence=[o], purposes=["converse"])
     mine = said(acme, "a note for ben", "y", actor="ana")
     acme.remember("zqprivate note for ben only", evidence=[mine], purposes=["converse"], audience="ben")
-    receipt = acme.erase({"peer": "ben"}, reason="account deleted")
+    receipt = acme_admin.erase({"peer": "ben"}, reason="account deleted", actor="dpo")
     assert set(receipt["residual"].values()) == {0}
     assert rows_mentioning(db, "zqsecret") == {} and rows_mentioning(db, "zqprivate") == {}
     assert db.execute("select count(*) from acme.peer where name = 'ben'").fetchone()[0] == 0
 
 
-def test_bad_selectors_and_reasons_erase_nothing(acme, db):
+def test_bad_selectors_and_reasons_erase_nothing(acme, db, acme_admin):
     said(acme, "something", "s1")
     before = db.execute("select count(*) from acme.observation").fetchone()[0]
     for selector, reason, error in [
@@ -100,7 +100,10 @@ def test_bad_selectors_and_reasons_erase_nothing(acme, db):
         ({"expired_before": "2030-01-01"}, "why", errors.InvalidArgument),
     ]:
         with pytest.raises(error):
-            acme.erase(selector, reason=reason)
+            acme_admin.erase(selector, reason=reason, actor="dpo")
+    for actor in ("", "   ", "x" * 201):  # the receipt must say who ran it
+        with pytest.raises(errors.InvalidArgument):
+            acme_admin.erase({"data_subject": "s1"}, reason="why", actor=actor)
     assert db.execute("select count(*) from acme.observation").fetchone()[0] == before
     assert db.execute("select count(*) from acme.erasure_request").fetchone()[0] == 0
 
@@ -145,7 +148,7 @@ def believed_town(assertions, at):
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(steps=st.lists(step, min_size=3, max_size=25), victim=st.sampled_from(SUBJECTS))
-def test_random_workloads_then_erase_a_subject(acme, db, conninfo, steps, victim):
+def test_random_workloads_then_erase_a_subject(acme, db, conninfo, steps, victim, acme_admin):
     run = db.execute("select nextval(pg_get_serial_sequence('acme.erasure_request', 'id'))").fetchone()[0]
     token = {s: f"zq{run}x{s}" for s in SUBJECTS}       # a distinctive token per subject and example
     subject = {s: f"run{run}-{s}" for s in SUBJECTS}
@@ -168,7 +171,7 @@ def test_random_workloads_then_erase_a_subject(acme, db, conninfo, steps, victim
             continue
         if kind == "derive_tasks":
             if deriver is None:
-                deriver = Deriver("acme", conninfo=conninfo.dsn(user="pgrecall_acme_app"), batch=op[1])
+                deriver = Deriver("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker"), batch=op[1])
             deriver.run_once()
             continue
         if kind == "append" or not obs:
@@ -224,7 +227,7 @@ def test_random_workloads_then_erase_a_subject(acme, db, conninfo, steps, victim
         db.execute("select * from acme.refresh_term_stats()")
     if deriver is not None:
         deriver.close()
-    receipt = acme.erase({"data_subject": subject[victim]}, reason="property test")
+    receipt = acme_admin.erase({"data_subject": subject[victim]}, reason="property test", actor="dpo")
 
     assert set(receipt["residual"].values()) == {0}, receipt
     assert rows_mentioning(db, token[victim]) == {}
@@ -250,7 +253,7 @@ def test_cli_prints_the_receipt(acme, conninfo, db):
     from test_install_paths import run_cli
 
     said(acme, "zqcli private words", "cli-subject")
-    env = {"PGRECALL_DSN": conninfo.dsn(user="pgrecall_acme_app")}
+    env = {"PGRECALL_DSN": conninfo.dsn(user="pgrecall_acme_admin")}
     out = run_cli("erase", "--tenant", "acme", "--subject", "cli-subject", "--reason", "ticket 9", env=env).stdout
     assert "1 observations erased" in out and "residual is zero" in out
     assert rows_mentioning(db, "zqcli") == {}
@@ -263,25 +266,25 @@ def test_cli_prints_the_receipt(acme, conninfo, db):
     assert bad.returncode == 1 and "SCOPE:OFFSET" in bad.stderr
 
 
-def test_terms_of_a_memory_forgotten_after_the_snapshot_are_erased_too(acme, db):
+def test_terms_of_a_memory_forgotten_after_the_snapshot_are_erased_too(acme, db, acme_admin):
     o = said(acme, "zqforgot words here", "s-f")
     m = acme.remember("zqforgot is a memory", evidence=[o], purposes=["converse"]).memory_id
     said(acme, "other words", "s-g")
     db.execute("select * from acme.refresh_term_stats()")
     acme.forget(m, reason="later")
-    receipt = acme.erase({"data_subject": "s-f"}, reason="asked")
+    receipt = acme_admin.erase({"data_subject": "s-f"}, reason="asked", actor="dpo")
     assert set(receipt["residual"].values()) == {0} and "term_stat" in receipt["residual"]
     assert rows_mentioning(db, "zqforgot") == {}
 
 
-def test_erasing_the_evidence_of_a_new_value_brings_the_old_one_back(acme, db):
+def test_erasing_the_evidence_of_a_new_value_brings_the_old_one_back(acme, db, acme_admin):
     lisbon = said(acme, "I live in Lisbon", "u-1")
     porto = said(acme, "I moved to Porto", "u-2")
     acme.assert_fact("ana", "lives_in", "Lisbon", evidence=[{"offset": lisbon, "quote": "I live in Lisbon"}],
                      valid_from=datetime(2020, 1, 1, tzinfo=timezone.utc))
     acme.assert_fact("ana", "lives_in", "Porto", evidence=[{"offset": porto, "quote": "I moved to Porto"}],
                      valid_from=datetime(2024, 1, 1, tzinfo=timezone.utc))
-    receipt = acme.erase({"data_subject": "u-2"}, reason="request 7")
+    receipt = acme_admin.erase({"data_subject": "u-2"}, reason="request 7", actor="dpo")
     assert set(receipt["residual"].values()) == {0}
     assert receipt["rows_erased"]["fact"] == 2  # the Porto fact and the Lisbon piece it split off
     assert receipt["rows_erased"]["facts_reinstated"] == 1
@@ -293,14 +296,14 @@ def test_erasing_the_evidence_of_a_new_value_brings_the_old_one_back(acme, db):
     assert rows_mentioning(db, "porto") == {}
 
 
-def test_erasing_a_peer_after_a_merge_leaves_no_entity_and_takes_their_private_facts(acme, db):
+def test_erasing_a_peer_after_a_merge_leaves_no_entity_and_takes_their_private_facts(acme, db, acme_admin):
     o = said(acme, "I know Kenji. Kenji Sato is my friend. I am allergic to peanuts", "u-1")
     acme.assert_fact("ana", "knows", "Kenji", evidence=[{"offset": o, "quote": "I know Kenji"}])
     acme.assert_fact("ana", "friend_of", "Kenji Sato", evidence=[{"offset": o, "quote": "Kenji Sato is my friend"}])
-    acme.merge_entities("Kenji", "Kenji Sato")
+    acme_admin.merge_entities("Kenji", "Kenji Sato")
     other = said(acme, "Ben likes tea", "u-2", actor="ben")
     acme.assert_fact("ben", "likes", "tea", evidence=[{"offset": other, "quote": "Ben likes tea"}], audience="ana")
-    receipt = acme.erase({"peer": "ana"}, reason="account closed")
+    receipt = acme_admin.erase({"peer": "ana"}, reason="account closed", actor="dpo")
     assert set(receipt["residual"].values()) == {0}, receipt
     assert rows_mentioning(db, "kenji") == {}
     # ben's words survive, but the fact only ana could see goes with her

@@ -13,7 +13,7 @@ def test_embeddings_freshness_follows_the_worker(acme, conninfo, db):
     assert acme.freshness() == {"scope": "default", "log_watermark": 2, "embeddings_current_to": 0, "embedding_jobs": 1}
     assert acme.wait_for(o2, projection="log", timeout=0.1)
     assert not acme.wait_for(o1, timeout=0.2)
-    worker = Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_app"))
+    worker = Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker"))
 
     def drain_once_waiting():
         # The worker stores the embedding only once wait_for is waiting for it.

@@ -159,7 +159,7 @@ def test_role_policy_an_assistant_cannot_tell_us_about_a_human(acme, db):
         acme.assert_fact("Ana Silva", "works_at", "Acme", evidence=quote(by_bot, "You live in Lisbon"))
 
 
-def test_bad_input_gets_our_errors_and_writes_nothing(acme, db):
+def test_bad_input_gets_our_errors_and_writes_nothing(acme, db, acme_admin):
     o = said(acme, "I live in Lisbon")
     ev = quote(o, "I live in Lisbon")
     acme.assert_fact("ana", "lives_in", "Lisbon", evidence=ev, valid_from=T(2020))
@@ -195,7 +195,7 @@ def test_bad_input_gets_our_errors_and_writes_nothing(acme, db):
     with pytest.raises(errors.FactNotFound):
         acme.resolve_citation(999999)
     with pytest.raises(errors.UnknownEntity):
-        acme.merge_entities("ana", "Zed")
+        acme_admin.merge_entities("ana", "Zed")
     assert table_counts(db) == before
 
 
@@ -248,12 +248,12 @@ def test_neighbourhood_is_bitemporal(acme, db):
     assert objects(valid_at=T(2021)) == ["Acme"]
 
 
-def test_merge_moves_facts_and_aliases_and_closes_contradictions(acme, db):
+def test_merge_moves_facts_and_aliases_and_closes_contradictions(acme, db, acme_admin):
     o = said(acme, "I live in Lisbon. A. Silva lives in Porto and likes jazz.")
     acme.assert_fact("ana", "lives_in", "Lisbon", evidence=quote(o, "I live in Lisbon"), valid_from=T(2020))
     acme.assert_fact("A. Silva", "lives_in", "Porto", evidence=quote(o, "A. Silva lives in Porto"), valid_from=T(2020))
     acme.assert_fact("A. Silva", "likes", "jazz", evidence=quote(o, "likes jazz"))
-    merged = acme.merge_entities("ana", "A. Silva")
+    merged = acme_admin.merge_entities("ana", "A. Silva")
     assert (merged["facts_moved"], merged["facts_closed"]) == (2, 1)
     assert sorted((f.predicate, f.object) for f in acme.facts_as_of("ana")) == [("likes", "jazz"), ("lives_in", "Lisbon")]
     # the absorbed name now denotes the kept entity

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from catalog import snapshot
-from pgrecall import errors, install, server
+from pgrecall import errors, install, server, sources
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -28,12 +28,24 @@ def run_cli(*args, env=None, check=True):
     return proc
 
 
+@pytest.fixture(params=["on", "off"], ids=["standard_strings", "standard_strings_off"])
+def standard_strings(request, db, conninfo):
+    """The test database's standard_conforming_strings for new sessions: on, then off, as an old
+    application's database or role may still set it (a backslash in a plain literal is then an escape)."""
+    db.execute(psycopg.sql.SQL("alter database {} set standard_conforming_strings = {}").format(
+        psycopg.sql.Identifier(conninfo.dbname), psycopg.sql.SQL(request.param)))
+    with conninfo.connect() as conn:
+        assert conn.execute("show standard_conforming_strings").fetchone()[0] == request.param
+    return request.param
+
+
 @pytest.fixture
-def spare_database(db, conninfo):
+def spare_database(db, conninfo, standard_strings):
     """A second database with the extensions but without pgrecall, dropped afterwards."""
     name = "pgrecall_spare"
     db.execute(f"drop database if exists {name} with (force)")
     db.execute(f"create database {name} template pgrecall_base")
+    db.execute(f"alter database {name} set standard_conforming_strings = {standard_strings}")
     yield name
     db.execute(f"drop database if exists {name} with (force)")
 
@@ -46,14 +58,71 @@ def test_psql_script_installs_the_same_catalog_as_python(db, conninfo, spare_dat
         proc = subprocess.run([psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", str(script),
                                conninfo.dsn(dbname=spare_database)], capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
-    install.install(db, ["acme"])
+    with conninfo.connect() as conn:  # a new session: the database's setting applies
+        install.install(conn, ["acme"])
     with conninfo.connect(dbname=spare_database) as other:
+        other.execute("set standard_conforming_strings = on")  # as db's session: the catalog prints alike
         assert snapshot(other, "acme") == snapshot(db, "acme")
 
 
+def test_standard_strings_off_installs_the_catalog_that_on_does(db, conninfo, make_tenant):
+    """Finding 10: created with standard_conforming_strings off, a tenant's app role could execute none of
+    its functions (the grant loop's LIKE '\\_%' became '_%'), and shipped '\\s+' would read as 's+'."""
+    make_tenant("reference")  # the fixture's session: standard strings
+    db.execute(psycopg.sql.SQL("alter database {} set standard_conforming_strings = off").format(
+        psycopg.sql.Identifier(conninfo.dbname)))
+    with conninfo.connect() as off:
+        assert off.execute("show standard_conforming_strings").fetchone()[0] == "off"
+        install.install(off, ["viapython"])
+        off.execute("select pgrecall.create_tenant('viasql')")  # the SQL path, no installer around it
+    for tenant in ("viapython", "viasql"):
+        assert snapshot(db, tenant) == snapshot(db, "reference"), tenant
+        for duty in ("app", "worker", "admin"):  # each login role executes exactly its duty's functions
+            wrong = db.execute(
+                "select p.proname from pg_proc p left join pgrecall.function_duty d on d.function_name = p.proname "
+                "where p.pronamespace = %s::regnamespace and has_function_privilege(%s, p.oid, 'EXECUTE') "
+                "is distinct from coalesce(%s = any (d.duties), false)",
+                (tenant, f"pgrecall_{tenant}_{duty}", duty)).fetchall()
+            assert wrong == [], (tenant, duty)
+        app_can = db.execute("select count(*) from pg_proc p where p.pronamespace = %s::regnamespace "
+                             "and has_function_privilege(%s, p.oid, 'EXECUTE')",
+                             (tenant, f"pgrecall_{tenant}_app")).fetchone()[0]
+        assert app_can > 40, tenant
+
+
+def test_tenant_upgrade_with_standard_strings_off_runs_nothing_a_name_smuggles(db, conninfo, standard_strings):
+    """Finding 10: the installer's quoting broke when a backslash escaped its closing quote."""
+    env = {"PGRECALL_DSN": conninfo.dsn()}
+    for name in ("\\') where false; create table public.pwned_s(i int); --", "\\'; create table public.pwned_t(i int); --"):
+        proc = run_cli("tenant", "upgrade", name, env=env, check=False)
+        assert proc.returncode == 1 and "invalid tenant name" in proc.stderr and "Traceback" not in proc.stderr
+    assert db.execute("select to_regclass('public.pwned_s'), to_regclass('public.pwned_t')").fetchone() == (None, None)
+    assert db.execute("select count(*) from pgrecall.tenant").fetchone()[0] == 0
+
+
+def test_the_install_script_sets_standard_strings_before_anything_else():
+    script = sources.install_sql(["acme"])
+    assert script.index("set local standard_conforming_strings = on;") < script.index("pg_advisory_xact_lock")
+    assert "install_tenant($pgrecall_" in script
+
+
+def test_sql_string_constants_read_back_as_written(db, standard_strings, conninfo):
+    texts = ["plain", "it's", "back\\slash", "trail\\", "\\'", "x\\'; select 1; --", "é\\n", "$$", "$a$", "$pgrecall_$"]
+    with conninfo.connect() as conn:
+        for text in texts:
+            assert conn.execute("select " + sources.sql_literal(text)).fetchone()[0] == text
+
+
 def test_psql_script_with_a_hostile_name_stops_and_creates_nothing(db, conninfo, spare_database, tmp_path):
+    hostile = "x'; drop schema public cascade; --"
+    refused = run_cli("sql", "--tenant", hostile, check=False)
+    assert refused.returncode == 1 and refused.stdout == "" and "invalid tenant name" in refused.stderr
+    # A script edited by hand to name it: the SQL side refuses it as well.
     script = tmp_path / "bad.sql"
-    script.write_text(run_cli("sql", "--tenant", "x'; drop schema public cascade; --").stdout)
+    good = run_cli("sql", "--tenant", "acme").stdout
+    call = "pgrecall.install_tenant(" + sources.sql_literal("acme") + ")"
+    assert good.count(call) == 1
+    script.write_text(good.replace(call, "pgrecall.install_tenant('" + hostile.replace("'", "''") + "')"))
     proc = subprocess.run([str(server.psql_binary()), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", str(script),
                            conninfo.dsn(dbname=spare_database)], capture_output=True, text=True)
     assert proc.returncode != 0
@@ -91,7 +160,7 @@ def test_built_wheel_carries_the_sql_and_installs_a_tenant(conninfo, tmp_path):
         assert conn.execute("select name from pgrecall.list_tenants()").fetchall() == [("wheeled",)]
 
 
-def test_cli_tenant_commands_use_pgrecall_dsn(conninfo):
+def test_cli_tenant_commands_use_pgrecall_dsn(conninfo, standard_strings):
     env = {"PGRECALL_DSN": conninfo.dsn()}
     run_cli("tenant", "create", "viadsn", env=env)
     listing = run_cli("tenant", "list", env=env).stdout
@@ -118,6 +187,13 @@ def test_embedded_server_lifecycle_through_the_cli():
         run_cli("tenant", "create", "solo", env=env)
         with psycopg.connect(uri) as conn:
             assert conn.execute("select name from pgrecall.list_tenants()").fetchall() == [("solo",)]
+        for role in ("app", "worker", "admin"):  # each duty's login role, by its URI
+            role_uri = run_cli("server", "uri", "--tenant", "solo", "--role", role, env=env).stdout.strip()
+            with psycopg.connect(role_uri) as conn:
+                assert conn.execute("select current_user").fetchone()[0] == f"pgrecall_solo_{role}"
+                can_claim = conn.execute("select has_function_privilege('solo.claim_tasks(text,integer,text[])', "
+                                         "'EXECUTE')").fetchone()[0]
+                assert can_claim == (role == "worker")
         assert "stopped" in run_cli("server", "stop", env=env).stdout
         assert run_cli("server", "status", env=env, check=False).returncode == 3
     finally:

@@ -48,38 +48,40 @@ def test_functions_return_only_their_own_tenants_rows(two_tenants, conninfo):
     assert a["rrf_k"] == 60 and b["rrf_k"] == 77
 
 
-def test_app_role_holds_execute_on_public_functions_and_nothing_else(two_tenants, db):
+def test_login_roles_hold_execute_on_their_duties_functions_and_nothing_else(two_tenants, db):
+    duties = dict(db.execute("select function_name, duties from pgrecall.function_duty").fetchall())
     for tenant in two_tenants:
-        app = f"pgrecall_{tenant}_app"
-        tables = db.execute(
-            "select c.oid::regclass::text from pg_class c where c.relnamespace = %s::regnamespace and c.relkind in ('r','p','v','m','S')",
-            (tenant,),
-        ).fetchall()
-        assert tables
-        for (table,) in tables:
-            for priv in ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER"):
-                if table.endswith("_seq") and priv not in ("SELECT", "UPDATE"):
-                    continue
-                assert not db.execute("select has_table_privilege(%s, %s, %s)", (app, table, priv)).fetchone()[0], (app, table, priv)
-        functions = db.execute(
-            "select p.oid::regprocedure::text, p.proname, p.prosecdef, array_to_string(p.proconfig, ';') "
-            "from pg_proc p where p.pronamespace = %s::regnamespace",
-            (tenant,),
-        ).fetchall()
-        assert functions
-        for signature, name, secdef, config in functions:
-            if name in INLINED_HELPERS:
-                # Planner-inlined SQL helpers may not be definer or pin a path; they
-                # qualify their tables and only the tenant's own functions call them.
-                assert not secdef and not config and name.startswith("_")
-            else:
-                assert secdef, f"{signature} is not SECURITY DEFINER"
-                assert config == f"search_path=pg_catalog, {tenant}, public, pg_temp", (signature, config)
-            can = db.execute("select has_function_privilege(%s, %s, 'EXECUTE')", (app, signature)).fetchone()[0]
-            assert can == (not name.startswith("_")), signature
-            assert not db.execute("select has_function_privilege('public', %s, 'EXECUTE')", (signature,)).fetchone()[0]
-        other = [t for t in two_tenants if t != tenant][0]
-        assert not db.execute("select has_schema_privilege(%s, %s, 'USAGE')", (app, other)).fetchone()[0]
+        for duty in ("app", "worker", "admin"):
+            login = f"pgrecall_{tenant}_{duty}"
+            tables = db.execute(
+                "select c.oid::regclass::text from pg_class c where c.relnamespace = %s::regnamespace and c.relkind in ('r','p','v','m','S')",
+                (tenant,),
+            ).fetchall()
+            assert tables
+            for (table,) in tables:
+                for priv in ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER"):
+                    if table.endswith("_seq") and priv not in ("SELECT", "UPDATE"):
+                        continue
+                    assert not db.execute("select has_table_privilege(%s, %s, %s)", (login, table, priv)).fetchone()[0], (login, table, priv)
+            functions = db.execute(
+                "select p.oid::regprocedure::text, p.proname, p.prosecdef, array_to_string(p.proconfig, ';') "
+                "from pg_proc p where p.pronamespace = %s::regnamespace",
+                (tenant,),
+            ).fetchall()
+            assert functions
+            for signature, name, secdef, config in functions:
+                if name in INLINED_HELPERS:
+                    # Planner-inlined SQL helpers may not be definer or pin a path; they
+                    # qualify their tables and only the tenant's own functions call them.
+                    assert not secdef and not config and name.startswith("_")
+                else:
+                    assert secdef, f"{signature} is not SECURITY DEFINER"
+                    assert config == f"search_path=pg_catalog, {tenant}, public, pg_temp", (signature, config)
+                can = db.execute("select has_function_privilege(%s, %s, 'EXECUTE')", (login, signature)).fetchone()[0]
+                assert can == (not name.startswith("_") and duty in duties[name]), (login, signature)
+                assert not db.execute("select has_function_privilege('public', %s, 'EXECUTE')", (signature,)).fetchone()[0]
+            other = [t for t in two_tenants if t != tenant][0]
+            assert not db.execute("select has_schema_privilege(%s, %s, 'USAGE')", (login, other)).fetchone()[0]
 
 
 def test_no_tenant_id_column_anywhere(two_tenants, db):

@@ -26,7 +26,7 @@ def chat(acme, conninfo):
     assert made == [1, 2, 3]  # a fresh tenant numbers its sessions from 1, as TURNS does
     for scope, session, actor, role, text in TURNS:
         acme.append(text, role=role, actor=actor, session_id=session, scope=scope, scopes=["default", "other"])
-    Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_app")).drain(refresh_stats=False)
+    Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker")).drain(refresh_stats=False)
     return acme
 
 

@@ -133,6 +133,10 @@ def test_a_function_renamed_in_its_file_leaves_no_stale_overload(db, monkeypatch
         return fs
 
     monkeypatch.setattr(sources, "functions", edited)
+    with pytest.raises(errors.UndeclaredDuty):  # a renamed public function needs its duty declared
+        install.install(db, ["acme"])
+    declared = sources.duties_sql().replace("('settings',", "('tenant_settings',")
+    monkeypatch.setattr(sources, "duties_sql", lambda: declared)
     install.install(db, ["acme"])
     names = {r[0] for r in db.execute("select proname from pg_proc where pronamespace = 'acme'::regnamespace")}
     assert "tenant_settings" in names and "settings" not in names

@@ -30,8 +30,8 @@ def passages(db, where="true", params=()):
                       f"order by p.id", params).fetchall()
 
 
-def app_worker(conninfo, **kw):
-    return Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_app"), **kw)
+def worker(conninfo, **kw):
+    return Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker"), **kw)
 
 
 # -- the chunking rule ----------------------------------------------------------------------------------------------
@@ -148,10 +148,11 @@ def test_a_scope_older_than_passages_lands_in_the_default_partition_and_is_erase
     assert db.execute("select count(*) from acme.passage_unprovisioned where scope = 'legacy'").fetchone()[0] == 4
     assert db.execute("select count(*) from acme.passage_embedding_job").fetchone()[0] == 4
     mem = pgrecall.connect(conninfo.dsn(user="pgrecall_acme_app"), tenant="acme", principal="ana", scopes=["legacy"])
+    admin = pgrecall.connect(conninfo.dsn(user="pgrecall_acme_admin"), tenant="acme")
     try:
         hits = mem.search_messages("zqlegacy", mode="lexical")
         assert len(hits.items) == 4 and {h.scope for h in hits.items} == {"legacy"}
-        receipt = mem.erase({"data_subject": "subject-1"}, reason="asked")
+        receipt = admin.erase({"data_subject": "subject-1"}, reason="asked", actor="dpo")
         assert receipt["rows_erased"]["passage"] == 2 and set(receipt["residual"].values()) == {0}
         assert "passage" in receipt["residual"]
         left = db.execute("select body from acme.passage_unprovisioned order by body").fetchall()
@@ -163,6 +164,7 @@ def test_a_scope_older_than_passages_lands_in_the_default_partition_and_is_erase
         assert partition_of(db, "new words").startswith("acme.passage_fresh_")
     finally:
         mem.close()
+        admin.close()
 
 
 def test_erasure_residual_counts_a_passage_left_in_the_default_partition(db, conninfo):
@@ -180,20 +182,20 @@ def test_erasure_residual_counts_a_passage_left_in_the_default_partition(db, con
     db.execute("create trigger zz_keep before delete on acme.passage_unprovisioned for each row "
                "execute function acme.zz_keep()")
     with pytest.raises(Exception):  # the observation cannot go while its passage stands (foreign key)
-        db.execute("select acme.erase('{\"data_subject\": \"s\"}', 'x')")
+        db.execute("select acme.erase('dpo', '{\"data_subject\": \"s\"}', 'x')")
     db.execute("alter table acme.passage drop constraint passage_observation_id_fkey")
-    receipt = db.execute("select residual from acme.erase('{\"data_subject\": \"s\"}', 'x')").fetchone()[0]
+    receipt = db.execute("select residual from acme.erase('dpo', '{\"data_subject\": \"s\"}', 'x')").fetchone()[0]
     assert receipt["passage"] == 1
 
 
 # -- erasure ---------------------------------------------------------------------------------------------------------
 
-def test_erasing_a_peer_removes_their_passages_and_vectors(acme, db, conninfo):
+def test_erasing_a_peer_removes_their_passages_and_vectors(acme, db, conninfo, acme_admin):
     session = acme.create_session("chat")
     acme.append("zqbenword one", role="user", actor="ben", session_id=session)
     acme.append("ana keeps this", role="user", actor="ana", session_id=session)
-    app_worker(conninfo).drain(refresh_stats=False)
-    receipt = acme.erase({"peer": "ben"}, reason="account closed")
+    worker(conninfo).drain(refresh_stats=False)
+    receipt = acme_admin.erase({"peer": "ben"}, reason="account closed", actor="dpo")
     assert set(receipt["residual"].values()) == {0} and receipt["rows_erased"]["passage"] == 1
     assert [r[5] for r in passages(db)] == ["ana keeps this"]
     assert db.execute("select count(*) from acme.passage where embedding is not null").fetchone()[0] == 1
@@ -205,7 +207,7 @@ def test_the_worker_embeds_passages_with_stamps(acme, db, conninfo):
     acme.append("I adopted a puppy named Rex", role="user", actor="ana")
     acme.append(LONG, role="document", kind="document")
     n = db.execute("select count(*) from acme.passage").fetchone()[0]
-    stats = app_worker(conninfo, batch_size=4).drain(refresh_stats=False)
+    stats = worker(conninfo, batch_size=4).drain(refresh_stats=False)
     assert stats.passages_stored == n and stats.stored == 0
     rows = db.execute("select embedding_model, embedding_input_version, count(*) from acme.passage group by 1, 2").fetchall()
     assert rows == [("all-MiniLM-L6-v2", 2, n)]
@@ -220,7 +222,7 @@ def test_the_worker_embeds_passages_with_stamps(acme, db, conninfo):
 def test_an_expired_passage_lease_moves_the_job_and_the_late_result_is_dropped(acme, db, conninfo):
     acme.append("a passage to embed", role="user")
     db.execute("select pgrecall.set_tenant_setting('acme', 'embedding_lease_seconds', '0.5')")
-    with conninfo.connect(user="pgrecall_acme_app") as app:
+    with conninfo.connect(user="pgrecall_acme_worker") as app:
         first = app.execute("select * from acme.claim_passage_embedding_jobs('worker-a', 10)").fetchall()
         assert len(first) == 1 and first[0][2] == "a passage to embed"
         assert app.execute("select count(*) from acme.claim_passage_embedding_jobs('worker-b', 10)").fetchone()[0] == 0
@@ -248,7 +250,7 @@ def test_a_passage_worker_killed_mid_batch_loses_nothing(acme, conninfo, db):
     acme.append_many([{"body": f"passage number {i}: " + " ".join(f"w{(i * 7 + j) % 97}" for j in range(60)),
                        "source_role": "user"} for i in range(200)])
     db.execute("select pgrecall.set_tenant_setting('acme', 'embedding_lease_seconds', '3')")
-    env = {**os.environ, "PGRECALL_DSN": conninfo.dsn(user="pgrecall_acme_app")}
+    env = {**os.environ, "PGRECALL_DSN": conninfo.dsn(user="pgrecall_acme_worker")}
     proc = subprocess.Popen([sys.executable, "-m", "pgrecall.cli", "worker", "--tenant", "acme", "--batch-size", "200"],
                             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
@@ -269,16 +271,16 @@ def test_a_passage_worker_killed_mid_batch_loses_nothing(acme, conninfo, db):
     assert db.execute("select count(*) from acme.claim_passage_embedding_jobs('another', 1000)").fetchone()[0] == 0
     wait_until(lambda: db.execute("select max(lease_until) < clock_timestamp() from acme.passage_embedding_job")
                .fetchone()[0], timeout=10, what="the killed worker's lease to run out")
-    assert app_worker(conninfo, batch_size=100).drain(refresh_stats=False).passages_stored == 200
+    assert worker(conninfo, batch_size=100).drain(refresh_stats=False).passages_stored == 200
     assert db.execute("select count(*) from acme.passage where embedding is not null").fetchone()[0] == 200
 
 
 def test_a_version_change_hides_stale_passage_vectors_until_rebuilt(acme, db, conninfo):
     acme.append("I adopted a puppy named Rex", role="user", actor="ana")
-    w = app_worker(conninfo)
+    w = worker(conninfo)
     w.drain(refresh_stats=False)
     assert acme.search_messages("my new dog").semantic_available
-    with conninfo.connect(user="pgrecall_acme_app") as app:
+    with conninfo.connect(user="pgrecall_acme_admin") as app:
         app.execute("select acme.set_embedding_version('all-MiniLM-L6-v2', 1)")
     found = acme.search_messages("my new dog")
     assert not found.semantic_available and found.meta["semantic_reason"] == "no passage embeddings yet"
@@ -287,5 +289,5 @@ def test_a_version_change_hides_stale_passage_vectors_until_rebuilt(acme, db, co
     found = acme.search_messages("my new dog")
     assert found.semantic_available and [h.body for h in found.items] == ["I adopted a puppy named Rex"]
     # rebuild_embeddings(true) queues every passage again
-    with conninfo.connect(user="pgrecall_acme_app") as app:
+    with conninfo.connect(user="pgrecall_acme_admin") as app:
         assert app.execute("select acme.rebuild_embeddings(true)").fetchone()[0] == 1

@@ -28,7 +28,7 @@ def workload(acme):
 
 def test_kinds_written_equal_kinds_registered(acme, db, conninfo):
     workload(acme)
-    Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_app")).drain()
+    Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker")).drain()
     registered = {r[0] for r in db.execute("select kind from acme.projection_kind")}
     written = {r[0] for r in db.execute("select distinct kind from acme.projection_dependency")}
     assert written == registered
@@ -53,7 +53,7 @@ def test_derived_memory_depends_on_its_sources_observations(acme, db):
 
 def test_every_tenant_table_is_a_projection_or_known_infrastructure(acme, db):
     """A new table holding derived content must be added to projection_kind."""
-    infrastructure = {"setting", "schema_migration", "function_ledger", "scope", "peer", "observation",
+    infrastructure = {"setting", "schema_migration", "function_ledger", "lock_salt", "scope", "peer", "observation",
                       "projection_kind", "projection_dependency",
                       # holds only a memory id, and dies with the memory (foreign key, on delete cascade)
                       "embedding_job",

@@ -28,7 +28,7 @@ def put(mem, text, *, purposes=("converse",), audience=None, scope="default", ab
 
 
 def embed_all(conninfo, tenant="acme"):
-    return Worker(tenant, conninfo=conninfo.dsn(user=f"pgrecall_{tenant}_app")).drain()
+    return Worker(tenant, conninfo=conninfo.dsn(user=f"pgrecall_{tenant}_worker")).drain()
 
 
 def ids(result):
@@ -308,8 +308,10 @@ def test_from_sql_without_an_embedding(acme, conninfo):
     with conninfo.connect(user="pgrecall_acme_app") as conn:
         rows = conn.execute("select rank, memory_id, lexical_rank, dense_rank from acme.recall("
                             "'bot', array['default'], 'lighthouse')").fetchall()
-        meta = conn.execute("select acme.last_recall()").fetchone()[0]
+        items, meta = conn.execute("select items, meta from acme.recall_answer("
+                                   "'bot', array['default'], 'lighthouse')").fetchone()
     assert rows == [(1, m, 1, None)]
+    assert [(i["rank"], i["memory_id"], i["lexical_rank"], i["dense_rank"]) for i in items] == rows
     assert meta["dense_available"] is False and meta["fused_count"] == 1 and meta["returned"] == 1
 
 

@@ -64,11 +64,16 @@ def test_drop_unknown_tenant(db):
 
 
 def test_longest_name_fits_role_names(db):
-    name = "t" * 48
+    name = "t" * 47
     call(db, "select pgrecall.create_tenant(%s)", name)
-    roles = call(db, "select owner_role, app_role from pgrecall.tenant where name = %s", name)[0]
-    assert roles == (f"pgrecall_{name}_owner", f"pgrecall_{name}_app")  # not truncated at 63 bytes
+    roles = call(db, "select owner_role, app_role, worker_role, admin_role from pgrecall.tenant where name = %s",
+                 name)[0]
+    # not truncated at 63 bytes
+    assert roles == tuple(f"pgrecall_{name}_{duty}" for duty in ("owner", "app", "worker", "admin"))
+    assert all(len(r.encode()) <= 63 for r in roles)
     call(db, "select pgrecall.drop_tenant(%s)", name)
+    with pytest.raises(errors.InvalidTenantName):  # pgrecall_<48>_worker would be 64 bytes
+        call(db, "select pgrecall.create_tenant(%s)", "t" * 48)
 
 
 HOSTILE_NAMES = [

@@ -48,7 +48,7 @@ def test_lanes_keep_message_order_with_four_concurrent_workers(acme, db, conninf
 
     def worker(name):
         try:
-            with pgrecall.connect(conninfo.dsn(user="pgrecall_acme_app"), tenant="acme") as mem:
+            with pgrecall.connect(conninfo.dsn(user="pgrecall_acme_worker"), tenant="acme") as mem:
                 barrier.wait()
                 idle = 0
                 while idle < 3:
@@ -93,12 +93,12 @@ def test_lanes_keep_message_order_with_four_concurrent_workers(acme, db, conninf
     assert db.execute("select count(*) from acme.work_task where status <> 'done'").fetchone()[0] == 0
 
 
-def test_one_claim_takes_only_the_head_of_each_lane(acme, db):
+def test_one_claim_takes_only_the_head_of_each_lane(acme, db, acme_worker):
     s = session_with(acme, "heads", ["ana", {"peer": "ben", "observe_others": True}])
     acme.add_messages(s, [{"actor": "ana", "body": f"m{i}"} for i in range(3)])
-    claimed = acme.claim_tasks("w", limit=100)
+    claimed = acme_worker.claim_tasks("w", limit=100)
     assert sorted((t.observer or "", t.message_offset) for t in claimed) == [("", 1), ("ben", 1)]
-    assert acme.claim_tasks("w", limit=100) == []  # both lanes busy
+    assert acme_worker.claim_tasks("w", limit=100) == []  # both lanes busy
     assert claimed[0].messages[0]["body"] == "m0" and claimed[0].messages[0]["actor"] == "ana"
 
 
@@ -107,62 +107,62 @@ def lease_ran_out(db, task_id):
                                   (task_id,)).fetchone()[0], timeout=10, what=f"task {task_id}'s lease to run out")
 
 
-def test_an_expired_lease_returns_the_task(acme, db):
+def test_an_expired_lease_returns_the_task(acme, db, acme_worker):
     setting(db, "task_lease_seconds", "0.5")
     s = session_with(acme, "lease", ["ana"])
     acme.add_messages(s, [{"actor": "ana", "body": "first"}, {"actor": "ana", "body": "second"}])
-    [a] = acme.claim_tasks("a")
-    assert acme.claim_tasks("b") == []  # leased, and the second waits behind it
+    [a] = acme_worker.claim_tasks("a")
+    assert acme_worker.claim_tasks("b") == []  # leased, and the second waits behind it
     lease_ran_out(db, a.task_id)
-    [b] = acme.claim_tasks("b")
+    [b] = acme_worker.claim_tasks("b")
     assert (b.task_id, b.attempts) == (a.task_id, 2) and b.lease_token != a.lease_token
     with pytest.raises(errors.LeaseLost) as info:
-        acme.complete_task(a, {"observations": []})
+        acme_worker.complete_task(a, {"observations": []})
     assert "leased again" in str(info.value)
-    assert acme.complete_task(b, {"observations": []}) == "done"
-    [c] = acme.claim_tasks("a")
+    assert acme_worker.complete_task(b, {"observations": []}) == "done"
+    [c] = acme_worker.claim_tasks("a")
     assert c.message_offset == 2
     with pytest.raises(errors.LeaseLost):
-        acme.complete_task(b, {"observations": []})  # already done
+        acme_worker.complete_task(b, {"observations": []})  # already done
 
 
-def test_failures_retry_with_backoff_then_dead_letter(acme, db):
+def test_failures_retry_with_backoff_then_dead_letter(acme, db, acme_worker):
     setting(db, "task_backoff_seconds", "30")
     setting(db, "task_max_attempts", "2")
     s = session_with(acme, "retry", ["ana"])
     acme.add_messages(s, [{"actor": "ana", "body": "poison"}, {"actor": "ana", "body": "fine"}])
-    [t] = acme.claim_tasks("w")
-    r = acme.fail_task(t, "model timed out")
+    [t] = acme_worker.claim_tasks("w")
+    r = acme_worker.fail_task(t, "model timed out")
     assert (r["status"], r["attempts"]) == ("pending", 1)
     wait = db.execute("select extract(epoch from available_at - clock_timestamp()) from acme.work_task where id = %s",
                       (t.task_id,)).fetchone()[0]
     assert 25 < wait <= 30
-    assert acme.claim_tasks("w") == []  # waiting for the retry, and the lane waits with it
+    assert acme_worker.claim_tasks("w") == []  # waiting for the retry, and the lane waits with it
     db.execute("update acme.work_task set available_at = now() where id = %s", (t.task_id,))
-    [t2] = acme.claim_tasks("w")
+    [t2] = acme_worker.claim_tasks("w")
     assert (t2.task_id, t2.attempts) == (t.task_id, 2)
-    assert acme.fail_task(t2, "model timed out again")["status"] == "dead"
+    assert acme_worker.fail_task(t2, "model timed out again")["status"] == "dead"
     assert db.execute("select last_error from acme.work_task where id = %s", (t.task_id,)).fetchone()[0] == \
         "model timed out again"
     # a dead letter does not block its lane: the next message is processed
-    [t3] = acme.claim_tasks("w")
+    [t3] = acme_worker.claim_tasks("w")
     assert t3.message_offset == 2
     assert acme.queue_status("ana") == {"status": "pending", "remaining": 1, "in_progress": 1, "done": 0, "dead": 1}
 
 
-def test_a_lease_that_expires_on_the_last_attempt_is_dead_lettered(acme, db):
+def test_a_lease_that_expires_on_the_last_attempt_is_dead_lettered(acme, db, acme_worker):
     setting(db, "task_lease_seconds", "0.2")
     setting(db, "task_max_attempts", "1")
     s = session_with(acme, "crashy", ["ana"])
     acme.add_messages(s, [{"actor": "ana", "body": "x"}])
-    [t] = acme.claim_tasks("w")
+    [t] = acme_worker.claim_tasks("w")
     lease_ran_out(db, t.task_id)
-    assert acme.claim_tasks("w") == []
+    assert acme_worker.claim_tasks("w") == []
     assert db.execute("select status, last_error from acme.work_task where id = %s", (t.task_id,)).fetchone() == \
         ("dead", "lease expired on attempt 1")
 
 
-def test_status_counts_are_exact(acme, db):
+def test_status_counts_are_exact(acme, db, acme_worker):
     s = session_with(acme, "status", [{"peer": "ana", "observe_others": True}, {"peer": "ben", "observe_others": True}])
     acme.add_messages(s, [{"actor": "ben", "body": f"b{i}"} for i in range(4)])
     acme.add_messages(s, [{"actor": "ana", "body": f"a{i}"} for i in range(3)])
@@ -173,10 +173,10 @@ def test_status_counts_are_exact(acme, db):
     assert acme.queue_status("bot")["status"] == "current"  # nothing queued for bot
     done = 0
     while True:
-        claimed = [t for t in acme.claim_tasks("w", limit=10) if t.sender == "ben" and t.observer is None]
+        claimed = [t for t in acme_worker.claim_tasks("w", limit=10) if t.sender == "ben" and t.observer is None]
         if not claimed:
             break
-        acme.complete_task(claimed[0], {"observations": []})
+        acme_worker.complete_task(claimed[0], {"observations": []})
         done += 1
         assert acme.queue_status("ben") == {"status": "pending" if done < 4 else "current", "remaining": 4 - done,
                                             "in_progress": 0, "done": done, "dead": 0}
@@ -191,23 +191,23 @@ def test_status_counts_are_exact(acme, db):
                                                "dead": 0}
 
 
-def test_complete_checks_the_result_and_changes_nothing_when_refused(acme, db):
+def test_complete_checks_the_result_and_changes_nothing_when_refused(acme, db, acme_worker):
     s = session_with(acme, "checks", ["ana"])
     [m1, m2] = acme.add_messages(s, [{"actor": "ana", "body": "I live in Lisbon"}, {"actor": "ana", "body": "I am"}])
     other = acme.remember("unrelated", evidence=[m2.offset], purposes=["converse"]).memory_id
-    [t] = acme.claim_tasks("w")
+    [t] = acme_worker.claim_tasks("w")
     before = table_counts(db)
     for bad in ([], {"observations": "x"}, {"observations": [{"text": ""}]}, {"observations": [{"memory_id": 1}]},
                 {"observations": [{"text": "ana lives in Lisbon", "memory_id": other}]}):
         with pytest.raises(errors.InvalidArgument):
-            acme.complete_task(t, bad)
+            acme_worker.complete_task(t, bad)
     assert table_counts(db) == before
     with pytest.raises(errors.UnknownTask):
-        acme.complete_task(pgrecall.driver.Task(**{**t.__dict__, "task_id": 10**9}), {})
+        acme_worker.complete_task(pgrecall.driver.Task(**{**t.__dict__, "task_id": 10**9}), {})
     with pytest.raises(errors.InvalidArgument):
-        acme.claim_tasks("w", task_types=["embedding"])
+        acme_worker.claim_tasks("w", task_types=["embedding"])
     mine = acme.remember("ana lives in Lisbon", evidence=[m1.offset], purposes=["converse"], about=["ana"]).memory_id
-    assert acme.complete_task(t, {"observations": [{"text": "ana lives in Lisbon", "memory_id": mine}]}) == "done"
+    assert acme_worker.complete_task(t, {"observations": [{"text": "ana lives in Lisbon", "memory_id": mine}]}) == "done"
     doc = acme.get_representation(s, "ana")
     assert doc["representation"] == {"ana": [{"text": "ana lives in Lisbon", "memory_id": mine, "offset": 1,
                                               "observation_id": doc["representation"]["ana"][0]["observation_id"],

@@ -8,8 +8,9 @@ import os
 import sys
 
 import psycopg
+from psycopg import sql
 
-from . import errors
+from . import errors, names
 
 
 def _print_rows(headers: list[str], rows: list[tuple]) -> None:
@@ -42,7 +43,12 @@ def cmd_server(args: argparse.Namespace) -> int:
         if not info.running:
             print("pgrecall: the embedded server is not running; run: pgrecall server start", file=sys.stderr)
             return 3
-        print(info.uri(user=f"pgrecall_{args.tenant}_app") if args.tenant else info.uri())
+        if args.tenant:
+            from . import db
+
+            print(info.uri(user=db.role_name(args.tenant, args.role)))
+        else:
+            print(info.uri())
     return 0
 
 
@@ -220,27 +226,31 @@ def cmd_embeddings(args: argparse.Namespace) -> int:
 
     from . import db as _db
 
-    with _psycopg.connect(_db.tenant_conninfo(args.tenant), autocommit=True) as conn:
-        def call(sql_text, *params):
+    # Reading the status is the app's; queueing a rebuild or switching versions the admin's.
+    role = "app" if args.action == "status" else "admin"
+    with _psycopg.connect(_db.tenant_conninfo(args.tenant, role), autocommit=True) as conn:
+        def call(columns, function, *params):
+            """``select <columns> from <tenant>.<function>(%s, ...)``: the tenant an identifier, values bound."""
+            query = sql.SQL("select " + columns + " from {}.{}({})").format(
+                sql.Identifier(args.tenant), sql.Identifier(function),
+                sql.SQL(", ").join(sql.Placeholder() for _ in params))
             try:
-                return conn.execute(sql_text.replace("$T", args.tenant), params)
+                return conn.execute(query, params).fetchone()
             except _psycopg.Error as exc:
                 raise errors.translate(exc) from exc
 
         if args.action == "status":
-            q, leased, current, stale, model, version, pq, pcurrent, pstale = call(
-                "select * from $T.embedding_status()").fetchone()
+            q, leased, current, stale, model, version, pq, pcurrent, pstale = call("*", "embedding_status")
             print(f"model {model}, input version {version}: {current} current, {stale} stale, "
                   f"{q} queued ({leased} leased)")
             print(f"passages: {pcurrent} current, {pstale} stale, {pq} queued")
             return 0
         if args.model or args.input_version:
-            model, version = call("select model, input_version from $T.embedding_status()").fetchone()
-            queued = call("select $T.set_embedding_version(%s, %s)", args.model or model,
-                          args.input_version or version).fetchone()[0]
+            model, version = call("model, input_version", "embedding_status")
+            queued = call("*", "set_embedding_version", args.model or model, args.input_version or version)[0]
         else:
-            queued = call("select $T.rebuild_embeddings(%s)", args.all).fetchone()[0]
-        total = call("select queued + passages_queued from $T.embedding_status()").fetchone()[0]
+            queued = call("*", "rebuild_embeddings", args.all)[0]
+        total = call("queued + passages_queued", "embedding_status")[0]
     from .worker import Worker
 
     worker = Worker(args.tenant, batch_size=args.batch_size)
@@ -260,10 +270,11 @@ def cmd_erase(args: argparse.Namespace) -> int:
         selector = {"observation": {"scope": scope, "offset": int(offset)}}
     else:
         selector = {k: v for k, v in (("data_subject", args.subject), ("peer", args.peer), ("scope", args.scope)) if v}
-    with pgrecall.connect(tenant=args.tenant) as mem:
-        receipt = mem.erase(selector, reason=args.reason, requested_by=args.requested_by)
+    with pgrecall.connect(tenant=args.tenant, role="admin") as mem:
+        receipt = mem.erase(selector, reason=args.reason, actor=args.actor, requested_by=args.requested_by)
     print(f"erasure request {receipt['id']} for {json.dumps(receipt['selector'])}: "
-          f"{receipt['observations_erased']} observations erased at {receipt['completed_at']}")
+          f"{receipt['observations_erased']} observations erased at {receipt['completed_at']} "
+          f"by {receipt['actor']} (role {receipt['actor_role']})")
     width = max([len("projection kind")] + [len(k) for k in receipt["residual"]])
     print(f"  {'projection kind':<{width}}   erased  residual")
     for kind in sorted(receipt["residual"]):
@@ -284,6 +295,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return demo.main(args)
 
 
+def _default_actor() -> str:
+    import getpass
+
+    try:
+        return os.environ.get("PGRECALL_ACTOR") or getpass.getuser()
+    except Exception:  # no user name (a container without a passwd entry)
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pgrecall",
@@ -294,7 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("server", help="the embedded PostgreSQL server")
     p.add_argument("action", choices=["start", "stop", "status", "uri"])
-    p.add_argument("--tenant", help="with uri: the URI of this tenant's application role")
+    p.add_argument("--tenant", help="with uri: the URI of one of this tenant's login roles")
+    p.add_argument("--role", choices=["app", "worker", "admin"], default="app",
+                   help="with uri --tenant: app (the agent, default), worker (queued work) or admin (back office)")
     p.set_defaults(func=cmd_server)
 
     p = sub.add_parser("tenant", help="create, upgrade, list or drop tenants")
@@ -386,7 +408,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_embeddings)
 
-    p = sub.add_parser("erase", help="erase a data subject, a peer, a scope or one observation; prints the receipt")
+    p = sub.add_parser("erase", help="erase a data subject, a peer, a scope or one observation (as the tenant's "
+                                     "admin role); prints the receipt")
     tenant_args(p, principal=False)
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--subject", help="a data subject id")
@@ -394,7 +417,9 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--scope")
     which.add_argument("--observation", help="SCOPE:OFFSET")
     p.add_argument("--reason", required=True)
-    p.add_argument("--requested-by")
+    p.add_argument("--requested-by", help="whose request it is (e.g. the data subject's ticket)")
+    p.add_argument("--actor", default=_default_actor(),
+                   help="who runs the erasure, recorded in the receipt (default: $PGRECALL_ACTOR or your user name)")
     p.set_defaults(func=cmd_erase)
 
     p = sub.add_parser("demo", help="what `make run` shows")
@@ -409,22 +434,41 @@ def importer_error():
     return ImportFileError
 
 
+def one_line(text: str) -> str:
+    """``text`` fit for one terminal line: line breaks, control and format characters (ESC, bidi
+    overrides, ...) and unusual spaces are shown escaped, never sent raw to the terminal."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text.strip())
+
+
+def _fail(message: str, hint: str | None = None) -> int:
+    print(one_line(message) + (f" (hint: {one_line(hint)})" if hint else ""), file=sys.stderr)
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "tenant" and args.action != "list" and not args.name:
+    if args.command == "tenant" and args.action != "list" and args.name is None:
         parser.error(f"tenant {args.action} needs a NAME")
     try:
+        # Every command that names a tenant, checked before anything connects or composes SQL.
+        if getattr(args, "tenant", None) is not None:
+            names.check_tenant_name(args.tenant)
+        if args.command == "tenant" and args.action != "list":
+            names.check_tenant_name(args.name)
         return args.func(args)
     except errors.PgrecallError as exc:
-        print(f"pgrecall: error: {exc}", file=sys.stderr)
-        return 1
+        return _fail(f"pgrecall: error: {exc.args[0] if exc.args else exc}", exc.hint)
     except importer_error() as exc:
-        print(f"pgrecall: error: {exc}", file=sys.stderr)
-        return 1
+        return _fail(f"pgrecall: error: {exc}")
     except psycopg.OperationalError as exc:
-        print(f"pgrecall: cannot reach the database: {exc}", file=sys.stderr)
-        return 1
+        return _fail(f"pgrecall: cannot reach the database: {exc}")
+    except psycopg.Error as exc:  # one line, not a traceback; ours by its class, others with their SQLSTATE
+        ours = errors.translate(exc)
+        if isinstance(ours, errors.PgrecallError):
+            return _fail(f"pgrecall: error: {ours.args[0]}", ours.hint)
+        return _fail(f"pgrecall: database error {exc.sqlstate or ''}: {exc.diag.message_primary or exc}",
+                     exc.diag.message_hint)
 
 
 if __name__ == "__main__":

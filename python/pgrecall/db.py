@@ -25,18 +25,34 @@ def admin_conninfo() -> str:
     return server.start().uri()
 
 
-def tenant_conninfo(tenant: str) -> str:
-    """Conninfo for an application working in one tenant.
+ROLES = ("app", "worker", "admin")
 
-    On the embedded server this logs in as the tenant's application role, which
-    may only EXECUTE the tenant's functions. With PGRECALL_DSN the DSN's role is used.
+
+def role_name(tenant: str, role: str = "app") -> str:
+    """The login role of one duty of a tenant: pgrecall_<tenant>_<app|worker|admin>."""
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
+    return f"pgrecall_{tenant}_{role}"
+
+
+def tenant_conninfo(tenant: str, role: str = "app") -> str:
+    """Conninfo for one duty (app, worker or admin) working in one tenant.
+
+    ``PGRECALL_<ROLE>_DSN`` (e.g. PGRECALL_WORKER_DSN) is used if set, else
+    ``PGRECALL_DSN`` as given (its role decides what may be called); on the
+    embedded server this logs in as the tenant's role of that duty, which may
+    only EXECUTE the functions of its duty.
     """
-    dsn = dsn_from_env()
+    from .names import check_tenant_name
+
+    check_tenant_name(tenant)  # it becomes the user name in a URI
+    name = role_name(tenant, role)
+    dsn = os.environ.get(f"PGRECALL_{role.upper()}_DSN") or dsn_from_env()
     if dsn:
         return dsn
     from . import server
 
-    return server.start().uri(user=f"pgrecall_{tenant}_app")
+    return server.start().uri(user=name)
 
 
 def connect_admin(**kwargs) -> psycopg.Connection:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from . import db, install, server
 from .importer import import_jsonl
+from .names import check_tenant_name
 
 SCOPE = "flat"
 CONVERSATION = "sample_conversation.jsonl"
@@ -121,7 +122,7 @@ TAVERN_TALK = [
 ]
 
 
-def peers_in_a_session(mem, conninfo: str) -> None:
+def peers_in_a_session(mem, worker_conninfo: str) -> None:
     """Two peers in a session, one observing the other; the queue drains into representations."""
     from .deriver import Deriver
 
@@ -142,7 +143,7 @@ def peers_in_a_session(mem, conninfo: str) -> None:
     print(f"  queue: {mem.work_queue_status()}; Rita's global representation {status('Rita')['status']} "
           f"({status('Rita')['remaining']} remaining), Bolt's view of Rita {status('Bolt', 'Rita')['status']} "
           f"({status('Bolt', 'Rita')['remaining']} remaining)")
-    with Deriver(mem.tenant, conninfo=conninfo) as deriver:
+    with Deriver(mem.tenant, conninfo=worker_conninfo) as deriver:
         stats = deriver.drain()
     print(f"  deriver: {stats.completed} tasks completed, {stats.memories} memories written, {stats.failed} failed; "
           f"now Rita's global representation is {status('Rita')['status']}, "
@@ -166,7 +167,7 @@ def main(args: argparse.Namespace) -> int:
     import pgrecall
     from .worker import Worker
 
-    tenant = args.tenant
+    tenant = check_tenant_name(args.tenant)
     if db.dsn_from_env():
         print("pgrecall: using PGRECALL_DSN")
     else:
@@ -182,6 +183,7 @@ def main(args: argparse.Namespace) -> int:
           + f"; the application logs in as {row[1]}")
 
     conninfo = db.tenant_conninfo(tenant)
+    worker_conninfo = db.tenant_conninfo(tenant, "worker")  # the worker and the deriver log in as the worker role
     with pgrecall.connect(conninfo, tenant=tenant, principal="Sage", scopes=[SCOPE]) as mem:
         mem.add_scope(SCOPE, "the demo household")
         mem.add_peer("Sage", "agent")
@@ -191,7 +193,7 @@ def main(args: argparse.Namespace) -> int:
                   "(1 corrected, 3 superseded, 1 private to Ana, 1 derived and pinned)")
         else:
             print(f"pgrecall: scope {SCOPE!r} already holds {mem.watermark()} turns; reusing them")
-        stats = Worker(tenant, conninfo=conninfo).drain()
+        stats = Worker(tenant, conninfo=worker_conninfo).drain()
         status = mem.embedding_status()
         print(f"pgrecall: worker embedded {stats.stored} memories; {status['current']} current embeddings "
               f"({status['model']}, input version {status['input_version']})")
@@ -200,7 +202,7 @@ def main(args: argparse.Namespace) -> int:
         bundle = mem.session_bundle(principal="Ana", recent=3)
         print("\nSession-start bundle for Ana: pinned " + "; ".join(p["body"] for p in bundle["pinned"])
               + " | top entities " + ", ".join(f"{e['entity']} ({e['memories']})" for e in bundle["entities"]))
-        peers_in_a_session(mem, conninfo)
-        Worker(tenant, conninfo=conninfo).drain()  # embed what the deriver wrote
+        peers_in_a_session(mem, worker_conninfo)
+        Worker(tenant, conninfo=worker_conninfo).drain()  # embed what the deriver wrote
     print("\npgrecall: `pgrecall server stop` stops the embedded server.")
     return 0

@@ -1,8 +1,10 @@
 """The deriver loop: claims representation and summary tasks from the tenant's
 work queue, turns messages into claims with a pluggable ``extract`` callable,
-writes each as a memory through ``remember`` and, when the claim names a
-predicate, as a fact through ``assert_fact`` with its quote and UTF-8 byte
-span (the database checks evidence, role policy, audience and perspective),
+writes each as a memory through ``task_remember`` and, when the claim names a
+predicate, as a fact through ``task_assert_fact`` with its quote and UTF-8
+byte span. It logs in as the tenant's worker role, which may write only what
+a task it holds allows: the database sets the scope, the acting peer and the
+perspective from the task and checks evidence and role policy,
 and completes each task in the same transaction as its writes.
 
 A task is complete only when its results are committed with it: a deriver
@@ -26,7 +28,7 @@ from typing import Callable, Sequence
 
 import psycopg
 
-from . import db, errors
+from . import db, errors, names
 from .driver import Memory, Task
 
 
@@ -117,8 +119,8 @@ class Deriver:
                  summarize: Summarize | None = None, name: str | None = None,
                  purposes: Sequence[str] = ("converse", "personalize"), batch: int = 16,
                  task_types: Sequence[str] | None = None):
-        self.tenant = tenant
-        self.conninfo = conninfo or db.tenant_conninfo(tenant)
+        self.tenant = names.check_tenant_name(tenant)
+        self.conninfo = conninfo or db.tenant_conninfo(tenant, "worker")
         self.extract = extract
         self.summarize = summarize
         self.name = name or f"deriver@{socket.gethostname()}:{os.getpid()}"
@@ -170,7 +172,7 @@ class Deriver:
         import select
 
         with psycopg.connect(self.conninfo, autocommit=True) as listener:
-            listener.execute(f'listen "pgrecall_derive_{self.tenant}"')
+            names.listen(listener, "derive", self.tenant)
             while not stop():
                 while self.run_once().claimed:
                     if stop():
@@ -201,11 +203,9 @@ class Deriver:
         claims = [c for c in self.extract(task.messages) if c.subject == task.sender]
         if not claims:
             return {"observations": []}, 0
-        items = [{"body": c.statement, "evidence": [c.offset], "purposes": self.purposes, "audience": task.observer,
-                  "kind": "fact", "confidence": c.confidence, "about": [task.sender, c.object],
-                  "observer": task.observer} for c in claims]
-        written = mem.remember_many(items, scope=task.scope, principal=task.observer or task.sender,
-                                    scopes=[task.scope])
+        items = [{"body": c.statement, "evidence": [c.offset], "purposes": self.purposes, "kind": "fact",
+                  "confidence": c.confidence, "about": [task.sender, c.object]} for c in claims]
+        written = mem.task_remember(task, items, worker=self.name)
         observations = []
         for claim, r in zip(claims, written):
             item = {"text": claim.statement, "quote": claim.quote, "span": [claim.start, claim.end],
@@ -213,12 +213,10 @@ class Deriver:
             if r.created:
                 item["memory_id"] = r.memory_id
             if claim.predicate is not None:
-                fact = mem.assert_fact(
-                    task.sender, claim.predicate, claim.object, statement=claim.statement,
+                fact = mem.task_assert_fact(
+                    task, claim.predicate, claim.object, statement=claim.statement,
                     evidence=[{"offset": claim.offset, "quote": claim.quote, "start": claim.start, "end": claim.end}],
-                    confidence=claim.confidence, observer=task.observer, audience=task.observer,
-                    purposes=self.purposes, scope=task.scope, principal=task.observer or task.sender,
-                    scopes=[task.scope])
+                    confidence=claim.confidence, purposes=self.purposes, worker=self.name)
                 item["fact_id"] = fact.fact_id
             observations.append(item)
         return {"observations": observations}, sum(r.created for r in written)
@@ -227,7 +225,6 @@ class Deriver:
         text = self.summarize(task.messages) if self.summarize else None
         if not text:
             return {"summary": None}, 0
-        r = mem.remember(text, evidence=[m["offset"] for m in task.messages], purposes=self.purposes,
-                         kind="summary", scope=task.scope, principal=task.messages[-1]["actor"],
-                         scopes=[task.scope])
+        [r] = mem.task_remember(task, [{"body": text, "evidence": [m["offset"] for m in task.messages],
+                                        "purposes": self.purposes, "kind": "summary"}], worker=self.name)
         return {"summary": text, "memory_id": r.memory_id}, int(r.created)

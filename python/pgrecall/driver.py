@@ -11,7 +11,6 @@ created with ``pgrecall tenant create`` (or pgrecall.create_tenant() in SQL).
 
 from __future__ import annotations
 
-import re
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,9 +23,7 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from . import db, errors, sources
-
-_TENANT_NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
-
+from .names import check_tenant_name
 
 def _named_arguments(args: dict) -> sql.Composed:
     """``p_name => %(name)s, ...``; a query embedding goes in binary: as text its 384 numbers cost
@@ -210,10 +207,8 @@ class Memory:
 
     def __init__(self, tenant: str, *, conn: psycopg.Connection | None = None, pool=None,
                  conninfo: str | None = None, principal: str | None = None,
-                 scopes: Sequence[str] | None = None):
-        if not isinstance(tenant, str) or not _TENANT_NAME.match(tenant):
-            raise errors.InvalidTenantName(f"invalid tenant name {tenant!r}",
-                                           hint="A tenant name is a lowercase identifier of at most 48 characters.")
+                 scopes: Sequence[str] | None = None, role: str = "app"):
+        check_tenant_name(tenant)
         if sum(x is not None for x in (conn, pool, conninfo)) > 1:
             raise ValueError("pass at most one of conn, pool and conninfo")
         self.tenant = tenant
@@ -223,7 +218,7 @@ class Memory:
         self._pool = pool
         self._owns_conn = False
         if conn is None and pool is None:
-            self._conn = _open(conninfo or db.tenant_conninfo(tenant), tenant)
+            self._conn = _open(conninfo or db.tenant_conninfo(tenant, role), tenant, role)
             self._owns_conn = True
         self._check_schema()
 
@@ -253,6 +248,16 @@ class Memory:
         except psycopg.Error as exc:
             raise errors.translate(exc) from exc
 
+    def _answer(self, function: str, args: dict) -> tuple[list[dict], dict]:
+        """One call of an *_answer function: its items (JSON objects) and the metadata of that very call."""
+        query = sql.SQL("select items, meta from {}.{}({})").format(
+            sql.Identifier(self.tenant), sql.Identifier(function), _named_arguments(args))
+        try:
+            with self._connection() as conn:
+                return conn.execute(query, args).fetchone()
+        except psycopg.Error as exc:
+            raise errors.translate(exc) from exc
+
     def _who(self, principal, scopes) -> tuple[str, list[str]]:
         principal = principal if principal is not None else self.principal
         scopes = list(scopes) if scopes is not None else self.scopes
@@ -268,9 +273,9 @@ class Memory:
         except psycopg.errors.InvalidSchemaName as exc:
             raise errors.TenantNotFound(f"tenant {self.tenant!r} is not installed in this database",
                                         hint=f"Create it: pgrecall tenant create {self.tenant}") from exc
-        except psycopg.errors.InsufficientPrivilege as exc:
+        except errors.NotPermitted as exc:
             raise errors.TenantNotFound(f"this role may not use tenant {self.tenant!r}",
-                                        hint=f"Connect as pgrecall_{self.tenant}_app or a role granted it.") from exc
+                                        hint=f"Connect as one of pgrecall_{self.tenant}_app, _worker or _admin.") from exc
         version = row[1]
         if version is None or version < sources.latest_version():
             raise errors.SchemaOutOfDate(
@@ -413,17 +418,8 @@ class Memory:
         args = {"principal": principal, "scopes": scopes, "query": query, "purpose": purpose,
                 "query_embedding": vector, "mode": mode, "limit": limit,
                 "include_superseded": include_superseded, "at": at, "query_model": model}
-        query_sql = sql.SQL("select * from {}.recall({})").format(
-            sql.Identifier(self.tenant),
-            _named_arguments(args))
-        try:
-            with self._connection() as conn:
-                with conn.cursor(row_factory=class_row(RecallItem)) as cur:
-                    cur.execute(query_sql, args)
-                    items = cur.fetchall()
-                meta = conn.execute(sql.SQL("select {}.last_recall()").format(sql.Identifier(self.tenant))).fetchone()[0]
-        except psycopg.Error as exc:
-            raise errors.translate(exc) from exc
+        items, meta = self._answer("recall_answer", args)
+        items = [RecallItem(**item) for item in items]
         if rerank is not None and items:
             reordered = rerank(query, list(items))
             allowed = {item.memory_id for item in items}
@@ -453,18 +449,8 @@ class Memory:
                 vector = None
         args = {"principal": principal, "scopes": scopes, "query": query, "query_embedding": vector, "mode": mode,
                 "session_id": session_id, "peer": peer, "limit": limit, "query_model": model}
-        query_sql = sql.SQL("select * from {}.search_messages({})").format(
-            sql.Identifier(self.tenant),
-            _named_arguments(args))
-        try:
-            with self._connection() as conn:
-                with conn.cursor(row_factory=class_row(MessageHit)) as cur:
-                    cur.execute(query_sql, args)
-                    items = cur.fetchall()
-                meta = conn.execute(sql.SQL("select {}.last_message_search()").format(
-                    sql.Identifier(self.tenant))).fetchone()[0]
-        except psycopg.Error as exc:
-            raise errors.translate(exc) from exc
+        items, meta = self._answer("search_messages_answer", args)
+        items = [MessageHit(**{**hit, "occurred_at": datetime.fromisoformat(hit["occurred_at"])}) for hit in items]
         return MessagesFound(items, meta)
 
     def session_bundle(self, *, purpose: str = "converse", recent: int = 10, entities: int = 5,
@@ -500,17 +486,59 @@ class Memory:
                                        "offset": offset, "projection": projection,
                                        "timeout_ms": int(timeout * 1000)})[0]
 
-    def erase(self, selector: dict, *, reason: str, requested_by: str | None = None) -> dict:
-        """Erase an observation, a data subject, a peer or a scope, and everything derived from it.
+    # -- the back office (the admin role) ---------------------------------------
 
-        Returns the receipt: rows erased and the residual per projection kind (zeros when it worked).
+    def erase(self, selector: dict, *, reason: str, actor: str, requested_by: str | None = None) -> dict:
+        """Erase an observation, a data subject, a peer or a scope, and everything derived from it (admin role).
+
+        ``actor`` is who runs it (recorded in the receipt with the login role). Returns the receipt: rows
+        erased and the residual per projection kind (zeros when it worked).
         """
-        query = sql.SQL("select to_jsonb(r) from {}.erase(%s, %s, %s) r").format(sql.Identifier(self.tenant))
+        query = sql.SQL("select to_jsonb(r) from {}.erase(%s, %s, %s, %s) r").format(sql.Identifier(self.tenant))
         try:
             with self._connection() as conn:
-                return conn.execute(query, (Jsonb(selector), reason, requested_by)).fetchone()[0]
+                return conn.execute(query, (actor, Jsonb(selector), reason, requested_by)).fetchone()[0]
         except psycopg.Error as exc:
             raise errors.translate(exc) from exc
+
+    def expire(self, *, actor: str = "expiry gate") -> list[dict]:
+        """With the tenant's expiry gate on, erase what passed its retention date (admin role); the receipts."""
+        query = sql.SQL("select to_jsonb(r) from {}.expire(%s) r").format(sql.Identifier(self.tenant))
+        try:
+            with self._connection() as conn:
+                return [r[0] for r in conn.execute(query, (actor,)).fetchall()]
+        except psycopg.Error as exc:
+            raise errors.translate(exc) from exc
+
+    def erasure_requests(self, limit: int = 20) -> list[dict]:
+        """The newest erasure receipts (admin role)."""
+        query = sql.SQL("select to_jsonb(r) from {}.erasure_requests(%s) r").format(sql.Identifier(self.tenant))
+        try:
+            with self._connection() as conn:
+                return [r[0] for r in conn.execute(query, (limit,)).fetchall()]
+        except psycopg.Error as exc:
+            raise errors.translate(exc) from exc
+
+    def rebuild_embeddings(self, everything: bool = False) -> int:
+        """Queue missing or stale embeddings (all of them with ``everything``) for the worker (admin role)."""
+        return self._call("rebuild_embeddings", {"everything": everything})[0]
+
+    def set_embedding_version(self, model: str, input_version: int) -> int:
+        """Switch the embedding model or input version; queues everything (admin role). Returns jobs queued."""
+        return self._call("set_embedding_version", {"model": model, "input_version": input_version})[0]
+
+    def settings(self) -> dict:
+        """The tenant's settings as {key: value}."""
+        return {key: value for key, value, _ in self._call("settings", {}, many=True)}
+
+    def set_setting(self, key: str, value: Any) -> Any:
+        """Change one setting (admin role); the value must have the current one's JSON type and pass its range."""
+        return self._call("set_setting", {"key": key, "value": Jsonb(value)})[0]
+
+    def refresh_term_stats(self) -> dict:
+        """Recompute the lexical statistics (worker or admin role)."""
+        row = self._call("refresh_term_stats", {})
+        return {"documents": row[0], "terms": row[1]}
 
     # --- the graph -------------------------------------------------------
 
@@ -690,6 +718,23 @@ class Memory:
                                           "task_types": list(task_types) if task_types else None},
                           row_type=Task, many=True)
 
+    def task_remember(self, task: Task, items: Sequence[dict], *, worker: str | None = None) -> list[Remembered]:
+        """Write a leased task's memories (worker role): dicts with body, evidence (offsets of the task's
+        messages), purposes, and optionally kind, title, confidence, about. The database sets the scope, the
+        acting peer and the perspective from the task."""
+        rows = self._call("task_remember", {"worker": worker, "task_id": task.task_id,
+                                            "lease_token": task.lease_token, "items": Jsonb(list(items))}, many=True)
+        return [Remembered(r[1], r[2], r[3]) for r in rows]
+
+    def task_assert_fact(self, task: Task, predicate: str, object_: str, *, evidence: Sequence[dict],
+                         statement: str | None = None, confidence: float = 1.0,
+                         purposes: Sequence[str] | None = None, worker: str | None = None) -> AssertedFact:
+        """Assert a fact about a leased representation task's sender, quoting its message (worker role)."""
+        return self._call("task_assert_fact", {
+            "worker": worker, "task_id": task.task_id, "lease_token": task.lease_token, "predicate": predicate,
+            "object": object_, "evidence": Jsonb(list(evidence)), "statement": statement, "confidence": confidence,
+            "purposes": list(purposes) if purposes is not None else None}, row_type=AssertedFact)
+
     def complete_task(self, task: Task, result: dict, *, worker: str | None = None) -> str:
         return self._call("complete_task", {"worker": worker, "task_id": task.task_id,
                                             "lease_token": task.lease_token, "result": Jsonb(result)})[0]
@@ -727,22 +772,25 @@ class Memory:
                       principal=principal, scopes=scopes)
 
 
-def _open(conninfo: str, tenant: str) -> psycopg.Connection:
+def _open(conninfo: str, tenant: str, role: str = "app") -> psycopg.Connection:
     try:
         return psycopg.connect(conninfo, autocommit=True)
     except psycopg.OperationalError as exc:
-        if f'role "pgrecall_{tenant}_app" does not exist' in str(exc):
+        if f'role "{db.role_name(tenant, role)}" does not exist' in str(exc):
             raise errors.TenantNotFound(f"tenant {tenant!r} does not exist on the embedded server",
                                         hint=f"Create it: pgrecall tenant create {tenant}") from exc
         raise
 
 
 def connect(dsn: str | None = None, *, tenant: str, principal: str | None = None,
-            scopes: Sequence[str] | None = None, conn: psycopg.Connection | None = None, pool=None) -> Memory:
+            scopes: Sequence[str] | None = None, conn: psycopg.Connection | None = None, pool=None,
+            role: str = "app") -> Memory:
     """A :class:`Memory` handle on ``tenant``.
 
     With ``conn`` or ``pool`` the caller's connections are used (and their
     transactions respected). Otherwise ``dsn``, else ``PGRECALL_DSN``, else the
-    embedded server, where the handle logs in as the tenant's application role.
+    embedded server, where the handle logs in as the tenant's login role of
+    ``role``: ``app`` (the agent's operations, the default), ``worker``
+    (claiming queued work) or ``admin`` (erasure, rebuilds, settings, merges).
     """
-    return Memory(tenant, conn=conn, pool=pool, conninfo=dsn, principal=principal, scopes=scopes)
+    return Memory(tenant, conn=conn, pool=pool, conninfo=dsn, principal=principal, scopes=scopes, role=role)

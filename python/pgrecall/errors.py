@@ -52,6 +52,18 @@ class SchemaTooNew(PgrecallError):
     sqlstate = "PR007"
 
 
+class UndeclaredDuty(PgrecallError):
+    """A tenant function has no row in the duty matrix (sql/duties.sql): the install stops."""
+
+    sqlstate = "PR008"
+
+
+class NotPermitted(PgrecallError, PermissionError):
+    """The login role lacks the duty this call needs (e.g. erase is the admin's, claiming work the worker's)."""
+
+    sqlstate = "42501"
+
+
 class UnknownPeer(PgrecallError):
     sqlstate = "PR101"
 
@@ -160,6 +172,18 @@ class MessageSearchOff(PgrecallError):
     sqlstate = "PR130"
 
 
+class InvalidName(InvalidArgument):
+    """A peer or scope name breaks the name rules (control, format or invisible characters, odd spacing,
+    mixed Latin/Cyrillic/Greek letters in a word, length). An InvalidArgument, as it was before it had a code."""
+
+    sqlstate = "PR140"
+
+
+class NameTaken(PgrecallError):
+    """add_peer: a peer whose name differs only in case (or Unicode form) exists; names are unique regardless."""
+
+    sqlstate = "PR141"
+
 
 class ModelMismatch(PgrecallError):
     """The tenant's embedding model is not the one this process runs (raised by the worker)."""
@@ -182,7 +206,11 @@ def register(cls: type[PgrecallError]) -> type[PgrecallError]:
     return cls
 
 
-for _cls in list(PgrecallError.__subclasses__()):
+def _all_subclasses(cls: type) -> list[type]:
+    return [c for sub in cls.__subclasses__() for c in (sub, *_all_subclasses(sub))]
+
+
+for _cls in _all_subclasses(PgrecallError):
     register(_cls)
 
 
@@ -193,6 +221,11 @@ def translate(exc: psycopg.Error) -> Exception:
     if cls is None:
         return exc
     diag = exc.diag
-    err = cls(diag.message_primary or str(exc), hint=diag.message_hint)
+    hint = diag.message_hint
+    if cls is NotPermitted and not hint:
+        hint = ("Each duty has its own login role: pgrecall_<tenant>_app (the agent), _worker (claiming queued "
+                "work) and _admin (erasure, rebuilds, settings, merges); "
+                "pgrecall server uri --tenant T --role app|worker|admin prints its URI.")
+    err = cls(diag.message_primary or str(exc), hint=hint)
     err.__cause__ = exc
     return err

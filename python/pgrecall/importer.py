@@ -19,6 +19,7 @@ import psycopg
 
 from . import db
 from .driver import Memory
+from .names import check_tenant_name
 
 REQUIRED = ("speaker", "role", "text")
 ALLOWED = set(REQUIRED) | {"occurred_at", "kind", "session_id", "speaker_kind", "data_subject_id", "payload",
@@ -75,6 +76,7 @@ def import_jsonl(path: str | Path, *, tenant: str, scope: str, progress: bool = 
                  conninfo: str | None = None) -> int:
     from tqdm import tqdm
 
+    check_tenant_name(tenant)
     turns = read_turns(path)
     with psycopg.connect(conninfo or db.tenant_conninfo(tenant), autocommit=False) as conn:
         mem = Memory(tenant, conn=conn, scopes=[scope])

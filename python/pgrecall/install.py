@@ -8,19 +8,24 @@ from __future__ import annotations
 
 import psycopg
 
-from . import errors, sources
+from . import errors, names, sources
 
 _PREREQUISITES = """
 select
   current_setting('server_version_num')::int as server_version_num,
   (select coalesce(installed_version, default_version) from pg_available_extensions where name = 'vector') as vector,
-  exists (select 1 from pg_available_extensions where name = 'btree_gist') as btree_gist
+  exists (select 1 from pg_available_extensions where name = 'btree_gist') as btree_gist,
+  getdatabaseencoding() as encoding
 """
 
 
 def check_prerequisites(conn: psycopg.Connection) -> None:
     """Fail fast, naming what is missing, when the server cannot host pgrecall."""
-    version_num, vector, btree_gist = conn.execute(_PREREQUISITES).fetchone()
+    version_num, vector, btree_gist, encoding = conn.execute(_PREREQUISITES).fetchone()
+    if encoding != "UTF8":
+        raise errors.MissingPrerequisite(
+            f"pgrecall needs a UTF8 database; this one is {encoding}",
+            hint="Create the database with ENCODING 'UTF8' (e.g. createdb -E UTF8 -T template0 ...).")
     missing = []
     if version_num < 150000:
         missing.append(f"PostgreSQL >= 15 (this server is {version_num // 10000})")
@@ -44,6 +49,7 @@ def install(conn: psycopg.Connection, tenants: list[str] | tuple[str, ...] = ())
 
     Returns what was applied, as (kind, name) pairs.
     """
+    tenants = [names.check_tenant_name(name) for name in tenants]
     check_prerequisites(conn)
     applied: list[tuple[str, str]] = []
     try:

@@ -83,7 +83,7 @@ def start() -> ServerInfo:
     with psycopg.connect(info.uri(database="postgres"), autocommit=True) as conn:
         exists = conn.execute("select 1 from pg_database where datname = %s", (DATABASE,)).fetchone()
         if not exists:
-            conn.execute(f'create database "{DATABASE}"')
+            conn.execute(psycopg.sql.SQL("create database {}").format(psycopg.sql.Identifier(DATABASE)))
     return info
 
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from . import names
+
 MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9]+(?:_[a-z0-9]+)*\.sql$")
 FUNCTION_FILE_NAME = re.compile(r"^_?[a-z0-9]+(?:_[a-z0-9]+)*\.sql$")
 
@@ -46,6 +48,11 @@ def control_sql() -> str:
     return (sql_root() / "sql" / "control.sql").read_text(encoding="utf-8")
 
 
+def duties_sql() -> str:
+    """The duty matrix (which login role may call which tenant function), loaded by every install."""
+    return (sql_root() / "sql" / "duties.sql").read_text(encoding="utf-8")
+
+
 def migrations() -> list[Source]:
     found = []
     for path in sorted((sql_root() / "migrations").glob("*.sql")):
@@ -74,17 +81,25 @@ def _dollar_quote(body: str, salt: str) -> str:
     return f"{tag}{body}{tag}"
 
 
+def sql_literal(text: str) -> str:
+    """``text`` as a dollar-quoted SQL constant: nothing inside it is special (no quote, no backslash),
+    whatever standard_conforming_strings is, for psql and the server alike."""
+    if "\x00" in text:
+        raise ValueError("PostgreSQL text cannot hold NUL")
+    return _dollar_quote(text, hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest())
+
+
 def load_sources_sql() -> str:
     """SQL that makes pgrecall.source hold exactly the shipped files."""
     shipped = migrations() + functions()
-    names = ", ".join(f"('{s.kind}', '{s.name}')" for s in shipped) or "(null, null)"
+    names = ", ".join(f"({sql_literal(s.kind)}, {sql_literal(s.name)})" for s in shipped) or "(null, null)"
     # Files no longer shipped go first, so a renumbered migration can take its version.
     rows = [f"delete from pgrecall.source where (kind, name) not in ({names});"]
     for src in shipped:
         version = "null" if src.version is None else str(src.version)
         rows.append(
             f"insert into pgrecall.source (kind, name, version, sha256, body)\n"
-            f"values ('{src.kind}', '{src.name}', {version}, '{src.sha256}', "
+            f"values ({sql_literal(src.kind)}, {sql_literal(src.name)}, {version}, {sql_literal(src.sha256)}, "
             f"{_dollar_quote(src.body, src.sha256)})\n"
             f"on conflict (kind, name) do update\n"
             f"   set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;"
@@ -92,22 +107,42 @@ def load_sources_sql() -> str:
     return "\n\n".join(rows)
 
 
+# Concurrent installers (Python or psql) on one database take turns. Once the
+# control plane exists this is a lock on its tenant table, which a tenant's
+# login roles cannot take (they have no rights on it); only the very first
+# install, before that table exists, needs an advisory key.
+_INSTALL_LOCK = """-- Serialise concurrent installers (Python or psql) on this database.
+do $install_lock$
+begin
+    if to_regclass('pgrecall.tenant') is not null then
+        lock table pgrecall.tenant in share row exclusive mode;
+    else
+        perform pg_advisory_xact_lock(hashtext('pgrecall.install'));
+    end if;
+end
+$install_lock$;"""
+
+
 def install_sql(tenants: list[str] | tuple[str, ...] = ()) -> str:
     """One transaction's worth of SQL: control plane, sources, then each tenant.
 
-    Tenant names are passed to pgrecall.install_tenant(), which validates them;
-    here they are only quoted as string literals.
+    Tenant names are checked here (pgrecall.install_tenant() checks them again) and
+    then written as string constants that read the same in any quoting mode.
     """
+    tenants = [names.check_tenant_name(name) for name in tenants]
     parts = [
-        "-- Serialise concurrent installers (Python or psql) on this database.",
-        "select pg_advisory_xact_lock(hashtext('pgrecall.install'));",
+        "-- The shipped files are written for standard strings; a session (or a role or",
+        "-- database default) with standard_conforming_strings off must not reinterpret them.",
+        "set local standard_conforming_strings = on;",
+        _INSTALL_LOCK,
         control_sql(),
+        "-- Which login role may call which tenant function.",
+        duties_sql(),
         "-- The shipped SQL sources.",
         load_sources_sql(),
     ]
     for name in tenants:
-        literal = "'" + name.replace("'", "''") + "'"
-        parts.append(f"select * from pgrecall.install_tenant({literal});")
+        parts.append(f"select * from pgrecall.install_tenant({sql_literal(name)});")
     return "\n\n".join(parts) + "\n"
 
 
@@ -115,6 +150,7 @@ def psql_script(tenant: str) -> str:
     """The self-contained script printed by ``pgrecall sql --tenant NAME``."""
     from . import __version__
 
+    names.check_tenant_name(tenant)  # before the name is written into a comment line
     return (
         f"-- pgrecall {__version__}: install or upgrade tenant {tenant!r}.\n"
         "-- Apply with: psql -v ON_ERROR_STOP=1 -f this_file.sql \"$DATABASE_URL\"\n"

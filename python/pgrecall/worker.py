@@ -1,6 +1,7 @@
 """``pgrecall worker``: turns queued memories and passages into embeddings.
 
-It claims jobs through the tenant's SQL functions (SKIP LOCKED with a lease),
+It logs in as the tenant's worker role, claims jobs through the tenant's SQL
+functions (SKIP LOCKED with a lease),
 embeds a batch with the local model, and stores the vectors; a job is removed
 only when its vector is stored. A worker that dies keeps nothing: its lease
 runs out and another worker takes the jobs. LISTEN/NOTIFY wakes it when new
@@ -17,8 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import psycopg
+from psycopg import sql
 
-from . import db, errors
+from . import db, errors, names
 from .embedder import get_embedder, to_literal
 
 
@@ -34,16 +36,20 @@ class WorkerStats:
 
 class Worker:
     def __init__(self, tenant: str, *, conninfo: str | None = None, batch_size: int = 64, name: str | None = None):
-        self.tenant = tenant
-        self.conninfo = conninfo or db.tenant_conninfo(tenant)
+        self.tenant = names.check_tenant_name(tenant)
+        self.conninfo = conninfo or db.tenant_conninfo(tenant, "worker")
         self.batch_size = batch_size
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.stats = WorkerStats()
         self.embedder = get_embedder()
 
-    def _call(self, conn: psycopg.Connection, sql: str, params: tuple):
+    def _call(self, conn: psycopg.Connection, function: str, params: tuple, *, rows: bool = False):
+        """``select [* from] <tenant>.<function>(%s, ...)``: the names as identifiers, the values bound."""
+        query = sql.SQL("select * from {}.{}({})" if rows else "select {}.{}({})").format(
+            sql.Identifier(self.tenant), sql.Identifier(function),
+            sql.SQL(", ").join(sql.Placeholder() for _ in params))
         try:
-            return conn.execute(sql.replace("$T", self.tenant), params)
+            return conn.execute(query, params)
         except psycopg.Error as exc:
             raise errors.translate(exc) from exc
 
@@ -87,11 +93,11 @@ class Worker:
         return done
 
     def _claim(self, conn: psycopg.Connection, queue: str) -> list:
-        return self._call(conn, f"select * from $T.claim_{queue}_jobs(%s, %s)", (self.name, self.batch_size)).fetchall()
+        return self._call(conn, f"claim_{queue}_jobs", (self.name, self.batch_size), rows=True).fetchall()
 
     def _release(self, conn: psycopg.Connection, queue: str, jobs: list) -> None:
         if jobs:
-            self._call(conn, f"select $T.release_{queue}_jobs(%s, %s)", (self.name, [j[0] for j in jobs]))
+            self._call(conn, f"release_{queue}_jobs", (self.name, [j[0] for j in jobs]))
 
     def _embed(self, jobs: list):
         if jobs[0][3] != self.embedder.name:
@@ -107,7 +113,7 @@ class Worker:
     def _store(self, conn: psycopg.Connection, queue: str, jobs: list, vectors) -> int:
         ids = [j[0] for j in jobs]
         model, version = jobs[0][3], jobs[0][4]
-        stored = self._call(conn, f"select $T.complete_{queue}_jobs(%s, %s, %s, %s, %s, %s)",
+        stored = self._call(conn, f"complete_{queue}_jobs",
                             (self.name, ids, [j[1] for j in jobs], [to_literal(v) for v in vectors], model,
                              version)).fetchone()[0]
         if queue == "embedding":
@@ -128,15 +134,15 @@ class Worker:
         return self.stats
 
     def refresh_stats_if_stale(self, conn: psycopg.Connection) -> bool:
-        if self._call(conn, "select $T.term_stats_stale()", ()).fetchone()[0]:
-            self._call(conn, "select * from $T.refresh_term_stats()", ())
+        if self._call(conn, "term_stats_stale", ()).fetchone()[0]:
+            self._call(conn, "refresh_term_stats", (), rows=True)
             return True
         return False
 
     def run_forever(self, poll_seconds: float = 5.0, stop=lambda: False) -> None:
         with psycopg.connect(self.conninfo, autocommit=True) as conn, \
                 psycopg.connect(self.conninfo, autocommit=True) as listener:
-            listener.execute(f'listen "pgrecall_embed_{self.tenant}"')
+            names.listen(listener, "embed", self.tenant)
             while not stop():
                 self.run_queues(conn, stop=stop)
                 if stop():
