@@ -189,7 +189,7 @@ pg_template_acme = factories.postgresql_noproc(
 
 
 @pytest.fixture
-def postgresql(request, pg_template):
+def postgresql(request, pg_server, pg_template):
     """A connection to this test's own database, cloned from the template it needs.
 
     The clone is named after its template's contents (pgrecall_test or
@@ -197,7 +197,7 @@ def postgresql(request, pg_template):
     """
     template = request.getfixturevalue("pg_template_acme") if "acme" in request.fixturenames else pg_template
     # Taken after the template exists: its roles (acme's) are the cluster's, not this test's.
-    roles_before = _pgrecall_roles(template)
+    roles_before = _pgrecall_roles(pg_server)
     janitor = DatabaseJanitor(user=template.user, host=template.host, port=template.port, dbname=template.dbname,
                               template_dbname=template.template_dbname, password=template.password,
                               maintenance_dbname=template.maintenance_dbname)
@@ -210,7 +210,7 @@ def postgresql(request, pg_template):
             yield conn
         finally:
             conn.close()
-    _restore_pgrecall_roles(template, roles_before)
+    _restore_pgrecall_roles(pg_server, roles_before)
 
 
 # -- the cluster's pgrecall roles, put back after each test -------------------------------------------
@@ -225,17 +225,17 @@ _ROLES = """
 _FLAGS = ("login", "inherit", "createdb", "createrole")
 
 
-def _admin_conn(server) -> psycopg.Connection:
-    return psycopg.connect(host=server.host, port=server.port, user=server.user, password=server.password,
-                           dbname=server.maintenance_dbname, autocommit=True)
+def _admin_conn(server: ServerEndpoint) -> psycopg.Connection:
+    # As the superuser: a test may have created roles as the superuser, which the tester cannot drop.
+    return psycopg.connect(server.superuser_dsn, autocommit=True)
 
 
-def _pgrecall_roles(server) -> dict[int, tuple]:
+def _pgrecall_roles(server: ServerEndpoint) -> dict[int, tuple]:
     with _admin_conn(server) as conn:
         return {row[0]: row[1:] for row in conn.execute(_ROLES, (TESTER, []))}
 
 
-def _restore_pgrecall_roles(server, before: dict[int, tuple]) -> None:
+def _restore_pgrecall_roles(server: ServerEndpoint, before: dict[int, tuple]) -> None:
     """Drop the pgrecall roles a test created and undo its changes to the others; fail if that is impossible."""
     with _admin_conn(server) as conn:
         now = {row[0]: row[1:] for row in conn.execute(_ROLES, (TESTER, list(before)))}
