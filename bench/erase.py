@@ -78,7 +78,8 @@ def main(argv=None) -> int:
                                        ("log_analyze", "on"), ("log_buffers", "on")):
                     conn.execute(f"set auto_explain.{setting} = {value}")
                 conn.execute(f"set role pgrecall_{tenant}_admin")
-                log_start = (server.pgdata() / "log").stat().st_size
+                log_file = server.current_log_file()  # the server's log rotates by size
+                log_start = log_file.stat().st_size
             for k in range(args.subjects):
                 subject = f"subject-{(k * 397 + 11) % SUBJECTS}"
                 started = time.perf_counter()
@@ -90,7 +91,7 @@ def main(argv=None) -> int:
                 log(f"{subject}: {seconds * 1000:.0f} ms, {row[0]} observations")
         report["erasures"] = runs
         if args.explain:
-            with open(server.pgdata() / "log", encoding="utf-8", errors="replace") as fh:
+            with open(log_file, encoding="utf-8", errors="replace") as fh:
                 fh.seek(log_start)
                 (Path(args.out) / "archive").mkdir(parents=True, exist_ok=True)
                 (Path(args.out) / "archive" / f"erase-plans-{args.size}.txt").write_text(fh.read())

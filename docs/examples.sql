@@ -17,7 +17,7 @@
 -- `app` is the tenant's application role, which may only call acme's public
 -- functions. Errors are expected along the way: each "-- ==" section is one
 -- example of docs/reference.md, and the ids used in later sections (sessions
--- 1 to 4, memories 1 to 13, offsets 1 to 14 in scope default, facts 1 to 13) hold only when
+-- 1 to 4, memories 1 to 13, offsets 1 to 15 in scope default, facts 1 to 13) hold only when
 -- the sections run in this order on a new tenant. The last sections erase most of the story.
 
 \set VERBOSITY terse
@@ -220,15 +220,21 @@ select acme.derive('assistant', '{default}', '{1,3}', 'Ana eats vegetarian and n
 
 -- == correct
 select acme.correct('assistant', '{default}', 1, 1, 'Ana is vegetarian.',
-                    p_reason => 'typo') as revision;
+                    p_reason => 'typo', p_evidence => '{1}') as revision;
 
 -- == correct_conflict
 select acme.correct('assistant', '{default}', 1, 1, 'Ana is a vegetarian.');
 
 -- == correct_history
-select m.body, m.revision, r.revision as old_revision, r.body as old_body, r.reason, r.changed_by
+select m.body, m.revision, r.revision as old_revision, r.body as old_body, r.reason, r.changed_by, r.evidence
   from acme.read('assistant', '{default}', 1, 'converse') m,
-       jsonb_to_recordset(m.revisions) r(revision int, body text, reason text, changed_by text);
+       jsonb_to_recordset(m.revisions) r(revision int, body text, reason text, changed_by text, evidence jsonb);
+select (o ->> 'offset')::int as "offset", o ->> 'text' as text, o -> 'corrections' as corrections
+  from acme.read('assistant', '{default}', 1, 'converse') m, jsonb_array_elements(m.provenance -> 'observations') o;
+
+-- == correct_errors
+select acme.correct('assistant', '{default}', 1, 2, 'Ana is vegan.', p_evidence => '{3}');
+select acme.correct('assistant', '{default}', 1, 2, 'Ana is vegan.', p_evidence => '{99}');
 
 -- == supersede
 select acme.create_session('assistant', '{default}', 'default') as session_id;
@@ -630,6 +636,19 @@ select acme.erase('{"expired_before": "2027-01-01"}', 'clean up');
 select acme.erase('{"peer": "carol"}', 'account closed');
 select acme.erase('{"observation": {"scope": "default", "offset": 6}}', 'again');
 select acme.erase('{"scope": "travel"}', 'trip cancelled');
+
+-- == erase_correction
+select acme.append_observation('assistant', '{default}', 'default',
+                               'Make that Thursdays: the market is closed on Fridays.', 'user',
+                               p_actor => 'ana', p_session_id => 3) as log_offset;
+select acme.correct('assistant', '{default}', 10, 1, 'Remind Ana to buy miso every Thursday.',
+                    p_title => 'Thursday miso', p_reason => 'Ana moved it', p_evidence => '{15}') as revision;
+select rows_erased -> 'memories_reverted' as reverted, rows_erased -> 'memory_correction_evidence' as evidence,
+       rows_erased -> 'memory_revision' as revisions, rows_erased -> 'memory_link' as links,
+       (select count(*) from jsonb_each(residual) r where r.value <> '0') as nonzero_residuals
+  from acme.erase('{"observation": {"scope": "default", "offset": 15}}', 'Ana asked to delete that message');
+select id, title, body, revision, revisions, jsonb_path_query_array(provenance, '$.observations[*].offset') as offsets
+  from acme.read('assistant', '{default}', 10, 'act');
 
 -- == expire
 select acme.append_observation('assistant', '{work}', 'work', 'Can you cover my Saturday shift?', 'user',

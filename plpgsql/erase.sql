@@ -25,7 +25,28 @@
 --    current fact again (a new row, known from now, with the old evidence);
 --  * the term statistics lose the deleted memories' terms (a term no surviving
 --    memory uses is gone from them), and memories made current again are
---    re-queued for embedding: rebuild, never repair.
+--    re-queued for embedding: rebuild, never repair;
+--  * a correction justified by an erased observation is undone, and so is
+--    every later correction of the same memory: the memory returns to the
+--    text it had before the first correction that cited an erased
+--    observation, at a new revision (revision numbers never repeat, so a
+--    writer holding any revision from before the erasure gets PR105 instead
+--    of overwriting the restored text unseen). A later correction is undone
+--    too because its author read the text the erased evidence justified (the
+--    revision check guarantees it) and may have restated it; pgrecall does
+--    not rewrite text, so only the text from before it is known to be free
+--    of that evidence. The history of that earlier text stays; the kept texts
+--    of the undone revisions, and the evidence and links of the undone
+--    corrections, go. The observations those later corrections cited stay in
+--    the log and can be cited again. If the memory's own evidence is erased
+--    too, the first rule deletes it; should its earlier text be missing for
+--    any other reason, it goes as well (the registry never separates the two:
+--    the kept text is registered with the correction that replaced it). A
+--    superseded or forgotten memory returns to its earlier text all the same;
+--    a live one is re-queued for embedding and its terms move in the
+--    statistics. What was derived from the corrected text, or built on it,
+--    was registered against the correction's evidence and goes by the first
+--    rule.
 
 -- How a registry key (text) finds its row: a key that is one bigint column is
 -- compared as a bigint, so the column's index serves the lookup; any other key
@@ -94,6 +115,63 @@ end
 $$;
 comment on function __tenant__._selected_observations(jsonb) is 'Internal: the observation ids an erasure selector names.';
 
+-- Corrections undone by erasing these observations (the rule above): per
+-- memory, the revision whose text it returns to (the one before the first
+-- correction that cited an erased observation), and whether that text was
+-- kept. Read before anything is deleted.
+create or replace function __tenant__._corrections_to_undo(p_observations bigint[])
+returns table (memory_id bigint, restore_revision integer, restorable boolean)
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select u.memory_id, u.restore_revision,
+           exists (select 1 from memory_revision r
+                    where r.memory_id = u.memory_id and r.revision = u.restore_revision)
+      from (select c.memory_id, min(c.revision) - 1 as restore_revision
+              from memory_correction_evidence c
+             where c.observation_id = any (p_observations)
+             group by c.memory_id) u
+$$;
+comment on function __tenant__._corrections_to_undo(bigint[]) is
+    'Internal: per memory with a correction an erased observation justified, the kept revision it returns to.';
+
+-- Gives each memory back the title and body of a kept revision, at a new
+-- revision number. The embedding trigger drops the vector of the old text
+-- and queues the memory again; the term statistics follow the text (p_leaving:
+-- the memories this erasure deletes, which keep no term alive). Returns the
+-- terms the old texts had and the new ones lack (for the residual).
+create or replace function __tenant__._undo_corrections(p_memory_ids bigint[], p_restore_revisions integer[],
+                                                        p_leaving bigint[])
+returns text[]
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_statistics boolean := exists (select 1 from corpus_stat);
+    v_before jsonb;
+begin
+    if cardinality(p_memory_ids) = 0 then
+        return '{}';
+    end if;
+    if v_statistics then
+        v_before := _term_uses(p_memory_ids);
+    end if;
+    update memory m
+       set title = r.title, body = r.body, revision = m.revision + 1, updated_at = now()
+      from unnest(p_memory_ids, p_restore_revisions) u(memory_id, revision)
+      join memory_revision r on r.memory_id = u.memory_id and r.revision = u.revision
+     where m.id = u.memory_id;
+    if v_statistics then
+        return _retext_terms(p_memory_ids, v_before, p_leaving);
+    end if;
+    return '{}';
+end
+$$;
+comment on function __tenant__._undo_corrections(bigint[], integer[], bigint[]) is
+    'Internal: erasure gives memories back the text of a kept revision (new revision number, re-embedded, statistics moved).';
+
 create or replace function __tenant__._erase(p_actor text, p_selector jsonb, p_reason text, p_requested_by text)
 returns __tenant__.erasure_request
 language plpgsql
@@ -115,6 +193,9 @@ declare
     v_fact fact;
     v_piece tstzrange;
     v_new_fact bigint;
+    v_undo_memories bigint[];
+    v_undo_revisions integer[];
+    v_earlier_text_lost bigint[];
 begin
     if p_actor is null or _trim(p_actor) = '' or char_length(p_actor) > 200 then
         perform _fail('PR107', format('an erasure names who runs it (1 to 200 characters), not %s',
@@ -133,11 +214,21 @@ begin
      where s.name in (select o.scope from observation o where o.id = any (v_observations))
      order by s.name for update;
 
+    -- Corrections to undo (applied below, once the doomed memories are known),
+    -- and memories whose text from before them is gone, which go.
+    select coalesce(array_agg(u.memory_id order by u.memory_id) filter (where u.restorable), '{}'),
+           coalesce(array_agg(u.restore_revision order by u.memory_id) filter (where u.restorable), '{}'),
+           coalesce(array_agg(u.memory_id) filter (where not u.restorable), '{}')
+      into v_undo_memories, v_undo_revisions, v_earlier_text_lost
+      from _corrections_to_undo(v_observations) u;
+
     -- Memories to delete: registered against an erased observation, private to an
     -- erased peer, or derived (at any depth) from one of those.
     with recursive doomed (id) as (
         select d.row_key::bigint from projection_dependency d
          where d.kind = 'memory' and d.observation_id = any (v_observations)
+        union
+        select x from unnest(v_earlier_text_lost) x
         union
         select m.id from memory m
          where p_selector ? 'peer' and m.audience_peer_id = _peer_id(p_selector ->> 'peer', 'erased')
@@ -160,6 +251,18 @@ begin
             select d.row_key::bigint from projection_dependency d
              where d.kind = 'memory' and d.observation_id = any (v_observations)));
     end if;
+
+    -- Corrections an erased observation justified: the surviving memories
+    -- return to their earlier text. What the undone corrections wrote (kept
+    -- texts, evidence, links) is registered against that observation and goes
+    -- in the walk below.
+    v_terms := v_terms || _undo_corrections(
+        array(select u.m from unnest(v_undo_memories) u(m) where not (u.m = any (v_memories)) order by u.m),
+        array(select u.r from unnest(v_undo_memories, v_undo_revisions) u(m, r)
+               where not (u.m = any (v_memories)) order by u.m),
+        v_memories);
+    v_erased := v_erased || jsonb_build_object('memories_reverted',
+        (select count(*) from unnest(v_undo_memories) u(m) where not (u.m = any (v_memories))));
 
     -- Facts to delete: registered against an erased observation, pieces
     -- that a doomed assertion split off an older fact (rebuilt below), or the
@@ -192,6 +295,9 @@ begin
         elsif v_kind.kind = 'memory_revision' then
             v_keys := v_keys || array(select r.memory_id || ':' || r.revision from memory_revision r
                                        where r.memory_id = any (v_memories));
+        elsif v_kind.kind = 'memory_correction_evidence' then
+            v_keys := v_keys || array(select c.id::text from memory_correction_evidence c
+                                       where c.memory_id = any (v_memories));
         elsif v_kind.kind = 'memory_embedding' then
             v_keys := v_keys || array(select x::text from unnest(v_memories) x);
         elsif v_kind.kind = 'work_task' and p_selector ? 'peer' then

@@ -267,18 +267,25 @@ declare
     v_model text := _setting_value('embedding_model') #>> '{}';
     v_version integer := (_setting_value('embedding_input_version') #>> '{}')::integer;
     v_lease interval := make_interval(secs => (_setting_value('embedding_lease_seconds') #>> '{}')::double precision);
+    v_session integer;
+    v_holders integer[];
 begin
     perform _check_claim(p_worker, p_limit);
+    v_session := _lease_session();
+    v_holders := _lease_holders();
     return query
     with ready as (
+        -- free, expired, or held by a session that has ended (plpgsql/leases.sql)
         select j.passage_id from passage_embedding_job j
          where j.lease_until is null or j.lease_until < clock_timestamp()
+            or (v_holders is not null and j.lease_session is not null and not (j.lease_session = any (v_holders)))
          order by j.enqueued_at, j.passage_id
          limit p_limit
          for update skip locked
     ), claimed as (
         update passage_embedding_job j
-           set leased_by = p_worker, lease_until = clock_timestamp() + v_lease, attempts = j.attempts + 1
+           set leased_by = p_worker, lease_until = clock_timestamp() + v_lease, lease_session = v_session,
+               attempts = j.attempts + 1
           from ready r where j.passage_id = r.passage_id
         returning j.passage_id, j.generation, j.scope
     )
@@ -289,7 +296,7 @@ begin
 end
 $$;
 comment on function __tenant__.claim_passage_embedding_jobs(text, integer) is
-    'Leases up to p_limit passage embedding jobs to a worker (SKIP LOCKED) and returns each passage''s text.';
+    'Leases up to p_limit passage embedding jobs to a worker (SKIP LOCKED) and returns each passage''s text; a lease ends at embedding_lease_seconds or with the claiming session.';
 
 create or replace function __tenant__.complete_passage_embedding_jobs(
     p_worker         text,
@@ -383,7 +390,7 @@ comment on function __tenant__._queue_passage_embeddings(boolean) is
     'Internal: queue every passage without an embedding of the current stamp (or every passage) for the worker.';
 
 -- Observations already in the log when passages arrived (migration 0010)
--- get their passages from this data step, which migration 0016 requests and
+-- get their passages from this data step, which migration 0017 requests and
 -- upgrade_tenant() runs once, after every function file; afterwards the
 -- trigger writes them. Only observations without a passage are chunked, so
 -- a tenant whose passages were written by an earlier release gets nothing twice.
@@ -399,4 +406,4 @@ as $$
          order by o.id))
 $$;
 comment on function __tenant__._backfill_passages() is
-    'Internal data step (migration 0016): writes the passages of observations that have none; returns how many.';
+    'Internal data step (migration 0017): writes the passages of observations that have none; returns how many.';

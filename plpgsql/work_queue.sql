@@ -11,7 +11,8 @@
 -- Tasks of one lane are handed out strictly in message order: a task is
 -- claimable only when every earlier task of its lane is done or dead.
 -- Different lanes proceed in parallel. Claims use SKIP LOCKED and a lease; a
--- lease that expires returns the task; failures retry with exponential
+-- lease that expires, or whose session ends (plpgsql/leases.sql), returns the
+-- task; failures retry with exponential
 -- backoff and are dead-lettered after task_max_attempts. A task is complete
 -- only through complete_task(), in the transaction that wrote its results.
 --
@@ -84,21 +85,31 @@ declare
     v_lease interval := make_interval(secs => (_setting_value('task_lease_seconds') #>> '{}')::double precision);
     v_max integer := (_setting_value('task_max_attempts') #>> '{}')::integer;
     v_every integer := greatest((_setting_value('summary_every_messages') #>> '{}')::integer, 1);
+    v_session integer;
+    v_holders integer[];
 begin
     perform _check_claim(p_worker, p_limit);
     if p_task_types is not null and not (p_task_types <@ array['representation', 'summary']) then
         perform _fail('PR107', format('task types %s are not a subset of representation, summary', p_task_types::text));
     end if;
+    v_session := _lease_session();
+    v_holders := _lease_holders();
 
-    -- A task whose lease expired on its last allowed attempt is dead-lettered.
+    -- A task whose lease ended (expired, or its session did) on its last
+    -- allowed attempt is dead-lettered: a task that kills its worker every
+    -- time stops there.
     with expired as (
         select t.id from work_task t
-         where t.status = 'leased' and t.lease_until < clock_timestamp() and t.attempts >= v_max
+         where t.status = 'leased' and t.attempts >= v_max
+           and (t.lease_until < clock_timestamp()
+                or (v_holders is not null and t.lease_session is not null and not (t.lease_session = any (v_holders))))
          for update skip locked
     )
     update work_task t
        set status = 'dead', finished_at = clock_timestamp(), lease_token = null, lease_until = null,
-           last_error = format('lease expired on attempt %s', t.attempts)
+           last_error = case when t.lease_until < clock_timestamp()
+                             then format('lease expired on attempt %s', t.attempts)
+                             else format('the session that leased it ended, on attempt %s', t.attempts) end
       from expired e where t.id = e.id;
 
     return query
@@ -121,7 +132,7 @@ begin
              order by t.session_id, t.task_type, coalesce(t.sender_id, 0), coalesce(t.observer_id, 0), t.message_offset
              limit 1) n
     ), ready as (
-        -- a head that is ready: pending and due, or leased with an expired lease.
+        -- a head that is ready: pending and due, or leased with a lease that ended.
         -- Heads come from this statement's snapshot: a head another claimer
         -- holds is skipped, and what follows it in its lane is no head.
         select t.id from work_task t
@@ -131,7 +142,8 @@ begin
                                           and coalesce(h.observer_id, 0) = l.observer_key
                                           and h.message_offset = l.message_offset)
            and t.status in ('pending', 'leased') and t.available_at <= clock_timestamp()
-           and (t.status = 'pending' or t.lease_until < clock_timestamp())
+           and (t.status = 'pending' or t.lease_until < clock_timestamp()
+                or (v_holders is not null and t.lease_session is not null and not (t.lease_session = any (v_holders))))
            and (p_task_types is null or t.task_type = any (p_task_types))
          order by t.available_at, t.id
          limit p_limit
@@ -139,7 +151,7 @@ begin
     ), claimed as (
         update work_task t
            set status = 'leased', lease_token = gen_random_uuid(), leased_by = p_worker,
-               lease_until = clock_timestamp() + v_lease, attempts = t.attempts + 1
+               lease_until = clock_timestamp() + v_lease, lease_session = v_session, attempts = t.attempts + 1
           from ready r where t.id = r.id
         returning t.*
     )

@@ -494,7 +494,7 @@ begin
 
     perform pgrecall._grant_duties(v_tenant);
 
-    -- Data steps (migration 0016 made the ledger): work on the tenant's rows
+    -- Data steps (migration 0017 made the ledger): work on the tenant's rows
     -- that a migration asked for but could not do, since it needs functions
     -- that exist only now. Each runs once, in the order it was requested.
     for v_step in execute format(

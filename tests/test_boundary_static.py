@@ -57,4 +57,4 @@ DEFINING = {"create", "comment", "drop", "alter", "grant", "revoke"}
 def test_function_files_define_and_touch_no_rows(function_file):
     doing = [f"{function_file.name}:{line}: {text.split()[0]}" for line, text in statements(function_file.body)
              if text.split()[0].lower() not in DEFINING]
-    assert doing == [], "a function file only defines; put data work in a data step (migrations/0016_data_steps.sql)"
+    assert doing == [], "a function file only defines; put data work in a data step (migrations/0017_data_steps.sql)"

@@ -21,6 +21,11 @@ def test_demo_answers_from_current_facts_and_keeps_secrets(conninfo):
     assert "live in Lisbon" not in where  # superseded
     birthday = answers[("Sage", "When is Ben's birthday?")]
     assert re.search(r"1\. \[memory \d+\] Ben's birthday is on March 13", birthday)
+    # its proof cites the turn that corrected it, not only the one it corrected
+    first = birthday.split("\n  2. ")[0]
+    assert "from turn 9, Ben (user): My birthday is on March 3" in first
+    assert re.search(r"from turn 23, Ben \(user\): Correction: my birthday is March 13.*"
+                     r"\(evidence of the correction that made revision 2\)", first)
     assert "surprise" not in answers[("Ben", "Is anyone planning a party for me?")]
     assert "surprise party" in answers[("Ana", "What am I planning for Ben's birthday?")]
     assert "pinned Shared meals must be vegetarian and peanut free" in out

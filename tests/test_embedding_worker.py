@@ -11,6 +11,7 @@ import pytest
 from conftest import wait_until
 from pgrecall.embedder import get_embedder, to_literal
 from pgrecall.worker import Worker
+from test_leases import claimable, seconds_until
 from test_recall import put
 
 
@@ -94,12 +95,13 @@ def test_a_result_for_text_that_changed_meanwhile_is_not_stored(acme, conninfo, 
 
 
 @pytest.mark.slow
-def test_worker_killed_mid_batch_loses_nothing(acme, conninfo, db):
+def test_a_worker_killed_mid_batch_loses_nothing_and_its_jobs_come_back_at_once(acme, conninfo, db):
     texts = [f"memory number {i}: " + " ".join(f"word{(i * 7 + j) % 97}" for j in range(60)) for i in range(400)]
     # One observation is the evidence of all 400: its single passage keeps the embedding work on the memories.
     said = acme.append("the memories below were all told here", role="user", actor="ana")
     made = [acme.remember(t, evidence=[said], purposes=["converse"]).memory_id for t in texts]
-    db.execute("select pgrecall.set_tenant_setting('acme', 'embedding_lease_seconds', '3')")
+    # so that nothing but the end of the killed worker's session frees its jobs
+    db.execute("select pgrecall.set_tenant_setting('acme', 'embedding_lease_seconds', '3600')")
     env = {**os.environ, "PGRECALL_DSN": conninfo.dsn(user="pgrecall_acme_worker")}
     proc = subprocess.Popen([sys.executable, "-m", "pgrecall.cli", "worker", "--tenant", "acme", "--batch-size", "400"],
                             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -118,13 +120,15 @@ def test_worker_killed_mid_batch_loses_nothing(acme, conninfo, db):
         if proc.poll() is None:
             proc.kill()
     assert db.execute("select count(*) from acme.memory_embedding").fetchone()[0] == 0  # killed before storing
-    assert db.execute("select count(*) from acme.embedding_job").fetchone()[0] == 400  # nothing lost
-    # until the lease runs out, nobody else takes the jobs; then another worker does them once
-    assert db.execute("select count(*) from acme.claim_embedding_jobs('another', 1000)").fetchone()[0] == 0
-    wait_until(lambda: db.execute("select max(lease_until) < clock_timestamp() from acme.embedding_job").fetchone()[0],
-               timeout=10, what="the killed worker's lease to run out")
-    w = Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker"), batch_size=100)
-    assert w.drain().stored == 400
+    # nothing lost, and the jobs are still leased for most of an hour
+    assert db.execute("select count(*) from acme.embedding_job where lease_until > now() + interval '3000 seconds'"
+                      ).fetchone()[0] == 400
+    # the killed worker's session is gone, so the next claim takes its jobs: within seconds
+    assert seconds_until(lambda: claimable(db, "embedding") == 400) < 5
+    done = subprocess.run([sys.executable, "-m", "pgrecall.cli", "worker", "--tenant", "acme", "--once"], env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "embedded 400 memories" in done.stdout
     rows = db.execute("select memory_id, count(*) from acme.memory_embedding group by 1").fetchall()
     assert sorted(r[0] for r in rows) == made and all(r[1] == 1 for r in rows)
     assert db.execute("select count(*) from acme.embedding_job").fetchone()[0] == 0

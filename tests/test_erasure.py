@@ -124,12 +124,15 @@ def test_expiry_is_off_until_the_gate_is_on(acme, db):
 # -- the property ---------------------------------------------------------------------------
 
 SUBJECTS = ["a", "b", "c"]
+append_step = st.tuples(st.just("append"), st.sampled_from(SUBJECTS))
+remember_step = st.tuples(st.just("remember"), st.integers(0, 50))
+derive_step = st.tuples(st.just("derive"), st.lists(st.integers(0, 50), min_size=1, max_size=3))
+# a correction of a memory, citing an observation (whose subject's token its text then carries) or nothing
+cited_correct_step = st.tuples(st.just("correct"), st.integers(0, 50), st.integers(0, 50))
+uncited_correct_step = st.tuples(st.just("correct"), st.integers(0, 50), st.none())
+supersede_step = st.tuples(st.just("supersede"), st.integers(0, 50), st.integers(0, 50))
 step = st.one_of(
-    st.tuples(st.just("append"), st.sampled_from(SUBJECTS)),
-    st.tuples(st.just("remember"), st.integers(0, 50)),
-    st.tuples(st.just("derive"), st.lists(st.integers(0, 50), min_size=1, max_size=3)),
-    st.tuples(st.just("correct"), st.integers(0, 50)),
-    st.tuples(st.just("supersede"), st.integers(0, 50), st.integers(0, 50)),
+    append_step, remember_step, derive_step, cited_correct_step, uncited_correct_step, supersede_step,
     st.tuples(st.just("assert_fact"), st.integers(0, 50), st.integers(0, 3)),
     # session messages queue derivation work; the deriver turns some into memories, facts and working documents
     st.tuples(st.just("message"), st.sampled_from(SUBJECTS)),
@@ -145,15 +148,35 @@ def believed_town(assertions, at):
     return covering[-1] if covering else None
 
 
+# Chains of corrections need memories to correct: a workload mostly of corrections, citing the subjects'
+# words in turn, with the writes they interleave with (derivations before and after, supersessions).
+correction_heavy_step = st.one_of(append_step, remember_step, *[cited_correct_step] * 5, uncited_correct_step,
+                                  derive_step, supersede_step)
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(steps=st.lists(step, min_size=3, max_size=25), victim=st.sampled_from(SUBJECTS))
 def test_random_workloads_then_erase_a_subject(acme, db, conninfo, steps, victim, acme_admin):
+    workload_then_erase(acme, db, conninfo, steps, victim, acme_admin)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(steps=st.lists(correction_heavy_step, min_size=8, max_size=25), victim=st.sampled_from(SUBJECTS))
+def test_random_corrections_then_erase_a_subject(acme, db, conninfo, steps, victim, acme_admin):
+    workload_then_erase(acme, db, conninfo, steps, victim, acme_admin)
+
+
+def workload_then_erase(acme, db, conninfo, steps, victim, acme_admin):
+    """Run the steps, erase the victim subject, and check the result against a model of what should remain."""
     run = db.execute("select nextval(pg_get_serial_sequence('acme.erasure_request', 'id'))").fetchone()[0]
     token = {s: f"zq{run}x{s}" for s in SUBJECTS}       # a distinctive token per subject and example
     subject = {s: f"run{run}-{s}" for s in SUBJECTS}
     obs = []                                              # (offset, subject)
     memories = []                                         # (id, set of subjects its text came from)
+    origin = {}                                           # id: subjects whose erasure deletes the memory
+    texts = {}                                            # id: [(text, subject of the evidence a correction cited)]
     assertions = []                                       # (valid_from, town, subject), in order
     session, deriver = None, None
     # work left queued by earlier examples would take this example's derive steps
@@ -184,6 +207,7 @@ def test_random_workloads_then_erase_a_subject(acme, db, conninfo, steps, victim
                               about=[token[s]])
             if r.created:
                 memories.append((r.memory_id, {s}))
+                origin[r.memory_id], texts[r.memory_id] = {s}, [(f"{token[s]} fact {len(memories) - 1}", None)]
         elif memories and kind == "derive":
             chosen = dict(memories[i % len(memories)] for i in op[1])
             live = [(m, subj) for m, subj in chosen.items()
@@ -191,13 +215,21 @@ def test_random_workloads_then_erase_a_subject(acme, db, conninfo, steps, victim
             if live:
                 subjects = set().union(*(m[1] for m in live))
                 text = " ".join(token[s] for s in sorted(subjects)) + f" summary {len(memories)}"
-                memories.append((acme.derive([m[0] for m in live], text), subjects))
+                derived = acme.derive([m[0] for m in live], text)
+                memories.append((derived, subjects))
+                # concluded from the sources' current text, corrections included
+                origin[derived], texts[derived] = set(subjects), [(text, None)]
         elif memories and kind == "correct":
             mid, subjects = memories[op[1] % len(memories)]
             rev, live = db.execute("select revision, superseded_by is null from acme.memory where id = %s",
                                    (mid,)).fetchone()
             if live:
-                acme.correct(mid, " ".join(token[s] for s in sorted(subjects)) + f" corrected {rev}", revision=rev)
+                cited = None if op[2] is None else obs[op[2] % len(obs)]
+                if cited is not None:
+                    subjects.add(cited[1])
+                text = " ".join(token[s] for s in sorted(subjects)) + f" corrected {rev}"
+                acme.correct(mid, text, revision=rev, evidence=None if cited is None else [cited[0]])
+                texts[mid].append((text, None if cited is None else cited[1]))
         elif memories and kind == "supersede":
             mid, subjects = memories[op[1] % len(memories)]
             off, s = obs[op[2] % len(obs)]
@@ -206,6 +238,7 @@ def test_random_workloads_then_erase_a_subject(acme, db, conninfo, steps, victim
             if live and db.execute("select origin = 'told' from acme.memory where id = %s", (mid,)).fetchone()[0]:
                 new = acme.supersede(mid, f"{token[s]} replaced {len(memories)}", revision=rev, evidence=[off])
                 memories.append((new, {s}))
+                origin[new], texts[new] = {s}, [(f"{token[s]} replaced {len(memories) - 1}", None)]
         elif kind == "assert_fact":
             # subjects' statements about one single-valued fact: they close and split each other
             off, s = obs[op[1] % len(obs)]
@@ -237,6 +270,15 @@ def test_random_workloads_then_erase_a_subject(acme, db, conninfo, steps, victim
                           (subject[s],)).fetchone()[0] == before[s]
     texts_after = dict(db.execute("select id, body from acme.memory where id = any(%s)", (untouched,)).fetchall())
     assert texts_after == texts_before
+    # a memory the victim's words made goes; one a correction citing them changed returns to its text from
+    # before the first such correction (later corrections were built on it); any other keeps its text
+    bodies = dict(db.execute("select id, body from acme.memory where id = any(%s)", (list(texts),)).fetchall())
+    for mid, history in texts.items():
+        if victim in origin[mid]:
+            assert mid not in bodies, (mid, history)
+            continue
+        undone = next((i for i, (_, cited) in enumerate(history) if cited == victim), len(history))
+        assert bodies.get(mid) == history[undone - 1][0], (mid, history)
     # facts are rebuilt from what survives: as if the victim had never spoken
     if assertions:
         surviving = [(since, town) for since, town, s in assertions if s != victim]
@@ -309,3 +351,16 @@ def test_erasing_a_peer_after_a_merge_leaves_no_entity_and_takes_their_private_f
     # ben's words survive, but the fact only ana could see goes with her
     assert db.execute("select count(*) from acme.fact").fetchone()[0] == 0
     assert db.execute("select count(*) from acme.observation where body = 'Ben likes tea'").fetchone()[0] == 1
+
+
+def test_a_name_carried_through_two_supersessions_goes_with_the_words_that_said_it(acme, db, acme_admin):
+    named = said(acme, "I am zqcarried", "s-named")
+    other = said(acme, "things changed", "s-other")
+    first = acme.remember("zqcarried is a fact", evidence=[named], purposes=["converse"], about=["zqcarried"]).memory_id
+    second = acme.supersede(first, "the fact changed", revision=1, evidence=[other])
+    third = acme.supersede(second, "the fact changed again", revision=1, evidence=[other])
+    receipt = acme_admin.erase({"data_subject": "s-named"}, reason="asked", actor="dpo")
+    assert set(receipt["residual"].values()) == {0}, receipt
+    # the entity's name came from the erased words, however many supersessions carried it along
+    assert rows_mentioning(db, "zqcarried") == {}
+    assert acme.read(third, purpose="converse").provenance["about"] == []

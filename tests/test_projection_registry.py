@@ -11,7 +11,9 @@ def workload(acme):
     a = acme.remember("Ana lives in Lisbon", evidence=[o1], purposes=["converse"], about=["Ana", "Lisbon"]).memory_id
     b = acme.remember("Ana works at Acme", evidence=[o2], purposes=["converse", "act"], about=["Ana", "Acme"]).memory_id
     d = acme.derive([a, b], "Ana: Lisbon, Acme", about=["Ana"])
-    acme.correct(b, "Ana works at Acme Corp", revision=1, reason="full name")
+    # a correction citing what justified it (memory_correction_evidence rows)
+    o4 = said(acme, "It is Acme Corp, by the way")
+    acme.correct(b, "Ana works at Acme Corp", revision=1, reason="full name", evidence=[o4])
     acme.supersede(a, "Ana lives in Porto", revision=1, evidence=[o3])
     acme.assert_fact("ana", "lives_in", "Lisbon", evidence=[{"offset": o1, "quote": "I live in Lisbon"}],
                      valid_from=datetime(2020, 1, 1, tzinfo=timezone.utc))

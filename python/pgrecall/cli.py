@@ -29,6 +29,9 @@ def cmd_server(args: argparse.Namespace) -> int:
         info = server.start()
         print(f"pgrecall: embedded PostgreSQL running (pid {info.pid}, data {info.pgdata})")
         print(info.uri())
+        if info.pending_restart:
+            print(f"pgrecall: {', '.join(info.pending_restart)} take effect after a restart: "
+                  "pgrecall server stop && pgrecall server start", file=sys.stderr)
     elif args.action == "stop":
         print("pgrecall: stopped" if server.stop() else "pgrecall: the embedded server was not running")
     elif args.action == "status":
@@ -158,13 +161,28 @@ def cmd_read(args: argparse.Namespace) -> int:
     if rec.superseded_by:
         print(f"  superseded by memory {rec.superseded_by}")
     for o in rec.provenance["observations"]:
-        print(f"  from {o['scope']}#{o['offset']} ({o['actor']}, {o['source_role']}): {o['text']}")
+        revisions = ", ".join(map(str, o["corrections"]))
+        cited = f" [cited by the correction to revision {revisions}]" if revisions else ""
+        print(f"  from {o['scope']}#{o['offset']} ({o['actor']}, {o['source_role']}): {o['text']}{cited}")
     for m in rec.provenance["memories"]:
         print(f"  from memory {m['id']}")
     if rec.provenance["hidden_sources"]:
         print(f"  and {rec.provenance['hidden_sources']} source memories you may not see")
     for h in rec.revisions:
-        print(f"  revision {h['revision']} was: {h['body']}" + (f" ({h['reason']})" if h["reason"] else ""))
+        why = [h["reason"]] if h["reason"] else []
+        if h["evidence"]:
+            why.append(f"evidence {', '.join(f'{rec.scope}#{o}' for o in h['evidence'])}")
+        print(f"  revision {h['revision']} was: {h['body']}" + (f" ({'; '.join(why)})" if why else ""))
+    return 0
+
+
+def cmd_correct(args: argparse.Namespace) -> int:
+    with _memory(args) as mem:
+        revision = mem.correct(args.memory_id, args.text, revision=args.revision, evidence=args.evidence,
+                               title=args.title, reason=args.reason)
+    cited = f", citing offset{'s' if len(args.evidence) > 1 else ''} {', '.join(map(str, args.evidence))}" \
+        if args.evidence else ""
+    print(f"corrected memory {args.memory_id} (revision {revision}){cited}")
     return 0
 
 
@@ -373,6 +391,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--include-superseded", action="store_true")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_read)
+
+    p = sub.add_parser("correct", help="fix a memory in place, citing the observations that justify it")
+    tenant_args(p)
+    p.add_argument("memory_id", type=int)
+    p.add_argument("text", help="the corrected text")
+    p.add_argument("--revision", type=int, required=True, help="the revision you read (pgrecall read shows it)")
+    p.add_argument("--evidence", type=int, action="append", default=[],
+                   help="log offset, in the memory's scope, that justifies it; repeatable")
+    p.add_argument("--reason")
+    p.add_argument("--title", help="a new title (default: keep it)")
+    p.set_defaults(func=cmd_correct)
 
     p = sub.add_parser("forget", help="invalidate a memory, with a reason")
     tenant_args(p)

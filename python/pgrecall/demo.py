@@ -70,8 +70,9 @@ def load(mem, conversation: Path, conninfo: str) -> None:
         r = mem.remember(text, evidence=turns, purposes=purposes, audience=audience, about=about,
                          principal=audience or "Sage")
         ids[key] = r.memory_id
-    # Ben corrected a typo: the same fact, fixed in place (the old text stays in history).
-    mem.correct(ids["birthday"], "Ben's birthday is on March 13", revision=1, reason="Ben corrected a typo (turn 23)")
+    # Ben corrected a typo: the same fact, fixed in place (the old text stays in history), citing his turn.
+    mem.correct(ids["birthday"], "Ben's birthday is on March 13", revision=1, evidence=[23],
+                reason="Ben corrected a typo")
     # The world changed: they moved, Ana changed jobs, Pixel changed vets.
     mem.supersede(ids["home"], "Ana and Ben live in Porto, in Bonfim, near Ana's sister Rita", revision=1,
                   evidence=[45, 47], about=["Ana", "Ben", "Porto"])
@@ -108,7 +109,11 @@ def show(mem, principal: str, question: str) -> None:
             why.append(f"dense #{item.dense_rank}, cosine {item.cosine:.2f}")
         print(f"  {item.rank}. [memory {item.memory_id}] {item.body}   ({'; '.join(why)}; score {item.score:.4f})")
         for o in item.provenance["observations"]:
-            print(f"       from turn {o['offset']}, {o['actor']} ({o['source_role']}): {o['text']}")
+            revisions = o["corrections"]
+            cited = (f"   (evidence of the correction that made revision {revisions[0]})" if len(revisions) == 1
+                     else f"   (evidence of the corrections that made revisions {', '.join(map(str, revisions))})"
+                     if revisions else "")
+            print(f"       from turn {o['offset']}, {o['actor']} ({o['source_role']}): {o['text']}{cited}")
         for src in item.provenance["memories"]:
             print(f"       derived from memory {src['id']}")
 

@@ -8,8 +8,9 @@ perspective from the task and checks evidence and role policy,
 and completes each task in the same transaction as its writes.
 
 A task is complete only when its results are committed with it: a deriver
-that dies mid-task leaves the task leased, the lease expires, and another
-deriver does the work again. A task whose processing raises is given back
+that dies mid-task takes its database session with it, which ends its lease,
+and the next claim (its own after a restart, or another deriver's) does the
+work again. A task whose processing raises is given back
 with ``fail_task`` (retried with backoff, then dead-lettered).
 
 ``extract(messages) -> claims`` is the user's (an LLM, typically). The
@@ -168,7 +169,7 @@ class Deriver:
         return stats
 
     def run_forever(self, poll_seconds: float = 5.0, stop=lambda: False) -> None:
-        """Process tasks as they come: add_messages() notifies; expired leases and retries need the poll."""
+        """Process tasks as they come: add_messages() notifies; ended leases and retries need the poll."""
         import select
 
         with psycopg.connect(self.conninfo, autocommit=True) as listener:

@@ -374,14 +374,19 @@ class Memory:
                                      "body": text, "kind": kind, "title": title, "confidence": confidence,
                                      "about": list(about)})[0]
 
-    def correct(self, memory_id: int, text: str, *, revision: int, title: str | None = None,
-                reason: str | None = None, principal: str | None = None,
+    def correct(self, memory_id: int, text: str, *, revision: int, evidence: Sequence[int] | None = None,
+                title: str | None = None, reason: str | None = None, principal: str | None = None,
                 scopes: Sequence[str] | None = None) -> int:
-        """Fix a memory in place; ``revision`` is the one you read. Returns the new revision."""
+        """Fix a memory in place; ``revision`` is the one you read. Returns the new revision.
+
+        ``evidence`` are the log offsets (in the memory's scope) of what justifies the correction; they join
+        the memory's provenance, and erasing them undoes the correction.
+        """
         principal, scopes = self._who(principal, scopes)
         return self._call("correct", {"principal": principal, "scopes": scopes, "memory_id": memory_id,
                                       "expected_revision": revision, "body": text, "title": title,
-                                      "reason": reason})[0]
+                                      "reason": reason,
+                                      "evidence": list(evidence) if evidence is not None else None})[0]
 
     def supersede(self, memory_id: int, text: str, *, revision: int, evidence: Sequence[int],
                   title: str | None = None, confidence: float | None = None, about: Sequence[str] | None = None,

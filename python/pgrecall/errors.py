@@ -191,6 +191,12 @@ class ModelMismatch(PgrecallError):
     sqlstate = None
 
 
+class EmbeddedServerError(PgrecallError):
+    """The embedded server did not start or stop; the message carries the end of its log."""
+
+    sqlstate = None
+
+
 class SchemaOutOfDate(PgrecallError):
     """The tenant's schema is older than this driver (raised by the driver)."""
 

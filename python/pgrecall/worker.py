@@ -3,9 +3,10 @@
 It logs in as the tenant's worker role, claims jobs through the tenant's SQL
 functions (SKIP LOCKED with a lease),
 embeds a batch with the local model, and stores the vectors; a job is removed
-only when its vector is stored. A worker that dies keeps nothing: its lease
-runs out and another worker takes the jobs. LISTEN/NOTIFY wakes it when new
-work is queued; it also polls, to pick up expired leases.
+only when its vector is stored. A worker that dies keeps nothing: its leases
+end with its database session, and the next claim of any worker takes the jobs
+(a worker that hangs keeps them until embedding_lease_seconds). LISTEN/NOTIFY
+wakes it when new work is queued; it also polls, to pick up leases that ended.
 """
 
 from __future__ import annotations

@@ -23,4 +23,4 @@ create table __tenant__.data_step (
 comment on table __tenant__.data_step is
     'Ledger of data steps: requested by a migration, run once by upgrade_tenant() after the function files.';
 
-insert into __tenant__.data_step (name, requested_by) values ('_backfill_passages', 16);
+insert into __tenant__.data_step (name, requested_by) values ('_backfill_passages', 17);
