@@ -30,8 +30,11 @@
 \c :app
 select count(*) from acme.memory;  -- 42501
 
--- == pgrecall.tenant_name_problem
+-- == Connecting as each role
 \c :su
+select name, requested_by, done_at is not null as done, rows_written from acme.data_step;
+
+-- == pgrecall.tenant_name_problem
 select n as name, pgrecall.tenant_name_problem(n) as problem
   from unnest(array['acme', 'Acme', 'pg_stats', 'pgrecall_x', 'select', 'team_2']) n;
 
@@ -100,6 +103,9 @@ select * from acme.schema_info();
 -- == <tenant>.add_scope
 select acme.add_scope('default', 'Ana''s personal assistant');
 select acme.add_scope('Ana Notes');  -- PR140
+
+-- == <tenant>.scopes
+select name, description from acme.scopes();
 
 -- == <tenant>.add_peer
 select acme.add_peer('ana', 'human', '{"locale": "pt-PT"}') as ana,

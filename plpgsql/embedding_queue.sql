@@ -135,7 +135,11 @@ begin
         update embedding_job j
            set leased_by = p_worker, lease_until = clock_timestamp() + v_lease, lease_session = v_session,
                attempts = j.attempts + 1
-          from ready r where j.memory_id = r.memory_id
+          from ready r
+         where j.memory_id = r.memory_id
+           -- the row as locked: leased meanwhile by a session that lives is not ours (plpgsql/leases.sql)
+           and (j.lease_until is null or j.lease_until < clock_timestamp() or j.lease_session is null
+                or not _lease_held(j.lease_session))
         returning j.memory_id, j.generation
     )
     select c.memory_id, c.generation, i.input, v_model, v_version, t.input

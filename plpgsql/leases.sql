@@ -18,6 +18,14 @@
 -- SECURITY DEFINER function, the caller's own), so a pid found there could be
 -- a later session that reused it; a random key is not reused.
 --
+-- The list of holders is read before the claim's query, and a claim that
+-- skips locked rows reads each row it may take in its newest committed
+-- version: one leased a moment ago by a session whose first claim came after
+-- that read. So the update that takes a row whose lease has not expired asks
+-- pg_locks again, once it holds the row (_lease_held): a living session's key
+-- is there, since a session takes its key before it leases anything. Four
+-- workers starting together took each other's fresh leases without it.
+--
 -- A session, not a client process: a client that closes its connection
 -- between claiming and completing (psql per call, a pool that closes idle
 -- connections, DISCARD ALL or pg_advisory_unlock_all() in between) ends its
@@ -76,3 +84,18 @@ as $$
 $$;
 comment on function __tenant__._lease_holders() is
     'Internal: the lease keys of the sessions that hold queue leases now; NULL if leases end only at lease_until.';
+
+-- Whether the session with this lease key still holds it, read now (see above).
+create or replace function __tenant__._lease_held(p_key integer)
+returns boolean
+language sql volatile
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select exists (select 1 from pg_locks l
+                    where l.locktype = 'advisory' and l.granted and l.objsubid = 2
+                      and l.database = (select d.oid from pg_database d where d.datname = current_database())
+                      and l.classid = 1885827692::oid and l.objid::bigint::integer = p_key)
+$$;
+comment on function __tenant__._lease_held(integer) is
+    'Internal: whether a session holds this lease key now (read after the claimed row is locked).';

@@ -139,8 +139,7 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    -- Read here rather than through _settings(): the backfill at the end of this
-    -- file may run before settings.sql is applied.
+    -- The three chunk sizes in one read of the setting table.
     v_set jsonb := (select jsonb_object_agg(s.key, s.value) from setting s where left(s.key, 8) = 'passage_');
     v_count bigint;
 begin
@@ -287,7 +286,11 @@ begin
         update passage_embedding_job j
            set leased_by = p_worker, lease_until = clock_timestamp() + v_lease, lease_session = v_session,
                attempts = j.attempts + 1
-          from ready r where j.passage_id = r.passage_id
+          from ready r
+         where j.passage_id = r.passage_id
+           -- the row as locked: leased meanwhile by a session that lives is not ours (plpgsql/leases.sql)
+           and (j.lease_until is null or j.lease_until < clock_timestamp() or j.lease_session is null
+                or not _lease_held(j.lease_session))
         returning j.passage_id, j.generation, j.scope
     )
     -- Every input version embeds a passage's own text.
@@ -390,12 +393,21 @@ $$;
 comment on function __tenant__._queue_passage_embeddings(boolean) is
     'Internal: queue every passage without an embedding of the current stamp (or every passage) for the worker.';
 
--- Observations already in the log when passages arrived (migration 0010) get
--- their passages when this file is applied; afterwards the trigger writes
--- them. Idempotent: only observations without a passage are chunked.
-select __tenant__._write_passages(array(
-    select o.id from __tenant__.observation o
-     where not exists (select 1 from __tenant__.passage p where p.observation_id = o.id and p.scope = o.scope)
-     order by o.id))
- where exists (select 1 from __tenant__.observation o
-                where not exists (select 1 from __tenant__.passage p where p.observation_id = o.id and p.scope = o.scope));
+-- Observations already in the log when passages arrived (migration 0010)
+-- get their passages from this data step, which migration 0017 requests and
+-- upgrade_tenant() runs once, after every function file; afterwards the
+-- trigger writes them. Only observations without a passage are chunked, so
+-- a tenant whose passages were written by an earlier release gets nothing twice.
+create or replace function __tenant__._backfill_passages()
+returns bigint
+language sql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select _write_passages(array(
+        select o.id from observation o
+         where not exists (select 1 from passage p where p.observation_id = o.id and p.scope = o.scope)
+         order by o.id))
+$$;
+comment on function __tenant__._backfill_passages() is
+    'Internal data step (migration 0017): writes the passages of observations that have none; returns how many.';

@@ -110,7 +110,10 @@ begin
            last_error = case when t.lease_until < clock_timestamp()
                              then format('lease expired on attempt %s', t.attempts)
                              else format('the session that leased it ended, on attempt %s', t.attempts) end
-      from expired e where t.id = e.id;
+      from expired e
+     where t.id = e.id
+       -- the row as locked: a lease its living session took meanwhile is not over (plpgsql/leases.sql)
+       and (t.lease_until < clock_timestamp() or not _lease_held(t.lease_session));
 
     return query
     -- The head of every lane that has open tasks: one index probe per lane
@@ -152,7 +155,11 @@ begin
         update work_task t
            set status = 'leased', lease_token = gen_random_uuid(), leased_by = p_worker,
                lease_until = clock_timestamp() + v_lease, lease_session = v_session, attempts = t.attempts + 1
-          from ready r where t.id = r.id
+          from ready r
+         where t.id = r.id
+           -- the row as locked: leased meanwhile by a session that lives is not ours (plpgsql/leases.sql)
+           and (t.status = 'pending' or t.lease_until < clock_timestamp() or t.lease_session is null
+                or not _lease_held(t.lease_session))
         returning t.*
     )
     select c.id, c.lease_token, c.task_type, c.session_id, s.scope, sp.name, op.name, c.message_offset,

@@ -415,7 +415,8 @@ comment on function pgrecall.create_tenant(text, integer) is
 
 -- Applies pending migrations (up to p_target_version when given) and, when
 -- the tenant is at the latest version, every function file whose checksum
--- changed. Returns what it applied, in order.
+-- changed, then the data steps that migrations requested and that have not
+-- run yet. Returns what it applied, in order.
 create or replace function pgrecall.upgrade_tenant(p_name text, p_target_version integer default null)
 returns table (kind text, name text)
 language plpgsql
@@ -429,6 +430,7 @@ declare
     v_newest_applied integer;
     v_defined text[];
     v_fn regprocedure;
+    v_step text;
 begin
     perform pgrecall._lock_tenant(p_name);
     v_tenant := pgrecall._ensure_login_roles(v_tenant);
@@ -491,10 +493,22 @@ begin
     end loop;
 
     perform pgrecall._grant_duties(v_tenant);
+
+    -- Data steps (migration 0017 made the ledger): work on the tenant's rows
+    -- that a migration asked for but could not do, since it needs functions
+    -- that exist only now. Each runs once, in the order it was requested.
+    for v_step in execute format(
+            'select d.name from %I.data_step d where d.done_at is null order by d.requested_by, d.name', p_name) loop
+        perform pgrecall._execute_as(v_tenant.owner_role, format(
+            'update %1$I.data_step set done_at = clock_timestamp(), rows_written = %1$I.%2$I() where name = %3$L',
+            p_name, v_step, v_step), p_name);
+        kind := 'data_step'; name := v_step;
+        return next;
+    end loop;
 end
 $$;
 comment on function pgrecall.upgrade_tenant(text, integer) is
-    'Applies pending migrations (up to p_target_version if given) and changed function files; serialised per tenant.';
+    'Applies pending migrations (up to p_target_version if given), changed function files and pending data steps; serialised per tenant.';
 
 create or replace function pgrecall.install_tenant(p_name text)
 returns table (kind text, name text)

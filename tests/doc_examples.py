@@ -20,9 +20,10 @@ replays it. HTML comments steer this:
     <!-- doctest: story NAME -->   the following blocks belong to story NAME; a story other than
                                    ``main`` runs in a fresh tenant acme of its own database
     <!-- doctest: skip REASON -->  the next code block is not run (say why)
-    <!-- doctest: later NAME -->   the next block belongs later in its story: it runs where
-    <!-- doctest: here NAME -->    this marker stands (an entry's example that needs rows a later
-                                   section makes; the prose around both says so)
+    <!-- doctest: later NAME -->   the next block belongs elsewhere in its story: it runs where
+    <!-- doctest: here NAME -->    this marker stands, before or after it (an entry's example that
+                                   needs rows a later section makes, or shows a state an earlier
+                                   section changed; the prose around both says so)
 
 Before comparing, only what legitimately differs between runs is normalised (``VARYING``): times
 read from the clock (timestamps with a fraction of a second) and uuids (lease tokens). A statement

@@ -2,10 +2,13 @@
 
 import re
 
+import pytest
+
 from test_install_paths import run_cli
 from test_mcp import check_the_demo_over_mcp
 
 
+@pytest.mark.slow
 def test_demo_answers_from_current_facts_and_keeps_secrets(conninfo, tmp_path):
     out = run_cli("demo", env={"PGRECALL_DSN": conninfo.dsn()}).stdout
     assert "remembered 18 memories" in out and "worker embedded 18 memories" in out

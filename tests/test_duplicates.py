@@ -82,7 +82,7 @@ def test_memories_said_in_neighbouring_turns_are_compared_by_what_they_say(acme,
 
 
 def test_a_vector_stored_without_the_memorys_own_text_is_queued_again(acme, embed, acme_admin, conninfo, db):
-    """An older worker (or a row embedded before migration 0017) stores no text vector: the memory is in the
+    """An older worker (or a row embedded before migration 0018) stores no text vector: the memory is in the
     window but in no pair, and a rebuild queues it."""
     a = remembered(acme, PEANUTS)
     b = remembered(acme, PEANUTS_AGAIN)

@@ -132,6 +132,7 @@ def test_psql_script_with_a_hostile_name_stops_and_creates_nothing(db, conninfo,
         assert other.execute("select to_regnamespace('pgrecall'), to_regnamespace('public') is not null").fetchone() == (None, True)
 
 
+@pytest.mark.slow
 def test_built_wheel_carries_the_sql_and_installs_a_tenant(conninfo, tmp_path):
     # Build from a clean copy: setuptools reuses a build/ folder, stale files and all.
     tree = tmp_path / "tree"
@@ -176,6 +177,7 @@ def test_cli_tenant_commands_use_pgrecall_dsn(conninfo, standard_strings):
         assert conn.execute("select count(*) from pgrecall.tenant").fetchone()[0] == 0
 
 
+@pytest.mark.slow
 def test_embedded_server_lifecycle_through_the_cli():
     home = Path(tempfile.mkdtemp(prefix="pgrh-"))
     env = {"PGRECALL_HOME": str(home)}

@@ -148,3 +148,41 @@ def test_a_deriver_killed_with_sigkill_leaves_its_task_to_the_next_deriver_at_on
         [("done", 2), ("done", 1)]
     assert sorted(r["body"] for r in acme.representation("ana") if r["item"] == "memory") == \
         ["ana lives in Lisbon", "ana works at Acme"]
+
+
+FIRST_CLAIMS = {
+    "embedding": "select memory_id from acme.claim_embedding_jobs(%s, 2)",
+    "passage_embedding": "select passage_id from acme.claim_passage_embedding_jobs(%s, 2)",
+}
+
+
+@pytest.mark.parametrize("queue", list(FIRST_CLAIMS))
+def test_a_live_session_keeps_the_lease_it_took_while_others_made_their_first_claim(acme, db, conninfo, queue):
+    """Workers that start together: a claim must not take a job that another, living, session leased a moment
+    after this claim looked at which sessions hold leases (each job is claimed once while every worker lives)."""
+    import threading
+
+    for round_ in range(5):
+        db.execute(f"delete from acme.{queue}_job")
+        for i in range(8):
+            put(acme, f"job {i} of round {round_} for four workers starting at once")
+        barrier, claimed, failures = threading.Barrier(4), [], []
+        done = threading.Barrier(4)  # every session stays alive until all have claimed
+
+        def work(name):
+            try:
+                with conninfo.connect(user="pgrecall_acme_worker") as conn:
+                    barrier.wait()
+                    while rows := conn.execute(FIRST_CLAIMS[queue], (name,)).fetchall():
+                        claimed.extend(r[0] for r in rows)
+                    done.wait()
+            except Exception as exc:  # asserted below
+                failures.append(exc)
+
+        threads = [threading.Thread(target=work, args=(f"w{n}",)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert failures == []
+        assert sorted(claimed) == sorted(set(claimed)) and len(claimed) == 8, claimed

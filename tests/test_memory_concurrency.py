@@ -11,6 +11,7 @@ from pgrecall import errors
 WRITERS, APPENDS = 8, 500
 
 
+@pytest.mark.slow
 def test_offsets_stay_contiguous_under_concurrent_writers(acme, conninfo, db):
     barrier = threading.Barrier(WRITERS)
     results: dict[int, list[int]] = {}

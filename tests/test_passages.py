@@ -5,7 +5,7 @@ import time
 import psycopg
 import pytest
 
-from conftest import table_counts
+from conftest import table_counts, wait_until
 from pgrecall import errors, sources
 from pgrecall.embedder import get_embedder, to_literal
 from pgrecall.worker import Worker
@@ -221,13 +221,14 @@ def test_the_worker_embeds_passages_with_stamps(acme, db, conninfo):
 
 def test_an_expired_passage_lease_moves_the_job_and_the_late_result_is_dropped(acme, db, conninfo):
     acme.append("a passage to embed", role="user")
-    db.execute("select pgrecall.set_tenant_setting('acme', 'embedding_lease_seconds', '1')")
+    db.execute("select pgrecall.set_tenant_setting('acme', 'embedding_lease_seconds', '0.5')")
     with conninfo.connect(user="pgrecall_acme_worker") as app:
         first = app.execute("select * from acme.claim_passage_embedding_jobs('worker-a', 10)").fetchall()
         assert len(first) == 1 and first[0][2] == "a passage to embed"
         assert app.execute("select count(*) from acme.claim_passage_embedding_jobs('worker-b', 10)").fetchone()[0] == 0
-        time.sleep(1.2)
-        second = app.execute("select * from acme.claim_passage_embedding_jobs('worker-b', 10)").fetchall()
+        second = wait_until(
+            lambda: app.execute("select * from acme.claim_passage_embedding_jobs('worker-b', 10)").fetchall(),
+            timeout=10, what="worker-a's lease to run out")
         assert [r[0] for r in second] == [first[0][0]]
         vec = to_literal(get_embedder().embed([first[0][2]])[0])
         args = ([first[0][0]], [first[0][1]], [vec], first[0][3], first[0][4])
@@ -239,6 +240,7 @@ def test_an_expired_passage_lease_moves_the_job_and_the_late_result_is_dropped(a
     assert db.execute("select count(*) from acme.passage_embedding_job").fetchone()[0] == 0
 
 
+@pytest.mark.slow
 def test_a_passage_worker_killed_mid_batch_loses_nothing_and_its_jobs_come_back_at_once(acme, conninfo, db):
     import os
     import signal

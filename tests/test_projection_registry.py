@@ -78,7 +78,9 @@ def test_every_tenant_table_is_a_projection_or_known_infrastructure(acme, db):
                       # holds only a passage id, and dies with the passage (foreign key, on delete cascade)
                       "passage_embedding_job",
                       # per scope: how many passages and lexemes (counts, no content), kept by triggers on passage
-                      "passage_stat"}
+                      "passage_stat",
+                      # the data step ledger: helper names and when they ran
+                      "data_step"}
     # A partition is part of its partitioned table (passage): its rows are that projection's rows.
     tables = {r[0] for r in db.execute("select c.relname from pg_class c where c.relnamespace = 'acme'::regnamespace "
                                        "and c.relkind in ('r', 'p') and not c.relispartition")}

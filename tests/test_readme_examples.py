@@ -24,7 +24,7 @@ DATABASE = "pgrecall_readme"
 
 
 @pytest.fixture
-def server(pg_server):
+def server(pg_server, cluster_roles_kept):
     server = docs.Server(pg_server.superuser_dsn, template=BASE_DB)
     yield server
     server.drop_database(DATABASE)
