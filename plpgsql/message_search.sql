@@ -10,7 +10,9 @@
 -- Tenant settings message_search_lexical / message_search_semantic decide
 -- which arms may run; p_mode (hybrid, lexical, semantic) asks for arms among
 -- those. Without a usable query embedding the semantic arm is skipped and the
--- answer is lexical: the metadata says so and why.
+-- answer is lexical: the metadata says so and why. SQLSTATE: PR130 message
+-- search is switched off for the arms asked for (an unknown session is
+-- sessions.sql's PR120).
 --
 -- The steps are recall's where they are the same thing over passages: the
 -- query's terms (_query_terms), pruning and idf (_prune_terms), the query
