@@ -33,14 +33,14 @@
 -- score bounds the candidates and the best 2 x p_depth get exact BM25 term
 -- frequencies. One row: ids and scores best first, the terms, those dropped.
 create or replace function __tenant__._passage_lexical_arm(p_scopes text[], p_session_id bigint, p_actor_id bigint,
-                                                          p_query text, p_depth integer)
+                                                          p_query text, p_depth integer, p_settings jsonb default null)
 returns table (ids bigint[], scores double precision[], terms text[], dropped text[])
 language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_set jsonb := _settings();
+    v_set jsonb := coalesce(p_settings, _settings());
     v_k1 double precision := (v_set ->> 'bm25_k1')::double precision;
     v_b double precision := (v_set ->> 'bm25_b')::double precision;
     v_documents bigint;
@@ -101,21 +101,22 @@ begin
     return next;
 end
 $$;
-comment on function __tenant__._passage_lexical_arm(text[], bigint, bigint, text, integer) is
+comment on function __tenant__._passage_lexical_arm(text[], bigint, bigint, text, integer, jsonb) is
     'Internal: message search''s lexical arm: pruned query terms, BM25 over the passages in scope, best p_depth first.';
 
 -- The semantic arm over passages: cosine against passage embeddings of the
 -- current model and input version, floor dense_floor, nearest p_depth first;
 -- exact over few rows, HNSW otherwise. One row: ids, cosines, the method.
 create or replace function __tenant__._passage_dense_arm(p_scopes text[], p_session_id bigint, p_actor_id bigint,
-                                                        p_query_embedding double precision[], p_depth integer)
+                                                        p_query_embedding double precision[], p_depth integer,
+                                                        p_settings jsonb default null)
 returns table (ids bigint[], cosines double precision[], method text)
 language plpgsql  -- volatile: it sets (and restores) the HNSW settings
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_set jsonb := _settings();
+    v_set jsonb := coalesce(p_settings, _settings());
     v_model text := v_set ->> 'embedding_model';
     v_version integer := (v_set ->> 'embedding_input_version')::integer;
     v_floor double precision := (v_set ->> 'dense_floor')::double precision;
@@ -169,7 +170,7 @@ begin
     return next;
 end
 $$;
-comment on function __tenant__._passage_dense_arm(text[], bigint, bigint, double precision[], integer) is
+comment on function __tenant__._passage_dense_arm(text[], bigint, bigint, double precision[], integer, jsonb) is
     'Internal: message search''s semantic arm: the passages in scope nearest the query embedding (floor dense_floor), exact or HNSW.';
 
 create or replace function __tenant__._search_messages(
@@ -262,11 +263,11 @@ begin
 
     if v_lexical then
         select a.ids, a.scores, a.terms, a.dropped into v_lex_ids, v_lex_scores, v_terms, v_dropped
-          from _passage_lexical_arm(p_scopes, p_session_id, v_actor, p_query, v_depth) a;
+          from _passage_lexical_arm(p_scopes, p_session_id, v_actor, p_query, v_depth, v_set) a;
     end if;
     if v_semantic then
         select a.ids, a.cosines, a.method into v_sem_ids, v_sem_cos, v_semantic_method
-          from _passage_dense_arm(p_scopes, p_session_id, v_actor, p_query_embedding, v_depth) a;
+          from _passage_dense_arm(p_scopes, p_session_id, v_actor, p_query_embedding, v_depth, v_set) a;
     end if;
     v_fused := _rrf_fuse(v_lex_ids, v_sem_ids, v_rrf_k, p_limit);
 

@@ -99,13 +99,13 @@ begin
     if v_mode in ('hybrid', 'lexical') then                                  -- 2.
         select a.ids, a.scores, a.terms, a.dropped, a.term_stats, a.recruited_by, a.recruited
           into v_lex_ids, v_lex_scores, v_terms, v_dropped, v_stats_source, v_recruited_by, v_recruited
-          from _lexical_arm(v_principal, p_scopes, p_purpose, v_include, p_at, p_query, v_depth) a;
+          from _lexical_arm(v_principal, p_scopes, p_purpose, v_include, p_at, p_query, v_depth, v_set) a;
     end if;
     if v_mode in ('hybrid', 'dense') then                                    -- 3.
-        v_dense_reason := _dense_reason(p_query_embedding, p_query_model);
+        v_dense_reason := _dense_reason(p_query_embedding, p_query_model, v_set);
         if v_dense_reason is null then
             select a.ids, a.cosines, a.method into v_dense_ids, v_dense_cos, v_dense_method
-              from _dense_arm(v_principal, p_scopes, p_purpose, v_include, p_at, p_query_embedding, v_depth) a;
+              from _dense_arm(v_principal, p_scopes, p_purpose, v_include, p_at, p_query_embedding, v_depth, v_set) a;
         end if;
     else
         v_dense_reason := 'mode is lexical';

@@ -29,15 +29,17 @@ comment on function __tenant__._check_query_embedding(double precision[]) is
 
 -- Degrade contract (design section 6): when the dense arm cannot contribute,
 -- recall answers with the lexical rows and says why.
-create or replace function __tenant__._dense_reason(p_query_embedding double precision[], p_query_model text)
+create or replace function __tenant__._dense_reason(p_query_embedding double precision[], p_query_model text,
+                                                   p_settings jsonb default null)
 returns text
 language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_model text := _setting_value('embedding_model') #>> '{}';
-    v_version integer := (_setting_value('embedding_input_version') #>> '{}')::integer;
+    v_model text := coalesce(p_settings -> 'embedding_model', _setting_value('embedding_model')) #>> '{}';
+    v_version integer := (coalesce(p_settings -> 'embedding_input_version',
+                                   _setting_value('embedding_input_version')) #>> '{}')::integer;
 begin
     if p_query_embedding is null then
         return 'no query embedding';
@@ -52,22 +54,23 @@ begin
     return null;
 end
 $$;
-comment on function __tenant__._dense_reason(double precision[], text) is
+comment on function __tenant__._dense_reason(double precision[], text, jsonb) is
     'Internal: why recall''s dense arm cannot run for this query embedding, or NULL when it can (PR107 for a malformed one).';
 
 -- The dense arm over memories: the best p_depth eligible memories by cosine
 -- with a current embedding (this model and input version), those at or above
 -- dense_floor, nearest first. One row: ids, cosines, and the method used.
+-- p_settings: the tenant's settings when the caller has read them already.
 create or replace function __tenant__._dense_arm(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
-    p_query_embedding double precision[], p_depth integer)
+    p_query_embedding double precision[], p_depth integer, p_settings jsonb default null)
 returns table (ids bigint[], cosines double precision[], method text)
 language plpgsql  -- volatile: it sets (and restores) the HNSW settings
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_set jsonb := _settings();
+    v_set jsonb := coalesce(p_settings, _settings());
     v_model text := v_set ->> 'embedding_model';
     v_version integer := (v_set ->> 'embedding_input_version')::integer;
     v_floor double precision := (v_set ->> 'dense_floor')::double precision;
@@ -122,5 +125,5 @@ begin
     return next;
 end
 $$;
-comment on function __tenant__._dense_arm(bigint, text[], text, boolean, timestamptz, double precision[], integer) is
+comment on function __tenant__._dense_arm(bigint, text[], text, boolean, timestamptz, double precision[], integer, jsonb) is
     'Internal: recall''s dense arm: the eligible memories nearest the query embedding (floor dense_floor), exact or HNSW.';

@@ -153,9 +153,11 @@ comment on function __tenant__._lexical_candidates(bigint, text[], text, boolean
 -- finds p_depth of them. One row: the ranked ids and scores, and what the
 -- metadata reports (terms, dropped terms, where the statistics came from,
 -- which query recruited and whether it was narrower than every term).
+-- p_settings: the tenant's settings when the caller has read them already
+-- (reading them costs as much as the pruning).
 create or replace function __tenant__._lexical_arm(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
-    p_query text, p_depth integer)
+    p_query text, p_depth integer, p_settings jsonb default null)
 returns table (ids bigint[], scores double precision[], terms text[], dropped text[], term_stats text,
                recruited_by tsquery, recruited boolean)
 language plpgsql stable
@@ -163,7 +165,7 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_set jsonb := _settings();
+    v_set jsonb := coalesce(p_settings, _settings());
     v_df bigint[];
     v_documents bigint;
     v_avg_length double precision;
@@ -208,5 +210,5 @@ begin
     return next;
 end
 $$;
-comment on function __tenant__._lexical_arm(bigint, text[], text, boolean, timestamptz, text, integer) is
+comment on function __tenant__._lexical_arm(bigint, text[], text, boolean, timestamptz, text, integer, jsonb) is
     'Internal: recall''s lexical arm: pruned query terms, BM25 over the eligible memories, best p_depth first.';
