@@ -1,9 +1,11 @@
 -- Leases of the three queues (embedding_job, passage_embedding_job, work_task)
 -- end at lease_until or, sooner, when the database session that took them
 -- ends: a worker that is killed keeps nothing for long (design section 5: a
--- crashed worker's tasks return). Each claim function takes
+-- crashed worker's tasks return). The queues share one implementation, at the
+-- end of this file: a claim (_lease_claim) takes
 -- v_session := _lease_session() and v_holders := _lease_holders(), records
 -- v_session on the rows it leases, and treats a row as claimable when
+-- (_lease_over)
 --     lease_until is null or lease_until < clock_timestamp()
 --     or (v_holders is not null and lease_session is not null
 --         and not (lease_session = any (v_holders)))
