@@ -113,40 +113,16 @@ as $$
 declare
     v_model text := _setting_value('embedding_model') #>> '{}';
     v_version integer := (_setting_value('embedding_input_version') #>> '{}')::integer;
-    v_lease interval := make_interval(secs => (_setting_value('embedding_lease_seconds') #>> '{}')::double precision);
-    v_session integer;
-    v_holders integer[];
+    v_claimed bigint[];
 begin
-    perform _check_claim(p_worker, p_limit);
-    v_session := _lease_session();
-    v_holders := _lease_holders();
+    v_claimed := array(select _lease_claim('embedding', p_worker, p_limit));
     return query
-    with ready as (
-        -- free, expired, or held by a session that has ended (plpgsql/leases.sql);
-        -- spelled out, not a helper: a function call per leased row tripled the
-        -- time of a claim past 2000 leased jobs (2.7 -> 7-10 ms)
-        select j.memory_id from embedding_job j
-         where j.lease_until is null or j.lease_until < clock_timestamp()
-            or (v_holders is not null and j.lease_session is not null and not (j.lease_session = any (v_holders)))
-         order by j.enqueued_at, j.memory_id
-         limit p_limit
-         for update skip locked
-    ), claimed as (
-        update embedding_job j
-           set leased_by = p_worker, lease_until = clock_timestamp() + v_lease, lease_session = v_session,
-               attempts = j.attempts + 1
-          from ready r
-         where j.memory_id = r.memory_id
-           -- the row as locked: leased meanwhile by a session that lives is not ours (plpgsql/leases.sql)
-           and (j.lease_until is null or j.lease_until < clock_timestamp() or j.lease_session is null
-                or not _lease_held(j.lease_session))
-        returning j.memory_id, j.generation
-    )
-    select c.memory_id, c.generation, i.input, v_model, v_version, t.input
-      from claimed c
-      join _embedding_inputs(array(select c2.memory_id from claimed c2), v_version) i on i.memory_id = c.memory_id
-      join _embedding_inputs(array(select c2.memory_id from claimed c2), 1) t on t.memory_id = c.memory_id
-     order by c.memory_id;
+    select j.memory_id, j.generation, i.input, v_model, v_version, t.input
+      from embedding_job j
+      join _embedding_inputs(v_claimed, v_version) i on i.memory_id = j.memory_id
+      join _embedding_inputs(v_claimed, 1) t on t.memory_id = j.memory_id
+     where j.memory_id = any (v_claimed)
+     order by j.memory_id;
 end
 $$;
 comment on function __tenant__.claim_embedding_jobs(text, integer) is
@@ -167,7 +143,8 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_stored integer;
+    v_held bigint[];
+    v_stored bigint[];
 begin
     if p_text_embeddings is not null then
         if cardinality(p_text_embeddings) is distinct from cardinality(p_memory_ids) then
@@ -184,17 +161,14 @@ begin
     end if;
     -- Only jobs this worker still holds at the generation it was given: a
     -- re-worded memory or a lease taken over by another worker drops the result.
-    with mine as (
-        select j.memory_id, x.embedding, x.text_embedding
-          from unnest(p_memory_ids, p_generations, p_embeddings::__ext__.vector[],
-                      coalesce(p_text_embeddings, array_fill(null::text, array[cardinality(p_memory_ids)]))::__ext__.vector[])
-                 as x(memory_id, generation, embedding, text_embedding)
-          join embedding_job j on j.memory_id = x.memory_id and j.generation = x.generation and j.leased_by = p_worker
-         order by j.memory_id
-           for update of j
-    ), stored as (
+    v_held := array(select _lease_held('embedding', p_worker, p_memory_ids, p_generations));
+    with stored as (
         insert into memory_embedding as me (memory_id, model, input_version, embedding, text_embedding)
-        select m.memory_id, p_model, p_input_version, m.embedding, m.text_embedding from mine m
+        select x.memory_id, p_model, p_input_version, x.embedding, x.text_embedding
+          from unnest(p_memory_ids, p_embeddings::__ext__.vector[],
+                      coalesce(p_text_embeddings, array_fill(null::text, array[cardinality(p_memory_ids)]))::__ext__.vector[])
+                 as x(memory_id, embedding, text_embedding)
+         where x.memory_id = any (v_held)
         on conflict (memory_id) do update
             set model = excluded.model, input_version = excluded.input_version,
                 embedding = excluded.embedding, text_embedding = excluded.text_embedding, embedded_at = now()
@@ -208,11 +182,9 @@ begin
         select 'memory_embedding', st.memory_id::text, c.observation_id
           from stored st join memory_correction_evidence c on c.memory_id = st.memory_id
         on conflict do nothing
-    ), done as (
-        delete from embedding_job j using stored st where j.memory_id = st.memory_id
     )
-    select count(*) into v_stored from stored;
-    return v_stored;
+    select coalesce(array_agg(st.memory_id), '{}') into v_stored from stored st;
+    return _lease_done('embedding', v_stored);
 end
 $$;
 comment on function __tenant__.complete_embedding_jobs(text, bigint[], bigint[], text[], text, integer, text[]) is
@@ -224,14 +196,117 @@ language sql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    with released as (
-        update embedding_job j set leased_by = null, lease_until = null
-         where j.memory_id = any (p_memory_ids) and j.leased_by = p_worker
-        returning 1)
-    select count(*)::integer from released
+    select _lease_release('embedding', coalesce(p_worker, ''), p_memory_ids)
 $$;
 comment on function __tenant__.release_embedding_jobs(text, bigint[]) is
     'Gives leased jobs back to the queue at once (a worker that failed or is stopping).';
+
+-- The embedding worker's side for passages: the same lease queue
+-- (leases.sql), generations and stamps as memories; a passage's vector lives
+-- on its row.
+create or replace function __tenant__.claim_passage_embedding_jobs(p_worker text, p_limit integer default 64)
+returns table (passage_id bigint, generation bigint, input text, model text, input_version integer)
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_model text := _setting_value('embedding_model') #>> '{}';
+    v_version integer := (_setting_value('embedding_input_version') #>> '{}')::integer;
+    v_claimed bigint[];
+begin
+    v_claimed := array(select _lease_claim('passage_embedding', p_worker, p_limit));
+    return query
+    -- Every input version embeds a passage's own text.
+    select j.passage_id, j.generation, p.body, v_model, v_version
+      from passage_embedding_job j join passage p on p.id = j.passage_id and p.scope = j.scope
+     where j.passage_id = any (v_claimed)
+     order by j.passage_id;
+end
+$$;
+comment on function __tenant__.claim_passage_embedding_jobs(text, integer) is
+    'Leases up to p_limit passage embedding jobs to a worker (SKIP LOCKED) and returns each passage''s text; a lease ends at embedding_lease_seconds or with the claiming session.';
+
+create or replace function __tenant__.complete_passage_embedding_jobs(
+    p_worker         text,
+    p_passage_ids    bigint[],
+    p_generations    bigint[],
+    p_embeddings     text[],
+    p_model          text,
+    p_input_version  integer
+)
+returns integer
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_held bigint[];
+    v_stored bigint[];
+begin
+    if not _embedding_results_usable('passage', p_passage_ids, p_generations, p_embeddings, p_model,
+                                     p_input_version) then
+        return 0;  -- the tenant switched model or version meanwhile; the jobs were re-queued
+    end if;
+    -- Only jobs this worker still holds at the generation it was given.
+    v_held := array(select _lease_held('passage_embedding', p_worker, p_passage_ids, p_generations));
+    with stored as (
+        update passage p
+           set embedding = x.embedding, embedding_model = p_model, embedding_input_version = p_input_version,
+               embedded_at = now()
+          from unnest(p_passage_ids, p_embeddings::__ext__.vector[]) as x(passage_id, embedding)
+          join passage_embedding_job j on j.passage_id = x.passage_id
+         where x.passage_id = any (v_held) and p.id = j.passage_id and p.scope = j.scope
+        returning p.id
+    )
+    select coalesce(array_agg(st.id), '{}') into v_stored from stored st;
+    return _lease_done('passage_embedding', v_stored);
+end
+$$;
+comment on function __tenant__.complete_passage_embedding_jobs(text, bigint[], bigint[], text[], text, integer) is
+    'Stores the worker''s passage embeddings for jobs it still holds at the same generation; returns how many.';
+
+create or replace function __tenant__.release_passage_embedding_jobs(p_worker text, p_passage_ids bigint[])
+returns integer
+language sql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select _lease_release('passage_embedding', coalesce(p_worker, ''), p_passage_ids)
+$$;
+comment on function __tenant__.release_passage_embedding_jobs(text, bigint[]) is
+    'Gives leased passage jobs back to the queue at once (a worker that failed or is stopping).';
+
+-- Queues passages without a current vector (or all), for rebuild_embeddings().
+create or replace function __tenant__._queue_passage_embeddings(p_everything boolean)
+returns bigint
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_model text := _setting_value('embedding_model') #>> '{}';
+    v_version integer := (_setting_value('embedding_input_version') #>> '{}')::integer;
+    v_count bigint;
+begin
+    insert into passage_embedding_job as j (passage_id, scope)
+    select p.id, p.scope from passage p
+     where p_everything or p.embedding_model is distinct from v_model
+        or p.embedding_input_version is distinct from v_version
+    on conflict (passage_id) do update
+        set generation = j.generation + 1, enqueued_at = clock_timestamp(), leased_by = null, lease_until = null;
+    get diagnostics v_count = row_count;
+    -- A job whose passage already has the current stamp is done (version switched back).
+    if not p_everything then
+        delete from passage_embedding_job j using passage p
+         where p.id = j.passage_id and p.scope = j.scope
+           and p.embedding_model = v_model and p.embedding_input_version = v_version;
+    end if;
+    return v_count;
+end
+$$;
+comment on function __tenant__._queue_passage_embeddings(boolean) is
+    'Internal: queue every passage without an embedding of the current stamp (or every passage) for the worker.';
 
 create or replace function __tenant__.embedding_status()
 returns table (queued bigint, leased bigint, current bigint, stale bigint, model text, input_version integer,
@@ -240,9 +315,9 @@ language sql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select (select count(*) from embedding_job),
-           (select count(*) from embedding_job j where j.lease_until >= clock_timestamp())
-             + (select count(*) from passage_embedding_job j where j.lease_until >= clock_timestamp()),
+    select (select c.open from _lease_counts('embedding') c),
+           (select c.leased from _lease_counts('embedding') c)
+             + (select c.leased from _lease_counts('passage_embedding') c),
            (select count(*) from memory_embedding me
              where me.model = _setting_value('embedding_model') #>> '{}'
                and me.input_version = (_setting_value('embedding_input_version') #>> '{}')::integer),
@@ -251,8 +326,8 @@ as $$
                 or me.input_version <> (_setting_value('embedding_input_version') #>> '{}')::integer),
            _setting_value('embedding_model') #>> '{}',
            (_setting_value('embedding_input_version') #>> '{}')::integer,
-           -- passages (plpgsql/passages.sql): vectors live on the passage row
-           (select count(*) from passage_embedding_job),
+           -- passages: vectors live on the passage row
+           (select c.open from _lease_counts('passage_embedding') c),
            (select count(*) from passage p
              where p.embedding_model = _setting_value('embedding_model') #>> '{}'
                and p.embedding_input_version = (_setting_value('embedding_input_version') #>> '{}')::integer),

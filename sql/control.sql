@@ -468,16 +468,25 @@ begin
         return;  -- functions are written against the latest schema only
     end if;
 
-    -- A changed file is applied after dropping what it defined last time, so
-    -- a function it renamed or re-typed does not linger as a stale overload.
+    -- What every changed file defined last time is dropped first, so a
+    -- function it renamed or re-typed does not linger as a stale overload.
+    -- First for all of them, then the files are applied: a function that
+    -- moved to a file applied earlier than its old one would otherwise be
+    -- dropped by the old file right after the new one created it.
     for v_src in select * from pgrecall.source s where s.kind = 'function' order by s.name loop
         execute format('select sha256, functions from %I.function_ledger where file = $1', p_name)
             into v_sha, v_defined using v_src.name;
-        continue when v_sha = v_src.sha256;
+        continue when v_sha = v_src.sha256 or coalesce(cardinality(v_defined), 0) = 0;
         perform pgrecall._execute_as(v_tenant.owner_role,
-            coalesce((select string_agg(format('drop function if exists %s cascade', f), E';\n')
-                        from unnest(v_defined) f) || E';\n', '')
-            || pgrecall._render(v_src.body, p_name), p_name);
+            (select string_agg(format('drop function if exists %s cascade', f), E';\n') from unnest(v_defined) f)
+            || format(E';\nupdate %I.function_ledger set functions = %L where file = %L', p_name, '{}', v_src.name),
+            p_name);
+    end loop;
+    for v_src in select * from pgrecall.source s where s.kind = 'function' order by s.name loop
+        execute format('select sha256 from %I.function_ledger where file = $1', p_name)
+            into v_sha using v_src.name;
+        continue when v_sha = v_src.sha256;
+        perform pgrecall._execute_as(v_tenant.owner_role, pgrecall._render(v_src.body, p_name), p_name);
         execute format($q$
             select coalesce(array_agg(f order by f), '{}') from (
                 select p.oid::regprocedure::text as f from pg_proc p where p.pronamespace = %L::regnamespace

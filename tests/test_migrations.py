@@ -190,3 +190,29 @@ def test_a_tenant_upgraded_from_0009_gets_the_passages_of_its_logged_observation
     db.execute("update older.function_ledger set sha256 = repeat('0', 64) where file = 'passages.sql'")
     assert db.execute("select * from pgrecall.upgrade_tenant('older')").fetchall() == [("function", "passages.sql")]
     assert _passages(db, "older") == written
+
+
+def test_a_function_moved_to_a_file_applied_earlier_survives_the_upgrade(db, monkeypatch):
+    """Splitting a file moves functions between files. A function moved into a file that is applied before
+    its old one used to be created by the new file and then dropped by the old one's re-application."""
+    install.install(db, ["acme"])
+    original = sources.functions
+    moved = "create or replace function __tenant__._settings()"
+
+    def edited():
+        fs = original()
+        i = next(i for i, f in enumerate(fs) if f.name == "settings.sql")
+        body = fs[i].body
+        start = body.index(moved)
+        end = body.index("comment on function __tenant__._settings()", start)
+        end = body.index(";\n", end) + 2
+        fs[i] = sources.Source("function", "settings.sql", None, body[:start] + body[end:])
+        return [sources.Source("function", "a_settings_moved.sql", None, body[start:end])] + fs
+
+    monkeypatch.setattr(sources, "functions", edited)
+    assert ("function", "a_settings_moved.sql") in install.install(db, ["acme"])
+    assert db.execute("select to_regprocedure('acme._settings()') is not null").fetchone()[0]
+    ledger_of = dict(db.execute("select file, functions from acme.function_ledger").fetchall())
+    assert ledger_of["a_settings_moved.sql"] == ["acme._settings()"]
+    assert "acme._settings()" not in ledger_of["settings.sql"]
+    assert install.install(db, ["acme"]) == []

@@ -7,12 +7,13 @@ only when its vector is stored. A worker that dies keeps nothing: its leases
 end with its database session, and the next claim of any worker takes the jobs
 (a worker that hangs keeps them until embedding_lease_seconds). LISTEN/NOTIFY
 wakes it when new work is queued; it also polls, to pick up leases that ended.
+Its loop is the deriver's (pgrecall.loop): a lost connection is retried with
+backoff, a permanent error stops it.
 """
 
 from __future__ import annotations
 
 import os
-import select
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-from . import db, errors, names
+from . import db, errors, loop, names
 from .embedder import get_embedder, to_literal
 
 
@@ -148,15 +149,8 @@ class Worker:
         return False
 
     def run_forever(self, poll_seconds: float = 5.0, stop=lambda: False) -> None:
-        with psycopg.connect(self.conninfo, autocommit=True) as conn, \
-                psycopg.connect(self.conninfo, autocommit=True) as listener:
-            names.listen(listener, "embed", self.tenant)
-            while not stop():
-                self.run_queues(conn, stop=stop)
-                if stop():
-                    return
-                self.refresh_stats_if_stale(conn)
-                # Sleep until NOTIFY or the poll interval (expired leases need a poll).
-                select.select([listener.fileno()], [], [], poll_seconds)
-                for _ in listener.notifies(timeout=0):
-                    pass
+        """Embed as work comes (NOTIFY wakes it; ended leases need the poll), refreshing stale statistics
+        between rounds. A lost connection is retried with backoff (pgrecall.loop); a permanent error, such
+        as a tenant that embeds with another model, stops it."""
+        loop.run(self.conninfo, self.tenant, "embed", lambda conn: self.run_queues(conn, stop=stop),
+                 poll_seconds=poll_seconds, stop=stop, between=self.refresh_stats_if_stale)
