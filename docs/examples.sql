@@ -10,12 +10,13 @@
 --   pgrecall tenant create acme
 --   SU=$(pgrecall server uri)
 --   APP=$(pgrecall server uri --tenant acme)
---   psql -X -v su="$SU" -v app="$APP" -f docs/examples.sql "$SU"
+--   ADMIN=$(pgrecall server uri --tenant acme --role admin)
+--   psql -X -v su="$SU" -v app="$APP" -v admin="$ADMIN" -f docs/examples.sql "$SU"
 --
 -- `su` is a superuser, for the pgrecall.* control plane and for the examples
 -- that tamper with tables (inside rolled-back transactions, or refused);
 -- `app` is the tenant's application role, which may only call acme's public
--- functions. Errors are expected along the way: each "-- ==" section is one
+-- functions of the agent's duty; `admin` its back office role, which erases. Errors are expected along the way: each "-- ==" section is one
 -- example of docs/reference.md, and the ids used in later sections (sessions
 -- 1 to 4, memories 1 to 13, offsets 1 to 15 in scope default, facts 1 to 13) hold only when
 -- the sections run in this order on a new tenant. The last sections erase most of the story.
@@ -575,12 +576,16 @@ select * from acme.add_entity_alias('assistant', '{default}', 'default', 'Tsukij
 select * from acme.add_entity_alias('assistant', '{default}', 'default', 'Yuki', 'Yuki-chan');
 
 -- == merge_entities
+\c :admin
 select * from acme.merge_entities('assistant', '{default}', 'default', 'Kenji', 'Kenji Sato');
+\c :app
 select fact_id, subject, predicate, object from acme.facts_as_of('assistant', '{default}', 'Kenji Sato');
 
 -- == merge_entities_errors
+\c :admin
 select * from acme.merge_entities('assistant', '{default}', 'default', 'Kenji', 'kenji sato');
 select * from acme.merge_entities('assistant', '{default}', 'default', 'Kenji', 'Yuki');
+\c :app
 
 -- == entities
 select * from acme.entities('assistant', '{default}');
@@ -616,10 +621,12 @@ select acme.session_bundle('assistant', '{default}', p_recent => 500);
 ------------------------------------------------------------------------------
 
 -- == erase
+\c :admin
 \x on
-select * from acme.erase('{"observation": {"scope": "default", "offset": 6}}',
+select * from acme.erase('dpo@example.org', '{"observation": {"scope": "default", "offset": 6}}',
                          'Ana asked to delete her message about moving', 'ana');
 \x off
+\c :app
 
 -- == erase_after
 select id, body, superseded_by, upper(valid) is null as current from acme.read('assistant', '{default}', 2, 'act');
@@ -630,12 +637,15 @@ select fact_id, object, valid from acme.facts_as_of('assistant', '{default}', 'A
 select fact_id, object, valid from acme.facts_as_of('assistant', '{default}', 'Ana', 'lives_in', p_valid_at => '2027-01-01');
 
 -- == erase_errors
-select acme.erase('{"scope": "default"}', '  ');
-select acme.erase('{"peer": "ana", "scope": "default"}', 'account closed');
-select acme.erase('{"expired_before": "2027-01-01"}', 'clean up');
-select acme.erase('{"peer": "carol"}', 'account closed');
-select acme.erase('{"observation": {"scope": "default", "offset": 6}}', 'again');
-select acme.erase('{"scope": "travel"}', 'trip cancelled');
+\c :admin
+select acme.erase('dpo@example.org', '{"scope": "default"}', '  ');
+select acme.erase('dpo@example.org', '{"peer": "ana", "scope": "default"}', 'account closed');
+select acme.erase('dpo@example.org', '{"expired_before": "2027-01-01"}', 'clean up');
+select acme.erase('dpo@example.org', '{"peer": "carol"}', 'account closed');
+select acme.erase('dpo@example.org', '{"observation": {"scope": "default", "offset": 6}}', 'again');
+select acme.erase('dpo@example.org', '{"scope": "travel"}', 'trip cancelled');
+select acme.erase('', '{"scope": "default"}', 'who?');
+\c :app
 
 -- == erase_correction
 select acme.append_observation('assistant', '{default}', 'default',
@@ -643,31 +653,77 @@ select acme.append_observation('assistant', '{default}', 'default',
                                p_actor => 'ana', p_session_id => 3) as log_offset;
 select acme.correct('assistant', '{default}', 10, 1, 'Remind Ana to buy miso every Thursday.',
                     p_title => 'Thursday miso', p_reason => 'Ana moved it', p_evidence => '{15}') as revision;
+\c :admin
 select rows_erased -> 'memories_reverted' as reverted, rows_erased -> 'memory_correction_evidence' as evidence,
        rows_erased -> 'memory_revision' as revisions, rows_erased -> 'memory_link' as links,
        (select count(*) from jsonb_each(residual) r where r.value <> '0') as nonzero_residuals
-  from acme.erase('{"observation": {"scope": "default", "offset": 15}}', 'Ana asked to delete that message');
+  from acme.erase('dpo@example.org', '{"observation": {"scope": "default", "offset": 15}}',
+                  'Ana asked to delete that message');
+\c :app
 select id, title, body, revision, revisions, jsonb_path_query_array(provenance, '$.observations[*].offset') as offsets
   from acme.read('assistant', '{default}', 10, 'act');
+
+-- == erase_subject_words
+select acme.add_peer('carol', 'human', '{"email": "carol@example.org"}', p_data_subject_id => 'u-7') as carol;
+select session_id, opened from acme.log_turn('assistant', '{default}', 'default', 'support:carol', 'carol',
+                                             'Hi, my order never arrived', p_data_subject_id => 'u-7');
+select * from acme.add_entity_alias('assistant', '{default}', 'default', 'Kenji', 'Kenji-kun',
+                                    p_data_subject_id => 'u-7');
+\c :admin
+select observations_erased, rows_erased -> 'peer' as peers, rows_erased -> 'session' as sessions,
+       rows_erased -> 'entity_alias' as aliases,
+       (select count(*) from jsonb_each(residual) r where r.value <> '0') as nonzero_residuals
+  from acme.erase('dpo@example.org', '{"data_subject": "u-7"}', 'erasure request #81');
+\c :app
+select peer, kind from acme.session_peers('assistant', '{default}', 5);
+select session_id, opened from acme.log_turn('assistant', '{default}', 'default', 'support:carol', 'assistant',
+                                             'Hello?');
 
 -- == expire
 select acme.append_observation('assistant', '{work}', 'work', 'Can you cover my Saturday shift?', 'user',
                                p_actor => 'ana', p_retention_until => now() - interval '1 day') as log_offset;
 select memory_id, status from acme.remember('assistant', '{work}', 'work', 'Ana asked for cover on Saturday.', '{2}', '{act}');
+\c :admin
 select * from acme.expire();
 \c :su
 select pgrecall.set_tenant_setting('acme', 'expiry_gate', 'true');
-\c :app
+\c :admin
 select id, selector, reason, requested_by, observations_erased, rows_erased, residual from acme.expire();
 
 -- == erase_peer
+\c :su
+analyze;  -- the statistics hold Ana's words, as they would once autovacuum has run
+\c :admin
 \x on
-select * from acme.erase('{"peer": "ana"}', 'Ana closed her account');
+select * from acme.erase('dpo@example.org', '{"peer": "ana"}', 'Ana closed her account');
 \x off
+\c :app
 select count(*) as recalled from acme.recall('assistant', '{default,work}', 'Ana');
 select acme.add_peer('ana') as new_peer_id;
 select entity_id, name, facts from acme.entities('assistant', '{default}');
-select log_offset, quote, actor, source_role from acme.resolve_citation('assistant', '{default}', 11);
+select log_offset, quote, actor, source_role from acme.resolve_citation('assistant', '{default}', 10);
 
 -- == erasure_requests
-select id, selector, reason, requested_by, observations_erased, residual from acme.erasure_requests();
+\c :admin
+select id, selector, reason, actor, observations_erased,
+       (select count(*) from jsonb_each(residual) r where r.value <> '0') as nonzero_residuals,
+       statistics_refreshed_at is not null as statistics_refreshed
+  from acme.erasure_requests();
+
+-- == refresh_erasure_statistics
+\c :su
+select tablename, attname from pg_stats s where schemaname = 'acme' and s::text like '%Alfama%' order by 1, 2;
+\c :admin
+select id, statistics_refreshed_at is not null as refreshed, statistics_stale, tables_touched
+  from acme.refresh_erasure_statistics(5);
+\c :su
+select tablename, attname from pg_stats s where schemaname = 'acme' and s::text like '%Alfama%' order by 1, 2;
+\c :admin
+select acme.refresh_erasure_statistics(99);
+
+-- == refresh_erasure_statistics_cli
+\c :app
+select acme.add_peer('dan', 'human', '{}', p_data_subject_id => 'u-9') as dan;
+select acme.append_observation('assistant', '{default}', 'default', 'Dan here, please call me back', 'user',
+                               p_actor => 'dan', p_data_subject_id => 'u-9') as log_offset;
+\! pgrecall erase --tenant acme --subject u-9 --reason "request #82" --actor dpo@example.org --vacuum

@@ -284,27 +284,30 @@ begin
 
     -- Vectors of surviving memories whose embedded text held an erased turn
     -- (the neighbours rule above): deleted, and queued again at a new
-    -- generation. Read while the erased observations still exist.
+    -- generation. Read while the erased observations still exist. Queued
+    -- first: the upsert waits for a worker storing a vector for one of them
+    -- to commit, so the delete after it sees that vector; a worker that
+    -- stores later holds a stale generation and stores nothing.
     v_neighbours := array(select x from unnest(_memories_embedding_turns(v_observations)) x
                            where not (x = any (v_memories)) order by x);
-    with gone as (
-        -- input version 1 is title and body alone
-        delete from memory_embedding me where me.memory_id = any (v_neighbours) and me.input_version <> 1
-        returning me.memory_id)
-    select coalesce(array_agg(g.memory_id order by g.memory_id), '{}') into v_unembedded from gone g;
-    delete from projection_dependency d
-     where d.kind = 'memory_embedding' and d.row_key = any (array(select x::text from unnest(v_unembedded) x));
     insert into embedding_job as j (memory_id)
     select m.id from memory m
-     where (m.id = any (v_unembedded)
-            or m.id in (select q.memory_id from embedding_job q where q.memory_id = any (v_neighbours)))
-       and m.superseded_by is null and m.invalidated_at is null
+     where m.id = any (v_neighbours) and m.superseded_by is null and m.invalidated_at is null
+       and (exists (select 1 from embedding_job q where q.memory_id = m.id)
+            -- input version 1 is title and body alone
+            or exists (select 1 from memory_embedding me where me.memory_id = m.id and me.input_version <> 1))
      order by m.id
     on conflict (memory_id) do update
         set generation = j.generation + 1, enqueued_at = clock_timestamp(), leased_by = null, lease_until = null;
     if found then
         perform pg_notify('pgrecall_embed___tenant__', '');
     end if;
+    with gone as (
+        delete from memory_embedding me where me.memory_id = any (v_neighbours) and me.input_version <> 1
+        returning me.memory_id)
+    select coalesce(array_agg(g.memory_id order by g.memory_id), '{}') into v_unembedded from gone g;
+    delete from projection_dependency d
+     where d.kind = 'memory_embedding' and d.row_key = any (array(select x::text from unnest(v_unembedded) x));
     v_erased := v_erased || jsonb_build_object('embedding_input', cardinality(v_unembedded));
 
     -- What they superseded is current again (unless it is being erased too).
@@ -497,9 +500,13 @@ begin
     end if;
     get diagnostics v_count = row_count;
     v_erased := v_erased || jsonb_build_object('peer', v_count);
-    update session s set name = null, turn_log = null, metadata = '{}', data_subject_ids = '{}'
-     where s.data_subject_ids @> array[v_subject]
-        or (s.scope = v_scope and (s.name is not null or s.turn_log is not null or s.metadata <> '{}'));
+    if v_scope is null then
+        update session s set name = null, turn_log = null, metadata = '{}', data_subject_ids = '{}'
+         where s.data_subject_ids @> array[v_subject];
+    else
+        update session s set name = null, turn_log = null, metadata = '{}', data_subject_ids = '{}'
+         where s.scope = v_scope and (s.name is not null or s.turn_log is not null or s.metadata <> '{}');
+    end if;
     get diagnostics v_count = row_count;
     v_erased := v_erased || jsonb_build_object('session', v_count);
     with said as (
@@ -518,12 +525,12 @@ begin
     v_erased := v_erased || jsonb_build_object('entity_alias', v_aliases + v_count);
 
     v_residual := v_residual || jsonb_build_object(
-        'peer', (select count(*) from peer p
-                  where p.data_subject_ids @> array[v_subject]
-                     or (p.id = v_peer and (p.name <> _erased_peer_name(p.id) or p.metadata <> '{}'))),
-        'session', (select count(*) from session s
-                     where s.data_subject_ids @> array[v_subject]
-                        or (s.scope = v_scope and (s.name is not null or s.turn_log is not null or s.metadata <> '{}'))),
+        'peer', (select count(*) from peer p where p.data_subject_ids @> array[v_subject])
+              + (select count(*) from peer p
+                  where p.id = v_peer and (p.name <> _erased_peer_name(p.id) or p.metadata <> '{}')),
+        'session', (select count(*) from session s where s.data_subject_ids @> array[v_subject])
+                 + (select count(*) from session s
+                     where s.scope = v_scope and (s.name is not null or s.turn_log is not null or s.metadata <> '{}')),
         'entity_alias', (select count(*) from entity_alias_subject x where x.data_subject_id = v_subject)
                       + (select count(*) from unnest(v_absorbed, v_absorbed_into, v_absorbed_names) u(id, keep, name)
                           join entity k on k.id = u.keep

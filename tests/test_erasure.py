@@ -610,3 +610,23 @@ def test_erasing_a_scope_clears_its_sessions_names(acme, db, acme_admin):
     assert receipt["rows_erased"]["session"] == 2
     assert rows_mentioning(db, "zqscope") == {}
     assert acme.create_session("zqkeptsession") == kept
+
+
+def test_a_vector_in_flight_from_an_erased_turn_is_not_stored(acme, db, conninfo, acme_admin):
+    """A worker that claimed a neighbour's job before the erasure (its input holds the erased turn) and
+    completes after it stores nothing: the erasure moved the job to a new generation."""
+    first = said(acme, "zqflight is my middle name", "subj-flight")
+    second = said(acme, "I like long walks", "subj-stays", actor="ben")
+    mine = acme.remember("Ben likes long walks", evidence=[second], purposes=["converse"]).memory_id
+    acme.remember("Ana's middle name", evidence=[first], purposes=["converse"])
+    with conninfo.connect(user="pgrecall_acme_worker") as worker:
+        jobs = {r[0]: r for r in worker.execute("select * from acme.claim_embedding_jobs('w1', 10)")}
+        assert "zqflight" in jobs[mine][2]
+        acme_admin.erase({"data_subject": "subj-flight"}, reason="request", actor="dpo")
+        vector = "[" + ",".join(["0.05"] * 384) + "]"
+        stored = worker.execute("select acme.complete_embedding_jobs('w1', %s, %s, %s, %s, %s)",
+                                ([mine], [jobs[mine][1]], [vector], jobs[mine][3], jobs[mine][4])).fetchone()[0]
+    assert stored == 0
+    assert stored_vector(db, mine) is None
+    assert "zqflight" not in db.execute("select input from acme.claim_embedding_jobs('w2', 10) "
+                                        "where memory_id = %s", (mine,)).fetchone()[0]

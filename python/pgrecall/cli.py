@@ -316,8 +316,8 @@ def cmd_erase(args: argparse.Namespace) -> int:
         print("  residual is zero: everything derived is gone")
     touched = receipt["tables_touched"] or []
     if receipt["statistics_refreshed_at"]:
-        print(f"  statistics refreshed at {receipt['statistics_refreshed_at']}: the {len(touched)} tables it touched "
-              "were analysed, so pg_stats holds none of the erased values")
+        print(f"  statistics refreshed at {receipt['statistics_refreshed_at']} for the {len(touched)} tables it "
+              "touched: pg_stats holds none of the erased values")
     else:
         stale = ", ".join(receipt["statistics_stale"] or [])
         print(f"  statistics NOT refreshed: {stale} kept statistics ANALYZE cannot replace (no rows left) and "
@@ -325,9 +325,10 @@ def cmd_erase(args: argparse.Namespace) -> int:
     if vacuum_problem is not None:
         print(f"  NOT vacuumed: {vacuum_problem}")
     elif args.vacuum:
-        print(f"  vacuumed {len(vacuumed)} tables: their dead rows are gone from tables and indexes")
+        print(f"  vacuumed the {len(vacuumed)} tables: their dead rows are gone (unless a transaction older than "
+              "the erasure still runs)")
     else:
-        print("  not vacuumed: dead rows keep the erased values until autovacuum (or pass --vacuum)")
+        print("  not vacuumed: dead rows keep the erased values until autovacuum runs (or pass --vacuum)")
     return 0 if clean and vacuum_problem is None and receipt["statistics_refreshed_at"] else 2
 
 
