@@ -523,6 +523,7 @@ select acme.erase('dpo', '{"expired_before": "2027-01-01"}', 'clean up');  -- PR
 select acme.erase('dpo', '{"peer": "carol"}', 'account closed');  -- PR101
 select acme.erase('dpo', '{"observation": {"scope": "default", "offset": 6}}', 'again');  -- PR109
 select acme.erase('dpo', '{"scope": "travel"}', 'trip cancelled');  -- PR103
+select acme.erase('', '{"scope": "default"}', 'who?');  -- PR107
 \c :app
 select acme.erase('assistant', '{"scope": "default"}', 'the assistant tidies up');  -- 42501
 select acme.append_observation('assistant', '{default}', 'default',
@@ -538,6 +539,20 @@ select rows_erased -> 'memories_reverted' as reverted, rows_erased -> 'memory_co
 \c :app
 select id, title, body, revision, revisions, jsonb_path_query_array(provenance, '$.observations[*].offset') as offsets
   from acme.read('assistant', '{default}', 10, 'act');
+select acme.add_peer('carol', 'human', '{"email": "carol@example.org"}', p_data_subject_id => 'u-7') as carol;
+select session_id, opened from acme.log_turn('assistant', '{default}', 'default', 'support:carol', 'carol',
+                                             'Hi, my order never arrived', p_data_subject_id => 'u-7');
+select * from acme.add_entity_alias('assistant', '{default}', 'default', 'Kenji', 'Kenji-kun',
+                                    p_data_subject_id => 'u-7');
+\c :admin
+select observations_erased, rows_erased -> 'peer' as peers, rows_erased -> 'session' as sessions,
+       rows_erased -> 'entity_alias' as aliases,
+       (select count(*) from jsonb_each(residual) r where r.value <> '0') as nonzero_residuals
+  from acme.erase('dpo@example.org', '{"data_subject": "u-7"}', 'erasure request #81');
+\c :app
+select peer, kind from acme.session_peers('assistant', '{default}', 5);
+select session_id, opened from acme.log_turn('assistant', '{default}', 'default', 'support:carol', 'assistant',
+                                             'Hello?');
 
 -- == <tenant>.expire
 select acme.append_observation('assistant', '{work}', 'work', 'Can you cover my Saturday shift?', 'user',
@@ -550,6 +565,9 @@ select id, selector, reason, requested_by, actor, actor_role, observations_erase
   from acme.expire('nightly cron');
 
 -- == <tenant>.erasure_requests
+\c :su
+analyze;
+\c :admin
 \x on
 select * from acme.erase('dpo', '{"peer": "ana"}', 'Ana closed her account');
 \x off
@@ -559,6 +577,18 @@ select acme.add_peer('ana') as new_peer_id;
 select entity_id, name, facts from acme.entities('assistant', '{default}');
 select log_offset, quote, actor, source_role from acme.resolve_citation('assistant', '{default}', 11);
 \c :admin
-select id, selector, reason, requested_by, actor, actor_role, observations_erased,
-       (select count(*) from jsonb_each(residual) r where r.value <> '0') as nonzero_residuals
-  from acme.erasure_requests();
+select id, selector, reason, actor, observations_erased,
+          (select count(*) from jsonb_each(residual) r where r.value <> '0') as nonzero_residuals,
+          statistics_refreshed_at is not null as statistics_refreshed
+     from acme.erasure_requests();
+
+-- == <tenant>.refresh_erasure_statistics
+\c :su
+select tablename, attname from pg_stats s where schemaname = 'acme' and s::text like '%Alfama%' order by 1, 2;
+\c :admin
+select id, statistics_refreshed_at is not null as refreshed, statistics_stale, tables_touched
+  from acme.refresh_erasure_statistics(5);
+\c :su
+select tablename, attname from pg_stats s where schemaname = 'acme' and s::text like '%Alfama%' order by 1, 2;
+\c :admin
+select acme.refresh_erasure_statistics(99);  -- PR195

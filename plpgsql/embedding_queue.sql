@@ -87,6 +87,53 @@ $$;
 comment on function __tenant__._embedding_inputs(bigint[], integer) is
     'Internal: the text that is embedded for each memory under an input version.';
 
+-- The memories whose embedded text may hold one of these observations
+-- although they are not derived from it: input version 2 adds the turn
+-- before and the turn after a memory's first evidence (above). Erasure reads
+-- this while the observations still exist. Only an erased turn's immediate
+-- neighbours can have embedded it: a new turn always comes after every turn
+-- of its session (offsets grow), so the turn next to an evidence turn only
+-- changes when one is erased, and that erasure queued the memory again. A run
+-- of erased turns is covered by its two ends. Any derived_from link to a
+-- neighbour counts, not only the first evidence: a memory with several
+-- observations of evidence is re-embedded once too often, never missed.
+create or replace function __tenant__._memories_embedding_turns(p_observation_ids bigint[])
+returns bigint[]
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    with erased as (
+        select o.scope, o.session_id, o.log_offset from observation o where o.id = any (p_observation_ids)
+    ), neighbour as (
+        -- one probe of observation_neighbours per direction, with or without a session
+        select n.id from erased x
+         cross join lateral (
+            (select o.id from observation o
+              where x.session_id is null and o.scope = x.scope and o.session_id is null
+                and o.log_offset < x.log_offset
+              order by o.log_offset desc limit 1)
+            union all
+            (select o.id from observation o
+              where o.scope = x.scope and o.session_id = x.session_id and o.log_offset < x.log_offset
+              order by o.log_offset desc limit 1)
+            union all
+            (select o.id from observation o
+              where x.session_id is null and o.scope = x.scope and o.session_id is null
+                and o.log_offset > x.log_offset
+              order by o.log_offset limit 1)
+            union all
+            (select o.id from observation o
+              where o.scope = x.scope and o.session_id = x.session_id and o.log_offset > x.log_offset
+              order by o.log_offset limit 1)) n
+    )
+    select coalesce(array_agg(distinct l.memory_id), '{}')
+      from memory_link l
+     where l.target_observation_id in (select n.id from neighbour n) and l.link_type = 'derived_from'
+$$;
+comment on function __tenant__._memories_embedding_turns(bigint[]) is
+    'Internal: memories whose version-2 embedding input may include these observations as neighbouring turns.';
+
 create or replace function __tenant__._embedding_input(p_memory_id bigint, p_version integer)
 returns text
 language sql stable

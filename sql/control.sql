@@ -349,6 +349,18 @@ begin
     if v_sql is not null then
         perform pgrecall._execute_as(p_tenant.owner_role, v_sql, p_tenant.name);
     end if;
+    -- The admin's one table privilege: MAINTAIN (PostgreSQL 17+), so that
+    -- `pgrecall erase --vacuum` can VACUUM what an erasure left as dead rows.
+    -- VACUUM cannot run inside a function, so no SECURITY DEFINER function
+    -- can do it for the admin; MAINTAIN reads and writes no row. Partitions
+    -- created later (one per scope) get it through the default privileges.
+    -- Older servers: the owner or a superuser vacuums (the CLI says so).
+    if current_setting('server_version_num')::int >= 170000 then
+        perform pgrecall._execute_as(p_tenant.owner_role, format(
+            'grant maintain on all tables in schema %1$I to %2$I; '
+            'alter default privileges for role %3$I in schema %1$I grant maintain on tables to %2$I',
+            p_tenant.name, p_tenant.admin_role, p_tenant.owner_role), p_tenant.name);
+    end if;
 end
 $$;
 

@@ -98,5 +98,6 @@ insert into pgrecall.function_duty (function_name, duties, why) values
     ('erase',                            '{admin}',            'deletes a data subject, peer, scope or observation for every principal'),
     ('expire',                           '{admin}',            'erases what passed its retention date'),
     ('erasure_requests',                 '{admin}',            'the receipts name data subjects'),
+    ('refresh_erasure_statistics',       '{admin}',            'ANALYZE after an erasure, so pg_stats forgets the erased values'),
     ('rebuild_embeddings',               '{admin}',            'queues every memory''s text for the worker'),
     ('set_embedding_version',            '{admin}',            'switches the model: dense recall is dark until re-embedded');

@@ -65,8 +65,12 @@ def test_every_tenant_table_is_a_projection_or_known_infrastructure(acme, db):
                       "term_stat", "corpus_stat",
                       # erasure receipts: the selector and reason, never content
                       "erasure_request",
-                      # sessions: a name and metadata given by the application, like a scope
+                      # sessions: a name and metadata given by the application, like a scope, tagged with the
+                      # data subjects whose calls wrote them; erasing a subject clears them (with a residual)
                       "session",
+                      # which data subject gave which entity alias (add_entity_alias): an erasure of the subject
+                      # removes the alias (with a residual); rows die with their entity (on delete cascade)
+                      "entity_alias_subject",
                       # membership and flags; its working_representation document holds derived items, each
                       # citing its observation, which erasure scrubs (_scrub_working_representations, with a
                       # residual of its own)

@@ -489,8 +489,18 @@ def cmd_erase(args: argparse.Namespace) -> int:
         selector = {"observation": {"scope": scope, "offset": int(offset)}}
     else:
         selector = {k: v for k, v in (("data_subject", args.subject), ("peer", args.peer), ("scope", args.scope)) if v}
+    vacuum_problem = None
     with pgrecall.connect(tenant=args.tenant, role="admin") as mem:
         receipt = mem.erase(selector, reason=args.reason, actor=args.actor, requested_by=args.requested_by)
+        # Committed: now the tables it touched lose the erased values from their statistics (and, if asked,
+        # their dead rows), which cannot happen inside the erasure's own transaction.
+        receipt = mem.refresh_erasure_statistics(receipt["id"])
+        vacuumed = []
+        if args.vacuum:
+            try:
+                vacuumed = mem.vacuum_erased(receipt)
+            except errors.NotPermitted as exc:
+                vacuum_problem = exc
     print(f"erasure request {receipt['id']} for {json.dumps(receipt['selector'])}: "
           f"{receipt['observations_erased']} observations erased at {receipt['completed_at']} "
           f"by {receipt['actor']} (role {receipt['actor_role']})")
@@ -505,7 +515,22 @@ def cmd_erase(args: argparse.Namespace) -> int:
         print("  nothing matched the selector: no observation was erased")
     else:
         print("  residual is zero: everything derived is gone")
-    return 0 if clean else 2
+    touched = receipt["tables_touched"] or []
+    if receipt["statistics_refreshed_at"]:
+        print(f"  statistics refreshed at {receipt['statistics_refreshed_at']} for the {len(touched)} tables it "
+              "touched: pg_stats holds none of the erased values")
+    else:
+        stale = ", ".join(receipt["statistics_stale"] or [])
+        print(f"  statistics NOT refreshed: {stale} kept statistics ANALYZE cannot replace (no rows left) and "
+              "PostgreSQL before 18 cannot clear; a superuser must delete their pg_statistic rows")
+    if vacuum_problem is not None:
+        print(f"  NOT vacuumed: {vacuum_problem}")
+    elif args.vacuum:
+        print(f"  vacuumed the {len(vacuumed)} tables: their dead rows are gone (unless a transaction older than "
+              "the erasure still runs)")
+    else:
+        print("  not vacuumed: dead rows keep the erased values until autovacuum runs (or pass --vacuum)")
+    return 0 if clean and vacuum_problem is None and receipt["statistics_refreshed_at"] else 2
 
 
 def cmd_review(args: argparse.Namespace) -> int:
@@ -668,6 +693,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--requested-by", help="whose request it is (e.g. the data subject's ticket)")
     p.add_argument("--actor", default=_default_actor(),
                    help="who runs the erasure, recorded in the receipt (default: $PGRECALL_ACTOR or your user name)")
+    p.add_argument("--vacuum", action="store_true",
+                   help="after the commit, VACUUM the tables it touched (needs PostgreSQL 17+ or the tables' owner)")
     p.set_defaults(func=cmd_erase)
 
     p = sub.add_parser("review", help="the web screen where a person decides about proposed duplicates "

@@ -353,8 +353,12 @@ class Memory:
     def add_scope(self, name: str, description: str | None = None) -> str:
         return self._call("add_scope", {"name": name, "description": description})[0]
 
-    def add_peer(self, name: str, kind: str = "human", metadata: dict | None = None) -> int:
-        return self._call("add_peer", {"name": name, "kind": kind, "metadata": Jsonb(metadata or {})})[0]
+    def add_peer(self, name: str, kind: str = "human", metadata: dict | None = None, *,
+                 data_subject_id: str | None = None) -> int:
+        """Create a peer (or merge metadata into it); returns its id. With ``data_subject_id``, erasing that
+        subject anonymises the peer (its name and metadata are the subject's personal data)."""
+        return self._call("add_peer", {"name": name, "kind": kind, "metadata": Jsonb(metadata or {}),
+                                       "data_subject_id": data_subject_id})[0]
 
     # -- the log --------------------------------------------------------------
 
@@ -591,6 +595,60 @@ class Memory:
         except psycopg.Error as exc:
             raise errors.translate(exc) from exc
 
+    def refresh_erasure_statistics(self, request_id: int) -> dict:
+        """ANALYZE the tables an erasure touched, so that the planner statistics (``pg_stats``) hold none of
+        the erased values, and stamp the receipt (``statistics_refreshed_at``). Call it after the erasure
+        committed (admin role); returns the receipt."""
+        query = sql.SQL("select to_jsonb(r) from {}.refresh_erasure_statistics(%s) r").format(
+            sql.Identifier(self.tenant))
+        try:
+            with self._connection() as conn:
+                return conn.execute(query, (request_id,)).fetchone()[0]
+        except psycopg.Error as exc:
+            raise errors.translate(exc) from exc
+
+    def vacuum_erased(self, receipt: dict) -> list[str]:
+        """VACUUM the tables an erasure touched, so that their dead rows (which still hold the erased
+        values) are removed from the table and its indexes; returns the tables vacuumed.
+
+        VACUUM needs the MAINTAIN privilege (PostgreSQL 17+; the control plane grants it on a tenant's
+        tables to its admin role) or the tables' owner, and a connection outside a transaction. Raises
+        :class:`errors.NotPermitted` (naming what is missing) before vacuuming anything otherwise.
+        """
+        tables = list(receipt.get("tables_touched") or [])
+        with self._connection() as conn:
+            if not conn.autocommit or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                raise errors.InvalidArgument("VACUUM cannot run inside a transaction",
+                                             hint="Use an autocommit connection, as pgrecall.connect() opens.")
+            if not tables:
+                return []
+            version = conn.info.server_version
+            try:
+                allowed = dict(conn.execute(
+                    sql.SQL("select t, pg_has_role(c.relowner, 'USAGE') {} "
+                            "from unnest(%s::text[]) t join pg_class c on c.relname = t "
+                            "and c.relnamespace = {}::regnamespace").format(
+                        sql.SQL("or has_table_privilege(c.oid, 'MAINTAIN')") if version >= 170000 else sql.SQL(""),
+                        sql.Literal(self.tenant)),
+                    (tables,)).fetchall())
+            except psycopg.Error as exc:
+                raise errors.translate(exc) from exc
+            missing = [t for t in tables if not allowed.get(t, True)]
+            if missing:
+                raise errors.NotPermitted(
+                    f"cannot VACUUM {', '.join(missing)}: this role is not their owner"
+                    + ("" if version >= 170000 else f" and PostgreSQL {version // 10000} has no MAINTAIN privilege"),
+                    hint="Run VACUUM on them as the tenant's owner or a superuser"
+                         + (", or upgrade the tenant (pgrecall tenant upgrade) to grant MAINTAIN to its admin role."
+                            if version >= 170000 else "; PostgreSQL 17+ lets the admin role do it (MAINTAIN)."))
+            present = [t for t in tables if t in allowed]
+            try:
+                conn.execute(sql.SQL("vacuum {}").format(sql.SQL(", ").join(
+                    sql.Identifier(self.tenant, t) for t in present)))
+            except psycopg.Error as exc:
+                raise errors.translate(exc) from exc
+            return present
+
     def erasure_requests(self, limit: int = 20) -> list[dict]:
         """The newest erasure receipts (admin role)."""
         query = sql.SQL("select to_jsonb(r) from {}.erasure_requests(%s) r").format(sql.Identifier(self.tenant))
@@ -685,11 +743,14 @@ class Memory:
         return self._call("merge_entities", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
                                              "keep": keep, "absorb": absorb}, row_type=dict_row_type)
 
-    def add_entity_alias(self, entity: str, alias: str, *, scope: str | None = None, principal: str | None = None,
+    def add_entity_alias(self, entity: str, alias: str, *, scope: str | None = None,
+                         data_subject_id: str | None = None, principal: str | None = None,
                          scopes: Sequence[str] | None = None) -> dict:
+        """Another name for an entity. With ``data_subject_id``, erasing that subject removes the alias."""
         principal, scopes = self._who(principal, scopes)
         return self._call("add_entity_alias", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
-                                               "entity": entity, "alias": alias}, row_type=dict_row_type)
+                                               "entity": entity, "alias": alias, "data_subject_id": data_subject_id},
+                          row_type=dict_row_type)
 
     def forget(self, memory_id: int, *, reason: str, revision: int | None = None, principal: str | None = None,
                scopes: Sequence[str] | None = None) -> int:
@@ -709,11 +770,14 @@ class Memory:
         return self._call("set_peer_config", {"peer": peer, "config": Jsonb({"observed_globally": observed_globally})})[0]
 
     def create_session(self, name: str | None = None, *, scope: str | None = None, metadata: dict | None = None,
-                       principal: str | None = None, scopes: Sequence[str] | None = None) -> int:
-        """A session in a scope (an existing name returns its id). Returns the session id."""
+                       data_subject_id: str | None = None, principal: str | None = None,
+                       scopes: Sequence[str] | None = None) -> int:
+        """A session in a scope (an existing name returns its id). Returns the session id. With
+        ``data_subject_id``, erasing that subject clears the session's name and metadata."""
         principal, scopes = self._who(principal, scopes)
         return self._call("create_session", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
-                                             "name": name, "metadata": Jsonb(metadata or {})})[0]
+                                             "name": name, "metadata": Jsonb(metadata or {}),
+                                             "data_subject_id": data_subject_id})[0]
 
     def add_session_peers(self, session: int, peers: Sequence[str | dict], *, defaults: dict | None = None,
                           principal: str | None = None, scopes: Sequence[str] | None = None) -> list[dict]:
@@ -765,14 +829,15 @@ class Memory:
         return [MessageAdded(r[1], r[2]) for r in result]
 
     def log_turn(self, log: str, actor: str, text: str, *, role: str | None = None,
-                 occurred_at: datetime | None = None, scope: str | None = None, principal: str | None = None,
-                 scopes: Sequence[str] | None = None) -> Turn:
+                 occurred_at: datetime | None = None, data_subject_id: str | None = None, scope: str | None = None,
+                 principal: str | None = None, scopes: Sequence[str] | None = None) -> Turn:
         """The turn log: append a turn to ``log``'s current session, or open a new one after a gap of more
-        than turn_gap_seconds (2 hours). The actor joins the session if needed."""
+        than turn_gap_seconds (2 hours). The actor joins the session if needed. ``data_subject_id`` is the
+        turn's, and the session's when the turn opens one (its name holds the log's name)."""
         principal, scopes = self._who(principal, scopes)
         row = self._call("log_turn", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
                                       "log": log, "actor": actor, "body": text, "source_role": role,
-                                      "occurred_at": occurred_at})
+                                      "occurred_at": occurred_at, "data_subject_id": data_subject_id})
         return Turn(*row)
 
     def representation(self, target: str, *, observer: str | None = None, purpose: str = "converse",

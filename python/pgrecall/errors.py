@@ -204,6 +204,12 @@ class NotAPair(PgrecallError):
     sqlstate = "PR182"
 
 
+class UnknownErasureRequest(PgrecallError):
+    """refresh_erasure_statistics: no completed erasure request has that id."""
+
+    sqlstate = "PR195"
+
+
 class ModelMismatch(PgrecallError):
     """The tenant's embedding model is not the one this process runs (raised by the worker)."""
 
