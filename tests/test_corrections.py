@@ -235,7 +235,7 @@ def test_what_was_built_on_the_corrected_text_goes_and_what_came_before_stays(ac
 def test_an_undone_correction_is_embedded_again_and_leaves_the_term_statistics(acme, db, conninfo, acme_admin):
     worker = Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker"))
     m = told(acme, "Ana's birthday is on March third", [subject_said(acme, "My birthday is March third", "s-1")])
-    told(acme, "Ana was born in March in Lisbon", [subject_said(acme, "I was born in Lisbon in March", "s-2")])
+    born = told(acme, "Ana was born in March in Lisbon", [subject_said(acme, "I was born in Lisbon in March", "s-2")])
     fix = subject_said(acme, "It is the zqthirteenth", "s-fix")
     acme.correct(m, "Ana's birthday is on March zqthirteenth", revision=1, evidence=[fix])
     worker.drain()
@@ -253,7 +253,10 @@ def test_an_undone_correction_is_embedded_again_and_leaves_the_term_statistics(a
     # the restored text waits for a new vector, and gets one
     assert db.execute("select count(*) from acme.memory_embedding where memory_id = %s", (m,)).fetchone()[0] == 0
     assert db.execute("select count(*) from acme.embedding_job where memory_id = %s", (m,)).fetchone()[0] == 1
-    assert Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker")).drain().stored == 1
+    # and so does the memory told just before the erased turn: its vector's input held that turn (erasure rule 10)
+    assert receipt["rows_erased"]["embedding_input"] == 1
+    assert db.execute("select count(*) from acme.embedding_job where memory_id = %s", (born,)).fetchone()[0] == 1
+    assert Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker")).drain().stored == 2
     assert db.execute("select count(*) from acme.memory_embedding where memory_id = %s", (m,)).fetchone()[0] == 1
     assert rows_mentioning(db, "zqthirteenth") == {}
 
