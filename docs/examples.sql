@@ -408,7 +408,7 @@ select count(*) from acme.recall('assistant', '{default}', 'What should I cook f
 select acme.last_recall() ->> 'dense_reason' as dense_reason;
 
 -- == recall_python
-\! python -c 'import pgrecall; mem = pgrecall.connect(tenant="acme", principal="assistant", scopes=["default"]); answer = mem.recall("What should I cook for Ana?"); [print(i.rank, i.memory_id, i.body, i.lexical_rank, i.dense_rank, None if i.cosine is None else round(i.cosine, 2)) for i in answer.items]; print({k: answer.meta[k] for k in ("mode", "dense_available", "dense_method", "lexical_count", "dense_count", "fused_count", "missing_embeddings")})'
+\! python -c 'import pgrecall; mem = pgrecall.connect(tenant="acme", principal="assistant", scopes=["default"]); answer = mem.recall("What should I cook for Ana?"); [print(i.rank, i.memory_id, i.body, i.lexical_rank, i.dense_rank, None if i.cosine is None else round(i.cosine, 2)) for i in answer.items]; print({k: getattr(answer.meta, k) for k in ("mode", "dense_available", "dense_method", "lexical_count", "dense_count", "fused_count", "missing_embeddings")})'
 
 -- == recall_errors
 select count(*) from acme.recall('assistant', '{default}', 'ramen', p_limit => 0);

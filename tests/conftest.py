@@ -24,6 +24,10 @@ from pgrecall import install
 
 TESTER = "pgrecall_tester"
 
+# A JSON key the SQL returns and a driver row type does not know is an error here (and dropped in production,
+# so that a newer tenant schema does not break an older driver).
+os.environ.setdefault("PGRECALL_STRICT_ROWS", "1")
+
 
 @dataclass
 class ServerEndpoint:
@@ -127,7 +131,7 @@ def db(postgresql) -> psycopg.Connection:
 
 
 @pytest.fixture
-def conninfo(postgresql) -> "Conninfo":
+def conninfo(postgresql) -> Conninfo:
     return Conninfo(postgresql.info)
 
 

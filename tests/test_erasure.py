@@ -1,6 +1,6 @@
 """Erasure with a receipt: everything derived goes, the residual is zero, others are untouched."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -40,9 +40,9 @@ def test_erasing_a_subject_removes_everything_derived(acme, db, conninfo, acme_a
     assert rows_mentioning(db, "zqalpha")
 
     receipt = acme_admin.erase({"data_subject": "subj-a"}, reason="request #1", actor="dpo")
-    assert receipt["completed_at"] and receipt["observations_erased"] == 1
-    assert set(receipt["residual"].values()) == {0}
-    assert receipt["rows_erased"]["memory"] == 2  # ma and the memory derived from it
+    assert receipt.completed_at and receipt.observations_erased == 1
+    assert set(receipt.residual.values()) == {0}
+    assert receipt.rows_erased["memory"] == 2  # ma and the memory derived from it
     assert rows_mentioning(db, "zqalpha") == {}
     with pytest.raises(errors.MemoryNotFound):
         acme.read(both, purpose="converse")
@@ -58,7 +58,7 @@ def test_erasing_the_evidence_of_a_supersession_restores_the_old_memory(acme, db
     o2 = said(acme, "I moved to zqporto", "s2")
     new = acme.supersede(old, "Ana lives in zqporto", revision=1, evidence=[o2])
     receipt = acme_admin.erase({"observation": {"scope": "default", "offset": o2}}, reason="wrongly recorded", actor="dpo")
-    assert set(receipt["residual"].values()) == {0}
+    assert set(receipt.residual.values()) == {0}
     rec = acme.read(old, purpose="converse")
     assert rec.superseded_by is None and rec.valid.upper is None
     with pytest.raises(errors.MemoryNotFound):
@@ -82,7 +82,7 @@ def test_erasing_a_peer_takes_their_words_and_private_memories(acme, db, acme_ad
     mine = said(acme, "a note for ben", "y", actor="ana")
     acme.remember("zqprivate note for ben only", evidence=[mine], purposes=["converse"], audience="ben")
     receipt = acme_admin.erase({"peer": "ben"}, reason="account deleted", actor="dpo")
-    assert set(receipt["residual"].values()) == {0}
+    assert set(receipt.residual.values()) == {0}
     assert rows_mentioning(db, "zqsecret") == {} and rows_mentioning(db, "zqprivate") == {}
     assert db.execute("select count(*) from acme.peer where name = 'ben'").fetchone()[0] == 0
 
@@ -135,7 +135,7 @@ step = st.one_of(
     st.tuples(st.just("message"), st.sampled_from(SUBJECTS)),
     st.tuples(st.just("derive_tasks"), st.integers(1, 8)),
 )
-YEAR = lambda y, m=1: datetime(y, m, 1, tzinfo=timezone.utc)  # noqa: E731
+YEAR = lambda y, m=1: datetime(y, m, 1, tzinfo=UTC)
 SAMPLE_TIMES = [YEAR(y, m) for y in range(2019, 2026) for m in (1, 7)]
 
 
@@ -216,7 +216,7 @@ def test_random_workloads_then_erase_a_subject(acme, db, conninfo, steps, victim
     others = [s for s in SUBJECTS if s != victim]
     before = {s: db.execute("select count(*) from acme.observation where data_subject_id = %s",
                             (subject[s],)).fetchone()[0] for s in others}
-    passages_of = lambda s: db.execute("select count(*) from acme.passage where body like %s",  # noqa: E731
+    passages_of = lambda s: db.execute("select count(*) from acme.passage where body like %s",
                                        (f"{token[s]} said%",)).fetchone()[0]
     passages_before = {s: passages_of(s) for s in SUBJECTS}
     assert passages_before[victim] == sum(1 for _, s in obs if s == victim)  # one passage per short observation
@@ -229,7 +229,7 @@ def test_random_workloads_then_erase_a_subject(acme, db, conninfo, steps, victim
         deriver.close()
     receipt = acme_admin.erase({"data_subject": subject[victim]}, reason="property test", actor="dpo")
 
-    assert set(receipt["residual"].values()) == {0}, receipt
+    assert set(receipt.residual.values()) == {0}, receipt
     assert rows_mentioning(db, token[victim]) == {}
     assert passages_of(victim) == 0 and all(passages_of(s) == passages_before[s] for s in others)
     for s in others:
@@ -273,7 +273,7 @@ def test_terms_of_a_memory_forgotten_after_the_snapshot_are_erased_too(acme, db,
     db.execute("select * from acme.refresh_term_stats()")
     acme.forget(m, reason="later")
     receipt = acme_admin.erase({"data_subject": "s-f"}, reason="asked", actor="dpo")
-    assert set(receipt["residual"].values()) == {0} and "term_stat" in receipt["residual"]
+    assert set(receipt.residual.values()) == {0} and "term_stat" in receipt.residual
     assert rows_mentioning(db, "zqforgot") == {}
 
 
@@ -281,17 +281,17 @@ def test_erasing_the_evidence_of_a_new_value_brings_the_old_one_back(acme, db, a
     lisbon = said(acme, "I live in Lisbon", "u-1")
     porto = said(acme, "I moved to Porto", "u-2")
     acme.assert_fact("ana", "lives_in", "Lisbon", evidence=[{"offset": lisbon, "quote": "I live in Lisbon"}],
-                     valid_from=datetime(2020, 1, 1, tzinfo=timezone.utc))
+                     valid_from=datetime(2020, 1, 1, tzinfo=UTC))
     acme.assert_fact("ana", "lives_in", "Porto", evidence=[{"offset": porto, "quote": "I moved to Porto"}],
-                     valid_from=datetime(2024, 1, 1, tzinfo=timezone.utc))
+                     valid_from=datetime(2024, 1, 1, tzinfo=UTC))
     receipt = acme_admin.erase({"data_subject": "u-2"}, reason="request 7", actor="dpo")
-    assert set(receipt["residual"].values()) == {0}
-    assert receipt["rows_erased"]["fact"] == 2  # the Porto fact and the Lisbon piece it split off
-    assert receipt["rows_erased"]["facts_reinstated"] == 1
-    current = acme.facts_as_of("ana", "lives_in", valid_at=datetime(2025, 1, 1, tzinfo=timezone.utc))
+    assert set(receipt.residual.values()) == {0}
+    assert receipt.rows_erased["fact"] == 2  # the Porto fact and the Lisbon piece it split off
+    assert receipt.rows_erased["facts_reinstated"] == 1
+    current = acme.facts_as_of("ana", "lives_in", valid_at=datetime(2025, 1, 1, tzinfo=UTC))
     assert [(f.object, f.valid.lower, f.valid.upper) for f in current] == \
-        [("Lisbon", datetime(2020, 1, 1, tzinfo=timezone.utc), None)]
-    assert current[0].evidence[0]["quote"] == "I live in Lisbon"
+        [("Lisbon", datetime(2020, 1, 1, tzinfo=UTC), None)]
+    assert current[0].evidence[0].quote == "I live in Lisbon"
     # Porto was named only by the erased words: the entity is gone too
     assert rows_mentioning(db, "porto") == {}
 
@@ -304,7 +304,7 @@ def test_erasing_a_peer_after_a_merge_leaves_no_entity_and_takes_their_private_f
     other = said(acme, "Ben likes tea", "u-2", actor="ben")
     acme.assert_fact("ben", "likes", "tea", evidence=[{"offset": other, "quote": "Ben likes tea"}], audience="ana")
     receipt = acme_admin.erase({"peer": "ana"}, reason="account closed", actor="dpo")
-    assert set(receipt["residual"].values()) == {0}, receipt
+    assert set(receipt.residual.values()) == {0}, receipt
     assert rows_mentioning(db, "kenji") == {}
     # ben's words survive, but the fact only ana could see goes with her
     assert db.execute("select count(*) from acme.fact").fetchone()[0] == 0

@@ -2,7 +2,6 @@
 
 import threading
 
-import psycopg
 import pytest
 
 import pgrecall
@@ -88,7 +87,7 @@ def test_two_corrections_racing_exactly_one_wins(acme, conninfo, db, memory_id):
     assert isinstance(outcome.get("second_error"), errors.RevisionConflict)
     rec = acme.read(memory_id, purpose="converse")
     assert rec.body == "Ana lives in Lisbon, Portugal" and rec.revision == 2
-    assert [h["body"] for h in rec.revisions] == ["Ana lives in Lisbon"]
+    assert [h.body for h in rec.revisions] == ["Ana lives in Lisbon"]
 
 
 def test_supersede_racing_a_correction_writes_nothing_for_the_loser(acme, conninfo, db, memory_id):

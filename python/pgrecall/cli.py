@@ -6,14 +6,17 @@ import argparse
 import json
 import os
 import sys
+from typing import TYPE_CHECKING, Any
 
 import psycopg
-from psycopg import sql
 
 from . import errors, names
 
+if TYPE_CHECKING:
+    from .driver import Memory
 
-def _print_rows(headers: list[str], rows: list[tuple]) -> None:
+
+def _print_rows(headers: list[str], rows: list[tuple[Any, ...]]) -> None:
     cells = [[("" if v is None else str(v)) for v in row] for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
     print("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
@@ -90,11 +93,12 @@ def cmd_tenant(args: argparse.Namespace) -> int:
     return 0
 
 
-def _control_installed(conn: psycopg.Connection) -> bool:
-    return conn.execute("select to_regnamespace('pgrecall') is not null").fetchone()[0]
+def _control_installed(conn: psycopg.Connection[Any]) -> bool:
+    row = conn.execute("select to_regnamespace('pgrecall') is not null").fetchone()
+    return bool(row and row[0])
 
 
-def _ensure_control(conn: psycopg.Connection) -> None:
+def _ensure_control(conn: psycopg.Connection[Any]) -> None:
     from . import install
 
     install.install(conn)
@@ -107,7 +111,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
     return 0
 
 
-def _memory(args: argparse.Namespace):
+def _memory(args: argparse.Namespace) -> Memory:
     import pgrecall
 
     return pgrecall.connect(tenant=args.tenant, principal=args.principal, scopes=args.scopes)
@@ -157,14 +161,14 @@ def cmd_read(args: argparse.Namespace) -> int:
     print(f"  audience:  {rec.audience or 'everyone in the scope'}; purposes: {', '.join(rec.purposes)}")
     if rec.superseded_by:
         print(f"  superseded by memory {rec.superseded_by}")
-    for o in rec.provenance["observations"]:
-        print(f"  from {o['scope']}#{o['offset']} ({o['actor']}, {o['source_role']}): {o['text']}")
-    for m in rec.provenance["memories"]:
-        print(f"  from memory {m['id']}")
-    if rec.provenance["hidden_sources"]:
-        print(f"  and {rec.provenance['hidden_sources']} source memories you may not see")
+    for o in rec.provenance.observations:
+        print(f"  from {o.scope}#{o.offset} ({o.actor}, {o.source_role}): {o.text}")
+    for m in rec.provenance.memories:
+        print(f"  from memory {m.id}")
+    if rec.provenance.hidden_sources:
+        print(f"  and {rec.provenance.hidden_sources} source memories you may not see")
     for h in rec.revisions:
-        print(f"  revision {h['revision']} was: {h['body']}" + (f" ({h['reason']})" if h["reason"] else ""))
+        print(f"  revision {h.revision} was: {h.body}" + (f" ({h.reason})" if h.reason else ""))
     return 0
 
 
@@ -221,40 +225,29 @@ def cmd_deriver(args: argparse.Namespace) -> int:
 
 
 def cmd_embeddings(args: argparse.Namespace) -> int:
-    import psycopg as _psycopg
     from tqdm import tqdm
 
-    from . import db as _db
+    import pgrecall
 
     # Reading the status is the app's; queueing a rebuild or switching versions the admin's.
-    role = "app" if args.action == "status" else "admin"
-    with _psycopg.connect(_db.tenant_conninfo(args.tenant, role), autocommit=True) as conn:
-        def call(columns, function, *params):
-            """``select <columns> from <tenant>.<function>(%s, ...)``: the tenant an identifier, values bound."""
-            query = sql.SQL("select " + columns + " from {}.{}({})").format(
-                sql.Identifier(args.tenant), sql.Identifier(function),
-                sql.SQL(", ").join(sql.Placeholder() for _ in params))
-            try:
-                return conn.execute(query, params).fetchone()
-            except _psycopg.Error as exc:
-                raise errors.translate(exc) from exc
-
+    with pgrecall.connect(tenant=args.tenant, role="app" if args.action == "status" else "admin") as mem:
+        status = mem.embedding_status()
         if args.action == "status":
-            q, leased, current, stale, model, version, pq, pcurrent, pstale = call("*", "embedding_status")
-            print(f"model {model}, input version {version}: {current} current, {stale} stale, "
-                  f"{q} queued ({leased} leased)")
-            print(f"passages: {pcurrent} current, {pstale} stale, {pq} queued")
+            print(f"model {status.model}, input version {status.input_version}: {status.current} current, "
+                  f"{status.stale} stale, {status.queued} queued ({status.leased} leased)")
+            print(f"passages: {status.passages_current} current, {status.passages_stale} stale, "
+                  f"{status.passages_queued} queued")
             return 0
         if args.model or args.input_version:
-            model, version = call("model, input_version", "embedding_status")
-            queued = call("*", "set_embedding_version", args.model or model, args.input_version or version)[0]
+            queued = mem.set_embedding_version(args.model or status.model, args.input_version or status.input_version)
         else:
-            queued = call("*", "rebuild_embeddings", args.all)[0]
-        total = call("queued + passages_queued", "embedding_status")[0]
+            queued = mem.rebuild_embeddings(args.all)
+        status = mem.embedding_status()
     from .worker import Worker
 
     worker = Worker(args.tenant, batch_size=args.batch_size)
-    with tqdm(total=total, desc="embedding", unit="memory", disable=args.quiet) as bar:
+    with tqdm(total=status.queued + status.passages_queued, desc="embedding", unit="memory",
+              disable=args.quiet) as bar:
         stats = worker.drain(progress=bar.update)
     print(f"pgrecall: queued {queued}, embedded {stats.stored} memories and {stats.passages_stored} passages")
     return 0
@@ -272,17 +265,19 @@ def cmd_erase(args: argparse.Namespace) -> int:
         selector = {k: v for k, v in (("data_subject", args.subject), ("peer", args.peer), ("scope", args.scope)) if v}
     with pgrecall.connect(tenant=args.tenant, role="admin") as mem:
         receipt = mem.erase(selector, reason=args.reason, actor=args.actor, requested_by=args.requested_by)
-    print(f"erasure request {receipt['id']} for {json.dumps(receipt['selector'])}: "
-          f"{receipt['observations_erased']} observations erased at {receipt['completed_at']} "
-          f"by {receipt['actor']} (role {receipt['actor_role']})")
-    width = max([len("projection kind")] + [len(k) for k in receipt["residual"]])
+    completed = receipt.completed_at.isoformat() if receipt.completed_at else None
+    print(f"erasure request {receipt.id} for {json.dumps(receipt.selector)}: "
+          f"{receipt.observations_erased} observations erased at {completed} "
+          f"by {receipt.actor} (role {receipt.actor_role})")
+    residual, erased = receipt.residual or {}, receipt.rows_erased or {}
+    width = max([len("projection kind")] + [len(k) for k in residual])
     print(f"  {'projection kind':<{width}}   erased  residual")
-    for kind in sorted(receipt["residual"]):
-        print(f"  {kind:<{width}}  {receipt['rows_erased'].get(kind, '-')!s:>7}  {receipt['residual'][kind]:>8}")
-    clean = all(v == 0 for v in receipt["residual"].values())
+    for kind in sorted(residual):
+        print(f"  {kind:<{width}}  {erased.get(kind, '-')!s:>7}  {residual[kind]:>8}")
+    clean = receipt.clean
     if not clean:
         print("  RESIDUAL IS NOT ZERO: erasure incomplete")
-    elif receipt["observations_erased"] == 0:
+    elif receipt.observations_erased == 0:
         print("  nothing matched the selector: no observation was erased")
     else:
         print("  residual is zero: everything derived is gone")
@@ -328,7 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tenant", required=True)
     p.set_defaults(func=cmd_sql)
 
-    def tenant_args(p, principal=True):
+    def tenant_args(p: argparse.ArgumentParser, principal: bool = True) -> None:
         p.add_argument("--tenant", default=os.environ.get("PGRECALL_TENANT", "demo"),
                        help="tenant (default: $PGRECALL_TENANT or demo)")
         if principal:
@@ -428,7 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def importer_error():
+def importer_error() -> type[Exception]:
     from .importer import ImportFileError
 
     return ImportFileError
@@ -456,7 +451,8 @@ def main(argv: list[str] | None = None) -> int:
             names.check_tenant_name(args.tenant)
         if args.command == "tenant" and args.action != "list":
             names.check_tenant_name(args.name)
-        return args.func(args)
+        result: int = args.func(args)
+        return result
     except errors.PgrecallError as exc:
         return _fail(f"pgrecall: error: {exc.args[0] if exc.args else exc}", exc.hint)
     except importer_error() as exc:
