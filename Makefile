@@ -19,7 +19,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --disable-pip-version-check torch==2.13.0
-	$(PIP) install --quiet --disable-pip-version-check -e '.[embed,dev]'
+	$(PIP) install --quiet --disable-pip-version-check -e '.[embed,dev,review]'
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -38,7 +38,7 @@ test: check
 # (matplotlib) draws the figures.
 BENCH_STAMP := $(VENV)/.bench-installed
 $(BENCH_STAMP): $(STAMP)
-	$(PIP) install --quiet --disable-pip-version-check -e '.[embed,dev,bench]'
+	$(PIP) install --quiet --disable-pip-version-check -e '.[embed,dev,review,bench]'
 	touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)

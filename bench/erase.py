@@ -2,12 +2,15 @@
 
 The corpus is the recall benchmark's, ingested the same way (append_observations + remember_many,
 1,000 data subjects, so one subject is 0.1% of the rows), with term statistics refreshed. The
-embedding queues are emptied before timing, as if the worker had caught up (the vectors themselves
-do not change what erasure deletes). Results: bench/results/latest-erase.md, the runs in
-bench/results/archive/.
+embedding queues are emptied before timing, as if the worker had caught up. With --vectors every
+memory first gets a vector through the worker's claim and complete (random unit vectors: erasure
+never reads them, but it deletes and re-queues the vectors whose input held an erased turn, and a
+memory's input holds the turns around its evidence). Results: bench/results/latest-erase.md, the
+runs in bench/results/archive/.
 
     python -m bench.erase                    # 1,000,000 memories (ingest takes a while)
     python -m bench.erase --size 100000
+    python -m bench.erase --size 100000 --vectors
 """
 
 from __future__ import annotations
@@ -24,11 +27,12 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
 import psycopg
 from psycopg.types.json import Jsonb
 
 from . import corpus
-from .run import HERE, SUBJECTS, ingest, install_tenant, log, role_uri
+from .run import HERE, SUBJECTS, ingest, install_tenant, log, role_uri, store_embeddings, text_of_memory_index
 
 
 def main(argv=None) -> int:
@@ -36,6 +40,8 @@ def main(argv=None) -> int:
     parser.add_argument("--size", type=int, default=1_000_000)
     parser.add_argument("--subjects", type=int, default=3, help="how many subjects to erase, one at a time")
     parser.add_argument("--out", default=str(HERE / "results"))
+    parser.add_argument("--vectors", action="store_true",
+                        help="give every memory a (random) vector before erasing, as the worker would")
     parser.add_argument("--explain", action="store_true",
                         help="log the plans of the erasures' nested statements slower than 100 ms")
     args = parser.parse_args(argv)
@@ -59,8 +65,15 @@ def main(argv=None) -> int:
         server.start()
         app = install_tenant(admin, tenant)
         log(f"ingesting {args.size} memories")
-        report["ingest"], _ = ingest(app, tenant, corpus.memories(args.size))
+        texts = corpus.memories(args.size)
+        report["ingest"], memory_of_text = ingest(app, tenant, texts)
         log(f"ingest: {report['ingest']['per_second']:.0f} memories/s")
+        if args.vectors:
+            vectors = np.random.default_rng(7).standard_normal((len(texts), 384)).astype(np.float32)
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            report["vectors"] = store_embeddings(role_uri(tenant, "worker"), tenant,
+                                                 text_of_memory_index(memory_of_text), vectors)
+            log(f"vectors: {report['vectors']['stored']} stored")
         with psycopg.connect(role_uri(tenant, "worker"), autocommit=True) as conn:
             conn.execute(f"select * from {tenant}.refresh_term_stats()")
         with psycopg.connect(admin, autocommit=True) as conn:
@@ -69,7 +82,8 @@ def main(argv=None) -> int:
                     conn.execute(f"delete from {tenant}.{table}")
             conn.execute(f"vacuum analyze {tenant}.memory")
             report["rows"] = {t: conn.execute(f"select count(*) from {tenant}.{t}").fetchone()[0]
-                              for t in ("observation", "memory", "memory_link", "projection_dependency")}
+                              for t in ("observation", "memory", "memory_link", "memory_embedding",
+                                        "projection_dependency")}
         runs = []
         with psycopg.connect(admin if args.explain else role_uri(tenant, "admin"), autocommit=True) as conn:
             if args.explain:
@@ -78,7 +92,8 @@ def main(argv=None) -> int:
                                        ("log_analyze", "on"), ("log_buffers", "on")):
                     conn.execute(f"set auto_explain.{setting} = {value}")
                 conn.execute(f"set role pgrecall_{tenant}_admin")
-                log_start = (server.pgdata() / "log").stat().st_size
+                log_file = server.current_log_file()  # the server's log rotates by size
+                log_start = log_file.stat().st_size
             for k in range(args.subjects):
                 subject = f"subject-{(k * 397 + 11) % SUBJECTS}"
                 started = time.perf_counter()
@@ -90,7 +105,7 @@ def main(argv=None) -> int:
                 log(f"{subject}: {seconds * 1000:.0f} ms, {row[0]} observations")
         report["erasures"] = runs
         if args.explain:
-            with open(server.pgdata() / "log", encoding="utf-8", errors="replace") as fh:
+            with open(log_file, encoding="utf-8", errors="replace") as fh:
                 fh.seek(log_start)
                 (Path(args.out) / "archive").mkdir(parents=True, exist_ok=True)
                 (Path(args.out) / "archive" / f"erase-plans-{args.size}.txt").write_text(fh.read())
@@ -106,7 +121,9 @@ def main(argv=None) -> int:
              f"Machine: {report['machine']}. Command: `{report['command']}`.", "",
              f"- corpus: {args.size:,} memories ({report['rows']}), ingest {report['ingest']['per_second']:.0f} memories/s",
              *[f"- erase {r['subject']}: {r['seconds'] * 1000:.0f} ms for {r['observations']} observations, "
-               f"{r['rows_erased'].get('memory', 0)} memories; residual zero: {r['residual_zero']}" for r in runs],
+               f"{r['rows_erased'].get('memory', 0)} memories, {r['rows_erased'].get('memory_embedding', 0)} of their "
+               f"vectors, {r['rows_erased'].get('embedding_input', 0)} neighbours' vectors re-queued; "
+               f"residual zero: {r['residual_zero']}" for r in runs],
              "", f"Target: one subject among {args.size:,} in <= 1 s: median {report['median_seconds'] * 1000:.0f} ms, "
              f"{'met' if report['median_seconds'] <= 1 else 'NOT met'}."]
     md = "\n".join(lines) + "\n"

@@ -625,7 +625,6 @@ def capture_plans(admin: str, tenant: str, text: str, vec, principal: str = "age
     """The nested statements' plans of one recall per mode, from auto_explain in the server log."""
     from pgrecall import server
 
-    log_file = server.pgdata() / "log"
     plans = {}
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute("load 'auto_explain'")
@@ -634,6 +633,7 @@ def capture_plans(admin: str, tenant: str, text: str, vec, principal: str = "age
             conn.execute(f"set auto_explain.{setting} = {value}")
         conn.execute(f"set role pgrecall_{tenant}_app")
         for mode in modes:
+            log_file = server.current_log_file()  # the server's log rotates by size
             start = log_file.stat().st_size
             conn.execute(f"select count(*) from {tenant}.recall(%s, %s, %s, 'converse', %s, %s, 10, "
                          f"p_query_model => '{MODEL}')",

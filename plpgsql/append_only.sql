@@ -1,5 +1,6 @@
--- Rows that are history are never edited: the log, links, revisions and the
--- projection registry. (Erasure deletes them; nothing updates them.)
+-- Rows that are history are never edited: the log, links, revisions, the
+-- evidence corrections cited, and the projection registry. (Erasure deletes
+-- them; nothing updates them.)
 
 create or replace function __tenant__._refuse_update()
 returns trigger
@@ -22,4 +23,6 @@ create or replace trigger memory_link_append_only before update on __tenant__.me
 create or replace trigger memory_revision_append_only before update on __tenant__.memory_revision
     for each statement execute function __tenant__._refuse_update();
 create or replace trigger projection_dependency_append_only before update on __tenant__.projection_dependency
+    for each statement execute function __tenant__._refuse_update();
+create or replace trigger memory_correction_evidence_append_only before update on __tenant__.memory_correction_evidence
     for each statement execute function __tenant__._refuse_update();

@@ -81,7 +81,8 @@ begin
             v_audience, v_purposes, v_principal)
     returning id into v_id;
 
-    v_observations := _memory_observations(v_sources);
+    -- The sources' current text, corrections included, is what this is concluded from.
+    v_observations := _memory_text_observations(v_sources);
     perform _register('memory', v_id::text, v_observations);
     foreach v_source in array v_sources loop
         insert into memory_link (memory_id, link_type, target_memory_id)

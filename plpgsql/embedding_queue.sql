@@ -87,6 +87,53 @@ $$;
 comment on function __tenant__._embedding_inputs(bigint[], integer) is
     'Internal: the text that is embedded for each memory under an input version.';
 
+-- The memories whose embedded text may hold one of these observations
+-- although they are not derived from it: input version 2 adds the turn
+-- before and the turn after a memory's first evidence (above). Erasure reads
+-- this while the observations still exist. Only an erased turn's immediate
+-- neighbours can have embedded it: a new turn always comes after every turn
+-- of its session (offsets grow), so the turn next to an evidence turn only
+-- changes when one is erased, and that erasure queued the memory again. A run
+-- of erased turns is covered by its two ends. Any derived_from link to a
+-- neighbour counts, not only the first evidence: a memory with several
+-- observations of evidence is re-embedded once too often, never missed.
+create or replace function __tenant__._memories_embedding_turns(p_observation_ids bigint[])
+returns bigint[]
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    with erased as (
+        select o.scope, o.session_id, o.log_offset from observation o where o.id = any (p_observation_ids)
+    ), neighbour as (
+        -- one probe of observation_neighbours per direction, with or without a session
+        select n.id from erased x
+         cross join lateral (
+            (select o.id from observation o
+              where x.session_id is null and o.scope = x.scope and o.session_id is null
+                and o.log_offset < x.log_offset
+              order by o.log_offset desc limit 1)
+            union all
+            (select o.id from observation o
+              where o.scope = x.scope and o.session_id = x.session_id and o.log_offset < x.log_offset
+              order by o.log_offset desc limit 1)
+            union all
+            (select o.id from observation o
+              where x.session_id is null and o.scope = x.scope and o.session_id is null
+                and o.log_offset > x.log_offset
+              order by o.log_offset limit 1)
+            union all
+            (select o.id from observation o
+              where o.scope = x.scope and o.session_id = x.session_id and o.log_offset > x.log_offset
+              order by o.log_offset limit 1)) n
+    )
+    select coalesce(array_agg(distinct l.memory_id), '{}')
+      from memory_link l
+     where l.target_observation_id in (select n.id from neighbour n) and l.link_type = 'derived_from'
+$$;
+comment on function __tenant__._memories_embedding_turns(bigint[]) is
+    'Internal: memories whose version-2 embedding input may include these observations as neighbouring turns.';
+
 create or replace function __tenant__._embedding_input(p_memory_id bigint, p_version integer)
 returns text
 language sql stable
@@ -98,8 +145,14 @@ $$;
 comment on function __tenant__._embedding_input(bigint, integer) is
     'Internal: the text that is embedded for one memory under an input version.';
 
+-- Each job carries two texts: the input of the tenant's version (for recall)
+-- and the memory's own text alone (text_input, version 1's input), whose
+-- vector duplicate proposals compare: under version 2 the turns around two
+-- memories stated one after the other make them look alike (measured on the
+-- demo conversation: cosine 0.85 for a licence and a vet, 0.10 on their own
+-- texts) and hide a real restatement made weeks apart (0.72 against 0.81).
 create or replace function __tenant__.claim_embedding_jobs(p_worker text, p_limit integer default 64)
-returns table (memory_id bigint, generation bigint, input text, model text, input_version integer)
+returns table (memory_id bigint, generation bigint, input text, model text, input_version integer, text_input text)
 language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -107,36 +160,125 @@ as $$
 declare
     v_model text := _setting_value('embedding_model') #>> '{}';
     v_version integer := (_setting_value('embedding_input_version') #>> '{}')::integer;
-    v_lease interval := make_interval(secs => (_setting_value('embedding_lease_seconds') #>> '{}')::double precision);
+    v_claimed bigint[];
 begin
-    perform _check_claim(p_worker, p_limit);
+    v_claimed := array(select _lease_claim('embedding', p_worker, p_limit));
     return query
-    with ready as (
-        select j.memory_id from embedding_job j
-         where j.lease_until is null or j.lease_until < clock_timestamp()
-         order by j.enqueued_at, j.memory_id
-         limit p_limit
-         for update skip locked
-    ), claimed as (
-        update embedding_job j
-           set leased_by = p_worker, lease_until = clock_timestamp() + v_lease, attempts = j.attempts + 1
-          from ready r where j.memory_id = r.memory_id
-        returning j.memory_id, j.generation
-    )
-    select c.memory_id, c.generation, i.input, v_model, v_version
-      from claimed c
-      join _embedding_inputs(array(select c2.memory_id from claimed c2), v_version) i on i.memory_id = c.memory_id
-     order by c.memory_id;
+    select j.memory_id, j.generation, i.input, v_model, v_version, t.input
+      from embedding_job j
+      join _embedding_inputs(v_claimed, v_version) i on i.memory_id = j.memory_id
+      join _embedding_inputs(v_claimed, 1) t on t.memory_id = j.memory_id
+     where j.memory_id = any (v_claimed)
+     order by j.memory_id;
 end
 $$;
 comment on function __tenant__.claim_embedding_jobs(text, integer) is
-    'Leases up to p_limit embedding jobs to a worker (SKIP LOCKED) and returns the text to embed for each.';
+    'Leases up to p_limit embedding jobs to a worker (SKIP LOCKED) and returns the texts to embed for each: the input of the tenant''s version, and the memory''s own text; a lease ends at embedding_lease_seconds or with the claiming session.';
 
 create or replace function __tenant__.complete_embedding_jobs(
     p_worker         text,
     p_memory_ids     bigint[],
     p_generations    bigint[],
     p_embeddings     text[],          -- vector literals, '[0.1,0.2,...]'
+    p_model          text,
+    p_input_version  integer,
+    p_text_embeddings text[] default null  -- of each job's text_input; NULL (an older worker): none
+)
+returns integer
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_held bigint[];
+    v_stored bigint[];
+begin
+    if p_text_embeddings is not null then
+        if cardinality(p_text_embeddings) is distinct from cardinality(p_memory_ids) then
+            perform _fail('PR107', 'memory ids and text embeddings must be arrays of one length');
+        end if;
+        perform _embedding_results_usable('memory text', p_memory_ids, p_generations, p_text_embeddings, p_model,
+                                          p_input_version);
+    end if;
+    if not _embedding_results_usable('memory', p_memory_ids, p_generations, p_embeddings, p_model,
+                                     p_input_version) then
+        -- The tenant moved to another model or input version meanwhile: the
+        -- jobs were re-queued by set_embedding_version(); drop these results.
+        return 0;
+    end if;
+    -- Only jobs this worker still holds at the generation it was given: a
+    -- re-worded memory or a lease taken over by another worker drops the result.
+    v_held := array(select _lease_held('embedding', p_worker, p_memory_ids, p_generations));
+    with stored as (
+        insert into memory_embedding as me (memory_id, model, input_version, embedding, text_embedding)
+        select x.memory_id, p_model, p_input_version, x.embedding, x.text_embedding
+          from unnest(p_memory_ids, p_embeddings::__ext__.vector[],
+                      coalesce(p_text_embeddings, array_fill(null::text, array[cardinality(p_memory_ids)]))::__ext__.vector[])
+                 as x(memory_id, embedding, text_embedding)
+         where x.memory_id = any (v_held)
+        on conflict (memory_id) do update
+            set model = excluded.model, input_version = excluded.input_version,
+                embedding = excluded.embedding, text_embedding = excluded.text_embedding, embedded_at = now()
+        returning me.memory_id
+    ), registered as (
+        -- a vector of the text: from what the text came from, corrections' evidence included
+        insert into projection_dependency (kind, row_key, observation_id)
+        select 'memory_embedding', d.row_key, d.observation_id
+          from stored st join projection_dependency d on d.kind = 'memory' and d.row_key = st.memory_id::text
+        union
+        select 'memory_embedding', st.memory_id::text, c.observation_id
+          from stored st join memory_correction_evidence c on c.memory_id = st.memory_id
+        on conflict do nothing
+    )
+    select coalesce(array_agg(st.memory_id), '{}') into v_stored from stored st;
+    return _lease_done('embedding', v_stored);
+end
+$$;
+comment on function __tenant__.complete_embedding_jobs(text, bigint[], bigint[], text[], text, integer, text[]) is
+    'Stores the worker''s embeddings (and those of the memories'' own texts) for jobs it still holds at the same generation; returns how many were stored.';
+
+create or replace function __tenant__.release_embedding_jobs(p_worker text, p_memory_ids bigint[])
+returns integer
+language sql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select _lease_release('embedding', coalesce(p_worker, ''), p_memory_ids)
+$$;
+comment on function __tenant__.release_embedding_jobs(text, bigint[]) is
+    'Gives leased jobs back to the queue at once (a worker that failed or is stopping).';
+
+-- The embedding worker's side for passages: the same lease queue
+-- (leases.sql), generations and stamps as memories; a passage's vector lives
+-- on its row.
+create or replace function __tenant__.claim_passage_embedding_jobs(p_worker text, p_limit integer default 64)
+returns table (passage_id bigint, generation bigint, input text, model text, input_version integer)
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_model text := _setting_value('embedding_model') #>> '{}';
+    v_version integer := (_setting_value('embedding_input_version') #>> '{}')::integer;
+    v_claimed bigint[];
+begin
+    v_claimed := array(select _lease_claim('passage_embedding', p_worker, p_limit));
+    return query
+    -- Every input version embeds a passage's own text.
+    select j.passage_id, j.generation, p.body, v_model, v_version
+      from passage_embedding_job j join passage p on p.id = j.passage_id and p.scope = j.scope
+     where j.passage_id = any (v_claimed)
+     order by j.passage_id;
+end
+$$;
+comment on function __tenant__.claim_passage_embedding_jobs(text, integer) is
+    'Leases up to p_limit passage embedding jobs to a worker (SKIP LOCKED) and returns each passage''s text; a lease ends at embedding_lease_seconds or with the claiming session.';
+
+create or replace function __tenant__.complete_passage_embedding_jobs(
+    p_worker         text,
+    p_passage_ids    bigint[],
+    p_generations    bigint[],
+    p_embeddings     text[],
     p_model          text,
     p_input_version  integer
 )
@@ -146,58 +288,72 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_stored integer;
+    v_held bigint[];
+    v_stored bigint[];
 begin
-    if not _embedding_results_usable('memory', p_memory_ids, p_generations, p_embeddings, p_model,
+    if not _embedding_results_usable('passage', p_passage_ids, p_generations, p_embeddings, p_model,
                                      p_input_version) then
-        -- The tenant moved to another model or input version meanwhile: the
-        -- jobs were re-queued by set_embedding_version(); drop these results.
-        return 0;
+        return 0;  -- the tenant switched model or version meanwhile; the jobs were re-queued
     end if;
-    -- Only jobs this worker still holds at the generation it was given: a
-    -- re-worded memory or a lease taken over by another worker drops the result.
-    with mine as (
-        select j.memory_id, x.embedding
-          from unnest(p_memory_ids, p_generations, p_embeddings::__ext__.vector[]) as x(memory_id, generation, embedding)
-          join embedding_job j on j.memory_id = x.memory_id and j.generation = x.generation and j.leased_by = p_worker
-         order by j.memory_id
-           for update of j
-    ), stored as (
-        insert into memory_embedding as me (memory_id, model, input_version, embedding)
-        select m.memory_id, p_model, p_input_version, m.embedding from mine m
-        on conflict (memory_id) do update
-            set model = excluded.model, input_version = excluded.input_version,
-                embedding = excluded.embedding, embedded_at = now()
-        returning me.memory_id
-    ), registered as (
-        insert into projection_dependency (kind, row_key, observation_id)
-        select 'memory_embedding', d.row_key, d.observation_id
-          from stored st join projection_dependency d on d.kind = 'memory' and d.row_key = st.memory_id::text
-        on conflict do nothing
-    ), done as (
-        delete from embedding_job j using stored st where j.memory_id = st.memory_id
+    -- Only jobs this worker still holds at the generation it was given.
+    v_held := array(select _lease_held('passage_embedding', p_worker, p_passage_ids, p_generations));
+    with stored as (
+        update passage p
+           set embedding = x.embedding, embedding_model = p_model, embedding_input_version = p_input_version,
+               embedded_at = now()
+          from unnest(p_passage_ids, p_embeddings::__ext__.vector[]) as x(passage_id, embedding)
+          join passage_embedding_job j on j.passage_id = x.passage_id
+         where x.passage_id = any (v_held) and p.id = j.passage_id and p.scope = j.scope
+        returning p.id
     )
-    select count(*) into v_stored from stored;
-    return v_stored;
+    select coalesce(array_agg(st.id), '{}') into v_stored from stored st;
+    return _lease_done('passage_embedding', v_stored);
 end
 $$;
-comment on function __tenant__.complete_embedding_jobs(text, bigint[], bigint[], text[], text, integer) is
-    'Stores the worker''s embeddings for jobs it still holds at the same generation; returns how many were stored.';
+comment on function __tenant__.complete_passage_embedding_jobs(text, bigint[], bigint[], text[], text, integer) is
+    'Stores the worker''s passage embeddings for jobs it still holds at the same generation; returns how many.';
 
-create or replace function __tenant__.release_embedding_jobs(p_worker text, p_memory_ids bigint[])
+create or replace function __tenant__.release_passage_embedding_jobs(p_worker text, p_passage_ids bigint[])
 returns integer
 language sql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    with released as (
-        update embedding_job j set leased_by = null, lease_until = null
-         where j.memory_id = any (p_memory_ids) and j.leased_by = p_worker
-        returning 1)
-    select count(*)::integer from released
+    select _lease_release('passage_embedding', coalesce(p_worker, ''), p_passage_ids)
 $$;
-comment on function __tenant__.release_embedding_jobs(text, bigint[]) is
-    'Gives leased jobs back to the queue at once (a worker that failed or is stopping).';
+comment on function __tenant__.release_passage_embedding_jobs(text, bigint[]) is
+    'Gives leased passage jobs back to the queue at once (a worker that failed or is stopping).';
+
+-- Queues passages without a current vector (or all), for rebuild_embeddings().
+create or replace function __tenant__._queue_passage_embeddings(p_everything boolean)
+returns bigint
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_model text := _setting_value('embedding_model') #>> '{}';
+    v_version integer := (_setting_value('embedding_input_version') #>> '{}')::integer;
+    v_count bigint;
+begin
+    insert into passage_embedding_job as j (passage_id, scope)
+    select p.id, p.scope from passage p
+     where p_everything or p.embedding_model is distinct from v_model
+        or p.embedding_input_version is distinct from v_version
+    on conflict (passage_id) do update
+        set generation = j.generation + 1, enqueued_at = clock_timestamp(), leased_by = null, lease_until = null;
+    get diagnostics v_count = row_count;
+    -- A job whose passage already has the current stamp is done (version switched back).
+    if not p_everything then
+        delete from passage_embedding_job j using passage p
+         where p.id = j.passage_id and p.scope = j.scope
+           and p.embedding_model = v_model and p.embedding_input_version = v_version;
+    end if;
+    return v_count;
+end
+$$;
+comment on function __tenant__._queue_passage_embeddings(boolean) is
+    'Internal: queue every passage without an embedding of the current stamp (or every passage) for the worker.';
 
 create or replace function __tenant__.embedding_status()
 returns table (queued bigint, leased bigint, current bigint, stale bigint, model text, input_version integer,
@@ -206,9 +362,9 @@ language sql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select (select count(*) from embedding_job),
-           (select count(*) from embedding_job j where j.lease_until >= clock_timestamp())
-             + (select count(*) from passage_embedding_job j where j.lease_until >= clock_timestamp()),
+    select (select c.open from _lease_counts('embedding') c),
+           (select c.leased from _lease_counts('embedding') c)
+             + (select c.leased from _lease_counts('passage_embedding') c),
            (select count(*) from memory_embedding me
              where me.model = _setting_value('embedding_model') #>> '{}'
                and me.input_version = (_setting_value('embedding_input_version') #>> '{}')::integer),
@@ -217,8 +373,8 @@ as $$
                 or me.input_version <> (_setting_value('embedding_input_version') #>> '{}')::integer),
            _setting_value('embedding_model') #>> '{}',
            (_setting_value('embedding_input_version') #>> '{}')::integer,
-           -- passages (plpgsql/passages.sql): vectors live on the passage row
-           (select count(*) from passage_embedding_job),
+           -- passages: vectors live on the passage row
+           (select c.open from _lease_counts('passage_embedding') c),
            (select count(*) from passage p
              where p.embedding_model = _setting_value('embedding_model') #>> '{}'
                and p.embedding_input_version = (_setting_value('embedding_input_version') #>> '{}')::integer),
@@ -244,7 +400,8 @@ begin
     select m.id from memory m
      where m.superseded_by is null and m.invalidated_at is null
        and (p_everything or not exists (select 1 from memory_embedding me where me.memory_id = m.id
-                                           and me.model = v_model and me.input_version = v_version))
+                                           and me.model = v_model and me.input_version = v_version
+                                           and me.text_embedding is not null))
     on conflict (memory_id) do update
         set generation = j.generation + 1, enqueued_at = clock_timestamp(), leased_by = null, lease_until = null;
     get diagnostics v_count = row_count;
@@ -275,7 +432,8 @@ begin
     -- Jobs for memories whose vector already has the new stamp are done.
     delete from embedding_job j
      using memory_embedding me
-     where me.memory_id = j.memory_id and me.model = p_model and me.input_version = p_input_version;
+     where me.memory_id = j.memory_id and me.model = p_model and me.input_version = p_input_version
+       and me.text_embedding is not null;
     -- Vectors of the old stamp stay but are ignored by recall until replaced.
     return rebuild_embeddings(false);
 end

@@ -136,8 +136,11 @@ end
 $$;
 comment on function __tenant__._entity_required(text[], text) is 'Internal: the entity a name denotes in the authorised scopes, or PR114.';
 
+-- p_data_subject_id: whose personal data the alias is (a nickname, a
+-- maiden name); erasing that subject removes the alias (plpgsql/erase.sql).
 create or replace function __tenant__.add_entity_alias(p_principal text, p_scopes text[], p_scope text,
-                                                       p_entity text, p_alias text)
+                                                       p_entity text, p_alias text,
+                                                       p_data_subject_id text default null)
 returns table (entity_id bigint, name text, aliases text[])
 language plpgsql
 security definer
@@ -162,11 +165,17 @@ begin
     end if;
     update entity e set aliases = array(select distinct a from unnest(e.aliases || _normalize_name(p_alias)) a order by a)
      where e.id = v_id;
+    if p_data_subject_id is not null then
+        insert into entity_alias_subject (entity_id, alias, data_subject_id)
+        values (v_id, _normalize_name(p_alias), p_data_subject_id)
+        on conflict do nothing;
+    end if;
     return query select e.id, e.name, e.aliases from entity e where e.id = v_id;
 end
 $$;
-comment on function __tenant__.add_entity_alias(text, text[], text, text, text) is
-    'Adds an alias under which an entity is found (by recall, traversal and fact lookups).';
+comment on function __tenant__.add_entity_alias(text, text[], text, text, text, text) is
+    'Adds an alias under which an entity is found (by recall, traversal and fact lookups); '
+    'with p_data_subject_id, erasing that subject removes it.';
 
 -- Merge: the absorbed entity's facts move to the kept one (a current
 -- single-valued fact that would contradict one of the kept entity's is
@@ -221,6 +230,11 @@ begin
       from entity a2
      where e.id = v_keep and a2.id = v_absorb;
     update entity e set merged_into = v_keep, aliases = '{}' where e.id = v_absorb or e.merged_into = v_absorb;
+    -- The aliases keep the data subjects that gave them.
+    insert into entity_alias_subject (entity_id, alias, data_subject_id, created_at)
+    select v_keep, x.alias, x.data_subject_id, x.created_at from entity_alias_subject x where x.entity_id = v_absorb
+    on conflict do nothing;
+    delete from entity_alias_subject x where x.entity_id = v_absorb;
     -- The kept entity now carries the absorbed one's names: it answers to the same sources.
     insert into projection_dependency (kind, row_key, observation_id)
     select 'entity', v_keep::text, d.observation_id from projection_dependency d

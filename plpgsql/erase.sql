@@ -15,6 +15,8 @@
 --    kept_while condition: an entity named by a surviving memory stays);
 --  * a memory superseded by a deleted memory becomes current again: it is
 --    what the surviving log says;
+--  * a reviewer's duplicate decision about a deleted memory is deleted too
+--    (its reason may quote it);
 --  * an erased peer's perspective goes with it: memories it observed
 --    (observer_peer_id) and tasks that would derive its view; working
 --    representations lose every item derived from an erased observation;
@@ -25,7 +27,58 @@
 --    current fact again (a new row, known from now, with the old evidence);
 --  * the term statistics lose the deleted memories' terms (a term no surviving
 --    memory uses is gone from them), and memories made current again are
---    re-queued for embedding: rebuild, never repair.
+--    re-queued for embedding: rebuild, never repair;
+--  * a correction justified by an erased observation is undone, and so is
+--    every later correction of the same memory: the memory returns to the
+--    text it had before the first correction that cited an erased
+--    observation, at a new revision (revision numbers never repeat, so a
+--    writer holding any revision from before the erasure gets PR105 instead
+--    of overwriting the restored text unseen). A later correction is undone
+--    too because its author read the text the erased evidence justified (the
+--    revision check guarantees it) and may have restated it; pgrecall does
+--    not rewrite text, so only the text from before it is known to be free
+--    of that evidence. The history of that earlier text stays; the kept texts
+--    of the undone revisions, and the evidence and links of the undone
+--    corrections, go. The observations those later corrections cited stay in
+--    the log and can be cited again. If the memory's own evidence is erased
+--    too, the first rule deletes it; should its earlier text be missing for
+--    any other reason, it goes as well (the registry never separates the two:
+--    the kept text is registered with the correction that replaced it). A
+--    superseded or forgotten memory returns to its earlier text all the same;
+--    a live one is re-queued for embedding and its terms move in the
+--    statistics. What was derived from the corrected text, or built on it,
+--    was registered against the correction's evidence and goes by the first
+--    rule;
+--  * a vector whose embedded text held an erased observation without being
+--    derived from it goes too, and its memory is queued again in the same
+--    transaction: embedding input version 2 adds the turns before and after a
+--    memory's first evidence, so a memory of another subject can have
+--    embedded the erased words (_memories_embedding_turns says which). A job
+--    already claimed moves to a new generation, so a worker holding the old
+--    text stores nothing. Passages embed their own text only, and go with
+--    their observation by the first rule;
+--  * words that reach pgrecall without an observation carry the data subject
+--    of the call that wrote them: a peer's name and metadata (add_peer), a
+--    session's name, turn log and metadata (create_session, log_turn), an
+--    entity's alias (add_entity_alias). Erasing the subject anonymises such a
+--    peer (renamed as an erased peer, metadata emptied), clears such a
+--    session's name, turn log and metadata (the session and its messages of
+--    other subjects stay; its name is NULL, so no later name collides), and
+--    removes such aliases. Erasing a scope clears its sessions' names and
+--    metadata the same way;
+--  * an entity merged into another that goes takes its name with it: the
+--    survivor stops answering to it as an alias;
+--  * an erased peer is renamed "erased peer<U+00A0><id>" (peers_scopes.sql:
+--    no caller can give a peer that name, so the rename never collides) and
+--    loses its metadata; its row stays, because other rows name it as author;
+--  * the receipt lists the tables the erasure deleted or changed rows in
+--    (tables_touched). Their planner statistics (pg_stats) and their dead
+--    rows still hold erased values after the commit, until ANALYZE and VACUUM:
+--    refresh_erasure_statistics() analyses them and stamps the receipt
+--    (statistics_refreshed_at), and `pgrecall erase` calls it after the
+--    commit, then VACUUMs them with --vacuum. Neither can run inside erase():
+--    VACUUM cannot run in a transaction, and analysing a large tenant would
+--    take seconds inside every erasure.
 
 -- How a registry key (text) finds its row: a key that is one bigint column is
 -- compared as a bigint, so the column's index serves the lookup; any other key
@@ -94,6 +147,63 @@ end
 $$;
 comment on function __tenant__._selected_observations(jsonb) is 'Internal: the observation ids an erasure selector names.';
 
+-- Corrections undone by erasing these observations (the rule above): per
+-- memory, the revision whose text it returns to (the one before the first
+-- correction that cited an erased observation), and whether that text was
+-- kept. Read before anything is deleted.
+create or replace function __tenant__._corrections_to_undo(p_observations bigint[])
+returns table (memory_id bigint, restore_revision integer, restorable boolean)
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select u.memory_id, u.restore_revision,
+           exists (select 1 from memory_revision r
+                    where r.memory_id = u.memory_id and r.revision = u.restore_revision)
+      from (select c.memory_id, min(c.revision) - 1 as restore_revision
+              from memory_correction_evidence c
+             where c.observation_id = any (p_observations)
+             group by c.memory_id) u
+$$;
+comment on function __tenant__._corrections_to_undo(bigint[]) is
+    'Internal: per memory with a correction an erased observation justified, the kept revision it returns to.';
+
+-- Gives each memory back the title and body of a kept revision, at a new
+-- revision number. The embedding trigger drops the vector of the old text
+-- and queues the memory again; the term statistics follow the text (p_leaving:
+-- the memories this erasure deletes, which keep no term alive). Returns the
+-- terms the old texts had and the new ones lack (for the residual).
+create or replace function __tenant__._undo_corrections(p_memory_ids bigint[], p_restore_revisions integer[],
+                                                        p_leaving bigint[])
+returns text[]
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_statistics boolean := exists (select 1 from corpus_stat);
+    v_before jsonb;
+begin
+    if cardinality(p_memory_ids) = 0 then
+        return '{}';
+    end if;
+    if v_statistics then
+        v_before := _term_uses(p_memory_ids);
+    end if;
+    update memory m
+       set title = r.title, body = r.body, revision = m.revision + 1, updated_at = now()
+      from unnest(p_memory_ids, p_restore_revisions) u(memory_id, revision)
+      join memory_revision r on r.memory_id = u.memory_id and r.revision = u.revision
+     where m.id = u.memory_id;
+    if v_statistics then
+        return _retext_terms(p_memory_ids, v_before, p_leaving);
+    end if;
+    return '{}';
+end
+$$;
+comment on function __tenant__._undo_corrections(bigint[], integer[], bigint[]) is
+    'Internal: erasure gives memories back the text of a kept revision (new revision number, re-embedded, statistics moved).';
+
 create or replace function __tenant__._erase(p_actor text, p_selector jsonb, p_reason text, p_requested_by text)
 returns __tenant__.erasure_request
 language plpgsql
@@ -115,6 +225,20 @@ declare
     v_fact fact;
     v_piece tstzrange;
     v_new_fact bigint;
+    v_undo_memories bigint[];
+    v_undo_revisions integer[];
+    v_earlier_text_lost bigint[];
+    v_neighbours bigint[];
+    v_unembedded bigint[];
+    v_absorbed bigint[];
+    v_absorbed_into bigint[];
+    v_absorbed_names text[];
+    v_aliases bigint := 0;
+    v_subject text := case when p_selector ? 'data_subject' then p_selector ->> 'data_subject' end;
+    v_scope text := case when p_selector ? 'scope' then p_selector ->> 'scope' end;
+    v_peer bigint;
+    v_touched text[];
+    v_count_observations bigint;
 begin
     if p_actor is null or _trim(p_actor) = '' or char_length(p_actor) > 200 then
         perform _fail('PR107', format('an erasure names who runs it (1 to 200 characters), not %s',
@@ -133,11 +257,21 @@ begin
      where s.name in (select o.scope from observation o where o.id = any (v_observations))
      order by s.name for update;
 
+    -- Corrections to undo (applied below, once the doomed memories are known),
+    -- and memories whose text from before them is gone, which go.
+    select coalesce(array_agg(u.memory_id order by u.memory_id) filter (where u.restorable), '{}'),
+           coalesce(array_agg(u.restore_revision order by u.memory_id) filter (where u.restorable), '{}'),
+           coalesce(array_agg(u.memory_id) filter (where not u.restorable), '{}')
+      into v_undo_memories, v_undo_revisions, v_earlier_text_lost
+      from _corrections_to_undo(v_observations) u;
+
     -- Memories to delete: registered against an erased observation, private to an
     -- erased peer, or derived (at any depth) from one of those.
     with recursive doomed (id) as (
         select d.row_key::bigint from projection_dependency d
          where d.kind = 'memory' and d.observation_id = any (v_observations)
+        union
+        select x from unnest(v_earlier_text_lost) x
         union
         select m.id from memory m
          where p_selector ? 'peer' and m.audience_peer_id = _peer_id(p_selector ->> 'peer', 'erased')
@@ -150,6 +284,34 @@ begin
     )
     select coalesce(array_agg(distinct id), '{}') into v_memories from doomed;
 
+    -- Vectors of surviving memories whose embedded text held an erased turn
+    -- (the neighbours rule above): deleted, and queued again at a new
+    -- generation. Read while the erased observations still exist. Queued
+    -- first: the upsert waits for a worker storing a vector for one of them
+    -- to commit, so the delete after it sees that vector; a worker that
+    -- stores later holds a stale generation and stores nothing.
+    v_neighbours := array(select x from unnest(_memories_embedding_turns(v_observations)) x
+                           where not (x = any (v_memories)) order by x);
+    insert into embedding_job as j (memory_id)
+    select m.id from memory m
+     where m.id = any (v_neighbours) and m.superseded_by is null and m.invalidated_at is null
+       and (exists (select 1 from embedding_job q where q.memory_id = m.id)
+            -- input version 1 is title and body alone
+            or exists (select 1 from memory_embedding me where me.memory_id = m.id and me.input_version <> 1))
+     order by m.id
+    on conflict (memory_id) do update
+        set generation = j.generation + 1, enqueued_at = clock_timestamp(), leased_by = null, lease_until = null;
+    if found then
+        perform pg_notify('pgrecall_embed___tenant__', '');
+    end if;
+    with gone as (
+        delete from memory_embedding me where me.memory_id = any (v_neighbours) and me.input_version <> 1
+        returning me.memory_id)
+    select coalesce(array_agg(g.memory_id order by g.memory_id), '{}') into v_unembedded from gone g;
+    delete from projection_dependency d
+     where d.kind = 'memory_embedding' and d.row_key = any (array(select x::text from unnest(v_unembedded) x));
+    v_erased := v_erased || jsonb_build_object('embedding_input', cardinality(v_unembedded));
+
     -- What they superseded is current again (unless it is being erased too).
     update memory m set superseded_by = null, valid = tstzrange(lower(m.valid), null), updated_at = now()
      where m.superseded_by = any (v_memories) and not (m.id = any (v_memories));
@@ -160,6 +322,18 @@ begin
             select d.row_key::bigint from projection_dependency d
              where d.kind = 'memory' and d.observation_id = any (v_observations)));
     end if;
+
+    -- Corrections an erased observation justified: the surviving memories
+    -- return to their earlier text. What the undone corrections wrote (kept
+    -- texts, evidence, links) is registered against that observation and goes
+    -- in the walk below.
+    v_terms := v_terms || _undo_corrections(
+        array(select u.m from unnest(v_undo_memories) u(m) where not (u.m = any (v_memories)) order by u.m),
+        array(select u.r from unnest(v_undo_memories, v_undo_revisions) u(m, r)
+               where not (u.m = any (v_memories)) order by u.m),
+        v_memories);
+    v_erased := v_erased || jsonb_build_object('memories_reverted',
+        (select count(*) from unnest(v_undo_memories) u(m) where not (u.m = any (v_memories))));
 
     -- Facts to delete: registered against an erased observation, pieces
     -- that a doomed assertion split off an older fact (rebuilt below), or the
@@ -179,6 +353,16 @@ begin
     -- Older facts that a doomed assertion closed: what they said is believed again.
     v_reinstate := array(select f.id from fact f where f.closed_by = any (v_facts) and not (f.id = any (v_facts)));
 
+    -- Entities merged into another that the walk below may delete: the
+    -- survivor answers to their names as aliases, which go with them.
+    select coalesce(array_agg(e.id order by e.id), '{}'), coalesce(array_agg(e.merged_into order by e.id), '{}'),
+           coalesce(array_agg(e.normalized_name order by e.id), '{}')
+      into v_absorbed, v_absorbed_into, v_absorbed_names
+      from entity e
+     where e.merged_into is not null
+       and e.id in (select d.row_key::bigint from projection_dependency d
+                     where d.kind = 'entity' and d.observation_id = any (v_observations));
+
     for v_kind in select * from projection_kind order by delete_order, kind loop
         v_keys := array(select distinct d.row_key from projection_dependency d
                          where d.kind = v_kind.kind and d.observation_id = any (v_observations));
@@ -192,8 +376,15 @@ begin
         elsif v_kind.kind = 'memory_revision' then
             v_keys := v_keys || array(select r.memory_id || ':' || r.revision from memory_revision r
                                        where r.memory_id = any (v_memories));
+        elsif v_kind.kind = 'memory_correction_evidence' then
+            v_keys := v_keys || array(select c.id::text from memory_correction_evidence c
+                                       where c.memory_id = any (v_memories));
         elsif v_kind.kind = 'memory_embedding' then
             v_keys := v_keys || array(select x::text from unnest(v_memories) x);
+        elsif v_kind.kind = 'duplicate_decision' then
+            -- decisions about a doomed memory (their reason may speak of it)
+            v_keys := v_keys || array(select d.id::text from duplicate_decision d
+                                       where d.memory_low = any (v_memories) or d.memory_high = any (v_memories));
         elsif v_kind.kind = 'work_task' and p_selector ? 'peer' then
             v_keys := v_keys || array(select t.id::text from work_task t
                                        where t.observer_id = _peer_id(p_selector ->> 'peer', 'erased'));
@@ -249,6 +440,16 @@ begin
     end loop;
     v_erased := v_erased || jsonb_build_object('facts_reinstated', cardinality(v_reinstate));
 
+    with gone as (
+        select u.keep, u.name from unnest(v_absorbed, v_absorbed_into, v_absorbed_names) u(id, keep, name)
+         where not exists (select 1 from entity e where e.id = u.id))
+    update entity k
+       set aliases = array(select a from unnest(k.aliases) a
+                            where not (a = any (array(select g.name from gone g where g.keep = k.id))) order by a)
+     where k.id in (select g.keep from gone g)
+       and k.aliases && array(select g.name from gone g where g.keep = k.id);
+    get diagnostics v_aliases = row_count;
+
     -- The residual, before the registry forgets the erased observations: rows
     -- of each kind registered against an erased observation that still stand
     -- although nothing surviving needs them.
@@ -272,6 +473,9 @@ begin
     -- Statistics: a term of an erased memory that no surviving live memory uses.
     -- Checked afresh: the witness row is re-read, and only a term without a
     -- valid witness costs an index probe.
+    v_residual := v_residual || jsonb_build_object('embedding_input',
+        (select count(*) from memory_embedding me where me.memory_id = any (v_neighbours) and me.input_version <> 1));
+
     v_residual := v_residual || jsonb_build_object('term_stat',
         (select count(*) from term_stat t
           where t.term = any (v_terms)
@@ -286,19 +490,73 @@ begin
     -- their registry rows for the erased observations.
     delete from projection_dependency d where d.observation_id = any (v_observations);
     delete from observation o where o.id = any (v_observations);
-    get diagnostics v_count = row_count;
+    get diagnostics v_count_observations = row_count;
     v_residual := v_residual || jsonb_build_object('observation',
         (select count(*) from observation o where o.id = any (v_observations)));
 
+    -- Words written without an observation (the subject rule above).
     if p_selector ? 'peer' then
         -- The peer row stays (other rows name it as author) but loses its name and metadata.
-        update peer p set name = 'erased-peer-' || p.id, metadata = '{}'
-         where p.id = _peer_id(p_selector ->> 'peer', 'erased');
+        v_peer := _peer_id(p_selector ->> 'peer', 'erased');
+        update peer p set name = _erased_peer_name(p.id), metadata = '{}', data_subject_ids = '{}'
+         where p.id = v_peer;
+    else
+        update peer p set name = _erased_peer_name(p.id), metadata = '{}', data_subject_ids = '{}'
+         where p.data_subject_ids @> array[v_subject];
     end if;
+    get diagnostics v_count = row_count;
+    v_erased := v_erased || jsonb_build_object('peer', v_count);
+    if v_scope is null then
+        update session s set name = null, turn_log = null, metadata = '{}', data_subject_ids = '{}'
+         where s.data_subject_ids @> array[v_subject];
+    else
+        update session s set name = null, turn_log = null, metadata = '{}', data_subject_ids = '{}'
+         where s.scope = v_scope and (s.name is not null or s.turn_log is not null or s.metadata <> '{}');
+    end if;
+    get diagnostics v_count = row_count;
+    v_erased := v_erased || jsonb_build_object('session', v_count);
+    with said as (
+        select distinct x.entity_id, x.alias from entity_alias_subject x where x.data_subject_id = v_subject
+    ), stripped as (
+        update entity e
+           set aliases = array(select a from unnest(e.aliases) a
+                                where not exists (select 1 from said w where w.entity_id = e.id and w.alias = a)
+                                order by a)
+         where e.id in (select w.entity_id from said w)
+    ), forgotten as (
+        -- the same alias from other subjects goes too: the words are gone
+        delete from entity_alias_subject x using said w where x.entity_id = w.entity_id and x.alias = w.alias
+    )
+    select count(*) into v_count from said;
+    v_erased := v_erased || jsonb_build_object('entity_alias', v_aliases + v_count);
+
+    v_residual := v_residual || jsonb_build_object(
+        'peer', (select count(*) from peer p where p.data_subject_ids @> array[v_subject])
+              + (select count(*) from peer p
+                  where p.id = v_peer and (p.name <> _erased_peer_name(p.id) or p.metadata <> '{}')),
+        'session', (select count(*) from session s where s.data_subject_ids @> array[v_subject])
+                 + (select count(*) from session s
+                     where s.scope = v_scope and (s.name is not null or s.turn_log is not null or s.metadata <> '{}')),
+        'entity_alias', (select count(*) from entity_alias_subject x where x.data_subject_id = v_subject)
+                      + (select count(*) from unnest(v_absorbed, v_absorbed_into, v_absorbed_names) u(id, keep, name)
+                          join entity k on k.id = u.keep
+                         where u.name = any (k.aliases) and not exists (select 1 from entity e where e.id = u.id)));
+
+    -- Where erased values may linger in planner statistics and dead rows: the
+    -- tables this transaction deleted or updated rows in (a partition counts
+    -- as its partitioned table, whose statistics cover it). Without
+    -- track_counts there is no such count, and every table is listed.
+    select coalesce(array_agg(distinct c.relname::text order by c.relname::text), '{}') into v_touched
+      from pg_class t
+      join pg_stat_xact_all_tables s on s.relid = t.oid
+      join pg_class c on c.oid = coalesce(pg_partition_root(t.oid), t.oid)
+     where t.relnamespace = '__tenant__'::regnamespace and t.relkind = 'r'
+       and c.relname not in ('erasure_request', 'schema_migration', 'function_ledger')
+       and (s.n_tup_upd + s.n_tup_del > 0 or not current_setting('track_counts')::boolean);
 
     update erasure_request r
-       set completed_at = clock_timestamp(), observations_erased = v_count, rows_erased = v_erased,
-           residual = v_residual
+       set completed_at = clock_timestamp(), observations_erased = v_count_observations, rows_erased = v_erased,
+           residual = v_residual, tables_touched = v_touched
      where r.id = v_request.id
     returning * into v_request;
     return v_request;
@@ -353,3 +611,74 @@ as $$
     select * from erasure_request r order by r.id desc limit greatest(coalesce(p_limit, 20), 1)
 $$;
 comment on function __tenant__.erasure_requests(integer) is 'The newest erasure receipts.';
+
+-- Planner statistics after an erasure (the rule above): ANALYZE the tables
+-- the erasure touched, in a transaction after its own, so that no sample can
+-- hold an erased row. ANALYZE leaves the statistics of a table (or partition)
+-- without rows as they were, since it samples nothing: those are cleared
+-- (pg_clear_attribute_stats, PostgreSQL 18+), or, on an older server, listed
+-- in statistics_stale and the receipt is not stamped. SECURITY DEFINER:
+-- both need the tables' owner (or MAINTAIN), which the admin role is not.
+-- Receipts from before tables_touched was recorded have every table done.
+--
+-- SQLSTATE: PR195 unknown (or unfinished) erasure request.
+create or replace function __tenant__.refresh_erasure_statistics(p_request_id bigint)
+returns __tenant__.erasure_request
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_request erasure_request;
+    v_schema text := (select n.nspname::text from pg_namespace n where n.oid = '__tenant__'::regnamespace);
+    v_can_clear boolean := current_setting('server_version_num')::integer >= 180000;
+    v_table text;
+    v_stats record;
+    v_empty boolean;
+    v_stale text[] := '{}';
+begin
+    select * into v_request from erasure_request r where r.id = p_request_id;
+    if v_request.id is null or v_request.completed_at is null then
+        perform _fail('PR195', format('unknown erasure request %s', coalesce(p_request_id::text, 'NULL')),
+                      'erasure_requests() lists the receipts; erase() returns the id of a new one.');
+    end if;
+    for v_table in
+        select c.relname::text from pg_class c
+         where c.relnamespace = '__tenant__'::regnamespace and c.relkind in ('r', 'p') and not c.relispartition
+           and (c.relname::text = any (v_request.tables_touched)
+                or (v_request.tables_touched is null
+                    and c.relname not in ('erasure_request', 'schema_migration', 'function_ledger')))
+         order by 1
+    loop
+        execute format('analyze __tenant__.%I', v_table);
+        -- the table, or any of its partitions, left without rows
+        for v_stats in
+            select s.tablename::text as tablename, s.inherited, array_agg(s.attname::text order by s.attname) as columns
+              from pg_stats s
+             where s.schemaname = v_schema
+               and (s.tablename = v_table
+                    or s.tablename in (select c.relname from pg_partition_tree(format('__tenant__.%I', v_table)::regclass) t
+                                         join pg_class c on c.oid = t.relid))
+             group by s.tablename, s.inherited
+        loop
+            execute format('select not exists (select 1 from __tenant__.%I)', v_stats.tablename) into v_empty;
+            continue when not v_empty;
+            if v_can_clear then
+                perform pg_clear_attribute_stats(v_schema, v_stats.tablename, c, v_stats.inherited)
+                   from unnest(v_stats.columns) c;
+            else
+                v_stale := v_stale || v_stats.tablename;
+            end if;
+        end loop;
+    end loop;
+    update erasure_request r
+       set statistics_refreshed_at = case when cardinality(v_stale) = 0 then clock_timestamp() end,
+           statistics_stale = v_stale
+     where r.id = v_request.id
+    returning * into v_request;
+    return v_request;
+end
+$$;
+comment on function __tenant__.refresh_erasure_statistics(bigint) is
+    'Takes the planner statistics of the tables an erasure touched again, so pg_stats holds none of the erased values, '
+    'and stamps the receipt; run it after the erasure commits (pgrecall erase does).';

@@ -501,7 +501,7 @@ begin
         end loop;
     exception when others then
         get stacked diagnostics v_state = returned_sqlstate, v_message = message_text, v_hint = pg_exception_hint;
-        raise exception using errcode = v_state, message = format('%s (item %s)', v_message, v_n),
+        raise exception using errcode = v_state, message = format('%s (item %s)', _clip(v_message), v_n),
                               hint = coalesce(nullif(v_hint, ''), 'The batch was not written.');
     end;
 end

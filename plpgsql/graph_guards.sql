@@ -36,8 +36,8 @@ begin
     if v_span is distinct from new.quote then
         raise exception using errcode = 'PR112',
             message = format('evidence quote %s is not the text at bytes %s..%s of observation %s, which reads %s',
-                             quote_literal(new.quote), new.byte_start, new.byte_end, new.observation_id,
-                             quote_literal(v_span)),
+                             quote_literal(_clip(new.quote, 200)), new.byte_start, new.byte_end, new.observation_id,
+                             quote_literal(_clip(v_span, 200))),
             hint = 'The quote must be exactly the bytes of the span (UTF-8 byte offsets, end exclusive).';
     end if;
     return new;

@@ -10,11 +10,168 @@
 -- Tenant settings message_search_lexical / message_search_semantic decide
 -- which arms may run; p_mode (hybrid, lexical, semantic) asks for arms among
 -- those. Without a usable query embedding the semantic arm is skipped and the
--- answer is lexical: the metadata says so and why.
+-- answer is lexical: the metadata says so and why. SQLSTATE: PR130 message
+-- search is switched off for the arms asked for (an unknown session is
+-- sessions.sql's PR120).
+--
+-- The steps are recall's where they are the same thing over passages: the
+-- query's terms (_query_terms), pruning and idf (_prune_terms), the query
+-- embedding's check (_check_query_embedding) and the fusion (_rrf_fuse).
+-- Recruiting candidates by rare terms is recall's alone: passages' document
+-- frequencies are counted live, so a common term is paid for there already.
+-- The arms' own queries differ from recall's (passages are filtered by scope,
+-- session and sender, not by eligibility, and their HNSW index is one per
+-- partition), so they are functions of their own: _passage_lexical_arm and
+-- _passage_dense_arm.
 --
 -- _search_messages() returns the hits followed by one row with
 -- kind = 'meta' carrying the metadata; search_messages() returns the hits and
 -- search_messages_answer() both, in one call. Nothing is kept after the call.
+
+-- The lexical arm over passages: BM25, document frequencies counted live in
+-- the scopes, corpus size from passage_stat. As in recall, a cheap presence
+-- score bounds the candidates and the best 2 x p_depth get exact BM25 term
+-- frequencies. One row: ids and scores best first, the terms, those dropped.
+create or replace function __tenant__._passage_lexical_arm(p_scopes text[], p_session_id bigint, p_actor_id bigint,
+                                                          p_query text, p_depth integer, p_settings jsonb default null)
+returns table (ids bigint[], scores double precision[], terms text[], dropped text[])
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_set jsonb := coalesce(p_settings, _settings());
+    v_k1 double precision := (v_set ->> 'bm25_k1')::double precision;
+    v_b double precision := (v_set ->> 'bm25_b')::double precision;
+    v_documents bigint;
+    v_avg_length double precision;
+    v_kept text[] := '{}';
+    v_idf double precision[];
+    v_query tsquery;
+    v_term_queries tsquery[];
+begin
+    ids := '{}';
+    scores := '{}';
+    dropped := '{}';
+    terms := _query_terms(p_query);
+    select coalesce(sum(s.passages), 0), coalesce(sum(s.lexemes)::double precision / nullif(sum(s.passages), 0), 1)
+      into v_documents, v_avg_length
+      from passage_stat s where s.scope = any (p_scopes);
+    if cardinality(terms) > 0 and v_documents > 0 then
+        select coalesce(array_agg(p.term order by p.term) filter (where not p.pruned), '{}'),
+               coalesce(array_agg(p.term order by p.term) filter (where p.pruned), '{}'),
+               array_agg(p.idf order by p.term) filter (where not p.pruned)
+          into v_kept, dropped, v_idf
+          from _prune_terms(terms,
+                            array(select greatest((select count(*) from passage x
+                                                    where x.scope = any (p_scopes)
+                                                      and x.tsv @@ quote_literal(u.t)::tsquery), 1)
+                                    from unnest(terms) with ordinality u(t, n) order by u.n),
+                            v_documents, (v_set ->> 'prune_min_terms')::integer,
+                            (v_set ->> 'prune_df_ratio')::double precision) p;
+    end if;
+    if cardinality(v_kept) = 0 then
+        return next;
+        return;
+    end if;
+    v_query := array_to_string(array(select quote_literal(t) from unnest(v_kept) t), ' | ')::tsquery;
+    v_term_queries := array(select quote_literal(t)::tsquery from unnest(v_kept) t);
+    with matched as (
+        select p.id, p.tsv,
+               (select sum(v_idf[i]) from generate_subscripts(v_term_queries, 1) i
+                 where p.tsv @@ v_term_queries[i])
+               / (1 + v_k1 * (1 - v_b + v_b * length(p.tsv) / v_avg_length)) as quick
+          from passage p
+         where p.scope = any (p_scopes) and p.tsv @@ v_query
+           and (p_session_id is null or p.session_id = p_session_id)
+           and (p_actor_id is null or p.actor_id = p_actor_id)
+         order by quick desc, p.id
+         limit 2 * p_depth
+    ), scored as (
+        select m.id,
+               (select sum(v_idf[array_position(v_kept, u.lexeme)] * (cardinality(u.positions) * (v_k1 + 1))
+                           / (cardinality(u.positions) + v_k1 * (1 - v_b + v_b * length(m.tsv) / v_avg_length)))
+                  from unnest(m.tsv) u where u.lexeme = any (v_kept)) as s
+          from matched m
+         order by s desc, m.id
+         limit p_depth)
+    select coalesce(array_agg(x.id order by x.s desc, x.id), '{}'),
+           coalesce(array_agg(x.s order by x.s desc, x.id), '{}')
+      into ids, scores from scored x;
+    return next;
+end
+$$;
+comment on function __tenant__._passage_lexical_arm(text[], bigint, bigint, text, integer, jsonb) is
+    'Internal: message search''s lexical arm: pruned query terms, BM25 over the passages in scope, best p_depth first.';
+
+-- The semantic arm over passages: cosine against passage embeddings of the
+-- current model and input version, floor dense_floor, nearest p_depth first;
+-- exact over few rows, HNSW otherwise. One row: ids, cosines, the method.
+create or replace function __tenant__._passage_dense_arm(p_scopes text[], p_session_id bigint, p_actor_id bigint,
+                                                        p_query_embedding double precision[], p_depth integer,
+                                                        p_settings jsonb default null)
+returns table (ids bigint[], cosines double precision[], method text)
+language plpgsql  -- volatile: it sets (and restores) the HNSW settings
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_set jsonb := coalesce(p_settings, _settings());
+    v_model text := v_set ->> 'embedding_model';
+    v_version integer := (v_set ->> 'embedding_input_version')::integer;
+    v_floor double precision := (v_set ->> 'dense_floor')::double precision;
+    v_embedding __ext__.vector := p_query_embedding::__ext__.vector;
+    v_probe bigint;
+    v_saved_ef text := current_setting('hnsw.ef_search', true);
+    v_saved_iterative text := current_setting('hnsw.iterative_scan', true);
+begin
+    select count(*) into v_probe from (
+        select 1 from passage p
+         where p.scope = any (p_scopes) and p.embedding_model = v_model and p.embedding_input_version = v_version
+           and (p_session_id is null or p.session_id = p_session_id)
+           and (p_actor_id is null or p.actor_id = p_actor_id)
+         limit (v_set ->> 'exact_dense_below')::integer) x;
+    if v_probe < (v_set ->> 'exact_dense_below')::integer then
+        method := 'exact';
+        with nearest as (
+            select p.id, p.embedding operator(__ext__.<=>) v_embedding as distance
+              from passage p
+             where p.scope = any (p_scopes) and p.embedding_model = v_model
+               and p.embedding_input_version = v_version
+               and (p_session_id is null or p.session_id = p_session_id)
+               and (p_actor_id is null or p.actor_id = p_actor_id)
+             order by (p.embedding operator(__ext__.<=>) v_embedding) + 0, p.id
+             limit p_depth)
+        select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
+               coalesce(array_agg(1 - n.distance order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}')
+          into ids, cosines from nearest n;
+    else
+        method := 'hnsw';
+        -- One HNSW index per partition, merged in distance order; strict
+        -- order keeps the merge correct while the scan iterates past rows
+        -- the filters reject.
+        perform set_config('hnsw.ef_search', v_set ->> 'hnsw_ef_search', true);
+        perform set_config('hnsw.iterative_scan', 'strict_order', true);
+        with nearest as (
+            select p.id, p.embedding operator(__ext__.<=>) v_embedding as distance
+              from passage p
+             where p.scope = any (p_scopes) and p.embedding_model = v_model
+               and p.embedding_input_version = v_version
+               and (p_session_id is null or p.session_id = p_session_id)
+               and (p_actor_id is null or p.actor_id = p_actor_id)
+             order by p.embedding operator(__ext__.<=>) v_embedding
+             limit p_depth)
+        select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
+               coalesce(array_agg(1 - n.distance order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}')
+          into ids, cosines from nearest n;
+        perform set_config('hnsw.ef_search', coalesce(v_saved_ef, '40'), true);
+        perform set_config('hnsw.iterative_scan', coalesce(v_saved_iterative, 'off'), true);
+    end if;
+    return next;
+end
+$$;
+comment on function __tenant__._passage_dense_arm(text[], bigint, bigint, double precision[], integer, jsonb) is
+    'Internal: message search''s semantic arm: the passages in scope nearest the query embedding (floor dense_floor), exact or HNSW.';
 
 create or replace function __tenant__._search_messages(
     p_principal        text,
@@ -45,32 +202,19 @@ declare
     v_depth integer := (v_set ->> 'arm_candidates')::integer;
     v_max_limit integer := (v_set ->> 'walk_depth')::integer;
     v_rrf_k double precision := (v_set ->> 'rrf_k')::double precision;
-    v_floor double precision := (v_set ->> 'dense_floor')::double precision;
     v_model text := v_set ->> 'embedding_model';
     v_version integer := (v_set ->> 'embedding_input_version')::integer;
-    v_k1 double precision := (v_set ->> 'bm25_k1')::double precision;
-    v_b double precision := (v_set ->> 'bm25_b')::double precision;
     v_lexical boolean;
     v_semantic boolean;
     v_semantic_reason text;
     v_semantic_method text;
     v_terms text[] := '{}';
-    v_kept text[] := '{}';
     v_dropped text[] := '{}';
-    v_idf double precision[];
-    v_documents bigint;
-    v_avg_length double precision;
-    v_query tsquery;
-    v_term_queries tsquery[];
     v_lex_ids bigint[] := '{}';
     v_lex_scores double precision[] := '{}';
     v_sem_ids bigint[] := '{}';
     v_sem_cos double precision[] := '{}';
     v_fused bigint[] := '{}';
-    v_probe bigint;
-    v_embedding __ext__.vector;
-    v_saved_ef text := current_setting('hnsw.ef_search', true);
-    v_saved_iterative text := current_setting('hnsw.iterative_scan', true);
 begin
     perform _peer_id(p_principal);
     perform _check_scopes(p_scopes);
@@ -86,11 +230,7 @@ begin
     if p_session_id is not null then
         perform _session_row(p_session_id, p_scopes);  -- PR120 unknown, PR103 in a scope not authorised
     end if;
-    if p_query_embedding is not null and (cardinality(p_query_embedding) <> 384 or array_ndims(p_query_embedding) <> 1
-                                          or array_position(p_query_embedding, null) is not null) then
-        perform _fail('PR107', format('the query embedding must be 384 numbers, not %s',
-                                      coalesce(array_dims(p_query_embedding), 'empty')));
-    end if;
+    perform _check_query_embedding(p_query_embedding);
 
     -- Which arms: what the mode asks for, among what the tenant switched on.
     v_lexical := v_mode in ('hybrid', 'lexical') and (v_set ->> 'message_search_lexical')::boolean;
@@ -121,108 +261,14 @@ begin
         v_semantic_reason := 'mode is lexical';
     end if;
 
-    -- Lexical arm.
     if v_lexical then
-        select coalesce(array_agg(distinct u.lexeme order by u.lexeme), '{}')
-          into v_terms from unnest(to_tsvector('english', p_query)) u;
-        select coalesce(sum(s.passages), 0), coalesce(sum(s.lexemes)::double precision / nullif(sum(s.passages), 0), 1)
-          into v_documents, v_avg_length
-          from passage_stat s where s.scope = any (p_scopes);
-        if cardinality(v_terms) > 0 and v_documents > 0 then
-            with freq as (
-                select t as term,
-                       greatest((select count(*) from passage p
-                                  where p.scope = any (p_scopes) and p.tsv @@ quote_literal(t)::tsquery), 1) as df
-                  from unnest(v_terms) t
-            ), judged as (
-                select f.*, cardinality(v_terms) >= (v_set ->> 'prune_min_terms')::integer
-                            and f.df >= (v_set ->> 'prune_df_ratio')::double precision * v_documents
-                            and f.term <> (select r.term from freq r order by r.df, r.term limit 1) as drop
-                  from freq f)
-            select coalesce(array_agg(j.term order by j.term) filter (where not j.drop), '{}'),
-                   coalesce(array_agg(j.term order by j.term) filter (where j.drop), '{}'),
-                   array_agg(ln(1 + (v_documents - j.df + 0.5) / (j.df + 0.5)) order by j.term) filter (where not j.drop)
-              into v_kept, v_dropped, v_idf
-              from judged j;
-        end if;
-        if cardinality(v_kept) > 0 then
-            v_query := array_to_string(array(select quote_literal(t) from unnest(v_kept) t), ' | ')::tsquery;
-            v_term_queries := array(select quote_literal(t)::tsquery from unnest(v_kept) t);
-            -- As in recall: a cheap presence score bounds the candidates, the
-            -- best 2 x arm_candidates get exact BM25 term frequencies.
-            with matched as (
-                select p.id, p.tsv,
-                       (select sum(v_idf[i]) from generate_subscripts(v_term_queries, 1) i
-                         where p.tsv @@ v_term_queries[i])
-                       / (1 + v_k1 * (1 - v_b + v_b * length(p.tsv) / v_avg_length)) as quick
-                  from passage p
-                 where p.scope = any (p_scopes) and p.tsv @@ v_query
-                   and (p_session_id is null or p.session_id = p_session_id)
-                   and (v_actor is null or p.actor_id = v_actor)
-                 order by quick desc, p.id
-                 limit 2 * v_depth
-            ), scored as (
-                select m.id,
-                       (select sum(v_idf[array_position(v_kept, u.lexeme)] * (cardinality(u.positions) * (v_k1 + 1))
-                                   / (cardinality(u.positions) + v_k1 * (1 - v_b + v_b * length(m.tsv) / v_avg_length)))
-                          from unnest(m.tsv) u where u.lexeme = any (v_kept)) as s
-                  from matched m
-                 order by s desc, m.id
-                 limit v_depth)
-            select coalesce(array_agg(s.id order by s.s desc, s.id), '{}'),
-                   coalesce(array_agg(s.s order by s.s desc, s.id), '{}')
-              into v_lex_ids, v_lex_scores from scored s;
-        end if;
+        select a.ids, a.scores, a.terms, a.dropped into v_lex_ids, v_lex_scores, v_terms, v_dropped
+          from _passage_lexical_arm(p_scopes, p_session_id, v_actor, p_query, v_depth, v_set) a;
     end if;
-
-    -- Semantic arm.
     if v_semantic then
-        v_embedding := p_query_embedding::__ext__.vector;
-        select count(*) into v_probe from (
-            select 1 from passage p
-             where p.scope = any (p_scopes) and p.embedding_model = v_model and p.embedding_input_version = v_version
-               and (p_session_id is null or p.session_id = p_session_id)
-               and (v_actor is null or p.actor_id = v_actor)
-             limit (v_set ->> 'exact_dense_below')::integer) x;
-        if v_probe < (v_set ->> 'exact_dense_below')::integer then
-            v_semantic_method := 'exact';
-            with nearest as (
-                select p.id, p.embedding operator(__ext__.<=>) v_embedding as distance
-                  from passage p
-                 where p.scope = any (p_scopes) and p.embedding_model = v_model
-                   and p.embedding_input_version = v_version
-                   and (p_session_id is null or p.session_id = p_session_id)
-                   and (v_actor is null or p.actor_id = v_actor)
-                 order by (p.embedding operator(__ext__.<=>) v_embedding) + 0, p.id
-                 limit v_depth)
-            select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
-                   coalesce(array_agg(1 - n.distance order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}')
-              into v_sem_ids, v_sem_cos from nearest n;
-        else
-            v_semantic_method := 'hnsw';
-            -- One HNSW index per partition, merged in distance order; strict
-            -- order keeps the merge correct while the scan iterates past rows
-            -- the filters reject.
-            perform set_config('hnsw.ef_search', v_set ->> 'hnsw_ef_search', true);
-            perform set_config('hnsw.iterative_scan', 'strict_order', true);
-            with nearest as (
-                select p.id, p.embedding operator(__ext__.<=>) v_embedding as distance
-                  from passage p
-                 where p.scope = any (p_scopes) and p.embedding_model = v_model
-                   and p.embedding_input_version = v_version
-                   and (p_session_id is null or p.session_id = p_session_id)
-                   and (v_actor is null or p.actor_id = v_actor)
-                 order by p.embedding operator(__ext__.<=>) v_embedding
-                 limit v_depth)
-            select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
-                   coalesce(array_agg(1 - n.distance order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}')
-              into v_sem_ids, v_sem_cos from nearest n;
-            perform set_config('hnsw.ef_search', coalesce(v_saved_ef, '40'), true);
-            perform set_config('hnsw.iterative_scan', coalesce(v_saved_iterative, 'off'), true);
-        end if;
+        select a.ids, a.cosines, a.method into v_sem_ids, v_sem_cos, v_semantic_method
+          from _passage_dense_arm(p_scopes, p_session_id, v_actor, p_query_embedding, v_depth, v_set) a;
     end if;
-
-    -- Fusion.
     v_fused := _rrf_fuse(v_lex_ids, v_sem_ids, v_rrf_k, p_limit);
 
     v_meta := jsonb_build_object(

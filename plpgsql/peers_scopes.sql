@@ -21,6 +21,11 @@
 --     two people must not have one act as the other.
 -- Refusals are PR140 (invalid name) and PR141 (the name is taken).
 --
+-- An erased peer is renamed "erased peer<U+00A0><id>" (_erased_peer_name):
+-- the no-break space is a character no caller's name may hold, and only that
+-- character folds to it, so no name a caller can create ever takes, or
+-- collides in name_fold with, the name an erasure gives.
+--
 -- The regular expressions are dollar-quoted: a plain literal's backslashes
 -- would change meaning in a session with standard_conforming_strings off.
 
@@ -128,6 +133,32 @@ $$;
 comment on function __tenant__._peer_name_problem(text) is
     'Internal: NULL if the text may name a peer (judged in NFC), else the rule it breaks.';
 
+-- The name an erased peer gets (see the header): readable as "erased peer
+-- 17", and outside every name add_peer accepts.
+create or replace function __tenant__._erased_peer_name(p_peer_id bigint)
+returns text
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select 'erased peer' || chr(160) || p_peer_id
+$$;
+comment on function __tenant__._erased_peer_name(bigint) is
+    'Internal: an erased peer''s new name, which no caller can give a peer (it holds U+00A0).';
+
+-- The data subjects a row's words belong to, with one more (none if NULL).
+create or replace function __tenant__._with_subject(p_subjects text[], p_subject text)
+returns text[]
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select case when p_subject is null or p_subject = any (p_subjects) then p_subjects
+                else p_subjects || p_subject end
+$$;
+comment on function __tenant__._with_subject(text[], text) is
+    'Internal: a row''s data subjects with p_subject added (unchanged when NULL or present).';
+
 create or replace function __tenant__.add_scope(p_name text, p_description text default null)
 returns text
 language plpgsql
@@ -147,8 +178,26 @@ $$;
 comment on function __tenant__.add_scope(text, text) is
     'Creates a scope (a project inside the tenant), or updates its description. Idempotent.';
 
+-- The tenant's scopes, for a client that was not told which ones exist: the
+-- MCP server and `pgrecall bundle` authorise every scope when started without
+-- --scopes. Names and descriptions are the tenant's configuration, not anyone's
+-- content (the app role creates them, and PR103 already says whether a name
+-- exists), so no principal is needed.
+create or replace function __tenant__.scopes()
+returns table (name text, description text, created_at timestamptz)
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select s.name, s.description, s.created_at from scope s order by s.name
+$$;
+comment on function __tenant__.scopes() is
+    'The tenant''s scopes with their descriptions, by name.';
+
+-- p_data_subject_id: whose personal data the name and metadata are; erasing
+-- that subject anonymises the peer (plpgsql/erase.sql).
 create or replace function __tenant__.add_peer(p_name text, p_kind text default 'human',
-                                              p_metadata jsonb default '{}')
+                                              p_metadata jsonb default '{}', p_data_subject_id text default null)
 returns bigint
 language plpgsql
 security definer
@@ -171,14 +220,19 @@ begin
     end if;
     select * into v_peer from peer p where p.name = v_name for update;
     if v_peer.id is not null then
-        update peer p set metadata = p.metadata || p_metadata where p.id = v_peer.id;
+        update peer p set metadata = p.metadata || p_metadata,
+                          data_subject_ids = _with_subject(p.data_subject_ids, p_data_subject_id)
+         where p.id = v_peer.id;
     else
         -- name_fold is the arbiter: the peer found may be this name (added
         -- meanwhile) or one that differs only in case. Either error below
         -- undoes the metadata merge. (An insert that meets a conflict still
         -- draws an id, hence the lookup above for the common repeat call.)
-        insert into peer as p (name, kind, metadata) values (v_name, p_kind, p_metadata)
-        on conflict (name_fold) do update set metadata = p.metadata || excluded.metadata
+        insert into peer as p (name, kind, metadata, data_subject_ids)
+        values (v_name, p_kind, p_metadata, _with_subject('{}', p_data_subject_id))
+        on conflict (name_fold) do update
+            set metadata = p.metadata || excluded.metadata,
+                data_subject_ids = _with_subject(p.data_subject_ids, p_data_subject_id)
         returning * into v_peer;
     end if;
     if v_peer.name <> v_name then
@@ -192,6 +246,7 @@ begin
     return v_peer.id;
 end
 $$;
-comment on function __tenant__.add_peer(text, text, jsonb) is
+comment on function __tenant__.add_peer(text, text, jsonb, text) is
     'Creates a peer (human, agent or other), or merges metadata into an existing one of the same kind. Returns its id. '
-    'The name is stored in NFC; PR140 if it breaks the name rules, PR141 if a peer of that name in another case exists.';
+    'The name is stored in NFC; PR140 if it breaks the name rules, PR141 if a peer of that name in another case exists. '
+    'With p_data_subject_id, erasing that subject anonymises the peer.';

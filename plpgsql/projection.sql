@@ -27,6 +27,27 @@ $$;
 comment on function __tenant__._memory_observations(bigint[]) is
     'Internal: every observation the given memories were derived from.';
 
+-- The observations a memory's current text came from: those it was written
+-- from, and those that justified the corrections that made the text what it
+-- is. Whatever is built on the text (a derived memory, its kept history, its
+-- embedding) is registered against these, so erasing a correction's evidence
+-- takes what was built on the corrected text with it.
+create or replace function __tenant__._memory_text_observations(p_memory_ids bigint[])
+returns bigint[]
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select coalesce(array_agg(distinct s.observation_id), '{}')
+      from (select d.observation_id from projection_dependency d
+             where d.kind = 'memory' and d.row_key = any (select m::text from unnest(p_memory_ids) m)
+            union all
+            select c.observation_id from memory_correction_evidence c
+             where c.memory_id = any (p_memory_ids)) s
+$$;
+comment on function __tenant__._memory_text_observations(bigint[]) is
+    'Internal: every observation the given memories'' current text came from: their evidence and their corrections''.';
+
 -- Links a memory to entities by name, creating the entities in its scope.
 create or replace function __tenant__._link_about(p_memory_id bigint, p_scope text, p_names text[],
                                                  p_observation_ids bigint[])

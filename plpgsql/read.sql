@@ -45,7 +45,13 @@ begin
            (select coalesce(jsonb_agg(jsonb_build_object(
                         'revision', r.revision, 'kind', r.kind, 'title', r.title, 'body', r.body,
                         'confidence', r.confidence, 'changed_by', cp.name, 'changed_at', r.changed_at,
-                        'reason', r.reason) order by r.revision), '[]'::jsonb)
+                        'reason', r.reason,
+                        -- what the correction that replaced this text (and made revision + 1) cited
+                        'evidence', coalesce((select jsonb_agg(o.log_offset order by o.log_offset)
+                                                from memory_correction_evidence c
+                                                join observation o on o.id = c.observation_id
+                                               where c.memory_id = r.memory_id and c.revision = r.revision + 1),
+                                             '[]'::jsonb)) order by r.revision), '[]'::jsonb)
               from memory_revision r join peer cp on cp.id = r.changed_by
              where r.memory_id = v_memory.id);
 end
@@ -54,7 +60,9 @@ comment on function __tenant__.read(text, text[], bigint, text, boolean) is
     'One memory with its provenance and revision history, if the principal may see it for the purpose.';
 
 -- A memory's links as JSON. Linked memories the principal may not see are
--- counted, not shown.
+-- counted, not shown. The observations include those cited by corrections,
+-- each saying which revisions it justified: the proof of a corrected memory
+-- points at the words that corrected it, not only at the ones it corrected.
 -- Set-based so that recall builds the provenance of all its rows in four
 -- queries rather than four per row.
 create or replace function __tenant__._provenance_of(p_memory_ids bigint[], p_principal_id bigint, p_scopes text[])
@@ -73,7 +81,12 @@ as $$
             select l.memory_id,
                    jsonb_agg(jsonb_build_object(
                        'scope', o.scope, 'offset', o.log_offset, 'source_role', o.source_role,
-                       'actor', a.name, 'occurred_at', o.occurred_at, 'text', left(o.body, 500))
+                       'actor', a.name, 'occurred_at', o.occurred_at, 'text', left(o.body, 500),
+                       -- the revisions produced by corrections that cited it ([] when none did)
+                       'corrections', coalesce((select jsonb_agg(c.revision order by c.revision)
+                                                  from memory_correction_evidence c
+                                                 where c.memory_id = l.memory_id and c.observation_id = o.id),
+                                               '[]'::jsonb))
                      order by o.log_offset) as list
               from memory_link l
               join observation o on o.id = l.target_observation_id

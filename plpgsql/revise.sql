@@ -1,6 +1,9 @@
 -- correct, supersede and forget: the three ways a memory changes after it is
 -- written. Each takes the revision the caller read; the loser of a race gets
--- PR105 and nothing it sent is written.
+-- PR105 and nothing it sent is written. correct and supersede cite the
+-- observations they stand on, like every other write; a correction's
+-- evidence is undone by erasure rather than deleting the memory
+-- (plpgsql/erase.sql).
 
 -- Locks a memory the principal may see and checks the caller's revision.
 create or replace function __tenant__._lock_for_revision(p_principal_id bigint, p_scopes text[], p_memory_id bigint,
@@ -40,6 +43,50 @@ $$;
 comment on function __tenant__._lock_for_revision(bigint, text[], bigint, integer, boolean) is
     'Internal: lock a visible memory and check the caller''s revision (PR104, PR105, PR108).';
 
+-- The role policy of facts (PR113), for corrections: what an assistant said
+-- is not evidence for changing a person's memory. A memory is a person's
+-- when one of its about-entities is a human peer (by name, alias or merge,
+-- as for facts) or when anything its text came from was said in the user
+-- role. Such a memory is corrected only on evidence of which at least one
+-- observation was not spoken by an assistant.
+create or replace function __tenant__._check_correction_roles(p_memory __tenant__.memory, p_evidence bigint[])
+returns void
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_human text;
+begin
+    if exists (select 1 from observation o where o.id = any (p_evidence) and o.source_role <> 'assistant') then
+        return;
+    end if;
+    select en.name into v_human
+      from memory_link l join entity en on en.id = l.target_entity_id
+     where l.memory_id = p_memory.id and l.link_type = 'about' and _names_human_peer(p_memory.scope, en.name)
+     order by en.name limit 1;
+    if v_human is not null then
+        perform _fail('PR113', format('memory %s is about human peer %s and every observation cited to correct it '
+                                      '(offsets %s) was spoken by an assistant', p_memory.id, quote_literal(v_human),
+                                      (select array_agg(o.log_offset order by o.log_offset)
+                                         from observation o where o.id = any (p_evidence))::text),
+                      'A correction of a person''s memory needs evidence that is not only the assistant''s word '
+                      '(e.g. what they said).');
+    end if;
+    if exists (select 1 from observation o
+                where o.id = any (_memory_text_observations(array[p_memory.id])) and o.source_role = 'user') then
+        perform _fail('PR113', format('memory %s records what a user said and every observation cited to correct it '
+                                      '(offsets %s) was spoken by an assistant', p_memory.id,
+                                      (select array_agg(o.log_offset order by o.log_offset)
+                                         from observation o where o.id = any (p_evidence))::text),
+                      'A correction of a person''s memory needs evidence that is not only the assistant''s word '
+                      '(e.g. what they said).');
+    end if;
+end
+$$;
+comment on function __tenant__._check_correction_roles(__tenant__.memory, bigint[]) is
+    'Internal: PR113 when a person''s memory would be corrected on evidence spoken only by an assistant.';
+
 create or replace function __tenant__.correct(
     p_principal          text,
     p_scopes             text[],
@@ -47,7 +94,8 @@ create or replace function __tenant__.correct(
     p_expected_revision  integer,
     p_body               text,
     p_title              text default null,   -- NULL keeps the title
-    p_reason             text default null
+    p_reason             text default null,
+    p_evidence           bigint[] default null   -- log offsets, in the memory's scope, that justify it
 )
 returns integer
 language plpgsql
@@ -57,16 +105,54 @@ as $$
 declare
     v_principal bigint := _peer_id(p_principal);
     v_old memory;
+    v_evidence bigint[] := '{}';
+    v_sources bigint[];
+    v_obs bigint;
+    v_row bigint;
 begin
     if p_expected_revision is null then
         perform _fail('PR107', 'correct needs the revision you read (p_expected_revision)');
     end if;
     perform _check_memory_fields(p_body, p_title, null);
+    if cardinality(p_evidence) > 0 then
+        -- An erasure in the memory's scope (which locks the scope row FOR
+        -- UPDATE before it plans what to undo) and a correction citing that
+        -- scope's observations take turns: the erasure sees this correction
+        -- and undoes it, or this correction finds its evidence gone (PR109).
+        -- Appends are not held up (KEY SHARE lets the watermark move). The
+        -- scope before the memory's row, in the order erasure takes them.
+        perform 1 from scope s where s.name = (select m.scope from memory m where m.id = p_memory_id)
+           for key share;
+    end if;
     v_old := _lock_for_revision(v_principal, p_scopes, p_memory_id, p_expected_revision, true);
+    if cardinality(p_evidence) > 0 then
+        -- Like remember's evidence: offsets of the memory's own scope, which
+        -- the principal is authorised for since it may see the memory.
+        v_evidence := _observation_ids(v_old.scope, p_evidence);
+        perform _check_correction_roles(v_old, v_evidence);
+    end if;
+    -- The corrected text comes from what the old text came from and from this
+    -- evidence. The kept old text is registered against both as well: its
+    -- row also records who replaced it, why and on what evidence.
+    v_sources := array(select distinct x from unnest(_memory_text_observations(array[v_old.id]) || v_evidence) x
+                        order by x);
 
     insert into memory_revision (memory_id, revision, kind, title, body, confidence, changed_by, reason)
     values (v_old.id, v_old.revision, v_old.kind, v_old.title, v_old.body, v_old.confidence, v_principal, p_reason);
-    perform _register('memory_revision', v_old.id || ':' || v_old.revision, _memory_observations(array[v_old.id]));
+    perform _register('memory_revision', v_old.id || ':' || v_old.revision, v_sources);
+
+    foreach v_obs in array v_evidence loop
+        insert into memory_correction_evidence (memory_id, revision, observation_id)
+        values (v_old.id, v_old.revision + 1, v_obs) returning id into v_row;
+        perform _register('memory_correction_evidence', v_row::text, v_sources);
+        -- The provenance shows the evidence: one derived_from link per observation.
+        if not exists (select 1 from memory_link l where l.memory_id = v_old.id and l.link_type = 'derived_from'
+                          and l.target_observation_id = v_obs) then
+            insert into memory_link (memory_id, link_type, target_observation_id)
+            values (v_old.id, 'derived_from', v_obs) returning id into v_row;
+            perform _register('memory_link', v_row::text, v_sources);
+        end if;
+    end loop;
 
     update memory m
        set body = _trim(p_body), title = coalesce(p_title, m.title), revision = m.revision + 1, updated_at = now()
@@ -74,8 +160,27 @@ begin
     return v_old.revision + 1;
 end
 $$;
-comment on function __tenant__.correct(text, text[], bigint, integer, text, text, text) is
-    'Fixes a wrong memory in place: revision + 1, the old text kept in its history. PR105 if the revision moved.';
+comment on function __tenant__.correct(text, text[], bigint, integer, text, text, text, bigint[]) is
+    'Fixes a wrong memory in place, citing the observations that justify it: revision + 1, the old text kept in its history. PR105 if the revision moved.';
+
+-- The step that makes a memory history: it points to its replacement, moves
+-- to the next revision and stops being valid now. supersede() replaces with a
+-- new memory; decide_duplicate() with an existing one. The caller has locked
+-- the old memory and checked its revision (_lock_for_revision).
+create or replace function __tenant__._supersede_by(p_old_id bigint, p_new_id bigint)
+returns integer
+language sql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    update memory m
+       set superseded_by = p_new_id, revision = m.revision + 1, updated_at = now(),
+           valid = tstzrange(lower(m.valid), greatest(lower(m.valid), now()))
+     where m.id = p_old_id
+    returning m.revision
+$$;
+comment on function __tenant__._supersede_by(bigint, bigint) is
+    'Internal: marks a locked memory superseded by another; returns its new revision.';
 
 create or replace function __tenant__.supersede(
     p_principal          text,
@@ -126,17 +231,22 @@ begin
         perform _link_about(v_id, v_old.scope, p_about, v_observations);
     else
         -- The subjects are carried over from the old memory, so they derive
-        -- from its observations as well as from the new evidence.
+        -- from the observations its about-links came from (which, after a
+        -- chain of supersessions, reach back to the words that first named
+        -- them) as well as from the new evidence.
         perform _link_about(v_id, v_old.scope,
                             array(select en.name from memory_link l join entity en on en.id = l.target_entity_id
                                    where l.memory_id = v_old.id and l.link_type = 'about'),
-                            array(select distinct x from unnest(v_observations || _memory_observations(array[v_old.id])) x));
+                            array(select distinct x from unnest(v_observations || _memory_observations(array[v_old.id])
+                                                                || array(select d.observation_id
+                                                                           from memory_link l
+                                                                           join projection_dependency d
+                                                                             on d.kind = 'memory_link' and d.row_key = l.id::text
+                                                                          where l.memory_id = v_old.id
+                                                                            and l.link_type = 'about')) x));
     end if;
 
-    update memory m
-       set superseded_by = v_id, revision = m.revision + 1, updated_at = now(),
-           valid = tstzrange(lower(m.valid), greatest(lower(m.valid), now()))
-     where m.id = v_old.id;
+    perform _supersede_by(v_old.id, v_id);
     return v_id;
 end
 $$;

@@ -1,6 +1,7 @@
 -- The session-start bundle: what an agent starts a conversation with before
 -- it recalls anything (recent memories, pinned procedural notes, the entities
--- most written about), all through the same eligibility rule.
+-- most written about), all through the same eligibility rule, each memory
+-- with its provenance as read and recall give it.
 
 create or replace function __tenant__.session_bundle(
     p_principal  text,
@@ -17,25 +18,35 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_principal bigint := _peer_id(p_principal);
+    v_recent bigint[];
+    v_pinned bigint[];
+    v_provenance jsonb;
 begin
     perform _check_scopes(p_scopes);
     perform _check_purpose(p_purpose);
     if p_recent is null or p_recent not between 0 and 100 or p_entities is null or p_entities not between 0 and 100 then
         perform _fail('PR107', 'p_recent and p_entities must be between 0 and 100');
     end if;
+    v_recent := array(select e.id from _eligible_memories(v_principal, p_scopes, p_purpose, false, null) e
+                       where not e.pinned
+                       order by e.updated_at desc, e.id desc limit p_recent);
+    v_pinned := array(select e.id from _eligible_memories(v_principal, p_scopes, p_purpose, false, null) e
+                       where e.pinned order by e.id);
+    -- Each memory carries its provenance, as read and recall give it.
+    select coalesce(jsonb_object_agg(pv.memory_id::text, pv.provenance), '{}') into v_provenance
+      from _provenance_of(v_recent || v_pinned, v_principal, p_scopes) pv;
     return jsonb_build_object(
         'recent', coalesce((
-            select jsonb_agg(jsonb_build_object('id', r.id, 'kind', r.kind, 'title', r.title, 'body', r.body,
-                                                'scope', r.scope, 'updated_at', r.updated_at)
-                             order by r.updated_at desc, r.id desc)
-              from (select e.* from _eligible_memories(v_principal, p_scopes, p_purpose, false, null) e
-                     where not e.pinned
-                     order by e.updated_at desc, e.id desc limit p_recent) r), '[]'::jsonb),
+            select jsonb_agg(jsonb_build_object('id', m.id, 'kind', m.kind, 'title', m.title, 'body', m.body,
+                                                'scope', m.scope, 'updated_at', m.updated_at,
+                                                'provenance', v_provenance -> m.id::text)
+                             order by k.ord)
+              from unnest(v_recent) with ordinality as k(id, ord) join memory m on m.id = k.id), '[]'::jsonb),
         'pinned', coalesce((
-            select jsonb_agg(jsonb_build_object('id', e.id, 'kind', e.kind, 'title', e.title, 'body', e.body,
-                                                'scope', e.scope) order by e.id)
-              from _eligible_memories(v_principal, p_scopes, p_purpose, false, null) e
-             where e.pinned), '[]'::jsonb),
+            select jsonb_agg(jsonb_build_object('id', m.id, 'kind', m.kind, 'title', m.title, 'body', m.body,
+                                                'scope', m.scope, 'provenance', v_provenance -> m.id::text)
+                             order by k.ord)
+              from unnest(v_pinned) with ordinality as k(id, ord) join memory m on m.id = k.id), '[]'::jsonb),
         'entities', coalesce((
             select jsonb_agg(jsonb_build_object('entity', t.name, 'type', t.entity_type, 'scope', t.scope,
                                                 'memories', t.n) order by t.n desc, t.name)

@@ -85,8 +85,11 @@ comment on function __tenant__._session_peer_counted() is
 create or replace trigger session_peer_counted after insert or update of left_at or delete on __tenant__.session_peer
     for each row execute function __tenant__._session_peer_counted();
 
+-- p_data_subject_id: whose personal data the name and metadata are; erasing
+-- that subject clears them (plpgsql/erase.sql).
 create or replace function __tenant__.create_session(p_principal text, p_scopes text[], p_scope text,
-                                                    p_name text default null, p_metadata jsonb default '{}')
+                                                    p_name text default null, p_metadata jsonb default '{}',
+                                                    p_data_subject_id text default null)
 returns bigint
 language plpgsql
 security definer
@@ -106,17 +109,22 @@ begin
     end if;
     if p_name is null then
         v_id := nextval(pg_get_serial_sequence('__tenant__.session', 'id'));
-        insert into session (id, scope, name, metadata) values (v_id, p_scope, 'session ' || v_id, p_metadata);
+        insert into session (id, scope, name, metadata, data_subject_ids)
+        values (v_id, p_scope, 'session ' || v_id, p_metadata, _with_subject('{}', p_data_subject_id));
         return v_id;
     end if;
-    insert into session as s (scope, name, metadata) values (p_scope, p_name, p_metadata)
-    on conflict on constraint session_name_unique do update set metadata = s.metadata || excluded.metadata
+    insert into session as s (scope, name, metadata, data_subject_ids)
+    values (p_scope, p_name, p_metadata, _with_subject('{}', p_data_subject_id))
+    on conflict on constraint session_name_unique do update
+        set metadata = s.metadata || excluded.metadata,
+            data_subject_ids = _with_subject(s.data_subject_ids, p_data_subject_id)
     returning s.id into v_id;
     return v_id;
 end
 $$;
-comment on function __tenant__.create_session(text, text[], text, text, jsonb) is
-    'Creates a session in a scope (or, for an existing name, merges metadata into it) and returns its id.';
+comment on function __tenant__.create_session(text, text[], text, text, jsonb, text) is
+    'Creates a session in a scope (or, for an existing name, merges metadata into it) and returns its id; '
+    'with p_data_subject_id, erasing that subject clears the name and metadata.';
 
 -- A boolean flag from a JSON object: absent or null gives NULL; anything but
 -- a boolean is PR107.
@@ -472,10 +480,12 @@ comment on function __tenant__.add_messages(text, text[], bigint, jsonb) is
 -- The turn log: for bots that do not manage sessions. Turns of one log go
 -- to its newest session unless more than turn_gap_seconds passed since that
 -- session's last message; then a new session opens. The actor joins the
--- session if it is not in it.
+-- session if it is not in it. p_data_subject_id is the turn's, and also the
+-- session's when the turn opens one: the log's name is written into it then.
 create or replace function __tenant__.log_turn(p_principal text, p_scopes text[], p_scope text, p_log text,
                                               p_actor text, p_body text, p_source_role text default null,
-                                              p_occurred_at timestamptz default null)
+                                              p_occurred_at timestamptz default null,
+                                              p_data_subject_id text default null)
 returns table (session_id bigint, log_offset bigint, opened boolean)
 language plpgsql
 security definer
@@ -506,8 +516,8 @@ begin
     end if;
     if v_session is null or (v_last is not null and v_at - v_last > v_gap) then
         v_session := nextval(pg_get_serial_sequence('__tenant__.session', 'id'));
-        insert into session (id, scope, name, turn_log)
-        values (v_session, p_scope, format('%s #%s', p_log, v_session), p_log);
+        insert into session (id, scope, name, turn_log, data_subject_ids)
+        values (v_session, p_scope, format('%s #%s', p_log, v_session), p_log, _with_subject('{}', p_data_subject_id));
         v_opened := true;
     end if;
     if not exists (select 1 from session_peer sp join peer p on p.id = sp.peer_id
@@ -516,9 +526,11 @@ begin
     end if;
     select m.log_offset into v_offset
       from add_messages(p_principal, p_scopes, v_session, jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
-               'actor', p_actor, 'body', p_body, 'source_role', p_source_role, 'occurred_at', v_at)))) m;
+               'actor', p_actor, 'body', p_body, 'source_role', p_source_role, 'occurred_at', v_at,
+               'data_subject_id', p_data_subject_id)))) m;
     return query select v_session, v_offset, v_opened;
 end
 $$;
-comment on function __tenant__.log_turn(text, text[], text, text, text, text, text, timestamptz) is
-    'Appends a turn to a turn log: to its newest session, or to a new one after a gap of more than turn_gap_seconds.';
+comment on function __tenant__.log_turn(text, text[], text, text, text, text, text, timestamptz, text) is
+    'Appends a turn to a turn log: to its newest session, or to a new one after a gap of more than turn_gap_seconds; '
+    'p_data_subject_id tags the turn, and the session it opens.';

@@ -5,6 +5,21 @@
 --   PR107 invalid argument       PR108 memory no longer live PR109 unknown observation
 --   PR110 append-only row changed
 
+-- A message quotes the offending value, and the caller chose its size: a 10 MB
+-- name would go back to the client, and into the server log, 10 MB long. The
+-- start of the value names it well enough.
+create or replace function __tenant__._clip(p_text text, p_max_chars integer default 500)
+returns text
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select case when length(p_text) <= p_max_chars then p_text
+                else left(p_text, p_max_chars) || format('... (%s characters in all)', length(p_text)) end
+$$;
+comment on function __tenant__._clip(text, integer) is
+    'Internal: text cut to p_max_chars characters, saying how long it was; for error messages that quote input.';
+
 create or replace function __tenant__._fail(p_code text, p_message text, p_hint text default null)
 returns void
 language plpgsql
@@ -13,12 +28,13 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 begin
     if p_hint is null then
-        raise exception using errcode = p_code, message = p_message;
+        raise exception using errcode = p_code, message = _clip(p_message);
     end if;
-    raise exception using errcode = p_code, message = p_message, hint = p_hint;
+    raise exception using errcode = p_code, message = _clip(p_message), hint = _clip(p_hint);
 end
 $$;
-comment on function __tenant__._fail(text, text, text) is 'Internal: raise a pgrecall error with our SQLSTATE.';
+comment on function __tenant__._fail(text, text, text) is
+    'Internal: raise a pgrecall error with our SQLSTATE; message and hint cut to 500 characters.';
 
 create or replace function __tenant__._peer_id(p_name text, p_role text default 'principal')
 returns bigint

@@ -10,10 +10,13 @@
 --   * summary (no sender, no observer): every summary_every_messages messages.
 -- Tasks of one lane are handed out strictly in message order: a task is
 -- claimable only when every earlier task of its lane is done or dead.
--- Different lanes proceed in parallel. Claims use SKIP LOCKED and a lease; a
--- lease that expires returns the task; failures retry with exponential
--- backoff and are dead-lettered after task_max_attempts. A task is complete
--- only through complete_task(), in the transaction that wrote its results.
+-- Different lanes proceed in parallel. Tasks are leased, finished and given
+-- back through the lease queue of plpgsql/leases.sql, as the embedding jobs
+-- are: SKIP LOCKED, a lease that ends when it expires or its session ends,
+-- retries after exponential backoff, dead-lettered after task_max_attempts.
+-- This file chooses which tasks may be claimed (the lanes' heads). A task is
+-- complete only through complete_task(), in the transaction that wrote its
+-- results.
 --
 -- Tasks carry a message reference and results: they are a projection
 -- (kind work_task) registered against their message, so erasure deletes them.
@@ -81,29 +84,21 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 #variable_conflict use_column
 declare
-    v_lease interval := make_interval(secs => (_setting_value('task_lease_seconds') #>> '{}')::double precision);
-    v_max integer := (_setting_value('task_max_attempts') #>> '{}')::integer;
     v_every integer := greatest((_setting_value('summary_every_messages') #>> '{}')::integer, 1);
+    v_heads bigint[];
+    v_claimed bigint[];
 begin
     perform _check_claim(p_worker, p_limit);
     if p_task_types is not null and not (p_task_types <@ array['representation', 'summary']) then
         perform _fail('PR107', format('task types %s are not a subset of representation, summary', p_task_types::text));
     end if;
+    -- First, so that a dead-lettered head no longer holds up its lane.
+    perform _lease_dead_letter('task');
 
-    -- A task whose lease expired on its last allowed attempt is dead-lettered.
-    with expired as (
-        select t.id from work_task t
-         where t.status = 'leased' and t.lease_until < clock_timestamp() and t.attempts >= v_max
-         for update skip locked
-    )
-    update work_task t
-       set status = 'dead', finished_at = clock_timestamp(), lease_token = null, lease_until = null,
-           last_error = format('lease expired on attempt %s', t.attempts)
-      from expired e where t.id = e.id;
-
-    return query
     -- The head of every lane that has open tasks: one index probe per lane
-    -- (a skip scan over work_task_open_lane), whatever the backlog.
+    -- (a skip scan over work_task_open_lane), whatever the backlog. A head
+    -- that another claimer holds is skipped by the claim, and what follows it
+    -- in its lane is no head.
     with recursive lanes (session_id, task_type, sender_key, observer_key, message_offset) as (
         (select t.session_id, t.task_type, coalesce(t.sender_id, 0), coalesce(t.observer_id, 0), t.message_offset
            from work_task t
@@ -120,29 +115,18 @@ begin
                    > (l.session_id, l.task_type, l.sender_key, l.observer_key)
              order by t.session_id, t.task_type, coalesce(t.sender_id, 0), coalesce(t.observer_id, 0), t.message_offset
              limit 1) n
-    ), ready as (
-        -- a head that is ready: pending and due, or leased with an expired lease.
-        -- Heads come from this statement's snapshot: a head another claimer
-        -- holds is skipped, and what follows it in its lane is no head.
-        select t.id from work_task t
-         where t.id in (select h.id from lanes l
-                          join work_task h on h.session_id = l.session_id and h.task_type = l.task_type
-                                          and coalesce(h.sender_id, 0) = l.sender_key
-                                          and coalesce(h.observer_id, 0) = l.observer_key
-                                          and h.message_offset = l.message_offset)
-           and t.status in ('pending', 'leased') and t.available_at <= clock_timestamp()
-           and (t.status = 'pending' or t.lease_until < clock_timestamp())
-           and (p_task_types is null or t.task_type = any (p_task_types))
-         order by t.available_at, t.id
-         limit p_limit
-         for update of t skip locked
-    ), claimed as (
-        update work_task t
-           set status = 'leased', lease_token = gen_random_uuid(), leased_by = p_worker,
-               lease_until = clock_timestamp() + v_lease, attempts = t.attempts + 1
-          from ready r where t.id = r.id
-        returning t.*
     )
+    select coalesce(array_agg(h.id), '{}') into v_heads
+      from lanes l
+      join work_task h on h.session_id = l.session_id and h.task_type = l.task_type
+                      and coalesce(h.sender_id, 0) = l.sender_key and coalesce(h.observer_id, 0) = l.observer_key
+                      and h.message_offset = l.message_offset
+     where p_task_types is null or h.task_type = any (p_task_types);
+    -- Ready heads (pending and due, or under a lease that is over) are leased
+    -- as every queue's items are (leases.sql).
+    v_claimed := array(select _lease_claim('task', p_worker, p_limit, v_heads));
+
+    return query
     select c.id, c.lease_token, c.task_type, c.session_id, s.scope, sp.name, op.name, c.message_offset,
            (select jsonb_agg(jsonb_build_object('offset', o.log_offset, 'actor', a.name, 'source_role', o.source_role,
                                                 'occurred_at', o.occurred_at, 'body', o.body) order by o.log_offset)
@@ -153,10 +137,11 @@ begin
                      limit case when c.task_type = 'summary' then v_every else 1 end) o
               join peer a on a.id = o.actor_id),
            c.attempts, c.lease_until
-      from claimed c
+      from work_task c
       join session s on s.id = c.session_id
       left join peer sp on sp.id = c.sender_id
       left join peer op on op.id = c.observer_id
+     where c.id = any (v_claimed)
      order by c.id;
 end
 $$;
@@ -385,10 +370,8 @@ begin
          where sp.session_id = v_task.session_id and sp.peer_id = coalesce(v_task.observer_id, v_task.sender_id);
     end if;
 
-    update work_task t
-       set status = 'done', result = p_result, finished_at = clock_timestamp(), lease_token = null,
-           lease_until = null, leased_by = coalesce(p_worker, t.leased_by)
-     where t.id = v_task.id;
+    update work_task t set result = p_result, leased_by = coalesce(p_worker, t.leased_by) where t.id = v_task.id;
+    perform _lease_done('task', array[v_task.id]);
     return 'done';
 end
 $$;
@@ -404,20 +387,11 @@ as $$
 #variable_conflict use_column
 declare
     v_task work_task;
-    v_max integer := (_setting_value('task_max_attempts') #>> '{}')::integer;
-    v_backoff double precision := (_setting_value('task_backoff_seconds') #>> '{}')::double precision;
 begin
     v_task := _leased_task(p_task_id, p_lease_token);
-    return query
-    update work_task t
-       set status = case when t.attempts >= v_max then 'dead' else 'pending' end,
-           finished_at = case when t.attempts >= v_max then clock_timestamp() end,
-           available_at = case when t.attempts >= v_max then t.available_at
-                               else clock_timestamp() + make_interval(secs => v_backoff * 2 ^ least(t.attempts - 1, 20)) end,
-           lease_token = null, lease_until = null,
-           last_error = left(coalesce(p_error, 'failed without a reason'), 2000)
-     where t.id = v_task.id
-    returning t.status, t.attempts, t.available_at;
+    -- the token proved the lease: released whoever the worker says it is
+    perform _lease_release('task', null, array[v_task.id], p_error);
+    return query select t.status, t.attempts, t.available_at from work_task t where t.id = v_task.id;
 end
 $$;
 comment on function __tenant__.fail_task(text, bigint, uuid, text) is

@@ -349,6 +349,18 @@ begin
     if v_sql is not null then
         perform pgrecall._execute_as(p_tenant.owner_role, v_sql, p_tenant.name);
     end if;
+    -- The admin's one table privilege: MAINTAIN (PostgreSQL 17+), so that
+    -- `pgrecall erase --vacuum` can VACUUM what an erasure left as dead rows.
+    -- VACUUM cannot run inside a function, so no SECURITY DEFINER function
+    -- can do it for the admin; MAINTAIN reads and writes no row. Partitions
+    -- created later (one per scope) get it through the default privileges.
+    -- Older servers: the owner or a superuser vacuums (the CLI says so).
+    if current_setting('server_version_num')::int >= 170000 then
+        perform pgrecall._execute_as(p_tenant.owner_role, format(
+            'grant maintain on all tables in schema %1$I to %2$I; '
+            'alter default privileges for role %3$I in schema %1$I grant maintain on tables to %2$I',
+            p_tenant.name, p_tenant.admin_role, p_tenant.owner_role), p_tenant.name);
+    end if;
 end
 $$;
 
@@ -415,7 +427,8 @@ comment on function pgrecall.create_tenant(text, integer) is
 
 -- Applies pending migrations (up to p_target_version when given) and, when
 -- the tenant is at the latest version, every function file whose checksum
--- changed. Returns what it applied, in order.
+-- changed, then the data steps that migrations requested and that have not
+-- run yet. Returns what it applied, in order.
 create or replace function pgrecall.upgrade_tenant(p_name text, p_target_version integer default null)
 returns table (kind text, name text)
 language plpgsql
@@ -429,6 +442,7 @@ declare
     v_newest_applied integer;
     v_defined text[];
     v_fn regprocedure;
+    v_step text;
 begin
     perform pgrecall._lock_tenant(p_name);
     v_tenant := pgrecall._ensure_login_roles(v_tenant);
@@ -466,16 +480,25 @@ begin
         return;  -- functions are written against the latest schema only
     end if;
 
-    -- A changed file is applied after dropping what it defined last time, so
-    -- a function it renamed or re-typed does not linger as a stale overload.
+    -- What every changed file defined last time is dropped first, so a
+    -- function it renamed or re-typed does not linger as a stale overload.
+    -- First for all of them, then the files are applied: a function that
+    -- moved to a file applied earlier than its old one would otherwise be
+    -- dropped by the old file right after the new one created it.
     for v_src in select * from pgrecall.source s where s.kind = 'function' order by s.name loop
         execute format('select sha256, functions from %I.function_ledger where file = $1', p_name)
             into v_sha, v_defined using v_src.name;
-        continue when v_sha = v_src.sha256;
+        continue when v_sha = v_src.sha256 or coalesce(cardinality(v_defined), 0) = 0;
         perform pgrecall._execute_as(v_tenant.owner_role,
-            coalesce((select string_agg(format('drop function if exists %s cascade', f), E';\n')
-                        from unnest(v_defined) f) || E';\n', '')
-            || pgrecall._render(v_src.body, p_name), p_name);
+            (select string_agg(format('drop function if exists %s cascade', f), E';\n') from unnest(v_defined) f)
+            || format(E';\nupdate %I.function_ledger set functions = %L where file = %L', p_name, '{}', v_src.name),
+            p_name);
+    end loop;
+    for v_src in select * from pgrecall.source s where s.kind = 'function' order by s.name loop
+        execute format('select sha256 from %I.function_ledger where file = $1', p_name)
+            into v_sha using v_src.name;
+        continue when v_sha = v_src.sha256;
+        perform pgrecall._execute_as(v_tenant.owner_role, pgrecall._render(v_src.body, p_name), p_name);
         execute format($q$
             select coalesce(array_agg(f order by f), '{}') from (
                 select p.oid::regprocedure::text as f from pg_proc p where p.pronamespace = %L::regnamespace
@@ -491,10 +514,22 @@ begin
     end loop;
 
     perform pgrecall._grant_duties(v_tenant);
+
+    -- Data steps (migration 0017 made the ledger): work on the tenant's rows
+    -- that a migration asked for but could not do, since it needs functions
+    -- that exist only now. Each runs once, in the order it was requested.
+    for v_step in execute format(
+            'select d.name from %I.data_step d where d.done_at is null order by d.requested_by, d.name', p_name) loop
+        perform pgrecall._execute_as(v_tenant.owner_role, format(
+            'update %1$I.data_step set done_at = clock_timestamp(), rows_written = %1$I.%2$I() where name = %3$L',
+            p_name, v_step, v_step), p_name);
+        kind := 'data_step'; name := v_step;
+        return next;
+    end loop;
 end
 $$;
 comment on function pgrecall.upgrade_tenant(text, integer) is
-    'Applies pending migrations (up to p_target_version if given) and changed function files; serialised per tenant.';
+    'Applies pending migrations (up to p_target_version if given), changed function files and pending data steps; serialised per tenant.';
 
 create or replace function pgrecall.install_tenant(p_name text)
 returns table (kind text, name text)

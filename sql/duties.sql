@@ -24,6 +24,7 @@ insert into pgrecall.function_duty (function_name, duties, why) values
     -- setup
     ('add_scope',                        '{app,admin}',        'a scope exists before anything names it'),
     ('add_peer',                         '{app,admin}',        'an app registers the people and agents it serves'),
+    ('scopes',                           '{app,admin}',        'a client lists the scopes it may authorise'),
     ('schema_info',                      '{app,worker,admin}', 'every client checks the schema version at connect'),
     ('settings',                         '{app,worker,admin}', 'reading the tenant''s settings'),
     ('set_setting',                      '{admin}',            'changing a setting changes every principal''s results'),
@@ -43,6 +44,10 @@ insert into pgrecall.function_duty (function_name, duties, why) values
     ('forget',                           '{app}',              'an operation of the agent: invalidation, not erasure'),
     ('pin',                              '{app}',              'pinned notes start every session bundle'),
     ('session_bundle',                   '{app}',              'what an agent starts a session with'),
+    -- duplicates: proposed by the database, decided by a person
+    ('duplicate_proposals',              '{app}',              'pairs the principal may see, for a person to review'),
+    ('duplicate_proposals_answer',       '{app}',              'the same, with why nothing is proposed, in one call'),
+    ('decide_duplicate',                 '{app}',              'a person''s decision: keep both, supersede or forget (through those operations)'),
     -- freshness
     ('freshness',                        '{app}',              'is recall current to what I wrote?'),
     ('wait_for',                         '{app}',              'wait until it is'),
@@ -93,5 +98,6 @@ insert into pgrecall.function_duty (function_name, duties, why) values
     ('erase',                            '{admin}',            'deletes a data subject, peer, scope or observation for every principal'),
     ('expire',                           '{admin}',            'erases what passed its retention date'),
     ('erasure_requests',                 '{admin}',            'the receipts name data subjects'),
+    ('refresh_erasure_statistics',       '{admin}',            'ANALYZE after an erasure, so pg_stats forgets the erased values'),
     ('rebuild_embeddings',               '{admin}',            'queues every memory''s text for the worker'),
     ('set_embedding_version',            '{admin}',            'switches the model: dense recall is dark until re-embedded');

@@ -50,6 +50,7 @@ _QUERIES = {
          where defaclnamespace = %(s)s::regnamespace order by 1""",
     "ledger": "select version, name, sha256 from {schema}.schema_migration order by 1",
     "function_ledger": "select file, sha256, functions::text from {schema}.function_ledger order by 1",
+    "data_steps": "select name, requested_by, done_at is not null from {schema}.data_step order by 1",
 }
 
 

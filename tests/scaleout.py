@@ -38,9 +38,11 @@ import psycopg
 EXTENSIONS = ("vector", "btree_gist", "pg_trgm")
 
 # Functions that take advisory locks, reviewed for a sharded deployment (docs/scale-out.md).
-# All of them go through _lock(), whose keys mix in the tenant's secret salt; its callers
-# (remember, log_turn, refresh_term_stats) run on the node holding the tenant.
-REVIEWED_ADVISORY = {"_lock"}
+# Writers serialise through _lock(), whose keys mix in the tenant's secret salt; its callers
+# (remember, log_turn, refresh_term_stats) run on the node holding the tenant. _lease_session
+# takes the session-level lock that marks a claimer alive: a lease is checked on the node where
+# it was taken, so claims and completions of one queue must reach the same node.
+REVIEWED_ADVISORY = {"_lock", "_lease_session"}
 
 # (rule, object) pairs the current schema still breaks, and what must change first.
 KNOWN = {

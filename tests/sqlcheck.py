@@ -8,6 +8,7 @@ tenant_id. Violations carry the file and line.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import sqlglot
@@ -68,6 +69,14 @@ def _schema_of_type(dtype: exp.DataType) -> tuple[str | None, str]:
     return None, sql
 
 
+# A statement sqlglot does not model, checked here by its shape instead: it names one table, qualified.
+SET_STORAGE = re.compile(
+    r"alter\s+table\s+(?P<table>[\w.]+)\s+"
+    r"alter\s+column\s+\w+\s+set\s+storage\s+(plain|main|external|extended)"
+    r"(\s*,\s*alter\s+column\s+\w+\s+set\s+storage\s+(plain|main|external|extended))*\s*;?\s*$",
+    re.I)
+
+
 def check(file: str, text: str) -> list[Violation]:
     found: list[Violation] = []
     try:
@@ -79,6 +88,10 @@ def check(file: str, text: str) -> list[Violation]:
             tree = sqlglot.parse_one(stmt, read="postgres", error_level=sqlglot.ErrorLevel.RAISE)
         except ParseError as exc:
             found.append(Violation(file, first_line, f"does not parse as PostgreSQL: {str(exc).splitlines()[0]}"))
+            continue
+        if isinstance(tree, exp.Command) and (storage := SET_STORAGE.match(stmt.strip())):
+            if not storage["table"].startswith(TENANT + "."):
+                found.append(Violation(file, first_line, f"unqualified reference {storage['table']!r}: qualify it with {TENANT}"))
             continue
         if isinstance(tree, exp.Command):
             found.append(Violation(file, first_line, f"statement not understood by the parser: {stmt.split()[0:3]}"))

@@ -3,7 +3,7 @@
 import pytest
 
 from pgrecall import sources
-from sqlcheck import check
+from sqlcheck import check, statements
 
 
 @pytest.mark.parametrize("migration", sources.migrations(), ids=lambda m: m.name)
@@ -24,6 +24,10 @@ BAD = [
     ("function in other schema", "create table __tenant__.a (id uuid default public.gen_random_uuid());", 1, "public"),
     ("constraint dropped from an unqualified table", "alter table passage drop constraint passage_scope_fkey;", 1,
      "unqualified reference 'passage'"),
+    ("storage of an unqualified table", "select 1;\nalter table memory_embedding alter column v set storage plain;", 2,
+     "unqualified reference 'memory_embedding'"),
+    ("storage with something else", "alter table __tenant__.e alter column v set storage plain, owner to x;", 1,
+     "not understood"),
 ]
 
 
@@ -45,3 +49,22 @@ def test_checker_accepts_extension_types_and_opclasses():
         "create index e_v on __tenant__.e using hnsw (v __ext__.vector_cosine_ops);\n"
     )
     assert check("ok.sql", text) == []
+
+
+def test_checker_accepts_a_storage_change_of_a_tenant_table():
+    text = ("alter table __tenant__.e\n    alter column a set storage plain,\n"
+            "    alter column b set storage plain;\n")
+    assert check("ok.sql", text) == []
+
+
+# What a function file may say. Anything that reads or writes rows (select,
+# insert, update, delete, do, call, ...) would run whenever the file's checksum
+# changes, before the files that sort after it: data work is a data step.
+DEFINING = {"create", "comment", "drop", "alter", "grant", "revoke"}
+
+
+@pytest.mark.parametrize("function_file", sources.functions(), ids=lambda f: f.name)
+def test_function_files_define_and_touch_no_rows(function_file):
+    doing = [f"{function_file.name}:{line}: {text.split()[0]}" for line, text in statements(function_file.body)
+             if text.split()[0].lower() not in DEFINING]
+    assert doing == [], "a function file only defines; put data work in a data step (migrations/0017_data_steps.sql)"

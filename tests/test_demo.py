@@ -2,12 +2,21 @@
 
 import re
 
+import pytest
+
 from test_install_paths import run_cli
+from test_mcp import check_the_demo_over_mcp
 
 
-def test_demo_answers_from_current_facts_and_keeps_secrets(conninfo):
+@pytest.mark.slow
+def test_demo_answers_from_current_facts_and_keeps_secrets(conninfo, tmp_path):
     out = run_cli("demo", env={"PGRECALL_DSN": conninfo.dsn()}).stdout
-    assert "remembered 17 memories" in out and "worker embedded 17 memories" in out
+    assert "remembered 18 memories" in out and "worker embedded 18 memories" in out
+    # a restatement weeks later is proposed as a duplicate, for a person to decide on the review screen
+    assert re.search(r"Duplicates proposed for review: 1 pair\(s\) at cosine >= 0.8; nothing is merged until a person decides\n"
+                     r"  0\.\d\d  \[memory \d+\] Ben is severely allergic to peanuts  \|  "
+                     r"\[memory \d+\] Ben is allergic to peanuts: no peanuts in shared meals\n", out)
+    assert "pgrecall review --tenant demo --as Sage --scopes flat" in out
     answers = {}
     for block in out.split("\n\n"):
         m = re.search(r"(\w+) asks: .(.+?).\n", block)
@@ -18,6 +27,11 @@ def test_demo_answers_from_current_facts_and_keeps_secrets(conninfo):
     assert "live in Lisbon" not in where  # superseded
     birthday = answers[("Sage", "When is Ben's birthday?")]
     assert re.search(r"1\. \[memory \d+\] Ben's birthday is on March 13", birthday)
+    # its proof cites the turn that corrected it, not only the one it corrected
+    first = birthday.split("\n  2. ")[0]
+    assert "from turn 9, Ben (user): My birthday is on March 3" in first
+    assert re.search(r"from turn 23, Ben \(user\): Correction: my birthday is March 13.*"
+                     r"\(evidence of the correction that made revision 2\)", first)
     assert "surprise" not in answers[("Ben", "Is anyone planning a party for me?")]
     assert "surprise party" in answers[("Ana", "What am I planning for Ben's birthday?")]
     assert "pinned Shared meals must be vegetarian and peanut free" in out
@@ -32,3 +46,5 @@ def test_demo_answers_from_current_facts_and_keeps_secrets(conninfo):
     again = run_cli("demo", env={"PGRECALL_DSN": conninfo.dsn()}).stdout
     assert "already holds 55 turns" in again and "worker embedded 0 memories" in again
     assert "(reusing its 4 turns)" in again and "deriver: 0 tasks completed" in again
+    # and an MCP client reaches the same memory as its principals
+    check_the_demo_over_mcp(conninfo.dsn(user="pgrecall_demo_app"), tmp_path)

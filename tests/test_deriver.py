@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import wait_until
 from pgrecall import errors
 from pgrecall.deriver import Deriver, first_person
 from pgrecall.driver import QueueStatus
@@ -137,7 +138,9 @@ def test_a_deriver_that_crashes_mid_task_loses_nothing(acme, db, conninfo, tmp_p
     status = db.execute("select message_offset, status from acme.work_task order by message_offset").fetchall()
     assert status == [(1, "done"), (2, "leased"), (3, "pending")]
     assert bodies(acme.representation("ana")) == ["ana lives in Lisbon"]  # the second write died with it
-    time.sleep(1.1)
+    wait_until(lambda: db.execute("select bool_and(lease_until < clock_timestamp()) from acme.work_task "
+                                  "where status = 'leased'").fetchone()[0],
+               timeout=10, what="the dead deriver's lease to run out")
     with Deriver("acme", conninfo=worker_dsn(conninfo)) as d:
         stats = d.drain()
     assert (stats.completed, stats.failed) == (2, 0)
@@ -234,7 +237,7 @@ def test_chat_gathers_the_representation_and_recall_evidence(acme, conninfo):
     assert {e.memory_id for e in bot.evidence}.isdisjoint(r.id for r in c.representation if r.item == "memory")
 
 
-def test_a_waiting_deriver_is_woken_by_new_messages(acme, conninfo):
+def test_a_waiting_deriver_is_woken_by_new_messages(acme, conninfo, db):
     import threading
 
     s = acme.create_session("wake")
@@ -244,7 +247,13 @@ def test_a_waiting_deriver_is_woken_by_new_messages(acme, conninfo):
     t = threading.Thread(target=d.run_forever, kwargs={"poll_seconds": 60, "stop": stop.is_set})
     t.start()
     try:
-        time.sleep(0.3)  # it is waiting now; only the notification can wake it within the minute
+        # Listening, and its first look at the queue found nothing: only the notification can wake it
+        # within the minute.
+        wait_until(lambda: db.execute("""
+            select exists (select 1 from pg_stat_activity where datname = current_database() and state = 'idle'
+                              and query ilike '%listen%pgrecall_derive_acme%')
+               and exists (select 1 from pg_stat_activity where datname = current_database() and state = 'idle'
+                              and query like '%claim_tasks%')""").fetchone()[0], what="the deriver to wait")
         acme.add_messages(s, [{"actor": "ana", "body": "I work at Acme"}])
         deadline = time.time() + 10
         while acme.queue_status("ana").status != "current" and time.time() < deadline:

@@ -160,6 +160,26 @@ def test_erase_is_the_admins(connect):
     assert app.recall("email", embed=False).items == []
 
 
+def test_after_an_erasure_the_statistics_are_taken_again_and_the_tables_vacuumed(connect):
+    connect().append("my nickname is zqgone", role="user", actor="ana", data_subject_id="u-9")
+    admin = connect("admin")
+    receipt = admin.erase({"data_subject": "u-9"}, reason="request #9", actor="dpo")
+    assert receipt.statistics_refreshed_at is None and "observation" in receipt.tables_touched
+    refreshed = admin.refresh_erasure_statistics(receipt.id)
+    assert refreshed.id == receipt.id and refreshed.statistics_refreshed_at is not None
+    assert sorted(admin.vacuum_erased(refreshed)) == sorted(refreshed.tables_touched)
+    with pytest.raises(errors.UnknownErasureRequest):
+        admin.refresh_erasure_statistics(receipt.id + 100)
+
+
+def test_vacuum_is_refused_inside_a_transaction(acme_admin, conninfo):
+    receipt = acme_admin.erase({"data_subject": "nobody"}, reason="request #10", actor="dpo")
+    with conninfo.connect(user="pgrecall_acme_admin", autocommit=False) as conn:
+        mem = pgrecall.connect(tenant="acme", conn=conn)
+        with pytest.raises(errors.InvalidArgument):
+            mem.vacuum_erased(receipt)
+
+
 def test_a_precomputed_query_embedding_is_used_as_given(connect, conninfo):
     class Refuses:
         name = "all-MiniLM-L6-v2"

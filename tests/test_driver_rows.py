@@ -7,11 +7,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pgrecall.driver import _calls, admin, embeddings, graph, memories, recall, sessions
+from pgrecall.driver import _calls, admin, duplicates, embeddings, graph, memories, recall, sessions
 
 # function -> (row type, columns the row type does not carry on purpose, attribute -> column renames)
 ROW_TYPES = {
     "schema_info": (memories.SchemaInfo, set(), {}),
+    "scopes": (memories.Scope, set(), {}),
     "append_observations": (memories.Appended, {"ordinal"}, {}),
     "remember": (memories.Remembered, set(), {}),
     "remember_many": (memories.Remembered, {"ordinal"}, {}),
@@ -19,6 +20,8 @@ ROW_TYPES = {
     "freshness": (memories.Freshness, set(), {}),
     "recall_answer": (recall.Recalled, set(), {}),
     "search_messages_answer": (recall.MessagesFound, set(), {}),
+    "duplicate_proposals_answer": (duplicates.DuplicateProposals, set(), {}),
+    "decide_duplicate": (duplicates.DuplicateDecision, set(), {}),
     "assert_fact": (graph.AssertedFact, set(), {}),
     "assert_facts": (graph.AssertedFact, {"ordinal"}, {}),
     "task_assert_fact": (graph.AssertedFact, set(), {}),
@@ -41,11 +44,12 @@ ROW_TYPES = {
     "queue_status": (sessions.QueueStatus, set(), {}),
     "work_queue_status": (sessions.QueueCount, set(), {}),
     "embedding_status": (embeddings.EmbeddingStatus, set(), {}),
-    "claim_embedding_jobs": (embeddings.EmbeddingJob, set(), {"id": "memory_id"}),
+    "claim_embedding_jobs": (embeddings.MemoryEmbeddingJob, set(), {"id": "memory_id"}),
     "claim_passage_embedding_jobs": (embeddings.EmbeddingJob, set(), {"id": "passage_id"}),
     "erase": (admin.ErasureReceipt, set(), {}),
     "expire": (admin.ErasureReceipt, set(), {}),
     "erasure_requests": (admin.ErasureReceipt, set(), {}),
+    "refresh_erasure_statistics": (admin.ErasureReceipt, set(), {}),
     "settings": (admin.Setting, set(), {}),
     "refresh_term_stats": (admin.TermStats, set(), {}),
 }
@@ -79,7 +83,7 @@ def test_table_functions_without_a_row_type_return_one_value(db, make_tenant):
                               where p.pronamespace = 'acme'::regnamespace and p.proname !~ '^_'
                                 and (p.proretset or 'o' = any (coalesce(p.proargmodes, '{}')) or 't' = any (coalesce(p.proargmodes, '{}'))
                                      or (select typtype from pg_type where oid = p.prorettype) = 'c')""").fetchall()
-    not_methods = {"recall", "search_messages"}  # the driver calls their *_answer forms
+    not_methods = {"recall", "search_messages", "duplicate_proposals"}  # the driver calls their *_answer forms
     assert {r[0] for r in unlisted} - ROW_TYPES.keys() == not_methods
 
 

@@ -57,7 +57,8 @@ def test_the_app_cannot_queue_and_claim_text_that_eligibility_hides(acme, app, w
     denied(app, "select input from acme.claim_embedding_jobs('x', 10000)")
     # the worker, whose duty it is, gets the text to embed and nothing else
     cur = worker.execute("select * from acme.claim_embedding_jobs('w', 10)")
-    assert [c.name for c in cur.description] == ["memory_id", "generation", "input", "model", "input_version"]
+    assert [c.name for c in cur.description] == ["memory_id", "generation", "input", "model", "input_version",
+                                                 "text_input"]
     assert [r[0] for r in cur.fetchall()] == [secret]
     # and may not read, recall or write memories as any principal
     denied(worker, "select * from acme.read('ana', array['default'], %s, 'converse')", (secret,))
@@ -77,7 +78,7 @@ def test_the_app_cannot_claim_log_text_or_session_messages(acme, app):
 def test_the_app_cannot_store_vectors(acme, app, worker, db):
     """Finding 3: complete_embedding_jobs let the app poison dense recall with vectors of its choosing."""
     m = remembered(acme, "a memory to embed")
-    (jid, gen, _, model, version), = worker.execute("select * from acme.claim_embedding_jobs('w', 10)").fetchall()
+    (jid, gen, _, model, version, _), = worker.execute("select * from acme.claim_embedding_jobs('w', 10)").fetchall()
     forged = to_literal([1.0] + [0.0] * 383)
     denied(app, "select acme.complete_embedding_jobs('w', %s, %s, %s, %s, %s)", ([jid], [gen], [forged], model, version))
     denied(app, "select acme.release_embedding_jobs('w', %s)", ([jid],))
@@ -117,7 +118,7 @@ def test_erasure_is_the_admins_and_its_receipt_says_who_ran_it(acme, app, worker
 # The app's functions that take no principal: each is tenant-wide by nature and returns no memory text.
 TENANT_WIDE_APP_FUNCTIONS = {
     "add_peer", "add_scope", "embedding_status", "peer_config", "predicates", "queue_status", "schema_info",
-    "set_peer_config", "settings", "work_queue_status",
+    "scopes", "set_peer_config", "settings", "work_queue_status",
 }
 
 

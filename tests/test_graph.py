@@ -371,6 +371,7 @@ def plan(db, query, params=()):
     return "\n".join(r[0] for r in db.execute("explain " + query, params))
 
 
+@pytest.mark.slow
 def test_supersession_lookup_and_traversal_use_their_indexes_at_100k_facts(acme, db, hundred_thousand_facts):
     person = hundred_thousand_facts
     # the lookup assert_fact makes before closing a current single-valued value

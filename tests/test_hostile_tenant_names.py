@@ -17,8 +17,10 @@ import pytest
 from hostile_names import CORPUS, REPORTED
 from pgrecall import cli, demo, errors, install, sources
 from pgrecall import db as pgdb
+from pgrecall.agent import AgentMemory
 from pgrecall.deriver import Deriver
 from pgrecall.importer import import_jsonl
+from pgrecall.review import create_app
 from pgrecall.worker import Worker
 from test_install_paths import run_cli
 
@@ -44,6 +46,15 @@ COMMANDS = [
     ["embeddings", "rebuild", f"--tenant={T}", "--quiet"],
     ["erase", f"--tenant={T}", "--subject", "u-1", "--reason", "asked"],
     ["demo", f"--tenant={T}"],
+    ["recall", f"--tenant={T}", "--as", "ana", "tea"],
+    ["search", f"--tenant={T}", "--as", "ana", "tea"],
+    ["supersede", f"--tenant={T}", "--as", "ana", "1", "Ana likes coffee", "--revision", "1"],
+    ["derive", f"--tenant={T}", "--as", "ana", "--from", "1", "Ana likes hot drinks"],
+    ["facts", f"--tenant={T}", "--as", "ana", "Ana"],
+    ["bundle", f"--tenant={T}", "--as", "ana"],
+    ["mcp", f"--tenant={T}", "--as", "ana"],
+    ["mcp", f"--tenant={T}", "--as", "ana", "--http", "127.0.0.1:8765"],
+    ["review", f"--tenant={T}", "--as", "ana", "--port", "1"],
 ]
 
 
@@ -132,6 +143,8 @@ def _python_entries(tenant: str, dsn: str, chat):
     yield "tenant_conninfo", lambda: pgdb.tenant_conninfo(tenant)
     yield "import_jsonl", lambda: import_jsonl(chat, tenant=tenant, scope="default", progress=False, conninfo=dsn)
     yield "demo", lambda: demo.main(argparse.Namespace(tenant=tenant))
+    yield "AgentMemory", lambda: AgentMemory(tenant, "ana", conninfo=dsn)
+    yield "review.create_app", lambda: create_app(tenant, "ana", ["default"], conninfo=dsn)
 
 
 def test_every_python_entry_refuses_every_hostile_name(armed):

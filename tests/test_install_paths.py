@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
 import psycopg
@@ -77,11 +78,17 @@ def test_standard_strings_off_installs_the_catalog_that_on_does(db, conninfo, ma
         off.execute("select pgrecall.create_tenant('viasql')")  # the SQL path, no installer around it
     for tenant in ("viapython", "viasql"):
         assert snapshot(db, tenant) == snapshot(db, "reference"), tenant
-        executable = db.execute(
-            "select count(*) filter (where has_function_privilege(%s, p.oid, 'EXECUTE')), count(*) "
-            "from pg_proc p where p.pronamespace = %s::regnamespace and left(p.proname, 1) <> '_'",
-            (f"pgrecall_{tenant}_app", tenant)).fetchone()
-        assert executable[0] == executable[1] > 50, tenant
+        for duty in ("app", "worker", "admin"):  # each login role executes exactly its duty's functions
+            wrong = db.execute(
+                "select p.proname from pg_proc p left join pgrecall.function_duty d on d.function_name = p.proname "
+                "where p.pronamespace = %s::regnamespace and has_function_privilege(%s, p.oid, 'EXECUTE') "
+                "is distinct from coalesce(%s = any (d.duties), false)",
+                (tenant, f"pgrecall_{tenant}_{duty}", duty)).fetchall()
+            assert wrong == [], (tenant, duty)
+        app_can = db.execute("select count(*) from pg_proc p where p.pronamespace = %s::regnamespace "
+                             "and has_function_privilege(%s, p.oid, 'EXECUTE')",
+                             (tenant, f"pgrecall_{tenant}_app")).fetchone()[0]
+        assert app_can > 40, tenant
 
 
 def test_tenant_upgrade_with_standard_strings_off_runs_nothing_a_name_smuggles(db, conninfo, standard_strings):
@@ -125,6 +132,7 @@ def test_psql_script_with_a_hostile_name_stops_and_creates_nothing(db, conninfo,
         assert other.execute("select to_regnamespace('pgrecall'), to_regnamespace('public') is not null").fetchone() == (None, True)
 
 
+@pytest.mark.slow
 def test_built_wheel_carries_the_sql_and_installs_a_tenant(conninfo, tmp_path):
     # Build from a clean copy: setuptools reuses a build/ folder, stale files and all.
     tree = tmp_path / "tree"
@@ -134,6 +142,10 @@ def test_built_wheel_carries_the_sql_and_installs_a_tenant(conninfo, tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(tree)],
                    check=True, capture_output=True, timeout=600)
     wheel = next(wheels.glob("pgrecall-*.whl"))
+    # the review screen's templates and stylesheet travel with it
+    with zipfile.ZipFile(wheel) as whl:
+        assert {"pgrecall/review/templates/review.html", "pgrecall/review/templates/refused.html",
+                "pgrecall/review/static/review.css"} <= set(whl.namelist())
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
                    check=True, capture_output=True, timeout=600)
@@ -160,11 +172,12 @@ def test_cli_tenant_commands_use_pgrecall_dsn(conninfo, standard_strings):
     assert "viadsn" in listing
     bad = run_cli("tenant", "create", "Bad Name", env=env, check=False)
     assert bad.returncode == 1 and "invalid tenant name" in bad.stderr and "Traceback" not in bad.stderr
-    run_cli("tenant", "drop", "viadsn", env=env)
+    run_cli("tenant", "drop", "viadsn", "--yes", env=env)
     with conninfo.connect() as conn:
         assert conn.execute("select count(*) from pgrecall.tenant").fetchone()[0] == 0
 
 
+@pytest.mark.slow
 def test_embedded_server_lifecycle_through_the_cli():
     home = Path(tempfile.mkdtemp(prefix="pgrh-"))
     env = {"PGRECALL_HOME": str(home)}

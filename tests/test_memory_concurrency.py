@@ -10,6 +10,7 @@ from pgrecall import errors
 WRITERS, APPENDS = 8, 500
 
 
+@pytest.mark.slow
 def test_offsets_stay_contiguous_under_concurrent_writers(acme, conninfo, db):
     barrier = threading.Barrier(WRITERS)
     results: dict[int, list[int]] = {}
@@ -49,17 +50,19 @@ def test_a_rolled_back_append_leaves_no_gap(acme, conninfo):
     assert acme.watermark() == 1
 
 
-def _race(conninfo, first_call, second_call):
-    """Run first_call in an open transaction, start second_call (which blocks), then commit the first."""
+def _race(conninfo, first_call, second_call, first_role="app", second_role="app"):
+    """Run first_call in an open transaction, start second_call (which blocks), then commit the first.
+
+    Each side logs in as the role of its duty (erasure is the admin's)."""
     outcome = {}
-    with conninfo.connect(user="pgrecall_acme_app", autocommit=False) as c1:
+    with conninfo.connect(user=f"pgrecall_acme_{first_role}", autocommit=False) as c1:
         m1 = pgrecall.connect(tenant="acme", conn=c1, principal="bot", scopes=["default"])
         outcome["first"] = first_call(m1)
 
         def second():
             try:
-                with pgrecall.connect(conninfo.dsn(user="pgrecall_acme_app"), tenant="acme", principal="bot",
-                                      scopes=["default"]) as m2:
+                with pgrecall.connect(conninfo.dsn(user=f"pgrecall_acme_{second_role}"), tenant="acme",
+                                      principal="bot", scopes=["default"]) as m2:
                     outcome["second"] = second_call(m2)
             except Exception as exc:  # asserted by the caller
                 outcome["second_error"] = exc
@@ -99,3 +102,25 @@ def test_supersede_racing_a_correction_writes_nothing_for_the_loser(acme, connin
     assert isinstance(outcome.get("second_error"), errors.RevisionConflict)
     assert db.execute("select count(*) from acme.memory").fetchone()[0] == memories_before
     assert db.execute("select superseded_by from acme.memory where id = %s", (memory_id,)).fetchone()[0] is None
+
+
+def test_an_erasure_waits_for_a_correction_citing_the_erased_words_and_undoes_it(acme, db, conninfo, memory_id):
+    fix = acme.append("I live in Lisbon, in Alfama", role="user", actor="ana", data_subject_id="s-fix")
+    outcome = _race(conninfo,
+                    lambda m: m.correct(memory_id, "Ana lives in Alfama, Lisbon", revision=1, evidence=[fix]),
+                    lambda m: m.erase({"data_subject": "s-fix"}, reason="asked", actor="dpo"), second_role="admin")
+    assert "second_error" not in outcome, outcome
+    assert set(outcome["second"].residual.values()) == {0}
+    assert outcome["second"].rows_erased["memories_reverted"] == 1
+    assert acme.read(memory_id, purpose="converse").body == "Ana lives in Lisbon"
+
+
+def test_a_correction_citing_words_being_erased_waits_and_finds_them_gone(acme, db, conninfo, memory_id):
+    fix = acme.append("I live in Lisbon, in Alfama", role="user", actor="ana", data_subject_id="s-fix")
+    outcome = _race(conninfo,
+                    lambda m: m.erase({"data_subject": "s-fix"}, reason="asked", actor="dpo"),
+                    lambda m: m.correct(memory_id, "Ana lives in Alfama, Lisbon", revision=1, evidence=[fix]),
+                    first_role="admin")
+    assert isinstance(outcome.get("second_error"), errors.ObservationNotFound), outcome
+    rec = acme.read(memory_id, purpose="converse")
+    assert (rec.body, rec.revision) == ("Ana lives in Lisbon", 1)

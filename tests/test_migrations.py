@@ -143,3 +143,76 @@ def test_a_function_renamed_in_its_file_leaves_no_stale_overload(db, monkeypatch
     assert "_setting_value" in names  # the file's other function is back
     app_can = db.execute("select has_function_privilege('pgrecall_acme_app', 'acme.tenant_settings()', 'EXECUTE')").fetchone()[0]
     assert app_can
+
+
+# Texts whose passages differ: a turn is one passage, a long document several, with overlaps.
+LOGGED_BEFORE_PASSAGES = [
+    "I moved to Lisbon last spring.",
+    "  Ana prefers green tea.  ",
+    " ".join(f"Sentence number {i} of a long report about the harbour, its ships and their cargo." for i in range(40)),
+    "Première ligne.\n\nSeconde ligne, après un paragraphe: ça compte en octets, pas en caractères. " * 20,
+]
+
+
+def _passages(db, tenant):
+    return db.execute(f"""
+        select o.log_offset, p.ordinal, p.start_byte, p.end_byte, p.body
+          from {tenant}.passage p join {tenant}.observation o on o.id = p.observation_id
+         order by 1, 2""").fetchall()
+
+
+def test_a_tenant_upgraded_from_0009_gets_the_passages_of_its_logged_observations(db, acme):
+    """Observations logged before passages existed get the passages that the trigger writes for new ones,
+    registered and queued for embedding; the data step that writes them runs once and is in the ledger."""
+    db.execute("select pgrecall.create_tenant('older', 9)")
+    db.execute("insert into older.scope (name, log_watermark) values ('default', %s)", (len(LOGGED_BEFORE_PASSAGES),))
+    db.execute("insert into older.peer (name, kind) values ('ana', 'human')")
+    for offset, body in enumerate(LOGGED_BEFORE_PASSAGES, 1):
+        db.execute("""insert into older.observation (scope, log_offset, kind, occurred_at, source_role, actor_id, body)
+                      values ('default', %s, 'message', now(), 'user', (select id from older.peer), %s)""",
+                   (offset, body))
+
+    applied = db.execute("select * from pgrecall.upgrade_tenant('older')").fetchall()
+    assert applied[-1] == ("data_step", "_backfill_passages")
+    for body in LOGGED_BEFORE_PASSAGES:  # the same texts appended to a current tenant
+        acme.append(body, role="user", actor="ana")
+    written = _passages(db, "older")
+    assert len(written) > len(LOGGED_BEFORE_PASSAGES)  # the long texts were split
+    assert written == _passages(db, "acme")
+    assert db.execute("select count(*) from older.projection_dependency where kind = 'passage'").fetchone()[0] == \
+        len(written)
+    assert db.execute("select count(*) from older.passage_embedding_job").fetchone()[0] == len(written)
+    assert db.execute("select passages from older.passage_stat").fetchone()[0] == len(written)
+    assert db.execute("select requested_by, done_at is not null, rows_written from older.data_step").fetchall() == \
+        [(17, True, len(written))]
+
+    # Done once: a later upgrade, even one that re-applies passages.sql, writes no passage twice.
+    db.execute("update older.function_ledger set sha256 = repeat('0', 64) where file = 'passages.sql'")
+    assert db.execute("select * from pgrecall.upgrade_tenant('older')").fetchall() == [("function", "passages.sql")]
+    assert _passages(db, "older") == written
+
+
+def test_a_function_moved_to_a_file_applied_earlier_survives_the_upgrade(db, monkeypatch):
+    """Splitting a file moves functions between files. A function moved into a file that is applied before
+    its old one used to be created by the new file and then dropped by the old one's re-application."""
+    install.install(db, ["acme"])
+    original = sources.functions
+    moved = "create or replace function __tenant__._settings()"
+
+    def edited():
+        fs = original()
+        i = next(i for i, f in enumerate(fs) if f.name == "settings.sql")
+        body = fs[i].body
+        start = body.index(moved)
+        end = body.index("comment on function __tenant__._settings()", start)
+        end = body.index(";\n", end) + 2
+        fs[i] = sources.Source("function", "settings.sql", None, body[:start] + body[end:])
+        return [sources.Source("function", "a_settings_moved.sql", None, body[start:end])] + fs
+
+    monkeypatch.setattr(sources, "functions", edited)
+    assert ("function", "a_settings_moved.sql") in install.install(db, ["acme"])
+    assert db.execute("select to_regprocedure('acme._settings()') is not null").fetchone()[0]
+    ledger_of = dict(db.execute("select file, functions from acme.function_ledger").fetchall())
+    assert ledger_of["a_settings_moved.sql"] == ["acme._settings()"]
+    assert "acme._settings()" not in ledger_of["settings.sql"]
+    assert install.install(db, ["acme"]) == []

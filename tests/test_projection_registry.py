@@ -11,8 +11,12 @@ def workload(acme):
     a = acme.remember("Ana lives in Lisbon", evidence=[o1], purposes=["converse"], about=["Ana", "Lisbon"]).memory_id
     b = acme.remember("Ana works at Acme", evidence=[o2], purposes=["converse", "act"], about=["Ana", "Acme"]).memory_id
     d = acme.derive([a, b], "Ana: Lisbon, Acme", about=["Ana"])
-    acme.correct(b, "Ana works at Acme Corp", revision=1, reason="full name")
+    # a correction citing what justified it (memory_correction_evidence rows)
+    o4 = said(acme, "It is Acme Corp, by the way")
+    acme.correct(b, "Ana works at Acme Corp", revision=1, reason="full name", evidence=[o4])
     acme.supersede(a, "Ana lives in Porto", revision=1, evidence=[o3])
+    # a reviewer's duplicate decision: its reason may quote the two memories
+    acme.decide_duplicate(b, d, "distinct", reason="a summary is not a duplicate of its source")
     acme.assert_fact("ana", "lives_in", "Lisbon", evidence=[{"offset": o1, "quote": "I live in Lisbon"}],
                      valid_from=datetime(2020, 1, 1, tzinfo=UTC))
     # splits the Lisbon fact: the surviving piece is registered too
@@ -61,8 +65,12 @@ def test_every_tenant_table_is_a_projection_or_known_infrastructure(acme, db):
                       "term_stat", "corpus_stat",
                       # erasure receipts: the selector and reason, never content
                       "erasure_request",
-                      # sessions: a name and metadata given by the application, like a scope
+                      # sessions: a name and metadata given by the application, like a scope, tagged with the
+                      # data subjects whose calls wrote them; erasing a subject clears them (with a residual)
                       "session",
+                      # which data subject gave which entity alias (add_entity_alias): an erasure of the subject
+                      # removes the alias (with a residual); rows die with their entity (on delete cascade)
+                      "entity_alias_subject",
                       # membership and flags; its working_representation document holds derived items, each
                       # citing its observation, which erasure scrubs (_scrub_working_representations, with a
                       # residual of its own)
@@ -74,7 +82,9 @@ def test_every_tenant_table_is_a_projection_or_known_infrastructure(acme, db):
                       # holds only a passage id, and dies with the passage (foreign key, on delete cascade)
                       "passage_embedding_job",
                       # per scope: how many passages and lexemes (counts, no content), kept by triggers on passage
-                      "passage_stat"}
+                      "passage_stat",
+                      # the data step ledger: helper names and when they ran
+                      "data_step"}
     # A partition is part of its partitioned table (passage): its rows are that projection's rows.
     tables = {r[0] for r in db.execute("select c.relname from pg_class c where c.relnamespace = 'acme'::regnamespace "
                                        "and c.relkind in ('r', 'p') and not c.relispartition")}

@@ -5,12 +5,8 @@ import re
 from pgrecall import sources
 
 
-def test_migration_files_are_numbered_from_one_without_gaps():
-    files = sorted(p.name for p in (sources.sql_root() / "migrations").iterdir())
-    bad = [f for f in files if not sources.MIGRATION_NAME.match(f)]
-    assert bad == [], f"migration files must be named NNNN_lower_snake.sql: {bad}"
-    versions = [int(f[:4]) for f in files]
-    assert versions == list(range(1, len(files) + 1)), f"numbering has a gap or a duplicate: {versions}"
+# Migration file names and numbering (no gaps, no duplicates) are checked with their frozen
+# checksums, in test_frozen_migrations.py.
 
 
 def test_migrations_carry_no_function_bodies():

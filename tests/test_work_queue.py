@@ -7,7 +7,7 @@ import time
 import pytest
 
 import pgrecall
-from conftest import table_counts
+from conftest import table_counts, wait_until
 from pgrecall import errors
 from pgrecall.driver import QueueStatus, WorkingItem
 
@@ -103,13 +103,18 @@ def test_one_claim_takes_only_the_head_of_each_lane(acme, db, acme_worker):
     assert claimed[0].messages[0]["body"] == "m0" and claimed[0].messages[0]["actor"] == "ana"
 
 
+def lease_ran_out(db, task_id):
+    wait_until(lambda: db.execute("select lease_until < clock_timestamp() from acme.work_task where id = %s",
+                                  (task_id,)).fetchone()[0], timeout=10, what=f"task {task_id}'s lease to run out")
+
+
 def test_an_expired_lease_returns_the_task(acme, db, acme_worker):
     setting(db, "task_lease_seconds", "0.5")
     s = session_with(acme, "lease", ["ana"])
     acme.add_messages(s, [{"actor": "ana", "body": "first"}, {"actor": "ana", "body": "second"}])
     [a] = acme_worker.claim_tasks("a")
     assert acme_worker.claim_tasks("b") == []  # leased, and the second waits behind it
-    time.sleep(0.6)
+    lease_ran_out(db, a.task_id)
     [b] = acme_worker.claim_tasks("b")
     assert (b.task_id, b.attempts) == (a.task_id, 2) and b.lease_token != a.lease_token
     with pytest.raises(errors.LeaseLost) as info:
@@ -152,7 +157,7 @@ def test_a_lease_that_expires_on_the_last_attempt_is_dead_lettered(acme, db, acm
     s = session_with(acme, "crashy", ["ana"])
     acme.add_messages(s, [{"actor": "ana", "body": "x"}])
     [t] = acme_worker.claim_tasks("w")
-    time.sleep(0.3)
+    lease_ran_out(db, t.task_id)
     assert acme_worker.claim_tasks("w") == []
     assert db.execute("select status, last_error from acme.work_task where id = %s", (t.task_id,)).fetchone() == \
         ("dead", "lease expired on attempt 1")

@@ -6,9 +6,12 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import psycopg
+from psycopg.rows import dict_row
 
 from . import errors, names
 
@@ -32,10 +35,18 @@ def cmd_server(args: argparse.Namespace) -> int:
         info = server.start()
         print(f"pgrecall: embedded PostgreSQL running (pid {info.pid}, data {info.pgdata})")
         print(info.uri())
+        if info.pending_restart:
+            print(f"pgrecall: {', '.join(info.pending_restart)} take effect after a restart: "
+                  "pgrecall server stop && pgrecall server start", file=sys.stderr)
     elif args.action == "stop":
         print("pgrecall: stopped" if server.stop() else "pgrecall: the embedded server was not running")
     elif args.action == "status":
         info = server.status()
+        if args.json:
+            _print_json({"running": info.running, "pid": info.pid if info.running else None,
+                         "pgdata": str(info.pgdata), "socket_dir": str(info.socket_dir) if info.running else None,
+                         "port": info.port if info.running else None})
+            return 0 if info.running else 3
         if info.running:
             print(f"running  pid={info.pid}  data={info.pgdata}  socket={info.socket_dir}  port={info.port}")
         else:
@@ -71,6 +82,8 @@ def cmd_tenant(args: argparse.Namespace) -> int:
                 applied = install.install(conn, [args.name])
                 print(f"pgrecall: tenant {args.name}: " + (", ".join(n for _, n in applied) or "already current"))
         elif args.action == "drop":
+            if not _drop_confirmed(conn, args):
+                return 1
             try:
                 conn.execute("select pgrecall.drop_tenant(%s)", (args.name,))
             except psycopg.Error as exc:
@@ -78,19 +91,56 @@ def cmd_tenant(args: argparse.Namespace) -> int:
             print(f"pgrecall: dropped tenant {args.name}")
         elif args.action == "list":
             if not _control_installed(conn):
+                if args.json:
+                    return _print_json([])
                 print("pgrecall: no tenants (pgrecall is not installed in this database)")
                 return 0
+            if args.json:
+                return _print_json(_tenant_list(conn))
             rows = conn.execute(
                 "select name, schema_version, latest_version, app_role, created_at::timestamp(0) "
                 "from pgrecall.list_tenants()"
             ).fetchall()
             _print_rows(["tenant", "version", "latest", "app_role", "created_at"], rows)
         elif args.action == "settings":
+            if args.json:
+                return _print_json(_tenant_settings(conn, args.name))
             rows = conn.execute(
                 "select key, value::text, description from pgrecall.tenant_settings(%s)", (args.name,)
             ).fetchall()
             _print_rows(["key", "value", "description"], rows)
     return 0
+
+
+def _drop_confirmed(conn: psycopg.Connection[Any], args: argparse.Namespace) -> bool:
+    """Dropping a tenant deletes everything in it: ask, unless --yes. Without a terminal to ask on (CI,
+    a pipe) refuse rather than read a stray line as consent. A tenant that does not exist is left to
+    drop_tenant, which says so."""
+    exists = conn.execute("select exists (select 1 from pgrecall.list_tenants() where name = %s)",
+                          (args.name,)).fetchone()
+    if args.yes or not (exists and exists[0]):
+        return True
+    if not sys.stdin.isatty():
+        _fail(f"pgrecall: error: not dropping tenant {args.name}: confirm with --yes (no terminal to ask on)")
+        return False
+    print(f"Drop tenant {args.name}: its schema, its roles and every memory and observation in it? "
+          f"This cannot be undone. Type the tenant name to confirm: ", end="", file=sys.stderr, flush=True)
+    answer = sys.stdin.readline().strip()
+    if answer != args.name:
+        _fail(f"pgrecall: not dropping tenant {args.name} (the answer was not its name)")
+        return False
+    return True
+
+
+def _tenant_list(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
+    with conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute("select name as tenant, schema_version, latest_version, app_role, created_at "
+                           "from pgrecall.list_tenants()").fetchall()
+
+
+def _tenant_settings(conn: psycopg.Connection[Any], tenant: str) -> list[dict[str, Any]]:
+    with conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute("select key, value, description from pgrecall.tenant_settings(%s)", (tenant,)).fetchall()
 
 
 def _control_installed(conn: psycopg.Connection[Any]) -> bool:
@@ -131,14 +181,21 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def cmd_remember(args: argparse.Namespace) -> int:
+    appended = None
     with _memory(args) as mem:
         evidence = args.evidence
         if not evidence:
             # Hand use: what you ask to remember is itself what was said.
-            evidence = [mem.append(args.text, role=args.role, kind="note", scope=args.scope)]
-            print(f"appended observation at offset {evidence[0]} of scope {args.scope or args.scopes[0]}")
+            appended = mem.append(args.text, role=args.role, kind="note", scope=args.scope)
+            evidence = [appended]
+            if not args.json:
+                print(f"appended observation at offset {evidence[0]} of scope {args.scope or args.scopes[0]}")
         r = mem.remember(args.text, evidence=evidence, purposes=args.purposes, scope=args.scope,
                          audience=args.audience, kind=args.kind, title=args.title, about=args.about)
+    if args.json:
+        return _print_json({"memory_id": r.memory_id, "status": r.status, "reason": r.reason,
+                            "scope": args.scope or args.scopes[0], "evidence": evidence,
+                            "appended_offset": appended})
     if r.created:
         print(f"remembered as memory {r.memory_id}")
     else:
@@ -150,10 +207,7 @@ def cmd_read(args: argparse.Namespace) -> int:
     with _memory(args) as mem:
         rec = mem.read(args.memory_id, purpose=args.purpose, include_superseded=args.include_superseded)
     if args.json:
-        from dataclasses import asdict
-
-        print(json.dumps(asdict(rec), default=str, indent=2))
-        return 0
+        return _print_json(rec)
     print(f"memory {rec.id} (revision {rec.revision}, {rec.kind}, {rec.origin}) in scope {rec.scope}")
     if rec.title:
         print(f"  title:     {rec.title}")
@@ -162,21 +216,187 @@ def cmd_read(args: argparse.Namespace) -> int:
     if rec.superseded_by:
         print(f"  superseded by memory {rec.superseded_by}")
     for o in rec.provenance.observations:
-        print(f"  from {o.scope}#{o.offset} ({o.actor}, {o.source_role}): {o.text}")
+        revisions = ", ".join(map(str, o.corrections))
+        cited = f" [cited by the correction to revision {revisions}]" if revisions else ""
+        print(f"  from {o.scope}#{o.offset} ({o.actor}, {o.source_role}): {o.text}{cited}")
     for m in rec.provenance.memories:
         print(f"  from memory {m.id}")
     if rec.provenance.hidden_sources:
         print(f"  and {rec.provenance.hidden_sources} source memories you may not see")
     for h in rec.revisions:
-        print(f"  revision {h.revision} was: {h.body}" + (f" ({h.reason})" if h.reason else ""))
+        why = [h.reason] if h.reason else []
+        if h.evidence:
+            why.append(f"evidence {', '.join(f'{rec.scope}#{o}' for o in h.evidence)}")
+        print(f"  revision {h.revision} was: {h.body}" + (f" ({'; '.join(why)})" if why else ""))
+    return 0
+
+
+def cmd_correct(args: argparse.Namespace) -> int:
+    with _memory(args) as mem:
+        revision = mem.correct(args.memory_id, args.text, revision=args.revision, evidence=args.evidence,
+                               title=args.title, reason=args.reason)
+    if args.json:
+        return _print_json({"memory_id": args.memory_id, "revision": revision, "evidence": args.evidence})
+    cited = f", citing offset{'s' if len(args.evidence) > 1 else ''} {', '.join(map(str, args.evidence))}" \
+        if args.evidence else ""
+    print(f"corrected memory {args.memory_id} (revision {revision}){cited}")
     return 0
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
     with _memory(args) as mem:
         revision = mem.forget(args.memory_id, reason=args.reason)
+    if args.json:
+        return _print_json({"memory_id": args.memory_id, "revision": revision, "forgotten": True})
     print(f"forgot memory {args.memory_id} (revision {revision})")
     return 0
+
+
+def _print_json(value: Any) -> int:
+    """One JSON document with stable keys: what --json prints."""
+    from .render import dumps
+
+    print(dumps(value))
+    return 0
+
+
+def cmd_recall(args: argparse.Namespace) -> int:
+    from .driver import FactProvenance
+    from .render import jsonable, source_lines
+
+    with _memory(args) as mem:
+        r = mem.recall(args.query, purpose=args.purpose, mode=args.mode, limit=args.limit,
+                       include_superseded=args.include_superseded)
+    if args.json:
+        return _print_json({"items": r.items, "meta": r.meta})
+    m = r.meta
+    dense = "dense arm on" if m.dense_available else f"dense arm off ({m.dense_reason})"
+    dropped = f"; dropped terms {', '.join(m.dropped_terms)}" if m.dropped_terms else ""
+    print(f"{m.fused_count} candidates after the permission walk ({m.lexical_count} lexical, "
+          f"{m.dense_count} dense, {m.fact_count} facts); {dense}{dropped}")
+    if not r.items:
+        print("nothing this principal may see matches")
+    for item in r.items:
+        p = item.provenance
+        if isinstance(p, FactProvenance):
+            print(f"{item.rank}. [fact {item.fact_id}] {item.body}   (valid {_range_text(p.valid)})")
+            for e in p.evidence:
+                print(f"    quote from {e.scope}#{e.offset}: \"{e.quote}\"")
+            continue
+        why = [f"lexical #{item.lexical_rank}"] if item.lexical_rank else []
+        if item.dense_rank:
+            why.append(f"dense #{item.dense_rank}, cosine {item.cosine:.2f}")
+        print(f"{item.rank}. [memory {item.memory_id}, {item.kind}] {item.body}   ({'; '.join(why)})")
+        for line in source_lines(jsonable(p)):
+            print(line)
+    return 0
+
+
+def _range_text(value: Any) -> str:
+    """A validity range from JSON ('[a,b)') or psycopg, as 'from A' or 'A to B'."""
+    from .render import jsonable
+
+    def short(stamp: str | None) -> str | None:  # to the minute, as a person reads a date
+        return stamp[:16].replace("T", " ") if stamp else stamp
+
+    value = jsonable(value)
+    if isinstance(value, dict):
+        lower, upper = value.get("from"), value.get("to")
+    elif isinstance(value, str) and "," in value:
+        lower, upper = (x.strip(' "[]()') or None for x in value.split(",", 1))
+    else:
+        return str(value)
+    lower, upper = short(lower), short(upper)
+    return f"from {lower}" if not upper else f"{lower or 'always'} to {upper}"
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from .render import clip
+
+    with _memory(args) as mem:
+        found = mem.search_messages(args.query, mode=args.mode, session_id=args.session, peer=args.peer,
+                                    limit=args.limit)
+    if args.json:
+        return _print_json({"items": found.items, "meta": found.meta})
+    semantic = "semantic arm on" if found.semantic_available else \
+        f"semantic arm off ({found.meta.semantic_reason or 'not asked'})"
+    print(f"{len(found.items)} passages; {semantic}")
+    for hit in found.items:
+        session = f", session {hit.session_id}" if hit.session_id else ""
+        print(f"{hit.rank}. {hit.scope}#{hit.log_offset} ({hit.actor}, {hit.source_role}, "
+              f"{hit.occurred_at:%Y-%m-%d %H:%M}{session}): {clip(hit.body)}")
+    return 0
+
+
+def cmd_supersede(args: argparse.Namespace) -> int:
+    appended = None
+    with _memory(args) as mem:
+        evidence = args.evidence
+        if not evidence:
+            # As remember does by hand: the new text is itself what was said.
+            appended = mem.append(args.said or args.text, role=args.role, kind="note", scope=args.scope)
+            evidence = [appended]
+        new_id = mem.supersede(args.memory_id, args.text, revision=args.revision, evidence=evidence,
+                               title=args.title, about=args.about or None)
+    if args.json:
+        return _print_json({"memory_id": new_id, "superseded": args.memory_id, "evidence": evidence,
+                            "appended_offset": appended})
+    if appended is not None:
+        print(f"appended observation at offset {appended} of scope {args.scope or args.scopes[0]}")
+    print(f"memory {args.memory_id} is superseded by memory {new_id}, citing offset"
+          f"{'s' if len(evidence) > 1 else ''} {', '.join(map(str, evidence))}")
+    return 0
+
+
+def cmd_derive(args: argparse.Namespace) -> int:
+    with _memory(args) as mem:
+        memory_id = mem.derive(args.sources, args.text, kind=args.kind, title=args.title, about=args.about)
+    if args.json:
+        return _print_json({"memory_id": memory_id, "sources": args.sources})
+    print(f"derived memory {memory_id} from memories {', '.join(map(str, args.sources))}")
+    return 0
+
+
+def cmd_facts(args: argparse.Namespace) -> int:
+    with _memory(args) as mem:
+        rows = mem.facts_as_of(args.subject, args.predicate, valid_at=args.valid_at, known_at=args.known_at,
+                               purpose=args.purpose)
+    if args.json:
+        return _print_json({"subject": args.subject, "facts": rows})
+    if not rows:
+        print(f"no facts about {args.subject} that this principal may see")
+    for f in rows:
+        view = f"; {f.observer}'s view" if f.observer else ""
+        print(f"[fact {f.fact_id}] {f.subject} {f.predicate} {f.object}   (valid {_range_text(f.valid)}; "
+              f"known {_range_text(f.known)}; confidence {f.confidence:g}{view})")
+        for e in f.evidence:
+            print(f"    quote from {e.scope}#{e.offset} ({e.source_role}): \"{e.quote}\"")
+    return 0
+
+
+def cmd_bundle(args: argparse.Namespace) -> int:
+    from .agent import AgentMemory
+
+    agent = AgentMemory(args.tenant, args.principal, args.scopes, purpose=args.purpose)
+    try:
+        bundle = agent.bundle(session=args.session, recent=args.recent, entities=args.entities)
+    finally:
+        agent.close()
+    if args.json:
+        return _print_json({"tenant": args.tenant, "principal": args.principal, "scopes": agent.scopes,
+                            "purpose": args.purpose, "session": args.session, **bundle})
+    from .render import bundle_text
+
+    sys.stdout.write(bundle_text(bundle, principal=args.principal, tenant=args.tenant, scopes=agent.scopes,
+                                 purpose=args.purpose, session=args.session))
+    return 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from .mcp_server import serve
+
+    return serve(args.tenant, args.principal, args.scopes, args.purpose, http=args.http,
+                 preload=not args.no_preload)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -233,6 +453,8 @@ def cmd_embeddings(args: argparse.Namespace) -> int:
     with pgrecall.connect(tenant=args.tenant, role="app" if args.action == "status" else "admin") as mem:
         status = mem.embedding_status()
         if args.action == "status":
+            if args.json:
+                return _print_json(status)
             print(f"model {status.model}, input version {status.input_version}: {status.current} current, "
                   f"{status.stale} stale, {status.queued} queued ({status.leased} leased)")
             print(f"passages: {status.passages_current} current, {status.passages_stale} stale, "
@@ -263,8 +485,18 @@ def cmd_erase(args: argparse.Namespace) -> int:
         selector = {"observation": {"scope": scope, "offset": int(offset)}}
     else:
         selector = {k: v for k, v in (("data_subject", args.subject), ("peer", args.peer), ("scope", args.scope)) if v}
+    vacuum_problem: errors.NotPermitted | None = None
     with pgrecall.connect(tenant=args.tenant, role="admin") as mem:
         receipt = mem.erase(selector, reason=args.reason, actor=args.actor, requested_by=args.requested_by)
+        # Committed: now the tables it touched lose the erased values from their statistics (and, if asked,
+        # their dead rows), which cannot happen inside the erasure's own transaction.
+        receipt = mem.refresh_erasure_statistics(receipt.id)
+        vacuumed: list[str] = []
+        if args.vacuum:
+            try:
+                vacuumed = mem.vacuum_erased(receipt)
+            except errors.NotPermitted as exc:
+                vacuum_problem = exc
     completed = receipt.completed_at.isoformat() if receipt.completed_at else None
     print(f"erasure request {receipt.id} for {json.dumps(receipt.selector)}: "
           f"{receipt.observations_erased} observations erased at {completed} "
@@ -281,7 +513,32 @@ def cmd_erase(args: argparse.Namespace) -> int:
         print("  nothing matched the selector: no observation was erased")
     else:
         print("  residual is zero: everything derived is gone")
-    return 0 if clean else 2
+    touched = receipt.tables_touched or []
+    if receipt.statistics_refreshed_at:
+        print(f"  statistics refreshed at {receipt.statistics_refreshed_at.isoformat()} for the {len(touched)} "
+              "tables it touched: pg_stats holds none of the erased values")
+    else:
+        stale = ", ".join(receipt.statistics_stale or [])
+        print(f"  statistics NOT refreshed: {stale} kept statistics ANALYZE cannot replace (no rows left) and "
+              "PostgreSQL before 18 cannot clear; a superuser must delete their pg_statistic rows")
+    if vacuum_problem is not None:
+        print(f"  NOT vacuumed: {vacuum_problem}")
+    elif args.vacuum:
+        print(f"  vacuumed the {len(vacuumed)} tables: their dead rows are gone (unless a transaction older than "
+              "the erasure still runs)")
+    else:
+        print("  not vacuumed: dead rows keep the erased values until autovacuum runs (or pass --vacuum)")
+    return 0 if clean and vacuum_problem is None and receipt.statistics_refreshed_at else 2
+
+
+def cmd_review(args: argparse.Namespace) -> int:
+    from . import review
+
+    missing = review.missing_dependencies()
+    if missing:
+        return _fail(f"pgrecall: error: {missing}")
+    review.serve(args.tenant, args.principal, args.scopes, port=args.port)
+    return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -305,6 +562,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Agent memory inside PostgreSQL. Uses PGRECALL_DSN if set, else an embedded server "
         "under PGRECALL_HOME.",
     )
+    parser.add_argument("--version", action="version", version=f"pgrecall {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("server", help="the embedded PostgreSQL server")
@@ -312,11 +570,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tenant", help="with uri: the URI of one of this tenant's login roles")
     p.add_argument("--role", choices=["app", "worker", "admin"], default="app",
                    help="with uri --tenant: app (the agent, default), worker (queued work) or admin (back office)")
+    p.add_argument("--json", action="store_true", help="with status: one JSON document")
     p.set_defaults(func=cmd_server)
 
     p = sub.add_parser("tenant", help="create, upgrade, list or drop tenants")
     p.add_argument("action", choices=["create", "upgrade", "drop", "list", "settings"])
     p.add_argument("name", nargs="?")
+    p.add_argument("--yes", action="store_true", help="with drop: do not ask for confirmation")
+    p.add_argument("--json", action="store_true", help="with list or settings: one JSON document")
     p.set_defaults(func=cmd_tenant)
 
     p = sub.add_parser("sql", help="print a psql script that installs or upgrades a tenant")
@@ -359,6 +620,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--title")
     p.add_argument("--about", action="append", default=[], help="entity name; repeatable")
     p.add_argument("--role", default="user", help="role of the appended observation (default: user)")
+    p.add_argument("--json", action="store_true", help="one JSON document")
     p.set_defaults(func=cmd_remember)
 
     p = sub.add_parser("read", help="read one memory with its provenance")
@@ -369,10 +631,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_read)
 
+    p = sub.add_parser("correct", help="fix a memory in place, citing the observations that justify it")
+    tenant_args(p)
+    p.add_argument("memory_id", type=int)
+    p.add_argument("text", help="the corrected text")
+    p.add_argument("--revision", type=int, required=True, help="the revision you read (pgrecall read shows it)")
+    p.add_argument("--evidence", type=int, action="append", default=[],
+                   help="log offset, in the memory's scope, that justifies it; repeatable")
+    p.add_argument("--reason")
+    p.add_argument("--title", help="a new title (default: keep it)")
+    p.add_argument("--json", action="store_true", help="one JSON document")
+    p.set_defaults(func=cmd_correct)
+
     p = sub.add_parser("forget", help="invalidate a memory, with a reason")
     tenant_args(p)
     p.add_argument("memory_id", type=int)
     p.add_argument("--reason", required=True)
+    p.add_argument("--json", action="store_true", help="one JSON document")
     p.set_defaults(func=cmd_forget)
 
     p = sub.add_parser("import", help="load a conversation (JSON lines) as observations")
@@ -401,6 +676,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input-version", type=int, choices=[1, 2], help="switch the embedded text version")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--json", action="store_true", help="with status: one JSON document")
     p.set_defaults(func=cmd_embeddings)
 
     p = sub.add_parser("erase", help="erase a data subject, a peer, a scope or one observation (as the tenant's "
@@ -415,12 +691,175 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--requested-by", help="whose request it is (e.g. the data subject's ticket)")
     p.add_argument("--actor", default=_default_actor(),
                    help="who runs the erasure, recorded in the receipt (default: $PGRECALL_ACTOR or your user name)")
+    p.add_argument("--vacuum", action="store_true",
+                   help="after the commit, VACUUM the tables it touched (needs PostgreSQL 17+ or the tables' owner)")
     p.set_defaults(func=cmd_erase)
+
+    p = sub.add_parser("review", help="the web screen where a person decides about proposed duplicates "
+                                      "(127.0.0.1 only, as the tenant's application role)")
+    tenant_args(p)
+    p.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (default: 8765)")
+    p.set_defaults(func=cmd_review)
 
     p = sub.add_parser("demo", help="what `make run` shows")
     p.add_argument("--tenant", default="demo")
     p.set_defaults(func=cmd_demo)
+
+    _add_agent_commands(sub, tenant_args)
+    _add_examples(sub)
     return parser
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def _principal_args(p: argparse.ArgumentParser) -> None:
+    """--tenant, --as, --scopes and --purpose of the commands that hand an agent its memory: without
+    --scopes they authorise every scope of the tenant, as a single user's own install expects."""
+    p.add_argument("--tenant", default=os.environ.get("PGRECALL_TENANT", "demo"),
+                   help="tenant (default: $PGRECALL_TENANT or demo)")
+    p.add_argument("--as", dest="principal", default=os.environ.get("PGRECALL_PRINCIPAL"),
+                   required=not os.environ.get("PGRECALL_PRINCIPAL"),
+                   help="the peer whose memory it is (default: $PGRECALL_PRINCIPAL)")
+    p.add_argument("--scopes", type=lambda v: [s for s in v.split(",") if s] or None, default=None,
+                   help="authorised scopes, comma-separated (default: every scope of the tenant)")
+    p.add_argument("--purpose", default="converse", choices=["converse", "act", "personalize", "review"],
+                   help="what the memories are used for (default: converse)")
+
+
+def _add_agent_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+                        tenant_args: Callable[..., None]) -> None:
+    """recall, search, supersede, derive, facts, bundle and mcp: what an agent (or its harness) does."""
+    purposes = ["converse", "act", "personalize", "review"]
+
+    p = sub.add_parser("recall", help="ranked recall: the memories (and facts) nearest a query, with provenance")
+    tenant_args(p)
+    p.add_argument("query")
+    p.add_argument("--purpose", default="converse", choices=purposes)
+    p.add_argument("--limit", type=int, default=10)
+    p.add_argument("--mode", choices=["hybrid", "lexical", "dense"], help="default: the tenant's (hybrid)")
+    p.add_argument("--include-superseded", action="store_true")
+    p.add_argument("--json", action="store_true", help="one JSON document: items and meta")
+    p.set_defaults(func=cmd_recall)
+
+    p = sub.add_parser("search", help="search what was said (the log's passages), not what was remembered")
+    tenant_args(p)
+    p.add_argument("query")
+    p.add_argument("--session", type=int, help="only this session")
+    p.add_argument("--peer", help="only what this peer said")
+    p.add_argument("--limit", type=int, default=10)
+    p.add_argument("--mode", choices=["hybrid", "lexical", "semantic"], help="default: the tenant's settings")
+    p.add_argument("--json", action="store_true", help="one JSON document: items and meta")
+    p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("supersede", help="replace a memory because the world changed (the old one stays as history)")
+    tenant_args(p)
+    p.add_argument("memory_id", type=int)
+    p.add_argument("text", help="the new memory")
+    p.add_argument("--revision", type=int, required=True, help="the revision you read (pgrecall read shows it)")
+    p.add_argument("--evidence", type=int, action="append", default=[],
+                   help="log offset, in the memory's scope, that says what changed; repeatable "
+                        "(default: append the text, or --said, as an observation and cite it)")
+    p.add_argument("--said", help="the words appended as the observation when no --evidence is given")
+    p.add_argument("--scope", help="scope of the appended observation (default: the first authorised one)")
+    p.add_argument("--role", default="user", help="role of the appended observation (default: user)")
+    p.add_argument("--title", help="a new title (default: keep it)")
+    p.add_argument("--about", action="append", default=[], help="entity name; repeatable (default: the old memory's)")
+    p.add_argument("--json", action="store_true", help="one JSON document")
+    p.set_defaults(func=cmd_supersede)
+
+    p = sub.add_parser("derive", help="write a memory drawn from other memories (seen and used only as all of "
+                                      "them allow)")
+    tenant_args(p)
+    p.add_argument("text", help="the conclusion")
+    p.add_argument("--from", dest="sources", type=int, action="append", required=True,
+                   help="a source memory id; repeatable")
+    p.add_argument("--kind", default="summary", choices=["note", "fact", "decision", "summary"])
+    p.add_argument("--title")
+    p.add_argument("--about", action="append", default=[], help="entity name; repeatable")
+    p.add_argument("--json", action="store_true", help="one JSON document")
+    p.set_defaults(func=cmd_derive)
+
+    p = sub.add_parser("facts", help="what is believed about an entity, now or at another time (bitemporal)")
+    tenant_args(p)
+    p.add_argument("subject", help="an entity name or alias")
+    p.add_argument("predicate", nargs="?", help="one predicate, e.g. lives_in (default: all)")
+    p.add_argument("--valid-at", type=_timestamp, help="true at this time (ISO 8601; default: now)")
+    p.add_argument("--known-at", type=_timestamp, help="as believed at this time (default: now)")
+    p.add_argument("--purpose", default="converse", choices=purposes)
+    p.add_argument("--json", action="store_true", help="one JSON document")
+    p.set_defaults(func=cmd_facts)
+
+    p = sub.add_parser("bundle", help="the session-start bundle, as text for a model's context (a harness "
+                                      "hook injects it)")
+    _principal_args(p)
+    p.add_argument("--session", type=int, help="a session id: adds the principal's working representation there")
+    p.add_argument("--recent", type=int, default=10, help="recent memories (default: 10)")
+    p.add_argument("--entities", type=int, default=5, help="top entities (default: 5)")
+    p.add_argument("--json", action="store_true", help="one JSON document")
+    p.set_defaults(func=cmd_bundle)
+
+    p = sub.add_parser("mcp", help="serve a principal's memory to an MCP client (stdio, or streamable HTTP on "
+                                   "localhost)")
+    _principal_args(p)
+    p.add_argument("--http", metavar="HOST:PORT",
+                   help="streamable HTTP on a loopback address (127.0.0.1, localhost or [::1]) instead of stdio")
+    p.add_argument("--no-preload", action="store_true",
+                   help="do not load the embedding model at start (the first recall then waits for it)")
+    p.set_defaults(func=cmd_mcp)
+
+
+def _timestamp(value: str) -> datetime:
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {value!r}") from None
+
+
+# One example per subcommand, shown under its --help (a test holds every subcommand to it).
+EXAMPLES = {
+    "server": "pgrecall server uri --tenant acme --role worker",
+    "tenant": "pgrecall tenant create acme\n  pgrecall tenant list --json\n  pgrecall tenant drop acme --yes",
+    "sql": "pgrecall sql --tenant acme > acme.sql && psql -v ON_ERROR_STOP=1 -f acme.sql \"$DATABASE_URL\"",
+    "peer": "pgrecall peer add ana --kind human --tenant acme",
+    "scope": "pgrecall scope add default --tenant acme --description \"Ana's assistant\"",
+    "remember": "pgrecall remember --tenant acme --as ana --purpose converse --about Ana \"Ana is vegetarian\"",
+    "read": "pgrecall read --tenant acme --as ana --purpose converse 1 --json",
+    "correct": "pgrecall correct --tenant acme --as ana 1 \"Ana is vegan\" --revision 1 --evidence 2 "
+               "--reason \"she said so\"",
+    "forget": "pgrecall forget --tenant acme --as ana --reason \"she asked\" 1",
+    "import": "pgrecall import chat.jsonl --tenant acme --scopes default",
+    "worker": "pgrecall worker --tenant acme --once",
+    "review": "pgrecall review --tenant demo --as Ana --scopes flat --port 8765   # then open http://127.0.0.1:8765/",
+    "deriver": "pgrecall deriver --tenant acme --once",
+    "embeddings": "pgrecall embeddings rebuild --tenant acme --all",
+    "erase": "pgrecall erase --tenant acme --subject u-42 --reason \"request #7\"",
+    "demo": "pgrecall demo",
+    "recall": "pgrecall recall --tenant demo --as Ana --scopes flat \"Where do Ana and Ben live?\"",
+    "search": "pgrecall search --tenant demo --as Ana --scopes flat \"moved to Porto\" --json",
+    "supersede": "pgrecall supersede --tenant acme --as ana 1 \"Ana lives in Porto\" --revision 1 --evidence 3",
+    "derive": "pgrecall derive --tenant acme --as ana --from 1 --from 2 --kind decision "
+              "\"Shared meals are vegetarian\"",
+    "facts": "pgrecall facts --tenant acme --as ana Ana lives_in --valid-at 2025-06-01",
+    "bundle": "pgrecall bundle --tenant demo --as Ana        # what a SessionStart hook prints",
+    "mcp": "pgrecall mcp --tenant demo --as Ana               # stdio, for .mcp.json\n"
+           "  pgrecall mcp --tenant demo --as Ana --http 127.0.0.1:8765",
+}
+
+
+def _add_examples(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Each subcommand's help says what it does (its one-line help) and shows an example."""
+    helps = {action.dest: action.help for action in sub._choices_actions}
+    for name, p in sub.choices.items():
+        p.formatter_class = argparse.RawDescriptionHelpFormatter
+        said = helps.get(name)
+        if p.description is None and said:
+            p.description = said[0].upper() + said[1:] + "."
+        if name in EXAMPLES:
+            p.epilog = "example:\n  " + EXAMPLES[name]
 
 
 def importer_error() -> type[Exception]:

@@ -51,6 +51,9 @@ MEMORIES = [
     ("dogfood", "Pixel is allergic to chicken, so his food must be fish based", [38], ["converse", "act"], None,
      ["Pixel"]),
     ("licence", "Ben must renew his carpentry licence before September", [51], ["act"], None, ["Ben"]),
+    # Said again weeks later, and remembered again in other words: a duplicate for a person to review.
+    ("peanut-again", "Ben is allergic to peanuts: no peanuts in shared meals", [54],
+     ["converse", "act", "personalize"], None, ["Ben"]),
 ]
 
 QUESTIONS = [
@@ -78,8 +81,9 @@ def load(mem: Memory, conversation: Path, conninfo: str) -> None:
                          principal=audience or "Sage")
         assert r.memory_id is not None, r
         ids[key] = r.memory_id
-    # Ben corrected a typo: the same fact, fixed in place (the old text stays in history).
-    mem.correct(ids["birthday"], "Ben's birthday is on March 13", revision=1, reason="Ben corrected a typo (turn 23)")
+    # Ben corrected a typo: the same fact, fixed in place (the old text stays in history), citing his turn.
+    mem.correct(ids["birthday"], "Ben's birthday is on March 13", revision=1, evidence=[23],
+                reason="Ben corrected a typo")
     # The world changed: they moved, Ana changed jobs, Pixel changed vets.
     mem.supersede(ids["home"], "Ana and Ben live in Porto, in Bonfim, near Ana's sister Rita", revision=1,
                   evidence=[45, 47], about=["Ana", "Ben", "Porto"])
@@ -117,7 +121,11 @@ def show(mem: Memory, principal: str, question: str) -> None:
             why.append(f"dense #{item.dense_rank}, cosine {item.cosine:.2f}")
         print(f"  {item.rank}. [memory {item.memory_id}] {item.body}   ({'; '.join(why)}; score {item.score:.4f})")
         for o in p.observations:
-            print(f"       from turn {o.offset}, {o.actor} ({o.source_role}): {o.text}")
+            revisions = o.corrections
+            cited = (f"   (evidence of the correction that made revision {revisions[0]})" if len(revisions) == 1
+                     else f"   (evidence of the corrections that made revisions {', '.join(map(str, revisions))})"
+                     if revisions else "")
+            print(f"       from turn {o.offset}, {o.actor} ({o.source_role}): {o.text}{cited}")
         for src in p.memories:
             print(f"       derived from memory {src.id}")
 
@@ -221,6 +229,12 @@ def main(args: argparse.Namespace) -> int:
         bundle = mem.session_bundle(principal="Ana", recent=3)
         print("\nSession-start bundle for Ana: pinned " + "; ".join(p.body for p in bundle.pinned)
               + " | top entities " + ", ".join(f"{e.entity} ({e.memories})" for e in bundle.entities))
+        duplicates = mem.duplicate_proposals(limit=3)
+        print(f"\nDuplicates proposed for review: {len(duplicates.pairs)} pair(s) at cosine >= "
+              f"{duplicates.meta.threshold}; nothing is merged until a person decides")
+        for pair in duplicates.pairs:
+            print(f"  {pair.cosine:.2f}  [memory {pair.a.id}] {pair.a.body}  |  [memory {pair.b.id}] {pair.b.body}")
+        print(f"  decide on the review screen: pgrecall review --tenant {tenant} --as Sage --scopes {SCOPE}")
         peers_in_a_session(mem, worker_conninfo)
         Worker(tenant, conninfo=worker_conninfo).drain()  # embed what the deriver wrote
     print("\npgrecall: `pgrecall server stop` stops the embedded server.")

@@ -8,8 +8,9 @@ perspective from the task and checks evidence and role policy,
 and completes each task in the same transaction as its writes.
 
 A task is complete only when its results are committed with it: a deriver
-that dies mid-task leaves the task leased, the lease expires, and another
-deriver does the work again. A task whose processing raises is given back
+that dies mid-task takes its database session with it, which ends its lease,
+and the next claim (its own after a restart, or another deriver's) does the
+work again. A task whose processing raises is given back
 with ``fail_task`` (retried with backoff, then dead-lettered).
 
 ``extract(messages) -> claims`` is the user's (an LLM, typically). The
@@ -29,7 +30,7 @@ from typing import Any
 
 import psycopg
 
-from . import db, errors, names
+from . import db, errors, loop, names
 from .driver import Memory, Task
 
 
@@ -170,18 +171,24 @@ class Deriver:
         return stats
 
     def run_forever(self, poll_seconds: float = 5.0, stop: Callable[[], bool] = lambda: False) -> None:
-        """Process tasks as they come: add_messages() notifies; expired leases and retries need the poll."""
-        import select
+        """Process tasks as they come: add_messages() notifies; ended leases and retries need the poll. A
+        lost connection is retried with backoff (pgrecall.loop); a permanent error stops it."""
+        def work(conn: psycopg.Connection[Any]) -> None:
+            self._use(conn)
+            while self.run_once().claimed:
+                if stop():
+                    return
 
-        with psycopg.connect(self.conninfo, autocommit=True) as listener:
-            names.listen(listener, "derive", self.tenant)
-            while not stop():
-                while self.run_once().claimed:
-                    if stop():
-                        return
-                select.select([listener.fileno()], [], [], poll_seconds)
-                for _ in listener.notifies(timeout=0):
-                    pass
+        loop.run(self.conninfo, self.tenant, "derive", work, poll_seconds=poll_seconds, stop=stop,
+                 on_disconnect=self._forget_connection)
+
+    def _use(self, conn: psycopg.Connection[Any]) -> None:
+        """Work on the loop's connection (it opens and closes it)."""
+        if self._conn is not conn:
+            self._conn, self._mem = conn, Memory(self.tenant, conn=conn)
+
+    def _forget_connection(self) -> None:
+        self._conn, self._mem = None, None
 
     def process(self, task: Task, stats: DeriveStats) -> None:
         mem = self._memory()
@@ -193,6 +200,8 @@ class Deriver:
             stats.completed += 1
             stats.memories += written
         except Exception as exc:  # given back to the queue, with the reason
+            if self._conn is None or self._conn.broken:
+                raise  # not the task's fault: its lease ends with the lost session, and the loop reconnects
             stats.failed += 1
             stats.errors.append(f"task {task.task_id}: {exc}")
             try:

@@ -187,8 +187,39 @@ class NameTaken(PgrecallError):
     sqlstate = "PR141"
 
 
+class DuplicateDecided(PgrecallError):
+    """decide_duplicate: someone decided this pair, at the revisions the caller saw, first."""
+
+    sqlstate = "PR180"
+
+
+class NarrowerReplacement(PgrecallError):
+    """decide_duplicate: the replacement does not reach everyone (scope, audience, purposes, perspective)
+    the superseded memory reaches."""
+
+    sqlstate = "PR181"
+
+
+class NotAPair(PgrecallError):
+    """decide_duplicate: the two memories share no purpose, so they are never proposed as duplicates."""
+
+    sqlstate = "PR182"
+
+
+class UnknownErasureRequest(PgrecallError):
+    """refresh_erasure_statistics: no completed erasure request has that id."""
+
+    sqlstate = "PR195"
+
+
 class ModelMismatch(PgrecallError):
     """The tenant's embedding model is not the one this process runs (raised by the worker)."""
+
+    sqlstate = None
+
+
+class EmbeddedServerError(PgrecallError):
+    """The embedded server did not start or stop; the message carries the end of its log."""
 
     sqlstate = None
 

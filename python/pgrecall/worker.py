@@ -3,9 +3,12 @@
 It logs in as the tenant's worker role, claims jobs through the tenant's SQL
 functions (SKIP LOCKED with a lease),
 embeds a batch with the local model, and stores the vectors; a job is removed
-only when its vector is stored. A worker that dies keeps nothing: its lease
-runs out and another worker takes the jobs. LISTEN/NOTIFY wakes it when new
-work is queued; it also polls, to pick up expired leases.
+only when its vector is stored. A worker that dies keeps nothing: its leases
+end with its database session, and the next claim of any worker takes the jobs
+(a worker that hangs keeps them until embedding_lease_seconds). LISTEN/NOTIFY
+wakes it when new work is queued; it also polls, to pick up leases that ended.
+Its loop is the deriver's (pgrecall.loop): a lost connection is retried with
+backoff, a permanent error stops it.
 
 ``Worker(tenant, embedder=...)`` takes any object with a ``name`` and
 ``embed(texts)`` (default: the local all-MiniLM-L6-v2); the tenant's
@@ -16,7 +19,6 @@ through pgvector's registered type.
 from __future__ import annotations
 
 import os
-import select
 import socket
 import time
 from collections.abc import Callable
@@ -28,11 +30,11 @@ import numpy as np
 import numpy.typing as npt
 import psycopg
 
-from . import db, errors, names
+from . import db, errors, loop, names
 from .driver import admin, configure
 from .driver._calls import Handle
 from .driver._run import SyncRunner
-from .driver.embeddings import EmbeddingJob, Queue, claim_jobs, complete_jobs, release_jobs
+from .driver.embeddings import EmbeddingJob, MemoryEmbeddingJob, Queue, claim_jobs, complete_jobs, release_jobs
 from .embedder import DIMENSIONS, TextEmbedder, get_embedder
 
 T = TypeVar("T")
@@ -47,6 +49,14 @@ class WorkerStats:
     passages_claimed: int = 0
     passages_stored: int = 0
     embed_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """A batch's vectors: of each job's input, and (memory jobs) of each memory's own text."""
+
+    inputs: npt.NDArray[np.float32]
+    texts: npt.NDArray[np.float32] | None
 
 
 class Worker:
@@ -115,25 +125,31 @@ class Worker:
         if jobs:
             runner.run(release_jobs(self._handle, queue, self.name, [j.id for j in jobs]))
 
-    def _embed(self, jobs: list[EmbeddingJob]) -> npt.NDArray[np.float32]:
+    def _embed(self, jobs: list[EmbeddingJob]) -> Embedded:
         if jobs[0].model != self.embedder.name:
             raise errors.ModelMismatch(
                 f"tenant {self.tenant} embeds with {jobs[0].model!r}, this worker runs {self.embedder.name!r}",
                 hint="Run a worker with that model, or switch back: pgrecall embeddings rebuild --model "
                      f"{self.embedder.name}")
         started = time.perf_counter()
-        vectors = np.asarray(self.embedder.embed([j.input for j in jobs]), dtype=np.float32)
+        texts = [j.input for j in jobs]
+        # A memory job also carries the memory's own text (what duplicate proposals compare); under input
+        # version 1 it is the input itself, and each distinct text is embedded once.
+        own_texts = [j.text_input for j in jobs if isinstance(j, MemoryEmbeddingJob)]
+        unique = list(dict.fromkeys(texts + own_texts))
+        vectors = np.asarray(self.embedder.embed(unique), dtype=np.float32)
         self.stats.embed_seconds += time.perf_counter() - started
-        if vectors.shape != (len(jobs), DIMENSIONS) or not bool(np.isfinite(vectors).all()):
+        if vectors.shape != (len(unique), DIMENSIONS) or not bool(np.isfinite(vectors).all()):
             raise errors.ModelMismatch(
-                f"embedder {self.embedder.name!r} returned an array of shape {vectors.shape} for {len(jobs)} texts "
+                f"embedder {self.embedder.name!r} returned an array of shape {vectors.shape} for {len(unique)} texts "
                 f"(or numbers that are not finite); the tenant stores {DIMENSIONS} finite numbers per text",
                 hint="An embedder returns one unit-length vector per text, of the tenant's dimensions.")
-        return vectors
+        row = {text: i for i, text in enumerate(unique)}
+        return Embedded(vectors[[row[t] for t in texts]],
+                        vectors[[row[t] for t in own_texts]] if own_texts else None)
 
-    def _store(self, runner: SyncRunner, queue: Queue, jobs: list[EmbeddingJob],
-               vectors: npt.NDArray[np.float32]) -> int:
-        stored = runner.run(complete_jobs(self._handle, queue, self.name, jobs, vectors))
+    def _store(self, runner: SyncRunner, queue: Queue, jobs: list[EmbeddingJob], embedded: Embedded) -> int:
+        stored = runner.run(complete_jobs(self._handle, queue, self.name, jobs, embedded.inputs, embedded.texts))
         if queue == "embedding":
             self.stats.claimed += len(jobs)
             self.stats.stored += stored
@@ -159,14 +175,8 @@ class Worker:
         return False
 
     def run_forever(self, poll_seconds: float = 5.0, stop: Callable[[], bool] = lambda: False) -> None:
-        with self._connect() as conn, psycopg.connect(self.conninfo, autocommit=True) as listener:
-            names.listen(listener, "embed", self.tenant)
-            while not stop():
-                self.run_queues(conn, stop=stop)
-                if stop():
-                    return
-                self.refresh_stats_if_stale(conn)
-                # Sleep until NOTIFY or the poll interval (expired leases need a poll).
-                select.select([listener.fileno()], [], [], poll_seconds)
-                for _ in listener.notifies(timeout=0):
-                    pass
+        """Embed as work comes (NOTIFY wakes it; ended leases need the poll), refreshing stale statistics
+        between rounds. A lost connection is retried with backoff (pgrecall.loop); a permanent error, such
+        as a tenant that embeds with another model, stops it."""
+        loop.run(self.conninfo, self.tenant, "embed", lambda conn: self.run_queues(conn, stop=stop),
+                 poll_seconds=poll_seconds, stop=stop, between=self.refresh_stats_if_stale)

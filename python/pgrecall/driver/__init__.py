@@ -11,8 +11,9 @@ The same with asyncio: ``mem = await pgrecall.connect_async(...)`` returns an
 
 By area, each a module of pure functions that build a call (the stored function, its named arguments and the
 frozen dataclass its rows are read into, by column name): ``memories`` (setup, the log, the memory
-operations, freshness), ``recall`` (recall and message search), ``graph`` (entities and facts), ``sessions``
-(peers, sessions, representations, the derivation queue), ``embeddings`` and ``admin`` (the back office).
+operations, freshness), ``recall`` (recall and message search), ``duplicates`` (proposed pairs and a person's
+decisions), ``graph`` (entities and facts), ``sessions`` (peers, sessions, representations, the derivation
+queue), ``embeddings`` and ``admin`` (the back office).
 ``Memory`` and ``AsyncMemory`` run those calls; see ``_handles.py``.
 
 Nothing connects at import time and nothing here runs DDL: a tenant is
@@ -25,7 +26,8 @@ from ..dialectic import Chat, ChatEvidence
 from ._handles import AsyncMemory, Memory, connect, connect_async
 from ._run import configure, configure_async
 from .admin import ErasureReceipt, Setting, TermStats
-from .embeddings import EmbeddingJob, EmbeddingStatus
+from .duplicates import DuplicateDecision, DuplicateMeta, DuplicatePair, DuplicateProposals, DuplicateSide
+from .embeddings import EmbeddingJob, EmbeddingStatus, MemoryEmbeddingJob
 from .graph import (
     AssertedFact,
     Citation,
@@ -47,6 +49,7 @@ from .memories import (
     Remembered,
     Revision,
     SchemaInfo,
+    Scope,
     SourceMemory,
 )
 from .recall import (
@@ -86,6 +89,8 @@ NOT_METHODS = {
     "recall_answer": "Memory.recall: the same rows as recall() with the metadata of that call",
     "recall": "Memory.recall calls recall_answer, which returns these rows and their metadata in one call",
     "search_messages_answer": "Memory.search_messages",
+    "duplicate_proposals_answer": "Memory.duplicate_proposals: the pairs and the metadata of that call",
+    "scopes": "Memory.list_scopes (Memory.scopes is the handle's authorised set)",
     "search_messages": "Memory.search_messages calls search_messages_answer (rows and metadata in one call)",
     "claim_embedding_jobs": "the Worker (pgrecall.worker) leases, embeds and stores in a pipeline",
     "complete_embedding_jobs": "the Worker",
@@ -96,12 +101,13 @@ NOT_METHODS = {
 }
 
 __all__ = [
-    "AboutEntity", "AssertedFact", "AsyncMemory", "BundleEntity", "BundleMemory", "Chat", "ChatEvidence", "Citation",
+    "AboutEntity", "AssertedFact", "AsyncMemory", "BundleEntity", "BundleMemory", "Chat", "ChatEvidence",
+    "Citation", "DuplicateDecision", "DuplicateMeta", "DuplicatePair", "DuplicateProposals", "DuplicateSide",
     "Edge", "EmbeddingJob", "EmbeddingStatus", "Entity", "EntityAliases", "EntityMerge", "ErasureReceipt",
-    "Evidence", "FactProvenance", "FactRow", "Freshness", "Memory", "MemoryRecord", "MessageAdded", "MessageHit",
-    "MessageSearchMeta", "MessagesFound", "ObservationRef", "PeerConfig", "Predicate", "Provenance", "QueueStatus",
-    "RecallItem", "RecallMeta", "Recalled", "Remembered", "RepresentationItem", "Reranker", "RetractedFact",
-    "Revision", "SchemaInfo", "SessionBundle", "SessionPeer", "SessionPeerAdded", "SessionPeerConfig", "Setting",
-    "SourceMemory", "Task", "TaskFailure", "TermStats", "Turn", "WorkingItem", "WorkingRepresentation",
-    "configure", "configure_async", "connect", "connect_async",
+    "Evidence", "FactProvenance", "FactRow", "Freshness", "Memory", "MemoryEmbeddingJob", "MemoryRecord",
+    "MessageAdded", "MessageHit", "MessageSearchMeta", "MessagesFound", "ObservationRef", "PeerConfig", "Predicate",
+    "Provenance", "QueueStatus", "RecallItem", "RecallMeta", "Recalled", "Remembered", "RepresentationItem",
+    "Reranker", "RetractedFact", "Revision", "SchemaInfo", "Scope", "SessionBundle", "SessionPeer",
+    "SessionPeerAdded", "SessionPeerConfig", "Setting", "SourceMemory", "Task", "TaskFailure", "TermStats", "Turn",
+    "WorkingItem", "WorkingRepresentation", "configure", "configure_async", "connect", "connect_async",
 ]

@@ -228,6 +228,29 @@ def json_value(function: str, args: Mapping[str, Any]) -> Call[Any]:
     return value(function, args, object)
 
 
+@dataclass(frozen=True)
+class Statement(Generic[T]):
+    """A statement that is not the call of one tenant function (VACUUM, a catalog query): SQL the driver
+    composes (identifiers through psycopg.sql, values bound), and how its rows become ``T``."""
+
+    query: sql.Composed
+    params: Mapping[str, Any]
+    row_factory: BaseRowFactory[Any] | None  # None: the statement returns no rows
+    collect: Callable[[list[Any]], T]
+
+
+@dataclass(frozen=True)
+class ConnectionState:
+    autocommit: bool
+    idle: bool  # not inside a transaction
+    server_version: int  # e.g. 180001
+
+
+@dataclass(frozen=True)
+class AskConnection:
+    """A step that reads the state of the connection the runner uses (a pool's: one of its connections)."""
+
+
 # -- programs: several steps, or CPU work between them -------------------------------------------------------
 
 
@@ -239,14 +262,19 @@ class Offload:
     fn: Callable[[], Any]
 
 
-Step: TypeAlias = Call[Any] | Offload
+Step: TypeAlias = Call[Any] | Statement[Any] | AskConnection | Offload
 Program: TypeAlias = Generator[Step, Any, T]
 Operation: TypeAlias = Call[T] | Program[T]
 
 
-def step(call: Call[T]) -> Program[T]:
+def step(call: Call[T] | Statement[T]) -> Program[T]:
     """Inside a Program: ``result = yield from step(call)``."""
     return cast(T, (yield call))
+
+
+def connection_state() -> Program[ConnectionState]:
+    """Inside a Program: ``state = yield from connection_state()``."""
+    return cast(ConnectionState, (yield AskConnection()))
 
 
 def offload(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Program[T]:

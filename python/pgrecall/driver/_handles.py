@@ -20,6 +20,7 @@ from ..dialectic import chat as _chat
 from ..embedder import TextEmbedder
 from ..names import check_tenant_name
 from . import admin as _admin
+from . import duplicates as _duplicates
 from . import embeddings as _embeddings
 from . import graph as _graph
 from . import memories as _memories
@@ -175,6 +176,7 @@ class Memory(Handle):
     # setup and the log
     schema_info = _sync(_memories.schema_info)
     add_scope = _sync(_memories.add_scope)
+    list_scopes = _sync(_memories.list_scopes)
     add_peer = _sync(_memories.add_peer)
     append = _sync(_memories.append)
     append_many = _sync(_memories.append_many)
@@ -187,6 +189,9 @@ class Memory(Handle):
     correct = _sync(_memories.correct)
     supersede = _sync(_memories.supersede)
     forget = _sync(_memories.forget)
+    # duplicates: proposed by the database, decided by a person
+    duplicate_proposals = _sync(_duplicates.duplicate_proposals)
+    decide_duplicate = _sync(_duplicates.decide_duplicate)
     pin = _sync(_memories.pin)
     freshness = _sync(_memories.freshness)
     wait_for = _sync(_memories.wait_for)
@@ -233,6 +238,8 @@ class Memory(Handle):
     # the back office
     erase = _sync(_admin.erase)
     expire = _sync(_admin.expire)
+    refresh_erasure_statistics = _sync(_admin.refresh_erasure_statistics)
+    vacuum_erased = _sync(_admin.vacuum_erased)
     erasure_requests = _sync(_admin.erasure_requests)
     settings = _sync(_admin.settings)
     setting_descriptions = _sync(_admin.setting_descriptions)
@@ -289,6 +296,7 @@ class AsyncMemory(Handle):
     # setup and the log
     schema_info = _async(_memories.schema_info)
     add_scope = _async(_memories.add_scope)
+    list_scopes = _async(_memories.list_scopes)
     add_peer = _async(_memories.add_peer)
     append = _async(_memories.append)
     append_many = _async(_memories.append_many)
@@ -301,6 +309,9 @@ class AsyncMemory(Handle):
     correct = _async(_memories.correct)
     supersede = _async(_memories.supersede)
     forget = _async(_memories.forget)
+    # duplicates: proposed by the database, decided by a person
+    duplicate_proposals = _async(_duplicates.duplicate_proposals)
+    decide_duplicate = _async(_duplicates.decide_duplicate)
     pin = _async(_memories.pin)
     freshness = _async(_memories.freshness)
     wait_for = _async(_memories.wait_for)
@@ -347,6 +358,8 @@ class AsyncMemory(Handle):
     # the back office
     erase = _async(_admin.erase)
     expire = _async(_admin.expire)
+    refresh_erasure_statistics = _async(_admin.refresh_erasure_statistics)
+    vacuum_erased = _async(_admin.vacuum_erased)
     erasure_requests = _async(_admin.erasure_requests)
     settings = _async(_admin.settings)
     setting_descriptions = _async(_admin.setting_descriptions)

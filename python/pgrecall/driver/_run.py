@@ -17,7 +17,7 @@ from psycopg.types import TypeInfo
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from .. import errors
-from ._calls import Call, Offload, Operation, Step
+from ._calls import AskConnection, Call, ConnectionState, Offload, Operation, Statement, Step
 
 T = TypeVar("T")
 
@@ -61,6 +61,11 @@ def _registered(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) ->
     return conn.adapters.types.get("vector") is not None
 
 
+def _state(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> ConnectionState:
+    return ConnectionState(conn.autocommit, conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE,
+                           conn.info.server_version)
+
+
 def _raise(exc: psycopg.Error) -> NoReturn:
     """The pgrecall exception of a server error (chaining it), or the error itself."""
     translated = errors.translate(exc)
@@ -101,6 +106,29 @@ class SyncRunner:
             _raise(exc)
         return call.collect(found)
 
+    def execute_statement(self, statement: Statement[T]) -> T:
+        found: list[Any] = []
+        try:
+            with self._connection() as conn:
+                if statement.row_factory is None:
+                    conn.execute(statement.query, statement.params)
+                else:
+                    with conn.cursor(row_factory=statement.row_factory) as cur:
+                        found = cur.execute(statement.query, statement.params).fetchall()
+        except psycopg.Error as exc:
+            _raise(exc)
+        return statement.collect(found)
+
+    def _step(self, current: Step) -> Any:
+        if isinstance(current, Offload):
+            return current.fn()
+        if isinstance(current, Statement):
+            return self.execute_statement(current)
+        if isinstance(current, AskConnection):
+            with self._connection() as conn:
+                return _state(conn)
+        return self.execute(current)
+
     def run(self, op: Operation[T]) -> T:
         if isinstance(op, Call):
             return self.execute(op)
@@ -113,7 +141,7 @@ class SyncRunner:
                 return done.value  # type: ignore[no-any-return]
             sent, failed = None, None
             try:
-                sent = self.execute(current) if isinstance(current, Call) else current.fn()
+                sent = self._step(current)
             except Exception as exc:  # handed to the program, which may catch it (or it propagates from throw)
                 failed = exc
 
@@ -155,9 +183,27 @@ class AsyncRunner:
             _raise(exc)
         return call.collect(found)
 
+    async def execute_statement(self, statement: Statement[T]) -> T:
+        found: list[Any] = []
+        try:
+            async with self._connection() as conn:
+                if statement.row_factory is None:
+                    await conn.execute(statement.query, statement.params)
+                else:
+                    async with conn.cursor(row_factory=statement.row_factory) as cur:
+                        found = await (await cur.execute(statement.query, statement.params)).fetchall()
+        except psycopg.Error as exc:
+            _raise(exc)
+        return statement.collect(found)
+
     async def _step(self, current: Step) -> Any:
         if isinstance(current, Offload):
             return await asyncio.to_thread(current.fn)
+        if isinstance(current, Statement):
+            return await self.execute_statement(current)
+        if isinstance(current, AskConnection):
+            async with self._connection() as conn:
+                return _state(conn)
         return await self.execute(current)
 
     async def run(self, op: Operation[T]) -> T:

@@ -11,9 +11,22 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from ._calls import Call, Handle, json_value, one, rows
+from .. import errors
+from ._calls import (
+    Call,
+    Handle,
+    Program,
+    Statement,
+    connection_state,
+    json_value,
+    one,
+    row_factory,
+    rows,
+    step,
+)
 from ._calls import value as single_value
 
 
@@ -33,6 +46,10 @@ class ErasureReceipt:
     residual: dict[str, int] | None  # None only while a request is not complete
     actor: str | None
     actor_role: str | None
+    tables_touched: list[str] | None  # the tables it deleted from or rewrote (None: a receipt from before 0019)
+    # when refresh_erasure_statistics() took their planner statistics again; None: pg_stats may hold erased values
+    statistics_refreshed_at: datetime | None
+    statistics_stale: list[str] | None  # tables left without rows whose statistics this server cannot clear
 
     @property
     def clean(self) -> bool:
@@ -67,6 +84,60 @@ def erase(h: Handle, selector: Mapping[str, Any], *, reason: str, actor: str,
 def expire(h: Handle, *, actor: str = "expiry gate") -> Call[list[ErasureReceipt]]:
     """With the tenant's expiry gate on, erase what passed its retention date (admin role); the receipts."""
     return rows("expire", {"actor": actor}, ErasureReceipt)
+
+
+def refresh_erasure_statistics(h: Handle, request_id: int) -> Call[ErasureReceipt]:
+    """ANALYZE the tables an erasure touched, so that the planner statistics (``pg_stats``) hold none of the
+    erased values, and stamp the receipt (``statistics_refreshed_at``). Call it after the erasure committed
+    (admin role); returns the receipt (UnknownErasureRequest for an id that is not a completed one)."""
+    return one("refresh_erasure_statistics", {"request_id": request_id}, ErasureReceipt)
+
+
+@dataclass(frozen=True)
+class VacuumRight:
+    name: str  # a table of the tenant
+    allowed: bool  # this role owns it, or holds MAINTAIN on it (PostgreSQL 17+)
+
+
+def vacuum_rights(h: Handle, tables: list[str], server_version: int) -> Statement[list[VacuumRight]]:
+    """Which of the tenant's tables this role may VACUUM (tables that no longer exist are not listed)."""
+    maintain = sql.SQL(" or has_table_privilege(c.oid, 'MAINTAIN')") if server_version >= 170000 else sql.SQL("")
+    return Statement(sql.SQL("select t as name, pg_has_role(c.relowner, 'USAGE'){} as allowed "
+                             "from unnest(%(tables)s::text[]) t join pg_class c on c.relname = t "
+                             "and c.relnamespace = %(schema)s::regnamespace").format(maintain),
+                     {"tables": tables, "schema": h.tenant}, row_factory(VacuumRight), list)
+
+
+def vacuum_erased(h: Handle, receipt: ErasureReceipt) -> Program[list[str]]:
+    """VACUUM the tables an erasure touched, so that their dead rows (which still hold the erased values) are
+    removed from the table and its indexes; returns the tables vacuumed.
+
+    VACUUM needs the MAINTAIN privilege (PostgreSQL 17+; the control plane grants it on a tenant's tables to
+    its admin role) or the tables' owner, and an autocommit connection outside a transaction (InvalidArgument
+    otherwise). Raises :class:`errors.NotPermitted` (naming what is missing) before vacuuming anything when
+    this role may not.
+    """
+    tables = list(receipt.tables_touched or [])
+    session = yield from connection_state()
+    if not session.autocommit or not session.idle:
+        raise errors.InvalidArgument("VACUUM cannot run inside a transaction",
+                                     hint="Use an autocommit connection, as pgrecall.connect() opens.")
+    if not tables:
+        return []
+    version = session.server_version
+    rights = {r.name: r.allowed for r in (yield from step(vacuum_rights(h, tables, version)))}
+    missing = [t for t in tables if not rights.get(t, True)]
+    if missing:
+        raise errors.NotPermitted(
+            f"cannot VACUUM {', '.join(missing)}: this role is not their owner"
+            + ("" if version >= 170000 else f" and PostgreSQL {version // 10000} has no MAINTAIN privilege"),
+            hint="Run VACUUM on them as the tenant's owner or a superuser"
+                 + (", or upgrade the tenant (pgrecall tenant upgrade) to grant MAINTAIN to its admin role."
+                    if version >= 170000 else "; PostgreSQL 17+ lets the admin role do it (MAINTAIN)."))
+    present = [t for t in tables if t in rights]
+    yield from step(Statement(sql.SQL("vacuum {}").format(
+        sql.SQL(", ").join(sql.Identifier(h.tenant, t) for t in present)), {}, None, list))
+    return present
 
 
 def erasure_requests(h: Handle, limit: int = 20) -> Call[list[ErasureReceipt]]:

@@ -47,6 +47,14 @@ class EmbeddingJob:
     input_version: int
 
 
+@dataclass(frozen=True)
+class MemoryEmbeddingJob(EmbeddingJob):
+    """A memory's job also carries the memory's own text, whose vector duplicate proposals compare (under input
+    version 1 it is the input itself)."""
+
+    text_input: str
+
+
 def embedding_status(h: Handle) -> Call[EmbeddingStatus]:
     """Queue and index counts of both embedding kinds, and the tenant's model (no content)."""
     return one("embedding_status", {}, EmbeddingStatus)
@@ -62,20 +70,26 @@ def set_embedding_version(h: Handle, model: str, input_version: int) -> Call[int
     return single_value("set_embedding_version", {"model": model, "input_version": input_version}, int)
 
 
+_JOB: dict[Queue, type[EmbeddingJob]] = {"embedding": MemoryEmbeddingJob, "passage_embedding": EmbeddingJob}
+
+
 def claim_jobs(h: Handle, queue: Queue, worker: str, limit: int) -> Call[list[EmbeddingJob]]:
-    """Lease up to ``limit`` jobs of one queue (worker role)."""
-    return rows(f"claim_{queue}_jobs", {"worker": worker, "limit": limit}, EmbeddingJob,
+    """Lease up to ``limit`` jobs of one queue (worker role); a memory's are :class:`MemoryEmbeddingJob`."""
+    return rows(f"claim_{queue}_jobs", {"worker": worker, "limit": limit}, _JOB[queue],
                 renamed={"id": _ID[queue]})
 
 
 def complete_jobs(h: Handle, queue: Queue, worker: str, jobs: Sequence[EmbeddingJob],
-                  vectors: npt.NDArray[np.float32]) -> Call[int]:
-    """Store one vector per job, all made with the jobs' model and input version (worker role). A job
-    re-queued meanwhile (re-worded, lease lost, model switched) drops its vector. Returns how many were stored."""
+                  vectors: npt.NDArray[np.float32], text_vectors: npt.NDArray[np.float32] | None = None) -> Call[int]:
+    """Store one vector per job, all made with the jobs' model and input version (worker role), and for memory
+    jobs the vectors of their own texts (``text_vectors``, in the same order). A job re-queued meanwhile
+    (re-worded, lease lost, model switched) drops its vectors. Returns how many were stored."""
     args: dict[str, Any] = {
         "worker": worker, _ID[queue] + "s": [j.id for j in jobs], "generations": [j.generation for j in jobs],
         "embeddings": Cast(list(vectors), TEXT_ARRAY), "model": jobs[0].model, "input_version": jobs[0].input_version,
     }
+    if text_vectors is not None:
+        args["text_embeddings"] = Cast(list(text_vectors), TEXT_ARRAY)
     return single_value(f"complete_{queue}_jobs", args, int)
 
 

@@ -197,11 +197,14 @@ def entities(h: Handle, name: str | None = None, *, principal: str | None = None
 
 
 def add_entity_alias(h: Handle, entity: str, alias: str, *, scope: str | None = None,
-                     principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[EntityAliases]:
-    """Another name for an entity (the lookup every recall issues finds it by either)."""
+                     data_subject_id: str | None = None, principal: str | None = None,
+                     scopes: Sequence[str] | None = None) -> Call[EntityAliases]:
+    """Another name for an entity (the lookup every recall issues finds it by either). With
+    ``data_subject_id``, erasing that subject removes the alias."""
     principal, scopes = h.who(principal, scopes)
     return one("add_entity_alias", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
-                                    "entity": entity, "alias": alias}, EntityAliases)
+                                    "entity": entity, "alias": alias, "data_subject_id": data_subject_id},
+               EntityAliases)
 
 
 def predicates(h: Handle) -> Call[list[Predicate]]:

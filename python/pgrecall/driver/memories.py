@@ -47,7 +47,8 @@ class Appended:
 
 @dataclass(frozen=True)
 class ObservationRef:
-    """An observation a memory came from (its text cut at 500 characters)."""
+    """An observation a memory came from (its text cut at 500 characters), or that a correction of it cited:
+    ``corrections`` are the revisions such corrections made ([] when none did)."""
 
     scope: str
     offset: int
@@ -55,6 +56,7 @@ class ObservationRef:
     actor: str | None
     occurred_at: datetime = field(metadata=parse(timestamp))
     text: str = field()
+    corrections: list[int] = field()
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,7 @@ class Revision:
     changed_by: str
     changed_at: datetime = field(metadata=parse(timestamp))
     reason: str | None = field()
+    evidence: list[int] = field()  # log offsets the correction that replaced this text cited
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,13 @@ class MemoryRecord:
     valid: Range[datetime]
     provenance: Provenance = field(metadata=parse(json_object(Provenance)))
     revisions: list[Revision] = field(metadata=parse(json_list(Revision)))
+
+
+@dataclass(frozen=True)
+class Scope:
+    name: str
+    description: str | None
+    created_at: datetime
 
 
 @dataclass(frozen=True)
@@ -166,10 +176,18 @@ def add_scope(h: Handle, name: str, description: str | None = None) -> Call[str]
     return value("add_scope", {"name": name, "description": description}, str)
 
 
-def add_peer(h: Handle, name: str, kind: str = "human", metadata: Mapping[str, Any] | None = None) -> Call[int]:
-    """A peer (human, agent, ...); an existing name returns its id."""
-    return value("add_peer", {"name": name, "kind": kind,
-                              "metadata": Jsonb(metadata if metadata is not None else {})}, int)
+def list_scopes(h: Handle) -> Call[list[Scope]]:
+    """The tenant's scopes with their descriptions, by name (what a client may authorise)."""
+    return rows("scopes", {}, Scope)
+
+
+def add_peer(h: Handle, name: str, kind: str = "human", metadata: Mapping[str, Any] | None = None, *,
+             data_subject_id: str | None = None) -> Call[int]:
+    """A peer (human, agent, ...); an existing name returns its id (its metadata merged). With
+    ``data_subject_id``, erasing that subject anonymises the peer (its name and metadata are the subject's
+    personal data)."""
+    return value("add_peer", {"name": name, "kind": kind, "metadata": Jsonb(metadata if metadata is not None else {}),
+                              "data_subject_id": data_subject_id}, int)
 
 
 # -- the log ------------------------------------------------------------------------------------------------
@@ -254,14 +272,19 @@ def derive(h: Handle, sources_: Sequence[int], text: str, *, kind: str = "summar
                             "kind": kind, "title": title, "confidence": confidence, "about": list(about)}, int)
 
 
-def correct(h: Handle, memory_id: int, text: str, *, revision: int, title: str | None = None,
-            reason: str | None = None, principal: str | None = None,
+def correct(h: Handle, memory_id: int, text: str, *, revision: int, evidence: Sequence[int] | None = None,
+            title: str | None = None, reason: str | None = None, principal: str | None = None,
             scopes: Sequence[str] | None = None) -> Call[int]:
     """Fix a memory in place; ``revision`` is the one you read (RevisionConflict if it moved on). Returns the
-    new revision."""
+    new revision.
+
+    ``evidence`` are the log offsets (in the memory's scope) of what justifies the correction; they join the
+    memory's provenance, and erasing them undoes the correction.
+    """
     principal, scopes = h.who(principal, scopes)
     return value("correct", {"principal": principal, "scopes": scopes, "memory_id": memory_id,
-                             "expected_revision": revision, "body": text, "title": title, "reason": reason}, int)
+                             "expected_revision": revision, "body": text, "title": title, "reason": reason,
+                             "evidence": _list(evidence)}, int)
 
 
 def supersede(h: Handle, memory_id: int, text: str, *, revision: int, evidence: Sequence[int],

@@ -15,7 +15,7 @@ from psycopg.types.json import Jsonb
 
 from ._calls import Call, Handle, column, json_items, json_list, json_object, one, parse, rows, timestamp, value
 from .graph import AssertedFact
-from .memories import Remembered
+from .memories import Provenance, Remembered
 
 # -- row types ----------------------------------------------------------------------------------------------
 
@@ -119,6 +119,7 @@ class BundleMemory:
     title: str | None
     body: str
     scope: str
+    provenance: Provenance = field(metadata=parse(json_object(Provenance)))  # as read() and recall give it
     updated_at: datetime | None = field(default=None, metadata=parse(timestamp))  # None for pinned notes
 
 
@@ -203,12 +204,14 @@ def set_peer_config(h: Handle, peer: str, *, observed_globally: bool | None) -> 
 
 
 def create_session(h: Handle, name: str | None = None, *, scope: str | None = None,
-                   metadata: Mapping[str, Any] | None = None, principal: str | None = None,
-                   scopes: Sequence[str] | None = None) -> Call[int]:
-    """A session in a scope (an existing name returns its id). Returns the session id."""
+                   metadata: Mapping[str, Any] | None = None, data_subject_id: str | None = None,
+                   principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
+    """A session in a scope (an existing name returns its id). Returns the session id. With
+    ``data_subject_id``, erasing that subject clears the session's name and metadata."""
     principal, scopes = h.who(principal, scopes)
     return value("create_session", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
-                                    "name": name, "metadata": Jsonb(metadata if metadata is not None else {})}, int)
+                                    "name": name, "metadata": Jsonb(metadata if metadata is not None else {}),
+                                    "data_subject_id": data_subject_id}, int)
 
 
 def add_session_peers(h: Handle, session: int, peers: Sequence[str | Mapping[str, Any]], *,
@@ -268,13 +271,15 @@ def add_messages(h: Handle, session: int, messages: Sequence[Mapping[str, Any]],
 
 
 def log_turn(h: Handle, log: str, actor: str, text: str, *, role: str | None = None,
-             occurred_at: datetime | None = None, scope: str | None = None, principal: str | None = None,
-             scopes: Sequence[str] | None = None) -> Call[Turn]:
+             occurred_at: datetime | None = None, data_subject_id: str | None = None, scope: str | None = None,
+             principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Turn]:
     """The turn log: append a turn to ``log``'s current session, or open a new one after a gap of more
-    than turn_gap_seconds (2 hours). The actor joins the session if needed."""
+    than turn_gap_seconds (2 hours). The actor joins the session if needed. ``data_subject_id`` is the
+    turn's, and the session's when the turn opens one (its name holds the log's name)."""
     principal, scopes = h.who(principal, scopes)
     return one("log_turn", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0], "log": log,
-                            "actor": actor, "body": text, "source_role": role, "occurred_at": occurred_at}, Turn)
+                            "actor": actor, "body": text, "source_role": role, "occurred_at": occurred_at,
+                            "data_subject_id": data_subject_id}, Turn)
 
 
 # -- representations ----------------------------------------------------------------------------------------

@@ -1,0 +1,368 @@
+-- Leases of the three queues (embedding_job, passage_embedding_job, work_task)
+-- end at lease_until or, sooner, when the database session that took them
+-- ends: a worker that is killed keeps nothing for long (design section 5: a
+-- crashed worker's tasks return). The queues share one implementation, at the
+-- end of this file: a claim (_lease_claim) takes
+-- v_session := _lease_session() and v_holders := _lease_holders(), records
+-- v_session on the rows it leases, and treats a row as claimable when
+-- (_lease_over)
+--     lease_until is null or lease_until < clock_timestamp()
+--     or (v_holders is not null and lease_session is not null
+--         and not (lease_session = any (v_holders)))
+--
+-- How a claim knows that a session is gone: a claiming session holds a
+-- session-level advisory lock (class 'pgrl', a random key of its own), taken
+-- at its first claim, and each lease records that key. PostgreSQL drops the
+-- lock when the session ends, however it ends: a clean exit, SIGKILL of the
+-- client (its socket closes), a terminated backend, a server restart. Any
+-- role sees every session's locks in pg_locks. pg_stat_activity would not do:
+-- it shows other roles' pids but hides their backend_start (and, inside a
+-- SECURITY DEFINER function, the caller's own), so a pid found there could be
+-- a later session that reused it; a random key is not reused.
+--
+-- The list of holders is read before the claim's query, and a claim that
+-- skips locked rows reads each row it may take in its newest committed
+-- version: one leased a moment ago by a session whose first claim came after
+-- that read. So the update that takes a row whose lease has not expired asks
+-- pg_locks again, once it holds the row (_lease_key_alive): a living session's key
+-- is there, since a session takes its key before it leases anything. Four
+-- workers starting together took each other's fresh leases without it.
+--
+-- A session, not a client process: a client that closes its connection
+-- between claiming and completing (psql per call, a pool that closes idle
+-- connections, DISCARD ALL or pg_advisory_unlock_all() in between) ends its
+-- leases; behind a transaction-mode pooler a lease lives as long as the
+-- server connection that claimed it. With leases_end_with_session = false,
+-- leases end only at lease_until.
+
+-- This session's lease key, taken on its first claim; NULL when leases end
+-- only at lease_until.
+create or replace function __tenant__._lease_session()
+returns integer
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    c_lock_class constant integer := 1885827692;  -- 'pgrl': pgrecall lease
+    v_key integer;
+begin
+    if not (_setting_value('leases_end_with_session') #>> '{}')::boolean then
+        return null;
+    end if;
+    select l.objid::bigint::integer into v_key
+      from pg_locks l
+     where l.locktype = 'advisory' and l.pid = pg_backend_pid() and l.granted and l.objsubid = 2
+       and l.database = (select d.oid from pg_database d where d.datname = current_database())
+       and l.classid = c_lock_class::oid
+     limit 1;
+    while v_key is null loop
+        v_key := 1 + floor(random() * 2147483646)::integer;
+        -- try: a key another session (or an unrelated advisory lock) holds is skipped, never waited for
+        if not pg_try_advisory_lock(c_lock_class, v_key) then
+            v_key := null;
+        end if;
+    end loop;
+    return v_key;
+end
+$$;
+comment on function __tenant__._lease_session() is
+    'Internal: the lease key of this session (a session-level advisory lock), taken on first use; NULL if leases end only at lease_until.';
+
+-- The lease keys of every session that holds one; NULL when leases end only
+-- at lease_until.
+create or replace function __tenant__._lease_holders()
+returns integer[]
+language sql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select case when (_setting_value('leases_end_with_session') #>> '{}')::boolean then
+           coalesce((select array_agg(l.objid::bigint::integer)
+                       from pg_locks l
+                      where l.locktype = 'advisory' and l.granted and l.objsubid = 2
+                        and l.database = (select d.oid from pg_database d where d.datname = current_database())
+                        and l.classid = 1885827692::oid), '{}') end
+$$;
+comment on function __tenant__._lease_holders() is
+    'Internal: the lease keys of the sessions that hold queue leases now; NULL if leases end only at lease_until.';
+
+-- Whether the session with this lease key still holds it, read now (see above).
+create or replace function __tenant__._lease_key_alive(p_key integer)
+returns boolean
+language sql volatile
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select exists (select 1 from pg_locks l
+                    where l.locktype = 'advisory' and l.granted and l.objsubid = 2
+                      and l.database = (select d.oid from pg_database d where d.datname = current_database())
+                      and l.classid = 1885827692::oid and l.objid::bigint::integer = p_key)
+$$;
+comment on function __tenant__._lease_key_alive(integer) is
+    'Internal: whether a session holds this lease key now (read after the claimed row is locked).';
+
+-- The one lease queue. The three queues keep their own tables (their rows
+-- carry different things: a memory or a passage and a generation, a lane
+-- position and results) and share every lease operation below, each
+-- parameterised by the queue's name:
+--   _lease_claim    SKIP LOCKED, the lease and its session, attempts
+--   _lease_dead_letter  a task whose lease ended on its last allowed attempt
+--                   is dead (_lease_claim does this first)
+--   _lease_held     the items a worker still holds (at the generation it was
+--                   given), locked, before it stores results
+--   _lease_done     the items are finished: a job row is removed, a task is done
+--   _lease_release  the items go back: a job at once; a task after
+--                   task_backoff_seconds x 2^(attempts - 1), dead after
+--                   task_max_attempts
+--   _lease_counts   open items, and those under a live lease
+-- What differs between the queues is data, in _lease_queue(): the table, its
+-- key, the claim order, which rows are open, and what a claim, a finish and a
+-- release set besides the lease. The statements are built from it, so each
+-- is planned per call; a claim plans in well under a millisecond.
+
+-- How each queue is stored. Internal names only: the fragments below are
+-- constants of this file, never caller input.
+create or replace function __tenant__._lease_queue(p_queue text)
+returns table (table_name text, key_column text, claim_order text, open_rows text, due_rows text, on_claim text,
+               on_done text, on_release text, lease_setting text, has_generation boolean, dead_letters boolean)
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    case p_queue
+    when 'embedding' then
+        return query select 'embedding_job', 'memory_id', 'q.enqueued_at, q.memory_id', 'true', 'true', '', 'delete',
+                            'leased_by = null, lease_until = null, lease_session = null',
+                            'embedding_lease_seconds', true, false;
+    when 'passage_embedding' then
+        return query select 'passage_embedding_job', 'passage_id', 'q.enqueued_at, q.passage_id', 'true', 'true', '',
+                            'delete',
+                            'leased_by = null, lease_until = null, lease_session = null',
+                            'embedding_lease_seconds', true, false;
+    when 'task' then
+        -- Only open tasks that are due; lane order is the caller's (claim_tasks
+        -- passes the lanes' heads).
+        return query select 'work_task', 'id', 'q.available_at, q.id',
+                            'q.status in (''pending'', ''leased'')', 'q.available_at <= clock_timestamp()',
+                            ', status = ''leased'', lease_token = gen_random_uuid()',
+                            'status = ''done'', finished_at = clock_timestamp(), lease_token = null, lease_until = null',
+                            -- $3: the error; $4: task_max_attempts; $5: task_backoff_seconds
+                            'status = case when q.attempts >= $4 then ''dead'' else ''pending'' end, '
+                            'finished_at = case when q.attempts >= $4 then clock_timestamp() end, '
+                            'available_at = case when q.attempts >= $4 then q.available_at '
+                            'else clock_timestamp() + make_interval(secs => $5 * 2 ^ least(q.attempts - 1, 20)) end, '
+                            'lease_token = null, lease_until = null, '
+                            'last_error = left(coalesce($3, ''failed without a reason''), 2000)',
+                            'task_lease_seconds', false, true;
+    else
+        perform _fail('PR107', format('unknown queue %s', coalesce(p_queue, 'NULL')),
+                      'Queues are embedding, passage_embedding and task.');
+    end case;
+end
+$$;
+comment on function __tenant__._lease_queue(text) is
+    'Internal: how a queue is stored (table, key, claim order, open rows, what claim/done/release set), for the lease functions.';
+
+-- The lease rule, as SQL over the queue row q: the lease is over (or there
+-- is none) when lease_until has passed or the session that took it has
+-- ended. $holders is the placeholder of _lease_holders()' result. Spelled
+-- into each statement rather than called per row: a function call per
+-- leased row tripled a claim past 2000 leased jobs (2.7 -> 7-10 ms).
+create or replace function __tenant__._lease_over(p_holders text)
+returns text
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select format('(q.lease_until is null or q.lease_until < clock_timestamp()'
+                  ' or (%1$s is not null and q.lease_session is not null and not (q.lease_session = any (%1$s))))',
+                  p_holders)
+$$;
+comment on function __tenant__._lease_over(text) is
+    'Internal: the lease rule as a SQL condition on queue row q (no lease, expired, or its session ended).';
+
+-- A task whose lease ended (expired, or its session did) on its last allowed
+-- attempt is dead: a task that kills its worker every time stops there.
+-- Returns how many were dead-lettered.
+create or replace function __tenant__._lease_dead_letter(p_queue text)
+returns integer
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_q record;
+    v_count integer;
+begin
+    select * into v_q from _lease_queue(p_queue);
+    if not v_q.dead_letters then
+        return 0;
+    end if;
+    execute format($q$
+        with over as (
+            select q.%2$I as key from %1$I q
+             where q.status = 'leased' and q.attempts >= $1 and %3$s
+             for update skip locked)
+        update %1$I q
+           set status = 'dead', finished_at = clock_timestamp(), lease_token = null, lease_until = null,
+               last_error = case when q.lease_until < clock_timestamp()
+                                 then format('lease expired on attempt %%s', q.attempts)
+                                 else format('the session that leased it ended, on attempt %%s', q.attempts) end
+          from over o
+         where q.%2$I = o.key
+           -- the row as locked: a lease its living session took meanwhile is not over
+           and (q.lease_until < clock_timestamp() or not _lease_key_alive(q.lease_session))$q$,
+        v_q.table_name, v_q.key_column, _lease_over('$2'))
+    using (_setting_value('task_max_attempts') #>> '{}')::integer, _lease_holders();
+    get diagnostics v_count = row_count;
+    return v_count;
+end
+$$;
+comment on function __tenant__._lease_dead_letter(text) is
+    'Internal: dead-letters the tasks whose lease ended on their last allowed attempt.';
+
+-- Leases up to p_limit ready items (among p_among when given) to p_worker:
+-- free, or under a lease that is over, oldest first, skipping rows another
+-- claimer has locked. Returns their keys.
+create or replace function __tenant__._lease_claim(p_queue text, p_worker text, p_limit integer,
+                                                  p_among bigint[] default null)
+returns setof bigint
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_q record;
+    v_session integer;
+    v_holders integer[];
+begin
+    select * into v_q from _lease_queue(p_queue);
+    perform _check_claim(p_worker, p_limit);
+    v_session := _lease_session();
+    v_holders := _lease_holders();
+    if v_q.dead_letters then
+        perform _lease_dead_letter(p_queue);
+    end if;
+    return query execute format($q$
+        with ready as (
+            select q.%2$I as key from %1$I q
+             where %3$s and %4$s and %5$s and ($5::bigint[] is null or q.%2$I = any ($5))
+             order by %6$s
+             limit $2
+             for update skip locked)
+        update %1$I q
+           set leased_by = $1, lease_until = clock_timestamp() + $6, lease_session = $3,
+               attempts = q.attempts + 1 %7$s
+          from ready r
+         where q.%2$I = r.key
+           -- the row as locked: leased meanwhile by a session that lives is not ours (see the top)
+           and (q.lease_until is null or q.lease_until < clock_timestamp() or q.lease_session is null
+                or not _lease_key_alive(q.lease_session))
+        returning q.%2$I$q$,
+        v_q.table_name, v_q.key_column, v_q.open_rows, v_q.due_rows, _lease_over('$4'), v_q.claim_order, v_q.on_claim)
+    using p_worker, p_limit, v_session, v_holders, p_among,
+          make_interval(secs => (_setting_value(v_q.lease_setting) #>> '{}')::double precision);
+end
+$$;
+comment on function __tenant__._lease_claim(text, text, integer, bigint[]) is
+    'Internal: leases up to p_limit ready items of a queue (SKIP LOCKED, the lease rule of leases.sql) and returns their keys.';
+
+-- The items p_worker still holds at the generations it was given, locked
+-- until the transaction ends: a re-worded item (a new generation) or a lease
+-- taken over by another worker is not among them.
+create or replace function __tenant__._lease_held(p_queue text, p_worker text, p_keys bigint[],
+                                                 p_generations bigint[])
+returns setof bigint
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_q record;
+begin
+    select * into v_q from _lease_queue(p_queue);
+    if not v_q.has_generation then
+        perform _fail('PR107', format('queue %s holds items by lease token, not by generation', p_queue));
+    end if;
+    return query execute format($q$
+        select q.%2$I from unnest($2, $3) as x(key, generation)
+          join %1$I q on q.%2$I = x.key and q.generation = x.generation and q.leased_by = $1
+         order by q.%2$I
+           for update of q$q$, v_q.table_name, v_q.key_column)
+    using p_worker, p_keys, p_generations;
+end
+$$;
+comment on function __tenant__._lease_held(text, text, bigint[], bigint[]) is
+    'Internal: the items a worker still holds at the given generations, locked.';
+
+-- The items are finished (their results are stored in this transaction).
+create or replace function __tenant__._lease_done(p_queue text, p_keys bigint[])
+returns integer
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_q record;
+    v_count integer;
+begin
+    select * into v_q from _lease_queue(p_queue);
+    if v_q.on_done = 'delete' then
+        execute format('delete from %1$I q where q.%2$I = any ($1)', v_q.table_name, v_q.key_column) using p_keys;
+    else
+        execute format('update %1$I q set %3$s where q.%2$I = any ($1)', v_q.table_name, v_q.key_column, v_q.on_done)
+        using p_keys;
+    end if;
+    get diagnostics v_count = row_count;
+    return v_count;
+end
+$$;
+comment on function __tenant__._lease_done(text, bigint[]) is 'Internal: finishes leased items (a job is removed, a task is done).';
+
+-- Gives leased items back (a worker that failed or is stopping): only those
+-- p_worker holds, or any of p_keys when p_worker is NULL (a task's caller
+-- proved its lease with the token). Returns how many.
+create or replace function __tenant__._lease_release(p_queue text, p_worker text, p_keys bigint[],
+                                                    p_error text default null)
+returns integer
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_q record;
+    v_count integer;
+begin
+    select * into v_q from _lease_queue(p_queue);
+    execute format('update %1$I q set %3$s where q.%2$I = any ($1) and q.lease_until is not null '
+                   'and ($2::text is null or q.leased_by = $2)', v_q.table_name, v_q.key_column, v_q.on_release)
+    using p_keys, p_worker, p_error,
+          (_setting_value('task_max_attempts') #>> '{}')::integer,
+          (_setting_value('task_backoff_seconds') #>> '{}')::double precision;
+    get diagnostics v_count = row_count;
+    return v_count;
+end
+$$;
+comment on function __tenant__._lease_release(text, text, bigint[], text) is
+    'Internal: gives leased items back: a job at once, a task after its backoff (dead after task_max_attempts).';
+
+-- Open items of a queue, and those under a live lease (by the lease rule).
+create or replace function __tenant__._lease_counts(p_queue text)
+returns table (open bigint, leased bigint)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_q record;
+begin
+    select * into v_q from _lease_queue(p_queue);
+    return query execute format('select count(*), count(*) filter (where q.lease_until is not null and not %3$s) '
+                                'from %1$I q where %2$s',
+                                v_q.table_name, v_q.open_rows, _lease_over('$1'))
+    using _lease_holders();
+end
+$$;
+comment on function __tenant__._lease_counts(text) is 'Internal: a queue''s open items and those under a live lease.';

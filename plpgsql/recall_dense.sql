@@ -1,0 +1,129 @@
+-- Recall, step 3: the dense arm (plpgsql/recall.sql composes the steps).
+--
+--   _check_query_embedding  PR107 unless a query embedding is 384 numbers
+--                           (message search checks with it too)
+--   _dense_reason           why the arm cannot run (no query embedding, another
+--                           model, no embeddings yet), or NULL when it can
+--   _dense_arm              cosine against the current embeddings of the
+--                           eligible memories, floor dense_floor: exact when
+--                           few are eligible, HNSW with iterative scan otherwise
+
+create or replace function __tenant__._check_query_embedding(p_query_embedding double precision[])
+returns void
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    if p_query_embedding is not null
+       and (cardinality(p_query_embedding) <> 384 or array_ndims(p_query_embedding) <> 1
+            or array_position(p_query_embedding, null) is not null) then
+        perform _fail('PR107', format('the query embedding must be 384 numbers, not %s',
+                                      coalesce(array_dims(p_query_embedding), 'empty')),
+                      'Embed the query with the tenant''s model (all-MiniLM-L6-v2 gives 384 numbers), or pass NULL.');
+    end if;
+end
+$$;
+comment on function __tenant__._check_query_embedding(double precision[]) is
+    'Internal: PR107 unless a query embedding is NULL or 384 numbers.';
+
+-- Degrade contract (design section 6): when the dense arm cannot contribute,
+-- recall answers with the lexical rows and says why.
+create or replace function __tenant__._dense_reason(p_query_embedding double precision[], p_query_model text,
+                                                   p_settings jsonb default null)
+returns text
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_model text := coalesce(p_settings -> 'embedding_model', _setting_value('embedding_model')) #>> '{}';
+    v_version integer := (coalesce(p_settings -> 'embedding_input_version',
+                                   _setting_value('embedding_input_version')) #>> '{}')::integer;
+begin
+    if p_query_embedding is null then
+        return 'no query embedding';
+    end if;
+    perform _check_query_embedding(p_query_embedding);
+    if p_query_model is not null and p_query_model <> v_model then
+        return format('query embedded with %s, memories with %s', p_query_model, v_model);
+    end if;
+    if not exists (select 1 from memory_embedding me where me.model = v_model and me.input_version = v_version) then
+        return 'no embeddings yet';
+    end if;
+    return null;
+end
+$$;
+comment on function __tenant__._dense_reason(double precision[], text, jsonb) is
+    'Internal: why recall''s dense arm cannot run for this query embedding, or NULL when it can (PR107 for a malformed one).';
+
+-- The dense arm over memories: the best p_depth eligible memories by cosine
+-- with a current embedding (this model and input version), those at or above
+-- dense_floor, nearest first. One row: ids, cosines, and the method used.
+-- p_settings: the tenant's settings when the caller has read them already.
+create or replace function __tenant__._dense_arm(
+    p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
+    p_query_embedding double precision[], p_depth integer, p_settings jsonb default null)
+returns table (ids bigint[], cosines double precision[], method text)
+language plpgsql  -- volatile: it sets (and restores) the HNSW settings
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_set jsonb := coalesce(p_settings, _settings());
+    v_model text := v_set ->> 'embedding_model';
+    v_version integer := (v_set ->> 'embedding_input_version')::integer;
+    v_floor double precision := (v_set ->> 'dense_floor')::double precision;
+    v_exact_below integer := (v_set ->> 'exact_dense_below')::integer;
+    v_embedding __ext__.vector := p_query_embedding::__ext__.vector;
+    v_eligible_probe bigint;
+    -- The HNSW settings are set for this call and restored after (a SET
+    -- clause on the function would need rights the owner lacks).
+    v_saved_ef text := current_setting('hnsw.ef_search', true);
+    v_saved_iterative text := current_setting('hnsw.iterative_scan', true);
+begin
+    perform set_config('hnsw.ef_search', v_set ->> 'hnsw_ef_search', true);
+    perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
+    -- Few eligible rows: exact distances over them are cheap and exact.
+    -- Many: the HNSW index, iterating past rows the filter rejects.
+    select count(*) into v_eligible_probe from (
+        select 1 from _eligible_memories(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) e
+         limit v_exact_below) x;
+    if v_eligible_probe < v_exact_below then
+        method := 'exact';
+        with nearest as (
+            select e.id, me.embedding operator(__ext__.<=>) v_embedding as distance
+              from _eligible_memories(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) e
+              join memory_embedding me on me.memory_id = e.id
+             where me.model = v_model and me.input_version = v_version
+             -- "+ 0": an ordering the HNSW index cannot serve, so this path stays exact.
+             order by (me.embedding operator(__ext__.<=>) v_embedding) + 0, e.id
+             limit p_depth)
+        select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
+               coalesce(array_agg(1 - n.distance order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}')
+          into ids, cosines from nearest n;
+    else
+        method := 'hnsw';
+        -- Eligibility is a per-row filter on the index scan ("offset 0" keeps
+        -- the planner from turning it into a join that reads every vector),
+        -- so the iterative scan walks the graph until p_depth eligible rows pass.
+        with nearest as (
+            select me.memory_id as id, me.embedding operator(__ext__.<=>) v_embedding as distance
+              from memory_embedding me
+             where me.model = v_model and me.input_version = v_version
+               and exists (select 1 from _eligible_memories(p_principal_id, p_scopes, p_purpose,
+                                                            p_include_superseded, p_at) e
+                            where e.id = me.memory_id offset 0)
+             order by me.embedding operator(__ext__.<=>) v_embedding
+             limit p_depth)
+        select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
+               coalesce(array_agg(1 - n.distance order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}')
+          into ids, cosines from nearest n;
+    end if;
+    perform set_config('hnsw.ef_search', coalesce(v_saved_ef, '40'), true);
+    perform set_config('hnsw.iterative_scan', coalesce(v_saved_iterative, 'off'), true);
+    return next;
+end
+$$;
+comment on function __tenant__._dense_arm(bigint, text[], text, boolean, timestamptz, double precision[], integer, jsonb) is
+    'Internal: recall''s dense arm: the eligible memories nearest the query embedding (floor dense_floor), exact or HNSW.';

@@ -1,0 +1,127 @@
+-- Recall, steps 4 and 5 (plpgsql/recall.sql composes the steps):
+--   _rrf_fuse         Reciprocal Rank Fusion of the two arms (message search
+--                     fuses its arms with it too)
+--   _walk_provenance  the permission walk over the fused list
+--   _recall_items     the rows recall returns: the first memories that passed
+--                     the walk and the fact arm's facts, ranked together, with
+--                     provenance (step 7's items; step 6, the re-rank, is the
+--                     caller's, on these rows)
+
+-- Reciprocal Rank Fusion of two ranked lists: score = sum of 1 / (k + rank)
+-- over the lists an id is in; best p_limit ids first (ties by id).
+create or replace function __tenant__._rrf_fuse(p_first bigint[], p_second bigint[], p_k double precision,
+                                               p_limit integer)
+returns bigint[]
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    with a as (
+        select x.id, x.ord::integer as r from unnest(p_first) with ordinality as x(id, ord)
+    ), b as (
+        select x.id, x.ord::integer as r from unnest(p_second) with ordinality as x(id, ord)
+    ), fused as (
+        select coalesce(a.id, b.id) as id,
+               coalesce(1.0 / (p_k + a.r), 0) + coalesce(1.0 / (p_k + b.r), 0) as s
+          from a full join b on b.id = a.id
+    )
+    select coalesce(array_agg(f.id order by f.s desc, f.id), '{}')
+      from (select * from fused order by s desc, id limit p_limit) f
+$$;
+comment on function __tenant__._rrf_fuse(bigint[], bigint[], double precision, integer) is
+    'Internal: Reciprocal Rank Fusion of two ranked id lists, best p_limit first.';
+
+-- Keeps, in order, the candidates whose whole derived_from chain the
+-- principal may see (superseded sources are history and stay visible;
+-- forgotten or other-audience sources are not).
+create or replace function __tenant__._walk_provenance(p_candidates bigint[], p_principal_id bigint, p_scopes text[])
+returns bigint[]
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    with recursive reach (root, source, depth) as (
+        select c.id, l.target_memory_id, 1
+          from unnest(p_candidates) c(id)
+          join memory_link l on l.memory_id = c.id and l.link_type = 'derived_from' and l.target_memory_id is not null
+        union
+        select r.root, l.target_memory_id, r.depth + 1
+          from reach r
+          join memory_link l on l.memory_id = r.source and l.link_type = 'derived_from' and l.target_memory_id is not null
+         where r.depth < 32
+    ), hidden as (
+        -- (Observation links need no check: evidence is always in the memory's
+        -- own scope, which eligibility has already authorised.)
+        select distinct r.root from reach r
+         where not exists (select 1 from _eligible_memories(p_principal_id, p_scopes, null, true, null) e
+                            where e.id = r.source)
+    )
+    select coalesce(array_agg(c.id order by c.ord), '{}')
+      from unnest(p_candidates) with ordinality c(id, ord)
+     where c.id not in (select h.root from hidden h)
+$$;
+comment on function __tenant__._walk_provenance(bigint[], bigint, text[]) is
+    'Internal: the candidates, in order, whose provenance the principal may see.';
+
+
+-- Recall's rows: the memories that passed the walk (already in fused order,
+-- so only the first p_limit can be returned) and the fact arm's facts, each
+-- scored by RRF (a fact by its own rank in the fact list), best p_limit
+-- together. A memory carries its provenance, a fact its subject, object,
+-- validity and evidence.
+create or replace function __tenant__._recall_items(
+    p_memory_ids bigint[], p_fact_ids bigint[],
+    p_lexical_ids bigint[], p_bm25 double precision[], p_dense_ids bigint[], p_cosines double precision[],
+    p_rrf_k double precision, p_limit integer, p_principal_id bigint, p_scopes text[])
+returns table (
+    rank integer, memory_id bigint, scope text, kind text, title text, body text, score double precision,
+    lexical_rank integer, dense_rank integer, cosine double precision, bm25 double precision, provenance jsonb,
+    item text, fact_id bigint, fact_rank integer
+)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    return query
+    with items as (
+        select 'memory'::text as item, k.id, k.ord::integer as pos,
+               coalesce(1.0 / (p_rrf_k + array_position(p_lexical_ids, k.id)), 0)
+                 + coalesce(1.0 / (p_rrf_k + array_position(p_dense_ids, k.id)), 0) as score
+          from unnest(p_memory_ids[1:p_limit]) with ordinality as k(id, ord)
+        union all
+        select 'fact', f.id, f.ord::integer, 1.0 / (p_rrf_k + f.ord)
+          from unnest(p_fact_ids) with ordinality as f(id, ord)
+    ), top as (
+        -- On a tie a fact comes first: it is current, about an entity the
+        -- query names, and carries its quote.
+        select i.*, row_number() over (order by i.score desc, i.item, i.pos)::integer as r
+          from items i
+         order by i.score desc, i.item, i.pos
+         limit p_limit
+    )
+    select t.r, m.id, m.scope, m.kind, m.title, m.body, t.score,
+           array_position(p_lexical_ids, m.id), array_position(p_dense_ids, m.id),
+           p_cosines[array_position(p_dense_ids, m.id)], p_bm25[array_position(p_lexical_ids, m.id)],
+           pv.provenance, 'memory'::text, null::bigint, null::integer
+      from top t join memory m on m.id = t.id
+      join _provenance_of(array(select t2.id from top t2 where t2.item = 'memory'), p_principal_id, p_scopes) pv
+        on pv.memory_id = m.id
+     where t.item = 'memory'
+    union all
+    select t.r, null::bigint, f.scope, 'fact'::text, f.predicate, f.statement, t.score,
+           null::integer, null::integer, null::double precision, null::double precision,
+           jsonb_build_object('subject', se.name, 'predicate', f.predicate,
+                              'object', coalesce(oe.name, f.object_value), 'valid', f.valid::text,
+                              'confidence', f.confidence, 'evidence', _fact_evidence_json(f.id)),
+           'fact'::text, f.id, t.pos
+      from top t join fact f on f.id = t.id
+      join entity se on se.id = f.subject_id
+      left join entity oe on oe.id = f.object_id
+     where t.item = 'fact'
+     order by 1;
+end
+$$;
+comment on function __tenant__._recall_items(bigint[], bigint[], bigint[], double precision[], bigint[],
+                                             double precision[], double precision, integer, bigint, text[]) is
+    'Internal: recall''s rows from the walked memories and the fact list: RRF-scored, best p_limit, with provenance.';

@@ -1,0 +1,107 @@
+"""The loop of the background processes (``pgrecall worker``, ``pgrecall deriver``).
+
+Both do the same thing around their own work: connect as the tenant's worker role, LISTEN on the
+tenant's channel, work until nothing is claimable, then sleep until a NOTIFY or the poll interval (a
+lease that ended, or a retry that came due, needs the poll). :func:`run` is that loop, once, for both.
+
+A lost connection (a server restart, a terminated backend, a network cut) is not the end: the loop
+reconnects, waiting 0.5 s, 1 s, 2 s ... up to ``max_delay`` between attempts, and goes on; whatever
+the process held was leased to the session that died, and comes back to the queue with it
+(plpgsql/leases.sql). Any other error is permanent (the role may not claim, the worker runs another
+model, a bug) and stops the loop: it propagates, so the CLI prints it as one line with its hint.
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import psycopg
+
+from . import names
+
+log = logging.getLogger("pgrecall.loop")
+
+# Refusals at connect time that waiting will not change: a wrong password or role, no such database.
+_PERMANENT_AT_CONNECT = ("28", "3D")
+
+
+@dataclass
+class Backoff:
+    """Exponential backoff: first, then doubled each time, never more than most."""
+
+    first: float = 0.5
+    most: float = 30.0
+    _next: float | None = None
+
+    def next(self) -> float:
+        delay = self.first if self._next is None else self._next
+        self._next = min(delay * 2, self.most)
+        return delay
+
+    def reset(self) -> None:
+        self._next = None
+
+
+def connection_lost(exc: BaseException, conn: psycopg.Connection | None) -> bool:
+    """Whether exc means the connection is gone (try again later) rather than a refusal or a bug.
+
+    A pgrecall error raised from a database error carries it as its cause; the connection tells best:
+    psycopg marks it broken when the server went away mid-call."""
+    if conn is not None and conn.broken:
+        return True
+    cause: BaseException | None = exc
+    for _ in range(8):  # a pgrecall error's cause is the database error; a chain is short
+        if cause is None or isinstance(cause, psycopg.Error):
+            break
+        cause = cause.__cause__
+    if not isinstance(cause, psycopg.OperationalError):
+        return False
+    sqlstate = getattr(cause, "sqlstate", None) or ""
+    return not sqlstate.startswith(_PERMANENT_AT_CONNECT)
+
+
+def _sleep(seconds: float, stop: Callable[[], bool]) -> None:
+    """Sleep, but notice stop() within a tenth of a second."""
+    until = time.monotonic() + seconds
+    while not stop() and time.monotonic() < until:
+        time.sleep(min(0.1, max(0.0, until - time.monotonic())))
+
+
+def run(conninfo: str, tenant: str, channel: str, work: Callable[[psycopg.Connection], object], *,
+        poll_seconds: float = 5.0, stop: Callable[[], bool] = lambda: False,
+        between: Callable[[psycopg.Connection], object] | None = None,
+        on_disconnect: Callable[[], object] | None = None, backoff: Backoff | None = None) -> None:
+    """Run ``work(conn)`` until it has nothing left, ``between(conn)`` after it, then wait for a NOTIFY on
+    the tenant's ``channel`` or ``poll_seconds``; again, until ``stop()``. A lost connection is retried with
+    ``backoff`` (``on_disconnect()`` first, to drop what was bound to it); any other error propagates."""
+    backoff = backoff or Backoff()
+    while not stop():
+        conn: psycopg.Connection | None = None
+        try:
+            with psycopg.connect(conninfo, autocommit=True) as conn, \
+                    psycopg.connect(conninfo, autocommit=True) as listener:
+                names.listen(listener, channel, tenant)
+                while not stop():
+                    work(conn)
+                    backoff.reset()  # a round went through: the next loss starts from the first delay
+                    if stop():
+                        return
+                    if between is not None:
+                        between(conn)
+                    select.select([listener.fileno()], [], [], poll_seconds)
+                    for _ in listener.notifies(timeout=0):
+                        pass
+        except Exception as exc:
+            if not connection_lost(exc, conn):
+                raise
+            if on_disconnect is not None:
+                on_disconnect()
+            delay = backoff.next()
+            log.warning("pgrecall %s loop of tenant %s: connection lost (%s); reconnecting in %.1f s",
+                        channel, tenant, str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
+                        delay)
+            _sleep(delay, stop)

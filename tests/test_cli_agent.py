@@ -1,0 +1,189 @@
+"""The command line as a whole: help with an example for every subcommand, --json everywhere data is
+printed, --version, the agent's commands (recall, search, supersede, derive, facts, bundle) and a
+tenant drop that asks first."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from pgrecall import cli
+
+
+def subcommands() -> dict:
+    parser = cli.build_parser()
+    [sub] = [a for a in parser._actions if a.dest == "command"]
+    return sub.choices
+
+
+def test_every_subcommand_says_what_it_does_and_shows_an_example():
+    for name, p in subcommands().items():
+        text = p.format_help()
+        assert p.description and len(p.description) > 20, name
+        example = text.split("example:\n", 1)
+        assert len(example) == 2 and example[1].startswith(f"  pgrecall {name}"), (name, text)
+
+
+def test_version(capsys):
+    from pgrecall import __version__
+
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out == f"pgrecall {__version__}\n"
+
+
+@pytest.fixture
+def shell(acme, conninfo, monkeypatch, tmp_path, capsys):
+    """Runs `pgrecall ...` in this process as acme's app role (tenant commands as the tester); returns
+    (exit code, stdout, stderr)."""
+    monkeypatch.setenv("PGRECALL_DSN", conninfo.dsn())
+    monkeypatch.setenv("PGRECALL_APP_DSN", conninfo.dsn(user="pgrecall_acme_app"))
+    monkeypatch.setenv("PGRECALL_TENANT", "acme")
+    monkeypatch.setenv("PGRECALL_HOME", str(tmp_path / "home"))  # no embedded server here
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        try:
+            code = cli.main(list(argv))
+        except SystemExit as exc:  # argparse refusing its arguments
+            code = exc.code
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+def test_json_output_parses_for_every_command_that_prints_data(shell, acme):
+    seen = set()
+
+    def data(*argv: str, code: int = 0):
+        status, out, err = shell(*argv, "--json")
+        assert status == code, (argv, err)
+        seen.add(argv[0])
+        return json.loads(out)  # one document, nothing else on stdout
+
+    ana = ("--as", "ana")
+    home = data("remember", *ana, "--purpose", "converse", "--about", "Ana", "Ana lives in Lisbon")
+    assert (home["status"], home["evidence"], home["appended_offset"]) == ("created", [1], 1)
+    read = data("read", *ana, "--purpose", "converse", str(home["memory_id"]))
+    assert read["revision"] == 1 and read["valid"]["to"] is None and list(read) == sorted(read)
+    fixed = data("correct", *ana, str(home["memory_id"]), "Ana lives in Lisbon, in Alfama", "--revision", "1",
+                 "--evidence", "1")
+    assert fixed == {"evidence": [1], "memory_id": home["memory_id"], "revision": 2}
+    moved = data("supersede", *ana, str(home["memory_id"]), "Ana lives in Porto", "--revision", "2",
+                 "--said", "We moved to Porto!")
+    assert moved["superseded"] == home["memory_id"] and moved["evidence"] == [2]
+    pet = data("remember", *ana, "--purpose", "converse", "Ana has a beagle called Pixel")
+    derived = data("derive", *ana, "--from", str(moved["memory_id"]), "--from", str(pet["memory_id"]),
+                   "Ana walks Pixel in Porto")
+    assert derived["sources"] == [moved["memory_id"], pet["memory_id"]]
+    found = data("recall", *ana, "--mode", "lexical", "where does Ana live")
+    assert found["items"][0]["memory_id"] == moved["memory_id"] and found["meta"]["dense_available"] is False
+    said = data("search", *ana, "--mode", "lexical", "moved Porto")
+    assert [(h["log_offset"], h["body"]) for h in said["items"]] == [(2, "We moved to Porto!")]
+    acme.assert_fact("Ana", "lives_in", "Porto", principal="ana", evidence=[{"offset": 2, "quote": "Porto"}])
+    facts = data("facts", *ana, "Ana", "lives_in")
+    assert [(f["object"], f["valid"]["to"]) for f in facts["facts"]] == [("Porto", None)]
+    bundle = data("bundle", *ana)
+    assert bundle["scopes"] == ["default", "other"]  # every scope of the tenant when --scopes is not given
+    assert [m["id"] for m in bundle["recent"]][:2] == [derived["memory_id"], pet["memory_id"]]
+    gone = data("forget", *ana, "--reason", "asked", str(pet["memory_id"]))
+    assert gone["revision"] == 2
+    tenants = data("tenant", "list")
+    assert [t["tenant"] for t in tenants] == ["acme"] and tenants[0]["schema_version"] >= 16
+    settings = {s["key"]: s["value"] for s in data("tenant", "settings", "acme")}
+    assert settings["rrf_k"] == 60  # JSON values, not their text
+    status = data("embeddings", "status")
+    assert status["queued"] >= 1 and status["model"] == "all-MiniLM-L6-v2"
+    assert data("server", "status", code=3) == {"pgdata": status_pgdata(shell), "pid": None, "port": None,
+                                                "running": False, "socket_dir": None}
+    with_json = {name for name, p in subcommands().items()
+                 if any("--json" in a.option_strings for a in p._actions)}
+    assert seen == with_json
+
+
+def status_pgdata(shell) -> str:
+    import os
+
+    return os.path.join(os.environ["PGRECALL_HOME"], "pgdata")
+
+
+def test_the_agents_commands_print_for_a_person(shell, acme):
+    ana = ("--as", "ana")
+    shell("remember", *ana, "--purpose", "converse", "--about", "Ana", "Ana lives in Lisbon")
+    code, out, _ = shell("supersede", *ana, "1", "Ana lives in Porto", "--revision", "1",
+                         "--said", "We moved to Porto!")
+    assert code == 0 and "memory 1 is superseded by memory 2, citing offset 2" in out
+    code, out, _ = shell("recall", *ana, "--mode", "lexical", "where does Ana live")
+    assert "1. [memory 2, note] Ana lives in Porto" in out
+    assert 'from default#2 (ana, user' in out and "We moved to Porto!" in out
+    code, out, _ = shell("derive", *ana, "--from", "2", "--kind", "decision", "Ana's address is in Porto")
+    assert code == 0 and "derived memory 3 from memories 2" in out
+    code, out, _ = shell("search", *ana, "--mode", "lexical", "Porto")
+    assert "default#2 (ana, user" in out and "We moved to Porto!" in out
+    acme.assert_fact("Ana", "lives_in", "Porto", principal="ana", evidence=[{"offset": 2, "quote": "Porto"}])
+    code, out, _ = shell("facts", *ana, "Ana")
+    assert "Ana lives_in Porto" in out and 'quote from default#2 (user): "Porto"' in out
+    code, out, err = shell("facts", *ana, "Ana", "--valid-at", "yesterday")
+    assert code == 2 and "not an ISO 8601 time" in err
+
+    acme.pin(3, principal="ana")
+    code, out, _ = shell("bundle", *ana, "--scopes", "default")
+    assert out.startswith("# Memory for ana (pgrecall tenant acme; scopes default; purpose converse)")
+    pinned, recent = out.split("## Pinned")[1].split("## Recently changed memories")
+    assert "[memory 3, decision, scope default] Ana's address is in Porto" in pinned
+    assert "Ana lives in Porto" in recent and "call the recall tool" in out
+
+
+def test_bundle_names_a_session_for_its_working_representation(shell, acme):
+    session = acme.create_session("flat chat", principal="ben")
+    acme.add_session_peers(session, ["ana", {"peer": "ben", "observe_others": True}], principal="ben")
+    acme.add_messages(session, [{"actor": "ana", "body": "I live in Lisbon"}], principal="ben")
+    from pgrecall.deriver import Deriver
+
+    with Deriver("acme", conninfo=acme_worker_dsn(shell)) as deriver:
+        deriver.drain()
+    code, out, _ = shell("bundle", "--as", "ben", "--session", str(session))
+    assert code == 0 and f"## Working representation in session {session}" in out
+    assert "- ana: " in out and "(turn 1)" in out
+    code, out, _ = shell("bundle", "--as", "ben", "--session", str(session), "--json")
+    assert json.loads(out)["working_representation"]["session"] == session
+    code, out, err = shell("bundle", "--as", "ana", "--session", "999")
+    assert code == 1 and err.startswith("pgrecall: error: ") and "999" in err
+
+
+def acme_worker_dsn(shell) -> str:
+    import os
+
+    return os.environ["PGRECALL_APP_DSN"].replace("pgrecall_acme_app", "pgrecall_acme_worker")
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_tenant_drop_asks_unless_yes_and_never_reads_consent_from_a_pipe(shell, db, monkeypatch):
+    def tenants():
+        return [r[0] for r in db.execute("select name from pgrecall.tenant")]
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("acme\n"))  # a pipe: not a terminal, whatever it holds
+    code, out, err = shell("tenant", "drop", "acme")
+    assert code == 1 and "--yes" in err and tenants() == ["acme"]
+    monkeypatch.setattr("sys.stdin", Terminal("yes\n"))
+    code, out, err = shell("tenant", "drop", "acme")
+    assert code == 1 and "Type the tenant name" in err and tenants() == ["acme"]
+    monkeypatch.setattr("sys.stdin", Terminal("acme\n"))
+    code, out, err = shell("tenant", "drop", "acme")
+    assert code == 0 and "dropped tenant acme" in out and tenants() == []
+    shell("tenant", "create", "acme")
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    code, out, err = shell("tenant", "drop", "acme", "--yes")
+    assert code == 0 and tenants() == []
+
+
+def test_the_app_role_lists_its_tenants_scopes(acme, conninfo):
+    with conninfo.connect(user="pgrecall_acme_app") as app:
+        assert [r[0] for r in app.execute("select name from acme.scopes()")] == ["default", "other"]

@@ -1,0 +1,77 @@
+"""README.md's sessions, run: its psql session (and the facts that continue it), then its two Python
+sessions, in one fresh tenant acme, checking what each shows.
+
+The README abbreviates: a psql statement may show no output, and shown tables leave out psql's
+`(N rows)` line. A statement that shows output must print exactly that (times read from the clock
+and lease tokens aside, as for the reference); one that shows none must succeed; one that shows
+an ERROR must fail. In Python, a `# ...` comment below a statement, or after a `print(...)`, is
+what it prints; after a bare expression, a comment that reads as a value (a dict, a number, ...) is
+its repr, `...` standing for anything. The README tells a user to type `pgrecall.connect(tenant=...)`
+and `Worker("acme")`: the harness points PGRECALL_APP_DSN, PGRECALL_WORKER_DSN and
+PGRECALL_ADMIN_DSN at the test server instead of changing what the README says. The embedding
+model is the real one.
+"""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+import doc_examples as docs
+from conftest import BASE_DB
+
+DATABASE = "pgrecall_readme"
+
+
+@pytest.fixture
+def server(pg_server, cluster_roles_kept):
+    server = docs.Server(pg_server.superuser_dsn, template=BASE_DB)
+    yield server
+    server.drop_database(DATABASE)
+
+
+def test_the_readme_sessions_print_what_they_show(server, monkeypatch, tmp_path):
+    transcripts, python = docs.readme_blocks(docs.README.read_text())
+    assert [b.heading for b in transcripts] == ["A psql session", "Facts, and since when"]
+    assert len(python) == 3
+
+    outcomes = docs.run_blocks(transcripts, server, prefix="pgrecall", abbreviated=True, keep=True)
+    assert len(outcomes) == sum(len(b.steps) for b in transcripts) == 18
+    problems = docs.report(outcomes, docs.README)
+    assert problems == "", "\n" + problems
+
+    dsns = docs.role_dsns(psycopg.conninfo.make_conninfo(server.superuser_dsn, dbname=DATABASE))
+    for key, value in docs.child_env(dsns, str(tmp_path)).items():
+        if key.startswith(("PGRECALL", "HF_", "TRANSFORMERS")):
+            monkeypatch.setenv(key, value)
+    namespace: dict = {}
+    problems: list[str] = []
+    checked = 0
+    for first_line, code in python:
+        statements = docs.python_checks(code, first_line)
+        checked += sum(1 for _, check in statements if check is not None)
+        problems += docs.run_python_checks(statements, namespace, "README.md")
+    namespace["mem"].close()
+    assert problems == []
+    assert checked == 5  # the recall rows, its metadata, the read, the async recall, queue_status
+
+
+def test_comments_that_show_output_are_told_from_prose():
+    code = '\n'.join([
+        'x = 1  # a prose comment',
+        'print(x)  # 1',
+        'for i in (2, 3):  # prose again',
+        '    print(i)',
+        '# 2',
+        '# 3',
+        '{"a": 1, "b": 2}  # {\'a\': 1, ...}',
+        'len("abc")  # the length, in prose',
+        '__import__("fractions").Fraction(1, 2)  # Fraction(1, ...)',  # a repr such as a row's dataclass
+    ])
+    statements = docs.python_checks(code, 0)
+    kinds = [(check.kind, check.expected) if check else None for _, check in statements]
+    assert kinds == [None, ("stdout", ["1"]), ("stdout", ["2", "3"]), ("value", ["{'a': 1, ...}"]), None,
+                     ("value", ["Fraction(1, ...)"])]
+    assert docs.run_python_checks(statements, {}) == []
+    wrong = docs.python_checks(code.replace("# 3", "# 4"), 0)
+    assert len(docs.run_python_checks(wrong, {})) == 1

@@ -1,0 +1,264 @@
+"""Recall's steps, each called on its own as the tenant owner would (the tester is a member of it): the
+lexical arm and its parts, the dense arm, the fact arm, fusion, the walk, the rows, and message search's
+arms over passages. recall() composes them; each test below checks one step's contract, and the last
+ones that the composition is exactly these steps."""
+
+import dataclasses
+import math
+
+import pytest
+
+from test_recall import TOPICS, embed_all, embedded_texts, embedder, ids, put  # noqa: F401 (a fixture)
+
+
+def one(db, query, params=()):
+    return db.execute(query, params).fetchone()
+
+
+def peer(db, name):
+    return one(db, "select id from acme.peer where name = %s", (name,))[0]
+
+
+# -- 2. the lexical arm --------------------------------------------------------------------------
+
+def test_query_terms_are_the_distinct_stemmed_lexemes_sorted(db, acme):
+    assert one(db, "select acme._query_terms('The cats were running; a cat runs!')")[0] == ["cat", "run"]
+    assert one(db, "select acme._query_terms('the of and')")[0] == []  # stop words only
+    assert one(db, "select acme._query_terms(null)")[0] == []
+
+
+def test_prune_terms_drops_common_terms_from_three_terms_on_but_never_all(db, acme):
+    rows = db.execute("select term, df, idf, pruned from acme._prune_terms(%s, %s, 100, 3, 0.15)",
+                      (["rare", "common", "everywhere"], [2, 15, 100])).fetchall()
+    assert [(t, df, pruned) for t, df, _, pruned in rows] == \
+        [("common", 15, True), ("everywhere", 100, True), ("rare", 2, False)]
+    idf = {t: v for t, _, v, _ in rows}
+    assert math.isclose(idf["rare"], math.log(1 + (100 - 2 + 0.5) / (2 + 0.5)))
+    # two terms: nothing is pruned, however common
+    assert [r[0] for r in db.execute("select term from acme._prune_terms(%s, %s, 100, 3, 0.15) where pruned",
+                                     (["common", "everywhere"], [15, 100]))] == []
+    # every term common: the rarest is kept (on a tie, the first by name)
+    kept = db.execute("select term from acme._prune_terms(%s, %s, 100, 3, 0.15) where not pruned",
+                      (["b", "a", "c"], [50, 50, 90])).fetchall()
+    assert kept == [("a",)]
+
+
+def test_lexical_recruiters_go_from_pairs_to_rare_terms_to_every_term(db, acme):
+    def recruiters(terms, df, depth, budget):
+        return [str(q) for q in one(db, "select acme._lexical_recruiters(%s, %s, %s, %s)::text[]",
+                                    (terms, df, depth, budget))[0]]
+
+    # within the budget: every term recruits
+    assert recruiters(["cat", "dog"], [5, 7], 20, 1000) == ["'cat' | 'dog'"]
+    # the rare ones (up to the budget, and at least the depth) first, then all
+    assert recruiters(["cat", "dog", "the"], [5, 30, 5000], 20, 1000) == ["'cat' | 'dog'", "'cat' | 'dog' | 'the'"]
+    # even the rare ones match more than the budget: a rare term with another term first
+    assert recruiters(["cat", "dog", "the"], [1500, 3000, 5000], 20, 1000) == \
+        ["'cat' & ( 'dog' | 'the' )", "'cat'", "'cat' | 'dog' | 'the'"]
+    assert recruiters([], [], 20, 1000) == []
+
+
+def test_lexical_candidates_rank_eligible_matches_by_bm25(db, acme):
+    both = put(acme, "apple banana")
+    apple = [put(acme, f"apple note {i}") for i in range(3)]
+    hidden = put(acme, "apple banana for ben only", audience="ben")
+    ana = peer(db, "ana")
+    rows = db.execute(
+        "select id, score from acme._lexical_candidates(%s, '{default}', 'converse', false, null, "
+        "'appl | banana'::tsquery, array['appl'::tsquery, 'banana'::tsquery], '{appl,banana}', "
+        "'{0.1,1.5}', 1.2, 0.75, 3.0, 10)", (ana,)).fetchall()
+    assert rows[0][0] == both and {r[0] for r in rows} == {both, *apple}   # ben's memory is never scored
+    assert hidden not in {r[0] for r in rows}
+    assert [s for _, s in rows] == sorted((s for _, s in rows), reverse=True)
+    # at most p_depth rows
+    assert len(db.execute("select * from acme._lexical_candidates(%s, '{default}', 'converse', false, null, "
+                          "'appl'::tsquery, array['appl'::tsquery], '{appl}', '{0.1}', 1.2, 0.75, 3.0, 2)",
+                          (ana,)).fetchall()) == 2
+
+
+def test_lexical_arm_reports_terms_pruning_statistics_and_recruitment(db, acme):
+    db.execute("select pgrecall.set_tenant_setting('acme', 'lexical_match_budget', '3')")
+    made = [put(acme, f"coffee note {i}") for i in range(10)]
+    zebra = put(acme, "coffee at the zebra crossing")
+    ids_, scores, terms, dropped, stats, recruited_by, recruited = one(
+        db, "select ids, scores, terms, dropped, term_stats, recruited_by::text, recruited "
+            "from acme._lexical_arm(%s, '{default}', 'converse', false, null, 'zebra coffee notes', 4)",
+        (peer(db, "ana"),))
+    assert terms == ["coffe", "note", "zebra"] and dropped == ["coffe", "note"]  # in 100% and 91% of memories
+    assert stats == "live" and ids_ == [zebra] and len(scores) == 1
+    assert recruited_by == "'zebra'" and recruited is False  # the only kept term: nothing narrower
+    # two terms are never pruned; the rare one recruits and the common one still scores
+    ids_, recruited_by, recruited = one(
+        db, "select ids, recruited_by::text, recruited "
+            "from acme._lexical_arm(%s, '{default}', 'converse', false, null, 'zebra coffee', 4)",
+        (peer(db, "ana"),))
+    assert ids_[0] == zebra and len(ids_) == 4 and set(ids_[1:]) <= set(made)
+    assert (recruited_by, recruited) == ("'coffe' | 'zebra'", False)   # 'zebra' alone finds 1 of the 4 asked
+    # no terms: nothing ranked, nothing reported
+    assert one(db, "select ids, terms, term_stats from acme._lexical_arm(%s, '{default}', 'converse', false, "
+                   "null, 'the', 4)", (peer(db, "ana"),)) == ([], [], None)
+
+
+# -- 3. the dense arm ----------------------------------------------------------------------------
+
+def test_dense_reason_says_why_the_arm_cannot_run(db, acme, conninfo):
+    vector = [0.05] * 384
+    assert one(db, "select acme._dense_reason(null, null)")[0] == "no query embedding"
+    assert one(db, "select acme._dense_reason(%s, null)", (vector,))[0] == "no embeddings yet"
+    put(acme, "a memory to embed")
+    embed_all(conninfo)
+    assert one(db, "select acme._dense_reason(%s, null)", (vector,))[0] is None
+    assert one(db, "select acme._dense_reason(%s, 'all-MiniLM-L6-v2')", (vector,))[0] is None
+    assert one(db, "select acme._dense_reason(%s, 'other-model')", (vector,))[0] == \
+        "query embedded with other-model, memories with all-MiniLM-L6-v2"
+    with pytest.raises(Exception) as info:
+        db.execute("select acme._dense_reason(%s, null)", ([0.1, 0.2, 0.3],))
+    assert info.value.sqlstate == "PR107"
+
+
+@pytest.mark.parametrize("path", ["exact", "hnsw"])
+def test_dense_arm_returns_eligible_memories_nearest_first_above_the_floor(db, acme, conninfo, embedder, path):
+    made = [put(acme, t) for t in TOPICS]
+    hidden = put(acme, "A cat dozing on a sunny windowsill", audience="ben")
+    embed_all(conninfo)
+    if path == "hnsw":
+        db.execute("select pgrecall.set_tenant_setting('acme', 'exact_dense_below', '1')")
+    db.execute("set hnsw.ef_search = 17")
+    query = "a pet resting in the sun by the window"
+    qv = embedder.embed([query])[0]
+    found, cosines, method = one(
+        db, "select ids, cosines, method from acme._dense_arm(%s, '{default}', 'converse', false, null, %s, 20)",
+        (peer(db, "ana"), list(map(float, qv))))
+    assert method == path and hidden not in found
+    vectors = dict(zip(made, embedder.embed(embedded_texts(db, made))))
+    cos = {m: sum(a * b for a, b in zip(qv, v)) for m, v in vectors.items()}
+    assert found == [m for m in sorted(made, key=lambda m: -cos[m]) if cos[m] >= 0.30]
+    assert all(math.isclose(c, cos[m], abs_tol=1e-3) for m, c in zip(found, cosines))
+    # the arm's HNSW settings are its own: the session's are as they were
+    assert one(db, "show hnsw.ef_search")[0] == "17"
+    assert one(db, "select current_setting('hnsw.iterative_scan', true)")[0] in (None, "", "off")
+
+
+# -- facts ---------------------------------------------------------------------------------------
+
+def test_fact_arm_finds_facts_about_the_entities_the_query_names(db, acme):
+    said = acme.append("I live in Lisbon and my name is Ana", role="user", actor="ana")
+    lives = acme.assert_fact("ana", "lives_in", "Lisbon", evidence=[{"offset": said, "quote": "I live in Lisbon"}])
+    acme.assert_fact("ben", "lives_in", "Porto", evidence=[{"offset": acme.append("I live in Porto", role="user",
+                                                                                  actor="ben"),
+                                                            "quote": "I live in Porto"}], audience="ben")
+    fact_ids, entities = one(db, "select fact_ids, entities from acme._fact_arm(%s, '{default}', 'converse', null, "
+                                 "'where does ana live?')", (peer(db, "ana"),))
+    assert fact_ids == [lives.fact_id] and entities == ["ana"]
+    # ben's fact is his audience's only: for ana, Porto names no fact she may see, and stays unnamed
+    assert one(db, "select fact_ids, entities from acme._fact_arm(%s, '{default}', 'converse', null, "
+                   "'who lives in porto')", (peer(db, "ana"),)) == ([], [])
+    assert one(db, "select fact_ids, entities from acme._fact_arm(%s, '{default}', 'converse', null, "
+                   "'nothing named here')", (peer(db, "ana"),)) == ([], [])
+
+
+# -- 4. fusion and 5. the walk -------------------------------------------------------------------
+
+def test_rrf_fuse_sums_reciprocal_ranks(db, acme):
+    # 3: 1/63 + 1/61; 1: 1/61; 4: 1/62; 2: 1/62
+    assert one(db, "select acme._rrf_fuse('{1,2,3}', '{3,4}', 60, 10)")[0] == [3, 1, 2, 4]
+    assert one(db, "select acme._rrf_fuse('{1,2,3}', '{3,4}', 60, 2)")[0] == [3, 1]
+    assert one(db, "select acme._rrf_fuse('{}', '{}', 60, 10)")[0] == []
+
+
+def test_walk_provenance_keeps_the_order_and_drops_what_rests_on_a_hidden_source(db, acme):
+    source = put(acme, "kiwi origin note")
+    derived = acme.derive([source], "kiwi summary")
+    plain = put(acme, "kiwi plain note")
+    ana = peer(db, "ana")
+    assert one(db, "select acme._walk_provenance(%s, %s, '{default}')", ([plain, derived, source], ana))[0] == \
+        [plain, derived, source]
+    acme.forget(source, reason="wrong")
+    assert one(db, "select acme._walk_provenance(%s, %s, '{default}')", ([plain, derived], ana))[0] == [plain]
+
+
+# -- 7. the rows ---------------------------------------------------------------------------------
+
+def test_recall_items_rank_memories_and_facts_together(db, acme):
+    said = acme.append("I live in Lisbon", role="user", actor="ana")
+    fact = acme.assert_fact("ana", "lives_in", "Lisbon", evidence=[{"offset": said, "quote": "I live in Lisbon"}])
+    a, b = put(acme, "first note"), put(acme, "second note")
+    rows = db.execute(
+        "select rank, item, memory_id, fact_id, score, lexical_rank, dense_rank, bm25, cosine, provenance "
+        "from acme._recall_items(%s, %s, %s, '{2.5,1.5}', %s, '{0.9}', 60, 10, %s, '{default}')",
+        ([a, b], [fact.fact_id], [a, b], [b], peer(db, "ana"))).fetchall()
+    # b: 1/62 + 1/61 > fact: 1/61 = a: 1/61 (a tie: the fact first)
+    assert [(r[0], r[1], r[2] or r[3]) for r in rows] == [(1, "memory", b), (2, "fact", fact.fact_id),
+                                                          (3, "memory", a)]
+    assert math.isclose(rows[0][4], 1 / 62 + 1 / 61)
+    assert rows[0][5:9] == (2, 1, 1.5, 0.9) and rows[2][5:9] == (1, None, 2.5, None)
+    assert rows[0][9]["observations"][0]["text"] == "said: second note" and rows[1][9]["object"] == "Lisbon"
+    limited = db.execute("select rank from acme._recall_items(%s, %s, %s, '{2.5,1.5}', %s, '{0.9}', 60, 2, %s, "
+                         "'{default}')", ([a, b], [fact.fact_id], [a, b], [b], peer(db, "ana"))).fetchall()
+    assert limited == [(1,), (2,)]
+
+
+# -- the composition -----------------------------------------------------------------------------
+
+def test_recall_is_the_composition_of_its_steps(db, acme, conninfo, embedder):
+    for i, t in enumerate(TOPICS * 3):
+        put(acme, f"{t} (note {i})", audience="ben" if i % 5 == 0 else None)
+    embed_all(conninfo)
+    query = "bread baked on Sunday in the village"
+    qv = list(map(float, embedder.embed([query])[0]))
+    ana = peer(db, "ana")
+    r = acme.recall(query, limit=5, principal="ana")   # the driver embeds the query with the same model
+    lexical = one(db, "select ids, scores from acme._lexical_arm(%s, '{default}', 'converse', false, null, %s, 20)",
+                  (ana, query))
+    dense = one(db, "select ids, cosines from acme._dense_arm(%s, '{default}', 'converse', false, null, %s, 20)",
+                (ana, qv))
+    walked = one(db, "select acme._walk_provenance(acme._rrf_fuse(%s, %s, 60, 500), %s, '{default}')",
+                 (lexical[0], dense[0], ana))[0]
+    assert ids(r) == walked[:5]
+    assert r.meta.fused_count == len(walked)
+    assert r.meta.lexical_count == len(lexical[0]) and r.meta.dense_count == len(dense[0])
+    for item in r.items:
+        if item.lexical_rank:
+            assert lexical[0][item.lexical_rank - 1] == item.memory_id
+            assert math.isclose(item.bm25, lexical[1][item.lexical_rank - 1])
+        if item.dense_rank:
+            assert dense[0][item.dense_rank - 1] == item.memory_id
+
+
+def test_recall_metadata_keys_are_unchanged(acme):
+    r = acme.recall("anything at all", limit=3)
+    # the driver reads the metadata into RecallMeta, whose fields must be exactly the keys (the tests set
+    # PGRECALL_STRICT_ROWS: a key the SQL adds or drops fails the read)
+    assert {f.name for f in dataclasses.fields(r.meta)} == {
+        "query", "mode", "purpose", "terms", "dropped_terms", "term_stats", "recruited_by_rare_terms",
+        "recruited_by", "dense_available", "dense_reason", "dense_method", "lexical_count", "dense_count",
+        "fused_count", "fact_count", "entities", "returned", "missing_embeddings", "missing_embeddings_more",
+        "watermarks", "embedding_queue"}
+
+
+# -- message search's arms over passages ---------------------------------------------------------
+
+def test_passage_arms_filter_by_scope_session_and_sender(db, acme, conninfo, embedder):
+    s1 = acme.create_session("one")
+    s2 = acme.create_session("two")
+    acme.append("I adopted a puppy called Rex", role="user", actor="ana", session_id=s1)
+    acme.append("Rex the puppy chewed my shoes", role="user", actor="ben", session_id=s2)
+    acme.append("zqhidden puppy in the other scope", role="user", actor="ana", scope="other",
+                scopes=["default", "other"])
+    embed_all(conninfo)
+
+    def bodies(passage_ids):
+        return [one(db, "select body from acme.passage where id = %s", (p,))[0] for p in passage_ids]
+
+    found, _, terms, dropped = one(db, "select * from acme._passage_lexical_arm('{default}', null, null, "
+                                       "'puppy Rex', 20)")
+    assert terms == ["puppi", "rex"] and dropped == [] and len(found) == 2
+    assert bodies(one(db, "select ids from acme._passage_lexical_arm('{default}', %s, null, 'puppy', 20)",
+                      (s2,))[0]) == ["Rex the puppy chewed my shoes"]
+    assert bodies(one(db, "select ids from acme._passage_lexical_arm('{default}', null, %s, 'puppy', 20)",
+                      (peer(db, "ana"),))[0]) == ["I adopted a puppy called Rex"]
+    db.execute("select pgrecall.set_tenant_setting('acme', 'dense_floor', '-1')")  # every passage in scope is near
+    qv = list(map(float, embedder.embed(["a young dog"])[0]))
+    found, cosines, method = one(db, "select * from acme._passage_dense_arm('{default}', null, null, %s, 20)", (qv,))
+    assert method == "exact" and len(found) == 2 and cosines == sorted(cosines, reverse=True)
+    assert "zqhidden puppy in the other scope" not in bodies(found)

@@ -1,0 +1,134 @@
+"""The loop of the embedding worker and the deriver (pgrecall.loop): a lost connection is retried with
+backoff and the loop goes on; a permanent error stops it. Connections are lost for real: the test
+terminates the loop's backends with pg_terminate_backend (a role may signal its own sessions)."""
+
+import logging
+import threading
+import time
+
+import pytest
+
+from pgrecall import errors, loop
+from pgrecall.deriver import Deriver
+from pgrecall.worker import Worker
+from test_recall import put
+
+
+def wait_for(condition, timeout=60.0):
+    started = time.monotonic()
+    while not condition():
+        assert time.monotonic() - started < timeout, "never happened"
+        time.sleep(0.1)
+
+
+class Running:
+    """run_forever on a thread, stopped at the end; what it raised, if anything, is kept."""
+
+    def __init__(self, target):
+        self.stopping = threading.Event()
+        self.raised: list[BaseException] = []
+
+        def body():
+            try:
+                target(poll_seconds=0.5, stop=self.stopping.is_set)
+            except BaseException as exc:  # kept for the test to look at
+                self.raised.append(exc)
+
+        self.thread = threading.Thread(target=body, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.stopping.set()
+        self.thread.join(timeout=30)
+        assert not self.thread.is_alive()
+
+
+def terminate_sessions(conninfo, role):
+    """Terminate every backend of role (but the one asking): what a server restart does to a client."""
+    with conninfo.connect(user=role) as conn:
+        return conn.execute("select count(*) filter (where pg_terminate_backend(a.pid)) from pg_stat_activity a "
+                            "where a.usename = %s and a.pid <> pg_backend_pid()", (role,)).fetchone()[0]
+
+
+def embedded(db):
+    return db.execute("select count(*) from acme.memory_embedding").fetchone()[0]
+
+
+def test_backoff_doubles_up_to_its_ceiling_and_starts_again_after_a_success():
+    b = loop.Backoff(first=0.5, most=4)
+    assert [b.next() for _ in range(6)] == [0.5, 1, 2, 4, 4, 4]
+    b.reset()
+    assert b.next() == 0.5
+
+
+def test_the_worker_loop_reconnects_after_its_backends_are_terminated(acme, conninfo, db, caplog):
+    caplog.set_level(logging.WARNING, logger="pgrecall.loop")
+    put(acme, "first memory, before the connection is lost")
+    worker = Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker"))
+    running = Running(worker.run_forever)
+    try:
+        wait_for(lambda: embedded(db) == 1)
+        assert terminate_sessions(conninfo, "pgrecall_acme_worker") == 2   # its working and its listening session
+        put(acme, "second memory, after the connection was lost")
+        wait_for(lambda: embedded(db) == 2)
+        assert not running.raised and running.thread.is_alive()
+    finally:
+        running.stop()
+    assert not running.raised
+    assert any("connection lost" in r.getMessage() for r in caplog.records)
+
+
+def test_the_deriver_loop_reconnects_after_its_backends_are_terminated(acme, conninfo, db):
+    s = acme.create_session("loop")
+    acme.add_session_peers(s, ["ana"])
+    acme.add_messages(s, [{"actor": "ana", "body": "I live in Lisbon"}])
+    deriver = Deriver("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker"))
+    running = Running(deriver.run_forever)
+
+    def done():
+        return db.execute("select count(*) from acme.work_task where status = 'done'").fetchone()[0]
+
+    try:
+        wait_for(lambda: done() == 1)
+        assert terminate_sessions(conninfo, "pgrecall_acme_worker") == 2
+        acme.add_messages(s, [{"actor": "ana", "body": "I work at Acme"}])
+        wait_for(lambda: done() == 2)
+        assert not running.raised and running.thread.is_alive()
+    finally:
+        running.stop()
+        deriver.close()
+    assert db.execute("select count(*) from acme.work_task where status <> 'done'").fetchone()[0] == 0
+    assert sorted(r.body for r in acme.representation("ana") if r.item == "memory") == \
+        ["ana lives in Lisbon", "ana works at Acme"]
+
+
+def test_a_permanent_error_stops_the_loop_at_once(acme, conninfo, db):
+    put(acme, "a memory the app role may not claim")
+    # the app role has no worker duty: every claim is refused, and waiting will not change that
+    worker = Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_app"))
+    started = time.monotonic()
+    with pytest.raises(errors.NotPermitted):
+        worker.run_forever(poll_seconds=0.1, stop=lambda: time.monotonic() - started > 30)
+    assert time.monotonic() - started < 30
+    # a tenant that embeds with another model: this worker cannot serve it
+    db.execute("select acme.set_embedding_version('another-model', 2)")
+    worker = Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker"))
+    with pytest.raises(errors.ModelMismatch):
+        worker.run_forever(poll_seconds=0.1, stop=lambda: time.monotonic() - started > 60)
+    deriver = Deriver("acme", conninfo=conninfo.dsn(user="pgrecall_acme_app"))
+    with pytest.raises(errors.NotPermitted):
+        deriver.run_forever(poll_seconds=0.1, stop=lambda: time.monotonic() - started > 90)
+    deriver.close()
+    assert time.monotonic() - started < 60
+
+
+def test_an_unreachable_server_is_retried_with_growing_delays_until_stopped(acme, conninfo, caplog):
+    caplog.set_level(logging.WARNING, logger="pgrecall.loop")
+    nowhere = conninfo.dsn(user="pgrecall_acme_worker").replace(f"port={conninfo.port}", "port=1")
+    assert "port=1" in nowhere
+    worker = Worker("acme", conninfo=nowhere)
+    started = time.monotonic()
+    worker.run_forever(poll_seconds=0.1, stop=lambda: time.monotonic() - started > 3.2)
+    delays = [float(r.getMessage().rsplit("reconnecting in ", 1)[1].split()[0]) for r in caplog.records
+              if "connection lost" in r.getMessage()]
+    assert delays[:3] == [0.5, 1.0, 2.0]
