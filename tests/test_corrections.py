@@ -235,7 +235,7 @@ def test_what_was_built_on_the_corrected_text_goes_and_what_came_before_stays(ac
 def test_an_undone_correction_is_embedded_again_and_leaves_the_term_statistics(acme, db, conninfo, acme_admin):
     worker = Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker"))
     m = told(acme, "Ana's birthday is on March third", [subject_said(acme, "My birthday is March third", "s-1")])
-    told(acme, "Ana was born in March in Lisbon", [subject_said(acme, "I was born in Lisbon in March", "s-2")])
+    born = told(acme, "Ana was born in March in Lisbon", [subject_said(acme, "I was born in Lisbon in March", "s-2")])
     fix = subject_said(acme, "It is the zqthirteenth", "s-fix")
     acme.correct(m, "Ana's birthday is on March zqthirteenth", revision=1, evidence=[fix])
     worker.drain()
@@ -250,10 +250,11 @@ def test_an_undone_correction_is_embedded_again_and_leaves_the_term_statistics(a
     receipt = acme_admin.erase({"data_subject": "s-fix"}, reason="asked", actor="dpo")
     assert clean(receipt), receipt
     assert "zqthirteenth" not in stats() and stats()["third"] == 1 and stats()["march"] == 2
-    # the restored text waits for a new vector, and gets one
+    # the restored text waits for a new vector, and gets one; so does the memory whose embedded text (input
+    # version 2: its evidence with the turns around it) held the erased turn, the one after its evidence
     assert db.execute("select count(*) from acme.memory_embedding where memory_id = %s", (m,)).fetchone()[0] == 0
-    assert db.execute("select count(*) from acme.embedding_job where memory_id = %s", (m,)).fetchone()[0] == 1
-    assert Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker")).drain().stored == 1
+    assert [r[0] for r in db.execute("select memory_id from acme.embedding_job order by 1")] == sorted([m, born])
+    assert Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker")).drain().stored == 2
     assert db.execute("select count(*) from acme.memory_embedding where memory_id = %s", (m,)).fetchone()[0] == 1
     assert rows_mentioning(db, "zqthirteenth") == {}
 
