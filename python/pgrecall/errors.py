@@ -7,6 +7,8 @@ can catch on meaning and still read the server's message and hint.
 
 from __future__ import annotations
 
+from typing import Any
+
 import psycopg
 
 
@@ -237,7 +239,7 @@ def register(cls: type[PgrecallError]) -> type[PgrecallError]:
     return cls
 
 
-def _all_subclasses(cls: type) -> list[type]:
+def _all_subclasses(cls: type[Any]) -> list[type[Any]]:
     return [c for sub in cls.__subclasses__() for c in (sub, *_all_subclasses(sub))]
 
 
