@@ -73,6 +73,7 @@ declare
     v_dense_method text;
     v_dense_ids bigint[] := '{}';
     v_dense_cos double precision[] := '{}';
+    v_fused_ids bigint[];
     v_kept_ids bigint[];
     v_fact_ids bigint[];
     v_entities text[];
@@ -122,12 +123,14 @@ begin
     end if;
     select a.fact_ids, a.entities into v_fact_ids, v_entities
       from _fact_arm(v_principal, p_scopes, p_purpose, p_at, p_query) a;
-    v_kept_ids := _walk_provenance(                                          -- 4. and 5.
-        case when v_set ->> 'fusion' = 'scores'
-             then (select f.ids from _score_fuse(v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
-                                                 (v_set ->> 'dense_floor')::double precision, v_walk) f)
-             else _rrf_fuse(v_lex_ids, v_dense_ids, (v_set ->> 'rrf_k')::double precision, v_walk) end,
-        v_principal, p_scopes);
+    if v_set ->> 'fusion' = 'scores' then                                    -- 4.
+        select f.ids into v_fused_ids
+          from _score_fuse(v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
+                           (v_set ->> 'dense_floor')::double precision, v_walk) f;
+    else
+        v_fused_ids := _rrf_fuse(v_lex_ids, v_dense_ids, (v_set ->> 'rrf_k')::double precision, v_walk);
+    end if;
+    v_kept_ids := _walk_provenance(v_fused_ids, v_principal, p_scopes);      -- 5.
 
     -- 7. Metadata, with counts taken after the walk.
     -- Every live memory without a current embedding has a job (the write path

@@ -126,16 +126,19 @@ language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+declare
+    v_fused_ids bigint[];           -- score fusion's ids and scores; NULL under RRF
+    v_fused_scores double precision[];
 begin
+    if p_fusion = 'scores' then
+        select f.ids, f.scores into v_fused_ids, v_fused_scores
+          from _score_fuse(p_lexical_ids, p_bm25, p_dense_ids, p_cosines, p_floor,
+                           cardinality(p_lexical_ids) + cardinality(p_dense_ids)) f;
+    end if;
     return query
-    with fused as (
-        select * from _score_fuse(p_lexical_ids, p_bm25, p_dense_ids, p_cosines, p_floor,
-                                  cardinality(p_lexical_ids) + cardinality(p_dense_ids))
-         where p_fusion = 'scores'
-    ), items as (
+    with items as (
         select 'memory'::text as item, k.id, k.ord::integer as pos,
-               case when p_fusion = 'scores' then
-                   coalesce((select f.scores[array_position(f.ids, k.id)] from fused f), 0)
+               case when v_fused_ids is not null then coalesce(v_fused_scores[array_position(v_fused_ids, k.id)], 0)
                else coalesce(1.0 / (p_rrf_k + array_position(p_lexical_ids, k.id)), 0)
                     + coalesce(1.0 / (p_rrf_k + array_position(p_dense_ids, k.id)), 0) end as score
           from unnest(p_memory_ids[1:p_limit]) with ordinality as k(id, ord)
