@@ -507,7 +507,9 @@ def write_markdown(path: Path, report: dict) -> None:
         f"- model {MODEL}; recall limit 10; tenant settings as installed: rrf_k {main['settings']['rrf_k']}, "
         f"dense_floor {main['settings']['dense_floor']}, prune_min_terms {main['settings']['prune_min_terms']}, "
         f"prune_df_ratio {main['settings']['prune_df_ratio']}, arm_candidates {main['settings']['arm_candidates']}, "
-        f"bm25 k1 {main['settings']['bm25_k1']} b {main['settings']['bm25_b']}",
+        f"bm25 k1 {main['settings']['bm25_k1']} b {main['settings']['bm25_b']}, "
+        f"fusion {main['settings'].get('fusion', 'rrf')}"
+        + (f" (changed for this run with --setting: {report['settings_changed']})" if report.get("settings_changed") else ""),
         f"- total run time {report['seconds_total']:.0f} s", "",
         "How it was loaded, all through pgrecall's functions: a throwaway embedded server, one tenant, one scope per "
         "conversation, one human peer per speaker and the agent peer `assistant` as principal. Each turn is appended "
