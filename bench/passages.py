@@ -22,7 +22,9 @@ from pathlib import Path
 import psycopg
 from psycopg.types.json import Jsonb
 
-LOCOMO = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo-dev" / "turns.jsonl"
+# shared/ sits beside the main checkout, and two levels up from a worktree (as the Makefile's LOCOMO)
+LOCOMO = next((p for p in (Path(__file__).resolve().parents[n] / "shared" / "data" / "locomo-dev" / "turns.jsonl"
+                           for n in (2, 3)) if p.exists()), Path("shared/data/locomo-dev/turns.jsonl"))
 
 
 def documents(n: int, chars: int, path: Path) -> list[str]:
@@ -53,7 +55,7 @@ def run(policy: str, docs: list[str], n: int) -> dict:
         started = time.perf_counter()
         for text in docs:
             offset = mem.append(text, role="document", kind="document", scope="papers", scopes=["papers"])
-            mem.remember(text, evidence=[offset], scope="papers", scopes=["papers"])
+            mem.remember(text, evidence=[offset], purposes=["converse"], scope="papers", scopes=["papers"])
         ingest = time.perf_counter() - started
     worker = Worker(tenant, conninfo=db.tenant_conninfo(tenant, "worker"))
     started = time.perf_counter()
