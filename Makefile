@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: run test check bench bench-graph bench-erase eval venv clean
+.PHONY: run test check bench bench-graph bench-erase eval eval-compare venv clean
 
 venv: $(STAMP)
 
@@ -52,10 +52,15 @@ bench-graph: $(STAMP)
 bench-erase: $(STAMP)
 	$(PY) -m bench.erase $(BENCH_ARGS)
 
-# Retrieval quality on the LoCoMo development split; results under eval/results/.
-LOCOMO ?= ../shared/data/locomo-dev
+# Retrieval quality on the LoCoMo development split; results under eval/results/
+# (per conversation and category; embeddings cached in eval/.cache/). Compare two
+# runs: make eval EVAL_ARGS='--save-as NAME', then make eval-compare A=old B=new.
+LOCOMO ?= $(firstword $(wildcard ../shared/data/locomo-dev ../../shared/data/locomo-dev))
 eval: $(STAMP)
 	$(PY) eval/locomo.py --data $(LOCOMO) --out eval/results $(EVAL_ARGS)
+
+eval-compare: $(STAMP)
+	$(PY) eval/locomo.py --compare eval/results/runs/$(A).json eval/results/runs/$(B).json
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info python/*.egg-info

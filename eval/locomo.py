@@ -50,6 +50,7 @@ MODEL = "all-MiniLM-L6-v2"
 PRINCIPAL = "assistant"
 CATEGORY_ORDER = ("single-hop", "multi-hop", "temporal", "open-domain", "adversarial")
 REPO = Path(__file__).resolve().parent.parent
+SETTINGS: dict = {}  # --setting key=value (JSON), applied to each tenant after install
 
 
 def log(msg: str) -> None:
@@ -97,11 +98,16 @@ def aggregate(per_question: list[dict]) -> dict:
     def mean(rows):
         return {"n": len(rows), **{m: round(statistics.fmean(r[m] for r in rows), 4) for m in METRICS}}
 
-    by_cat = defaultdict(list)
+    by_cat, by_conv, by_both = defaultdict(list), defaultdict(list), defaultdict(list)
     for row in per_question:
         by_cat[row["category"]].append(row)
+        by_conv[row["conversation"]].append(row)
+        by_both[(row["conversation"], row["category"])].append(row)
     return {"overall": mean(per_question),
-            "by_category": {c: mean(by_cat[c]) for c in CATEGORY_ORDER if c in by_cat}}
+            "by_category": {c: mean(by_cat[c]) for c in CATEGORY_ORDER if c in by_cat},
+            "by_conversation": {v: mean(by_conv[v]) for v in sorted(by_conv)},
+            "by_conversation_category": {f"{v}/{c}": mean(by_both[(v, c)])
+                                         for v in sorted(by_conv) for c in CATEGORY_ORDER if (v, c) in by_both}}
 
 
 def latency(seconds: list[float]) -> dict:
@@ -204,6 +210,60 @@ def embed(tenant: str, conninfo: str, version: int, expect: int) -> dict:
             "memories_per_second": round(stats.stored / elapsed, 1) if elapsed else None, "status": status}
 
 
+class EmbeddingCache:
+    """Vectors of texts already embedded, kept on disk between runs (``--embed-cache``).
+
+    Every run embeds the same 1,444 memories twice and the same 495 questions
+    three times; on a 2-core machine shared with others that is most of a run.
+    The model is deterministic for a text, so the cache is keyed by the model
+    name and the text's SHA-256 and never goes stale. It wraps the embedder's
+    method, so the worker, the driver and recall all go through it unchanged;
+    only what is cached is skipped, nothing pgrecall does.
+    """
+
+    def __init__(self, path: Path):
+        import sqlite3
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(str(path), check_same_thread=False)
+        self.db.execute("create table if not exists vec (key text primary key, v blob)")
+        self.hits = self.misses = 0
+
+    def install(self) -> None:
+        import hashlib
+        import threading
+
+        import numpy as np
+
+        from pgrecall.embedder import Embedder
+
+        inner = Embedder.embed
+        cache, lock = self, threading.Lock()
+
+        def embed(embedder, texts, batch_size: int = 64):
+            keys = [hashlib.sha256(f"{embedder.name}\0{t}".encode()).hexdigest() for t in texts]
+            with lock:
+                found = {}
+                for i in range(0, len(keys), 500):
+                    chunk = keys[i:i + 500]
+                    found.update(cache.db.execute(
+                        f"select key, v from vec where key in ({','.join('?' * len(chunk))})", chunk).fetchall())
+            missing = [(k, t) for k, t in zip(keys, texts) if k not in found]
+            if missing:
+                unique = dict(missing)
+                vectors = inner(embedder, list(unique.values()), batch_size=batch_size)
+                new = {k: np.asarray(v, dtype=np.float32).tobytes() for k, v in zip(unique, vectors)}
+                with lock:
+                    cache.db.executemany("insert or replace into vec values (?, ?)", new.items())
+                    cache.db.commit()
+                found.update(new)
+            cache.hits += len(texts) - len(missing)
+            cache.misses += len(missing)
+            return [np.frombuffer(found[k], dtype=np.float32).astype(float).tolist() for k in keys]
+
+        Embedder.embed = embed
+
+
 class TimedEmbedder:
     """Times the driver's question embedding, so a recall's time splits into model and database."""
 
@@ -225,7 +285,7 @@ class TimedEmbedder:
         return self
 
     def __exit__(self, *exc):
-        del self.embedder.embed  # back to the class's method
+        del self.embedder.embed  # back to the class's method (the cache's, when on)
 
 
 def run_queries(mem, queries: list[dict], memory_dia: dict[int, str], mode: str) -> dict:
@@ -248,7 +308,8 @@ def run_queries(mem, queries: list[dict], memory_dia: dict[int, str], mode: str)
         dropped_terms.update(got.meta.dropped_terms)
         ranked = [memory_dia.get(item.memory_id) for item in got.items]
         returned.append(len(ranked))
-        rows.append({"category": q["category_name"], **score(ranked, set(q["evidence"]))})
+        rows.append({"category": q["category_name"], "conversation": q["conversation_id"],
+                     **score(ranked, set(q["evidence"]))})
         details[q["query_id"]] = {"top10": ranked, "ms": round(times[-1] * 1000, 1),
                                   "ms_without_question_embedding": round(db_times[-1] * 1000, 1)}
     return {"rows": rows, "details": details, "latency": latency(times), "seconds": round(sum(times), 2),
@@ -265,6 +326,8 @@ def evaluate_tenant(tenant: str, turns, queries, versions, *, store_questions: b
                     pruning_diagnostic: bool = False) -> dict:
     import psycopg
 
+    from psycopg.types.json import Jsonb
+
     import pgrecall
     from pgrecall import db, install
 
@@ -273,6 +336,8 @@ def evaluate_tenant(tenant: str, turns, queries, versions, *, store_questions: b
         if ("tenant", tenant) not in applied:
             raise SystemExit(f"tenant {tenant!r} already exists in this PGRECALL_HOME; use a fresh one "
                              "(drop --keep-home) or pass --tenant with a new name")
+        for key, value in SETTINGS.items():  # --setting: a tenant setting other than the installed default
+            admin.execute("select pgrecall.set_tenant_setting(%s, %s, %s)", (tenant, key, Jsonb(value)))
     conninfo = db.tenant_conninfo(tenant)
     out: dict = {"tenant": tenant, "label": label}
     with pgrecall.connect(conninfo, tenant=tenant, principal=PRINCIPAL) as mem:
@@ -374,6 +439,28 @@ def metric_tables(result: dict, versions, heading: str) -> list[str]:
                 lines.append(f"| {mode} | {v} | {fmt(r['overall'][metric])} | "
                              + " | ".join(fmt(r["by_category"][c][metric]) for c in cats) + " |")
         lines.append("")
+    convs = list(next(iter(runs.values())).get("by_conversation", {}))
+    if convs:
+        conv_counts = next(iter(runs.values()))["by_conversation"]
+        lines += ["By conversation (each must hold on its own: a rule adopted on this split has to help or not "
+                  "hurt every one of them):", "",
+                  "| mode | v | metric | " + " | ".join(f"{c} (n={conv_counts[c]['n']})" for c in convs) + " |",
+                  "|---|---|---|" + "---|" * len(convs)]
+        for mode in MODES:
+            for v in versions:
+                r = runs[f"{mode}/v{v}"]["by_conversation"]
+                for metric in METRICS:
+                    lines.append(f"| {mode} | {v} | {metric} | " + " | ".join(fmt(r[c][metric]) for c in convs) + " |")
+        lines.append("")
+        lines += ["By conversation and category, hybrid recall@10 (small cells are noisy):", "",
+                  "| v | conversation | " + " | ".join(cats) + " |", "|---|---|" + "---|" * len(cats)]
+        for v in versions:
+            both = runs[f"hybrid/v{v}"]["by_conversation_category"]
+            for c in convs:
+                lines.append(f"| {v} | {c} | " + " | ".join(
+                    f"{fmt(both[f'{c}/{k}']['recall@10'])} (n={both[f'{c}/{k}']['n']})" if f"{c}/{k}" in both else "-"
+                    for k in cats) + " |")
+        lines.append("")
     return lines
 
 
@@ -420,7 +507,9 @@ def write_markdown(path: Path, report: dict) -> None:
         f"- model {MODEL}; recall limit 10; tenant settings as installed: rrf_k {main['settings']['rrf_k']}, "
         f"dense_floor {main['settings']['dense_floor']}, prune_min_terms {main['settings']['prune_min_terms']}, "
         f"prune_df_ratio {main['settings']['prune_df_ratio']}, arm_candidates {main['settings']['arm_candidates']}, "
-        f"bm25 k1 {main['settings']['bm25_k1']} b {main['settings']['bm25_b']}",
+        f"bm25 k1 {main['settings']['bm25_k1']} b {main['settings']['bm25_b']}, "
+        f"fusion {main['settings'].get('fusion', 'rrf')}"
+        + (f" (changed for this run with --setting: {report['settings_changed']})" if report.get("settings_changed") else ""),
         f"- total run time {report['seconds_total']:.0f} s", "",
         "How it was loaded, all through pgrecall's functions: a throwaway embedded server, one tenant, one scope per "
         "conversation, one human peer per speaker and the agent peer `assistant` as principal. Each turn is appended "
@@ -553,8 +642,8 @@ def git_info() -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, required=True, help="folder with turns.jsonl and queries.jsonl")
-    parser.add_argument("--out", type=Path, required=True, help="folder for locomo-dev.json and locomo-dev.md")
+    parser.add_argument("--data", type=Path, help="folder with turns.jsonl and queries.jsonl (required unless --compare)")
+    parser.add_argument("--out", type=Path, help="folder for locomo-dev.json and locomo-dev.md (required unless --compare)")
     parser.add_argument("--keep-home", action="store_true",
                         help="use $PGRECALL_HOME as it is (else a fresh temporary one) and leave the server "
                              "running and the folder in place afterwards")
@@ -567,9 +656,27 @@ def main(argv=None) -> int:
                              "was refused)")
     parser.add_argument("--no-diagnostics", action="store_true",
                         help="skip the diagnostic re-run with lexical term pruning disabled")
+    parser.add_argument("--embed-cache", type=Path, default=REPO / "eval" / ".cache" / "embeddings.sqlite",
+                        help="file of vectors already computed, reused between runs ('none': embed everything; "
+                             "default: eval/.cache/embeddings.sqlite)")
+    parser.add_argument("--save-as", metavar="NAME",
+                        help="also keep this run's JSON as <out>/runs/NAME.json, for --compare")
+    parser.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"),
+                        help="print the deltas of two runs' JSON (per mode, conversation and category) and exit")
+    parser.add_argument("--setting", action="append", default=[], metavar="KEY=JSON",
+                        help="a tenant setting to run with instead of the installed default, e.g. fusion='\"scores\"' "
+                             "(repeatable; set through pgrecall.set_tenant_setting)")
     parser.add_argument("--max-queries", type=int, default=None, help="evaluate only the first N questions (a quick check)")
     args = parser.parse_args(argv)
+    if args.compare:
+        print(compare(*args.compare))
+        return 0
+    if not (args.data and args.out):
+        parser.error("--data and --out are required (unless --compare)")
     versions = [int(v) for v in args.versions.split(",")]
+    for item in args.setting:
+        key, _, value = item.partition("=")
+        SETTINGS[key] = json.loads(value)
     t_start = time.perf_counter()
     load_start = os.getloadavg()
     git = git_info()
@@ -592,6 +699,10 @@ def main(argv=None) -> int:
     from pgrecall import server
     from pgrecall.embedder import get_embedder
 
+    cache = None
+    if str(args.embed_cache) != "none":
+        cache = EmbeddingCache(args.embed_cache)
+        cache.install()
     report: dict = {}
     try:
         log("loading the embedding model")
@@ -637,10 +748,12 @@ def main(argv=None) -> int:
                  "conversations": sorted({t["conversation_id"] for t in turns}),
                  "queries": len(all_queries), "evaluated": len(queries),
                  "skipped_no_evidence": sum(not q["evidence"] for q in all_queries)},
-        "versions": versions, "modes": list(MODES), "metrics": list(METRICS),
+        "versions": versions, "modes": list(MODES), "settings_changed": SETTINGS, "metrics": list(METRICS),
         "checks": {"lexical_identical_across_versions": all(d == lex[0] for d in lex)},
         "seconds_total": round(time.perf_counter() - t_start, 1),
     })
+    if cache:
+        report["embed_cache"] = {"path": str(args.embed_cache), "hits": cache.hits, "misses": cache.misses}
     report["notes"] = notes(report)
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -653,12 +766,47 @@ def main(argv=None) -> int:
                                  "runs": {f"{name}/{run}": d[run][q["query_id"]]
                                           for name, d in details.items() for run in d}}) + "\n")
     write_markdown(args.out / "locomo-dev.md", report)
+    if args.save_as:
+        (args.out / "runs").mkdir(exist_ok=True)
+        (args.out / "runs" / f"{args.save_as}.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     log(f"wrote {args.out / 'locomo-dev.json'} and {args.out / 'locomo-dev.md'} "
         f"in {report['seconds_total']:.0f} s")
     for key, run in main_runs.items():
         o = run["overall"]
         print(f"  {key:12s} R@5 {o['recall@5']:.3f}  R@10 {o['recall@10']:.3f}  nDCG@10 {o['ndcg@10']:.3f}")
     return 0
+
+
+def compare(before_path: Path, after_path: Path) -> str:
+    """Deltas (after - before) of two runs, overall, per conversation and per category.
+
+    A rule is adopted only when no conversation and no category loses: the
+    last line says whether that holds, and where it does not.
+    """
+    before = json.loads(before_path.read_text(encoding="utf-8"))["main"]["runs"]
+    after = json.loads(after_path.read_text(encoding="utf-8"))["main"]["runs"]
+    lines = [f"# {after_path.name} against {before_path.name} (after - before)", ""]
+    losses = []
+    for key in [k for k in after if k in before]:
+        a, b = after[key], before[key]
+        groups = [("overall", b["overall"], a["overall"])]
+        groups += [(c, b["by_conversation"][c], a["by_conversation"][c]) for c in a.get("by_conversation", {})
+                   if c in b.get("by_conversation", {})]
+        groups += [(c, b["by_category"][c], a["by_category"][c]) for c in a["by_category"] if c in b["by_category"]]
+        lines += [f"## {key}", "", "| group | n | " + " | ".join(f"{m} before | after | delta" for m in METRICS) + " |",
+                  "|---|---|" + "---|---|---|" * len(METRICS)]
+        for name, x, y in groups:
+            cells = []
+            for m in METRICS:
+                d = y[m] - x[m]
+                cells.append(f"{x[m]:.3f} | {y[m]:.3f} | {d:+.3f}")
+                if d < -0.0005 and name != "overall" and key.startswith("hybrid"):
+                    losses.append(f"{key} {name} {m} {d:+.3f}")
+            lines.append(f"| {name} | {y['n']} | " + " | ".join(cells) + " |")
+        lines.append("")
+    lines.append("hybrid: no conversation or category loses" if not losses
+                 else "hybrid losses: " + "; ".join(losses))
+    return "\n".join(lines)
 
 
 def notes(report: dict) -> list[str]:

@@ -324,7 +324,8 @@ $$;
 comment on function __tenant__.release_passage_embedding_jobs(text, bigint[]) is
     'Gives leased passage jobs back to the queue at once (a worker that failed or is stopping).';
 
--- Queues passages without a current vector (or all), for rebuild_embeddings().
+-- Queues passages without a current vector (or all), for rebuild_embeddings();
+-- only those their scope's passage_embedding policy embeds (passages.sql).
 create or replace function __tenant__._queue_passage_embeddings(p_everything boolean)
 returns bigint
 language plpgsql
@@ -337,9 +338,7 @@ declare
     v_count bigint;
 begin
     insert into passage_embedding_job as j (passage_id, scope)
-    select p.id, p.scope from passage p
-     where p_everything or p.embedding_model is distinct from v_model
-        or p.embedding_input_version is distinct from v_version
+    select w.passage_id, w.scope from _passages_wanting_vectors(null, p_everything) w
     on conflict (passage_id) do update
         set generation = j.generation + 1, enqueued_at = clock_timestamp(), leased_by = null, lease_until = null;
     get diagnostics v_count = row_count;
@@ -353,7 +352,7 @@ begin
 end
 $$;
 comment on function __tenant__._queue_passage_embeddings(boolean) is
-    'Internal: queue every passage without an embedding of the current stamp (or every passage) for the worker.';
+    'Internal: queue every passage its scope''s policy embeds without an embedding of the current stamp (or all of them) for the worker.';
 
 create or replace function __tenant__.embedding_status()
 returns table (queued bigint, leased bigint, current bigint, stale bigint, model text, input_version integer,

@@ -6,6 +6,8 @@
 --     passages are dropped (as recall does);
 --   * semantic arm: cosine against passage embeddings of the current model and
 --     input version, floor dense_floor; exact over few rows, HNSW otherwise;
+--     only passages their scope's passage_embedding policy embeds have one
+--     (by default those of messages: passages.sql), the lexical arm sees all;
 --   * both: Reciprocal Rank Fusion (rrf_k).
 -- Tenant settings message_search_lexical / message_search_semantic decide
 -- which arms may run; p_mode (hybrid, lexical, semantic) asks for arms among
@@ -248,7 +250,11 @@ begin
             v_semantic_reason := format('query embedded with %s, passages with %s', p_query_model, v_model);
         elsif not exists (select 1 from passage p where p.scope = any (p_scopes)
                              and p.embedding_model = v_model and p.embedding_input_version = v_version) then
-            v_semantic_reason := 'no passage embeddings yet';
+            v_semantic_reason := case
+                when not exists (select 1 from _passage_embedding_policies() pol
+                                  where pol.scope = any (p_scopes) and pol.policy <> 'none')
+                then 'these scopes embed no passages (passage_embedding none)'
+                else 'no passage embeddings yet' end;
         end if;
         if v_semantic_reason is not null then
             v_semantic := false;

@@ -5,8 +5,114 @@
 -- passages live in a partition of their own, provisioned when the scope is
 -- added; passage_stat counts them for BM25.
 
+-- Which passages get a vector: the scope's passage_embedding, or the
+-- tenant's when the scope names none. 'messages' (the default) embeds the
+-- passages of observations of kind message: message search is search over
+-- what was said, a turn is one passage, so that costs one vector per message.
+-- A document (or a long tool result) is cut into many passages, and its
+-- meaning is already embedded through its memory; embedding every passage
+-- too made storing a document cost four vectors instead of one. Its
+-- passages keep their lexical index either way. 'all' embeds every passage,
+-- 'none' none.
+create or replace function __tenant__._passage_embedding_policies()
+returns table (scope text, policy text)
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select s.name, coalesce(s.passage_embedding, _setting_value('passage_embedding') #>> '{}') from scope s
+$$;
+comment on function __tenant__._passage_embedding_policies() is
+    'Internal: each scope''s passage embedding policy (all, messages, none): its own, or the tenant''s setting.';
+
+-- The passages (of these scopes, or all) that their scope's policy embeds
+-- and that have no vector of the current stamp (or all of them, with
+-- p_everything): what the worker should have.
+create or replace function __tenant__._passages_wanting_vectors(p_scopes text[] default null,
+                                                                p_everything boolean default false)
+returns table (passage_id bigint, scope text)
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select p.id, p.scope
+      from _passage_embedding_policies() pol
+      join passage p on p.scope = pol.scope
+      join observation o on o.id = p.observation_id
+     where (p_scopes is null or pol.scope = any (p_scopes))
+       and (pol.policy = 'all' or (pol.policy = 'messages' and o.kind = 'message'))
+       and (p_everything
+            or p.embedding_model is distinct from _setting_value('embedding_model') #>> '{}'
+            or p.embedding_input_version is distinct from (_setting_value('embedding_input_version') #>> '{}')::integer)
+$$;
+comment on function __tenant__._passages_wanting_vectors(text[], boolean) is
+    'Internal: passages their scope''s passage_embedding policy embeds that lack a current vector (or all of them).';
+
+-- After a policy changed: queue what is now wanted, drop waiting jobs of
+-- passages no longer wanted (a vector already stored stays: it is correct,
+-- and semantic search may as well use it). Returns (queued, dropped).
+create or replace function __tenant__._requeue_passages(p_scopes text[] default null)
+returns table (queued bigint, dropped bigint)
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    with wanted as (
+        select w.passage_id, w.scope from _passages_wanting_vectors(p_scopes) w
+    ), gone as (
+        delete from passage_embedding_job j
+         where (p_scopes is null or j.scope = any (p_scopes))
+           and j.leased_by is null
+           and not exists (select 1 from wanted w where w.passage_id = j.passage_id)
+        returning 1
+    ), added as (
+        insert into passage_embedding_job (passage_id, scope)
+        select w.passage_id, w.scope from wanted w
+        on conflict (passage_id) do nothing
+        returning 1
+    )
+    select (select count(*) from added), (select count(*) from gone) into queued, dropped;
+    if queued > 0 then
+        perform pg_notify('pgrecall_embed___tenant__', '');
+    end if;
+    return next;
+end
+$$;
+comment on function __tenant__._requeue_passages(text[]) is
+    'Internal: after a passage_embedding change, queue the passages now wanted and drop waiting jobs of those no longer wanted.';
+
+-- A scope's own choice of which passages are embedded (all, messages, none),
+-- or NULL to follow the tenant setting passage_embedding. Takes effect at
+-- once: passages now wanted are queued, waiting jobs of the others dropped.
+create or replace function __tenant__.set_scope_passage_embedding(p_scope text, p_policy text)
+returns table (scope text, policy text, queued bigint, dropped bigint)
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    perform _check_text(p_scope, 'scope', 64);
+    if p_policy is not null then
+        perform _check_one_of(p_policy, 'passage embedding policy', array['all', 'messages', 'none']);
+    end if;
+    update scope s set passage_embedding = p_policy where s.name = p_scope;
+    if not found then
+        perform _fail('PR103', format('scope %s does not exist', _shown(p_scope)),
+                      'scopes() lists the scopes; add_scope() adds one.');
+    end if;
+    return query
+    select p_scope, pol.policy, r.queued, r.dropped
+      from _requeue_passages(array[p_scope]) r
+      join _passage_embedding_policies() pol on pol.scope = p_scope;
+end
+$$;
+comment on function __tenant__.set_scope_passage_embedding(text, text) is
+    'Which of a scope''s passages are embedded for semantic message search: all, messages, none, or NULL for the tenant setting passage_embedding (admin duty); queues or drops passage jobs to match.';
+
 -- Writes the passages of these observations with their registry rows and
--- embedding jobs, in one statement. Returns how many passages were written.
+-- embedding jobs (for the passages their scope's policy embeds), in one
+-- statement. Returns how many passages were written.
 create or replace function __tenant__._write_passages(p_observation_ids bigint[])
 returns bigint
 language plpgsql
@@ -17,6 +123,7 @@ declare
     -- The three chunk sizes in one read of the setting table.
     v_set jsonb := (select jsonb_object_agg(s.key, s.value) from setting s where left(s.key, 8) = 'passage_');
     v_count bigint;
+    v_queued bigint;
 begin
     with written as (
         insert into passage (scope, observation_id, ordinal, start_byte, end_byte, body, session_id, actor_id,
@@ -35,16 +142,21 @@ begin
     ), queued as (
         insert into passage_embedding_job (passage_id, scope)
         select w.id, w.scope from written w
+          join observation o on o.id = w.observation_id
+          join scope s on s.name = w.scope
+         where coalesce(s.passage_embedding, v_set ->> 'passage_embedding') = 'all'
+            or (coalesce(s.passage_embedding, v_set ->> 'passage_embedding') = 'messages' and o.kind = 'message')
+        returning 1
     )
-    select count(*) into v_count from written;
-    if v_count > 0 then
+    select count(*), (select count(*) from queued) into v_count, v_queued from written;
+    if v_queued > 0 then
         perform pg_notify('pgrecall_embed___tenant__', '');
     end if;
     return v_count;
 end
 $$;
 comment on function __tenant__._write_passages(bigint[]) is
-    'Internal: chunk observations into passages, register them as projections and queue them for embedding.';
+    'Internal: chunk observations into passages, register them as projections and queue those their scope''s policy embeds.';
 
 create or replace function __tenant__._observations_appended()
 returns trigger

@@ -12,9 +12,11 @@
 --        _dense_reason, _dense_arm (recall_dense.sql)
 --      facts about the entities the query names, a third list:
 --        _fact_arm (recall_facts.sql)
---   4. Reciprocal Rank Fusion: sum of 1 / (rrf_k + rank) over each arm's
---      first max(arm_candidates, 2 x limit):
---        _rrf_fuse (recall_fusion.sql)
+--   4. fusion, by the setting fusion: Reciprocal Rank Fusion (rrf), sum of
+--      1 / (rrf_k + rank) over each arm's first max(arm_candidates, 2 x limit);
+--      or score fusion (scores), each arm's scores over its best, added, over
+--      each arm's first max(arm_candidates, 10 x limit):
+--        _rrf_fuse, _score_fuse (recall_fusion.sql)
 --   5. permission walk over the fused list: a candidate whose provenance the
 --      principal may not see is dropped:
 --        _walk_provenance (recall_fusion.sql)
@@ -71,6 +73,7 @@ declare
     v_dense_method text;
     v_dense_ids bigint[] := '{}';
     v_dense_cos double precision[] := '{}';
+    v_fused_ids bigint[];
     v_kept_ids bigint[];
     v_fact_ids bigint[];
     v_entities text[];
@@ -90,6 +93,14 @@ begin
     -- first alone whenever d < 62: fusing deep lists lets agreement between
     -- two mediocre rankings outvote either arm's best.
     v_depth := greatest((v_set ->> 'arm_candidates')::integer, 2 * p_limit);
+    -- Score fusion needs no shallow cut: a memory deep in one arm's list adds
+    -- only what its score is worth next to that arm's first, so it cannot
+    -- outvote a strong hit; the arms' lists are read ten times the rows asked
+    -- for, so that what one arm ranks in its head is found in the other's list
+    -- when it is there at all.
+    if v_set ->> 'fusion' = 'scores' then
+        v_depth := least(greatest(v_depth, 10 * p_limit), v_walk);
+    end if;
     -- None of the steps' plans depends on the values they are run with (the
     -- lexical candidates, which do, are planned per call as dynamic SQL), but
     -- PostgreSQL would re-plan several of them on every call: ~1 ms. The
@@ -112,8 +123,14 @@ begin
     end if;
     select a.fact_ids, a.entities into v_fact_ids, v_entities
       from _fact_arm(v_principal, p_scopes, p_purpose, p_at, p_query) a;
-    v_kept_ids := _walk_provenance(_rrf_fuse(v_lex_ids, v_dense_ids, (v_set ->> 'rrf_k')::double precision, v_walk),
-                                   v_principal, p_scopes);                   -- 4. and 5.
+    if v_set ->> 'fusion' = 'scores' then                                    -- 4.
+        select f.ids into v_fused_ids
+          from _score_fuse(v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
+                           (v_set ->> 'dense_floor')::double precision, v_walk) f;
+    else
+        v_fused_ids := _rrf_fuse(v_lex_ids, v_dense_ids, (v_set ->> 'rrf_k')::double precision, v_walk);
+    end if;
+    v_kept_ids := _walk_provenance(v_fused_ids, v_principal, p_scopes);      -- 5.
 
     -- 7. Metadata, with counts taken after the walk.
     -- Every live memory without a current embedding has a job (the write path
@@ -145,7 +162,8 @@ begin
     return query
     select i.*, null::jsonb
       from _recall_items(v_kept_ids, v_fact_ids, v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
-                         (v_set ->> 'rrf_k')::double precision, p_limit, v_principal, p_scopes) i;
+                         (v_set ->> 'rrf_k')::double precision, p_limit, v_principal, p_scopes,
+                         v_set ->> 'fusion', (v_set ->> 'dense_floor')::double precision) i;
     return query select null::integer, null::bigint, null::text, null::text, null::text, null::text,
                         null::double precision, null::integer, null::integer, null::double precision,
                         null::double precision, null::jsonb, 'meta'::text, null::bigint, null::integer, v_meta;

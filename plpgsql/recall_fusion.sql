@@ -1,6 +1,8 @@
 -- Recall, steps 4 and 5 (plpgsql/recall.sql composes the steps):
 --   _rrf_fuse         Reciprocal Rank Fusion of the two arms (message search
---                     fuses its arms with it too)
+--                     fuses its arms with it too): setting fusion = 'rrf'
+--   _score_fuse       the arms' scores, each over its own best, added:
+--                     setting fusion = 'scores'
 --   _walk_provenance  the permission walk over the fused list
 --   _recall_items     the rows recall returns: the first memories that passed
 --                     the walk and the fact arm's facts, ranked together, with
@@ -30,6 +32,45 @@ as $$
 $$;
 comment on function __tenant__._rrf_fuse(bigint[], bigint[], double precision, integer) is
     'Internal: Reciprocal Rank Fusion of two ranked id lists, best p_limit first.';
+
+-- Score fusion: each arm's evidence, measured against that arm's best for
+-- this query, added. BM25 has no scale of its own (it grows with the query's
+-- rarity), so a lexical score counts as a share of the first one; a cosine
+-- counts by how far it rises above dense_floor (the design's "no evidence")
+-- as a share of how far the first one does. Unlike rank fusion, a memory the
+-- lexical arm scores nearly as high as its first keeps nearly the first's
+-- weight, whatever its rank, and the dense arm's tail, where cosines barely
+-- clear the floor, adds next to nothing: a memory rises by the strength of
+-- each arm's evidence, not by both arms having listed it somewhere.
+-- Returns the best p_limit ids with their fused scores (ties by id).
+create or replace function __tenant__._score_fuse(p_lexical_ids bigint[], p_bm25 double precision[],
+                                                 p_dense_ids bigint[], p_cosines double precision[],
+                                                 p_floor double precision, p_limit integer)
+returns table (ids bigint[], scores double precision[])
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    with a as (
+        select x.id, x.s / p_bm25[1] as s
+          from unnest(p_lexical_ids, p_bm25) as x(id, s)
+         where p_bm25[1] > 0
+    ), b as (
+        select x.id, case when p_cosines[1] > p_floor then (x.c - p_floor) / (p_cosines[1] - p_floor) else 1 end as s
+          from unnest(p_dense_ids, p_cosines) as x(id, c)
+    ), fused as (
+        select coalesce(a.id, b.id) as id, coalesce(a.s, 0) + coalesce(b.s, 0) as s
+          from a full join b on b.id = a.id
+         order by 2 desc, 1
+         limit p_limit
+    )
+    select coalesce(array_agg(f.id order by f.s desc, f.id), '{}'),
+           coalesce(array_agg(f.s order by f.s desc, f.id), '{}')
+      from fused f
+$$;
+comment on function __tenant__._score_fuse(bigint[], double precision[], bigint[], double precision[],
+                                           double precision, integer) is
+    'Internal: score fusion (setting fusion = scores): BM25 over the first BM25 plus cosine above the floor over the first''s, best p_limit first.';
 
 -- Keeps, in order, the candidates whose whole derived_from chain the
 -- principal may see (superseded sources are history and stay visible;
@@ -66,13 +107,16 @@ comment on function __tenant__._walk_provenance(bigint[], bigint, text[]) is
 
 -- Recall's rows: the memories that passed the walk (already in fused order,
 -- so only the first p_limit can be returned) and the fact arm's facts, each
--- scored by RRF (a fact by its own rank in the fact list), best p_limit
--- together. A memory carries its provenance, a fact its subject, object,
+-- scored by the tenant's fusion (p_fusion): by RRF, a fact by its own rank
+-- in the fact list, 1 / (k + rank); by scores, a memory by _score_fuse and
+-- the fact ranked r by 1 / r, so the first fact weighs what an arm's first
+-- memory does. Best p_limit together. A memory carries its provenance, a fact its subject, object,
 -- validity and evidence.
 create or replace function __tenant__._recall_items(
     p_memory_ids bigint[], p_fact_ids bigint[],
     p_lexical_ids bigint[], p_bm25 double precision[], p_dense_ids bigint[], p_cosines double precision[],
-    p_rrf_k double precision, p_limit integer, p_principal_id bigint, p_scopes text[])
+    p_rrf_k double precision, p_limit integer, p_principal_id bigint, p_scopes text[],
+    p_fusion text default 'rrf', p_floor double precision default null)
 returns table (
     rank integer, memory_id bigint, scope text, kind text, title text, body text, score double precision,
     lexical_rank integer, dense_rank integer, cosine double precision, bm25 double precision, provenance jsonb,
@@ -82,15 +126,25 @@ language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+declare
+    v_fused_ids bigint[];           -- score fusion's ids and scores; NULL under RRF
+    v_fused_scores double precision[];
 begin
+    if p_fusion = 'scores' then
+        select f.ids, f.scores into v_fused_ids, v_fused_scores
+          from _score_fuse(p_lexical_ids, p_bm25, p_dense_ids, p_cosines, p_floor,
+                           cardinality(p_lexical_ids) + cardinality(p_dense_ids)) f;
+    end if;
     return query
     with items as (
         select 'memory'::text as item, k.id, k.ord::integer as pos,
-               coalesce(1.0 / (p_rrf_k + array_position(p_lexical_ids, k.id)), 0)
-                 + coalesce(1.0 / (p_rrf_k + array_position(p_dense_ids, k.id)), 0) as score
+               case when v_fused_ids is not null then coalesce(v_fused_scores[array_position(v_fused_ids, k.id)], 0)
+               else coalesce(1.0 / (p_rrf_k + array_position(p_lexical_ids, k.id)), 0)
+                    + coalesce(1.0 / (p_rrf_k + array_position(p_dense_ids, k.id)), 0) end as score
           from unnest(p_memory_ids[1:p_limit]) with ordinality as k(id, ord)
         union all
-        select 'fact', f.id, f.ord::integer, 1.0 / (p_rrf_k + f.ord)
+        select 'fact', f.id, f.ord::integer,
+               case when p_fusion = 'scores' then 1.0 / f.ord else 1.0 / (p_rrf_k + f.ord) end
           from unnest(p_fact_ids) with ordinality as f(id, ord)
     ), top as (
         -- On a tie a fact comes first: it is current, about an entity the
@@ -123,5 +177,6 @@ begin
 end
 $$;
 comment on function __tenant__._recall_items(bigint[], bigint[], bigint[], double precision[], bigint[],
-                                             double precision[], double precision, integer, bigint, text[]) is
-    'Internal: recall''s rows from the walked memories and the fact list: RRF-scored, best p_limit, with provenance.';
+                                             double precision[], double precision, integer, bigint, text[], text,
+                                             double precision) is
+    'Internal: recall''s rows from the walked memories and the fact list: scored by the tenant''s fusion, best p_limit, with provenance.';

@@ -70,6 +70,10 @@ begin
             message = format('value %s is out of range for setting %s', left(p_value::text, 100), quote_literal(p_key)),
             hint = 'See the setting''s description in settings().';
     end;
+    if p_key = 'passage_embedding' then
+        -- The scopes that follow the tenant's value: queue or drop their passages' jobs to match.
+        perform _requeue_passages(array(select s.name from scope s where s.passage_embedding is null));
+    end if;
     return p_value;
 end
 $$;

@@ -28,6 +28,7 @@ insert into pgrecall.function_duty (function_name, duties, why) values
     ('schema_info',                      '{app,worker,admin}', 'every client checks the schema version at connect'),
     ('settings',                         '{app,worker,admin}', 'reading the tenant''s settings'),
     ('set_setting',                      '{admin}',            'changing a setting changes every principal''s results'),
+    ('set_scope_passage_embedding',      '{admin}',            'decides what the embedding worker spends its time on for a whole scope'),
     -- the log
     ('append_observation',               '{app}',              'the agent records what was said'),
     ('append_observations',              '{app}',              'the same, in batches'),

@@ -88,7 +88,8 @@ def test_single_and_batched_appends_write_registered_queued_passages(acme, db):
         assert source.encode()[start:end].decode() == body
     n = len(rows)
     assert db.execute("select count(*) from acme.projection_dependency where kind = 'passage'").fetchone()[0] == n
-    assert db.execute("select count(*) from acme.passage_embedding_job").fetchone()[0] == n
+    # queued for the worker: the messages' passages (the tenant's passage_embedding is 'messages')
+    assert db.execute("select count(*) from acme.passage_embedding_job").fetchone()[0] == 2
     assert db.execute("select passages from acme.passage_stat where scope = 'default'").fetchone()[0] == n
     s, a = db.execute("select session_id, actor_id from acme.passage p where p.body = 'I live in Lisbon'").fetchone()
     assert s == session and a == db.execute("select id from acme.peer where name = 'ana'").fetchone()[0]
@@ -203,7 +204,88 @@ def test_erasing_a_peer_removes_their_passages_and_vectors(acme, db, conninfo, a
 
 # -- the embedding worker ---------------------------------------------------------------------------------------------
 
+def admin(conninfo, sql, params=()):
+    with conninfo.connect(user="pgrecall_acme_admin") as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def embedded(db):
+    return db.execute("select o.kind, count(*) from acme.passage p join acme.observation o on o.id = p.observation_id "
+                      "where p.embedding is not null group by 1 order by 1").fetchall()
+
+
+def test_by_default_a_documents_passages_are_not_embedded_and_a_scope_may_choose_all(acme, db, conninfo):
+    # A document is cut into many passages; its memory carries its meaning for recall. Embedding every
+    # passage too made storing a document cost several vectors instead of one.
+    acme.add_scope("papers")
+    acme.append("I adopted a puppy named Rex", role="user", actor="ana")
+    acme.append(LONG, role="document", kind="document")
+    acme.append(LONG, role="document", kind="document", scope="papers", scopes=["papers"])
+    cut = db.execute("select count(*) from acme.passage where scope = 'papers'").fetchone()[0]
+    assert cut > 3
+    w = worker(conninfo)
+    assert w.drain(refresh_stats=False).passages_stored == 1
+    assert embedded(db) == [("message", 1)]
+    # the document's passages keep their lexical index: message search finds them
+    assert any("Kyoto" in h.body for h in acme.search_messages("kyoto temples", mode="lexical").items)
+    # one scope chooses every passage: its document is queued at once, the other scope's is not
+    assert admin(conninfo, "select * from acme.set_scope_passage_embedding('papers', 'all')") == [
+        ("papers", "all", cut, 0)]
+    assert worker(conninfo).drain(refresh_stats=False).passages_stored == cut
+    assert db.execute("select count(*) from acme.passage where scope = 'papers' and embedding is not null"
+                      ).fetchone()[0] == cut
+    assert db.execute("select count(*) from acme.passage where scope = 'default' and embedding is null"
+                      ).fetchone()[0] > 3
+    found = acme.search_messages("temples in Kyoto", mode="semantic", scopes=["papers"])
+    assert found.semantic_available and any("Kyoto" in h.body for h in found.items)
+    # back to the tenant's rule (NULL): nothing more is queued, the stored vectors stay
+    assert admin(conninfo, "select * from acme.set_scope_passage_embedding('papers', null)") == [
+        ("papers", "messages", 0, 0)]
+
+
+def test_the_tenant_setting_decides_for_scopes_without_their_own(acme, db, conninfo):
+    acme.add_scope("quiet")
+    admin(conninfo, "select * from acme.set_scope_passage_embedding('quiet', 'none')")
+    acme.append("I adopted a puppy named Rex", role="user", actor="ana")
+    acme.append("a quiet message", role="user", actor="ana", scope="quiet", scopes=["quiet"])
+    acme.append(LONG, role="document", kind="document")
+    assert db.execute("select j.scope from acme.passage_embedding_job j join acme.passage p on p.id = j.passage_id"
+                      ).fetchall() == [("default",)]
+    admin(conninfo, "select acme.set_setting('passage_embedding', '\"all\"')")
+    queued = db.execute("select scope, count(*) from acme.passage_embedding_job group by 1").fetchall()
+    assert queued == [("default", db.execute("select count(*) from acme.passage where scope = 'default'").fetchone()[0])]
+    admin(conninfo, "select acme.set_setting('passage_embedding', '\"none\"')")
+    assert db.execute("select count(*) from acme.passage_embedding_job").fetchone()[0] == 0
+    # set_embedding_version re-queues by the same rule: nothing here
+    admin(conninfo, "select acme.set_embedding_version('all-MiniLM-L6-v2', 1)")
+    assert db.execute("select count(*) from acme.passage_embedding_job").fetchone()[0] == 0
+    found = acme.search_messages("adopted puppy", scopes=["default", "quiet"])
+    assert not found.semantic_available
+    assert found.meta["semantic_reason"] == "these scopes embed no passages (passage_embedding none)"
+    assert [h.body for h in found.items] == ["I adopted a puppy named Rex"]  # the lexical arm answers
+
+
+def test_a_bad_passage_embedding_choice_is_refused_and_changes_nothing(acme, db, conninfo):
+    with pytest.raises(psycopg.Error) as bad:
+        admin(conninfo, "select * from acme.set_scope_passage_embedding('default', 'some')")
+    assert bad.value.sqlstate == "PR107"
+    with pytest.raises(psycopg.Error) as unknown:
+        admin(conninfo, "select * from acme.set_scope_passage_embedding('nowhere', 'all')")
+    assert unknown.value.sqlstate == "PR103"
+    with pytest.raises(psycopg.Error) as setting:
+        admin(conninfo, "select acme.set_setting('passage_embedding', '\"most\"')")
+    assert setting.value.sqlstate == "PR006"
+    assert db.execute("select passage_embedding from acme.scope where name = 'default'").fetchone()[0] is None
+    assert db.execute("select value #>> '{}' from acme.setting where key = 'passage_embedding'").fetchone()[0] == \
+        "messages"
+    with pytest.raises(psycopg.Error) as app:  # a scope's embedding cost is the admin's to choose
+        with conninfo.connect(user="pgrecall_acme_app") as conn:
+            conn.execute("select * from acme.set_scope_passage_embedding('default', 'all')")
+    assert app.value.sqlstate == "42501"
+
+
 def test_the_worker_embeds_passages_with_stamps(acme, db, conninfo):
+    admin(conninfo, "select * from acme.set_scope_passage_embedding('default', 'all')")
     acme.append("I adopted a puppy named Rex", role="user", actor="ana")
     acme.append(LONG, role="document", kind="document")
     n = db.execute("select count(*) from acme.passage").fetchone()[0]

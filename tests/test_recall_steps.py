@@ -166,6 +166,40 @@ def test_rrf_fuse_sums_reciprocal_ranks(db, acme):
     assert one(db, "select acme._rrf_fuse('{}', '{}', 60, 10)")[0] == []
 
 
+def test_score_fuse_weighs_each_arm_by_its_evidence_not_its_rank(db, acme):
+    # lexical: 1 (BM25 10), 2 (9.5), 3 (1); dense: 3 (cosine 0.7), 5 (0.6), 2 (0.31, just above the floor 0.3)
+    ids, scores = one(db, "select ids, scores from acme._score_fuse('{1,2,3}', '{10,9.5,1}', '{3,5,2}', "
+                          "'{0.7,0.6,0.31}', 0.3, 10)")
+    # RRF lifts 2 over the lexical first on a cosine that barely clears the floor; by evidence it adds 0.025
+    assert one(db, "select acme._rrf_fuse('{1,2,3}', '{3,5,2}', 60, 10)")[0] == [3, 2, 1, 5]
+    assert ids == [3, 1, 2, 5]
+    assert [round(x, 4) for x in scores] == [1.1, 1.0, 0.975, 0.75]
+    assert one(db, "select ids from acme._score_fuse('{1,2,3}', '{10,9.5,1}', '{3,5,2}', '{0.7,0.6,0.31}', 0.3, 2)"
+               )[0] == [3, 1]
+    assert one(db, "select ids, scores from acme._score_fuse('{}', '{}', '{}', '{}', 0.3, 10)") == ([], [])
+
+
+def test_recall_with_fusion_scores_is_the_score_fused_walk(db, acme, conninfo, embedder):
+    for i, t in enumerate(TOPICS * 3):
+        put(acme, f"{t} (note {i})")
+    embed_all(conninfo)
+    with conninfo.connect(user="pgrecall_acme_admin") as admin:
+        admin.execute("select acme.set_setting('fusion', '\"scores\"')")
+    query = "bread baked on Sunday in the village"
+    qv = list(map(float, embedder.embed([query])[0]))
+    ana = peer(db, "ana")
+    r = acme.recall(query, limit=5, principal="ana")
+    # score fusion reads each arm ten times the rows asked for
+    lexical = one(db, "select ids, scores from acme._lexical_arm(%s, '{default}', 'converse', false, null, %s, 50)",
+                  (ana, query))
+    dense = one(db, "select ids, cosines from acme._dense_arm(%s, '{default}', 'converse', false, null, %s, 50)",
+                (ana, qv))
+    fused = one(db, "select ids, scores from acme._score_fuse(%s, %s, %s, %s, 0.3, 500)",
+                (lexical[0], lexical[1], dense[0], dense[1]))
+    assert ids(r) == fused[0][:5]
+    assert [round(i.score, 9) for i in r.items] == [round(x, 9) for x in fused[1][:5]]
+
+
 def test_walk_provenance_keeps_the_order_and_drops_what_rests_on_a_hidden_source(db, acme):
     source = put(acme, "kiwi origin note")
     derived = acme.derive([source], "kiwi summary")
