@@ -50,6 +50,7 @@ ROW_TYPES = {
     "expire": (admin.ErasureReceipt, set(), {}),
     "erasure_requests": (admin.ErasureReceipt, set(), {}),
     "refresh_erasure_statistics": (admin.ErasureReceipt, set(), {}),
+    "set_scope_passage_embedding": (embeddings.PassageEmbeddingChoice, set(), {}),
     "settings": (admin.Setting, set(), {}),
     "refresh_term_stats": (admin.TermStats, set(), {}),
 }

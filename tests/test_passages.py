@@ -261,7 +261,7 @@ def test_the_tenant_setting_decides_for_scopes_without_their_own(acme, db, conni
     assert db.execute("select count(*) from acme.passage_embedding_job").fetchone()[0] == 0
     found = acme.search_messages("adopted puppy", scopes=["default", "quiet"])
     assert not found.semantic_available
-    assert found.meta["semantic_reason"] == "these scopes embed no passages (passage_embedding none)"
+    assert found.meta.semantic_reason == "these scopes embed no passages (passage_embedding none)"
     assert [h.body for h in found.items] == ["I adopted a puppy named Rex"]  # the lexical arm answers
 
 
@@ -278,10 +278,8 @@ def test_a_bad_passage_embedding_choice_is_refused_and_changes_nothing(acme, db,
     assert db.execute("select passage_embedding from acme.scope where name = 'default'").fetchone()[0] is None
     assert db.execute("select value #>> '{}' from acme.setting where key = 'passage_embedding'").fetchone()[0] == \
         "messages"
-    with pytest.raises(psycopg.Error) as app:  # a scope's embedding cost is the admin's to choose
-        with conninfo.connect(user="pgrecall_acme_app") as conn:
-            conn.execute("select * from acme.set_scope_passage_embedding('default', 'all')")
-    assert app.value.sqlstate == "42501"
+    with pytest.raises(errors.NotPermitted):  # a scope's embedding cost is the admin's to choose
+        acme.set_scope_passage_embedding("default", "all")
 
 
 def test_the_worker_embeds_passages_with_stamps(acme, db, conninfo):
@@ -380,3 +378,13 @@ def test_a_version_change_hides_stale_passage_vectors_until_rebuilt(acme, db, co
     # rebuild_embeddings(true) queues every passage again
     with conninfo.connect(user="pgrecall_acme_admin") as app:
         assert app.execute("select acme.rebuild_embeddings(true)").fetchone()[0] == 1
+
+
+def test_the_driver_sets_a_scopes_choice_and_says_what_it_queued(acme, acme_admin, db):
+    acme.append(LONG, role="document", kind="document")
+    waiting = db.execute("select count(*) from acme.passage_embedding_job").fetchone()[0]
+    passages = db.execute("select count(*) from acme.passage").fetchone()[0]
+    choice = acme_admin.set_scope_passage_embedding("default", "all")
+    assert (choice.scope, choice.policy, choice.queued, choice.dropped) == ("default", "all", passages - waiting, 0)
+    back = acme_admin.set_scope_passage_embedding("default", None)  # the tenant's choice again: messages
+    assert (back.policy, back.queued, back.dropped) == ("messages", 0, passages - waiting)

@@ -235,6 +235,7 @@ class Memory(Handle):
     embedding_status = _sync(_embeddings.embedding_status)
     rebuild_embeddings = _sync(_embeddings.rebuild_embeddings)
     set_embedding_version = _sync(_embeddings.set_embedding_version)
+    set_scope_passage_embedding = _sync(_embeddings.set_scope_passage_embedding)
     # the back office
     erase = _sync(_admin.erase)
     expire = _sync(_admin.expire)
@@ -355,6 +356,7 @@ class AsyncMemory(Handle):
     embedding_status = _async(_embeddings.embedding_status)
     rebuild_embeddings = _async(_embeddings.rebuild_embeddings)
     set_embedding_version = _async(_embeddings.set_embedding_version)
+    set_scope_passage_embedding = _async(_embeddings.set_scope_passage_embedding)
     # the back office
     erase = _async(_admin.erase)
     expire = _async(_admin.expire)

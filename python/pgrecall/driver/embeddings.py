@@ -70,6 +70,23 @@ def set_embedding_version(h: Handle, model: str, input_version: int) -> Call[int
     return single_value("set_embedding_version", {"model": model, "input_version": input_version}, int)
 
 
+@dataclass(frozen=True)
+class PassageEmbeddingChoice:
+    """A scope's passage embedding after a change: its own policy (or the tenant's, when it has none), and
+    how many passage jobs the change queued and dropped."""
+
+    scope: str
+    policy: str
+    queued: int
+    dropped: int
+
+
+def set_scope_passage_embedding(h: Handle, scope: str, policy: str | None) -> Call[PassageEmbeddingChoice]:
+    """Which of a scope's passages are embedded for semantic message search: ``all``, ``messages`` (each
+    turn), ``none``, or None to follow the tenant setting ``passage_embedding`` (admin role)."""
+    return one("set_scope_passage_embedding", {"scope": scope, "policy": policy}, PassageEmbeddingChoice)
+
+
 _JOB: dict[Queue, type[EmbeddingJob]] = {"embedding": MemoryEmbeddingJob, "passage_embedding": EmbeddingJob}
 
 
