@@ -539,15 +539,13 @@ def dense_accuracy(admin: str, app: str, tenant: str, qtexts: list[str], qvecs: 
 
 # ----------------------------------------------------------------------------- many principals
 
-def per_principal(admin: str, app: str, tenant: str, table: str, assignment: dict, qtexts: list[str],
-                  qvecs: np.ndarray, vectors: np.ndarray, text_of_memory: np.ndarray, ef: int) -> dict:
-    """Every memory's audience becomes one of 50 users (and 200 of them a narrow principal's); each
-    recalls only their own, against the bare statement filtered by its indexed user column."""
+def give_audiences(admin: str, app: str, tenant: str, assignment: dict) -> list[str]:
+    """The per-principal scenario's audiences (assign_users): peers u00.. and narrow, each memory private
+    to one of them. Returns the peer names, user number order."""
     names = [f"u{u:02d}" for u in range(USERS)] + ["narrow"]
     with psycopg.connect(app, autocommit=True) as conn:
         for name in names:
             conn.execute(f"select {tenant}.add_peer(%s, 'human')", (name,))
-    started = time.perf_counter()
     with psycopg.connect(admin, autocommit=True) as conn:
         peer_ids = [conn.execute(f"select id from {tenant}.peer where name = %s", (n,)).fetchone()[0] for n in names]
         # An admin's direct update: the rows are what remember() would have written with these audiences
@@ -556,6 +554,15 @@ def per_principal(admin: str, app: str, tenant: str, table: str, assignment: dic
                      "from unnest(%s::bigint[], %s::integer[]) as a(id, u) where m.id = a.id",
                      (peer_ids, assignment["ids"].tolist(), assignment["users"].tolist()))
         conn.execute(f"vacuum analyze {tenant}.memory")
+    return names
+
+
+def per_principal(admin: str, app: str, tenant: str, table: str, assignment: dict, qtexts: list[str],
+                  qvecs: np.ndarray, vectors: np.ndarray, text_of_memory: np.ndarray, ef: int) -> dict:
+    """Every memory's audience becomes one of 50 users (and 200 of them a narrow principal's); each
+    recalls only their own, against the bare statement filtered by its indexed user column."""
+    started = time.perf_counter()
+    names = give_audiences(admin, app, tenant, assignment)
     reassign_seconds = time.perf_counter() - started
 
     live = live_memories(admin, tenant)
