@@ -26,11 +26,13 @@ $$;
 comment on function __tenant__._observation_rows(jsonb) is
     'Internal: observation rows from JSON, numbered from 1, with the defaults of append_observation().';
 
+-- Planned once per session, not per call (plan_cache_mode), as _remember_batch.
 create or replace function __tenant__._append_batch(p_principal text, p_scope text, p_rows jsonb)
 returns table (ordinal integer, log_offset bigint)
 language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+set plan_cache_mode = force_generic_plan
 as $$
 #variable_conflict use_column
 declare

@@ -7,11 +7,13 @@
 
 -- Writes the passages of these observations with their registry rows and
 -- embedding jobs, in one statement. Returns how many passages were written.
+-- Planned once per session, not per call (plan_cache_mode), as _remember_batch.
 create or replace function __tenant__._write_passages(p_observation_ids bigint[])
 returns bigint
 language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+set plan_cache_mode = force_generic_plan
 as $$
 declare
     -- The three chunk sizes in one read of the setting table.
