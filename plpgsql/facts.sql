@@ -140,6 +140,8 @@ end
 $$;
 comment on function __tenant__._names_human_peer(text, text) is 'Internal: whether a name denotes a human peer (role policy).';
 
+-- Its statements (and its helpers') are planned once per session, not per
+-- call: re-made custom plans were ~20% of a fact's server time.
 create or replace function __tenant__.assert_fact(
     p_principal     text,
     p_scopes        text[],
@@ -162,6 +164,7 @@ returns table (fact_id bigint, outcome text, closed_facts bigint[])
 language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+set plan_cache_mode = force_generic_plan
 as $$
 declare
     v_principal bigint := _peer_id(p_principal);
