@@ -64,3 +64,29 @@ def test_a_user_recalls_only_their_own_among_many(many_users, acme):
     result = acme.recall("note number", mode="lexical", limit=50, principal="u007")
     assert len(result.items) == PER_USER
     assert all(i.body.startswith("user 7 keeps") for i in result.items)
+
+
+def test_a_small_share_of_a_larger_tenant_is_searched_exactly(acme, db, conninfo):
+    """The filtered HNSW scan visits about depth / (eligible share) memories, each visit worth ~12 exact
+    distances: below sqrt(12 x depth x embedded) eligible memories the dense arm is exact, even above
+    exact_dense_below (a floor; 0 always searches the index)."""
+    from test_recall import embed_all
+    from pgrecall.embedder import get_embedder
+
+    offsets = acme.append_many([{"body": f"said {i}", "source_role": "user", "actor": "ana"} for i in range(100)])
+    acme.remember_many([{"body": f"a note about harbour ship number {i}", "evidence": [off],
+                         "purposes": ["converse"], "audience": "ana" if i % 12 == 0 else "ben"}
+                        for i, off in enumerate(offsets)])  # ana sees 9 of 100
+    embed_all(conninfo)
+    db.execute("analyze acme.memory_embedding")
+    query = list(map(float, get_embedder().embed(["a ship in the harbour"])[0]))
+    ana = db.execute("select id from acme.peer where name = 'ana'").fetchone()[0]
+
+    def method():
+        return db.execute("select method, cardinality(ids) from acme._dense_arm(%s, '{default}', 'converse', false, "
+                          "null, %s, 20)", (ana, query)).fetchone()
+
+    db.execute("select pgrecall.set_tenant_setting('acme', 'exact_dense_below', '5')")
+    assert method() == ("exact", 9)  # sqrt(12 x 20 x 100) = 155 > 9
+    db.execute("select pgrecall.set_tenant_setting('acme', 'exact_dense_below', '0')")
+    assert method()[0] == "hnsw"
