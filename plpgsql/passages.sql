@@ -13,13 +13,14 @@ returns bigint
 language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
-set plan_cache_mode = force_generic_plan
 as $$
 declare
+    v_saved_plan_mode text := current_setting('plan_cache_mode');
     -- The three chunk sizes in one read of the setting table.
     v_set jsonb := (select jsonb_object_agg(s.key, s.value) from setting s where left(s.key, 8) = 'passage_');
     v_count bigint;
 begin
+    perform set_config('plan_cache_mode', 'force_generic_plan', true);
     with written as (
         insert into passage (scope, observation_id, ordinal, start_byte, end_byte, body, session_id, actor_id,
                              occurred_at)
@@ -42,6 +43,7 @@ begin
     if v_count > 0 then
         perform pg_notify('pgrecall_embed___tenant__', '');
     end if;
+    perform set_config('plan_cache_mode', v_saved_plan_mode, true);
     return v_count;
 end
 $$;

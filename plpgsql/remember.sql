@@ -46,15 +46,16 @@ returns table (ordinal integer, memory_id bigint, status text, reason text)
 language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
-set plan_cache_mode = force_generic_plan
 as $$
 #variable_conflict use_column
 declare
+    v_saved_plan_mode text := current_setting('plan_cache_mode');
     v_max_bytes bigint := (_setting_value('max_memory_bytes') #>> '{}')::bigint;
     v_many boolean := jsonb_array_length(p_items) > 1;
     v_bad record;
     v_where text;
 begin
+    perform set_config('plan_cache_mode', 'force_generic_plan', true);
     perform _check_keys(p_items, array['body', 'evidence', 'purposes', 'audience', 'kind', 'title', 'confidence',
                                        'about', 'observer'], 'item');
     begin
@@ -226,6 +227,7 @@ begin
                 else 'duplicate: this is already remembered' end
       from numbered n
      order by n.ord;
+    perform set_config('plan_cache_mode', v_saved_plan_mode, true);
 end
 $$;
 comment on function __tenant__._remember_batch(bigint, text, jsonb) is
