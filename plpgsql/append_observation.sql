@@ -26,6 +26,7 @@ $$;
 comment on function __tenant__._observation_rows(jsonb) is
     'Internal: observation rows from JSON, numbered from 1, with the defaults of append_observation().';
 
+-- Planned once per session, not per call (plan_cache_mode), as _remember_batch.
 create or replace function __tenant__._append_batch(p_principal text, p_scope text, p_rows jsonb)
 returns table (ordinal integer, log_offset bigint)
 language plpgsql
@@ -34,12 +35,14 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 #variable_conflict use_column
 declare
+    v_saved_plan_mode text := current_setting('plan_cache_mode');
     v_max_bytes bigint := (_setting_value('max_observation_bytes') #>> '{}')::bigint;
     v_many boolean := jsonb_array_length(p_rows) > 1;
     v_count integer := jsonb_array_length(p_rows);
     v_bad record;
     v_last bigint;
 begin
+    perform set_config('plan_cache_mode', 'force_generic_plan', true);
     perform _check_keys(p_rows, array['body', 'source_role', 'kind', 'actor', 'session_id', 'occurred_at', 'payload',
                                       'data_subject_id', 'lawful_basis', 'classification', 'retention_until'], 'row');
     begin
@@ -115,6 +118,7 @@ begin
       from _observation_rows(p_rows) r
      order by r.ord
     returning (log_offset - (v_last - v_count))::integer, log_offset;
+    perform set_config('plan_cache_mode', v_saved_plan_mode, true);
 end
 $$;
 comment on function __tenant__._append_batch(text, text, jsonb) is

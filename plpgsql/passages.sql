@@ -113,6 +113,7 @@ comment on function __tenant__.set_scope_passage_embedding(text, text) is
 -- Writes the passages of these observations with their registry rows and
 -- embedding jobs (for the passages their scope's policy embeds), in one
 -- statement. Returns how many passages were written.
+-- Planned once per session, not per call (plan_cache_mode), as _remember_batch.
 create or replace function __tenant__._write_passages(p_observation_ids bigint[])
 returns bigint
 language plpgsql
@@ -120,11 +121,13 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
+    v_saved_plan_mode text := current_setting('plan_cache_mode');
     -- The three chunk sizes in one read of the setting table.
     v_set jsonb := (select jsonb_object_agg(s.key, s.value) from setting s where left(s.key, 8) = 'passage_');
     v_count bigint;
     v_queued bigint;
 begin
+    perform set_config('plan_cache_mode', 'force_generic_plan', true);
     with written as (
         insert into passage (scope, observation_id, ordinal, start_byte, end_byte, body, session_id, actor_id,
                              occurred_at)
@@ -152,6 +155,7 @@ begin
     if v_queued > 0 then
         perform pg_notify('pgrecall_embed___tenant__', '');
     end if;
+    perform set_config('plan_cache_mode', v_saved_plan_mode, true);
     return v_count;
 end
 $$;

@@ -235,7 +235,7 @@ def test_dense_arm_finds_the_true_nearest_when_one_percent_is_eligible(acme, con
         made.append(r.memory_id)
     embed_all(conninfo)
     if path == "hnsw":
-        db.execute("select pgrecall.set_tenant_setting('acme', 'exact_dense_below', '1')")
+        db.execute("select pgrecall.set_tenant_setting('acme', 'exact_dense_below', '0')")
     query = "volcanic ash over a village"
     r = acme.recall(query, mode="dense", limit=10, principal="ana")
     assert r.meta.dense_method == path

@@ -122,7 +122,7 @@ def test_dense_arm_returns_eligible_memories_nearest_first_above_the_floor(db, a
     hidden = put(acme, "A cat dozing on a sunny windowsill", audience="ben")
     embed_all(conninfo)
     if path == "hnsw":
-        db.execute("select pgrecall.set_tenant_setting('acme', 'exact_dense_below', '1')")
+        db.execute("select pgrecall.set_tenant_setting('acme', 'exact_dense_below', '0')")
     db.execute("set hnsw.ef_search = 17")
     query = "a pet resting in the sun by the window"
     qv = embedder.embed([query])[0]
