@@ -59,7 +59,6 @@ def test_a_server_that_is_down_exits_3(acme):
     ["facts", "--as", "ana", "Ana", "lives_in", "--valid-at", "0001-01-01T00:00:00-14:00"],
     ["remember", "--as", "ana", "--purpose", "converse", "--evidence", str(2**64), "hi"],
     ["import", "/nonexistent/chat.jsonl", "--scopes", "default"],
-    ["search", "--as", "ana", "\x00"],
 ])
 def test_bad_input_is_one_line_never_a_traceback(app_env, args):
     proc = run_cli(*args, env=app_env, check=False)
