@@ -114,3 +114,10 @@ def test_erase_selector_offset_beyond_bigint_is_refused_for_the_admin(acme_admin
                                (f'{{"observation": {{"scope": "default", "offset": {number}}}}}',))
             assert code == "PR153", (number, code)
     assert table_counts(db) == before
+
+
+@pytest.mark.parametrize("timeout", [-1, 600001, 2**31 - 1])
+def test_wait_for_refuses_a_timeout_that_would_hold_a_backend_for_days(app, timeout):
+    conn, off, mid = app
+    code = sqlstate_of(conn, f"select acme.wait_for({WHO}, 'default', 99, 'log', %s)", (timeout,))
+    assert code == "PR150"
