@@ -332,7 +332,7 @@ as $$
 declare
     v_bad integer;
 begin
-    if cardinality(p_ids) is distinct from cardinality(p_generations)
+    if p_ids is null or cardinality(p_ids) is distinct from cardinality(p_generations)
        or cardinality(p_ids) is distinct from cardinality(p_embeddings) then
         perform _fail('PR107', format('%s ids, generations and embeddings must be arrays of one length', p_what));
     end if;

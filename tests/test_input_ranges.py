@@ -121,3 +121,10 @@ def test_wait_for_refuses_a_timeout_that_would_hold_a_backend_for_days(app, time
     conn, off, mid = app
     code = sqlstate_of(conn, f"select acme.wait_for({WHO}, 'default', 99, 'log', %s)", (timeout,))
     assert code == "PR150"
+
+
+def test_completing_jobs_with_no_arrays_is_refused_as_ours(acme_worker, conninfo):
+    with conninfo.connect(user="pgrecall_acme_worker", autocommit=True) as conn:
+        for fn in ("complete_embedding_jobs", "complete_passage_embedding_jobs"):
+            code = sqlstate_of(conn, f"select acme.{fn}('w', null, null, null, 'all-MiniLM-L6-v2', 2)")
+            assert code == "PR107", (fn, code)
