@@ -187,3 +187,85 @@ def test_every_public_tenant_function_answers_edge_values_with_our_errors(acme, 
     print("\n" + tally.report("SQL fuzz"))
     assert not [s for s in tally.states if s.startswith("XX")]
     assert tally.bad == []
+
+
+# -- the driver ----------------------------------------------------------------------------------------------
+
+# Values a caller might pass by mistake, whatever the parameter: wrong types, NULs, extremes.
+ANYTHING = [None, "", "x", "\x00", MB, 0, -1, 2**31, 2**63, -(2**63) - 1, 2**64, math.nan, math.inf, -math.inf,
+            1e-320, True, [], [None], ["a"], "not a list", {"a": {1, 2}}, {1, 2}, {"a": math.nan}, {"k": "\x00"},
+            b"bytes", object(), datetime.max.replace(tzinfo=timezone.utc), datetime.min, [[1] * 10], {"a": 1},
+            (1, 2), [{"body": {1}}], [1.5]]
+# Valid values by parameter name, so that a call reaches the parameter under test.
+DRIVER_VALID: dict[str, object] = {
+    "principal": "bot", "scopes": ["default"], "scope": "default", "purpose": "converse", "text": "Ana likes tea",
+    "role": "user", "actor": "ana", "memory_id": 1, "offset": 1, "revision": 1, "evidence": [1],
+    "purposes": ["converse"], "query": "tea", "reason": "a reason", "subject": "Ana", "predicate": "likes",
+    "object_": "tea", "name": "fuzzed", "kind": None, "peer": "ana", "limit": 5, "selector": {"data_subject": "x"},
+    "timeout": 0.01, "body": "Ana likes tea", "sources": [1], "rows": [{"body": "hi", "source_role": "user"}],
+    "items": [{"body": "fuzz", "evidence": [1], "purposes": ["converse"]}], "key": "rrf_k", "value": 60,
+}
+# Methods not fuzzed, and why: close() ends the handle; chat() calls the user's language model.
+NOT_FUZZED = {"close", "chat"}
+
+
+def driver_methods(mem) -> list[str]:
+    import inspect
+
+    return [name for name in dir(type(mem)) if not name.startswith("_") and name not in NOT_FUZZED
+            and callable(getattr(mem, name)) and not inspect.isclass(getattr(mem, name))]
+
+
+@pytest.mark.slow
+def test_every_public_driver_method_raises_only_pgrecall_errors(acme, acme_worker, acme_admin):
+    import inspect
+
+    seed(acme)
+    handles = {"app": acme, "worker": acme_worker, "admin": acme_admin}
+    calls: Counter = Counter()
+    outcomes: Counter = Counter()
+    bad: list[str] = []
+    for role, mem in handles.items():
+        for name in driver_methods(mem):
+            method = getattr(mem, name)
+            params = [p for p in inspect.signature(method).parameters.values()
+                      if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+            fuzz_method(mem, role, name, method, params, calls, outcomes, bad)
+    print(f"\ndriver fuzz: {sum(calls.values())} calls over {len(calls)} methods")
+    print("outcomes: " + ", ".join(f"{k}={v}" for k, v in sorted(outcomes.items())))
+    assert bad == [], "\n".join(bad[:40])
+
+
+def fuzz_method(mem, role, name, method, params, calls, outcomes, bad) -> None:
+    from pgrecall import errors
+
+    @settings(max_examples=max(EXAMPLES // 5, 4), deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(st.data())
+    def fuzz(data):
+        kwargs = {}
+        for p in params:
+            if p.default is not p.empty and data.draw(st.integers(0, 2)) == 0:
+                continue  # leave it out: its default
+            if p.name in DRIVER_VALID and data.draw(st.integers(0, 3)) > 0:
+                kwargs[p.name] = DRIVER_VALID[p.name]
+            else:
+                kwargs[p.name] = data.draw(st.sampled_from(ANYTHING))
+        positional = [kwargs.pop(p.name) for p in params if p.kind == p.POSITIONAL_ONLY and p.name in kwargs]
+        outcome = "ok"
+        try:
+            method(*positional, **kwargs)
+        except errors.PgrecallError as exc:
+            outcome = type(exc).__name__
+        except Exception as exc:
+            outcome = f"raw {type(exc).__name__}"
+            bad.append(f"{role} {name}({shown(kwargs)}): {type(exc).__name__}: {str(exc)[:120]}")
+        calls[name] += 1
+        outcomes[outcome] += 1
+        mem.settings()  # the handle (and its connection) survives every call
+
+    fuzz()
+
+
+def shown(kwargs: dict) -> str:
+    return ", ".join(f"{k}={repr(v)[:40]}" for k, v in kwargs.items())

@@ -11,10 +11,11 @@ created with ``pgrecall tenant create`` (or pgrecall.create_tenant() in SQL).
 
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, NoReturn, Sequence
 
 import psycopg
 from psycopg import sql
@@ -22,7 +23,7 @@ from psycopg.adapt import PyFormat
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
-from . import db, errors, sources
+from . import boundary, db, errors, sources
 from .names import check_tenant_name
 
 def _named_arguments(args: dict) -> sql.Composed:
@@ -254,6 +255,34 @@ def dict_row_type(**kwargs) -> dict:
     return dict(kwargs)
 
 
+def _raise(where: str, exc: psycopg.Error, args: dict | None = None) -> NoReturn:
+    """Raise the pgrecall error for a failed statement (see boundary.call_error), or a non-input failure as it is."""
+    err = boundary.call_error(where, exc, args)
+    if err is exc:
+        raise exc
+    raise err from exc
+
+
+def _guard_input(cls: type) -> type:
+    """Every public method of ``cls`` raises InvalidArgument, not Python's TypeError or AttributeError, when it
+    trips over a caller's argument while preparing its call; pgrecall's own errors pass through."""
+    for name, fn in list(vars(cls).items()):
+        if name.startswith("_") or not callable(fn) or isinstance(fn, (staticmethod, classmethod, type)):
+            continue
+
+        def guarded(self, *args, _fn=fn, _name=name, **kwargs):
+            try:
+                return _fn(self, *args, **kwargs)
+            except errors.PgrecallError:
+                raise
+            except boundary.PYTHON_INPUT_ERRORS as exc:
+                raise boundary.bad_input(_name, exc) from exc
+
+        setattr(cls, name, functools.wraps(fn)(guarded))
+    return cls
+
+
+@_guard_input
 class Memory:
     """A handle on one tenant, acting for a principal over a set of authorised scopes.
 
@@ -296,23 +325,25 @@ class Memory:
             sql.SQL(", ").join(sql.SQL("{} => {}").format(sql.Identifier("p_" + n), sql.Placeholder(n)) for n in names),
         )
         params = args
+        boundary.check_arguments(function, args)
         try:
             with self._connection() as conn:
                 with conn.cursor(row_factory=class_row(row_type) if row_type else psycopg.rows.tuple_row) as cur:
                     cur.execute(query, params)
                     return cur.fetchall() if many else cur.fetchone()
         except psycopg.Error as exc:
-            raise errors.translate(exc) from exc
+            _raise(function, exc, args)
 
     def _answer(self, function: str, args: dict) -> tuple[list[dict], dict]:
         """One call of an *_answer function: its items (JSON objects) and the metadata of that very call."""
         query = sql.SQL("select items, meta from {}.{}({})").format(
             sql.Identifier(self.tenant), sql.Identifier(function), _named_arguments(args))
+        boundary.check_arguments(function, args)
         try:
             with self._connection() as conn:
                 return conn.execute(query, args).fetchone()
         except psycopg.Error as exc:
-            raise errors.translate(exc) from exc
+            _raise(function, exc, args)
 
     def _who(self, principal, scopes) -> tuple[str, list[str]]:
         principal = principal if principal is not None else self.principal
@@ -567,6 +598,7 @@ class Memory:
                  timeout: float = 5.0, principal: str | None = None, scopes: Sequence[str] | None = None) -> bool:
         """Block until the log or the embeddings are current to ``offset``; False on timeout."""
         principal, scopes = self._who(principal, scopes)
+        timeout = boundary.finite_seconds("wait_for", "timeout", timeout, most=600)
         return self._call("wait_for", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
                                        "offset": offset, "projection": projection,
                                        "timeout_ms": int(timeout * 1000)})[0]
@@ -584,7 +616,7 @@ class Memory:
             with self._connection() as conn:
                 return conn.execute(query, (actor, Jsonb(selector), reason, requested_by)).fetchone()[0]
         except psycopg.Error as exc:
-            raise errors.translate(exc) from exc
+            _raise("erase", exc)
 
     def expire(self, *, actor: str = "expiry gate") -> list[dict]:
         """With the tenant's expiry gate on, erase what passed its retention date (admin role); the receipts."""
@@ -593,7 +625,7 @@ class Memory:
             with self._connection() as conn:
                 return [r[0] for r in conn.execute(query, (actor,)).fetchall()]
         except psycopg.Error as exc:
-            raise errors.translate(exc) from exc
+            _raise("statement", exc)
 
     def refresh_erasure_statistics(self, request_id: int) -> dict:
         """ANALYZE the tables an erasure touched, so that the planner statistics (``pg_stats``) hold none of
@@ -605,7 +637,7 @@ class Memory:
             with self._connection() as conn:
                 return conn.execute(query, (request_id,)).fetchone()[0]
         except psycopg.Error as exc:
-            raise errors.translate(exc) from exc
+            _raise("statement", exc)
 
     def vacuum_erased(self, receipt: dict) -> list[str]:
         """VACUUM the tables an erasure touched, so that their dead rows (which still hold the erased
@@ -632,7 +664,7 @@ class Memory:
                         sql.Literal(self.tenant)),
                     (tables,)).fetchall())
             except psycopg.Error as exc:
-                raise errors.translate(exc) from exc
+                _raise("statement", exc)
             missing = [t for t in tables if not allowed.get(t, True)]
             if missing:
                 raise errors.NotPermitted(
@@ -646,7 +678,7 @@ class Memory:
                 conn.execute(sql.SQL("vacuum {}").format(sql.SQL(", ").join(
                     sql.Identifier(self.tenant, t) for t in present)))
             except psycopg.Error as exc:
-                raise errors.translate(exc) from exc
+                _raise("statement", exc)
             return present
 
     def erasure_requests(self, limit: int = 20) -> list[dict]:
@@ -656,7 +688,7 @@ class Memory:
             with self._connection() as conn:
                 return [r[0] for r in conn.execute(query, (limit,)).fetchall()]
         except psycopg.Error as exc:
-            raise errors.translate(exc) from exc
+            _raise("statement", exc)
 
     def rebuild_embeddings(self, everything: bool = False) -> int:
         """Queue missing or stale embeddings (all of them with ``everything``) for the worker (admin role)."""
