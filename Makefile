@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: run test bench bench-graph bench-erase eval venv clean
+.PHONY: run test check bench bench-graph bench-erase eval venv clean
 
 venv: $(STAMP)
 
@@ -25,7 +25,12 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(VENV)/bin/pgrecall demo
 
-test: $(STAMP)
+# The lint and the type check first: seconds, against minutes of tests.
+check: $(STAMP)
+	$(PY) -m ruff check python tests
+	$(PY) -m mypy
+
+test: check
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # Not part of CI: measured on a quiet machine, results written under bench/results/

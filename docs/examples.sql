@@ -343,7 +343,7 @@ select rank, memory_id, body from acme.recall('assistant', '{default}', 'Where d
                                               p_include_superseded => true);
 select jsonb_array_length(items) as rows, meta ->> 'dense_reason' as dense_reason
   from acme.recall_answer('assistant', '{default}', 'What should I cook for Ana?', p_mode => 'dense');
-\! python -c 'exec("import pgrecall\n\nmem = pgrecall.connect(tenant=\"acme\", principal=\"assistant\", scopes=[\"default\"])\nanswer = mem.recall(\"What should I cook for Ana?\")\nfor i in answer.items:\n    print(i.rank, i.memory_id, i.body, i.lexical_rank, i.dense_rank,\n          None if i.cosine is None else round(i.cosine, 2))\nprint({k: answer.meta[k] for k in (\"mode\", \"dense_available\", \"dense_method\", \"lexical_count\",\n                                  \"dense_count\", \"fused_count\", \"missing_embeddings\")})")'
+\! python -c 'exec("import pgrecall\n\nmem = pgrecall.connect(tenant=\"acme\", principal=\"assistant\", scopes=[\"default\"])\nanswer = mem.recall(\"What should I cook for Ana?\")\nfor i in answer.items:\n    print(i.rank, i.memory_id, i.body, i.lexical_rank, i.dense_rank,\n          None if i.cosine is None else round(i.cosine, 2))\nprint({k: getattr(answer.meta, k) for k in (\"mode\", \"dense_available\", \"dense_method\", \"lexical_count\",\n                                            \"dense_count\", \"fused_count\", \"missing_embeddings\")})")'
 select count(*) from acme.recall('assistant', '{default}', 'ramen', p_limit => 0);  -- PR150
 select count(*) from acme.recall('assistant', '{default}', 'ramen', p_mode => 'semantic');  -- PR107
 select count(*) from acme.recall('assistant', '{default}', 'ramen', 'chat');  -- PR102

@@ -243,9 +243,9 @@ def run_queries(mem, queries: list[dict], memory_dia: dict[int, str], mode: str)
         if mode != "lexical":
             if not got.dense_available:
                 unavailable += 1
-            dense_methods[got.meta.get("dense_method")] += 1
-        dropped += bool(got.meta.get("dropped_terms"))
-        dropped_terms.update(got.meta.get("dropped_terms") or [])
+            dense_methods[got.meta.dense_method] += 1
+        dropped += bool(got.meta.dropped_terms)
+        dropped_terms.update(got.meta.dropped_terms)
         ranked = [memory_dia.get(item.memory_id) for item in got.items]
         returned.append(len(ranked))
         rows.append({"category": q["category_name"], **score(ranked, set(q["evidence"]))})

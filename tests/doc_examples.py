@@ -464,8 +464,8 @@ def report(outcomes: list[Outcome], path: Path) -> str:
             continue
         parts.append(f"{path.name}:{o.step.line} ({o.step.heading}): {o.problem}\n"
                      f"  statement: {o.step.text.splitlines()[0][:120]}\n"
-                     "  shown:\n" + "".join(f"    | {l}\n" for l in o.step.expected) +
-                     "  printed:\n" + "".join(f"    | {l}\n" for l in o.actual))
+                     "  shown:\n" + "".join(f"    | {line}\n" for line in o.step.expected) +
+                     "  printed:\n" + "".join(f"    | {line}\n" for line in o.actual))
     return "\n".join(parts)
 
 
@@ -542,7 +542,7 @@ def examples_sql(blocks: list[Block]) -> str:
 
 # -- README's Python sessions ----------------------------------------------------------------------------------------
 
-VALUE_COMMENT = re.compile(r"^([{\[('\"]|-?\d|True\b|False\b|None\b)")
+VALUE_COMMENT = re.compile(r"^([{\[('\"]|-?\d|True\b|False\b|None\b|[A-Z]\w*\()")
 
 
 @dataclass
@@ -559,7 +559,8 @@ def python_checks(code: str, first_line: int) -> list[tuple[str, PyCheck | None]
     - comment-only lines right after a statement are its expected printed output;
     - a trailing comment on a `print(...)` line is its printed output;
     - a trailing comment on a bare expression that reads as a Python value (a dict, list, number,
-      string, True/False/None) is its repr, where `...` stands for anything;
+      string, True/False/None, a dataclass such as `QueueStatus(status='current', ...)`) is its repr,
+      where `...` stands for anything;
     - every other comment is prose.
     """
     lines = code.split("\n")
@@ -640,10 +641,10 @@ def readme_blocks(text: str) -> tuple[list[Block], list[tuple[int, str]]]:
             lang = lines[i][3:].strip()
             end = lines.index("```", i + 1)
             body = lines[i + 1:end]
-            first_prompt = next((n for n, l in enumerate(body) if PROMPT.match(l)), None)
+            first_prompt = next((n for n, line in enumerate(body) if PROMPT.match(line)), None)
             if lang == "python":
                 python.append((i + 1, "\n".join(body)))  # the fence line: statement n is on line + n
-            elif first_prompt is not None and all(l.startswith("$ ") for l in body[:first_prompt]):
+            elif first_prompt is not None and all(line.startswith("$ ") for line in body[:first_prompt]):
                 block = Block("readme", heading, i + 1)
                 block.steps = _parse_transcript(body[first_prompt:], i + 1 + first_prompt, heading)
                 transcripts.append(block)

@@ -94,7 +94,7 @@ def known(conn: psycopg.Connection, tenant: str) -> list[Violation]:
 
 
 def _all(conn: psycopg.Connection, tenant: str) -> list[Violation]:
-    q = lambda sql, *args: conn.execute(sql, args).fetchall()  # noqa: E731
+    q = lambda sql, *args: conn.execute(sql, args).fetchall()
     out: list[Violation] = []
     ext_schemas = {r[0] for r in q("select n.nspname from pg_extension e join pg_namespace n on n.oid = e.extnamespace "
                                    "where e.extname = any (%s)", list(EXTENSIONS))}

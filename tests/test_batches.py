@@ -1,9 +1,11 @@
 """Batches: append_observations and remember_many, validated whole, one implementation with the single calls."""
 
+import psycopg
 import pytest
 
 from conftest import table_counts
 from pgrecall import errors
+from pgrecall.driver import AboutEntity
 
 
 def test_append_many_returns_contiguous_offsets(acme):
@@ -52,11 +54,11 @@ def test_remember_many_mixes_created_noop_and_duplicates(acme, db):
     milk = acme.read(results[5].memory_id, purpose="act", principal="ana")
     assert milk.kind == "fact" and milk.audience == "ana"
     coffee = acme.read(results[0].memory_id, purpose="converse")
-    assert coffee.provenance["about"] == [{"entity": "Ana", "type": None}]  # one entity, however it is spelled
-    assert coffee.provenance["observations"][0]["offset"] == offs[1]
+    assert coffee.provenance.about == [AboutEntity("Ana", None)]  # one entity, however it is spelled
+    assert coffee.provenance.observations[0].offset == offs[1]
 
 
-def test_remember_many_with_one_bad_item_writes_nothing(acme, db):
+def test_remember_many_with_one_bad_item_writes_nothing(acme, db, conninfo):
     off = acme.append("said", role="user", actor="ana")
     before = table_counts(db)
     good = {"body": "Ana likes tea", "evidence": [off], "purposes": ["converse"]}
@@ -71,16 +73,10 @@ def test_remember_many_with_one_bad_item_writes_nothing(acme, db):
             acme.remember_many([good, {**good, "body": "Ana likes cake"}, bad])
         assert where in str(info.value)
         assert table_counts(db) == before
-    with pytest.raises(errors.InvalidArgument):
-        acme._call("remember_many", {"principal": "bot", "scopes": ["default"], "scope": "default",
-                                     "items": pgrecall_jsonb({"not": "an array"})}, many=True)
+    with conninfo.connect(user="pgrecall_acme_app") as app, pytest.raises(psycopg.Error) as info:
+        app.execute("""select * from acme.remember_many('bot', array['default'], 'default', '{"not": "an array"}')""")
+    assert info.value.sqlstate == "PR107"
     assert table_counts(db) == before
-
-
-def pgrecall_jsonb(value):
-    from psycopg.types.json import Jsonb
-
-    return Jsonb(value)
 
 
 def test_misspelt_keys_and_wrong_types_are_refused(acme, db):

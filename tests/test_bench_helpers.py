@@ -8,10 +8,18 @@ from collections import Counter
 
 import numpy as np
 import pytest
-
 from bench import corpus, derive
-from bench.run import (NARROW, SUBJECTS, ERASED_SUBJECT, USERS, assign_users, exact_top, recall_at_k,
-                       text_of_memory_index, vector_literals)
+from bench.run import (
+    ERASED_SUBJECT,
+    NARROW,
+    SUBJECTS,
+    USERS,
+    assign_users,
+    exact_top,
+    recall_at_k,
+    text_of_memory_index,
+    vector_literals,
+)
 
 
 def unit(rows: np.ndarray) -> np.ndarray:

@@ -21,31 +21,31 @@ def test_the_evidence_joins_the_provenance_and_the_history(acme):
     assert acme.correct(m, "Ana's birthday is on March 13", revision=1, evidence=[fix], reason="typo") == 2
     rec = acme.read(m, purpose="converse")
     # the proof points at the turn that corrected it, as well as at the one it came from
-    assert [(o["offset"], o["text"], o["corrections"]) for o in rec.provenance["observations"]] == [
+    assert [(o.offset, o.text, o.corrections) for o in rec.provenance.observations] == [
         (first, "My birthday is on March 3", []),
         (fix, "Correction: my birthday is March 13, not March 3", [2])]
-    assert [(h["revision"], h["body"], h["reason"], h["evidence"]) for h in rec.revisions] == [
+    assert [(h.revision, h.body, h.reason, h.evidence) for h in rec.revisions] == [
         (1, "Ana's birthday is on March 3", "typo", [fix])]
     # a second correction citing the first turn again and a new one: no link twice, each revision recorded
     again = said(acme, "It's the 13th, really")
     assert acme.correct(m, "Ana's birthday is on March 13th", revision=2, evidence=[again, first, again]) == 3
     rec = acme.read(m, purpose="converse")
-    assert [(o["offset"], o["corrections"]) for o in rec.provenance["observations"]] == [
+    assert [(o.offset, o.corrections) for o in rec.provenance.observations] == [
         (first, [3]), (fix, [2]), (again, [3])]
-    assert [h["evidence"] for h in rec.revisions] == [[fix], [first, again]]
+    assert [h.evidence for h in rec.revisions] == [[fix], [first, again]]
     # recall and the session bundle show the same provenance as read
     item = acme.recall("birthday", mode="lexical").items[0]
     assert item.memory_id == m and item.provenance == rec.provenance
     bundle = acme.session_bundle()
-    assert [r["provenance"] for r in bundle["recent"] if r["id"] == m] == [rec.provenance]
+    assert [r.provenance for r in bundle.recent if r.id == m] == [rec.provenance]
 
 
 def test_a_correction_without_evidence_cites_nothing(acme):
     m = told(acme, "Ana is vegeterian", [said(acme, "I am vegetarian")])
     assert acme.correct(m, "Ana is vegetarian", revision=1, evidence=[]) == 2
     rec = acme.read(m, purpose="converse")
-    assert [o["corrections"] for o in rec.provenance["observations"]] == [[]]
-    assert rec.revisions[0]["evidence"] == []
+    assert [o.corrections for o in rec.provenance.observations] == [[]]
+    assert rec.revisions[0].evidence == []
 
 
 def test_evidence_must_be_in_the_memorys_own_scope_and_a_refusal_writes_nothing(acme, db):
@@ -115,7 +115,7 @@ def subject_said(mem, text, subject, actor="ana"):
 
 
 def clean(receipt):
-    return set(receipt["residual"].values()) == {0}
+    return set(receipt.residual.values()) == {0}
 
 
 def only_in_the_log(found):
@@ -130,13 +130,13 @@ def test_erasing_a_corrections_evidence_undoes_it(acme, db, acme_admin):
     acme.correct(m, "Ana's birthday is on March zqthirteen", revision=1, evidence=[fix], reason="zqreason")
     receipt = acme_admin.erase({"data_subject": "s-fix"}, reason="asked", actor="dpo")
     assert clean(receipt), receipt
-    erased = receipt["rows_erased"]
+    erased = receipt.rows_erased
     assert (erased["memories_reverted"], erased["memory_correction_evidence"], erased["memory_revision"],
             erased["memory_link"], erased["memory"]) == (1, 1, 1, 1, 0)
     rec = acme.read(m, purpose="converse")
     # the text before the correction, at a new revision; the correction's record (its reason too) is gone
     assert (rec.body, rec.revision, rec.revisions) == ("Ana's birthday is on March 3", 3, [])
-    assert [o["offset"] for o in rec.provenance["observations"]] == [first]
+    assert [o.offset for o in rec.provenance.observations] == [first]
     assert rows_mentioning(db, "zqthirteen") == {} and rows_mentioning(db, "zqreason") == {}
     # revision numbers never repeat: a writer still holding revision 2 (the erased text) loses
     with pytest.raises(errors.RevisionConflict):
@@ -159,9 +159,9 @@ def test_erasing_a_middle_corrections_evidence_undoes_it_and_every_later_one(acm
     # revisions 3, 4 and 5 were built on what offset `three` justified: back to revision 2's text
     rec = acme.read(m, purpose="converse")
     assert (rec.body, rec.revision) == ("Ana's birthday is March zqtwo", 6)
-    assert [(h["revision"], h["evidence"]) for h in rec.revisions] == [(1, [two])]
-    assert [(o["offset"], o["corrections"]) for o in rec.provenance["observations"]] == [(first, []), (two, [2])]
-    assert receipt["rows_erased"]["memory_revision"] == 3 and receipt["rows_erased"]["memory_correction_evidence"] == 2
+    assert [(h.revision, h.evidence) for h in rec.revisions] == [(1, [two])]
+    assert [(o.offset, o.corrections) for o in rec.provenance.observations] == [(first, []), (two, [2])]
+    assert receipt.rows_erased["memory_revision"] == 3 and receipt.rows_erased["memory_correction_evidence"] == 2
     for gone in ("zqthree", "zqfour", "zqfive"):
         assert rows_mentioning(db, gone) == {} or only_in_the_log(rows_mentioning(db, gone)), gone
     # a later correction's own evidence stays in the log and can be cited again
@@ -175,7 +175,7 @@ def test_erasing_the_original_evidence_too_deletes_the_memory(acme, db, acme_adm
     acme.correct(m, "Ana is zqfixed", revision=1, evidence=[fix])
     receipt = acme_admin.erase({"data_subject": "s-both"}, reason="asked", actor="dpo")
     assert clean(receipt), receipt
-    assert receipt["rows_erased"]["memory"] == 1 and receipt["rows_erased"]["memories_reverted"] == 0
+    assert receipt.rows_erased["memory"] == 1 and receipt.rows_erased["memories_reverted"] == 0
     with pytest.raises(errors.MemoryNotFound):
         acme.read(m, purpose="converse")
     assert rows_mentioning(db, "zqorig") == {} and rows_mentioning(db, "zqfixed") == {}
@@ -188,7 +188,7 @@ def test_erasing_only_the_original_evidence_deletes_the_memory_and_leaves_the_co
     acme.correct(m, "Ana is zqsecond", revision=1, evidence=[fix])
     receipt = acme_admin.erase({"data_subject": "s-first"}, reason="asked", actor="dpo")
     assert clean(receipt), receipt
-    assert receipt["rows_erased"]["memory_correction_evidence"] == 1
+    assert receipt.rows_erased["memory_correction_evidence"] == 1
     with pytest.raises(errors.MemoryNotFound):
         acme.read(m, purpose="converse")
     assert only_in_the_log(rows_mentioning(db, "zqsecond"))
@@ -207,7 +207,7 @@ def test_a_superseded_or_forgotten_memory_returns_to_its_earlier_text(acme, db, 
 
     receipt = acme_admin.erase({"data_subject": "s-fix"}, reason="asked", actor="dpo")
     assert clean(receipt), receipt
-    assert receipt["rows_erased"]["memories_reverted"] == 2
+    assert receipt.rows_erased["memories_reverted"] == 2
     old = acme.read(m, purpose="converse", include_superseded=True)
     assert (old.body, old.superseded_by, old.revision) == ("Ana lives in Lisbon", successor, 4)
     assert acme.read(successor, purpose="converse").body == "Ana lives in Porto"
@@ -235,12 +235,12 @@ def test_what_was_built_on_the_corrected_text_goes_and_what_came_before_stays(ac
 def test_an_undone_correction_is_embedded_again_and_leaves_the_term_statistics(acme, db, conninfo, acme_admin):
     worker = Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker"))
     m = told(acme, "Ana's birthday is on March third", [subject_said(acme, "My birthday is March third", "s-1")])
-    told(acme, "Ana was born in March in Lisbon", [subject_said(acme, "I was born in Lisbon in March", "s-2")])
+    born = told(acme, "Ana was born in March in Lisbon", [subject_said(acme, "I was born in Lisbon in March", "s-2")])
     fix = subject_said(acme, "It is the zqthirteenth", "s-fix")
     acme.correct(m, "Ana's birthday is on March zqthirteenth", revision=1, evidence=[fix])
     worker.drain()
     db.execute("select * from acme.refresh_term_stats()")
-    stats = lambda: dict(db.execute("select term, df from acme.term_stat").fetchall())  # noqa: E731
+    stats = lambda: dict(db.execute("select term, df from acme.term_stat").fetchall())
     assert stats()["zqthirteenth"] == 1 and "third" not in stats() and stats()["march"] == 2
     # the vector of the corrected text came from the correction's evidence too
     fix_id = db.execute("select id from acme.observation where log_offset = %s", (fix,)).fetchone()[0]
@@ -250,10 +250,11 @@ def test_an_undone_correction_is_embedded_again_and_leaves_the_term_statistics(a
     receipt = acme_admin.erase({"data_subject": "s-fix"}, reason="asked", actor="dpo")
     assert clean(receipt), receipt
     assert "zqthirteenth" not in stats() and stats()["third"] == 1 and stats()["march"] == 2
-    # the restored text waits for a new vector, and gets one
+    # the restored text waits for a new vector, and gets one; so does the memory whose embedded text (input
+    # version 2: its evidence with the turns around it) held the erased turn, the one after its evidence
     assert db.execute("select count(*) from acme.memory_embedding where memory_id = %s", (m,)).fetchone()[0] == 0
-    assert db.execute("select count(*) from acme.embedding_job where memory_id = %s", (m,)).fetchone()[0] == 1
-    assert Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker")).drain().stored == 1
+    assert [r[0] for r in db.execute("select memory_id from acme.embedding_job order by 1")] == sorted([m, born])
+    assert Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker")).drain().stored == 2
     assert db.execute("select count(*) from acme.memory_embedding where memory_id = %s", (m,)).fetchone()[0] == 1
     assert rows_mentioning(db, "zqthirteenth") == {}
 

@@ -12,6 +12,7 @@ import pytest
 from conftest import wait_until
 from pgrecall import errors
 from pgrecall.deriver import Deriver, first_person
+from pgrecall.driver import QueueStatus
 
 
 def setting(db, key, value):
@@ -36,7 +37,7 @@ def chat_session(acme):
 
 
 def bodies(rows, item="memory"):
-    return sorted(r["body"] for r in rows if r["item"] == item)
+    return sorted(r.body for r in rows if r.item == item)
 
 
 def test_the_first_person_extractor_takes_only_explicit_statements():
@@ -60,13 +61,13 @@ def test_derived_memories_carry_the_perspective_and_pass_eligibility(acme, db, c
     assert bodies(acme.representation("ben")) == ["ben's name is Ben"]
     local = acme.representation("ana", observer="ben", principal="ben")
     assert bodies(local) == ["ana lives in Lisbon", "ana works at Acme Corp"]
-    assert all(r["observer"] == "ben" for r in local)
-    assert sorted(r["evidence"] for r in local if r["item"] == "memory") == [[1], [3]]
+    assert all(r.observer == "ben" for r in local)
+    assert sorted(r.evidence for r in local if r.item == "memory") == [[1], [3]]
     # the same claims as facts, with their quotes checked against the bytes; the repeat confirmed one
     assert bodies(acme.representation("ana"), "fact") == ["ana lives in Lisbon", "ana works at Acme Corp"]
-    assert sorted((r["kind"], r["evidence"]) for r in local if r["item"] == "fact") == [
+    assert sorted((r.kind, r.evidence) for r in local if r.item == "fact") == [
         ("lives_in", [1, 5]), ("works_at", [3])]
-    assert [(r["kind"], r["body"]) for r in acme.representation("ben") if r["item"] == "fact"] == [
+    assert [(r.kind, r.body) for r in acme.representation("ben") if r.item == "fact"] == [
         ("has_name", "ben's name is Ben")]
     quotes = db.execute("select x.quote, x.byte_start, x.byte_end from acme.fact_evidence x join acme.fact f "
                         "on f.id = x.fact_id where f.predicate = 'works_at' and f.observer_peer_id is null").fetchall()
@@ -76,32 +77,32 @@ def test_derived_memories_carry_the_perspective_and_pass_eligibility(acme, db, c
     assert acme.representation("ben", observer="ana", principal="ana") == []
     # purposes are checked too
     assert acme.representation("ana", purpose="act") == []
-    assert acme.queue_status("ana") == {"status": "current", "remaining": 0, "in_progress": 0, "done": 4, "dead": 0}
-    assert acme.queue_status("ben", "ana")["done"] == 4
+    assert acme.queue_status("ana") == QueueStatus("current", remaining=0, in_progress=0, done=4, dead=0)
+    assert acme.queue_status("ben", "ana").done == 4
     # every memory the representation returns is one the eligibility rule returns
     rows = acme.representation("ana", observer="ben", principal="ben")
     eligible = {r[0] for r in db.execute(
         "select m.id from acme._eligible_memories((select id from acme.peer where name = 'ben'), "
         "array['default'], 'converse', false, null) m")}
-    assert {r["id"] for r in rows if r["item"] == "memory"} <= eligible
+    assert {r.id for r in rows if r.item == "memory"} <= eligible
     eligible = {r[0] for r in db.execute(
         "select f.id from acme._eligible_facts((select id from acme.peer where name = 'ben'), "
         "array['default'], 'converse', now(), null) f")}
-    assert {r["id"] for r in rows if r["item"] == "fact"} <= eligible
+    assert {r.id for r in rows if r.item == "fact"} <= eligible
     # the working representations
-    ben_doc = acme.get_representation(s, "ben")["representation"]
-    assert [i["text"] for i in ben_doc["ana"]] == ["ana lives in Lisbon", "ana works at Acme Corp",
+    ben_doc = acme.get_representation(s, "ben").representation
+    assert [i.text for i in ben_doc["ana"]] == ["ana lives in Lisbon", "ana works at Acme Corp",
                                                    "ana lives in Lisbon"]
-    assert "memory_id" not in ben_doc["ana"][2]  # the repeat wrote no memory, and confirmed the fact
-    assert ben_doc["ana"][2]["fact_id"] == ben_doc["ana"][0]["fact_id"]
-    assert acme.get_representation(s, "ana", "ana")["representation"]["ana"][0]["offset"] == 1
-    assert acme.get_representation(s, "ben", "bot")["representation"] == {"bot": []}
+    assert ben_doc["ana"][2].memory_id is None  # the repeat wrote no memory, and confirmed the fact
+    assert ben_doc["ana"][2].fact_id == ben_doc["ana"][0].fact_id
+    assert acme.get_representation(s, "ana", "ana").representation["ana"][0].offset == 1
+    assert acme.get_representation(s, "ben", "bot").representation == {"bot": []}
     with pytest.raises(errors.NotInSession):
         acme.get_representation(s, "bot")
     # the session-start bundle carries the principal's own working representation of the session
     bundle = acme.session_bundle(principal="ben", session=s)
-    assert bundle["working_representation"]["representation"] == acme.get_representation(s, "ben")["representation"]
-    assert acme.session_bundle(principal="ben")["working_representation"] is None
+    assert bundle.working_representation.representation == acme.get_representation(s, "ben").representation
+    assert acme.session_bundle(principal="ben").working_representation is None
     with pytest.raises(errors.NotInSession):
         acme.session_bundle(principal="bot", session=s)
 
@@ -196,21 +197,22 @@ def test_erasure_reaches_queued_work_and_working_representations(acme, db, conni
         d.drain()
     acme.add_messages(s, [{"actor": "ana", "body": "I work at Initech"}])  # queued, not derived
     receipt = acme_admin.erase({"observation": {"scope": "default", "offset": 1}}, reason="test", actor="dpo")
-    assert set(receipt["residual"].values()) == {0}
-    assert receipt["rows_erased"]["work_task"] == 2 and receipt["rows_erased"]["working_representation"] == 2
+    assert set(receipt.residual.values()) == {0}
+    assert receipt.rows_erased["work_task"] == 2 and receipt.rows_erased["working_representation"] == 2
     assert bodies(acme.representation("ana")) == ["ana works at Acme Corp"]
     assert bodies(acme.representation("ana"), "fact") == ["ana works at Acme Corp"]  # Lisbon cited offset 1
-    ben_doc = acme.get_representation(s, "ben")["representation"]
-    assert 1 not in [i["offset"] for i in ben_doc["ana"]] and len(ben_doc["ana"]) == 2
-    assert "fact_id" not in ben_doc["ana"][1]  # the item of offset 5 survives; the fact it confirmed is gone
-    # the observer goes: its view, its queued work and its working document
+    ben_doc = acme.get_representation(s, "ben").representation
+    assert 1 not in [i.offset for i in ben_doc["ana"]] and len(ben_doc["ana"]) == 2
+    assert ben_doc["ana"][1].fact_id is None  # the item of offset 5 survives; the fact it confirmed is gone
+    # the observer goes: its view, its queued work and its working document (the peer row stays, renamed)
+    ben = db.execute("select id from acme.peer where name = 'ben'").fetchone()[0]
     receipt = acme_admin.erase({"peer": "ben"}, reason="test", actor="dpo")
-    assert set(receipt["residual"].values()) == {0}
+    assert set(receipt.residual.values()) == {0}
     assert db.execute("select count(*) from acme.memory m join acme.peer p on p.id = m.observer_peer_id").fetchone()[0] == 0
     assert db.execute("select count(*) from acme.fact where observer_peer_id is not null").fetchone()[0] == 0
     assert db.execute("select count(*) from acme.work_task where observer_id is not null").fetchone()[0] == 0
-    assert db.execute("select working_representation from acme.session_peer sp join acme.peer p on p.id = sp.peer_id "
-                      "where p.name like 'erased-peer-%'").fetchone()[0] == {}
+    assert db.execute("select working_representation from acme.session_peer where peer_id = %s",
+                      (ben,)).fetchone()[0] == {}
     # the subject of a message goes with it, queued or not
     acme_admin.erase({"peer": "ana"}, reason="test", actor="dpo")
     assert db.execute("select count(*) from acme.work_task").fetchone()[0] == 0
@@ -224,16 +226,16 @@ def test_chat_gathers_the_representation_and_recall_evidence(acme, conninfo):
     c = acme.chat("ben", "ana", "Where does ana live?", session=s)
     assert c.answer is None and c.observer == "ben"
     assert bodies(c.representation) == ["ana lives in Lisbon", "ana works at Acme Corp"]
-    assert c.evidence and c.evidence[0]["body"] == "ana lives in Lisbon"
-    assert [i["text"] for i in c.working["representation"]["ana"]][0] == "ana lives in Lisbon"
+    assert c.evidence and c.evidence[0].body == "ana lives in Lisbon"
+    assert [i.text for i in c.working.representation["ana"]][0] == "ana lives in Lisbon"
     assert "Question: Where does ana live?" in c.prompt and "- ana lives in Lisbon" in c.prompt
     prompts = []
     answered = acme.chat("ben", "ana", "Where does ana live?", llm=lambda p: prompts.append(p) or "In Lisbon.")
     assert answered.answer == "In Lisbon." and prompts == [answered.prompt]
     # a principal who may not see ben's view gets only what it may see
     bot = acme.chat(None, "ana", "Where does ana live?", principal="bot")
-    assert all(r["observer"] is None for r in bot.representation)
-    assert {e["memory_id"] for e in bot.evidence}.isdisjoint(r["id"] for r in c.representation if r["item"] == "memory")
+    assert all(r.observer is None for r in bot.representation)
+    assert {e.memory_id for e in bot.evidence}.isdisjoint(r.id for r in c.representation if r.item == "memory")
 
 
 def test_a_waiting_deriver_is_woken_by_new_messages(acme, conninfo, db):
@@ -255,9 +257,9 @@ def test_a_waiting_deriver_is_woken_by_new_messages(acme, conninfo, db):
                               and query like '%claim_tasks%')""").fetchone()[0], what="the deriver to wait")
         acme.add_messages(s, [{"actor": "ana", "body": "I work at Acme"}])
         deadline = time.time() + 10
-        while acme.queue_status("ana")["status"] != "current" and time.time() < deadline:
+        while acme.queue_status("ana").status != "current" and time.time() < deadline:
             time.sleep(0.05)
-        assert acme.queue_status("ana")["done"] == 1
+        assert acme.queue_status("ana").done == 1
     finally:
         stop.set()
         acme.add_messages(s, [{"actor": "ana", "body": "bye"}])  # wakes it to see the stop

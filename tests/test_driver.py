@@ -24,7 +24,7 @@ def test_uses_a_pool(acme, conninfo):
         mem = pgrecall.connect(tenant="acme", pool=pool, principal="bot", scopes=["default"])
         off = mem.append("I like jazz", role="user", actor="ana")
         mid = mem.remember("Ana likes jazz", evidence=[off], purposes=["converse"]).memory_id
-        assert mem.read(mid, purpose="converse").provenance["observations"][0]["offset"] == off
+        assert mem.read(mid, purpose="converse").provenance.observations[0].offset == off
 
 
 def test_missing_tenant_and_old_schema_fail_fast(acme, conninfo, db):

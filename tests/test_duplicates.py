@@ -55,13 +55,13 @@ def test_two_near_duplicates_are_proposed_side_by_side_with_their_evidence(acme,
     assert (pair.a.body, pair.b.body) == (PEANUTS, PEANUTS_AGAIN)
     assert (pair.a.revision, pair.b.revision, pair.a.kind) == (1, 1, "note")
     assert pair.a.created_at <= pair.b.created_at
-    [turn] = pair.a.provenance["observations"]
-    assert (turn["actor"], turn["source_role"], turn["text"]) == ("ben", "user", PEANUTS) and turn["occurred_at"]
-    assert pair.b.provenance["observations"][0]["actor"] == "ana"
+    [turn] = pair.a.provenance.observations
+    assert (turn.actor, turn.source_role, turn.text) == ("ben", "user", PEANUTS) and turn.occurred_at
+    assert pair.b.provenance.observations[0].actor == "ana"
     assert pair.b_may_replace_a and pair.a_may_replace_b
     meta = answer.meta
-    assert (meta["in_window"], meta["embedded"], meta["pairs"], meta["decided"], meta["window"]) == (3, 3, 1, 0, 500)
-    assert meta["threshold"] == 0.8 and meta["empty_reason"] is None
+    assert (meta.in_window, meta.embedded, meta.pairs, meta.decided, meta.window) == (3, 3, 1, 0, 500)
+    assert meta.threshold == 0.8 and meta.empty_reason is None
     assert other not in (a, b)
 
 
@@ -93,8 +93,8 @@ def test_a_vector_stored_without_the_memorys_own_text_is_queued_again(acme, embe
         worker.execute("select acme.complete_embedding_jobs('old', %s, %s, %s, %s, %s)",
                        ([j[0] for j in jobs], [j[1] for j in jobs], vectors, jobs[0][3], jobs[0][4]))
     answer = acme.duplicate_proposals()
-    assert answer.pairs == [] and answer.meta["empty_reason"] == "no_embeddings"
-    assert answer.meta["missing_embeddings"] == 2
+    assert answer.pairs == [] and answer.meta.empty_reason == "no_embeddings"
+    assert answer.meta.missing_embeddings == 2
     acme_admin.rebuild_embeddings()
     assert {r[0] for r in db.execute("select memory_id from acme.embedding_job")} == {a, b}
     embed()
@@ -118,18 +118,18 @@ def test_malformed_text_vectors_store_nothing(acme, conninfo, db):
 
 def test_an_empty_list_says_why(acme, embed, acme_admin):
     def reason():
-        return acme.duplicate_proposals().meta["empty_reason"]
+        return acme.duplicate_proposals().meta.empty_reason
 
     assert reason() == "no_memories"
     a = remembered(acme, PEANUTS)
     assert reason() == "one_memory"
     unrelated = remembered(acme, "The car is a blue Renault Clio")
     assert reason() == "no_embeddings"
-    assert acme.duplicate_proposals().meta["missing_embeddings"] == 2
+    assert acme.duplicate_proposals().meta.missing_embeddings == 2
     embed()
     answer = acme.duplicate_proposals()
-    assert answer.meta["empty_reason"] == "below_threshold" and answer.pairs == []
-    assert -1 <= answer.meta["closest"] < 0.8
+    assert answer.meta.empty_reason == "below_threshold" and answer.pairs == []
+    assert -1 <= answer.meta.closest < 0.8
     b = remembered(acme, PEANUTS_AGAIN)
     embed()
     assert pairs_of(acme) == [(a, b)]
@@ -152,7 +152,7 @@ def test_the_tenant_settings_set_the_threshold_and_the_window(acme, embed, acme_
     remembered(acme, "Pixel the beagle sees the vet every six months")
     embed()
     answer = acme.duplicate_proposals()
-    assert answer.pairs == [] and answer.meta["in_window"] == 2
+    assert answer.pairs == [] and answer.meta.in_window == 2
 
 
 def test_keep_both_is_not_proposed_again_until_either_memory_changes(acme, embed, db):
@@ -193,7 +193,7 @@ def test_supersede_leaves_one_current_memory_and_recall_returns_only_it(acme, em
     embed()
     found = acme.recall("Is Ben allergic to peanuts?")
     assert [i.memory_id for i in found.items if i.item == "memory"] == [b]
-    assert pairs_of(acme) == [] and acme.duplicate_proposals().meta["in_window"] == 1
+    assert pairs_of(acme) == [] and acme.duplicate_proposals().meta.in_window == 1
     assert db.execute("select decision, retired_memory from acme.duplicate_decision").fetchall() == [("supersede", a)]
 
 
@@ -374,9 +374,9 @@ def test_erasing_a_memorys_source_erases_the_decisions_about_it(acme, embed, acm
     b = remembered(acme, PEANUTS_AGAIN, actor="ana")
     embed()
     acme.decide_duplicate(a, b, "distinct", reason="Ben's words and Ana's words")
-    offset = acme.read(b, purpose="converse").provenance["observations"][0]["offset"]
+    offset = acme.read(b, purpose="converse").provenance.observations[0].offset
     receipt = acme_admin.erase({"observation": {"scope": "default", "offset": offset}}, reason="asked", actor="dpo")
-    assert receipt["rows_erased"]["duplicate_decision"] == 1 and set(receipt["residual"].values()) == {0}
+    assert receipt.rows_erased["duplicate_decision"] == 1 and set(receipt.residual.values()) == {0}
     assert db.execute("select count(*) from acme.duplicate_decision").fetchone()[0] == 0
 
 
@@ -389,7 +389,7 @@ def test_erasing_a_peer_erases_decisions_about_its_private_memories(acme, embed,
     embed()
     acme.decide_duplicate(wide, private, "distinct", reason="ana keeps her own note", principal="ana")
     receipt = acme_admin.erase({"peer": "ana"}, reason="ana left", actor="dpo")
-    assert set(receipt["residual"].values()) == {0}
+    assert set(receipt.residual.values()) == {0}
     assert db.execute("select count(*) from acme.duplicate_decision").fetchone()[0] == 0
     assert db.execute("select count(*) from acme.memory where id = %s", (private,)).fetchone()[0] == 0
     assert acme.read(wide, purpose="converse").body == PEANUTS

@@ -15,7 +15,7 @@ import pytest
 
 import pgrecall
 from pgrecall import errors
-from pgrecall.embedder import get_embedder, to_literal
+from pgrecall.embedder import to_literal
 
 
 def remembered(mem, text, **kw):
@@ -108,11 +108,11 @@ def test_erasure_is_the_admins_and_its_receipt_says_who_ran_it(acme, app, worker
     assert isinstance(info.value, PermissionError) and "_admin" in info.value.hint
     receipt = acme_admin.erase({"scope": "secret"}, reason="project closed", actor="dpo@example.org",
                                requested_by="ticket 12")
-    assert receipt["observations_erased"] == 1 and set(receipt["residual"].values()) == {0}
-    assert (receipt["actor"], receipt["actor_role"], receipt["requested_by"]) == \
+    assert receipt.observations_erased == 1 and set(receipt.residual.values()) == {0}
+    assert (receipt.actor, receipt.actor_role, receipt.requested_by) == \
         ("dpo@example.org", "pgrecall_acme_admin", "ticket 12")
     [stored] = acme_admin.erasure_requests()
-    assert stored["actor"] == "dpo@example.org" and stored["actor_role"] == "pgrecall_acme_admin"
+    assert stored.actor == "dpo@example.org" and stored.actor_role == "pgrecall_acme_admin"
 
 
 # The app's functions that take no principal: each is tenant-wide by nature and returns no memory text.
@@ -162,9 +162,9 @@ def test_a_pooled_connection_hands_nothing_of_one_principals_recall_to_the_next(
                         kwargs={"autocommit": True}, open=True) as pool:
         mem = pgrecall.connect(tenant="acme", pool=pool, scopes=["default"])
         ana = mem.recall("zqparty surprise", principal="ana", embed=False)
-        assert ana.meta["query"] == "zqparty surprise" and ana.meta["fused_count"] == 1  # with its own answer
+        assert ana.meta.query == "zqparty surprise" and ana.meta.fused_count == 1  # with its own answer
         ben = mem.recall("dinner", principal="ben", embed=False)
-        assert ben.meta["query"] == "dinner" and ben.items == []
+        assert ben.meta.query == "dinner" and ben.items == []
         with pool.connection() as conn:  # the same backend, as the next borrower gets it
             assert conn.execute("select name from pg_settings where setting like '%zqparty%'").fetchall() == []
             for (fn,) in conn.execute("""select p.oid::regprocedure::text from pg_proc p

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from conftest import wait_until
+from pgrecall.driver import EmbeddingStatus
 from pgrecall.embedder import get_embedder, to_literal
 from pgrecall.worker import Worker
 from test_leases import claimable, seconds_until
@@ -22,13 +23,13 @@ def status(mem):
 def test_write_path_queues_and_correct_supersede_forget_remove_stale_vectors(acme, conninfo, db):
     a = put(acme, "the first memory")
     b = put(acme, "the second memory")
-    assert status(acme)["queued"] == 2
+    assert status(acme).queued == 2
     Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker")).drain()
-    assert status(acme) == {"queued": 0, "leased": 0, "current": 2, "stale": 0, "model": "all-MiniLM-L6-v2",
-                            "input_version": 2, "passages_queued": 0, "passages_current": 2, "passages_stale": 0}
+    assert status(acme) == EmbeddingStatus(queued=0, leased=0, current=2, stale=0, model="all-MiniLM-L6-v2",
+                                           input_version=2, passages_queued=0, passages_current=2, passages_stale=0)
     acme.correct(a, "the first memory, corrected", revision=1)
     assert db.execute("select count(*) from acme.memory_embedding where memory_id = %s", (a,)).fetchone()[0] == 0
-    assert status(acme)["queued"] == 1
+    assert status(acme).queued == 1
     new = acme.supersede(b, "the second memory, replaced", revision=1, evidence=[acme.append("x", role="user")])
     assert db.execute("select count(*) from acme.memory_embedding where memory_id = %s", (b,)).fetchone()[0] == 0
     Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker")).drain()
@@ -147,14 +148,14 @@ def test_version_change_hides_stale_vectors_until_rebuilt(acme, conninfo, db):
         queued = app.execute("select acme.set_embedding_version('all-MiniLM-L6-v2', 2)").fetchone()[0]
     assert queued == 3  # the memory and the passages of both observations
     r = acme.recall("Japanese tea ceremony")
-    assert not r.dense_available and r.meta["dense_reason"] == "no embeddings yet"
-    assert r.meta["missing_embeddings"] == 1 and status(acme)["stale"] == 1
+    assert not r.dense_available and r.meta.dense_reason == "no embeddings yet"
+    assert r.meta.missing_embeddings == 1 and status(acme).stale == 1
     assert [i.memory_id for i in r.items] == [m]  # lexical still answers
     w.drain()
     r = acme.recall("Japanese tea ceremony")
-    assert r.dense_available and status(acme) == {"queued": 0, "leased": 0, "current": 1, "stale": 0,
-                                                  "model": "all-MiniLM-L6-v2", "input_version": 2,
-                                                  "passages_queued": 0, "passages_current": 2, "passages_stale": 0}
+    assert r.dense_available and status(acme) == EmbeddingStatus(
+        queued=0, leased=0, current=1, stale=0, model="all-MiniLM-L6-v2", input_version=2, passages_queued=0,
+        passages_current=2, passages_stale=0)
     # version 2 embedded the memory with the turns around its evidence
     text = db.execute("select acme._embedding_input(%s, 2)", (m,)).fetchone()[0]
     assert "tea ceremony in Kyoto" in text and "the ceremony lasted two hours" in text
@@ -220,8 +221,8 @@ def test_switching_versions_back_and_forth_leaves_no_stale_jobs(acme, conninfo, 
     with conninfo.connect(user="pgrecall_acme_admin") as app:
         assert app.execute("select acme.set_embedding_version('all-MiniLM-L6-v2', 1)").fetchone()[0] == 2
         app.execute("select acme.set_embedding_version('all-MiniLM-L6-v2', 2)")
-    assert status(acme)["queued"] == 0 and status(acme)["current"] == 1
-    assert status(acme)["passages_queued"] == 0 and status(acme)["passages_current"] == 1
+    assert status(acme).queued == 0 and status(acme).current == 1
+    assert status(acme).passages_queued == 0 and status(acme).passages_current == 1
 
 
 def test_worker_refuses_to_stamp_a_model_it_does_not_run(acme, conninfo, db):
@@ -232,5 +233,5 @@ def test_worker_refuses_to_stamp_a_model_it_does_not_run(acme, conninfo, db):
         app.execute("select acme.set_embedding_version('some-other-model', 2)")
     with pytest.raises(errors.ModelMismatch):
         Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker")).drain()
-    assert status(acme)["queued"] == 1 and status(acme)["leased"] == 0
+    assert status(acme).queued == 1 and status(acme).leased == 0
     assert db.execute("select count(*) from acme.memory_embedding where model = 'some-other-model'").fetchone()[0] == 0

@@ -1,6 +1,6 @@
 """Erasure with a receipt: everything derived goes, the residual is zero, others are untouched."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -40,9 +40,9 @@ def test_erasing_a_subject_removes_everything_derived(acme, db, conninfo, acme_a
     assert rows_mentioning(db, "zqalpha")
 
     receipt = acme_admin.erase({"data_subject": "subj-a"}, reason="request #1", actor="dpo")
-    assert receipt["completed_at"] and receipt["observations_erased"] == 1
-    assert set(receipt["residual"].values()) == {0}
-    assert receipt["rows_erased"]["memory"] == 2  # ma and the memory derived from it
+    assert receipt.completed_at and receipt.observations_erased == 1
+    assert set(receipt.residual.values()) == {0}
+    assert receipt.rows_erased["memory"] == 2  # ma and the memory derived from it
     assert rows_mentioning(db, "zqalpha") == {}
     with pytest.raises(errors.MemoryNotFound):
         acme.read(both, purpose="converse")
@@ -58,7 +58,7 @@ def test_erasing_the_evidence_of_a_supersession_restores_the_old_memory(acme, db
     o2 = said(acme, "I moved to zqporto", "s2")
     new = acme.supersede(old, "Ana lives in zqporto", revision=1, evidence=[o2])
     receipt = acme_admin.erase({"observation": {"scope": "default", "offset": o2}}, reason="wrongly recorded", actor="dpo")
-    assert set(receipt["residual"].values()) == {0}
+    assert set(receipt.residual.values()) == {0}
     rec = acme.read(old, purpose="converse")
     assert rec.superseded_by is None and rec.valid.upper is None
     with pytest.raises(errors.MemoryNotFound):
@@ -82,7 +82,7 @@ def test_erasing_a_peer_takes_their_words_and_private_memories(acme, db, acme_ad
     mine = said(acme, "a note for ben", "y", actor="ana")
     acme.remember("zqprivate note for ben only", evidence=[mine], purposes=["converse"], audience="ben")
     receipt = acme_admin.erase({"peer": "ben"}, reason="account deleted", actor="dpo")
-    assert set(receipt["residual"].values()) == {0}
+    assert set(receipt.residual.values()) == {0}
     assert rows_mentioning(db, "zqsecret") == {} and rows_mentioning(db, "zqprivate") == {}
     assert db.execute("select count(*) from acme.peer where name = 'ben'").fetchone()[0] == 0
 
@@ -145,7 +145,7 @@ step = st.one_of(
     st.tuples(st.just("derive_tasks"), st.integers(1, 8)),
     embed_step, words_step,
 )
-YEAR = lambda y, m=1: datetime(y, m, 1, tzinfo=timezone.utc)  # noqa: E731
+YEAR = lambda y, m=1: datetime(y, m, 1, tzinfo=UTC)
 SAMPLE_TIMES = [YEAR(y, m) for y in range(2019, 2026) for m in (1, 7)]
 
 
@@ -168,11 +168,11 @@ class RecordingWorker(Worker):
         super().__init__(*args, **kwargs)
         self.inputs = {}  # (queue, id): (text, vector)
 
-    def _store(self, conn, queue, jobs, vectors):
-        stored = super()._store(conn, queue, jobs, vectors)
+    def _store(self, runner, queue, jobs, embedded):
+        stored = super()._store(runner, queue, jobs, embedded)
         assert stored == len(jobs)  # one worker, nothing else writes meanwhile: every result is stored
-        for job, vector in zip(jobs, vectors):
-            self.inputs[(queue, job[0])] = (job[2], vector)
+        for job, vector in zip(jobs, embedded.inputs):
+            self.inputs[(queue, job.id)] = (job.input, vector)
         return stored
 
 
@@ -313,7 +313,7 @@ def workload_then_erase(acme, db, conninfo, steps, victim, acme_admin):
     others = [s for s in SUBJECTS if s != victim]
     before = {s: db.execute("select count(*) from acme.observation where data_subject_id = %s",
                             (subject[s],)).fetchone()[0] for s in others}
-    passages_of = lambda s: db.execute("select count(*) from acme.passage where body like %s",  # noqa: E731
+    passages_of = lambda s: db.execute("select count(*) from acme.passage where body like %s",
                                        (f"{token[s]} said%",)).fetchone()[0]
     passages_before = {s: passages_of(s) for s in SUBJECTS}
     assert passages_before[victim] == sum(1 for _, s in obs if s == victim)  # one passage per short observation
@@ -328,11 +328,11 @@ def workload_then_erase(acme, db, conninfo, steps, victim, acme_admin):
     analyze(db)  # the planner statistics hold the subjects' words, as they would after autovacuum
     receipt = acme_admin.erase({"data_subject": subject[victim]}, reason="property test", actor="dpo")
 
-    assert set(receipt["residual"].values()) == {0}, receipt
+    assert set(receipt.residual.values()) == {0}, receipt
     assert rows_mentioning(db, token[victim]) == {}
     assert_vectors_free_of(db, worker, token[victim], started)
     # what `pgrecall erase` does after the commit
-    assert acme_admin.refresh_erasure_statistics(receipt["id"])["statistics_refreshed_at"] is not None
+    assert acme_admin.refresh_erasure_statistics(receipt.id).statistics_refreshed_at is not None
     assert stats_mentioning(db, token[victim]) == []
     # the memories queued again by the erasure embed text without the words
     worker.drain(refresh_stats=False)
@@ -388,7 +388,7 @@ def test_terms_of_a_memory_forgotten_after_the_snapshot_are_erased_too(acme, db,
     db.execute("select * from acme.refresh_term_stats()")
     acme.forget(m, reason="later")
     receipt = acme_admin.erase({"data_subject": "s-f"}, reason="asked", actor="dpo")
-    assert set(receipt["residual"].values()) == {0} and "term_stat" in receipt["residual"]
+    assert set(receipt.residual.values()) == {0} and "term_stat" in receipt.residual
     assert rows_mentioning(db, "zqforgot") == {}
 
 
@@ -396,17 +396,17 @@ def test_erasing_the_evidence_of_a_new_value_brings_the_old_one_back(acme, db, a
     lisbon = said(acme, "I live in Lisbon", "u-1")
     porto = said(acme, "I moved to Porto", "u-2")
     acme.assert_fact("ana", "lives_in", "Lisbon", evidence=[{"offset": lisbon, "quote": "I live in Lisbon"}],
-                     valid_from=datetime(2020, 1, 1, tzinfo=timezone.utc))
+                     valid_from=datetime(2020, 1, 1, tzinfo=UTC))
     acme.assert_fact("ana", "lives_in", "Porto", evidence=[{"offset": porto, "quote": "I moved to Porto"}],
-                     valid_from=datetime(2024, 1, 1, tzinfo=timezone.utc))
+                     valid_from=datetime(2024, 1, 1, tzinfo=UTC))
     receipt = acme_admin.erase({"data_subject": "u-2"}, reason="request 7", actor="dpo")
-    assert set(receipt["residual"].values()) == {0}
-    assert receipt["rows_erased"]["fact"] == 2  # the Porto fact and the Lisbon piece it split off
-    assert receipt["rows_erased"]["facts_reinstated"] == 1
-    current = acme.facts_as_of("ana", "lives_in", valid_at=datetime(2025, 1, 1, tzinfo=timezone.utc))
+    assert set(receipt.residual.values()) == {0}
+    assert receipt.rows_erased["fact"] == 2  # the Porto fact and the Lisbon piece it split off
+    assert receipt.rows_erased["facts_reinstated"] == 1
+    current = acme.facts_as_of("ana", "lives_in", valid_at=datetime(2025, 1, 1, tzinfo=UTC))
     assert [(f.object, f.valid.lower, f.valid.upper) for f in current] == \
-        [("Lisbon", datetime(2020, 1, 1, tzinfo=timezone.utc), None)]
-    assert current[0].evidence[0]["quote"] == "I live in Lisbon"
+        [("Lisbon", datetime(2020, 1, 1, tzinfo=UTC), None)]
+    assert current[0].evidence[0].quote == "I live in Lisbon"
     # Porto was named only by the erased words: the entity is gone too
     assert rows_mentioning(db, "porto") == {}
 
@@ -419,7 +419,7 @@ def test_erasing_a_peer_after_a_merge_leaves_no_entity_and_takes_their_private_f
     other = said(acme, "Ben likes tea", "u-2", actor="ben")
     acme.assert_fact("ben", "likes", "tea", evidence=[{"offset": other, "quote": "Ben likes tea"}], audience="ana")
     receipt = acme_admin.erase({"peer": "ana"}, reason="account closed", actor="dpo")
-    assert set(receipt["residual"].values()) == {0}, receipt
+    assert set(receipt.residual.values()) == {0}, receipt
     assert rows_mentioning(db, "kenji") == {}
     # ben's words survive, but the fact only ana could see goes with her
     assert db.execute("select count(*) from acme.fact").fetchone()[0] == 0
@@ -433,10 +433,10 @@ def test_a_name_carried_through_two_supersessions_goes_with_the_words_that_said_
     second = acme.supersede(first, "the fact changed", revision=1, evidence=[other])
     third = acme.supersede(second, "the fact changed again", revision=1, evidence=[other])
     receipt = acme_admin.erase({"data_subject": "s-named"}, reason="asked", actor="dpo")
-    assert set(receipt["residual"].values()) == {0}, receipt
+    assert set(receipt.residual.values()) == {0}, receipt
     # the entity's name came from the erased words, however many supersessions carried it along
     assert rows_mentioning(db, "zqcarried") == {}
-    assert acme.read(third, purpose="converse").provenance["about"] == []
+    assert acme.read(third, purpose="converse").provenance.about == []
 
 
 # -- nothing left behind (issue #13) ---------------------------------------------------------
@@ -477,11 +477,11 @@ def test_erasing_a_turn_re_embeds_the_memory_whose_input_held_it(acme, db, conni
     assert before is not None
 
     receipt = acme_admin.erase({"data_subject": "subj-ana"}, reason="request", actor="dpo")
-    assert set(receipt["residual"].values()) == {0}, receipt
+    assert set(receipt.residual.values()) == {0}, receipt
     # gone in the erasing transaction, and queued again
     assert stored_vector(db, ben) is None
     assert db.execute("select count(*) from acme.embedding_job where memory_id = %s", (ben,)).fetchone()[0] == 1
-    assert receipt["rows_erased"]["embedding_input"] == 1
+    assert receipt.rows_erased["embedding_input"] == 1
     worker.drain()
     now = db.execute("select acme._embedding_input(%s, 2)", (ben,)).fetchone()[0]
     assert "zqneighbour" not in now
@@ -507,11 +507,11 @@ def test_words_stored_without_evidence_go_with_their_data_subject(acme, db, acme
     assert all(rows_mentioning(db, t) for t in tokens)
 
     receipt = acme_admin.erase({"data_subject": "subj-p"}, reason="request", actor="dpo")
-    assert set(receipt["residual"].values()) == {0}, receipt
-    assert receipt["observations_erased"] == 1
+    assert set(receipt.residual.values()) == {0}, receipt
+    assert receipt.observations_erased == 1
     assert {t: rows_mentioning(db, t) for t in tokens} == {t: {} for t in tokens}
-    assert receipt["rows_erased"]["peer"] == 2 and receipt["rows_erased"]["session"] == 2
-    assert receipt["rows_erased"]["entity_alias"] == 1
+    assert receipt.rows_erased["peer"] == 2 and receipt.rows_erased["session"] == 2
+    assert receipt.rows_erased["entity_alias"] == 1
     # what the subject did not say stays; the names it gave can be used afresh
     assert db.execute("select aliases from acme.entity where name = 'Rita'").fetchone()[0] == ["rita silva"]
     assert acme.create_session("zqsessionname") != first
@@ -525,7 +525,7 @@ def test_a_peer_named_like_an_erased_one_cannot_block_erasure(acme, db, acme_adm
     squatter = acme.add_peer(f"erased-peer-{victim}", "other")
     acme.append("zqvictim words", role="user", actor="victim")
     receipt = acme_admin.erase({"peer": "victim"}, reason="account closed", actor="dpo")
-    assert set(receipt["residual"].values()) == {0}, receipt
+    assert set(receipt.residual.values()) == {0}, receipt
     assert rows_mentioning(db, "zqvictim") == {}
     renamed = db.execute("select name from acme.peer where id = %s", (victim,)).fetchone()[0]
     assert db.execute("select name from acme.peer where id = %s", (squatter,)).fetchone()[0] == f"erased-peer-{victim}"
@@ -555,7 +555,7 @@ def test_statistics_lose_the_erased_words_when_the_cli_erases(acme, db, conninfo
     assert "statistics refreshed" in out, out
     assert stats_mentioning(db, "zqstats") == []
     receipt = acme_admin.erasure_requests(1)[0]
-    assert receipt["statistics_refreshed_at"] is not None and "observation" in receipt["tables_touched"]
+    assert receipt.statistics_refreshed_at is not None and "observation" in receipt.tables_touched
 
 
 def test_erase_from_sql_says_statistics_are_stale_until_refreshed(acme, db, acme_admin):
@@ -564,12 +564,12 @@ def test_erase_from_sql_says_statistics_are_stale_until_refreshed(acme, db, acme
     said(acme, "other words", "someone-else")
     analyze(db)
     receipt = acme_admin.erase({"data_subject": "sql-subject"}, reason="request", actor="dpo")
-    assert receipt["statistics_refreshed_at"] is None
-    refreshed = acme_admin.refresh_erasure_statistics(receipt["id"])
-    assert refreshed["statistics_refreshed_at"] is not None
+    assert receipt.statistics_refreshed_at is None
+    refreshed = acme_admin.refresh_erasure_statistics(receipt.id)
+    assert refreshed.statistics_refreshed_at is not None
     assert stats_mentioning(db, "zqsqlstats") == []
     with pytest.raises(errors.UnknownErasureRequest):
-        acme_admin.refresh_erasure_statistics(receipt["id"] + 100)
+        acme_admin.refresh_erasure_statistics(receipt.id + 100)
 
 
 def test_cli_vacuums_the_touched_tables_when_asked(acme, db, conninfo):
@@ -595,8 +595,8 @@ def test_a_merged_away_name_goes_with_the_words_that_said_it(acme, db, acme_admi
     acme_admin.merge_entities("Kenji", "zqsato")
     assert db.execute("select aliases from acme.entity where name = 'Kenji'").fetchone()[0] == ["zqsato"]
     receipt = acme_admin.erase({"data_subject": "u-2"}, reason="request", actor="dpo")
-    assert set(receipt["residual"].values()) == {0}, receipt
-    assert receipt["rows_erased"]["entity_alias"] == 1
+    assert set(receipt.residual.values()) == {0}, receipt
+    assert receipt.rows_erased["entity_alias"] == 1
     assert rows_mentioning(db, "zqsato") == {}
     assert db.execute("select aliases from acme.entity where name = 'Kenji'").fetchone()[0] == []
 
@@ -606,8 +606,8 @@ def test_erasing_a_scope_clears_its_sessions_names(acme, db, acme_admin):
     acme.log_turn("zqscopelog", "ana", "hello", scope="other", scopes=["other"])
     kept = acme.create_session("zqkeptsession")  # scope default
     receipt = acme_admin.erase({"scope": "other"}, reason="project closed", actor="dpo")
-    assert set(receipt["residual"].values()) == {0}, receipt
-    assert receipt["rows_erased"]["session"] == 2
+    assert set(receipt.residual.values()) == {0}, receipt
+    assert receipt.rows_erased["session"] == 2
     assert rows_mentioning(db, "zqscope") == {}
     assert acme.create_session("zqkeptsession") == kept
 

@@ -3,6 +3,7 @@
 import threading
 
 from conftest import wait_until
+from pgrecall.driver import Freshness
 from pgrecall.worker import Worker
 
 
@@ -10,7 +11,7 @@ def test_embeddings_freshness_follows_the_worker(acme, conninfo, db):
     o1 = acme.append("first", role="user", actor="ana")
     acme.remember("Ana said something first", evidence=[o1], purposes=["converse"])
     o2 = acme.append("second", role="user", actor="ana")
-    assert acme.freshness() == {"scope": "default", "log_watermark": 2, "embeddings_current_to": 0, "embedding_jobs": 1}
+    assert acme.freshness() == Freshness(scope="default", log_watermark=2, embeddings_current_to=0, embedding_jobs=1)
     assert acme.wait_for(o2, projection="log", timeout=0.1)
     assert not acme.wait_for(o1, timeout=0.2)
     worker = Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker"))
@@ -28,4 +29,4 @@ def test_embeddings_freshness_follows_the_worker(acme, conninfo, db):
         assert acme.wait_for(o2, timeout=60)  # returns once the worker has stored the embedding
     finally:
         t.join()
-    assert acme.freshness()["embeddings_current_to"] == 2
+    assert acme.freshness().embeddings_current_to == 2

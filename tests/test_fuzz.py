@@ -15,7 +15,7 @@ import math
 import os
 import uuid
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import psycopg
 import pytest
@@ -48,7 +48,7 @@ JSONS = [
     {"observations": [{"text": "", "memory_id": 1e300}]}, [{"k": MB}], [[[[[[[[[[[]]]]]]]]]]],
     [{"body": "b"}] * 5000,
 ]
-TIMES = [None, datetime(2026, 1, 1, tzinfo=timezone.utc), "infinity", "-infinity", "4713-01-01 BC", "294276-12-31",
+TIMES = [None, datetime(2026, 1, 1, tzinfo=UTC), "infinity", "-infinity", "4713-01-01 BC", "294276-12-31",
          "0001-01-01 00:00:00+14", "9999-12-31 23:59:59-12"]
 VEC = [0.05] * 384
 VALUES: dict[str, list] = {
@@ -172,15 +172,7 @@ def test_every_public_tenant_function_answers_edge_values_with_our_errors(acme, 
         functions = signatures(db, "acme")
         assert len(functions) > 50
         for name, params, defaults in functions:
-            conn = conns[role_of(duties[name])]
-
-            @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
-                      suppress_health_check=list(HealthCheck))
-            @given(st.data())
-            def fuzz(data):
-                call_once(conn, "acme", name, params, defaults, data.draw, tally)
-
-            fuzz()
+            fuzz_function(conns[role_of(duties[name])], name, params, defaults, tally)
     finally:
         for conn in conns.values():
             conn.close()
@@ -189,12 +181,22 @@ def test_every_public_tenant_function_answers_edge_values_with_our_errors(acme, 
     assert tally.bad == []
 
 
+def fuzz_function(conn, name, params, defaults, tally) -> None:
+    @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(st.data())
+    def fuzz(data):
+        call_once(conn, "acme", name, params, defaults, data.draw, tally)
+
+    fuzz()
+
+
 # -- the driver ----------------------------------------------------------------------------------------------
 
 # Values a caller might pass by mistake, whatever the parameter: wrong types, NULs, extremes.
 ANYTHING = [None, "", "x", "\x00", MB, 0, -1, 2**31, 2**63, -(2**63) - 1, 2**64, math.nan, math.inf, -math.inf,
             1e-320, True, [], [None], ["a"], "not a list", {"a": {1, 2}}, {1, 2}, {"a": math.nan}, {"k": "\x00"},
-            b"bytes", object(), datetime.max.replace(tzinfo=timezone.utc), datetime.min, [[1] * 10], {"a": 1},
+            b"bytes", object(), datetime.max.replace(tzinfo=UTC), datetime.min, [[1] * 10], {"a": 1},
             (1, 2), [{"body": {1}}], [1.5]]
 # Valid values by parameter name, so that a call reaches the parameter under test.
 DRIVER_VALID: dict[str, object] = {

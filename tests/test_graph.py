@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime
 
 import psycopg
 import pytest
 
 from conftest import table_counts
 from pgrecall import errors
-from pgrecall.driver import dict_row_type as dict_row
+from pgrecall.driver import Evidence
 from test_memory_operations import said
 
-T = lambda y, m=1, d=1: datetime(y, m, d, tzinfo=timezone.utc)  # noqa: E731
+T = lambda y, m=1, d=1: datetime(y, m, d, tzinfo=UTC)
 
 
 def quote(offset, text):
@@ -44,8 +44,8 @@ def test_where_ana_lives_now_then_and_as_we_believed_it(acme, db):
     assert acme.facts_as_of("ana", "lives_in", known_at=T(2019)) == []
     # every answer carries its proof
     porto = acme.facts_as_of("ana", "lives_in")[0]
-    assert porto.evidence == [{"scope": "default", "offset": o2, "start": 0, "end": 16,
-                               "quote": "I moved to Porto", "source_role": "user"}]
+    assert porto.evidence == [Evidence(scope="default", offset=o2, start=0, end=16, quote="I moved to Porto",
+                                       source_role="user")]
 
 
 def test_history_is_closed_and_split_never_rewritten(acme, db):
@@ -95,7 +95,7 @@ def test_the_same_value_again_confirms_the_fact(acme):
                          valid_from=T(2021))
     assert (b.fact_id, b.outcome) == (a.fact_id, "confirmed")
     fact = acme.facts_as_of("ana", "lives_in")[0]
-    assert [e["offset"] for e in fact.evidence] == [o1, o2] and fact.salience == 2
+    assert [e.offset for e in fact.evidence] == [o1, o2] and fact.salience == 2
 
 
 def test_evidence_is_exactly_its_utf8_bytes(acme, db):
@@ -108,13 +108,13 @@ def test_evidence_is_exactly_its_utf8_bytes(acme, db):
     ok = acme.assert_fact("ana", "lives_in", "São Paulo",
                           evidence=[{"offset": o, "start": start, "end": end, "quote": "São Paulo"}])
     cite = acme.resolve_citation(ok.fact_id)
-    assert [(c["log_offset"], c["byte_start"], c["byte_end"], c["quote"], c["actor"]) for c in cite] == \
+    assert [(c.log_offset, c.byte_start, c.byte_end, c.quote, c.actor) for c in cite] == \
         [(o, start, end, "São Paulo", "ana")]
-    assert raw[cite[0]["byte_start"]:cite[0]["byte_end"]].decode() == "São Paulo"
+    assert raw[cite[0].byte_start:cite[0].byte_end].decode() == "São Paulo"
     # without a span, the quote is found and its byte span stored
     sun = acme.assert_fact("ana", "likes", "sun", evidence=quote(o, "🌞 desde 2019"))
     span = acme.resolve_citation(sun.fact_id)[0]
-    assert raw[span["byte_start"]:span["byte_end"]].decode() == "🌞 desde 2019"
+    assert raw[span.byte_start:span.byte_end].decode() == "🌞 desde 2019"
 
     before = table_counts(db)
     bad = [
@@ -225,7 +225,7 @@ def chain(acme):
 
 def test_neighbourhood_expands_both_ways_bounded_and_cycle_safe(acme):
     chain(acme)
-    reach = lambda seeds, hops: sorted((r["depth"], r["statement"]) for r in acme.neighbourhood(seeds, hops=hops))
+    reach = lambda seeds, hops: sorted((r.depth, r.statement) for r in acme.neighbourhood(seeds, hops=hops))
     assert reach(["ben"], 1) == [(1, "ana knows ben"), (1, "ben knows ana"), (1, "ben works at Acme")]
     two = reach(["ben"], 2)
     assert [d for d, _ in two].count(2) == 1 and len(two) == 4  # the ana<->ben cycle adds nothing
@@ -235,15 +235,15 @@ def test_neighbourhood_expands_both_ways_bounded_and_cycle_safe(acme):
                                                    "Acme located in Lisbon"]
     # every fact at most once, even though ana and ben point at each other; Europe is 4 hops away
     rows = acme.neighbourhood(["ana", "ben"], hops=3)
-    assert len(rows) == len({r["fact_id"] for r in rows}) == 5
-    assert "Portugal part of Europe" not in [r["statement"] for r in rows]
+    assert len(rows) == len({r.fact_id for r in rows}) == 5
+    assert "Portugal part of Europe" not in [r.statement for r in rows]
 
 
 def test_neighbourhood_is_bitemporal(acme, db):
     o1, o2 = said(acme, "I work at Acme"), said(acme, "I work at Initech now")
     acme.assert_fact("ana", "works_at", "Acme", evidence=quote(o1, "I work at Acme"), valid_from=T(2020))
     acme.assert_fact("ana", "works_at", "Initech", evidence=quote(o2, "I work at Initech"), valid_from=T(2025))
-    objects = lambda **kw: [r["object"] for r in acme.neighbourhood(["ana"], hops=1, **kw)]
+    objects = lambda **kw: [r.object for r in acme.neighbourhood(["ana"], hops=1, **kw)]
     assert objects() == ["Initech"]
     assert objects(valid_at=T(2021)) == ["Acme"]
 
@@ -254,7 +254,7 @@ def test_merge_moves_facts_and_aliases_and_closes_contradictions(acme, db, acme_
     acme.assert_fact("A. Silva", "lives_in", "Porto", evidence=quote(o, "A. Silva lives in Porto"), valid_from=T(2020))
     acme.assert_fact("A. Silva", "likes", "jazz", evidence=quote(o, "likes jazz"))
     merged = acme_admin.merge_entities("ana", "A. Silva")
-    assert (merged["facts_moved"], merged["facts_closed"]) == (2, 1)
+    assert (merged.facts_moved, merged.facts_closed) == (2, 1)
     assert sorted((f.predicate, f.object) for f in acme.facts_as_of("ana")) == [("likes", "jazz"), ("lives_in", "Lisbon")]
     # the absorbed name now denotes the kept entity
     assert sorted((f.predicate, f.object) for f in acme.facts_as_of("a. silva")) == [("likes", "jazz"),
@@ -280,7 +280,7 @@ def test_conflicting_writers_end_with_exactly_one_current_value(acme, db, connin
             barrier.wait()
             mem.assert_fact("ana", "lives_in", f"City{i}", evidence=quote(offsets[i], f"I live in City{i}"),
                             valid_from=T(2026))
-        except Exception as exc:  # noqa: BLE001 — reported below
+        except Exception as exc:
             failures.append(exc)
         finally:
             mem.close()
@@ -311,7 +311,7 @@ def test_reading_facts_respects_scope_audience_and_purpose(acme, db):
     assert likes(principal="ben", purpose="personalize") == ["jazz", "tea"]
     with pytest.raises(errors.UnknownEntity):
         acme.facts_as_of("ana", scopes=["other"])
-    assert [r["object"] for r in acme.neighbourhood(["ana"], hops=1)] == ["jazz"]
+    assert [r.object for r in acme.neighbourhood(["ana"], hops=1)] == ["jazz"]
 
 
 def test_recall_fuses_facts_about_entities_the_query_names(acme, db):
@@ -327,9 +327,9 @@ def test_recall_fuses_facts_about_entities_the_query_names(acme, db):
     facts = [i for i in got.items if i.item == "fact"]
     # both facts about ana; the one sharing the query's words first; ben's private one never
     assert [f.body for f in facts] == ["ana lives in Lisbon", "ana works at Acme"]
-    assert facts[0].provenance["evidence"][0]["quote"] == "I live in Lisbon" and facts[0].fact_rank == 1
-    assert got.meta["fact_count"] == 2 and got.meta["entities"] == ["ana"]
-    assert got.meta["returned"] == len(got.items)
+    assert facts[0].provenance.evidence[0].quote == "I live in Lisbon" and facts[0].fact_rank == 1
+    assert got.meta.fact_count == 2 and got.meta.entities == ["ana"]
+    assert got.meta.returned == len(got.items)
     assert [i.rank for i in got.items] == list(range(1, len(got.items) + 1))
     assert any(i.item == "memory" and i.body == "Ana has a cat" for i in got.items)
     # ben sees his private fact; a query naming no entity brings no facts
@@ -343,7 +343,7 @@ def test_recall_fuses_facts_about_entities_the_query_names(acme, db):
 @pytest.fixture
 def hundred_thousand_facts(acme, db):
     """20k people, each living somewhere and knowing four others: 100k current facts (plus their history)."""
-    o = said(acme, "bulk")
+    said(acme, "bulk")
     bot = db.execute("select id from acme.peer where name = 'bot'").fetchone()[0]
     db.execute("insert into acme.entity (scope, name) select 'default', 'person ' || i from generate_series(1, 20000) i")
     db.execute("insert into acme.entity (scope, name) select 'default', 'town ' || i from generate_series(1, 500) i")
@@ -394,7 +394,7 @@ def test_supersession_lookup_and_traversal_use_their_indexes_at_100k_facts(acme,
     assert "Seq Scan" not in as_of, as_of
     # and the functions answer from that neighbourhood
     rows = acme.neighbourhood(["person 42"], hops=2)
-    assert 1 <= len([r for r in rows if r["depth"] == 1]) <= 10 and len(rows) < 200
+    assert 1 <= len([r for r in rows if r.depth == 1]) <= 10 and len(rows) < 200
 
 
 def test_a_batch_of_facts_is_asserted_in_order_and_all_or_nothing(acme, db):
@@ -418,8 +418,7 @@ def test_entities_lists_only_what_the_principal_may_see(acme):
     o = said(acme, "I like jazz and I am allergic to peanuts")
     acme.assert_fact("ana", "likes", "jazz", evidence=quote(o, "I like jazz"))
     acme.assert_fact("ana", "allergic_to", "peanuts", evidence=quote(o, "allergic to peanuts"), audience="ben")
-    listed = lambda who: {r["name"]: r["facts"] for r in acme._call(
-        "entities", {"principal": who, "scopes": ["default"]}, row_type=dict_row, many=True)}
+    listed = lambda who: {e.name: e.facts for e in acme.entities(principal=who)}
     assert listed("bot") == {"ana": 1, "jazz": 1}           # peanuts is named only by ben's private fact
     assert listed("ben") == {"ana": 2, "jazz": 1, "peanuts": 1}
 

@@ -102,7 +102,7 @@ def test_json_offsets_beyond_bigint_are_refused(app, db, number):
     assert code is not None and code.startswith("PR"), code
     code = sqlstate_of(conn, "select * from acme.erase('x', %s::jsonb, 'why')",
                        (f'{{"observation": {{"scope": "default", "offset": {number}}}}}',))
-    assert code is not None and code.startswith("PR") or code == "42501", code
+    assert (code is not None and code.startswith("PR")) or code == "42501", code
     assert table_counts(db) == before
 
 

@@ -146,7 +146,7 @@ def test_a_deriver_killed_with_sigkill_leaves_its_task_to_the_next_deriver_at_on
     assert "2 tasks completed" in done.stdout
     assert db.execute("select status, attempts from acme.work_task order by message_offset").fetchall() == \
         [("done", 2), ("done", 1)]
-    assert sorted(r["body"] for r in acme.representation("ana") if r["item"] == "memory") == \
+    assert sorted(r.body for r in acme.representation("ana") if r.item == "memory") == \
         ["ana lives in Lisbon", "ana works at Acme"]
 
 
@@ -169,7 +169,7 @@ def test_a_live_session_keeps_the_lease_it_took_while_others_made_their_first_cl
         barrier, claimed, failures = threading.Barrier(4), [], []
         done = threading.Barrier(4)  # every session stays alive until all have claimed
 
-        def work(name):
+        def work(name, barrier=barrier, claimed=claimed, done=done, failures=failures):
             try:
                 with conninfo.connect(user="pgrecall_acme_worker") as conn:
                     barrier.wait()

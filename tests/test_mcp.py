@@ -37,10 +37,9 @@ async def stdio_session(env: dict, args: list[str], errlog, preload: bool = Fals
     # The model is preloaded only where a test recalls by meaning: it costs seconds of CPU per server.
     args = [*args] if preload else [*args, "--no-preload"]
     params = StdioServerParameters(command=sys.executable, args=["-m", "pgrecall.cli", "mcp", *args], env=env)
-    async with stdio_client(params, errlog=errlog) as (read, write):
-        async with ClientSession(read, write) as session:
-            await session.initialize()
-            yield session
+    async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
 
 
 async def ok(session, tool: str, **arguments) -> dict:
@@ -331,16 +330,16 @@ def test_streamable_http_on_localhost(acme, conninfo, tmp_path):
                 time.sleep(0.2)
 
         async def run():
-            async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write):
-                async with ClientSession(read, write) as s:
-                    await s.initialize()
-                    assert {t.name for t in (await s.list_tools()).tools} == TOOLS
-                    r = await ok(s, "remember", text="Ana drinks green tea", said="I only drink green tea.")
-                    found = await ok(s, "recall", query="green tea", mode="lexical")
-                    [item] = [i for i in found["items"] if i["memory_id"] == r["memory_id"]]
-                    assert item["provenance"]["observations"][0]["text"] == "I only drink green tea."
-                    stale = await error(s, "correct", memory_id=r["memory_id"], text="x", revision=5)
-                    assert stale["code"] == "PR105"
+            async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write), \
+                    ClientSession(read, write) as s:
+                await s.initialize()
+                assert {t.name for t in (await s.list_tools()).tools} == TOOLS
+                r = await ok(s, "remember", text="Ana drinks green tea", said="I only drink green tea.")
+                found = await ok(s, "recall", query="green tea", mode="lexical")
+                [item] = [i for i in found["items"] if i["memory_id"] == r["memory_id"]]
+                assert item["provenance"]["observations"][0]["text"] == "I only drink green tea."
+                stale = await error(s, "correct", memory_id=r["memory_id"], text="x", revision=5)
+                assert stale["code"] == "PR105"
 
         anyio.run(run)
     finally:

@@ -2,7 +2,6 @@
 
 import threading
 
-import psycopg
 import pytest
 
 import pgrecall
@@ -91,7 +90,7 @@ def test_two_corrections_racing_exactly_one_wins(acme, conninfo, db, memory_id):
     assert isinstance(outcome.get("second_error"), errors.RevisionConflict)
     rec = acme.read(memory_id, purpose="converse")
     assert rec.body == "Ana lives in Lisbon, Portugal" and rec.revision == 2
-    assert [h["body"] for h in rec.revisions] == ["Ana lives in Lisbon"]
+    assert [h.body for h in rec.revisions] == ["Ana lives in Lisbon"]
 
 
 def test_supersede_racing_a_correction_writes_nothing_for_the_loser(acme, conninfo, db, memory_id):
@@ -111,8 +110,8 @@ def test_an_erasure_waits_for_a_correction_citing_the_erased_words_and_undoes_it
                     lambda m: m.correct(memory_id, "Ana lives in Alfama, Lisbon", revision=1, evidence=[fix]),
                     lambda m: m.erase({"data_subject": "s-fix"}, reason="asked", actor="dpo"), second_role="admin")
     assert "second_error" not in outcome, outcome
-    assert set(outcome["second"]["residual"].values()) == {0}
-    assert outcome["second"]["rows_erased"]["memories_reverted"] == 1
+    assert set(outcome["second"].residual.values()) == {0}
+    assert outcome["second"].rows_erased["memories_reverted"] == 1
     assert acme.read(memory_id, purpose="converse").body == "Ana lives in Lisbon"
 
 

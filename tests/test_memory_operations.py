@@ -4,6 +4,7 @@ import pytest
 
 from conftest import table_counts
 from pgrecall import errors
+from pgrecall.driver import AboutEntity
 
 
 def said(mem, text, actor="ana", role="user", scope="default"):
@@ -24,9 +25,9 @@ def test_remember_links_the_observation_that_stated_it(acme, db):
     rec = acme.read(r.memory_id, purpose="personalize")
     assert rec.body == "Ana is vegetarian" and rec.origin == "told" and rec.revision == 1
     assert rec.purposes == ["converse", "personalize"] and rec.audience is None and rec.created_by == "bot"
-    assert [(o["offset"], o["actor"], o["source_role"], o["text"]) for o in rec.provenance["observations"]] == [
+    assert [(o.offset, o.actor, o.source_role, o.text) for o in rec.provenance.observations] == [
         (off, "ana", "user", "I am vegetarian.")]
-    assert rec.provenance["about"] == [{"entity": "Ana", "type": None}]
+    assert rec.provenance.about == [AboutEntity("Ana", None)]
     links = db.execute("select link_type, target_observation_id is not null from acme.memory_link where memory_id = %s "
                        "order by link_type", (r.memory_id,)).fetchall()
     assert links == [("about", False), ("derived_from", True)]
@@ -93,7 +94,7 @@ def test_derive_intersects_purposes_and_audience_and_cites_sources(acme, db):
     d = acme.derive([a, b], "Ana exercises twice a week", principal="ana")
     rec = acme.read(d, purpose="converse", principal="ana")
     assert rec.origin == "derived" and rec.purposes == ["converse", "personalize"] and rec.audience == "ana"
-    assert [m["id"] for m in rec.provenance["memories"]] == [a, b]
+    assert [m.id for m in rec.provenance.memories] == [a, b]
     with pytest.raises(errors.MemoryNotFound):
         acme.read(d, purpose="converse", principal="ben")
     deps = db.execute("select array_agg(o.log_offset order by o.log_offset) from acme.projection_dependency d "
@@ -138,7 +139,7 @@ def test_correct_keeps_the_old_text_in_history(acme):
     assert acme.correct(m, "Ana lives in Lisbon", revision=1, reason="typo") == 2
     rec = acme.read(m, purpose="converse")
     assert rec.body == "Ana lives in Lisbon" and rec.revision == 2
-    assert [(h["revision"], h["body"], h["reason"], h["changed_by"]) for h in rec.revisions] == [
+    assert [(h.revision, h.body, h.reason, h.changed_by) for h in rec.revisions] == [
         (1, "Ana lives in Lisbn", "typo", "bot")]
     with pytest.raises(errors.RevisionConflict):
         acme.correct(m, "stale write", revision=1)
@@ -155,14 +156,14 @@ def test_supersede_replaces_and_points_to_the_new_memory(acme, db):
     old = acme.read(m, purpose="converse", include_superseded=True)
     assert old.superseded_by == new and old.valid.upper is not None
     cur = acme.read(new, purpose="converse")
-    assert cur.body == "Ana lives in Porto" and cur.provenance["about"] == [{"entity": "Ana", "type": None}]
-    assert [o["offset"] for o in cur.provenance["observations"]] == [moved]
+    assert cur.body == "Ana lives in Porto" and cur.provenance.about == [AboutEntity("Ana", None)]
+    assert [o.offset for o in cur.provenance.observations] == [moved]
     with pytest.raises(errors.MemoryNotLive):
         acme.correct(m, "edit history", revision=old.revision)
     with pytest.raises(errors.RevisionConflict):
         acme.supersede(new, "Ana lives in Faro", revision=7, evidence=[moved])
     faro = acme.supersede(new, "Ana lives in Faro", revision=1, evidence=[moved], about=["Ana", "Faro"])
-    assert [a["entity"] for a in acme.read(faro, purpose="converse").provenance["about"]] == ["Ana", "Faro"]
+    assert [a.entity for a in acme.read(faro, purpose="converse").provenance.about] == ["Ana", "Faro"]
 
 
 def test_forget_needs_a_reason_and_hides_the_memory(acme, db):

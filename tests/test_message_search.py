@@ -43,7 +43,7 @@ def test_tenant_level_searches_only_the_authorised_scopes(chat):
     semantic = chat.search_messages("my new pet dog", mode="semantic")
     assert semantic.semantic_available and all(h.scope == "default" for h in semantic.items)
     assert not any("zqhidden" in b for b in bodies(semantic))
-    assert found.meta["level"] == "tenant"
+    assert found.meta.level == "tenant"
 
 
 def test_a_hit_cites_its_observation_and_byte_span(chat, db):
@@ -58,7 +58,7 @@ def test_a_hit_cites_its_observation_and_byte_span(chat, db):
 def test_session_level_returns_only_that_session(chat):
     found = chat.search_messages("budget Thursday puppy", session_id=2)
     assert found.items and {h.session_id for h in found.items} == {2}
-    assert found.meta["level"] == "session"
+    assert found.meta.level == "session"
     found = chat.search_messages("puppy", session_id=1, mode="semantic")
     assert found.items and {h.session_id for h in found.items} == {1}
 
@@ -69,7 +69,7 @@ def test_peer_level_returns_only_what_that_peer_sent(chat):
     assert bodies(found)[0].startswith("Congratulations")
     found = chat.search_messages("budget", peer="ben", session_id=2, mode="lexical")
     assert bodies(found) == ["The quarterly budget review is scheduled for Thursday."]
-    assert found.meta["level"] == "session" and found.meta["peer"] == "ben"
+    assert found.meta.level == "session" and found.meta.peer == "ben"
 
 
 def test_semantic_finds_a_paraphrase_that_lexical_misses(chat):
@@ -81,7 +81,7 @@ def test_semantic_finds_a_paraphrase_that_lexical_misses(chat):
 
 def test_hybrid_fuses_both_arms_by_rrf(chat):
     found = chat.search_messages("puppy")
-    assert found.meta["lexical"] and found.meta["semantic"]
+    assert found.meta.lexical and found.meta.semantic
     top = found.items[0]
     assert top.lexical_rank is not None and top.semantic_rank is not None
     assert top.score == pytest.approx(1 / (60 + top.lexical_rank) + 1 / (60 + top.semantic_rank))
@@ -92,7 +92,7 @@ def test_the_hnsw_path_answers_like_the_exact_one(chat, db):
     exact = chat.search_messages("my new pet dog", mode="semantic")
     db.execute("select pgrecall.set_tenant_setting('acme', 'exact_dense_below', '1')")
     hnsw = chat.search_messages("my new pet dog", mode="semantic")
-    assert (exact.meta["semantic_method"], hnsw.meta["semantic_method"]) == ("exact", "hnsw")
+    assert (exact.meta.semantic_method, hnsw.meta.semantic_method) == ("exact", "hnsw")
     assert bodies(hnsw) == bodies(exact)
     session = chat.search_messages("my new pet dog", mode="semantic", session_id=2)
     assert {h.session_id for h in session.items} <= {2}
@@ -102,28 +102,28 @@ def test_without_a_query_embedding_it_degrades_to_lexical_and_says_so(chat):
     for mode in (None, "semantic"):
         found = chat.search_messages("puppy", mode=mode, embed=False)
         assert found.items and not found.semantic_available
-        assert found.meta["semantic_reason"] == "no query embedding" and found.meta["lexical"]
+        assert found.meta.semantic_reason == "no query embedding" and found.meta.lexical
         assert all(h.semantic_rank is None for h in found.items)
 
 
 def test_tenant_settings_switch_the_arms_off(chat, db):
     db.execute("select pgrecall.set_tenant_setting('acme', 'message_search_semantic', 'false')")
     found = chat.search_messages("puppy")
-    assert found.meta["lexical"] and not found.meta["semantic"]
-    assert found.meta["semantic_reason"] == "semantic message search is switched off"
+    assert found.meta.lexical and not found.meta.semantic
+    assert found.meta.semantic_reason == "semantic message search is switched off"
     assert all(h.semantic_rank is None for h in found.items)
     with pytest.raises(errors.MessageSearchOff):
         chat.search_messages("puppy", mode="semantic")
     db.execute("select pgrecall.set_tenant_setting('acme', 'message_search_semantic', 'true')")
     db.execute("select pgrecall.set_tenant_setting('acme', 'message_search_lexical', 'false')")
     found = chat.search_messages("puppy")
-    assert found.meta["semantic"] and not found.meta["lexical"]
+    assert found.meta.semantic and not found.meta.lexical
     assert found.items and all(h.lexical_rank is None for h in found.items)
     with pytest.raises(errors.MessageSearchOff):
         chat.search_messages("puppy", mode="lexical")
     # semantic only and no embedding: an empty answer that says why, never an error
     found = chat.search_messages("puppy", embed=False)
-    assert found.items == [] and found.meta["semantic_reason"] == "no query embedding"
+    assert found.items == [] and found.meta.semantic_reason == "no query embedding"
     db.execute("select pgrecall.set_tenant_setting('acme', 'message_search_semantic', 'false')")
     with pytest.raises(errors.MessageSearchOff):
         chat.search_messages("puppy")
@@ -134,11 +134,11 @@ def test_common_terms_are_pruned_from_long_queries(acme, db):
         acme.append(f"meeting notes {i}: nothing special", role="user", actor="ana")
     acme.append("meeting notes: the zqrare topic came up", role="user", actor="ana")
     found = acme.search_messages("meeting notes zqrare", mode="lexical")
-    assert set(found.meta["dropped_terms"]) == {"meet", "note"}
+    assert set(found.meta.dropped_terms) == {"meet", "note"}
     assert bodies(found) == ["meeting notes: the zqrare topic came up"]
 
 
-def test_bad_input_is_refused_with_our_sqlstates_and_writes_nothing(chat, db):
+def test_bad_input_is_refused_with_our_sqlstates_and_writes_nothing(chat, db, conninfo):
     before = table_counts(db)
     cases = [
         (dict(principal="mallory"), errors.UnknownPeer),
@@ -158,7 +158,7 @@ def test_bad_input_is_refused_with_our_sqlstates_and_writes_nothing(chat, db):
             chat.search_messages("puppy", **kwargs)
     with pytest.raises(errors.InvalidArgument):
         chat.search_messages(None)
-    with chat._connection() as conn, pytest.raises(psycopg.Error) as caught:
+    with conninfo.connect(user="pgrecall_acme_app") as conn, pytest.raises(psycopg.Error) as caught:
         conn.execute("select * from acme.search_messages('bot', array['default'], 'puppy', array[1, 2, 3]::float8[])")
     assert isinstance(errors.translate(caught.value), errors.InvalidArgument)
     assert table_counts(db) == before

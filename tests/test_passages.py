@@ -153,8 +153,8 @@ def test_a_scope_older_than_passages_lands_in_the_default_partition_and_is_erase
         hits = mem.search_messages("zqlegacy", mode="lexical")
         assert len(hits.items) == 4 and {h.scope for h in hits.items} == {"legacy"}
         receipt = admin.erase({"data_subject": "subject-1"}, reason="asked", actor="dpo")
-        assert receipt["rows_erased"]["passage"] == 2 and set(receipt["residual"].values()) == {0}
-        assert "passage" in receipt["residual"]
+        assert receipt.rows_erased["passage"] == 2 and set(receipt.residual.values()) == {0}
+        assert "passage" in receipt.residual
         left = db.execute("select body from acme.passage_unprovisioned order by body").fetchall()
         assert left == [("zqlegacy turn 2",), ("zqlegacy turn 4",)]
         assert db.execute("select passages from acme.passage_stat where scope = 'legacy'").fetchone()[0] == 2
@@ -196,7 +196,7 @@ def test_erasing_a_peer_removes_their_passages_and_vectors(acme, db, conninfo, a
     acme.append("ana keeps this", role="user", actor="ana", session_id=session)
     worker(conninfo).drain(refresh_stats=False)
     receipt = acme_admin.erase({"peer": "ben"}, reason="account closed", actor="dpo")
-    assert set(receipt["residual"].values()) == {0} and receipt["rows_erased"]["passage"] == 1
+    assert set(receipt.residual.values()) == {0} and receipt.rows_erased["passage"] == 1
     assert [r[5] for r in passages(db)] == ["ana keeps this"]
     assert db.execute("select count(*) from acme.passage where embedding is not null").fetchone()[0] == 1
 
@@ -216,7 +216,7 @@ def test_the_worker_embeds_passages_with_stamps(acme, db, conninfo):
     cos = db.execute("select 1 - (embedding <=> %s::vector) from acme.passage where body like 'I adopted%%'",
                      (to_literal(get_embedder().embed(["I adopted a puppy named Rex"])[0]),)).fetchone()[0]
     assert cos > 0.999
-    assert acme.embedding_status()["passages_current"] == n
+    assert acme.embedding_status().passages_current == n
 
 
 def test_an_expired_passage_lease_moves_the_job_and_the_late_result_is_dropped(acme, db, conninfo):
@@ -290,8 +290,8 @@ def test_a_version_change_hides_stale_passage_vectors_until_rebuilt(acme, db, co
     with conninfo.connect(user="pgrecall_acme_admin") as app:
         app.execute("select acme.set_embedding_version('all-MiniLM-L6-v2', 1)")
     found = acme.search_messages("my new dog")
-    assert not found.semantic_available and found.meta["semantic_reason"] == "no passage embeddings yet"
-    assert acme.embedding_status()["passages_stale"] == 1 and acme.embedding_status()["passages_queued"] == 1
+    assert not found.semantic_available and found.meta.semantic_reason == "no passage embeddings yet"
+    assert acme.embedding_status().passages_stale == 1 and acme.embedding_status().passages_queued == 1
     w.drain(refresh_stats=False)
     found = acme.search_messages("my new dog")
     assert found.semantic_available and [h.body for h in found.items] == ["I adopted a puppy named Rex"]

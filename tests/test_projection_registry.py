@@ -1,6 +1,6 @@
 """Every projection row is registered against the observations it came from."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from pgrecall.worker import Worker
 from test_memory_operations import said
@@ -18,11 +18,11 @@ def workload(acme):
     # a reviewer's duplicate decision: its reason may quote the two memories
     acme.decide_duplicate(b, d, "distinct", reason="a summary is not a duplicate of its source")
     acme.assert_fact("ana", "lives_in", "Lisbon", evidence=[{"offset": o1, "quote": "I live in Lisbon"}],
-                     valid_from=datetime(2020, 1, 1, tzinfo=timezone.utc))
+                     valid_from=datetime(2020, 1, 1, tzinfo=UTC))
     # splits the Lisbon fact: the surviving piece is registered too
     acme.assert_fact("ana", "lives_in", "Porto", evidence=[{"offset": o3, "quote": "I moved to Porto"}],
-                     valid_from=datetime(2024, 1, 1, tzinfo=timezone.utc),
-                     valid_to=datetime(2025, 1, 1, tzinfo=timezone.utc))
+                     valid_from=datetime(2024, 1, 1, tzinfo=UTC),
+                     valid_to=datetime(2025, 1, 1, tzinfo=UTC))
     # session messages queue derivation work (work_task rows)
     s = acme.create_session("registry")
     acme.add_session_peers(s, ["ana", {"peer": "ben", "observe_others": True}])

@@ -14,10 +14,10 @@ model is the real one.
 
 from __future__ import annotations
 
-import doc_examples as docs
 import psycopg
 import pytest
 
+import doc_examples as docs
 from conftest import BASE_DB
 
 DATABASE = "pgrecall_readme"
@@ -33,7 +33,7 @@ def server(pg_server, cluster_roles_kept):
 def test_the_readme_sessions_print_what_they_show(server, monkeypatch, tmp_path):
     transcripts, python = docs.readme_blocks(docs.README.read_text())
     assert [b.heading for b in transcripts] == ["A psql session", "Facts, and since when"]
-    assert len(python) == 2
+    assert len(python) == 3
 
     outcomes = docs.run_blocks(transcripts, server, prefix="pgrecall", abbreviated=True, keep=True)
     assert len(outcomes) == sum(len(b.steps) for b in transcripts) == 18
@@ -53,7 +53,7 @@ def test_the_readme_sessions_print_what_they_show(server, monkeypatch, tmp_path)
         problems += docs.run_python_checks(statements, namespace, "README.md")
     namespace["mem"].close()
     assert problems == []
-    assert checked == 4  # the recall rows, its metadata, the read, queue_status
+    assert checked == 5  # the recall rows, its metadata, the read, the async recall, queue_status
 
 
 def test_comments_that_show_output_are_told_from_prose():
@@ -66,10 +66,12 @@ def test_comments_that_show_output_are_told_from_prose():
         '# 3',
         '{"a": 1, "b": 2}  # {\'a\': 1, ...}',
         'len("abc")  # the length, in prose',
+        '__import__("fractions").Fraction(1, 2)  # Fraction(1, ...)',  # a repr such as a row's dataclass
     ])
     statements = docs.python_checks(code, 0)
     kinds = [(check.kind, check.expected) if check else None for _, check in statements]
-    assert kinds == [None, ("stdout", ["1"]), ("stdout", ["2", "3"]), ("value", ["{'a': 1, ...}"]), None]
+    assert kinds == [None, ("stdout", ["1"]), ("stdout", ["2", "3"]), ("value", ["{'a': 1, ...}"]), None,
+                     ("value", ["Fraction(1, ...)"])]
     assert docs.run_python_checks(statements, {}) == []
     wrong = docs.python_checks(code.replace("# 3", "# 4"), 0)
     assert len(docs.run_python_checks(wrong, {})) == 1

@@ -7,7 +7,6 @@ import math
 
 import pytest
 
-import pgrecall
 from pgrecall import errors
 from pgrecall.embedder import ModelUnavailable, get_embedder
 from pgrecall.worker import Worker
@@ -59,10 +58,10 @@ def test_ineligible_rows_are_never_ranked_counted_or_returned(acme, conninfo, em
         got = set(ids(r))
         assert got.isdisjoint(hidden + [gone, old, derived, source]), (mode, got)
         assert got <= set(visible + [newer])
-        assert r.meta["fused_count"] == len(got)
+        assert r.meta.fused_count == len(got)
         if mode != "dense":
             assert set(visible + [newer]) <= got
-            assert r.meta["lexical_count"] == len([i for i in r.items if i.lexical_rank])
+            assert r.meta.lexical_count == len([i for i in r.items if i.lexical_rank])
     # for ben too: his own memory is found, the derived one resting on a forgotten source is not
     r = acme.recall("zebra", mode="lexical", limit=50, principal="ben")
     assert derived not in ids(r) and hidden[0] in ids(r)
@@ -77,7 +76,7 @@ def test_walk_follows_derived_from_chains(acme, conninfo):
     acme.forget(a, reason="wrong")
     r = acme.recall("kiwi", mode="lexical", limit=10, principal="ana")
     assert ids(r) == []  # b and c rest on a forgotten memory, two links away for c
-    assert r.meta["fused_count"] == 0 and r.meta["lexical_count"] == 0
+    assert r.meta.fused_count == 0 and r.meta.lexical_count == 0
 
 
 # -- 2. the lexical arm: BM25 and pruning --------------------------------------------------------
@@ -104,18 +103,18 @@ def test_pruning_applies_only_from_three_terms(acme, db, stats):
         db.execute("select * from acme.refresh_term_stats()")
     # "filler" is in 100%, "common" in exactly 15%: both dropped from three terms on
     r = acme.recall("common popular filler", mode="lexical", limit=20)
-    assert r.meta["term_stats"] == stats
-    assert r.meta["dropped_terms"] == ["common", "filler"]
+    assert r.meta.term_stats == stats
+    assert r.meta.dropped_terms == ["common", "filler"]
     assert set(ids(r)) == set(made[3:5])  # only "popular" was searched
     # two terms: nothing is dropped, however common
     r = acme.recall("common filler", mode="lexical", limit=20)
-    assert r.meta["dropped_terms"] == [] and len(r.items) == 20
+    assert r.meta.dropped_terms == [] and len(r.items) == 20
     # three terms, all rare: nothing dropped
     r = acme.recall("unique1 unique2 popular", mode="lexical", limit=20)
-    assert r.meta["dropped_terms"] == []
+    assert r.meta.dropped_terms == []
     # every term common: the rarest ("common", 15%) is kept rather than searching nothing
     r = acme.recall("filler common frequent", mode="lexical", limit=20)
-    assert r.meta["dropped_terms"] == ["filler", "frequent"]
+    assert r.meta.dropped_terms == ["filler", "frequent"]
     assert set(ids(r)) == set(made[:3])
 
 
@@ -129,18 +128,18 @@ def test_rare_terms_recruit_candidates_and_common_terms_only_score(acme, db):
     rare_only = [put(acme, f"zebra sighting {i}") for i in range(5)]
     # limit 2: the arm takes max(arm_candidates, 2 x limit) = 4
     r = acme.recall("coffee zebra", mode="lexical", limit=2)
-    assert r.meta["recruited_by_rare_terms"] is True and r.meta["recruited_by"] == "'zebra'"
+    assert r.meta.recruited_by_rare_terms is True and r.meta.recruited_by == "'zebra'"
     assert ids(r)[0] == both                       # the common term still scores: both terms beat one
-    assert ids(r)[1] in rare_only and r.meta["lexical_count"] == 4
+    assert ids(r)[1] in rare_only and r.meta.lexical_count == 4
     # too few rare matches (6) to fill the arm (10): every term recruits
     db.execute("select pgrecall.set_tenant_setting('acme', 'arm_candidates', '10')")
     r = acme.recall("coffee zebra", mode="lexical", limit=2)
-    assert r.meta["recruited_by_rare_terms"] is False and r.meta["recruited_by"] == "'coffe' | 'zebra'"
-    assert ids(r)[0] == both and r.meta["lexical_count"] == 10   # only 6 memories have "zebra"
+    assert r.meta.recruited_by_rare_terms is False and r.meta.recruited_by == "'coffe' | 'zebra'"
+    assert ids(r)[0] == both and r.meta.lexical_count == 10   # only 6 memories have "zebra"
     # all terms' matches fit in the budget: every term recruits
     db.execute("select pgrecall.set_tenant_setting('acme', 'lexical_match_budget', '1000')")
     r = acme.recall("coffee zebra", mode="lexical", limit=10)
-    assert r.meta["recruited_by_rare_terms"] is False and ids(r)[0] == both and len(ids(r)) == 10
+    assert r.meta.recruited_by_rare_terms is False and ids(r)[0] == both and len(ids(r)) == 10
 
 
 def test_when_even_the_rarest_term_is_common_memories_with_two_query_terms_recruit(acme, db):
@@ -149,22 +148,22 @@ def test_when_even_the_rarest_term_is_common_memories_with_two_query_terms_recru
     db.execute("select pgrecall.set_tenant_setting('acme', 'arm_candidates', '3')")
     db.execute("select pgrecall.set_tenant_setting('acme', 'lexical_match_budget', '5')")
     both = [put(acme, f"zebra crossing on street {i}") for i in range(4)]
-    crossing_only = [put(acme, f"crossing the river number {i}") for i in range(5)]
+    _crossing_only = [put(acme, f"crossing the river number {i}") for i in range(5)]
     for i in range(12):
         put(acme, f"zebra at the zoo number {i}")
     r = acme.recall("zebra crossing", mode="lexical", limit=1)          # the arm takes 3
-    assert r.meta["recruited_by_rare_terms"] is True
-    assert r.meta["recruited_by"] == "'cross' & 'zebra'"
-    assert ids(r)[0] in both and r.meta["lexical_count"] == 3
+    assert r.meta.recruited_by_rare_terms is True
+    assert r.meta.recruited_by == "'cross' & 'zebra'"
+    assert ids(r)[0] in both and r.meta.lexical_count == 3
     # the pairs (4) fill fewer than the arm takes (6): the rarest term alone recruits, and still scores both terms
     db.execute("select pgrecall.set_tenant_setting('acme', 'arm_candidates', '6')")
     r = acme.recall("zebra crossing", mode="lexical", limit=3)          # the arm takes 6
-    assert r.meta["recruited_by"] == "'cross'" and r.meta["lexical_count"] == 6
+    assert r.meta.recruited_by == "'cross'" and r.meta.lexical_count == 6
     assert set(ids(r)) <= set(both) and len(ids(r)) == 3
     # within the budget nothing is split: every term recruits
     db.execute("select pgrecall.set_tenant_setting('acme', 'lexical_match_budget', '1000')")
     r = acme.recall("zebra crossing", mode="lexical", limit=10)
-    assert r.meta["recruited_by_rare_terms"] is False and r.meta["recruited_by"] == "'cross' | 'zebra'"
+    assert r.meta.recruited_by_rare_terms is False and r.meta.recruited_by == "'cross' | 'zebra'"
 
 
 def test_each_arm_contributes_twice_the_rows_asked_for(acme, conninfo, db):
@@ -175,12 +174,12 @@ def test_each_arm_contributes_twice_the_rows_asked_for(acme, conninfo, db):
     db.execute("select pgrecall.set_tenant_setting('acme', 'dense_floor', '-1')")  # every memory is a dense match
     for limit in (1, 3, 7):
         r = acme.recall("sourdough bread baked on Sunday", limit=limit)
-        assert r.meta["dense_available"] is True
-        assert r.meta["lexical_count"] <= 2 * limit and r.meta["dense_count"] == min(2 * limit, len(made))
+        assert r.meta.dense_available is True
+        assert r.meta.lexical_count <= 2 * limit and r.meta.dense_count == min(2 * limit, len(made))
         assert all(item.dense_rank is None or item.dense_rank <= 2 * limit for item in r.items)
     db.execute("select pgrecall.set_tenant_setting('acme', 'arm_candidates', '30')")
     r = acme.recall("sourdough bread baked on Sunday", limit=3)
-    assert len(made) > 30 and r.meta["dense_count"] == 30
+    assert len(made) > 30 and r.meta.dense_count == 30
 
 
 def test_bm25_prefers_rare_terms_and_repeated_matches(acme):
@@ -239,7 +238,7 @@ def test_dense_arm_finds_the_true_nearest_when_one_percent_is_eligible(acme, con
         db.execute("select pgrecall.set_tenant_setting('acme', 'exact_dense_below', '1')")
     query = "volcanic ash over a village"
     r = acme.recall(query, mode="dense", limit=10, principal="ana")
-    assert r.meta["dense_method"] == path
+    assert r.meta.dense_method == path
     qv = embedder.embed([query])[0]
     eligible = [(m, t) for i, (m, t) in enumerate(zip(made, texts)) if i % 100 == 7]
     vecs = embedder.embed(embedded_texts(db, [m for m, _ in eligible]))
@@ -271,12 +270,12 @@ def test_degrades_to_lexical_never_fails(acme, conninfo, monkeypatch):
     m = put(acme, "the lighthouse keeper lit the lamp")
     # no embeddings yet
     r = acme.recall("lighthouse lamp")
-    assert not r.dense_available and r.meta["dense_reason"] == "no embeddings yet" and ids(r) == [m]
-    assert r.meta["missing_embeddings"] == 1
+    assert not r.dense_available and r.meta.dense_reason == "no embeddings yet" and ids(r) == [m]
+    assert r.meta.missing_embeddings == 1
     embed_all(conninfo)
     # no query embedding: a psql caller
     r = acme.recall("lighthouse lamp", embed=False)
-    assert not r.dense_available and r.meta["dense_reason"] == "no query embedding" and ids(r) == [m]
+    assert not r.dense_available and r.meta.dense_reason == "no query embedding" and ids(r) == [m]
     # the model is down
     import pgrecall.embedder as emb
 
@@ -290,7 +289,7 @@ def test_degrades_to_lexical_never_fails(acme, conninfo, monkeypatch):
     assert not r.dense_available and ids(r) == []
     monkeypatch.undo()
     r = acme.recall("lighthouse lamp")
-    assert r.dense_available and r.meta["missing_embeddings"] == 0
+    assert r.dense_available and r.meta.missing_embeddings == 0
 
 
 def test_the_missing_embeddings_count_stops_at_a_thousand(acme):
@@ -298,9 +297,9 @@ def test_the_missing_embeddings_count_stops_at_a_thousand(acme):
     acme.remember_many([{"body": f"imported note {i}", "evidence": [o], "purposes": ["converse"]}
                         for i, o in enumerate(offsets)])
     r = acme.recall("imported note", embed=False)
-    assert r.meta["missing_embeddings"] == 1000 and r.meta["missing_embeddings_more"] is True
+    assert r.meta.missing_embeddings == 1000 and r.meta.missing_embeddings_more is True
     r = acme.recall("imported note", embed=False, principal="ana", purpose="act")
-    assert r.meta["missing_embeddings"] == 0 and r.meta["missing_embeddings_more"] is False
+    assert r.meta.missing_embeddings == 0 and r.meta.missing_embeddings_more is False
 
 
 def test_from_sql_without_an_embedding(acme, conninfo):

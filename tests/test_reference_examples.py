@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 
-import doc_examples as docs
 import pytest
 
+import doc_examples as docs
 from conftest import BASE_DB
 
 

@@ -2,13 +2,14 @@
 
 import itertools
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 import pgrecall
 from conftest import table_counts
 from pgrecall import errors
+from pgrecall.driver import PeerConfig
 
 
 def setting(db, key, value):
@@ -56,25 +57,25 @@ def test_tenant_defaults_and_call_defaults_fill_the_flags(acme, db):
     s = acme.create_session("defaults")
     rows = acme.add_session_peers(s, ["ana", {"peer": "ben", "observed_by_others": False}],
                                   defaults={"observe_others": True})
-    assert [(r["peer"], r["observe_others"], r["observed_by_others"]) for r in rows] == [
+    assert [(r.peer, r.observe_others, r.observed_by_others) for r in rows] == [
         ("ana", True, True), ("ben", True, False)]
     setting(db, "observe_others", "true")
     setting(db, "observed_by_others", "false")
     acme.add_session_peers(s, ["bot"])
-    assert acme.session_peer_config(s, "bot")["observe_others"] is True
-    assert acme.session_peer_config(s, "bot")["observed_by_others"] is False
+    assert acme.session_peer_config(s, "bot").observe_others is True
+    assert acme.session_peer_config(s, "bot").observed_by_others is False
     # set one key, the other stays
     cfg = acme.set_session_peer_config(s, "ana", {"observe_others": False})
-    assert (cfg["observe_others"], cfg["observed_by_others"], cfg["active"]) == (False, True, True)
+    assert (cfg.observe_others, cfg.observed_by_others, cfg.active) == (False, True, True)
     # re-adding without flags keeps what was set
     acme.add_session_peers(s, ["ana"])
-    assert acme.session_peer_config(s, "ana")["observe_others"] is False
+    assert acme.session_peer_config(s, "ana").observe_others is False
     # the peer-level flag follows the tenant default until set
-    assert acme.peer_config("ana") == {"peer": "ana", "kind": "human", "observed_globally": True,
-                                       "follows_tenant_default": True}
+    assert acme.peer_config("ana") == PeerConfig(peer="ana", kind="human", observed_globally=True,
+                                                 follows_tenant_default=True)
     setting(db, "observed_globally", "false")
-    assert acme.peer_config("ana")["observed_globally"] is False
-    assert acme.set_peer_config("ana", observed_globally=True)["follows_tenant_default"] is False
+    assert acme.peer_config("ana").observed_globally is False
+    assert acme.set_peer_config("ana", observed_globally=True).follows_tenant_default is False
 
 
 def test_bad_session_calls_name_the_problem_and_write_nothing(acme, db):
@@ -171,7 +172,7 @@ def test_concurrent_joins_never_exceed_the_limit(acme, db, conninfo):
 def test_messages_take_the_session_scope_and_a_role_from_the_peer_kind(acme, db):
     s = acme.create_session("roles")
     acme.add_session_peers(s, ["ana", "bot"])
-    at = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    at = datetime(2026, 1, 1, tzinfo=UTC)
     added = acme.add_messages(s, [{"actor": "ana", "body": "hi", "occurred_at": at},
                                   {"actor": "bot", "body": "hello"},
                                   {"actor": "bot", "body": "[tool output]", "source_role": "tool"}])
@@ -182,7 +183,7 @@ def test_messages_take_the_session_scope_and_a_role_from_the_peer_kind(acme, db)
     assert acme.add_messages(s, []) == []
 
 
-T0 = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
 
 def test_turn_log_gap_of_exactly_two_hours_stays_in_the_session(acme, db):
@@ -193,14 +194,14 @@ def test_turn_log_gap_of_exactly_two_hours_stays_in_the_session(acme, db):
     # the gap is measured from the session's last turn, not its first
     later = acme.log_turn("support:ana", "ana", "still there?", occurred_at=T0 + timedelta(hours=4))
     assert (later.session_id, later.opened) == (first.session_id, False)
-    assert [p["peer"] for p in acme.session_peers(first.session_id)] == ["ana", "bot"]
+    assert [p.peer for p in acme.session_peers(first.session_id)] == ["ana", "bot"]
 
 
 def test_turn_log_gap_of_two_hours_and_a_second_opens_a_new_session(acme, db):
     first = acme.log_turn("support:ana", "ana", "hello", occurred_at=T0)
     nxt = acme.log_turn("support:ana", "ana", "back again", occurred_at=T0 + timedelta(hours=2, seconds=1))
     assert nxt.opened and nxt.session_id != first.session_id
-    assert [p["peer"] for p in acme.session_peers(nxt.session_id)] == ["ana"]
+    assert [p.peer for p in acme.session_peers(nxt.session_id)] == ["ana"]
     # another log has its own sessions
     other = acme.log_turn("support:ben", "ben", "hi", occurred_at=T0 + timedelta(hours=2, seconds=2))
     assert other.opened and other.session_id not in (first.session_id, nxt.session_id)

@@ -4,7 +4,6 @@ import re
 
 from pgrecall import sources
 
-
 # Migration file names and numbering (no gaps, no duplicates) are checked with their frozen
 # checksums, in test_frozen_migrations.py.
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 
-import pgrecall
 import pytest
+
+import pgrecall
 from pgrecall import sources
 
 
@@ -70,8 +71,8 @@ def test_remember_reads_the_same_with_standard_strings_off(off_session):
     assert (again.status, again.memory_id) == ("noop", first.memory_id) and again.reason.startswith("duplicate")
     question = off_session.remember("Does Ana like green tea?", evidence=[said], purposes=["converse"])
     assert question.status == "noop" and question.reason.startswith("question")
-    about = off_session.read(first.memory_id, purpose="converse").provenance["about"]
-    assert about == [{"entity": "Green  Tea", "type": None}]
+    about = off_session.read(first.memory_id, purpose="converse").provenance.about
+    assert [(a.entity, a.type) for a in about] == [("Green  Tea", None)]
     # the entity is found by its normalised name, whitespace folded
     assert off_session.recall("green tea", purpose="converse").items[0].memory_id == first.memory_id
 

@@ -9,6 +9,7 @@ import pytest
 import pgrecall
 from conftest import table_counts, wait_until
 from pgrecall import errors
+from pgrecall.driver import QueueStatus, WorkingItem
 
 
 def setting(db, key, value):
@@ -133,7 +134,7 @@ def test_failures_retry_with_backoff_then_dead_letter(acme, db, acme_worker):
     acme.add_messages(s, [{"actor": "ana", "body": "poison"}, {"actor": "ana", "body": "fine"}])
     [t] = acme_worker.claim_tasks("w")
     r = acme_worker.fail_task(t, "model timed out")
-    assert (r["status"], r["attempts"]) == ("pending", 1)
+    assert (r.status, r.attempts) == ("pending", 1)
     wait = db.execute("select extract(epoch from available_at - clock_timestamp()) from acme.work_task where id = %s",
                       (t.task_id,)).fetchone()[0]
     assert 25 < wait <= 30
@@ -141,13 +142,13 @@ def test_failures_retry_with_backoff_then_dead_letter(acme, db, acme_worker):
     db.execute("update acme.work_task set available_at = now() where id = %s", (t.task_id,))
     [t2] = acme_worker.claim_tasks("w")
     assert (t2.task_id, t2.attempts) == (t.task_id, 2)
-    assert acme_worker.fail_task(t2, "model timed out again")["status"] == "dead"
+    assert acme_worker.fail_task(t2, "model timed out again").status == "dead"
     assert db.execute("select last_error from acme.work_task where id = %s", (t.task_id,)).fetchone()[0] == \
         "model timed out again"
     # a dead letter does not block its lane: the next message is processed
     [t3] = acme_worker.claim_tasks("w")
     assert t3.message_offset == 2
-    assert acme.queue_status("ana") == {"status": "pending", "remaining": 1, "in_progress": 1, "done": 0, "dead": 1}
+    assert acme.queue_status("ana") == QueueStatus("pending", remaining=1, in_progress=1, done=0, dead=1)
 
 
 def test_a_lease_that_expires_on_the_last_attempt_is_dead_lettered(acme, db, acme_worker):
@@ -166,11 +167,10 @@ def test_status_counts_are_exact(acme, db, acme_worker):
     s = session_with(acme, "status", [{"peer": "ana", "observe_others": True}, {"peer": "ben", "observe_others": True}])
     acme.add_messages(s, [{"actor": "ben", "body": f"b{i}"} for i in range(4)])
     acme.add_messages(s, [{"actor": "ana", "body": f"a{i}"} for i in range(3)])
-    assert acme.queue_status("ben") == {"status": "pending", "remaining": 4, "in_progress": 0, "done": 0, "dead": 0}
-    assert acme.queue_status("ana", "ben") == {"status": "pending", "remaining": 4, "in_progress": 0, "done": 0,
-                                               "dead": 0}
-    assert acme.queue_status("ben", "ana")["remaining"] == 3
-    assert acme.queue_status("bot")["status"] == "current"  # nothing queued for bot
+    assert acme.queue_status("ben") == QueueStatus("pending", remaining=4, in_progress=0, done=0, dead=0)
+    assert acme.queue_status("ana", "ben") == QueueStatus("pending", remaining=4, in_progress=0, done=0, dead=0)
+    assert acme.queue_status("ben", "ana").remaining == 3
+    assert acme.queue_status("bot").status == "current"  # nothing queued for bot
     done = 0
     while True:
         claimed = [t for t in acme_worker.claim_tasks("w", limit=10) if t.sender == "ben" and t.observer is None]
@@ -178,17 +178,16 @@ def test_status_counts_are_exact(acme, db, acme_worker):
             break
         acme_worker.complete_task(claimed[0], {"observations": []})
         done += 1
-        assert acme.queue_status("ben") == {"status": "pending" if done < 4 else "current", "remaining": 4 - done,
-                                            "in_progress": 0, "done": done, "dead": 0}
+        assert acme.queue_status("ben") == QueueStatus("pending" if done < 4 else "current", remaining=4 - done,
+                                                       in_progress=0, done=done, dead=0)
         # the other lanes' heads were claimed too: give them back untouched
         db.execute("update acme.work_task set status = 'pending', lease_token = null, lease_until = null "
                    "where status = 'leased'")
-    assert acme.queue_status("ben", session=s)["status"] == "current"
-    assert acme.queue_status("ben", session=s + 1)["done"] == 0
+    assert acme.queue_status("ben", session=s).status == "current"
+    assert acme.queue_status("ben", session=s + 1).done == 0
     # the last claim leased the heads of the three other lanes
     assert acme.work_queue_status() == {"representation": {"done": 4, "leased": 3, "pending": 7}}
-    assert acme.queue_status("ana", "ben") == {"status": "pending", "remaining": 4, "in_progress": 1, "done": 0,
-                                               "dead": 0}
+    assert acme.queue_status("ana", "ben") == QueueStatus("pending", remaining=4, in_progress=1, done=0, dead=0)
 
 
 def test_complete_checks_the_result_and_changes_nothing_when_refused(acme, db, acme_worker):
@@ -209,6 +208,6 @@ def test_complete_checks_the_result_and_changes_nothing_when_refused(acme, db, a
     mine = acme.remember("ana lives in Lisbon", evidence=[m1.offset], purposes=["converse"], about=["ana"]).memory_id
     assert acme_worker.complete_task(t, {"observations": [{"text": "ana lives in Lisbon", "memory_id": mine}]}) == "done"
     doc = acme.get_representation(s, "ana")
-    assert doc["representation"] == {"ana": [{"text": "ana lives in Lisbon", "memory_id": mine, "offset": 1,
-                                              "observation_id": doc["representation"]["ana"][0]["observation_id"],
-                                              "at": doc["representation"]["ana"][0]["at"]}]}
+    [item] = doc.representation["ana"]
+    assert doc.representation == {"ana": [WorkingItem(text="ana lives in Lisbon", memory_id=mine, offset=1,
+                                                      observation_id=item.observation_id, at=item.at)]}

@@ -9,29 +9,24 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
+from typing import Any, TypeVar
 
 import psycopg
-from psycopg import sql
 
 from . import db, errors
+from .driver import Memory
 from .names import check_tenant_name
-from .render import bundle_text, jsonable
+from .render import bundle_text, jsonable, jsonable_object
+
+T = TypeVar("T")
 
 PURPOSES = ("converse", "act", "personalize", "review")
 
 # Recorded statements say how they got into the log, so a reader of the provenance can tell an
 # agent's transcription from a message the application appended.
 RECORDED_BY = {"recorded_by": "pgrecall mcp"}
-
-
-def tenant_scopes(conn: psycopg.Connection, tenant: str) -> list[str]:
-    """Every scope of the tenant, by name (the authorised set when none is given)."""
-    query = sql.SQL("select name from {}.scopes()").format(sql.Identifier(tenant))
-    try:
-        return [r[0] for r in conn.execute(query).fetchall()]
-    except psycopg.Error as exc:
-        raise errors.translate(exc) from exc
 
 
 class AgentMemory:
@@ -63,10 +58,8 @@ class AgentMemory:
             raise
 
     def _every_scope(self) -> list[str]:
-        import pgrecall
-
-        pgrecall.connect(tenant=self.tenant, conn=self._conn)  # a missing or outdated tenant is reported first
-        scopes = tenant_scopes(self._conn, self.tenant)
+        # Connecting reports a missing or outdated tenant first.
+        scopes = [s.name for s in Memory(self.tenant, conn=self._conn).list_scopes()]
         if not scopes:
             raise errors.ScopeNotAuthorised(f"tenant {self.tenant!r} has no scopes",
                                             hint=f"Add one: pgrecall scope add default --tenant {self.tenant}")
@@ -74,7 +67,7 @@ class AgentMemory:
 
     # -- plumbing -------------------------------------------------------------
 
-    def _open(self) -> psycopg.Connection:
+    def _open(self) -> psycopg.Connection[Any]:
         """Our own connection of the app role: the driver uses it (conn=), and we use its transactions."""
         try:
             return psycopg.connect(self._conninfo, autocommit=True)
@@ -84,24 +77,22 @@ class AgentMemory:
                                             hint=f"Create it: pgrecall tenant create {self.tenant}") from exc
             raise
 
-    def _memory(self):
-        import pgrecall
-
-        return pgrecall.connect(tenant=self.tenant, conn=self._conn, principal=self.principal, scopes=self.scopes)
+    def _memory(self) -> Memory:
+        return Memory(self.tenant, conn=self._conn, principal=self.principal, scopes=self.scopes)
 
     def _connect(self) -> None:
         self._conn = self._open()
         self.mem = self._memory()
 
     @contextlib.contextmanager
-    def _session(self):
+    def _session(self) -> Iterator[Memory]:
         """The connection, to this operation alone; one known to be dead is replaced first."""
         with self._lock:
             if self._conn is None or self._conn.closed or self._conn.broken:
                 self._connect()
             yield self.mem
 
-    def _read(self, operation):
+    def _read(self, operation: Callable[[Memory], T]) -> T:
         """Run a read. A connection that died since the last call (the server restarted) is only found
         dead by using it: then the read runs once more on a new one. Writes are not run again: one
         that failed in flight may have committed, and the next call reconnects anyway."""
@@ -149,18 +140,18 @@ class AgentMemory:
                                             hint="The scopes are fixed when pgrecall mcp starts (--scopes).")
         return scope
 
-    def _record(self, mem, said: str, scope: str) -> int:
+    def _record(self, mem: Memory, said: str, scope: str) -> int:
         """The principal's words, appended as a note of theirs: the evidence a memory cites."""
         return mem.append(said, role="user", kind="note", scope=scope, payload=RECORDED_BY)
 
-    def _readable(self, mem, memory_id: int, include_superseded: bool = False) -> dict | None:
+    def _readable(self, mem: Memory, memory_id: int, include_superseded: bool = False) -> dict[str, Any] | None:
         """The memory as read() gives it, or None when this server's purpose may not use it."""
         try:
-            return jsonable(mem.read(memory_id, purpose=self.purpose, include_superseded=include_superseded))
+            return jsonable_object(mem.read(memory_id, purpose=self.purpose, include_superseded=include_superseded))
         except errors.MemoryNotFound:
             return None
 
-    def _scope_of(self, mem, memory_id: int) -> str:
+    def _scope_of(self, mem: Memory, memory_id: int) -> str:
         """The scope of a memory the principal may change, where the words that change it are recorded.
         correct and supersede accept a target of any purpose, so this looks under each (this server's
         first); a memory the principal may not see is not found under any. Superseded ones are found, so
@@ -176,19 +167,19 @@ class AgentMemory:
     # -- the operations ---------------------------------------------------------
 
     def recall(self, query: str, *, limit: int = 10, mode: str | None = None,
-               include_superseded: bool = False) -> dict:
+               include_superseded: bool = False) -> dict[str, Any]:
         self._model_loaded()
         r = self._read(lambda mem: mem.recall(query, purpose=self.purpose, mode=mode, limit=limit,
                                               include_superseded=include_superseded))
         return {"items": jsonable(r.items), "meta": jsonable(r.meta)}
 
-    def read(self, memory_id: int, *, include_superseded: bool = False) -> dict:
-        return jsonable(self._read(lambda mem: mem.read(memory_id, purpose=self.purpose,
-                                                        include_superseded=include_superseded)))
+    def read(self, memory_id: int, *, include_superseded: bool = False) -> dict[str, Any]:
+        return jsonable_object(self._read(lambda mem: mem.read(memory_id, purpose=self.purpose,
+                                                               include_superseded=include_superseded)))
 
     def remember(self, text: str, *, said: str | None = None, evidence: list[int] | None = None,
-                 purposes: list[str] | None = None, private: bool = False, kind: str = "note",
-                 title: str | None = None, about: list[str] | None = None, scope: str | None = None) -> dict:
+                 purposes: Sequence[str] | None = None, private: bool = False, kind: str = "note",
+                 title: str | None = None, about: list[str] | None = None, scope: str | None = None) -> dict[str, Any]:
         scope = self._scope(scope)
         cited = list(evidence or [])
         if said is None and not cited:
@@ -201,31 +192,32 @@ class AgentMemory:
                 r = mem.remember(text, evidence=cited, purposes=list(purposes or [self.purpose]), scope=scope,
                                  audience=self.principal if private else None, kind=kind, title=title,
                                  about=list(about or []))
-                result = {"memory_id": r.memory_id, "status": r.status, "reason": r.reason, "scope": scope,
-                          "evidence": cited, "recorded_offset": recorded}
+                result: dict[str, Any] = {"memory_id": r.memory_id, "status": r.status, "reason": r.reason,
+                                          "scope": scope, "evidence": cited, "recorded_offset": recorded}
                 if not r.created:
                     # Nothing remembered (empty, a question, a duplicate): the words recorded for it go too.
                     result.update(evidence=list(evidence or []), recorded_offset=None)
                     raise psycopg.Rollback()
-            if r.created:
+            if r.created and r.memory_id is not None:
                 result["memory"] = self._readable(mem, r.memory_id)
         return result
 
     def derive(self, sources: list[int], text: str, *, kind: str = "summary", title: str | None = None,
-               about: list[str] | None = None) -> dict:
+               about: list[str] | None = None) -> dict[str, Any]:
         with self._session() as mem:
             memory_id = mem.derive(sources, text, kind=kind, title=title, about=list(about or []))
             return {"memory_id": memory_id, "memory": self._readable(mem, memory_id)}
 
     def correct(self, memory_id: int, text: str, *, revision: int, said: str | None = None,
-                evidence: list[int] | None = None, reason: str | None = None, title: str | None = None) -> dict:
+                evidence: list[int] | None = None, reason: str | None = None,
+                title: str | None = None) -> dict[str, Any]:
         cited = list(evidence or [])
         if said is None and not cited:
             said = text
         with self._session() as mem:
             scope = self._scope_of(mem, memory_id) if said is not None else None
             with self._conn.transaction():
-                if said is not None:
+                if said is not None and scope is not None:
                     cited.append(self._record(mem, said, scope))
                 new_revision = mem.correct(memory_id, text, revision=revision, evidence=cited, title=title,
                                            reason=reason)
@@ -234,41 +226,41 @@ class AgentMemory:
 
     def supersede(self, memory_id: int, text: str, *, revision: int, said: str | None = None,
                   evidence: list[int] | None = None, title: str | None = None,
-                  about: list[str] | None = None) -> dict:
+                  about: list[str] | None = None) -> dict[str, Any]:
         cited = list(evidence or [])
         if said is None and not cited:
             said = text
         with self._session() as mem:
             scope = self._scope_of(mem, memory_id) if said is not None else None
             with self._conn.transaction():
-                if said is not None:
+                if said is not None and scope is not None:
                     cited.append(self._record(mem, said, scope))
                 new_id = mem.supersede(memory_id, text, revision=revision, evidence=cited, title=title,
                                        about=about)
             return {"memory_id": new_id, "superseded": memory_id, "evidence": cited,
                     "memory": self._readable(mem, new_id)}
 
-    def forget(self, memory_id: int, *, reason: str, revision: int | None = None) -> dict:
+    def forget(self, memory_id: int, *, reason: str, revision: int | None = None) -> dict[str, Any]:
         with self._session() as mem:
             return {"memory_id": memory_id, "revision": mem.forget(memory_id, reason=reason, revision=revision),
                     "forgotten": True}
 
     def search_messages(self, query: str, *, session_id: int | None = None, sender: str | None = None,
-                        limit: int = 10, mode: str | None = None) -> dict:
+                        limit: int = 10, mode: str | None = None) -> dict[str, Any]:
         self._model_loaded()
         r = self._read(lambda mem: mem.search_messages(query, mode=mode, session_id=session_id, peer=sender,
                                                        limit=limit))
         return {"items": jsonable(r.items), "meta": jsonable(r.meta)}
 
     def facts(self, subject: str, *, predicate: str | None = None, valid_at: datetime | None = None,
-              known_at: datetime | None = None) -> dict:
+              known_at: datetime | None = None) -> dict[str, Any]:
         rows = self._read(lambda mem: mem.facts_as_of(subject, predicate, valid_at=valid_at, known_at=known_at,
                                                       purpose=self.purpose))
         return {"subject": subject, "facts": jsonable(rows)}
 
-    def bundle(self, *, session: int | None = None, recent: int = 10, entities: int = 5) -> dict:
-        return jsonable(self._read(lambda mem: mem.session_bundle(purpose=self.purpose, recent=recent,
-                                                                  entities=entities, session=session)))
+    def bundle(self, *, session: int | None = None, recent: int = 10, entities: int = 5) -> dict[str, Any]:
+        return jsonable_object(self._read(lambda mem: mem.session_bundle(purpose=self.purpose, recent=recent,
+                                                                         entities=entities, session=session)))
 
     def bundle_text(self, *, session: int | None = None) -> str:
         return bundle_text(self.bundle(session=session), principal=self.principal, tenant=self.tenant,

@@ -6,14 +6,20 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 import psycopg
-from psycopg import sql
+from psycopg.rows import dict_row
 
 from . import errors, names
 
+if TYPE_CHECKING:
+    from .driver import Memory
 
-def _print_rows(headers: list[str], rows: list[tuple]) -> None:
+
+def _print_rows(headers: list[str], rows: list[tuple[Any, ...]]) -> None:
     cells = [[("" if v is None else str(v)) for v in row] for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
     print("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
@@ -106,12 +112,13 @@ def cmd_tenant(args: argparse.Namespace) -> int:
     return 0
 
 
-def _drop_confirmed(conn: psycopg.Connection, args: argparse.Namespace) -> bool:
+def _drop_confirmed(conn: psycopg.Connection[Any], args: argparse.Namespace) -> bool:
     """Dropping a tenant deletes everything in it: ask, unless --yes. Without a terminal to ask on (CI,
     a pipe) refuse rather than read a stray line as consent. A tenant that does not exist is left to
     drop_tenant, which says so."""
-    if args.yes or not conn.execute("select exists (select 1 from pgrecall.list_tenants() where name = %s)",
-                                    (args.name,)).fetchone()[0]:
+    exists = conn.execute("select exists (select 1 from pgrecall.list_tenants() where name = %s)",
+                          (args.name,)).fetchone()
+    if args.yes or not (exists and exists[0]):
         return True
     if not sys.stdin.isatty():
         _fail(f"pgrecall: error: not dropping tenant {args.name}: confirm with --yes (no terminal to ask on)")
@@ -125,22 +132,23 @@ def _drop_confirmed(conn: psycopg.Connection, args: argparse.Namespace) -> bool:
     return True
 
 
-def _tenant_list(conn: psycopg.Connection) -> list[dict]:
-    rows = conn.execute("select name, schema_version, latest_version, app_role, created_at "
-                        "from pgrecall.list_tenants()").fetchall()
-    return [dict(zip(("tenant", "schema_version", "latest_version", "app_role", "created_at"), r)) for r in rows]
+def _tenant_list(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
+    with conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute("select name as tenant, schema_version, latest_version, app_role, created_at "
+                           "from pgrecall.list_tenants()").fetchall()
 
 
-def _tenant_settings(conn: psycopg.Connection, tenant: str) -> list[dict]:
-    rows = conn.execute("select key, value, description from pgrecall.tenant_settings(%s)", (tenant,)).fetchall()
-    return [dict(zip(("key", "value", "description"), r)) for r in rows]
+def _tenant_settings(conn: psycopg.Connection[Any], tenant: str) -> list[dict[str, Any]]:
+    with conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute("select key, value, description from pgrecall.tenant_settings(%s)", (tenant,)).fetchall()
 
 
-def _control_installed(conn: psycopg.Connection) -> bool:
-    return conn.execute("select to_regnamespace('pgrecall') is not null").fetchone()[0]
+def _control_installed(conn: psycopg.Connection[Any]) -> bool:
+    row = conn.execute("select to_regnamespace('pgrecall') is not null").fetchone()
+    return bool(row and row[0])
 
 
-def _ensure_control(conn: psycopg.Connection) -> None:
+def _ensure_control(conn: psycopg.Connection[Any]) -> None:
     from . import install
 
     install.install(conn)
@@ -153,7 +161,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
     return 0
 
 
-def _memory(args: argparse.Namespace):
+def _memory(args: argparse.Namespace) -> Memory:
     import pgrecall
 
     return pgrecall.connect(tenant=args.tenant, principal=args.principal, scopes=args.scopes)
@@ -207,19 +215,19 @@ def cmd_read(args: argparse.Namespace) -> int:
     print(f"  audience:  {rec.audience or 'everyone in the scope'}; purposes: {', '.join(rec.purposes)}")
     if rec.superseded_by:
         print(f"  superseded by memory {rec.superseded_by}")
-    for o in rec.provenance["observations"]:
-        revisions = ", ".join(map(str, o["corrections"]))
+    for o in rec.provenance.observations:
+        revisions = ", ".join(map(str, o.corrections))
         cited = f" [cited by the correction to revision {revisions}]" if revisions else ""
-        print(f"  from {o['scope']}#{o['offset']} ({o['actor']}, {o['source_role']}): {o['text']}{cited}")
-    for m in rec.provenance["memories"]:
-        print(f"  from memory {m['id']}")
-    if rec.provenance["hidden_sources"]:
-        print(f"  and {rec.provenance['hidden_sources']} source memories you may not see")
+        print(f"  from {o.scope}#{o.offset} ({o.actor}, {o.source_role}): {o.text}{cited}")
+    for m in rec.provenance.memories:
+        print(f"  from memory {m.id}")
+    if rec.provenance.hidden_sources:
+        print(f"  and {rec.provenance.hidden_sources} source memories you may not see")
     for h in rec.revisions:
-        why = [h["reason"]] if h["reason"] else []
-        if h["evidence"]:
-            why.append(f"evidence {', '.join(f'{rec.scope}#{o}' for o in h['evidence'])}")
-        print(f"  revision {h['revision']} was: {h['body']}" + (f" ({'; '.join(why)})" if why else ""))
+        why = [h.reason] if h.reason else []
+        if h.evidence:
+            why.append(f"evidence {', '.join(f'{rec.scope}#{o}' for o in h.evidence)}")
+        print(f"  revision {h.revision} was: {h.body}" + (f" ({'; '.join(why)})" if why else ""))
     return 0
 
 
@@ -244,7 +252,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_json(value) -> int:
+def _print_json(value: Any) -> int:
     """One JSON document with stable keys: what --json prints."""
     from .render import dumps
 
@@ -253,7 +261,8 @@ def _print_json(value) -> int:
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
-    from .render import source_lines
+    from .driver import FactProvenance
+    from .render import jsonable, source_lines
 
     with _memory(args) as mem:
         r = mem.recall(args.query, purpose=args.purpose, mode=args.mode, limit=args.limit,
@@ -261,29 +270,29 @@ def cmd_recall(args: argparse.Namespace) -> int:
     if args.json:
         return _print_json({"items": r.items, "meta": r.meta})
     m = r.meta
-    dense = "dense arm on" if m.get("dense_available") else f"dense arm off ({m.get('dense_reason')})"
-    dropped = f"; dropped terms {', '.join(m['dropped_terms'])}" if m.get("dropped_terms") else ""
-    print(f"{m.get('fused_count', 0)} candidates after the permission walk ({m.get('lexical_count', 0)} lexical, "
-          f"{m.get('dense_count', 0)} dense, {m.get('fact_count', 0)} facts); {dense}{dropped}")
+    dense = "dense arm on" if m.dense_available else f"dense arm off ({m.dense_reason})"
+    dropped = f"; dropped terms {', '.join(m.dropped_terms)}" if m.dropped_terms else ""
+    print(f"{m.fused_count} candidates after the permission walk ({m.lexical_count} lexical, "
+          f"{m.dense_count} dense, {m.fact_count} facts); {dense}{dropped}")
     if not r.items:
         print("nothing this principal may see matches")
     for item in r.items:
-        if item.item == "fact":
-            p = item.provenance
-            print(f"{item.rank}. [fact {item.fact_id}] {item.body}   (valid {_range_text(p.get('valid'))})")
-            for e in p.get("evidence") or []:
-                print(f"    quote from {e.get('scope', '?')}#{e['offset']}: \"{e['quote']}\"")
+        p = item.provenance
+        if isinstance(p, FactProvenance):
+            print(f"{item.rank}. [fact {item.fact_id}] {item.body}   (valid {_range_text(p.valid)})")
+            for e in p.evidence:
+                print(f"    quote from {e.scope}#{e.offset}: \"{e.quote}\"")
             continue
         why = [f"lexical #{item.lexical_rank}"] if item.lexical_rank else []
         if item.dense_rank:
             why.append(f"dense #{item.dense_rank}, cosine {item.cosine:.2f}")
         print(f"{item.rank}. [memory {item.memory_id}, {item.kind}] {item.body}   ({'; '.join(why)})")
-        for line in source_lines(item.provenance):
+        for line in source_lines(jsonable(p)):
             print(line)
     return 0
 
 
-def _range_text(value) -> str:
+def _range_text(value: Any) -> str:
     """A validity range from JSON ('[a,b)') or psycopg, as 'from A' or 'A to B'."""
     from .render import jsonable
 
@@ -310,7 +319,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.json:
         return _print_json({"items": found.items, "meta": found.meta})
     semantic = "semantic arm on" if found.semantic_available else \
-        f"semantic arm off ({found.meta.get('semantic_reason') or 'not asked'})"
+        f"semantic arm off ({found.meta.semantic_reason or 'not asked'})"
     print(f"{len(found.items)} passages; {semantic}")
     for hit in found.items:
         session = f", session {hit.session_id}" if hit.session_id else ""
@@ -361,7 +370,7 @@ def cmd_facts(args: argparse.Namespace) -> int:
         print(f"[fact {f.fact_id}] {f.subject} {f.predicate} {f.object}   (valid {_range_text(f.valid)}; "
               f"known {_range_text(f.known)}; confidence {f.confidence:g}{view})")
         for e in f.evidence:
-            print(f"    quote from {e.get('scope', '?')}#{e['offset']} ({e.get('source_role', '?')}): \"{e['quote']}\"")
+            print(f"    quote from {e.scope}#{e.offset} ({e.source_role}): \"{e.quote}\"")
     return 0
 
 
@@ -438,44 +447,31 @@ def cmd_deriver(args: argparse.Namespace) -> int:
 
 
 def cmd_embeddings(args: argparse.Namespace) -> int:
-    import psycopg as _psycopg
     from tqdm import tqdm
 
-    from . import db as _db
+    import pgrecall
 
     # Reading the status is the app's; queueing a rebuild or switching versions the admin's.
-    role = "app" if args.action == "status" else "admin"
-    with _psycopg.connect(_db.tenant_conninfo(args.tenant, role), autocommit=True) as conn:
-        def call(columns, function, *params):
-            """``select <columns> from <tenant>.<function>(%s, ...)``: the tenant an identifier, values bound."""
-            query = sql.SQL("select " + columns + " from {}.{}({})").format(
-                sql.Identifier(args.tenant), sql.Identifier(function),
-                sql.SQL(", ").join(sql.Placeholder() for _ in params))
-            try:
-                return conn.execute(query, params).fetchone()
-            except _psycopg.Error as exc:
-                raise errors.translate(exc) from exc
-
+    with pgrecall.connect(tenant=args.tenant, role="app" if args.action == "status" else "admin") as mem:
+        status = mem.embedding_status()
         if args.action == "status":
-            q, leased, current, stale, model, version, pq, pcurrent, pstale = call("*", "embedding_status")
             if args.json:
-                return _print_json({"model": model, "input_version": version, "current": current, "stale": stale,
-                                    "queued": q, "leased": leased, "passages_current": pcurrent,
-                                    "passages_stale": pstale, "passages_queued": pq})
-            print(f"model {model}, input version {version}: {current} current, {stale} stale, "
-                  f"{q} queued ({leased} leased)")
-            print(f"passages: {pcurrent} current, {pstale} stale, {pq} queued")
+                return _print_json(status)
+            print(f"model {status.model}, input version {status.input_version}: {status.current} current, "
+                  f"{status.stale} stale, {status.queued} queued ({status.leased} leased)")
+            print(f"passages: {status.passages_current} current, {status.passages_stale} stale, "
+                  f"{status.passages_queued} queued")
             return 0
         if args.model or args.input_version:
-            model, version = call("model, input_version", "embedding_status")
-            queued = call("*", "set_embedding_version", args.model or model, args.input_version or version)[0]
+            queued = mem.set_embedding_version(args.model or status.model, args.input_version or status.input_version)
         else:
-            queued = call("*", "rebuild_embeddings", args.all)[0]
-        total = call("queued + passages_queued", "embedding_status")[0]
+            queued = mem.rebuild_embeddings(args.all)
+        status = mem.embedding_status()
     from .worker import Worker
 
     worker = Worker(args.tenant, batch_size=args.batch_size)
-    with tqdm(total=total, desc="embedding", unit="memory", disable=args.quiet) as bar:
+    with tqdm(total=status.queued + status.passages_queued, desc="embedding", unit="memory",
+              disable=args.quiet) as bar:
         stats = worker.drain(progress=bar.update)
     print(f"pgrecall: queued {queued}, embedded {stats.stored} memories and {stats.passages_stored} passages")
     return 0
@@ -491,38 +487,40 @@ def cmd_erase(args: argparse.Namespace) -> int:
         selector = {"observation": {"scope": scope, "offset": int(offset)}}
     else:
         selector = {k: v for k, v in (("data_subject", args.subject), ("peer", args.peer), ("scope", args.scope)) if v}
-    vacuum_problem = None
+    vacuum_problem: errors.NotPermitted | None = None
     with pgrecall.connect(tenant=args.tenant, role="admin") as mem:
         receipt = mem.erase(selector, reason=args.reason, actor=args.actor, requested_by=args.requested_by)
         # Committed: now the tables it touched lose the erased values from their statistics (and, if asked,
         # their dead rows), which cannot happen inside the erasure's own transaction.
-        receipt = mem.refresh_erasure_statistics(receipt["id"])
-        vacuumed = []
+        receipt = mem.refresh_erasure_statistics(receipt.id)
+        vacuumed: list[str] = []
         if args.vacuum:
             try:
                 vacuumed = mem.vacuum_erased(receipt)
             except errors.NotPermitted as exc:
                 vacuum_problem = exc
-    print(f"erasure request {receipt['id']} for {json.dumps(receipt['selector'])}: "
-          f"{receipt['observations_erased']} observations erased at {receipt['completed_at']} "
-          f"by {receipt['actor']} (role {receipt['actor_role']})")
-    width = max([len("projection kind")] + [len(k) for k in receipt["residual"]])
+    completed = receipt.completed_at.isoformat() if receipt.completed_at else None
+    print(f"erasure request {receipt.id} for {json.dumps(receipt.selector)}: "
+          f"{receipt.observations_erased} observations erased at {completed} "
+          f"by {receipt.actor} (role {receipt.actor_role})")
+    residual, erased = receipt.residual or {}, receipt.rows_erased or {}
+    width = max([len("projection kind")] + [len(k) for k in residual])
     print(f"  {'projection kind':<{width}}   erased  residual")
-    for kind in sorted(receipt["residual"]):
-        print(f"  {kind:<{width}}  {receipt['rows_erased'].get(kind, '-')!s:>7}  {receipt['residual'][kind]:>8}")
-    clean = all(v == 0 for v in receipt["residual"].values())
+    for kind in sorted(residual):
+        print(f"  {kind:<{width}}  {erased.get(kind, '-')!s:>7}  {residual[kind]:>8}")
+    clean = receipt.clean
     if not clean:
         print("  RESIDUAL IS NOT ZERO: erasure incomplete")
-    elif receipt["observations_erased"] == 0:
+    elif receipt.observations_erased == 0:
         print("  nothing matched the selector: no observation was erased")
     else:
         print("  residual is zero: everything derived is gone")
-    touched = receipt["tables_touched"] or []
-    if receipt["statistics_refreshed_at"]:
-        print(f"  statistics refreshed at {receipt['statistics_refreshed_at']} for the {len(touched)} tables it "
-              "touched: pg_stats holds none of the erased values")
+    touched = receipt.tables_touched or []
+    if receipt.statistics_refreshed_at:
+        print(f"  statistics refreshed at {receipt.statistics_refreshed_at.isoformat()} for the {len(touched)} "
+              "tables it touched: pg_stats holds none of the erased values")
     else:
-        stale = ", ".join(receipt["statistics_stale"] or [])
+        stale = ", ".join(receipt.statistics_stale or [])
         print(f"  statistics NOT refreshed: {stale} kept statistics ANALYZE cannot replace (no rows left) and "
               "PostgreSQL before 18 cannot clear; a superuser must delete their pg_statistic rows")
     if vacuum_problem is not None:
@@ -534,7 +532,7 @@ def cmd_erase(args: argparse.Namespace) -> int:
         print("  not vacuumed: dead rows keep the erased values until autovacuum runs (or pass --vacuum)")
     if not clean:
         return EXIT_RESIDUAL
-    return 0 if vacuum_problem is None and receipt["statistics_refreshed_at"] else EXIT_NOT_TIDIED
+    return 0 if vacuum_problem is None and receipt.statistics_refreshed_at else EXIT_NOT_TIDIED
 
 
 def cmd_review(args: argparse.Namespace) -> int:
@@ -590,7 +588,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tenant", required=True)
     p.set_defaults(func=cmd_sql)
 
-    def tenant_args(p, principal=True):
+    def tenant_args(p: argparse.ArgumentParser, principal: bool = True) -> None:
         p.add_argument("--tenant", default=os.environ.get("PGRECALL_TENANT", "demo"),
                        help="tenant (default: $PGRECALL_TENANT or demo)")
         if principal:
@@ -736,7 +734,8 @@ def _principal_args(p: argparse.ArgumentParser) -> None:
                    help="what the memories are used for (default: converse)")
 
 
-def _add_agent_commands(sub, tenant_args) -> None:
+def _add_agent_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+                        tenant_args: Callable[..., None]) -> None:
     """recall, search, supersede, derive, facts, bundle and mcp: what an agent (or its harness) does."""
     purposes = ["converse", "act", "personalize", "review"]
 
@@ -776,7 +775,8 @@ def _add_agent_commands(sub, tenant_args) -> None:
     p.add_argument("--json", action="store_true", help="one JSON document")
     p.set_defaults(func=cmd_supersede)
 
-    p = sub.add_parser("derive", help="write a memory drawn from other memories (seen and used only as all of them allow)")
+    p = sub.add_parser("derive", help="write a memory drawn from other memories (seen and used only as all of "
+                                      "them allow)")
     tenant_args(p)
     p.add_argument("text", help="the conclusion")
     p.add_argument("--from", dest="sources", type=int, action="append", required=True,
@@ -816,9 +816,7 @@ def _add_agent_commands(sub, tenant_args) -> None:
     p.set_defaults(func=cmd_mcp)
 
 
-def _timestamp(value: str):
-    from datetime import datetime
-
+def _timestamp(value: str) -> datetime:
     try:
         return datetime.fromisoformat(value)
     except ValueError:
@@ -856,18 +854,19 @@ EXAMPLES = {
 }
 
 
-def _add_examples(sub) -> None:
+def _add_examples(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Each subcommand's help says what it does (its one-line help) and shows an example."""
     helps = {action.dest: action.help for action in sub._choices_actions}
     for name, p in sub.choices.items():
         p.formatter_class = argparse.RawDescriptionHelpFormatter
-        if p.description is None and helps.get(name):
-            p.description = helps[name][0].upper() + helps[name][1:] + "."
+        said = helps.get(name)
+        if p.description is None and said:
+            p.description = said[0].upper() + said[1:] + "."
         if name in EXAMPLES:
             p.epilog = "example:\n  " + EXAMPLES[name]
 
 
-def importer_error():
+def importer_error() -> type[Exception]:
     from .importer import ImportFileError
 
     return ImportFileError
@@ -930,7 +929,8 @@ def main(argv: list[str] | None = None) -> int:
             names.check_tenant_name(args.tenant)
         if args.command == "tenant" and args.action != "list":
             names.check_tenant_name(args.name)
-        return args.func(args)
+        result: int = args.func(args)
+        return result
     except KeyboardInterrupt:
         print("pgrecall: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

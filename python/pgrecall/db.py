@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import psycopg
 
@@ -55,5 +56,5 @@ def tenant_conninfo(tenant: str, role: str = "app") -> str:
     return server.start().uri(user=name)
 
 
-def connect_admin(**kwargs) -> psycopg.Connection:
+def connect_admin(**kwargs: Any) -> psycopg.Connection[Any]:
     return psycopg.connect(admin_conninfo(), **kwargs)

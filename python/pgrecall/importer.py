@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -30,7 +31,7 @@ class ImportFileError(ValueError):
     """The file cannot be imported; the message names the line."""
 
 
-def read_turns(path: str | Path) -> list[dict]:
+def read_turns(path: str | Path) -> list[dict[str, Any]]:
     turns = []
     with open(path, encoding="utf-8") as fh:
         for number, line in enumerate(fh, start=1):
@@ -64,12 +65,12 @@ def read_turns(path: str | Path) -> list[dict]:
 BATCH = 500
 
 
-def _failed_line(exc: Exception, chunk: list[dict]) -> int:
+def _failed_line(exc: Exception, chunk: list[dict[str, Any]]) -> int:
     """The file line of the row a batch error names ("(row N)"), else the batch's first line."""
     import re
 
     m = re.search(r"\(row (\d+)\)", str(exc))
-    return chunk[int(m.group(1)) - 1]["_line"] if m else chunk[0]["_line"]
+    return int(chunk[int(m.group(1)) - 1]["_line"] if m else chunk[0]["_line"])
 
 
 def import_jsonl(path: str | Path, *, tenant: str, scope: str, progress: bool = True,
@@ -83,7 +84,8 @@ def import_jsonl(path: str | Path, *, tenant: str, scope: str, progress: bool = 
         mem.add_scope(scope)
         kinds: dict[str, str] = {}
         for turn in turns:
-            kinds.setdefault(turn["speaker"], turn.get("speaker_kind") or ("human" if turn["role"] == "user" else "agent"))
+            default_kind = "human" if turn["role"] == "user" else "agent"
+            kinds.setdefault(turn["speaker"], turn.get("speaker_kind") or default_kind)
         for speaker, kind in kinds.items():
             mem.add_peer(speaker, kind)
         principal = turns[0]["speaker"] if turns else None
@@ -94,7 +96,8 @@ def import_jsonl(path: str | Path, *, tenant: str, scope: str, progress: bool = 
             for start in range(0, len(turns), BATCH):
                 chunk = turns[start:start + BATCH]
                 rows = [{"body": t["text"], "source_role": t["role"], "kind": t.get("kind", "message"),
-                         "actor": t["speaker"], "occurred_at": t.get("occurred_at"), "session_id": sessions.get(t.get("session_id")),
+                         "actor": t["speaker"], "occurred_at": t.get("occurred_at"),
+                         "session_id": sessions.get(t.get("session_id")),
                          "payload": t.get("payload"), "data_subject_id": t.get("data_subject_id"),
                          "lawful_basis": t.get("lawful_basis"), "classification": t.get("classification", "internal")}
                         for t in chunk]

@@ -21,7 +21,9 @@ select
 
 def check_prerequisites(conn: psycopg.Connection) -> None:
     """Fail fast, naming what is missing, when the server cannot host pgrecall."""
-    version_num, vector, btree_gist, encoding = conn.execute(_PREREQUISITES).fetchone()
+    row = conn.execute(_PREREQUISITES).fetchone()
+    assert row is not None
+    version_num, vector, btree_gist, encoding = row
     if encoding != "UTF8":
         raise errors.MissingPrerequisite(
             f"pgrecall needs a UTF8 database; this one is {encoding}",
@@ -53,15 +55,14 @@ def install(conn: psycopg.Connection, tenants: list[str] | tuple[str, ...] = ())
     check_prerequisites(conn)
     applied: list[tuple[str, str]] = []
     try:
-        with conn.transaction():
-            with conn.cursor() as cur:
-                cur.execute(sources.install_sql(tenants).encode())
-                # A multi-statement string yields one result per statement.
-                while True:
-                    if cur.description and [c.name for c in cur.description] == ["kind", "name"]:
-                        applied.extend(cur.fetchall())
-                    if not cur.nextset():
-                        break
+        with conn.transaction(), conn.cursor() as cur:
+            cur.execute(sources.install_sql(tenants).encode())
+            # A multi-statement string yields one result per statement.
+            while True:
+                if cur.description and [c.name for c in cur.description] == ["kind", "name"]:
+                    applied.extend(cur.fetchall())
+                if not cur.nextset():
+                    break
     except psycopg.Error as exc:
         raise errors.translate(exc) from exc
     return applied

@@ -16,8 +16,8 @@ from __future__ import annotations
 import logging
 import select
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import psycopg
 

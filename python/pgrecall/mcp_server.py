@@ -19,14 +19,21 @@ import json
 import logging
 import os
 import sys
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import datetime
-from typing import Annotated, Callable, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import psycopg
 from pydantic import Field
 
 from . import __version__, errors
 from .agent import AgentMemory
+
+if TYPE_CHECKING:  # the SDK is imported when a server is built, not with the CLI
+    from mcp.server import MCPServer
+    from mcp.types import CallToolResult
+
+Tool = TypeVar("Tool", bound=Callable[..., Any])
 
 # No ``from __future__ import annotations`` here: the SDK reads each tool's signature with
 # eval_str, and the annotations of the tools below refer to the server's own principal and scopes.
@@ -126,7 +133,7 @@ Offsets = Annotated[list[int] | None, Field(description="log offsets (from searc
 Said = Annotated[str | None, Field(description="the user's own words that state it, verbatim, from this conversation")]
 
 
-def _error_result(exc: Exception):
+def _error_result(exc: Exception) -> "CallToolResult":
     from mcp.types import CallToolResult, TextContent
 
     if isinstance(exc, errors.PgrecallError):
@@ -143,25 +150,24 @@ def _error_result(exc: Exception):
     return CallToolResult(content=[TextContent(text=text)], structured_content={"error": error}, is_error=True)
 
 
-def _result(value: dict):
+def _result(value: dict[str, Any]) -> "CallToolResult":
     from mcp.types import CallToolResult, TextContent
 
     return CallToolResult(content=[TextContent(text=json.dumps(value, ensure_ascii=False, sort_keys=True))],
                           structured_content=value)
 
 
-def _answer(operation: Callable[[], dict]):
+def _answer(operation: Callable[[], dict[str, Any]]) -> "CallToolResult":
     """Run one operation; a pgrecall or database error becomes a tool error with its code and hint."""
     try:
         return _result(operation())
-    except (errors.PgrecallError, psycopg.Error) as exc:
-        if isinstance(exc, psycopg.Error):
-            exc = errors.translate(exc)
+    except (errors.PgrecallError, psycopg.Error) as raised:
+        exc = errors.translate(raised) if isinstance(raised, psycopg.Error) else raised
         log.info("tool error: %s", exc.args[0] if exc.args else exc)
         return _error_result(exc)
 
 
-def build_server(agent: AgentMemory, *, preload: bool = True):
+def build_server(agent: AgentMemory, *, preload: bool = True) -> "MCPServer":
     """The MCP server over ``agent``: nine tools, the bundle as a prompt and as resources. With
     ``preload``, the embedding model loads in the background once the server runs."""
     from mcp.server import MCPServer
@@ -169,7 +175,7 @@ def build_server(agent: AgentMemory, *, preload: bool = True):
     from mcp.types import CallToolResult, ToolAnnotations
 
     @contextlib.asynccontextmanager
-    async def lifespan(_server):
+    async def lifespan(_server: MCPServer) -> AsyncIterator[dict[str, Any]]:
         # Here, not before run(): on stdio the transport owns stdout by now, so nothing the model's
         # libraries might print can reach the protocol stream.
         if preload:
@@ -186,7 +192,7 @@ def build_server(agent: AgentMemory, *, preload: bool = True):
     writing = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
     revising = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
 
-    def tool(name: str, annotations: ToolAnnotations):
+    def tool(name: str, annotations: ToolAnnotations) -> Callable[[Tool], Tool]:
         return server.tool(name=name, description=TOOL_DESCRIPTIONS[name].format(**who), annotations=annotations)
 
     @tool("recall", reading)
@@ -215,7 +221,8 @@ def build_server(agent: AgentMemory, *, preload: bool = True):
         private: Annotated[bool, Field(description=f"only {agent.principal} may see it")] = False,
         kind: Annotated[MemoryKind, Field(description="note, fact, decision or summary")] = "note",
         title: Annotated[str | None, Field(description="a short title")] = None,
-        about: Annotated[list[str] | None, Field(description="names of the people, places or things it is about")] = None,
+        about: Annotated[list[str] | None,
+                         Field(description="names of the people, places or things it is about")] = None,
         scope: Annotated[str | None, Field(description=f"one of {', '.join(agent.scopes)} "
                                                        f"(default: {agent.scopes[0]})")] = None,
     ) -> CallToolResult:
@@ -290,11 +297,10 @@ def build_server(agent: AgentMemory, *, preload: bool = True):
     def bundle_or_error(session: int | None) -> str:
         try:
             return agent.bundle_text(session=session)
-        except (errors.PgrecallError, psycopg.Error) as exc:
-            if isinstance(exc, psycopg.Error):
-                exc = errors.translate(exc)
-            payload = _error_result(exc).content[0].text
-            raise ResourceError(payload) from exc
+        except (errors.PgrecallError, psycopg.Error) as raised:
+            exc = errors.translate(raised) if isinstance(raised, psycopg.Error) else raised
+            payload = _error_result(exc).content[0]
+            raise ResourceError(getattr(payload, "text", str(exc))) from raised
 
     def session_number(session: str | None) -> int | None:
         if session in (None, ""):
@@ -330,7 +336,7 @@ def build_server(agent: AgentMemory, *, preload: bool = True):
 
 
 @contextlib.contextmanager
-def _stdout_is_stderr():
+def _stdout_is_stderr() -> Iterator[None]:
     """Until the protocol owns stdout, anything printed (by us, a library or a child such as the embedded
     server's pg_ctl) goes to stderr: on stdio, one stray line would corrupt the stream."""
     sys.stdout.flush()

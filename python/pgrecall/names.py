@@ -11,6 +11,7 @@ still go through ``psycopg.sql.Identifier`` and values through bound parameters.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -82,13 +83,14 @@ def _shown(name: object, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 4] + "...'"
 
 
-def listen(conn: psycopg.Connection, kind: str, tenant: str) -> str:
+def listen(conn: psycopg.Connection[Any], kind: str, tenant: str) -> str:
     """LISTEN on the channel the tenant's functions notify for ``kind`` (embed, derive); returns its name.
 
     The SQL side names it 'pgrecall_<kind>___tenant__' with the placeholder rendered by quote_ident(),
     which quotes a tenant named like a column-name keyword ("values"); the server computes the same here.
     """
-    channel = conn.execute("select %s || quote_ident(%s)",
-                           (f"pgrecall_{kind}_", check_tenant_name(tenant))).fetchone()[0]
+    row = conn.execute("select %s || quote_ident(%s)", (f"pgrecall_{kind}_", check_tenant_name(tenant))).fetchone()
+    assert row is not None
+    channel: str = row[0]
     conn.execute(sql.SQL("listen {}").format(sql.Identifier(channel)))
     return channel

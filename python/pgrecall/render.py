@@ -39,6 +39,14 @@ def jsonable(value: Any) -> Any:
     return value
 
 
+def jsonable_object(value: Any) -> dict[str, Any]:
+    """A dataclass (or a dict) as a JSON object."""
+    obj = jsonable(value)
+    if not isinstance(obj, dict):
+        raise TypeError(f"{type(value).__name__} is not a JSON object")
+    return obj
+
+
 def dumps(value: Any) -> str:
     """One JSON document with stable (sorted) keys."""
     return json.dumps(jsonable(value), indent=2, sort_keys=True, ensure_ascii=False)
@@ -53,7 +61,7 @@ def _day(stamp: str | None) -> str:
     return (stamp or "")[:10] or "undated"
 
 
-def source_lines(provenance: dict | None, indent: str = "    ") -> list[str]:
+def source_lines(provenance: dict[str, Any] | None, indent: str = "    ") -> list[str]:
     """The turns and memories a memory came from, one line each, for a model to weigh the claim."""
     if not provenance:
         return []
@@ -71,13 +79,13 @@ def source_lines(provenance: dict | None, indent: str = "    ") -> list[str]:
     return lines
 
 
-def _memory_line(m: dict, dated: bool) -> str:
+def _memory_line(m: dict[str, Any], dated: bool) -> str:
     when = f", changed {_day(m.get('updated_at'))}" if dated and m.get("updated_at") else ""
     title = f"{m['title']}: " if m.get("title") else ""
     return f"- [memory {m['id']}, {m['kind']}, scope {m['scope']}{when}] {title}{clip(m['body'], 1000)}"
 
 
-def bundle_text(bundle: dict, *, principal: str, tenant: str, scopes: list[str], purpose: str,
+def bundle_text(bundle: dict[str, Any], *, principal: str, tenant: str, scopes: list[str], purpose: str,
                 session: int | None = None) -> str:
     """The session-start bundle as plain text for a model's context: what each item is, where it came
     from, and how far to trust it."""

@@ -30,13 +30,18 @@ import subprocess
 import tempfile
 import time
 import warnings
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import platformdirs
 
 from . import errors
+
+if TYPE_CHECKING:
+    import psutil  # imported where used: only the server's start, stop and status need it
 
 DATABASE = "pgrecall"
 SUPERUSER = "postgres"
@@ -151,7 +156,7 @@ def _system_user() -> str | None:
     return "embedded_postgres" if os.geteuid() == 0 else None
 
 
-def _cluster_processes(data: Path) -> list:
+def _cluster_processes(data: Path) -> list[psutil.Process]:
     """Live PostgreSQL processes of this data folder (they all run in it), the postmaster first."""
     import psutil
 
@@ -169,7 +174,7 @@ def _cluster_processes(data: Path) -> list:
     return found
 
 
-def _is_postmaster(proc) -> bool:
+def _is_postmaster(proc: psutil.Process) -> bool:
     """A postmaster keeps the command line it was started with; its children retitle theirs "postgres: ..."."""
     import psutil
 
@@ -180,7 +185,7 @@ def _is_postmaster(proc) -> bool:
     return bool(cmdline) and not cmdline[0].startswith("postgres:") and Path(cmdline[0]).name == "postgres"
 
 
-def _live_postmaster(data: Path, pid_file: _PidFile | None):
+def _live_postmaster(data: Path, pid_file: _PidFile | None) -> psutil.Process | None:
     """The process of the pid file if it is this folder's postmaster: alive, not a zombie, not a reused pid."""
     import psutil
 
@@ -198,7 +203,8 @@ def _live_postmaster(data: Path, pid_file: _PidFile | None):
 def status() -> ServerInfo:
     data = pgdata()
     pid_file = _read_pid_file(data) if data.exists() else None
-    if _live_postmaster(data, pid_file) is None or pid_file.port is None or pid_file.socket_dir is None:
+    if pid_file is None or _live_postmaster(data, pid_file) is None or pid_file.port is None \
+            or pid_file.socket_dir is None:
         return ServerInfo(False, data)
     return ServerInfo(True, data, pid_file.pid, pid_file.socket_dir, pid_file.port)
 
@@ -248,7 +254,7 @@ def _chown(path: Path, user: str | None) -> None:
 
 
 @contextmanager
-def _start_lock(folder: Path):
+def _start_lock(folder: Path) -> Iterator[None]:
     """One start at a time per data folder: two would each clear what the other just started."""
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / ".server.lock", "a") as f:

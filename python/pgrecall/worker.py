@@ -9,6 +9,11 @@ end with its database session, and the next claim of any worker takes the jobs
 wakes it when new work is queued; it also polls, to pick up leases that ended.
 Its loop is the deriver's (pgrecall.loop): a lost connection is retried with
 backoff, a permanent error stops it.
+
+``Worker(tenant, embedder=...)`` takes any object with a ``name`` and
+``embed(texts)`` (default: the local all-MiniLM-L6-v2); the tenant's
+``embedding_model`` setting must name it. Vectors go to the database in binary
+through pgvector's registered type.
 """
 
 from __future__ import annotations
@@ -16,14 +21,24 @@ from __future__ import annotations
 import os
 import socket
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
+import numpy as np
+import numpy.typing as npt
 import psycopg
-from psycopg import sql
 
 from . import db, errors, loop, names
-from .embedder import get_embedder, to_literal
+from .driver import admin, configure
+from .driver._calls import Handle
+from .driver._run import SyncRunner
+from .driver.embeddings import EmbeddingJob, MemoryEmbeddingJob, Queue, claim_jobs, complete_jobs, release_jobs
+from .embedder import DIMENSIONS, TextEmbedder, get_embedder
+
+T = TypeVar("T")
+QUEUES: tuple[Queue, ...] = ("embedding", "passage_embedding")
 
 
 @dataclass
@@ -36,40 +51,49 @@ class WorkerStats:
     embed_seconds: float = 0.0
 
 
+@dataclass(frozen=True)
+class Embedded:
+    """A batch's vectors: of each job's input, and (memory jobs) of each memory's own text."""
+
+    inputs: npt.NDArray[np.float32]
+    texts: npt.NDArray[np.float32] | None
+
+
 class Worker:
-    def __init__(self, tenant: str, *, conninfo: str | None = None, batch_size: int = 64, name: str | None = None):
+    def __init__(self, tenant: str, *, conninfo: str | None = None, batch_size: int = 64, name: str | None = None,
+                 embedder: TextEmbedder | None = None) -> None:
         self.tenant = names.check_tenant_name(tenant)
         self.conninfo = conninfo or db.tenant_conninfo(tenant, "worker")
         self.batch_size = batch_size
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.stats = WorkerStats()
-        self.embedder = get_embedder()
+        self.embedder: TextEmbedder = embedder if embedder is not None else get_embedder()
+        self._handle = Handle(self.tenant, None, None, self.embedder)
 
-    def _call(self, conn: psycopg.Connection, function: str, params: tuple, *, rows: bool = False):
-        """``select [* from] <tenant>.<function>(%s, ...)``: the names as identifiers, the values bound."""
-        query = sql.SQL("select * from {}.{}({})" if rows else "select {}.{}({})").format(
-            sql.Identifier(self.tenant), sql.Identifier(function),
-            sql.SQL(", ").join(sql.Placeholder() for _ in params))
-        try:
-            return conn.execute(query, params)
-        except psycopg.Error as exc:
-            raise errors.translate(exc) from exc
+    def _connect(self) -> psycopg.Connection[Any]:
+        conn = psycopg.connect(self.conninfo, autocommit=True)
+        configure(conn)
+        return conn
 
-    def run_queues(self, conn: psycopg.Connection, progress=None, stop=lambda: False) -> int:
+    def run_queues(self, conn: psycopg.Connection[Any], progress: Callable[[int], object] | None = None,
+                   stop: Callable[[], bool] = lambda: False) -> int:
         """Work both queues until nothing is claimable; returns how many jobs were done.
 
         The database work runs on a second thread while the model embeds: the next batch is claimed,
         and the previous one stored, during this one's embedding (the model would otherwise wait for
         every round trip, and for the HNSW inserts). ``conn`` is used by that thread only.
         """
+        if not conn.adapters.types.get("vector"):
+            configure(conn)
+        runner = SyncRunner(self.tenant, conn=conn)
         done = 0
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pgrecall-worker-db") as db_thread:
-            def on_db(fn, *args):
-                return db_thread.submit(fn, conn, *args)
+            def on_db(fn: Callable[..., T], *args: Any) -> Future[T]:
+                return db_thread.submit(fn, runner, *args)
 
-            for queue in ("embedding", "passage_embedding"):
+            for queue in QUEUES:
                 jobs = on_db(self._claim, queue).result()
-                stored = None
+                stored: Future[int] | None = None
                 while jobs and not stop():
                     following = on_db(self._claim, queue)
                     try:
@@ -94,37 +118,38 @@ class Worker:
             progress(0)
         return done
 
-    def _claim(self, conn: psycopg.Connection, queue: str) -> list:
-        return self._call(conn, f"claim_{queue}_jobs", (self.name, self.batch_size), rows=True).fetchall()
+    def _claim(self, runner: SyncRunner, queue: Queue) -> list[EmbeddingJob]:
+        return runner.run(claim_jobs(self._handle, queue, self.name, self.batch_size))
 
-    def _release(self, conn: psycopg.Connection, queue: str, jobs: list) -> None:
+    def _release(self, runner: SyncRunner, queue: Queue, jobs: list[EmbeddingJob]) -> None:
         if jobs:
-            self._call(conn, f"release_{queue}_jobs", (self.name, [j[0] for j in jobs]))
+            runner.run(release_jobs(self._handle, queue, self.name, [j.id for j in jobs]))
 
-    def _embed(self, jobs: list):
-        if jobs[0][3] != self.embedder.name:
+    def _embed(self, jobs: list[EmbeddingJob]) -> Embedded:
+        if jobs[0].model != self.embedder.name:
             raise errors.ModelMismatch(
-                f"tenant {self.tenant} embeds with {jobs[0][3]!r}, this worker runs {self.embedder.name!r}",
+                f"tenant {self.tenant} embeds with {jobs[0].model!r}, this worker runs {self.embedder.name!r}",
                 hint="Run a worker with that model, or switch back: pgrecall embeddings rebuild --model "
                      f"{self.embedder.name}")
         started = time.perf_counter()
-        texts = [j[2] for j in jobs]
-        if len(jobs[0]) > 5:
-            # A memory job also carries the memory's own text (what duplicate proposals compare); under
-            # input version 1 it is the input itself, and each distinct text is embedded once.
-            texts += [j[5] for j in jobs]
-        unique = list(dict.fromkeys(texts))
-        embedded = dict(zip(unique, self.embedder.embed(unique, batch_size=self.batch_size)))
+        texts = [j.input for j in jobs]
+        # A memory job also carries the memory's own text (what duplicate proposals compare); under input
+        # version 1 it is the input itself, and each distinct text is embedded once.
+        own_texts = [j.text_input for j in jobs if isinstance(j, MemoryEmbeddingJob)]
+        unique = list(dict.fromkeys(texts + own_texts))
+        vectors = np.asarray(self.embedder.embed(unique), dtype=np.float32)
         self.stats.embed_seconds += time.perf_counter() - started
-        return [embedded[t] for t in texts]
+        if vectors.shape != (len(unique), DIMENSIONS) or not bool(np.isfinite(vectors).all()):
+            raise errors.ModelMismatch(
+                f"embedder {self.embedder.name!r} returned an array of shape {vectors.shape} for {len(unique)} texts "
+                f"(or numbers that are not finite); the tenant stores {DIMENSIONS} finite numbers per text",
+                hint="An embedder returns one unit-length vector per text, of the tenant's dimensions.")
+        row = {text: i for i, text in enumerate(unique)}
+        return Embedded(vectors[[row[t] for t in texts]],
+                        vectors[[row[t] for t in own_texts]] if own_texts else None)
 
-    def _store(self, conn: psycopg.Connection, queue: str, jobs: list, vectors) -> int:
-        ids = [j[0] for j in jobs]
-        model, version = jobs[0][3], jobs[0][4]
-        params = (self.name, ids, [j[1] for j in jobs], [to_literal(v) for v in vectors[:len(jobs)]], model, version)
-        if len(vectors) > len(jobs):  # and the vectors of the memories' own texts
-            params += ([to_literal(v) for v in vectors[len(jobs):]],)
-        stored = self._call(conn, f"complete_{queue}_jobs", params).fetchone()[0]
+    def _store(self, runner: SyncRunner, queue: Queue, jobs: list[EmbeddingJob], embedded: Embedded) -> int:
+        stored = runner.run(complete_jobs(self._handle, queue, self.name, jobs, embedded.inputs, embedded.texts))
         if queue == "embedding":
             self.stats.claimed += len(jobs)
             self.stats.stored += stored
@@ -134,21 +159,22 @@ class Worker:
         self.stats.batches += 1
         return stored
 
-    def drain(self, progress=None, refresh_stats: bool = True) -> WorkerStats:
+    def drain(self, progress: Callable[[int], object] | None = None, refresh_stats: bool = True) -> WorkerStats:
         """Work until the queues have nothing claimable, then refresh term statistics if they are stale."""
-        with psycopg.connect(self.conninfo, autocommit=True) as conn:
+        with self._connect() as conn:
             self.run_queues(conn, progress)
             if refresh_stats:
                 self.refresh_stats_if_stale(conn)
         return self.stats
 
-    def refresh_stats_if_stale(self, conn: psycopg.Connection) -> bool:
-        if self._call(conn, "term_stats_stale", ()).fetchone()[0]:
-            self._call(conn, "refresh_term_stats", (), rows=True)
+    def refresh_stats_if_stale(self, conn: psycopg.Connection[Any]) -> bool:
+        runner = SyncRunner(self.tenant, conn=conn)
+        if runner.run(admin.term_stats_stale(self._handle)):
+            runner.run(admin.refresh_term_stats(self._handle))
             return True
         return False
 
-    def run_forever(self, poll_seconds: float = 5.0, stop=lambda: False) -> None:
+    def run_forever(self, poll_seconds: float = 5.0, stop: Callable[[], bool] = lambda: False) -> None:
         """Embed as work comes (NOTIFY wakes it; ended leases need the poll), refreshing stale statistics
         between rounds. A lost connection is retried with backoff (pgrecall.loop); a permanent error, such
         as a tenant that embeds with another model, stops it."""

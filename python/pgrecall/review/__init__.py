@@ -18,14 +18,19 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
 
 from .. import errors
+
+if TYPE_CHECKING:  # the web stack is an extra: imported when an app is made
+    from psycopg_pool import ConnectionPool
+    from starlette.applications import Starlette
 
 HERE = Path(__file__).resolve().parent
 COOKIE = "pgrecall_review"
@@ -79,8 +84,8 @@ def _csrf_token(secret: bytes, browser_id: str) -> str:
     return hmac.new(secret, browser_id.encode(), hashlib.sha256).hexdigest()
 
 
-def _when(value) -> str:
-    """A timestamp as a person reads it: 2026-05-03 14:02 UTC (the provenance JSON holds ISO strings)."""
+def _when(value: datetime | str | None) -> str:
+    """A timestamp as a person reads it: 2026-05-03 14:02 UTC (JSON holds ISO strings, rows datetimes)."""
     if value is None:
         return ""
     if isinstance(value, str):
@@ -88,9 +93,9 @@ def _when(value) -> str:
     return value.strftime("%Y-%m-%d %H:%M %Z").strip()
 
 
-def create_app(tenant: str, principal: str, scopes: Sequence[str], *, conninfo: str | None = None, pool=None,
-               secret: bytes | None = None, allowed_hosts: Sequence[str] = ("127.0.0.1", "localhost"),
-               limit: int = 20):
+def create_app(tenant: str, principal: str, scopes: Sequence[str], *, conninfo: str | None = None,
+               pool: ConnectionPool[Any] | None = None, secret: bytes | None = None,
+               allowed_hosts: Sequence[str] = ("127.0.0.1", "localhost"), limit: int = 20) -> Starlette:
     """The review app for one principal over its authorised scopes.
 
     With ``pool`` the caller's psycopg pool is used; otherwise one is opened on ``conninfo`` (default: the
@@ -117,14 +122,16 @@ def create_app(tenant: str, principal: str, scopes: Sequence[str], *, conninfo: 
     reviewer = Reviewer(tenant, principal, list(scopes))
     secret = secret or secrets.token_bytes(32)
     owns_pool = pool is None
-    if owns_pool:
+    if pool is None:
         pool = ConnectionPool(conninfo or db.tenant_conninfo(tenant, "app"), min_size=1, max_size=4,
-                              kwargs={"autocommit": True, "application_name": "pgrecall review"}, open=True)
+                              kwargs={"autocommit": True, "application_name": "pgrecall review"},
+                              configure=pgrecall.configure, open=True)
+    used: ConnectionPool[Any] = pool
     try:
-        memory = pgrecall.connect(tenant=tenant, pool=pool, principal=principal, scopes=scopes)
+        memory = pgrecall.connect(tenant=tenant, pool=used, principal=principal, scopes=scopes)
     except BaseException:
         if owns_pool:
-            pool.close()
+            used.close()
         raise
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True,
@@ -180,8 +187,8 @@ def create_app(tenant: str, principal: str, scopes: Sequence[str], *, conninfo: 
             return refused("the form's CSRF token is missing or does not match this browser")
         try:
             action = ACTIONS[str(form.get("decision"))]
-            a, b = int(form.get("a", "")), int(form.get("b", ""))
-            revision_a, revision_b = int(form.get("revision_a", "")), int(form.get("revision_b", ""))
+            a, b = int(str(form.get("a", ""))), int(str(form.get("b", "")))
+            revision_a, revision_b = int(str(form.get("revision_a", ""))), int(str(form.get("revision_b", "")))
         except (KeyError, TypeError, ValueError):
             return await run_in_threadpool(page, request, status=400,
                                            error="The form is incomplete: pick a decision on a pair.")
@@ -205,10 +212,10 @@ def create_app(tenant: str, principal: str, scopes: Sequence[str], *, conninfo: 
                             headers={"X-Content-Type-Options": "nosniff"})
 
     @asynccontextmanager
-    async def lifespan(app):
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
         if owns_pool:
-            pool.close()
+            used.close()
 
     app = Starlette(
         routes=[Route("/", index), Route("/decide", decide, methods=["POST"]),

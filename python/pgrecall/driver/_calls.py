@@ -1,0 +1,311 @@
+"""How a driver method becomes SQL, without doing any I/O.
+
+Every operation of the driver is a pure function of the handle's defaults and
+the caller's arguments that returns either
+
+- a :class:`Call`: one stored function of the tenant, its named arguments, and
+  the row type its result is read into (by column NAME, through psycopg's
+  ``class_row``/``kwargs_row``), or
+- a :data:`Program`: a generator that yields Calls and :class:`Offload` steps
+  (CPU work: embedding a query, a re-rank, an LLM) and returns the result.
+
+The sync and the async runner (``_run.py``) execute the same Calls and drive
+the same Programs, so no statement and no argument rule exists twice.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import Field, dataclass, fields
+from datetime import datetime
+from typing import Any, ClassVar, Generic, ParamSpec, Protocol, TypeAlias, TypeVar, cast
+
+from psycopg import sql
+from psycopg.adapt import PyFormat
+from psycopg.rows import BaseRowFactory, class_row, kwargs_row, scalar_row
+
+from .. import embedder as embedding_model
+from .. import errors
+from ..embedder import TextEmbedder
+
+T = TypeVar("T")
+U = TypeVar("U")
+P = ParamSpec("P")
+
+
+class Row(Protocol):
+    """A frozen dataclass that a row or a JSON object is read into."""
+
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+
+
+R = TypeVar("R", bound=Row)
+
+
+def _strict_rows() -> bool:
+    """Row types ignore JSON keys they do not know, so that a newer tenant schema which adds one does not break
+    an older driver; the test suite sets PGRECALL_STRICT_ROWS=1, where an unknown key is an error, so a key the
+    SQL adds and the driver forgets is caught there and not silently dropped."""
+    return os.environ.get("PGRECALL_STRICT_ROWS") == "1"
+
+
+# -- reading rows and JSON into dataclasses ---------------------------------------------------------------
+
+
+def parse(fn: Callable[[Any], Any], *, column: str | None = None) -> dict[str, Any]:
+    """Field metadata: convert the column's (or JSON key's) value with ``fn`` (None stays None)."""
+    return {"parse": fn, "column": column} if column else {"parse": fn}
+
+
+def column(name: str) -> dict[str, Any]:
+    """Field metadata: the attribute is read from the column ``name`` (the attribute keeps its public name)."""
+    return {"column": name}
+
+
+_PARSERS: dict[type[Any], dict[str, Callable[[Any], Any]]] = {}
+_COLUMNS: dict[type[Any], tuple[tuple[str, str], ...]] = {}
+_NAMES: dict[type[Any], frozenset[str]] = {}
+
+
+def _parsers(cls: type[Any]) -> dict[str, Callable[[Any], Any]]:
+    if cls not in _PARSERS:
+        _PARSERS[cls] = {f.name: f.metadata["parse"] for f in fields(cls) if "parse" in f.metadata}
+    return _PARSERS[cls]
+
+
+def _columns(cls: type[Any]) -> tuple[tuple[str, str], ...]:
+    """(column, attribute) of each field of a row type."""
+    if cls not in _COLUMNS:
+        _COLUMNS[cls] = tuple((f.metadata.get("column", f.name), f.name) for f in fields(cls))
+    return _COLUMNS[cls]
+
+
+def _field_names(cls: type[Any]) -> frozenset[str]:
+    if cls not in _NAMES:
+        _NAMES[cls] = frozenset(f.name for f in fields(cls))
+    return _NAMES[cls]
+
+
+def _build(cls: type[R], **values: Any) -> R:
+    for name, fn in _parsers(cls).items():
+        if values.get(name) is not None:
+            values[name] = fn(values[name])
+    return cls(**values)
+
+
+def row_factory(cls: type[R]) -> BaseRowFactory[R]:
+    """psycopg's class_row, or kwargs_row through the field parsers when the row type has any: keyed by
+    column name, so a column that moves cannot land in the wrong attribute."""
+    if not _parsers(cls):
+        return class_row(cls)
+    return kwargs_row(functools.partial(_build, cls))
+
+
+def from_json(cls: type[R], obj: Mapping[str, Any]) -> R:
+    """A JSON object (a dict) as the row type ``cls``; nested values go through the field parsers."""
+    known = _field_names(cls)
+    unknown = obj.keys() - known
+    if unknown and _strict_rows():
+        raise TypeError(f"{cls.__name__} has no field for the JSON key(s) {sorted(unknown)}")
+    return _build(cls, **{k: v for k, v in obj.items() if k in known})
+
+
+def json_list(cls: type[R]) -> Callable[[Sequence[Mapping[str, Any]]], list[R]]:
+    return lambda items: [from_json(cls, item) for item in items]
+
+
+def json_object(cls: type[R]) -> Callable[[Mapping[str, Any]], R]:
+    return lambda obj: from_json(cls, obj)
+
+
+def json_items(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A batch for a jsonb argument: each item a dict, datetimes as ISO text."""
+    return [{k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in item.items()} for item in items]
+
+
+def timestamp(value: str | datetime) -> datetime:
+    """A timestamptz inside JSON arrives as ISO text."""
+    return value if isinstance(value, datetime) else datetime.fromisoformat(value)
+
+
+# -- calls --------------------------------------------------------------------------------------------------
+
+REAL_ARRAY = sql.SQL("real[]")
+TEXT_ARRAY = sql.SQL("text[]")
+
+
+@dataclass(frozen=True)
+class Cast:
+    """An argument sent in binary through its registered type and cast in the statement: a pgvector vector
+    (or an array of them) where the tenant function takes real numbers or text. ``to`` is written by the
+    driver, never taken from a caller."""
+
+    value: Any
+    to: sql.SQL
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """``select <columns> from <tenant>.<function>(p_name => %(name)s, ...)`` and how its rows become ``T``."""
+
+    function: str
+    args: Mapping[str, Any]
+    columns: tuple[tuple[str, str], ...] | None  # (column, attribute); None: the function's single value
+    row_factory: BaseRowFactory[Any]
+    collect: Callable[[list[Any]], T]
+    ordered_by: str | None = None  # a result column: batches come back in the order of their items
+
+    def then(self, fn: Callable[[T], U]) -> Call[U]:
+        collect = self.collect
+        return Call(self.function, self.args, self.columns, self.row_factory, lambda rows: fn(collect(rows)),
+                    self.ordered_by)
+
+    @property
+    def sends_vectors(self) -> bool:
+        return any(isinstance(v, Cast) and v.value is not None for v in self.args.values())
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {name: v.value if isinstance(v, Cast) else v for name, v in self.args.items()}
+
+    def statement(self, tenant: str) -> sql.Composed:
+        arguments = sql.SQL(", ").join(
+            sql.SQL("{} => {}").format(
+                sql.Identifier("p_" + name),
+                sql.SQL("{}::{}").format(sql.Placeholder(name, PyFormat.BINARY), value.to)
+                if isinstance(value, Cast) else sql.Placeholder(name))
+            for name, value in self.args.items())
+        target = sql.SQL("{}.{}({})").format(sql.Identifier(tenant), sql.Identifier(self.function), arguments)
+        if self.columns is None:
+            return sql.SQL("select {}").format(target)
+        selected = sql.SQL(", ").join(
+            sql.Identifier(col) if col == attr
+            else sql.SQL("{} as {}").format(sql.Identifier(col), sql.Identifier(attr))
+            for col, attr in self.columns)
+        statement = sql.SQL("select {} from {}").format(selected, target)
+        if self.ordered_by is not None:
+            statement += sql.SQL(" order by {}").format(sql.Identifier(self.ordered_by))
+        return statement
+
+
+def _selected(cls: type[Any], renamed: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
+    columns = _columns(cls)
+    if not renamed:
+        return columns
+    return tuple((renamed.get(attr, col), attr) for col, attr in columns)
+
+
+def rows(function: str, args: Mapping[str, Any], row: type[R], *, renamed: Mapping[str, str] | None = None,
+         ordered_by: str | None = None) -> Call[list[R]]:
+    """Every row of a set-returning function, as ``row``; ``renamed`` maps an attribute to another column."""
+    return Call(function, args, _selected(row, renamed), row_factory(row), list, ordered_by)
+
+
+def one(function: str, args: Mapping[str, Any], row: type[R]) -> Call[R]:
+    """A function that returns exactly one row (or raises)."""
+
+    def only(found: list[R]) -> R:
+        if len(found) != 1:
+            raise RuntimeError(f"{function}() returned {len(found)} rows where the driver expects one")
+        return found[0]
+
+    return Call(function, args, _columns(row), row_factory(row), only)
+
+
+def value(function: str, args: Mapping[str, Any], kind: type[T]) -> Call[T]:
+    """A function that returns one value of ``kind`` (a scalar function)."""
+
+    def only(found: list[Any]) -> T:
+        return cast(T, found[0])
+
+    return Call(function, args, None, scalar_row, only)
+
+
+def json_value(function: str, args: Mapping[str, Any]) -> Call[Any]:
+    """A function that returns a jsonb value of no fixed shape (a setting's value)."""
+    return value(function, args, object)
+
+
+@dataclass(frozen=True)
+class Statement(Generic[T]):
+    """A statement that is not the call of one tenant function (VACUUM, a catalog query): SQL the driver
+    composes (identifiers through psycopg.sql, values bound), and how its rows become ``T``."""
+
+    query: sql.Composed
+    params: Mapping[str, Any]
+    row_factory: BaseRowFactory[Any] | None  # None: the statement returns no rows
+    collect: Callable[[list[Any]], T]
+
+
+@dataclass(frozen=True)
+class ConnectionState:
+    autocommit: bool
+    idle: bool  # not inside a transaction
+    server_version: int  # e.g. 180001
+
+
+@dataclass(frozen=True)
+class AskConnection:
+    """A step that reads the state of the connection the runner uses (a pool's: one of its connections)."""
+
+
+# -- programs: several steps, or CPU work between them -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Offload:
+    """CPU work (an embedding model, a re-rank hook, an LLM): run inline by the sync driver, in a thread by the
+    async one, so an event loop is never blocked by a model."""
+
+    fn: Callable[[], Any]
+
+
+Step: TypeAlias = Call[Any] | Statement[Any] | AskConnection | Offload
+Program: TypeAlias = Generator[Step, Any, T]
+Operation: TypeAlias = Call[T] | Program[T]
+
+
+def step(call: Call[T] | Statement[T]) -> Program[T]:
+    """Inside a Program: ``result = yield from step(call)``."""
+    return cast(T, (yield call))
+
+
+def connection_state() -> Program[ConnectionState]:
+    """Inside a Program: ``state = yield from connection_state()``."""
+    return cast(ConnectionState, (yield AskConnection()))
+
+
+def offload(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Program[T]:
+    """Inside a Program: ``result = yield from offload(fn, ...)``."""
+    return cast(T, (yield Offload(functools.partial(fn, *args, **kwargs))))
+
+
+# -- the handle every operation reads its defaults from -----------------------------------------------------
+
+
+class Handle:
+    """The tenant, the default principal and scopes, and the embedder of a driver handle (sync or async)."""
+
+    def __init__(self, tenant: str, principal: str | None, scopes: Sequence[str] | None,
+                 embedder: TextEmbedder | None) -> None:
+        self.tenant = tenant
+        self.principal = principal
+        self.scopes = list(scopes) if scopes is not None else None
+        self._embedder = embedder
+
+    def who(self, principal: str | None, scopes: Sequence[str] | None) -> tuple[str, list[str]]:
+        """The principal and authorised scopes of a call: its own, else the handle's."""
+        principal = principal if principal is not None else self.principal
+        chosen = list(scopes) if scopes is not None else self.scopes
+        if principal is None:
+            raise errors.UnknownPeer("no principal: pass principal= to connect() or to the call")
+        if not chosen:
+            raise errors.ScopeNotAuthorised("no authorised scopes: pass scopes= to connect() or to the call")
+        return principal, chosen
+
+    @property
+    def embedder(self) -> TextEmbedder:
+        """The handle's embedder; by default the local model, loaded on first use (ModelUnavailable if it cannot be)."""
+        return self._embedder if self._embedder is not None else embedding_model.get_embedder()

@@ -1,0 +1,230 @@
+"""The two runners: each executes a :class:`~._calls.Call` on a connection (the handle's own, or one
+borrowed from the caller's pool) and drives a Program, the sync one inline and the async one with ``await``
+(CPU steps in a thread). This is the only code that differs between the two drivers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, NoReturn, TypeVar
+
+import psycopg
+from pgvector.psycopg.vector import register_vector_info
+from psycopg import sql
+from psycopg.types import TypeInfo
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from .. import boundary, errors
+from ._calls import AskConnection, Call, ConnectionState, Offload, Operation, Statement, Step
+
+T = TypeVar("T")
+
+_VECTOR_SCHEMA = ("select n.nspname from pg_extension e join pg_namespace n on n.oid = e.extnamespace"
+                  " where e.extname = 'vector'")
+
+
+def _missing_vector() -> errors.MissingPrerequisite:
+    return errors.MissingPrerequisite("pgvector's vector type is not installed in this database",
+                                      hint="A pgrecall database has the vector extension: install the tenant "
+                                           "there (pgrecall tenant create), or connect to the database that has it.")
+
+
+def configure(conn: psycopg.Connection[Any]) -> None:
+    """Register pgvector's ``vector`` type (pgvector-python's adapters) on a connection, wherever the extension
+    lives: pass it as ``ConnectionPool(..., configure=pgrecall.configure)``. Leaves the connection in the
+    transaction state it was found in."""
+    info = TypeInfo.fetch(conn, "vector")
+    if info is None:  # the extension's schema is not on this role's search_path
+        with conn.transaction(), conn.cursor() as cur:
+            row = cur.execute(_VECTOR_SCHEMA).fetchone()
+        info = TypeInfo.fetch(conn, sql.Identifier(row[0], "vector")) if row else None
+    if info is None:
+        raise _missing_vector()
+    register_vector_info(conn, info)
+
+
+async def configure_async(conn: psycopg.AsyncConnection[Any]) -> None:
+    """:func:`configure` for an AsyncConnection: ``AsyncConnectionPool(..., configure=pgrecall.configure_async)``."""
+    info = await TypeInfo.fetch(conn, "vector")
+    if info is None:
+        async with conn.transaction(), conn.cursor() as cur:
+            row = await (await cur.execute(_VECTOR_SCHEMA)).fetchone()
+        info = await TypeInfo.fetch(conn, sql.Identifier(row[0], "vector")) if row else None
+    if info is None:
+        raise _missing_vector()
+    register_vector_info(conn, info)
+
+
+def _registered(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    return conn.adapters.types.get("vector") is not None
+
+
+def _state(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> ConnectionState:
+    return ConnectionState(conn.autocommit, conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE,
+                           conn.info.server_version)
+
+
+def _raise(exc: psycopg.Error, where: str = "statement", args: Mapping[str, Any] | None = None) -> NoReturn:
+    """The pgrecall exception of a failed statement (chaining it): the server's own, or the one a value's type
+    or size caused (boundary.call_error); a failure that is not the caller's input, as it is."""
+    translated = boundary.call_error(where, exc, args)
+    if translated is exc:
+        raise exc
+    raise translated from exc
+
+
+class SyncRunner:
+    """Runs Calls on one connection, or on a connection borrowed from a pool for each Call."""
+
+    def __init__(self, tenant: str, *, conn: psycopg.Connection[Any] | None = None,
+                 pool: ConnectionPool[Any] | None = None) -> None:
+        if (conn is None) == (pool is None):
+            raise ValueError("a runner needs a connection or a pool")
+        self.tenant = tenant
+        self.conn = conn
+        self.pool = pool
+
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        if self.pool is not None:
+            with self.pool.connection() as conn:
+                yield conn
+        else:
+            assert self.conn is not None
+            yield self.conn
+
+    def execute(self, call: Call[T]) -> T:
+        boundary.check_arguments(call.function, call.params)
+        try:
+            with self._connection() as conn:
+                if call.sends_vectors and not _registered(conn):
+                    configure(conn)  # the caller's connection or pool did not register pgvector's types
+                with conn.cursor(row_factory=call.row_factory) as cur:
+                    cur.execute(call.statement(self.tenant), call.params)
+                    found = cur.fetchall()
+        except psycopg.Error as exc:
+            _raise(exc, call.function, call.params)
+        return call.collect(found)
+
+    def execute_statement(self, statement: Statement[T]) -> T:
+        found: list[Any] = []
+        try:
+            with self._connection() as conn:
+                if statement.row_factory is None:
+                    conn.execute(statement.query, statement.params)
+                else:
+                    with conn.cursor(row_factory=statement.row_factory) as cur:
+                        found = cur.execute(statement.query, statement.params).fetchall()
+        except psycopg.Error as exc:
+            _raise(exc)
+        return statement.collect(found)
+
+    def _step(self, current: Step) -> Any:
+        if isinstance(current, Offload):
+            return current.fn()
+        if isinstance(current, Statement):
+            return self.execute_statement(current)
+        if isinstance(current, AskConnection):
+            with self._connection() as conn:
+                return _state(conn)
+        return self.execute(current)
+
+    def run(self, op: Operation[T]) -> T:
+        if isinstance(op, Call):
+            return self.execute(op)
+        sent: Any = None
+        failed: Exception | None = None
+        while True:
+            try:
+                current: Step = op.throw(failed) if failed is not None else op.send(sent)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            sent, failed = None, None
+            try:
+                sent = self._step(current)
+            except Exception as exc:  # handed to the program, which may catch it (or it propagates from throw)
+                failed = exc
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+
+
+class AsyncRunner:
+    """The async runner: the same Calls on an AsyncConnection or an AsyncConnectionPool; Offload steps (the
+    embedding model, re-rank hooks, LLMs) run in a thread so the event loop keeps serving."""
+
+    def __init__(self, tenant: str, *, conn: psycopg.AsyncConnection[Any] | None = None,
+                 pool: AsyncConnectionPool[Any] | None = None) -> None:
+        if (conn is None) == (pool is None):
+            raise ValueError("a runner needs a connection or a pool")
+        self.tenant = tenant
+        self.conn = conn
+        self.pool = pool
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        if self.pool is not None:
+            async with self.pool.connection() as conn:
+                yield conn
+        else:
+            assert self.conn is not None
+            yield self.conn
+
+    async def execute(self, call: Call[T]) -> T:
+        boundary.check_arguments(call.function, call.params)
+        try:
+            async with self._connection() as conn:
+                if call.sends_vectors and not _registered(conn):
+                    await configure_async(conn)
+                async with conn.cursor(row_factory=call.row_factory) as cur:
+                    await cur.execute(call.statement(self.tenant), call.params)
+                    found = await cur.fetchall()
+        except psycopg.Error as exc:
+            _raise(exc, call.function, call.params)
+        return call.collect(found)
+
+    async def execute_statement(self, statement: Statement[T]) -> T:
+        found: list[Any] = []
+        try:
+            async with self._connection() as conn:
+                if statement.row_factory is None:
+                    await conn.execute(statement.query, statement.params)
+                else:
+                    async with conn.cursor(row_factory=statement.row_factory) as cur:
+                        found = await (await cur.execute(statement.query, statement.params)).fetchall()
+        except psycopg.Error as exc:
+            _raise(exc)
+        return statement.collect(found)
+
+    async def _step(self, current: Step) -> Any:
+        if isinstance(current, Offload):
+            return await asyncio.to_thread(current.fn)
+        if isinstance(current, Statement):
+            return await self.execute_statement(current)
+        if isinstance(current, AskConnection):
+            async with self._connection() as conn:
+                return _state(conn)
+        return await self.execute(current)
+
+    async def run(self, op: Operation[T]) -> T:
+        if isinstance(op, Call):
+            return await self.execute(op)
+        sent: Any = None
+        failed: Exception | None = None
+        while True:
+            try:
+                current: Step = op.throw(failed) if failed is not None else op.send(sent)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            sent, failed = None, None
+            try:
+                sent = await self._step(current)
+            except Exception as exc:
+                failed = exc
+
+    async def close(self) -> None:
+        if self.conn is not None:
+            await self.conn.close()

@@ -1,0 +1,115 @@
+"""Duplicates: pairs the database proposes (cosine over the memories' own texts, among the principal's newest
+visible memories) and the decision a person records about one (keep both, supersede or forget).
+
+Each function builds the call of one stored function; ``Memory`` and ``AsyncMemory`` run it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ._calls import Call, Handle, from_json, json_object, one, parse, timestamp
+from .memories import Provenance
+
+# -- row types ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DuplicateSide:
+    """One memory of a proposed pair, as the reviewer is shown it."""
+
+    id: int
+    scope: str
+    kind: str
+    title: str | None
+    body: str
+    revision: int  # pass it to decide_duplicate: a memory changed meanwhile is not decided blind
+    created_at: datetime = field(metadata=parse(timestamp))
+    audience: str | None = field()
+    purposes: list[str] = field()
+    # as read() gives it: the turns it came from (speaker, time), visible sources, entities
+    provenance: Provenance = field(metadata=parse(json_object(Provenance)))
+
+
+@dataclass(frozen=True)
+class DuplicatePair:
+    """Two memories similar enough to be shown to a person: ``a`` is the older one."""
+
+    rank: int
+    cosine: float
+    a: DuplicateSide
+    b: DuplicateSide
+    b_may_replace_a: bool  # b reaches everyone a reaches, for every purpose: "supersede a by b" is allowed
+    a_may_replace_b: bool
+
+
+_PAIR_KEYS = ("rank", "cosine", "b_may_replace_a", "a_may_replace_b")
+
+
+def _pair(obj: Mapping[str, Any]) -> DuplicatePair:
+    """duplicate_proposals()' flat columns (a_id, a_body, ..., b_id, ...) as a pair of two sides."""
+    sides = {prefix: from_json(DuplicateSide, {k[2:]: v for k, v in obj.items()
+                                               if k.startswith(prefix + "_") and k not in _PAIR_KEYS})
+             for prefix in ("a", "b")}
+    return from_json(DuplicatePair, {**{k: v for k, v in obj.items() if k in _PAIR_KEYS}, **sides})
+
+
+@dataclass(frozen=True)
+class DuplicateMeta:
+    """What was compared, and why nothing is proposed when nothing is (``empty_reason``: no_memories,
+    one_memory, no_embeddings, below_threshold with the ``closest`` cosine, or all_decided)."""
+
+    window: int  # the principal's newest visible memories compared
+    threshold: float
+    model: str
+    in_window: int
+    embedded: int
+    missing_embeddings: int
+    pairs: int  # above the threshold and not decided, before the limit
+    decided: int
+    returned: int
+    closest: float | None
+    empty_reason: str | None
+
+
+@dataclass(frozen=True)
+class DuplicateProposals:
+    """duplicate_proposals' answer and the metadata of the same call."""
+
+    pairs: list[DuplicatePair] = field(metadata=parse(lambda items: [_pair(i) for i in items], column="items"))
+    meta: DuplicateMeta = field(metadata=parse(json_object(DuplicateMeta)))
+
+
+@dataclass(frozen=True)
+class DuplicateDecision:
+    decision_id: int
+    decision: str  # distinct, supersede or forget
+    retired_memory: int | None  # the memory superseded or forgotten (a); None when both are kept
+    retired_revision: int | None  # its revision now
+
+
+# -- calls --------------------------------------------------------------------------------------------------
+
+
+def duplicate_proposals(h: Handle, *, limit: int = 20, principal: str | None = None,
+                        scopes: Sequence[str] | None = None) -> Call[DuplicateProposals]:
+    """Pairs of current memories the principal may see for a common purpose, among its newest
+    ``duplicate_window``, with cosine >= ``duplicate_cosine`` and not yet decided; best first, with the
+    metadata of the same call. Nothing is merged: a person decides with :meth:`decide_duplicate`."""
+    principal, scopes = h.who(principal, scopes)
+    return one("duplicate_proposals_answer", {"principal": principal, "scopes": scopes, "limit": limit},
+               DuplicateProposals)
+
+
+def decide_duplicate(h: Handle, a: int, b: int, decision: str, *, reason: str, revision_a: int | None = None,
+                     revision_b: int | None = None, principal: str | None = None,
+                     scopes: Sequence[str] | None = None) -> Call[DuplicateDecision]:
+    """Record a person's decision about a pair: ``distinct`` (keep both), ``supersede`` (b replaces a) or
+    ``forget`` (a). Pass the revisions you were shown; someone deciding first is DuplicateDecided."""
+    principal, scopes = h.who(principal, scopes)
+    return one("decide_duplicate", {"principal": principal, "scopes": scopes, "a": a, "b": b, "decision": decision,
+                                    "reason": reason, "revision_a": revision_a, "revision_b": revision_b},
+               DuplicateDecision)

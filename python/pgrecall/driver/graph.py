@@ -1,0 +1,220 @@
+"""The graph: entities, facts with their quotes and two time ranges, traversal and citations.
+
+Each function builds the call of one stored function; ``Memory`` and ``AsyncMemory`` run it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from psycopg.types.json import Jsonb
+from psycopg.types.range import Range
+
+from ._calls import Call, Handle, json_items, json_list, one, parse, rows
+
+# -- row types ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A fact's quote: the UTF-8 byte span [start, end) of the observation at ``offset`` in ``scope``."""
+
+    scope: str
+    offset: int
+    start: int
+    end: int
+    quote: str
+    source_role: str
+
+
+@dataclass(frozen=True)
+class AssertedFact:
+    fact_id: int
+    outcome: str  # inserted, superseded (closed contradicting facts) or confirmed (already known)
+    closed_facts: list[int]
+
+
+@dataclass(frozen=True)
+class RetractedFact:
+    fact_id: int
+    known: Range[datetime]  # closed now: what we believed, and until when
+
+
+@dataclass(frozen=True)
+class FactRow:
+    fact_id: int
+    subject: str
+    predicate: str
+    object: str
+    statement: str
+    valid: Range[datetime]
+    known: Range[datetime]
+    confidence: float
+    salience: float
+    observer: str | None
+    evidence: list[Evidence] = field(metadata=parse(json_list(Evidence)))
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A fact reached by traversal, ``depth`` hops from the seeds, between two entity ids."""
+
+    depth: int
+    fact_id: int
+    subject: str
+    predicate: str
+    object: str
+    statement: str
+    valid: Range[datetime]
+    known: Range[datetime]
+    from_entity: int
+    to_entity: int | None
+
+
+@dataclass(frozen=True)
+class Citation:
+    """A fact's quote resolved back to its observation."""
+
+    evidence_id: int
+    scope: str
+    log_offset: int
+    observation_id: int
+    byte_start: int
+    byte_end: int
+    quote: str
+    actor: str | None
+    source_role: str
+    occurred_at: datetime
+    body: str
+
+
+@dataclass(frozen=True)
+class Entity:
+    entity_id: int
+    scope: str
+    name: str
+    entity_type: str | None
+    aliases: list[str]
+    merged_into: int | None
+    facts: int  # facts about it the principal may see
+
+
+@dataclass(frozen=True)
+class EntityAliases:
+    entity_id: int
+    name: str
+    aliases: list[str]
+
+
+@dataclass(frozen=True)
+class EntityMerge:
+    merge_id: int
+    kept_id: int
+    absorbed_id: int
+    facts_moved: int
+    facts_closed: int
+
+
+@dataclass(frozen=True)
+class Predicate:
+    name: str
+    single_valued: bool  # a subject holds one value at a time
+    object_type: str | None
+    description: str | None
+
+
+# -- calls --------------------------------------------------------------------------------------------------
+
+
+def assert_fact(h: Handle, subject: str, predicate: str, object_: str, *, evidence: Sequence[Mapping[str, Any]],
+                statement: str | None = None, valid_from: datetime | None = None, valid_to: datetime | None = None,
+                confidence: float = 1.0, observer: str | None = None, audience: str | None = None,
+                purposes: Sequence[str] | None = None, subject_type: str | None = None,
+                object_type: str | None = None, scope: str | None = None, principal: str | None = None,
+                scopes: Sequence[str] | None = None) -> Call[AssertedFact]:
+    """Assert a fact with evidence: each item {"offset": n, "quote": "..."} and optionally "start"/"end"
+    UTF-8 byte offsets. A single-valued predicate's overlapping current value is closed, not overwritten."""
+    principal, scopes = h.who(principal, scopes)
+    return one("assert_fact", {
+        "principal": principal, "scopes": scopes, "scope": scope or scopes[0], "subject": subject,
+        "predicate": predicate, "object": object_, "evidence": Jsonb(list(evidence)),
+        "statement": statement, "valid_from": valid_from, "valid_to": valid_to, "confidence": confidence,
+        "observer": observer, "audience": audience, "purposes": list(purposes) if purposes is not None else None,
+        "subject_type": subject_type, "object_type": object_type}, AssertedFact)
+
+
+def assert_facts(h: Handle, items: Sequence[Mapping[str, Any]], *, scope: str | None = None,
+                 principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[AssertedFact]]:
+    """assert_fact() for a batch: dicts with subject, predicate, object, evidence (and the optional
+    keyword arguments of assert_fact). In order, all-or-nothing; one result per item."""
+    principal, scopes = h.who(principal, scopes)
+    return rows("assert_facts", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
+                                 "items": Jsonb(json_items(items))}, AssertedFact, ordered_by="ordinal")
+
+
+def retract_fact(h: Handle, fact_id: int, *, reason: str, principal: str | None = None,
+                 scopes: Sequence[str] | None = None) -> Call[RetractedFact]:
+    """Withdraw a fact the principal asserted: its known range closes now (history keeps it)."""
+    principal, scopes = h.who(principal, scopes)
+    return one("retract_fact", {"principal": principal, "scopes": scopes, "fact_id": fact_id, "reason": reason},
+               RetractedFact)
+
+
+def facts_as_of(h: Handle, subject: str, predicate: str | None = None, *, valid_at: datetime | None = None,
+                known_at: datetime | None = None, purpose: str = "converse", principal: str | None = None,
+                scopes: Sequence[str] | None = None) -> Call[list[FactRow]]:
+    """What was true of ``subject`` at ``valid_at`` as believed at ``known_at`` (defaults: now)."""
+    principal, scopes = h.who(principal, scopes)
+    return rows("facts_as_of", {"principal": principal, "scopes": scopes, "subject": subject, "predicate": predicate,
+                                "valid_at": valid_at, "known_at": known_at, "purpose": purpose}, FactRow)
+
+
+def neighbourhood(h: Handle, seeds: Sequence[str], *, hops: int = 2, valid_at: datetime | None = None,
+                  known_at: datetime | None = None, purpose: str = "converse", principal: str | None = None,
+                  scopes: Sequence[str] | None = None) -> Call[list[Edge]]:
+    """The facts around the seed entities, both directions, up to ``hops`` (at most 3)."""
+    principal, scopes = h.who(principal, scopes)
+    return rows("neighbourhood", {"principal": principal, "scopes": scopes, "seeds": list(seeds), "hops": hops,
+                                  "valid_at": valid_at, "known_at": known_at, "purpose": purpose}, Edge)
+
+
+def resolve_citation(h: Handle, fact_id: int, *, principal: str | None = None,
+                     scopes: Sequence[str] | None = None) -> Call[list[Citation]]:
+    """A fact's quotes back to the observations they are the bytes of."""
+    principal, scopes = h.who(principal, scopes)
+    return rows("resolve_citation", {"principal": principal, "scopes": scopes, "fact_id": fact_id}, Citation)
+
+
+def entities(h: Handle, name: str | None = None, *, principal: str | None = None,
+             scopes: Sequence[str] | None = None) -> Call[list[Entity]]:
+    """The entities in the authorised scopes (one name or alias if given), with how many facts about each
+    the principal may see."""
+    principal, scopes = h.who(principal, scopes)
+    return rows("entities", {"principal": principal, "scopes": scopes, "name": name}, Entity)
+
+
+def add_entity_alias(h: Handle, entity: str, alias: str, *, scope: str | None = None,
+                     data_subject_id: str | None = None, principal: str | None = None,
+                     scopes: Sequence[str] | None = None) -> Call[EntityAliases]:
+    """Another name for an entity (the lookup every recall issues finds it by either). With
+    ``data_subject_id``, erasing that subject removes the alias."""
+    principal, scopes = h.who(principal, scopes)
+    return one("add_entity_alias", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
+                                    "entity": entity, "alias": alias, "data_subject_id": data_subject_id},
+               EntityAliases)
+
+
+def predicates(h: Handle) -> Call[list[Predicate]]:
+    """The closed ontology: each predicate and whether a subject holds one value of it at a time."""
+    return rows("predicates", {}, Predicate)
+
+
+def merge_entities(h: Handle, keep: str, absorb: str, *, scope: str | None = None, principal: str | None = None,
+                   scopes: Sequence[str] | None = None) -> Call[EntityMerge]:
+    """Fold ``absorb`` into ``keep`` (admin role): facts move, contradictions close, the merge is logged."""
+    principal, scopes = h.who(principal, scopes)
+    return one("merge_entities", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
+                                  "keep": keep, "absorb": absorb}, EntityMerge)

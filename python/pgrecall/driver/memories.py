@@ -1,0 +1,334 @@
+"""Setup, the log, and the memory operations: scopes and peers, observations, remember/read/derive/
+correct/supersede/forget/pin, the session-start bundle and freshness.
+
+Each function builds the call of one stored function; ``Memory`` and ``AsyncMemory`` run it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+from psycopg.types.range import Range
+
+from .. import boundary, errors, sources
+from ._calls import Call, Handle, Program, json_items, json_list, json_object, one, parse, rows, step, timestamp, value
+
+# -- row types ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SchemaInfo:
+    tenant: str
+    schema_version: int | None
+    migrations: int
+    function_files: int
+
+
+@dataclass(frozen=True)
+class Remembered:
+    memory_id: int | None
+    status: str  # 'created' or 'noop'
+    reason: str | None  # why a no-op
+
+    @property
+    def created(self) -> bool:
+        return self.status == "created"
+
+
+@dataclass(frozen=True)
+class Appended:
+    log_offset: int
+
+
+@dataclass(frozen=True)
+class ObservationRef:
+    """An observation a memory came from (its text cut at 500 characters), or that a correction of it cited:
+    ``corrections`` are the revisions such corrections made ([] when none did)."""
+
+    scope: str
+    offset: int
+    source_role: str
+    actor: str | None
+    occurred_at: datetime = field(metadata=parse(timestamp))
+    text: str = field()
+    corrections: list[int] = field()
+
+
+@dataclass(frozen=True)
+class SourceMemory:
+    """A memory another was derived from, that the principal may see."""
+
+    id: int
+    title: str | None
+    kind: str
+
+
+@dataclass(frozen=True)
+class AboutEntity:
+    entity: str
+    type: str | None
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a memory came from: observations, source memories (``hidden_sources`` counts those the principal
+    may not see), and the entities it is about."""
+
+    observations: list[ObservationRef] = field(metadata=parse(json_list(ObservationRef)))
+    memories: list[SourceMemory] = field(metadata=parse(json_list(SourceMemory)))
+    hidden_sources: int = field()
+    about: list[AboutEntity] = field(metadata=parse(json_list(AboutEntity)))
+
+    @property
+    def offsets(self) -> list[int]:
+        """The log offsets it cites."""
+        return [o.offset for o in self.observations]
+
+
+@dataclass(frozen=True)
+class Revision:
+    """An earlier text of a corrected memory."""
+
+    revision: int
+    kind: str
+    title: str | None
+    body: str
+    confidence: float
+    changed_by: str
+    changed_at: datetime = field(metadata=parse(timestamp))
+    reason: str | None = field()
+    evidence: list[int] = field()  # log offsets the correction that replaced this text cited
+
+
+@dataclass(frozen=True)
+class MemoryRecord:
+    id: int
+    scope: str
+    kind: str
+    title: str | None
+    body: str
+    origin: str
+    revision: int
+    confidence: float
+    audience: str | None
+    purposes: list[str]
+    superseded_by: int | None
+    created_by: str
+    created_at: datetime
+    updated_at: datetime
+    valid: Range[datetime]
+    provenance: Provenance = field(metadata=parse(json_object(Provenance)))
+    revisions: list[Revision] = field(metadata=parse(json_list(Revision)))
+
+
+@dataclass(frozen=True)
+class Scope:
+    name: str
+    description: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Freshness:
+    scope: str
+    log_watermark: int
+    embeddings_current_to: int
+    embedding_jobs: int
+
+
+def _list(items: Sequence[Any] | None) -> list[Any] | None:
+    return list(items) if items is not None else None
+
+
+# -- setup --------------------------------------------------------------------------------------------------
+
+
+def schema_info(h: Handle) -> Call[SchemaInfo]:
+    """The tenant's name, migration version and counts of what is installed."""
+    return one("schema_info", {}, SchemaInfo)
+
+
+def check_schema(h: Handle) -> Program[SchemaInfo]:
+    """Fail fast, at connect, when the tenant is missing, this role may not use it, or its schema is older
+    than this driver."""
+    try:
+        info = yield from step(schema_info(h))
+    except psycopg.errors.InvalidSchemaName as exc:
+        raise errors.TenantNotFound(f"tenant {h.tenant!r} is not installed in this database",
+                                    hint=f"Create it: pgrecall tenant create {h.tenant}") from exc
+    except errors.NotPermitted as exc:
+        raise errors.TenantNotFound(f"this role may not use tenant {h.tenant!r}",
+                                    hint=f"Connect as one of pgrecall_{h.tenant}_app, _worker or _admin.") from exc
+    if info.schema_version is None or info.schema_version < sources.latest_version():
+        raise errors.SchemaOutOfDate(
+            f"tenant {h.tenant!r} is at migration {info.schema_version}, this driver needs {sources.latest_version()}",
+            hint=f"Upgrade it: pgrecall tenant upgrade {h.tenant}")
+    return info
+
+
+def add_scope(h: Handle, name: str, description: str | None = None) -> Call[str]:
+    """A scope (a project inside the tenant); an existing name is kept. Returns the name."""
+    return value("add_scope", {"name": name, "description": description}, str)
+
+
+def list_scopes(h: Handle) -> Call[list[Scope]]:
+    """The tenant's scopes with their descriptions, by name (what a client may authorise)."""
+    return rows("scopes", {}, Scope)
+
+
+def add_peer(h: Handle, name: str, kind: str = "human", metadata: Mapping[str, Any] | None = None, *,
+             data_subject_id: str | None = None) -> Call[int]:
+    """A peer (human, agent, ...); an existing name returns its id (its metadata merged). With
+    ``data_subject_id``, erasing that subject anonymises the peer (its name and metadata are the subject's
+    personal data)."""
+    return value("add_peer", {"name": name, "kind": kind, "metadata": Jsonb(metadata if metadata is not None else {}),
+                              "data_subject_id": data_subject_id}, int)
+
+
+# -- the log ------------------------------------------------------------------------------------------------
+
+
+def append(h: Handle, text: str, *, role: str, scope: str | None = None, kind: str = "message",
+           actor: str | None = None, session_id: int | None = None, occurred_at: datetime | None = None,
+           payload: Mapping[str, Any] | None = None, data_subject_id: str | None = None,
+           lawful_basis: str | None = None, classification: str = "internal", retention_until: datetime | None = None,
+           principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
+    """Append an observation; returns its log offset in the scope."""
+    principal, scopes = h.who(principal, scopes)
+    return value("append_observation", {
+        "principal": principal, "scopes": scopes, "scope": scope or scopes[0], "body": text,
+        "source_role": role, "kind": kind, "actor": actor, "session_id": session_id,
+        "occurred_at": occurred_at, "payload": Jsonb(payload if payload is not None else {}),
+        "data_subject_id": data_subject_id,
+        "lawful_basis": lawful_basis, "classification": classification, "retention_until": retention_until,
+    }, int)
+
+
+def append_many(h: Handle, rows_: Sequence[Mapping[str, Any]], *, scope: str | None = None,
+                principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[int]]:
+    """Append a batch in one call; each row is a dict with body and source_role (and optionally kind,
+    actor, session_id, occurred_at, payload, data_subject_id, lawful_basis, classification,
+    retention_until). All are validated before any is written. Returns the offsets in order."""
+    principal, scopes = h.who(principal, scopes)
+    call = rows("append_observations", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
+                                         "rows": Jsonb(json_items(rows_))}, Appended, ordered_by="ordinal")
+    return call.then(lambda appended: [a.log_offset for a in appended])
+
+
+def watermark(h: Handle, scope: str | None = None, *, principal: str | None = None,
+              scopes: Sequence[str] | None = None) -> Call[int]:
+    """The largest log offset of the scope below which the log has no hole."""
+    principal, scopes = h.who(principal, scopes)
+    return value("log_watermark", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0]}, int)
+
+
+# -- memories -----------------------------------------------------------------------------------------------
+
+
+def remember(h: Handle, text: str, *, evidence: Sequence[int], purposes: Sequence[str], scope: str | None = None,
+             audience: str | None = None, kind: str = "note", title: str | None = None, confidence: float = 1.0,
+             about: Sequence[str] = (), observer: str | None = None, principal: str | None = None,
+             scopes: Sequence[str] | None = None) -> Call[Remembered]:
+    """Write a memory. ``observer`` makes it that peer's local view (None: the global view). Empty or
+    ambiguous input is a no-op with a reason (``status == 'noop'``), not an error."""
+    principal, scopes = h.who(principal, scopes)
+    return one("remember", {
+        "principal": principal, "scopes": scopes, "scope": scope or scopes[0], "body": text,
+        "evidence": _list(evidence), "purposes": _list(purposes), "audience": audience, "kind": kind,
+        "title": title, "confidence": confidence, "about": list(about), "observer": observer,
+    }, Remembered)
+
+
+def remember_many(h: Handle, items: Sequence[Mapping[str, Any]], *, scope: str | None = None,
+                  principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[Remembered]]:
+    """remember() for a batch: each item a dict with body, evidence, purposes (and optionally audience,
+    kind, title, confidence, about, observer). Validated whole before anything is written; one result per item."""
+    principal, scopes = h.who(principal, scopes)
+    return rows("remember_many", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
+                                  "items": Jsonb(list(items))}, Remembered, ordered_by="ordinal")
+
+
+def read(h: Handle, memory_id: int, *, purpose: str, include_superseded: bool = False,
+         principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[MemoryRecord]:
+    """One memory with its provenance and revisions, if the principal may see it for ``purpose``
+    (MemoryNotFound otherwise: missing and not visible are not told apart)."""
+    principal, scopes = h.who(principal, scopes)
+    return one("read", {"principal": principal, "scopes": scopes, "memory_id": memory_id, "purpose": purpose,
+                        "include_superseded": include_superseded}, MemoryRecord)
+
+
+def derive(h: Handle, sources_: Sequence[int], text: str, *, kind: str = "summary", title: str | None = None,
+           confidence: float | None = None, about: Sequence[str] = (), principal: str | None = None,
+           scopes: Sequence[str] | None = None) -> Call[int]:
+    """A memory from other memories: it may be seen by, and used for, only what every source allows
+    (EmptyIntersection when that is nothing). Returns the new memory's id."""
+    principal, scopes = h.who(principal, scopes)
+    return value("derive", {"principal": principal, "scopes": scopes, "sources": list(sources_), "body": text,
+                            "kind": kind, "title": title, "confidence": confidence, "about": list(about)}, int)
+
+
+def correct(h: Handle, memory_id: int, text: str, *, revision: int, evidence: Sequence[int] | None = None,
+            title: str | None = None, reason: str | None = None, principal: str | None = None,
+            scopes: Sequence[str] | None = None) -> Call[int]:
+    """Fix a memory in place; ``revision`` is the one you read (RevisionConflict if it moved on). Returns the
+    new revision.
+
+    ``evidence`` are the log offsets (in the memory's scope) of what justifies the correction; they join the
+    memory's provenance, and erasing them undoes the correction.
+    """
+    principal, scopes = h.who(principal, scopes)
+    return value("correct", {"principal": principal, "scopes": scopes, "memory_id": memory_id,
+                             "expected_revision": revision, "body": text, "title": title, "reason": reason,
+                             "evidence": _list(evidence)}, int)
+
+
+def supersede(h: Handle, memory_id: int, text: str, *, revision: int, evidence: Sequence[int],
+              title: str | None = None, confidence: float | None = None, about: Sequence[str] | None = None,
+              principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
+    """Replace a memory because the world changed. Returns the new memory's id.
+
+    ``about`` names the new memory's entities; None keeps the old memory's.
+    """
+    principal, scopes = h.who(principal, scopes)
+    return value("supersede", {"principal": principal, "scopes": scopes, "memory_id": memory_id,
+                               "expected_revision": revision, "body": text, "evidence": _list(evidence),
+                               "title": title, "confidence": confidence, "about": _list(about)}, int)
+
+
+def forget(h: Handle, memory_id: int, *, reason: str, revision: int | None = None, principal: str | None = None,
+           scopes: Sequence[str] | None = None) -> Call[int]:
+    """Invalidate a memory with a reason (not erasure: the row stays for review). Returns its revision."""
+    principal, scopes = h.who(principal, scopes)
+    return value("forget", {"principal": principal, "scopes": scopes, "memory_id": memory_id, "reason": reason,
+                            "expected_revision": revision}, int)
+
+
+def pin(h: Handle, memory_id: int, pinned: bool = True, *, principal: str | None = None,
+        scopes: Sequence[str] | None = None) -> Call[bool]:
+    """Pin (or unpin) a memory: pinned notes start every session bundle."""
+    principal, scopes = h.who(principal, scopes)
+    return value("pin", {"principal": principal, "scopes": scopes, "memory_id": memory_id, "pinned": pinned}, bool)
+
+
+# -- freshness ----------------------------------------------------------------------------------------------
+
+
+def freshness(h: Handle, scope: str | None = None, *, principal: str | None = None,
+              scopes: Sequence[str] | None = None) -> Call[Freshness]:
+    """How far the log and the embeddings of a scope are current."""
+    principal, scopes = h.who(principal, scopes)
+    return one("freshness", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0]}, Freshness)
+
+
+def wait_for(h: Handle, offset: int, *, scope: str | None = None, projection: str = "embeddings",
+             timeout: float = 5.0, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[bool]:
+    """Block until the log or the embeddings are current to ``offset``; False on timeout."""
+    principal, scopes = h.who(principal, scopes)
+    timeout = boundary.finite_seconds("wait_for", "timeout", timeout, most=600)
+    return value("wait_for", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
+                              "offset": offset, "projection": projection, "timeout_ms": int(timeout * 1000)}, bool)

@@ -1,0 +1,278 @@
+"""Recall and message search: the query is embedded here (or given), then one stored function ranks in the
+database and returns its items with the metadata of that very call.
+
+Both go through :func:`query_vector`, the one embed-and-call step: a precomputed ``query_embedding`` is used
+as given; otherwise the handle's embedder runs (as an :class:`Offload`, so the async driver runs it in a
+thread); an embedder that is down (ModelUnavailable) leaves the dense arm out and the answer says why.
+The vector travels in binary as pgvector's type and is read by the function as ``real[]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from pgvector import Vector
+
+from .. import errors
+from ..embedder import DIMENSIONS, ModelUnavailable
+from ._calls import (
+    REAL_ARRAY,
+    Cast,
+    Handle,
+    Program,
+    from_json,
+    json_list,
+    json_object,
+    offload,
+    one,
+    parse,
+    step,
+    timestamp,
+)
+from .graph import Evidence
+from .memories import Provenance
+
+# -- row types ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FactProvenance:
+    """A fact row's provenance: the fact and the quotes that prove it."""
+
+    subject: str
+    predicate: str
+    object: str
+    valid: str  # the valid range as PostgreSQL prints it
+    confidence: float
+    evidence: list[Evidence] = field(metadata=parse(json_list(Evidence)))
+
+    @property
+    def offsets(self) -> list[int]:
+        """The log offsets it cites."""
+        return [e.offset for e in self.evidence]
+
+
+@dataclass(frozen=True)
+class RecallItem:
+    rank: int
+    memory_id: int | None  # None for a fact row
+    scope: str
+    kind: str
+    title: str | None
+    body: str
+    score: float
+    lexical_rank: int | None
+    dense_rank: int | None
+    cosine: float | None
+    bm25: float | None
+    provenance: Provenance | FactProvenance  # FactProvenance exactly when item == "fact"
+    item: str = "memory"  # memory, or fact: a current fact about an entity the query names
+    fact_id: int | None = None
+    fact_rank: int | None = None
+
+
+def _recall_item(obj: Mapping[str, Any]) -> RecallItem:
+    kind = FactProvenance if obj.get("item") == "fact" else Provenance
+    return from_json(RecallItem, {**obj, "provenance": from_json(kind, obj["provenance"])})
+
+
+@dataclass(frozen=True)
+class RecallMeta:
+    """What recall did: counts taken after the permission walk, the query terms and those dropped as too
+    common, whether the dense arm ran (and why not), and how current the answer is."""
+
+    query: str
+    mode: str
+    purpose: str
+    terms: list[str]
+    dropped_terms: list[str]
+    term_stats: str | None
+    recruited_by_rare_terms: bool
+    recruited_by: str | None
+    dense_available: bool
+    dense_reason: str | None
+    dense_method: str | None
+    lexical_count: int
+    dense_count: int
+    fused_count: int
+    fact_count: int
+    entities: list[str]  # entities the query named whose facts were found
+    returned: int
+    missing_embeddings: int  # eligible memories still waiting for their vector (counted up to 1000)
+    missing_embeddings_more: bool
+    watermarks: dict[str, int]  # per authorised scope
+    embedding_queue: int
+
+
+@dataclass(frozen=True)
+class Recalled:
+    """Recall's answer: the items (after the permission walk) and the metadata of the same call."""
+
+    items: list[RecallItem] = field(metadata=parse(lambda items: [_recall_item(i) for i in items]))
+    meta: RecallMeta = field(metadata=parse(json_object(RecallMeta)))
+
+    @property
+    def dense_available(self) -> bool:
+        return self.meta.dense_available
+
+
+@dataclass(frozen=True)
+class MessageHit:
+    """One passage found by search_messages: where it is in the log, its text and byte span, and its ranks."""
+
+    rank: int
+    scope: str
+    log_offset: int
+    session_id: int | None
+    actor: str
+    source_role: str
+    kind: str
+    occurred_at: datetime = field(metadata=parse(timestamp))
+    passage_id: int = field()
+    ordinal: int = field()
+    start_byte: int = field()
+    end_byte: int = field()
+    body: str = field()
+    score: float = field()
+    lexical_rank: int | None = field()
+    semantic_rank: int | None = field()
+    bm25: float | None = field()
+    cosine: float | None = field()
+
+
+@dataclass(frozen=True)
+class MessageSearchMeta:
+    """Which arms of message search ran (and if the semantic one did not, why), at which level, with counts."""
+
+    query: str
+    mode: str
+    level: str  # tenant, session or peer
+    session_id: int | None
+    peer: str | None
+    scopes: list[str]
+    lexical: bool
+    semantic: bool
+    semantic_available: bool
+    semantic_reason: str | None
+    semantic_method: str | None
+    terms: list[str]
+    dropped_terms: list[str]
+    lexical_count: int
+    semantic_count: int
+    returned: int
+    missing_embeddings: int
+
+
+@dataclass(frozen=True)
+class MessagesFound:
+    """search_messages' answer and the metadata of the same call."""
+
+    items: list[MessageHit] = field(metadata=parse(json_list(MessageHit)))
+    meta: MessageSearchMeta = field(metadata=parse(json_object(MessageSearchMeta)))
+
+    @property
+    def semantic_available(self) -> bool:
+        return self.meta.semantic_available
+
+
+# A re-rank hook: given the query and the items that passed the walk, return
+# them (or a subset) in a new order. A local cross-encoder fits this shape.
+Reranker = Callable[[str, list[RecallItem]], list[RecallItem]]
+
+QueryEmbedding = Sequence[float] | npt.NDArray[Any]
+
+
+# -- the embed-and-call step ----------------------------------------------------------------------------------
+
+
+def as_vector(embedding: QueryEmbedding, what: str = "query_embedding") -> Vector:
+    """A query embedding as pgvector's type: DIMENSIONS finite numbers (InvalidArgument otherwise)."""
+    try:
+        array = np.asarray(embedding, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise errors.InvalidArgument(f"{what} must be {DIMENSIONS} numbers, not {type(embedding).__name__}",
+                                     hint="Pass a sequence of floats or a 1-D numpy array.") from exc
+    if array.shape != (DIMENSIONS,):
+        raise errors.InvalidArgument(f"{what} must be {DIMENSIONS} numbers, not an array of shape {array.shape}",
+                                     hint=f"Embed the query with the tenant's model ({DIMENSIONS} dimensions).")
+    if not bool(np.isfinite(array).all()):
+        raise errors.InvalidArgument(f"{what} holds NaN or infinite numbers",
+                                     hint="A query embedding is a unit-length vector of finite numbers.")
+    return Vector(array)
+
+
+def _embed(h: Handle, query: str) -> tuple[Vector | None, str | None]:
+    try:
+        embedder = h.embedder
+        [vector] = embedder.embed([query or ""])
+    except ModelUnavailable:
+        return None, None
+    return as_vector(vector, f"the vector of embedder {embedder.name!r}"), embedder.name
+
+
+def query_vector(h: Handle, query: str, *, mode: str | None, embed: bool, query_embedding: QueryEmbedding | None,
+                 query_model: str | None) -> Program[tuple[Vector | None, str | None]]:
+    """The query's vector and the model that made it: the caller's, else the handle's embedder's, else none."""
+    if query_embedding is not None:
+        return as_vector(query_embedding), query_model
+    if not embed or mode == "lexical":
+        return None, None
+    return (yield from offload(_embed, h, query))
+
+
+def _reranked(rerank: Reranker, query: str, answer: Recalled) -> Recalled:
+    reordered = rerank(query, list(answer.items))
+    allowed = {(item.item, item.memory_id, item.fact_id) for item in answer.items}
+    if any((item.item, item.memory_id, item.fact_id) not in allowed for item in reordered):
+        raise ValueError("a re-rank hook may reorder or drop items, never add them")
+    return Recalled(reordered, answer.meta)
+
+
+# -- calls --------------------------------------------------------------------------------------------------
+
+
+def recall(h: Handle, query: str, *, purpose: str = "converse", mode: str | None = None, limit: int = 10,
+           include_superseded: bool = False, at: datetime | None = None, rerank: Reranker | None = None,
+           embed: bool = True, query_embedding: QueryEmbedding | None = None, query_model: str | None = None,
+           principal: str | None = None, scopes: Sequence[str] | None = None) -> Program[Recalled]:
+    """Ranked recall in the database, with the metadata of the same call.
+
+    The query is embedded with the handle's embedder unless ``query_embedding`` (384 numbers, e.g. a numpy
+    array; ``query_model`` names its model, which recall checks against the tenant's) is given. Without a
+    model (or with ``embed=False``) the answer is lexical and ``dense_available`` is false: recall degrades,
+    it does not fail. ``rerank`` may reorder or drop the items that passed the permission walk.
+    """
+    principal, scopes = h.who(principal, scopes)
+    vector, model = yield from query_vector(h, query, mode=mode, embed=embed, query_embedding=query_embedding,
+                                            query_model=query_model)
+    answer = yield from step(one("recall_answer", {
+        "principal": principal, "scopes": scopes, "query": query, "purpose": purpose,
+        "query_embedding": Cast(vector, REAL_ARRAY), "mode": mode, "limit": limit,
+        "include_superseded": include_superseded, "at": at, "query_model": model}, Recalled))
+    if rerank is not None and answer.items:
+        answer = yield from offload(_reranked, rerank, query, answer)
+    return answer
+
+
+def search_messages(h: Handle, query: str, *, mode: str | None = None, session_id: int | None = None,
+                    peer: str | None = None, limit: int = 10, embed: bool = True,
+                    query_embedding: QueryEmbedding | None = None, query_model: str | None = None,
+                    principal: str | None = None, scopes: Sequence[str] | None = None) -> Program[MessagesFound]:
+    """Search the passages of the log in every authorised scope, one session (``session_id``) or what one
+    peer sent (``peer``): lexical and/or semantic as the tenant's settings allow, fused by RRF.
+
+    The query is embedded as for recall (or ``query_embedding`` is used); without a model the answer is
+    lexical and ``semantic_available`` is false.
+    """
+    principal, scopes = h.who(principal, scopes)
+    vector, model = yield from query_vector(h, query, mode=mode, embed=embed, query_embedding=query_embedding,
+                                            query_model=query_model)
+    return (yield from step(one("search_messages_answer", {
+        "principal": principal, "scopes": scopes, "query": query, "query_embedding": Cast(vector, REAL_ARRAY),
+        "mode": mode, "session_id": session_id, "peer": peer, "limit": limit, "query_model": model},
+        MessagesFound)))

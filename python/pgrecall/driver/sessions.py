@@ -1,0 +1,376 @@
+"""Peers, sessions, messages, representations and the derivation work queue.
+
+Each function builds the call of one stored function; ``Memory`` and ``AsyncMemory`` run it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from psycopg.types.json import Jsonb
+
+from ._calls import Call, Handle, column, json_items, json_list, json_object, one, parse, rows, timestamp, value
+from .graph import AssertedFact
+from .memories import Provenance, Remembered
+
+# -- row types ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PeerConfig:
+    peer: str
+    kind: str
+    observed_globally: bool  # a global representation of the peer is derived
+    follows_tenant_default: bool  # observed_globally comes from the tenant setting
+
+
+@dataclass(frozen=True)
+class SessionPeerConfig:
+    session: int
+    peer: str
+    observe_others: bool
+    observed_by_others: bool
+    joined_at: datetime = field(metadata=parse(timestamp))
+    left_at: datetime | None = field(metadata=parse(timestamp))
+    active: bool = field()
+
+
+@dataclass(frozen=True)
+class SessionPeerAdded:
+    peer: str
+    observe_others: bool
+    observed_by_others: bool
+    joined_at: datetime
+
+
+@dataclass(frozen=True)
+class SessionPeer:
+    peer: str
+    kind: str
+    joined_at: datetime
+    left_at: datetime | None
+    observe_others: bool
+    observed_by_others: bool
+
+
+@dataclass(frozen=True)
+class MessageAdded:
+    offset: int = field(metadata=column("log_offset"))
+    tasks: int = field()  # derivation tasks queued for it
+
+
+@dataclass(frozen=True)
+class Turn:
+    session_id: int
+    offset: int = field(metadata=column("log_offset"))
+    opened: bool = field()  # a new session was opened for this turn
+
+
+@dataclass(frozen=True)
+class RepresentationItem:
+    """A memory or a currently believed fact about the target (``kind``: the memory kind or the predicate)."""
+
+    item: str  # memory or fact
+    id: int
+    scope: str
+    kind: str
+    body: str
+    confidence: float
+    observer: str | None
+    created_at: datetime
+    evidence: list[int]  # log offsets
+
+
+@dataclass(frozen=True)
+class WorkingItem:
+    """One derived observation in a working representation."""
+
+    text: str
+    offset: int
+    observation_id: int
+    at: datetime = field(metadata=parse(timestamp))
+    memory_id: int | None = None
+    fact_id: int | None = None
+
+
+def _per_target(document: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, list[WorkingItem]]:
+    items = json_list(WorkingItem)
+    return {target: items(entries) for target, entries in document.items()}
+
+
+@dataclass(frozen=True)
+class WorkingRepresentation:
+    """A peer's working representation in a session: per observed peer, the newest derived observations."""
+
+    session: int
+    peer: str
+    updated_at: datetime | None = field(metadata=parse(timestamp))
+    representation: dict[str, list[WorkingItem]] = field(metadata=parse(_per_target))
+
+
+@dataclass(frozen=True)
+class BundleMemory:
+    id: int
+    kind: str
+    title: str | None
+    body: str
+    scope: str
+    provenance: Provenance = field(metadata=parse(json_object(Provenance)))  # as read() and recall give it
+    updated_at: datetime | None = field(default=None, metadata=parse(timestamp))  # None for pinned notes
+
+
+@dataclass(frozen=True)
+class BundleEntity:
+    entity: str
+    type: str | None
+    scope: str
+    memories: int  # how many of the principal's visible memories are about it
+
+
+@dataclass(frozen=True)
+class SessionBundle:
+    """What an agent starts with: recent memories, pinned notes, top entities, and with a session its working
+    representation there."""
+
+    recent: list[BundleMemory] = field(metadata=parse(json_list(BundleMemory)))
+    pinned: list[BundleMemory] = field(metadata=parse(json_list(BundleMemory)))
+    entities: list[BundleEntity] = field(metadata=parse(json_list(BundleEntity)))
+    working_representation: WorkingRepresentation | None = field(metadata=parse(json_object(WorkingRepresentation)))
+
+
+@dataclass(frozen=True)
+class Task:
+    """A leased derivation task, as claim_tasks() hands it out.
+
+    ``messages`` stay dicts (offset, actor, source_role, body, ...): they are what a user's ``extract``
+    callable receives, typically to put into an LLM prompt as JSON.
+    """
+
+    task_id: int
+    lease_token: UUID
+    task_type: str  # 'representation' or 'summary'
+    session_id: int
+    scope: str
+    sender: str | None  # whose message (the peer represented)
+    observer: str | None  # None: the sender's global representation
+    message_offset: int
+    messages: list[dict[str, Any]]
+    attempts: int
+    lease_until: datetime
+
+
+@dataclass(frozen=True)
+class TaskFailure:
+    status: str  # queued again (with backoff) or dead
+    attempts: int
+    available_at: datetime | None
+
+
+@dataclass(frozen=True)
+class QueueStatus:
+    status: str  # 'current' or 'pending'
+    remaining: int
+    in_progress: int
+    done: int
+    dead: int
+
+
+@dataclass(frozen=True)
+class QueueCount:
+    task_type: str
+    status: str
+    tasks: int
+
+
+# -- peers --------------------------------------------------------------------------------------------------
+
+
+def peer_config(h: Handle, peer: str) -> Call[PeerConfig]:
+    """A peer's own flags: ``observed_globally`` (and whether it follows the tenant default)."""
+    return value("peer_config", {"peer": peer}, dict).then(json_object(PeerConfig))
+
+
+def set_peer_config(h: Handle, peer: str, *, observed_globally: bool | None) -> Call[PeerConfig]:
+    """Set whether a global representation of the peer is derived (None: the tenant default)."""
+    return value("set_peer_config", {"peer": peer, "config": Jsonb({"observed_globally": observed_globally})},
+                 dict).then(json_object(PeerConfig))
+
+
+# -- sessions and messages ----------------------------------------------------------------------------------
+
+
+def create_session(h: Handle, name: str | None = None, *, scope: str | None = None,
+                   metadata: Mapping[str, Any] | None = None, data_subject_id: str | None = None,
+                   principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
+    """A session in a scope (an existing name returns its id). Returns the session id. With
+    ``data_subject_id``, erasing that subject clears the session's name and metadata."""
+    principal, scopes = h.who(principal, scopes)
+    return value("create_session", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
+                                    "name": name, "metadata": Jsonb(metadata if metadata is not None else {}),
+                                    "data_subject_id": data_subject_id}, int)
+
+
+def add_session_peers(h: Handle, session: int, peers: Sequence[str | Mapping[str, Any]], *,
+                      defaults: Mapping[str, Any] | None = None, principal: str | None = None,
+                      scopes: Sequence[str] | None = None) -> Call[list[SessionPeerAdded]]:
+    """Add peers: names, or ``{"peer": name, "observe_others": bool, "observed_by_others": bool}``.
+
+    ``defaults`` gives the flags of peers that do not set them; the tenant settings fill the rest.
+    """
+    principal, scopes = h.who(principal, scopes)
+    return rows("add_session_peers", {"principal": principal, "scopes": scopes, "session": session,
+                                      "peers": Jsonb(list(peers)),
+                                      "defaults": Jsonb(defaults if defaults is not None else {})}, SessionPeerAdded)
+
+
+def remove_session_peers(h: Handle, session: int, peers: Sequence[str], *, principal: str | None = None,
+                         scopes: Sequence[str] | None = None) -> Call[int]:
+    """Peers leave the session (their history stays). Returns how many left."""
+    principal, scopes = h.who(principal, scopes)
+    return value("remove_session_peers", {"principal": principal, "scopes": scopes, "session": session,
+                                          "peers": list(peers)}, int)
+
+
+def session_peers(h: Handle, session: int, *, include_left: bool = False, principal: str | None = None,
+                  scopes: Sequence[str] | None = None) -> Call[list[SessionPeer]]:
+    """The peers of a session with their flags (and those who left, with ``include_left``)."""
+    principal, scopes = h.who(principal, scopes)
+    return rows("session_peers", {"principal": principal, "scopes": scopes, "session": session,
+                                  "include_left": include_left}, SessionPeer)
+
+
+def session_peer_config(h: Handle, session: int, peer: str, *, principal: str | None = None,
+                        scopes: Sequence[str] | None = None) -> Call[SessionPeerConfig]:
+    """One peer's flags in a session."""
+    principal, scopes = h.who(principal, scopes)
+    return value("session_peer_config", {"principal": principal, "scopes": scopes, "session": session,
+                                         "peer": peer}, dict).then(json_object(SessionPeerConfig))
+
+
+def set_session_peer_config(h: Handle, session: int, peer: str, config: Mapping[str, Any], *,
+                            principal: str | None = None,
+                            scopes: Sequence[str] | None = None) -> Call[SessionPeerConfig]:
+    """Change ``observe_others`` and/or ``observed_by_others`` of one peer in a session."""
+    principal, scopes = h.who(principal, scopes)
+    return value("set_session_peer_config", {"principal": principal, "scopes": scopes, "session": session,
+                                             "peer": peer, "config": Jsonb(config)},
+                 dict).then(json_object(SessionPeerConfig))
+
+
+def add_messages(h: Handle, session: int, messages: Sequence[Mapping[str, Any]], *, principal: str | None = None,
+                 scopes: Sequence[str] | None = None) -> Call[list[MessageAdded]]:
+    """Append messages (dicts with actor and body, optionally source_role, occurred_at, payload, ...)
+    to a session; each queues its derivation tasks. Returns offset and tasks queued per message."""
+    principal, scopes = h.who(principal, scopes)
+    return rows("add_messages", {"principal": principal, "scopes": scopes, "session": session,
+                                 "messages": Jsonb(json_items(messages))}, MessageAdded, ordered_by="ordinal")
+
+
+def log_turn(h: Handle, log: str, actor: str, text: str, *, role: str | None = None,
+             occurred_at: datetime | None = None, data_subject_id: str | None = None, scope: str | None = None,
+             principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Turn]:
+    """The turn log: append a turn to ``log``'s current session, or open a new one after a gap of more
+    than turn_gap_seconds (2 hours). The actor joins the session if needed. ``data_subject_id`` is the
+    turn's, and the session's when the turn opens one (its name holds the log's name)."""
+    principal, scopes = h.who(principal, scopes)
+    return one("log_turn", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0], "log": log,
+                            "actor": actor, "body": text, "source_role": role, "occurred_at": occurred_at,
+                            "data_subject_id": data_subject_id}, Turn)
+
+
+# -- representations ----------------------------------------------------------------------------------------
+
+
+def representation(h: Handle, target: str, *, observer: str | None = None, purpose: str = "converse",
+                   limit: int = 100, principal: str | None = None,
+                   scopes: Sequence[str] | None = None) -> Call[list[RepresentationItem]]:
+    """What is believed about ``target`` from ``observer``'s view (None: the global representation): the
+    memories, then the currently believed facts (``item`` says which; ``kind`` is the memory kind or the
+    fact's predicate), newest first, through the eligibility rules for the principal."""
+    principal, scopes = h.who(principal, scopes)
+    return rows("representation", {"principal": principal, "scopes": scopes, "target": target,
+                                   "observer": observer, "purpose": purpose, "limit": limit}, RepresentationItem)
+
+
+def get_representation(h: Handle, session: int, peer: str, target: str | None = None, *,
+                       principal: str | None = None,
+                       scopes: Sequence[str] | None = None) -> Call[WorkingRepresentation]:
+    """A peer's working representation in a session (one observed peer if ``target`` is given)."""
+    principal, scopes = h.who(principal, scopes)
+    return value("get_representation", {"principal": principal, "scopes": scopes, "session": session,
+                                         "peer": peer, "target": target}, dict).then(json_object(WorkingRepresentation))
+
+
+def session_bundle(h: Handle, *, purpose: str = "converse", recent: int = 10, entities: int = 5,
+                   session: int | None = None, principal: str | None = None,
+                   scopes: Sequence[str] | None = None) -> Call[SessionBundle]:
+    """What an agent starts with; with ``session``, also its working representation there."""
+    principal, scopes = h.who(principal, scopes)
+    return value("session_bundle", {"principal": principal, "scopes": scopes, "purpose": purpose,
+                                    "recent": recent, "entities": entities, "session": session},
+                 dict).then(json_object(SessionBundle))
+
+
+# -- the derivation work queue (the worker role) ------------------------------------------------------------
+
+
+def claim_tasks(h: Handle, worker: str, *, limit: int = 10,
+                task_types: Sequence[str] | None = None) -> Call[list[Task]]:
+    """Lease up to ``limit`` ready derivation tasks (worker role)."""
+    return rows("claim_tasks", {"worker": worker, "limit": limit,
+                                "task_types": list(task_types) if task_types else None}, Task)
+
+
+def task_remember(h: Handle, task: Task, items: Sequence[Mapping[str, Any]], *,
+                  worker: str | None = None) -> Call[list[Remembered]]:
+    """Write a leased task's memories (worker role): dicts with body, evidence (offsets of the task's
+    messages), purposes, and optionally kind, title, confidence, about. The database sets the scope, the
+    acting peer and the perspective from the task."""
+    return rows("task_remember", {"worker": worker, "task_id": task.task_id, "lease_token": task.lease_token,
+                                  "items": Jsonb(list(items))}, Remembered, ordered_by="ordinal")
+
+
+def task_assert_fact(h: Handle, task: Task, predicate: str, object_: str, *, evidence: Sequence[Mapping[str, Any]],
+                     statement: str | None = None, confidence: float = 1.0, purposes: Sequence[str] | None = None,
+                     worker: str | None = None) -> Call[AssertedFact]:
+    """Assert a fact about a leased representation task's sender, quoting its message (worker role)."""
+    return one("task_assert_fact", {
+        "worker": worker, "task_id": task.task_id, "lease_token": task.lease_token, "predicate": predicate,
+        "object": object_, "evidence": Jsonb(list(evidence)), "statement": statement,
+        "confidence": confidence, "purposes": list(purposes) if purposes is not None else None}, AssertedFact)
+
+
+def complete_task(h: Handle, task: Task, result: Mapping[str, Any], *, worker: str | None = None) -> Call[str]:
+    """Complete a leased task with its result (worker role); a representation result updates the
+    working representation."""
+    return value("complete_task", {"worker": worker, "task_id": task.task_id, "lease_token": task.lease_token,
+                                   "result": Jsonb(result)}, str)
+
+
+def fail_task(h: Handle, task: Task, error: str, *, worker: str | None = None) -> Call[TaskFailure]:
+    """Give a leased task back with the error (worker role): retried with backoff, then dead-lettered."""
+    return one("fail_task", {"worker": worker, "task_id": task.task_id, "lease_token": task.lease_token,
+                             "error": error}, TaskFailure)
+
+
+def queue_status(h: Handle, peer: str, target: str | None = None, *,
+                 session: int | None = None) -> Call[QueueStatus]:
+    """Is a representation current? Without ``target``: ``peer``'s global one; with it: ``peer``'s view
+    of ``target``. Returns status ('current' or 'pending'), remaining, in_progress, done, dead."""
+    return one("queue_status", {"peer": peer, "target": target, "session": session}, QueueStatus)
+
+
+def _by_type(counts: list[QueueCount]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for c in counts:
+        out.setdefault(c.task_type, {})[c.status] = c.tasks
+    return out
+
+
+def work_queue_status(h: Handle) -> Call[dict[str, dict[str, int]]]:
+    """Task counts as {task_type: {status: n}}."""
+    return rows("work_queue_status", {}, QueueCount).then(_by_type)

@@ -1,0 +1,96 @@
+"""The driver's row types against the catalog: every column a tenant function returns has an attribute of
+the row type the driver reads it into (by name), so nothing the SQL returns is silently dropped, and no
+result is read by position."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pgrecall.driver import _calls, admin, duplicates, embeddings, graph, memories, recall, sessions
+
+# function -> (row type, columns the row type does not carry on purpose, attribute -> column renames)
+ROW_TYPES = {
+    "schema_info": (memories.SchemaInfo, set(), {}),
+    "scopes": (memories.Scope, set(), {}),
+    "append_observations": (memories.Appended, {"ordinal"}, {}),
+    "remember": (memories.Remembered, set(), {}),
+    "remember_many": (memories.Remembered, {"ordinal"}, {}),
+    "read": (memories.MemoryRecord, set(), {}),
+    "freshness": (memories.Freshness, set(), {}),
+    "recall_answer": (recall.Recalled, set(), {}),
+    "search_messages_answer": (recall.MessagesFound, set(), {}),
+    "duplicate_proposals_answer": (duplicates.DuplicateProposals, set(), {}),
+    "decide_duplicate": (duplicates.DuplicateDecision, set(), {}),
+    "assert_fact": (graph.AssertedFact, set(), {}),
+    "assert_facts": (graph.AssertedFact, {"ordinal"}, {}),
+    "task_assert_fact": (graph.AssertedFact, set(), {}),
+    "retract_fact": (graph.RetractedFact, set(), {}),
+    "facts_as_of": (graph.FactRow, set(), {}),
+    "neighbourhood": (graph.Edge, set(), {}),
+    "resolve_citation": (graph.Citation, set(), {}),
+    "entities": (graph.Entity, set(), {}),
+    "add_entity_alias": (graph.EntityAliases, set(), {}),
+    "predicates": (graph.Predicate, set(), {}),
+    "merge_entities": (graph.EntityMerge, set(), {}),
+    "add_session_peers": (sessions.SessionPeerAdded, set(), {}),
+    "session_peers": (sessions.SessionPeer, set(), {}),
+    "add_messages": (sessions.MessageAdded, {"ordinal"}, {}),
+    "log_turn": (sessions.Turn, set(), {}),
+    "representation": (sessions.RepresentationItem, set(), {}),
+    "claim_tasks": (sessions.Task, set(), {}),
+    "task_remember": (memories.Remembered, {"ordinal"}, {}),
+    "fail_task": (sessions.TaskFailure, set(), {}),
+    "queue_status": (sessions.QueueStatus, set(), {}),
+    "work_queue_status": (sessions.QueueCount, set(), {}),
+    "embedding_status": (embeddings.EmbeddingStatus, set(), {}),
+    "claim_embedding_jobs": (embeddings.MemoryEmbeddingJob, set(), {"id": "memory_id"}),
+    "claim_passage_embedding_jobs": (embeddings.EmbeddingJob, set(), {"id": "passage_id"}),
+    "erase": (admin.ErasureReceipt, set(), {}),
+    "expire": (admin.ErasureReceipt, set(), {}),
+    "erasure_requests": (admin.ErasureReceipt, set(), {}),
+    "refresh_erasure_statistics": (admin.ErasureReceipt, set(), {}),
+    "settings": (admin.Setting, set(), {}),
+    "refresh_term_stats": (admin.TermStats, set(), {}),
+}
+
+
+def result_columns(db, function: str) -> list[str]:
+    """The columns of a tenant function's rows: its OUT/TABLE parameters, or its composite type's attributes."""
+    row = db.execute("""select coalesce(
+                                 (select array_agg(n order by i) from unnest(p.proargnames, p.proargmodes)
+                                                                   with ordinality a(n, m, i) where m in ('t', 'o')),
+                                 (select array_agg(a.attname::text order by a.attnum) from pg_attribute a
+                                   where a.attrelid = t.typrelid and a.attnum > 0 and not a.attisdropped))
+                          from pg_proc p join pg_type t on t.oid = p.prorettype
+                         where p.pronamespace = 'acme'::regnamespace and p.proname = %s""", (function,)).fetchone()
+    return list(row[0] or [])
+
+
+def test_every_result_column_has_an_attribute_of_its_row_type(db, make_tenant):
+    make_tenant("acme")
+    for function, (row_type, skipped, renamed) in ROW_TYPES.items():
+        read = {renamed.get(attr, col) for col, attr in _calls._columns(row_type)}
+        returned = set(result_columns(db, function))
+        assert returned, function
+        assert read == returned - skipped, (function, sorted(read ^ (returned - skipped)))
+
+
+def test_table_functions_without_a_row_type_return_one_value(db, make_tenant):
+    """A function the map above does not list returns a single value (read with psycopg's scalar_row)."""
+    make_tenant("acme")
+    unlisted = db.execute("""select p.proname from pg_proc p
+                              where p.pronamespace = 'acme'::regnamespace and p.proname !~ '^_'
+                                and (p.proretset or 'o' = any (coalesce(p.proargmodes, '{}')) or 't' = any (coalesce(p.proargmodes, '{}'))
+                                     or (select typtype from pg_type where oid = p.prorettype) = 'c')""").fetchall()
+    not_methods = {"recall", "search_messages", "duplicate_proposals"}  # the driver calls their *_answer forms
+    assert {r[0] for r in unlisted} - ROW_TYPES.keys() == not_methods
+
+
+def test_no_result_is_read_by_position():
+    """dict(zip(names, row)) or row[3] mislabels silently when a column moves; rows are read by name."""
+    package = Path(__file__).resolve().parents[1] / "python" / "pgrecall"
+    for path in package.rglob("*.py"):
+        text = path.read_text()
+        assert "dict(zip(" not in text, path
+        assert not re.search(r"fetchone\(\)\[[1-9]", text), path
