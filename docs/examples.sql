@@ -288,14 +288,14 @@ select * from acme.embedding_status();
 select * from acme.claim_embedding_jobs('psql-demo', 2);
 \x off
 select * from acme.claim_embedding_jobs('', 10);  -- PR107
-select * from acme.claim_embedding_jobs('psql-demo', 0);  -- PR107
+select * from acme.claim_embedding_jobs('psql-demo', 0);  -- PR150
 
 -- == <tenant>.complete_embedding_jobs
 select acme.complete_embedding_jobs('psql-demo', '{3}', '{1}',
                                     array['[' || array_to_string(array_fill(0.05, array[384]), ',') || ']'],
                                     'all-MiniLM-L6-v2', 1) as stored;
 select acme.complete_embedding_jobs('psql-demo', '{3,5}', '{1}', '{"[1,2,3]"}', 'all-MiniLM-L6-v2', 2);  -- PR107
-select acme.complete_embedding_jobs('psql-demo', '{3}', '{1}', '{"[1,2,3]"}', 'all-MiniLM-L6-v2', 2);  -- PR107
+select acme.complete_embedding_jobs('psql-demo', '{3}', '{1}', '{"[1,2,3]"}', 'all-MiniLM-L6-v2', 2);  -- PR154
 
 -- == <tenant>.release_embedding_jobs
 select acme.release_embedding_jobs('psql-demo', '{3,5}') as released;
@@ -312,7 +312,7 @@ select * from acme.freshness('assistant', '{default}', 'default');
 select acme.wait_for('assistant', '{default}', 'default', 9) as embedded;
 select * from acme.embedding_status();
 select acme.wait_for('assistant', '{default}', 'default', 9, 'index');  -- PR107
-select acme.wait_for('assistant', '{default}', 'default', 0);  -- PR107
+select acme.wait_for('assistant', '{default}', 'default', 0);  -- PR150
 select * from acme.freshness('assistant', '{default}', 'work');  -- PR103
 
 -- == <tenant>.rebuild_embeddings
@@ -344,10 +344,10 @@ select rank, memory_id, body from acme.recall('assistant', '{default}', 'Where d
 select jsonb_array_length(items) as rows, meta ->> 'dense_reason' as dense_reason
   from acme.recall_answer('assistant', '{default}', 'What should I cook for Ana?', p_mode => 'dense');
 \! python -c 'exec("import pgrecall\n\nmem = pgrecall.connect(tenant=\"acme\", principal=\"assistant\", scopes=[\"default\"])\nanswer = mem.recall(\"What should I cook for Ana?\")\nfor i in answer.items:\n    print(i.rank, i.memory_id, i.body, i.lexical_rank, i.dense_rank,\n          None if i.cosine is None else round(i.cosine, 2))\nprint({k: getattr(answer.meta, k) for k in (\"mode\", \"dense_available\", \"dense_method\", \"lexical_count\",\n                                            \"dense_count\", \"fused_count\", \"missing_embeddings\")})")'
-select count(*) from acme.recall('assistant', '{default}', 'ramen', p_limit => 0);  -- PR107
+select count(*) from acme.recall('assistant', '{default}', 'ramen', p_limit => 0);  -- PR150
 select count(*) from acme.recall('assistant', '{default}', 'ramen', p_mode => 'semantic');  -- PR107
 select count(*) from acme.recall('assistant', '{default}', 'ramen', 'chat');  -- PR102
-select count(*) from acme.recall('assistant', '{default}', 'ramen', p_query_embedding => '{0.1,0.2,0.3}');  -- PR107
+select count(*) from acme.recall('assistant', '{default}', 'ramen', p_query_embedding => '{0.1,0.2,0.3}');  -- PR154
 select count(*) from acme.recall('assistant', '{default}', null);  -- PR107
 select acme.forget('assistant', '{default}', 9, 'Ana asked me not to keep track of her hobbies') as revision;
 select rank, memory_id, body, lexical_rank from acme.recall('assistant', '{default}', 'ramen');
@@ -454,7 +454,7 @@ select * from acme.resolve_citation('assistant', '{default}', 13);  -- PR115
 select depth, fact_id, subject, predicate, object from acme.neighbourhood('assistant', '{default}', '{Kenji}');
 select depth, fact_id, subject, predicate, object
   from acme.neighbourhood('assistant', '{default}', '{Ana}', 3, p_valid_at => '2036-12-05');
-select * from acme.neighbourhood('assistant', '{default}', '{Ana}', 4);  -- PR107
+select * from acme.neighbourhood('assistant', '{default}', '{Ana}', 4);  -- PR150
 select * from acme.neighbourhood('assistant', '{default}', '{Ana,Yuki}');  -- PR114
 
 -- == <tenant>.retract_fact
@@ -502,7 +502,7 @@ select acme.pin('assistant', '{default}', 3);  -- PR104
 
 -- == <tenant>.session_bundle
 select jsonb_pretty(acme.session_bundle('assistant', '{default}', p_recent => 3, p_entities => 3));
-select acme.session_bundle('assistant', '{default}', p_recent => 500);  -- PR107
+select acme.session_bundle('assistant', '{default}', p_recent => 500);  -- PR150
 
 -- == <tenant>.erase
 \c :admin
@@ -518,8 +518,8 @@ select fact_id, object, valid from acme.facts_as_of('assistant', '{default}', 'A
 \c :admin
 select acme.erase('dpo', '{"scope": "default"}', '  ');  -- PR107
 select acme.erase(' ', '{"scope": "default"}', 'account closed');  -- PR107
-select acme.erase('dpo', '{"peer": "ana", "scope": "default"}', 'account closed');  -- PR107
-select acme.erase('dpo', '{"expired_before": "2027-01-01"}', 'clean up');  -- PR107
+select acme.erase('dpo', '{"peer": "ana", "scope": "default"}', 'account closed');  -- PR153
+select acme.erase('dpo', '{"expired_before": "2027-01-01"}', 'clean up');  -- PR153
 select acme.erase('dpo', '{"peer": "carol"}', 'account closed');  -- PR101
 select acme.erase('dpo', '{"observation": {"scope": "default", "offset": 6}}', 'again');  -- PR109
 select acme.erase('dpo', '{"scope": "travel"}', 'trip cancelled');  -- PR103

@@ -47,14 +47,17 @@ begin
                                       'data_subject_id', 'lawful_basis', 'classification', 'retention_until'], 'row');
     begin
         perform count(*) from _observation_rows(p_rows);
-    exception when invalid_text_representation or datatype_mismatch or invalid_datetime_format
-                   or datetime_field_overflow or numeric_value_out_of_range then
+    exception when invalid_datetime_format or datetime_field_overflow then
+        perform _fail('PR152', format('a row has a time that is not one: %s', sqlerrm),
+                      'occurred_at and retention_until are ISO-8601 timestamps between years 1 and 9999.');
+    when invalid_text_representation or datatype_mismatch or numeric_value_out_of_range then
         perform _fail('PR107', format('a row has a value of the wrong type: %s', sqlerrm),
                       'session_id is a number, occurred_at and retention_until ISO-8601 timestamps, payload an object.');
     end;
     select x.ord, x.code, x.detail, x.hint into v_bad from (
         select r.ord,
-               case when r.body is null or octet_length(r.body) > v_max_bytes then 'PR107'
+               case when r.body is null then 'PR107'
+                    when octet_length(r.body) > v_max_bytes then 'PR151'
                     when r.source_role is null
                          or r.source_role not in ('user', 'assistant', 'system', 'tool', 'document') then 'PR107'
                     when r.kind not in ('message', 'document', 'tool_result', 'event', 'note') then 'PR107'
@@ -62,7 +65,8 @@ begin
                     when r.lawful_basis not in ('consent', 'contract', 'legal_obligation', 'vital_interests',
                                                 'public_task', 'legitimate_interests') then 'PR107'
                     when jsonb_typeof(r.payload) <> 'object' then 'PR107'
-                    when r.session_id <= 0 then 'PR107'
+                    when not _time_in_range(r.occurred_at) or not _time_in_range(r.retention_until) then 'PR152'
+                    when r.session_id <= 0 then 'PR150'
                     when r.session_id is not null
                          and not exists (select 1 from session s where s.id = r.session_id and s.scope = p_scope) then 'PR120'
                     when not exists (select 1 from peer p where p.name = coalesce(r.actor, normalize(p_principal, NFC))) then 'PR101'
@@ -81,6 +85,10 @@ begin
                                                 'public_task', 'legitimate_interests') then
                          format('lawful_basis %s is not one of consent, contract, legal_obligation, vital_interests, public_task, legitimate_interests', quote_literal(r.lawful_basis))
                     when jsonb_typeof(r.payload) <> 'object' then 'observation payload must be a JSON object'
+                    when not _time_in_range(r.occurred_at) then
+                         format('occurred_at %s is outside years 1 to 9999', r.occurred_at)
+                    when not _time_in_range(r.retention_until) then
+                         format('retention_until %s is outside years 1 to 9999', r.retention_until)
                     when r.session_id <= 0 then format('session id must be a positive id, not %s', r.session_id)
                     when r.session_id is not null and not exists (select 1 from session s where s.id = r.session_id) then
                          format('unknown session %s', r.session_id)
@@ -92,6 +100,8 @@ begin
                end as detail,
                case when octet_length(r.body) > v_max_bytes then
                          'Split the text, or raise setting max_observation_bytes with pgrecall.set_tenant_setting().'
+                    when not _time_in_range(r.occurred_at) or not _time_in_range(r.retention_until) then
+                         'Pass a finite time between 0001-01-01 and 9999-12-31 (UTC), or leave it out for the default.'
                     when r.session_id > 0 and not exists (select 1 from session s where s.id = r.session_id) then
                          'Create it with create_session(); add_messages() appends to a session and queues its derivation.'
                     when r.actor is not null and not exists (select 1 from peer p where p.name = r.actor) then

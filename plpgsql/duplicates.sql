@@ -109,7 +109,7 @@ declare
 begin
     perform _check_scopes(p_scopes);
     if p_limit is null or p_limit < 1 or p_limit > 1000 then
-        perform _fail('PR107', format('limit must be 1 to 1000, not %s', coalesce(p_limit::text, 'NULL')),
+        perform _fail('PR150', format('limit must be 1 to 1000, not %s', coalesce(p_limit::text, 'NULL')),
                       'Ask for the best pairs first, e.g. p_limit => 20.');
     end if;
 

@@ -112,15 +112,17 @@ declare
 begin
     if p_selector is null or jsonb_typeof(p_selector) <> 'object'
        or (select count(*) from jsonb_object_keys(p_selector)) <> 1 then
-        perform _fail('PR107', format('an erasure selector names exactly one of observation, data_subject, peer, scope; got %s',
+        perform _fail('PR153', format('an erasure selector names exactly one of observation, data_subject, peer, scope; got %s',
                                       coalesce(p_selector::text, 'NULL')),
                       'E.g. {"data_subject": "u-42"}, {"peer": "ana"}, {"scope": "chat"}, {"observation": {"scope": "chat", "offset": 7}}.');
     end if;
     v_key := (select k from jsonb_object_keys(p_selector) k);
     case v_key
         when 'observation' then
-            if jsonb_typeof(p_selector -> 'observation' -> 'offset') is distinct from 'number' then
-                perform _fail('PR107', 'an observation selector needs a scope and a numeric offset');
+            if not _whole_in_range(p_selector -> 'observation' -> 'offset', 1, 9223372036854775807) then
+                perform _fail('PR153', format('an observation selector needs a scope and a positive whole offset, not %s',
+                                              coalesce(_clip((p_selector -> 'observation')::text, 200), 'NULL')),
+                              'E.g. {"observation": {"scope": "chat", "offset": 7}}.');
             end if;
             perform _observation_ids(p_selector -> 'observation' ->> 'scope',
                                      array[(p_selector -> 'observation' ->> 'offset')::bigint]);
@@ -128,7 +130,7 @@ begin
                             and o.log_offset = (p_selector -> 'observation' ->> 'offset')::bigint);
         when 'data_subject' then
             if jsonb_typeof(p_selector -> 'data_subject') is distinct from 'string' then
-                perform _fail('PR107', 'a data_subject selector is a string');
+                perform _fail('PR153', 'a data_subject selector is a string');
             end if;
             return array(select o.id from observation o where o.data_subject_id = p_selector ->> 'data_subject');
         when 'peer' then
@@ -140,7 +142,7 @@ begin
             return array(select o.id from observation o
                           where o.retention_until < (p_selector ->> 'expired_before')::timestamptz);
         else
-            perform _fail('PR107', format('unknown erasure selector %s', quote_literal(v_key)),
+            perform _fail('PR153', format('unknown erasure selector %s', quote_literal(v_key)),
                           'One of observation, data_subject, peer, scope.');
     end case;
 end
@@ -576,7 +578,7 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 begin
     if p_selector ? 'expired_before' then
-        perform _fail('PR107', 'expired_before is for expire(), which the expiry gate controls');
+        perform _fail('PR153', 'expired_before is for expire(), which the expiry gate controls');
     end if;
     return _erase(p_actor, p_selector, p_reason, p_requested_by);
 end

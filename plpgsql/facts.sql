@@ -52,6 +52,13 @@ begin
            or jsonb_typeof(v_item -> 'quote') is distinct from 'string' or v_item ->> 'quote' = '' then
             perform _fail('PR112', format('evidence item %s needs a numeric "offset" and a non-empty "quote"', v_item));
         end if;
+        -- Numbers are compared as numeric first: a cast of 1e300 or 2^63 to bigint would fail as 22003.
+        if not _whole_in_range(v_item -> 'offset', 1, 9223372036854775807)
+           or (v_item ? 'start' and not _whole_in_range(v_item -> 'start', 0, 2147483647))
+           or (v_item ? 'end' and not _whole_in_range(v_item -> 'end', 0, 2147483647)) then
+            perform _fail('PR150', format('evidence item %s has an offset or span out of range', _clip(v_item::text, 200)),
+                          'An offset is a positive whole number below 2^63; "start" and "end" are byte offsets into the observation.');
+        end if;
         select o.* into v_obs from observation o where o.scope = p_scope and o.log_offset = (v_item ->> 'offset')::bigint;
         if v_obs.id is null then
             perform _observation_ids(p_scope, array[(v_item ->> 'offset')::bigint]);  -- raises PR109, naming it
@@ -206,9 +213,12 @@ begin
     if p_statement is not null then
         perform _check_text(p_statement, 'statement', 2000);
     end if;
-    if p_confidence is null or p_confidence < 0 or p_confidence > 1 then
-        perform _fail('PR107', format('confidence must be between 0 and 1, not %s', coalesce(p_confidence::text, 'NULL')));
+    if p_confidence is null then
+        perform _fail('PR107', 'confidence must be between 0 and 1, not NULL');
     end if;
+    perform _check_confidence(p_confidence);
+    perform _check_time(p_valid_from, 'valid_from');
+    perform _check_time(p_valid_to, 'valid_to');
     v_purposes := case when p_purposes is null then array['act', 'converse', 'personalize', 'review']
                        else _check_purposes(p_purposes) end;
 
@@ -222,7 +232,7 @@ begin
     v_observations := array(select distinct o from unnest(v_ev_obs) o order by o);
     v_from := coalesce(p_valid_from, v_from);
     if p_valid_to is not null and p_valid_to <= v_from then
-        perform _fail('PR107', format('the valid range [%s, %s) is empty', v_from, p_valid_to),
+        perform _fail('PR152', format('the valid range [%s, %s) is empty', v_from, p_valid_to),
                       'valid_to must be later than valid_from (which defaults to when the evidence was said).');
     end if;
     v_valid := tstzrange(v_from, p_valid_to);
@@ -438,6 +448,8 @@ declare
 begin
     perform _check_scopes(p_scopes);
     perform _check_purpose(p_purpose);
+    perform _check_time(p_valid_at, 'valid_at');
+    perform _check_time(p_known_at, 'known_at');
     if p_predicate is not null and not exists (select 1 from predicate pr where pr.name = p_predicate) then
         perform _fail('PR111', format('unknown predicate %s', quote_literal(p_predicate)),
                       'predicates() lists the ontology.');
@@ -507,6 +519,13 @@ begin
         end loop;
     exception when others then
         get stacked diagnostics v_state = returned_sqlstate, v_message = message_text, v_hint = pg_exception_hint;
+        -- A field of the wrong JSON type fails in PostgreSQL's cast (class 22):
+        -- the caller's input, so it is reported as ours.
+        if v_state like '22%' then
+            v_message := format('an item has a value of the wrong type: %s', v_message);
+            v_state := case when v_state in ('22007', '22008') then 'PR152'
+                            when v_state = '22003' then 'PR150' else 'PR107' end;
+        end if;
         raise exception using errcode = v_state, message = format('%s (item %s)', _clip(v_message), v_n),
                               hint = coalesce(nullif(v_hint, ''), 'The batch was not written.');
     end;

@@ -42,6 +42,12 @@ declare
 begin
     perform _check_one_of(p_projection, 'projection', array['log', 'embeddings']);
     perform _check_id(p_offset, 'offset');
+    -- A caller's timeout holds a backend (and a connection) that long: ten
+    -- minutes is already more than any caller waits for an embedding.
+    if p_timeout_ms < 0 or p_timeout_ms > 600000 then
+        perform _fail('PR150', format('timeout must be 0 to 600000 ms, not %s', p_timeout_ms),
+                      'Wait in a loop of shorter calls, or pass NULL to check once.');
+    end if;
     loop
         -- each statement sees what has committed since the last one (read committed)
         select case when p_projection = 'log' then f.log_watermark else f.embeddings_current_to end

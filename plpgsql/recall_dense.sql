@@ -1,6 +1,6 @@
 -- Recall, step 3: the dense arm (plpgsql/recall.sql composes the steps).
 --
---   _check_query_embedding  PR107 unless a query embedding is 384 numbers
+--   _check_query_embedding  PR154 unless a query embedding is 384 finite numbers
 --                           (message search checks with it too)
 --   _dense_reason           why the arm cannot run (no query embedding, another
 --                           model, no embeddings yet), or NULL when it can
@@ -17,15 +17,17 @@ as $$
 begin
     if p_query_embedding is not null
        and (cardinality(p_query_embedding) <> 384 or array_ndims(p_query_embedding) <> 1
-            or array_position(p_query_embedding, null) is not null) then
-        perform _fail('PR107', format('the query embedding must be 384 numbers, not %s',
+            or array_position(p_query_embedding, null) is not null
+            or exists (select 1 from unnest(p_query_embedding) x
+                        where x in ('NaN'::float8, 'Infinity'::float8, '-Infinity'::float8))) then
+        perform _fail('PR154', format('the query embedding must be 384 finite numbers, not %s',
                                       coalesce(array_dims(p_query_embedding), 'empty')),
                       'Embed the query with the tenant''s model (all-MiniLM-L6-v2 gives 384 numbers), or pass NULL.');
     end if;
 end
 $$;
 comment on function __tenant__._check_query_embedding(double precision[]) is
-    'Internal: PR107 unless a query embedding is NULL or 384 numbers.';
+    'Internal: PR154 unless a query embedding is NULL or 384 finite numbers.';
 
 -- Degrade contract (design section 6): when the dense arm cannot contribute,
 -- recall answers with the lexical rows and says why.
@@ -55,7 +57,7 @@ begin
 end
 $$;
 comment on function __tenant__._dense_reason(double precision[], text, jsonb) is
-    'Internal: why recall''s dense arm cannot run for this query embedding, or NULL when it can (PR107 for a malformed one).';
+    'Internal: why recall''s dense arm cannot run for this query embedding, or NULL when it can (PR154 for a malformed one).';
 
 -- The dense arm over memories: the best p_depth eligible memories by cosine
 -- with a current embedding (this model and input version), those at or above

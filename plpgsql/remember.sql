@@ -63,6 +63,9 @@ begin
     exception when invalid_text_representation or datatype_mismatch or invalid_parameter_value then
         perform _fail('PR107', format('an item has a value of the wrong type: %s', sqlerrm),
                       'evidence is an array of offsets, purposes and about arrays of strings, confidence a number.');
+    when numeric_value_out_of_range then
+        perform _fail('PR150', format('an item has a number out of range: %s', sqlerrm),
+                      'Evidence offsets are positive integers below 2^63.');
     end;
 
     -- Validate every item before anything is written; the first problem wins.
@@ -73,12 +76,12 @@ begin
                  when i.purposes is null or cardinality(i.purposes) = 0 then 'PR102'
                  when not (i.purposes <@ array['converse', 'act', 'personalize', 'review']) then 'PR102'
                  when i.kind is null or i.kind not in ('note', 'fact', 'decision', 'summary') then 'PR107'
-                 when i.confidence is null or i.confidence < 0 or i.confidence > 1 then 'PR107'
-                 when octet_length(i.body) > v_max_bytes then 'PR107'
-                 when octet_length(i.title) > 500 then 'PR107'
+                 when i.confidence is null or not _confidence_ok(i.confidence) then 'PR150'
+                 when octet_length(i.body) > v_max_bytes then 'PR151'
+                 when octet_length(i.title) > 500 then 'PR151'
                  when i.audience is not null and not exists (select 1 from peer p where p.name = i.audience) then 'PR101'
                  when i.observer is not null and not exists (select 1 from peer p where p.name = i.observer) then 'PR101'
-                 when exists (select 1 from unnest(i.about) a where char_length(a) > 200) then 'PR107'
+                 when exists (select 1 from unnest(i.about) a where char_length(a) > 200) then 'PR151'
                end as problem,
                case
                  when i.purposes is null or cardinality(i.purposes) = 0 then 'the set of purposes is empty'
@@ -88,7 +91,7 @@ begin
                                                      limit 1))
                  when i.kind is null or i.kind not in ('note', 'fact', 'decision', 'summary') then
                       format('memory kind %s is not one of note, fact, decision, summary', quote_nullable(i.kind))
-                 when i.confidence is null or i.confidence < 0 or i.confidence > 1 then
+                 when i.confidence is null or not _confidence_ok(i.confidence) then
                       format('confidence must be between 0 and 1, not %s', coalesce(i.confidence::text, 'NULL'))
                  when octet_length(i.body) > v_max_bytes then
                       format('memory body is %s bytes, more than the %s allowed', octet_length(i.body), v_max_bytes)

@@ -33,7 +33,7 @@ begin
     perform _check_scopes(p_scopes);
     perform _check_purpose(p_purpose);
     if p_limit is null or p_limit < 1 or p_limit > 10000 then
-        perform _fail('PR107', format('limit must be 1 to 10000, not %s', coalesce(p_limit::text, 'NULL')));
+        perform _fail('PR150', format('limit must be 1 to 10000, not %s', coalesce(p_limit::text, 'NULL')));
     end if;
     -- The peer's entity in each authorised scope (through aliases and merges).
     v_entities := array(select _entity_named(s, p_target) from unnest(p_scopes) s where _entity_named(s, p_target) is not null);

@@ -25,7 +25,7 @@ begin
     perform _check_scopes(p_scopes);
     perform _check_purpose(p_purpose);
     if p_recent is null or p_recent not between 0 and 100 or p_entities is null or p_entities not between 0 and 100 then
-        perform _fail('PR107', 'p_recent and p_entities must be between 0 and 100');
+        perform _fail('PR150', 'p_recent and p_entities must be between 0 and 100');
     end if;
     v_recent := array(select e.id from _eligible_memories(v_principal, p_scopes, p_purpose, false, null) e
                        where not e.pinned

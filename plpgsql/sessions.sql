@@ -502,6 +502,7 @@ begin
     perform _peer_id(p_principal);
     perform _check_write_scope(p_scope, p_scopes);
     perform _peer_id(p_actor, 'actor');
+    perform _check_time(p_occurred_at, 'occurred_at');
     if p_log is null or _trim(p_log) = '' or char_length(p_log) > 200 then
         perform _fail('PR107', format('invalid turn log name %s', coalesce(quote_literal(p_log), 'NULL')),
                       'A turn log is named by 1 to 200 characters, e.g. the user the bot talks to.');

@@ -38,7 +38,7 @@ begin
     perform _check_scopes(p_scopes);
     perform _check_purpose(p_purpose);
     if p_hops is null or p_hops < 1 or p_hops > v_max_hops then
-        perform _fail('PR107', format('hops must be 1 to %s, not %s', v_max_hops, coalesce(p_hops::text, 'NULL')));
+        perform _fail('PR150', format('hops must be 1 to %s, not %s', v_max_hops, coalesce(p_hops::text, 'NULL')));
     end if;
     if p_seeds is null or cardinality(p_seeds) = 0 then
         perform _fail('PR107', 'a traversal needs at least one seed entity');

@@ -1,9 +1,6 @@
 -- Argument checks shared by every operation. Each failure raises a PR-class
--- SQLSTATE whose message names the offending value:
---   PR101 unknown peer           PR102 invalid purpose       PR103 scope not authorised or unknown
---   PR104 memory not found       PR105 revision conflict     PR106 empty intersection (derive)
---   PR107 invalid argument       PR108 memory no longer live PR109 unknown observation
---   PR110 append-only row changed
+-- SQLSTATE whose message names the offending value; the codes are listed,
+-- with what each means, in sql/errors.sql (pgrecall.error_code).
 
 -- A message quotes the offending value, and the caller chose its size: a 10 MB
 -- name would go back to the client, and into the server log, 10 MB long. The
@@ -155,7 +152,7 @@ begin
     if p_value is null then
         perform _fail('PR107', format('%s is required', p_what));
     elsif octet_length(p_value) > p_max_bytes then
-        perform _fail('PR107', format('%s is %s bytes, more than the %s allowed', p_what,
+        perform _fail('PR151', format('%s is %s bytes, more than the %s allowed', p_what,
                                       octet_length(p_value), p_max_bytes),
                       case when p_setting is null then 'Shorten it.'
                            else format('Split the text, or raise setting %s with pgrecall.set_tenant_setting().', p_setting) end);
@@ -163,7 +160,7 @@ begin
     return p_value;
 end
 $$;
-comment on function __tenant__._check_text(text, text, bigint, text) is 'Internal: PR107 if the text is missing or too large.';
+comment on function __tenant__._check_text(text, text, bigint, text) is 'Internal: PR107 if the text is missing, PR151 if it is too large.';
 
 create or replace function __tenant__._check_id(p_id bigint, p_what text)
 returns bigint
@@ -173,12 +170,13 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 begin
     if p_id is null or p_id <= 0 then
-        perform _fail('PR107', format('%s must be a positive id, not %s', p_what, coalesce(p_id::text, 'NULL')));
+        perform _fail(case when p_id is null then 'PR107' else 'PR150' end,
+                      format('%s must be a positive id, not %s', p_what, coalesce(p_id::text, 'NULL')));
     end if;
     return p_id;
 end
 $$;
-comment on function __tenant__._check_id(bigint, text) is 'Internal: PR107 unless the id is positive.';
+comment on function __tenant__._check_id(bigint, text) is 'Internal: PR107 if the id is missing, PR150 unless it is positive.';
 
 create or replace function __tenant__._check_one_of(p_value text, p_what text, p_allowed text[])
 returns text
@@ -252,13 +250,11 @@ begin
     if p_title is not null then
         perform _check_text(p_title, 'memory title', 500);
     end if;
-    if p_confidence is not null and (p_confidence < 0 or p_confidence > 1) then
-        perform _fail('PR107', format('confidence must be between 0 and 1, not %s', p_confidence));
-    end if;
+    perform _check_confidence(p_confidence);
 end
 $$;
 comment on function __tenant__._check_memory_fields(text, text, double precision) is
-    'Internal: PR107 unless the body is present and fits, the title fits, and confidence is in [0, 1].';
+    'Internal: PR107/PR151 unless the body is present and fits, the title fits; PR150 unless confidence is storable in [0, 1].';
 
 -- A batch argument: a JSON array whose every element is an object.
 create or replace function __tenant__._check_object_array(p_value jsonb, p_what text, p_hint text)
@@ -316,11 +312,11 @@ begin
         perform _fail('PR107', 'a worker name is required');
     end if;
     if p_limit is null or p_limit < 1 or p_limit > 10000 then
-        perform _fail('PR107', format('claim limit must be 1 to 10000, not %s', coalesce(p_limit::text, 'NULL')));
+        perform _fail('PR150', format('claim limit must be 1 to 10000, not %s', coalesce(p_limit::text, 'NULL')));
     end if;
 end
 $$;
-comment on function __tenant__._check_claim(text, integer) is 'Internal: PR107 unless a claim names its worker and asks for 1 to 10000 jobs.';
+comment on function __tenant__._check_claim(text, integer) is 'Internal: PR107 unless a claim names its worker, PR150 unless it asks for 1 to 10000 jobs.';
 
 -- What both embedding queues check before storing a worker's results: one
 -- array length, 384 dimensions, and that the tenant still embeds with this
@@ -336,7 +332,7 @@ as $$
 declare
     v_bad integer;
 begin
-    if cardinality(p_ids) is distinct from cardinality(p_generations)
+    if p_ids is null or cardinality(p_ids) is distinct from cardinality(p_generations)
        or cardinality(p_ids) is distinct from cardinality(p_embeddings) then
         perform _fail('PR107', format('%s ids, generations and embeddings must be arrays of one length', p_what));
     end if;
@@ -344,13 +340,96 @@ begin
        or p_input_version is distinct from (_setting_value('embedding_input_version') #>> '{}')::integer then
         return false;
     end if;
-    select min(__ext__.vector_dims(e::__ext__.vector)) into v_bad
-      from unnest(p_embeddings) e where __ext__.vector_dims(e::__ext__.vector) <> 384;
-    if v_bad is not null then
-        perform _fail('PR107', format('an embedding has %s dimensions, not 384', v_bad));
+    begin
+        select min(__ext__.vector_dims(e::__ext__.vector)) into v_bad
+          from unnest(p_embeddings) e where e is null or __ext__.vector_dims(e::__ext__.vector) <> 384;
+    exception when data_exception then
+        -- pgvector's own refusals: not a vector literal, NaN or infinity, too many dimensions
+        perform _fail('PR154', format('an embedding is not a vector of 384 finite numbers: %s', sqlerrm));
+    end;
+    if v_bad is not null or array_position(p_embeddings, null) is not null then
+        perform _fail('PR154', format('an embedding has %s dimensions, not 384', coalesce(v_bad::text, 'no')));
     end if;
     return true;
 end
 $$;
 comment on function __tenant__._embedding_results_usable(text, bigint[], bigint[], text[], text, integer) is
-    'Internal: PR107 unless a worker''s results are well formed; false when the tenant switched model or input version.';
+    'Internal: PR107 unless a worker''s results are well formed (PR154 a vector not of 384 finite numbers); false when the tenant switched model or input version.';
+
+-- PostgreSQL stores times from 4713 BC to 294276 AD, and infinity; Python's
+-- datetime, ISO 8601 and most clients hold years 1 to 9999 only. A time
+-- outside those is refused on the way in, so that every stored time can be
+-- read back by every client and interval arithmetic on it cannot overflow.
+create or replace function __tenant__._time_in_range(p_value timestamptz)
+returns boolean
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select p_value is null
+           or (p_value >= '0001-01-01 00:00:00+00'::timestamptz and p_value < '10000-01-01 00:00:00+00'::timestamptz)
+$$;
+comment on function __tenant__._time_in_range(timestamptz) is
+    'Internal: true when the time is NULL or finite within years 1 to 9999 (UTC).';
+
+create or replace function __tenant__._check_time(p_value timestamptz, p_what text)
+returns timestamptz
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    if not _time_in_range(p_value) then
+        perform _fail('PR152', format('%s %s is outside years 1 to 9999', p_what, p_value),
+                      'Pass a finite time between 0001-01-01 and 9999-12-31 (UTC), or NULL for the default.');
+    end if;
+    return p_value;
+end
+$$;
+comment on function __tenant__._check_time(timestamptz, text) is
+    'Internal: PR152 unless the time is NULL or finite within years 1 to 9999.';
+
+-- Confidence is stored as a real: a double below real's smallest normal
+-- value (about 1.2e-38) would underflow on the way in, so it is refused with
+-- the other values outside [0, 1] rather than failing as PostgreSQL's 22003.
+create or replace function __tenant__._confidence_ok(p_confidence double precision)
+returns boolean
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select p_confidence >= 0 and p_confidence <= 1 and (p_confidence = 0 or p_confidence >= 1e-37)
+$$;
+comment on function __tenant__._confidence_ok(double precision) is
+    'Internal: true when the confidence is in [0, 1] and a real can hold it (0, or at least 1e-37).';
+
+create or replace function __tenant__._check_confidence(p_confidence double precision)
+returns void
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    if p_confidence is not null and not _confidence_ok(p_confidence) then
+        perform _fail('PR150', format('confidence must be between 0 and 1, not %s', p_confidence),
+                      'A confidence is 0, or a number from 1e-37 to 1.');
+    end if;
+end
+$$;
+comment on function __tenant__._check_confidence(double precision) is
+    'Internal: PR150 unless the confidence is NULL or storable in [0, 1].';
+
+-- A JSON number that a caller means as an integer (an offset, a byte span):
+-- checked as numeric, so 1e300 or 2^63 is refused as ours, not as 22003.
+create or replace function __tenant__._whole_in_range(p_value jsonb, p_min numeric, p_max numeric)
+returns boolean
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select jsonb_typeof(p_value) = 'number'
+           and (p_value #>> '{}')::numeric between p_min and p_max
+           and (p_value #>> '{}')::numeric = trunc((p_value #>> '{}')::numeric)
+$$;
+comment on function __tenant__._whole_in_range(jsonb, numeric, numeric) is
+    'Internal: true when the JSON value is a whole number from p_min to p_max.';

@@ -6,12 +6,8 @@
 -- needs CREATEROLE and CREATE on the database, and this file grants nothing
 -- that the caller does not already hold.
 --
--- Errors use SQLSTATE class PR (pgrecall). Codes raised here:
---   PR001 invalid tenant name        PR002 tenant already exists
---   PR003 no such tenant             PR004 released migration changed
---   PR005 missing prerequisite       PR006 unknown or invalid setting
---   PR007 tenant schema is newer than the installed sources
---   PR008 a tenant function has no declared duty (sql/duties.sql)
+-- Errors use SQLSTATE class PR (pgrecall); every code, here and in the
+-- tenant functions, is listed once, in sql/errors.sql (pgrecall.error_code).
 --
 -- Roles of a tenant t (all NOSUPERUSER, NOINHERIT, no table privileges):
 --   pgrecall_t_owner   NOLOGIN: owns the schema and every object in it
@@ -92,6 +88,22 @@ create table if not exists pgrecall.function_duty (
 );
 comment on table pgrecall.function_duty is
     'The duty matrix: the login roles (app, worker, admin) that may EXECUTE each public tenant function. Source: sql/duties.sql.';
+
+-- Every SQLSTATE pgrecall raises on purpose (and the PostgreSQL ones its
+-- driver maps), loaded from sql/errors.sql by every install: a client in any
+-- language reads what a code means, and which Python class stands for it,
+-- from here. tests/test_error_codes.py holds the SQL sources, the Python
+-- classes and docs/reference.md to this one list.
+create table if not exists pgrecall.error_code (
+    code          text primary key check (code ~ '^[0-9A-Z]{5}$'),
+    name          text not null unique check (name ~ '^[a-z][a-z0-9_]*$'),
+    meaning       text not null check (meaning <> ''),
+    python_class  text not null unique check (python_class ~ '^[A-Z][A-Za-z]*$'),
+    builtin       text check (builtin in ('ValueError', 'LookupError', 'PermissionError', 'RuntimeError')),
+    refines       text references pgrecall.error_code (code)
+);
+comment on table pgrecall.error_code is
+    'Every SQLSTATE pgrecall raises on purpose: its name, meaning, the Python exception class (and the built-in it also is), and the broader code it refines. Source: sql/errors.sql.';
 
 -- The SQL a tenant is built from, loaded by the installer (Python or the psql
 -- script) so that tenants can be created and upgraded from SQL alone.

@@ -151,7 +151,7 @@ def test_bundle_names_a_session_for_its_working_representation(shell, acme):
     code, out, _ = shell("bundle", "--as", "ben", "--session", str(session), "--json")
     assert json.loads(out)["working_representation"]["session"] == session
     code, out, err = shell("bundle", "--as", "ana", "--session", "999")
-    assert code == 1 and err.startswith("pgrecall: error: ") and "999" in err
+    assert code == 4 and err.startswith("pgrecall: error: ") and "999" in err  # EXIT_NOT_FOUND: unknown session
 
 
 def acme_worker_dsn(shell) -> str:

@@ -16,9 +16,9 @@ def test_remember_read_forget_from_the_shell(acme, conninfo):
     as_json = json.loads(run_cli("read", "--as", "ana", "--purpose", "converse", "--json", "1", env=env).stdout)
     assert as_json["provenance"]["about"] == [{"entity": "Ana", "type": None}]
     denied = run_cli("read", "--as", "ana", "--purpose", "act", "1", env=env, check=False)
-    assert denied.returncode == 1 and "memory 1 not found" in denied.stderr
+    assert denied.returncode == 4 and "memory 1 not found" in denied.stderr  # EXIT_NOT_FOUND
     assert "forgot memory 1" in run_cli("forget", "--as", "ana", "--reason", "asked to", "1", env=env).stdout
-    assert run_cli("read", "--as", "ana", "--purpose", "converse", "1", env=env, check=False).returncode == 1
+    assert run_cli("read", "--as", "ana", "--purpose", "converse", "1", env=env, check=False).returncode == 4
 
 
 def test_import_loads_a_conversation_all_or_nothing(acme, conninfo, db, tmp_path):

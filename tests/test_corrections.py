@@ -102,10 +102,10 @@ def test_the_cli_corrects_citing_evidence(acme, conninfo):
     assert "from default#2 (ana, user): Actually, I drink black tea now [cited by the correction to revision 2]" in shown
     assert "revision 1 was: Ana drinks green tea (she said so; evidence default#2)" in shown
     stale = run_cli("correct", "--as", "ana", "1", "Ana drinks tea", "--revision", "1", env=env, check=False)
-    assert stale.returncode == 1 and "is at revision 2, not 1" in stale.stderr
+    assert stale.returncode == 5 and "is at revision 2, not 1" in stale.stderr  # EXIT_CONFLICT
     missing = run_cli("correct", "--as", "ana", "1", "Ana drinks tea", "--revision", "2", "--evidence", "9",
                       env=env, check=False)
-    assert missing.returncode == 1 and "no observation at offset 9" in missing.stderr
+    assert missing.returncode == 4 and "no observation at offset 9" in missing.stderr  # EXIT_NOT_FOUND
 
 
 # -- erasure undoes corrections -------------------------------------------------------------

@@ -107,10 +107,10 @@ def test_malformed_text_vectors_store_nothing(acme, conninfo, db):
     with conninfo.connect(user="pgrecall_acme_worker") as worker:
         (jid, gen, _, model, version, _), = worker.execute("select * from acme.claim_embedding_jobs('w', 10)").fetchall()
         call = "select acme.complete_embedding_jobs('w', %s, %s, %s, %s, %s, %s)"
-        for text_vectors in ([good, good], ["[1,2,3]"]):
+        for text_vectors, sqlstate in (([good, good], "PR107"), (["[1,2,3]"], "PR154")):  # length, dimensions
             with pytest.raises(psycopg.Error) as info:
                 worker.execute(call, ([jid], [gen], [good], model, version, text_vectors))
-            assert info.value.sqlstate == "PR107"
+            assert info.value.sqlstate == sqlstate
         assert db.execute("select count(*) from acme.memory_embedding").fetchone()[0] == 0
         assert worker.execute(call, ([jid], [gen], [good], model, version, [good])).fetchone()[0] == 1
     assert db.execute("select text_embedding is not null from acme.memory_embedding").fetchone()[0]

@@ -169,5 +169,5 @@ def test_a_valid_name_that_is_no_tenant_fails_in_one_line_too(armed, capsys):
     for argv in (["tenant", "settings", "ghost"], ["tenant", "drop", "ghost"]):
         code = cli.main(argv)
         out, err = capsys.readouterr()
-        assert code == 1 and err.count("\n") == 1 and "Traceback" not in err, (argv, err)
+        assert code == 4 and err.count("\n") == 1 and "Traceback" not in err, (argv, err)  # EXIT_NOT_FOUND
         assert err.startswith("pgrecall: error: no tenant named 'ghost'"), (argv, err)

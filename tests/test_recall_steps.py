@@ -113,7 +113,7 @@ def test_dense_reason_says_why_the_arm_cannot_run(db, acme, conninfo):
         "query embedded with other-model, memories with all-MiniLM-L6-v2"
     with pytest.raises(Exception) as info:
         db.execute("select acme._dense_reason(%s, null)", ([0.1, 0.2, 0.3],))
-    assert info.value.sqlstate == "PR107"
+    assert info.value.sqlstate == "PR154"  # WrongDimensions
 
 
 @pytest.mark.parametrize("path", ["exact", "hnsw"])

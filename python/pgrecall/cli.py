@@ -420,7 +420,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     try:
         worker.run_forever()
     except KeyboardInterrupt:
-        pass
+        print(f"pgrecall worker {worker.name}: stopped", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return 0
 
 
@@ -440,7 +441,8 @@ def cmd_deriver(args: argparse.Namespace) -> int:
         try:
             deriver.run_forever()
         except KeyboardInterrupt:
-            pass
+            print(f"pgrecall deriver {deriver.name}: stopped", file=sys.stderr)
+            return EXIT_INTERRUPTED
     return 0
 
 
@@ -528,7 +530,9 @@ def cmd_erase(args: argparse.Namespace) -> int:
               "the erasure still runs)")
     else:
         print("  not vacuumed: dead rows keep the erased values until autovacuum runs (or pass --vacuum)")
-    return 0 if clean and vacuum_problem is None and receipt.statistics_refreshed_at else 2
+    if not clean:
+        return EXIT_RESIDUAL
+    return 0 if vacuum_problem is None and receipt.statistics_refreshed_at else EXIT_NOT_TIDIED
 
 
 def cmd_review(args: argparse.Namespace) -> int:
@@ -874,17 +878,52 @@ def one_line(text: str) -> str:
     return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text.strip())
 
 
-def _fail(message: str, hint: str | None = None) -> int:
+# Exit codes, documented in README's command-line section: a script tells a typo from a missing
+# memory, a lost race, a server that is down, and an erasure that did not finish, by the code alone.
+EXIT_ERROR = 1            # any other refusal: bad input, a failed import, ...
+EXIT_USAGE = 2            # the command line itself is wrong (argparse's code)
+EXIT_UNREACHABLE = 3      # the server is down or unreachable (server status: not running)
+EXIT_NOT_FOUND = 4        # what was named does not exist (or the principal may not see it)
+EXIT_CONFLICT = 5         # someone else changed it first: re-read and try again
+EXIT_NOT_PERMITTED = 6    # the login role (or the authorised scopes) may not do this
+EXIT_RESIDUAL = 7         # erase: the residual is not zero, the erasure is incomplete
+EXIT_NOT_TIDIED = 8       # erase: committed and complete, but statistics were not refreshed or VACUUM refused
+EXIT_INTERNAL = 70        # a bug in pgrecall (EX_SOFTWARE): please report the line it printed
+EXIT_INTERRUPTED = 130    # Ctrl-C (128 + SIGINT), as shells report it
+
+
+def _fail(message: str, hint: str | None = None, code: int = EXIT_ERROR) -> int:
     print(one_line(message) + (f" (hint: {one_line(hint)})" if hint else ""), file=sys.stderr)
-    return 1
+    return code
+
+
+def _exit_code(exc: BaseException) -> int:
+    """The documented exit code for an error that ended a command."""
+    if isinstance(exc, errors.ConcurrencyError):
+        return EXIT_CONFLICT
+    if isinstance(exc, LookupError):
+        return EXIT_NOT_FOUND
+    if isinstance(exc, PermissionError):
+        return EXIT_NOT_PERMITTED
+    if isinstance(exc, errors.EmbeddedServerError) or _unreachable(exc):
+        return EXIT_UNREACHABLE
+    return EXIT_ERROR
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """A connection that failed or broke (class 08, the server shutting down), not a refused statement."""
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = exc.sqlstate or ""
+    return state == "" or state.startswith("08") or state.startswith("57P")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command == "tenant" and args.action != "list" and args.name is None:
-        parser.error(f"tenant {args.action} needs a NAME")
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command == "tenant" and args.action != "list" and args.name is None:
+            parser.error(f"tenant {args.action} needs a NAME")
         # Every command that names a tenant, checked before anything connects or composes SQL.
         if getattr(args, "tenant", None) is not None:
             names.check_tenant_name(args.tenant)
@@ -892,18 +931,32 @@ def main(argv: list[str] | None = None) -> int:
             names.check_tenant_name(args.name)
         result: int = args.func(args)
         return result
+    except KeyboardInterrupt:
+        print("pgrecall: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except errors.PgrecallError as exc:
-        return _fail(f"pgrecall: error: {exc.args[0] if exc.args else exc}", exc.hint)
+        return _fail(f"pgrecall: error: {exc.args[0] if exc.args else exc}", exc.hint, _exit_code(exc))
     except importer_error() as exc:
         return _fail(f"pgrecall: error: {exc}")
-    except psycopg.OperationalError as exc:
-        return _fail(f"pgrecall: cannot reach the database: {exc}")
     except psycopg.Error as exc:  # one line, not a traceback; ours by its class, others with their SQLSTATE
+        if _unreachable(exc):
+            return _fail(f"pgrecall: cannot reach the database: {exc}", code=EXIT_UNREACHABLE)
         ours = errors.translate(exc)
         if isinstance(ours, errors.PgrecallError):
-            return _fail(f"pgrecall: error: {ours.args[0]}", ours.hint)
+            return _fail(f"pgrecall: error: {ours.args[0]}", ours.hint, _exit_code(ours))
         return _fail(f"pgrecall: database error {exc.sqlstate or ''}: {exc.diag.message_primary or exc}",
                      exc.diag.message_hint)
+    except BrokenPipeError:
+        # `pgrecall ... | head`: the reader left; nothing more to say, and nowhere to say it.
+        sys.stderr.close()
+        return EXIT_ERROR
+    except OSError as exc:  # a file to import or write that cannot be opened, a socket refused, ...
+        return _fail(f"pgrecall: error: {exc}", code=_exit_code(exc))
+    except Exception as exc:  # a bug: still one line, with the exception's type to report
+        if os.environ.get("PGRECALL_TRACEBACK"):
+            raise
+        return _fail(f"pgrecall: internal error: {type(exc).__name__}: {exc}",
+                     "Please report this line; PGRECALL_TRACEBACK=1 shows where it happened.", EXIT_INTERNAL)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,12 @@
 The SQL functions raise errors with SQLSTATE class ``PR``; the driver turns
 each into the class below and chains the original psycopg error, so callers
 can catch on meaning and still read the server's message and hint.
+
+The codes are listed once, in sql/errors.sql (loaded into pgrecall.error_code);
+tests/test_error_codes.py holds these classes to that list. Each class also
+derives from the Python built-in that fits it (ValueError for bad input,
+LookupError for not found, PermissionError for not allowed, RuntimeError for a
+lost race, through ConcurrencyError), so a caller may catch either.
 """
 
 from __future__ import annotations
@@ -26,15 +32,19 @@ class PgrecallError(Exception):
         return f"{text}\nHINT: {self.hint}" if self.hint else text
 
 
-class InvalidTenantName(PgrecallError):
+class ConcurrencyError(PgrecallError, RuntimeError):
+    """Another writer got there first (a revision, a lease, a decision): re-read and decide again."""
+
+
+class InvalidTenantName(PgrecallError, ValueError):
     sqlstate = "PR001"
 
 
-class TenantExists(PgrecallError):
+class TenantExists(PgrecallError, ValueError):
     sqlstate = "PR002"
 
 
-class TenantNotFound(PgrecallError):
+class TenantNotFound(PgrecallError, LookupError):
     sqlstate = "PR003"
 
 
@@ -46,7 +56,7 @@ class MissingPrerequisite(PgrecallError):
     sqlstate = "PR005"
 
 
-class InvalidSetting(PgrecallError):
+class InvalidSetting(PgrecallError, ValueError):
     sqlstate = "PR006"
 
 
@@ -66,49 +76,49 @@ class NotPermitted(PgrecallError, PermissionError):
     sqlstate = "42501"
 
 
-class UnknownPeer(PgrecallError):
+class UnknownPeer(PgrecallError, LookupError):
     sqlstate = "PR101"
 
 
-class InvalidPurpose(PgrecallError):
+class InvalidPurpose(PgrecallError, ValueError):
     sqlstate = "PR102"
 
 
-class ScopeNotAuthorised(PgrecallError):
+class ScopeNotAuthorised(PgrecallError, PermissionError):
     """The scope is unknown, or not in the caller's authorised set."""
 
     sqlstate = "PR103"
 
 
-class MemoryNotFound(PgrecallError):
+class MemoryNotFound(PgrecallError, LookupError):
     """The memory does not exist, or the principal may not see it: the two are not told apart."""
 
     sqlstate = "PR104"
 
 
-class RevisionConflict(PgrecallError):
+class RevisionConflict(ConcurrencyError):
     """Someone changed the memory after the caller read it."""
 
     sqlstate = "PR105"
 
 
-class EmptyIntersection(PgrecallError):
+class EmptyIntersection(PgrecallError, ValueError):
     """derive: the sources share no scope, audience or purpose."""
 
     sqlstate = "PR106"
 
 
-class InvalidArgument(PgrecallError):
+class InvalidArgument(PgrecallError, ValueError):
     sqlstate = "PR107"
 
 
-class MemoryNotLive(PgrecallError):
+class MemoryNotLive(ConcurrencyError):
     """The memory was superseded or forgotten."""
 
     sqlstate = "PR108"
 
 
-class ObservationNotFound(PgrecallError):
+class ObservationNotFound(PgrecallError, LookupError):
     sqlstate = "PR109"
 
 
@@ -116,31 +126,31 @@ class AppendOnly(PgrecallError):
     sqlstate = "PR110"
 
 
-class UnknownPredicate(PgrecallError):
+class UnknownPredicate(PgrecallError, ValueError):
     sqlstate = "PR111"
 
 
-class EvidenceMismatch(PgrecallError):
+class EvidenceMismatch(PgrecallError, ValueError):
     """The quote is not exactly the bytes of its span, or the span is not in the observation."""
 
     sqlstate = "PR112"
 
 
-class RolePolicyViolation(PgrecallError):
+class RolePolicyViolation(PgrecallError, ValueError):
     """A fact about a human peer whose only evidence is what an assistant said."""
 
     sqlstate = "PR113"
 
 
-class UnknownEntity(PgrecallError):
+class UnknownEntity(PgrecallError, LookupError):
     sqlstate = "PR114"
 
 
-class FactNotFound(PgrecallError):
+class FactNotFound(PgrecallError, LookupError):
     sqlstate = "PR115"
 
 
-class UnknownSession(PgrecallError):
+class UnknownSession(PgrecallError, LookupError):
     """No such session, or an observation names a session of another scope."""
 
     sqlstate = "PR120"
@@ -152,19 +162,19 @@ class SessionFull(PgrecallError):
     sqlstate = "PR121"
 
 
-class NotInSession(PgrecallError):
+class NotInSession(PgrecallError, LookupError):
     """The peer is not (or no longer) in the session."""
 
     sqlstate = "PR122"
 
 
-class LeaseLost(PgrecallError):
+class LeaseLost(ConcurrencyError):
     """The task is not leased with this token (the lease expired and it was claimed again, or it is finished)."""
 
     sqlstate = "PR123"
 
 
-class UnknownTask(PgrecallError):
+class UnknownTask(PgrecallError, LookupError):
     sqlstate = "PR124"
 
 
@@ -181,32 +191,63 @@ class InvalidName(InvalidArgument):
     sqlstate = "PR140"
 
 
-class NameTaken(PgrecallError):
+class OutOfRange(InvalidArgument):
+    """A number outside its range: a limit, hops, a confidence, an id or an offset (bigger than a bigint too)."""
+
+    sqlstate = "PR150"
+
+
+class TextTooLong(InvalidArgument):
+    """A text longer than its limit (some limits are tenant settings, named in the hint)."""
+
+    sqlstate = "PR151"
+
+
+class InvalidTime(InvalidArgument):
+    """A time that is infinite or outside years 1 to 9999 (what ISO 8601 and Python's datetime hold),
+    or an empty time range."""
+
+    sqlstate = "PR152"
+
+
+class InvalidSelector(InvalidArgument):
+    """erase: the selector is not one of the four shapes (observation, data_subject, peer, scope)."""
+
+    sqlstate = "PR153"
+
+
+class WrongDimensions(InvalidArgument):
+    """An embedding that is not 384 finite numbers: the vectors come from another model."""
+
+    sqlstate = "PR154"
+
+
+class NameTaken(PgrecallError, ValueError):
     """add_peer: a peer whose name differs only in case (or Unicode form) exists; names are unique regardless."""
 
     sqlstate = "PR141"
 
 
-class DuplicateDecided(PgrecallError):
+class DuplicateDecided(ConcurrencyError):
     """decide_duplicate: someone decided this pair, at the revisions the caller saw, first."""
 
     sqlstate = "PR180"
 
 
-class NarrowerReplacement(PgrecallError):
+class NarrowerReplacement(PgrecallError, ValueError):
     """decide_duplicate: the replacement does not reach everyone (scope, audience, purposes, perspective)
     the superseded memory reaches."""
 
     sqlstate = "PR181"
 
 
-class NotAPair(PgrecallError):
+class NotAPair(PgrecallError, ValueError):
     """decide_duplicate: the two memories share no purpose, so they are never proposed as duplicates."""
 
     sqlstate = "PR182"
 
 
-class UnknownErasureRequest(PgrecallError):
+class UnknownErasureRequest(PgrecallError, LookupError):
     """refresh_erasure_statistics: no completed erasure request has that id."""
 
     sqlstate = "PR195"

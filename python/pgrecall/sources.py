@@ -53,6 +53,11 @@ def duties_sql() -> str:
     return (sql_root() / "sql" / "duties.sql").read_text(encoding="utf-8")
 
 
+def errors_sql() -> str:
+    """The one list of error codes (pgrecall.error_code), loaded by every install."""
+    return (sql_root() / "sql" / "errors.sql").read_text(encoding="utf-8")
+
+
 def migrations() -> list[Source]:
     found = []
     for path in sorted((sql_root() / "migrations").glob("*.sql")):
@@ -138,6 +143,8 @@ def install_sql(tenants: list[str] | tuple[str, ...] = ()) -> str:
         control_sql(),
         "-- Which login role may call which tenant function.",
         duties_sql(),
+        "-- Every SQLSTATE pgrecall raises, and its Python class.",
+        errors_sql(),
         "-- The shipped SQL sources.",
         load_sources_sql(),
     ]

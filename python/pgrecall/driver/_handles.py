@@ -15,7 +15,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar, overload
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from .. import db, errors
+from .. import boundary, db, errors
 from ..dialectic import chat as _chat
 from ..embedder import TextEmbedder
 from ..names import check_tenant_name
@@ -40,6 +40,13 @@ def _signature_without_handle(build: Callable[..., Any]) -> inspect.Signature:
     return signature.replace(parameters=list(signature.parameters.values())[1:])
 
 
+def _input_error(method: str, exc: BaseException) -> errors.InvalidArgument:
+    """A method that trips over a caller's argument while preparing its call (``None`` or a ``str`` where a list
+    of rows is expected) raises InvalidArgument naming it (pgrecall's own errors, which are ValueErrors and
+    LookupErrors too, are re-raised before this)."""
+    return boundary.bad_input(method, exc)
+
+
 class _sync(Generic[P, T]):
     """A ``Memory`` method: builds the operation with the handle's defaults and runs it."""
 
@@ -50,7 +57,12 @@ class _sync(Generic[P, T]):
 
     def __call__(self, obj: Memory, *args: P.args, **kwargs: P.kwargs) -> T:
         """``Memory.name(mem, ...)``, as with any method."""
-        return obj._runner.run(self.build(obj, *args, **kwargs))
+        try:
+            return obj._runner.run(self.build(obj, *args, **kwargs))
+        except errors.PgrecallError:
+            raise
+        except boundary.PYTHON_INPUT_ERRORS as exc:
+            raise _input_error(self.build.__name__, exc) from exc
 
     @overload
     def __get__(self, obj: None, owner: type[Any]) -> Self: ...
@@ -63,7 +75,12 @@ class _sync(Generic[P, T]):
 
         @functools.wraps(build)
         def method(*args: P.args, **kwargs: P.kwargs) -> T:
-            return run(build(obj, *args, **kwargs))
+            try:
+                return run(build(obj, *args, **kwargs))
+            except errors.PgrecallError:
+                raise
+            except boundary.PYTHON_INPUT_ERRORS as exc:
+                raise _input_error(build.__name__, exc) from exc
 
         method.__signature__ = self.signature  # type: ignore[attr-defined]
         return method
@@ -78,7 +95,12 @@ class _async(Generic[P, T]):
         self.signature = _signature_without_handle(build)
 
     async def __call__(self, obj: AsyncMemory, *args: P.args, **kwargs: P.kwargs) -> T:
-        return await obj._runner.run(self.build(obj, *args, **kwargs))
+        try:
+            return await obj._runner.run(self.build(obj, *args, **kwargs))
+        except errors.PgrecallError:
+            raise
+        except boundary.PYTHON_INPUT_ERRORS as exc:
+            raise _input_error(self.build.__name__, exc) from exc
 
     @overload
     def __get__(self, obj: None, owner: type[Any]) -> Self: ...
@@ -91,7 +113,12 @@ class _async(Generic[P, T]):
 
         @functools.wraps(build)
         async def method(*args: P.args, **kwargs: P.kwargs) -> T:
-            return await run(build(obj, *args, **kwargs))
+            try:
+                return await run(build(obj, *args, **kwargs))
+            except errors.PgrecallError:
+                raise
+            except boundary.PYTHON_INPUT_ERRORS as exc:
+                raise _input_error(build.__name__, exc) from exc
 
         method.__signature__ = self.signature  # type: ignore[attr-defined]
         return method

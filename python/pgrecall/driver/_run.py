@@ -6,7 +6,7 @@ borrowed from the caller's pool) and drives a Program, the sync one inline and t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, NoReturn, TypeVar
 
@@ -16,7 +16,7 @@ from psycopg import sql
 from psycopg.types import TypeInfo
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from .. import errors
+from .. import boundary, errors
 from ._calls import AskConnection, Call, ConnectionState, Offload, Operation, Statement, Step
 
 T = TypeVar("T")
@@ -66,9 +66,10 @@ def _state(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> Conn
                            conn.info.server_version)
 
 
-def _raise(exc: psycopg.Error) -> NoReturn:
-    """The pgrecall exception of a server error (chaining it), or the error itself."""
-    translated = errors.translate(exc)
+def _raise(exc: psycopg.Error, where: str = "statement", args: Mapping[str, Any] | None = None) -> NoReturn:
+    """The pgrecall exception of a failed statement (chaining it): the server's own, or the one a value's type
+    or size caused (boundary.call_error); a failure that is not the caller's input, as it is."""
+    translated = boundary.call_error(where, exc, args)
     if translated is exc:
         raise exc
     raise translated from exc
@@ -95,6 +96,7 @@ class SyncRunner:
             yield self.conn
 
     def execute(self, call: Call[T]) -> T:
+        boundary.check_arguments(call.function, call.params)
         try:
             with self._connection() as conn:
                 if call.sends_vectors and not _registered(conn):
@@ -103,7 +105,7 @@ class SyncRunner:
                     cur.execute(call.statement(self.tenant), call.params)
                     found = cur.fetchall()
         except psycopg.Error as exc:
-            _raise(exc)
+            _raise(exc, call.function, call.params)
         return call.collect(found)
 
     def execute_statement(self, statement: Statement[T]) -> T:
@@ -172,6 +174,7 @@ class AsyncRunner:
             yield self.conn
 
     async def execute(self, call: Call[T]) -> T:
+        boundary.check_arguments(call.function, call.params)
         try:
             async with self._connection() as conn:
                 if call.sends_vectors and not _registered(conn):
@@ -180,7 +183,7 @@ class AsyncRunner:
                     await cur.execute(call.statement(self.tenant), call.params)
                     found = await cur.fetchall()
         except psycopg.Error as exc:
-            _raise(exc)
+            _raise(exc, call.function, call.params)
         return call.collect(found)
 
     async def execute_statement(self, statement: Statement[T]) -> T:

@@ -15,7 +15,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 from psycopg.types.range import Range
 
-from .. import errors, sources
+from .. import boundary, errors, sources
 from ._calls import Call, Handle, Program, json_items, json_list, json_object, one, parse, rows, step, timestamp, value
 
 # -- row types ----------------------------------------------------------------------------------------------
@@ -329,5 +329,6 @@ def wait_for(h: Handle, offset: int, *, scope: str | None = None, projection: st
              timeout: float = 5.0, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[bool]:
     """Block until the log or the embeddings are current to ``offset``; False on timeout."""
     principal, scopes = h.who(principal, scopes)
+    timeout = boundary.finite_seconds("wait_for", "timeout", timeout, most=600)
     return value("wait_for", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
                               "offset": offset, "projection": projection, "timeout_ms": int(timeout * 1000)}, bool)

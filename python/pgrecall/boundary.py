@@ -1,0 +1,119 @@
+"""The driver's boundary: a caller's mistake ends as a pgrecall error, never as whatever Python, psycopg or
+the server happened to raise on the way.
+
+Three nets, from the cheapest:
+
+- ``check_arguments``: before a statement is sent, every argument is a value PostgreSQL can take: an integer
+  within 64 bits (2**63 would reach the server as ``numeric`` and match no function: 42883), a text without
+  NUL (PostgreSQL text cannot hold U+0000), JSON that is JSON (no sets, bytes, NaN or infinity).
+- ``call_error``: what still fails in psycopg or the server because of a value's type or size: psycopg cannot
+  adapt it (a set, a dict where a text is expected), the server finds no function for the argument types
+  (42883: a float where an id is expected, a number too large for an ``integer`` parameter), or a cast
+  refuses it (class 22). The server's own pgrecall errors (class PR) are translated as always.
+- ``bad_input``: a method that trips over an argument while preparing its call (``None`` or a ``str`` where
+  a list of rows is expected, a ``nan`` timeout) raises ``InvalidArgument`` naming the method and the problem,
+  with Python's exception chained for the traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg.types.json import Json, Jsonb
+
+from . import errors
+
+BIGINT_MAX = 2**63 - 1
+INTEGER_MAX = 2**31 - 1
+E = TypeVar("E", bound=errors.PgrecallError)
+
+# What Python raises when a value has the wrong type or shape for what a method does with it.
+PYTHON_INPUT_ERRORS = (TypeError, AttributeError, ValueError, OverflowError, KeyError, IndexError, UnicodeError)
+
+
+def check_arguments(where: str, args: Mapping[str, Any]) -> None:
+    """OutOfRange or InvalidArgument for the first argument PostgreSQL could not take as it is."""
+    for name, value in args.items():
+        _check_value(where, name, value)
+
+
+def _check_value(where: str, name: str, value: Any) -> None:
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, int):
+        if not -BIGINT_MAX - 1 <= value <= BIGINT_MAX:
+            raise errors.OutOfRange(f"{where}: {name} {value} does not fit in 64 bits",
+                                    hint="Ids, offsets and counts are integers from -2**63 to 2**63 - 1.")
+    elif isinstance(value, str):
+        if "\x00" in value:
+            raise errors.InvalidArgument(f"{where}: {name} contains a NUL character (U+0000)",
+                                         hint="PostgreSQL text cannot hold U+0000: remove or replace it.")
+    elif isinstance(value, (Jsonb, Json)):
+        _check_json(where, name, value.obj)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _check_value(where, name, item)
+
+
+def _check_json(where: str, name: str, value: Any) -> None:
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise errors.InvalidArgument(f"{where}: {name} is not JSON: {exc}",
+                                     hint="Pass dicts, lists, strings, finite numbers, booleans and None; "
+                                          "a set or bytes has no JSON form, and JSON has no NaN or infinity.") from exc
+    if "\\u0000" in text:
+        raise errors.InvalidArgument(f"{where}: {name} holds a text with a NUL character (U+0000)",
+                                     hint="PostgreSQL's jsonb cannot hold U+0000: remove or replace it.")
+
+
+def call_error(where: str, exc: psycopg.Error, args: Mapping[str, Any] | None = None) -> Exception:
+    """The pgrecall error for a failed call: the server's own (class PR, 42501), or the one a value's type or
+    size caused; a failure that is not the caller's input (a lost connection) comes back unchanged."""
+    translated = errors.translate(exc)
+    if translated is not exc:
+        return translated
+    state = exc.sqlstate
+    if state is None and isinstance(exc, (psycopg.ProgrammingError, psycopg.DataError)):
+        # psycopg refused to send a value (cannot adapt it, or a NUL in a text)
+        return _chained(errors.InvalidArgument(f"{where}: an argument cannot be sent to PostgreSQL: {exc}",
+                                               hint="Pass values of the types the method documents."), exc)
+    if state == "42883":
+        too_big = [n for n, v in (args or {}).items()
+                   if isinstance(v, int) and not isinstance(v, bool) and not -INTEGER_MAX - 1 <= v <= INTEGER_MAX]
+        if too_big:
+            return _chained(errors.OutOfRange(f"{where}: {', '.join(too_big)} is too large for its parameter",
+                                              hint="Limits, timeouts and versions are 32-bit integers."), exc)
+        return _chained(errors.InvalidArgument(
+            f"{where}: an argument has the wrong type (no function takes these argument types)",
+            hint="Pass values of the types the method documents: ids as int, texts as str, lists as list."), exc)
+    if state and state.startswith("22"):
+        cls = {"22003": errors.OutOfRange, "22007": errors.InvalidTime, "22008": errors.InvalidTime}.get(
+            state, errors.InvalidArgument)
+        return _chained(cls(f"{where}: {exc.diag.message_primary or exc}", hint=exc.diag.message_hint), exc)
+    return exc
+
+
+def bad_input(where: str, exc: BaseException) -> errors.InvalidArgument:
+    """InvalidArgument for a Python error raised while a method prepared its call from the caller's arguments."""
+    return _chained(errors.InvalidArgument(f"{where}: invalid argument: {type(exc).__name__}: {exc}",
+                                           hint="See the method's documentation for the types it takes."), exc)
+
+
+def finite_seconds(where: str, name: str, seconds: Any, *, most: float) -> float:
+    """A duration in seconds from 0 to ``most``; OutOfRange for NaN, infinity, a negative or a larger one."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise errors.InvalidArgument(f"{where}: {name} must be a number of seconds, not {seconds!r}")
+    if not (math.isfinite(seconds) and 0 <= seconds <= most):
+        raise errors.OutOfRange(f"{where}: {name} must be 0 to {most:g} seconds, not {seconds!r}",
+                                hint="Wait in a loop of shorter calls for longer.")
+    return float(seconds)
+
+
+def _chained(err: E, cause: BaseException) -> E:
+    err.__cause__ = cause
+    return err

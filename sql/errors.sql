@@ -1,0 +1,68 @@
+-- The one list of pgrecall's error codes. Every install loads it into
+-- pgrecall.error_code; tests/test_error_codes.py fails when a SQL source
+-- raises a code that is not here, when python/pgrecall/errors.py has no class
+-- for a row (or a class for no row, or a class that is not its `builtin`), or
+-- when the table in docs/reference.md says otherwise.
+--
+-- Class PR is pgrecall's: PR0xx the control plane, PR1xx the tenant
+-- functions. A code that `refines` another is a precise case of it (PR150 is
+-- an invalid argument that is out of range): the Python class is a subclass,
+-- so `except InvalidArgument` still catches it, while a SQL client matching
+-- on the SQLSTATE sees the precise code. A caller acts differently on each:
+-- a limit out of range is clamped, a text too long is split, a time outside
+-- years 1-9999 is a bug in the caller's clock or parser, a malformed erasure
+-- selector is a form to fix, and a vector of the wrong size means another
+-- embedding model.
+--
+-- builtin: the Python built-in exception the class also derives from, so a
+-- caller may catch ValueError (bad input), LookupError (not found),
+-- PermissionError (not allowed) or RuntimeError (a conflict with a
+-- concurrent writer: pgrecall.errors.ConcurrencyError) without importing ours.
+
+delete from pgrecall.error_code;
+
+insert into pgrecall.error_code (code, name, meaning, python_class, builtin, refines) values
+    -- the control plane
+    ('PR001', 'invalid_tenant_name',   'invalid tenant name',                                    'InvalidTenantName',     'ValueError',      null),
+    ('PR002', 'tenant_exists',         'tenant already exists (or its schema or one of its roles)', 'TenantExists',       'ValueError',      null),
+    ('PR003', 'tenant_not_found',      'no such tenant',                                         'TenantNotFound',        'LookupError',     null),
+    ('PR004', 'migration_changed',     'a released migration changed after a tenant applied it', 'MigrationChanged',      null,              null),
+    ('PR005', 'missing_prerequisite',  'the server lacks a prerequisite (version, encoding, extension)', 'MissingPrerequisite', null,         null),
+    ('PR006', 'invalid_setting',       'unknown or invalid setting',                             'InvalidSetting',        'ValueError',      null),
+    ('PR007', 'schema_too_new',        'the tenant schema is newer than the installed sources',  'SchemaTooNew',          null,              null),
+    ('PR008', 'undeclared_duty',       'a public tenant function has no declared duty (sql/duties.sql)', 'UndeclaredDuty', null,             null),
+    -- PostgreSQL's own, raised when a login role calls outside its duty
+    ('42501', 'insufficient_privilege', 'the login role lacks the duty this call needs',         'NotPermitted',          'PermissionError', null),
+    -- tenant functions
+    ('PR101', 'unknown_peer',          'unknown peer, or none given',                            'UnknownPeer',           'LookupError',     null),
+    ('PR102', 'invalid_purpose',       'invalid purpose, or an empty set of purposes',           'InvalidPurpose',        'ValueError',      null),
+    ('PR103', 'scope_not_authorised',  'scope unknown, authorised set empty, or a write outside it', 'ScopeNotAuthorised', 'PermissionError', null),
+    ('PR104', 'memory_not_found',      'memory not found, or not eligible for this principal',  'MemoryNotFound',        'LookupError',     null),
+    ('PR105', 'revision_conflict',     'the memory changed since the caller read it',            'RevisionConflict',      'RuntimeError',    null),
+    ('PR106', 'empty_intersection',    'the sources of a derived memory share no scope, audience or purpose', 'EmptyIntersection', 'ValueError', null),
+    ('PR107', 'invalid_argument',      'invalid argument: missing or malformed',                 'InvalidArgument',       'ValueError',      null),
+    ('PR108', 'memory_not_live',       'memory superseded or forgotten; fact no longer current', 'MemoryNotLive',         'RuntimeError',    null),
+    ('PR109', 'observation_not_found', 'unknown observation offset',                             'ObservationNotFound',   'LookupError',     null),
+    ('PR110', 'append_only',           'an append-only row was changed',                         'AppendOnly',            null,              null),
+    ('PR111', 'unknown_predicate',     'predicate not in the tenant''s ontology',                'UnknownPredicate',      'ValueError',      null),
+    ('PR112', 'evidence_mismatch',     'evidence does not match its observation',                'EvidenceMismatch',      'ValueError',      null),
+    ('PR113', 'role_policy',           'a human''s fact on an assistant''s word only',           'RolePolicyViolation',   'ValueError',      null),
+    ('PR114', 'unknown_entity',        'unknown entity',                                         'UnknownEntity',         'LookupError',     null),
+    ('PR115', 'fact_not_found',        'fact not found, or not visible to this principal',       'FactNotFound',          'LookupError',     null),
+    ('PR120', 'unknown_session',       'unknown session, or one of another scope',               'UnknownSession',        'LookupError',     null),
+    ('PR121', 'session_full',          'the session already holds max_peers_in_session peers',   'SessionFull',           null,              null),
+    ('PR122', 'not_in_session',        'the peer is not in the session',                         'NotInSession',          'LookupError',     null),
+    ('PR123', 'lease_lost',            'the task is not leased with this token',                 'LeaseLost',             'RuntimeError',    null),
+    ('PR124', 'unknown_task',          'unknown task',                                           'UnknownTask',           'LookupError',     null),
+    ('PR130', 'message_search_off',    'every message-search arm asked for is switched off',     'MessageSearchOff',      null,              null),
+    ('PR140', 'invalid_name',          'a peer or scope name breaks the name rules',             'InvalidName',           'ValueError',      'PR107'),
+    ('PR141', 'name_taken',            'a peer whose name differs only in case or Unicode form exists', 'NameTaken',      'ValueError',      null),
+    ('PR150', 'out_of_range',          'a number outside its range: a limit, hops, a confidence, an id or offset', 'OutOfRange', 'ValueError', 'PR107'),
+    ('PR151', 'text_too_long',         'a text longer than its limit',                           'TextTooLong',           'ValueError',      'PR107'),
+    ('PR152', 'invalid_time',          'a time that is infinite or outside years 1 to 9999, or an empty time range', 'InvalidTime', 'ValueError', 'PR107'),
+    ('PR153', 'invalid_selector',      'a malformed erasure selector',                           'InvalidSelector',       'ValueError',      'PR107'),
+    ('PR154', 'wrong_dimensions',      'an embedding that is not 384 finite numbers',            'WrongDimensions',       'ValueError',      'PR107'),
+    ('PR180', 'duplicate_decided',     'the duplicate pair was decided first',                   'DuplicateDecided',      'RuntimeError',    null),
+    ('PR181', 'narrower_replacement',  'a duplicate''s replacement reaches fewer people or purposes', 'NarrowerReplacement', 'ValueError',    null),
+    ('PR182', 'not_a_pair',            'two memories with no purpose in common are no duplicate pair', 'NotAPair',         'ValueError',      null),
+    ('PR195', 'unknown_erasure_request', 'no completed erasure request has that id',             'UnknownErasureRequest', 'LookupError',     null);
