@@ -70,8 +70,8 @@ def test_a_small_share_of_a_larger_tenant_is_searched_exactly(acme, db, conninfo
     """The filtered HNSW scan visits about depth / (eligible share) memories, each visit worth ~12 exact
     distances: below sqrt(12 x depth x embedded) eligible memories the dense arm is exact, even above
     exact_dense_below (a floor; 0 always searches the index)."""
-    from test_recall import embed_all
     from pgrecall.embedder import get_embedder
+    from test_recall import embed_all
 
     offsets = acme.append_many([{"body": f"said {i}", "source_role": "user", "actor": "ana"} for i in range(100)])
     acme.remember_many([{"body": f"a note about harbour ship number {i}", "evidence": [off],
