@@ -66,6 +66,15 @@ def test_bad_input_is_one_line_never_a_traceback(app_env, args):
     one_line_failure(proc, proc.returncode)
 
 
+def test_an_import_file_that_is_not_text_is_bad_input(app_env, tmp_path):
+    binary = tmp_path / "chat.jsonl"
+    binary.write_bytes(bytes(range(256)))
+    for path in (binary, tmp_path):  # a binary file, and a folder given for a file
+        proc = run_cli("import", str(path), "--scopes", "default", env=app_env, check=False)
+        assert proc.returncode == 1, (path, proc.returncode, proc.stderr)
+        one_line_failure(proc, 1)
+
+
 @pytest.mark.slow
 def test_ctrl_c_exits_130(acme_worker, conninfo):
     env = {**os.environ, "PGRECALL_DSN": conninfo.dsn(user="pgrecall_acme_worker")}

@@ -32,6 +32,13 @@ class ImportFileError(ValueError):
 
 
 def read_turns(path: str | Path) -> list[dict[str, Any]]:
+    try:
+        return _read_turns(path)
+    except UnicodeDecodeError as exc:  # a binary file given by mistake is bad input, not a crash
+        raise ImportFileError(f"{path}: not UTF-8 text (byte {exc.start} cannot be decoded)") from exc
+
+
+def _read_turns(path: str | Path) -> list[dict[str, Any]]:
     turns = []
     with open(path, encoding="utf-8") as fh:
         for number, line in enumerate(fh, start=1):
