@@ -157,8 +157,8 @@ def markdown(report: dict) -> str:
         "# Duplicate proposals at 100k memories",
         "",
         f"Run {report['started']} on {report['machine']}; `{report['command']}`.",
-        f"**Noisy**: a shared 2-core machine with other engineers' tests and benches running (load average "
-        f"{report['load_before']} before, {report['load_after']} after). Wall times grow with the load; the CPU "
+        f"Load average {report['load_before']} before, {report['load_after']} after (on a shared machine, other "
+        "work may have run too). Wall times grow with the load; the CPU "
         "time the server spent per call (user + system, from /proc, averaged over the calls) does not, and is "
         "close to what a call takes on an idle core.",
         "",
