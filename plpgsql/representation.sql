@@ -71,17 +71,13 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_session session;
-    v_row session_peer;
+    v_row session_peer := _session_peer_row(p_principal, p_scopes, p_session, p_peer);
 begin
-    perform _peer_id(p_principal);
-    v_session := _session_row(p_session, p_scopes);
-    v_row := _session_peer_row(v_session.id, p_peer);
     if p_target is not null then
         perform _peer_id(p_target, 'target');
     end if;
     return jsonb_build_object(
-        'session', v_session.id, 'peer', p_peer, 'updated_at', v_row.working_updated_at,
+        'session', v_row.session_id, 'peer', p_peer, 'updated_at', v_row.working_updated_at,
         'representation', case when p_target is null then v_row.working_representation
                                else jsonb_build_object(p_target, coalesce(v_row.working_representation -> p_target, '[]'))
                           end);

@@ -41,6 +41,22 @@ $$;
 comment on function __tenant__._session_row(bigint, text[]) is
     'Internal: the session, or PR120 if it does not exist, PR103 if its scope is not authorised.';
 
+-- What every session operation checks first, in this order: the principal
+-- is a peer (PR101), then the session exists in an authorised scope.
+create or replace function __tenant__._session_of(p_principal text, p_scopes text[], p_session bigint)
+returns __tenant__.session
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    perform _peer_id(p_principal);
+    return _session_row(p_session, p_scopes);
+end
+$$;
+comment on function __tenant__._session_of(text, text[], bigint) is
+    'Internal: the session a principal names (PR101 unknown principal, then as _session_row).';
+
 -- Keeps session.active_peers and enforces the peer limit. The update of the
 -- session row serialises concurrent joins (and fails them under REPEATABLE
 -- READ rather than letting both pass).
@@ -161,8 +177,7 @@ declare
     v_default_observe boolean;
     v_default_observed boolean;
 begin
-    perform _peer_id(p_principal);
-    v_session := _session_row(p_session, p_scopes);
+    v_session := _session_of(p_principal, p_scopes, p_session);
     if p_peers is null or jsonb_typeof(p_peers) <> 'array' then
         perform _fail('PR107', 'peers must be a JSON array of peer names or objects',
                       'E.g. ["ana", {"peer": "bob", "observe_others": true}].');
@@ -244,8 +259,7 @@ declare
     v_name text;
     v_count integer;
 begin
-    perform _peer_id(p_principal);
-    v_session := _session_row(p_session, p_scopes);
+    v_session := _session_of(p_principal, p_scopes, p_session);
     foreach v_name in array coalesce(p_peers, '{}') loop
         if not exists (select 1 from session_peer sp where sp.session_id = v_session.id
                           and sp.peer_id = _peer_id(v_name, 'leaving')) then
@@ -274,8 +288,7 @@ as $$
 declare
     v_session session;
 begin
-    perform _peer_id(p_principal);
-    v_session := _session_row(p_session, p_scopes);
+    v_session := _session_of(p_principal, p_scopes, p_session);
     return query
     select p.name, p.kind, sp.joined_at, sp.left_at, sp.observe_others, sp.observed_by_others
       from session_peer sp join peer p on p.id = sp.peer_id
@@ -286,25 +299,29 @@ $$;
 comment on function __tenant__.session_peers(text, text[], bigint, boolean) is
     'The peers in a session with their flags (and, if asked, those who left).';
 
--- One session peer's row, or PR122.
-create or replace function __tenant__._session_peer_row(p_session_id bigint, p_peer text)
+-- One peer's row in the session a principal names: the checks of
+-- _session_of, then PR122 if the peer is not in it.
+create or replace function __tenant__._session_peer_row(p_principal text, p_scopes text[], p_session bigint,
+                                                       p_peer text)
 returns __tenant__.session_peer
 language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
+    v_session_id bigint := (_session_of(p_principal, p_scopes, p_session)).id;
     v_row session_peer;
 begin
-    select * into v_row from session_peer sp where sp.session_id = p_session_id and sp.peer_id = _peer_id(p_peer, 'session');
+    select * into v_row from session_peer sp where sp.session_id = v_session_id and sp.peer_id = _peer_id(p_peer, 'session');
     if v_row.peer_id is null then
-        perform _fail('PR122', format('peer %s is not in session %s', quote_literal(p_peer), p_session_id),
+        perform _fail('PR122', format('peer %s is not in session %s', quote_literal(p_peer), v_session_id),
                       'Add it with add_session_peers().');
     end if;
     return v_row;
 end
 $$;
-comment on function __tenant__._session_peer_row(bigint, text) is 'Internal: a peer''s row in a session, or PR122.';
+comment on function __tenant__._session_peer_row(text, text[], bigint, text) is
+    'Internal: a peer''s row in the session a principal names (as _session_of), or PR122.';
 
 create or replace function __tenant__._session_peer_json(p_row __tenant__.session_peer)
 returns jsonb
@@ -321,17 +338,11 @@ comment on function __tenant__._session_peer_json(__tenant__.session_peer) is 'I
 create or replace function __tenant__.session_peer_config(p_principal text, p_scopes text[], p_session bigint,
                                                          p_peer text)
 returns jsonb
-language plpgsql stable
+language sql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-declare
-    v_session session;
-begin
-    perform _peer_id(p_principal);
-    v_session := _session_row(p_session, p_scopes);
-    return _session_peer_json(_session_peer_row(v_session.id, p_peer));
-end
+    select _session_peer_json(_session_peer_row(p_principal, p_scopes, p_session, p_peer))
 $$;
 comment on function __tenant__.session_peer_config(text, text[], bigint, text) is
     'One peer''s configuration in a session: observe_others, observed_by_others, joined_at, left_at.';
@@ -344,12 +355,8 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_session session;
-    v_row session_peer;
+    v_row session_peer := _session_peer_row(p_principal, p_scopes, p_session, p_peer);
 begin
-    perform _peer_id(p_principal);
-    v_session := _session_row(p_session, p_scopes);
-    v_row := _session_peer_row(v_session.id, p_peer);
     if p_config is null or jsonb_typeof(p_config) <> 'object' then
         perform _fail('PR107', 'a session peer config is a JSON object', 'Keys: observe_others, observed_by_others.');
     end if;
@@ -423,8 +430,7 @@ declare
     v_offsets bigint[];
     v_many boolean;
 begin
-    perform _peer_id(p_principal);
-    v_session := _session_row(p_session, p_scopes);
+    v_session := _session_of(p_principal, p_scopes, p_session);
     perform _check_write_scope(v_session.scope, p_scopes);
     perform _check_object_array(p_messages, 'messages',
         'Each message: actor and body, and optionally source_role, occurred_at, payload, data_subject_id, '
