@@ -39,6 +39,54 @@ comment on function __tenant__._memory_changed() is
 create or replace trigger memory_embedding_queue after insert or update on __tenant__.memory
     for each row execute function __tenant__._memory_changed();
 
+-- The model and input version vectors are stamped with now.
+create or replace function __tenant__._embedding_stamp(out model text, out input_version integer)
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select _setting_value('embedding_model') #>> '{}', (_setting_value('embedding_input_version') #>> '{}')::integer
+$$;
+comment on function __tenant__._embedding_stamp() is
+    'Internal: the embedding model and input version in force (what current vectors are stamped with).';
+
+-- The turn just before and just after each of these observations in its
+-- conversation (its session, or its scope's turns without one). Input
+-- version 2 embeds them with a memory's first evidence, and erasure asks
+-- which memories embedded an erased turn that way; both read them here. Each
+-- direction is one branch for turns without a session and one for turns in
+-- one, so that each is a single probe of observation_neighbours.
+create or replace function __tenant__._turns_around(p_observation_ids bigint[])
+returns table (observation_id bigint, before_id bigint, before_body text, after_id bigint, after_body text)
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select x.id, b.id, b.body, a.id, a.body
+      from observation x
+      left join lateral (
+            (select o.id, o.body from observation o
+              where x.session_id is null and o.scope = x.scope and o.session_id is null
+                and o.log_offset < x.log_offset
+              order by o.log_offset desc limit 1)
+            union all
+            (select o.id, o.body from observation o
+              where o.scope = x.scope and o.session_id = x.session_id and o.log_offset < x.log_offset
+              order by o.log_offset desc limit 1)) b on true
+      left join lateral (
+            (select o.id, o.body from observation o
+              where x.session_id is null and o.scope = x.scope and o.session_id is null
+                and o.log_offset > x.log_offset
+              order by o.log_offset limit 1)
+            union all
+            (select o.id, o.body from observation o
+              where o.scope = x.scope and o.session_id = x.session_id and o.log_offset > x.log_offset
+              order by o.log_offset limit 1)) a on true
+     where x.id = any (p_observation_ids)
+$$;
+comment on function __tenant__._turns_around(bigint[]) is
+    'Internal: the turns just before and after each observation in its conversation (session, or sessionless turns of its scope).';
+
 -- The text embedded for memories under an input version. Version 2 adds the
 -- turns before and after each memory's first evidence in its session: short
 -- conversational turns are ambiguous alone (measured: make eval).
@@ -54,34 +102,19 @@ begin
                       'Versions are 1 and 2.');
     end if;
     return query
-    select m.id, concat_ws(E'\n', m.title, m.body, before.body, after.body)
-      from memory m
-      left join lateral (
-            select o.scope, o.log_offset, o.session_id
-              from memory_link l join observation o on o.id = l.target_observation_id
-             where p_version = 2 and l.memory_id = m.id and l.link_type = 'derived_from'
-             order by o.log_offset limit 1) ev on true
-      -- One branch for turns without a session and one for turns in one, so
-      -- that each is a single probe of observation_neighbours.
-      left join lateral (
-            (select o.body from observation o
-              where ev.session_id is null and o.scope = ev.scope and o.session_id is null
-                and o.log_offset < ev.log_offset
-              order by o.log_offset desc limit 1)
-            union all
-            (select o.body from observation o
-              where o.scope = ev.scope and o.session_id = ev.session_id and o.log_offset < ev.log_offset
-              order by o.log_offset desc limit 1)) before on true
-      left join lateral (
-            (select o.body from observation o
-              where ev.session_id is null and o.scope = ev.scope and o.session_id is null
-                and o.log_offset > ev.log_offset
-              order by o.log_offset limit 1)
-            union all
-            (select o.body from observation o
-              where o.scope = ev.scope and o.session_id = ev.session_id and o.log_offset > ev.log_offset
-              order by o.log_offset limit 1)) after on true
-     where m.id = any (p_memory_ids);
+    with ev as (
+        select m.id, (select l.target_observation_id
+                        from memory_link l join observation o on o.id = l.target_observation_id
+                       where p_version = 2 and l.memory_id = m.id and l.link_type = 'derived_from'
+                       order by o.log_offset limit 1) as evidence_id
+          from memory m
+         where m.id = any (p_memory_ids)
+    )
+    select m.id, concat_ws(E'\n', m.title, m.body, t.before_body, t.after_body)
+      from ev
+      join memory m on m.id = ev.id
+      left join _turns_around(array(select e.evidence_id from ev e where e.evidence_id is not null)) t
+             on t.observation_id = ev.evidence_id;
 end
 $$;
 comment on function __tenant__._embedding_inputs(bigint[], integer) is
@@ -103,33 +136,11 @@ language sql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    with erased as (
-        select o.scope, o.session_id, o.log_offset from observation o where o.id = any (p_observation_ids)
-    ), neighbour as (
-        -- one probe of observation_neighbours per direction, with or without a session
-        select n.id from erased x
-         cross join lateral (
-            (select o.id from observation o
-              where x.session_id is null and o.scope = x.scope and o.session_id is null
-                and o.log_offset < x.log_offset
-              order by o.log_offset desc limit 1)
-            union all
-            (select o.id from observation o
-              where o.scope = x.scope and o.session_id = x.session_id and o.log_offset < x.log_offset
-              order by o.log_offset desc limit 1)
-            union all
-            (select o.id from observation o
-              where x.session_id is null and o.scope = x.scope and o.session_id is null
-                and o.log_offset > x.log_offset
-              order by o.log_offset limit 1)
-            union all
-            (select o.id from observation o
-              where o.scope = x.scope and o.session_id = x.session_id and o.log_offset > x.log_offset
-              order by o.log_offset limit 1)) n
-    )
     select coalesce(array_agg(distinct l.memory_id), '{}')
       from memory_link l
-     where l.target_observation_id in (select n.id from neighbour n) and l.link_type = 'derived_from'
+     where l.target_observation_id in (select n.id from _turns_around(p_observation_ids) t
+                                        cross join lateral (values (t.before_id), (t.after_id)) n(id))
+       and l.link_type = 'derived_from'
 $$;
 comment on function __tenant__._memories_embedding_turns(bigint[]) is
     'Internal: memories whose version-2 embedding input may include these observations as neighbouring turns.';
@@ -158,15 +169,13 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_model text := _setting_value('embedding_model') #>> '{}';
-    v_version integer := (_setting_value('embedding_input_version') #>> '{}')::integer;
-    v_claimed bigint[];
+    v_stamp record := _embedding_stamp();
+    v_claimed bigint[] := array(select _lease_claim('embedding', p_worker, p_limit));
 begin
-    v_claimed := array(select _lease_claim('embedding', p_worker, p_limit));
     return query
-    select j.memory_id, j.generation, i.input, v_model, v_version, t.input
+    select j.memory_id, j.generation, i.input, v_stamp.model, v_stamp.input_version, t.input
       from embedding_job j
-      join _embedding_inputs(v_claimed, v_version) i on i.memory_id = j.memory_id
+      join _embedding_inputs(v_claimed, v_stamp.input_version) i on i.memory_id = j.memory_id
       join _embedding_inputs(v_claimed, 1) t on t.memory_id = j.memory_id
      where j.memory_id = any (v_claimed)
      order by j.memory_id;
@@ -258,14 +267,12 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_model text := _setting_value('embedding_model') #>> '{}';
-    v_version integer := (_setting_value('embedding_input_version') #>> '{}')::integer;
-    v_claimed bigint[];
+    v_stamp record := _embedding_stamp();
+    v_claimed bigint[] := array(select _lease_claim('passage_embedding', p_worker, p_limit));
 begin
-    v_claimed := array(select _lease_claim('passage_embedding', p_worker, p_limit));
     return query
     -- Every input version embeds a passage's own text.
-    select j.passage_id, j.generation, p.body, v_model, v_version
+    select j.passage_id, j.generation, p.body, v_stamp.model, v_stamp.input_version
       from passage_embedding_job j join passage p on p.id = j.passage_id and p.scope = j.scope
      where j.passage_id = any (v_claimed)
      order by j.passage_id;
@@ -333,8 +340,6 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_model text := _setting_value('embedding_model') #>> '{}';
-    v_version integer := (_setting_value('embedding_input_version') #>> '{}')::integer;
     v_count bigint;
 begin
     insert into passage_embedding_job as j (passage_id, scope)
@@ -344,9 +349,9 @@ begin
     get diagnostics v_count = row_count;
     -- A job whose passage already has the current stamp is done (version switched back).
     if not p_everything then
-        delete from passage_embedding_job j using passage p
+        delete from passage_embedding_job j using passage p, _embedding_stamp() st
          where p.id = j.passage_id and p.scope = j.scope
-           and p.embedding_model = v_model and p.embedding_input_version = v_version;
+           and p.embedding_model = st.model and p.embedding_input_version = st.input_version;
     end if;
     return v_count;
 end
@@ -364,22 +369,16 @@ as $$
     select (select c.open from _lease_counts('embedding') c),
            (select c.leased from _lease_counts('embedding') c)
              + (select c.leased from _lease_counts('passage_embedding') c),
-           (select count(*) from memory_embedding me
-             where me.model = _setting_value('embedding_model') #>> '{}'
-               and me.input_version = (_setting_value('embedding_input_version') #>> '{}')::integer),
-           (select count(*) from memory_embedding me
-             where me.model <> _setting_value('embedding_model') #>> '{}'
-                or me.input_version <> (_setting_value('embedding_input_version') #>> '{}')::integer),
-           _setting_value('embedding_model') #>> '{}',
-           (_setting_value('embedding_input_version') #>> '{}')::integer,
+           (select count(*) from memory_embedding me where me.model = st.model and me.input_version = st.input_version),
+           (select count(*) from memory_embedding me where me.model <> st.model or me.input_version <> st.input_version),
+           st.model, st.input_version,
            -- passages: vectors live on the passage row
            (select c.open from _lease_counts('passage_embedding') c),
            (select count(*) from passage p
-             where p.embedding_model = _setting_value('embedding_model') #>> '{}'
-               and p.embedding_input_version = (_setting_value('embedding_input_version') #>> '{}')::integer),
+             where p.embedding_model = st.model and p.embedding_input_version = st.input_version),
            (select count(*) from passage p
-             where p.embedding_model <> _setting_value('embedding_model') #>> '{}'
-                or p.embedding_input_version <> (_setting_value('embedding_input_version') #>> '{}')::integer)
+             where p.embedding_model <> st.model or p.embedding_input_version <> st.input_version)
+      from _embedding_stamp() st
 $$;
 comment on function __tenant__.embedding_status() is
     'Queue length, leased jobs, current and stale embeddings, and the model and input version in force; the same for passages.';
@@ -391,15 +390,13 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_model text := _setting_value('embedding_model') #>> '{}';
-    v_version integer := (_setting_value('embedding_input_version') #>> '{}')::integer;
     v_count bigint;
 begin
     insert into embedding_job as j (memory_id)
-    select m.id from memory m
+    select m.id from memory m cross join _embedding_stamp() st
      where m.superseded_by is null and m.invalidated_at is null
        and (p_everything or not exists (select 1 from memory_embedding me where me.memory_id = m.id
-                                           and me.model = v_model and me.input_version = v_version
+                                           and me.model = st.model and me.input_version = st.input_version
                                            and me.text_embedding is not null))
     on conflict (memory_id) do update
         set generation = j.generation + 1, enqueued_at = clock_timestamp(), leased_by = null, lease_until = null;

@@ -39,11 +39,11 @@ as $$
       from _passage_embedding_policies() pol
       join passage p on p.scope = pol.scope
       join observation o on o.id = p.observation_id
+     cross join _embedding_stamp() st
      where (p_scopes is null or pol.scope = any (p_scopes))
        and (pol.policy = 'all' or (pol.policy = 'messages' and o.kind = 'message'))
-       and (p_everything
-            or p.embedding_model is distinct from _setting_value('embedding_model') #>> '{}'
-            or p.embedding_input_version is distinct from (_setting_value('embedding_input_version') #>> '{}')::integer)
+       and (p_everything or p.embedding_model is distinct from st.model
+            or p.embedding_input_version is distinct from st.input_version)
 $$;
 comment on function __tenant__._passages_wanting_vectors(text[], boolean) is
     'Internal: passages their scope''s passage_embedding policy embeds that lack a current vector (or all of them).';
