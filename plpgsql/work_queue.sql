@@ -84,6 +84,7 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 #variable_conflict use_column
 declare
+    v_every integer := greatest((_setting_value('summary_every_messages') #>> '{}')::integer, 1);
     v_heads bigint[];
     v_claimed bigint[];
 begin
@@ -127,17 +128,19 @@ begin
 
     return query
     select c.id, c.lease_token, c.task_type, c.session_id, s.scope, sp.name, op.name, c.message_offset,
-           w.messages, c.attempts, c.lease_until
+           (select jsonb_agg(jsonb_build_object('offset', o.log_offset, 'actor', a.name, 'source_role', o.source_role,
+                                                'occurred_at', o.occurred_at, 'body', o.body) order by o.log_offset)
+              from (select o2.* from observation o2
+                     where o2.scope = s.scope and o2.session_id = c.session_id and o2.log_offset <= c.message_offset
+                       and (c.task_type = 'summary' or o2.log_offset = c.message_offset)
+                     order by o2.log_offset desc
+                     limit case when c.task_type = 'summary' then v_every else 1 end) o
+              join peer a on a.id = o.actor_id),
+           c.attempts, c.lease_until
       from work_task c
       join session s on s.id = c.session_id
       left join peer sp on sp.id = c.sender_id
       left join peer op on op.id = c.observer_id
-      left join (select o.task_id,
-                        jsonb_agg(jsonb_build_object('offset', o.log_offset, 'actor', a.name, 'source_role', o.source_role,
-                                                     'occurred_at', o.occurred_at, 'body', o.body)
-                                  order by o.log_offset) as messages
-                   from _task_messages(v_claimed) o join peer a on a.id = o.actor_id
-                  group by o.task_id) w on w.task_id = c.id
      where c.id = any (v_claimed)
      order by c.id;
 end
@@ -171,31 +174,25 @@ end
 $$;
 comment on function __tenant__._leased_task(bigint, uuid) is 'Internal: a task leased with this token, locked; PR124 or PR123.';
 
--- The messages a task is handed out with, which are all its results may
--- cite: the message it was queued for, and for a summary task the window of
--- summary_every_messages messages that ends there. For many tasks in one
--- statement (claim_tasks), so a claim makes no call per task.
-create or replace function __tenant__._task_messages(p_task_ids bigint[])
-returns table (task_id bigint, log_offset bigint, actor_id bigint, source_role text, occurred_at timestamptz,
-               body text)
+-- The log offsets a leased task may cite: the message it was queued for, and
+-- for a summary task the window of messages claim_tasks() handed out with it.
+create or replace function __tenant__._task_offsets(p_task __tenant__.work_task)
+returns bigint[]
 language sql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select t.id, o.log_offset, o.actor_id, o.source_role, o.occurred_at, o.body
-      from (select greatest((_setting_value('summary_every_messages') #>> '{}')::integer, 1) as every) w
-     cross join work_task t
-      join session s on s.id = t.session_id
-     cross join lateral (
-        select o.* from observation o
-         where o.scope = s.scope and o.session_id = t.session_id and o.log_offset <= t.message_offset
-           and (t.task_type = 'summary' or o.log_offset = t.message_offset)
+    select array(
+        select o.log_offset from observation o
+          join session s on s.id = p_task.session_id
+         where o.scope = s.scope and o.session_id = p_task.session_id and o.log_offset <= p_task.message_offset
+           and (p_task.task_type = 'summary' or o.log_offset = p_task.message_offset)
          order by o.log_offset desc
-         limit case when t.task_type = 'summary' then w.every else 1 end) o
-     where t.id = any (p_task_ids)
+         limit case when p_task.task_type = 'summary'
+                    then greatest((_setting_value('summary_every_messages') #>> '{}')::integer, 1) else 1 end)
 $$;
-comment on function __tenant__._task_messages(bigint[]) is
-    'Internal: the messages each task was handed out with (what its results may cite).';
+comment on function __tenant__._task_offsets(__tenant__.work_task) is
+    'Internal: the offsets of the messages a task was handed out with (what its results may cite).';
 
 -- The deriver writes through these two functions, not through remember() and
 -- assert_fact(): the worker role may write only what a task it holds lets
@@ -214,8 +211,7 @@ as $$
 declare
     v_task work_task := _leased_task(p_task_id, p_lease_token);
     v_scope text := (select s.scope from session s where s.id = v_task.session_id);
-    v_allowed bigint[] := array(select m.log_offset from _task_messages(array[v_task.id]) m
-                                       order by m.log_offset desc);
+    v_allowed bigint[] := _task_offsets(v_task);
     v_observer text := (select p.name from peer p where p.id = v_task.observer_id);
     v_acting bigint := coalesce(v_task.observer_id, v_task.sender_id,
                                 (select o.actor_id from observation o where o.id = v_task.observation_id));
