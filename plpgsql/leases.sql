@@ -35,6 +35,23 @@
 -- server connection that claimed it. With leases_end_with_session = false,
 -- leases end only at lease_until.
 
+-- The lease keys held now, by backend: the session-level advisory locks of
+-- class 'pgrl' in this database (see above). The one place that reads them.
+create or replace function __tenant__._lease_keys()
+returns table (pid integer, lease_key integer)
+language sql volatile
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select l.pid, l.objid::bigint::integer
+      from pg_locks l
+     where l.locktype = 'advisory' and l.granted and l.objsubid = 2
+       and l.database = (select d.oid from pg_database d where d.datname = current_database())
+       and l.classid = 1885827692::oid  -- 'pgrl': pgrecall lease
+$$;
+comment on function __tenant__._lease_keys() is
+    'Internal: the queue lease keys (session-level advisory locks) held now, with the backend holding each.';
+
 -- This session's lease key, taken on its first claim; NULL when leases end
 -- only at lease_until.
 create or replace function __tenant__._lease_session()
@@ -44,22 +61,16 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    c_lock_class constant integer := 1885827692;  -- 'pgrl': pgrecall lease
     v_key integer;
 begin
     if not (_setting_value('leases_end_with_session') #>> '{}')::boolean then
         return null;
     end if;
-    select l.objid::bigint::integer into v_key
-      from pg_locks l
-     where l.locktype = 'advisory' and l.pid = pg_backend_pid() and l.granted and l.objsubid = 2
-       and l.database = (select d.oid from pg_database d where d.datname = current_database())
-       and l.classid = c_lock_class::oid
-     limit 1;
+    select k.lease_key into v_key from _lease_keys() k where k.pid = pg_backend_pid() limit 1;
     while v_key is null loop
         v_key := 1 + floor(random() * 2147483646)::integer;
         -- try: a key another session (or an unrelated advisory lock) holds is skipped, never waited for
-        if not pg_try_advisory_lock(c_lock_class, v_key) then
+        if not pg_try_advisory_lock(1885827692, v_key) then  -- class 'pgrl', as _lease_keys() reads it
             v_key := null;
         end if;
     end loop;
@@ -78,11 +89,7 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
     select case when (_setting_value('leases_end_with_session') #>> '{}')::boolean then
-           coalesce((select array_agg(l.objid::bigint::integer)
-                       from pg_locks l
-                      where l.locktype = 'advisory' and l.granted and l.objsubid = 2
-                        and l.database = (select d.oid from pg_database d where d.datname = current_database())
-                        and l.classid = 1885827692::oid), '{}') end
+           coalesce((select array_agg(k.lease_key) from _lease_keys() k), '{}') end
 $$;
 comment on function __tenant__._lease_holders() is
     'Internal: the lease keys of the sessions that hold queue leases now; NULL if leases end only at lease_until.';
@@ -94,10 +101,7 @@ language sql volatile
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select exists (select 1 from pg_locks l
-                    where l.locktype = 'advisory' and l.granted and l.objsubid = 2
-                      and l.database = (select d.oid from pg_database d where d.datname = current_database())
-                      and l.classid = 1885827692::oid and l.objid::bigint::integer = p_key)
+    select exists (select 1 from _lease_keys() k where k.lease_key = p_key)
 $$;
 comment on function __tenant__._lease_key_alive(integer) is
     'Internal: whether a session holds this lease key now (read after the claimed row is locked).';
@@ -183,6 +187,21 @@ $$;
 comment on function __tenant__._lease_over(text) is
     'Internal: the lease rule as a SQL condition on queue row q (no lease, expired, or its session ended).';
 
+-- The lease rule again, for the row as an update locked it: a lease that its
+-- living session took after the holders were read is not over (see the top).
+-- It asks pg_locks only about a row whose lease has not expired.
+create or replace function __tenant__._lease_over_locked()
+returns text
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select '(q.lease_until is null or q.lease_until < clock_timestamp() or q.lease_session is null'
+           ' or not _lease_key_alive(q.lease_session))'
+$$;
+comment on function __tenant__._lease_over_locked() is
+    'Internal: the lease rule as a SQL condition on a locked queue row q, asking pg_locks afresh about its session.';
+
 -- A task whose lease ended (expired, or its session did) on its last allowed
 -- attempt is dead: a task that kills its worker every time stops there.
 -- Returns how many were dead-lettered.
@@ -211,10 +230,8 @@ begin
                                  then format('lease expired on attempt %%s', q.attempts)
                                  else format('the session that leased it ended, on attempt %%s', q.attempts) end
           from over o
-         where q.%2$I = o.key
-           -- the row as locked: a lease its living session took meanwhile is not over
-           and (q.lease_until < clock_timestamp() or not _lease_key_alive(q.lease_session))$q$,
-        v_q.table_name, v_q.key_column, _lease_over('$2'))
+         where q.%2$I = o.key and %4$s$q$,
+        v_q.table_name, v_q.key_column, _lease_over('$2'), _lease_over_locked())
     using (_setting_value('task_max_attempts') #>> '{}')::integer, _lease_holders();
     get diagnostics v_count = row_count;
     return v_count;
@@ -256,12 +273,10 @@ begin
            set leased_by = $1, lease_until = clock_timestamp() + $6, lease_session = $3,
                attempts = q.attempts + 1 %7$s
           from ready r
-         where q.%2$I = r.key
-           -- the row as locked: leased meanwhile by a session that lives is not ours (see the top)
-           and (q.lease_until is null or q.lease_until < clock_timestamp() or q.lease_session is null
-                or not _lease_key_alive(q.lease_session))
+         where q.%2$I = r.key and %8$s
         returning q.%2$I$q$,
-        v_q.table_name, v_q.key_column, v_q.open_rows, v_q.due_rows, _lease_over('$4'), v_q.claim_order, v_q.on_claim)
+        v_q.table_name, v_q.key_column, v_q.open_rows, v_q.due_rows, _lease_over('$4'), v_q.claim_order, v_q.on_claim,
+        _lease_over_locked())
     using p_worker, p_limit, v_session, v_holders, p_among,
           make_interval(secs => (_setting_value(v_q.lease_setting) #>> '{}')::double precision);
 end
