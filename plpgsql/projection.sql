@@ -39,11 +39,10 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
     select coalesce(array_agg(distinct s.observation_id), '{}')
-      from (select d.observation_id from projection_dependency d
-             where d.kind = 'memory' and d.row_key = any (select m::text from unnest(p_memory_ids) m)
+      from (select unnest(_memory_observations(p_memory_ids))
             union all
             select c.observation_id from memory_correction_evidence c
-             where c.memory_id = any (p_memory_ids)) s
+             where c.memory_id = any (p_memory_ids)) s(observation_id)
 $$;
 comment on function __tenant__._memory_text_observations(bigint[]) is
     'Internal: every observation the given memories'' current text came from: their evidence and their corrections''.';
