@@ -372,10 +372,7 @@ declare
 begin
     perform _check_scopes(p_scopes);
     v_fact := _visible_fact(_peer_id(p_principal), p_scopes, p_fact_id);
-    perform _check_text(p_reason, 'reason', 1000);
-    if _trim(p_reason) = '' then
-        perform _fail('PR107', 'a retraction needs a reason');
-    end if;
+    perform _check_reason(p_reason, 'a retraction needs a reason', null, 1000);
     perform 1 from entity e where e.id = v_fact.subject_id for update;
     if not exists (select 1 from fact f where f.id = p_fact_id and upper_inf(f.known)) then
         perform _fail('PR108', format('fact %s is no longer current: it was closed or retracted already', p_fact_id));

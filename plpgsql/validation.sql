@@ -197,6 +197,29 @@ end
 $$;
 comment on function __tenant__._check_one_of(text, text, text[]) is 'Internal: PR107 unless the value is one of the allowed.';
 
+-- Every change that cannot be taken back by its author (forget, a duplicate
+-- decision, a retraction, an erasure) records why, in words a person reads
+-- later: whitespace alone is no reason.
+create or replace function __tenant__._check_reason(p_reason text, p_missing text, p_hint text default null,
+                                                    p_max_bytes bigint default null)
+returns text
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    if p_reason is null or _trim(p_reason) = '' then
+        perform _fail('PR107', p_missing, p_hint);
+    end if;
+    if p_max_bytes is not null then
+        perform _check_text(p_reason, 'reason', p_max_bytes);
+    end if;
+    return _trim(p_reason);
+end
+$$;
+comment on function __tenant__._check_reason(text, text, text, bigint) is
+    'Internal: PR107 (message p_missing) unless a reason has words, PR151 when longer than p_max_bytes; returns it trimmed.';
+
 -- Observation offsets in one scope to observation ids, in the order given.
 create or replace function __tenant__._observation_ids(p_scope text, p_offsets bigint[])
 returns bigint[]
