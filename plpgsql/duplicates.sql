@@ -108,10 +108,7 @@ declare
     v_meta jsonb;
 begin
     perform _check_scopes(p_scopes);
-    if p_limit is null or p_limit < 1 or p_limit > 1000 then
-        perform _fail('PR150', format('limit must be 1 to 1000, not %s', coalesce(p_limit::text, 'NULL')),
-                      'Ask for the best pairs first, e.g. p_limit => 20.');
-    end if;
+    perform _check_limit(p_limit, 1000, 'limit', 'Ask for the best pairs first, e.g. p_limit => 20.');
 
     select coalesce(array_agg(w.id order by w.id desc), '{}') into v_ids
       from (select e.id from _eligible_memories(v_principal, p_scopes, null, false, null) e

@@ -205,11 +205,9 @@ begin
         perform _fail('PR111', format('unknown predicate %s', coalesce(quote_literal(p_predicate), 'NULL')),
                       'predicates() lists the ontology; extend it with INSERT INTO predicate.');
     end if;
-    perform _check_text(p_subject, 'subject', 200);
-    perform _check_text(p_object, 'object', case when v_pred.object_type = 'entity' then 200 else 1000 end);
-    if _trim(p_subject) = '' or _trim(p_object) = '' then
-        perform _fail('PR107', 'the subject and the object of a fact must not be empty');
-    end if;
+    perform _check_text(p_subject, 'subject', 200, p_blank => 'the subject and the object of a fact must not be empty');
+    perform _check_text(p_object, 'object', case when v_pred.object_type = 'entity' then 200 else 1000 end,
+                        p_blank => 'the subject and the object of a fact must not be empty');
     if p_statement is not null then
         perform _check_text(p_statement, 'statement', 2000);
     end if;

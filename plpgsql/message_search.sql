@@ -228,9 +228,7 @@ begin
     perform _peer_id(p_principal);
     perform _check_scopes(p_scopes);
     perform _check_one_of(v_mode, 'message search mode', array['hybrid', 'lexical', 'semantic']);
-    if p_limit is null or p_limit < 1 or p_limit > v_max_limit then
-        perform _fail('PR150', format('limit must be 1 to %s, not %s', v_max_limit, coalesce(p_limit::text, 'NULL')));
-    end if;
+    perform _check_limit(p_limit, v_max_limit);
     perform _check_text(p_query, 'query', 10000);
     v_depth := greatest(v_depth, 2 * p_limit);  -- as in recall: each arm gives twice the rows asked for
     if p_peer is not null then
