@@ -132,7 +132,7 @@ returns table (lexeme text, n integer, witness bigint)
 language sql stable
 as $$
     select u.lexeme, count(*)::integer, max(m.id)
-      from __tenant__.memory m cross join lateral unnest(m.tsv) u
+      from __tenant__.memory m, unnest(m.tsv) u
      where m.id = any (p_memory_ids) and m.superseded_by is null and m.invalidated_at is null
      group by u.lexeme
 $$;
