@@ -108,10 +108,7 @@ declare
     v_meta jsonb;
 begin
     perform _check_scopes(p_scopes);
-    if p_limit is null or p_limit < 1 or p_limit > 1000 then
-        perform _fail('PR150', format('limit must be 1 to 1000, not %s', coalesce(p_limit::text, 'NULL')),
-                      'Ask for the best pairs first, e.g. p_limit => 20.');
-    end if;
+    perform _check_limit(p_limit, 1000, 'limit', 'Ask for the best pairs first, e.g. p_limit => 20.');
 
     select coalesce(array_agg(w.id order by w.id desc), '{}') into v_ids
       from (select e.id from _eligible_memories(v_principal, p_scopes, null, false, null) e
@@ -310,21 +307,13 @@ begin
         perform _fail('PR107', format('a pair needs two memories, not memory %s twice', p_a));
     end if;
     perform _check_one_of(p_decision, 'decision', array['distinct', 'supersede', 'forget']);
-    if p_reason is null or _trim(p_reason) = '' then
-        perform _fail('PR107', 'a decision needs a reason',
-                      'Say why, e.g. ''the same allergy, said twice'' or ''different people''.');
-    end if;
-    perform _check_text(p_reason, 'reason', 2000);
+    perform _check_reason(p_reason, 'a decision needs a reason',
+                          'Say why, e.g. ''the same allergy, said twice'' or ''different people''.', 2000);
 
     -- Visible first (PR104 tells nothing of a memory the principal may not
     -- see), then locked in id order so that concurrent deciders queue up.
-    if not exists (select 1 from _eligible_memories(v_principal, p_scopes, null, true, null) e where e.id = v_low)
-       or not exists (select 1 from _eligible_memories(v_principal, p_scopes, null, true, null) e where e.id = v_high) then
-        perform _fail('PR104', format('memory %s not found',
-                          case when exists (select 1 from _eligible_memories(v_principal, p_scopes, null, true, null) e
-                                             where e.id = v_low) then v_high else v_low end),
-                      'It does not exist, or this principal may not see it.');
-    end if;
+    perform _check_memory_visible(v_principal, p_scopes, v_low);
+    perform _check_memory_visible(v_principal, p_scopes, v_high);
     perform 1 from memory m where m.id in (v_low, v_high) order by m.id for update;
     select m.* into v_a from memory m where m.id = p_a;
     select m.* into v_b from memory m where m.id = p_b;

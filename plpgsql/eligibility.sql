@@ -28,3 +28,22 @@ as $$
 $$;
 comment on function __tenant__._eligible_memories(bigint, text[], text, boolean, timestamptz) is
     'Internal: the memories a principal may see in the authorised scopes for a purpose. The single eligibility rule.';
+
+-- A memory named by id in a write or a decision: one the principal may not
+-- see is reported exactly like one that does not exist.
+create or replace function __tenant__._check_memory_visible(p_principal_id bigint, p_scopes text[], p_memory_id bigint)
+returns void
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    if not exists (select 1 from _eligible_memories(p_principal_id, p_scopes, null, true, null) e
+                    where e.id = p_memory_id) then
+        perform _fail('PR104', format('memory %s not found', p_memory_id),
+                      'It does not exist, or this principal may not see it.');
+    end if;
+end
+$$;
+comment on function __tenant__._check_memory_visible(bigint, text[], bigint) is
+    'Internal: PR104 unless the principal may see the memory (for some purpose, history included).';

@@ -52,10 +52,7 @@ as $$
 declare
     v_id bigint;
 begin
-    perform _check_text(p_name, 'entity name', 200);
-    if _trim(p_name) = '' then
-        perform _fail('PR107', 'an entity name is empty');
-    end if;
+    perform _check_text(p_name, 'entity name', 200, p_blank => 'an entity name is empty');
     v_id := _entity_named(p_scope, p_name);
     if v_id is null then
         insert into entity as e (scope, name, entity_type) values (p_scope, _trim(p_name), p_type)
@@ -152,10 +149,7 @@ declare
 begin
     perform _peer_id(p_principal);
     perform _check_write_scope(p_scope, p_scopes);
-    perform _check_text(p_alias, 'alias', 200);
-    if _trim(p_alias) = '' then
-        perform _fail('PR107', 'an alias is empty');
-    end if;
+    perform _check_text(p_alias, 'alias', 200, p_blank => 'an alias is empty');
     v_id := _entity_required(array[p_scope], p_entity);
     v_other := _entity_named(p_scope, p_alias);
     if v_other is not null and v_other <> v_id then

@@ -247,9 +247,7 @@ begin
                                       coalesce(quote_literal(left(p_actor, 40)), 'NULL')),
                       'Pass the administrator or process, e.g. erase(''dpo@example.org'', ...).');
     end if;
-    if p_reason is null or _trim(p_reason) = '' then
-        perform _fail('PR107', 'an erasure needs a reason', 'Say why, e.g. ''data subject request #123''.');
-    end if;
+    perform _check_reason(p_reason, 'an erasure needs a reason', 'Say why, e.g. ''data subject request #123''.');
     v_observations := _selected_observations(p_selector);
     insert into erasure_request (selector, reason, requested_by, actor, actor_role)
     values (p_selector, _trim(p_reason), p_requested_by, _trim(p_actor), session_user)

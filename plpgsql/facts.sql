@@ -205,11 +205,9 @@ begin
         perform _fail('PR111', format('unknown predicate %s', coalesce(quote_literal(p_predicate), 'NULL')),
                       'predicates() lists the ontology; extend it with INSERT INTO predicate.');
     end if;
-    perform _check_text(p_subject, 'subject', 200);
-    perform _check_text(p_object, 'object', case when v_pred.object_type = 'entity' then 200 else 1000 end);
-    if _trim(p_subject) = '' or _trim(p_object) = '' then
-        perform _fail('PR107', 'the subject and the object of a fact must not be empty');
-    end if;
+    perform _check_text(p_subject, 'subject', 200, p_blank => 'the subject and the object of a fact must not be empty');
+    perform _check_text(p_object, 'object', case when v_pred.object_type = 'entity' then 200 else 1000 end,
+                        p_blank => 'the subject and the object of a fact must not be empty');
     if p_statement is not null then
         perform _check_text(p_statement, 'statement', 2000);
     end if;
@@ -372,10 +370,7 @@ declare
 begin
     perform _check_scopes(p_scopes);
     v_fact := _visible_fact(_peer_id(p_principal), p_scopes, p_fact_id);
-    perform _check_text(p_reason, 'reason', 1000);
-    if _trim(p_reason) = '' then
-        perform _fail('PR107', 'a retraction needs a reason');
-    end if;
+    perform _check_reason(p_reason, 'a retraction needs a reason', null, 1000);
     perform 1 from entity e where e.id = v_fact.subject_id for update;
     if not exists (select 1 from fact f where f.id = p_fact_id and upper_inf(f.known)) then
         perform _fail('PR108', format('fact %s is no longer current: it was closed or retracted already', p_fact_id));

@@ -30,6 +30,23 @@
 -- kind = 'meta' carrying the metadata; search_messages() returns the hits and
 -- search_messages_answer() both, in one call. Nothing is kept after the call.
 
+-- The passages a search is about: the authorised scopes, narrowed to one
+-- session and/or one sender when asked. Like _eligible_memories, a plain SQL
+-- function (no definer, no SET, tables qualified) that the planner inlines
+-- into the arms' queries, so each keeps its partition pruning and indexes.
+create or replace function __tenant__._passages_in(p_scopes text[], p_session_id bigint, p_actor_id bigint)
+returns setof __tenant__.passage
+language sql stable
+as $$
+    select p.*
+      from __tenant__.passage p
+     where p.scope = any (p_scopes)
+       and (p_session_id is null or p.session_id = p_session_id)
+       and (p_actor_id is null or p.actor_id = p_actor_id)
+$$;
+comment on function __tenant__._passages_in(text[], bigint, bigint) is
+    'Internal: the passages in the scopes, of one session and/or one sender when given; inlined into message search''s arms.';
+
 -- The lexical arm over passages: BM25, document frequencies counted live in
 -- the scopes, corpus size from passage_stat. As in recall, a cheap presence
 -- score bounds the candidates and the best 2 x p_depth get exact BM25 term
@@ -83,10 +100,8 @@ begin
                (select sum(v_idf[i]) from generate_subscripts(v_term_queries, 1) i
                  where p.tsv @@ v_term_queries[i])
                / (1 + v_k1 * (1 - v_b + v_b * length(p.tsv) / v_avg_length)) as quick
-          from passage p
-         where p.scope = any (p_scopes) and p.tsv @@ v_query
-           and (p_session_id is null or p.session_id = p_session_id)
-           and (p_actor_id is null or p.actor_id = p_actor_id)
+          from _passages_in(p_scopes, p_session_id, p_actor_id) p
+         where p.tsv @@ v_query
          order by quick desc, p.id
          limit 2 * p_depth
     ), scored as (
@@ -128,20 +143,15 @@ declare
     v_saved_iterative text := current_setting('hnsw.iterative_scan', true);
 begin
     select count(*) into v_probe from (
-        select 1 from passage p
-         where p.scope = any (p_scopes) and p.embedding_model = v_model and p.embedding_input_version = v_version
-           and (p_session_id is null or p.session_id = p_session_id)
-           and (p_actor_id is null or p.actor_id = p_actor_id)
+        select 1 from _passages_in(p_scopes, p_session_id, p_actor_id) p
+         where p.embedding_model = v_model and p.embedding_input_version = v_version
          limit (v_set ->> 'exact_dense_below')::integer) x;
     if v_probe < (v_set ->> 'exact_dense_below')::integer then
         method := 'exact';
         with nearest as (
             select p.id, p.embedding operator(__ext__.<=>) v_embedding as distance
-              from passage p
-             where p.scope = any (p_scopes) and p.embedding_model = v_model
-               and p.embedding_input_version = v_version
-               and (p_session_id is null or p.session_id = p_session_id)
-               and (p_actor_id is null or p.actor_id = p_actor_id)
+              from _passages_in(p_scopes, p_session_id, p_actor_id) p
+             where p.embedding_model = v_model and p.embedding_input_version = v_version
              order by (p.embedding operator(__ext__.<=>) v_embedding) + 0, p.id
              limit p_depth)
         select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
@@ -156,11 +166,8 @@ begin
         perform set_config('hnsw.iterative_scan', 'strict_order', true);
         with nearest as (
             select p.id, p.embedding operator(__ext__.<=>) v_embedding as distance
-              from passage p
-             where p.scope = any (p_scopes) and p.embedding_model = v_model
-               and p.embedding_input_version = v_version
-               and (p_session_id is null or p.session_id = p_session_id)
-               and (p_actor_id is null or p.actor_id = p_actor_id)
+              from _passages_in(p_scopes, p_session_id, p_actor_id) p
+             where p.embedding_model = v_model and p.embedding_input_version = v_version
              order by p.embedding operator(__ext__.<=>) v_embedding
              limit p_depth)
         select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
@@ -221,9 +228,7 @@ begin
     perform _peer_id(p_principal);
     perform _check_scopes(p_scopes);
     perform _check_one_of(v_mode, 'message search mode', array['hybrid', 'lexical', 'semantic']);
-    if p_limit is null or p_limit < 1 or p_limit > v_max_limit then
-        perform _fail('PR150', format('limit must be 1 to %s, not %s', v_max_limit, coalesce(p_limit::text, 'NULL')));
-    end if;
+    perform _check_limit(p_limit, v_max_limit);
     perform _check_text(p_query, 'query', 10000);
     v_depth := greatest(v_depth, 2 * p_limit);  -- as in recall: each arm gives twice the rows asked for
     if p_peer is not null then

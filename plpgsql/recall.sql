@@ -84,9 +84,7 @@ begin
     perform _check_scopes(p_scopes);
     perform _check_purpose(p_purpose);
     perform _check_one_of(v_mode, 'recall mode', array['hybrid', 'lexical', 'dense']);
-    if p_limit is null or p_limit < 1 or p_limit > v_walk then
-        perform _fail('PR150', format('limit must be 1 to %s, not %s', v_walk, coalesce(p_limit::text, 'NULL')));
-    end if;
+    perform _check_limit(p_limit, v_walk);
     perform _check_time(p_at, 'p_at');
     perform _check_text(p_query, 'query', 10000);
     -- Each arm contributes twice the rows asked for (at least arm_candidates).

@@ -18,11 +18,7 @@ declare
 begin
     perform _check_scopes(p_scopes);
     perform _check_id(p_memory_id, 'memory id');
-    if not exists (select 1 from _eligible_memories(p_principal_id, p_scopes, null, true, null) e
-                    where e.id = p_memory_id) then
-        perform _fail('PR104', format('memory %s not found', p_memory_id),
-                      'It does not exist, or this principal may not see it.');
-    end if;
+    perform _check_memory_visible(p_principal_id, p_scopes, p_memory_id);
     -- FOR UPDATE waits for a concurrent writer and then sees its committed row.
     select m.* into v_memory from memory m where m.id = p_memory_id for update;
     if v_memory.invalidated_at is not null then
@@ -269,10 +265,7 @@ declare
     v_principal bigint := _peer_id(p_principal);
     v_old memory;
 begin
-    if p_reason is null or _trim(p_reason) = '' then
-        perform _fail('PR107', 'forget needs a reason', 'Say why, e.g. ''the user asked''.');
-    end if;
-    perform _check_text(p_reason, 'reason', 2000);
+    perform _check_reason(p_reason, 'forget needs a reason', 'Say why, e.g. ''the user asked''.', 2000);
     v_old := _lock_for_revision(v_principal, p_scopes, p_memory_id, p_expected_revision, false);
     update memory m
        set invalidated_at = now(), invalidation_reason = _trim(p_reason), revision = m.revision + 1, updated_at = now()

@@ -124,6 +124,21 @@ $$;
 comment on function __tenant__._drop_unused_terms(text[], bigint[]) is
     'Internal: delete the terms no live memory (other than p_leaving) uses; re-witness the others.';
 
+-- What the statistics count of some memories: each term, how many of them
+-- that are live use it, and one of those (a witness). A plain SQL function
+-- (no definer, no SET, tables qualified), inlined into its callers' statements.
+create or replace function __tenant__._live_term_counts(p_memory_ids bigint[])
+returns table (lexeme text, n integer, witness bigint)
+language sql stable
+as $$
+    select u.lexeme, count(*)::integer, max(m.id)
+      from __tenant__.memory m, unnest(m.tsv) u
+     where m.id = any (p_memory_ids) and m.superseded_by is null and m.invalidated_at is null
+     group by u.lexeme
+$$;
+comment on function __tenant__._live_term_counts(bigint[]) is
+    'Internal: per term, how many of these memories that are live use it, and the largest such id.';
+
 -- Erasure takes memories out of the statistics without a full refresh: the
 -- frequencies of their terms drop, and a term that no surviving live memory
 -- uses is deleted, so no erased word survives in term_stat. Returns the
@@ -140,10 +155,7 @@ begin
     select coalesce(array_agg(distinct u.lexeme), '{}') into v_terms
       from memory m cross join lateral unnest(m.tsv) u where m.id = any (p_memory_ids);
     update term_stat t set df = t.df - g.n
-      from (select u.lexeme, count(*) as n
-              from memory m cross join lateral unnest(m.tsv) u
-             where m.id = any (p_memory_ids) and m.superseded_by is null and m.invalidated_at is null
-             group by u.lexeme) g
+      from _live_term_counts(p_memory_ids) g
      where t.term = g.lexeme and t.df > g.n;
     perform _drop_unused_terms(v_terms, p_memory_ids);
     update corpus_stat c set documents = greatest(c.documents - (
@@ -167,11 +179,7 @@ language sql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select coalesce(jsonb_object_agg(g.lexeme, g.n), '{}')
-      from (select u.lexeme, count(*) as n
-              from memory m cross join lateral unnest(m.tsv) u
-             where m.id = any (p_memory_ids) and m.superseded_by is null and m.invalidated_at is null
-             group by u.lexeme) g
+    select coalesce(jsonb_object_agg(g.lexeme, g.n), '{}') from _live_term_counts(p_memory_ids) g
 $$;
 comment on function __tenant__._term_uses(bigint[]) is
     'Internal: {term: how many of these live memories use it}, taken before erasure rewrites them.';
@@ -191,10 +199,7 @@ begin
            coalesce(array_agg(coalesce(a.n, 0) - coalesce(b.n, 0)), '{}'),
            coalesce(array_agg(a.witness), '{}')
       into v_terms, v_change, v_witness
-      from (select u.lexeme, count(*)::integer as n, max(m.id) as witness
-              from memory m cross join lateral unnest(m.tsv) u
-             where m.id = any (p_memory_ids) and m.superseded_by is null and m.invalidated_at is null
-             group by u.lexeme) a
+      from _live_term_counts(p_memory_ids) a
       full join (select j.key as lexeme, j.value::integer as n from jsonb_each_text(p_before) j) b
         on b.lexeme = a.lexeme
      where coalesce(a.n, 0) <> coalesce(b.n, 0);

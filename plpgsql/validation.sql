@@ -141,8 +141,10 @@ end
 $$;
 comment on function __tenant__._check_purposes(text[]) is 'Internal: PR102 unless every purpose is known; returns them sorted and distinct.';
 
+-- p_blank: for a name or a fact's end, whitespace alone is no value either:
+-- the PR107 message to raise then.
 create or replace function __tenant__._check_text(p_value text, p_what text, p_max_bytes bigint,
-                                                  p_setting text default null)
+                                                  p_setting text default null, p_blank text default null)
 returns text
 language plpgsql immutable
 security definer
@@ -156,11 +158,14 @@ begin
                                       octet_length(p_value), p_max_bytes),
                       case when p_setting is null then 'Shorten it.'
                            else format('Split the text, or raise setting %s with pgrecall.set_tenant_setting().', p_setting) end);
+    elsif p_blank is not null and _trim(p_value) = '' then
+        perform _fail('PR107', p_blank);
     end if;
     return p_value;
 end
 $$;
-comment on function __tenant__._check_text(text, text, bigint, text) is 'Internal: PR107 if the text is missing, PR151 if it is too large.';
+comment on function __tenant__._check_text(text, text, bigint, text, text) is
+    'Internal: PR107 if the text is missing (or blank, given p_blank), PR151 if it is too large.';
 
 create or replace function __tenant__._check_id(p_id bigint, p_what text)
 returns bigint
@@ -196,6 +201,29 @@ begin
 end
 $$;
 comment on function __tenant__._check_one_of(text, text, text[]) is 'Internal: PR107 unless the value is one of the allowed.';
+
+-- Every change that cannot be taken back by its author (forget, a duplicate
+-- decision, a retraction, an erasure) records why, in words a person reads
+-- later: whitespace alone is no reason.
+create or replace function __tenant__._check_reason(p_reason text, p_missing text, p_hint text default null,
+                                                    p_max_bytes bigint default null)
+returns text
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    if p_reason is null or _trim(p_reason) = '' then
+        perform _fail('PR107', p_missing, p_hint);
+    end if;
+    if p_max_bytes is not null then
+        perform _check_text(p_reason, 'reason', p_max_bytes);
+    end if;
+    return _trim(p_reason);
+end
+$$;
+comment on function __tenant__._check_reason(text, text, text, bigint) is
+    'Internal: PR107 (message p_missing) unless a reason has words, PR151 when longer than p_max_bytes; returns it trimmed.';
 
 -- Observation offsets in one scope to observation ids, in the order given.
 create or replace function __tenant__._observation_ids(p_scope text, p_offsets bigint[])
@@ -300,6 +328,26 @@ $$;
 comment on function __tenant__._check_keys(jsonb, text[], text) is
     'Internal: PR107 naming the first key of a batch element that is not allowed.';
 
+-- How many rows a caller asks for: at least one, at most what the operation
+-- allows (a recall's walk_depth, a claim's 10000).
+create or replace function __tenant__._check_limit(p_limit integer, p_max integer, p_what text default 'limit',
+                                                   p_hint text default null)
+returns integer
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    if p_limit is null or p_limit < 1 or p_limit > p_max then
+        perform _fail('PR150', format('%s must be 1 to %s, not %s', p_what, p_max, coalesce(p_limit::text, 'NULL')),
+                      p_hint);
+    end if;
+    return p_limit;
+end
+$$;
+comment on function __tenant__._check_limit(integer, integer, text, text) is
+    'Internal: PR150 unless the limit is from 1 to p_max.';
+
 -- The arguments every queue's claim takes: who claims, and how many at most.
 create or replace function __tenant__._check_claim(p_worker text, p_limit integer)
 returns void
@@ -311,9 +359,7 @@ begin
     if p_worker is null or _trim(p_worker) = '' then
         perform _fail('PR107', 'a worker name is required');
     end if;
-    if p_limit is null or p_limit < 1 or p_limit > 10000 then
-        perform _fail('PR150', format('claim limit must be 1 to 10000, not %s', coalesce(p_limit::text, 'NULL')));
-    end if;
+    perform _check_limit(p_limit, 10000, 'claim limit');
 end
 $$;
 comment on function __tenant__._check_claim(text, integer) is 'Internal: PR107 unless a claim names its worker, PR150 unless it asks for 1 to 10000 jobs.';
