@@ -273,6 +273,22 @@ for lex_depth in (20, 50, 100):
         RULES[f"rrf_scores_l{lex_depth}_d{dense_depth}"] = (lambda a, b: lambda l, d: rrf_then_evidence(
             l, d, a, b))(lex_depth, dense_depth)
 RULES["rrf_scores"] = RULES["rrf_scores_l20_d100"]
+
+
+def rrf_then_dense_scaled(lex, dense, scale, floor=0.30, limit=10):
+    """rrf_scores with the dense evidence on another scale: 'abs' (c - floor) / (1 - floor), so a dense arm
+    whose best barely clears the floor says little; 'geo' the geometric mean of that and the share of the
+    dense first's rise, (c - floor) / sqrt((first - floor) (1 - floor))."""
+    s = evidence(lex, [], 20, 0)
+    if dense:
+        top = dense[0][1]
+        for d, c in dense[:100]:
+            s[d] += (c - floor) / ((1 - floor) if scale == "abs" else math.sqrt((top - floor) * (1 - floor)))
+    return sorted(rrf(lex, dense, 20)[:limit], key=lambda d: -s[d])
+
+
+RULES["rrf_scores_dense_abs"] = lambda l, d: rrf_then_dense_scaled(l, d, "abs")
+RULES["rrf_scores_dense_geo"] = lambda l, d: rrf_then_dense_scaled(l, d, "geo")
 for head in (3, 4, 5, 6, 7):
     RULES[f"head{head}"] = (lambda h: lambda l, d: evidence_head(l, d, h))(head)
 
