@@ -270,10 +270,14 @@ def test_walk_provenance_keeps_the_order_and_drops_what_rests_on_a_hidden_source
 
 # -- 7. the rows ---------------------------------------------------------------------------------
 
-def test_recall_items_rank_memories_and_facts_together(db, acme):
+def a_fact_and_two_notes(acme):
     said = acme.append("I live in Lisbon", role="user", actor="ana")
     fact = acme.assert_fact("ana", "lives_in", "Lisbon", evidence=[{"offset": said, "quote": "I live in Lisbon"}])
-    a, b = put(acme, "first note"), put(acme, "second note")
+    return fact, put(acme, "first note"), put(acme, "second note")
+
+
+def test_recall_items_rank_memories_and_facts_together(db, acme):
+    fact, a, b = a_fact_and_two_notes(acme)
     rows = db.execute(
         "select rank, item, memory_id, fact_id, score, lexical_rank, dense_rank, bm25, cosine, provenance "
         "from acme._recall_items(%s, %s, %s, '{2.5,1.5}', %s, '{0.9}', 60, 10, %s, '{default}')",
@@ -290,9 +294,7 @@ def test_recall_items_rank_memories_and_facts_together(db, acme):
 
 
 def test_recall_items_by_rrf_scores_return_rrfs_rows_in_the_order_of_their_evidence(db, acme):
-    said = acme.append("I live in Lisbon", role="user", actor="ana")
-    fact = acme.assert_fact("ana", "lives_in", "Lisbon", evidence=[{"offset": said, "quote": "I live in Lisbon"}])
-    a, b = put(acme, "first note"), put(acme, "second note")
+    fact, a, b = a_fact_and_two_notes(acme)
     rows = db.execute(
         "select rank, item, coalesce(memory_id, fact_id), score "
         "from acme._recall_items(%s, %s, %s, '{2.5,1.5}', %s, '{0.9}', 60, 2, %s, '{default}', 'rrf_scores', 0.3, "
