@@ -237,5 +237,61 @@ for depth in (20, 50, 100):
     RULES[f"imp{depth}"] = (lambda depth: lambda l, d: impute_fuse(l, d, depth))(depth)
 
 
+
+def evidence(lex, dense, lex_depth, dense_depth, floor=0.30):
+    """Score fusion's evidence of each listed id (BM25 over the first, cosine above the floor over the first's)."""
+    s = defaultdict(float)
+    lex, dense = lex[:lex_depth], dense[:dense_depth]
+    if lex:
+        top = lex[0][1]
+        for d, x in lex:
+            s[d] += x / top
+    if dense:
+        top = dense[0][1]
+        for d, c in dense:
+            s[d] += (c - floor) / (top - floor) if top > floor else 1
+    return s
+
+
+def rrf_then_evidence(lex, dense, lex_depth=20, dense_depth=100, limit=10):
+    """fusion = 'rrf_scores': RRF over the first 20 chooses the rows, their evidence orders them. The SQL
+    computes each chosen row's cosine; the dumped dense list read to 100 stands in for that here."""
+    s = evidence(lex, dense, lex_depth, dense_depth)
+    return sorted(rrf(lex, dense, 20)[:limit], key=lambda d: -s[d])
+
+
+def evidence_head(lex, dense, head, limit=10):
+    """Score fusion (depth 100) decides the first `head` rows, RRF's order fills the rest."""
+    s = evidence(lex, dense, 100, 100)
+    out = sorted(s, key=lambda d: -s[d])[:head]
+    out += [d for d in rrf(lex, dense, 20) if d not in out]
+    return out[:limit]
+
+
+for lex_depth in (20, 50, 100):
+    for dense_depth in (20, 50, 100):
+        RULES[f"rrf_scores_l{lex_depth}_d{dense_depth}"] = (lambda a, b: lambda l, d: rrf_then_evidence(
+            l, d, a, b))(lex_depth, dense_depth)
+RULES["rrf_scores"] = RULES["rrf_scores_l20_d100"]
+
+
+def rrf_then_dense_scaled(lex, dense, scale, floor=0.30, limit=10):
+    """rrf_scores with the dense evidence on another scale: 'abs' (c - floor) / (1 - floor), so a dense arm
+    whose best barely clears the floor says little; 'geo' the geometric mean of that and the share of the
+    dense first's rise, (c - floor) / sqrt((first - floor) (1 - floor))."""
+    s = evidence(lex, [], 20, 0)
+    if dense:
+        top = dense[0][1]
+        for d, c in dense[:100]:
+            s[d] += (c - floor) / ((1 - floor) if scale == "abs" else math.sqrt((top - floor) * (1 - floor)))
+    return sorted(rrf(lex, dense, 20)[:limit], key=lambda d: -s[d])
+
+
+RULES["rrf_scores_dense_abs"] = lambda l, d: rrf_then_dense_scaled(l, d, "abs")
+RULES["rrf_scores_dense_geo"] = lambda l, d: rrf_then_dense_scaled(l, d, "geo")
+for head in (3, 4, 5, 6, 7):
+    RULES[f"head{head}"] = (lambda h: lambda l, d: evidence_head(l, d, h))(head)
+
+
 if __name__ == "__main__":
     main()

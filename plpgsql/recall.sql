@@ -15,8 +15,9 @@
 --   4. fusion, by the setting fusion: Reciprocal Rank Fusion (rrf), sum of
 --      1 / (rrf_k + rank) over each arm's first max(arm_candidates, 2 x limit);
 --      or score fusion (scores), each arm's scores over its best, added, over
---      each arm's first max(arm_candidates, 10 x limit):
---        _rrf_fuse, _score_fuse (recall_fusion.sql)
+--      each arm's first max(arm_candidates, 10 x limit); or both (rrf_scores):
+--      RRF chooses the rows, the arms' evidence orders them:
+--        _rrf_fuse, _score_fuse, _evidence_scores (recall_fusion.sql)
 --   5. permission walk over the fused list: a candidate whose provenance the
 --      principal may not see is dropped:
 --        _walk_provenance (recall_fusion.sql)
@@ -75,6 +76,7 @@ declare
     v_dense_cos double precision[] := '{}';
     v_fused_ids bigint[];
     v_kept_ids bigint[];
+    v_evidence double precision[];  -- fusion rrf_scores: the order of the rows RRF chose
     v_fact_ids bigint[];
     v_entities text[];
     v_missing bigint;
@@ -130,6 +132,12 @@ begin
         v_fused_ids := _rrf_fuse(v_lex_ids, v_dense_ids, (v_set ->> 'rrf_k')::double precision, v_walk);
     end if;
     v_kept_ids := _walk_provenance(v_fused_ids, v_principal, p_scopes);      -- 5.
+    if v_set ->> 'fusion' = 'rrf_scores' then
+        v_evidence := _evidence_scores(v_kept_ids[1:p_limit], v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
+                                       case when cardinality(v_dense_ids) > 0 then p_query_embedding end,
+                                       (v_set ->> 'dense_floor')::double precision,
+                                       v_set ->> 'embedding_model', (v_set ->> 'embedding_input_version')::integer);
+    end if;
 
     -- 7. Metadata, with counts taken after the walk.
     -- Every live memory without a current embedding has a job (the write path
@@ -162,7 +170,7 @@ begin
     select i.*, null::jsonb
       from _recall_items(v_kept_ids, v_fact_ids, v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
                          (v_set ->> 'rrf_k')::double precision, p_limit, v_principal, p_scopes,
-                         v_set ->> 'fusion', (v_set ->> 'dense_floor')::double precision) i;
+                         v_set ->> 'fusion', (v_set ->> 'dense_floor')::double precision, v_evidence) i;
     return query select null::integer, null::bigint, null::text, null::text, null::text, null::text,
                         null::double precision, null::integer, null::integer, null::double precision,
                         null::double precision, null::jsonb, 'meta'::text, null::bigint, null::integer, v_meta;
@@ -200,7 +208,7 @@ as $$
      order by r.rank
 $$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text) is
-    'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, RRF, permission walk. With its metadata: recall_answer().';
+    'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms'' evidence orders them), permission walk. With its metadata: recall_answer().';
 
 -- The same recall, answered as one row: the items (a JSON array of objects
 -- with recall()'s columns) and the metadata of this very call.

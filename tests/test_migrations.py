@@ -112,6 +112,22 @@ def test_new_recall_defaults_reach_old_tenants_but_not_their_own_values(db):
     assert got == {"arm_candidates": "20", "hnsw_ef_search": "250", "exact_dense_below": "1000",
                    "lexical_match_budget": "1000"}
 
+def test_fusion_rrf_scores_reaches_tenants_on_rrf_but_not_one_that_chose_scores(db):
+    """Migration 0022 moves a tenant left on the old default fusion (rrf) to rrf_scores, and only that."""
+    db.execute("select pgrecall.create_tenant('onrrf', 21)")
+    db.execute("select pgrecall.create_tenant('onscores', 21)")
+    db.execute("update onscores.setting set value = '\"scores\"' where key = 'fusion'")   # the tenant's own choice
+    for tenant in ("onrrf", "onscores"):
+        db.execute("select * from pgrecall.upgrade_tenant(%s)", (tenant,))
+    got = [db.execute(f"select value #>> '{{}}' from {t}.setting where key = 'fusion'").fetchone()[0]
+           for t in ("onrrf", "onscores")]
+    assert got == ["rrf_scores", "scores"]
+    db.execute("select pgrecall.set_tenant_setting('onrrf', 'fusion', '\"rrf\"')")   # rrf stays available
+    with pytest.raises(psycopg.Error) as refused:
+        db.execute("select pgrecall.set_tenant_setting('onrrf', 'fusion', '\"borda\"')")
+    assert refused.value.sqlstate == errors.InvalidSetting.sqlstate
+
+
 def test_snapshot_notices_a_difference(db):
     """The catalog comparison above can fail: a schema change shows up in it."""
     db.execute("select pgrecall.create_tenant('zq_first')")

@@ -253,6 +253,7 @@ def test_rrf_arithmetic(acme, conninfo, db):
     for t in TOPICS:
         put(acme, t)
     embed_all(conninfo)
+    db.execute("select pgrecall.set_tenant_setting('acme', 'fusion', '\"rrf\"')")
     for k in (60, 10):
         db.execute("select pgrecall.set_tenant_setting('acme', 'rrf_k', %s::jsonb)", (str(k),))
         r = acme.recall("bread baked on Sunday mornings", limit=10)

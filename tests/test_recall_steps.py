@@ -200,6 +200,63 @@ def test_recall_with_fusion_scores_is_the_score_fused_walk(db, acme, conninfo, e
     assert [round(i.score, 9) for i in r.items] == [round(x, 9) for x in fused[1][:5]]
 
 
+def test_evidence_scores_compute_the_cosine_of_memories_the_dense_arm_did_not_list(db, acme, conninfo, embedder):
+    for i, t in enumerate(TOPICS * 3):
+        put(acme, f"{t} (note {i})")
+    embed_all(conninfo)
+    query = "bread baked on Sunday in the village"
+    qv = list(map(float, embedder.embed([query])[0]))
+    ana = peer(db, "ana")
+    every, cosines = one(db, "select ids, cosines from acme._dense_arm(%s, '{default}', 'converse', false, null, "
+                             "%s, 50)", (ana, qv))
+    assert len(every) >= 3
+    lexical, bm25 = one(db, "select ids, scores from acme._lexical_arm(%s, '{default}', 'converse', false, null, "
+                            "%s, 50)", (ana, query))
+    # the dense arm read to depth 1 lists only its first; the third is scored by its own cosine all the same
+    chosen = [every[2], every[0]]
+    got = one(db, "select acme._evidence_scores(%s, %s, %s, %s, %s, %s, 0.3, 'all-MiniLM-L6-v2', 2)",
+              (chosen, lexical, bm25, every[:1], cosines[:1], qv))[0]
+
+    def lexical_share(m):
+        return bm25[lexical.index(m)] / bm25[0] if m in lexical else 0
+
+    want = [lexical_share(m) + (c - 0.3) / (cosines[0] - 0.3) for m, c in ((every[2], cosines[2]),
+                                                                           (every[0], cosines[0]))]
+    assert [round(x, 9) for x in got] == [round(x, 9) for x in want]
+    # without a dense arm (it did not run) only the lexical evidence counts; a memory neither arm knows, none
+    assert one(db, "select acme._evidence_scores(%s, %s, %s, '{}', '{}', null, 0.3, 'all-MiniLM-L6-v2', 2)",
+               (chosen, lexical, bm25))[0] == [lexical_share(m) for m in chosen]
+    assert one(db, "select acme._evidence_scores('{-1}', '{}', '{}', '{}', '{}', null, 0.3, 'm', 2)")[0] == [0]
+
+
+def test_recall_by_default_returns_rrfs_rows_ordered_by_their_evidence(db, acme, conninfo, embedder):
+    for i, t in enumerate(TOPICS * 3):
+        put(acme, f"{t} (note {i})")
+    embed_all(conninfo)
+    assert one(db, "select value #>> '{}' from acme.setting where key = 'fusion'")[0] == "rrf_scores"
+    ana = peer(db, "ana")
+    reordered = 0
+    for query in ("bread baked on Sunday in the village", "ash from the volcano over the village",
+                  "a pet resting in the sun by the window", "revenue of the football club grew",
+                  "computers calculating with qubits every Sunday", "the cat and the village match"):
+        qv = list(map(float, embedder.embed([query])[0]))
+        r = acme.recall(query, limit=5, principal="ana")
+        lexical = one(db, "select ids, scores from acme._lexical_arm(%s, '{default}', 'converse', false, null, %s, "
+                          "20)", (ana, query))
+        dense = one(db, "select ids, cosines from acme._dense_arm(%s, '{default}', 'converse', false, null, %s, 20)",
+                    (ana, qv))
+        walked = one(db, "select acme._walk_provenance(acme._rrf_fuse(%s, %s, 60, 500), %s, '{default}')",
+                     (lexical[0], dense[0], ana))[0]
+        evidence = one(db, "select acme._evidence_scores(%s, %s, %s, %s, %s, %s, 0.3, 'all-MiniLM-L6-v2', 2)",
+                       (walked[:5], lexical[0], lexical[1], dense[0], dense[1], qv))[0]
+        by_evidence = sorted(zip(evidence, walked[:5]), key=lambda p: -p[0])
+        # the same rows RRF returns, in the order (and with the scores) of their evidence
+        assert ids(r) == [m for _, m in by_evidence], query
+        assert [round(i.score, 9) for i in r.items] == [round(e, 9) for e, _ in by_evidence], query
+        reordered += ids(r) != walked[:5]
+    assert reordered  # for some of these queries the order is not RRF's
+
+
 def test_walk_provenance_keeps_the_order_and_drops_what_rests_on_a_hidden_source(db, acme):
     source = put(acme, "kiwi origin note")
     derived = acme.derive([source], "kiwi summary")
@@ -213,10 +270,14 @@ def test_walk_provenance_keeps_the_order_and_drops_what_rests_on_a_hidden_source
 
 # -- 7. the rows ---------------------------------------------------------------------------------
 
-def test_recall_items_rank_memories_and_facts_together(db, acme):
+def a_fact_and_two_notes(acme):
     said = acme.append("I live in Lisbon", role="user", actor="ana")
     fact = acme.assert_fact("ana", "lives_in", "Lisbon", evidence=[{"offset": said, "quote": "I live in Lisbon"}])
-    a, b = put(acme, "first note"), put(acme, "second note")
+    return fact, put(acme, "first note"), put(acme, "second note")
+
+
+def test_recall_items_rank_memories_and_facts_together(db, acme):
+    fact, a, b = a_fact_and_two_notes(acme)
     rows = db.execute(
         "select rank, item, memory_id, fact_id, score, lexical_rank, dense_rank, bm25, cosine, provenance "
         "from acme._recall_items(%s, %s, %s, '{2.5,1.5}', %s, '{0.9}', 60, 10, %s, '{default}')",
@@ -232,12 +293,25 @@ def test_recall_items_rank_memories_and_facts_together(db, acme):
     assert limited == [(1,), (2,)]
 
 
+def test_recall_items_by_rrf_scores_return_rrfs_rows_in_the_order_of_their_evidence(db, acme):
+    fact, a, b = a_fact_and_two_notes(acme)
+    rows = db.execute(
+        "select rank, item, coalesce(memory_id, fact_id), score "
+        "from acme._recall_items(%s, %s, %s, '{2.5,1.5}', %s, '{0.9}', 60, 2, %s, '{default}', 'rrf_scores', 0.3, "
+        "'{3.0,0.5}')", ([a, b], [fact.fact_id], [a, b], [b], peer(db, "ana"))).fetchall()
+    # RRF chooses b (1/62 + 1/61) and the fact (1/61, ahead of a on the tie); a's evidence (3.0) does not bring it
+    # back. The two are ordered by evidence: the first fact weighs 1, b 0.5.
+    assert rows == [(1, "fact", fact.fact_id, 1.0), (2, "memory", b, 0.5)]
+
+
 # -- the composition -----------------------------------------------------------------------------
 
 def test_recall_is_the_composition_of_its_steps(db, acme, conninfo, embedder):
     for i, t in enumerate(TOPICS * 3):
         put(acme, f"{t} (note {i})", audience="ben" if i % 5 == 0 else None)
     embed_all(conninfo)
+    with conninfo.connect(user="pgrecall_acme_admin") as admin:
+        admin.execute("select acme.set_setting('fusion', '\"rrf\"')")
     query = "bread baked on Sunday in the village"
     qv = list(map(float, embedder.embed([query])[0]))
     ana = peer(db, "ana")
