@@ -17,6 +17,7 @@ import psycopg
 
 from . import db, errors
 from .driver import Memory
+from .driver._handles import open_connection
 from .names import check_tenant_name
 from .render import bundle_text, jsonable, jsonable_object
 
@@ -69,13 +70,7 @@ class AgentMemory:
 
     def _open(self) -> psycopg.Connection[Any]:
         """Our own connection of the app role: the driver uses it (conn=), and we use its transactions."""
-        try:
-            return psycopg.connect(self._conninfo, autocommit=True)
-        except psycopg.OperationalError as exc:
-            if f'role "{db.role_name(self.tenant, "app")}" does not exist' in str(exc):
-                raise errors.TenantNotFound(f"tenant {self.tenant!r} does not exist on this server",
-                                            hint=f"Create it: pgrecall tenant create {self.tenant}") from exc
-            raise
+        return open_connection(self._conninfo, self.tenant, "app")
 
     def _memory(self) -> Memory:
         return Memory(self.tenant, conn=self._conn, principal=self.principal, scopes=self.scopes)

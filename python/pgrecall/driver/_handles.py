@@ -109,11 +109,14 @@ def _awaited(build: Build[P, T], mem: AsyncMemory) -> Callable[P, Awaitable[T]]:
     return method
 
 
-def _open(conninfo: str, tenant: str, role: str) -> psycopg.Connection[Any]:
+def open_connection(conninfo: str, tenant: str, role: str) -> psycopg.Connection[Any]:
+    """An autocommit connection of the tenant's login role ``role``, pgvector's types registered; a role that
+    does not exist is a tenant that does not exist (TenantNotFound)."""
     try:
         conn = psycopg.connect(conninfo, autocommit=True)
     except psycopg.OperationalError as exc:
-        raise _no_role(exc, tenant, role) from exc
+        _check_role(exc, tenant, role)
+        raise
     try:
         configure(conn)
     except BaseException:
@@ -126,7 +129,8 @@ async def _open_async(conninfo: str, tenant: str, role: str) -> psycopg.AsyncCon
     try:
         conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
     except psycopg.OperationalError as exc:
-        raise _no_role(exc, tenant, role) from exc
+        _check_role(exc, tenant, role)
+        raise
     try:
         await configure_async(conn)
     except BaseException:
@@ -135,11 +139,11 @@ async def _open_async(conninfo: str, tenant: str, role: str) -> psycopg.AsyncCon
     return conn
 
 
-def _no_role(exc: psycopg.OperationalError, tenant: str, role: str) -> Exception:
+def _check_role(exc: psycopg.OperationalError, tenant: str, role: str) -> None:
+    """A refused login whose role does not exist: the tenant does not exist (TenantNotFound, chaining it)."""
     if f'role "{db.role_name(tenant, role)}" does not exist' in str(exc):
-        return errors.TenantNotFound(f"tenant {tenant!r} does not exist on the embedded server",
-                                     hint=f"Create it: pgrecall tenant create {tenant}")
-    return exc
+        raise errors.TenantNotFound(f"tenant {tenant!r} does not exist on this server",
+                                    hint=f"Create it: pgrecall tenant create {tenant}") from exc
 
 
 def _one_source(conn: object, pool: object, conninfo: object) -> None:
@@ -246,7 +250,7 @@ class Memory(_Operations):
         super().__init__(tenant, principal, scopes, embedder)
         self._owns_conn = conn is None and pool is None
         if self._owns_conn:
-            conn = _open(conninfo or db.tenant_conninfo(tenant, role), tenant, role)
+            conn = open_connection(conninfo or db.tenant_conninfo(tenant, role), tenant, role)
         self._runner = SyncRunner(tenant, conn=conn, pool=pool)
         try:
             self._runner.run(_memories.check_schema(self))
