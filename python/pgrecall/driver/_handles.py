@@ -74,12 +74,12 @@ class _operation(Generic[P, T]):
                 owner: type[Any]) -> Self | Callable[P, T] | Callable[P, Awaitable[T]]:
         if obj is None:
             return self
-        method = _awaited(self.build, obj) if isinstance(obj, AsyncMemory) else _run(self.build, obj)
+        method = _async_method(self.build, obj) if isinstance(obj, AsyncMemory) else _sync_method(self.build, obj)
         method.__signature__ = self.signature  # type: ignore[union-attr]
         return method
 
 
-def _run(build: Build[P, T], mem: Memory) -> Callable[P, T]:
+def _sync_method(build: Build[P, T], mem: Memory) -> Callable[P, T]:
     run = mem._runner.run
 
     @functools.wraps(build)
@@ -94,7 +94,7 @@ def _run(build: Build[P, T], mem: Memory) -> Callable[P, T]:
     return method
 
 
-def _awaited(build: Build[P, T], mem: AsyncMemory) -> Callable[P, Awaitable[T]]:
+def _async_method(build: Build[P, T], mem: AsyncMemory) -> Callable[P, Awaitable[T]]:
     run = mem._runner.run
 
     @functools.wraps(build)
