@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 import time
 from pathlib import Path
 
 import psycopg
 
 from . import corpus
+from .harness import embedded_server
 from .run import (BASELINE_SQL, MODES, SCOPES, USERS, _or_query, _recall_sql, assign_users, build_baseline,
                   cached_embeddings, corpus_for, give_audiences, ingest, install_tenant, log, role_uri,
                   store_embeddings, summary, tenant_ef, text_of_memory_index)
@@ -57,15 +57,9 @@ def main() -> None:
     parser.add_argument("--scenario", choices=("agent", "users", "narrow"), default="agent")
     args = parser.parse_args()
 
-    home = Path(tempfile.mkdtemp(prefix="pgrab-"))
-    os.environ["PGRECALL_HOME"] = str(home)
-    os.environ.pop("PGRECALL_DSN", None)
-    from pgrecall import server
-
-    info = server.start()
-    admin = info.uri()
     tenant = "ab"
-    try:
+    with embedded_server("pgrab-") as info:
+        admin = info.uri()
         used: list = []
         texts, vectors, _ = corpus_for(args.size, 100_000, used)
         qtexts = corpus.queries(args.queries, args.size)
@@ -142,8 +136,6 @@ def main() -> None:
             print(f"| {mode} | {a['p50_ms']:.2f} / {a['p95_ms']:.2f} | {b['p50_ms']:.2f} / {b['p95_ms']:.2f} | "
                   f"{a['p50_ms'] / b['p50_ms']:.2f} | {a['p50_ms'] / bare['p50_ms']:.2f} | "
                   f"{b['p50_ms'] / bare['p50_ms']:.2f} |")
-    finally:
-        server.stop()
 
 
 if __name__ == "__main__":

@@ -23,15 +23,10 @@ instead of through the worker: the bench times proposals, not the embedding path
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
-import shutil
 import statistics
 import sys
-import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +34,8 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from . import corpus
-from .run import HERE, OTHERS, SCOPES, cached_embeddings, install_tenant, log, percentile, role_uri, vector_literals
+from .harness import embedded_server, new_report, write_report
+from .run import HERE, OTHERS, SCOPES, cached_embeddings, install_tenant, log, percentile, vector_literals
 
 SMALL = "small"
 REAL_VECTORS = 30_000
@@ -199,19 +195,10 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=str(HERE / "results"))
     args = parser.parse_args(argv)
 
-    home = Path(tempfile.mkdtemp(prefix="pgrd-"))
-    os.environ["PGRECALL_HOME"] = str(home)
-    os.environ.pop("PGRECALL_DSN", None)
-    from pgrecall import server
-
-    server.start()
-    admin = server.status().uri()
     tenant = "dups"
-    report = {"started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-              "machine": f"{platform.machine()}, {os.cpu_count()} cores, PostgreSQL 18 (embedded)",
-              "command": "python -m bench.duplicates " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "size": args.size, "calls": args.calls}
-    try:
+    report = new_report("python -m bench.duplicates {args}", argv, size=args.size, calls=args.calls)
+    with embedded_server("pgrd-") as info:
+        admin = info.uri()
         app = install_tenant(admin, tenant)
         TEXTS[:] = corpus.memories(args.size)
         log(f"ingesting {args.size} memories")
@@ -241,16 +228,8 @@ def main(argv=None) -> int:
                 report["windows"].append({"window": window, **{k: r[k] for k in ("median_ms", "p95_ms", "cpu_ms", "pairs")}})
             conn.execute("select pgrecall.set_tenant_setting(%s, 'duplicate_window', '500')", (tenant,))
         report["load_after"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    finally:
-        server.stop()
-        shutil.rmtree(home, ignore_errors=True)
-    out = Path(args.out)
-    (out / "archive").mkdir(parents=True, exist_ok=True)
-    stamp = report["started"].replace(":", "").replace("-", "")[:15]
-    (out / "archive" / f"duplicates-{stamp}.json").write_text(json.dumps(report, indent=2))
     md = markdown(report)
-    (out / "archive" / f"duplicates-{stamp}.md").write_text(md)
-    (out / "latest-duplicates.md").write_text(md)
+    write_report(Path(args.out), "duplicates", report, md)
     print(md)
     return 0
 

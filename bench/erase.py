@@ -16,15 +16,8 @@ runs in bench/results/archive/.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import shutil
 import statistics
-import sys
-import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +25,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from . import corpus
+from .harness import embedded_server, new_report, write_report
 from .run import HERE, SUBJECTS, ingest, install_tenant, log, role_uri, store_embeddings, text_of_memory_index
 
 
@@ -46,23 +40,12 @@ def main(argv=None) -> int:
                         help="log the plans of the erasures' nested statements slower than 100 ms")
     args = parser.parse_args(argv)
 
-    home = Path(tempfile.mkdtemp(prefix="pgre-"))
-    os.environ["PGRECALL_HOME"] = str(home)
-    os.environ.pop("PGRECALL_DSN", None)
     from pgrecall import server
 
-    server.start()
-    admin = server.status().uri()
     tenant = f"erase{args.size}"
-    report = {"started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-              "machine": f"{platform.machine()}, {os.cpu_count()} cores, PostgreSQL 18 (embedded)",
-              "command": "make bench-erase BENCH_ARGS='" + " ".join(argv if argv is not None else sys.argv[1:]) + "'", "size": args.size}
-    try:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute("alter system set maintenance_work_mem = '1GB'")
-            conn.execute("alter system set shared_buffers = '2GB'")
-        server.stop()
-        server.start()
+    report = new_report("make bench-erase BENCH_ARGS='{args}'", argv, size=args.size)
+    with embedded_server("pgre-", {"maintenance_work_mem": "1GB", "shared_buffers": "2GB"}) as info:
+        admin = info.uri()
         app = install_tenant(admin, tenant)
         log(f"ingesting {args.size} memories")
         texts = corpus.memories(args.size)
@@ -110,13 +93,6 @@ def main(argv=None) -> int:
                 (Path(args.out) / "archive").mkdir(parents=True, exist_ok=True)
                 (Path(args.out) / "archive" / f"erase-plans-{args.size}.txt").write_text(fh.read())
         report["median_seconds"] = statistics.median(r["seconds"] for r in runs)
-    finally:
-        server.stop()
-        shutil.rmtree(home, ignore_errors=True)
-    out = Path(args.out)
-    (out / "archive").mkdir(parents=True, exist_ok=True)
-    stamp = report["started"].replace(":", "").replace("-", "")[:15]
-    (out / "archive" / f"erase-{stamp}.json").write_text(json.dumps(report, indent=2))
     lines = [f"# pgrecall erasure benchmark ({report['started']})", "",
              f"Machine: {report['machine']}. Command: `{report['command']}`.", "",
              f"- corpus: {args.size:,} memories ({report['rows']}), ingest {report['ingest']['per_second']:.0f} memories/s",
@@ -127,8 +103,7 @@ def main(argv=None) -> int:
              "", f"Target: one subject among {args.size:,} in <= 1 s: median {report['median_seconds'] * 1000:.0f} ms, "
              f"{'met' if report['median_seconds'] <= 1 else 'NOT met'}."]
     md = "\n".join(lines) + "\n"
-    (out / "archive" / f"erase-{stamp}.md").write_text(md)
-    (out / "latest-erase.md").write_text(md)
+    write_report(Path(args.out), "erase", report, md)
     print(md)
     return 0
 

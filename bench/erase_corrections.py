@@ -12,15 +12,11 @@ ordinary subject. Prints the figures; nothing is written under bench/results.
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
-import tempfile
 import time
-from pathlib import Path
 
 import psycopg
-from psycopg.types.json import Jsonb
 
+from .harness import embedded_server
 from .run import install_tenant, log, role_uri
 
 
@@ -31,15 +27,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     size, count = args.size, min(args.corrections, args.size)
 
-    home = Path(tempfile.mkdtemp(prefix="pgrc-"))
-    os.environ["PGRECALL_HOME"] = str(home)
-    os.environ.pop("PGRECALL_DSN", None)
     import pgrecall
-    from pgrecall import server
 
-    server.start()
-    admin = server.status().uri()
-    try:
+    with embedded_server("pgrc-") as info:
+        admin = info.uri()
         app = install_tenant(admin, "corrections")
         mem = pgrecall.connect(app, tenant="corrections", principal="bot", scopes=["s"])
         mem.add_scope("s")
@@ -81,9 +72,6 @@ def main(argv=None) -> int:
         back_office.close()
         log(f"correct() with evidence: {per_call:.2f} ms a call")
         mem.close()
-    finally:
-        server.stop()
-        shutil.rmtree(home, ignore_errors=True)
     return 0
 
 

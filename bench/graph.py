@@ -8,19 +8,15 @@ over a large graph. Results: bench/results/latest-graph.md, the runs in bench/re
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import random
-import shutil
 import statistics
-import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import psycopg
 from psycopg.types.json import Jsonb
+
+from .harness import embedded_server, new_report, write_report
 
 HERE = Path(__file__).resolve().parent
 TENANT = "graphbench"
@@ -184,23 +180,11 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=str(HERE / "results"))
     args = parser.parse_args(argv)
 
-    home = Path(tempfile.mkdtemp(prefix="pgrg-"))
-    os.environ["PGRECALL_HOME"] = str(home)
-    os.environ.pop("PGRECALL_DSN", None)
-    from pgrecall import install, server
+    from pgrecall import install
 
-    info = server.start()
-    admin = info.uri()
-    report = {"started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-              "machine": f"{platform.machine()}, {os.cpu_count()} cores, PostgreSQL 18 (embedded)",
-              "command": "make bench-graph BENCH_ARGS='" + " ".join(argv or []) + "'"}
-    try:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute("alter system set maintenance_work_mem = '1GB'")
-            conn.execute("alter system set shared_buffers = '2GB'")
-        server.stop()
-        server.start()
-        with psycopg.connect(admin, autocommit=True) as conn:
+    report = new_report("make bench-graph BENCH_ARGS='{args}'", argv)
+    with embedded_server("pgrg-", {"maintenance_work_mem": "1GB", "shared_buffers": "2GB"}) as info:
+        with psycopg.connect(info.uri(), autocommit=True) as conn:
             install.install(conn, [TENANT])
             conn.execute(f"select {TENANT}.add_scope('default')")
             conn.execute(f"select {TENANT}.add_peer('bot', 'agent')")
@@ -214,16 +198,8 @@ def main(argv=None) -> int:
                 log(f"{hops}-hop traversal")
                 report["traversal"][str(hops)] = traversal_latency(conn, args.entities, args.queries, hops)
             report["facts_as_of"] = as_of_latency(conn, args.entities, args.queries)
-    finally:
-        server.stop()
-        shutil.rmtree(home, ignore_errors=True)
-    out = Path(args.out)
-    (out / "archive").mkdir(parents=True, exist_ok=True)
-    stamp = report["started"].replace(":", "").replace("-", "")[:15]
-    (out / "archive" / f"graph-{stamp}.json").write_text(json.dumps(report, indent=2))
     md = markdown(report)
-    (out / "archive" / f"graph-{stamp}.md").write_text(md)
-    (out / "latest-graph.md").write_text(md)
+    write_report(Path(args.out), "graph", report, md)
     print(md)
     return 0
 

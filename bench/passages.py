@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import tempfile
 import time
 from pathlib import Path
 
 import psycopg
 from psycopg.types.json import Jsonb
+
+from .harness import embedded_server
 
 # shared/ sits beside the main checkout, and two levels up from a worktree (as the Makefile's LOCOMO)
 LOCOMO = next((p for p in (Path(__file__).resolve().parents[n] / "shared" / "data" / "locomo-dev" / "turns.jsonl"
@@ -74,18 +74,12 @@ def main(argv=None) -> int:
     parser.add_argument("--chars", type=int, default=1500)
     parser.add_argument("--data", type=Path, default=LOCOMO)
     args = parser.parse_args(argv)
-    home = tempfile.mkdtemp(prefix="pgr-pass-")
-    os.environ["PGRECALL_HOME"] = home
-    os.environ.pop("PGRECALL_DSN", None)
-    from pgrecall import server
     from pgrecall.embedder import get_embedder
 
     get_embedder().embed(["warm up"])
     docs = documents(args.docs, args.chars, args.data)
-    try:
+    with embedded_server("pgr-pass-"):
         rows = [run(policy, docs, n) for n, policy in enumerate(("all", "messages", "all", "messages"))]
-    finally:
-        server.stop()
     print(f"{len(docs)} documents of ~{args.chars} characters (mean {sum(map(len, docs)) / len(docs):.0f})")
     print("| policy | passages | memory vectors | passage vectors | ingest s | embed s | total s |")
     print("|---|---|---|---|---|---|---|")

@@ -22,20 +22,16 @@ import argparse
 import hashlib
 import json
 import os
-import platform
-import shutil
 import statistics
-import sys
-import tempfile
 import threading
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import psycopg
 
 from . import corpus, derive
+from .harness import embedded_server, new_report, stamp, write_report
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -176,7 +172,7 @@ class ServerMemory:
 # ----------------------------------------------------------------------------- the tenant
 
 def install_tenant(admin: str, tenant: str) -> str:
-    from pgrecall import install, server
+    from pgrecall import install
 
     with psycopg.connect(admin, autocommit=True) as conn:
         installed = conn.execute("select to_regnamespace('pgrecall') is not null").fetchone()[0]
@@ -907,58 +903,39 @@ def main(argv=None) -> int:
     parser.add_argument("--no-worker", action="store_true")
     args = parser.parse_args(argv)
 
-    home = Path(tempfile.mkdtemp(prefix="pgrb-"))
-    os.environ["PGRECALL_HOME"] = str(home)
-    os.environ.pop("PGRECALL_DSN", None)
-    from pgrecall import server
-
     started = time.perf_counter()
-    info = server.start()
-    admin = info.uri()
-    report = {"format": FORMAT, "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-              "machine": f"{platform.machine()}, {os.cpu_count()} cores, PostgreSQL 18 (embedded)",
-              "command": "make bench BENCH_ARGS='" + " ".join(argv if argv is not None else sys.argv[1:]) + "'",
-              "base": args.base, "sizes": []}
+    report = {"format": FORMAT, **new_report("make bench BENCH_ARGS='{args}'", argv, base=args.base, sizes=[])}
     out = Path(args.out)
     archive = out / "archive"
     archive.mkdir(parents=True, exist_ok=True)
-    stamp = report["started"].replace(":", "").replace("-", "")[:15]
-    memory = None
-    try:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            # Room for a 1M-vector HNSW graph to be built in memory (~1.7 GB), and
-            # for the indexes recall reads to stay in shared buffers.
-            conn.execute("alter system set maintenance_work_mem = '4GB'")
-            conn.execute("alter system set shared_buffers = '4GB'")
-            conn.execute("alter system set max_parallel_maintenance_workers = 1")
-        server.stop()
-        info = server.start()
+    # Room for a 1M-vector HNSW graph to be built in memory (~1.7 GB), and
+    # for the indexes recall reads to stay in shared buffers.
+    settings = {"maintenance_work_mem": "4GB", "shared_buffers": "4GB", "max_parallel_maintenance_workers": "1"}
+    with embedded_server("pgrb-", settings) as info:
+        admin = info.uri()
         with psycopg.connect(admin, autocommit=True) as conn:
             report["server_settings"] = dict(conn.execute(
                 "select name, current_setting(name) from pg_settings where name in "
                 "('shared_buffers', 'maintenance_work_mem', 'max_parallel_maintenance_workers', 'work_mem')").fetchall())
         memory = ServerMemory(info.pid).start()
-        for n in [int(s) for s in args.sizes.split(",") if s]:
-            result = run_size(admin, n, args.queries, args.base, args.sweep_queries, args.principal_queries, memory)
-            plans = result.pop("plans", {})
-            (archive / f"plans-{stamp}-{n}.txt").write_text(
-                "\n\n".join(f"===== {mode} =====\n{text}" for mode, text in plans.items()))
-            report["sizes"].append(result)
-            (archive / "partial.json").write_text(json.dumps(report, indent=2, default=_jsonable))
-        if not args.no_worker:
-            log("single-call path, then the worker against the raw model")
-            memory.phase = "worker"
-            report["worker"] = worker_throughput(admin)
-    finally:
-        if memory is not None:
+        try:
+            for n in [int(s) for s in args.sizes.split(",") if s]:
+                result = run_size(admin, n, args.queries, args.base, args.sweep_queries, args.principal_queries,
+                                  memory)
+                plans = result.pop("plans", {})
+                (archive / f"plans-{stamp(report)}-{n}.txt").write_text(
+                    "\n\n".join(f"===== {mode} =====\n{text}" for mode, text in plans.items()))
+                report["sizes"].append(result)
+                (archive / "partial.json").write_text(json.dumps(report, indent=2, default=_jsonable))
+            if not args.no_worker:
+                log("single-call path, then the worker against the raw model")
+                memory.phase = "worker"
+                report["worker"] = worker_throughput(admin)
+        finally:
             report["server_memory"] = memory.stop()
-        server.stop()
-        shutil.rmtree(home, ignore_errors=True)
     report["wall_seconds"] = time.perf_counter() - started
-    (archive / f"bench-{stamp}.json").write_text(json.dumps(report, indent=2, default=_jsonable))
     md = report_md.markdown(report)
-    (archive / f"bench-{stamp}.md").write_text(md)
-    (out / "latest.md").write_text(md)
+    write_report(out, "bench", report, md, latest="latest.md", default=_jsonable)
     (out / "latest.json").write_text(json.dumps(report, indent=2, default=_jsonable))
     try:
         from . import plots

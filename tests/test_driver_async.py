@@ -239,7 +239,7 @@ def test_a_custom_embedder_embeds_queries_and_a_down_one_degrades(connect, conni
 
 def test_both_drivers_have_the_same_methods_and_arguments():
     def operations(cls):
-        return {name: inspect.signature(getattr(cls, name).build) for name, attr in vars(cls).items()
+        return {name: inspect.signature(attr.build) for name, attr in inspect.getmembers(cls)
                 if hasattr(attr, "build")}
 
     sync_ops, async_ops = operations(Memory), operations(AsyncMemory)
@@ -252,7 +252,7 @@ def test_every_public_function_has_a_method_or_a_reason(db, make_tenant):
     in_catalog = {r[0] for r in db.execute("select proname from pg_proc where pronamespace = 'acme'::regnamespace "
                                            "and proname !~ '^_' and prorettype <> 'trigger'::regtype")}
     assert declared == in_catalog
-    methods = {name for name, attr in vars(Memory).items() if hasattr(attr, "build")}
+    methods = {name for name, attr in inspect.getmembers(Memory) if hasattr(attr, "build")}
     missing = declared - methods - NOT_METHODS.keys()
     assert not missing, f"public functions without a Memory method or a reason in NOT_METHODS: {sorted(missing)}"
     assert not (NOT_METHODS.keys() - declared), "NOT_METHODS names a function that does not exist"

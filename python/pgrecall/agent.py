@@ -17,6 +17,7 @@ import psycopg
 
 from . import db, errors
 from .driver import Memory
+from .driver._handles import open_connection
 from .names import check_tenant_name
 from .render import bundle_text, jsonable, jsonable_object
 
@@ -69,13 +70,7 @@ class AgentMemory:
 
     def _open(self) -> psycopg.Connection[Any]:
         """Our own connection of the app role: the driver uses it (conn=), and we use its transactions."""
-        try:
-            return psycopg.connect(self._conninfo, autocommit=True)
-        except psycopg.OperationalError as exc:
-            if f'role "{db.role_name(self.tenant, "app")}" does not exist' in str(exc):
-                raise errors.TenantNotFound(f"tenant {self.tenant!r} does not exist on this server",
-                                            hint=f"Create it: pgrecall tenant create {self.tenant}") from exc
-            raise
+        return open_connection(self._conninfo, self.tenant, "app")
 
     def _memory(self) -> Memory:
         return Memory(self.tenant, conn=self._conn, principal=self.principal, scopes=self.scopes)
@@ -164,6 +159,23 @@ class AgentMemory:
                 missing = exc
         raise missing
 
+    def _revise(self, memory_id: int, text: str, said: str | None, evidence: list[int] | None,
+                change: Callable[[Memory, list[int]], dict[str, Any]]) -> dict[str, Any]:
+        """correct and supersede: ``change(mem, cited)`` cites the evidence given and the words said (by default
+        the new text), which are recorded in the memory's own scope in the same transaction, so a refused
+        change leaves nothing in the log. Its result gains the evidence and the memory it leaves (``memory_id``
+        of the result), as read() gives it, read after the commit."""
+        cited = list(evidence or [])
+        if said is None and not cited:
+            said = text
+        with self._session() as mem:
+            scope = self._scope_of(mem, memory_id) if said is not None else None
+            with self._conn.transaction():
+                if said is not None and scope is not None:
+                    cited.append(self._record(mem, said, scope))
+                result = change(mem, cited)
+            return {**result, "evidence": cited, "memory": self._readable(mem, result["memory_id"])}
+
     # -- the operations ---------------------------------------------------------
 
     def recall(self, query: str, *, limit: int = 10, mode: str | None = None,
@@ -211,34 +223,16 @@ class AgentMemory:
     def correct(self, memory_id: int, text: str, *, revision: int, said: str | None = None,
                 evidence: list[int] | None = None, reason: str | None = None,
                 title: str | None = None) -> dict[str, Any]:
-        cited = list(evidence or [])
-        if said is None and not cited:
-            said = text
-        with self._session() as mem:
-            scope = self._scope_of(mem, memory_id) if said is not None else None
-            with self._conn.transaction():
-                if said is not None and scope is not None:
-                    cited.append(self._record(mem, said, scope))
-                new_revision = mem.correct(memory_id, text, revision=revision, evidence=cited, title=title,
-                                           reason=reason)
-            return {"memory_id": memory_id, "revision": new_revision, "evidence": cited,
-                    "memory": self._readable(mem, memory_id)}
+        return self._revise(memory_id, text, said, evidence, lambda mem, cited: {
+            "memory_id": memory_id,
+            "revision": mem.correct(memory_id, text, revision=revision, evidence=cited, title=title, reason=reason)})
 
     def supersede(self, memory_id: int, text: str, *, revision: int, said: str | None = None,
                   evidence: list[int] | None = None, title: str | None = None,
                   about: list[str] | None = None) -> dict[str, Any]:
-        cited = list(evidence or [])
-        if said is None and not cited:
-            said = text
-        with self._session() as mem:
-            scope = self._scope_of(mem, memory_id) if said is not None else None
-            with self._conn.transaction():
-                if said is not None and scope is not None:
-                    cited.append(self._record(mem, said, scope))
-                new_id = mem.supersede(memory_id, text, revision=revision, evidence=cited, title=title,
-                                       about=about)
-            return {"memory_id": new_id, "superseded": memory_id, "evidence": cited,
-                    "memory": self._readable(mem, new_id)}
+        return self._revise(memory_id, text, said, evidence, lambda mem, cited: {
+            "memory_id": mem.supersede(memory_id, text, revision=revision, evidence=cited, title=title, about=about),
+            "superseded": memory_id})
 
     def forget(self, memory_id: int, *, reason: str, revision: int | None = None) -> dict[str, Any]:
         with self._session() as mem:

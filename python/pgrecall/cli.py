@@ -180,16 +180,21 @@ def cmd_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cited(mem: Memory, args: argparse.Namespace, said: str) -> tuple[list[int], int | None]:
+    """The offsets a memory cites (--evidence) and, when none are given, what was said appended as a note
+    and cited: by hand, what you ask to remember is itself what was said. Returns the offsets and the
+    appended one (None when nothing was appended)."""
+    if args.evidence:
+        return args.evidence, None
+    appended = mem.append(said, role=args.role, kind="note", scope=args.scope)
+    return [appended], appended
+
+
 def cmd_remember(args: argparse.Namespace) -> int:
-    appended = None
     with _memory(args) as mem:
-        evidence = args.evidence
-        if not evidence:
-            # Hand use: what you ask to remember is itself what was said.
-            appended = mem.append(args.text, role=args.role, kind="note", scope=args.scope)
-            evidence = [appended]
-            if not args.json:
-                print(f"appended observation at offset {evidence[0]} of scope {args.scope or args.scopes[0]}")
+        evidence, appended = _cited(mem, args, args.text)
+        if appended is not None and not args.json:
+            print(f"appended observation at offset {appended} of scope {args.scope or args.scopes[0]}")
         r = mem.remember(args.text, evidence=evidence, purposes=args.purposes, scope=args.scope,
                          audience=args.audience, kind=args.kind, title=args.title, about=args.about)
     if args.json:
@@ -329,13 +334,8 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_supersede(args: argparse.Namespace) -> int:
-    appended = None
     with _memory(args) as mem:
-        evidence = args.evidence
-        if not evidence:
-            # As remember does by hand: the new text is itself what was said.
-            appended = mem.append(args.said or args.text, role=args.role, kind="note", scope=args.scope)
-            evidence = [appended]
+        evidence, appended = _cited(mem, args, args.said or args.text)
         new_id = mem.supersede(args.memory_id, args.text, revision=args.revision, evidence=evidence,
                                title=args.title, about=args.about or None)
     if args.json:

@@ -5,23 +5,33 @@ each into the class below and chains the original psycopg error, so callers
 can catch on meaning and still read the server's message and hint.
 
 The codes are listed once, in sql/errors.sql (loaded into pgrecall.error_code);
-tests/test_error_codes.py holds these classes to that list. Each class also
-derives from the Python built-in that fits it (ValueError for bad input,
+tests/test_error_codes.py holds these classes to that list. A class names its
+code in its header (``sqlstate="PR104"``), which is also what registers it with
+:func:`translate`, so a class cannot exist without being translated. Each class
+also derives from the Python built-in that fits it (ValueError for bad input,
 LookupError for not found, PermissionError for not allowed, RuntimeError for a
 lost race, through ConcurrencyError), so a caller may catch either.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import psycopg
+
+_BY_SQLSTATE: dict[str, type[PgrecallError]] = {}
 
 
 class PgrecallError(Exception):
     """Base class of every error pgrecall raises on purpose."""
 
-    sqlstate: str | None = None
+    sqlstate: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, *, sqlstate: str | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if sqlstate is not None:
+            cls.sqlstate = sqlstate
+            _BY_SQLSTATE[sqlstate] = cls
 
     def __init__(self, message: str, *, hint: str | None = None):
         super().__init__(message)
@@ -36,256 +46,196 @@ class ConcurrencyError(PgrecallError, RuntimeError):
     """Another writer got there first (a revision, a lease, a decision): re-read and decide again."""
 
 
-class InvalidTenantName(PgrecallError, ValueError):
-    sqlstate = "PR001"
+# -- the control plane (PR0xx) --------------------------------------------------------------------------
 
 
-class TenantExists(PgrecallError, ValueError):
-    sqlstate = "PR002"
+class InvalidTenantName(PgrecallError, ValueError, sqlstate="PR001"):
+    """The text may not name a tenant (the message names the rule it breaks: names.py)."""
 
 
-class TenantNotFound(PgrecallError, LookupError):
-    sqlstate = "PR003"
+class TenantExists(PgrecallError, ValueError, sqlstate="PR002"):
+    """The tenant already exists (or its schema, or one of its roles)."""
 
 
-class MigrationChanged(PgrecallError):
-    sqlstate = "PR004"
+class TenantNotFound(PgrecallError, LookupError, sqlstate="PR003"):
+    """No such tenant."""
 
 
-class MissingPrerequisite(PgrecallError):
-    sqlstate = "PR005"
+class MigrationChanged(PgrecallError, sqlstate="PR004"):
+    """A released migration changed after a tenant applied it."""
 
 
-class InvalidSetting(PgrecallError, ValueError):
-    sqlstate = "PR006"
+class MissingPrerequisite(PgrecallError, sqlstate="PR005"):
+    """The server lacks a prerequisite (version, encoding, extension)."""
 
 
-class SchemaTooNew(PgrecallError):
-    sqlstate = "PR007"
+class InvalidSetting(PgrecallError, ValueError, sqlstate="PR006"):
+    """An unknown setting, or a value it does not take."""
 
 
-class UndeclaredDuty(PgrecallError):
+class SchemaTooNew(PgrecallError, sqlstate="PR007"):
+    """The tenant's schema is newer than the installed sources."""
+
+
+class UndeclaredDuty(PgrecallError, sqlstate="PR008"):
     """A tenant function has no row in the duty matrix (sql/duties.sql): the install stops."""
 
-    sqlstate = "PR008"
 
-
-class NotPermitted(PgrecallError, PermissionError):
+class NotPermitted(PgrecallError, PermissionError, sqlstate="42501"):
     """The login role lacks the duty this call needs (e.g. erase is the admin's, claiming work the worker's)."""
 
-    sqlstate = "42501"
+
+# -- the tenant functions (PR1xx) -----------------------------------------------------------------------
 
 
-class UnknownPeer(PgrecallError, LookupError):
-    sqlstate = "PR101"
+class UnknownPeer(PgrecallError, LookupError, sqlstate="PR101"):
+    """An unknown peer, or none given."""
 
 
-class InvalidPurpose(PgrecallError, ValueError):
-    sqlstate = "PR102"
+class InvalidPurpose(PgrecallError, ValueError, sqlstate="PR102"):
+    """A purpose that is not one of the tenant's, or an empty set of purposes."""
 
 
-class ScopeNotAuthorised(PgrecallError, PermissionError):
+class ScopeNotAuthorised(PgrecallError, PermissionError, sqlstate="PR103"):
     """The scope is unknown, or not in the caller's authorised set."""
 
-    sqlstate = "PR103"
 
-
-class MemoryNotFound(PgrecallError, LookupError):
+class MemoryNotFound(PgrecallError, LookupError, sqlstate="PR104"):
     """The memory does not exist, or the principal may not see it: the two are not told apart."""
 
-    sqlstate = "PR104"
 
-
-class RevisionConflict(ConcurrencyError):
+class RevisionConflict(ConcurrencyError, sqlstate="PR105"):
     """Someone changed the memory after the caller read it."""
 
-    sqlstate = "PR105"
 
-
-class EmptyIntersection(PgrecallError, ValueError):
+class EmptyIntersection(PgrecallError, ValueError, sqlstate="PR106"):
     """derive: the sources share no scope, audience or purpose."""
 
-    sqlstate = "PR106"
+
+class InvalidArgument(PgrecallError, ValueError, sqlstate="PR107"):
+    """An argument that is missing or malformed (the precise cases below refine it)."""
 
 
-class InvalidArgument(PgrecallError, ValueError):
-    sqlstate = "PR107"
+class MemoryNotLive(ConcurrencyError, sqlstate="PR108"):
+    """The memory was superseded or forgotten (or the fact is no longer current)."""
 
 
-class MemoryNotLive(ConcurrencyError):
-    """The memory was superseded or forgotten."""
-
-    sqlstate = "PR108"
+class ObservationNotFound(PgrecallError, LookupError, sqlstate="PR109"):
+    """No observation at that offset."""
 
 
-class ObservationNotFound(PgrecallError, LookupError):
-    sqlstate = "PR109"
+class AppendOnly(PgrecallError, sqlstate="PR110"):
+    """An append-only row was to be changed."""
 
 
-class AppendOnly(PgrecallError):
-    sqlstate = "PR110"
+class UnknownPredicate(PgrecallError, ValueError, sqlstate="PR111"):
+    """The predicate is not in the tenant's ontology."""
 
 
-class UnknownPredicate(PgrecallError, ValueError):
-    sqlstate = "PR111"
-
-
-class EvidenceMismatch(PgrecallError, ValueError):
+class EvidenceMismatch(PgrecallError, ValueError, sqlstate="PR112"):
     """The quote is not exactly the bytes of its span, or the span is not in the observation."""
 
-    sqlstate = "PR112"
 
-
-class RolePolicyViolation(PgrecallError, ValueError):
+class RolePolicyViolation(PgrecallError, ValueError, sqlstate="PR113"):
     """A fact about a human peer whose only evidence is what an assistant said."""
 
-    sqlstate = "PR113"
+
+class UnknownEntity(PgrecallError, LookupError, sqlstate="PR114"):
+    """No entity has that name or alias."""
 
 
-class UnknownEntity(PgrecallError, LookupError):
-    sqlstate = "PR114"
+class FactNotFound(PgrecallError, LookupError, sqlstate="PR115"):
+    """The fact does not exist, or the principal may not see it."""
 
 
-class FactNotFound(PgrecallError, LookupError):
-    sqlstate = "PR115"
-
-
-class UnknownSession(PgrecallError, LookupError):
+class UnknownSession(PgrecallError, LookupError, sqlstate="PR120"):
     """No such session, or an observation names a session of another scope."""
 
-    sqlstate = "PR120"
 
-
-class SessionFull(PgrecallError):
+class SessionFull(PgrecallError, sqlstate="PR121"):
     """The session already holds max_peers_in_session peers."""
 
-    sqlstate = "PR121"
 
-
-class NotInSession(PgrecallError, LookupError):
+class NotInSession(PgrecallError, LookupError, sqlstate="PR122"):
     """The peer is not (or no longer) in the session."""
 
-    sqlstate = "PR122"
 
-
-class LeaseLost(ConcurrencyError):
+class LeaseLost(ConcurrencyError, sqlstate="PR123"):
     """The task is not leased with this token (the lease expired and it was claimed again, or it is finished)."""
 
-    sqlstate = "PR123"
+
+class UnknownTask(PgrecallError, LookupError, sqlstate="PR124"):
+    """No queued task has that id."""
 
 
-class UnknownTask(PgrecallError, LookupError):
-    sqlstate = "PR124"
-
-
-class MessageSearchOff(PgrecallError):
+class MessageSearchOff(PgrecallError, sqlstate="PR130"):
     """search_messages: the tenant switched off every arm the call asked for."""
 
-    sqlstate = "PR130"
 
-
-class InvalidName(InvalidArgument):
+class InvalidName(InvalidArgument, sqlstate="PR140"):
     """A peer or scope name breaks the name rules (control, format or invisible characters, odd spacing,
     mixed Latin/Cyrillic/Greek letters in a word, length). An InvalidArgument, as it was before it had a code."""
 
-    sqlstate = "PR140"
+
+class NameTaken(PgrecallError, ValueError, sqlstate="PR141"):
+    """add_peer: a peer whose name differs only in case (or Unicode form) exists; names are unique regardless."""
 
 
-class OutOfRange(InvalidArgument):
+class OutOfRange(InvalidArgument, sqlstate="PR150"):
     """A number outside its range: a limit, hops, a confidence, an id or an offset (bigger than a bigint too)."""
 
-    sqlstate = "PR150"
 
-
-class TextTooLong(InvalidArgument):
+class TextTooLong(InvalidArgument, sqlstate="PR151"):
     """A text longer than its limit (some limits are tenant settings, named in the hint)."""
 
-    sqlstate = "PR151"
 
-
-class InvalidTime(InvalidArgument):
+class InvalidTime(InvalidArgument, sqlstate="PR152"):
     """A time that is infinite or outside years 1 to 9999 (what ISO 8601 and Python's datetime hold),
     or an empty time range."""
 
-    sqlstate = "PR152"
 
-
-class InvalidSelector(InvalidArgument):
+class InvalidSelector(InvalidArgument, sqlstate="PR153"):
     """erase: the selector is not one of the four shapes (observation, data_subject, peer, scope)."""
 
-    sqlstate = "PR153"
 
-
-class WrongDimensions(InvalidArgument):
+class WrongDimensions(InvalidArgument, sqlstate="PR154"):
     """An embedding that is not 384 finite numbers: the vectors come from another model."""
 
-    sqlstate = "PR154"
 
-
-class NameTaken(PgrecallError, ValueError):
-    """add_peer: a peer whose name differs only in case (or Unicode form) exists; names are unique regardless."""
-
-    sqlstate = "PR141"
-
-
-class DuplicateDecided(ConcurrencyError):
+class DuplicateDecided(ConcurrencyError, sqlstate="PR180"):
     """decide_duplicate: someone decided this pair, at the revisions the caller saw, first."""
 
-    sqlstate = "PR180"
 
-
-class NarrowerReplacement(PgrecallError, ValueError):
+class NarrowerReplacement(PgrecallError, ValueError, sqlstate="PR181"):
     """decide_duplicate: the replacement does not reach everyone (scope, audience, purposes, perspective)
     the superseded memory reaches."""
 
-    sqlstate = "PR181"
 
-
-class NotAPair(PgrecallError, ValueError):
+class NotAPair(PgrecallError, ValueError, sqlstate="PR182"):
     """decide_duplicate: the two memories share no purpose, so they are never proposed as duplicates."""
 
-    sqlstate = "PR182"
 
-
-class UnknownErasureRequest(PgrecallError, LookupError):
+class UnknownErasureRequest(PgrecallError, LookupError, sqlstate="PR195"):
     """refresh_erasure_statistics: no completed erasure request has that id."""
 
-    sqlstate = "PR195"
+
+# -- raised by the Python side alone (no SQLSTATE) ------------------------------------------------------
 
 
 class ModelMismatch(PgrecallError):
     """The tenant's embedding model is not the one this process runs (raised by the worker)."""
 
-    sqlstate = None
-
 
 class EmbeddedServerError(PgrecallError):
     """The embedded server did not start or stop; the message carries the end of its log."""
-
-    sqlstate = None
 
 
 class SchemaOutOfDate(PgrecallError):
     """The tenant's schema is older than this driver (raised by the driver)."""
 
-    sqlstate = None
-
-
-_BY_SQLSTATE: dict[str, type[PgrecallError]] = {}
-
-
-def register(cls: type[PgrecallError]) -> type[PgrecallError]:
-    if cls.sqlstate:
-        _BY_SQLSTATE[cls.sqlstate] = cls
-    return cls
-
 
 def _all_subclasses(cls: type[Any]) -> list[type[Any]]:
     return [c for sub in cls.__subclasses__() for c in (sub, *_all_subclasses(sub))]
-
-
-for _cls in _all_subclasses(PgrecallError):
-    register(_cls)
 
 
 def translate(exc: psycopg.Error) -> Exception:

@@ -1,7 +1,7 @@
 """``Memory`` and ``AsyncMemory``: one method per operation of the area modules, the same name and arguments
-in both. A method is declared once per class as ``name = _sync(area.name)`` / ``_async(area.name)``: the area
-function builds the call (or program), the handle's runner executes it. Nothing else lives here, so the two
-drivers cannot drift apart (tests/test_driver_async.py checks both expose the same methods).
+in both, because both inherit the one list in ``_Operations``: ``name = _operation(area.name)``. The area
+function builds the call (or program); ``Memory``'s method runs it, ``AsyncMemory``'s awaits it. Nothing
+else lives here, so the two drivers cannot drift apart.
 """
 
 from __future__ import annotations
@@ -47,88 +47,76 @@ def _input_error(method: str, exc: BaseException) -> errors.InvalidArgument:
     return boundary.bad_input(method, exc)
 
 
-class _sync(Generic[P, T]):
-    """A ``Memory`` method: builds the operation with the handle's defaults and runs it."""
+class _operation(Generic[P, T]):
+    """A method of both handles: builds the operation with the handle's defaults; ``Memory`` runs it,
+    ``AsyncMemory`` returns the coroutine that runs it."""
 
     def __init__(self, build: Build[P, T]) -> None:
         self.build = build
         self.__doc__ = build.__doc__
         self.signature = _signature_without_handle(build)
 
-    def __call__(self, obj: Memory, *args: P.args, **kwargs: P.kwargs) -> T:
+    @overload
+    def __call__(self, obj: Memory, *args: P.args, **kwargs: P.kwargs) -> T: ...
+    @overload
+    def __call__(self, obj: AsyncMemory, *args: P.args, **kwargs: P.kwargs) -> Awaitable[T]: ...
+    def __call__(self, obj: Memory | AsyncMemory, *args: P.args, **kwargs: P.kwargs) -> T | Awaitable[T]:
         """``Memory.name(mem, ...)``, as with any method."""
-        try:
-            return obj._runner.run(self.build(obj, *args, **kwargs))
-        except errors.PgrecallError:
-            raise
-        except boundary.PYTHON_INPUT_ERRORS as exc:
-            raise _input_error(self.build.__name__, exc) from exc
+        return self.__get__(obj, type(obj))(*args, **kwargs)
 
     @overload
     def __get__(self, obj: None, owner: type[Any]) -> Self: ...
     @overload
     def __get__(self, obj: Memory, owner: type[Any]) -> Callable[P, T]: ...
-    def __get__(self, obj: Memory | None, owner: type[Any]) -> Self | Callable[P, T]:
+    @overload
+    def __get__(self, obj: AsyncMemory, owner: type[Any]) -> Callable[P, Awaitable[T]]: ...
+    def __get__(self, obj: Memory | AsyncMemory | None,
+                owner: type[Any]) -> Self | Callable[P, T] | Callable[P, Awaitable[T]]:
         if obj is None:
             return self
-        build, run = self.build, obj._runner.run
-
-        @functools.wraps(build)
-        def method(*args: P.args, **kwargs: P.kwargs) -> T:
-            try:
-                return run(build(obj, *args, **kwargs))
-            except errors.PgrecallError:
-                raise
-            except boundary.PYTHON_INPUT_ERRORS as exc:
-                raise _input_error(build.__name__, exc) from exc
-
-        method.__signature__ = self.signature  # type: ignore[attr-defined]
+        method = _async_method(self.build, obj) if isinstance(obj, AsyncMemory) else _sync_method(self.build, obj)
+        method.__signature__ = self.signature  # type: ignore[union-attr]
         return method
 
 
-class _async(Generic[P, T]):
-    """An ``AsyncMemory`` method: the same operation, awaited."""
+def _sync_method(build: Build[P, T], mem: Memory) -> Callable[P, T]:
+    run = mem._runner.run
 
-    def __init__(self, build: Build[P, T]) -> None:
-        self.build = build
-        self.__doc__ = build.__doc__
-        self.signature = _signature_without_handle(build)
-
-    async def __call__(self, obj: AsyncMemory, *args: P.args, **kwargs: P.kwargs) -> T:
+    @functools.wraps(build)
+    def method(*args: P.args, **kwargs: P.kwargs) -> T:
         try:
-            return await obj._runner.run(self.build(obj, *args, **kwargs))
+            return run(build(mem, *args, **kwargs))
         except errors.PgrecallError:
             raise
         except boundary.PYTHON_INPUT_ERRORS as exc:
-            raise _input_error(self.build.__name__, exc) from exc
+            raise _input_error(build.__name__, exc) from exc
 
-    @overload
-    def __get__(self, obj: None, owner: type[Any]) -> Self: ...
-    @overload
-    def __get__(self, obj: AsyncMemory, owner: type[Any]) -> Callable[P, Awaitable[T]]: ...
-    def __get__(self, obj: AsyncMemory | None, owner: type[Any]) -> Self | Callable[P, Awaitable[T]]:
-        if obj is None:
-            return self
-        build, run = self.build, obj._runner.run
-
-        @functools.wraps(build)
-        async def method(*args: P.args, **kwargs: P.kwargs) -> T:
-            try:
-                return await run(build(obj, *args, **kwargs))
-            except errors.PgrecallError:
-                raise
-            except boundary.PYTHON_INPUT_ERRORS as exc:
-                raise _input_error(build.__name__, exc) from exc
-
-        method.__signature__ = self.signature  # type: ignore[attr-defined]
-        return method
+    return method
 
 
-def _open(conninfo: str, tenant: str, role: str) -> psycopg.Connection[Any]:
+def _async_method(build: Build[P, T], mem: AsyncMemory) -> Callable[P, Awaitable[T]]:
+    run = mem._runner.run
+
+    @functools.wraps(build)
+    async def method(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await run(build(mem, *args, **kwargs))
+        except errors.PgrecallError:
+            raise
+        except boundary.PYTHON_INPUT_ERRORS as exc:
+            raise _input_error(build.__name__, exc) from exc
+
+    return method
+
+
+def open_connection(conninfo: str, tenant: str, role: str) -> psycopg.Connection[Any]:
+    """An autocommit connection of the tenant's login role ``role``, pgvector's types registered; a role that
+    does not exist is a tenant that does not exist (TenantNotFound)."""
     try:
         conn = psycopg.connect(conninfo, autocommit=True)
     except psycopg.OperationalError as exc:
-        raise _no_role(exc, tenant, role) from exc
+        _check_role(exc, tenant, role)
+        raise
     try:
         configure(conn)
     except BaseException:
@@ -141,7 +129,8 @@ async def _open_async(conninfo: str, tenant: str, role: str) -> psycopg.AsyncCon
     try:
         conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
     except psycopg.OperationalError as exc:
-        raise _no_role(exc, tenant, role) from exc
+        _check_role(exc, tenant, role)
+        raise
     try:
         await configure_async(conn)
     except BaseException:
@@ -150,11 +139,11 @@ async def _open_async(conninfo: str, tenant: str, role: str) -> psycopg.AsyncCon
     return conn
 
 
-def _no_role(exc: psycopg.OperationalError, tenant: str, role: str) -> Exception:
+def _check_role(exc: psycopg.OperationalError, tenant: str, role: str) -> None:
+    """A refused login whose role does not exist: the tenant does not exist (TenantNotFound, chaining it)."""
     if f'role "{db.role_name(tenant, role)}" does not exist' in str(exc):
-        return errors.TenantNotFound(f"tenant {tenant!r} does not exist on the embedded server",
-                                     hint=f"Create it: pgrecall tenant create {tenant}")
-    return exc
+        raise errors.TenantNotFound(f"tenant {tenant!r} does not exist on this server",
+                                    hint=f"Create it: pgrecall tenant create {tenant}") from exc
 
 
 def _one_source(conn: object, pool: object, conninfo: object) -> None:
@@ -162,7 +151,87 @@ def _one_source(conn: object, pool: object, conninfo: object) -> None:
         raise ValueError("pass at most one of conn, pool and conninfo")
 
 
-class Memory(Handle):
+class _Operations(Handle):
+    """The operations, declared once for both handles: ``Memory`` runs each, ``AsyncMemory`` awaits it."""
+
+    # setup and the log
+    schema_info = _operation(_memories.schema_info)
+    add_scope = _operation(_memories.add_scope)
+    list_scopes = _operation(_memories.list_scopes)
+    add_peer = _operation(_memories.add_peer)
+    append = _operation(_memories.append)
+    append_many = _operation(_memories.append_many)
+    watermark = _operation(_memories.watermark)
+    # memories
+    remember = _operation(_memories.remember)
+    remember_many = _operation(_memories.remember_many)
+    read = _operation(_memories.read)
+    derive = _operation(_memories.derive)
+    correct = _operation(_memories.correct)
+    supersede = _operation(_memories.supersede)
+    forget = _operation(_memories.forget)
+    # duplicates: proposed by the database, decided by a person
+    duplicate_proposals = _operation(_duplicates.duplicate_proposals)
+    decide_duplicate = _operation(_duplicates.decide_duplicate)
+    pin = _operation(_memories.pin)
+    freshness = _operation(_memories.freshness)
+    wait_for = _operation(_memories.wait_for)
+    # recall and message search
+    recall = _operation(_recall.recall)
+    search_messages = _operation(_recall.search_messages)
+    # the graph
+    assert_fact = _operation(_graph.assert_fact)
+    assert_facts = _operation(_graph.assert_facts)
+    retract_fact = _operation(_graph.retract_fact)
+    facts_as_of = _operation(_graph.facts_as_of)
+    neighbourhood = _operation(_graph.neighbourhood)
+    resolve_citation = _operation(_graph.resolve_citation)
+    entities = _operation(_graph.entities)
+    add_entity_alias = _operation(_graph.add_entity_alias)
+    predicates = _operation(_graph.predicates)
+    merge_entities = _operation(_graph.merge_entities)
+    # peers, sessions, representations, the work queue
+    peer_config = _operation(_sessions.peer_config)
+    set_peer_config = _operation(_sessions.set_peer_config)
+    create_session = _operation(_sessions.create_session)
+    add_session_peers = _operation(_sessions.add_session_peers)
+    remove_session_peers = _operation(_sessions.remove_session_peers)
+    session_peers = _operation(_sessions.session_peers)
+    session_peer_config = _operation(_sessions.session_peer_config)
+    set_session_peer_config = _operation(_sessions.set_session_peer_config)
+    add_messages = _operation(_sessions.add_messages)
+    log_turn = _operation(_sessions.log_turn)
+    representation = _operation(_sessions.representation)
+    get_representation = _operation(_sessions.get_representation)
+    session_bundle = _operation(_sessions.session_bundle)
+    chat = _operation(_chat)
+    claim_tasks = _operation(_sessions.claim_tasks)
+    task_remember = _operation(_sessions.task_remember)
+    task_assert_fact = _operation(_sessions.task_assert_fact)
+    complete_task = _operation(_sessions.complete_task)
+    fail_task = _operation(_sessions.fail_task)
+    queue_status = _operation(_sessions.queue_status)
+    work_queue_status = _operation(_sessions.work_queue_status)
+    # embeddings
+    embedding_status = _operation(_embeddings.embedding_status)
+    rebuild_embeddings = _operation(_embeddings.rebuild_embeddings)
+    set_embedding_version = _operation(_embeddings.set_embedding_version)
+    set_scope_passage_embedding = _operation(_embeddings.set_scope_passage_embedding)
+    # the back office
+    erase = _operation(_admin.erase)
+    expire = _operation(_admin.expire)
+    refresh_erasure_statistics = _operation(_admin.refresh_erasure_statistics)
+    vacuum_erased = _operation(_admin.vacuum_erased)
+    erasure_requests = _operation(_admin.erasure_requests)
+    settings = _operation(_admin.settings)
+    setting_descriptions = _operation(_admin.setting_descriptions)
+    set_setting = _operation(_admin.set_setting)
+    refresh_term_stats = _operation(_admin.refresh_term_stats)
+    term_stats_stale = _operation(_admin.term_stats_stale)
+
+
+
+class Memory(_Operations):
     """A handle on one tenant, acting for a principal over a set of authorised scopes.
 
     ``principal`` and ``scopes`` given here are defaults; every method accepts them as keyword arguments
@@ -181,7 +250,7 @@ class Memory(Handle):
         super().__init__(tenant, principal, scopes, embedder)
         self._owns_conn = conn is None and pool is None
         if self._owns_conn:
-            conn = _open(conninfo or db.tenant_conninfo(tenant, role), tenant, role)
+            conn = open_connection(conninfo or db.tenant_conninfo(tenant, role), tenant, role)
         self._runner = SyncRunner(tenant, conn=conn, pool=pool)
         try:
             self._runner.run(_memories.check_schema(self))
@@ -200,83 +269,8 @@ class Memory(Handle):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # setup and the log
-    schema_info = _sync(_memories.schema_info)
-    add_scope = _sync(_memories.add_scope)
-    list_scopes = _sync(_memories.list_scopes)
-    add_peer = _sync(_memories.add_peer)
-    append = _sync(_memories.append)
-    append_many = _sync(_memories.append_many)
-    watermark = _sync(_memories.watermark)
-    # memories
-    remember = _sync(_memories.remember)
-    remember_many = _sync(_memories.remember_many)
-    read = _sync(_memories.read)
-    derive = _sync(_memories.derive)
-    correct = _sync(_memories.correct)
-    supersede = _sync(_memories.supersede)
-    forget = _sync(_memories.forget)
-    # duplicates: proposed by the database, decided by a person
-    duplicate_proposals = _sync(_duplicates.duplicate_proposals)
-    decide_duplicate = _sync(_duplicates.decide_duplicate)
-    pin = _sync(_memories.pin)
-    freshness = _sync(_memories.freshness)
-    wait_for = _sync(_memories.wait_for)
-    # recall and message search
-    recall = _sync(_recall.recall)
-    search_messages = _sync(_recall.search_messages)
-    # the graph
-    assert_fact = _sync(_graph.assert_fact)
-    assert_facts = _sync(_graph.assert_facts)
-    retract_fact = _sync(_graph.retract_fact)
-    facts_as_of = _sync(_graph.facts_as_of)
-    neighbourhood = _sync(_graph.neighbourhood)
-    resolve_citation = _sync(_graph.resolve_citation)
-    entities = _sync(_graph.entities)
-    add_entity_alias = _sync(_graph.add_entity_alias)
-    predicates = _sync(_graph.predicates)
-    merge_entities = _sync(_graph.merge_entities)
-    # peers, sessions, representations, the work queue
-    peer_config = _sync(_sessions.peer_config)
-    set_peer_config = _sync(_sessions.set_peer_config)
-    create_session = _sync(_sessions.create_session)
-    add_session_peers = _sync(_sessions.add_session_peers)
-    remove_session_peers = _sync(_sessions.remove_session_peers)
-    session_peers = _sync(_sessions.session_peers)
-    session_peer_config = _sync(_sessions.session_peer_config)
-    set_session_peer_config = _sync(_sessions.set_session_peer_config)
-    add_messages = _sync(_sessions.add_messages)
-    log_turn = _sync(_sessions.log_turn)
-    representation = _sync(_sessions.representation)
-    get_representation = _sync(_sessions.get_representation)
-    session_bundle = _sync(_sessions.session_bundle)
-    chat = _sync(_chat)
-    claim_tasks = _sync(_sessions.claim_tasks)
-    task_remember = _sync(_sessions.task_remember)
-    task_assert_fact = _sync(_sessions.task_assert_fact)
-    complete_task = _sync(_sessions.complete_task)
-    fail_task = _sync(_sessions.fail_task)
-    queue_status = _sync(_sessions.queue_status)
-    work_queue_status = _sync(_sessions.work_queue_status)
-    # embeddings
-    embedding_status = _sync(_embeddings.embedding_status)
-    rebuild_embeddings = _sync(_embeddings.rebuild_embeddings)
-    set_embedding_version = _sync(_embeddings.set_embedding_version)
-    set_scope_passage_embedding = _sync(_embeddings.set_scope_passage_embedding)
-    # the back office
-    erase = _sync(_admin.erase)
-    expire = _sync(_admin.expire)
-    refresh_erasure_statistics = _sync(_admin.refresh_erasure_statistics)
-    vacuum_erased = _sync(_admin.vacuum_erased)
-    erasure_requests = _sync(_admin.erasure_requests)
-    settings = _sync(_admin.settings)
-    setting_descriptions = _sync(_admin.setting_descriptions)
-    set_setting = _sync(_admin.set_setting)
-    refresh_term_stats = _sync(_admin.refresh_term_stats)
-    term_stats_stale = _sync(_admin.term_stats_stale)
 
-
-class AsyncMemory(Handle):
+class AsyncMemory(_Operations):
     """:class:`Memory` over psycopg's AsyncConnection or AsyncConnectionPool: the same methods, awaited.
 
     Open one with ``await pgrecall.connect_async(...)`` (or ``await AsyncMemory.open(...)``); the embedding
@@ -320,81 +314,6 @@ class AsyncMemory(Handle):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-    # setup and the log
-    schema_info = _async(_memories.schema_info)
-    add_scope = _async(_memories.add_scope)
-    list_scopes = _async(_memories.list_scopes)
-    add_peer = _async(_memories.add_peer)
-    append = _async(_memories.append)
-    append_many = _async(_memories.append_many)
-    watermark = _async(_memories.watermark)
-    # memories
-    remember = _async(_memories.remember)
-    remember_many = _async(_memories.remember_many)
-    read = _async(_memories.read)
-    derive = _async(_memories.derive)
-    correct = _async(_memories.correct)
-    supersede = _async(_memories.supersede)
-    forget = _async(_memories.forget)
-    # duplicates: proposed by the database, decided by a person
-    duplicate_proposals = _async(_duplicates.duplicate_proposals)
-    decide_duplicate = _async(_duplicates.decide_duplicate)
-    pin = _async(_memories.pin)
-    freshness = _async(_memories.freshness)
-    wait_for = _async(_memories.wait_for)
-    # recall and message search
-    recall = _async(_recall.recall)
-    search_messages = _async(_recall.search_messages)
-    # the graph
-    assert_fact = _async(_graph.assert_fact)
-    assert_facts = _async(_graph.assert_facts)
-    retract_fact = _async(_graph.retract_fact)
-    facts_as_of = _async(_graph.facts_as_of)
-    neighbourhood = _async(_graph.neighbourhood)
-    resolve_citation = _async(_graph.resolve_citation)
-    entities = _async(_graph.entities)
-    add_entity_alias = _async(_graph.add_entity_alias)
-    predicates = _async(_graph.predicates)
-    merge_entities = _async(_graph.merge_entities)
-    # peers, sessions, representations, the work queue
-    peer_config = _async(_sessions.peer_config)
-    set_peer_config = _async(_sessions.set_peer_config)
-    create_session = _async(_sessions.create_session)
-    add_session_peers = _async(_sessions.add_session_peers)
-    remove_session_peers = _async(_sessions.remove_session_peers)
-    session_peers = _async(_sessions.session_peers)
-    session_peer_config = _async(_sessions.session_peer_config)
-    set_session_peer_config = _async(_sessions.set_session_peer_config)
-    add_messages = _async(_sessions.add_messages)
-    log_turn = _async(_sessions.log_turn)
-    representation = _async(_sessions.representation)
-    get_representation = _async(_sessions.get_representation)
-    session_bundle = _async(_sessions.session_bundle)
-    chat = _async(_chat)
-    claim_tasks = _async(_sessions.claim_tasks)
-    task_remember = _async(_sessions.task_remember)
-    task_assert_fact = _async(_sessions.task_assert_fact)
-    complete_task = _async(_sessions.complete_task)
-    fail_task = _async(_sessions.fail_task)
-    queue_status = _async(_sessions.queue_status)
-    work_queue_status = _async(_sessions.work_queue_status)
-    # embeddings
-    embedding_status = _async(_embeddings.embedding_status)
-    rebuild_embeddings = _async(_embeddings.rebuild_embeddings)
-    set_embedding_version = _async(_embeddings.set_embedding_version)
-    set_scope_passage_embedding = _async(_embeddings.set_scope_passage_embedding)
-    # the back office
-    erase = _async(_admin.erase)
-    expire = _async(_admin.expire)
-    refresh_erasure_statistics = _async(_admin.refresh_erasure_statistics)
-    vacuum_erased = _async(_admin.vacuum_erased)
-    erasure_requests = _async(_admin.erasure_requests)
-    settings = _async(_admin.settings)
-    setting_descriptions = _async(_admin.setting_descriptions)
-    set_setting = _async(_admin.set_setting)
-    refresh_term_stats = _async(_admin.refresh_term_stats)
-    term_stats_stale = _async(_admin.term_stats_stale)
 
 
 def connect(dsn: str | None = None, *, tenant: str, principal: str | None = None,

@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, NoReturn, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, NoReturn, TypeVar
 
 import psycopg
 from pgvector.psycopg.vector import register_vector_info
@@ -17,7 +18,7 @@ from psycopg.types import TypeInfo
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from .. import boundary, errors
-from ._calls import AskConnection, Call, ConnectionState, Offload, Operation, Statement, Step
+from ._calls import AskConnection, Call, ConnectionState, Offload, Operation, Program, Statement, Step
 
 T = TypeVar("T")
 
@@ -75,16 +76,37 @@ def _raise(exc: psycopg.Error, where: str = "statement", args: Mapping[str, Any]
     raise translated from exc
 
 
-class SyncRunner:
-    """Runs Calls on one connection, or on a connection borrowed from a pool for each Call."""
+@dataclass(frozen=True)
+class _Returned:
+    value: Any
 
-    def __init__(self, tenant: str, *, conn: psycopg.Connection[Any] | None = None,
-                 pool: ConnectionPool[Any] | None = None) -> None:
+
+def _resume(program: Program[Any], sent: Any, failed: Exception | None) -> Step | _Returned:
+    """The program's next step, given what its last step returned or raised (thrown into the program, which
+    may catch it; if it does not, it propagates from here); _Returned with its result once it is done."""
+    try:
+        return program.throw(failed) if failed is not None else program.send(sent)
+    except StopIteration as done:
+        return _Returned(done.value)
+
+
+Conn = TypeVar("Conn")
+Pool = TypeVar("Pool")
+
+
+class _Runner(Generic[Conn, Pool]):
+    """The tenant, and either the one connection every Call runs on or the pool each Call borrows one from."""
+
+    def __init__(self, tenant: str, *, conn: Conn | None = None, pool: Pool | None = None) -> None:
         if (conn is None) == (pool is None):
             raise ValueError("a runner needs a connection or a pool")
         self.tenant = tenant
         self.conn = conn
         self.pool = pool
+
+
+class SyncRunner(_Runner[psycopg.Connection[Any], ConnectionPool[Any]]):
+    """Runs Calls on one connection, or on a connection borrowed from a pool for each Call."""
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
@@ -134,35 +156,24 @@ class SyncRunner:
     def run(self, op: Operation[T]) -> T:
         if isinstance(op, Call):
             return self.execute(op)
-        sent: Any = None
-        failed: Exception | None = None
-        while True:
+        current = _resume(op, None, None)
+        while not isinstance(current, _Returned):
+            outcome: tuple[Any, Exception | None]
             try:
-                current: Step = op.throw(failed) if failed is not None else op.send(sent)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            sent, failed = None, None
-            try:
-                sent = self._step(current)
-            except Exception as exc:  # handed to the program, which may catch it (or it propagates from throw)
-                failed = exc
+                outcome = (self._step(current), None)
+            except Exception as exc:  # handed to the program, which may catch it (or it propagates from _resume)
+                outcome = (None, exc)
+            current = _resume(op, *outcome)
+        return current.value  # type: ignore[no-any-return]
 
     def close(self) -> None:
         if self.conn is not None:
             self.conn.close()
 
 
-class AsyncRunner:
+class AsyncRunner(_Runner[psycopg.AsyncConnection[Any], AsyncConnectionPool[Any]]):
     """The async runner: the same Calls on an AsyncConnection or an AsyncConnectionPool; Offload steps (the
     embedding model, re-rank hooks, LLMs) run in a thread so the event loop keeps serving."""
-
-    def __init__(self, tenant: str, *, conn: psycopg.AsyncConnection[Any] | None = None,
-                 pool: AsyncConnectionPool[Any] | None = None) -> None:
-        if (conn is None) == (pool is None):
-            raise ValueError("a runner needs a connection or a pool")
-        self.tenant = tenant
-        self.conn = conn
-        self.pool = pool
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
@@ -212,18 +223,15 @@ class AsyncRunner:
     async def run(self, op: Operation[T]) -> T:
         if isinstance(op, Call):
             return await self.execute(op)
-        sent: Any = None
-        failed: Exception | None = None
-        while True:
+        current = _resume(op, None, None)
+        while not isinstance(current, _Returned):
+            outcome: tuple[Any, Exception | None]
             try:
-                current: Step = op.throw(failed) if failed is not None else op.send(sent)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            sent, failed = None, None
-            try:
-                sent = await self._step(current)
+                outcome = (await self._step(current), None)
             except Exception as exc:
-                failed = exc
+                outcome = (None, exc)
+            current = _resume(op, *outcome)
+        return current.value  # type: ignore[no-any-return]
 
     async def close(self) -> None:
         if self.conn is not None:
