@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,10 +160,11 @@ ACME_SCOPES = ("default", "other")
 ACME_PEERS = (("ana", "human"), ("ben", "human"), ("bot", "agent"))
 
 
-def _acme_handle(conninfo: Conninfo):
+def _acme_handle(conninfo: Conninfo, role: str = "app"):
+    """acme as one of its login roles, acting for bot over scope default."""
     import pgrecall
 
-    return pgrecall.connect(conninfo.dsn(user="pgrecall_acme_app"), tenant="acme", principal="bot",
+    return pgrecall.connect(conninfo.dsn(user=f"pgrecall_acme_{role}"), tenant="acme", principal="bot",
                             scopes=["default"])
 
 
@@ -339,31 +341,22 @@ def acme(db, conninfo):
     """
     if not db.execute("select exists (select 1 from pgrecall.tenant where name = 'acme')").fetchone()[0]:
         _build_acme(conninfo)
-    mem = _acme_handle(conninfo)
-    yield mem
-    mem.close()
+    with _acme_handle(conninfo) as mem:
+        yield mem
 
 
 @pytest.fixture
 def acme_worker(acme, conninfo):
     """acme as its worker role: claims and completes queued work (embeddings, passages, derivation tasks)."""
-    import pgrecall
-
-    mem = pgrecall.connect(conninfo.dsn(user="pgrecall_acme_worker"), tenant="acme", principal="bot",
-                           scopes=["default"])
-    yield mem
-    mem.close()
+    with _acme_handle(conninfo, "worker") as mem:
+        yield mem
 
 
 @pytest.fixture
 def acme_admin(acme, conninfo):
     """acme as its admin role: erasure, expiry, rebuilds, embedding versions, settings, merges."""
-    import pgrecall
-
-    mem = pgrecall.connect(conninfo.dsn(user="pgrecall_acme_admin"), tenant="acme", principal="bot",
-                           scopes=["default"])
-    yield mem
-    mem.close()
+    with _acme_handle(conninfo, "admin") as mem:
+        yield mem
 
 
 def wait_until(condition, timeout: float = 30.0, interval: float = 0.02, what: str = "the condition"):
@@ -381,6 +374,31 @@ def wait_until(condition, timeout: float = 30.0, interval: float = 0.02, what: s
         if time.monotonic() > deadline:
             raise AssertionError(f"waited {timeout} s for {what}")
         time.sleep(interval)
+
+
+def run_together(work, args, barrier: threading.Barrier | None = None) -> None:
+    """Run work(arg) in a thread per arg and wait for them all; an exception in any thread fails the test.
+
+    The threads usually meet at a barrier (after connecting) so that they really run at once; given it here,
+    it is broken when a thread fails, so the others stop waiting for it instead of hanging the test.
+    """
+    failures: list[BaseException] = []
+
+    def guarded(arg):
+        try:
+            work(arg)
+        except BaseException as exc:
+            failures.append(exc)
+            if barrier is not None:
+                barrier.abort()
+
+    threads = [threading.Thread(target=guarded, args=(arg,)) for arg in args]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if failures:
+        raise AssertionError(f"{len(failures)} of {len(threads)} threads failed: {failures}") from failures[0]
 
 
 def table_counts(conn, tenant: str = "acme") -> dict[str, int]:
