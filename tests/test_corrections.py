@@ -114,8 +114,22 @@ def subject_said(mem, text, subject, actor="ana"):
     return mem.append(text, role="user", actor=actor, data_subject_id=subject)
 
 
-def clean(receipt):
-    return set(receipt.residual.values()) == {0}
+def erase_subject(admin, subject):
+    """Erase one data subject's words; the receipt must show nothing of theirs left behind."""
+    receipt = admin.erase({"data_subject": subject}, reason="asked", actor="dpo")
+    assert set(receipt.residual.values()) == {0}, receipt
+    return receipt
+
+
+def corrected(acme, told_by, corrected_by):
+    """A memory about Ana told from one turn and corrected citing another; each is (words, memory text, subject).
+
+    Returns the two turns' offsets and the memory."""
+    first = subject_said(acme, told_by[0], told_by[2])
+    m = told(acme, told_by[1], [first])
+    fix = subject_said(acme, corrected_by[0], corrected_by[2])
+    acme.correct(m, corrected_by[1], revision=1, evidence=[fix])
+    return first, fix, m
 
 
 def only_in_the_log(found):
@@ -128,8 +142,7 @@ def test_erasing_a_corrections_evidence_undoes_it(acme, db, acme_admin):
     m = told(acme, "Ana's birthday is on March 3", [first])
     fix = subject_said(acme, "Correction: it is March zqthirteen", "s-fix")
     acme.correct(m, "Ana's birthday is on March zqthirteen", revision=1, evidence=[fix], reason="zqreason")
-    receipt = acme_admin.erase({"data_subject": "s-fix"}, reason="asked", actor="dpo")
-    assert clean(receipt), receipt
+    receipt = erase_subject(acme_admin, "s-fix")
     erased = receipt.rows_erased
     assert (erased["memories_reverted"], erased["memory_correction_evidence"], erased["memory_revision"],
             erased["memory_link"], erased["memory"]) == (1, 1, 1, 1, 0)
@@ -154,8 +167,7 @@ def test_erasing_a_middle_corrections_evidence_undoes_it_and_every_later_one(acm
     five = subject_said(acme, "Bring zqfive", "s-3")
     acme.correct(m, "Ana's birthday is March zqtwo; party zqthree, zqfour; zqfive", revision=4, evidence=[five])
 
-    receipt = acme_admin.erase({"data_subject": "s-2"}, reason="asked", actor="dpo")
-    assert clean(receipt), receipt
+    receipt = erase_subject(acme_admin, "s-2")
     # revisions 3, 4 and 5 were built on what offset `three` justified: back to revision 2's text
     rec = acme.read(m, purpose="converse")
     assert (rec.body, rec.revision) == ("Ana's birthday is March zqtwo", 6)
@@ -169,12 +181,8 @@ def test_erasing_a_middle_corrections_evidence_undoes_it_and_every_later_one(acm
 
 
 def test_erasing_the_original_evidence_too_deletes_the_memory(acme, db, acme_admin):
-    first = subject_said(acme, "I am zqorig", "s-both")
-    m = told(acme, "Ana is zqorig", [first])
-    fix = subject_said(acme, "I mean zqfixed", "s-both")
-    acme.correct(m, "Ana is zqfixed", revision=1, evidence=[fix])
-    receipt = acme_admin.erase({"data_subject": "s-both"}, reason="asked", actor="dpo")
-    assert clean(receipt), receipt
+    _, _, m = corrected(acme, ("I am zqorig", "Ana is zqorig", "s-both"), ("I mean zqfixed", "Ana is zqfixed", "s-both"))
+    receipt = erase_subject(acme_admin, "s-both")
     assert receipt.rows_erased["memory"] == 1 and receipt.rows_erased["memories_reverted"] == 0
     with pytest.raises(errors.MemoryNotFound):
         acme.read(m, purpose="converse")
@@ -182,12 +190,9 @@ def test_erasing_the_original_evidence_too_deletes_the_memory(acme, db, acme_adm
 
 
 def test_erasing_only_the_original_evidence_deletes_the_memory_and_leaves_the_correcting_words(acme, db, acme_admin):
-    first = subject_said(acme, "I am zqfirst", "s-first")
-    m = told(acme, "Ana is zqfirst", [first])
-    fix = subject_said(acme, "I mean zqsecond", "s-second")
-    acme.correct(m, "Ana is zqsecond", revision=1, evidence=[fix])
-    receipt = acme_admin.erase({"data_subject": "s-first"}, reason="asked", actor="dpo")
-    assert clean(receipt), receipt
+    _, _, m = corrected(acme, ("I am zqfirst", "Ana is zqfirst", "s-first"),
+                        ("I mean zqsecond", "Ana is zqsecond", "s-second"))
+    receipt = erase_subject(acme_admin, "s-first")
     assert receipt.rows_erased["memory_correction_evidence"] == 1
     with pytest.raises(errors.MemoryNotFound):
         acme.read(m, purpose="converse")
@@ -195,18 +200,15 @@ def test_erasing_only_the_original_evidence_deletes_the_memory_and_leaves_the_co
 
 
 def test_a_superseded_or_forgotten_memory_returns_to_its_earlier_text(acme, db, acme_admin):
-    first = subject_said(acme, "I live in Lisbon", "s-1")
-    m = told(acme, "Ana lives in Lisbon", [first])
-    fix = subject_said(acme, "In zqalfama, Lisbon", "s-fix")
-    acme.correct(m, "Ana lives in zqalfama, Lisbon", revision=1, evidence=[fix])
+    _, fix, m = corrected(acme, ("I live in Lisbon", "Ana lives in Lisbon", "s-1"),
+                          ("In zqalfama, Lisbon", "Ana lives in zqalfama, Lisbon", "s-fix"))
     moved = subject_said(acme, "I moved to Porto", "s-2")
     successor = acme.supersede(m, "Ana lives in Porto", revision=2, evidence=[moved])
     note = told(acme, "Ana likes the river", [subject_said(acme, "I like the river", "s-3")])
     acme.correct(note, "Ana likes the river in zqalfama", revision=1, evidence=[fix])
     acme.forget(note, reason="asked")
 
-    receipt = acme_admin.erase({"data_subject": "s-fix"}, reason="asked", actor="dpo")
-    assert clean(receipt), receipt
+    receipt = erase_subject(acme_admin, "s-fix")
     assert receipt.rows_erased["memories_reverted"] == 2
     old = acme.read(m, purpose="converse", include_superseded=True)
     assert (old.body, old.superseded_by, old.revision) == ("Ana lives in Lisbon", successor, 4)
@@ -223,8 +225,7 @@ def test_what_was_built_on_the_corrected_text_goes_and_what_came_before_stays(ac
     fix = subject_said(acme, "zqrisotto, not pasta", "s-fix")
     acme.correct(m, "Ana cooks zqrisotto", revision=1, evidence=[fix])
     after = acme.derive([m, veg], "Ana cooks vegetarian zqrisotto")
-    receipt = acme_admin.erase({"data_subject": "s-fix"}, reason="asked", actor="dpo")
-    assert clean(receipt), receipt
+    erase_subject(acme_admin, "s-fix")
     with pytest.raises(errors.MemoryNotFound):
         acme.read(after, purpose="converse")
     assert acme.read(before, purpose="converse").body == "Ana cooks vegetarian pasta"
@@ -247,8 +248,7 @@ def test_an_undone_correction_is_embedded_again_and_leaves_the_term_statistics(a
     assert db.execute("select count(*) from acme.projection_dependency where kind = 'memory_embedding' "
                       "and row_key = %s and observation_id = %s", (str(m), fix_id)).fetchone()[0] == 1
 
-    receipt = acme_admin.erase({"data_subject": "s-fix"}, reason="asked", actor="dpo")
-    assert clean(receipt), receipt
+    erase_subject(acme_admin, "s-fix")
     assert "zqthirteenth" not in stats() and stats()["third"] == 1 and stats()["march"] == 2
     # the restored text waits for a new vector, and gets one; so does the memory whose embedded text (input
     # version 2: its evidence with the turns around it) held the erased turn, the one after its evidence
@@ -267,8 +267,7 @@ def test_a_memory_whose_earlier_text_is_gone_goes(acme, db, acme_admin):
     fix = subject_said(acme, "I am zqfix", "s-fix")
     acme.correct(m, "Ana is zqfix", revision=1, evidence=[fix])
     db.execute("delete from acme.memory_revision where memory_id = %s", (m,))
-    receipt = acme_admin.erase({"data_subject": "s-fix"}, reason="asked", actor="dpo")
-    assert clean(receipt), receipt
+    erase_subject(acme_admin, "s-fix")
     for gone in (m, derived):
         with pytest.raises(errors.MemoryNotFound):
             acme.read(gone, purpose="converse")
@@ -282,8 +281,7 @@ def test_a_term_that_only_the_undone_text_and_a_deleted_memory_used_leaves_the_s
     told(acme, "Ana is zqshared", [theirs])
     acme.correct(mine, "Ben is zqown, like zqshared", revision=1, evidence=[theirs])
     db.execute("select * from acme.refresh_term_stats()")
-    receipt = acme_admin.erase({"data_subject": "s-gone"}, reason="asked", actor="dpo")
-    assert clean(receipt), receipt
+    erase_subject(acme_admin, "s-gone")
     assert db.execute("select count(*) from acme.term_stat where term = 'zqshared'").fetchone()[0] == 0
     assert acme.read(mine, purpose="converse").body == "Ben is zqown"
 
@@ -296,6 +294,5 @@ def test_a_term_counted_for_a_memory_forgotten_since_the_snapshot_leaves_with_th
                  about=["Ben"])
     db.execute("select * from acme.refresh_term_stats()")
     acme.forget(other, reason="asked")   # the statistics still count it
-    receipt = acme_admin.erase({"data_subject": "s-fix"}, reason="asked", actor="dpo")
-    assert clean(receipt), receipt
+    erase_subject(acme_admin, "s-fix")
     assert db.execute("select count(*) from acme.term_stat where term = 'zqmatcha'").fetchone()[0] == 0

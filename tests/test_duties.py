@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 import pgrecall
+from conftest import run_together
 from pgrecall import errors
 from pgrecall.embedder import to_literal
 
@@ -211,17 +212,13 @@ def test_two_writers_of_one_text_still_serialise(acme, conninfo):
     off = acme.append("Ana likes tea", role="user", actor="ana")
     results, barrier = [], threading.Barrier(4)
 
-    def write():
+    def write(_):
         with pgrecall.connect(conninfo.dsn(user="pgrecall_acme_app"), tenant="acme", principal="bot",
                               scopes=["default"]) as mem:
             barrier.wait()
             results.append(mem.remember("Ana likes tea", evidence=[off], purposes=["converse"]))
 
-    threads = [threading.Thread(target=write) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_together(write, range(4), barrier)
     assert sorted(r.status for r in results) == ["created", "noop", "noop", "noop"]
     assert len({r.memory_id for r in results}) == 1
 

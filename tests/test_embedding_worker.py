@@ -95,41 +95,48 @@ def test_a_result_for_text_that_changed_meanwhile_is_not_stored(acme, conninfo, 
     assert db.execute("select count(*) from acme.embedding_job where memory_id = %s", (m,)).fetchone()[0] == 1
 
 
+def killed_mid_batch_then_resumed(db, conninfo, queue: str, batch: int, stored) -> str:
+    """Start a CLI worker, SIGKILL it once it holds a whole batch of the queue's jobs, and return what a second
+    worker (--once) printed. In between: nothing was stored (stored() is 0), the jobs are still leased for most
+    of an hour, and within seconds they are claimable again, because the killed worker's session is gone."""
+    # an hour's lease: so that nothing but the end of the killed worker's session frees its jobs
+    db.execute("select pgrecall.set_tenant_setting('acme', 'embedding_lease_seconds', '3600')")
+    jobs = {"embedding": "acme.embedding_job", "passage_embedding": "acme.passage_embedding_job"}[queue]
+    env = {**os.environ, "PGRECALL_DSN": conninfo.dsn(user="pgrecall_acme_worker")}
+    proc = subprocess.Popen([sys.executable, "-m", "pgrecall.cli", "worker", "--tenant", "acme", "--batch-size",
+                             str(batch)], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+
+    def leased():
+        assert proc.poll() is None, proc.stderr.read()
+        return db.execute(f"select count(*) from {jobs} where lease_until > now()").fetchone()[0]
+
+    try:
+        assert wait_until(leased, timeout=120, what="the worker's first claim") == batch, "it should hold the batch"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert stored() == 0  # killed before storing
+    assert db.execute(f"select count(*) from {jobs} where lease_until > now() + interval '3000 seconds'"
+                      ).fetchone()[0] == batch
+    assert seconds_until(lambda: claimable(db, queue) == batch) < 5
+    done = subprocess.run([sys.executable, "-m", "pgrecall.cli", "worker", "--tenant", "acme", "--once"], env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 @pytest.mark.slow
 def test_a_worker_killed_mid_batch_loses_nothing_and_its_jobs_come_back_at_once(acme, conninfo, db):
     texts = [f"memory number {i}: " + " ".join(f"word{(i * 7 + j) % 97}" for j in range(60)) for i in range(400)]
     # One observation is the evidence of all 400: its single passage keeps the embedding work on the memories.
     said = acme.append("the memories below were all told here", role="user", actor="ana")
     made = [acme.remember(t, evidence=[said], purposes=["converse"]).memory_id for t in texts]
-    # so that nothing but the end of the killed worker's session frees its jobs
-    db.execute("select pgrecall.set_tenant_setting('acme', 'embedding_lease_seconds', '3600')")
-    env = {**os.environ, "PGRECALL_DSN": conninfo.dsn(user="pgrecall_acme_worker")}
-    proc = subprocess.Popen([sys.executable, "-m", "pgrecall.cli", "worker", "--tenant", "acme", "--batch-size", "400"],
-                            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            leased = db.execute("select count(*) from acme.embedding_job where lease_until > now()").fetchone()[0]
-            if leased:
-                break
-            assert proc.poll() is None, proc.stderr.read()
-            time.sleep(0.02)
-        assert leased == 400, "the worker should hold the whole batch"
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert db.execute("select count(*) from acme.memory_embedding").fetchone()[0] == 0  # killed before storing
-    # nothing lost, and the jobs are still leased for most of an hour
-    assert db.execute("select count(*) from acme.embedding_job where lease_until > now() + interval '3000 seconds'"
-                      ).fetchone()[0] == 400
-    # the killed worker's session is gone, so the next claim takes its jobs: within seconds
-    assert seconds_until(lambda: claimable(db, "embedding") == 400) < 5
-    done = subprocess.run([sys.executable, "-m", "pgrecall.cli", "worker", "--tenant", "acme", "--once"], env=env,
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert "embedded 400 memories" in done.stdout
+    stored = lambda: db.execute("select count(*) from acme.memory_embedding").fetchone()[0]
+    out = killed_mid_batch_then_resumed(db, conninfo, "embedding", batch=400, stored=stored)
+    assert "embedded 400 memories" in out
     rows = db.execute("select memory_id, count(*) from acme.memory_embedding group by 1").fetchall()
     assert sorted(r[0] for r in rows) == made and all(r[1] == 1 for r in rows)
     assert db.execute("select count(*) from acme.embedding_job").fetchone()[0] == 0

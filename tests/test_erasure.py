@@ -198,15 +198,23 @@ def assert_vectors_free_of(db, worker, token, since):
         assert [i for i in inputs if token in i[1].lower()] == []
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                  HealthCheck.too_slow])
+def random_workloads(examples: int):
+    """A property test over that many random workloads, each with its erasure and the model check: slow by nature.
+
+    The examples share the test's tenant (each uses tokens and subjects of its own), hence the health check."""
+    def decorate(test):
+        checks = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+        return pytest.mark.slow(settings(max_examples=examples, deadline=None, suppress_health_check=checks)(test))
+    return decorate
+
+
+@random_workloads(25)
 @given(steps=st.lists(step, min_size=3, max_size=25), victim=st.sampled_from(SUBJECTS))
 def test_random_workloads_then_erase_a_subject(acme, db, conninfo, steps, victim, acme_admin):
     workload_then_erase(acme, db, conninfo, steps, victim, acme_admin)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                  HealthCheck.too_slow])
+@random_workloads(40)
 @given(steps=st.lists(correction_heavy_step, min_size=8, max_size=25), victim=st.sampled_from(SUBJECTS))
 def test_random_corrections_then_erase_a_subject(acme, db, conninfo, steps, victim, acme_admin):
     workload_then_erase(acme, db, conninfo, steps, victim, acme_admin)

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import psycopg
 import pytest
 
-from conftest import table_counts
+from conftest import run_together, table_counts
 from pgrecall import errors
 from pgrecall.driver import Evidence
 from test_memory_operations import said
@@ -271,26 +271,15 @@ def test_conflicting_writers_end_with_exactly_one_current_value(acme, db, connin
 
     offsets = [said(acme, f"I live in City{i}") for i in range(8)]
     barrier = threading.Barrier(8)
-    failures = []
 
     def writer(i):
-        mem = pgrecall.connect(conninfo.dsn(user="pgrecall_acme_app"), tenant="acme", principal="bot",
-                               scopes=["default"])
-        try:
+        with pgrecall.connect(conninfo.dsn(user="pgrecall_acme_app"), tenant="acme", principal="bot",
+                              scopes=["default"]) as mem:
             barrier.wait()
             mem.assert_fact("ana", "lives_in", f"City{i}", evidence=quote(offsets[i], f"I live in City{i}"),
                             valid_from=T(2026))
-        except Exception as exc:
-            failures.append(exc)
-        finally:
-            mem.close()
 
-    threads = [threading.Thread(target=writer, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert failures == []
+    run_together(writer, range(8), barrier)
     current = acme.facts_as_of("ana", "lives_in")
     assert len(current) == 1
     overlaps = db.execute("""select count(*) from acme.fact a join acme.fact b on a.id < b.id

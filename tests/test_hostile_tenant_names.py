@@ -93,6 +93,7 @@ def _install(dsn: str, tenant):
         return install.install(conn, [tenant])
 
 
+@pytest.mark.slow  # the whole corpus through every command: thousands of CLI calls
 def test_every_command_refuses_every_hostile_name_in_one_line(armed, capsys, monkeypatch):
     dsn, chat = armed
     before = cluster_snapshot(dsn)

@@ -13,6 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from conftest import run_together
 from test_recall import put
 
 CLAIMS = {
@@ -166,23 +167,15 @@ def test_a_live_session_keeps_the_lease_it_took_while_others_made_their_first_cl
         db.execute(f"delete from acme.{queue}_job")
         for i in range(8):
             put(acme, f"job {i} of round {round_} for four workers starting at once")
-        barrier, claimed, failures = threading.Barrier(4), [], []
+        barrier, claimed = threading.Barrier(4), []
         done = threading.Barrier(4)  # every session stays alive until all have claimed
 
-        def work(name, barrier=barrier, claimed=claimed, done=done, failures=failures):
-            try:
-                with conninfo.connect(user="pgrecall_acme_worker") as conn:
-                    barrier.wait()
-                    while rows := conn.execute(FIRST_CLAIMS[queue], (name,)).fetchall():
-                        claimed.extend(r[0] for r in rows)
-                    done.wait()
-            except Exception as exc:  # asserted below
-                failures.append(exc)
+        def work(name, barrier=barrier, claimed=claimed, done=done):
+            with conninfo.connect(user="pgrecall_acme_worker") as conn:
+                barrier.wait()
+                while rows := conn.execute(FIRST_CLAIMS[queue], (name,)).fetchall():
+                    claimed.extend(r[0] for r in rows)
+                done.wait()
 
-        threads = [threading.Thread(target=work, args=(f"w{n}",)) for n in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert failures == []
+        run_together(work, [f"w{n}" for n in range(4)], barrier)
         assert sorted(claimed) == sorted(set(claimed)) and len(claimed) == 8, claimed

@@ -61,6 +61,7 @@ def observations(db) -> int:
     return table_counts(db)["observation"]
 
 
+@pytest.mark.slow  # an MCP server subprocess that loads the embedding model
 def test_an_mcp_client_remembers_recalls_reads_corrects_and_forgets(acme, conninfo, db, tmp_path):
     env = server_env(conninfo)
     stderr = tmp_path / "server.err"
@@ -236,6 +237,7 @@ def test_tool_descriptions_tell_a_model_how_to_use_its_memory(acme, conninfo, tm
     assert "Recall before you say you have no context" in instructions and "ana" in instructions
 
 
+@pytest.mark.slow  # an MCP server subprocess that loads the embedding model
 def test_stdout_carries_only_the_protocol(acme, conninfo, tmp_path):
     """Every line the server writes to stdout is a JSON-RPC message, model loading and errors included."""
     import os

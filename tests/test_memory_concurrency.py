@@ -5,6 +5,7 @@ import threading
 import pytest
 
 import pgrecall
+from conftest import run_together
 from pgrecall import errors
 
 WRITERS, APPENDS = 8, 500
@@ -14,23 +15,14 @@ WRITERS, APPENDS = 8, 500
 def test_offsets_stay_contiguous_under_concurrent_writers(acme, conninfo, db):
     barrier = threading.Barrier(WRITERS)
     results: dict[int, list[int]] = {}
-    failures = []
 
     def writer(n):
-        try:
-            with pgrecall.connect(conninfo.dsn(user="pgrecall_acme_app"), tenant="acme", principal="ana",
-                                  scopes=["default"]) as mem:
-                barrier.wait()
-                results[n] = [mem.append(f"writer {n} line {i}", role="user") for i in range(APPENDS)]
-        except Exception as exc:  # asserted below
-            failures.append(exc)
+        with pgrecall.connect(conninfo.dsn(user="pgrecall_acme_app"), tenant="acme", principal="ana",
+                              scopes=["default"]) as mem:
+            barrier.wait()
+            results[n] = [mem.append(f"writer {n} line {i}", role="user") for i in range(APPENDS)]
 
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(WRITERS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert failures == []
+    run_together(writer, range(WRITERS), barrier)
     for offsets in results.values():
         assert offsets == sorted(offsets)  # each writer sees its own appends in order
     everything = sorted(o for offsets in results.values() for o in offsets)

@@ -6,6 +6,7 @@ import psycopg
 import pytest
 
 from catalog import snapshot
+from conftest import run_together
 from pgrecall import errors, install, sources
 
 
@@ -40,17 +41,23 @@ def test_changed_released_migration_is_an_error_and_changes_nothing(db, monkeypa
     assert after == before
 
 
-def test_changed_function_file_is_reapplied_alone(db, monkeypatch):
-    install.install(db, ["acme"])
+def edit_settings_file(monkeypatch, change, before=()):
+    """From here on the sources hold function file settings.sql with its text passed through change(), and the
+    function files in before applied ahead of every other."""
     original = sources.functions
 
     def edited():
         fs = original()
         i = next(i for i, f in enumerate(fs) if f.name == "settings.sql")
-        fs[i] = sources.Source("function", "settings.sql", None, fs[i].body + "\n-- reworded\n")
-        return fs
+        fs[i] = sources.Source("function", "settings.sql", None, change(fs[i].body))
+        return [*before, *fs]
 
     monkeypatch.setattr(sources, "functions", edited)
+
+
+def test_changed_function_file_is_reapplied_alone(db, monkeypatch):
+    install.install(db, ["acme"])
+    edit_settings_file(monkeypatch, lambda body: body + "\n-- reworded\n")
     assert install.install(db, ["acme"]) == [("function", "settings.sql")]
     assert install.install(db, ["acme"]) == []
 
@@ -66,23 +73,15 @@ def test_tenant_newer_than_sources_is_refused(db, make_tenant):
 
 
 def test_concurrent_installers_are_serialised(conninfo):
-    results, failures = [], []
+    results = []
     barrier = threading.Barrier(4)
 
-    def worker():
-        try:
-            with conninfo.connect(autocommit=True) as conn:
-                barrier.wait()
-                results.append(install.install(conn, ["acme"]))
-        except Exception as exc:  # collected and asserted below
-            failures.append(exc)
+    def installer(_):
+        with conninfo.connect(autocommit=True) as conn:
+            barrier.wait()
+            results.append(install.install(conn, ["acme"]))
 
-    threads = [threading.Thread(target=worker) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert failures == []
+    run_together(installer, range(4), barrier)
     assert sorted(results, key=len) == [[], [], [], [("tenant", "acme")]]
     with conninfo.connect() as conn:
         versions = [r[0] for r in ledger(conn, "acme")]
@@ -139,16 +138,7 @@ def test_snapshot_notices_a_difference(db):
 
 def test_a_function_renamed_in_its_file_leaves_no_stale_overload(db, monkeypatch):
     install.install(db, ["acme"])
-    original = sources.functions
-
-    def edited():
-        fs = original()
-        i = next(i for i, f in enumerate(fs) if f.name == "settings.sql")
-        body = fs[i].body.replace("__tenant__.settings()", "__tenant__.tenant_settings()")
-        fs[i] = sources.Source("function", "settings.sql", None, body)
-        return fs
-
-    monkeypatch.setattr(sources, "functions", edited)
+    edit_settings_file(monkeypatch, lambda body: body.replace("__tenant__.settings()", "__tenant__.tenant_settings()"))
     with pytest.raises(errors.UndeclaredDuty):  # a renamed public function needs its duty declared
         install.install(db, ["acme"])
     declared = sources.duties_sql().replace("('settings',", "('tenant_settings',")
@@ -212,20 +202,12 @@ def test_a_function_moved_to_a_file_applied_earlier_survives_the_upgrade(db, mon
     """Splitting a file moves functions between files. A function moved into a file that is applied before
     its old one used to be created by the new file and then dropped by the old one's re-application."""
     install.install(db, ["acme"])
-    original = sources.functions
-    moved = "create or replace function __tenant__._settings()"
-
-    def edited():
-        fs = original()
-        i = next(i for i, f in enumerate(fs) if f.name == "settings.sql")
-        body = fs[i].body
-        start = body.index(moved)
-        end = body.index("comment on function __tenant__._settings()", start)
-        end = body.index(";\n", end) + 2
-        fs[i] = sources.Source("function", "settings.sql", None, body[:start] + body[end:])
-        return [sources.Source("function", "a_settings_moved.sql", None, body[start:end])] + fs
-
-    monkeypatch.setattr(sources, "functions", edited)
+    body = next(f.body for f in sources.functions() if f.name == "settings.sql")
+    start = body.index("create or replace function __tenant__._settings()")
+    end = body.index("comment on function __tenant__._settings()", start)
+    end = body.index(";\n", end) + 2
+    edit_settings_file(monkeypatch, lambda body: body[:start] + body[end:],
+                       before=[sources.Source("function", "a_settings_moved.sql", None, body[start:end])])
     assert ("function", "a_settings_moved.sql") in install.install(db, ["acme"])
     assert db.execute("select to_regprocedure('acme._settings()') is not null").fetchone()[0]
     ledger_of = dict(db.execute("select file, functions from acme.function_ledger").fetchall())

@@ -1,6 +1,5 @@
 """Passages: the chunking rule, partitions per scope, erasure, embedding by the worker, and message search."""
 
-import time
 
 import psycopg
 import pytest
@@ -322,42 +321,13 @@ def test_an_expired_passage_lease_moves_the_job_and_the_late_result_is_dropped(a
 
 @pytest.mark.slow
 def test_a_passage_worker_killed_mid_batch_loses_nothing_and_its_jobs_come_back_at_once(acme, conninfo, db):
-    import os
-    import signal
-    import subprocess
-    import sys
-
-    from test_leases import claimable, seconds_until
+    from test_embedding_worker import killed_mid_batch_then_resumed
 
     acme.append_many([{"body": f"passage number {i}: " + " ".join(f"w{(i * 7 + j) % 97}" for j in range(60)),
                        "source_role": "user"} for i in range(200)])
-    # so that nothing but the end of the killed worker's session frees its jobs
-    db.execute("select pgrecall.set_tenant_setting('acme', 'embedding_lease_seconds', '3600')")
-    env = {**os.environ, "PGRECALL_DSN": conninfo.dsn(user="pgrecall_acme_worker")}
-    proc = subprocess.Popen([sys.executable, "-m", "pgrecall.cli", "worker", "--tenant", "acme", "--batch-size", "200"],
-                            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        deadline, leased = time.time() + 120, 0
-        while time.time() < deadline:
-            leased = db.execute("select count(*) from acme.passage_embedding_job where lease_until > now()").fetchone()[0]
-            if leased:
-                break
-            assert proc.poll() is None, proc.stderr.read()
-            time.sleep(0.02)
-        assert leased == 200
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert db.execute("select count(*) from acme.passage where embedding is not null").fetchone()[0] == 0
-    assert db.execute("select count(*) from acme.passage_embedding_job where lease_until > now() + interval '3000 seconds'"
-                      ).fetchone()[0] == 200
-    assert seconds_until(lambda: claimable(db, "passage_embedding") == 200) < 5
-    done = subprocess.run([sys.executable, "-m", "pgrecall.cli", "worker", "--tenant", "acme", "--once"], env=env,
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert "and 200 passages" in done.stdout
+    stored = lambda: db.execute("select count(*) from acme.passage where embedding is not null").fetchone()[0]
+    out = killed_mid_batch_then_resumed(db, conninfo, "passage_embedding", batch=200, stored=stored)
+    assert "and 200 passages" in out
     assert db.execute("select count(*) from acme.passage where embedding is not null").fetchone()[0] == 200
     assert db.execute("select count(*) from acme.passage_embedding_job").fetchone()[0] == 0
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from contextlib import contextmanager
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from conftest import table_counts
 from pgrecall import errors, install, sources
@@ -127,44 +129,46 @@ def test_the_fold_table_is_unicode_simple_case_folding():
         assert table == python
 
 
-def test_case_insensitive_beyond_ascii_in_a_database_whose_collation_is_c(superuser_dsn, conninfo, db):
-    name = "pgrecall_c_collation"
+@contextmanager
+def database_of_its_own(superuser_dsn, name, options):
+    """A connection, as the superuser, to a new database made from template0 with the given options (an encoding,
+    a locale); the database is dropped afterwards."""
     with psycopg.connect(superuser_dsn, autocommit=True) as su:
-        su.execute(f"drop database if exists {name} with (force)")
-        su.execute(f"create database {name} template template0 encoding 'UTF8' locale 'C' owner pgrecall_tester")
+        drop = sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name))
+        su.execute(drop)
+        su.execute(sql.SQL("create database {} template template0 ").format(sql.Identifier(name)) + sql.SQL(options))
         try:
             with psycopg.connect(psycopg.conninfo.make_conninfo(superuser_dsn, dbname=name), autocommit=True) as c:
-                c.execute("create extension vector")
-                c.execute("create extension btree_gist")
-                install.install(c, ["acme"])
-                assert c.execute("select lower('\u00c9MILE')").fetchone()[0] == "\u00c9mile"  # why lower() would not do
-                c.execute("select acme.add_peer(%s)", (NFC_EMILE,))
-                for other in ("\u00c9MILE", "\u00e9mile", NFD_EMILE.lower()):
-                    with pytest.raises(psycopg.Error) as info:
-                        c.execute("select acme.add_peer(%s)", (other,))
-                    assert info.value.sqlstate == "PR141", other
+                yield c
         finally:
-            # acme's roles are the cluster's (the acme template holds objects of theirs): the fixtures drop
-            # the ones this test created, once this database is gone.
-            su.execute(f"drop database if exists {name} with (force)")
+            su.execute(drop)
+
+
+def test_case_insensitive_beyond_ascii_in_a_database_whose_collation_is_c(superuser_dsn, conninfo, db):
+    # acme's roles are the cluster's (the acme template holds objects of theirs): the fixtures drop the ones
+    # this test created, once its database is gone.
+    with database_of_its_own(superuser_dsn, "pgrecall_c_collation", "encoding 'UTF8' locale 'C' owner pgrecall_tester"
+                             ) as c:
+        c.execute("create extension vector")
+        c.execute("create extension btree_gist")
+        install.install(c, ["acme"])
+        assert c.execute("select lower('\u00c9MILE')").fetchone()[0] == "\u00c9mile"  # why lower() would not do
+        c.execute("select acme.add_peer(%s)", (NFC_EMILE,))
+        for other in ("\u00c9MILE", "\u00e9mile", NFD_EMILE.lower()):
+            with pytest.raises(psycopg.Error) as info:
+                c.execute("select acme.add_peer(%s)", (other,))
+            assert info.value.sqlstate == "PR141", other
 
 
 def test_a_database_that_is_not_utf8_is_refused_by_name(superuser_dsn):
-    name = "pgrecall_ascii"
-    with psycopg.connect(superuser_dsn, autocommit=True) as su:
-        su.execute(f"drop database if exists {name} with (force)")
-        su.execute(f"create database {name} template template0 encoding 'SQL_ASCII' locale 'C'")
-        try:
-            with psycopg.connect(psycopg.conninfo.make_conninfo(superuser_dsn, dbname=name), autocommit=True) as c:
-                with pytest.raises(errors.MissingPrerequisite) as info:
-                    install.install(c, ["acme"])
-                assert "UTF8" in str(info.value) and info.value.hint
-                with pytest.raises(psycopg.Error) as raw:  # the psql script's own check
-                    c.execute(sources.install_sql(["acme"]).encode())
-                assert raw.value.sqlstate == "PR005"
-                assert c.execute("select to_regnamespace('pgrecall')").fetchone()[0] is None
-        finally:
-            su.execute(f"drop database if exists {name} with (force)")
+    with database_of_its_own(superuser_dsn, "pgrecall_ascii", "encoding 'SQL_ASCII' locale 'C'") as c:
+        with pytest.raises(errors.MissingPrerequisite) as info:
+            install.install(c, ["acme"])
+        assert "UTF8" in str(info.value) and info.value.hint
+        with pytest.raises(psycopg.Error) as raw:  # the psql script's own check
+            c.execute(sources.install_sql(["acme"]).encode())
+        assert raw.value.sqlstate == "PR005"
+        assert c.execute("select to_regnamespace('pgrecall')").fetchone()[0] is None
 
 
 def test_upgrading_a_tenant_that_holds_case_duplicates_renames_the_later_ones(db):

@@ -21,6 +21,7 @@ def server(pg_server, cluster_roles_kept):
     return docs.Server(pg_server.superuser_dsn, template=BASE_DB)
 
 
+@pytest.mark.slow  # runs every psql example of docs/reference.md in a fresh database
 def test_every_example_prints_what_the_reference_shows(server):
     blocks = docs.parse()
     outcomes = docs.run_blocks(blocks, server)

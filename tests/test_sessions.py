@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import pgrecall
-from conftest import table_counts
+from conftest import run_together, table_counts
 from pgrecall import errors
 from pgrecall.driver import PeerConfig
 
@@ -157,11 +157,7 @@ def test_concurrent_joins_never_exceed_the_limit(acme, db, conninfo):
             except errors.SessionFull:
                 outcomes[name] = "full"
 
-    threads = [threading.Thread(target=join, args=(n,)) for n in names]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_together(join, names, barrier)
     assert sorted(outcomes.values()).count("joined") == 10
     assert sorted(outcomes.values()).count("full") == 4
     assert db.execute("select count(*) from acme.session_peer where session_id = %s and left_at is null",
@@ -223,11 +219,7 @@ def test_concurrent_turns_of_one_log_open_one_session(acme, conninfo):
             barrier.wait()
             turns.append(mem.log_turn("support:ana", "ana", f"turn {i}", occurred_at=T0))
 
-    threads = [threading.Thread(target=turn, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_together(turn, range(4), barrier)
     assert len({t.session_id for t in turns}) == 1
     assert sum(t.opened for t in turns) == 1
 

@@ -7,7 +7,7 @@ import time
 import pytest
 
 import pgrecall
-from conftest import table_counts, wait_until
+from conftest import run_together, table_counts, wait_until
 from pgrecall import errors
 from pgrecall.driver import QueueStatus, WorkingItem
 
@@ -44,43 +44,34 @@ def test_lanes_keep_message_order_with_four_concurrent_workers(acme, db, conninf
     lock = threading.Lock()
     spans = []  # (lane, offset, start tick, end tick)
     in_flight, most_in_flight = set(), [0]
-    failures = []
     barrier = threading.Barrier(4)
 
     def worker(name):
-        try:
-            with pgrecall.connect(conninfo.dsn(user="pgrecall_acme_worker"), tenant="acme") as mem:
-                barrier.wait()
+        with pgrecall.connect(conninfo.dsn(user="pgrecall_acme_worker"), tenant="acme") as mem:
+            barrier.wait()
+            idle = 0
+            while idle < 3:
+                claimed = mem.claim_tasks(name, limit=4)
+                if not claimed:
+                    idle += 1
+                    time.sleep(0.02)
+                    continue
                 idle = 0
-                while idle < 3:
-                    claimed = mem.claim_tasks(name, limit=4)
-                    if not claimed:
-                        idle += 1
-                        time.sleep(0.02)
-                        continue
-                    idle = 0
-                    random.shuffle(claimed)  # tasks of one claim are of different lanes: any order is fine
-                    for task in claimed:
-                        lane = (task.session_id, task.task_type, task.sender, task.observer)
-                        with lock:
-                            start = next(clock)
-                            in_flight.add(task.task_id)
-                            most_in_flight[0] = max(most_in_flight[0], len(in_flight))
-                        time.sleep(random.uniform(0, 0.004))
-                        with lock:
-                            end = next(clock)
-                            in_flight.discard(task.task_id)
-                            spans.append((lane, task.message_offset, start, end))
-                        mem.complete_task(task, {"observations": []}, worker=name)
-        except Exception as exc:  # asserted below
-            failures.append(exc)
+                random.shuffle(claimed)  # tasks of one claim are of different lanes: any order is fine
+                for task in claimed:
+                    lane = (task.session_id, task.task_type, task.sender, task.observer)
+                    with lock:
+                        start = next(clock)
+                        in_flight.add(task.task_id)
+                        most_in_flight[0] = max(most_in_flight[0], len(in_flight))
+                    time.sleep(random.uniform(0, 0.004))
+                    with lock:
+                        end = next(clock)
+                        in_flight.discard(task.task_id)
+                        spans.append((lane, task.message_offset, start, end))
+                    mem.complete_task(task, {"observations": []}, worker=name)
 
-    threads = [threading.Thread(target=worker, args=(f"w{i}",)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert failures == []
+    run_together(worker, [f"w{i}" for i in range(4)], barrier)
     assert len(spans) == total and len({(s[0], s[1]) for s in spans}) == total  # each task exactly once
     by_lane = {}
     for lane, offset, start, end in sorted(spans, key=lambda s: s[2]):
