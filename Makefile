@@ -1,5 +1,5 @@
 # pgrecall: `make run` shows it working on the embedded server, `make test` runs the tests but the slow ones,
-# `make test-all` every test (CI).
+# `make test-slow` the slow ones, `make test-all` both (CI runs make test, then make test-slow).
 # Each target creates .venv on first use and installs what it needs.
 
 PYTHON ?= python3
@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: run test test-all check bench bench-graph bench-erase eval eval-compare venv clean
+.PHONY: run test test-slow test-all check bench bench-graph bench-erase eval eval-compare venv clean
 
 venv: $(STAMP)
 
@@ -36,12 +36,14 @@ check: $(STAMP)
 PYTEST_WORKERS ?= 2
 PYTEST := $(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal
 
-# make test leaves out the tests marked slow; make test-all (what CI runs) is make test and then those.
+# make test leaves out the tests marked slow; CI (.ci/run) runs make test and then make test-slow.
 test: check
 	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
 
-test-all: test
+test-slow: $(STAMP)
 	$(PYTEST) -m slow $(PYTEST_ARGS)
+
+test-all: test test-slow
 
 # Not part of CI: measured on a quiet machine, results written under bench/results/
 # (latest.md and its figures; older runs in bench/results/archive/). The bench extra
