@@ -187,3 +187,22 @@ def test_tenant_drop_asks_unless_yes_and_never_reads_consent_from_a_pipe(shell, 
 def test_the_app_role_lists_its_tenants_scopes(acme, conninfo):
     with conninfo.connect(user="pgrecall_acme_app") as app:
         assert [r[0] for r in app.execute("select name from acme.scopes()")] == ["default", "other"]
+
+
+def test_reading_commands_ask_every_scope_unless_told(shell, acme):
+    """recall, search and facts without --scopes read every scope of the tenant (as bundle and mcp
+    do): a tenant without a scope called default still answers; --scopes narrows them."""
+    said = acme.append("Ana: my passport expires in June", role="user", actor="ana", scope="other",
+                       scopes=["other"])
+    acme.remember("Ana's passport expires in June", evidence=[said], purposes=["converse"],
+                  scope="other", scopes=["other"], principal="ana", about=["Ana"])
+    acme.assert_fact("Ana", "lives_in", "Lisbon", principal="ana", scopes=["other"], scope="other",
+                     evidence=[{"offset": said, "quote": "Ana"}])
+    # narrowed to default: nothing found, and no entity Ana there for facts (exit 4, not found)
+    for argv, found, narrowed in ((("recall", "--mode", "lexical", "passport"), "Ana's passport expires in June", 0),
+                                  (("search", "--mode", "lexical", "passport"), "my passport expires in June", 0),
+                                  (("facts", "Ana", "lives_in"), "Lisbon", 4)):
+        code, out, err = shell(*argv, "--as", "ana")
+        assert code == 0 and found in out, (argv, err)
+        code, out, err = shell(*argv, "--as", "ana", "--scopes", "default")
+        assert code == narrowed and found not in out, (argv, out, err)

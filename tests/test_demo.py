@@ -13,7 +13,7 @@ def test_demo_answers_from_current_facts_and_keeps_secrets(conninfo, tmp_path):
     out = run_cli("demo", env={"PGRECALL_DSN": conninfo.dsn()}).stdout
     assert "remembered 18 memories" in out and "worker embedded 18 memories" in out
     # a restatement weeks later is proposed as a duplicate, for a person to decide on the review screen
-    assert re.search(r"Duplicates proposed for review: 1 pair\(s\) at cosine >= 0.8; nothing is merged until a person decides\n"
+    assert re.search(r"Duplicates proposed for review: 1 pair at cosine >= 0.8; nothing is merged until a person decides\n"
                      r"  0\.\d\d  \[memory \d+\] Ben is severely allergic to peanuts  \|  "
                      r"\[memory \d+\] Ben is allergic to peanuts: no peanuts in shared meals\n", out)
     assert "pgrecall review --tenant demo --as Sage --scopes flat" in out
@@ -32,7 +32,10 @@ def test_demo_answers_from_current_facts_and_keeps_secrets(conninfo, tmp_path):
     assert "from turn 9, Ben (user): My birthday is on March 3" in first
     assert re.search(r"from turn 23, Ben \(user\): Correction: my birthday is March 13.*"
                      r"\(evidence of the correction that made revision 2\)", first)
-    assert "surprise" not in answers[("Ben", "Is anyone planning a party for me?")]
+    # Ben asks about his birthday: he finds its date, and the surprise Ana keeps from him stays hidden
+    ben = answers[("Ben", "What is happening on my birthday?")]
+    assert re.search(r"1\. \[memory \d+\] Ben's birthday is on March 13", ben)
+    assert "surprise" not in ben and "party" not in ben
     assert "surprise party" in answers[("Ana", "What am I planning for Ben's birthday?")]
     assert "pinned Shared meals must be vegetarian and peanut free" in out
     # two peers in a session: the queue drains into the representations

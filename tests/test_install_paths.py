@@ -206,6 +206,22 @@ def test_embedded_server_lifecycle_through_the_cli():
         shutil.rmtree(home, ignore_errors=True)
 
 
+def test_a_data_folder_initdb_refuses_is_named_with_initdbs_words(tmp_path):
+    """A data folder initdb cannot use (here: someone else's files in it) stops `server start` with
+    exit 3, initdb's own reason and the folder; nothing in it is touched."""
+    home = tmp_path / "home"
+    stray = home / "pgdata" / "notes.txt"
+    stray.parent.mkdir(parents=True)
+    stray.write_text("not a database")
+    env = {k: v for k, v in os.environ.items() if k != "PGRECALL_DSN"}
+    proc = run_cli("server", "start", env={**env, "PGRECALL_HOME": str(home)}, check=False)
+    assert proc.returncode == 3, proc.stderr
+    assert "initdb could not create" in proc.stderr and str(stray.parent) in proc.stderr
+    assert "not empty" in proc.stderr and "hint:" in proc.stderr
+    assert stray.read_text() == "not a database"
+    assert not (stray.parent / "PG_VERSION").exists()
+
+
 def _debian_postgres_without_pgvector():
     for initdb in sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb")):
         share = Path(initdb).parents[3] / "share" / "postgresql" / Path(initdb).parents[1].name / "extension"

@@ -164,7 +164,14 @@ def cmd_sql(args: argparse.Namespace) -> int:
 def _memory(args: argparse.Namespace) -> Memory:
     import pgrecall
 
-    return pgrecall.connect(tenant=args.tenant, principal=args.principal, scopes=args.scopes)
+    mem = pgrecall.connect(tenant=args.tenant, principal=args.principal, scopes=args.scopes)
+    if args.scopes is None:  # recall, search, facts without --scopes: every scope of the tenant
+        mem.scopes = [s.name for s in mem.list_scopes()]
+        if not mem.scopes:
+            mem.close()
+            raise errors.ScopeNotAuthorised(f"tenant {args.tenant!r} has no scopes",
+                                            hint=f"Add one: pgrecall scope add default --tenant {args.tenant}")
+    return mem
 
 
 def cmd_add(args: argparse.Namespace) -> int:
@@ -267,7 +274,7 @@ def _print_json(value: Any) -> int:
 
 def cmd_recall(args: argparse.Namespace) -> int:
     from .driver import FactProvenance
-    from .render import jsonable, source_lines
+    from .render import count, jsonable, source_lines
 
     with _memory(args) as mem:
         r = mem.recall(args.query, purpose=args.purpose, mode=args.mode, limit=args.limit,
@@ -277,7 +284,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
     m = r.meta
     dense = "dense arm on" if m.dense_available else f"dense arm off ({m.dense_reason})"
     dropped = f"; dropped terms {', '.join(m.dropped_terms)}" if m.dropped_terms else ""
-    print(f"{m.fused_count} candidates after the permission walk ({m.lexical_count} lexical, "
+    print(f"{count(m.fused_count, 'candidate')} after the permission walk ({m.lexical_count} lexical, "
           f"{m.dense_count} dense, {m.fact_count} facts); {dense}{dropped}")
     if not r.items:
         print("nothing this principal may see matches")
@@ -588,15 +595,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tenant", required=True)
     p.set_defaults(func=cmd_sql)
 
-    def tenant_args(p: argparse.ArgumentParser, principal: bool = True) -> None:
+    def tenant_args(p: argparse.ArgumentParser, principal: bool = True, reads: bool = False) -> None:
         p.add_argument("--tenant", default=os.environ.get("PGRECALL_TENANT", "demo"),
                        help="tenant (default: $PGRECALL_TENANT or demo)")
         if principal:
             p.add_argument("--as", dest="principal", default=os.environ.get("PGRECALL_PRINCIPAL"),
                            required=not os.environ.get("PGRECALL_PRINCIPAL"),
                            help="the peer acting (default: $PGRECALL_PRINCIPAL)")
-        p.add_argument("--scopes", type=lambda v: [s for s in v.split(",") if s], default=["default"],
-                       help="authorised scopes, comma-separated (default: default)")
+        if reads:  # a question asked of the whole memory, as bundle and mcp ask it
+            p.add_argument("--scopes", type=lambda v: [s for s in v.split(",") if s] or None, default=None,
+                           help="authorised scopes, comma-separated (default: every scope of the tenant)")
+        else:
+            p.add_argument("--scopes", type=lambda v: [s for s in v.split(",") if s], default=["default"],
+                           help="authorised scopes, comma-separated (default: default)")
 
     p = sub.add_parser("peer", help="add a peer (a person, agent or other participant)")
     p.add_argument("action", choices=["add"])
@@ -740,7 +751,7 @@ def _add_agent_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     purposes = ["converse", "act", "personalize", "review"]
 
     p = sub.add_parser("recall", help="ranked recall: the memories (and facts) nearest a query, with provenance")
-    tenant_args(p)
+    tenant_args(p, reads=True)
     p.add_argument("query")
     p.add_argument("--purpose", default="converse", choices=purposes)
     p.add_argument("--limit", type=int, default=10)
@@ -750,7 +761,7 @@ def _add_agent_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     p.set_defaults(func=cmd_recall)
 
     p = sub.add_parser("search", help="search what was said (the log's passages), not what was remembered")
-    tenant_args(p)
+    tenant_args(p, reads=True)
     p.add_argument("query")
     p.add_argument("--session", type=int, help="only this session")
     p.add_argument("--peer", help="only what this peer said")
@@ -788,7 +799,7 @@ def _add_agent_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     p.set_defaults(func=cmd_derive)
 
     p = sub.add_parser("facts", help="what is believed about an entity, now or at another time (bitemporal)")
-    tenant_args(p)
+    tenant_args(p, reads=True)
     p.add_argument("subject", help="an entity name or alias")
     p.add_argument("predicate", nargs="?", help="one predicate, e.g. lives_in (default: all)")
     p.add_argument("--valid-at", type=_timestamp, help="true at this time (ISO 8601; default: now)")

