@@ -145,8 +145,10 @@ begin
     ), queued as (
         insert into passage_embedding_job (passage_id, scope)
         select w.id, w.scope from written w
-          join observation o on o.id = w.observation_id
           join scope s on s.name = w.scope
+          -- one probe per passage ("limit 1" keeps it one): as a join, the plan
+          -- made once per session on stale statistics hashed the whole log
+          cross join lateral (select o.kind from observation o where o.id = w.observation_id limit 1) o
          where coalesce(s.passage_embedding, v_set ->> 'passage_embedding') = 'all'
             or (coalesce(s.passage_embedding, v_set ->> 'passage_embedding') = 'messages' and o.kind = 'message')
         returning 1

@@ -117,11 +117,16 @@ begin
     end if;
 
     -- Evidence must exist in the scope (for items that are not no-ops).
+    -- One index probe per offset ("limit 1" keeps the probe a probe): as a
+    -- join, a plan made once per session on stale statistics hashed the
+    -- scope's whole log to check one offset, O(log) per remember().
     select i.ord, e.off into v_bad
       from _memory_items(p_items) i
       cross join lateral unnest(i.evidence) as e(off)
+      left join lateral (select o.id from observation o where o.scope = p_scope and o.log_offset = e.off limit 1) o
+             on true
      where _trim(coalesce(i.body, '')) ~ '[[:alnum:]]' and not _is_only_questions(_trim(i.body))
-       and (e.off is null or not exists (select 1 from observation o where o.scope = p_scope and o.log_offset = e.off))
+       and o.id is null
      order by i.ord limit 1;
     if v_bad.ord is not null then
         perform _fail('PR109', format('scope %s has no observation at offset %s%s', quote_literal(p_scope),
@@ -178,9 +183,10 @@ begin
         select n.new_id, o.id as observation_id
           from numbered n
           cross join lateral unnest(n.evidence) as e(off)
-          -- a lateral lookup: one index probe per offset, whatever the statistics say
+          -- one index probe per offset, whatever the statistics say: "limit 1"
+          -- stops the planner from flattening it into a join that hashes the log
           cross join lateral (select ob.id from observation ob
-                               where ob.scope = p_scope and ob.log_offset = e.off) o
+                               where ob.scope = p_scope and ob.log_offset = e.off limit 1) o
          where n.new_id is not null
     ), inserted as (
         insert into memory (id, scope, kind, title, body, confidence, origin, audience_peer_id, purposes, created_by,

@@ -1,0 +1,76 @@
+"""The write paths plan their statements once per session (a generic plan): a plan made while the tables
+were small must still look rows up one by one when they have grown. A statement that joins instead of
+probing reads the whole log (or every entity) on each call: O(rows) per write, unseen in a fresh test.
+
+Each test makes the session plan its statements on a nearly empty tenant, grows the table that
+statement reads, then counts the rows one more call reads from it (PostgreSQL's per-transaction
+table counters)."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from psycopg.types.json import Jsonb
+
+GROWN = 1500
+READ_AT_MOST = 20  # a handful of index probes, whatever the size of the table
+
+
+def rows_read(conn: psycopg.Connection, table: str) -> int:
+    """Rows of the table read so far in this transaction: by sequential scans, bitmap scans, and the index
+    scans of each of its indexes."""
+    return conn.execute(
+        "select pg_stat_get_xact_tuples_returned(%s::regclass) + pg_stat_get_xact_tuples_fetched(%s::regclass)"
+        " + (select coalesce(sum(pg_stat_get_xact_tuples_fetched(i.indexrelid)), 0)"
+        "      from pg_index i where i.indrelid = %s::regclass)", (table, table, table)).fetchone()[0]
+
+
+def read_by(conn: psycopg.Connection, table: str, statement: str, params: tuple) -> int:
+    """Rows of ``table`` read by one call of ``statement``, in a transaction of its own."""
+    with conn.transaction():
+        before = rows_read(conn, table)
+        conn.execute(statement, params).fetchall()
+        return rows_read(conn, table) - before
+
+
+@pytest.fixture
+def app(acme, conninfo):
+    with psycopg.connect(conninfo.dsn(user="pgrecall_acme_app"), autocommit=True) as conn:
+        yield conn
+
+
+def grow_the_log(app: psycopg.Connection) -> None:
+    rows = [{"body": f"filler turn {i}", "source_role": "user"} for i in range(GROWN)]
+    app.execute("select count(*) from acme.append_observations('bot', array['default'], 'default', %s)", (Jsonb(rows),))
+
+
+REMEMBER = ("select * from acme.remember('bot', array['default'], 'default', %s, array[%s]::bigint[], "
+            "array['converse'])")
+APPEND = "select acme.append_observation('bot', array['default'], 'default', %s, 'user')"
+
+
+def test_remember_probes_its_evidence_instead_of_reading_the_log(app):
+    first = app.execute(APPEND, ("Ana likes tea",)).fetchone()[0]
+    app.execute(REMEMBER, ("Ana likes tea", first)).fetchall()  # plans made now, on a one-row log
+    grow_the_log(app)
+    said = app.execute(APPEND, ("Ben likes coffee",)).fetchone()[0]
+    read = read_by(app, "acme.observation", REMEMBER, ("Ben likes coffee", said))
+    assert read <= READ_AT_MOST, f"remember() read {read} observations of a {GROWN}-turn log to check one offset"
+
+
+def test_append_queues_its_passages_without_reading_the_log(app):
+    app.execute(APPEND, ("the first turn",)).fetchone()
+    grow_the_log(app)
+    read = read_by(app, "acme.observation", APPEND, ("one more turn",))
+    assert read <= READ_AT_MOST, f"append_observation() read {read} observations of a {GROWN}-turn log"
+
+
+def test_a_new_name_is_looked_up_among_aliases_not_among_every_entity(app):
+    said = app.execute(APPEND, ("I like thing 0 and thing 1 and all the others",)).fetchone()[0]
+    assert_fact = ("select * from acme.assert_fact('bot', array['default'], 'default', 'Ana', 'likes', %s, %s)")
+    app.execute(assert_fact, ("thing 0", Jsonb([{"offset": said, "quote": "I like"}]))).fetchall()
+    items = [{"subject": "Ana", "predicate": "likes", "object": f"filler {i}",
+              "evidence": [{"offset": said, "quote": "I like"}]} for i in range(GROWN)]
+    app.execute("select count(*) from acme.assert_facts('bot', array['default'], 'default', %s)", (Jsonb(items),))
+    read = read_by(app, "acme.entity", assert_fact, ("thing 1", Jsonb([{"offset": said, "quote": "I like"}])))
+    assert read <= READ_AT_MOST, f"assert_fact() read {read} of {GROWN} entities to find one new name"
