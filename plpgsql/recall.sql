@@ -2,7 +2,9 @@
 -- a function of its own that a DBA can call and test alone; _recall() runs
 -- them in order.
 --   1. eligibility (the one rule) before anything is ranked:
---        _eligible_memories (eligibility.sql); every step selects from it
+--        _eligible_memories (eligibility.sql); every step selects from it;
+--        when the principal may see only a few memories, their ids, read once
+--        and shared by both arms: _few_eligible (recall_dense.sql)
 --   2. lexical arm: BM25 from document frequencies; from prune_min_terms query
 --      terms on, terms in prune_df_ratio or more of memories are dropped:
 --        _lexical_arm = _query_terms, _prune_terms, _lexical_recruiters,
@@ -71,6 +73,7 @@ declare
     v_lex_ids bigint[] := '{}';
     v_lex_scores double precision[] := '{}';
     v_dense_reason text;
+    v_few bigint[];              -- the ids the principal may see, when they are few
     v_dense_method text;
     v_dense_ids bigint[] := '{}';
     v_dense_cos double precision[] := '{}';
@@ -108,19 +111,26 @@ begin
     -- setting is this transaction's, so it reaches the steps' statements.
     perform set_config('plan_cache_mode', 'force_generic_plan', true);
 
+    if v_mode in ('hybrid', 'dense') then
+        v_dense_reason := _dense_reason(p_query_embedding, p_query_model, v_set);
+    else
+        v_dense_reason := 'mode is lexical';
+    end if;
+    -- The dense arm needs to know whether the principal may see only a few
+    -- memories (it then searches them exactly); when so, the lexical arm
+    -- works among the same ids instead of the whole tenant's text index.
+    if v_dense_reason is null then
+        v_few := _few_eligible(v_principal, p_scopes, p_purpose, v_include, p_at, _exact_dense_limit(v_depth, v_set));
+    end if;
     if v_mode in ('hybrid', 'lexical') then                                  -- 2.
         select a.ids, a.scores, a.terms, a.dropped, a.term_stats, a.recruited_by, a.recruited
           into v_lex_ids, v_lex_scores, v_terms, v_dropped, v_stats_source, v_recruited_by, v_recruited
-          from _lexical_arm(v_principal, p_scopes, p_purpose, v_include, p_at, p_query, v_depth, v_set) a;
+          from _lexical_arm(v_principal, p_scopes, p_purpose, v_include, p_at, p_query, v_depth, v_set, v_few) a;
     end if;
-    if v_mode in ('hybrid', 'dense') then                                    -- 3.
-        v_dense_reason := _dense_reason(p_query_embedding, p_query_model, v_set);
-        if v_dense_reason is null then
-            select a.ids, a.cosines, a.method into v_dense_ids, v_dense_cos, v_dense_method
-              from _dense_arm(v_principal, p_scopes, p_purpose, v_include, p_at, p_query_embedding, v_depth, v_set) a;
-        end if;
-    else
-        v_dense_reason := 'mode is lexical';
+    if v_dense_reason is null then                                           -- 3.
+        select a.ids, a.cosines, a.method into v_dense_ids, v_dense_cos, v_dense_method
+          from _dense_arm(v_principal, p_scopes, p_purpose, v_include, p_at, p_query_embedding, v_depth, v_set,
+                          true, v_few) a;
     end if;
     select a.fact_ids, a.entities into v_fact_ids, v_entities
       from _fact_arm(v_principal, p_scopes, p_purpose, p_at, p_query) a;

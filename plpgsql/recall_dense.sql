@@ -4,6 +4,10 @@
 --                           (message search checks with it too)
 --   _dense_reason           why the arm cannot run (no query embedding, another
 --                           model, no embeddings yet), or NULL when it can
+--   _exact_dense_limit      how many eligible memories are "few": below it
+--                           exact distances beat the index
+--   _few_eligible           the eligible memories' ids when they are few (one
+--                           read, shared by both arms), else NULL
 --   _dense_arm              cosine against the current embeddings of the
 --                           eligible memories, floor dense_floor: exact when
 --                           few are eligible, HNSW with iterative scan otherwise
@@ -59,13 +63,56 @@ $$;
 comment on function __tenant__._dense_reason(double precision[], text, jsonb) is
     'Internal: why recall''s dense arm cannot run for this query embedding, or NULL when it can (PR154 for a malformed one).';
 
+-- "Few" grows with the tenant: when a fraction f of N embedded memories is
+-- eligible, the filtered HNSW scan visits about p_depth / f of them, and each
+-- visit costs ~12 exact distances (a principal seeing 200 of 10k: 41 ms
+-- through HNSW, 6 ms exactly); exact costs one distance per eligible row. So
+-- exact wins below sqrt(12 x p_depth x N) eligible rows: 1,550 at 10k, 4,900
+-- at 100k, 15,500 at 1M for 20 candidates. exact_dense_below is the floor;
+-- 0 always searches the index.
+create or replace function __tenant__._exact_dense_limit(p_depth integer, p_settings jsonb default null)
+returns integer
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select case when b.floor > 0
+                then greatest(b.floor, ceil(sqrt(12 * p_depth * (select greatest(c.reltuples, 0) from pg_class c
+                                                                  where c.oid = 'memory_embedding'::regclass)))::integer)
+                else 0 end
+      from (select (coalesce(p_settings -> 'exact_dense_below', _setting_value('exact_dense_below')) #>> '{}')::integer
+                   as floor) b
+$$;
+comment on function __tenant__._exact_dense_limit(integer, jsonb) is
+    'Internal: below this many eligible memories recall searches them exactly (0: never).';
+
+-- One read of eligibility, stopping at p_below rows: the ids when fewer are
+-- eligible (both arms then work among them), NULL when as many or more.
+create or replace function __tenant__._few_eligible(
+    p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
+    p_below integer)
+returns bigint[]
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select case when cardinality(x.ids) < p_below then x.ids end
+      from (select array(select e.id
+                           from _eligible_memories(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) e
+                          limit p_below) as ids) x
+$$;
+comment on function __tenant__._few_eligible(bigint, text[], text, boolean, timestamptz, integer) is
+    'Internal: the ids of the memories the principal may see when there are fewer than p_below, else NULL.';
+
 -- The dense arm over memories: the best p_depth eligible memories by cosine
 -- with a current embedding (this model and input version), those at or above
 -- dense_floor, nearest first. One row: ids, cosines, and the method used.
--- p_settings: the tenant's settings when the caller has read them already.
+-- p_settings: the tenant's settings when the caller has read them already;
+-- p_probed: the caller has asked _few_eligible, and p_few is its answer.
 create or replace function __tenant__._dense_arm(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
-    p_query_embedding double precision[], p_depth integer, p_settings jsonb default null)
+    p_query_embedding double precision[], p_depth integer, p_settings jsonb default null,
+    p_probed boolean default false, p_few bigint[] default null)
 returns table (ids bigint[], cosines double precision[], method text)
 language plpgsql  -- volatile: it sets (and restores) the HNSW settings
 security definer
@@ -76,11 +123,8 @@ declare
     v_model text := v_set ->> 'embedding_model';
     v_version integer := (v_set ->> 'embedding_input_version')::integer;
     v_floor double precision := (v_set ->> 'dense_floor')::double precision;
-    v_exact_below integer := (v_set ->> 'exact_dense_below')::integer;
-    v_embedded double precision := (select greatest(c.reltuples, 0) from pg_class c
-                                     where c.oid = 'memory_embedding'::regclass);
     v_embedding __ext__.vector := p_query_embedding::__ext__.vector;
-    v_eligible_probe bigint;
+    v_few bigint[] := p_few;
     -- The HNSW settings are set for this call and restored after (a SET
     -- clause on the function would need rights the owner lacks).
     v_saved_ef text := current_setting('hnsw.ef_search', true);
@@ -89,29 +133,19 @@ begin
     perform set_config('hnsw.ef_search', v_set ->> 'hnsw_ef_search', true);
     perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
     -- Few eligible rows: exact distances over them are cheap and exact.
-    -- Many: the HNSW index, iterating past rows the filter rejects. "Few"
-    -- grows with the tenant: when a fraction f of N embedded memories is
-    -- eligible, the filtered scan visits about p_depth / f of them, and each
-    -- visit cost ~12 exact distances (a principal seeing 200 of 10k: 41 ms
-    -- through HNSW, 6 ms exactly); exact costs one distance per eligible
-    -- row. So exact wins below sqrt(12 x p_depth x N) eligible rows: 1,550 at
-    -- 10k, 4,900 at 100k, 15,500 at 1M for 20 candidates. exact_dense_below
-    -- is the floor; 0 always searches the index.
-    if v_exact_below > 0 then
-        v_exact_below := greatest(v_exact_below, ceil(sqrt(12 * p_depth * v_embedded))::integer);
+    -- Many: the HNSW index, iterating past rows the filter rejects.
+    if not p_probed then
+        v_few := _few_eligible(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at,
+                               _exact_dense_limit(p_depth, v_set));
     end if;
-    select count(*) into v_eligible_probe from (
-        select 1 from _eligible_memories(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) e
-         limit v_exact_below) x;
-    if v_eligible_probe < v_exact_below then
+    if v_few is not null then
         method := 'exact';
         with nearest as (
-            select e.id, me.embedding operator(__ext__.<=>) v_embedding as distance
-              from _eligible_memories(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) e
-              join memory_embedding me on me.memory_id = e.id
-             where me.model = v_model and me.input_version = v_version
+            select me.memory_id as id, me.embedding operator(__ext__.<=>) v_embedding as distance
+              from memory_embedding me
+             where me.memory_id = any (v_few) and me.model = v_model and me.input_version = v_version
              -- "+ 0": an ordering the HNSW index cannot serve, so this path stays exact.
-             order by (me.embedding operator(__ext__.<=>) v_embedding) + 0, e.id
+             order by (me.embedding operator(__ext__.<=>) v_embedding) + 0, me.memory_id
              limit p_depth)
         select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
                coalesce(array_agg(1 - n.distance order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}')
@@ -139,5 +173,6 @@ begin
     return next;
 end
 $$;
-comment on function __tenant__._dense_arm(bigint, text[], text, boolean, timestamptz, double precision[], integer, jsonb) is
+comment on function __tenant__._dense_arm(bigint, text[], text, boolean, timestamptz, double precision[], integer, jsonb,
+                                          boolean, bigint[]) is
     'Internal: recall''s dense arm: the eligible memories nearest the query embedding (floor dense_floor), exact or HNSW.';

@@ -106,10 +106,14 @@ comment on function __tenant__._lexical_recruiters(text[], bigint[], integer, bi
 -- are short, so a repeated term rarely moves a match from outside the bound
 -- into the top; with 40 instead of 100 it did, on LoCoMo (lexical recall@10
 -- 0.657 instead of 0.661). Rows come best first.
+-- p_among: when the caller already holds the few memories the principal may
+-- see (_few_eligible), the candidates are those, read by id: no full-text
+-- index scan of the whole tenant to keep a handful.
 create or replace function __tenant__._lexical_candidates(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
     p_match tsquery, p_term_queries tsquery[], p_terms text[], p_idf double precision[],
-    p_k1 double precision, p_b double precision, p_avg_length double precision, p_depth integer)
+    p_k1 double precision, p_b double precision, p_avg_length double precision, p_depth integer,
+    p_among bigint[] default null)
 returns table (id bigint, score double precision)
 language plpgsql stable
 security definer
@@ -124,7 +128,7 @@ begin
     with matched as (
         select e.id, e.tsv,
                (%s) / (1 + $10 * (1 - $11 + $11 * length(e.tsv) / $12)) as quick
-          from _eligible_memories($1, $2, $3, $4, $5) e
+          from %s e
          where e.tsv @@ $6
          order by quick desc, e.id
          limit greatest(2 * $13, 100)
@@ -137,14 +141,16 @@ begin
      order by s desc, m.id
      limit $13$q$,
         array_to_string(array(select format('case when e.tsv @@ $7[%1$s] then $9[%1$s] else 0 end', i)
-                                from generate_subscripts(p_term_queries, 1) i), ' + '))
+                                from generate_subscripts(p_term_queries, 1) i), ' + '),
+        case when p_among is null then '_eligible_memories($1, $2, $3, $4, $5)'
+             else '(select m.* from memory m where m.id = any ($14))' end)
     using p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_match, p_term_queries, p_terms, p_idf,
-          p_k1, p_b, p_avg_length, p_depth;
+          p_k1, p_b, p_avg_length, p_depth, p_among;
 end
 $$;
 comment on function __tenant__._lexical_candidates(bigint, text[], text, boolean, timestamptz, tsquery, tsquery[], text[],
                                                     double precision[], double precision, double precision,
-                                                    double precision, integer) is
+                                                    double precision, integer, bigint[]) is
     'Internal: BM25 over the eligible memories matching p_match, best p_depth first.';
 
 -- The lexical arm over memories: the query's terms, pruned by the corpus
@@ -155,9 +161,11 @@ comment on function __tenant__._lexical_candidates(bigint, text[], text, boolean
 -- which query recruited and whether it was narrower than every term).
 -- p_settings: the tenant's settings when the caller has read them already
 -- (reading them costs as much as the pruning).
+-- p_among: the few memories the principal may see, when the caller knows
+-- them (_few_eligible); every kept term then recruits among them at once.
 create or replace function __tenant__._lexical_arm(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
-    p_query text, p_depth integer, p_settings jsonb default null)
+    p_query text, p_depth integer, p_settings jsonb default null, p_among bigint[] default null)
 returns table (ids bigint[], scores double precision[], terms text[], dropped text[], term_stats text,
                recruited_by tsquery, recruited boolean)
 language plpgsql stable
@@ -196,12 +204,17 @@ begin
                         (v_set ->> 'prune_df_ratio')::double precision) p;
     v_term_queries := array(select quote_literal(t)::tsquery from unnest(v_kept) t);
     v_recruiters := _lexical_recruiters(v_kept, v_kept_df, p_depth, (v_set ->> 'lexical_match_budget')::bigint);
+    if p_among is not null then
+        -- Narrower recruiters bound the matching work over a large eligible
+        -- set; over a few memories they would only add a pass.
+        v_recruiters := v_recruiters[cardinality(v_recruiters):];
+    end if;
     for i in 1 .. cardinality(v_recruiters) loop
         select coalesce(array_agg(c.id order by c.ord), '{}'), coalesce(array_agg(c.score order by c.ord), '{}')
           into ids, scores
           from _lexical_candidates(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, v_recruiters[i],
                                    v_term_queries, v_kept, v_idf, (v_set ->> 'bm25_k1')::double precision,
-                                   (v_set ->> 'bm25_b')::double precision, v_avg_length, p_depth)
+                                   (v_set ->> 'bm25_b')::double precision, v_avg_length, p_depth, p_among)
                with ordinality as c(id, score, ord);
         recruited_by := v_recruiters[i];
         exit when cardinality(ids) >= p_depth;
@@ -210,5 +223,5 @@ begin
     return next;
 end
 $$;
-comment on function __tenant__._lexical_arm(bigint, text[], text, boolean, timestamptz, text, integer, jsonb) is
+comment on function __tenant__._lexical_arm(bigint, text[], text, boolean, timestamptz, text, integer, jsonb, bigint[]) is
     'Internal: recall''s lexical arm: pruned query terms, BM25 over the eligible memories, best p_depth first.';

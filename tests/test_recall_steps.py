@@ -99,6 +99,35 @@ def test_lexical_arm_reports_terms_pruning_statistics_and_recruitment(db, acme):
                    "null, 'the', 4)", (peer(db, "ana"),)) == ([], [], None)
 
 
+def test_few_eligible_reads_the_ids_a_principal_may_see_only_when_they_are_few(db, acme):
+    mine = [put(acme, f"ben's note {i}", audience="ben") for i in range(3)]
+    shared = put(acme, "a note for everyone")
+    for i in range(5):
+        put(acme, f"ana's note {i}", audience="ana")
+    few = "select acme._few_eligible(%s, '{default}', 'converse', false, null, %s)"
+    assert sorted(one(db, few, (peer(db, "ben"), 10))[0]) == sorted(mine + [shared])
+    assert one(db, few, (peer(db, "ben"), 4))[0] is None  # four eligible: not fewer than four
+    assert one(db, few, (peer(db, "ben"), 0))[0] is None  # exact_dense_below 0: never few
+
+
+def test_lexical_arm_among_few_eligible_ranks_as_the_whole_index_does(db, acme):
+    """Given the few ids a principal may see, the arm reads them by id instead of the text index: the
+    ranking is the one the general path reaches with every kept term."""
+    for i in range(30):
+        put(acme, f"coffee and tea notes {i}", audience="ana")  # matches the principal may not see
+    visible = [put(acme, text, audience="ben") for text in
+               ("coffee with milk", "tea at noon", "coffee and tea, twice coffee", "nothing relevant")]
+    ben = peer(db, "ben")
+    general = one(db, "select ids, scores, recruited_by::text from acme._lexical_arm(%s, '{default}', 'converse', "
+                      "false, null, 'coffee tea', 10)", (ben,))
+    among = one(db, "select ids, scores, recruited_by::text from acme._lexical_arm(%s, '{default}', 'converse', "
+                    "false, null, 'coffee tea', 10, null, %s)", (ben, visible))
+    assert general[2] == among[2] == "'coffe' | 'tea'"
+    assert among[0] == general[0] and set(among[0]) == set(visible[:3])
+    assert among[1] == pytest.approx(general[1])
+    assert among[0][0] == visible[2]  # both terms, coffee twice
+
+
 # -- 3. the dense arm ----------------------------------------------------------------------------
 
 def test_dense_reason_says_why_the_arm_cannot_run(db, acme, conninfo):
