@@ -163,9 +163,12 @@ def markdown(r: dict) -> str:
     lines.append(f"- facts_as_of (valid at T1 as known at T2): p50 {f['p50_ms']:.2f} ms, p95 {f['p95_ms']:.2f} ms")
     two = r["traversal"]["2"]
     lines += ["", "Targets:",
-              f"- assert_fact >= 1,000 facts/s: single calls {'met' if a['per_second'] >= 1000 else 'NOT met'}, "
-              f"one batching writer {'met' if a['batched_per_second'] >= 1000 else 'NOT met'}, "
-              f"two batching writers {'met' if a['two_writers_per_second'] >= 1000 else 'NOT met'}",
+              f"- single assert_fact calls >= 500 facts/s: {'met' if a['per_second'] >= 500 else 'NOT met'} "
+              f"({a['per_second']:.0f})",
+              f"- assert_facts, one batching writer >= 1,000 facts/s: "
+              f"{'met' if a['batched_per_second'] >= 1000 else 'NOT met'} ({a['batched_per_second']:.0f}); "
+              f"two batching writers: {'met' if a['two_writers_per_second'] >= 1000 else 'NOT met'} "
+              f"({a['two_writers_per_second']:.0f})",
               f"- 2-hop p95 <= 10 ms at {g['entities']:,} entities / {g['facts']:,} facts: "
               f"{'met' if two['p95_ms'] <= 10 else 'NOT met'}"]
     return "\n".join(lines) + "\n"
