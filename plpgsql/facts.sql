@@ -147,8 +147,8 @@ end
 $$;
 comment on function __tenant__._names_human_peer(text, text) is 'Internal: whether a name denotes a human peer (role policy).';
 
--- Its statements (and its helpers') are planned once per session, not per
--- call: re-made custom plans were ~20% of a fact's server time.
+-- assert_fact() checks who asks and where, then runs _assert_fact();
+-- assert_facts() checks them once for its whole batch.
 create or replace function __tenant__.assert_fact(
     p_principal     text,
     p_scopes        text[],
@@ -173,8 +173,47 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_saved_plan_mode text := current_setting('plan_cache_mode');
     v_principal bigint := _peer_id(p_principal);
+begin
+    perform _check_write_scope(p_scope, p_scopes);
+    return query
+    select a.fact_id, a.outcome, a.closed_facts
+      from _assert_fact(v_principal, p_scope, p_subject, p_predicate, p_object, p_evidence, p_statement,
+                        p_valid_from, p_valid_to, p_confidence, p_observer, p_audience, p_purposes,
+                        p_subject_type, p_object_type) a;
+end
+$$;
+comment on function __tenant__.assert_fact(text, text[], text, text, text, text, jsonb, text, timestamptz, timestamptz,
+                                           double precision, text, text, text[], text, text) is
+    'Asserts a fact with verbatim evidence; a single-valued predicate''s overlapping current value is closed and split, never overwritten.';
+
+-- Its statements (and its helpers') are planned once per session, not per
+-- call: re-made custom plans were ~20% of a fact's server time.
+create or replace function __tenant__._assert_fact(
+    p_principal_id  bigint,                      -- checked by the caller, as is the scope written
+    p_scope         text,
+    p_subject       text,
+    p_predicate     text,
+    p_object        text,
+    p_evidence      jsonb,
+    p_statement     text,
+    p_valid_from    timestamptz,
+    p_valid_to      timestamptz,
+    p_confidence    double precision,
+    p_observer      text,
+    p_audience      text,
+    p_purposes      text[],
+    p_subject_type  text,
+    p_object_type   text
+)
+returns table (fact_id bigint, outcome text, closed_facts bigint[])
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_saved_plan_mode text := current_setting('plan_cache_mode');
+    v_principal bigint := p_principal_id;
     v_observer bigint := case when p_observer is null then null else _peer_id(p_observer, 'observer') end;
     v_audience bigint := case when p_audience is null then null else _peer_id(p_audience, 'audience') end;
     v_purposes text[];
@@ -199,7 +238,6 @@ declare
     v_not_only_assistant boolean;
 begin
     perform set_config('plan_cache_mode', 'force_generic_plan', true);
-    perform _check_write_scope(p_scope, p_scopes);
     select * into v_pred from predicate pr where pr.name = p_predicate;
     if v_pred.name is null then
         perform _fail('PR111', format('unknown predicate %s', coalesce(quote_literal(p_predicate), 'NULL')),
@@ -330,9 +368,9 @@ begin
                                      when cardinality(v_closed) > 0 then 'superseded' else 'inserted' end, v_closed;
 end
 $$;
-comment on function __tenant__.assert_fact(text, text[], text, text, text, text, jsonb, text, timestamptz, timestamptz,
-                                           double precision, text, text, text[], text, text) is
-    'Asserts a fact with verbatim evidence; a single-valued predicate''s overlapping current value is closed and split, never overwritten.';
+comment on function __tenant__._assert_fact(bigint, text, text, text, text, jsonb, text, timestamptz, timestamptz,
+                                            double precision, text, text, text[], text, text) is
+    'Internal: assert_fact() for a principal and a scope already checked.';
 
 -- Registers a fact and its evidence rows against their observations.
 create or replace function __tenant__._register_fact(p_fact_id bigint, p_observation_ids bigint[])
@@ -494,12 +532,14 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
+    v_principal bigint := _peer_id(p_principal);
     v_item jsonb;
     v_n integer := 0;
     v_state text;
     v_message text;
     v_hint text;
 begin
+    perform _check_write_scope(p_scope, p_scopes);
     perform _check_object_array(p_items, 'items',
         'Each item: subject, predicate, object, evidence, and optionally statement, valid_from, valid_to, '
         'confidence, observer, audience, purposes, subject_type, object_type.');
@@ -514,7 +554,7 @@ begin
             v_n := v_n + 1;
             return query
             select v_n, a.fact_id, a.outcome, a.closed_facts
-              from assert_fact(p_principal, p_scopes, p_scope, v_item ->> 'subject', v_item ->> 'predicate',
+              from _assert_fact(v_principal, p_scope, v_item ->> 'subject', v_item ->> 'predicate',
                                v_item ->> 'object', v_item -> 'evidence', v_item ->> 'statement',
                                (v_item ->> 'valid_from')::timestamptz, (v_item ->> 'valid_to')::timestamptz,
                                coalesce((v_item ->> 'confidence')::double precision, 1), v_item ->> 'observer',
