@@ -213,7 +213,6 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_saved_plan_mode text := current_setting('plan_cache_mode');
-    v_principal bigint := p_principal_id;
     v_observer bigint := case when p_observer is null then null else _peer_id(p_observer, 'observer') end;
     v_audience bigint := case when p_audience is null then null else _peer_id(p_audience, 'audience') end;
     v_purposes text[];
@@ -321,7 +320,7 @@ begin
         values (p_scope, v_subject, v_pred.name, v_pred.single_valued, v_object, v_object_value,
                 coalesce(_trim(p_statement),
                          format('%s %s %s', _trim(p_subject), replace(v_pred.name, '_', ' '), _trim(p_object))),
-                v_valid, tstzrange(v_now, null), p_confidence, 1, v_observer, v_audience, v_purposes, v_principal)
+                v_valid, tstzrange(v_now, null), p_confidence, 1, v_observer, v_audience, v_purposes, p_principal_id)
         returning id into v_fact;
     end if;
 
