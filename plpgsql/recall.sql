@@ -74,6 +74,11 @@ declare
     v_lex_scores double precision[] := '{}';
     v_dense_reason text;
     v_few bigint[];              -- the ids the principal may see, when they are few
+    v_exact_below integer;       -- fewer eligible than this: exact dense search
+    -- Below this many rows the read that tells few from many costs less than
+    -- the estimate that could spare it (~0.1 ms against ~0.3 us a row).
+    c_estimate_from constant integer := 2000;
+    v_returned integer;
     v_dense_method text;
     v_dense_ids bigint[] := '{}';
     v_dense_cos double precision[] := '{}';
@@ -119,15 +124,32 @@ begin
     -- The dense arm needs to know whether the principal may see only a few
     -- memories (it then searches them exactly); when so, the lexical arm
     -- works among the same ids instead of the whole tenant's text index.
+    -- Learning that they are many reads v_exact_below rows (~1.5 ms at 100k
+    -- memories, more at 1M), so when the planner expects at least twice that
+    -- many, the index is searched first, visiting at most twice v_exact_below
+    -- elements: finding v_depth eligible memories settles it without the
+    -- read. Finding fewer (the estimate was wrong), the read decides as before.
     if v_dense_reason is null then
-        v_few := _few_eligible(v_principal, p_scopes, p_purpose, v_include, p_at, _exact_dense_limit(v_depth, v_set));
+        v_exact_below := _exact_dense_limit(v_depth, v_set);
+        if v_exact_below >= c_estimate_from
+           and _eligible_estimate(v_principal, p_scopes, p_purpose, v_include, p_at) >= 2 * v_exact_below then
+            select a.ids, a.cosines, a.method, a.returned into v_dense_ids, v_dense_cos, v_dense_method, v_returned
+              from _dense_arm(v_principal, p_scopes, p_purpose, v_include, p_at, p_query_embedding, v_depth, v_set,
+                              true, null, 2 * v_exact_below) a;
+            if v_returned < v_depth then
+                v_dense_method := null;
+            end if;
+        end if;
+        if v_dense_method is null then
+            v_few := _few_eligible(v_principal, p_scopes, p_purpose, v_include, p_at, v_exact_below);
+        end if;
     end if;
     if v_mode in ('hybrid', 'lexical') then                                  -- 2.
         select a.ids, a.scores, a.terms, a.dropped, a.term_stats, a.recruited_by, a.recruited
           into v_lex_ids, v_lex_scores, v_terms, v_dropped, v_stats_source, v_recruited_by, v_recruited
           from _lexical_arm(v_principal, p_scopes, p_purpose, v_include, p_at, p_query, v_depth, v_set, v_few) a;
     end if;
-    if v_dense_reason is null then                                           -- 3.
+    if v_dense_reason is null and v_dense_method is null then                -- 3.
         select a.ids, a.cosines, a.method into v_dense_ids, v_dense_cos, v_dense_method
           from _dense_arm(v_principal, p_scopes, p_purpose, v_include, p_at, p_query_embedding, v_depth, v_set,
                           true, v_few) a;
@@ -154,9 +176,13 @@ begin
     -- and set_embedding_version queue them), so the queue answers this. The
     -- count stops at 1000: after a large import, counting a backlog of tens of
     -- thousands would cost every recall ~100 ms until the worker catches up.
+    -- It starts from the queue and looks each job's memory up ("offset 0"
+    -- keeps it a lookup): as a join, the plan made while the queue was full
+    -- read every eligible memory on each recall after the worker emptied it.
     select count(*) into v_missing from (
         select 1 from embedding_job j
-          join _eligible_memories(v_principal, p_scopes, p_purpose, v_include, p_at) e on e.id = j.memory_id
+         where exists (select 1 from _eligible_memories(v_principal, p_scopes, p_purpose, v_include, p_at) e
+                        where e.id = j.memory_id offset 0)
          limit 1001) x;
     v_meta := jsonb_build_object(
         'query', p_query, 'mode', v_mode, 'purpose', p_purpose,

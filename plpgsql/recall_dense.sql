@@ -8,6 +8,8 @@
 --                           exact distances beat the index
 --   _few_eligible           the eligible memories' ids when they are few (one
 --                           read, shared by both arms), else NULL
+--   _eligible_estimate      the planner's estimate of how many memories the
+--                           principal may see (no rows read)
 --   _dense_arm              cosine against the current embeddings of the
 --                           eligible memories, floor dense_floor: exact when
 --                           few are eligible, HNSW with iterative scan otherwise
@@ -104,16 +106,44 @@ $$;
 comment on function __tenant__._few_eligible(bigint, text[], text, boolean, timestamptz, integer) is
     'Internal: the ids of the memories the principal may see when there are fewer than p_below, else NULL.';
 
+-- What the planner expects _eligible_memories to return for these values: it
+-- reads the column statistics (scopes, audiences, purposes), not the rows, so
+-- it costs a plan (~0.1 ms) where _few_eligible reads up to p_below rows. An
+-- estimate only chooses which search to try first; nothing is decided on it.
+create or replace function __tenant__._eligible_estimate(
+    p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz)
+returns double precision
+language plpgsql  -- volatile: PostgreSQL runs EXPLAIN only in a volatile function
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_plan json;
+begin
+    -- Literals, not parameters: a plan for parameters knows nothing of the values.
+    execute format('explain (format json) select 1 from _eligible_memories(%s, %L::text[], %L, %L, %L::timestamptz)',
+                   p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
+       into v_plan;
+    return (v_plan -> 0 -> 'Plan' ->> 'Plan Rows')::double precision;
+end
+$$;
+comment on function __tenant__._eligible_estimate(bigint, text[], text, boolean, timestamptz) is
+    'Internal: the planner''s estimate of how many memories the principal may see (from statistics, no rows read).';
+
 -- The dense arm over memories: the best p_depth eligible memories by cosine
 -- with a current embedding (this model and input version), those at or above
 -- dense_floor, nearest first. One row: ids, cosines, and the method used.
 -- p_settings: the tenant's settings when the caller has read them already;
 -- p_probed: the caller has asked _few_eligible, and p_few is its answer.
+-- p_max_scan: how many index elements the HNSW search may visit before it
+-- gives up (hnsw.max_scan_tuples; NULL: pgvector's setting). returned: how many
+-- eligible memories the search returned before the floor; fewer than p_depth
+-- means the principal may see fewer than p_depth, or the search gave up.
 create or replace function __tenant__._dense_arm(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
     p_query_embedding double precision[], p_depth integer, p_settings jsonb default null,
-    p_probed boolean default false, p_few bigint[] default null)
-returns table (ids bigint[], cosines double precision[], method text)
+    p_probed boolean default false, p_few bigint[] default null, p_max_scan integer default null)
+returns table (ids bigint[], cosines double precision[], method text, returned integer)
 language plpgsql  -- volatile: it sets (and restores) the HNSW settings
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -129,9 +159,13 @@ declare
     -- clause on the function would need rights the owner lacks).
     v_saved_ef text := current_setting('hnsw.ef_search', true);
     v_saved_iterative text := current_setting('hnsw.iterative_scan', true);
+    v_saved_max_scan text := current_setting('hnsw.max_scan_tuples', true);
 begin
     perform set_config('hnsw.ef_search', v_set ->> 'hnsw_ef_search', true);
     perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
+    if p_max_scan is not null then
+        perform set_config('hnsw.max_scan_tuples', greatest(p_max_scan, 1)::text, true);
+    end if;
     -- Few eligible rows: exact distances over them are cheap and exact.
     -- Many: the HNSW index, iterating past rows the filter rejects.
     if not p_probed then
@@ -148,8 +182,9 @@ begin
              order by (me.embedding operator(__ext__.<=>) v_embedding) + 0, me.memory_id
              limit p_depth)
         select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
-               coalesce(array_agg(1 - n.distance order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}')
-          into ids, cosines from nearest n;
+               coalesce(array_agg(1 - n.distance order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
+               count(*)
+          into ids, cosines, returned from nearest n;
     else
         method := 'hnsw';
         -- Eligibility is a per-row filter on the index scan ("offset 0" keeps
@@ -165,14 +200,16 @@ begin
              order by me.embedding operator(__ext__.<=>) v_embedding
              limit p_depth)
         select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
-               coalesce(array_agg(1 - n.distance order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}')
-          into ids, cosines from nearest n;
+               coalesce(array_agg(1 - n.distance order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
+               count(*)
+          into ids, cosines, returned from nearest n;
     end if;
     perform set_config('hnsw.ef_search', coalesce(v_saved_ef, '40'), true);
     perform set_config('hnsw.iterative_scan', coalesce(v_saved_iterative, 'off'), true);
+    perform set_config('hnsw.max_scan_tuples', coalesce(v_saved_max_scan, '20000'), true);
     return next;
 end
 $$;
 comment on function __tenant__._dense_arm(bigint, text[], text, boolean, timestamptz, double precision[], integer, jsonb,
-                                          boolean, bigint[]) is
+                                          boolean, bigint[], integer) is
     'Internal: recall''s dense arm: the eligible memories nearest the query embedding (floor dense_floor), exact or HNSW.';

@@ -90,3 +90,103 @@ def test_a_small_share_of_a_larger_tenant_is_searched_exactly(acme, db, conninfo
     assert method() == ("exact", 9)  # sqrt(12 x 20 x 100) = 155 > 9
     db.execute("select pgrecall.set_tenant_setting('acme', 'exact_dense_below', '0')")
     assert method()[0] == "hnsw"
+
+
+# -- Many eligible: the index first, without reading the eligible rows to count them ---------------
+
+MANY = 4200
+FLOOR = 2000  # exact_dense_below: fewer eligible than this are searched exactly
+
+
+class HashEmbedder:
+    """Unit vectors drawn from a hash of each text. What these tests check (which search runs, how many
+    rows it reads, which memories come back) depends on how many memories are eligible, not on what the
+    vectors mean, and the real model would take half a minute over 8,400 texts."""
+
+    name = "all-MiniLM-L6-v2"
+
+    def embed(self, texts, batch_size=64):
+        import hashlib
+
+        import numpy as np
+
+        out = []
+        for t in texts:
+            seed = int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little")
+            v = np.random.default_rng(seed).standard_normal(384).astype(np.float32)
+            out.append(v / np.linalg.norm(v))
+        return np.stack(out)
+
+
+@pytest.fixture
+def many_eligible(acme, db, conninfo):
+    from pgrecall.worker import Worker
+
+    offsets = acme.append_many([{"body": f"said {i}", "source_role": "user", "actor": "ana"} for i in range(MANY)])
+    acme.remember_many([{"body": f"harbour log entry {i}", "evidence": [off], "purposes": ["converse"]}
+                        for i, off in enumerate(offsets)])
+    Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker"), embedder=HashEmbedder()).drain()
+    # Statistics stay as they are now, whatever the test changes next (autovacuum would refresh them).
+    db.execute("alter table acme.memory set (autovacuum_enabled = false)")
+    db.execute("analyze acme.memory")
+    db.execute("analyze acme.memory_embedding")
+    db.execute("select * from acme.refresh_term_stats()")  # else each recall counts its terms' frequencies live
+    db.execute(f"select pgrecall.set_tenant_setting('acme', 'exact_dense_below', '{FLOOR}')")
+    # Hashed vectors are near-orthogonal: with no floor every search returns all it finds.
+    db.execute("select pgrecall.set_tenant_setting('acme', 'dense_floor', '-1')")
+    return list(map(float, HashEmbedder().embed(["harbour log entry 7"])[0]))
+
+
+def dense_recall(conninfo, principal: str, query: list[float]) -> tuple[int, list[int], str]:
+    """Rows of acme.memory one dense recall read, the ids it returned, and the dense method it reports."""
+    import psycopg
+
+    from test_plans_stay_probes import rows_read
+
+    with psycopg.connect(conninfo.dsn(user="pgrecall_acme_app")) as conn:
+        before = rows_read(conn, "acme.memory")
+        items, meta = conn.execute("select items, meta from acme.recall_answer(%s, '{default}', 'harbour', "
+                                   "'converse', %s, 'dense', 20)", (principal, query)).fetchone()
+        read = rows_read(conn, "acme.memory") - before
+    return read, [i["memory_id"] for i in items], meta["dense_method"]
+
+
+def test_many_eligible_are_searched_through_the_index_without_reading_them_first(many_eligible, conninfo):
+    """Telling few from many by reading up to exact_dense_below eligible rows costs ~0.3 us a row on every
+    recall (1.5 ms at 100k memories, 5 ms at 1M). When the planner expects many, the index is searched
+    first and finding enough settles it."""
+    read, found, method = dense_recall(conninfo, "ana", many_eligible)
+    assert method == "hnsw"
+    assert len(found) == 20
+    assert read < FLOOR // 4, f"a dense recall read {read} memories to find 20 of {MANY} eligible"
+
+
+def test_a_wrong_estimate_still_searches_the_few_eligible_exactly(many_eligible, acme, db, conninfo):
+    """Statistics taken while ana could see every memory: now she may see 12. The planner still expects
+    thousands; the index search finds fewer than asked, and the few are then searched exactly, all of them."""
+    ben = db.execute("select id from acme.peer where name = 'ben'").fetchone()[0]
+    kept = [r[0] for r in db.execute("select id from acme.memory order by id limit 12")]
+    db.execute("update acme.memory set audience_peer_id = %s where not id = any(%s)", (ben, kept))
+    estimate = db.execute("select acme._eligible_estimate((select id from acme.peer where name = 'ana'), "
+                          "'{default}', 'converse', false, null)").fetchone()[0]
+    assert estimate >= 2 * FLOOR  # the statistics are stale, as meant
+    _, found, method = dense_recall(conninfo, "ana", many_eligible)
+    assert method == "exact"
+    assert sorted(found) == sorted(kept)
+
+
+def test_counting_missing_embeddings_reads_the_queue_not_every_eligible_memory(many_eligible, conninfo):
+    """The queue's statistics still count the 8,400 jobs the worker has just done: a plan made from them
+    joined the empty queue to every memory the principal may see, on every recall until autovacuum came.
+    (A query of stop words only: the lexical arm then reads nothing either.)"""
+    import psycopg
+
+    from test_plans_stay_probes import rows_read
+
+    with psycopg.connect(conninfo.dsn(user="pgrecall_acme_app")) as conn:
+        before = rows_read(conn, "acme.memory")
+        meta = conn.execute("select meta from acme.recall_answer('ana', '{default}', 'of the', 'converse', "
+                            "null, 'lexical', 5)").fetchone()[0]
+        read = rows_read(conn, "acme.memory") - before
+    assert meta["missing_embeddings"] == 0
+    assert read < FLOOR // 4, f"a lexical recall read {read} memories of {MANY}"
