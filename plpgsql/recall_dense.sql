@@ -24,8 +24,11 @@ begin
     if p_query_embedding is not null
        and (cardinality(p_query_embedding) <> 384 or array_ndims(p_query_embedding) <> 1
             or array_position(p_query_embedding, null) is not null
-            or exists (select 1 from unnest(p_query_embedding) x
-                        where x in ('NaN'::float8, 'Infinity'::float8, '-Infinity'::float8))) then
+            -- array_position scans in C (NaN equals NaN for float8), where
+            -- unnesting the 384 numbers into rows cost ~0.1 ms a recall
+            or array_position(p_query_embedding, 'NaN'::float8) is not null
+            or array_position(p_query_embedding, 'Infinity'::float8) is not null
+            or array_position(p_query_embedding, '-Infinity'::float8) is not null) then
         perform _fail('PR154', format('the query embedding must be 384 finite numbers, not %s',
                                       coalesce(array_dims(p_query_embedding), 'empty')),
                       'Embed the query with the tenant''s model (all-MiniLM-L6-v2 gives 384 numbers), or pass NULL.');

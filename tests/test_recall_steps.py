@@ -6,6 +6,7 @@ ones that the composition is exactly these steps."""
 import dataclasses
 import math
 
+import psycopg
 import pytest
 
 from test_recall import TOPICS, embed_all, embedded_texts, embedder, ids, put  # noqa: F401 (a fixture)
@@ -143,6 +144,16 @@ def test_dense_reason_says_why_the_arm_cannot_run(db, acme, conninfo):
     with pytest.raises(Exception) as info:
         db.execute("select acme._dense_reason(%s, null)", ([0.1, 0.2, 0.3],))
     assert info.value.sqlstate == "PR154"  # WrongDimensions
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, None])
+def test_one_number_that_is_not_finite_makes_a_query_embedding_malformed(db, acme, bad):
+    vector = [0.05] * 383 + [bad]
+    with pytest.raises(psycopg.Error) as info:
+        db.execute("select acme._check_query_embedding(%s)", (vector,))
+    assert info.value.sqlstate == "PR154"
+    assert "384 finite numbers" in info.value.diag.message_primary
+    db.execute("select acme._check_query_embedding(%s)", ([0.05] * 384,))  # and a good one passes
 
 
 @pytest.mark.parametrize("path", ["exact", "hnsw"])
