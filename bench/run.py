@@ -392,7 +392,11 @@ def _or_query(conn, text: str) -> str:
     return " | ".join(f"'{t}'" for t in terms)
 
 
-def time_queries(dsn: str, fn, queries: list, warmup: int = 10, setup=None) -> dict:
+def time_queries(dsn: str, fn, queries: list, warmup: int | None = None, setup=None) -> dict:
+    """Each query's time, after an untimed pass over the first ``warmup`` of them (None: all). A full pass
+    first puts every mode on the same footing: with 10 warm-up queries the mode timed first after the bare
+    table's build paid for the pages that build had pushed out of the cache (at 1M, hybrid measured 38 ms
+    p50 where its arms measured after it took 13 and 9)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         if setup:
             setup(conn)
@@ -403,7 +407,7 @@ def time_queries(dsn: str, fn, queries: list, warmup: int = 10, setup=None) -> d
             started = time.perf_counter()
             fn(conn, q)
             times.append((time.perf_counter() - started) * 1000)
-    return summary(times)
+    return {**summary(times), "warmup": len(queries[:warmup])}
 
 
 def baseline_latency(admin: str, table: str, qtexts: list[str], qvecs: np.ndarray, ef: int,
