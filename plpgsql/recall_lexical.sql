@@ -123,7 +123,10 @@ begin
     if p_among is not null then
         -- The few are read by id whatever the terms are, so one plan serves
         -- every call (planning the dynamic statement below cost ~0.3 ms, as
-        -- much as the rest of the arm over 200 memories).
+        -- much as the rest of the arm over 200 memories). Its scores are the
+        -- dynamic statement's, and _passage_lexical_arm's over passages: a
+        -- change to BM25 here is a change to all three. A shared per-row
+        -- function would cost a call per matched row on the hot path.
         return query
         with matched as (
             select e.id, e.tsv,

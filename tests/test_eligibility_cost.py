@@ -137,26 +137,27 @@ def many_eligible(acme, db, conninfo):
     return list(map(float, HashEmbedder().embed(["harbour log entry 7"])[0]))
 
 
-def dense_recall(conninfo, principal: str, query: list[float]) -> tuple[int, list[int], str]:
-    """Rows of acme.memory one dense recall read, the ids it returned, and the dense method it reports."""
+def recall_reading(conninfo, query: str, embedding: list[float] | None, mode: str,
+                   limit: int = 20) -> tuple[int, list[int], dict]:
+    """Rows of acme.memory one recall by ana read, the ids it returned, and its metadata."""
     import psycopg
 
     from test_plans_stay_probes import rows_read
 
     with psycopg.connect(conninfo.dsn(user="pgrecall_acme_app")) as conn:
         before = rows_read(conn, "acme.memory")
-        items, meta = conn.execute("select items, meta from acme.recall_answer(%s, '{default}', 'harbour', "
-                                   "'converse', %s, 'dense', 20)", (principal, query)).fetchone()
+        items, meta = conn.execute("select items, meta from acme.recall_answer('ana', '{default}', %s, "
+                                   "'converse', %s, %s, %s)", (query, embedding, mode, limit)).fetchone()
         read = rows_read(conn, "acme.memory") - before
-    return read, [i["memory_id"] for i in items], meta["dense_method"]
+    return read, [i["memory_id"] for i in items], meta
 
 
 def test_many_eligible_are_searched_through_the_index_without_reading_them_first(many_eligible, conninfo):
     """Telling few from many by reading up to exact_dense_below eligible rows costs ~0.3 us a row on every
     recall (1.5 ms at 100k memories, 5 ms at 1M). When the planner expects many, the index is searched
     first and finding enough settles it."""
-    read, found, method = dense_recall(conninfo, "ana", many_eligible)
-    assert method == "hnsw"
+    read, found, meta = recall_reading(conninfo, "harbour", many_eligible, "dense")
+    assert meta["dense_method"] == "hnsw"
     assert len(found) == 20
     assert read < FLOOR // 4, f"a dense recall read {read} memories to find 20 of {MANY} eligible"
 
@@ -170,8 +171,8 @@ def test_a_wrong_estimate_still_searches_the_few_eligible_exactly(many_eligible,
     estimate = db.execute("select acme._eligible_estimate((select id from acme.peer where name = 'ana'), "
                           "'{default}', 'converse', false, null)").fetchone()[0]
     assert estimate >= 2 * FLOOR  # the statistics are stale, as meant
-    _, found, method = dense_recall(conninfo, "ana", many_eligible)
-    assert method == "exact"
+    _, found, meta = recall_reading(conninfo, "harbour", many_eligible, "dense")
+    assert meta["dense_method"] == "exact"
     assert sorted(found) == sorted(kept)
 
 
@@ -179,14 +180,6 @@ def test_counting_missing_embeddings_reads_the_queue_not_every_eligible_memory(m
     """The queue's statistics still count the 8,400 jobs the worker has just done: a plan made from them
     joined the empty queue to every memory the principal may see, on every recall until autovacuum came.
     (A query of stop words only: the lexical arm then reads nothing either.)"""
-    import psycopg
-
-    from test_plans_stay_probes import rows_read
-
-    with psycopg.connect(conninfo.dsn(user="pgrecall_acme_app")) as conn:
-        before = rows_read(conn, "acme.memory")
-        meta = conn.execute("select meta from acme.recall_answer('ana', '{default}', 'of the', 'converse', "
-                            "null, 'lexical', 5)").fetchone()[0]
-        read = rows_read(conn, "acme.memory") - before
+    read, _, meta = recall_reading(conninfo, "of the", None, "lexical", 5)
     assert meta["missing_embeddings"] == 0
     assert read < FLOOR // 4, f"a lexical recall read {read} memories of {MANY}"
