@@ -102,7 +102,10 @@ begin
     if v_id is not null then
         return v_id;
     end if;
-    delete from lease_holder h where not (h.id in (select _lease_holders_alive()));
+    -- the holders whose backend is gone; one another registering session is deleting is left to it
+    delete from lease_holder h
+     where h.id in (select d.id from lease_holder d where not (d.id in (select _lease_holders_alive()))
+                       for update skip locked);
     while v_id is null loop
         -- random, as the lease_session of an earlier release was: an id is not handed out twice in a row
         insert into lease_holder (id, backend_pid, backend_role, backend_start)
