@@ -15,7 +15,7 @@
 create table __tenant__.lock_stripe (
     stripe integer primary key check (stripe >= 0 and stripe < 4096)
 );
-insert into __tenant__.lock_stripe (stripe) select s from generate_series(0, 4095) s;
+insert into __tenant__.lock_stripe (stripe) select generate_series(0, 4095);
 comment on table __tenant__.lock_stripe is
     'Row locks that serialise writers (plpgsql/locks.sql): one row per stripe, 4096, fixed.';
 
@@ -66,10 +66,10 @@ comment on table __tenant__.notification_channel is
 alter table __tenant__.erasure_request
     add column rewritten_at timestamptz,
     add column rewritten_tables text[],
-    add column rewrite_lsn pg_lsn,
+    add column rewrite_lsn pg_catalog.pg_lsn,
     add column flushed_at timestamptz,
     add column flushed_by text,
-    add column flush_redo_lsn pg_lsn,
+    add column flush_redo_lsn pg_catalog.pg_lsn,
     add column still_held_by jsonb;
 comment on column __tenant__.erasure_request.rewritten_at is
     'When every table the erasure touched was rewritten (new files, indexes and TOAST rebuilt): no page keeps the erased rows.';
