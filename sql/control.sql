@@ -162,7 +162,11 @@ declare
 begin
     if v_problem is not null then
         raise exception using errcode = 'PR001',
-            message = format('invalid tenant name %s: %s', coalesce(quote_literal(p_name), 'NULL'), v_problem),
+            -- a name's start names it well enough, and a caller chose its size (this reaches the server log)
+            message = format('invalid tenant name %s: %s',
+                             coalesce(quote_literal(left(p_name, 100)) || case when length(p_name) > 100
+                                      then format(' (%s characters in all)', length(p_name)) else '' end, 'NULL'),
+                             v_problem),
             hint = 'Use 1 to 47 characters: a lowercase letter, then lowercase letters, digits or underscores.';
     end if;
     return p_name;
