@@ -8,9 +8,15 @@ never reads them, but it deletes and re-queues the vectors whose input held an e
 memory's input holds the turns around its evidence). Results: bench/results/latest-erase.md, the
 runs in bench/results/archive/.
 
+With --rewrite each erasure is followed by what `pgrecall erase --rewrite` does: rewrite_erased() once
+per touched table, each in its own transaction (the table is locked ACCESS EXCLUSIVE for that whole
+call, so its time is how long the table was locked), then pgrecall.flush_erasure() as the superuser
+(pg_statistic rewritten, WAL switched, CHECKPOINT).
+
     python -m bench.erase                    # 1,000,000 memories (ingest takes a while)
     python -m bench.erase --size 100000
     python -m bench.erase --size 100000 --vectors
+    python -m bench.erase --size 100000 --vectors --rewrite --subjects 1
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=str(HERE / "results"))
     parser.add_argument("--vectors", action="store_true",
                         help="give every memory a (random) vector before erasing, as the worker would")
+    parser.add_argument("--rewrite", action="store_true",
+                        help="after each erasure, rewrite the tables it touched and flush (pgrecall erase --rewrite)")
     parser.add_argument("--explain", action="store_true",
                         help="log the plans of the erasures' nested statements slower than 100 ms")
     args = parser.parse_args(argv)
@@ -86,6 +94,11 @@ def main(argv=None) -> int:
                 runs.append({"subject": subject, "seconds": seconds, "observations": row[0], "rows_erased": row[1],
                              "residual_zero": set(row[2].values()) == {0}})
                 log(f"{subject}: {seconds * 1000:.0f} ms, {row[0]} observations")
+                if args.rewrite:
+                    runs[-1]["rewrite"] = rewrite(conn, admin, tenant)
+                    w = runs[-1]["rewrite"]
+                    log(f"{subject}: rewrite {w['seconds']:.1f} s, longest lock {w['longest_lock_seconds']:.1f} s "
+                        f"({w['longest_lock_table']}), flush {w['flush_seconds']:.1f} s")
         report["erasures"] = runs
         if args.explain:
             with open(log_file, encoding="utf-8", errors="replace") as fh:
@@ -100,12 +113,53 @@ def main(argv=None) -> int:
                f"{r['rows_erased'].get('memory', 0)} memories, {r['rows_erased'].get('memory_embedding', 0)} of their "
                f"vectors, {r['rows_erased'].get('embedding_input', 0)} neighbours' vectors re-queued; "
                f"residual zero: {r['residual_zero']}" for r in runs],
+             *rewrite_lines(runs),
              "", f"Target: one subject among {args.size:,} in <= 1 s: median {report['median_seconds'] * 1000:.0f} ms, "
              f"{'met' if report['median_seconds'] <= 1 else 'NOT met'}."]
     md = "\n".join(lines) + "\n"
     write_report(Path(args.out), "erase", report, md)
     print(md)
     return 0
+
+
+def rewrite(conn: psycopg.Connection, superuser: str, tenant: str) -> dict:
+    """What `pgrecall erase --rewrite` does after the newest erasure, timed: one rewrite_erased() per touched
+    table (each its own transaction, so its time is how long that table was locked ACCESS EXCLUSIVE), then
+    pgrecall.flush_erasure() as the superuser."""
+    request, touched = conn.execute(f"select id, tables_touched from {tenant}.erasure_requests(1)").fetchone()
+    tables = []
+    started = time.perf_counter()
+    for table in touched:
+        size = conn.execute("select pg_total_relation_size(%(t)s::regclass) + coalesce((select sum("
+                            "pg_total_relation_size(p.relid)) from pg_partition_tree(%(t)s::regclass) p "
+                            "where p.relid <> %(t)s::regclass), 0)::bigint", {"t": f"{tenant}.{table}"}).fetchone()[0]
+        t0 = time.perf_counter()
+        conn.execute(f"select id from {tenant}.rewrite_erased(%s, %s)", (request, [table]))
+        tables.append({"table": table, "seconds": time.perf_counter() - t0, "bytes_before": size})
+    seconds = time.perf_counter() - started
+    with psycopg.connect(superuser, autocommit=True) as su:
+        t0 = time.perf_counter()
+        su.execute("select * from pgrecall.flush_erasure(%s, %s)", (tenant, request))
+        flush = time.perf_counter() - t0
+    longest = max(tables, key=lambda t: t["seconds"])
+    return {"request": request, "seconds": seconds, "tables": tables, "flush_seconds": flush,
+            "longest_lock_seconds": longest["seconds"], "longest_lock_table": longest["table"]}
+
+
+def rewrite_lines(runs: list[dict]) -> list[str]:
+    lines = []
+    for r in runs:
+        if "rewrite" not in r:
+            continue
+        w = r["rewrite"]
+        lines += ["", f"Rewrite after erasing {r['subject']} (request {w['request']}): {w['seconds']:.1f} s for "
+                      f"{len(w['tables'])} tables, one transaction each, then the flush {w['flush_seconds']:.1f} s; "
+                      f"the longest a table was locked ACCESS EXCLUSIVE: {w['longest_lock_seconds']:.1f} s "
+                      f"({w['longest_lock_table']}).", "",
+                  "| table | size before | rewrite (= locked) |", "|---|---:|---:|",
+                  *[f"| {t['table']} | {t['bytes_before'] / 1e6:.1f} MB | {t['seconds']:.2f} s |"
+                    for t in sorted(w["tables"], key=lambda t: -t["seconds"])]]
+    return lines
 
 
 if __name__ == "__main__":

@@ -300,6 +300,10 @@ select acme.complete_embedding_jobs('psql-demo', '{3}', '{1}', '{"[1,2,3]"}', 'a
 -- == <tenant>.release_embedding_jobs
 select acme.release_embedding_jobs('psql-demo', '{3,5}') as released;
 
+-- == <tenant>.listen_channel
+select acme.listen_channel('embed') ~ '^pgrecall_[0-9a-f]{32}$' as secret_name;
+select acme.listen_channel('mail');  -- PR107
+
 -- == <tenant>.freshness
 \c :app
 select * from acme.freshness('assistant', '{default}', 'default');
@@ -592,3 +596,21 @@ select id, statistics_refreshed_at is not null as refreshed, statistics_stale, t
 select tablename, attname from pg_stats s where schemaname = 'acme' and s::text like '%Alfama%' order by 1, 2;
 \c :admin
 select acme.refresh_erasure_statistics(99);  -- PR195
+
+-- == <tenant>.rewrite_erased
+select id, rewritten_at is not null as rewritten, rewritten_tables = tables_touched as every_table
+  from acme.rewrite_erased(5, array['memory']);
+select id, rewritten_at is not null as rewritten, rewritten_tables = tables_touched as every_table
+  from acme.rewrite_erased(5);
+select acme.rewrite_erased(5, array['setting']);  -- PR107
+
+-- == pgrecall.flush_erasure
+\c :su
+select flushed_at is not null as flushed, wal_segment ~ '^[0-9A-F]{24}$' as segment,
+       array(select jsonb_object_keys(still_held_by) order by 1) as still_held_by
+  from pgrecall.flush_erasure('acme', 5);
+select * from pgrecall.flush_erasure('acme', 4);  -- PR014
+
+-- == <tenant>.table_statistics
+\c :admin
+select table_name from acme.table_statistics() where table_name like 'memory%' order by 1;

@@ -65,6 +65,7 @@ begin
                     when r.lawful_basis not in ('consent', 'contract', 'legal_obligation', 'vital_interests',
                                                 'public_task', 'legitimate_interests') then 'PR107'
                     when jsonb_typeof(r.payload) <> 'object' then 'PR107'
+                    when pg_column_size(r.payload) > v_max_bytes or octet_length(r.data_subject_id) > 200 then 'PR151'
                     when not _time_in_range(r.occurred_at) or not _time_in_range(r.retention_until) then 'PR152'
                     when r.session_id <= 0 then 'PR150'
                     when r.session_id is not null
@@ -85,6 +86,10 @@ begin
                                                 'public_task', 'legitimate_interests') then
                          format('lawful_basis %s is not one of consent, contract, legal_obligation, vital_interests, public_task, legitimate_interests', quote_literal(r.lawful_basis))
                     when jsonb_typeof(r.payload) <> 'object' then 'observation payload must be a JSON object'
+                    when pg_column_size(r.payload) > v_max_bytes then
+                         format('observation payload is %s bytes, more than the %s allowed', pg_column_size(r.payload), v_max_bytes)
+                    when octet_length(r.data_subject_id) > 200 then
+                         format('data subject id is %s bytes, more than the 200 allowed', octet_length(r.data_subject_id))
                     when not _time_in_range(r.occurred_at) then
                          format('occurred_at %s is outside years 1 to 9999', r.occurred_at)
                     when not _time_in_range(r.retention_until) then
@@ -124,7 +129,12 @@ begin
                              payload, data_subject_id, lawful_basis, classification, retention_until)
     select p_scope, v_last - v_count + r.ord, r.kind, coalesce(r.occurred_at, now()), r.source_role,
            (select p.id from peer p where p.name = coalesce(r.actor, normalize(p_principal, NFC))), r.session_id, r.body,
-           r.payload, r.data_subject_id, r.lawful_basis, r.classification, r.retention_until
+           r.payload,
+           -- none named: the speaker's data subject, else the session's (a peer passes its subject on, issue #28)
+           coalesce(r.data_subject_id,
+                    (select p.data_subject_ids[1] from peer p where p.name = coalesce(r.actor, normalize(p_principal, NFC))),
+                    (select s.data_subject_ids[1] from session s where s.id = r.session_id)),
+           r.lawful_basis, r.classification, r.retention_until
       from _observation_rows(p_rows) r
      order by r.ord
     returning (log_offset - (v_last - v_count))::integer, log_offset;

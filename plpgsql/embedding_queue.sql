@@ -26,7 +26,7 @@ begin
         insert into embedding_job as j (memory_id) values (new.id)
         on conflict (memory_id) do update
             set generation = j.generation + 1, enqueued_at = clock_timestamp(), leased_by = null, lease_until = null;
-        perform pg_notify('pgrecall_embed___tenant__', '');
+        perform _notify('embed');
     else
         delete from embedding_job j where j.memory_id = new.id;
     end if;
@@ -202,6 +202,7 @@ declare
     v_held bigint[];
     v_stored bigint[];
 begin
+    perform _check_worker(p_worker);
     if p_text_embeddings is not null then
         if cardinality(p_text_embeddings) is distinct from cardinality(p_memory_ids) then
             perform _fail('PR107', 'memory ids and text embeddings must be arrays of one length');
@@ -298,6 +299,7 @@ declare
     v_held bigint[];
     v_stored bigint[];
 begin
+    perform _check_worker(p_worker);
     if not _embedding_results_usable('passage', p_passage_ids, p_generations, p_embeddings, p_model,
                                      p_input_version) then
         return 0;  -- the tenant switched model or version meanwhile; the jobs were re-queued
@@ -402,7 +404,7 @@ begin
         set generation = j.generation + 1, enqueued_at = clock_timestamp(), leased_by = null, lease_until = null;
     get diagnostics v_count = row_count;
     v_count := v_count + _queue_passage_embeddings(coalesce(p_everything, false));
-    perform pg_notify('pgrecall_embed___tenant__', '');
+    perform _notify('embed');
     return v_count;
 end
 $$;
@@ -419,6 +421,7 @@ begin
     if p_model is null or p_model = '' then
         perform _fail('PR107', 'an embedding model name is required');
     end if;
+    perform _check_length(p_model, 'model name', 200);
     if p_input_version is null or p_input_version not in (1, 2) then
         perform _fail('PR107', format('unknown embedding input version %s', coalesce(p_input_version::text, 'NULL')),
                       'Versions are 1 (title and body) and 2 (body with neighbouring turns).');

@@ -137,6 +137,9 @@ comment on function __tenant__._entity_required(text[], text) is 'Internal: the 
 
 -- p_data_subject_id: whose personal data the alias is (a nickname, a
 -- maiden name); erasing that subject removes the alias (plpgsql/erase.sql).
+-- Without it, the alias is the data of the peers it is about (a peer named
+-- like the entity, or like one of its names) and of the principal who gave
+-- it: each passes its data subjects on (issue #28).
 create or replace function __tenant__.add_entity_alias(p_principal text, p_scopes text[], p_scope text,
                                                        p_entity text, p_alias text,
                                                        p_data_subject_id text default null)
@@ -146,12 +149,14 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
+    v_principal bigint;
     v_id bigint;
     v_other bigint;
 begin
-    perform _peer_id(p_principal);
+    v_principal := _peer_id(p_principal);
     perform _check_write_scope(p_scope, p_scopes);
     perform _check_text(p_alias, 'alias', 200, p_blank => 'an alias is empty');
+    perform _check_subject(p_data_subject_id);
     v_id := _entity_required(array[p_scope], p_entity);
     v_other := _entity_named(p_scope, p_alias);
     if v_other is not null and v_other <> v_id then
@@ -161,17 +166,22 @@ begin
     end if;
     update entity e set aliases = array(select distinct a from unnest(e.aliases || _normalize_name(p_alias)) a order by a)
      where e.id = v_id;
-    if p_data_subject_id is not null then
-        insert into entity_alias_subject (entity_id, alias, data_subject_id)
-        values (v_id, _normalize_name(p_alias), p_data_subject_id)
-        on conflict do nothing;
-    end if;
+    insert into entity_alias_subject (entity_id, alias, data_subject_id)
+    select v_id, _normalize_name(p_alias), x.subject
+      from (select p_data_subject_id where p_data_subject_id is not null
+            union
+            select u.subject
+              from entity e, peer p, unnest(p.data_subject_ids) u(subject)
+             where p_data_subject_id is null and e.id = v_id
+               and (p.id = v_principal or _normalize_name(p.name) = e.normalized_name
+                    or _normalize_name(p.name) = any (e.aliases))) x(subject)
+    on conflict do nothing;
     return query select e.id, e.name, e.aliases from entity e where e.id = v_id;
 end
 $$;
 comment on function __tenant__.add_entity_alias(text, text[], text, text, text, text) is
     'Adds an alias under which an entity is found (by recall, traversal and fact lookups); '
-    'with p_data_subject_id, erasing that subject removes it.';
+    'erasing its data subject (p_data_subject_id, else those of the peers it is about and of the principal) removes it.';
 
 -- Merge: the absorbed entity's facts move to the kept one (a current
 -- single-valued fact that would contradict one of the kept entity's is
@@ -257,6 +267,7 @@ declare
     v_principal bigint := _peer_id(p_principal);
 begin
     perform _check_scopes(p_scopes);
+    perform _check_length(p_name, 'entity name', 800);
     -- An entity is listed only when something the principal may see names it:
     -- a name is content too.
     return query

@@ -132,6 +132,7 @@ begin
             if jsonb_typeof(p_selector -> 'data_subject') is distinct from 'string' then
                 perform _fail('PR153', 'a data_subject selector is a string');
             end if;
+            perform _check_subject(p_selector ->> 'data_subject');
             return array(select o.id from observation o where o.data_subject_id = p_selector ->> 'data_subject');
         when 'peer' then
             return array(select o.id from observation o where o.actor_id = _peer_id(p_selector ->> 'peer', 'erased'));
@@ -247,7 +248,9 @@ begin
                                       coalesce(quote_literal(left(p_actor, 40)), 'NULL')),
                       'Pass the administrator or process, e.g. erase(''dpo@example.org'', ...).');
     end if;
-    perform _check_reason(p_reason, 'an erasure needs a reason', 'Say why, e.g. ''data subject request #123''.');
+    perform _check_reason(p_reason, 'an erasure needs a reason', 'Say why, e.g. ''data subject request #123''.', 2000);
+    perform _check_length(p_requested_by, 'requested_by', 500);
+    perform _check_json_size(p_selector, 'an erasure selector', 4096);
     v_observations := _selected_observations(p_selector);
     insert into erasure_request (selector, reason, requested_by, actor, actor_role)
     values (p_selector, _trim(p_reason), p_requested_by, _trim(p_actor), session_user)
@@ -302,7 +305,7 @@ begin
     on conflict (memory_id) do update
         set generation = j.generation + 1, enqueued_at = clock_timestamp(), leased_by = null, lease_until = null;
     if found then
-        perform pg_notify('pgrecall_embed___tenant__', '');
+        perform _notify('embed');
     end if;
     with gone as (
         delete from memory_embedding me where me.memory_id = any (v_neighbours) and me.input_version <> 1
@@ -591,6 +594,7 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 begin
+    perform _check_length(p_actor, 'the actor of an expiry', 800);
     if not (_setting_value('expiry_gate'))::boolean then
         return;  -- retention dates are honoured only where the tenant turned the gate on
     end if;

@@ -248,6 +248,8 @@ begin
     if p_statement is not null then
         perform _check_text(p_statement, 'statement', 2000);
     end if;
+    perform _check_length(p_subject_type, 'subject type', 200);
+    perform _check_length(p_object_type, 'object type', 200);
     if p_confidence is null then
         perform _fail('PR107', 'confidence must be between 0 and 1, not NULL');
     end if;
@@ -572,7 +574,7 @@ begin
                             when v_state = '22003' then 'PR150' else 'PR107' end;
         end if;
         raise exception using errcode = v_state, message = format('%s (item %s)', _clip(v_message), v_n),
-                              hint = coalesce(nullif(v_hint, ''), 'The batch was not written.');
+                              hint = _clip(coalesce(nullif(v_hint, ''), 'The batch was not written.'));
     end;
 end
 $$;

@@ -10,50 +10,76 @@
 --     or (v_holders is not null and lease_session is not null
 --         and not (lease_session = any (v_holders)))
 --
--- How a claim knows that a session is gone: a claiming session holds a
--- session-level advisory lock (class 'pgrl', a random key of its own), taken
--- at its first claim, and each lease records that key. PostgreSQL drops the
--- lock when the session ends, however it ends: a clean exit, SIGKILL of the
--- client (its socket closes), a terminated backend, a server restart. Any
--- role sees every session's locks in pg_locks. pg_stat_activity would not do:
--- it shows other roles' pids but hides their backend_start (and, inside a
--- SECURITY DEFINER function, the caller's own), so a pid found there could be
--- a later session that reused it; a random key is not reused.
+-- How a claim knows that a session is gone: a claiming session registers,
+-- at its first claim, a row of lease_holder naming its backend (pid, login
+-- role and start time, as pg_stat_activity shows them), and each lease
+-- records that row's id. A holder is alive while pg_stat_activity shows a
+-- backend with the same pid, role and start time; the backend goes when the
+-- session ends, however it ends: a clean exit, SIGKILL of the client (its
+-- socket closes), a terminated backend, a server restart. Nothing here can
+-- be held or forged by another role: only the tenant's functions write
+-- lease_holder, and no other role can open a backend as the tenant's login
+-- roles. (An advisory lock per session did this before; any role could read
+-- its key from pg_locks and take it the moment the session ended, keeping a
+-- killed worker's jobs leased to the end of the lease.)
 --
--- The list of holders is read before the claim's query, and a claim that
--- skips locked rows reads each row it may take in its newest committed
--- version: one leased a moment ago by a session whose first claim came after
--- that read. So the update that takes a row whose lease has not expired asks
--- pg_locks again, once it holds the row (_lease_key_alive): a living session's key
--- is there, since a session takes its key before it leases anything. Four
--- workers starting together took each other's fresh leases without it.
+-- The start time tells a pid reused by a later backend from the one that
+-- registered; pg_stat_activity shows it only to the backend's own role, its
+-- members and pg_read_all_stats, so the tenant's owner is made a member of
+-- its login roles (PostgreSQL 16+, inherit only; sql/control.sql). For any
+-- other claiming role (a superuser, PostgreSQL 15) the start time reads NULL
+-- both when a holder registers and when it is checked, and the pid and role
+-- decide: a pid reused by the same role within the lease keeps the dead
+-- session's leases until lease_until, never fewer.
+--
+-- pg_stat_activity is read into a snapshot at its first use in a transaction
+-- and kept until the transaction ends, so every read here starts with
+-- pg_stat_clear_snapshot(): a backend that started after the snapshot would
+-- otherwise look dead to a claim in a long transaction. The list of holders
+-- is read before the claim's query, and a claim that skips locked rows reads
+-- each row it may take in its newest committed version: one leased a moment
+-- ago by a session that registered after that read. So the update that takes
+-- a row whose lease has not expired asks again, once it holds the row
+-- (_lease_holder_alive): a living session's holder row and backend are there,
+-- since a session registers before it leases anything. Four workers starting
+-- together took each other's fresh leases without it.
 --
 -- A session, not a client process: a client that closes its connection
 -- between claiming and completing (psql per call, a pool that closes idle
--- connections, DISCARD ALL or pg_advisory_unlock_all() in between) ends its
--- leases; behind a transaction-mode pooler a lease lives as long as the
--- server connection that claimed it. With leases_end_with_session = false,
--- leases end only at lease_until.
+-- connections) ends its leases; behind a transaction-mode pooler a lease lives
+-- as long as the server connection that claimed it. On Citus the backend is
+-- the one the function runs in: the client's own on the coordinator, or, for
+-- a call delegated to the node holding the tenant's schema, the coordinator's
+-- connection to that node, which Citus may close and reopen while the client
+-- lives (citus.max_cached_connection_lifetime); a lease then looks ended
+-- early, and the worker that held it loses it (PR123, or its results are
+-- dropped), never its correctness. Send one tenant's claims through one node.
+-- With leases_end_with_session = false, leases end only at lease_until.
 
--- The lease keys held now, by backend: the session-level advisory locks of
--- class 'pgrl' in this database (see above). The one place that reads them.
-create or replace function __tenant__._lease_keys()
-returns table (pid integer, lease_key integer)
-language sql volatile
+-- The lease holders alive now: registered, and their backend still running.
+-- The one place that reads pg_stat_activity for liveness.
+create or replace function __tenant__._lease_holders_alive(p_ids integer[] default null)
+returns setof integer
+language plpgsql volatile
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select l.pid, l.objid::bigint::integer
-      from pg_locks l
-     where l.locktype = 'advisory' and l.granted and l.objsubid = 2
-       and l.database = (select d.oid from pg_database d where d.datname = current_database())
-       and l.classid = 1885827692::oid  -- 'pgrl': pgrecall lease
+begin
+    perform pg_stat_clear_snapshot();  -- the backends as they are now, not as this transaction first saw them
+    return query
+    select h.id from lease_holder h
+     where (p_ids is null or h.id = any (p_ids))
+       and exists (select 1 from pg_stat_get_activity(h.backend_pid) a
+                    where a.usesysid = (select r.oid from pg_roles r where r.rolname = h.backend_role)
+                      and a.backend_start is not distinct from h.backend_start);
+end
 $$;
-comment on function __tenant__._lease_keys() is
-    'Internal: the queue lease keys (session-level advisory locks) held now, with the backend holding each.';
+comment on function __tenant__._lease_holders_alive(integer[]) is
+    'Internal: the lease holders (of p_ids, or all) whose backend pg_stat_activity shows now: same pid, role and start time.';
 
--- This session's lease key, taken on its first claim; NULL when leases end
--- only at lease_until.
+-- This session's lease holder, registered on its first claim; NULL when
+-- leases end only at lease_until. Registering also forgets the holders whose
+-- backend is gone, so the table holds about one row per claiming session.
 create or replace function __tenant__._lease_session()
 returns integer
 language plpgsql
@@ -61,27 +87,39 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_key integer;
+    v_role text;
+    v_start timestamptz;
+    v_id integer;
 begin
     if not (_setting_value('leases_end_with_session') #>> '{}')::boolean then
         return null;
     end if;
-    select k.lease_key into v_key from _lease_keys() k where k.pid = pg_backend_pid() limit 1;
-    while v_key is null loop
-        v_key := 1 + floor(random() * 2147483646)::integer;
-        -- try: a key another session (or an unrelated advisory lock) holds is skipped, never waited for
-        if not pg_try_advisory_lock(1885827692, v_key) then  -- class 'pgrl', as _lease_keys() reads it
-            v_key := null;
-        end if;
+    select r.rolname::text, a.backend_start into v_role, v_start
+      from pg_stat_get_activity(pg_backend_pid()) a join pg_roles r on r.oid = a.usesysid;
+    select h.id into v_id from lease_holder h
+     where h.backend_pid = pg_backend_pid() and h.backend_role = v_role
+       and h.backend_start is not distinct from v_start;
+    if v_id is not null then
+        return v_id;
+    end if;
+    -- the holders whose backend is gone; one another registering session is deleting is left to it
+    delete from lease_holder h
+     where h.id in (select d.id from lease_holder d where not (d.id in (select _lease_holders_alive()))
+                       for update skip locked);
+    while v_id is null loop
+        -- random, as the lease_session of an earlier release was: an id is not handed out twice in a row
+        insert into lease_holder (id, backend_pid, backend_role, backend_start)
+        values (1 + floor(random() * 2147483646)::integer, pg_backend_pid(), v_role, v_start)
+        on conflict (id) do nothing
+        returning id into v_id;
     end loop;
-    return v_key;
+    return v_id;
 end
 $$;
 comment on function __tenant__._lease_session() is
-    'Internal: the lease key of this session (a session-level advisory lock), taken on first use; NULL if leases end only at lease_until.';
+    'Internal: the lease holder of this session (its backend, registered on first use); NULL if leases end only at lease_until.';
 
--- The lease keys of every session that holds one; NULL when leases end only
--- at lease_until.
+-- The lease holders alive now; NULL when leases end only at lease_until.
 create or replace function __tenant__._lease_holders()
 returns integer[]
 language sql
@@ -89,22 +127,22 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
     select case when (_setting_value('leases_end_with_session') #>> '{}')::boolean then
-           coalesce((select array_agg(k.lease_key) from _lease_keys() k), '{}') end
+           coalesce((select array_agg(x) from _lease_holders_alive() x), '{}') end
 $$;
 comment on function __tenant__._lease_holders() is
-    'Internal: the lease keys of the sessions that hold queue leases now; NULL if leases end only at lease_until.';
+    'Internal: the ids of the lease holders whose session lives now; NULL if leases end only at lease_until.';
 
--- Whether the session with this lease key still holds it, read now (see above).
-create or replace function __tenant__._lease_key_alive(p_key integer)
+-- Whether this lease holder's session lives, read now (see above).
+create or replace function __tenant__._lease_holder_alive(p_id integer)
 returns boolean
 language sql volatile
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select exists (select 1 from _lease_keys() k where k.lease_key = p_key)
+    select exists (select 1 from _lease_holders_alive(array[p_id]))
 $$;
-comment on function __tenant__._lease_key_alive(integer) is
-    'Internal: whether a session holds this lease key now (read after the claimed row is locked).';
+comment on function __tenant__._lease_holder_alive(integer) is
+    'Internal: whether a lease holder''s session lives now (asked after the claimed row is locked).';
 
 -- The one lease queue. The three queues keep their own tables (their rows
 -- carry different things: a memory or a passage and a generation, a lane
@@ -189,7 +227,7 @@ comment on function __tenant__._lease_over(text) is
 
 -- The lease rule again, for the row as an update locked it: a lease that its
 -- living session took after the holders were read is not over (see the top).
--- It asks pg_locks only about a row whose lease has not expired.
+-- It asks pg_stat_activity only about a row whose lease has not expired.
 create or replace function __tenant__._lease_over_locked()
 returns text
 language sql immutable
@@ -197,10 +235,10 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
     select '(q.lease_until is null or q.lease_until < clock_timestamp() or q.lease_session is null'
-           ' or not _lease_key_alive(q.lease_session))'
+           ' or not _lease_holder_alive(q.lease_session))'
 $$;
 comment on function __tenant__._lease_over_locked() is
-    'Internal: the lease rule as a SQL condition on a locked queue row q, asking pg_locks afresh about its session.';
+    'Internal: the lease rule as a SQL condition on a locked queue row q, asking pg_stat_activity afresh about its session.';
 
 -- A task whose lease ended (expired, or its session did) on its last allowed
 -- attempt is dead: a task that kills its worker every time stops there.
@@ -297,6 +335,7 @@ as $$
 declare
     v_q record;
 begin
+    perform _check_worker(p_worker);
     select * into v_q from _lease_queue(p_queue);
     if not v_q.has_generation then
         perform _fail('PR107', format('queue %s holds items by lease token, not by generation', p_queue));
@@ -350,6 +389,7 @@ declare
     v_q record;
     v_count integer;
 begin
+    perform _check_worker(p_worker);
     select * into v_q from _lease_queue(p_queue);
     execute format('update %1$I q set %3$s where q.%2$I = any ($1) and q.lease_until is not null '
                    'and ($2::text is null or q.leased_by = $2)', v_q.table_name, v_q.key_column, v_q.on_release)

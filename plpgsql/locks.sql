@@ -1,9 +1,18 @@
 -- Serialising writers inside a tenant.
 --
--- Transaction-scoped advisory locks on keys that mix in the tenant's secret
--- salt (lock_salt): the keys differ per tenant and cannot be computed by any
--- role that cannot read that table, so no login role of this tenant or of
--- another one can hold a key a pgrecall function is about to wait for.
+-- Row locks on the tenant's own lock_stripe rows, held to the end of the
+-- transaction. Advisory locks would not do: they are one namespace for the
+-- whole server, and any role can read the keys held from pg_locks and take
+-- them, so another tenant could make these writers wait as long as it liked.
+-- A row of this schema can be locked only by the tenant's functions. A row
+-- lock also holds across a Citus cluster, where the node holding the tenant's
+-- schema decides it, while an advisory lock is one node's.
+--
+-- A key hashes to one of the 4096 stripes: two writers wait for each other
+-- when their keys share a stripe, which for single keys happens rarely and
+-- costs only the wait; batches of hundreds of keys nearly always share one, so
+-- two such batches take turns. The table never grows, and it records nothing
+-- of the keys (a text's hash is a stripe number, not a row).
 
 create or replace function __tenant__._lock(p_purpose text, p_keys text[])
 returns void
@@ -12,13 +21,15 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 begin
-    -- In key order, so that two transactions locking overlapping sets cannot deadlock.
-    perform pg_advisory_xact_lock(k.key)
-       from (select distinct hashtextextended(s.salt || ':' || p_purpose || ':' || u.key, 0) as key
-               from lock_salt s cross join unnest(p_keys) as u(key)
-              where u.key is not null
-              order by 1) k;
+    -- In stripe order (the rows are locked as the sort returns them), so that
+    -- two transactions locking overlapping sets cannot deadlock.
+    perform 1 from lock_stripe s
+     where s.stripe = any (array(select distinct (hashtextextended(p_purpose || ':' || u.key, 0) & 4095)::integer
+                                   from unnest(p_keys) as u(key)
+                                  where u.key is not null))
+     order by s.stripe
+       for no key update;
 end
 $$;
 comment on function __tenant__._lock(text, text[]) is
-    'Internal: takes the transaction-scoped advisory locks of p_keys under p_purpose, salted with the tenant''s secret.';
+    'Internal: locks, to the end of the transaction, the stripes (rows of lock_stripe) that p_keys hash to under p_purpose.';

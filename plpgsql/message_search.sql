@@ -230,6 +230,7 @@ begin
     perform _check_one_of(v_mode, 'message search mode', array['hybrid', 'lexical', 'semantic']);
     perform _check_limit(p_limit, v_max_limit);
     perform _check_text(p_query, 'query', 10000);
+    perform _check_length(p_query_model, 'query model name', 200);
     v_depth := greatest(v_depth, 2 * p_limit);  -- as in recall: each arm gives twice the rows asked for
     if p_peer is not null then
         v_actor := _peer_id(p_peer, 'sender');

@@ -74,7 +74,7 @@ begin
     )
     select (select count(*) from added), (select count(*) from gone) into queued, dropped;
     if queued > 0 then
-        perform pg_notify('pgrecall_embed___tenant__', '');
+        perform _notify('embed');
     end if;
     return next;
 end
@@ -155,7 +155,7 @@ begin
     )
     select count(*), (select count(*) from queued) into v_count, v_queued from written;
     if v_queued > 0 then
-        perform pg_notify('pgrecall_embed___tenant__', '');
+        perform _notify('embed');
     end if;
     perform set_config('plan_cache_mode', v_saved_plan_mode, true);
     return v_count;

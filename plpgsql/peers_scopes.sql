@@ -159,6 +159,21 @@ $$;
 comment on function __tenant__._with_subject(text[], text) is
     'Internal: a row''s data subjects with p_subject added (unchanged when NULL or present).';
 
+-- The data subject of what a peer writes, or what is written about it, when
+-- the call names none (issue #28): the first one the peer was given. A peer
+-- created with a data subject passes it on, so that forgetting to repeat it
+-- on a later call cannot leave the subject's words behind an erasure.
+create or replace function __tenant__._peer_subject(p_peer_id bigint)
+returns text
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select p.data_subject_ids[1] from peer p where p.id = p_peer_id
+$$;
+comment on function __tenant__._peer_subject(bigint) is
+    'Internal: the data subject a peer passes on to what is written by or about it (its first), or NULL.';
+
 create or replace function __tenant__.add_scope(p_name text, p_description text default null)
 returns text
 language plpgsql
@@ -166,10 +181,11 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 begin
-    if p_name is null or p_name !~ '^[a-z0-9][a-z0-9_.:-]{0,63}$' then
+    if p_name is null or octet_length(p_name) > 64 or p_name !~ '^[a-z0-9][a-z0-9_.:-]{0,63}$' then
         perform _fail('PR140', format('invalid scope name %s', _shown(p_name)),
                       'A scope name is 1 to 64 of a-z, 0-9 and _ . : - starting with a letter or digit.');
     end if;
+    perform _check_length(p_description, 'scope description', 2000);
     insert into scope (name, description) values (p_name, p_description)
     on conflict (name) do update set description = coalesce(excluded.description, scope.description);
     return p_name;
@@ -218,6 +234,8 @@ begin
     if p_metadata is null or jsonb_typeof(p_metadata) <> 'object' then
         perform _fail('PR107', 'peer metadata must be a JSON object');
     end if;
+    perform _check_json_size(p_metadata, 'peer metadata', 65536);
+    perform _check_subject(p_data_subject_id);
     select * into v_peer from peer p where p.name = v_name for update;
     if v_peer.id is not null then
         update peer p set metadata = p.metadata || p_metadata,

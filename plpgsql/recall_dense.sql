@@ -52,6 +52,7 @@ declare
     v_version integer := (coalesce(p_settings -> 'embedding_input_version',
                                    _setting_value('embedding_input_version')) #>> '{}')::integer;
 begin
+    perform _check_length(p_query_model, 'query model name', 200);
     if p_query_embedding is null then
         return 'no query embedding';
     end if;

@@ -110,6 +110,7 @@ begin
         perform _fail('PR107', 'correct needs the revision you read (p_expected_revision)');
     end if;
     perform _check_memory_fields(p_body, p_title, null);
+    perform _check_length(p_reason, 'reason', 2000);
     if cardinality(p_evidence) > 0 then
         -- An erasure in the memory's scope (which locks the scope row FOR
         -- UPDATE before it plans what to undo) and a correction citing that

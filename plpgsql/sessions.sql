@@ -102,7 +102,10 @@ create or replace trigger session_peer_counted after insert or update of left_at
     for each row execute function __tenant__._session_peer_counted();
 
 -- p_data_subject_id: whose personal data the name and metadata are; erasing
--- that subject clears them (plpgsql/erase.sql).
+-- that subject clears them (plpgsql/erase.sql). Without it, the principal's
+-- data subject (a peer created with one passes it on), and every peer that
+-- joins adds its own (add_session_peers): a session's name may speak of
+-- anyone in it.
 create or replace function __tenant__.create_session(p_principal text, p_scopes text[], p_scope text,
                                                     p_name text default null, p_metadata jsonb default '{}',
                                                     p_data_subject_id text default null)
@@ -113,34 +116,36 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_id bigint;
+    v_subject text;
 begin
-    perform _peer_id(p_principal);
+    v_subject := coalesce(_check_subject(p_data_subject_id), _peer_subject(_peer_id(p_principal)));
     perform _check_write_scope(p_scope, p_scopes);
     if p_metadata is null or jsonb_typeof(p_metadata) <> 'object' then
         perform _fail('PR107', 'session metadata must be a JSON object');
     end if;
-    if p_name is not null and (_trim(p_name) = '' or char_length(p_name) > 200) then
-        perform _fail('PR107', format('invalid session name %s', quote_literal(p_name)),
+    perform _check_json_size(p_metadata, 'session metadata', 65536);
+    if p_name is not null and (char_length(p_name) > 200 or _trim(p_name) = '') then
+        perform _fail('PR107', format('invalid session name %s', quote_literal(_clip(p_name, 200))),
                       'A session name has 1 to 200 characters, or is NULL for a generated one.');
     end if;
     if p_name is null then
         v_id := nextval(pg_get_serial_sequence('__tenant__.session', 'id'));
         insert into session (id, scope, name, metadata, data_subject_ids)
-        values (v_id, p_scope, 'session ' || v_id, p_metadata, _with_subject('{}', p_data_subject_id));
+        values (v_id, p_scope, 'session ' || v_id, p_metadata, _with_subject('{}', v_subject));
         return v_id;
     end if;
     insert into session as s (scope, name, metadata, data_subject_ids)
-    values (p_scope, p_name, p_metadata, _with_subject('{}', p_data_subject_id))
+    values (p_scope, p_name, p_metadata, _with_subject('{}', v_subject))
     on conflict on constraint session_name_unique do update
         set metadata = s.metadata || excluded.metadata,
-            data_subject_ids = _with_subject(s.data_subject_ids, p_data_subject_id)
+            data_subject_ids = _with_subject(s.data_subject_ids, v_subject)
     returning s.id into v_id;
     return v_id;
 end
 $$;
 comment on function __tenant__.create_session(text, text[], text, text, jsonb, text) is
     'Creates a session in a scope (or, for an existing name, merges metadata into it) and returns its id; '
-    'with p_data_subject_id, erasing that subject clears the name and metadata.';
+    'erasing its data subject (p_data_subject_id, else the principal''s, and those of the peers who join) clears the name and metadata.';
 
 -- A boolean flag from a JSON object: absent or null gives NULL; anything but
 -- a boolean is PR107.
@@ -235,6 +240,19 @@ begin
      where not exists (select 1 from session_peer sp where sp.session_id = v_session.id and sp.peer_id = p.id)
      order by p.id
     on conflict (session_id, peer_id) do nothing;
+
+    -- The session's name and metadata may speak of anyone in it: each peer's
+    -- data subjects join the session's (erasing one clears them, erase.sql).
+    update session s
+       set data_subject_ids = s.data_subject_ids || array(
+               select u.subject from jsonb_array_elements(v_items) with ordinality as x(e, n)
+                 join peer p on p.name = x.e ->> 'peer'
+                cross join lateral unnest(p.data_subject_ids) with ordinality as u(subject, k)
+                where not (u.subject = any (s.data_subject_ids))
+                group by u.subject order by min(x.n), min(u.k))
+     where s.id = v_session.id
+       and exists (select 1 from jsonb_array_elements(v_items) e join peer p on p.name = e ->> 'peer'
+                    where not (p.data_subject_ids <@ s.data_subject_ids));
 
     return query
     select p.name, sp.observe_others, sp.observed_by_others, sp.joined_at
@@ -488,6 +506,9 @@ comment on function __tenant__.add_messages(text, text[], bigint, jsonb) is
 -- session's last message; then a new session opens. The actor joins the
 -- session if it is not in it. p_data_subject_id is the turn's, and also the
 -- session's when the turn opens one: the log's name is written into it then.
+-- Without it, the actor's data subject is (a peer created with one passes it
+-- on); a turn of an actor without one, such as the assistant's reply, is the
+-- session's first subject's (_append_batch).
 create or replace function __tenant__.log_turn(p_principal text, p_scopes text[], p_scope text, p_log text,
                                               p_actor text, p_body text, p_source_role text default null,
                                               p_occurred_at timestamptz default null,
@@ -504,15 +525,19 @@ declare
     v_last timestamptz;
     v_opened boolean := false;
     v_offset bigint;
+    v_subject text;
 begin
     perform _peer_id(p_principal);
     perform _check_write_scope(p_scope, p_scopes);
-    perform _peer_id(p_actor, 'actor');
     perform _check_time(p_occurred_at, 'occurred_at');
-    if p_log is null or _trim(p_log) = '' or char_length(p_log) > 200 then
-        perform _fail('PR107', format('invalid turn log name %s', coalesce(quote_literal(p_log), 'NULL')),
+    perform _check_subject(p_data_subject_id);
+    if p_log is null or char_length(p_log) > 200 or _trim(p_log) = '' then
+        perform _fail('PR107', format('invalid turn log name %s', coalesce(quote_literal(_clip(p_log, 200)), 'NULL')),
                       'A turn log is named by 1 to 200 characters, e.g. the user the bot talks to.');
     end if;
+    -- the turn is its actor's words, and the session it opens is named for the log: the actor's subject
+    -- unless the call names one
+    v_subject := coalesce(p_data_subject_id, _peer_subject(_peer_id(p_actor, 'actor')));
     -- Turns of one log take their session one at a time.
     perform _lock('turn_log', array[p_scope || ':' || p_log]);
     select s.id into v_session from session s
@@ -524,7 +549,7 @@ begin
     if v_session is null or (v_last is not null and v_at - v_last > v_gap) then
         v_session := nextval(pg_get_serial_sequence('__tenant__.session', 'id'));
         insert into session (id, scope, name, turn_log, data_subject_ids)
-        values (v_session, p_scope, format('%s #%s', p_log, v_session), p_log, _with_subject('{}', p_data_subject_id));
+        values (v_session, p_scope, format('%s #%s', p_log, v_session), p_log, _with_subject('{}', v_subject));
         v_opened := true;
     end if;
     if not exists (select 1 from session_peer sp join peer p on p.id = sp.peer_id
@@ -540,4 +565,4 @@ end
 $$;
 comment on function __tenant__.log_turn(text, text[], text, text, text, text, text, timestamptz, text) is
     'Appends a turn to a turn log: to its newest session, or to a new one after a gap of more than turn_gap_seconds; '
-    'p_data_subject_id tags the turn, and the session it opens.';
+    'p_data_subject_id (else the actor''s, else the session''s) tags the turn, and the session it opens.';

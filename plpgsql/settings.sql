@@ -14,7 +14,7 @@ begin
     select s.value into v_value from setting s where s.key = p_key;
     if v_value is null then
         raise exception using errcode = 'PR006',
-            message = format('setting %s is not defined for this tenant', quote_literal(p_key)),
+            message = format('setting %s is not defined for this tenant', quote_literal(_clip(p_key, 100))),
             hint = 'Apply pending migrations with pgrecall.upgrade_tenant().';
     end if;
     return v_value;
@@ -46,6 +46,9 @@ as $$
 declare
     v_old jsonb;
 begin
+    -- bounded first: an unknown key is quoted in the message (and so in the server log)
+    perform _check_length(p_key, 'setting key', 100);
+    perform _check_json_size(p_value, 'setting value', 4096);
     select s.value into v_old from setting s where s.key = p_key for update;
     if v_old is null then
         raise exception using errcode = 'PR006',

@@ -47,6 +47,9 @@ begin
         perform _fail('PR101', format('the %s peer is required', p_role),
                       'Pass the name of a peer created with add_peer().');
     end if;
+    -- A peer name has at most 200 characters (peers_scopes.sql): a longer one names no peer, and is not
+    -- normalised or looked up.
+    perform _check_length(p_name, format('the %s peer''s name', p_role), 800);
     -- Exact after NFC: another case is another (unknown) name, see peers_scopes.sql.
     select p.id into v_id from peer p where p.name = normalize(p_name, NFC);
     if v_id is null then
@@ -75,6 +78,7 @@ begin
         perform _fail('PR103', 'the set of authorised scopes is empty',
                       'Pass the scopes the principal may read, e.g. array[''default''].');
     end if;
+    perform _check_texts(p_scopes, 'scope name', 64);  -- a scope name has at most 64 characters, all ASCII
     select s into v_unknown from unnest(p_scopes) s
      where s is null or not exists (select 1 from scope sc where sc.name = s) limit 1;
     if found then
@@ -166,6 +170,97 @@ end
 $$;
 comment on function __tenant__._check_text(text, text, bigint, text, text) is
     'Internal: PR107 if the text is missing (or blank, given p_blank), PR151 if it is too large.';
+
+-- The bounds of arguments that have no rule of their own (names have theirs,
+-- bodies their settings): checked before the value is used, so a 10 MB value
+-- is refused with PR151 instead of reaching an index (54000) or a message.
+-- 200 characters is a name's bound (a peer, a worker, a data subject id, a
+-- model), so these take bytes: 200 characters of any script fit 800.
+
+-- A text that may be NULL, at most p_max_bytes long.
+create or replace function __tenant__._check_length(p_value text, p_what text, p_max_bytes bigint)
+returns text
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    if octet_length(p_value) > p_max_bytes then
+        perform _fail('PR151', format('%s is %s bytes, more than the %s allowed', p_what, octet_length(p_value),
+                                      p_max_bytes), 'Shorten it.');
+    end if;
+    return p_value;
+end
+$$;
+comment on function __tenant__._check_length(text, text, bigint) is
+    'Internal: PR151 if the text (NULL allowed) is longer than p_max_bytes.';
+
+-- An array of texts (NULL allowed): at most p_max_count of them, each at most
+-- p_max_bytes.
+create or replace function __tenant__._check_texts(p_values text[], p_what text, p_max_bytes bigint,
+                                                   p_max_count integer default 1000)
+returns text[]
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_long bigint;
+begin
+    if cardinality(p_values) > p_max_count then
+        perform _fail('PR150', format('%s: %s of them, more than the %s allowed', p_what, cardinality(p_values),
+                                      p_max_count));
+    end if;
+    select max(octet_length(v)) into v_long from unnest(p_values) v;
+    if v_long > p_max_bytes then
+        perform _fail('PR151', format('a %s is %s bytes, more than the %s allowed', p_what, v_long, p_max_bytes),
+                      'Shorten it.');
+    end if;
+    return p_values;
+end
+$$;
+comment on function __tenant__._check_texts(text[], text, bigint, integer) is
+    'Internal: PR150 if the array has more than p_max_count texts, PR151 if one is longer than p_max_bytes.';
+
+-- A JSON argument (NULL allowed), at most p_max_bytes as stored.
+create or replace function __tenant__._check_json_size(p_value jsonb, p_what text, p_max_bytes bigint)
+returns jsonb
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    if pg_column_size(p_value) > p_max_bytes then
+        perform _fail('PR151', format('%s is %s bytes, more than the %s allowed', p_what, pg_column_size(p_value),
+                                      p_max_bytes), 'Send less, or split it.');
+    end if;
+    return p_value;
+end
+$$;
+comment on function __tenant__._check_json_size(jsonb, text, bigint) is
+    'Internal: PR151 if the JSON value (NULL allowed) takes more than p_max_bytes.';
+
+-- A data subject id: whose personal data a row is (NULL: none named).
+create or replace function __tenant__._check_subject(p_data_subject_id text)
+returns text
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select _check_length(p_data_subject_id, 'data subject id', 200)
+$$;
+comment on function __tenant__._check_subject(text) is 'Internal: PR151 unless a data subject id fits 200 bytes.';
+
+-- Who claims, holds or gives back queued work (recorded as leased_by).
+create or replace function __tenant__._check_worker(p_worker text)
+returns text
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select _check_length(p_worker, 'worker name', 200)
+$$;
+comment on function __tenant__._check_worker(text) is 'Internal: PR151 unless a worker name fits 200 bytes.';
 
 create or replace function __tenant__._check_id(p_id bigint, p_what text)
 returns bigint
@@ -359,6 +454,7 @@ begin
     if p_worker is null or _trim(p_worker) = '' then
         perform _fail('PR107', 'a worker name is required');
     end if;
+    perform _check_worker(p_worker);
     perform _check_limit(p_limit, 10000, 'claim limit');
 end
 $$;
@@ -382,6 +478,7 @@ begin
        or cardinality(p_ids) is distinct from cardinality(p_embeddings) then
         perform _fail('PR107', format('%s ids, generations and embeddings must be arrays of one length', p_what));
     end if;
+    perform _check_length(p_model, 'model name', 200);
     if p_model is distinct from (_setting_value('embedding_model') #>> '{}')
        or p_input_version is distinct from (_setting_value('embedding_input_version') #>> '{}')::integer then
         return false;

@@ -35,7 +35,7 @@ declare
 begin
     select * into v_session from session s where s.id = p_session_id;
     update session s set messages = s.messages + cardinality(p_offsets) where s.id = p_session_id;
-    perform pg_notify('pgrecall_derive___tenant__', '');
+    perform _notify('derive');
     return query
     with msg as (
         select o.id, o.log_offset, o.actor_id, m.n::integer as ord
@@ -217,6 +217,7 @@ declare
                                 (select o.actor_id from observation o where o.id = v_task.observation_id));
     v_bad record;
 begin
+    perform _check_worker(p_worker);
     perform _check_object_array(p_items, 'items',
         'Each item: body, evidence (offsets of the task''s messages), purposes, and optionally kind, title, confidence, about.');
     perform _check_keys(p_items, array['body', 'evidence', 'purposes', 'kind', 'title', 'confidence', 'about'],
@@ -266,6 +267,7 @@ declare
     v_sender text := (select p.name from peer p where p.id = v_task.sender_id);
     v_observer text := (select p.name from peer p where p.id = v_task.observer_id);
 begin
+    perform _check_worker(p_worker);
     if v_task.task_type <> 'representation' then
         perform _fail('PR107', format('task %s is a %s task: only representation tasks assert facts about their sender',
                                       v_task.id, v_task.task_type));
@@ -309,6 +311,8 @@ declare
     v_sender text;
     v_bad record;
 begin
+    perform _check_worker(p_worker);
+    perform _check_json_size(p_result, 'a task result', 1048576);
     v_task := _leased_task(p_task_id, p_lease_token);
     if p_result is null or jsonb_typeof(p_result) <> 'object' then
         perform _fail('PR107', 'a task result is a JSON object', 'E.g. {"observations": [{"text": "...", "memory_id": 7}]}.');
@@ -388,6 +392,8 @@ as $$
 declare
     v_task work_task;
 begin
+    perform _check_worker(p_worker);
+    perform _check_length(p_error, 'a task''s error', 65536);  -- kept cut to 2000 characters
     v_task := _leased_task(p_task_id, p_lease_token);
     -- the token proved the lease: released whoever the worker says it is
     perform _lease_release('task', null, array[v_task.id], p_error);

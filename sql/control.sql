@@ -162,7 +162,11 @@ declare
 begin
     if v_problem is not null then
         raise exception using errcode = 'PR001',
-            message = format('invalid tenant name %s: %s', coalesce(quote_literal(p_name), 'NULL'), v_problem),
+            -- a name's start names it well enough, and a caller chose its size (this reaches the server log)
+            message = format('invalid tenant name %s: %s',
+                             coalesce(quote_literal(left(p_name, 100)) || case when length(p_name) > 100
+                                      then format(' (%s characters in all)', length(p_name)) else '' end, 'NULL'),
+                             v_problem),
             hint = 'Use 1 to 47 characters: a lowercase letter, then lowercase letters, digits or underscores.';
     end if;
     return p_name;
@@ -316,6 +320,22 @@ begin
         'alter default privileges for role %I revoke execute on functions from public; '
         'grant usage on schema %I to %I, %I, %I',
         v_row.owner_role, v_row.name, v_row.app_role, v_row.worker_role, v_row.admin_role), v_row.name);
+    -- A queue lease is alive while the backend that took it runs, known by
+    -- its pid, role and start time in pg_stat_activity (plpgsql/leases.sql),
+    -- which shows the start time only to the backend's role and its members.
+    -- So the owner, whose functions check leases, is a member of the login
+    -- roles: inherit only, no SET ROLE. It gains nothing else: they hold only
+    -- EXECUTE on the owner's own functions. (PostgreSQL 15 cannot grant
+    -- inherit alone to a NOINHERIT role; there a lease is known by pid and
+    -- role, see leases.sql.)
+    if current_setting('server_version_num')::int >= 160000 then
+        foreach v_role in array array[v_row.app_role, v_row.worker_role, v_row.admin_role] loop
+            if not exists (select 1 from pg_auth_members m
+                            where m.roleid = v_role::regrole and m.member = v_row.owner_role::regrole) then
+                execute format('grant %I to %I with inherit true, set false', v_role, v_row.owner_role);
+            end if;
+        end loop;
+    end if;
     return v_row;
 end
 $$;
@@ -590,6 +610,129 @@ end
 $$;
 comment on function pgrecall.drop_tenant(text) is
     'Drops tenant p_name: its schema with all data, its registry row, and its roles unless another database uses them.';
+
+-- The operator's part of forgetting down to the bytes, after the tenant's
+-- admin rewrote the tables an erasure touched (<tenant>.rewrite_erased):
+--   1. pg_statistic is rewritten (CLUSTER): ANALYZE replaced the statistics
+--      that held erased values, but their old rows stay in its pages, and
+--      the catalog is the database's, not the tenant's;
+--   2. the WAL is switched to a new segment and a CHECKPOINT is taken: the
+--      segments before its redo point, which recorded the erased rows being
+--      written, are no longer needed, and are deleted (or, with wal_recycle
+--      on, renamed for reuse and overwritten as new WAL fills them) unless
+--      something still needs them, which the receipt names.
+-- These need what no tenant role holds: MAINTAIN on pg_statistic (a
+-- superuser, or pg_maintain on PostgreSQL 17+), CHECKPOINT (a superuser or
+-- pg_checkpoint) and EXECUTE on pg_switch_wal() (a superuser unless granted),
+-- and the rights to update the tenant's receipt (its installer, or a
+-- superuser). Runs with the caller's rights, like every function here.
+-- Returns the receipt's new columns.
+create or replace function pgrecall.flush_erasure(p_tenant text, p_request_id bigint)
+returns table (flushed_at timestamptz, flush_redo_lsn pg_lsn, wal_segment text, still_held_by jsonb)
+language plpgsql
+set search_path = pg_catalog
+as $$
+declare
+    v_tenant pgrecall.tenant := pgrecall._require_tenant(p_tenant);
+    v_missing text[] := '{}';
+    v_receipt record;
+    v_redo pg_lsn;
+    v_segment text;
+    v_held jsonb;
+    v_slots text;
+    v_replicas text;
+begin
+    if not (select r.rolsuper from pg_roles r where r.rolname = current_user) then
+        if current_setting('server_version_num')::int < 170000 then
+            v_missing := v_missing || 'superuser (PostgreSQL 17 adds pg_maintain, which would do)'::text;
+        elsif not has_table_privilege('pg_catalog.pg_statistic', 'MAINTAIN') then
+            v_missing := v_missing || 'MAINTAIN on pg_statistic (the pg_maintain role)'::text;
+        end if;
+        if not pg_has_role('pg_checkpoint', 'USAGE') then
+            v_missing := v_missing || 'the pg_checkpoint role'::text;
+        end if;
+        if not has_function_privilege('pg_catalog.pg_switch_wal()', 'EXECUTE') then
+            v_missing := v_missing || 'EXECUTE on pg_switch_wal()'::text;
+        end if;
+        if not has_table_privilege(format('%I.erasure_request', p_tenant), 'UPDATE') then
+            v_missing := v_missing || format('UPDATE on %I.erasure_request (the tenant''s installer)', p_tenant);
+        end if;
+    end if;
+    if cardinality(v_missing) > 0 then
+        raise exception using errcode = 'PR013',
+            message = format('role %s may not flush an erasure to disk: it lacks %s', current_user,
+                             array_to_string(v_missing, ', ')),
+            hint = 'Run it as a superuser, or grant those to the operator''s role; '
+                   'pgrecall erase --rewrite runs it on the PGRECALL_DSN connection.';
+    end if;
+    execute format('select r.completed_at, r.rewritten_at, r.rewrite_lsn from %I.erasure_request r where r.id = $1',
+                   p_tenant)
+       into v_receipt using p_request_id;
+    if v_receipt.completed_at is null then
+        raise exception using errcode = 'PR195',
+            message = format('unknown erasure request %s of tenant %s', coalesce(p_request_id::text, 'NULL'),
+                             quote_literal(p_tenant)),
+            hint = 'The tenant''s admin lists the receipts with erasure_requests().';
+    end if;
+    if v_receipt.rewritten_at is null then
+        raise exception using errcode = 'PR014',
+            message = format('erasure request %s of tenant %s is not rewritten yet', p_request_id,
+                             quote_literal(p_tenant)),
+            hint = format('The tenant''s admin runs %I.rewrite_erased(%s) first (pgrecall erase --rewrite does both).',
+                          p_tenant, p_request_id);
+    end if;
+
+    -- 1. the statistics catalog's dead rows (this database's). CLUSTER, since
+    -- VACUUM FULL cannot run in a function; it leaves the index marked as the
+    -- one pg_statistic was clustered on, which only a database-wide CLUSTER
+    -- without arguments would read (a catalog cannot be ALTERed back).
+    cluster pg_catalog.pg_statistic using pg_statistic_relid_att_inh_index;
+    -- 2. past the WAL that recorded the erased rows
+    perform pg_switch_wal();
+    checkpoint;
+    select c.redo_lsn, c.redo_wal_file into v_redo, v_segment from pg_control_checkpoint() c;
+
+    select string_agg(format('%s (restart %s)', s.slot_name, s.restart_lsn), ', ' order by s.slot_name) into v_slots
+      from pg_replication_slots s where s.restart_lsn < v_redo;
+    select string_agg(format('%s (replayed %s)', coalesce(nullif(r.application_name, ''), r.client_addr::text, 'local'),
+                             r.replay_lsn), ', ' order by r.application_name) into v_replicas
+      from pg_stat_replication r;
+    v_held := jsonb_build_object(
+        'wal', format('segments before %s (redo %s): %s', v_segment, v_redo,
+                      concat_ws('; ',
+                          case when current_setting('wal_recycle')::boolean
+                               then 'removed by this checkpoint or kept for reuse with their old bytes until new WAL overwrites them '
+                                    '(wal_recycle is on; with it off they are deleted at once)'
+                               else 'deleted by this checkpoint' end,
+                          case when pg_size_bytes(current_setting('wal_keep_size')) > 0
+                               then format('wal_keep_size keeps the newest %s of them', current_setting('wal_keep_size')) end,
+                          case when v_slots is not null then format('replication slots hold them until they pass %s: %s',
+                                                                      v_redo, v_slots) end)),
+        'wal_archive', case when current_setting('archive_mode') = 'off' then 'none: archive_mode is off'
+                            else format('archived segments before %s hold the words until the archive''s retention '
+                                        'deletes them (last archived: %s)', v_segment,
+                                        coalesce((select a.last_archived_wal from pg_stat_archiver a), 'none')) end,
+        'backups', format('every base backup taken before %s holds them until it is deleted', v_receipt.rewritten_at),
+        'replicas', case when v_replicas is null
+                         then 'no streaming replica is connected now; one that was, or a logical subscriber, has its own copy'
+                         else format('streaming replicas rewrite their files when they replay %s and drop their WAL '
+                                     'at their next restartpoint: %s', v_receipt.rewrite_lsn, v_replicas) end,
+        'server_log', 'a call that failed on the words quotes at most 500 characters of them in the server log, '
+                      'until the log file is removed',
+        'filesystem', 'blocks of the deleted and truncated files keep the bytes until the filesystem reuses them; '
+                      'only disk encryption or wiping free space reaches below the files');
+    execute format('update %I.erasure_request r set flushed_at = clock_timestamp(), flushed_by = current_user, '
+                   'flush_redo_lsn = $2, still_held_by = $3 where r.id = $1 '
+                   'returning r.flushed_at, r.flush_redo_lsn, r.still_held_by', p_tenant)
+       into flushed_at, flush_redo_lsn, still_held_by using p_request_id, v_redo, v_held;
+    wal_segment := v_segment;
+    return next;
+end
+$$;
+comment on function pgrecall.flush_erasure(text, bigint) is
+    'After <tenant>.rewrite_erased(): rewrites pg_statistic, switches the WAL segment and checkpoints, so no relation '
+    'file and no needed WAL holds the erased words; records on the receipt what still may. Superuser, or pg_maintain '
+    '+ pg_checkpoint + EXECUTE on pg_switch_wal() + the tenant''s installer.';
 
 create or replace function pgrecall.list_tenants()
 returns table (name text, owner_role name, app_role name, created_at timestamptz,

@@ -93,6 +93,7 @@ insert into pgrecall.function_duty (function_name, duties, why) values
     ('task_assert_fact',                 '{worker}',           'writes a leased task''s fact, checked against its message'),
     ('complete_task',                    '{worker}',           'completes a leased task'),
     ('fail_task',                        '{worker}',           'gives a leased task back with the error'),
+    ('listen_channel',                   '{worker}',           'the secret channel a worker is woken on: whoever knows it can listen and notify'),
     ('refresh_term_stats',               '{worker,admin}',     'recomputes the lexical statistics'),
     ('term_stats_stale',                 '{worker,admin}',     'whether they need it'),
     -- the back office
@@ -100,5 +101,7 @@ insert into pgrecall.function_duty (function_name, duties, why) values
     ('expire',                           '{admin}',            'erases what passed its retention date'),
     ('erasure_requests',                 '{admin}',            'the receipts name data subjects'),
     ('refresh_erasure_statistics',       '{admin}',            'ANALYZE after an erasure, so pg_stats forgets the erased values'),
+    ('rewrite_erased',                   '{admin}',            'rewrites the tables an erasure touched (exclusive locks while each is copied)'),
+    ('table_statistics',                 '{admin}',            'row counts and activity of the tenant''s tables, for its operators only'),
     ('rebuild_embeddings',               '{admin}',            'queues every memory''s text for the worker'),
     ('set_embedding_version',            '{admin}',            'switches the model: dense recall is dark until re-embedded');

@@ -250,11 +250,13 @@ def test_a_waiting_deriver_is_woken_by_new_messages(acme, conninfo, db):
     try:
         # Listening, and its first look at the queue found nothing: only the notification can wake it
         # within the minute.
+        channel = db.execute("select channel from acme.notification_channel where kind = 'derive'").fetchone()[0]
         wait_until(lambda: db.execute("""
             select exists (select 1 from pg_stat_activity where datname = current_database() and state = 'idle'
-                              and query ilike '%listen%pgrecall_derive_acme%')
+                              and query ilike '%%listen%%' || %s || '%%')
                and exists (select 1 from pg_stat_activity where datname = current_database() and state = 'idle'
-                              and query like '%claim_tasks%')""").fetchone()[0], what="the deriver to wait")
+                              and query like '%%claim_tasks%%')""", (channel,)).fetchone()[0],
+                   what="the deriver to wait")
         acme.add_messages(s, [{"actor": "ana", "body": "I work at Acme"}])
         deadline = time.time() + 10
         while acme.queue_status("ana").status != "current" and time.time() < deadline:

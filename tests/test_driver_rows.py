@@ -50,6 +50,8 @@ ROW_TYPES = {
     "expire": (admin.ErasureReceipt, set(), {}),
     "erasure_requests": (admin.ErasureReceipt, set(), {}),
     "refresh_erasure_statistics": (admin.ErasureReceipt, set(), {}),
+    "rewrite_erased": (admin.ErasureReceipt, set(), {}),
+    "table_statistics": (admin.TableStatistics, set(), {}),
     "set_scope_passage_embedding": (embeddings.PassageEmbeddingChoice, set(), {}),
     "settings": (admin.Setting, set(), {}),
     "refresh_term_stats": (admin.TermStats, set(), {}),

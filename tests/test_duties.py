@@ -15,7 +15,7 @@ import pytest
 
 import pgrecall
 from conftest import run_together
-from pgrecall import errors
+from pgrecall import errors, names
 from pgrecall.embedder import to_literal
 
 
@@ -189,8 +189,9 @@ def test_another_tenant_holding_lock_keys_cannot_delay_this_one(acme, make_tenan
             b.execute("select pg_advisory_lock(hashtext(%s), hashtext(%s))", (k1, k2))
             b.execute("select pg_advisory_lock(hashtextextended(%s, 0))", (f"{oid}:{k1}:{k2}",))
         b.execute("select pg_advisory_lock(%s)", (oid,))
-        # and it cannot read the salt that acme's keys are made from
-        denied(b, "select salt from acme.lock_salt")
+        # and it can neither read nor lock the rows acme's writers serialise on
+        denied(b, "select * from acme.lock_stripe")
+        denied(b, "select * from acme.lock_stripe for update")
         with conninfo.connect(user="pgrecall_acme_app") as a:
             a.execute("set statement_timeout = '5s'")
             started = time.monotonic()
@@ -201,10 +202,11 @@ def test_another_tenant_holding_lock_keys_cannot_delay_this_one(acme, make_tenan
             a.execute("select * from acme.log_turn('ana', array['default'], 'default', 'ana-log', 'ana', 'hi')")
             assert time.monotonic() - started < 5
         acme_worker.refresh_term_stats()
-    # no tenant function takes an advisory lock but through the salted _lock()
+    # no tenant function takes an advisory lock at all (issue #28: any role can read a key in pg_locks and
+    # take it, salted or not); writers serialise on rows of the tenant's own lock_stripe
     callers = db.execute("""select p.proname from pg_proc p where p.pronamespace = 'acme'::regnamespace
                              and p.prosrc ilike '%pg_advisory%' order by 1""").fetchall()
-    assert callers == [("_lock",)]
+    assert callers == []
 
 
 def test_two_writers_of_one_text_still_serialise(acme, conninfo):
@@ -321,14 +323,14 @@ def test_a_worker_writes_only_what_a_leased_task_allows(acme, acme_worker, db):
 
 
 def test_notifications_carry_only_a_wake_up(acme, conninfo, acme_worker):
-    """Any role may LISTEN on a tenant's channels: what it hears must be nothing but a wake-up."""
+    """Whoever listens on a tenant's channels (its worker; no other role can name them, test_hostile_neighbour)
+    hears nothing but a wake-up."""
     with conninfo.connect(user="pgrecall_acme_worker") as listener:
-        listener.execute('listen "pgrecall_embed_acme"')
-        listener.execute('listen "pgrecall_derive_acme"')
+        channels = {names.listen(listener, kind, "acme") for kind in ("embed", "derive")}
         session = acme.create_session("chat")
         acme.add_session_peers(session, ["ana", "ben"])
         acme.add_messages(session, [{"actor": "ana", "body": "zqnotify I live in Lisbon"}])
         remembered(acme, "zqnotify a memory")
         heard = list(listener.notifies(timeout=2, stop_after=3))
-    assert {n.channel for n in heard} == {"pgrecall_embed_acme", "pgrecall_derive_acme"}
+    assert {n.channel for n in heard} == channels
     assert {n.payload for n in heard} == {""}

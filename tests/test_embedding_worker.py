@@ -208,7 +208,8 @@ def test_worker_wakes_on_notify(acme, conninfo, db):
     t.start()
     try:
         # Listening, and done with the work that was there: only a NOTIFY can wake it now.
-        wait_until(lambda: listening_and_idle(db, "pgrecall_embed_acme", "term_stats"), what="the worker to wait")
+        channel = db.execute("select channel from acme.notification_channel where kind = 'embed'").fetchone()[0]
+        wait_until(lambda: listening_and_idle(db, channel, "term_stats"), what="the worker to wait")
         started = time.time()
         m = put(acme, "a memory that should be embedded promptly")
         while time.time() - started < 20:

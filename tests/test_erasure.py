@@ -527,6 +527,40 @@ def test_words_stored_without_evidence_go_with_their_data_subject(acme, db, acme
     assert acme.add_peer("zqpeername", "human") > 0
 
 
+def test_the_data_subject_follows_the_peer(acme, db, acme_admin):
+    """Issue #28 finding 5, the probe's case: a peer created with a data subject, then turns, sessions,
+    aliases and metadata written by or about that peer, none of the calls repeating the subject. Erasing
+    the subject leaves no copy of any of their words; what another subject said stays."""
+    acme.add_peer("zqpeer", "human", metadata={"email": "zqmail@example.org"}, data_subject_id="u-42")
+    acme.add_peer("ben", "human", data_subject_id="u-43")
+    # nothing below names u-42 again
+    acme.add_peer("zqpeer", "human", metadata={"phone": "zqphone"})
+    own = acme.create_session("zqsession", metadata={"topic": "zqtopic"}, principal="zqpeer")
+    acme.add_session_peers(own, ["zqpeer", "ben"])
+    acme.add_messages(own, [{"actor": "zqpeer", "body": "I live in zqtown"},
+                            {"actor": "ben", "body": "and I live in Faro"}])
+    acme.log_turn("zqlog", "zqpeer", "zqturn hello")
+    acme.log_turn("zqlog", "bot", "zqreply: hello to you")          # the assistant's turn in the peer's log
+    off = acme.append("my nickname is zqnick", role="user", actor="zqpeer")
+    acme.remember("zqpeer is called zqnick", evidence=[off], purposes=["converse"], about=["zqpeer"])
+    acme.add_entity_alias("zqpeer", "zqalias")                        # about the peer, by the bot
+    faro = acme.append("Faro is by the sea", role="user", actor="ben")
+    acme.remember("Faro is by the sea", evidence=[faro], purposes=["converse"], about=["Faro"])
+    acme.add_entity_alias("Faro", "zqfaro", principal="zqpeer")       # by the peer
+    for_them = acme.create_session("zqbotsession", metadata={"for": "zqfor"})  # the bot's, for the peer
+    acme.add_session_peers(for_them, ["zqpeer"])
+    tokens = ["zqpeer", "zqmail", "zqphone", "zqsession", "zqtopic", "zqtown", "zqlog", "zqturn", "zqreply",
+              "zqnick", "zqalias", "zqfaro", "zqbotsession", "zqfor"]
+    assert {t: bool(rows_mentioning(db, t)) for t in tokens} == {t: True for t in tokens}
+
+    receipt = acme_admin.erase({"data_subject": "u-42"}, reason="request #42", actor="dpo")
+    assert set(receipt.residual.values()) == {0}, receipt
+    left = {t: rows_mentioning(db, t) for t in tokens}
+    assert left == {t: {} for t in tokens}
+    # ben's words are his, not the peer's: they stay
+    assert db.execute("select count(*) from acme.observation where body = 'and I live in Faro'").fetchone()[0] == 1
+
+
 def test_a_peer_named_like_an_erased_one_cannot_block_erasure(acme, db, acme_admin):
     """Finding 3: erase() renamed the peer to 'erased-peer-<id>', a name anyone could take first (23505)."""
     victim = acme.add_peer("victim", "human")

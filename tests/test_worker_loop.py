@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from pgrecall import errors, loop
+from pgrecall import errors, loop, names
 from pgrecall.deriver import Deriver
 from pgrecall.worker import Worker
 from test_recall import put
@@ -132,3 +132,67 @@ def test_an_unreachable_server_is_retried_with_growing_delays_until_stopped(acme
     delays = [float(r.getMessage().rsplit("reconnecting in ", 1)[1].split()[0]) for r in caplog.records
               if "connection lost" in r.getMessage()]
     assert delays[:3] == [0.5, 1.0, 2.0]
+
+
+class CountingRounds:
+    """The loop's work: counts its rounds (each one a claim the database answers) and finds nothing to do."""
+
+    def __init__(self):
+        self.rounds: list[float] = []
+
+    def __call__(self, conn):
+        self.rounds.append(time.monotonic())
+        conn.execute("select 1")
+        return 0
+
+
+def running_loop(conninfo, work, poll_seconds):
+    stopping = threading.Event()
+    thread = threading.Thread(target=loop.run, args=(conninfo.dsn(user="pgrecall_acme_worker"), "acme", "embed", work),
+                              kwargs={"poll_seconds": poll_seconds, "stop": stopping.is_set}, daemon=True)
+    thread.start()
+    wait_for(lambda: work.rounds, timeout=30)
+    return stopping, thread
+
+
+def test_a_flood_of_notifications_costs_at_most_one_empty_poll_per_interval(acme, conninfo, capsys):
+    """Finding 3: a NOTIFY on the worker's channel woke it for a round of claims each time; a role that may
+    NOTIFY there (the tenant's own, now that no other can name the channel) must not make it poll on demand."""
+    work = CountingRounds()
+    stopping, thread = running_loop(conninfo, work, poll_seconds=1.0)
+    try:
+        with conninfo.connect(user="pgrecall_acme_worker") as flooder:
+            channel = names.listen(flooder, "embed", "acme")
+            started = time.monotonic()
+            sent = 0
+            while time.monotonic() - started < 4.0:
+                flooder.execute(f'notify "{channel}"')
+                sent += 1
+                time.sleep(0.005)
+            flooded = [t for t in work.rounds if t >= started]
+    finally:
+        stopping.set()
+        thread.join(timeout=30)
+    with capsys.disabled():
+        print(f"\n{sent} notifications in 4 s, poll interval 1 s: {len(flooded)} rounds of claims")
+    assert sent > 300
+    # one round per interval of 1 s, and the first notification may cost one more
+    assert len(flooded) <= 4 + 2, (len(flooded), sent)
+
+
+def test_a_notification_still_wakes_an_idle_worker_at_once(acme, conninfo):
+    """The other side of the bound: a notification after quiet polls is heeded at once, not at the next poll."""
+    work = CountingRounds()
+    stopping, thread = running_loop(conninfo, work, poll_seconds=20.0)
+    try:
+        time.sleep(0.5)
+        before = len(work.rounds)
+        with conninfo.connect(user="pgrecall_acme_worker") as notifier:
+            channel = names.listen(notifier, "embed", "acme")
+            sent = time.monotonic()
+            notifier.execute(f'notify "{channel}"')
+        wait_for(lambda: len(work.rounds) > before, timeout=10)
+        assert work.rounds[before] - sent < 1.0
+    finally:
+        stopping.set()
+        thread.join(timeout=60)

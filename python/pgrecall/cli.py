@@ -487,6 +487,9 @@ def cmd_embeddings(args: argparse.Namespace) -> int:
 def cmd_erase(args: argparse.Namespace) -> int:
     import pgrecall
 
+    from . import db
+    from .driver import admin
+
     if args.observation:
         scope, _, offset = args.observation.rpartition(":")
         if not scope or not offset.isdigit():
@@ -495,17 +498,34 @@ def cmd_erase(args: argparse.Namespace) -> int:
     else:
         selector = {k: v for k, v in (("data_subject", args.subject), ("peer", args.peer), ("scope", args.scope)) if v}
     vacuum_problem: errors.NotPermitted | None = None
+    flush_problem: errors.PgrecallError | None = None
+    flushed = None
     with pgrecall.connect(tenant=args.tenant, role="admin") as mem:
         receipt = mem.erase(selector, reason=args.reason, actor=args.actor, requested_by=args.requested_by)
         # Committed: now the tables it touched lose the erased values from their statistics (and, if asked,
-        # their dead rows), which cannot happen inside the erasure's own transaction.
-        receipt = mem.refresh_erasure_statistics(receipt.id)
+        # their dead rows, or with --rewrite every page of theirs), which cannot happen inside the erasure's
+        # own transaction.
         vacuumed: list[str] = []
-        if args.vacuum:
+        if args.rewrite:
+            # One table per transaction: each is locked only while it is copied.
+            batches: list[list[str] | None] = [[t] for t in receipt.tables_touched or []] or [None]
+            for tables in batches:
+                receipt = mem.rewrite_erased(receipt.id, tables=tables)
+        else:
+            receipt = mem.refresh_erasure_statistics(receipt.id)
+        if args.vacuum and not args.rewrite:
             try:
                 vacuumed = mem.vacuum_erased(receipt)
             except errors.NotPermitted as exc:
                 vacuum_problem = exc
+        if args.rewrite:
+            # The operator's step: pg_statistic and the WAL are the server's, not the tenant's.
+            try:
+                with db.connect_admin(autocommit=True) as operator:
+                    flushed = admin.flush_erasure(operator, args.tenant, receipt.id)
+            except (errors.FlushNotPermitted, errors.ErasureNotRewritten, errors.NotPermitted) as exc:
+                flush_problem = exc
+            receipt = next((r for r in mem.erasure_requests(20) if r.id == receipt.id), receipt)
     completed = receipt.completed_at.isoformat() if receipt.completed_at else None
     print(f"erasure request {receipt.id} for {json.dumps(receipt.selector)}: "
           f"{receipt.observations_erased} observations erased at {completed} "
@@ -530,16 +550,33 @@ def cmd_erase(args: argparse.Namespace) -> int:
         stale = ", ".join(receipt.statistics_stale or [])
         print(f"  statistics NOT refreshed: {stale} kept statistics ANALYZE cannot replace (no rows left) and "
               "PostgreSQL before 18 cannot clear; a superuser must delete their pg_statistic rows")
-    if vacuum_problem is not None:
+    if args.rewrite:
+        rewritten = receipt.rewritten_tables or []
+        print(f"  rewrote the {len(rewritten)} tables it touched at "
+              f"{receipt.rewritten_at.isoformat() if receipt.rewritten_at else '-'} (their files, TOAST and indexes "
+              f"anew): no page of theirs keeps the erased rows; WAL before {receipt.rewrite_lsn} may hold them")
+        if flush_problem is not None or flushed is None:
+            print(f"  NOT flushed: {flush_problem} (pg_statistic's old rows and the WAL still hold the words; "
+                  "run select * from pgrecall.flush_erasure(tenant, id) as a superuser)")
+        else:
+            print(f"  flushed at {flushed.flushed_at.isoformat()}: pg_statistic rewritten, WAL switched and "
+                  f"checkpointed (redo {flushed.flush_redo_lsn}, segment {flushed.wal_segment}); what may still "
+                  "hold the words:")
+            for what, until in sorted(flushed.still_held_by.items()):
+                print(f"    {what}: {until}")
+    elif vacuum_problem is not None:
         print(f"  NOT vacuumed: {vacuum_problem}")
     elif args.vacuum:
         print(f"  vacuumed the {len(vacuumed)} tables: their dead rows are gone (unless a transaction older than "
-              "the erasure still runs)")
+              "the erasure still runs); their freed space keeps the bytes until reused (--rewrite removes them)")
     else:
-        print("  not vacuumed: dead rows keep the erased values until autovacuum runs (or pass --vacuum)")
+        print("  not vacuumed: dead rows keep the erased values until autovacuum runs (or pass --vacuum, "
+              "or --rewrite to leave no page holding them)")
     if not clean:
         return EXIT_RESIDUAL
-    return 0 if vacuum_problem is None and receipt.statistics_refreshed_at else EXIT_NOT_TIDIED
+    tidied = receipt.statistics_refreshed_at is not None and (
+        (flushed is not None and flush_problem is None) if args.rewrite else vacuum_problem is None)
+    return 0 if tidied else EXIT_NOT_TIDIED
 
 
 def cmd_review(args: argparse.Namespace) -> int:
@@ -708,6 +745,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="who runs the erasure, recorded in the receipt (default: $PGRECALL_ACTOR or your user name)")
     p.add_argument("--vacuum", action="store_true",
                    help="after the commit, VACUUM the tables it touched (needs PostgreSQL 17+ or the tables' owner)")
+    p.add_argument("--rewrite", action="store_true",
+                   help="after the commit, rewrite the tables it touched (one at a time, each locked while copied) so "
+                        "no page keeps the erased rows, then, on the PGRECALL_DSN connection (a superuser; the "
+                        "embedded server's by default), rewrite pg_statistic and push the WAL past the erasure")
     p.set_defaults(func=cmd_erase)
 
     p = sub.add_parser("review", help="the web screen where a person decides about proposed duplicates "

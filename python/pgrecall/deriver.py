@@ -173,11 +173,14 @@ class Deriver:
     def run_forever(self, poll_seconds: float = 5.0, stop: Callable[[], bool] = lambda: False) -> None:
         """Process tasks as they come: add_messages() notifies; ended leases and retries need the poll. A
         lost connection is retried with backoff (pgrecall.loop); a permanent error stops it."""
-        def work(conn: psycopg.Connection[Any]) -> None:
+        def work(conn: psycopg.Connection[Any]) -> int:
             self._use(conn)
-            while self.run_once().claimed:
+            claimed = 0
+            while round_ := self.run_once().claimed:
+                claimed += round_
                 if stop():
-                    return
+                    break
+            return claimed  # nothing claimed: a notification that woke this round was spurious
 
         loop.run(self.conninfo, self.tenant, "derive", work, poll_seconds=poll_seconds, stop=stop,
                  on_disconnect=self._forget_connection)

@@ -81,6 +81,15 @@ class UndeclaredDuty(PgrecallError, sqlstate="PR008"):
     """A tenant function has no row in the duty matrix (sql/duties.sql): the install stops."""
 
 
+class FlushNotPermitted(PgrecallError, PermissionError, sqlstate="PR013"):
+    """pgrecall.flush_erasure(): the role lacks what it needs (superuser, or pg_maintain, pg_checkpoint and EXECUTE
+    on pg_switch_wal(), with the rights of the tenant's installer); the message names what is missing."""
+
+
+class ErasureNotRewritten(PgrecallError, sqlstate="PR014"):
+    """pgrecall.flush_erasure(): the tenant's admin has not rewritten the erasure's tables yet (rewrite_erased)."""
+
+
 class NotPermitted(PgrecallError, PermissionError, sqlstate="42501"):
     """The login role lacks the duty this call needs (e.g. erase is the admin's, claiming work the worker's)."""
 

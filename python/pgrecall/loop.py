@@ -4,6 +4,13 @@ Both do the same thing around their own work: connect as the tenant's worker rol
 tenant's channel, work until nothing is claimable, then sleep until a NOTIFY or the poll interval (a
 lease that ended, or a retry that came due, needs the poll). :func:`run` is that loop, once, for both.
 
+A notification is a hint, never a command: whoever can NOTIFY the channel (since its name is the
+tenant's secret, only the tenant's own roles) could otherwise make the worker claim on demand. A
+notification whose round finds nothing to do makes the loop deaf to notifications, and it stays deaf
+while they keep coming and the polls keep finding nothing; so a flood costs at most one empty round of
+claims per poll interval (the poll itself), and work queued during it waits at most one interval. A
+round that finds work, or a poll interval without a notification, makes it heed them again at once.
+
 A lost connection (a server restart, a terminated backend, a network cut) is not the end: the loop
 reconnects, waiting 0.5 s, 1 s, 2 s ... up to ``max_delay`` between attempts, and goes on; whatever
 the process held was leased to the session that died, and comes back to the queue with it
@@ -71,13 +78,46 @@ def _sleep(seconds: float, stop: Callable[[], bool]) -> None:
         time.sleep(min(0.1, max(0.0, until - time.monotonic())))
 
 
+def _drain(listener: psycopg.Connection) -> None:
+    for _ in listener.notifies(timeout=0):
+        pass
+
+
+def _wait(listener: psycopg.Connection, poll_seconds: float, heed_notifications: bool,
+          stop: Callable[[], bool]) -> tuple[bool, bool]:
+    """Wait for the next round: until the poll interval has passed or, when ``heed_notifications``, a
+    notification came; notice stop() within a tenth of a second. Returns whether a notification ended the
+    wait, and whether any came while they were not heeded (they are discarded)."""
+    until = time.monotonic() + poll_seconds
+    ignored = False
+    while not stop():
+        left = until - time.monotonic()
+        if left <= 0:
+            break
+        ready, _, _ = select.select([listener.fileno()], [], [], min(0.1, left))
+        if not ready:
+            continue
+        came = any(True for _ in listener.notifies(timeout=0))
+        if came and heed_notifications:
+            _drain(listener)
+            return True, False
+        ignored = ignored or came
+        if came:
+            time.sleep(min(0.1, max(0.0, until - time.monotonic())))  # a flood is read ten times a second
+    _drain(listener)
+    return False, ignored
+
+
 def run(conninfo: str, tenant: str, channel: str, work: Callable[[psycopg.Connection], object], *,
         poll_seconds: float = 5.0, stop: Callable[[], bool] = lambda: False,
         between: Callable[[psycopg.Connection], object] | None = None,
         on_disconnect: Callable[[], object] | None = None, backoff: Backoff | None = None) -> None:
     """Run ``work(conn)`` until it has nothing left, ``between(conn)`` after it, then wait for a NOTIFY on
-    the tenant's ``channel`` or ``poll_seconds``; again, until ``stop()``. A lost connection is retried with
-    ``backoff`` (``on_disconnect()`` first, to drop what was bound to it); any other error propagates."""
+    the tenant's ``channel`` or ``poll_seconds``; again, until ``stop()``. ``work`` returns how much it did
+    (falsy: nothing): a round woken by a notification that did nothing makes the waits ignore
+    notifications while they keep coming for nothing (see the module's docstring). A lost connection is
+    retried with ``backoff`` (``on_disconnect()`` first, to drop what was bound to it); any other error
+    propagates."""
     backoff = backoff or Backoff()
     while not stop():
         conn: psycopg.Connection | None = None
@@ -85,16 +125,17 @@ def run(conninfo: str, tenant: str, channel: str, work: Callable[[psycopg.Connec
             with psycopg.connect(conninfo, autocommit=True) as conn, \
                     psycopg.connect(conninfo, autocommit=True) as listener:
                 names.listen(listener, channel, tenant)
+                woken = deaf = ignored = False
                 while not stop():
-                    work(conn)
+                    did = work(conn)
                     backoff.reset()  # a round went through: the next loss starts from the first delay
                     if stop():
                         return
                     if between is not None:
                         between(conn)
-                    select.select([listener.fileno()], [], [], poll_seconds)
-                    for _ in listener.notifies(timeout=0):
-                        pass
+                    # deaf after a notification that found nothing, and while they keep coming for nothing
+                    deaf = not did and (woken or (deaf and ignored))
+                    woken, ignored = _wait(listener, poll_seconds, heed_notifications=not deaf, stop=stop)
         except Exception as exc:
             if not connection_lost(exc, conn):
                 raise

@@ -86,11 +86,15 @@ def _shown(name: object, limit: int = 80) -> str:
 def listen(conn: psycopg.Connection[Any], kind: str, tenant: str) -> str:
     """LISTEN on the channel the tenant's functions notify for ``kind`` (embed, derive); returns its name.
 
-    The SQL side names it 'pgrecall_<kind>___tenant__' with the placeholder rendered by quote_ident(),
-    which quotes a tenant named like a column-name keyword ("values"); the server computes the same here.
+    The name is a secret of the tenant (a random name in its notification_channel table, so that no other
+    role can listen to its wake-ups or send it any); ``listen_channel()``, a worker-duty function, reads it.
     """
-    row = conn.execute("select %s || quote_ident(%s)", (f"pgrecall_{kind}_", check_tenant_name(tenant))).fetchone()
-    assert row is not None
-    channel: str = row[0]
-    conn.execute(sql.SQL("listen {}").format(sql.Identifier(channel)))
+    query = sql.SQL("select {}.listen_channel(%s)").format(sql.Identifier(check_tenant_name(tenant)))
+    try:
+        row = conn.execute(query, (kind,)).fetchone()
+        assert row is not None
+        channel: str = row[0]
+        conn.execute(sql.SQL("listen {}").format(sql.Identifier(channel)))
+    except psycopg.Error as exc:
+        raise errors.translate(exc) from exc
     return channel

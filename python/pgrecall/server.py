@@ -84,6 +84,11 @@ SETTINGS = {
     # a DBA turns on statement logging.
     "log_parameter_max_length_on_error": "0",
     "log_parameter_max_length": "256",
+    # A WAL segment a checkpoint no longer needs is deleted, not renamed for
+    # reuse with its old bytes still in it: after `pgrecall erase --rewrite`
+    # (which switches the segment and checkpoints) no WAL file holds the erased
+    # words. Creating a segment instead of reusing one costs little on local disks.
+    "wal_recycle": "off",
 }
 
 # platformdirs warns when XDG_RUNTIME_DIR is unset (root shells, CI); the

@@ -25,7 +25,7 @@ from __future__ import annotations
 from ..dialectic import Chat, ChatEvidence
 from ._handles import AsyncMemory, Memory, connect, connect_async
 from ._run import configure, configure_async
-from .admin import ErasureReceipt, Setting, TermStats
+from .admin import ErasureReceipt, Flushed, Setting, TableStatistics, TermStats
 from .duplicates import DuplicateDecision, DuplicateMeta, DuplicatePair, DuplicateProposals, DuplicateSide
 from .embeddings import EmbeddingJob, EmbeddingStatus, MemoryEmbeddingJob
 from .graph import (
@@ -98,16 +98,18 @@ NOT_METHODS = {
     "claim_passage_embedding_jobs": "the Worker",
     "complete_passage_embedding_jobs": "the Worker",
     "release_passage_embedding_jobs": "the Worker",
+    "listen_channel": "pgrecall.names.listen, which the worker and deriver loops call (pgrecall.loop)",
 }
 
 __all__ = [
     "AboutEntity", "AssertedFact", "AsyncMemory", "BundleEntity", "BundleMemory", "Chat", "ChatEvidence",
     "Citation", "DuplicateDecision", "DuplicateMeta", "DuplicatePair", "DuplicateProposals", "DuplicateSide",
     "Edge", "EmbeddingJob", "EmbeddingStatus", "Entity", "EntityAliases", "EntityMerge", "ErasureReceipt",
-    "Evidence", "FactProvenance", "FactRow", "Freshness", "Memory", "MemoryEmbeddingJob", "MemoryRecord",
+    "Evidence", "FactProvenance", "FactRow", "Flushed", "Freshness", "Memory", "MemoryEmbeddingJob", "MemoryRecord",
     "MessageAdded", "MessageHit", "MessageSearchMeta", "MessagesFound", "ObservationRef", "PeerConfig", "Predicate",
     "Provenance", "QueueStatus", "RecallItem", "RecallMeta", "Recalled", "Remembered", "RepresentationItem",
     "Reranker", "RetractedFact", "Revision", "SchemaInfo", "Scope", "SessionBundle", "SessionPeer",
-    "SessionPeerAdded", "SessionPeerConfig", "Setting", "SourceMemory", "Task", "TaskFailure", "TermStats", "Turn",
+    "SessionPeerAdded", "SessionPeerConfig", "Setting", "SourceMemory", "TableStatistics", "Task", "TaskFailure",
+    "TermStats", "Turn",
     "WorkingItem", "WorkingRepresentation", "configure", "configure_async", "connect", "connect_async",
 ]

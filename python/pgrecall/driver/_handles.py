@@ -222,6 +222,8 @@ class _Operations(Handle):
     expire = _operation(_admin.expire)
     refresh_erasure_statistics = _operation(_admin.refresh_erasure_statistics)
     vacuum_erased = _operation(_admin.vacuum_erased)
+    rewrite_erased = _operation(_admin.rewrite_erased)
+    table_statistics = _operation(_admin.table_statistics)
     erasure_requests = _operation(_admin.erasure_requests)
     settings = _operation(_admin.settings)
     setting_descriptions = _operation(_admin.setting_descriptions)

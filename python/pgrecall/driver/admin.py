@@ -50,6 +50,16 @@ class ErasureReceipt:
     # when refresh_erasure_statistics() took their planner statistics again; None: pg_stats may hold erased values
     statistics_refreshed_at: datetime | None
     statistics_stale: list[str] | None  # tables left without rows whose statistics this server cannot clear
+    # rewrite_erased(): when every touched table was rewritten (no page keeps the erased rows), which were, and
+    # the WAL position after the rewrite (WAL before it may hold the words)
+    rewritten_at: datetime | None = None
+    rewritten_tables: list[str] | None = None
+    rewrite_lsn: str | None = None
+    # pgrecall.flush_erasure(), the operator's: pg_statistic rewritten, the WAL switched and checkpointed
+    flushed_at: datetime | None = None
+    flushed_by: str | None = None
+    flush_redo_lsn: str | None = None
+    still_held_by: dict[str, str] | None = None  # what may still hold the words (WAL, archive, backups, ...) and when
 
     @property
     def clean(self) -> bool:
@@ -91,6 +101,64 @@ def refresh_erasure_statistics(h: Handle, request_id: int) -> Call[ErasureReceip
     erased values, and stamp the receipt (``statistics_refreshed_at``). Call it after the erasure committed
     (admin role); returns the receipt (UnknownErasureRequest for an id that is not a completed one)."""
     return one("refresh_erasure_statistics", {"request_id": request_id}, ErasureReceipt)
+
+
+def rewrite_erased(h: Handle, request_id: int, *, tables: list[str] | None = None) -> Call[ErasureReceipt]:
+    """Rewrite the tables an erasure touched (or ``tables`` of them): new files, their TOAST and indexes
+    rebuilt, so no page keeps the erased rows; once all are, their statistics are taken again and the receipt
+    stamped (``rewritten_at``). Each table is locked exclusively until the transaction ends: one table per call
+    keeps each lock short (``pgrecall erase --rewrite`` does so). Admin role; after the erasure committed."""
+    return one("rewrite_erased", {"request_id": request_id, "tables": tables}, ErasureReceipt)
+
+
+@dataclass(frozen=True)
+class Flushed:
+    """What pgrecall.flush_erasure() did: when, the redo point of its checkpoint and its WAL segment, and what may
+    still hold the erased words."""
+
+    flushed_at: datetime
+    flush_redo_lsn: str
+    wal_segment: str
+    still_held_by: dict[str, str]
+
+
+def flush_erasure(conn: Any, tenant: str, request_id: int) -> Flushed:
+    """The operator's step after rewrite_erased(), on the operator's own connection (a superuser, or a role with
+    pg_maintain, pg_checkpoint and EXECUTE on pg_switch_wal() that installed the tenant): rewrite pg_statistic,
+    switch the WAL segment, CHECKPOINT. Raises FlushNotPermitted (naming what the role lacks) or
+    ErasureNotRewritten."""
+    import psycopg
+
+    try:
+        with conn.cursor(row_factory=row_factory(Flushed)) as cur:
+            row = cur.execute("select * from pgrecall.flush_erasure(%s, %s)", (tenant, request_id)).fetchone()
+    except psycopg.Error as exc:
+        raise errors.translate(exc) from exc
+    assert isinstance(row, Flushed)
+    return row
+
+
+@dataclass(frozen=True)
+class TableStatistics:
+    """One of the tenant's tables as PostgreSQL's statistics see it (table_statistics(), admin role)."""
+
+    table_name: str
+    live_rows: int
+    dead_rows: int
+    inserted: int
+    updated: int
+    deleted: int
+    seq_scans: int
+    index_scans: int
+    total_bytes: int
+    last_vacuum: datetime | None
+    last_analyze: datetime | None
+
+
+def table_statistics(h: Handle) -> Call[list[TableStatistics]]:
+    """Row counts, activity and size of each of the tenant's tables: what every role of the database can read
+    in pg_stat_user_tables, for the tenant's operators alone (admin role)."""
+    return rows("table_statistics", {}, TableStatistics)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,41 @@
+-- Wake-ups for the tenant's workers: a NOTIFY, with an empty payload, on a
+-- channel whose name is a per-tenant secret (table notification_channel).
+--
+-- LISTEN and NOTIFY take no privilege: any role may listen on, or notify,
+-- any channel it can name. A name spelled in a function body is readable by
+-- every role (pg_proc.prosrc), and one built from the tenant's name can be
+-- guessed, so the names are random and read here, by the tenant's functions,
+-- and by the worker role through listen_channel(). A notification is a hint:
+-- the worker polls anyway, and a flood of them costs it at most one empty
+-- claim per poll interval (python/pgrecall/loop.py).
+
+create or replace function __tenant__._notify(p_kind text)
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    perform pg_notify(c.channel, '') from notification_channel c where c.kind = p_kind;
+end
+$$;
+comment on function __tenant__._notify(text) is
+    'Internal: wakes the workers of one queue kind (embed, derive) on the tenant''s secret channel.';
+
+-- SQLSTATE: PR107 unknown kind.
+create or replace function __tenant__.listen_channel(p_kind text)
+returns text
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_channel text;
+begin
+    perform _check_one_of(p_kind, 'channel kind', array['embed', 'derive']);
+    select c.channel into v_channel from notification_channel c where c.kind = p_kind;
+    return v_channel;
+end
+$$;
+comment on function __tenant__.listen_channel(text) is
+    'The channel a worker LISTENs on to be woken when work of a kind (embed, derive) is queued; a secret of the tenant.';
