@@ -20,7 +20,10 @@
 -- away: for a memory the rule becomes "audience_peer_id is null or
 -- audience_peer_id = principal" (the btree memory_audience answers both
 -- halves), for a turn "audience is null or audience @> {principal}" (a GIN
--- index answers the second). Not strict, or it would not be inlined.
+-- index answers the second). Not strict, or it would not be inlined. Where
+-- it does not admit, it may be NULL rather than false (an index condition
+-- cannot be wrapped in coalesce): a WHERE clause reads both as "no"; a
+-- caller that negates it coalesces first, as _audience_within does.
 create or replace function __tenant__._audience_admits(p_principal_id bigint, p_peer bigint, p_peers bigint[])
 returns boolean
 language sql immutable
@@ -39,7 +42,8 @@ create or replace function __tenant__._audience_within(p_peer bigint, p_peers bi
 returns boolean
 language sql immutable
 as $$
-    select p_peers is null or (p_peer is not null and __tenant__._audience_admits(p_peer, null, p_peers))
+    select p_peers is null
+        or (p_peer is not null and coalesce(__tenant__._audience_admits(p_peer, null, p_peers), false))
 $$;
 comment on function __tenant__._audience_within(bigint, bigint[]) is
     'Internal: whether everyone a memory''s audience (one peer or the scope) admits is admitted by a turn''s audience.';

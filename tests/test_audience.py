@@ -81,6 +81,10 @@ def test_a_memory_is_never_more_public_than_the_turn_it_cites(acme):
     assert code_of(e) == "PR116"
     message = str(e.value)
     assert f"default#{secret}" in message and "ana" in message and "bot" in message
+    # one peer who was not there is wider too (found by the property test: a NULL read as "fits")
+    with pytest.raises(errors.WiderThanEvidence, match="for 'ben'"):
+        acme.remember("Ana plans a party", evidence=[secret], purposes=["converse"], audience="ben",
+                      principal="ana")
     # narrower is fine: the memory is ana's own
     assert acme.remember("Ana plans a surprise party for Ben", evidence=[secret], purposes=["converse"],
                          audience="ana").created
