@@ -238,7 +238,7 @@ begin
     v_keep := _entity_named(p_scope, p_keep);
     v_absorb := _entity_named(p_scope, p_absorb);
     if v_keep is null or v_absorb is null then
-        perform _fail('PR114', format('no entity named %s in scope %s',
+        perform _fail('PR114', format('no entity named %s in scopes %s',
                                       coalesce(quote_literal(case when v_keep is null then p_keep else p_absorb end),
                                                'NULL'), p_scope),
                       'Entities are created by assert_fact() and remember(about => ...); aliases by add_entity_alias().');
