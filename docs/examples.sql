@@ -118,15 +118,13 @@ select acme.add_peer('аna');  -- PR140
 select acme.append_observation('Ana', array['default'], 'default', 'Hello', 'user');  -- PR101
 
 -- == <tenant>.append_observation
-select acme.create_session('assistant', '{default}', 'default') as session_id;
 select acme.append_observation(
            p_principal   => 'assistant',
            p_scopes      => array['default'],
            p_scope       => 'default',
            p_body        => 'I''m vegetarian, by the way.',
            p_source_role => 'user',
-           p_actor       => 'ana',
-           p_session_id  => 1) as log_offset;
+           p_actor       => 'ana') as log_offset;
 \c :su
 update acme.observation set body = 'I eat fish.' where scope = 'default' and log_offset = 1;  -- PR110
 \c :app
@@ -138,10 +136,11 @@ select acme.append_observation('assistant', '{default}', 'default', 'Hello', 'us
 
 -- == <tenant>.append_observations
 select * from acme.append_observations('assistant', '{default}', 'default', '[
-    {"body": "I live in Lisbon, near Alfama.", "source_role": "user", "actor": "ana", "session_id": 1},
-    {"body": "Good to know! Any allergies I should keep in mind?", "source_role": "assistant", "session_id": 1},
-    {"body": "Peanuts. Please keep that private.", "source_role": "user", "actor": "ana", "session_id": 1},
-    {"body": "And keep your answers short.", "source_role": "user", "actor": "ana", "session_id": 1}]');
+    {"body": "I live in Lisbon, near Alfama.", "source_role": "user", "actor": "ana"},
+    {"body": "Good to know! Any allergies I should keep in mind?", "source_role": "assistant"},
+    {"body": "Peanuts. Please keep that private.", "source_role": "user", "actor": "ana",
+     "audience": ["ana", "assistant"]},
+    {"body": "And keep your answers short.", "source_role": "user", "actor": "ana"}]');
 select * from acme.append_observations('assistant', '{default}', 'default', '[
     {"body": "Hello", "source_role": "user", "actor": "ana"},
     {"body": "Hi", "source_role": "user", "actor": "ben"}]');  -- PR101
@@ -208,10 +207,9 @@ select acme.correct('assistant', '{default}', 1, 2, 'Ana is vegan.', p_evidence 
 select acme.correct('assistant', '{default}', 1, 2, 'Ana is vegan.', p_evidence => '{99}');  -- PR109
 
 -- == <tenant>.supersede
-select acme.create_session('assistant', '{default}', 'default') as session_id;
 select acme.append_observation('assistant', '{default}', 'default',
                                'Update: I moved to Porto last month.', 'user',
-                               p_actor => 'ana', p_session_id => 2) as log_offset;
+                               p_actor => 'ana') as log_offset;
 select acme.supersede('assistant', '{default}', 2, 1, 'Ana lives in Porto.', '{6}',
                       p_about => '{Ana,Porto}') as memory_id;
 select id, body, revision, superseded_by, upper(valid) is not null as closed
@@ -239,13 +237,11 @@ select acme.derive('assistant', '{default,work}', '{1,8}', 'Ana, a vegetarian, w
 -- == <tenant>.log_watermark
 select acme.log_watermark('assistant', '{default}', 'default');
 
--- == A third session
-select acme.create_session('assistant', '{default}', 'default') as session_id;
+-- == A third conversation
 select * from acme.append_observations('assistant', '{default}', 'default', '[
-    {"body": "I''ve started cooking Japanese food at home.", "source_role": "user", "actor": "ana", "session_id": 3},
-    {"body": "Lovely! What would you like to make first?", "source_role": "assistant", "session_id": 3},
-    {"body": "Vegetarian ramen. And remind me to buy miso every Friday.", "source_role": "user", "actor": "ana",
-     "session_id": 3}]');
+    {"body": "I''ve started cooking Japanese food at home.", "source_role": "user", "actor": "ana"},
+    {"body": "Lovely! What would you like to make first?", "source_role": "assistant"},
+    {"body": "Vegetarian ramen. And remind me to buy miso every Friday.", "source_role": "user", "actor": "ana"}]');
 
 -- == <tenant>.remember_many
 select * from acme.remember_many('assistant', '{default}', 'default', '[
@@ -265,7 +261,7 @@ select * from acme.remember_many('assistant', '{default}', 'default', '[
     {"body": "Ana likes Porto.", "evidence": [99], "purposes": ["converse"]}]');  -- PR109
 select * from acme.remember_many('assistant', '{default}', 'default', '{"body": "Ana likes fado."}');  -- PR107
 
--- == A third session
+-- == A third conversation
 select acme.derive('assistant', '{default}', '{1,9}',
                    'Ana is a vegetarian learning Japanese cooking: suggest vegetarian ramen and miso soup.',
                    p_about => '{Ana}') as memory_id;
@@ -366,14 +362,15 @@ select i ->> 'rank' as rank, i ->> 'memory_id' as memory_id, i ->> 'body' as bod
 
 -- == Entities, facts and evidence
 select acme.create_session('assistant', '{default}', 'default') as session_id;
+select peer from acme.add_session_peers('assistant', '{default}', 1, '["ana", "assistant"]');
 select * from acme.append_observations('assistant', '{default}', 'default', '[
     {"body": "From 1 to 14 December 2036 I''ll live in Tokyo, for a cooking course.", "source_role": "user", "actor": "ana",
-     "session_id": 4},
-    {"body": "You must love Japanese food!", "source_role": "assistant", "session_id": 4},
+     "session_id": 1},
+    {"body": "You must love Japanese food!", "source_role": "assistant", "session_id": 1},
     {"body": "I do — miso above all. My friend Kenji teaches the course at Tsukiji Kitchen.", "source_role": "user",
-     "actor": "ana", "session_id": 4},
-    {"body": "Tsukiji Kitchen is in Tokyo, so you can walk there.", "source_role": "assistant", "session_id": 4},
-    {"body": "Yes. Kenji Sato speaks Portuguese, by the way.", "source_role": "user", "actor": "ana", "session_id": 4}]');
+     "actor": "ana", "session_id": 1},
+    {"body": "Tsukiji Kitchen is in Tokyo, so you can walk there.", "source_role": "assistant", "session_id": 1},
+    {"body": "Yes. Kenji Sato speaks Portuguese, by the way.", "source_role": "user", "actor": "ana", "session_id": 1}]');
 
 -- == <tenant>.predicates
 select * from acme.predicates();
@@ -532,7 +529,7 @@ select acme.erase('', '{"scope": "default"}', 'who?');  -- PR107
 select acme.erase('assistant', '{"scope": "default"}', 'the assistant tidies up');  -- 42501
 select acme.append_observation('assistant', '{default}', 'default',
                                'Make that Thursdays: the market is closed on Fridays.', 'user',
-                               p_actor => 'ana', p_session_id => 3) as log_offset;
+                               p_actor => 'ana') as log_offset;
 select acme.correct('assistant', '{default}', 10, 1, 'Remind Ana to buy miso every Thursday.',
                     p_title => 'Thursday miso', p_reason => 'Ana moved it', p_evidence => '{15}') as revision;
 \c :admin
@@ -554,7 +551,7 @@ select observations_erased, rows_erased -> 'peer' as peers, rows_erased -> 'sess
        (select count(*) from jsonb_each(residual) r where r.value <> '0') as nonzero_residuals
   from acme.erase('dpo@example.org', '{"data_subject": "u-7"}', 'erasure request #81');
 \c :app
-select peer, kind from acme.session_peers('assistant', '{default}', 5);
+select peer, kind from acme.session_peers('assistant', '{default}', 2);
 select session_id, opened from acme.log_turn('assistant', '{default}', 'default', 'support:carol', 'assistant',
                                              'Hello?');
 

@@ -6,8 +6,14 @@ SQL functions, as its application role), and the embedding worker. Nothing is
 read from or written to a table directly.
 
 For each conversation: one scope, one peer per speaker, an agent peer
-``assistant`` as the principal. Each turn is appended to the scope's log and
-remembered as ``"<speaker>: <text>"`` with that offset as evidence. remember()
+``assistant`` as the principal. Each turn is appended to the scope's log, in
+its session, and remembered as ``"<speaker>: <text>"`` with that offset as
+evidence. A turn is seen by who was in its session (issue #27), so each
+session's peers are the conversation's two speakers and the assistant, added
+before its first turn, as an agent that listens in would be; and the
+assistant's memories are its own (audience ``assistant``): a memory may reach
+no more peers than the turns it cites, and the assistant is the one who
+recalls them here. remember()
 refuses questions (and duplicates): those turns are absent from what pgrecall
 stores, so evidence pointing at them cannot be found. The main results score
 exactly what pgrecall stores; the evidence coverage (the recall ceiling) is
@@ -131,6 +137,8 @@ def ingest(mem, turns: list[dict], *, store_questions: bool) -> dict:
     for speaker in sorted({t["speaker"] for t in turns}):
         mem.add_peer(speaker, "human")
 
+    speakers = {conv: sorted({t["speaker"] for t in turns if t["conversation_id"] == conv}) for conv in conversations}
+    joined: set[int] = set()
     memory_dia: dict[int, str] = {}
     statuses: Counter = Counter()
     refused: list[dict] = []
@@ -140,17 +148,21 @@ def ingest(mem, turns: list[dict], *, store_questions: bool) -> dict:
         scope = scope_name(turn["conversation_id"])
         text = turn_text(turn)
         session = mem.create_session(f"session {turn['session']}", scope=scope, scopes=[scope], principal=PRINCIPAL)
+        if session not in joined:  # who is there: both speakers and the assistant
+            mem.add_session_peers(session, [*speakers[turn["conversation_id"]], PRINCIPAL], scopes=[scope],
+                                  principal=PRINCIPAL)
+            joined.add(session)
         offset = mem.append(text, role="user", actor=turn["speaker"], session_id=session,
                             occurred_at=datetime.fromisoformat(turn["session_datetime_iso"]).replace(tzinfo=timezone.utc),
                             scope=scope, scopes=[scope], principal=PRINCIPAL)
         body = f"{turn['speaker']}: {text}"
         got = mem.remember(body, evidence=[offset], purposes=["converse"], scope=scope, scopes=[scope],
-                           principal=PRINCIPAL)
+                           audience=PRINCIPAL, principal=PRINCIPAL)
         if not got.created and store_questions and (got.reason or "").startswith("question"):
             # Supplementary run only: the same words without the final question mark.
             stripped = re.sub(r"[?\s]+$", "", body)
             got = mem.remember(stripped, evidence=[offset], purposes=["converse"], scope=scope, scopes=[scope],
-                               principal=PRINCIPAL)
+                               audience=PRINCIPAL, principal=PRINCIPAL)
             if got.created:
                 reworded.append(f"{turn['conversation_id']}/{turn['dia_id']}")
         reason = (got.reason or "").split(":")[0] if not got.created else None

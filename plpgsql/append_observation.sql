@@ -7,7 +7,7 @@
 create or replace function __tenant__._observation_rows(p_rows jsonb)
 returns table (body text, source_role text, kind text, actor text, session_id bigint, occurred_at timestamptz,
                payload jsonb, data_subject_id text, lawful_basis text, classification text,
-               retention_until timestamptz, ord integer)
+               retention_until timestamptz, audience text[], ord integer)
 language sql immutable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -15,16 +15,43 @@ as $$
     -- Actors in NFC, the form peer names are stored in.
     select r.body, r.source_role, coalesce(r.kind, 'message'), normalize(r.actor, NFC), r.session_id, r.occurred_at,
            coalesce(r.payload, '{}'), r.data_subject_id, r.lawful_basis, coalesce(r.classification, 'internal'),
-           r.retention_until, r.ord::integer
+           r.retention_until,
+           case when r.audience is not null then array(select normalize(a, NFC) from unnest(r.audience) a) end,
+           r.ord::integer
       from rows from (jsonb_to_recordset(p_rows) as (body text, source_role text, kind text, actor text,
                                                      session_id bigint, occurred_at timestamptz, payload jsonb,
                                                      data_subject_id text, lawful_basis text,
-                                                     classification text, retention_until timestamptz))
+                                                     classification text, retention_until timestamptz,
+                                                     audience text[]))
            with ordinality as r(body, source_role, kind, actor, session_id, occurred_at, payload,
-                                data_subject_id, lawful_basis, classification, retention_until, ord)
+                                data_subject_id, lawful_basis, classification, retention_until, audience, ord)
 $$;
 comment on function __tenant__._observation_rows(jsonb) is
-    'Internal: observation rows from JSON, numbered from 1, with the defaults of append_observation().';
+    'Internal: observation rows from JSON, numbered from 1, with the defaults of append_observation() (audience names in NFC).';
+
+-- Who may see each appended turn (ids, sorted): what the caller named, or
+-- else the peers in the turn's session now (NULL outside a session: the
+-- scope's); its sender always. Validated by _append_batch first.
+create or replace function __tenant__._turn_audiences(p_principal text, p_rows jsonb)
+returns table (ord integer, audience bigint[])
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select r.ord,
+           case when r.audience is null and r.session_id is null then null
+                else array(select x.id from (
+                         select p.id from peer p where p.name = any (r.audience)
+                         union
+                         select sp.peer_id from session_peer sp
+                          where r.audience is null and sp.session_id = r.session_id and sp.left_at is null
+                         union
+                         select p.id from peer p where p.name = coalesce(r.actor, normalize(p_principal, NFC))) x
+                       order by x.id) end
+      from _observation_rows(p_rows) r
+$$;
+comment on function __tenant__._turn_audiences(text, jsonb) is
+    'Internal: the audience each appended turn gets: the peers named, else its session''s peers (NULL outside one), with its sender.';
 
 -- Planned once per session, not per call (plan_cache_mode), as _remember_batch.
 create or replace function __tenant__._append_batch(p_principal text, p_scope text, p_rows jsonb)
@@ -44,7 +71,8 @@ declare
 begin
     perform set_config('plan_cache_mode', 'force_generic_plan', true);
     perform _check_keys(p_rows, array['body', 'source_role', 'kind', 'actor', 'session_id', 'occurred_at', 'payload',
-                                      'data_subject_id', 'lawful_basis', 'classification', 'retention_until'], 'row');
+                                      'data_subject_id', 'lawful_basis', 'classification', 'retention_until',
+                                      'audience'], 'row');
     begin
         perform count(*) from _observation_rows(p_rows);
     exception when invalid_datetime_format or datetime_field_overflow then
@@ -52,7 +80,8 @@ begin
                       'occurred_at and retention_until are ISO-8601 timestamps between years 1 and 9999.');
     when invalid_text_representation or datatype_mismatch or numeric_value_out_of_range then
         perform _fail('PR107', format('a row has a value of the wrong type: %s', sqlerrm),
-                      'session_id is a number, occurred_at and retention_until ISO-8601 timestamps, payload an object.');
+                      'session_id is a number, occurred_at and retention_until ISO-8601 timestamps, payload an object, '
+                      'audience an array of peer names.');
     end;
     select x.ord, x.code, x.detail, x.hint into v_bad from (
         select r.ord,
@@ -71,6 +100,14 @@ begin
                     when r.session_id is not null
                          and not exists (select 1 from session s where s.id = r.session_id and s.scope = p_scope) then 'PR120'
                     when not exists (select 1 from peer p where p.name = coalesce(r.actor, normalize(p_principal, NFC))) then 'PR101'
+                    when array_position(r.audience, null) is not null then 'PR107'
+                    when exists (select 1 from unnest(r.audience) a where not exists (select 1 from peer p where p.name = a)) then 'PR101'
+                    when r.session_id is not null
+                         and exists (select 1 from unnest(r.audience) a
+                                      where a <> coalesce(r.actor, normalize(p_principal, NFC))
+                                        and not exists (select 1 from session_peer sp join peer p on p.id = sp.peer_id
+                                                         where sp.session_id = r.session_id and p.name = a
+                                                           and sp.left_at is null)) then 'PR117'
                end as code,
                case when r.body is null then 'observation body is required'
                     when octet_length(r.body) > v_max_bytes then
@@ -101,7 +138,19 @@ begin
                          and not exists (select 1 from session s where s.id = r.session_id and s.scope = p_scope) then
                          format('session %s belongs to scope %s, not %s', r.session_id,
                                 quote_literal((select s.scope from session s where s.id = r.session_id)), quote_literal(p_scope))
-                    else format('unknown actor peer %s', quote_literal(coalesce(r.actor, normalize(p_principal, NFC))))
+                    when not exists (select 1 from peer p where p.name = coalesce(r.actor, normalize(p_principal, NFC))) then
+                         format('unknown actor peer %s', quote_literal(coalesce(r.actor, normalize(p_principal, NFC))))
+                    when array_position(r.audience, null) is not null then 'a turn''s audience names a peer with no name'
+                    when r.session_id is null or exists (select 1 from unnest(r.audience) a
+                                                          where not exists (select 1 from peer p where p.name = a)) then
+                         format('unknown audience peer %s', (select quote_literal(a) from unnest(r.audience) a
+                                                              where not exists (select 1 from peer p where p.name = a) limit 1))
+                    else format('peer %s is not in session %s, so it may not be in the audience of its turns',
+                                (select quote_literal(a) from unnest(r.audience) a
+                                  where a <> coalesce(r.actor, normalize(p_principal, NFC))
+                                    and not exists (select 1 from session_peer sp join peer p on p.id = sp.peer_id
+                                                     where sp.session_id = r.session_id and p.name = a and sp.left_at is null)
+                                  limit 1), r.session_id)
                end as detail,
                case when octet_length(r.body) > v_max_bytes then
                          'Split the text, or raise setting max_observation_bytes with pgrecall.set_tenant_setting().'
@@ -111,6 +160,11 @@ begin
                          'Create it with create_session(); add_messages() appends to a session and queues its derivation.'
                     when r.actor is not null and not exists (select 1 from peer p where p.name = r.actor) then
                          'Create it first with add_peer(name, kind).'
+                    when exists (select 1 from unnest(r.audience) a where not exists (select 1 from peer p where p.name = a)) then
+                         'Create it first with add_peer(name, kind).'
+                    when r.session_id is not null and r.audience is not null then
+                         'A turn is seen by at most the peers in its session: add the peer to the session first, '
+                         'or leave it out of the audience.'
                end as hint
           from _observation_rows(p_rows) r) x
      where x.code is not null
@@ -126,7 +180,7 @@ begin
 
     return query
     insert into observation (scope, log_offset, kind, occurred_at, source_role, actor_id, session_id, body,
-                             payload, data_subject_id, lawful_basis, classification, retention_until)
+                             payload, data_subject_id, lawful_basis, classification, retention_until, audience)
     select p_scope, v_last - v_count + r.ord, r.kind, coalesce(r.occurred_at, now()), r.source_role,
            (select p.id from peer p where p.name = coalesce(r.actor, normalize(p_principal, NFC))), r.session_id, r.body,
            r.payload,
@@ -134,8 +188,9 @@ begin
            coalesce(r.data_subject_id,
                     (select p.data_subject_ids[1] from peer p where p.name = coalesce(r.actor, normalize(p_principal, NFC))),
                     (select s.data_subject_ids[1] from session s where s.id = r.session_id)),
-           r.lawful_basis, r.classification, r.retention_until
+           r.lawful_basis, r.classification, r.retention_until, a.audience
       from _observation_rows(p_rows) r
+      join _turn_audiences(p_principal, p_rows) a on a.ord = r.ord
      order by r.ord
     returning (log_offset - (v_last - v_count))::integer, log_offset;
     perform set_config('plan_cache_mode', v_saved_plan_mode, true);
@@ -158,7 +213,8 @@ create or replace function __tenant__.append_observation(
     p_data_subject_id  text default null,
     p_lawful_basis     text default null,
     p_classification   text default 'internal',
-    p_retention_until  timestamptz default null
+    p_retention_until  timestamptz default null,
+    p_audience         text[] default null   -- peers who may see it; NULL: its session's peers, or the scope
 )
 returns bigint
 language plpgsql
@@ -178,12 +234,13 @@ begin
         'body', p_body, 'source_role', p_source_role, 'kind', p_kind, 'actor', p_actor, 'session_id', p_session_id,
         'occurred_at', p_occurred_at, 'payload', coalesce(p_payload, 'null'::jsonb),
         'data_subject_id', p_data_subject_id, 'lawful_basis', p_lawful_basis, 'classification', p_classification,
-        'retention_until', p_retention_until))) b);
+        'retention_until', p_retention_until, 'audience', to_jsonb(p_audience)))) b);
 end
 $$;
 comment on function __tenant__.append_observation(text, text[], text, text, text, text, text, bigint, timestamptz,
-                                                  jsonb, text, text, text, timestamptz) is
-    'Appends what was said, written or returned to the scope''s log and returns its offset (contiguous per scope).';
+                                                  jsonb, text, text, text, timestamptz, text[]) is
+    'Appends what was said, written or returned to the scope''s log and returns its offset (contiguous per scope); '
+    'it is seen by its session''s peers (the scope outside a session), or the narrower audience named.';
 
 create or replace function __tenant__.append_observations(p_principal text, p_scopes text[], p_scope text,
                                                          p_rows jsonb)
@@ -197,7 +254,7 @@ begin
     perform _check_write_scope(p_scope, p_scopes);
     perform _check_object_array(p_rows, 'rows',
         'Each row: body, source_role, and optionally kind, actor, session_id, occurred_at, payload, '
-        'data_subject_id, lawful_basis, classification, retention_until.');
+        'data_subject_id, lawful_basis, classification, retention_until, audience.');
     if jsonb_array_length(p_rows) = 0 then
         return;
     end if;

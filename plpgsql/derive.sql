@@ -1,6 +1,10 @@
 -- derive: a new memory from other memories. The new row may be seen by and
 -- used for only what EVERY source allows: scopes, audiences and purposes
 -- intersect, and an empty intersection is refused (PR106), never widened.
+-- Like every memory it is never more public than the turns it stands on
+-- (the sources' text came from them): a source that was itself widened on
+-- purpose does not widen what is derived from it unless this call says why
+-- too (PR116 otherwise).
 
 create or replace function __tenant__.derive(
     p_principal   text,
@@ -10,7 +14,8 @@ create or replace function __tenant__.derive(
     p_kind        text default 'summary',
     p_title       text default null,
     p_confidence  double precision default null,      -- NULL: the lowest of the sources'
-    p_about       text[] default '{}'
+    p_about       text[] default '{}',
+    p_widening_reason text default null              -- why it may reach more peers than the sources' turns
 )
 returns bigint
 language plpgsql
@@ -76,13 +81,14 @@ begin
                       'Derive from memories that allow a common purpose.');
     end if;
 
-    insert into memory (scope, kind, title, body, confidence, origin, audience_peer_id, purposes, created_by)
-    values (v_scopes[1], p_kind, p_title, _trim(p_body), coalesce(p_confidence, v_confidence), 'derived',
-            v_audience, v_purposes, v_principal)
-    returning id into v_id;
-
     -- The sources' current text, corrections included, is what this is concluded from.
     v_observations := _memory_text_observations(v_sources);
+    insert into memory (scope, kind, title, body, confidence, origin, audience_peer_id, purposes, created_by,
+                        widening_reason)
+    values (v_scopes[1], p_kind, p_title, _trim(p_body), coalesce(p_confidence, v_confidence), 'derived',
+            v_audience, v_purposes, v_principal, _widening(v_audience, v_observations, p_widening_reason))
+    returning id into v_id;
+
     perform _register('memory', v_id::text, v_observations);
     foreach v_source in array v_sources loop
         insert into memory_link (memory_id, link_type, target_memory_id)
@@ -93,5 +99,6 @@ begin
     return v_id;
 end
 $$;
-comment on function __tenant__.derive(text, text[], bigint[], text, text, text, double precision, text[]) is
-    'A memory derived from other memories; its scope, audience and purposes are the intersection of the sources'' (PR106 if empty).';
+comment on function __tenant__.derive(text, text[], bigint[], text, text, text, double precision, text[], text) is
+    'A memory derived from other memories; its scope, audience and purposes are the intersection of the sources'' (PR106 if empty); '
+    'PR116 if that reaches more peers than the turns they stand on, unless p_widening_reason says why.';

@@ -1,11 +1,79 @@
--- The one eligibility rule. Every read path (read, derive's sources, the
--- revision checks of correct/supersede/forget, and recall) selects from this
--- function, so the rule is written exactly once.
+-- The one eligibility rule. Every read path selects from these functions, so
+-- the rule is written exactly once: who an audience admits
+-- (_audience_admits), and from it the memories (_eligible_memories: read,
+-- derive's sources, the revision checks of correct/supersede/forget, recall)
+-- and the turns of the log (_eligible_observations: provenance quotes,
+-- citations, working representations; message search applies the same rule
+-- to passages, which copy their turn's audience) a principal may see. Facts
+-- (facts.sql) use _audience_admits too.
 --
--- It is a plain SQL function without SECURITY DEFINER or SET so that the
--- planner inlines it into the caller's query and uses the caller's indexes;
--- its tables are qualified, and only the tenant's definer functions (whose
--- path is pinned) can call it.
+-- They are plain SQL functions without SECURITY DEFINER or SET so that the
+-- planner inlines them into the caller's query and uses the caller's indexes;
+-- their tables are qualified, and only the tenant's definer functions (whose
+-- path is pinned) can call them.
+
+-- The audience rule. An audience is NULL (everyone authorised for the scope)
+-- or the peers it names, and it admits a principal it names. A memory or a
+-- fact names at most one peer (p_peer), a turn of the log the set of peers
+-- who were there (p_peers); the caller passes its audience in one of the two
+-- and NULL in the other. Inlined into a WHERE clause, the NULL argument folds
+-- away: for a memory the rule becomes "audience_peer_id is null or
+-- audience_peer_id = principal" (the btree memory_audience answers both
+-- halves), for a turn "audience is null or audience @> {principal}" (a GIN
+-- index answers the second). Not strict, or it would not be inlined. Where
+-- it does not admit, it may be NULL rather than false (an index condition
+-- cannot be wrapped in coalesce): a WHERE clause reads both as "no"; a
+-- caller that negates it coalesces first, as _audience_within does.
+create or replace function __tenant__._audience_admits(p_principal_id bigint, p_peer bigint, p_peers bigint[])
+returns boolean
+language sql immutable
+as $$
+    select (p_peer is null and p_peers is null)
+        or p_peer = p_principal_id
+        or p_peers operator(pg_catalog.@>) array[p_principal_id]
+$$;
+comment on function __tenant__._audience_admits(bigint, bigint, bigint[]) is
+    'Internal: the audience rule: NULL admits everyone authorised for the scope, else the peer (or peers) named.';
+
+-- Whether an audience of at most one peer (a memory's, a fact's) admits no
+-- one a turn's audience does not: what "never more public than its evidence"
+-- checks. Everyone in the scope fits only in a scope-wide turn.
+create or replace function __tenant__._audience_within(p_peer bigint, p_peers bigint[])
+returns boolean
+language sql immutable
+as $$
+    select p_peers is null
+        or (p_peer is not null and coalesce(__tenant__._audience_admits(p_peer, null, p_peers), false))
+$$;
+comment on function __tenant__._audience_within(bigint, bigint[]) is
+    'Internal: whether everyone a memory''s audience (one peer or the scope) admits is admitted by a turn''s audience.';
+
+-- An audience as people read it in messages: the peers' names, or the scope.
+create or replace function __tenant__._audience_shown(p_peer bigint, p_peers bigint[], p_scope text)
+returns text
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select case when p_peer is null and p_peers is null then format('everyone in scope %s', quote_literal(p_scope))
+                else (select string_agg(quote_literal(p.name), ', ' order by p.name)
+                        from peer p where p.id = p_peer or p.id = any (p_peers)) end
+$$;
+comment on function __tenant__._audience_shown(bigint, bigint[], text) is
+    'Internal: an audience for a message: the peers'' names, or everyone in the scope.';
+
+-- The peers an audience names, as a JSON array of names (NULL: the scope).
+create or replace function __tenant__._audience_names(p_peers bigint[])
+returns jsonb
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select case when p_peers is not null
+                then (select coalesce(jsonb_agg(p.name order by p.name), '[]') from peer p where p.id = any (p_peers)) end
+$$;
+comment on function __tenant__._audience_names(bigint[]) is
+    'Internal: the names of the peers an audience names, as a JSON array; NULL for the scope.';
 
 create or replace function __tenant__._eligible_memories(
     p_principal_id        bigint,
@@ -20,7 +88,7 @@ as $$
     select m.*
       from __tenant__.memory m
      where m.scope = any (p_scopes)
-       and (m.audience_peer_id is null or m.audience_peer_id = p_principal_id)
+       and __tenant__._audience_admits(p_principal_id, m.audience_peer_id, null)
        and (p_purpose is null or p_purpose = any (m.purposes))
        and m.invalidated_at is null
        and (p_include_superseded or m.superseded_by is null)
@@ -28,6 +96,20 @@ as $$
 $$;
 comment on function __tenant__._eligible_memories(bigint, text[], text, boolean, timestamptz) is
     'Internal: the memories a principal may see in the authorised scopes for a purpose. The single eligibility rule.';
+
+-- The turns of the log a principal may see in the authorised scopes. Joined
+-- to by id (provenance, citations), it is one primary-key probe per turn.
+create or replace function __tenant__._eligible_observations(p_principal_id bigint, p_scopes text[])
+returns setof __tenant__.observation
+language sql stable
+as $$
+    select o.*
+      from __tenant__.observation o
+     where o.scope = any (p_scopes)
+       and __tenant__._audience_admits(p_principal_id, null, o.audience)
+$$;
+comment on function __tenant__._eligible_observations(bigint, text[]) is
+    'Internal: the turns of the log a principal may see in the authorised scopes (the audience rule of memories).';
 
 -- A memory named by id in a write or a decision: one the principal may not
 -- see is reported exactly like one that does not exist.

@@ -57,39 +57,46 @@ comment on function __tenant__._embedding_stamp() is
 -- direction is one branch for turns without a session and one for turns in
 -- one, so that each is a single probe of observation_neighbours.
 create or replace function __tenant__._turns_around(p_observation_ids bigint[])
-returns table (observation_id bigint, before_id bigint, before_body text, after_id bigint, after_body text)
+returns table (observation_id bigint, before_id bigint, before_body text, before_audience bigint[],
+               after_id bigint, after_body text, after_audience bigint[])
 language sql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select x.id, b.id, b.body, a.id, a.body
+    select x.id, b.id, b.body, b.audience, a.id, a.body, a.audience
       from observation x
       left join lateral (
-            (select o.id, o.body from observation o
+            (select o.id, o.body, o.audience from observation o
               where x.session_id is null and o.scope = x.scope and o.session_id is null
                 and o.log_offset < x.log_offset
               order by o.log_offset desc limit 1)
             union all
-            (select o.id, o.body from observation o
+            (select o.id, o.body, o.audience from observation o
               where o.scope = x.scope and o.session_id = x.session_id and o.log_offset < x.log_offset
               order by o.log_offset desc limit 1)) b on true
       left join lateral (
-            (select o.id, o.body from observation o
+            (select o.id, o.body, o.audience from observation o
               where x.session_id is null and o.scope = x.scope and o.session_id is null
                 and o.log_offset > x.log_offset
               order by o.log_offset limit 1)
             union all
-            (select o.id, o.body from observation o
+            (select o.id, o.body, o.audience from observation o
               where o.scope = x.scope and o.session_id = x.session_id and o.log_offset > x.log_offset
               order by o.log_offset limit 1)) a on true
      where x.id = any (p_observation_ids)
 $$;
 comment on function __tenant__._turns_around(bigint[]) is
-    'Internal: the turns just before and after each observation in its conversation (session, or sessionless turns of its scope).';
+    'Internal: the turns just before and after each observation in its conversation (session, or sessionless turns of its scope), with their audiences.';
 
 -- The text embedded for memories under an input version. Version 2 adds the
 -- turns before and after each memory's first evidence in its session: short
--- conversational turns are ambiguous alone (measured: make eval).
+-- conversational turns are ambiguous alone (measured: make eval). A
+-- neighbour is added only when everyone the memory's audience admits may see
+-- it (_audience_within): a vector is read by whoever may recall the memory,
+-- so the text it is computed from holds no turn they may not see. A
+-- neighbour left out is not replaced by the next turn, so the memories whose
+-- input may hold a turn stay that turn's neighbours' (erasure's question,
+-- below).
 create or replace function __tenant__._embedding_inputs(p_memory_ids bigint[], p_version integer)
 returns table (memory_id bigint, input text)
 language plpgsql stable
@@ -110,7 +117,9 @@ begin
           from memory m
          where m.id = any (p_memory_ids)
     )
-    select m.id, concat_ws(E'\n', m.title, m.body, t.before_body, t.after_body)
+    select m.id, concat_ws(E'\n', m.title, m.body,
+                           case when _audience_within(m.audience_peer_id, t.before_audience) then t.before_body end,
+                           case when _audience_within(m.audience_peer_id, t.after_audience) then t.after_body end)
       from ev
       join memory m on m.id = ev.id
       left join _turns_around(array(select e.evidence_id from ev e where e.evidence_id is not null)) t

@@ -1,5 +1,10 @@
 -- Entities: identity is (scope, normalized name); names resolve through
--- aliases and through merges to the surviving entity.
+-- aliases and through merges to the surviving entity. A name is content too:
+-- a principal sees an entity (its name, its aliases, its facts) only through
+-- a memory or a fact it is eligible for that names it (_entity_visible), and
+-- every function that looks an entity up by name for a principal
+-- (_entity_required) answers for one it may not see exactly as for one that
+-- does not exist.
 -- Errors: PR114 unknown entity.
 
 -- Plain SQL without SECURITY DEFINER or SET, so the planner inlines it and
@@ -112,7 +117,37 @@ $$;
 comment on function __tenant__._entities_in_text(text[], text) is
     'Internal: surviving entities in the authorised scopes named (by name or alias) in a text.';
 
-create or replace function __tenant__._entity_required(p_scopes text[], p_name text)
+-- Whether a principal may see an entity: a fact whose audience admits it
+-- (any purpose, any valid time, believed now or once: the history of what
+-- was believed is the principal's to ask about) has it as subject or
+-- object, or a memory it is eligible for (history included) is about it or
+-- about an entity merged into it (about-links keep pointing at the absorbed
+-- entity). Two index probes for facts (subject, object), one for links.
+create or replace function __tenant__._entity_visible(p_principal_id bigint, p_scopes text[], p_entity_id bigint)
+returns boolean
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select exists (select 1 from fact f
+                    where f.subject_id = p_entity_id and f.scope = any (p_scopes)
+                      and _audience_admits(p_principal_id, f.audience_peer_id, null))
+        or exists (select 1 from fact f
+                    where f.object_id = p_entity_id and f.scope = any (p_scopes)
+                      and _audience_admits(p_principal_id, f.audience_peer_id, null))
+        or exists (select 1 from memory_link l
+                     join _eligible_memories(p_principal_id, p_scopes, null, true, null) m on m.id = l.memory_id
+                    where l.link_type = 'about'
+                      and l.target_entity_id in (select e.id from entity e
+                                                  where e.id = p_entity_id or e.merged_into = p_entity_id))
+$$;
+comment on function __tenant__._entity_visible(bigint, text[], bigint) is
+    'Internal: whether a memory or fact the principal is eligible for names the entity (or one merged into it).';
+
+-- The entity a name denotes in the authorised scopes that the principal may
+-- see, or PR114: the same error, word for word, whether nothing has that
+-- name or only entities the principal may not see do.
+create or replace function __tenant__._entity_required(p_principal_id bigint, p_scopes text[], p_name text)
 returns bigint
 language plpgsql stable
 security definer
@@ -123,17 +158,19 @@ declare
 begin
     select x.id into v_id
       from (select _entity_named(s, p_name) as id from unnest(p_scopes) s) x
-     where x.id is not null
+     where x.id is not null and _entity_visible(p_principal_id, p_scopes, x.id)
      order by x.id limit 1;
     if v_id is null then
         perform _fail('PR114', format('no entity named %s in scopes %s', coalesce(quote_literal(p_name), 'NULL'),
                                       array_to_string(p_scopes, ', ')),
-                      'Entities are created by assert_fact() and remember(about => ...); aliases by add_entity_alias().');
+                      'Entities are created by assert_fact() and remember(about => ...); aliases by add_entity_alias(). '
+                      'An entity is found only by a principal who may see a memory or fact that names it.');
     end if;
     return v_id;
 end
 $$;
-comment on function __tenant__._entity_required(text[], text) is 'Internal: the entity a name denotes in the authorised scopes, or PR114.';
+comment on function __tenant__._entity_required(bigint, text[], text) is
+    'Internal: the entity a name denotes in the authorised scopes that the principal may see, or PR114 (hidden or missing alike).';
 
 -- p_data_subject_id: whose personal data the alias is (a nickname, a
 -- maiden name); erasing that subject removes the alias (plpgsql/erase.sql).
@@ -157,11 +194,13 @@ begin
     perform _check_write_scope(p_scope, p_scopes);
     perform _check_text(p_alias, 'alias', 200, p_blank => 'an alias is empty');
     perform _check_subject(p_data_subject_id);
-    v_id := _entity_required(array[p_scope], p_entity);
+    v_id := _entity_required(v_principal, array[p_scope], p_entity);
     v_other := _entity_named(p_scope, p_alias);
     if v_other is not null and v_other <> v_id then
-        perform _fail('PR107', format('%s already denotes another entity (%s) in scope %s',
-                                      quote_literal(p_alias), v_other, p_scope),
+        -- the other entity's id only to a principal who may see it
+        perform _fail('PR107', format('%s already denotes another entity%s in scope %s', quote_literal(p_alias),
+                                      case when _entity_visible(v_principal, array[p_scope], v_other)
+                                           then format(' (%s)', v_other) else '' end, p_scope),
                       'Merge the two with merge_entities() if they are the same thing.');
     end if;
     update entity e set aliases = array(select distinct a from unnest(e.aliases || _normalize_name(p_alias)) a order by a)
@@ -180,7 +219,7 @@ begin
 end
 $$;
 comment on function __tenant__.add_entity_alias(text, text[], text, text, text, text) is
-    'Adds an alias under which an entity is found (by recall, traversal and fact lookups); '
+    'Adds an alias under which an entity the principal may see is found (by recall, traversal and fact lookups); '
     'erasing its data subject (p_data_subject_id, else those of the peers it is about and of the principal) removes it.';
 
 -- Merge: the absorbed entity's facts move to the kept one (a current
@@ -204,8 +243,16 @@ declare
     v_merge bigint;
 begin
     perform _check_write_scope(p_scope, p_scopes);
-    v_keep := _entity_required(array[p_scope], p_keep);
-    v_absorb := _entity_required(array[p_scope], p_absorb);
+    -- The admin's operation: it rewrites the graph for every principal, so it
+    -- names entities whoever may see them.
+    v_keep := _entity_named(p_scope, p_keep);
+    v_absorb := _entity_named(p_scope, p_absorb);
+    if v_keep is null or v_absorb is null then
+        perform _fail('PR114', format('no entity named %s in scopes %s',
+                                      coalesce(quote_literal(case when v_keep is null then p_keep else p_absorb end),
+                                               'NULL'), p_scope),
+                      'Entities are created by assert_fact() and remember(about => ...); aliases by add_entity_alias().');
+    end if;
     if v_keep = v_absorb then
         perform _fail('PR107', format('%s and %s are already the same entity (%s)',
                                       quote_literal(p_keep), quote_literal(p_absorb), v_keep));

@@ -4,8 +4,9 @@
 -- observation, PR113 role policy (a human's fact on an assistant's word only),
 -- PR114 unknown entity, PR115 unknown fact, PR108 fact no longer current.
 
--- The one eligibility rule for facts, like _eligible_memories for memories:
--- inlined by the planner into the caller's query (so no definer or SET).
+-- Eligibility for facts, like _eligible_memories for memories and with the
+-- same audience rule (_audience_admits): inlined by the planner into the
+-- caller's query (so no definer or SET).
 create or replace function __tenant__._eligible_facts(
     p_principal_id  bigint,
     p_scopes        text[],
@@ -19,7 +20,7 @@ as $$
     select f.*
       from __tenant__.fact f
      where f.scope = any (p_scopes)
-       and (f.audience_peer_id is null or f.audience_peer_id = p_principal_id)
+       and __tenant__._audience_admits(p_principal_id, f.audience_peer_id, null)
        and (p_purpose is null or p_purpose = any (f.purposes))
        and (p_valid_at is null or f.valid @> p_valid_at)
        and (case when p_known_at is null then upper_inf(f.known) else f.known @> p_known_at end)
@@ -400,7 +401,7 @@ declare
 begin
     perform _check_id(p_fact_id, 'fact id');
     select f.* into v_fact from fact f where f.id = p_fact_id and f.scope = any (p_scopes)
-       and (f.audience_peer_id is null or f.audience_peer_id = p_principal_id);
+       and _audience_admits(p_principal_id, f.audience_peer_id, null);
     if v_fact.id is null then
         perform _fail('PR115', format('fact %s not found in scopes %s', p_fact_id, array_to_string(p_scopes, ', ')));
     end if;
@@ -435,42 +436,62 @@ $$;
 comment on function __tenant__.retract_fact(text, text[], bigint, text) is
     'Ends a fact''s known range now: we no longer believe it. The row stays, so earlier beliefs can still be asked about.';
 
+-- A quote whose turn the principal may not see is withheld: the row says
+-- which turn (its offset) and "withheld", never the words, who said them or
+-- when.
 create or replace function __tenant__.resolve_citation(p_principal text, p_scopes text[], p_fact_id bigint)
 returns table (evidence_id bigint, scope text, log_offset bigint, observation_id bigint, byte_start integer,
-               byte_end integer, quote text, actor text, source_role text, occurred_at timestamptz, body text)
+               byte_end integer, quote text, actor text, source_role text, occurred_at timestamptz, body text,
+               withheld boolean)
 language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+declare
+    v_principal bigint := _peer_id(p_principal);
 begin
     perform _check_scopes(p_scopes);
-    perform _visible_fact(_peer_id(p_principal), p_scopes, p_fact_id);
+    perform _visible_fact(v_principal, p_scopes, p_fact_id);
     return query
-    select x.id, o.scope, o.log_offset, o.id, x.byte_start, x.byte_end, x.quote, p.name, o.source_role, o.occurred_at, o.body
+    select x.id, o.scope, o.log_offset, o.id,
+           case when seen then x.byte_start end, case when seen then x.byte_end end, case when seen then x.quote end,
+           case when seen then p.name end, case when seen then o.source_role end,
+           case when seen then o.occurred_at end, case when seen then o.body end, not seen
       from fact_evidence x
       join observation o on o.id = x.observation_id
       join peer p on p.id = o.actor_id
+     cross join lateral (select exists (select 1 from _eligible_observations(v_principal, p_scopes) e
+                                         where e.id = o.id) as seen) v
      where x.fact_id = p_fact_id
      order by o.log_offset, x.byte_start;
 end
 $$;
 comment on function __tenant__.resolve_citation(text, text[], bigint) is
-    'The observations and byte spans that prove a fact: each quote with where it was said, by whom and when.';
+    'The observations and byte spans that prove a fact: each quote with where it was said, by whom and when '
+    '(withheld where the principal may not see the turn).';
 
--- A fact's evidence as JSON, for answers that carry their proof.
-create or replace function __tenant__._fact_evidence_json(p_fact_id bigint)
+-- A fact's evidence as JSON, for answers that carry their proof; a quote
+-- from a turn the principal may not see is withheld, as in resolve_citation.
+create or replace function __tenant__._fact_evidence_json(p_fact_id bigint, p_principal_id bigint, p_scopes text[])
 returns jsonb
 language sql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select coalesce(jsonb_agg(jsonb_build_object('scope', o.scope, 'offset', o.log_offset, 'start', x.byte_start,
-                                                 'end', x.byte_end, 'quote', x.quote, 'source_role', o.source_role)
+    select coalesce(jsonb_agg(case when e.id is not null
+                                   then jsonb_build_object('scope', o.scope, 'offset', o.log_offset, 'start', x.byte_start,
+                                                           'end', x.byte_end, 'quote', x.quote,
+                                                           'source_role', o.source_role, 'withheld', false)
+                                   else jsonb_build_object('scope', o.scope, 'offset', o.log_offset, 'start', null,
+                                                           'end', null, 'quote', null, 'source_role', null,
+                                                           'withheld', true) end
                               order by o.log_offset, x.byte_start), '[]')
       from fact_evidence x join observation o on o.id = x.observation_id
+      left join _eligible_observations(p_principal_id, p_scopes) e on e.id = o.id
      where x.fact_id = p_fact_id
 $$;
-comment on function __tenant__._fact_evidence_json(bigint) is 'Internal: a fact''s evidence (quotes and spans) as JSON.';
+comment on function __tenant__._fact_evidence_json(bigint, bigint, text[]) is
+    'Internal: a fact''s evidence (quotes and spans) as JSON, withheld where the principal may not see the turn.';
 
 create or replace function __tenant__.facts_as_of(
     p_principal  text,
@@ -499,11 +520,11 @@ begin
         perform _fail('PR111', format('unknown predicate %s', quote_literal(p_predicate)),
                       'predicates() lists the ontology.');
     end if;
-    perform _entity_required(p_scopes, p_subject);
+    perform _entity_required(v_principal, p_scopes, p_subject);
     v_subjects := array(select x from (select _entity_named(s, p_subject) as x from unnest(p_scopes) s) y where x is not null);
     return query
     select f.id, se.name, f.predicate, coalesce(oe.name, f.object_value), f.statement, f.valid, f.known,
-           f.confidence, f.salience, op.name, _fact_evidence_json(f.id)
+           f.confidence, f.salience, op.name, _fact_evidence_json(f.id, v_principal, p_scopes)
       from _eligible_facts(v_principal, p_scopes, p_purpose, coalesce(p_valid_at, now()), p_known_at) f
       join entity se on se.id = f.subject_id
       left join entity oe on oe.id = f.object_id

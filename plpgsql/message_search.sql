@@ -22,37 +22,44 @@
 -- Recruiting candidates by rare terms is recall's alone: passages' document
 -- frequencies are counted live, so a common term is paid for there already.
 -- The arms' own queries differ from recall's (passages are filtered by scope,
--- session and sender, not by eligibility, and their HNSW index is one per
--- partition), so they are functions of their own: _passage_lexical_arm and
--- _passage_dense_arm.
+-- audience, session and sender, and their HNSW index is one per partition),
+-- so they are functions of their own: _passage_lexical_arm and
+-- _passage_dense_arm. Both select from _passages_in, which applies the
+-- audience rule of memories (_audience_admits) to the audience each passage
+-- copies from its turn: a passage the principal may not see is never
+-- counted (the lexical arm's document frequencies), ranked or returned.
 --
 -- _search_messages() returns the hits followed by one row with
 -- kind = 'meta' carrying the metadata; search_messages() returns the hits and
 -- search_messages_answer() both, in one call. Nothing is kept after the call.
 
--- The passages a search is about: the authorised scopes, narrowed to one
--- session and/or one sender when asked. Like _eligible_memories, a plain SQL
--- function (no definer, no SET, tables qualified) that the planner inlines
--- into the arms' queries, so each keeps its partition pruning and indexes.
-create or replace function __tenant__._passages_in(p_scopes text[], p_session_id bigint, p_actor_id bigint)
+-- The passages a search is about: those the principal may see in the
+-- authorised scopes, narrowed to one session and/or one sender when asked.
+-- Like _eligible_memories, a plain SQL function (no definer, no SET, tables
+-- qualified) that the planner inlines into the arms' queries, so each keeps
+-- its partition pruning and indexes.
+create or replace function __tenant__._passages_in(p_principal_id bigint, p_scopes text[], p_session_id bigint,
+                                                  p_actor_id bigint)
 returns setof __tenant__.passage
 language sql stable
 as $$
     select p.*
       from __tenant__.passage p
      where p.scope = any (p_scopes)
+       and __tenant__._audience_admits(p_principal_id, null, p.audience)
        and (p_session_id is null or p.session_id = p_session_id)
        and (p_actor_id is null or p.actor_id = p_actor_id)
 $$;
-comment on function __tenant__._passages_in(text[], bigint, bigint) is
-    'Internal: the passages in the scopes, of one session and/or one sender when given; inlined into message search''s arms.';
+comment on function __tenant__._passages_in(bigint, text[], bigint, bigint) is
+    'Internal: the passages the principal may see in the scopes, of one session and/or one sender when given; inlined into message search''s arms.';
 
 -- The lexical arm over passages: BM25, document frequencies counted live in
 -- the scopes, corpus size from passage_stat. As in recall, a cheap presence
 -- score bounds the candidates and the best 2 x p_depth get exact BM25 term
 -- frequencies. One row: ids and scores best first, the terms, those dropped.
-create or replace function __tenant__._passage_lexical_arm(p_scopes text[], p_session_id bigint, p_actor_id bigint,
-                                                          p_query text, p_depth integer, p_settings jsonb default null)
+create or replace function __tenant__._passage_lexical_arm(p_principal_id bigint, p_scopes text[], p_session_id bigint,
+                                                          p_actor_id bigint, p_query text, p_depth integer,
+                                                          p_settings jsonb default null)
 returns table (ids bigint[], scores double precision[], terms text[], dropped text[])
 language plpgsql stable
 security definer
@@ -82,9 +89,8 @@ begin
                array_agg(p.idf order by p.term) filter (where not p.pruned)
           into v_kept, dropped, v_idf
           from _prune_terms(terms,
-                            array(select greatest((select count(*) from passage x
-                                                    where x.scope = any (p_scopes)
-                                                      and x.tsv @@ quote_literal(u.t)::tsquery), 1)
+                            array(select greatest((select count(*) from _passages_in(p_principal_id, p_scopes, null, null) x
+                                                    where x.tsv @@ quote_literal(u.t)::tsquery), 1)
                                     from unnest(terms) with ordinality u(t, n) order by u.n),
                             v_documents, (v_set ->> 'prune_min_terms')::integer,
                             (v_set ->> 'prune_df_ratio')::double precision) p;
@@ -100,7 +106,7 @@ begin
                (select sum(v_idf[i]) from generate_subscripts(v_term_queries, 1) i
                  where p.tsv @@ v_term_queries[i])
                / (1 + v_k1 * (1 - v_b + v_b * length(p.tsv) / v_avg_length)) as quick
-          from _passages_in(p_scopes, p_session_id, p_actor_id) p
+          from _passages_in(p_principal_id, p_scopes, p_session_id, p_actor_id) p
          where p.tsv @@ v_query
          order by quick desc, p.id
          limit 2 * p_depth
@@ -118,15 +124,15 @@ begin
     return next;
 end
 $$;
-comment on function __tenant__._passage_lexical_arm(text[], bigint, bigint, text, integer, jsonb) is
+comment on function __tenant__._passage_lexical_arm(bigint, text[], bigint, bigint, text, integer, jsonb) is
     'Internal: message search''s lexical arm: pruned query terms, BM25 over the passages in scope, best p_depth first.';
 
 -- The semantic arm over passages: cosine against passage embeddings of the
 -- current model and input version, floor dense_floor, nearest p_depth first;
 -- exact over few rows, HNSW otherwise. One row: ids, cosines, the method.
-create or replace function __tenant__._passage_dense_arm(p_scopes text[], p_session_id bigint, p_actor_id bigint,
-                                                        p_query_embedding double precision[], p_depth integer,
-                                                        p_settings jsonb default null)
+create or replace function __tenant__._passage_dense_arm(p_principal_id bigint, p_scopes text[], p_session_id bigint,
+                                                        p_actor_id bigint, p_query_embedding double precision[],
+                                                        p_depth integer, p_settings jsonb default null)
 returns table (ids bigint[], cosines double precision[], method text)
 language plpgsql  -- volatile: it sets (and restores) the HNSW settings
 security definer
@@ -143,14 +149,14 @@ declare
     v_saved_iterative text := current_setting('hnsw.iterative_scan', true);
 begin
     select count(*) into v_probe from (
-        select 1 from _passages_in(p_scopes, p_session_id, p_actor_id) p
+        select 1 from _passages_in(p_principal_id, p_scopes, p_session_id, p_actor_id) p
          where p.embedding_model = v_model and p.embedding_input_version = v_version
          limit (v_set ->> 'exact_dense_below')::integer) x;
     if v_probe < (v_set ->> 'exact_dense_below')::integer then
         method := 'exact';
         with nearest as (
             select p.id, p.embedding operator(__ext__.<=>) v_embedding as distance
-              from _passages_in(p_scopes, p_session_id, p_actor_id) p
+              from _passages_in(p_principal_id, p_scopes, p_session_id, p_actor_id) p
              where p.embedding_model = v_model and p.embedding_input_version = v_version
              order by (p.embedding operator(__ext__.<=>) v_embedding) + 0, p.id
              limit p_depth)
@@ -166,7 +172,7 @@ begin
         perform set_config('hnsw.iterative_scan', 'strict_order', true);
         with nearest as (
             select p.id, p.embedding operator(__ext__.<=>) v_embedding as distance
-              from _passages_in(p_scopes, p_session_id, p_actor_id) p
+              from _passages_in(p_principal_id, p_scopes, p_session_id, p_actor_id) p
              where p.embedding_model = v_model and p.embedding_input_version = v_version
              order by p.embedding operator(__ext__.<=>) v_embedding
              limit p_depth)
@@ -179,7 +185,7 @@ begin
     return next;
 end
 $$;
-comment on function __tenant__._passage_dense_arm(text[], bigint, bigint, double precision[], integer, jsonb) is
+comment on function __tenant__._passage_dense_arm(bigint, text[], bigint, bigint, double precision[], integer, jsonb) is
     'Internal: message search''s semantic arm: the passages in scope nearest the query embedding (floor dense_floor), exact or HNSW.';
 
 create or replace function __tenant__._search_messages(
@@ -207,6 +213,7 @@ declare
     v_meta jsonb;
     v_set jsonb := _settings();
     v_mode text := coalesce(p_mode, 'hybrid');
+    v_principal bigint;
     v_actor bigint;
     v_depth integer := (v_set ->> 'arm_candidates')::integer;
     v_max_limit integer := (v_set ->> 'walk_depth')::integer;
@@ -225,7 +232,7 @@ declare
     v_sem_cos double precision[] := '{}';
     v_fused bigint[] := '{}';
 begin
-    perform _peer_id(p_principal);
+    v_principal := _peer_id(p_principal);
     perform _check_scopes(p_scopes);
     perform _check_one_of(v_mode, 'message search mode', array['hybrid', 'lexical', 'semantic']);
     perform _check_limit(p_limit, v_max_limit);
@@ -254,8 +261,8 @@ begin
             v_semantic_reason := 'no query embedding';
         elsif p_query_model is not null and p_query_model <> v_model then
             v_semantic_reason := format('query embedded with %s, passages with %s', p_query_model, v_model);
-        elsif not exists (select 1 from passage p where p.scope = any (p_scopes)
-                             and p.embedding_model = v_model and p.embedding_input_version = v_version) then
+        elsif not exists (select 1 from _passages_in(v_principal, p_scopes, null, null) p
+                           where p.embedding_model = v_model and p.embedding_input_version = v_version) then
             v_semantic_reason := case
                 when not exists (select 1 from _passage_embedding_policies() pol
                                   where pol.scope = any (p_scopes) and pol.policy <> 'none')
@@ -275,11 +282,11 @@ begin
 
     if v_lexical then
         select a.ids, a.scores, a.terms, a.dropped into v_lex_ids, v_lex_scores, v_terms, v_dropped
-          from _passage_lexical_arm(p_scopes, p_session_id, v_actor, p_query, v_depth, v_set) a;
+          from _passage_lexical_arm(v_principal, p_scopes, p_session_id, v_actor, p_query, v_depth, v_set) a;
     end if;
     if v_semantic then
         select a.ids, a.cosines, a.method into v_sem_ids, v_sem_cos, v_semantic_method
-          from _passage_dense_arm(p_scopes, p_session_id, v_actor, p_query_embedding, v_depth, v_set) a;
+          from _passage_dense_arm(v_principal, p_scopes, p_session_id, v_actor, p_query_embedding, v_depth, v_set) a;
     end if;
     v_fused := _rrf_fuse(v_lex_ids, v_sem_ids, v_rrf_k, p_limit);
 

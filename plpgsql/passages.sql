@@ -1,7 +1,9 @@
 -- Passages: every observation is split into chunks (passage_chunks.sql) in
 -- the transaction that appends it (a statement trigger, so one append and a
 -- batch share the path), each chunk registered in the projection registry and
--- queued for the embedding worker (embedding_queue.sql). Each scope's
+-- queued for the embedding worker (embedding_queue.sql). A passage copies
+-- its observation's audience, so that message search filters by it inside
+-- the partition before ranking. Each scope's
 -- passages live in a partition of their own, provisioned when the scope is
 -- added; passage_stat counts them for BM25.
 
@@ -130,8 +132,9 @@ begin
     perform set_config('plan_cache_mode', 'force_generic_plan', true);
     with written as (
         insert into passage (scope, observation_id, ordinal, start_byte, end_byte, body, session_id, actor_id,
-                             occurred_at)
-        select o.scope, o.id, s.ordinal, s.start_byte, s.end_byte, s.body, o.session_id, o.actor_id, o.occurred_at
+                             occurred_at, audience)
+        select o.scope, o.id, s.ordinal, s.start_byte, s.end_byte, s.body, o.session_id, o.actor_id, o.occurred_at,
+               o.audience
           from observation o
          cross join lateral _passage_spans(o.body, (v_set ->> 'passage_max_chars')::integer,
                                            (v_set ->> 'passage_target_chars')::integer,

@@ -63,6 +63,10 @@ comment on function __tenant__.read(text, text[], bigint, text, boolean) is
 -- counted, not shown. The observations include those cited by corrections,
 -- each saying which revisions it justified: the proof of a corrected memory
 -- points at the words that corrected it, not only at the ones it corrected.
+-- A turn the principal may not see (_eligible_observations) is listed by its
+-- offset only, "withheld": never its text, who said it or when. A turn shown
+-- says who may see it (its audience's names, NULL for the scope); a memory
+-- that reaches more peers than its turns says why (widening_reason).
 -- Set-based so that recall builds the provenance of all its rows in four
 -- queries rather than four per row.
 create or replace function __tenant__._provenance_of(p_memory_ids bigint[], p_principal_id bigint, p_scopes text[])
@@ -75,22 +79,33 @@ as $$
         'observations', coalesce(obs.list, '[]'::jsonb),
         'memories', coalesce(src.list, '[]'::jsonb),
         'hidden_sources', coalesce(hid.n, 0),
-        'about', coalesce(ab.list, '[]'::jsonb))
+        'about', coalesce(ab.list, '[]'::jsonb),
+        'widening_reason', (select m.widening_reason from memory m where m.id = i.id))
       from unnest(p_memory_ids) as i(id)
       left join (
             select l.memory_id,
-                   jsonb_agg(jsonb_build_object(
-                       'scope', o.scope, 'offset', o.log_offset, 'source_role', o.source_role,
+                   jsonb_agg(case when seen.id is null then
+                       jsonb_build_object(
+                           'scope', o.scope, 'offset', o.log_offset, 'withheld', true, 'text', null,
+                           'source_role', null, 'actor', null, 'occurred_at', null, 'audience', null,
+                           'corrections', coalesce((select jsonb_agg(c.revision order by c.revision)
+                                                      from memory_correction_evidence c
+                                                     where c.memory_id = l.memory_id and c.observation_id = o.id),
+                                                   '[]'::jsonb))
+                   else jsonb_build_object(
+                       'scope', o.scope, 'offset', o.log_offset, 'withheld', false, 'source_role', o.source_role,
                        'actor', a.name, 'occurred_at', o.occurred_at, 'text', left(o.body, 500),
+                       'audience', _audience_names(o.audience),
                        -- the revisions produced by corrections that cited it ([] when none did)
                        'corrections', coalesce((select jsonb_agg(c.revision order by c.revision)
                                                   from memory_correction_evidence c
                                                  where c.memory_id = l.memory_id and c.observation_id = o.id),
-                                               '[]'::jsonb))
+                                               '[]'::jsonb)) end
                      order by o.log_offset) as list
               from memory_link l
               join observation o on o.id = l.target_observation_id
               join peer a on a.id = o.actor_id
+              left join _eligible_observations(p_principal_id, p_scopes) seen on seen.id = o.id
              where l.memory_id = any (p_memory_ids) and l.link_type = 'derived_from'
                and o.scope = any (p_scopes)
              group by l.memory_id) obs on obs.memory_id = i.id
@@ -117,7 +132,7 @@ as $$
              group by l.memory_id) ab on ab.memory_id = i.id
 $$;
 comment on function __tenant__._provenance_of(bigint[], bigint, text[]) is
-    'Internal: for each memory, its observations, visible source memories, hidden-source count and entities, as JSON.';
+    'Internal: for each memory, its observations (withheld where the principal may not see them), visible source memories, hidden-source count, entities and widening reason, as JSON.';
 
 create or replace function __tenant__._provenance(p_memory_id bigint, p_principal_id bigint, p_scopes text[])
 returns jsonb

@@ -217,7 +217,7 @@ begin
            null::integer, null::integer, null::double precision, null::double precision,
            jsonb_build_object('subject', se.name, 'predicate', f.predicate,
                               'object', coalesce(oe.name, f.object_value), 'valid', f.valid::text,
-                              'confidence', f.confidence, 'evidence', _fact_evidence_json(f.id)),
+                              'confidence', f.confidence, 'evidence', _fact_evidence_json(f.id, p_principal_id, p_scopes)),
            'fact'::text, f.id, t.pos
       from top t join fact f on f.id = t.id
       join entity se on se.id = f.subject_id

@@ -5,6 +5,15 @@
 --
 -- remember() writes one memory and remember_many() a batch; both run
 -- _remember_batch, which does the work set-wise (one implementation).
+-- remember_said() appends the words a memory stands on and remembers it in
+-- one call: a memory that is refused or a no-op leaves no turn behind.
+--
+-- A memory is never more public than what it cites: everyone its audience
+-- admits must be admitted by each turn it cites (_audience_within), unless
+-- the call widens it on purpose and says why (widening_reason, kept on the
+-- row and shown in its provenance); otherwise PR116, naming the turn and
+-- both audiences. A turn the principal may not see cannot be cited: it is
+-- reported as missing (PR109).
 
 -- A text that only asks states nothing to remember. "That's great! Where
 -- did you go?" states something first, so it is not only questions.
@@ -19,21 +28,59 @@ $$;
 comment on function __tenant__._is_only_questions(text) is
     'Internal: true when every sentence of the text is a question (it ends with ? and no sentence before it ends with . ! or ;).';
 
+-- For one memory (correct, supersede, derive): the widening reason to keep,
+-- NULL when its audience fits every turn it stands on; PR116 when it does
+-- not and no reason is given. (_remember_batch makes the same check set-wise.)
+create or replace function __tenant__._widening(p_audience_peer bigint, p_observation_ids bigint[],
+                                               p_widening_reason text)
+returns text
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_turn observation;
+    v_reason text;
+begin
+    if p_widening_reason is not null then
+        v_reason := _check_reason(p_widening_reason, 'a widening reason needs words: say why the memory may reach '
+                                  'more peers than its turns', null, 2000);
+    end if;
+    select o.* into v_turn from observation o
+     where o.id = any (p_observation_ids) and not _audience_within(p_audience_peer, o.audience)
+     order by o.scope, o.log_offset limit 1;
+    if v_turn.id is null then
+        return null;
+    end if;
+    if p_widening_reason is null then
+        perform _fail('PR116', format('a memory for %s would reach more peers than turn %s#%s, which only %s may see',
+                                      _audience_shown(p_audience_peer, null, v_turn.scope), v_turn.scope,
+                                      v_turn.log_offset, _audience_shown(null, v_turn.audience, v_turn.scope)),
+                      'Cite turns its audience may see, or widen it on purpose with a widening reason (kept with it '
+                      'and shown in its provenance).');
+    end if;
+    return v_reason;
+end
+$$;
+comment on function __tenant__._widening(bigint, bigint[], text) is
+    'Internal: the widening reason to keep for a memory (NULL when it fits its turns), or PR116.';
+
 -- The items of a batch as rows, numbered from 1.
 create or replace function __tenant__._memory_items(p_items jsonb)
 returns table (body text, evidence bigint[], purposes text[], audience text, kind text, title text,
-               confidence double precision, about text[], observer text, ord integer)
+               confidence double precision, about text[], observer text, widening_reason text, ord integer)
 language sql immutable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
     -- Peer names in NFC, the form they are stored in.
     select i.body, i.evidence, i.purposes, normalize(i.audience, NFC), coalesce(i.kind, 'note'), i.title,
-           coalesce(i.confidence, 1), i.about, normalize(i.observer, NFC), i.ord::integer
+           coalesce(i.confidence, 1), i.about, normalize(i.observer, NFC), i.widening_reason, i.ord::integer
       from rows from (jsonb_to_recordset(p_items) as (body text, evidence bigint[], purposes text[], audience text,
                                                       kind text, title text, confidence double precision,
-                                                      about text[], observer text))
-           with ordinality as i(body, evidence, purposes, audience, kind, title, confidence, about, observer, ord)
+                                                      about text[], observer text, widening_reason text))
+           with ordinality as i(body, evidence, purposes, audience, kind, title, confidence, about, observer,
+                                widening_reason, ord)
 $$;
 comment on function __tenant__._memory_items(jsonb) is
     'Internal: remember items from JSON, numbered from 1; kind defaults to note and confidence to 1.';
@@ -57,7 +104,7 @@ declare
 begin
     perform set_config('plan_cache_mode', 'force_generic_plan', true);
     perform _check_keys(p_items, array['body', 'evidence', 'purposes', 'audience', 'kind', 'title', 'confidence',
-                                       'about', 'observer'], 'item');
+                                       'about', 'observer', 'widening_reason'], 'item');
     begin
         perform count(*) from _memory_items(p_items);
     exception when invalid_text_representation or datatype_mismatch or invalid_parameter_value then
@@ -82,6 +129,8 @@ begin
                  when i.audience is not null and not exists (select 1 from peer p where p.name = i.audience) then 'PR101'
                  when i.observer is not null and not exists (select 1 from peer p where p.name = i.observer) then 'PR101'
                  when exists (select 1 from unnest(i.about) a where char_length(a) > 200) then 'PR151'
+                 when i.widening_reason is not null and _trim(i.widening_reason) = '' then 'PR107'
+                 when char_length(i.widening_reason) > 2000 then 'PR151'
                end as problem,
                case
                  when i.purposes is null or cardinality(i.purposes) = 0 then 'the set of purposes is empty'
@@ -101,7 +150,11 @@ begin
                       format('unknown audience peer %s', quote_literal(i.audience))
                  when i.observer is not null and not exists (select 1 from peer p where p.name = i.observer) then
                       format('unknown observer peer %s', quote_literal(i.observer))
-                 else 'an entity name is longer than 200 characters'
+                 when exists (select 1 from unnest(i.about) a where char_length(a) > 200) then
+                      'an entity name is longer than 200 characters'
+                 when char_length(i.widening_reason) > 2000 then
+                      format('widening reason is %s characters, more than the 2000 allowed', char_length(i.widening_reason))
+                 else 'a widening reason needs words: say why the memory may reach more peers than its turns'
                end as detail
           from _memory_items(p_items) i
       ) x
@@ -116,14 +169,18 @@ begin
                           else null end);
     end if;
 
-    -- Evidence must exist in the scope (for items that are not no-ops).
-    -- One index probe per offset ("limit 1" keeps the probe a probe): as a
-    -- join, a plan made once per session on stale statistics hashed the
-    -- scope's whole log to check one offset, O(log) per remember().
+    -- Evidence must exist in the scope, and the principal must be able to see
+    -- it (for items that are not no-ops): a turn it may not see is reported
+    -- like one that does not exist. One index probe per offset ("limit 1"
+    -- keeps the probe a probe): as a join, a plan made once per session on
+    -- stale statistics hashed the scope's whole log to check one offset,
+    -- O(log) per remember().
     select i.ord, e.off into v_bad
       from _memory_items(p_items) i
       cross join lateral unnest(i.evidence) as e(off)
-      left join lateral (select o.id from observation o where o.scope = p_scope and o.log_offset = e.off limit 1) o
+      left join lateral (select o.id from observation o
+                          where o.scope = p_scope and o.log_offset = e.off
+                            and _audience_admits(p_principal_id, null, o.audience) limit 1) o
              on true
      where _trim(coalesce(i.body, '')) ~ '[[:alnum:]]' and not _is_only_questions(_trim(i.body))
        and o.id is null
@@ -133,6 +190,26 @@ begin
                                       coalesce(v_bad.off::text, 'NULL'),
                                       case when v_many then format(' (item %s)', v_bad.ord) else '' end),
                       'Evidence is given as log offsets returned by append_observation() in the same scope.');
+    end if;
+
+    -- Never more public than its evidence, unless widened on purpose.
+    select i.ord, e.off, o.audience as turn_audience,
+           (select p.id from peer p where p.name = i.audience) as audience_id into v_bad
+      from _memory_items(p_items) i
+      cross join lateral unnest(i.evidence) as e(off)
+      cross join lateral (select ob.audience from observation ob
+                           where ob.scope = p_scope and ob.log_offset = e.off limit 1) o
+     where _trim(coalesce(i.body, '')) ~ '[[:alnum:]]' and not _is_only_questions(_trim(i.body))
+       and i.widening_reason is null
+       and not _audience_within((select p.id from peer p where p.name = i.audience), o.audience)
+     order by i.ord, e.off limit 1;
+    if v_bad.ord is not null then
+        perform _fail('PR116', format('a memory for %s would reach more peers than turn %s#%s, which only %s may see%s',
+                                      _audience_shown(v_bad.audience_id, null, p_scope), p_scope, v_bad.off,
+                                      _audience_shown(null, v_bad.turn_audience, p_scope),
+                                      case when v_many then format(' (item %s)', v_bad.ord) else '' end),
+                      'Give the memory one of those peers as its audience, cite turns its audience may see, or '
+                      'widen it on purpose with a widening reason (kept with it and shown in its provenance).');
     end if;
 
     -- Two writers must not both add the same text to a scope: lock each text.
@@ -146,7 +223,8 @@ begin
                array(select distinct p from unnest(i.purposes) p order by p) as purposes,
                (select p.id from peer p where p.name = i.audience) as audience_id,
                i.kind, i.title, i.confidence, coalesce(i.about, '{}') as about,
-               (select p.id from peer p where p.name = i.observer) as observer_id
+               (select p.id from peer p where p.name = i.observer) as observer_id,
+               _trim(i.widening_reason) as widening_reason
           from _memory_items(p_items) i
     ), judged as (
         -- the same expression as memory.text_key ([[:space:]] is \s, written so that no backslash
@@ -190,10 +268,16 @@ begin
          where n.new_id is not null
     ), inserted as (
         insert into memory (id, scope, kind, title, body, confidence, origin, audience_peer_id, purposes, created_by,
-                            observer_peer_id)
+                            observer_peer_id, widening_reason)
         overriding system value
         select n.new_id, p_scope, n.kind, n.title, n.body, n.confidence, 'told', n.audience_id, n.purposes,
-               p_principal_id, n.observer_id
+               p_principal_id, n.observer_id,
+               -- kept only where it widens: a reason for nothing would read as if it did
+               case when exists (select 1 from unnest(n.evidence) e(off)
+                                   cross join lateral (select ob.audience from observation ob
+                                                        where ob.scope = p_scope and ob.log_offset = e.off limit 1) o
+                                  where not _audience_within(n.audience_id, o.audience))
+                    then n.widening_reason end
           from numbered n where n.new_id is not null
           order by n.new_id
         returning id
@@ -243,18 +327,19 @@ comment on function __tenant__._remember_batch(bigint, text, jsonb) is
     'Internal: the set-wise body of remember() and remember_many().';
 
 create or replace function __tenant__.remember(
-    p_principal   text,
-    p_scopes      text[],
-    p_scope       text,
-    p_body        text,
-    p_evidence    bigint[],               -- log offsets in p_scope that stated it
-    p_purposes    text[],
-    p_audience    text default null,      -- a peer name; NULL: everyone authorised for the scope
-    p_kind        text default 'note',
-    p_title       text default null,
-    p_confidence  double precision default 1,
-    p_about       text[] default '{}',    -- entity names
-    p_observer    text default null       -- whose view it is (a peer name); NULL: the global view
+    p_principal        text,
+    p_scopes           text[],
+    p_scope            text,
+    p_body             text,
+    p_evidence         bigint[],               -- log offsets in p_scope that stated it
+    p_purposes         text[],
+    p_audience         text default null,      -- a peer name; NULL: everyone authorised for the scope
+    p_kind             text default 'note',
+    p_title            text default null,
+    p_confidence       double precision default 1,
+    p_about            text[] default '{}',    -- entity names
+    p_observer         text default null,      -- whose view it is (a peer name); NULL: the global view
+    p_widening_reason  text default null       -- why it may reach more peers than a turn it cites
 )
 returns table (memory_id bigint, status text, reason text)
 language plpgsql
@@ -270,11 +355,13 @@ begin
       from _remember_batch(v_principal, p_scope, jsonb_build_array(jsonb_build_object(
                'body', p_body, 'evidence', p_evidence, 'purposes', p_purposes, 'audience', p_audience,
                'kind', p_kind, 'title', p_title, 'confidence', p_confidence, 'about', p_about,
-               'observer', p_observer))) b;
+               'observer', p_observer, 'widening_reason', p_widening_reason))) b;
 end
 $$;
-comment on function __tenant__.remember(text, text[], text, text, bigint[], text[], text, text, text, double precision, text[], text) is
-    'Writes a memory with its audience, purposes and evidence; empty or ambiguous input is a no-op with a reason.';
+comment on function __tenant__.remember(text, text[], text, text, bigint[], text[], text, text, text, double precision,
+                                        text[], text, text) is
+    'Writes a memory with its audience, purposes and evidence; empty or ambiguous input is a no-op with a reason; '
+    'PR116 when it would reach more peers than a turn it cites, unless p_widening_reason says why.';
 
 create or replace function __tenant__.remember_many(p_principal text, p_scopes text[], p_scope text, p_items jsonb)
 returns table (ordinal integer, memory_id bigint, status text, reason text)
@@ -287,9 +374,75 @@ declare
 begin
     perform _check_write_scope(p_scope, p_scopes);
     perform _check_object_array(p_items, 'items',
-        'Each item: body, evidence, purposes, and optionally audience, kind, title, confidence, about, observer.');
+        'Each item: body, evidence, purposes, and optionally audience, kind, title, confidence, about, observer, '
+        'widening_reason.');
     return query select * from _remember_batch(v_principal, p_scope, p_items);
 end
 $$;
 comment on function __tenant__.remember_many(text, text[], text, jsonb) is
     'remember() for a batch: items as a JSON array; all are validated before any is written. One row per item.';
+
+-- What a person said and the memory it states, in one call: the words are
+-- appended as a note of the principal's (kind note, outside any session)
+-- and cited, with any other offsets in p_evidence. The turn is seen by the
+-- memory's audience and the principal (who wrote it down); everyone in the
+-- scope when the memory is the scope's. A memory that is a no-op (empty, a
+-- question, no words, a duplicate) or refused takes its turn with it: the
+-- append runs in a subtransaction that is rolled back, so log_offset is then
+-- NULL and nothing was written. (The offset the rolled-back turn took is
+-- given back: offsets stay contiguous.)
+create or replace function __tenant__.remember_said(
+    p_principal        text,
+    p_scopes           text[],
+    p_scope            text,
+    p_said             text,                   -- the words, verbatim: appended and cited
+    p_purposes         text[],
+    p_body             text default null,      -- the memory; NULL: the words themselves
+    p_audience         text default null,
+    p_kind             text default 'note',
+    p_title            text default null,
+    p_confidence       double precision default 1,
+    p_about            text[] default '{}',
+    p_evidence         bigint[] default '{}',  -- further offsets in p_scope it stands on
+    p_source_role      text default 'user',    -- the role the words were said in
+    p_payload          jsonb default '{}',
+    p_widening_reason  text default null
+)
+returns table (memory_id bigint, status text, reason text, log_offset bigint)
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_principal bigint := _peer_id(p_principal);
+    v_offset bigint;
+    v_result record;
+begin
+    perform _check_write_scope(p_scope, p_scopes);
+    begin
+        select b.log_offset into v_offset
+          from _append_batch(p_principal, p_scope, jsonb_build_array(jsonb_build_object(
+                   'body', p_said, 'source_role', p_source_role, 'kind', 'note',
+                   'payload', coalesce(p_payload, 'null'::jsonb),
+                   'audience', case when p_audience is not null then jsonb_build_array(p_audience) end))) b;
+        select b.memory_id, b.status, b.reason into v_result
+          from _remember_batch(v_principal, p_scope, jsonb_build_array(jsonb_build_object(
+                   'body', coalesce(p_body, p_said), 'evidence', coalesce(p_evidence, '{}') || v_offset,
+                   'purposes', p_purposes, 'audience', p_audience, 'kind', p_kind, 'title', p_title,
+                   'confidence', p_confidence, 'about', p_about, 'widening_reason', p_widening_reason))) b;
+        if v_result.status <> 'created' then
+            raise exception 'remember_said: nothing remembered, so the turn goes too';
+        end if;
+    exception when raise_exception then
+        if sqlerrm <> 'remember_said: nothing remembered, so the turn goes too' then
+            raise;
+        end if;
+        v_offset := null;  -- the subtransaction's append is undone
+    end;
+    return query select v_result.memory_id, v_result.status, v_result.reason, v_offset;
+end
+$$;
+comment on function __tenant__.remember_said(text, text[], text, text, text[], text, text, text, text, double precision,
+                                             text[], bigint[], text, jsonb, text) is
+    'Appends what was said (as the principal''s note) and remembers it, citing it, in one call; a memory that is a '
+    'no-op or refused leaves no turn (log_offset NULL).';

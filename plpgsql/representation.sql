@@ -7,7 +7,8 @@
 -- whose view it is: NULL is the global view (derived from everything the
 -- peer sent), a peer is that peer's local view (derived from what it saw).
 -- Everything returned goes through _eligible_memories or _eligible_facts: a
--- representation never shows the principal a row it may not see.
+-- representation never shows the principal a row it may not see; a working
+-- representation shows only items from turns the principal may see.
 
 create or replace function __tenant__.representation(
     p_principal  text,
@@ -63,6 +64,26 @@ $$;
 comment on function __tenant__.representation(text, text[], text, text, text, integer) is
     'The memories and current facts about a peer from one perspective (global when observer is NULL) that the principal may see for the purpose.';
 
+-- A working representation as a principal may read it: only the items
+-- derived from turns it may see (each item names its observation); an
+-- observed peer left with none is left out.
+create or replace function __tenant__._working_seen_by(p_document jsonb, p_principal_id bigint, p_scopes text[])
+returns jsonb
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select coalesce(jsonb_object_agg(d.key, d.items), '{}')
+      from (select t.key, jsonb_agg(i.item order by i.n) as items
+              from jsonb_each(p_document) t
+             cross join lateral jsonb_array_elements(t.value) with ordinality as i(item, n)
+             where exists (select 1 from _eligible_observations(p_principal_id, p_scopes) o
+                            where o.id = (i.item ->> 'observation_id')::bigint)
+             group by t.key) d
+$$;
+comment on function __tenant__._working_seen_by(jsonb, bigint, text[]) is
+    'Internal: a working representation without the items derived from turns the principal may not see.';
+
 create or replace function __tenant__.get_representation(p_principal text, p_scopes text[], p_session bigint,
                                                         p_peer text, p_target text default null)
 returns jsonb
@@ -72,19 +93,21 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_row session_peer := _session_peer_row(p_principal, p_scopes, p_session, p_peer);
+    v_seen jsonb := _working_seen_by(v_row.working_representation, _peer_id(p_principal), p_scopes);
 begin
     if p_target is not null then
         perform _peer_id(p_target, 'target');
     end if;
     return jsonb_build_object(
         'session', v_row.session_id, 'peer', p_peer, 'updated_at', v_row.working_updated_at,
-        'representation', case when p_target is null then v_row.working_representation
-                               else jsonb_build_object(p_target, coalesce(v_row.working_representation -> p_target, '[]'))
+        'representation', case when p_target is null then v_seen
+                               else jsonb_build_object(p_target, coalesce(v_seen -> p_target, '[]'))
                           end);
 end
 $$;
 comment on function __tenant__.get_representation(text, text[], bigint, text, text) is
-    'A peer''s working representation in a session: per observed peer, the newest derived observations (one target if named).';
+    'A peer''s working representation in a session: per observed peer, the newest derived observations (one target if named), '
+    'those from turns the principal may not see left out.';
 
 -- Erasure: working representations lose every item derived from an erased
 -- observation (and an erased peer its whole document); items that survive

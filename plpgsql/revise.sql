@@ -1,8 +1,10 @@
 -- correct, supersede and forget: the three ways a memory changes after it is
 -- written. Each takes the revision the caller read; the loser of a race gets
 -- PR105 and nothing it sent is written. correct and supersede cite the
--- observations they stand on, like every other write; a correction's
--- evidence is undone by erasure rather than deleting the memory
+-- observations they stand on, like every other write, and as remember()
+-- they may cite only turns the principal may see and that the memory's
+-- audience may see (PR116 otherwise, unless a widening reason says why); a
+-- correction's evidence is undone by erasure rather than deleting the memory
 -- (plpgsql/erase.sql).
 
 -- Locks a memory the principal may see and checks the caller's revision.
@@ -91,7 +93,8 @@ create or replace function __tenant__.correct(
     p_body               text,
     p_title              text default null,   -- NULL keeps the title
     p_reason             text default null,
-    p_evidence           bigint[] default null   -- log offsets, in the memory's scope, that justify it
+    p_evidence           bigint[] default null,  -- log offsets, in the memory's scope, that justify it
+    p_widening_reason    text default null       -- why it may reach more peers than that evidence
 )
 returns integer
 language plpgsql
@@ -105,6 +108,7 @@ declare
     v_sources bigint[];
     v_obs bigint;
     v_row bigint;
+    v_widened text;
 begin
     if p_expected_revision is null then
         perform _fail('PR107', 'correct needs the revision you read (p_expected_revision)');
@@ -125,8 +129,9 @@ begin
     if cardinality(p_evidence) > 0 then
         -- Like remember's evidence: offsets of the memory's own scope, which
         -- the principal is authorised for since it may see the memory.
-        v_evidence := _observation_ids(v_old.scope, p_evidence);
+        v_evidence := _observation_ids(v_old.scope, p_evidence, v_principal);
         perform _check_correction_roles(v_old, v_evidence);
+        v_widened := _widening(v_old.audience_peer_id, v_evidence, p_widening_reason);
     end if;
     -- The corrected text comes from what the old text came from and from this
     -- evidence. The kept old text is registered against both as well: its
@@ -152,13 +157,15 @@ begin
     end loop;
 
     update memory m
-       set body = _trim(p_body), title = coalesce(p_title, m.title), revision = m.revision + 1, updated_at = now()
+       set body = _trim(p_body), title = coalesce(p_title, m.title), revision = m.revision + 1, updated_at = now(),
+           widening_reason = coalesce(v_widened, m.widening_reason)
      where m.id = v_old.id;
     return v_old.revision + 1;
 end
 $$;
-comment on function __tenant__.correct(text, text[], bigint, integer, text, text, text, bigint[]) is
-    'Fixes a wrong memory in place, citing the observations that justify it: revision + 1, the old text kept in its history. PR105 if the revision moved.';
+comment on function __tenant__.correct(text, text[], bigint, integer, text, text, text, bigint[], text) is
+    'Fixes a wrong memory in place, citing the observations that justify it: revision + 1, the old text kept in its history. '
+    'PR105 if the revision moved; PR116 if the evidence is seen by fewer peers than the memory, unless p_widening_reason says why.';
 
 -- The step that makes a memory history: it points to its replacement, moves
 -- to the next revision and stops being valid now. supersede() replaces with a
@@ -188,7 +195,8 @@ create or replace function __tenant__.supersede(
     p_evidence           bigint[],            -- log offsets that say what changed
     p_title              text default null,   -- NULL keeps the title
     p_confidence         double precision default null,   -- NULL keeps the confidence
-    p_about              text[] default null  -- entity names; NULL keeps the old memory's
+    p_about              text[] default null, -- entity names; NULL keeps the old memory's
+    p_widening_reason    text default null    -- why it may reach more peers than that evidence
 )
 returns bigint
 language plpgsql
@@ -212,11 +220,14 @@ begin
                       'Append what was said with append_observation() and pass its offset.');
     end if;
     v_old := _lock_for_revision(v_principal, p_scopes, p_memory_id, p_expected_revision, true);
-    v_observations := _observation_ids(v_old.scope, p_evidence);
+    v_observations := _observation_ids(v_old.scope, p_evidence, v_principal);
 
-    insert into memory (scope, kind, title, body, confidence, origin, audience_peer_id, purposes, created_by)
+    -- The replacement keeps the old audience: it must fit the new evidence.
+    insert into memory (scope, kind, title, body, confidence, origin, audience_peer_id, purposes, created_by,
+                        widening_reason)
     values (v_old.scope, v_old.kind, coalesce(p_title, v_old.title), _trim(p_body),
-            coalesce(p_confidence, v_old.confidence), 'told', v_old.audience_peer_id, v_old.purposes, v_principal)
+            coalesce(p_confidence, v_old.confidence), 'told', v_old.audience_peer_id, v_old.purposes, v_principal,
+            _widening(v_old.audience_peer_id, v_observations, p_widening_reason))
     returning id into v_id;
     perform _register('memory', v_id::text, v_observations);
     foreach v_obs in array v_observations loop
@@ -247,8 +258,10 @@ begin
     return v_id;
 end
 $$;
-comment on function __tenant__.supersede(text, text[], bigint, integer, text, bigint[], text, double precision, text[]) is
-    'The world changed: a new memory replaces the old one, which points to it and stops being valid now.';
+comment on function __tenant__.supersede(text, text[], bigint, integer, text, bigint[], text, double precision, text[],
+                                         text) is
+    'The world changed: a new memory replaces the old one, which points to it and stops being valid now '
+    '(PR116 if the new evidence is seen by fewer peers than the memory, unless p_widening_reason says why).';
 
 create or replace function __tenant__.forget(
     p_principal          text,

@@ -432,7 +432,9 @@ comment on function __tenant__.set_peer_config(text, jsonb) is
     'Sets a peer''s observed_globally flag (null: follow the tenant setting); returns the peer''s config.';
 
 -- Messages: observations of the session's scope, each by a peer in the
--- session, queued for derivation as the flags say (work_queue.sql).
+-- session, queued for derivation as the flags say (work_queue.sql). Each is
+-- seen by the session's peers at that moment, or by the narrower audience
+-- (peer names) the message names; its sender always.
 create or replace function __tenant__.add_messages(p_principal text, p_scopes text[], p_session bigint,
                                                   p_messages jsonb)
 returns table (ordinal integer, log_offset bigint, tasks integer)
@@ -452,7 +454,7 @@ begin
     perform _check_write_scope(v_session.scope, p_scopes);
     perform _check_object_array(p_messages, 'messages',
         'Each message: actor and body, and optionally source_role, occurred_at, payload, data_subject_id, '
-        'lawful_basis, classification, retention_until.');
+        'lawful_basis, classification, retention_until, audience.');
     if jsonb_array_length(p_messages) = 0 then
         return;
     end if;
@@ -463,7 +465,7 @@ begin
                                          else x.e end order by x.n)
                      from jsonb_array_elements(p_messages) with ordinality as x(e, n));
     perform _check_keys(p_messages, array['actor', 'body', 'source_role', 'occurred_at', 'payload', 'data_subject_id',
-                                          'lawful_basis', 'classification', 'retention_until'], 'message');
+                                          'lawful_basis', 'classification', 'retention_until', 'audience'], 'message');
     -- Messages of one session are numbered (and summarised) in order.
     perform 1 from session s where s.id = v_session.id for update;
 
@@ -503,16 +505,20 @@ comment on function __tenant__.add_messages(text, text[], bigint, jsonb) is
 
 -- The turn log: for bots that do not manage sessions. Turns of one log go
 -- to its newest session unless more than turn_gap_seconds passed since that
--- session's last message; then a new session opens. The actor joins the
--- session if it is not in it. p_data_subject_id is the turn's, and also the
--- session's when the turn opens one: the log's name is written into it then.
--- Without it, the actor's data subject is (a peer created with one passes it
--- on); a turn of an actor without one, such as the assistant's reply, is the
--- session's first subject's (_append_batch).
+-- session's last message; then a new session opens. The actor and the
+-- principal (the bot that logs the conversation: it hears every turn) join
+-- the session if they are not in it, so each turn is seen by both and by
+-- whoever joined before it, or by the narrower p_audience.
+-- p_data_subject_id is the turn's, and also the session's when the turn
+-- opens one: the log's name is written into it then. Without it, the actor's
+-- data subject is (a peer created with one passes it on); a turn of an actor
+-- without one, such as the assistant's reply, is the session's first
+-- subject's (_append_batch).
 create or replace function __tenant__.log_turn(p_principal text, p_scopes text[], p_scope text, p_log text,
                                               p_actor text, p_body text, p_source_role text default null,
                                               p_occurred_at timestamptz default null,
-                                              p_data_subject_id text default null)
+                                              p_data_subject_id text default null,
+                                              p_audience text[] default null)
 returns table (session_id bigint, log_offset bigint, opened boolean)
 language plpgsql
 security definer
@@ -552,17 +558,24 @@ begin
         values (v_session, p_scope, format('%s #%s', p_log, v_session), p_log, _with_subject('{}', v_subject));
         v_opened := true;
     end if;
-    if not exists (select 1 from session_peer sp join peer p on p.id = sp.peer_id
-                    where sp.session_id = v_session and p.name = normalize(p_actor, NFC) and sp.left_at is null) then
-        perform add_session_peers(p_principal, p_scopes, v_session, jsonb_build_array(p_actor));
+    if exists (select 1 from unnest(array[normalize(p_actor, NFC), normalize(p_principal, NFC)]) n(name)
+                where not exists (select 1 from session_peer sp join peer p on p.id = sp.peer_id
+                                   where sp.session_id = v_session and p.name = n.name and sp.left_at is null)) then
+        perform add_session_peers(p_principal, p_scopes, v_session,
+                                  to_jsonb(array(select distinct n from unnest(array[normalize(p_actor, NFC),
+                                                                                     normalize(p_principal, NFC)]) n
+                                                  where not exists (select 1 from session_peer sp join peer p on p.id = sp.peer_id
+                                                                     where sp.session_id = v_session and p.name = n
+                                                                       and sp.left_at is null))));
     end if;
     select m.log_offset into v_offset
       from add_messages(p_principal, p_scopes, v_session, jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
                'actor', p_actor, 'body', p_body, 'source_role', p_source_role, 'occurred_at', v_at,
-               'data_subject_id', p_data_subject_id)))) m;
+               'data_subject_id', p_data_subject_id, 'audience', to_jsonb(p_audience))))) m;
     return query select v_session, v_offset, v_opened;
 end
 $$;
-comment on function __tenant__.log_turn(text, text[], text, text, text, text, text, timestamptz, text) is
+comment on function __tenant__.log_turn(text, text[], text, text, text, text, text, timestamptz, text, text[]) is
     'Appends a turn to a turn log: to its newest session, or to a new one after a gap of more than turn_gap_seconds; '
-    'p_data_subject_id (else the actor''s, else the session''s) tags the turn, and the session it opens.';
+    'p_data_subject_id (else the actor''s, else the session''s) tags the turn, and the session it opens; '
+    'p_audience narrows who may see it.';

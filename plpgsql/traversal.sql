@@ -43,7 +43,7 @@ begin
     if p_seeds is null or cardinality(p_seeds) = 0 then
         perform _fail('PR107', 'a traversal needs at least one seed entity');
     end if;
-    v_frontier := array(select distinct _entity_required(p_scopes, s) from unnest(p_seeds) s);
+    v_frontier := array(select distinct _entity_required(v_principal, p_scopes, s) from unnest(p_seeds) s);
     v_seen := v_frontier;
 
     for v_hop in 1 .. p_hops loop

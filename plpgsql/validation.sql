@@ -321,7 +321,10 @@ comment on function __tenant__._check_reason(text, text, text, bigint) is
     'Internal: PR107 (message p_missing) unless a reason has words, PR151 when longer than p_max_bytes; returns it trimmed.';
 
 -- Observation offsets in one scope to observation ids, in the order given.
-create or replace function __tenant__._observation_ids(p_scope text, p_offsets bigint[])
+-- With a principal, a turn it may not see is reported as missing: evidence is
+-- cited only by who may read it.
+create or replace function __tenant__._observation_ids(p_scope text, p_offsets bigint[],
+                                                      p_principal_id bigint default null)
 returns bigint[]
 language plpgsql stable
 security definer
@@ -332,7 +335,8 @@ declare
     v_missing bigint;
 begin
     select o into v_missing from unnest(p_offsets) o
-     where o is null or not exists (select 1 from observation ob where ob.scope = p_scope and ob.log_offset = o)
+     where o is null or not exists (select 1 from observation ob where ob.scope = p_scope and ob.log_offset = o
+                                       and (p_principal_id is null or _audience_admits(p_principal_id, null, ob.audience)))
      limit 1;
     if found then
         perform _fail('PR109', format('scope %s has no observation at offset %s', quote_literal(p_scope),
@@ -344,7 +348,8 @@ begin
     return v_ids;
 end
 $$;
-comment on function __tenant__._observation_ids(text, bigint[]) is 'Internal: ids of the observations at these offsets of one scope, or PR109.';
+comment on function __tenant__._observation_ids(text, bigint[], bigint) is
+    'Internal: ids of the observations at these offsets of one scope, or PR109 (also for one the principal, if given, may not see).';
 
 -- btrim() only strips spaces; text from people and models ends in newlines and tabs too.
 create or replace function __tenant__._trim(p_text text)

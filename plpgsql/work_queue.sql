@@ -5,8 +5,9 @@
 --   * representation, observer NULL: the sender's global representation, when
 --     the sender is observed globally;
 --   * representation, observer P: P's local view of the sender, for every
---     other active peer P of the session that observes others, when the
---     sender is observed by others;
+--     other active peer P of the session that observes others and may see
+--     the message (its audience admits P), when the sender is observed by
+--     others;
 --   * summary (no sender, no observer): every summary_every_messages messages.
 -- Tasks of one lane are handed out strictly in message order: a task is
 -- claimable only when every earlier task of its lane is done or dead.
@@ -38,7 +39,7 @@ begin
     perform _notify('derive');
     return query
     with msg as (
-        select o.id, o.log_offset, o.actor_id, m.n::integer as ord
+        select o.id, o.log_offset, o.actor_id, o.audience, m.n::integer as ord
           from unnest(p_offsets) with ordinality as m(off, n)
           join observation o on o.scope = v_session.scope and o.log_offset = m.off
     ), wanted as (
@@ -51,6 +52,7 @@ begin
           join session_peer me on me.session_id = p_session_id and me.peer_id = m.actor_id
           join session_peer o on o.session_id = p_session_id and o.peer_id <> m.actor_id
          where me.observed_by_others and o.observe_others and o.left_at is null
+           and _audience_admits(o.peer_id, null, m.audience)
         union all
         select 'summary', null, null, m.id, m.log_offset
           from msg m
@@ -201,6 +203,11 @@ comment on function __tenant__._task_offsets(__tenant__.work_task) is
 -- global view of its sender, or its observer's local view, visible to that
 -- observer only), acting as the observer or else the sender, citing the
 -- task's message; a summary task writes summaries of its window for the scope.
+-- What is derived is never more public than the turns it cites, and the
+-- worker cannot widen it: where those turns are not the scope's (a session's
+-- messages never are), a global view or a summary is seen by the peer it
+-- acts as (the sender; for a summary the sender of the message that queued
+-- it), who must be in each turn's audience (PR116 otherwise).
 create or replace function __tenant__.task_remember(p_worker text, p_task_id bigint, p_lease_token uuid,
                                                    p_items jsonb)
 returns table (ordinal integer, memory_id bigint, status text, reason text)
@@ -237,7 +244,19 @@ begin
     return query
     select b.ordinal, b.memory_id, b.status, b.reason
       from _remember_batch(v_acting, v_scope,
-               (select coalesce(jsonb_agg(i.e || jsonb_build_object('audience', v_observer, 'observer', v_observer)
+               (select coalesce(jsonb_agg(i.e || jsonb_build_object(
+                           'audience', coalesce(v_observer,
+                                                case when exists (
+                                                         select 1 from observation o
+                                                          where o.scope = v_scope and o.audience is not null
+                                                            and o.log_offset = any (v_allowed)
+                                                            and o.log_offset in (
+                                                                select v.off::bigint
+                                                                  from jsonb_array_elements_text(
+                                                                           case when jsonb_typeof(i.e -> 'evidence') = 'array'
+                                                                                then i.e -> 'evidence' else '[]' end) v(off)))
+                                                     then (select p.name from peer p where p.id = v_acting) end),
+                           'observer', v_observer)
                                           order by i.n), '[]')
                   from jsonb_array_elements(p_items) with ordinality as i(e, n))) b;
 end
@@ -281,9 +300,15 @@ begin
                                       v_task.id, v_task.message_offset),
                       'A task''s results cite only the message claim_tasks() returned with it.');
     end if;
+    -- The fact is seen by the observer (a local view); a global view's by the
+    -- sender when the message is not the scope's, as task_remember() decides.
     return query
     select * from assert_fact(coalesce(v_observer, v_sender), array[v_scope], v_scope, v_sender, p_predicate,
-                              p_object, p_evidence, p_statement, null, null, p_confidence, v_observer, v_observer,
+                              p_object, p_evidence, p_statement, null, null, p_confidence, v_observer,
+                              coalesce(v_observer,
+                                       case when (select o.audience from observation o
+                                                   where o.id = v_task.observation_id) is not null
+                                            then v_sender end),
                               p_purposes);
 end
 $$;

@@ -35,6 +35,7 @@ insert into pgrecall.function_duty (function_name, duties, why) values
     ('log_watermark',                    '{app}',              'freshness of the log'),
     -- memories: the seven operations
     ('remember',                         '{app}',              'an operation of the agent'),
+    ('remember_said',                    '{app}',              'an operation of the agent: the words and the memory in one call'),
     ('remember_many',                    '{app}',              'an operation of the agent, in batches'),
     ('read',                             '{app}',              'an operation of the agent'),
     ('recall',                           '{app}',              'an operation of the agent'),

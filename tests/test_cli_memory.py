@@ -2,6 +2,9 @@
 
 import json
 
+import pytest
+
+from pgrecall import errors
 from test_install_paths import run_cli
 
 
@@ -57,3 +60,40 @@ def test_peers_and_scopes_from_the_shell(make_tenant, conninfo, db):
     assert "remembered as memory 1" in out
     bad = run_cli("peer", "add", " ana ", env=env, check=False)
     assert bad.returncode == 1 and "invalid peer name" in bad.stderr
+
+
+def test_a_refused_remember_leaves_no_turn_and_says_so_in_its_exit_code(acme, conninfo, db):
+    """Finding 4 of #27: the turn was written before the memory was checked, and a refusal exited 0."""
+    env = {"PGRECALL_DSN": conninfo.dsn(user="pgrecall_acme_app"), "PGRECALL_TENANT": "acme"}
+    remember = ("remember", "--as", "ana", "--purpose", "converse")
+    too_long = run_cli(*remember, "x" * 100_000, env=env, check=False)
+    assert too_long.returncode == 1 and "memory body is 100000 bytes" in too_long.stderr
+    for text in ("", "Does Ana eat fish?", "..."):
+        refused = run_cli(*remember, text, env=env, check=False)
+        assert refused.returncode == 9, (text, refused.stdout, refused.stderr)  # EXIT_NOTHING_KEPT
+        assert "nothing remembered" in refused.stdout and "appended" not in refused.stdout
+    assert db.execute("select count(*) from acme.observation").fetchone()[0] == 0
+    as_json = run_cli(*remember, "--json", "Is it?", env=env, check=False)
+    assert as_json.returncode == 9 and json.loads(as_json.stdout)["appended_offset"] is None
+    kept = run_cli(*remember, "Ana drinks green tea", env=env)
+    assert "appended observation at offset 1" in kept.stdout and "remembered as memory 1" in kept.stdout
+    # a duplicate is kept already: it says which memory, and exits 0
+    again = run_cli(*remember, "Ana drinks green tea", env=env)
+    assert "nothing remembered (duplicate" in again.stdout and "memory 1" in again.stdout
+    assert db.execute("select count(*) from acme.observation").fetchone()[0] == 1
+
+
+def test_the_driver_remembers_what_was_said_in_one_call(acme, db):
+    """The driver's remember-with-its-turn: one stored call, so a refused memory leaves no turn."""
+    r = acme.remember("Ana drinks green tea", said="I drink green tea every morning", purposes=["converse"],
+                      audience="ana")
+    assert r.created and r.log_offset == 1
+    assert db.execute("select body, audience = array[(select id from acme.peer where name = 'ana'), "
+                      "(select id from acme.peer where name = 'bot')] from acme.observation").fetchall() == \
+        [("I drink green tea every morning", True)]
+    for text in ("", "Is it?"):
+        nothing = acme.remember(text, said=text or "hm", purposes=["converse"])
+        assert not nothing.created and nothing.log_offset is None
+    with pytest.raises(errors.TextTooLong):
+        acme.remember("x" * 20_000, said="x" * 20_000, purposes=["converse"])
+    assert db.execute("select count(*) from acme.observation").fetchone()[0] == 1

@@ -37,11 +37,24 @@ def test_demo_answers_from_current_facts_and_keeps_secrets(conninfo, tmp_path):
     assert re.search(r"1\. \[memory \d+\] Ben's birthday is on March 13", ben)
     assert "surprise" not in ben and "party" not in ben
     assert "surprise party" in answers[("Ana", "What am I planning for Ben's birthday?")]
+    # the turns behind it are Ana's and Sage's: Ben's search of the log finds none of them (#27)
+    assert "Ben searches the log for 'surprise party': 0 turns" in out
+    assert re.search(r"Ana searches the log for 'surprise party': 2 turns\n  turn 28, Sage: .*\n  turn 27, Ana: "
+                     r"I'm planning a surprise party", out)
+    # a memory widened on purpose past a turn Ben may not see: he reads the memory, the quote is withheld
+    cake = answers[("Ben", "What cake do I like?")]
+    assert re.search(r"1\. \[memory \d+\] Ben's favourite cake is lemon drizzle .*\n"
+                     r"       from turn 29: withheld, a turn Ben may not see\n"
+                     r"       widened on purpose: Ben's taste in cake is no secret", cake)
+    assert "lemon drizzle." not in cake  # the turn's own words
     assert "pinned Shared meals must be vegetarian and peanut free" in out
     # two peers in a session: the queue drains into the representations
     assert "Rita's global representation pending (3 remaining), Bolt's view of Rita pending (3 remaining)" in out
     assert "now Rita's global representation is current, Bolt's view of Rita current" in out
-    assert re.search(r"Rita, globally: .*Rita lives in Porto.* \| facts: .*lives_in \(fact \d+, evidence turn 3\)", out)
+    # what Rita said in a session with Bolt is theirs: her global view is seen by her, not by the scope
+    assert re.search(r"Rita, globally \(as she may see it\): .*Rita lives in Porto.* \| facts: "
+                     r".*lives_in \(fact \d+, evidence turn 3\)", out)
+    assert "Rita, globally, as Bolt may see it: (nothing)" in out
     assert re.search(r"Rita, as Bolt sees her: .*Rita works at Lello.* \| facts: .*works_at", out)
     assert "Bolt's view of Rita, as Rita may see it: (nothing)" in out
     assert re.search(r"Bolt's working representation: Rita: Rita's name is Rita Alves \(turn 1\)", out)

@@ -16,6 +16,7 @@ ROW_TYPES = {
     "append_observations": (memories.Appended, {"ordinal"}, {}),
     "remember": (memories.Remembered, set(), {}),
     "remember_many": (memories.Remembered, {"ordinal"}, {}),
+    "remember_said": (memories.RememberedSaid, set(), {}),
     "read": (memories.MemoryRecord, set(), {}),
     "freshness": (memories.Freshness, set(), {}),
     "recall_answer": (recall.Recalled, set(), {}),

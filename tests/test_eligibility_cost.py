@@ -183,3 +183,44 @@ def test_counting_missing_embeddings_reads_the_queue_not_every_eligible_memory(m
     read, _, meta = recall_reading(conninfo, "of the", None, "lexical", 5)
     assert meta["missing_embeddings"] == 0
     assert read < FLOOR // 4, f"a lexical recall read {read} memories of {MANY}"
+
+
+# -- Turns: a user's messages among many users' sessions ------------------------------------------------------
+
+@pytest.fixture
+def many_sessions(acme, db):
+    """USERS users, each in a session of their own with the bot: every turn is seen by its user and the bot."""
+    for u in range(USERS):
+        acme.add_peer(f"u{u:03d}", "human")
+    for u in range(USERS):
+        s = acme.create_session(f"with u{u:03d}")
+        acme.add_session_peers(s, [f"u{u:03d}", "bot"])
+        acme.add_messages(s, [{"actor": f"u{u:03d}", "body": f"user {u} asks about the harbour schedule {i}"}
+                              for i in range(PER_USER // 4)])
+    db.execute("analyze acme.passage")
+    return db.execute("select id from acme.peer where name = 'u007'").fetchone()[0]
+
+
+VISIBLE_PASSAGES = "acme._passages_in($1, $2, null, null)"
+
+
+@pytest.mark.parametrize("statement", [
+    f"select count(*) from {VISIBLE_PASSAGES} p",
+    # the semantic arm's probe: are fewer than exact_dense_below passages of the principal's embedded?
+    f"select count(*) from (select 1 from {VISIBLE_PASSAGES} p where p.embedding_model = 'm' limit 1000) x",
+], ids=["visible passages", "semantic probe"])
+def test_one_users_turns_are_found_through_an_index(many_sessions, db, statement):
+    """Message search filters passages by the audience each copies from its turn (the memories' rule): for a
+    user who may see 10 of 1,000 turns, through the audience index, not by reading every passage."""
+    plan = generic_plan(db, statement, "bigint, text[]", (many_sessions, ["default"]))
+    # (a generic plan keeps every partition: the empty ones are read whole, which costs nothing)
+    partition = db.execute("select acme._passage_partition_name('default')").fetchone()[0]
+    assert ("Seq Scan", partition) not in scans(plan), json.dumps(plan, indent=1)
+    assert ("Bitmap Heap Scan", partition) in scans(plan)
+
+
+def test_a_user_searches_only_their_own_turns_among_many(many_sessions, acme):
+    found = acme.search_messages("harbour schedule", mode="lexical", limit=50, principal="u007")
+    assert len(found.items) == PER_USER // 4
+    assert all(h.body.startswith("user 7 asks") for h in found.items)
+    assert found.meta.lexical_count == PER_USER // 4

@@ -477,7 +477,9 @@ def test_erasing_a_turn_re_embeds_the_memory_whose_input_held_it(acme, db, conni
         {"actor": "ana", "body": "my nickname is zqneighbour", "data_subject_id": "subj-ana"},
         {"actor": "ben", "body": "I row on the river every Sunday", "data_subject_id": "subj-ben"},
         {"actor": "ben", "body": "and I cook on Mondays", "data_subject_id": "subj-ben"}])
-    ben = acme.remember("Ben rows on Sundays", evidence=[ben_turn.offset], purposes=["converse"]).memory_id
+    # his own memory: the turns of ana and ben's session are theirs (#27)
+    ben = acme.remember("Ben rows on Sundays", evidence=[ben_turn.offset], purposes=["converse"], audience="ben",
+                        principal="ben").memory_id
     worker = Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker"))
     worker.drain()
     assert "zqneighbour" in db.execute("select acme._embedding_input(%s, 2)", (ben,)).fetchone()[0]

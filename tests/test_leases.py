@@ -147,7 +147,7 @@ def test_a_deriver_killed_with_sigkill_leaves_its_task_to_the_next_deriver_at_on
     assert "2 tasks completed" in done.stdout
     assert db.execute("select status, attempts from acme.work_task order by message_offset").fetchall() == \
         [("done", 2), ("done", 1)]
-    assert sorted(r.body for r in acme.representation("ana") if r.item == "memory") == \
+    assert sorted(r.body for r in acme.representation("ana", principal="ana") if r.item == "memory") == \
         ["ana lives in Lisbon", "ana works at Acme"]
 
 

@@ -357,15 +357,18 @@ def check_the_demo_over_mcp(app_dsn: str, tmp_path) -> None:
     (called from test_demo, which has just loaded the demo)."""
     env = {"PGRECALL_APP_DSN": app_dsn, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
-    async def run(principal: str, question: str) -> list[dict]:
+    async def run(principal: str, question: str) -> tuple[list[dict], list[dict]]:
         with (tmp_path / f"{principal}.err").open("w") as errlog:
             async with stdio_session(env, ["--tenant", "demo", "--as", principal], errlog) as s:
-                return (await ok(s, "recall", query=question, mode="lexical", limit=5))["items"]
+                return ((await ok(s, "recall", query=question, mode="lexical", limit=5))["items"],
+                        (await ok(s, "search_messages", query=question, mode="lexical", limit=5))["items"])
 
-    ana = anyio.run(run, "Ana", "surprise party for Ben's birthday")
+    ana, ana_said = anyio.run(run, "Ana", "surprise party for Ben's birthday")
     assert any("surprise party" in i["body"] and i["provenance"]["observations"] for i in ana)
-    ben = anyio.run(run, "Ben", "surprise party for Ben's birthday")
+    assert any("surprise party" in h["body"] for h in ana_said)
+    ben, ben_said = anyio.run(run, "Ben", "surprise party for Ben's birthday")
     assert not any("surprise" in i["body"] for i in ben)
+    assert not any("surprise" in h["body"] for h in ben_said)  # nor in the log (#27)
 
 
 def test_a_dropped_connection_is_replaced_and_only_reads_are_run_again(acme, conninfo, superuser_dsn):

@@ -24,6 +24,9 @@ def chat(acme, conninfo):
     made = [acme.create_session(name, scope=scope, scopes=["default", "other"])
             for name, scope in (("one", "default"), ("two", "default"), ("three", "other"))]
     assert made == [1, 2, 3]  # a fresh tenant numbers its sessions from 1, as TURNS does
+    for session in made:  # who is in each: its speakers and the bot (a turn is seen by who was there)
+        acme.add_session_peers(session, sorted({t[2] for t in TURNS if t[1] == session} | {"bot"}),
+                               scopes=["default", "other"])
     for scope, session, actor, role, text in TURNS:
         acme.append(text, role=role, actor=actor, session_id=session, scope=scope, scopes=["default", "other"])
     Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker")).drain(refresh_stats=False)

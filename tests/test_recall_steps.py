@@ -386,27 +386,36 @@ def test_recall_metadata_keys_are_unchanged(acme):
 
 # -- message search's arms over passages ---------------------------------------------------------
 
-def test_passage_arms_filter_by_scope_session_and_sender(db, acme, conninfo, embedder):
+def test_passage_arms_filter_by_scope_audience_session_and_sender(db, acme, conninfo, embedder):
     s1 = acme.create_session("one")
     s2 = acme.create_session("two")
+    acme.add_session_peers(s1, ["ana", "bot"])
+    acme.add_session_peers(s2, ["ben", "bot"])
     acme.append("I adopted a puppy called Rex", role="user", actor="ana", session_id=s1)
     acme.append("Rex the puppy chewed my shoes", role="user", actor="ben", session_id=s2)
     acme.append("zqhidden puppy in the other scope", role="user", actor="ana", scope="other",
                 scopes=["default", "other"])
     embed_all(conninfo)
+    bot, ana = peer(db, "bot"), peer(db, "ana")
 
     def bodies(passage_ids):
         return [one(db, "select body from acme.passage where id = %s", (p,))[0] for p in passage_ids]
 
-    found, _, terms, dropped = one(db, "select * from acme._passage_lexical_arm('{default}', null, null, "
-                                       "'puppy Rex', 20)")
+    found, _, terms, dropped = one(db, "select * from acme._passage_lexical_arm(%s, '{default}', null, null, "
+                                       "'puppy Rex', 20)", (bot,))
     assert terms == ["puppi", "rex"] and dropped == [] and len(found) == 2
-    assert bodies(one(db, "select ids from acme._passage_lexical_arm('{default}', %s, null, 'puppy', 20)",
-                      (s2,))[0]) == ["Rex the puppy chewed my shoes"]
-    assert bodies(one(db, "select ids from acme._passage_lexical_arm('{default}', null, %s, 'puppy', 20)",
-                      (peer(db, "ana"),))[0]) == ["I adopted a puppy called Rex"]
+    # ana was not in session two: its passage is neither counted nor ranked for her
+    assert bodies(one(db, "select ids from acme._passage_lexical_arm(%s, '{default}', null, null, 'puppy', 20)",
+                      (ana,))[0]) == ["I adopted a puppy called Rex"]
+    assert bodies(one(db, "select ids from acme._passage_lexical_arm(%s, '{default}', %s, null, 'puppy', 20)",
+                      (bot, s2))[0]) == ["Rex the puppy chewed my shoes"]
+    assert bodies(one(db, "select ids from acme._passage_lexical_arm(%s, '{default}', null, %s, 'puppy', 20)",
+                      (bot, ana))[0]) == ["I adopted a puppy called Rex"]
     db.execute("select pgrecall.set_tenant_setting('acme', 'dense_floor', '-1')")  # every passage in scope is near
     qv = list(map(float, embedder.embed(["a young dog"])[0]))
-    found, cosines, method = one(db, "select * from acme._passage_dense_arm('{default}', null, null, %s, 20)", (qv,))
+    found, cosines, method = one(db, "select * from acme._passage_dense_arm(%s, '{default}', null, null, %s, 20)",
+                                 (bot, qv))
     assert method == "exact" and len(found) == 2 and cosines == sorted(cosines, reverse=True)
     assert "zqhidden puppy in the other scope" not in bodies(found)
+    found, _, _ = one(db, "select * from acme._passage_dense_arm(%s, '{default}', null, null, %s, 20)", (ana, qv))
+    assert bodies(found) == ["I adopted a puppy called Rex"]

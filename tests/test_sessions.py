@@ -197,7 +197,8 @@ def test_turn_log_gap_of_two_hours_and_a_second_opens_a_new_session(acme, db):
     first = acme.log_turn("support:ana", "ana", "hello", occurred_at=T0)
     nxt = acme.log_turn("support:ana", "ana", "back again", occurred_at=T0 + timedelta(hours=2, seconds=1))
     assert nxt.opened and nxt.session_id != first.session_id
-    assert [p.peer for p in acme.session_peers(nxt.session_id)] == ["ana"]
+    # the bot that logs the conversation joins it with the speaker: it hears every turn
+    assert [p.peer for p in acme.session_peers(nxt.session_id)] == ["ana", "bot"]
     # another log has its own sessions
     other = acme.log_turn("support:ben", "ben", "hi", occurred_at=T0 + timedelta(hours=2, seconds=2))
     assert other.opened and other.session_id not in (first.session_id, nxt.session_id)

@@ -184,7 +184,9 @@ def test_status_counts_are_exact(acme, db, acme_worker):
 def test_complete_checks_the_result_and_changes_nothing_when_refused(acme, db, acme_worker):
     s = session_with(acme, "checks", ["ana"])
     [m1, m2] = acme.add_messages(s, [{"actor": "ana", "body": "I live in Lisbon"}, {"actor": "ana", "body": "I am"}])
-    other = acme.remember("unrelated", evidence=[m2.offset], purposes=["converse"]).memory_id
+    # the session is ana's alone: what cites its turns is hers (#27)
+    hers = {"principal": "ana", "audience": "ana"}
+    other = acme.remember("unrelated", evidence=[m2.offset], purposes=["converse"], **hers).memory_id
     [t] = acme_worker.claim_tasks("w")
     before = table_counts(db)
     for bad in ([], {"observations": "x"}, {"observations": [{"text": ""}]}, {"observations": [{"memory_id": 1}]},
@@ -196,9 +198,11 @@ def test_complete_checks_the_result_and_changes_nothing_when_refused(acme, db, a
         acme_worker.complete_task(pgrecall.driver.Task(**{**t.__dict__, "task_id": 10**9}), {})
     with pytest.raises(errors.InvalidArgument):
         acme_worker.claim_tasks("w", task_types=["embedding"])
-    mine = acme.remember("ana lives in Lisbon", evidence=[m1.offset], purposes=["converse"], about=["ana"]).memory_id
+    mine = acme.remember("ana lives in Lisbon", evidence=[m1.offset], purposes=["converse"], about=["ana"],
+                         **hers).memory_id
     assert acme_worker.complete_task(t, {"observations": [{"text": "ana lives in Lisbon", "memory_id": mine}]}) == "done"
-    doc = acme.get_representation(s, "ana")
+    assert acme.get_representation(s, "ana").representation == {}  # the bot was not there
+    doc = acme.get_representation(s, "ana", principal="ana")
     [item] = doc.representation["ana"]
     assert doc.representation == {"ana": [WorkingItem(text="ana lives in Lisbon", memory_id=mine, offset=1,
                                                       observation_id=item.observation_id, at=item.at)]}

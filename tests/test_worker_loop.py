@@ -98,7 +98,7 @@ def test_the_deriver_loop_reconnects_after_its_backends_are_terminated(acme, con
         running.stop()
         deriver.close()
     assert db.execute("select count(*) from acme.work_task where status <> 'done'").fetchone()[0] == 0
-    assert sorted(r.body for r in acme.representation("ana") if r.item == "memory") == \
+    assert sorted(r.body for r in acme.representation("ana", principal="ana") if r.item == "memory") == \
         ["ana lives in Lisbon", "ana works at Acme"]
 
 

@@ -135,9 +135,11 @@ class AgentMemory:
                                             hint="The scopes are fixed when pgrecall mcp starts (--scopes).")
         return scope
 
-    def _record(self, mem: Memory, said: str, scope: str) -> int:
-        """The principal's words, appended as a note of theirs: the evidence a memory cites."""
-        return mem.append(said, role="user", kind="note", scope=scope, payload=RECORDED_BY)
+    def _record(self, mem: Memory, said: str, scope: str, audience: str | None) -> int:
+        """The principal's words, appended as a note of theirs: the evidence a memory cites, seen by the
+        memory's audience (and the principal), so that words about a private memory stay private."""
+        return mem.append(said, role="user", kind="note", scope=scope, payload=RECORDED_BY,
+                          audience=[audience] if audience else None)
 
     def _readable(self, mem: Memory, memory_id: int, include_superseded: bool = False) -> dict[str, Any] | None:
         """The memory as read() gives it, or None when this server's purpose may not use it."""
@@ -146,15 +148,17 @@ class AgentMemory:
         except errors.MemoryNotFound:
             return None
 
-    def _scope_of(self, mem: Memory, memory_id: int) -> str:
-        """The scope of a memory the principal may change, where the words that change it are recorded.
+    def _scope_of(self, mem: Memory, memory_id: int) -> tuple[str, str | None]:
+        """The scope and audience of a memory the principal may change, where and for whom the words that
+        change it are recorded.
         correct and supersede accept a target of any purpose, so this looks under each (this server's
         first); a memory the principal may not see is not found under any. Superseded ones are found, so
         that the change itself says it was superseded (PR108). Outside the write's transaction: a
         failed read there would abort it."""
         for purpose in (self.purpose, *(p for p in PURPOSES if p != self.purpose)):
             try:
-                return mem.read(memory_id, purpose=purpose, include_superseded=True).scope
+                found = mem.read(memory_id, purpose=purpose, include_superseded=True)
+                return found.scope, found.audience
             except errors.MemoryNotFound as exc:
                 missing = exc
         raise missing
@@ -169,10 +173,10 @@ class AgentMemory:
         if said is None and not cited:
             said = text
         with self._session() as mem:
-            scope = self._scope_of(mem, memory_id) if said is not None else None
+            scope, audience = self._scope_of(mem, memory_id) if said is not None else (None, None)
             with self._conn.transaction():
                 if said is not None and scope is not None:
-                    cited.append(self._record(mem, said, scope))
+                    cited.append(self._record(mem, said, scope, audience))
                 result = change(mem, cited)
             return {**result, "evidence": cited, "memory": self._readable(mem, result["memory_id"])}
 
@@ -196,20 +200,19 @@ class AgentMemory:
         cited = list(evidence or [])
         if said is None and not cited:
             said = text
+        common: dict[str, Any] = {"purposes": list(purposes or [self.purpose]), "scope": scope,
+                                  "audience": self.principal if private else None, "kind": kind, "title": title,
+                                  "about": list(about or [])}
         with self._session() as mem:
-            with self._conn.transaction():
-                recorded = self._record(mem, said, scope) if said is not None else None
-                if recorded is not None:
-                    cited.append(recorded)
-                r = mem.remember(text, evidence=cited, purposes=list(purposes or [self.purpose]), scope=scope,
-                                 audience=self.principal if private else None, kind=kind, title=title,
-                                 about=list(about or []))
-                result: dict[str, Any] = {"memory_id": r.memory_id, "status": r.status, "reason": r.reason,
-                                          "scope": scope, "evidence": cited, "recorded_offset": recorded}
-                if not r.created:
-                    # Nothing remembered (empty, a question, a duplicate): the words recorded for it go too.
-                    result.update(evidence=list(evidence or []), recorded_offset=None)
-                    raise psycopg.Rollback()
+            if said is not None:
+                # The words and the memory in one stored call: nothing remembered, nothing left in the log.
+                r = mem.remember(text, said=said, said_payload=RECORDED_BY, evidence=cited, **common)
+                recorded = getattr(r, "log_offset", None)
+            else:
+                r, recorded = mem.remember(text, evidence=cited, **common), None
+            result: dict[str, Any] = {"memory_id": r.memory_id, "status": r.status, "reason": r.reason,
+                                      "scope": scope, "evidence": cited + ([recorded] if recorded is not None else []),
+                                      "recorded_offset": recorded}
             if r.created and r.memory_id is not None:
                 result["memory"] = self._readable(mem, r.memory_id)
         return result

@@ -187,10 +187,32 @@ def cmd_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def _one_transaction(args: argparse.Namespace) -> Any:
+    """A Memory whose calls share one transaction, committed when the block ends without an error: a turn a
+    command appends and the write that cites it are one outcome (a refused write leaves no turn)."""
+    from contextlib import contextmanager
+
+    import pgrecall
+
+    from . import db
+    from .driver._handles import open_connection
+
+    @contextmanager
+    def opened() -> Any:
+        conn = open_connection(db.tenant_conninfo(args.tenant, "app"), args.tenant, "app")
+        try:
+            with conn.transaction():
+                yield pgrecall.connect(tenant=args.tenant, principal=args.principal, scopes=args.scopes, conn=conn)
+        finally:
+            conn.close()
+
+    return opened()
+
+
 def _cited(mem: Memory, args: argparse.Namespace, said: str) -> tuple[list[int], int | None]:
-    """The offsets a memory cites (--evidence) and, when none are given, what was said appended as a note
+    """The offsets a write cites (--evidence) and, when none are given, what was said appended as a note
     and cited: by hand, what you ask to remember is itself what was said. Returns the offsets and the
-    appended one (None when nothing was appended)."""
+    appended one (None when nothing was appended). Call it inside _one_transaction, with the write."""
     if args.evidence:
         return args.evidence, None
     appended = mem.append(said, role=args.role, kind="note", scope=args.scope)
@@ -199,20 +221,32 @@ def _cited(mem: Memory, args: argparse.Namespace, said: str) -> tuple[list[int],
 
 def cmd_remember(args: argparse.Namespace) -> int:
     with _memory(args) as mem:
-        evidence, appended = _cited(mem, args, args.text)
-        if appended is not None and not args.json:
-            print(f"appended observation at offset {appended} of scope {args.scope or args.scopes[0]}")
-        r = mem.remember(args.text, evidence=evidence, purposes=args.purposes, scope=args.scope,
-                         audience=args.audience, kind=args.kind, title=args.title, about=args.about)
+        if args.evidence:
+            r = mem.remember(args.text, evidence=args.evidence, purposes=args.purposes, scope=args.scope,
+                             audience=args.audience, kind=args.kind, title=args.title, about=args.about,
+                             widening_reason=args.widening_reason)
+            evidence, appended = list(args.evidence), None
+        else:
+            # The words and the memory in one call (remember_said): nothing kept, no turn left.
+            said = mem.remember(args.text, said=args.text, said_role=args.role, purposes=args.purposes,
+                                scope=args.scope, audience=args.audience, kind=args.kind, title=args.title,
+                                about=args.about, widening_reason=args.widening_reason)
+            appended = getattr(said, "log_offset", None)
+            r, evidence = said, ([appended] if appended is not None else [])
+    # A duplicate is kept already (it names the memory); anything else not created was kept nowhere.
+    kept = r.created or (r.reason or "").startswith("duplicate")
+    code = 0 if kept else EXIT_NOTHING_KEPT
     if args.json:
-        return _print_json({"memory_id": r.memory_id, "status": r.status, "reason": r.reason,
-                            "scope": args.scope or args.scopes[0], "evidence": evidence,
-                            "appended_offset": appended})
+        _print_json({"memory_id": r.memory_id, "status": r.status, "reason": r.reason,
+                     "scope": args.scope or args.scopes[0], "evidence": evidence, "appended_offset": appended})
+        return code
+    if appended is not None:
+        print(f"appended observation at offset {appended} of scope {args.scope or args.scopes[0]}")
     if r.created:
         print(f"remembered as memory {r.memory_id}")
     else:
         print(f"nothing remembered ({r.reason})" + (f": memory {r.memory_id}" if r.memory_id else ""))
-    return 0
+    return code
 
 
 def cmd_read(args: argparse.Namespace) -> int:
@@ -230,7 +264,12 @@ def cmd_read(args: argparse.Namespace) -> int:
     for o in rec.provenance.observations:
         revisions = ", ".join(map(str, o.corrections))
         cited = f" [cited by the correction to revision {revisions}]" if revisions else ""
-        print(f"  from {o.scope}#{o.offset} ({o.actor}, {o.source_role}): {o.text}{cited}")
+        if o.withheld:
+            print(f"  from {o.scope}#{o.offset}: withheld (a turn you may not see){cited}")
+        else:
+            print(f"  from {o.scope}#{o.offset} ({o.actor}, {o.source_role}): {o.text}{cited}")
+    if rec.provenance.widening_reason:
+        print(f"  widened past its turns: {rec.provenance.widening_reason}")
     for m in rec.provenance.memories:
         print(f"  from memory {m.id}")
     if rec.provenance.hidden_sources:
@@ -246,7 +285,7 @@ def cmd_read(args: argparse.Namespace) -> int:
 def cmd_correct(args: argparse.Namespace) -> int:
     with _memory(args) as mem:
         revision = mem.correct(args.memory_id, args.text, revision=args.revision, evidence=args.evidence,
-                               title=args.title, reason=args.reason)
+                               title=args.title, reason=args.reason, widening_reason=args.widening_reason)
     if args.json:
         return _print_json({"memory_id": args.memory_id, "revision": revision, "evidence": args.evidence})
     cited = f", citing offset{'s' if len(args.evidence) > 1 else ''} {', '.join(map(str, args.evidence))}" \
@@ -293,7 +332,8 @@ def cmd_recall(args: argparse.Namespace) -> int:
         if isinstance(p, FactProvenance):
             print(f"{item.rank}. [fact {item.fact_id}] {item.body}   (valid {_range_text(p.valid)})")
             for e in p.evidence:
-                print(f"    quote from {e.scope}#{e.offset}: \"{e.quote}\"")
+                print(f"    quote from {e.scope}#{e.offset}: withheld (a turn you may not see)" if e.withheld
+                      else f"    quote from {e.scope}#{e.offset}: \"{e.quote}\"")
             continue
         why = [f"lexical #{item.lexical_rank}"] if item.lexical_rank else []
         if item.dense_rank:
@@ -341,10 +381,10 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_supersede(args: argparse.Namespace) -> int:
-    with _memory(args) as mem:
+    with _one_transaction(args) as mem:
         evidence, appended = _cited(mem, args, args.said or args.text)
         new_id = mem.supersede(args.memory_id, args.text, revision=args.revision, evidence=evidence,
-                               title=args.title, about=args.about or None)
+                               title=args.title, about=args.about or None, widening_reason=args.widening_reason)
     if args.json:
         return _print_json({"memory_id": new_id, "superseded": args.memory_id, "evidence": evidence,
                             "appended_offset": appended})
@@ -357,7 +397,8 @@ def cmd_supersede(args: argparse.Namespace) -> int:
 
 def cmd_derive(args: argparse.Namespace) -> int:
     with _memory(args) as mem:
-        memory_id = mem.derive(args.sources, args.text, kind=args.kind, title=args.title, about=args.about)
+        memory_id = mem.derive(args.sources, args.text, kind=args.kind, title=args.title, about=args.about,
+                               widening_reason=args.widening_reason)
     if args.json:
         return _print_json({"memory_id": memory_id, "sources": args.sources})
     print(f"derived memory {memory_id} from memories {', '.join(map(str, args.sources))}")
@@ -377,7 +418,8 @@ def cmd_facts(args: argparse.Namespace) -> int:
         print(f"[fact {f.fact_id}] {f.subject} {f.predicate} {f.object}   (valid {_range_text(f.valid)}; "
               f"known {_range_text(f.known)}; confidence {f.confidence:g}{view})")
         for e in f.evidence:
-            print(f"    quote from {e.scope}#{e.offset} ({e.source_role}): \"{e.quote}\"")
+            print(f"    quote from {e.scope}#{e.offset}: withheld (a turn you may not see)" if e.withheld
+                  else f"    quote from {e.scope}#{e.offset} ({e.source_role}): \"{e.quote}\"")
     return 0
 
 
@@ -672,6 +714,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--title")
     p.add_argument("--about", action="append", default=[], help="entity name; repeatable")
     p.add_argument("--role", default="user", help="role of the appended observation (default: user)")
+    p.add_argument("--widening-reason", help="why it may reach more peers than a turn it cites (recorded; "
+                                             "without it such a memory is refused)")
     p.add_argument("--json", action="store_true", help="one JSON document")
     p.set_defaults(func=cmd_remember)
 
@@ -692,6 +736,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="log offset, in the memory's scope, that justifies it; repeatable")
     p.add_argument("--reason")
     p.add_argument("--title", help="a new title (default: keep it)")
+    p.add_argument("--widening-reason", help="why it may reach more peers than the evidence cited (recorded; "
+                                             "without it such a correction is refused)")
     p.add_argument("--json", action="store_true", help="one JSON document")
     p.set_defaults(func=cmd_correct)
 
@@ -824,6 +870,8 @@ def _add_agent_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     p.add_argument("--role", default="user", help="role of the appended observation (default: user)")
     p.add_argument("--title", help="a new title (default: keep it)")
     p.add_argument("--about", action="append", default=[], help="entity name; repeatable (default: the old memory's)")
+    p.add_argument("--widening-reason", help="why it may reach more peers than a turn it cites (recorded; "
+                                             "without it such a memory is refused)")
     p.add_argument("--json", action="store_true", help="one JSON document")
     p.set_defaults(func=cmd_supersede)
 
@@ -836,6 +884,8 @@ def _add_agent_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     p.add_argument("--kind", default="summary", choices=["note", "fact", "decision", "summary"])
     p.add_argument("--title")
     p.add_argument("--about", action="append", default=[], help="entity name; repeatable")
+    p.add_argument("--widening-reason", help="why it may reach more peers than a turn it cites (recorded; "
+                                             "without it such a memory is refused)")
     p.add_argument("--json", action="store_true", help="one JSON document")
     p.set_defaults(func=cmd_derive)
 
@@ -940,6 +990,7 @@ EXIT_CONFLICT = 5         # someone else changed it first: re-read and try again
 EXIT_NOT_PERMITTED = 6    # the login role (or the authorised scopes) may not do this
 EXIT_RESIDUAL = 7         # erase: the residual is not zero, the erasure is incomplete
 EXIT_NOT_TIDIED = 8       # erase: committed and complete, but statistics were not refreshed or VACUUM refused
+EXIT_NOTHING_KEPT = 9     # remember: nothing was remembered (empty, no words, only a question); no turn was left
 EXIT_INTERNAL = 70        # a bug in pgrecall (EX_SOFTWARE): please report the line it printed
 EXIT_INTERRUPTED = 130    # Ctrl-C (128 + SIGINT), as shells report it
 

@@ -1,9 +1,14 @@
 """What `make run` shows: pgrecall on its embedded server, from a conversation to recall.
 
 1. starts the embedded PostgreSQL and installs tenant ``demo``;
-2. imports examples/sample_conversation.jsonl (55 turns, three speakers) into scope ``flat``;
+2. imports examples/sample_conversation.jsonl (55 turns, three speakers) into scope ``flat``:
+   each session's turns are seen by the three of them, except the five in which Ana tells
+   Sage about the surprise party, which only Ana and Sage may see;
 3. remembers what was stated, each memory citing the turns that said it, including a
-   correction, three superseded memories, a private memory and a derived one;
+   correction, three superseded memories, a private memory and a derived one. A memory may
+   not reach more peers than the turns it cites: the household's memories are widened to the
+   whole scope on purpose, with a reason (the flat scope is the household), and so is Ben's
+   favourite cake, told in Ana's private conversation; Ben sees that memory, not the turn;
 4. runs the embedding worker;
 5. recalls for a few questions, as different principals, with provenance and counts;
 6. puts two peers in a session in scope ``tavern`` (Bolt, an NPC, observes Rita), shows the
@@ -28,6 +33,11 @@ from .render import count
 SCOPE = "flat"
 CONVERSATION = "sample_conversation.jsonl"
 
+# Why the household's memories may reach everyone in scope flat, though the turns they cite were said in
+# sessions of Ana, Ben and Sage: a memory reaches no more peers than its turns unless the call says why.
+HOUSEHOLD = "the flat scope is the household: what Ana and Ben tell Sage together is for both of them"
+CAKE = "Ben's taste in cake is no secret; the party it is for is"
+
 # (key, text, evidence turns, purposes, audience, about)
 MEMORIES = [
     ("veg", "Ana is vegetarian: she eats no meat and no fish", [5], ["converse", "personalize"], None, ["Ana"]),
@@ -45,6 +55,7 @@ MEMORIES = [
      ["Ana", "Ben"]),
     ("party", "Ana is planning a surprise party for Ben's birthday at the workshop", [27], ["converse", "act"], "Ana",
      ["Ben"]),
+    # Said in Ana's private conversation with Sage (turn 29), widened on purpose with CAKE.
     ("cake", "Ben's favourite cake is lemon drizzle", [29], ["converse", "personalize"], None, ["Ben"]),
     ("music", "Ben likes jazz, especially Chet Baker, and old fado; Ana's favourite fado singer is Mariza", [32, 33],
      ["converse", "personalize"], None, ["Ben", "Ana"]),
@@ -62,6 +73,7 @@ QUESTIONS = [
     ("Sage", "Where do Ana and Ben live?"),
     ("Sage", "When is Ben's birthday?"),
     ("Ben", "What is happening on my birthday?"),
+    ("Ben", "What cake do I like?"),
     ("Ana", "What am I planning for Ben's birthday?"),
 ]
 
@@ -78,22 +90,25 @@ def load(mem: Memory, conversation: Path, conninfo: str) -> None:
     import_jsonl(conversation, tenant=mem.tenant, scope=SCOPE, conninfo=conninfo, progress=False)
     ids: dict[str, int] = {}
     for key, text, turns, purposes, audience, about in MEMORIES:
+        # Ana's private memory cites a turn only she and Sage may see: it fits, nothing to widen.
         r = mem.remember(text, evidence=turns, purposes=purposes, audience=audience, about=about,
-                         principal=audience or "Sage")
+                         principal=audience or "Sage",
+                         widening_reason=None if audience else CAKE if key == "cake" else HOUSEHOLD)
         assert r.memory_id is not None, r
         ids[key] = r.memory_id
     # Ben corrected a typo: the same fact, fixed in place (the old text stays in history), citing his turn.
     mem.correct(ids["birthday"], "Ben's birthday is on March 13", revision=1, evidence=[23],
-                reason="Ben corrected a typo")
+                reason="Ben corrected a typo", widening_reason=HOUSEHOLD)
     # The world changed: they moved, Ana changed jobs, Pixel changed vets.
     mem.supersede(ids["home"], "Ana and Ben live in Porto, in Bonfim, near Ana's sister Rita", revision=1,
-                  evidence=[45, 47], about=["Ana", "Ben", "Porto"])
+                  evidence=[45, 47], about=["Ana", "Ben", "Porto"], widening_reason=HOUSEHOLD)
     mem.supersede(ids["job"], "Ana works as a nurse at São João hospital in Porto", revision=1, evidence=[43, 44],
-                  about=["Ana", "Porto"])
-    mem.supersede(ids["vet"], "Pixel's vet in Porto is Dr. Costa", revision=1, evidence=[50])
+                  about=["Ana", "Porto"], widening_reason=HOUSEHOLD)
+    mem.supersede(ids["vet"], "Pixel's vet in Porto is Dr. Costa", revision=1, evidence=[50],
+                  widening_reason=HOUSEHOLD)
     # A house rule derived from two memories; it may be used only for what both allow.
     rule = mem.derive([ids["veg"], ids["peanut"]], "Shared meals must be vegetarian and peanut free",
-                      kind="decision", title="House food rule")
+                      kind="decision", title="House food rule", widening_reason=HOUSEHOLD)
     mem.pin(rule)
 
 
@@ -127,9 +142,22 @@ def show(mem: Memory, principal: str, question: str) -> None:
             cited = (f"   (evidence of the correction that made revision {revisions[0]})" if len(revisions) == 1
                      else f"   (evidence of the corrections that made revisions {', '.join(map(str, revisions))})"
                      if revisions else "")
-            print(f"       from turn {o.offset}, {o.actor} ({o.source_role}): {o.text}{cited}")
+            if o.withheld:
+                print(f"       from turn {o.offset}: withheld, a turn {principal} may not see{cited}")
+            else:
+                print(f"       from turn {o.offset}, {o.actor} ({o.source_role}): {o.text}{cited}")
         for src in p.memories:
             print(f"       derived from memory {src.id}")
+        if p.widening_reason and any(o.withheld for o in p.observations):  # why the memory reaches them
+            print(f"       widened on purpose: {p.widening_reason}")
+
+
+def search(mem: Memory, principal: str, query: str) -> None:
+    """What was said (the log), as a principal may see it: the turns of sessions they were in."""
+    found = mem.search_messages(query, principal=principal, mode="lexical", limit=3)
+    print(f"\n{principal} searches the log for {query!r}: {count(len(found.items), 'turn')}")
+    for hit in found.items:
+        print(f"  turn {hit.log_offset}, {hit.actor}: {hit.body}")
 
 
 TAVERN = "tavern"
@@ -181,7 +209,9 @@ def peers_in_a_session(mem: Memory, worker_conninfo: str) -> None:
                  for r in rows if r.item == "fact"]
         print(f"  {label}: " + ("; ".join(memories) + " | facts: " + "; ".join(facts) if rows else "(nothing)"))
 
-    show_view("Rita, globally", mem.representation("Rita", **who))
+    # What Rita said in a session with Bolt is theirs: her global view is seen by her.
+    show_view("Rita, globally (as she may see it)", mem.representation("Rita", principal="Rita", scopes=[TAVERN]))
+    show_view("Rita, globally, as Bolt may see it", mem.representation("Rita", **who))
     show_view("Rita, as Bolt sees her", mem.representation("Rita", observer="Bolt", **who))
     show_view("Bolt's view of Rita, as Rita may see it",
               mem.representation("Rita", observer="Bolt", principal="Rita", scopes=[TAVERN]))
@@ -220,7 +250,8 @@ def main(args: argparse.Namespace) -> int:
         if mem.watermark() == 0:
             load(mem, _examples() / CONVERSATION, conninfo)
             print(f"pgrecall: imported the conversation and remembered {len(MEMORIES) + 1} memories "
-                  "(1 corrected, 3 superseded, 1 private to Ana, 1 derived and pinned)")
+                  "(1 corrected, 3 superseded, 1 private to Ana, 1 derived and pinned; the household's "
+                  "widened to the scope on purpose)")
         else:
             print(f"pgrecall: scope {SCOPE!r} already holds {mem.watermark()} turns; reusing them")
         stats = Worker(tenant, conninfo=worker_conninfo).drain()
@@ -229,6 +260,8 @@ def main(args: argparse.Namespace) -> int:
               f"({status.model}, input version {status.input_version})")
         for principal, question in QUESTIONS:
             show(mem, principal, question)
+        search(mem, "Ben", "surprise party")
+        search(mem, "Ana", "surprise party")
         bundle = mem.session_bundle(principal="Ana", recent=3)
         print("\nSession-start bundle for Ana: pinned " + "; ".join(p.body for p in bundle.pinned)
               + " | top entities " + ", ".join(f"{e.entity} ({e.memories})" for e in bundle.entities))

@@ -150,11 +150,20 @@ class RolePolicyViolation(PgrecallError, ValueError, sqlstate="PR113"):
 
 
 class UnknownEntity(PgrecallError, LookupError, sqlstate="PR114"):
-    """No entity has that name or alias."""
+    """No entity has that name or alias, or the principal may see none that has: the two are not told apart."""
 
 
 class FactNotFound(PgrecallError, LookupError, sqlstate="PR115"):
     """The fact does not exist, or the principal may not see it."""
+
+
+class WiderThanEvidence(PgrecallError, ValueError, sqlstate="PR116"):
+    """A memory would reach peers that a turn it cites does not: narrow its audience, or widen it on purpose
+    with a widening reason."""
+
+
+class AudienceOutsideSession(PgrecallError, ValueError, sqlstate="PR117"):
+    """A turn's audience names a peer who is not in its session (a turn is seen by at most who is there)."""
 
 
 class UnknownSession(PgrecallError, LookupError, sqlstate="PR120"):

@@ -2,9 +2,13 @@
 
 Each line: ``{"speaker": "ana", "role": "user", "text": "...",`` and optionally
 ``"occurred_at": ISO-8601, "kind": "message", "session_id": 1,
-"speaker_kind": "human"|"agent"|"other", "data_subject_id": "...", "payload": {...}}``.
+"speaker_kind": "human"|"agent"|"other", "data_subject_id": "...", "payload": {...},
+"audience": ["ana", "sage"]}``.
 A ``session_id`` is the file's label for a session: the turns go to the scope's
-session named ``session <label>`` (created if needed).
+session named ``session <label>`` (created if needed), whose peers are everyone
+who speaks in it in the file; each of its turns is seen by them, or by the
+narrower ``audience`` the line names (speakers of that session). A turn without a
+session is seen by the whole scope, or by the ``audience`` it names.
 The file is checked whole before anything is written, and then imported in
 one transaction: all of it, or none.
 """
@@ -24,7 +28,7 @@ from .names import check_tenant_name
 
 REQUIRED = ("speaker", "role", "text")
 ALLOWED = set(REQUIRED) | {"occurred_at", "kind", "session_id", "speaker_kind", "data_subject_id", "payload",
-                           "lawful_basis", "classification"}
+                           "lawful_basis", "classification", "audience"}
 
 
 class ImportFileError(ValueError):
@@ -59,6 +63,9 @@ def _read_turns(path: str | Path) -> list[dict[str, Any]]:
             if "session_id" in turn and (isinstance(turn["session_id"], bool)
                                          or not isinstance(turn["session_id"], (int, str, type(None)))):
                 raise ImportFileError(f"{path}:{number}: session_id is a number or a string")
+            if "audience" in turn and (not isinstance(turn["audience"], list)
+                                       or not all(isinstance(a, str) for a in turn["audience"])):
+                raise ImportFileError(f"{path}:{number}: audience is a list of peer names")
             if "occurred_at" in turn:
                 try:
                     turn["occurred_at"] = datetime.fromisoformat(turn["occurred_at"])
@@ -98,6 +105,11 @@ def import_jsonl(path: str | Path, *, tenant: str, scope: str, progress: bool = 
         principal = turns[0]["speaker"] if turns else None
         sessions = {label: mem.create_session(f"session {label}", principal=principal)
                     for label in dict.fromkeys(t["session_id"] for t in turns if t.get("session_id") is not None)}
+        # Who was there: everyone who speaks in a session is one of its peers before its first turn.
+        for label, session in sessions.items():
+            mem.add_session_peers(session, list(dict.fromkeys(t["speaker"] for t in turns
+                                                              if t.get("session_id") == label)),
+                                  principal=principal)
         # Batches of BATCH rows, one call each, all in one transaction.
         with tqdm(total=len(turns), desc="importing", unit="turn", disable=not progress) as bar:
             for start in range(0, len(turns), BATCH):
@@ -106,7 +118,8 @@ def import_jsonl(path: str | Path, *, tenant: str, scope: str, progress: bool = 
                          "actor": t["speaker"], "occurred_at": t.get("occurred_at"),
                          "session_id": sessions.get(t.get("session_id")),
                          "payload": t.get("payload"), "data_subject_id": t.get("data_subject_id"),
-                         "lawful_basis": t.get("lawful_basis"), "classification": t.get("classification", "internal")}
+                         "lawful_basis": t.get("lawful_basis"), "classification": t.get("classification", "internal"),
+                         "audience": t.get("audience")}
                         for t in chunk]
                 try:
                     mem.append_many(rows, principal=chunk[0]["speaker"])

@@ -74,8 +74,13 @@ def source_lines(provenance: dict[str, Any] | None, indent: str = "    ") -> lis
     for o in provenance.get("observations") or []:
         fixed = f"; cited by the correction to revision {', '.join(map(str, o['corrections']))}" \
             if o.get("corrections") else ""
+        if o.get("withheld"):
+            lines.append(f"{indent}from {o['scope']}#{o['offset']}{fixed}: withheld (a turn you may not see)")
+            continue
         lines.append(f"{indent}from {o['scope']}#{o['offset']} ({o['actor']}, {o['source_role']}, "
                      f"{_day(o.get('occurred_at'))}{fixed}): \"{clip(o['text'])}\"")
+    if provenance.get("widening_reason"):
+        lines.append(f"{indent}widened past its turns: {clip(provenance['widening_reason'])}")
     sources = [f"{m['id']}" + (f" ({m['title']})" if m.get("title") else "") for m in provenance.get("memories") or []]
     if sources:
         lines.append(f"{indent}derived from memor{'y' if len(sources) == 1 else 'ies'} {', '.join(sources)}")

@@ -20,14 +20,16 @@ from ._calls import Call, Handle, json_items, json_list, one, parse, rows
 
 @dataclass(frozen=True)
 class Evidence:
-    """A fact's quote: the UTF-8 byte span [start, end) of the observation at ``offset`` in ``scope``."""
+    """A fact's quote: the UTF-8 byte span [start, end) of the observation at ``offset`` in ``scope``. From a
+    turn the principal may not see it is ``withheld``: only scope and offset are given."""
 
     scope: str
     offset: int
-    start: int
-    end: int
-    quote: str
-    source_role: str
+    start: int | None
+    end: int | None
+    quote: str | None
+    source_role: str | None
+    withheld: bool = False
 
 
 @dataclass(frozen=True)
@@ -76,19 +78,21 @@ class Edge:
 
 @dataclass(frozen=True)
 class Citation:
-    """A fact's quote resolved back to its observation."""
+    """A fact's quote resolved back to its observation; ``withheld`` when the principal may not see that turn
+    (then only the evidence id, scope, offset and observation id are given)."""
 
     evidence_id: int
     scope: str
     log_offset: int
     observation_id: int
-    byte_start: int
-    byte_end: int
-    quote: str
+    byte_start: int | None
+    byte_end: int | None
+    quote: str | None
     actor: str | None
-    source_role: str
-    occurred_at: datetime
-    body: str
+    source_role: str | None
+    occurred_at: datetime | None
+    body: str | None
+    withheld: bool
 
 
 @dataclass(frozen=True)

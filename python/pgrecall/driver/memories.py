@@ -41,6 +41,14 @@ class Remembered:
 
 
 @dataclass(frozen=True)
+class RememberedSaid(Remembered):
+    """remember() with ``said``: also the log offset of the words appended, None when nothing was kept (the
+    memory was a no-op, so its turn went with it)."""
+
+    log_offset: int | None
+
+
+@dataclass(frozen=True)
 class Appended:
     log_offset: int
 
@@ -48,14 +56,20 @@ class Appended:
 @dataclass(frozen=True)
 class ObservationRef:
     """An observation a memory came from (its text cut at 500 characters), or that a correction of it cited:
-    ``corrections`` are the revisions such corrections made ([] when none did)."""
+    ``corrections`` are the revisions such corrections made ([] when none did).
+
+    A turn the principal may not see is ``withheld``: only its scope, offset and corrections are given (text,
+    actor, role, time and audience are None). ``audience`` names who may see a turn that is shown (None: the
+    whole scope)."""
 
     scope: str
     offset: int
-    source_role: str
+    withheld: bool
+    source_role: str | None
     actor: str | None
-    occurred_at: datetime = field(metadata=parse(timestamp))
-    text: str = field()
+    occurred_at: datetime | None = field(metadata=parse(timestamp))
+    text: str | None = field()
+    audience: list[str] | None = field()
     corrections: list[int] = field()
 
 
@@ -83,6 +97,7 @@ class Provenance:
     memories: list[SourceMemory] = field(metadata=parse(json_list(SourceMemory)))
     hidden_sources: int = field()
     about: list[AboutEntity] = field(metadata=parse(json_list(AboutEntity)))
+    widening_reason: str | None = field()  # why it may reach more peers than a turn it cites (None: it does not)
 
     @property
     def offsets(self) -> list[int]:
@@ -145,6 +160,14 @@ def _list(items: Sequence[Any] | None) -> list[Any] | None:
     return list(items) if items is not None else None
 
 
+def peer_names(what: str, names: Sequence[str] | None) -> list[str] | None:
+    """An audience of peer names as a list (None stays None); a bare str is a mistake, not a list of letters."""
+    if isinstance(names, str):
+        raise errors.InvalidArgument(f"{what} is a list of peer names, not the text {names!r}",
+                                     hint=f"Pass a list, e.g. {what}=[{names!r}].")
+    return _list(names)
+
+
 # -- setup --------------------------------------------------------------------------------------------------
 
 
@@ -197,8 +220,10 @@ def append(h: Handle, text: str, *, role: str, scope: str | None = None, kind: s
            actor: str | None = None, session_id: int | None = None, occurred_at: datetime | None = None,
            payload: Mapping[str, Any] | None = None, data_subject_id: str | None = None,
            lawful_basis: str | None = None, classification: str = "internal", retention_until: datetime | None = None,
-           principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
-    """Append an observation; returns its log offset in the scope."""
+           audience: Sequence[str] | None = None, principal: str | None = None,
+           scopes: Sequence[str] | None = None) -> Call[int]:
+    """Append an observation; returns its log offset in the scope. It is seen by the peers of its session (and
+    its sender), or by the whole scope outside a session; ``audience`` (peer names) narrows that."""
     principal, scopes = h.who(principal, scopes)
     return value("append_observation", {
         "principal": principal, "scopes": scopes, "scope": scope or scopes[0], "body": text,
@@ -206,6 +231,7 @@ def append(h: Handle, text: str, *, role: str, scope: str | None = None, kind: s
         "occurred_at": occurred_at, "payload": Jsonb(payload if payload is not None else {}),
         "data_subject_id": data_subject_id,
         "lawful_basis": lawful_basis, "classification": classification, "retention_until": retention_until,
+        "audience": peer_names("audience", audience),
     }, int)
 
 
@@ -213,7 +239,7 @@ def append_many(h: Handle, rows_: Sequence[Mapping[str, Any]], *, scope: str | N
                 principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[int]]:
     """Append a batch in one call; each row is a dict with body and source_role (and optionally kind,
     actor, session_id, occurred_at, payload, data_subject_id, lawful_basis, classification,
-    retention_until). All are validated before any is written. Returns the offsets in order."""
+    retention_until, audience). All are validated before any is written. Returns the offsets in order."""
     principal, scopes = h.who(principal, scopes)
     call = rows("append_observations", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
                                          "rows": Jsonb(json_items(rows_))}, Appended, ordered_by="ordinal")
@@ -230,24 +256,44 @@ def watermark(h: Handle, scope: str | None = None, *, principal: str | None = No
 # -- memories -----------------------------------------------------------------------------------------------
 
 
-def remember(h: Handle, text: str, *, evidence: Sequence[int], purposes: Sequence[str], scope: str | None = None,
-             audience: str | None = None, kind: str = "note", title: str | None = None, confidence: float = 1.0,
-             about: Sequence[str] = (), observer: str | None = None, principal: str | None = None,
+def remember(h: Handle, text: str, *, evidence: Sequence[int] = (), purposes: Sequence[str],
+             scope: str | None = None, audience: str | None = None, kind: str = "note", title: str | None = None,
+             confidence: float = 1.0, about: Sequence[str] = (), observer: str | None = None,
+             widening_reason: str | None = None, said: str | None = None, said_role: str = "user",
+             said_payload: Mapping[str, Any] | None = None, principal: str | None = None,
              scopes: Sequence[str] | None = None) -> Call[Remembered]:
     """Write a memory. ``observer`` makes it that peer's local view (None: the global view). Empty or
-    ambiguous input is a no-op with a reason (``status == 'noop'``), not an error."""
+    ambiguous input is a no-op with a reason (``status == 'noop'``), not an error.
+
+    A memory may not reach peers that a turn it cites does not (WiderThanEvidence) unless
+    ``widening_reason`` says why. ``said`` (the words, verbatim) is appended as the principal's note and
+    cited, in the same call (``remember_said``; ``said_role`` and ``said_payload`` are the turn's), seen by the
+    memory's audience and the principal: a memory that is refused or a no-op leaves no turn. The result is then
+    a ``RememberedSaid`` with the turn's ``log_offset`` (None when nothing was kept).
+    """
     principal, scopes = h.who(principal, scopes)
+    if said is not None:
+        if observer is not None:
+            raise errors.InvalidArgument("remember(said=...) writes the global view: observer is not taken with it")
+        return one("remember_said", {
+            "principal": principal, "scopes": scopes, "scope": scope or scopes[0], "said": said, "body": text,
+            "evidence": _list(evidence), "purposes": _list(purposes), "audience": audience, "kind": kind,
+            "title": title, "confidence": confidence, "about": list(about), "source_role": said_role,
+            "payload": Jsonb(said_payload if said_payload is not None else {}), "widening_reason": widening_reason,
+        }, RememberedSaid)
     return one("remember", {
         "principal": principal, "scopes": scopes, "scope": scope or scopes[0], "body": text,
         "evidence": _list(evidence), "purposes": _list(purposes), "audience": audience, "kind": kind,
         "title": title, "confidence": confidence, "about": list(about), "observer": observer,
+        "widening_reason": widening_reason,
     }, Remembered)
 
 
 def remember_many(h: Handle, items: Sequence[Mapping[str, Any]], *, scope: str | None = None,
                   principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[Remembered]]:
     """remember() for a batch: each item a dict with body, evidence, purposes (and optionally audience,
-    kind, title, confidence, about, observer). Validated whole before anything is written; one result per item."""
+    kind, title, confidence, about, observer, widening_reason). Validated whole before anything is written;
+    one result per item."""
     principal, scopes = h.who(principal, scopes)
     return rows("remember_many", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
                                   "items": Jsonb(list(items))}, Remembered, ordered_by="ordinal")
@@ -263,41 +309,47 @@ def read(h: Handle, memory_id: int, *, purpose: str, include_superseded: bool = 
 
 
 def derive(h: Handle, sources_: Sequence[int], text: str, *, kind: str = "summary", title: str | None = None,
-           confidence: float | None = None, about: Sequence[str] = (), principal: str | None = None,
-           scopes: Sequence[str] | None = None) -> Call[int]:
+           confidence: float | None = None, about: Sequence[str] = (), widening_reason: str | None = None,
+           principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
     """A memory from other memories: it may be seen by, and used for, only what every source allows
-    (EmptyIntersection when that is nothing). Returns the new memory's id."""
+    (EmptyIntersection when that is nothing), and reach no peer the sources' turns do not unless
+    ``widening_reason`` says why (WiderThanEvidence). Returns the new memory's id."""
     principal, scopes = h.who(principal, scopes)
     return value("derive", {"principal": principal, "scopes": scopes, "sources": list(sources_), "body": text,
-                            "kind": kind, "title": title, "confidence": confidence, "about": list(about)}, int)
+                            "kind": kind, "title": title, "confidence": confidence, "about": list(about),
+                            "widening_reason": widening_reason}, int)
 
 
 def correct(h: Handle, memory_id: int, text: str, *, revision: int, evidence: Sequence[int] | None = None,
-            title: str | None = None, reason: str | None = None, principal: str | None = None,
-            scopes: Sequence[str] | None = None) -> Call[int]:
+            title: str | None = None, reason: str | None = None, widening_reason: str | None = None,
+            principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
     """Fix a memory in place; ``revision`` is the one you read (RevisionConflict if it moved on). Returns the
     new revision.
 
     ``evidence`` are the log offsets (in the memory's scope) of what justifies the correction; they join the
-    memory's provenance, and erasing them undoes the correction.
+    memory's provenance, and erasing them undoes the correction. Evidence seen by fewer peers than the memory
+    needs a ``widening_reason`` (WiderThanEvidence otherwise).
     """
     principal, scopes = h.who(principal, scopes)
     return value("correct", {"principal": principal, "scopes": scopes, "memory_id": memory_id,
                              "expected_revision": revision, "body": text, "title": title, "reason": reason,
-                             "evidence": _list(evidence)}, int)
+                             "evidence": _list(evidence), "widening_reason": widening_reason}, int)
 
 
 def supersede(h: Handle, memory_id: int, text: str, *, revision: int, evidence: Sequence[int],
               title: str | None = None, confidence: float | None = None, about: Sequence[str] | None = None,
-              principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
+              widening_reason: str | None = None, principal: str | None = None,
+              scopes: Sequence[str] | None = None) -> Call[int]:
     """Replace a memory because the world changed. Returns the new memory's id.
 
-    ``about`` names the new memory's entities; None keeps the old memory's.
+    ``about`` names the new memory's entities; None keeps the old memory's. The new memory keeps the old
+    audience: evidence seen by fewer peers needs a ``widening_reason`` (WiderThanEvidence otherwise).
     """
     principal, scopes = h.who(principal, scopes)
     return value("supersede", {"principal": principal, "scopes": scopes, "memory_id": memory_id,
                                "expected_revision": revision, "body": text, "evidence": _list(evidence),
-                               "title": title, "confidence": confidence, "about": _list(about)}, int)
+                               "title": title, "confidence": confidence, "about": _list(about),
+                               "widening_reason": widening_reason}, int)
 
 
 def forget(h: Handle, memory_id: int, *, reason: str, revision: int | None = None, principal: str | None = None,

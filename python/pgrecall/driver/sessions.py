@@ -15,7 +15,7 @@ from psycopg.types.json import Jsonb
 
 from ._calls import Call, Handle, column, json_items, json_list, json_object, one, parse, rows, timestamp, value
 from .graph import AssertedFact
-from .memories import Provenance, Remembered
+from .memories import Provenance, Remembered, peer_names
 
 # -- row types ----------------------------------------------------------------------------------------------
 
@@ -263,23 +263,27 @@ def set_session_peer_config(h: Handle, session: int, peer: str, config: Mapping[
 
 def add_messages(h: Handle, session: int, messages: Sequence[Mapping[str, Any]], *, principal: str | None = None,
                  scopes: Sequence[str] | None = None) -> Call[list[MessageAdded]]:
-    """Append messages (dicts with actor and body, optionally source_role, occurred_at, payload, ...)
-    to a session; each queues its derivation tasks. Returns offset and tasks queued per message."""
+    """Append messages (dicts with actor and body, optionally source_role, occurred_at, payload, audience, ...)
+    to a session; each queues its derivation tasks. A message is seen by the session's peers now (and its
+    sender), or the narrower ``audience`` it names. Returns offset and tasks queued per message."""
     principal, scopes = h.who(principal, scopes)
     return rows("add_messages", {"principal": principal, "scopes": scopes, "session": session,
                                  "messages": Jsonb(json_items(messages))}, MessageAdded, ordered_by="ordinal")
 
 
 def log_turn(h: Handle, log: str, actor: str, text: str, *, role: str | None = None,
-             occurred_at: datetime | None = None, data_subject_id: str | None = None, scope: str | None = None,
+             occurred_at: datetime | None = None, data_subject_id: str | None = None,
+             audience: Sequence[str] | None = None, scope: str | None = None,
              principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Turn]:
     """The turn log: append a turn to ``log``'s current session, or open a new one after a gap of more
-    than turn_gap_seconds (2 hours). The actor joins the session if needed. ``data_subject_id`` is the
+    than turn_gap_seconds (2 hours). The actor and the principal join the session if needed; the turn is seen
+    by the session's peers, or the narrower ``audience`` (peer names). ``data_subject_id`` is the
     turn's, and the session's when the turn opens one (its name holds the log's name)."""
     principal, scopes = h.who(principal, scopes)
     return one("log_turn", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0], "log": log,
                             "actor": actor, "body": text, "source_role": role, "occurred_at": occurred_at,
-                            "data_subject_id": data_subject_id}, Turn)
+                            "data_subject_id": data_subject_id, "audience": peer_names("audience", audience)},
+               Turn)
 
 
 # -- representations ----------------------------------------------------------------------------------------
