@@ -115,6 +115,8 @@ begin
     end if;
     perform _check_memory_fields(p_body, p_title, null);
     perform _check_length(p_reason, 'reason', 2000);
+    -- checked here too: without new evidence nothing reads it, but an oversized one is still refused
+    perform _check_length(p_widening_reason, 'widening reason', 2000);
     if cardinality(p_evidence) > 0 then
         -- An erasure in the memory's scope (which locks the scope row FOR
         -- UPDATE before it plans what to undo) and a correction citing that

@@ -48,7 +48,7 @@ def valid_arguments(world) -> dict[str, object]:
     off, memory, session = world["offset"], world["memory"], world["session"]
     return {
         "p_principal": "bot", "p_scopes": ["default"], "p_scope": "default", "p_body": "Ana likes coffee",
-        "p_source_role": "user", "p_actor": "ana", "p_name": "zqnew", "p_entity": "Rita", "p_alias": "Ritinha",
+        "p_source_role": "user", "p_said": "Ana likes coffee", "p_actor": "ana", "p_name": "zqnew", "p_entity": "Rita", "p_alias": "Ritinha",
         "p_log": "ana-log", "p_query": "tea", "p_purposes": ["converse"], "p_reason": "asked to",
         "p_key": "rrf_k", "p_value": Jsonb(60), "p_subject": "Rita", "p_predicate": "likes", "p_object": "tea",
         "p_seeds": ["Rita"], "p_peer": "ana", "p_target": "ana", "p_worker": "w1", "p_error": "it failed",
