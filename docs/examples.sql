@@ -332,16 +332,21 @@ select acme.set_embedding_version('', 2);  -- PR107
 select rank, memory_id, body, round(score::numeric, 4) as score, lexical_rank, dense_rank,
        round(bm25::numeric, 3) as bm25
   from acme.recall('assistant', '{default}', 'What should I cook for Ana?');
-select key, value from acme.recall_answer('assistant', '{default}', 'What should I cook for Ana?') r,
-       jsonb_each(r.meta);
+select (meta).mode, (meta).terms, (meta).dropped_terms, (meta).term_stats, (meta).recruited_by,
+       (meta).recruited_by_rare_terms, (meta).entities, (meta).watermarks
+  from acme.recall_answer('assistant', '{default}', 'What should I cook for Ana?');
+select (meta).dense_available, (meta).dense_reason, (meta).lexical_count, (meta).dense_count,
+       (meta).fused_count, (meta).fact_count, (meta).returned, (meta).missing_embeddings,
+       (meta).embedding_queue
+  from acme.recall_answer('assistant', '{default}', 'What should I cook for Ana?');
 select rank, memory_id, body, lexical_rank
   from acme.recall('assistant', '{default}', 'vegetarian ramen for Ana');
-select meta -> 'terms' as terms, meta -> 'dropped_terms' as dropped_terms
+select (meta).terms, (meta).dropped_terms
   from acme.recall_answer('assistant', '{default}', 'vegetarian ramen for Ana');
 select rank, memory_id, body from acme.recall('assistant', '{default}', 'Where does Ana live?', 'personalize');
 select rank, memory_id, body from acme.recall('assistant', '{default}', 'Where does Ana live?', 'personalize',
                                               p_include_superseded => true);
-select jsonb_array_length(items) as rows, meta ->> 'dense_reason' as dense_reason
+select cardinality(items) as rows, (meta).dense_reason
   from acme.recall_answer('assistant', '{default}', 'What should I cook for Ana?', p_mode => 'dense');
 \! python -c 'exec("import pgrecall\n\nmem = pgrecall.connect(tenant=\"acme\", principal=\"assistant\", scopes=[\"default\"])\nanswer = mem.recall(\"What should I cook for Ana?\")\nfor i in answer.items:\n    print(i.rank, i.memory_id, i.body, i.lexical_rank, i.dense_rank,\n          None if i.cosine is None else round(i.cosine, 2))\nprint({k: getattr(answer.meta, k) for k in (\"mode\", \"dense_available\", \"dense_method\", \"lexical_count\",\n                                            \"dense_count\", \"fused_count\", \"missing_embeddings\")})")'
 select count(*) from acme.recall('assistant', '{default}', 'ramen', p_limit => 0);  -- PR150
@@ -354,11 +359,10 @@ select rank, memory_id, body, lexical_rank from acme.recall('assistant', '{defau
 select id, provenance -> 'hidden_sources' as hidden_sources from acme.read('assistant', '{default}', 12, 'converse');
 
 -- == <tenant>.recall_answer
-select jsonb_array_length(items) as items, meta -> 'lexical_count' as lexical_count,
-       meta -> 'fused_count' as fused_count, meta -> 'returned' as returned
+select cardinality(items) as items, (meta).lexical_count, (meta).fused_count, (meta).returned
   from acme.recall_answer('assistant', '{default}', 'ramen');
-select i ->> 'rank' as rank, i ->> 'memory_id' as memory_id, i ->> 'body' as body, i -> 'lexical_rank' as lexical_rank
-  from acme.recall_answer('assistant', '{default}', 'ramen') r, jsonb_array_elements(r.items) i;
+select i.rank, i.memory_id, i.body, i.lexical_rank
+  from acme.recall_answer('assistant', '{default}', 'ramen') r, unnest(r.items) i;
 
 -- == Entities, facts and evidence
 select acme.create_session('assistant', '{default}', 'default') as session_id;
@@ -490,8 +494,7 @@ select entity_id, name, aliases, facts from acme.entities('assistant', '{default
 -- == Facts in recall
 select rank, item, memory_id, fact_id, fact_rank, body, round(score::numeric, 4) as score
   from acme.recall('assistant', '{default}', 'Where does Ana live?', 'personalize', p_limit => 6);
-select meta -> 'entities' as entities, meta -> 'fact_count' as fact_count,
-       meta -> 'fused_count' as fused_count, meta -> 'returned' as returned
+select (meta).entities, (meta).fact_count, (meta).fused_count, (meta).returned
   from acme.recall_answer('assistant', '{default}', 'Where does Ana live?', 'personalize', p_limit => 6);
 select rank, fact_id, jsonb_pretty(provenance) as provenance
   from acme.recall('assistant', '{default}', 'Where is the cooking school?') where item = 'fact';

@@ -76,17 +76,17 @@ $$;
 comment on function __tenant__._may_replace(__tenant__.memory, __tenant__.memory) is
     'Internal: true when the new memory reaches everyone the old one reaches, for every purpose (so it may supersede it).';
 
--- Proposals and, in a last row (a_id NULL), the metadata of this call: the
--- window, how many of it are embedded, and why nothing is proposed if so.
-create or replace function __tenant__._duplicate_proposals(p_principal text, p_scopes text[], p_limit integer)
-returns table (
-    rank integer, cosine double precision,
-    a_id bigint, a_scope text, a_kind text, a_title text, a_body text, a_revision integer,
-    a_created_at timestamptz, a_audience text, a_purposes text[], a_provenance jsonb,
-    b_id bigint, b_scope text, b_kind text, b_title text, b_body text, b_revision integer,
-    b_created_at timestamptz, b_audience text, b_purposes text[], b_provenance jsonb,
-    b_may_replace_a boolean, a_may_replace_b boolean, meta jsonb
+-- The proposals (duplicate_pair[]) and the metadata of this call
+-- (duplicate_meta: the window, how many of it are embedded, and why nothing
+-- is proposed if so), as one value of the declared type
+-- duplicate_proposals_answer (migration 0027); duplicate_proposals() returns
+-- the pairs as rows.
+create or replace function __tenant__.duplicate_proposals_answer(
+    p_principal  text,
+    p_scopes     text[],
+    p_limit      integer default 20
 )
+returns __tenant__.duplicate_proposals_answer
 language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -105,7 +105,7 @@ declare
     v_decided integer;
     v_closest double precision;
     v_empty text;
-    v_meta jsonb;
+    v_answer duplicate_proposals_answer;
 begin
     perform _check_scopes(p_scopes);
     perform _check_limit(p_limit, 1000, 'limit', 'Ask for the best pairs first, e.g. p_limit => 20.');
@@ -169,15 +169,10 @@ begin
          where (a.bits & b.bits) <> 0;
     end if;
 
-    v_meta := jsonb_build_object(
-        'window', v_window, 'threshold', v_threshold, 'model', v_model,
-        'in_window', cardinality(v_ids), 'embedded', v_embedded,
-        'missing_embeddings', cardinality(v_ids) - v_embedded,
-        'pairs', cardinality(v_low), 'decided', v_decided,
-        'returned', least(cardinality(v_low), p_limit),
-        'closest', v_closest, 'empty_reason', v_empty);
+    v_answer.meta := row(v_window, v_threshold, v_model, cardinality(v_ids), v_embedded,
+                         cardinality(v_ids) - v_embedded, cardinality(v_low), v_decided,
+                         least(cardinality(v_low), p_limit), v_closest, v_empty)::duplicate_meta;
 
-    return query
     with top as (
         select p.ord::integer as r, p.low, v_high[p.ord] as high, v_cos[p.ord] as cos
           from unnest(v_low[1:p_limit]) with ordinality as p(low, ord)
@@ -185,78 +180,39 @@ begin
         select * from _provenance_of(array(select t.low from top t union select t.high from top t),
                                      v_principal, p_scopes)
     )
-    select t.r, t.cos,
-           a.id, a.scope, a.kind, a.title, a.body, a.revision, a.created_at,
-           (select p.name from peer p where p.id = a.audience_peer_id), a.purposes, pa.provenance,
-           b.id, b.scope, b.kind, b.title, b.body, b.revision, b.created_at,
-           (select p.name from peer p where p.id = b.audience_peer_id), b.purposes, pb.provenance,
-           _may_replace(a, b), _may_replace(b, a), null::jsonb
+    select coalesce(array_agg(row(
+               t.r, t.cos,
+               a.id, a.scope, a.kind, a.title, a.body, a.revision, a.created_at,
+               (select p.name from peer p where p.id = a.audience_peer_id), a.purposes, pa.provenance,
+               b.id, b.scope, b.kind, b.title, b.body, b.revision, b.created_at,
+               (select p.name from peer p where p.id = b.audience_peer_id), b.purposes, pb.provenance,
+               _may_replace(a, b), _may_replace(b, a))::duplicate_pair order by t.r), '{}')
+      into v_answer.items
       from top t
       join memory a on a.id = t.low
       join memory b on b.id = t.high
       join prov pa on pa.memory_id = a.id
-      join prov pb on pb.memory_id = b.id
-     order by t.r;
-    return query select null::integer, null::double precision,
-                        null::bigint, null::text, null::text, null::text, null::text, null::integer,
-                        null::timestamptz, null::text, null::text[], null::jsonb,
-                        null::bigint, null::text, null::text, null::text, null::text, null::integer,
-                        null::timestamptz, null::text, null::text[], null::jsonb,
-                        null::boolean, null::boolean, v_meta;
+      join prov pb on pb.memory_id = b.id;
+    return v_answer;
 end
 $$;
-comment on function __tenant__._duplicate_proposals(text, text[], integer) is
-    'Internal: duplicate_proposals()''s pairs, then one row (a_id NULL) with the metadata of this call.';
+comment on function __tenant__.duplicate_proposals_answer(text, text[], integer) is
+    'duplicate_proposals() and its metadata (window, embedded, threshold, why nothing is proposed) in one value: (items duplicate_pair[], meta duplicate_meta). In psql: select (a.meta).* from duplicate_proposals_answer(...) a.';
 
 create or replace function __tenant__.duplicate_proposals(
     p_principal  text,
     p_scopes     text[],
     p_limit      integer default 20
 )
-returns table (
-    rank integer, cosine double precision,
-    a_id bigint, a_scope text, a_kind text, a_title text, a_body text, a_revision integer,
-    a_created_at timestamptz, a_audience text, a_purposes text[], a_provenance jsonb,
-    b_id bigint, b_scope text, b_kind text, b_title text, b_body text, b_revision integer,
-    b_created_at timestamptz, b_audience text, b_purposes text[], b_provenance jsonb,
-    b_may_replace_a boolean, a_may_replace_b boolean
-)
+returns setof __tenant__.duplicate_pair
 language sql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select d.rank, d.cosine, d.a_id, d.a_scope, d.a_kind, d.a_title, d.a_body, d.a_revision, d.a_created_at,
-           d.a_audience, d.a_purposes, d.a_provenance, d.b_id, d.b_scope, d.b_kind, d.b_title, d.b_body,
-           d.b_revision, d.b_created_at, d.b_audience, d.b_purposes, d.b_provenance, d.b_may_replace_a,
-           d.a_may_replace_b
-      from _duplicate_proposals(p_principal, p_scopes, p_limit) d
-     where d.meta is null
-     order by d.rank
+    select d.* from unnest((duplicate_proposals_answer(p_principal, p_scopes, p_limit)).items) d order by d.rank
 $$;
 comment on function __tenant__.duplicate_proposals(text, text[], integer) is
     'Pairs of current memories the principal may see for a common purpose, among its duplicate_window newest, with cosine >= duplicate_cosine and not yet decided at these revisions; best first, with both texts and provenance. Nothing is merged: decide_duplicate() records a person''s decision.';
-
--- The same proposals as one row: the pairs (a JSON array of objects with
--- duplicate_proposals()'s columns) and the metadata of this very call, which
--- says why the list is empty when it is (empty_reason: no_memories,
--- one_memory, no_embeddings, below_threshold with the closest cosine, or
--- all_decided).
-create or replace function __tenant__.duplicate_proposals_answer(
-    p_principal  text,
-    p_scopes     text[],
-    p_limit      integer default 20
-)
-returns table (items jsonb, meta jsonb)
-language sql stable
-security definer
-set search_path = pg_catalog, __tenant__, __ext__, pg_temp
-as $$
-    select coalesce(jsonb_agg(to_jsonb(d) - 'meta' order by d.rank) filter (where d.meta is null), '[]'),
-           (array_agg(d.meta) filter (where d.meta is not null))[1]
-      from _duplicate_proposals(p_principal, p_scopes, p_limit) d
-$$;
-comment on function __tenant__.duplicate_proposals_answer(text, text[], integer) is
-    'duplicate_proposals() and its metadata (window, embedded, threshold, why nothing is proposed) in one row.';
 
 -- A person's decision about a pair:
 --   distinct   keep both; the pair is not proposed again (at these revisions)

@@ -29,9 +29,11 @@
 -- copies from its turn: a passage the principal may not see is never
 -- counted (the lexical arm's document frequencies), ranked or returned.
 --
--- _search_messages() returns the hits followed by one row with
--- kind = 'meta' carrying the metadata; search_messages() returns the hits and
--- search_messages_answer() both, in one call. Nothing is kept after the call.
+-- search_messages_answer() returns one value of the declared type
+-- search_messages_answer: the hits (message_hit[]) and the metadata
+-- (message_search_meta) of this very call; search_messages() returns the hits
+-- as rows of message_hit. The types are declared in migration 0027. Nothing
+-- is kept after the call.
 
 -- The passages a search is about: those the principal may see in the
 -- authorised scopes, narrowed to one session and/or one sender when asked.
@@ -188,7 +190,7 @@ $$;
 comment on function __tenant__._passage_dense_arm(bigint, text[], bigint, bigint, double precision[], integer, jsonb) is
     'Internal: message search''s semantic arm: the passages in scope nearest the query embedding (floor dense_floor), exact or HNSW.';
 
-create or replace function __tenant__._search_messages(
+create or replace function __tenant__.search_messages_answer(
     p_principal        text,
     p_scopes           text[],
     p_query            text,
@@ -199,18 +201,13 @@ create or replace function __tenant__._search_messages(
     p_limit            integer default 10,
     p_query_model      text default null
 )
-returns table (
-    rank integer, scope text, log_offset bigint, session_id bigint, actor text, source_role text, kind text,
-    occurred_at timestamptz, passage_id bigint, ordinal integer, start_byte integer, end_byte integer, body text,
-    score double precision, lexical_rank integer, semantic_rank integer, bm25 double precision,
-    cosine double precision, meta jsonb
-)
+returns __tenant__.search_messages_answer
 language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_meta jsonb;
+    v_answer search_messages_answer;
     v_set jsonb := _settings();
     v_mode text := coalesce(p_mode, 'hybrid');
     v_principal bigint;
@@ -290,37 +287,31 @@ begin
     end if;
     v_fused := _rrf_fuse(v_lex_ids, v_sem_ids, v_rrf_k, p_limit);
 
-    v_meta := jsonb_build_object(
-        'query', p_query, 'mode', v_mode,
-        'level', case when p_session_id is not null then 'session' when p_peer is not null then 'peer' else 'tenant' end,
-        'session_id', p_session_id, 'peer', p_peer, 'scopes', to_jsonb(p_scopes),
-        'lexical', v_lexical, 'semantic', v_semantic, 'semantic_available', v_semantic,
-        'semantic_reason', v_semantic_reason, 'semantic_method', v_semantic_method,
-        'terms', to_jsonb(v_terms), 'dropped_terms', to_jsonb(v_dropped),
-        'lexical_count', cardinality(v_lex_ids), 'semantic_count', cardinality(v_sem_ids),
-        'returned', cardinality(v_fused),
-        'missing_embeddings', (select count(*) from passage_embedding_job j where j.scope = any (p_scopes)));
+    v_answer.meta := row(
+        p_query, v_mode,
+        case when p_session_id is not null then 'session' when p_peer is not null then 'peer' else 'tenant' end,
+        p_session_id, p_peer, p_scopes, v_lexical, v_semantic, v_semantic, v_semantic_reason, v_semantic_method,
+        v_terms, v_dropped, cardinality(v_lex_ids), cardinality(v_sem_ids), cardinality(v_fused),
+        (select count(*) from passage_embedding_job j where j.scope = any (p_scopes)))::message_search_meta;
 
-    return query
-    select k.ord::integer, p.scope, o.log_offset, p.session_id, pe.name, o.source_role, o.kind, p.occurred_at,
-           p.id, p.ordinal, p.start_byte, p.end_byte, p.body,
-           coalesce(1.0 / (v_rrf_k + array_position(v_lex_ids, p.id)), 0)
-             + coalesce(1.0 / (v_rrf_k + array_position(v_sem_ids, p.id)), 0),
-           array_position(v_lex_ids, p.id), array_position(v_sem_ids, p.id),
-           v_lex_scores[array_position(v_lex_ids, p.id)], v_sem_cos[array_position(v_sem_ids, p.id)], null::jsonb
+    select coalesce(array_agg(row(
+               k.ord::integer, p.scope, o.log_offset, p.session_id, pe.name, o.source_role, o.kind, p.occurred_at,
+               p.id, p.ordinal, p.start_byte, p.end_byte, p.body,
+               coalesce(1.0 / (v_rrf_k + array_position(v_lex_ids, p.id)), 0)
+                 + coalesce(1.0 / (v_rrf_k + array_position(v_sem_ids, p.id)), 0),
+               array_position(v_lex_ids, p.id), array_position(v_sem_ids, p.id),
+               v_lex_scores[array_position(v_lex_ids, p.id)], v_sem_cos[array_position(v_sem_ids, p.id)]
+           )::message_hit order by k.ord), '{}')
+      into v_answer.items
       from unnest(v_fused) with ordinality as k(id, ord)
       join passage p on p.id = k.id and p.scope = any (p_scopes)
       join observation o on o.id = p.observation_id
-      join peer pe on pe.id = p.actor_id
-     order by k.ord;
-    return query select null::integer, null::text, null::bigint, null::bigint, null::text, null::text, 'meta'::text,
-                        null::timestamptz, null::bigint, null::integer, null::integer, null::integer, null::text,
-                        null::double precision, null::integer, null::integer, null::double precision,
-                        null::double precision, v_meta;
+      join peer pe on pe.id = p.actor_id;
+    return v_answer;
 end
 $$;
-comment on function __tenant__._search_messages(text, text[], text, double precision[], text, bigint, text, integer, text) is
-    'Internal: message search''s hits, then one row (kind = meta) with the metadata of this call.';
+comment on function __tenant__.search_messages_answer(text, text[], text, double precision[], text, bigint, text, integer, text) is
+    'search_messages() and its metadata (arms that ran, why the semantic arm did not, terms, counts) in one value: (items message_hit[], meta message_search_meta). In psql: select (a.meta).* from search_messages_answer(...) a.';
 
 create or replace function __tenant__.search_messages(
     p_principal        text,
@@ -333,47 +324,15 @@ create or replace function __tenant__.search_messages(
     p_limit            integer default 10,
     p_query_model      text default null
 )
-returns table (
-    rank integer, scope text, log_offset bigint, session_id bigint, actor text, source_role text, kind text,
-    occurred_at timestamptz, passage_id bigint, ordinal integer, start_byte integer, end_byte integer, body text,
-    score double precision, lexical_rank integer, semantic_rank integer, bm25 double precision,
-    cosine double precision
-)
+returns setof __tenant__.message_hit
 language sql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select h.rank, h.scope, h.log_offset, h.session_id, h.actor, h.source_role, h.kind, h.occurred_at, h.passage_id,
-           h.ordinal, h.start_byte, h.end_byte, h.body, h.score, h.lexical_rank, h.semantic_rank, h.bm25, h.cosine
-      from _search_messages(p_principal, p_scopes, p_query, p_query_embedding, p_mode, p_session_id, p_peer,
-                            p_limit, p_query_model) h
-     where h.meta is null
+    select h.*
+      from unnest((search_messages_answer(p_principal, p_scopes, p_query, p_query_embedding, p_mode, p_session_id,
+                                          p_peer, p_limit, p_query_model)).items) h
      order by h.rank
 $$;
 comment on function __tenant__.search_messages(text, text[], text, double precision[], text, bigint, text, integer, text) is
     'Searches the passages of the log in the authorised scopes (optionally one session or one sender): BM25 and/or cosine, fused by RRF. With its metadata: search_messages_answer().';
-
-create or replace function __tenant__.search_messages_answer(
-    p_principal        text,
-    p_scopes           text[],
-    p_query            text,
-    p_query_embedding  double precision[] default null,
-    p_mode             text default null,
-    p_session_id       bigint default null,
-    p_peer             text default null,
-    p_limit            integer default 10,
-    p_query_model      text default null
-)
-returns table (items jsonb, meta jsonb)
-language sql
-security definer
-set search_path = pg_catalog, __tenant__, __ext__, pg_temp
-as $$
-    select coalesce(jsonb_agg(to_jsonb(h) - 'meta' order by h.rank) filter (where h.meta is null), '[]'),
-           (array_agg(h.meta) filter (where h.meta is not null))[1]
-      from _search_messages(p_principal, p_scopes, p_query, p_query_embedding, p_mode, p_session_id, p_peer,
-                            p_limit, p_query_model) h
-$$;
-comment on function __tenant__.search_messages_answer(text, text[], text, double precision[], text, bigint, text, integer, text) is
-    'search_messages() and its metadata (arms that ran, why the semantic arm did not, terms, counts) in one row.';
-

@@ -26,18 +26,19 @@
 --   6. (re-rank happens in the caller, on rows that passed)
 --   7. rows, plus metadata (counts after the walk, dropped terms,
 --      dense_available, embeddings missing, freshness):
---        _recall_items (recall_fusion.sql), the metadata here
+--        _recall_items (recall_fusion.sql), the metadata here (recall_meta)
 --
 -- Each step takes and returns whole arrays and is called once per recall:
 -- no step is called per row, so every set-wise query stays one query.
 --
--- _recall() returns the items followed by one row with item = 'meta' that
--- carries the metadata; recall() returns the items (what a psql user reads)
--- and recall_answer() both, in one call. The metadata is never kept anywhere
--- after the call: nothing of one principal's recall is readable by a later
--- call on the same connection.
+-- recall_answer() returns one value of the declared type recall_answer: the
+-- items (recall_item[]) and the metadata (recall_meta) of this very call;
+-- recall() returns the items as rows of recall_item (what a psql user reads).
+-- The types are declared in migration 0027. The metadata is never kept
+-- anywhere after the call: nothing of one principal's recall is readable by
+-- a later call on the same connection.
 
-create or replace function __tenant__._recall(
+create or replace function __tenant__.recall_answer(
     p_principal           text,
     p_scopes              text[],
     p_query               text,
@@ -49,11 +50,7 @@ create or replace function __tenant__._recall(
     p_at                  timestamptz default null,
     p_query_model         text default null           -- the model that embedded the query, if known
 )
-returns table (
-    rank integer, memory_id bigint, scope text, kind text, title text, body text, score double precision,
-    lexical_rank integer, dense_rank integer, cosine double precision, bm25 double precision, provenance jsonb,
-    item text, fact_id bigint, fact_rank integer, meta jsonb
-)
+returns __tenant__.recall_answer
 language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -88,7 +85,7 @@ declare
     v_fact_ids bigint[];
     v_entities text[];
     v_missing bigint;
-    v_meta jsonb;
+    v_answer recall_answer;
     v_saved_plan_mode text := current_setting('plan_cache_mode');
 begin
     perform _check_scopes(p_scopes);
@@ -184,36 +181,27 @@ begin
          where exists (select 1 from _eligible_memories(v_principal, p_scopes, p_purpose, v_include, p_at) e
                         where e.id = j.memory_id offset 0)
          limit 1001) x;
-    v_meta := jsonb_build_object(
-        'query', p_query, 'mode', v_mode, 'purpose', p_purpose,
-        'terms', to_jsonb(v_terms), 'dropped_terms', to_jsonb(v_dropped), 'term_stats', v_stats_source,
-        'recruited_by_rare_terms', v_recruited, 'recruited_by', v_recruited_by::text,
-        'dense_available', v_mode in ('hybrid', 'dense') and v_dense_reason is null,
-        'dense_reason', v_dense_reason, 'dense_method', v_dense_method,
-        'lexical_count', (select count(*) from unnest(v_lex_ids) i where i = any (v_kept_ids)),
-        'dense_count', (select count(*) from unnest(v_dense_ids) i where i = any (v_kept_ids)),
-        'fused_count', cardinality(v_kept_ids),
-        'fact_count', cardinality(v_fact_ids),
-        'entities', to_jsonb(v_entities),
-        'returned', least(p_limit, cardinality(v_kept_ids) + cardinality(v_fact_ids)),
-        'missing_embeddings', least(v_missing, 1000),
-        'missing_embeddings_more', v_missing > 1000,
-        'watermarks', (select jsonb_object_agg(s.name, s.log_watermark) from scope s where s.name = any (p_scopes)),
-        'embedding_queue', (select count(*) from embedding_job));
+    v_answer.meta := row(
+        p_query, v_mode, p_purpose, v_terms, v_dropped, v_stats_source, v_recruited, v_recruited_by::text,
+        v_mode in ('hybrid', 'dense') and v_dense_reason is null, v_dense_reason, v_dense_method,
+        (select count(*) from unnest(v_lex_ids) i where i = any (v_kept_ids))::integer,
+        (select count(*) from unnest(v_dense_ids) i where i = any (v_kept_ids))::integer,
+        cardinality(v_kept_ids), cardinality(v_fact_ids), v_entities,
+        least(p_limit, cardinality(v_kept_ids) + cardinality(v_fact_ids)),
+        least(v_missing, 1000)::integer, v_missing > 1000,
+        (select jsonb_object_agg(s.name, s.log_watermark) from scope s where s.name = any (p_scopes)),
+        (select count(*) from embedding_job))::recall_meta;
     perform set_config('plan_cache_mode', v_saved_plan_mode, true);
 
-    return query
-    select i.*, null::jsonb
+    select coalesce(array_agg(i order by i.rank), '{}') into v_answer.items
       from _recall_items(v_kept_ids, v_fact_ids, v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
                          (v_set ->> 'rrf_k')::double precision, p_limit, v_principal, p_scopes,
                          v_set ->> 'fusion', (v_set ->> 'dense_floor')::double precision, v_evidence) i;
-    return query select null::integer, null::bigint, null::text, null::text, null::text, null::text,
-                        null::double precision, null::integer, null::integer, null::double precision,
-                        null::double precision, null::jsonb, 'meta'::text, null::bigint, null::integer, v_meta;
+    return v_answer;
 end
 $$;
-comment on function __tenant__._recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text) is
-    'Internal: recall''s items, then one row (item = meta) with the metadata of this call.';
+comment on function __tenant__.recall_answer(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text) is
+    'recall() and its metadata (counts after the walk, dropped terms, dense_available and why not, freshness) in one value: (items recall_item[], meta recall_meta). In psql: select (a.meta).* from recall_answer(...) a.';
 
 create or replace function __tenant__.recall(
     p_principal           text,
@@ -227,48 +215,15 @@ create or replace function __tenant__.recall(
     p_at                  timestamptz default null,
     p_query_model         text default null
 )
-returns table (
-    rank integer, memory_id bigint, scope text, kind text, title text, body text, score double precision,
-    lexical_rank integer, dense_rank integer, cosine double precision, bm25 double precision, provenance jsonb,
-    item text, fact_id bigint, fact_rank integer
-)
+returns setof __tenant__.recall_item
 language sql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select r.rank, r.memory_id, r.scope, r.kind, r.title, r.body, r.score, r.lexical_rank, r.dense_rank,
-           r.cosine, r.bm25, r.provenance, r.item, r.fact_id, r.fact_rank
-      from _recall(p_principal, p_scopes, p_query, p_purpose, p_query_embedding, p_mode, p_limit,
-                   p_include_superseded, p_at, p_query_model) r
-     where r.meta is null
-     order by r.rank
+    select i.*
+      from unnest((recall_answer(p_principal, p_scopes, p_query, p_purpose, p_query_embedding, p_mode, p_limit,
+                                 p_include_superseded, p_at, p_query_model)).items) i
+     order by i.rank
 $$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text) is
     'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms'' evidence orders them), permission walk. With its metadata: recall_answer().';
-
--- The same recall, answered as one row: the items (a JSON array of objects
--- with recall()'s columns) and the metadata of this very call.
-create or replace function __tenant__.recall_answer(
-    p_principal           text,
-    p_scopes              text[],
-    p_query               text,
-    p_purpose             text default 'converse',
-    p_query_embedding     double precision[] default null,
-    p_mode                text default null,
-    p_limit               integer default 10,
-    p_include_superseded  boolean default false,
-    p_at                  timestamptz default null,
-    p_query_model         text default null
-)
-returns table (items jsonb, meta jsonb)
-language sql
-security definer
-set search_path = pg_catalog, __tenant__, __ext__, pg_temp
-as $$
-    select coalesce(jsonb_agg(to_jsonb(r) - 'meta' order by r.rank) filter (where r.meta is null), '[]'),
-           (array_agg(r.meta) filter (where r.meta is not null))[1]
-      from _recall(p_principal, p_scopes, p_query, p_purpose, p_query_embedding, p_mode, p_limit,
-                   p_include_superseded, p_at, p_query_model) r
-$$;
-comment on function __tenant__.recall_answer(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text) is
-    'recall() and its metadata (counts after the walk, dropped terms, dense_available and why not, freshness) in one row.';

@@ -161,11 +161,7 @@ create or replace function __tenant__._recall_items(
     p_rrf_k double precision, p_limit integer, p_principal_id bigint, p_scopes text[],
     p_fusion text default 'rrf', p_floor double precision default null,
     p_evidence double precision[] default null)
-returns table (
-    rank integer, memory_id bigint, scope text, kind text, title text, body text, score double precision,
-    lexical_rank integer, dense_rank integer, cosine double precision, bm25 double precision, provenance jsonb,
-    item text, fact_id bigint, fact_rank integer
-)
+returns setof __tenant__.recall_item
 language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp

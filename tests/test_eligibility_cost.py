@@ -146,7 +146,7 @@ def recall_reading(conninfo, query: str, embedding: list[float] | None, mode: st
 
     with psycopg.connect(conninfo.dsn(user="pgrecall_acme_app")) as conn:
         before = rows_read(conn, "acme.memory")
-        items, meta = conn.execute("select items, meta from acme.recall_answer('ana', '{default}', %s, "
+        items, meta = conn.execute("select to_jsonb(items), to_jsonb(meta) from acme.recall_answer('ana', '{default}', %s, "
                                    "'converse', %s, %s, %s)", (query, embedding, mode, limit)).fetchone()
         read = rows_read(conn, "acme.memory") - before
     return read, [i["memory_id"] for i in items], meta

@@ -308,7 +308,7 @@ def test_from_sql_without_an_embedding(acme, conninfo):
     with conninfo.connect(user="pgrecall_acme_app") as conn:
         rows = conn.execute("select rank, memory_id, lexical_rank, dense_rank from acme.recall("
                             "'bot', array['default'], 'lighthouse')").fetchall()
-        items, meta = conn.execute("select items, meta from acme.recall_answer("
+        items, meta = conn.execute("select to_jsonb(items), to_jsonb(meta) from acme.recall_answer("
                                    "'bot', array['default'], 'lighthouse')").fetchone()
     assert rows == [(1, m, 1, None)]
     assert [(i["rank"], i["memory_id"], i["lexical_rank"], i["dense_rank"]) for i in items] == rows

@@ -158,7 +158,7 @@ def test_recall_and_the_other_reads_run_in_a_read_only_transaction(acme, conninf
         conn.read_only = True
         with conn.transaction():
             hybrid, meta = conn.execute(
-                "select items, meta from acme.recall_answer('bot', array['default'], 'where does Ana live', "
+                "select to_jsonb(items), to_jsonb(meta) from acme.recall_answer('bot', array['default'], 'where does Ana live', "
                 "'converse', %s, 'hybrid', 5, p_query_model => 'all-MiniLM-L6-v2')",
                 (vectors[0].tolist(),)).fetchone()
             lexical = conn.execute("select memory_id from acme.recall('bot', array['default'], 'Porto')").fetchall()

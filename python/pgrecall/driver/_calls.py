@@ -54,9 +54,16 @@ def _strict_rows() -> bool:
 # -- reading rows and JSON into dataclasses ---------------------------------------------------------------
 
 
-def parse(fn: Callable[[Any], Any], *, column: str | None = None) -> dict[str, Any]:
-    """Field metadata: convert the column's (or JSON key's) value with ``fn`` (None stays None)."""
-    return {"parse": fn, "column": column} if column else {"parse": fn}
+def parse(fn: Callable[[Any], Any], *, column: str | None = None, composite: bool = False) -> dict[str, Any]:
+    """Field metadata: convert the column's (or JSON key's) value with ``fn`` (None stays None). ``composite``:
+    the column is of a declared composite type (or an array of one), selected as ``to_jsonb(column)`` so that
+    ``fn`` reads it as JSON without registering the tenant's types on the connection."""
+    meta: dict[str, Any] = {"parse": fn}
+    if column:
+        meta["column"] = column
+    if composite:
+        meta["composite"] = True
+    return meta
 
 
 def column(name: str) -> dict[str, Any]:
@@ -80,6 +87,11 @@ def _columns(cls: type[Any]) -> tuple[tuple[str, str], ...]:
     if cls not in _COLUMNS:
         _COLUMNS[cls] = tuple((f.metadata.get("column", f.name), f.name) for f in fields(cls))
     return _COLUMNS[cls]
+
+
+def _composites(cls: type[Any]) -> frozenset[str]:
+    """The attributes whose columns are of a declared composite type."""
+    return frozenset(f.name for f in fields(cls) if f.metadata.get("composite"))
 
 
 def _field_names(cls: type[Any]) -> frozenset[str]:
@@ -156,11 +168,12 @@ class Call(Generic[T]):
     row_factory: BaseRowFactory[Any]
     collect: Callable[[list[Any]], T]
     ordered_by: str | None = None  # a result column: batches come back in the order of their items
+    composites: frozenset[str] = frozenset()  # attributes selected as to_jsonb(column)
 
     def then(self, fn: Callable[[T], U]) -> Call[U]:
         collect = self.collect
         return Call(self.function, self.args, self.columns, self.row_factory, lambda rows: fn(collect(rows)),
-                    self.ordered_by)
+                    self.ordered_by, self.composites)
 
     @property
     def sends_vectors(self) -> bool:
@@ -181,7 +194,9 @@ class Call(Generic[T]):
         if self.columns is None:
             return sql.SQL("select {}").format(target)
         selected = sql.SQL(", ").join(
-            sql.Identifier(col) if col == attr
+            sql.SQL("to_jsonb({}) as {}").format(sql.Identifier(col), sql.Identifier(attr))
+            if attr in self.composites
+            else sql.Identifier(col) if col == attr
             else sql.SQL("{} as {}").format(sql.Identifier(col), sql.Identifier(attr))
             for col, attr in self.columns)
         statement = sql.SQL("select {} from {}").format(selected, target)
@@ -200,7 +215,7 @@ def _selected(cls: type[Any], renamed: Mapping[str, str] | None) -> tuple[tuple[
 def rows(function: str, args: Mapping[str, Any], row: type[R], *, renamed: Mapping[str, str] | None = None,
          ordered_by: str | None = None) -> Call[list[R]]:
     """Every row of a set-returning function, as ``row``; ``renamed`` maps an attribute to another column."""
-    return Call(function, args, _selected(row, renamed), row_factory(row), list, ordered_by)
+    return Call(function, args, _selected(row, renamed), row_factory(row), list, ordered_by, _composites(row))
 
 
 def one(function: str, args: Mapping[str, Any], row: type[R]) -> Call[R]:
@@ -211,7 +226,7 @@ def one(function: str, args: Mapping[str, Any], row: type[R]) -> Call[R]:
             raise RuntimeError(f"{function}() returned {len(found)} rows where the driver expects one")
         return found[0]
 
-    return Call(function, args, _columns(row), row_factory(row), only)
+    return Call(function, args, _columns(row), row_factory(row), only, None, _composites(row))
 
 
 def value(function: str, args: Mapping[str, Any], kind: type[T]) -> Call[T]:

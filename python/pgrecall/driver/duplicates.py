@@ -79,8 +79,9 @@ class DuplicateMeta:
 class DuplicateProposals:
     """duplicate_proposals' answer and the metadata of the same call."""
 
-    pairs: list[DuplicatePair] = field(metadata=parse(lambda items: [_pair(i) for i in items], column="items"))
-    meta: DuplicateMeta = field(metadata=parse(json_object(DuplicateMeta)))
+    pairs: list[DuplicatePair] = field(metadata=parse(lambda items: [_pair(i) for i in items], column="items",
+                                                      composite=True))
+    meta: DuplicateMeta = field(metadata=parse(json_object(DuplicateMeta), composite=True))
 
 
 @dataclass(frozen=True)

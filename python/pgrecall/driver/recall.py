@@ -113,8 +113,8 @@ class RecallMeta:
 class Recalled:
     """Recall's answer: the items (after the permission walk) and the metadata of the same call."""
 
-    items: list[RecallItem] = field(metadata=parse(lambda items: [_recall_item(i) for i in items]))
-    meta: RecallMeta = field(metadata=parse(json_object(RecallMeta)))
+    items: list[RecallItem] = field(metadata=parse(lambda items: [_recall_item(i) for i in items], composite=True))
+    meta: RecallMeta = field(metadata=parse(json_object(RecallMeta), composite=True))
 
     @property
     def dense_available(self) -> bool:
@@ -172,8 +172,8 @@ class MessageSearchMeta:
 class MessagesFound:
     """search_messages' answer and the metadata of the same call."""
 
-    items: list[MessageHit] = field(metadata=parse(json_list(MessageHit)))
-    meta: MessageSearchMeta = field(metadata=parse(json_object(MessageSearchMeta)))
+    items: list[MessageHit] = field(metadata=parse(json_list(MessageHit), composite=True))
+    meta: MessageSearchMeta = field(metadata=parse(json_object(MessageSearchMeta), composite=True))
 
     @property
     def semantic_available(self) -> bool:
