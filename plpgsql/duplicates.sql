@@ -81,6 +81,34 @@ comment on function __tenant__._may_replace(__tenant__.memory, __tenant__.memory
 -- is proposed if so), as one value of the declared type
 -- duplicate_proposals_answer (migration 0027); duplicate_proposals() returns
 -- the pairs as rows.
+-- How close the closest pair of the window came (for a common purpose): a
+-- second pass over the window that duplicate_proposals_answer pays only when
+-- no pair reached the threshold.
+create or replace function __tenant__._closest_pair(p_ids bigint[], p_model text)
+returns double precision
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    with win as materialized (
+        select m.id, _purpose_bits(m.purposes) as bits, me.text_embedding as embedding
+          from unnest(p_ids) w(id)
+          join memory m on m.id = w.id
+          join memory_embedding me on me.memory_id = w.id and me.model = p_model and me.text_embedding is not null
+    )
+    select max(1 - (a.embedding operator(__ext__.<=>) b.embedding))
+      from win a join win b on a.id < b.id
+     where (a.bits & b.bits) <> 0
+$$;
+comment on function __tenant__._closest_pair(bigint[], text) is
+    'Internal: the highest cosine of any two memories of the window that share a purpose.';
+
+-- Every pair of the window at or above the threshold, best first: the
+-- undecided ones listed, the decided ones counted. The window is read by key,
+-- row by row (unnest, then the primary keys): never a scan of the vectors of
+-- the whole tenant. Each vector is normalised once, so that a pair's cosine is
+-- its inner product: a third of the arithmetic of <=>, which is most of a
+-- call's time (the pair loop is window^2 / 2 products).
 create or replace function __tenant__.duplicate_proposals_answer(
     p_principal  text,
     p_scopes     text[],
@@ -118,12 +146,7 @@ begin
       from memory_embedding me
      where me.memory_id = any (v_ids) and me.model = v_model and me.text_embedding is not null;
 
-    -- Every pair of the window at or above the threshold, best first: the
-    -- undecided ones listed, the decided ones counted. The window is read by
-    -- key, row by row (unnest, then the primary keys): never a scan of the
-    -- vectors of the whole tenant. Each vector is normalised once, so that a
-    -- pair's cosine is its inner product: a third of the arithmetic of <=>,
-    -- which is most of a call's time (the pair loop is window^2 / 2 products).
+    -- Every pair of the window at or above the threshold (see above).
     with win as materialized (
         select m.id, m.revision, _purpose_bits(m.purposes) as bits,
                __ext__.l2_normalize(me.text_embedding) as embedding
@@ -156,19 +179,8 @@ begin
         v_empty := 'all_decided';
     elsif cardinality(v_low) = 0 then
         v_empty := 'below_threshold';
-        -- How close the closest pair came: a second pass over the window, paid
-        -- only when there is nothing to review.
-        with win as materialized (
-            select m.id, _purpose_bits(m.purposes) as bits, me.text_embedding as embedding
-              from unnest(v_ids) w(id)
-              join memory m on m.id = w.id
-              join memory_embedding me on me.memory_id = w.id and me.model = v_model and me.text_embedding is not null
-        )
-        select max(1 - (a.embedding operator(__ext__.<=>) b.embedding)) into v_closest
-          from win a join win b on a.id < b.id
-         where (a.bits & b.bits) <> 0;
+        v_closest := _closest_pair(v_ids, v_model);  -- paid only when there is nothing to review
     end if;
-
     v_answer.meta := row(v_window, v_threshold, v_model, cardinality(v_ids), v_embedded,
                          cardinality(v_ids) - v_embedded, cardinality(v_low), v_decided,
                          least(cardinality(v_low), p_limit), v_closest, v_empty)::duplicate_meta;
@@ -249,7 +261,7 @@ declare
     v_b memory;
     v_low bigint := least(p_a, p_b);
     v_high bigint := greatest(p_a, p_b);
-    v_seen_a integer;
+    v_seen_a integer;  -- the revisions the reviewer saw
     v_seen_b integer;
     v_prior record;
     v_cosine double precision;
@@ -265,7 +277,6 @@ begin
     perform _check_one_of(p_decision, 'decision', array['distinct', 'supersede', 'forget']);
     perform _check_reason(p_reason, 'a decision needs a reason',
                           'Say why, e.g. ''the same allergy, said twice'' or ''different people''.', 2000);
-
     -- Visible first (PR104 tells nothing of a memory the principal may not
     -- see), then locked in id order so that concurrent deciders queue up.
     perform _check_memory_visible(v_principal, p_scopes, v_low);
@@ -275,7 +286,6 @@ begin
     select m.* into v_b from memory m where m.id = p_b;
     v_seen_a := coalesce(p_revision_a, v_a.revision);
     v_seen_b := coalesce(p_revision_b, v_b.revision);
-
     -- Someone decided this pair, as the reviewer saw it, first.
     select d.decision, p.name as decider, d.decided_at into v_prior
       from duplicate_decision d join peer p on p.id = d.decided_by
@@ -287,7 +297,6 @@ begin
                                       v_prior.decision, _shown(v_prior.decider), v_prior.decided_at),
                       'Someone decided this pair first: load the proposals again.');
     end if;
-
     -- The revision checks of correct/supersede/forget: both live, both as seen.
     v_a := _lock_for_revision(v_principal, p_scopes, p_a, p_revision_a, true);
     v_b := _lock_for_revision(v_principal, p_scopes, p_b, p_revision_b, true);

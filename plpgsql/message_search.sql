@@ -58,7 +58,7 @@ comment on function __tenant__._passages_in(bigint, text[], bigint, bigint) is
 -- The lexical arm over passages: BM25, document frequencies counted live in
 -- the scopes, corpus size from passage_stat. As in recall, a cheap presence
 -- score bounds the candidates and the best 2 x p_depth get exact BM25 term
--- frequencies. One row: ids and scores best first, the terms, those dropped.
+-- frequencies (_bm25_tf, recall_lexical.sql). One row: ids and scores best first, the terms, those dropped.
 create or replace function __tenant__._passage_lexical_arm(p_principal_id bigint, p_scopes text[], p_session_id bigint,
                                                           p_actor_id bigint, p_query text, p_depth integer,
                                                           p_settings jsonb default null)
@@ -107,15 +107,15 @@ begin
         select p.id, p.tsv,
                (select sum(v_idf[i]) from generate_subscripts(v_term_queries, 1) i
                  where p.tsv @@ v_term_queries[i])
-               / (1 + v_k1 * (1 - v_b + v_b * length(p.tsv) / v_avg_length)) as quick
+               * _bm25_tf(1, length(p.tsv), v_k1, v_b, v_avg_length) as quick
           from _passages_in(p_principal_id, p_scopes, p_session_id, p_actor_id) p
          where p.tsv @@ v_query
          order by quick desc, p.id
          limit 2 * p_depth
     ), scored as (
         select m.id,
-               (select sum(v_idf[array_position(v_kept, u.lexeme)] * (cardinality(u.positions) * (v_k1 + 1))
-                           / (cardinality(u.positions) + v_k1 * (1 - v_b + v_b * length(m.tsv) / v_avg_length)))
+               (select sum(v_idf[array_position(v_kept, u.lexeme)]
+                           * _bm25_tf(cardinality(u.positions), length(m.tsv), v_k1, v_b, v_avg_length))
                   from unnest(m.tsv) u where u.lexeme = any (v_kept)) as s
           from matched m
          order by s desc, m.id
@@ -190,6 +190,62 @@ $$;
 comment on function __tenant__._passage_dense_arm(bigint, text[], bigint, bigint, double precision[], integer, jsonb) is
     'Internal: message search''s semantic arm: the passages in scope nearest the query embedding (floor dense_floor), exact or HNSW.';
 
+-- Which arms a message search runs: what the mode asks for, among what the
+-- tenant switched on (PR130 when that leaves none), and why not the semantic
+-- one when it is not asked for or switched off.
+create or replace function __tenant__._message_search_arms(p_mode text, p_settings jsonb)
+returns table (lexical boolean, semantic boolean, semantic_reason text)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    lexical := p_mode in ('hybrid', 'lexical') and (p_settings ->> 'message_search_lexical')::boolean;
+    semantic := p_mode in ('hybrid', 'semantic') and (p_settings ->> 'message_search_semantic')::boolean;
+    if not (lexical or semantic) then
+        perform _fail('PR130', format('%s message search is switched off for this tenant',
+                                      case p_mode when 'hybrid' then 'lexical and semantic' else p_mode end),
+                      'Turn it on with pgrecall.set_tenant_setting(tenant, ''message_search_lexical'' or '
+                      '''message_search_semantic'', ''true''), or ask for the other mode.');
+    end if;
+    semantic_reason := case when semantic then null
+                            when p_mode <> 'lexical' then 'semantic message search is switched off'
+                            else 'mode is lexical' end;
+    return next;
+end
+$$;
+comment on function __tenant__._message_search_arms(text, jsonb) is
+    'Internal: which arms a message search runs (PR130 when the tenant switched off what the mode asks for), and why not the semantic one.';
+
+-- Why message search's semantic arm cannot run, or NULL when it can: no
+-- query embedding, one of another model, or no passage in the scopes embedded
+-- by the current model and input version (and whether the scopes embed none).
+create or replace function __tenant__._passage_semantic_reason(p_principal_id bigint, p_scopes text[],
+                                                              p_query_embedding double precision[],
+                                                              p_query_model text, p_settings jsonb)
+returns text
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    return case
+        when p_query_embedding is null then 'no query embedding'
+        when p_query_model is not null and p_query_model <> p_settings ->> 'embedding_model'
+            then format('query embedded with %s, passages with %s', p_query_model, p_settings ->> 'embedding_model')
+        when exists (select 1 from _passages_in(p_principal_id, p_scopes, null, null) p
+                      where p.embedding_model = p_settings ->> 'embedding_model'
+                        and p.embedding_input_version = (p_settings ->> 'embedding_input_version')::integer)
+            then null
+        when not exists (select 1 from _passage_embedding_policies() pol
+                          where pol.scope = any (p_scopes) and pol.policy <> 'none')
+            then 'these scopes embed no passages (passage_embedding none)'
+        else 'no passage embeddings yet' end;
+end
+$$;
+comment on function __tenant__._passage_semantic_reason(bigint, text[], double precision[], text, jsonb) is
+    'Internal: why message search''s semantic arm cannot run (no query embedding, another model, no passage embedded yet), or NULL.';
+
 create or replace function __tenant__.search_messages_answer(
     p_principal        text,
     p_scopes           text[],
@@ -215,8 +271,6 @@ declare
     v_depth integer := (v_set ->> 'arm_candidates')::integer;
     v_max_limit integer := (v_set ->> 'walk_depth')::integer;
     v_rrf_k double precision := (v_set ->> 'rrf_k')::double precision;
-    v_model text := v_set ->> 'embedding_model';
-    v_version integer := (v_set ->> 'embedding_input_version')::integer;
     v_lexical boolean;
     v_semantic boolean;
     v_semantic_reason text;
@@ -244,37 +298,15 @@ begin
     end if;
     perform _check_query_embedding(p_query_embedding);
 
-    -- Which arms: what the mode asks for, among what the tenant switched on.
-    v_lexical := v_mode in ('hybrid', 'lexical') and (v_set ->> 'message_search_lexical')::boolean;
-    v_semantic := v_mode in ('hybrid', 'semantic') and (v_set ->> 'message_search_semantic')::boolean;
-    if not (v_lexical or v_semantic) then
-        perform _fail('PR130', format('%s message search is switched off for this tenant',
-                                      case v_mode when 'hybrid' then 'lexical and semantic' else v_mode end),
-                      'Turn it on with pgrecall.set_tenant_setting(tenant, ''message_search_lexical'' or '
-                      '''message_search_semantic'', ''true''), or ask for the other mode.');
-    end if;
+    select a.lexical, a.semantic, a.semantic_reason into v_lexical, v_semantic, v_semantic_reason
+      from _message_search_arms(v_mode, v_set) a;
     if v_semantic then
-        if p_query_embedding is null then
-            v_semantic_reason := 'no query embedding';
-        elsif p_query_model is not null and p_query_model <> v_model then
-            v_semantic_reason := format('query embedded with %s, passages with %s', p_query_model, v_model);
-        elsif not exists (select 1 from _passages_in(v_principal, p_scopes, null, null) p
-                           where p.embedding_model = v_model and p.embedding_input_version = v_version) then
-            v_semantic_reason := case
-                when not exists (select 1 from _passage_embedding_policies() pol
-                                  where pol.scope = any (p_scopes) and pol.policy <> 'none')
-                then 'these scopes embed no passages (passage_embedding none)'
-                else 'no passage embeddings yet' end;
-        end if;
+        v_semantic_reason := _passage_semantic_reason(v_principal, p_scopes, p_query_embedding, p_query_model, v_set);
         if v_semantic_reason is not null then
             v_semantic := false;
             -- Degrade: the lexical arm answers when the tenant allows it.
             v_lexical := (v_set ->> 'message_search_lexical')::boolean;
         end if;
-    elsif v_mode <> 'lexical' then
-        v_semantic_reason := 'semantic message search is switched off';
-    else
-        v_semantic_reason := 'mode is lexical';
     end if;
 
     if v_lexical then

@@ -1,6 +1,6 @@
 -- recall: ranked retrieval, in the design's order (section 6). Each step is
--- a function of its own that a DBA can call and test alone; _recall() runs
--- them in order.
+-- a function of its own that a DBA can call and test alone; recall_answer()
+-- runs them in order.
 --   1. eligibility (the one rule) before anything is ranked:
 --        _eligible_memories (eligibility.sql); every step selects from it;
 --        when the principal may see only a few memories, their ids, read once
@@ -19,14 +19,15 @@
 --      or score fusion (scores), each arm's scores over its best, added, over
 --      each arm's first max(arm_candidates, 10 x limit); or both (rrf_scores):
 --      RRF chooses the rows, the arms' evidence orders them:
---        _rrf_fuse, _score_fuse, _evidence_scores (recall_fusion.sql)
+--        _fused_ids = _rrf_fuse or _score_fuse, _evidence_scores (recall_fusion.sql)
 --   5. permission walk over the fused list: a candidate whose provenance the
 --      principal may not see is dropped:
 --        _walk_provenance (recall_fusion.sql)
 --   6. (re-rank happens in the caller, on rows that passed)
 --   7. rows, plus metadata (counts after the walk, dropped terms,
 --      dense_available, embeddings missing, freshness):
---        _recall_items (recall_fusion.sql), the metadata here (recall_meta)
+--        _recall_items (recall_fusion.sql), _missing_embeddings and the
+--        metadata here (recall_meta)
 --
 -- Each step takes and returns whole arrays and is called once per recall:
 -- no step is called per row, so every set-wise query stays one query.
@@ -38,6 +39,102 @@
 -- anywhere after the call: nothing of one principal's recall is readable by
 -- a later call on the same connection.
 
+-- How deep each arm reads for a recall of p_limit rows. Each arm contributes
+-- twice the rows asked for (at least arm_candidates). With rrf_k = 60 a
+-- memory ranked d in both arms outscores the other arm's first alone
+-- whenever d < 62: fusing deep lists lets agreement between two mediocre
+-- rankings outvote either arm's best. Score fusion needs no shallow cut: a
+-- memory deep in one arm's list adds only what its score is worth next to
+-- that arm's first, so it cannot outvote a strong hit; the arms' lists are
+-- read ten times the rows asked for, so that what one arm ranks in its head
+-- is found in the other's list when it is there at all.
+create or replace function __tenant__._arm_depth(p_limit integer, p_settings jsonb)
+returns integer
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select case when p_settings ->> 'fusion' = 'scores'
+                then least(greatest((p_settings ->> 'arm_candidates')::integer, 10 * p_limit),
+                           (p_settings ->> 'walk_depth')::integer)
+                else greatest((p_settings ->> 'arm_candidates')::integer, 2 * p_limit) end
+$$;
+comment on function __tenant__._arm_depth(integer, jsonb) is
+    'Internal: how many rows each recall arm reads for p_limit rows (twice, or ten times under score fusion).';
+
+-- Before the arms: whether the principal may see only a few memories (the
+-- dense arm then searches them exactly, and the lexical arm works among the
+-- same ids instead of the whole tenant's text index). Learning that they are
+-- many reads exact_dense rows (~1.5 ms at 100k memories, more at 1M), so when
+-- the planner expects at least twice that many, the index is searched first,
+-- visiting at most twice that many elements: finding p_depth eligible
+-- memories settles it without the read, and its rows are the dense arm's
+-- (method set). Finding fewer (the estimate was wrong), the read decides.
+create or replace function __tenant__._few_or_dense(
+    p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
+    p_query_embedding double precision[], p_depth integer, p_settings jsonb)
+returns table (few bigint[], ids bigint[], cosines double precision[], method text)
+language plpgsql  -- volatile: the dense arm sets (and restores) the HNSW settings
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_exact_below integer := _exact_dense_limit(p_depth, p_settings);
+    -- Below this many rows the read that tells few from many costs less than
+    -- the estimate that could spare it (~0.1 ms against ~0.3 us a row).
+    c_estimate_from constant integer := 2000;
+    v_returned integer;
+begin
+    if v_exact_below >= c_estimate_from
+       and _eligible_estimate(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) >= 2 * v_exact_below then
+        select a.ids, a.cosines, a.method, a.returned into ids, cosines, method, v_returned
+          from _dense_arm(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_query_embedding,
+                          p_depth, p_settings, true, null, 2 * v_exact_below) a;
+        if v_returned < p_depth then
+            method := null;
+        end if;
+    end if;
+    if method is null then
+        few := _few_eligible(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, v_exact_below);
+        ids := null;
+        cosines := null;
+    end if;
+    return next;
+end
+$$;
+comment on function __tenant__._few_or_dense(bigint, text[], text, boolean, timestamptz, double precision[], integer,
+                                             jsonb) is
+    'Internal: before recall''s arms, the ids the principal may see when they are few, or else the dense arm''s rows when the index settled it.';
+
+-- Eligible memories still waiting for their vector, counted up to 1001.
+-- Every live memory without a current embedding has a job (the write path and
+-- set_embedding_version queue them), so the queue answers this. The count
+-- stops at 1000: after a large import, counting a backlog of tens of
+-- thousands would cost every recall ~100 ms until the worker catches up. It
+-- starts from the queue and looks each job's memory up ("offset 0" keeps it a
+-- lookup): as a join, the plan made while the queue was full read every
+-- eligible memory on each recall after the worker emptied it.
+create or replace function __tenant__._missing_embeddings(
+    p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz)
+returns bigint
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select count(*) from (
+        select 1 from embedding_job j
+         where exists (select 1 from _eligible_memories(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) e
+                        where e.id = j.memory_id offset 0)
+         limit 1001) x
+$$;
+comment on function __tenant__._missing_embeddings(bigint, text[], text, boolean, timestamptz) is
+    'Internal: how many memories the principal may see still wait for their embedding, counted up to 1001.';
+
+-- Recall, its steps in order. None of the steps' plans depends on the values
+-- they are run with (the lexical candidates, which do, are planned per call as
+-- dynamic SQL), but PostgreSQL would re-plan several of them on every call:
+-- ~1 ms. So plan_cache_mode is force_generic_plan while the steps run; the
+-- setting is this transaction's, so it reaches the steps' statements.
 create or replace function __tenant__.recall_answer(
     p_principal           text,
     p_scopes              text[],
@@ -60,7 +157,6 @@ declare
     v_principal bigint := _peer_id(p_principal);
     v_mode text := coalesce(p_mode, v_set ->> 'default_mode');
     v_include boolean := coalesce(p_include_superseded, false);
-    v_walk integer := (v_set ->> 'walk_depth')::integer;
     v_depth integer;
     v_terms text[] := '{}';
     v_dropped text[] := '{}';
@@ -71,75 +167,32 @@ declare
     v_lex_scores double precision[] := '{}';
     v_dense_reason text;
     v_few bigint[];              -- the ids the principal may see, when they are few
-    v_exact_below integer;       -- fewer eligible than this: exact dense search
-    -- Below this many rows the read that tells few from many costs less than
-    -- the estimate that could spare it (~0.1 ms against ~0.3 us a row).
-    c_estimate_from constant integer := 2000;
-    v_returned integer;
     v_dense_method text;
     v_dense_ids bigint[] := '{}';
     v_dense_cos double precision[] := '{}';
-    v_fused_ids bigint[];
     v_kept_ids bigint[];
     v_evidence double precision[];  -- fusion rrf_scores: the order of the rows RRF chose
     v_fact_ids bigint[];
     v_entities text[];
-    v_missing bigint;
     v_answer recall_answer;
     v_saved_plan_mode text := current_setting('plan_cache_mode');
 begin
     perform _check_scopes(p_scopes);
     perform _check_purpose(p_purpose);
     perform _check_one_of(v_mode, 'recall mode', array['hybrid', 'lexical', 'dense']);
-    perform _check_limit(p_limit, v_walk);
+    perform _check_limit(p_limit, (v_set ->> 'walk_depth')::integer);
     perform _check_time(p_at, 'p_at');
     perform _check_text(p_query, 'query', 10000);
-    -- Each arm contributes twice the rows asked for (at least arm_candidates).
-    -- With rrf_k = 60 a memory ranked d in both arms outscores the other arm's
-    -- first alone whenever d < 62: fusing deep lists lets agreement between
-    -- two mediocre rankings outvote either arm's best.
-    v_depth := greatest((v_set ->> 'arm_candidates')::integer, 2 * p_limit);
-    -- Score fusion needs no shallow cut: a memory deep in one arm's list adds
-    -- only what its score is worth next to that arm's first, so it cannot
-    -- outvote a strong hit; the arms' lists are read ten times the rows asked
-    -- for, so that what one arm ranks in its head is found in the other's list
-    -- when it is there at all.
-    if v_set ->> 'fusion' = 'scores' then
-        v_depth := least(greatest(v_depth, 10 * p_limit), v_walk);
-    end if;
-    -- None of the steps' plans depends on the values they are run with (the
-    -- lexical candidates, which do, are planned per call as dynamic SQL), but
-    -- PostgreSQL would re-plan several of them on every call: ~1 ms. The
-    -- setting is this transaction's, so it reaches the steps' statements.
-    perform set_config('plan_cache_mode', 'force_generic_plan', true);
-
+    v_depth := _arm_depth(p_limit, v_set);
+    perform set_config('plan_cache_mode', 'force_generic_plan', true);  -- see above
     if v_mode in ('hybrid', 'dense') then
         v_dense_reason := _dense_reason(p_query_embedding, p_query_model, v_set);
     else
         v_dense_reason := 'mode is lexical';
     end if;
-    -- The dense arm needs to know whether the principal may see only a few
-    -- memories (it then searches them exactly); when so, the lexical arm
-    -- works among the same ids instead of the whole tenant's text index.
-    -- Learning that they are many reads v_exact_below rows (~1.5 ms at 100k
-    -- memories, more at 1M), so when the planner expects at least twice that
-    -- many, the index is searched first, visiting at most twice v_exact_below
-    -- elements: finding v_depth eligible memories settles it without the
-    -- read. Finding fewer (the estimate was wrong), the read decides as before.
-    if v_dense_reason is null then
-        v_exact_below := _exact_dense_limit(v_depth, v_set);
-        if v_exact_below >= c_estimate_from
-           and _eligible_estimate(v_principal, p_scopes, p_purpose, v_include, p_at) >= 2 * v_exact_below then
-            select a.ids, a.cosines, a.method, a.returned into v_dense_ids, v_dense_cos, v_dense_method, v_returned
-              from _dense_arm(v_principal, p_scopes, p_purpose, v_include, p_at, p_query_embedding, v_depth, v_set,
-                              true, null, 2 * v_exact_below) a;
-            if v_returned < v_depth then
-                v_dense_method := null;
-            end if;
-        end if;
-        if v_dense_method is null then
-            v_few := _few_eligible(v_principal, p_scopes, p_purpose, v_include, p_at, v_exact_below);
-        end if;
+    if v_dense_reason is null then                                           -- 1.
+        select d.few, d.ids, d.cosines, d.method into v_few, v_dense_ids, v_dense_cos, v_dense_method
+          from _few_or_dense(v_principal, p_scopes, p_purpose, v_include, p_at, p_query_embedding, v_depth, v_set) d;
     end if;
     if v_mode in ('hybrid', 'lexical') then                                  -- 2.
         select a.ids, a.scores, a.terms, a.dropped, a.term_stats, a.recruited_by, a.recruited
@@ -153,46 +206,27 @@ begin
     end if;
     select a.fact_ids, a.entities into v_fact_ids, v_entities
       from _fact_arm(v_principal, p_scopes, p_purpose, p_at, p_query) a;
-    if v_set ->> 'fusion' = 'scores' then                                    -- 4.
-        select f.ids into v_fused_ids
-          from _score_fuse(v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
-                           (v_set ->> 'dense_floor')::double precision, v_walk) f;
-    else
-        v_fused_ids := _rrf_fuse(v_lex_ids, v_dense_ids, (v_set ->> 'rrf_k')::double precision, v_walk);
-    end if;
-    v_kept_ids := _walk_provenance(v_fused_ids, v_principal, p_scopes);      -- 5.
+    v_kept_ids := _walk_provenance(_fused_ids(v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos, v_set),  -- 4.
+                                   v_principal, p_scopes);                  -- 5.
     if v_set ->> 'fusion' = 'rrf_scores' then
         v_evidence := _evidence_scores(v_kept_ids[1:p_limit], v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
                                        case when cardinality(v_dense_ids) > 0 then p_query_embedding end,
                                        (v_set ->> 'dense_floor')::double precision,
                                        v_set ->> 'embedding_model', (v_set ->> 'embedding_input_version')::integer);
     end if;
-
     -- 7. Metadata, with counts taken after the walk.
-    -- Every live memory without a current embedding has a job (the write path
-    -- and set_embedding_version queue them), so the queue answers this. The
-    -- count stops at 1000: after a large import, counting a backlog of tens of
-    -- thousands would cost every recall ~100 ms until the worker catches up.
-    -- It starts from the queue and looks each job's memory up ("offset 0"
-    -- keeps it a lookup): as a join, the plan made while the queue was full
-    -- read every eligible memory on each recall after the worker emptied it.
-    select count(*) into v_missing from (
-        select 1 from embedding_job j
-         where exists (select 1 from _eligible_memories(v_principal, p_scopes, p_purpose, v_include, p_at) e
-                        where e.id = j.memory_id offset 0)
-         limit 1001) x;
-    v_answer.meta := row(
+    v_answer.meta := (select row(
         p_query, v_mode, p_purpose, v_terms, v_dropped, v_stats_source, v_recruited, v_recruited_by::text,
         v_mode in ('hybrid', 'dense') and v_dense_reason is null, v_dense_reason, v_dense_method,
         (select count(*) from unnest(v_lex_ids) i where i = any (v_kept_ids))::integer,
         (select count(*) from unnest(v_dense_ids) i where i = any (v_kept_ids))::integer,
         cardinality(v_kept_ids), cardinality(v_fact_ids), v_entities,
         least(p_limit, cardinality(v_kept_ids) + cardinality(v_fact_ids)),
-        least(v_missing, 1000)::integer, v_missing > 1000,
+        least(m.n, 1000)::integer, m.n > 1000,
         (select jsonb_object_agg(s.name, s.log_watermark) from scope s where s.name = any (p_scopes)),
-        (select count(*) from embedding_job))::recall_meta;
+        (select count(*) from embedding_job))::recall_meta
+      from _missing_embeddings(v_principal, p_scopes, p_purpose, v_include, p_at) m(n));
     perform set_config('plan_cache_mode', v_saved_plan_mode, true);
-
     select coalesce(array_agg(i order by i.rank), '{}') into v_answer.items
       from _recall_items(v_kept_ids, v_fact_ids, v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
                          (v_set ->> 'rrf_k')::double precision, p_limit, v_principal, p_scopes,

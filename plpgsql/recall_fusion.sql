@@ -75,6 +75,26 @@ comment on function __tenant__._score_fuse(bigint[], double precision[], bigint[
                                            double precision, integer) is
     'Internal: score fusion (setting fusion = scores): BM25 over the first BM25 plus cosine above the floor over the first''s, best p_limit first.';
 
+-- The fused list the permission walk reads, by the setting fusion: score
+-- fusion (scores) or RRF (rrf, and rrf_scores, whose rows RRF chooses), up
+-- to walk_depth ids.
+create or replace function __tenant__._fused_ids(p_lexical_ids bigint[], p_bm25 double precision[],
+                                                p_dense_ids bigint[], p_cosines double precision[], p_settings jsonb)
+returns bigint[]
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select case when p_settings ->> 'fusion' = 'scores'
+                then (select f.ids from _score_fuse(p_lexical_ids, p_bm25, p_dense_ids, p_cosines,
+                                                    (p_settings ->> 'dense_floor')::double precision,
+                                                    (p_settings ->> 'walk_depth')::integer) f)
+                else _rrf_fuse(p_lexical_ids, p_dense_ids, (p_settings ->> 'rrf_k')::double precision,
+                               (p_settings ->> 'walk_depth')::integer) end
+$$;
+comment on function __tenant__._fused_ids(bigint[], double precision[], bigint[], double precision[], jsonb) is
+    'Internal: recall''s fused candidate ids, by the setting fusion (score fusion or RRF), up to walk_depth.';
+
 -- The evidence of each chosen memory, in p_ids' order, on _score_fuse's
 -- scale: BM25 over the lexical arm's first (0 when the arm did not list it),
 -- plus the cosine's rise above p_floor over the dense arm's first's (0 at or

@@ -23,6 +23,26 @@ as $$
 $$;
 comment on function __tenant__._query_terms(text) is 'Internal: the distinct lexemes of a query, sorted.';
 
+-- BM25, written once: the weight of a term that occurs p_tf times in a
+-- document of p_length lexemes (the corpus averaging p_avg_length), before
+-- its idf. A plain SQL expression (no definer, no SET, no table) that the
+-- planner inlines into every query that scores, so it costs no call per row:
+-- the lexical arm of recall (both of _lexical_candidates' branches) and of
+-- message search score with it. The cheap presence score that bounds the
+-- candidates is sum(idf of the terms present) x _bm25_tf(1, ...), the same
+-- formula with every term counted once.
+create or replace function __tenant__._bm25_tf(p_tf double precision, p_length double precision,
+                                              p_k1 double precision, p_b double precision,
+                                              p_avg_length double precision)
+returns double precision
+language sql immutable parallel safe
+as $$
+    select p_tf * (p_k1 + 1) / (p_tf + p_k1 * (1 - p_b + p_b * p_length / p_avg_length))
+$$;
+comment on function __tenant__._bm25_tf(double precision, double precision, double precision, double precision,
+                                        double precision) is
+    'Internal: BM25''s term-frequency weight (k1, b) of a term occurring p_tf times in a document of p_length lexemes; inlined.';
+
 -- Term pruning and idf, one row per term (sorted). From p_min_terms query
 -- terms on, a term that occurs in p_ratio or more of the p_documents is
 -- dropped. Pruning removes noise, it never empties a query: when every term
@@ -123,24 +143,22 @@ begin
     if p_among is not null then
         -- The few are read by id whatever the terms are, so one plan serves
         -- every call (planning the dynamic statement below cost ~0.3 ms, as
-        -- much as the rest of the arm over 200 memories). Its scores are the
-        -- dynamic statement's, and _passage_lexical_arm's over passages: a
-        -- change to BM25 here is a change to all three. A shared per-row
-        -- function would cost a call per matched row on the hot path.
+        -- much as the rest of the arm over 200 memories). Both branches, and
+        -- _passage_lexical_arm over passages, score with _bm25_tf (inlined).
         return query
         with matched as (
             select e.id, e.tsv,
                    (select coalesce(sum(p_idf[i]), 0) from generate_subscripts(p_term_queries, 1) i
                      where e.tsv @@ p_term_queries[i])
-                   / (1 + p_k1 * (1 - p_b + p_b * length(e.tsv) / p_avg_length)) as quick
+                   * _bm25_tf(1, length(e.tsv), p_k1, p_b, p_avg_length) as quick
               from memory e
              where e.id = any (p_among) and e.tsv @@ p_match
              order by quick desc, e.id
              limit greatest(2 * p_depth, 100)
         )
         select m.id,
-               (select sum(p_idf[array_position(p_terms, u.lexeme)] * (cardinality(u.positions) * (p_k1 + 1))
-                           / (cardinality(u.positions) + p_k1 * (1 - p_b + p_b * length(m.tsv) / p_avg_length)))
+               (select sum(p_idf[array_position(p_terms, u.lexeme)]
+                           * _bm25_tf(cardinality(u.positions), length(m.tsv), p_k1, p_b, p_avg_length))
                   from unnest(m.tsv) u where u.lexeme = any (p_terms)) as s
           from matched m
          order by s desc, m.id
@@ -154,15 +172,14 @@ begin
     return query execute format($q$
     with matched as (
         select e.id, e.tsv,
-               (%s) / (1 + $10 * (1 - $11 + $11 * length(e.tsv) / $12)) as quick
+               (%s) * _bm25_tf(1, length(e.tsv), $10, $11, $12) as quick
           from %s e
          where e.tsv @@ $6
          order by quick desc, e.id
          limit greatest(2 * $13, 100)
     )
     select m.id,
-           (select sum($9[array_position($8, u.lexeme)] * (cardinality(u.positions) * ($10 + 1))
-                       / (cardinality(u.positions) + $10 * (1 - $11 + $11 * length(m.tsv) / $12)))
+           (select sum($9[array_position($8, u.lexeme)] * _bm25_tf(cardinality(u.positions), length(m.tsv), $10, $11, $12))
               from unnest(m.tsv) u where u.lexeme = any ($8)) as s
       from matched m
      order by s desc, m.id
