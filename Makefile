@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: run test test-slow test-all check bench bench-graph bench-erase eval eval-compare venv clean
+.PHONY: run driver test test-slow test-all check bench bench-graph bench-erase eval eval-compare venv clean
 
 venv: $(STAMP)
 
@@ -25,6 +25,12 @@ $(STAMP): pyproject.toml
 
 run: $(STAMP)
 	$(VENV)/bin/pgrecall demo
+
+# The driver's dataclasses and call builders, generated from the catalog of a fresh tenant into a committed
+# module (tests/test_driver_generated.py fails when the two disagree): run it after changing a public function
+# or a declared type.
+driver: $(STAMP)
+	$(PY) -m pgrecall.driver._codegen
 
 # The lint and the type check first: seconds, against minutes of tests.
 check: $(STAMP)

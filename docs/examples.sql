@@ -182,6 +182,11 @@ select id from acme.read('assistant', '{default}', 1, 'chat');  -- PR102
 select id from acme.read('assistant', '{default,travel}', 1, 'converse');  -- PR103
 select id, body, audience, purposes from acme.read('ana', '{default}', 3, 'act');
 
+-- == <tenant>.memory_count
+select acme.memory_count('assistant', '{default}') as converse,
+       acme.memory_count('assistant', '{default}', 'act') as act,
+       acme.memory_count('ana', '{default}', 'act') as act_for_ana;
+
 -- == <tenant>.derive
 select acme.derive('assistant', '{default}', '{1,2}',
                    'Ana is a vegetarian in Lisbon: suggest meat-free places near Alfama.',

@@ -159,3 +159,33 @@ create type __tenant__.duplicate_proposals_answer as (
 );
 comment on type __tenant__.duplicate_proposals_answer is
     'duplicate_proposals_answer(): the pairs of one call and its metadata.';
+
+-- The columns that may be NULL say so: their comment starts with "NULL"
+-- (the driver's generated dataclasses read this: T | None, else T).
+comment on column __tenant__.recall_meta.term_stats is 'NULL when the lexical arm did not run; else where its document frequencies came from.';
+comment on column __tenant__.recall_meta.recruited_by is 'NULL when no lexical candidate was recruited; else the tsquery that recruited them.';
+comment on column __tenant__.recall_meta.dense_reason is 'NULL when the dense arm ran; else why not.';
+comment on column __tenant__.recall_meta.dense_method is 'NULL when the dense arm did not run; else exact or hnsw.';
+comment on column __tenant__.message_hit.session_id is 'NULL for a passage logged outside a session.';
+comment on column __tenant__.message_hit.lexical_rank is 'NULL when the lexical arm did not find it.';
+comment on column __tenant__.message_hit.semantic_rank is 'NULL when the semantic arm did not find it.';
+comment on column __tenant__.message_hit.bm25 is 'NULL when the lexical arm did not find it.';
+comment on column __tenant__.message_hit.cosine is 'NULL when the semantic arm did not find it.';
+comment on column __tenant__.message_search_meta.session_id is 'NULL unless the search was of one session.';
+comment on column __tenant__.message_search_meta.peer is 'NULL unless the search was of what one peer sent.';
+comment on column __tenant__.message_search_meta.semantic_reason is 'NULL when the semantic arm ran; else why not.';
+comment on column __tenant__.message_search_meta.semantic_method is 'NULL when the semantic arm did not run; else exact or hnsw.';
+comment on column __tenant__.duplicate_meta.closest is 'NULL unless nothing reached the threshold: then the closest pair''s cosine.';
+comment on column __tenant__.duplicate_meta.empty_reason is 'NULL when pairs are proposed; else why none is.';
+comment on column __tenant__.recall_item.memory_id is 'NULL for a fact row.';
+comment on column __tenant__.recall_item.title is 'NULL for a memory without a title.';
+comment on column __tenant__.recall_item.lexical_rank is 'NULL when the lexical arm did not find it.';
+comment on column __tenant__.recall_item.dense_rank is 'NULL when the dense arm did not find it.';
+comment on column __tenant__.recall_item.cosine is 'NULL when the dense arm did not find it.';
+comment on column __tenant__.recall_item.bm25 is 'NULL when the lexical arm did not find it.';
+comment on column __tenant__.recall_item.fact_id is 'NULL for a memory row.';
+comment on column __tenant__.recall_item.fact_rank is 'NULL for a memory row.';
+comment on column __tenant__.duplicate_pair.a_title is 'NULL for a memory without a title.';
+comment on column __tenant__.duplicate_pair.a_audience is 'NULL unless the memory is for one peer only.';
+comment on column __tenant__.duplicate_pair.b_title is 'NULL for a memory without a title.';
+comment on column __tenant__.duplicate_pair.b_audience is 'NULL unless the memory is for one peer only.';

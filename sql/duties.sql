@@ -38,6 +38,7 @@ insert into pgrecall.function_duty (function_name, duties, why) values
     ('remember_said',                    '{app}',              'an operation of the agent: the words and the memory in one call'),
     ('remember_many',                    '{app}',              'an operation of the agent, in batches'),
     ('read',                             '{app}',              'an operation of the agent'),
+    ('memory_count',                     '{app}',              'how many memories the principal may see, eligibility applied'),
     ('recall',                           '{app}',              'an operation of the agent'),
     ('recall_answer',                    '{app}',              'recall with its metadata, in one call'),
     ('derive',                           '{app}',              'an operation of the agent'),

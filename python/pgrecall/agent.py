@@ -16,8 +16,7 @@ from typing import Any, TypeVar
 import psycopg
 
 from . import db, errors
-from .driver import Memory
-from .driver._handles import open_connection
+from .driver import Memory, open_connection
 from .names import check_tenant_name
 from .render import bundle_text, jsonable, jsonable_object
 

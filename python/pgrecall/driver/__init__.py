@@ -22,10 +22,12 @@ created with ``pgrecall tenant create`` (or pgrecall.create_tenant() in SQL).
 
 from __future__ import annotations
 
-from ..dialectic import Chat, ChatEvidence
-from ._handles import AsyncMemory, Memory, connect, connect_async
+from . import _generated
+from ._handles import AsyncMemory, Memory, _operation, _Operations, connect, connect_async
 from ._run import configure, configure_async
 from .admin import ErasureReceipt, Flushed, Setting, TableStatistics, TermStats
+from .connections import open_connection
+from .dialectic import Chat, ChatEvidence
 from .duplicates import DuplicateDecision, DuplicateMeta, DuplicatePair, DuplicateProposals, DuplicateSide
 from .embeddings import EmbeddingJob, EmbeddingStatus, MemoryEmbeddingJob
 from .graph import (
@@ -103,6 +105,14 @@ NOT_METHODS = {
     "listen_channel": "pgrecall.names.listen, which the worker and deriver loops call (pgrecall.loop)",
 }
 
+# A public function no hand-written operation covers (nor NOT_METHODS) is a method through its generated call
+# builder (_generated.py, made by `make driver` from the catalog): a new operation is its SQL, its duty line and
+# its reference entry.
+GENERATED_METHODS = sorted(name for name in _generated.BUILDERS
+                           if name not in NOT_METHODS and not hasattr(_Operations, name))
+for _name in GENERATED_METHODS:
+    setattr(_Operations, _name, _operation(_generated.BUILDERS[_name]))
+
 __all__ = [
     "AboutEntity", "AssertedFact", "AsyncMemory", "BundleEntity", "BundleMemory", "Chat", "ChatEvidence",
     "Citation", "DuplicateDecision", "DuplicateMeta", "DuplicatePair", "DuplicateProposals", "DuplicateSide",
@@ -115,4 +125,5 @@ __all__ = [
     "SessionPeerAdded", "SessionPeerConfig", "Setting", "SourceMemory", "TableStatistics", "Task", "TaskFailure",
     "TermStats", "Turn",
     "WorkingItem", "WorkingRepresentation", "configure", "configure_async", "connect", "connect_async",
+    "open_connection",
 ]

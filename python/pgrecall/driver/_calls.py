@@ -132,6 +132,12 @@ def json_object(cls: type[R]) -> Callable[[Mapping[str, Any]], R]:
     return lambda obj: from_json(cls, obj)
 
 
+def given(args: Mapping[str, Any], defaulted: Sequence[str]) -> dict[str, Any]:
+    """A call's named arguments without those left None that the function has a default for (so the SQL
+    default applies): what a generated builder sends."""
+    return {k: v for k, v in args.items() if v is not None or k not in defaulted}
+
+
 def json_items(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """A batch for a jsonb argument: each item a dict, datetimes as ISO text."""
     return [{k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in item.items()} for item in items]

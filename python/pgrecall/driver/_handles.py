@@ -16,7 +16,6 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from .. import boundary, db, errors
-from ..dialectic import chat as _chat
 from ..embedder import TextEmbedder
 from ..names import check_tenant_name
 from . import admin as _admin
@@ -27,7 +26,10 @@ from . import memories as _memories
 from . import recall as _recall
 from . import sessions as _sessions
 from ._calls import Handle, Operation
-from ._run import AsyncRunner, SyncRunner, configure, configure_async
+from ._run import AsyncRunner, SyncRunner
+from .connections import _open_async
+from .connections import open_connection as open_connection  # cli.py still imports it from here
+from .dialectic import chat as _chat
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -107,43 +109,6 @@ def _async_method(build: Build[P, T], mem: AsyncMemory) -> Callable[P, Awaitable
             raise _input_error(build.__name__, exc) from exc
 
     return method
-
-
-def open_connection(conninfo: str, tenant: str, role: str) -> psycopg.Connection[Any]:
-    """An autocommit connection of the tenant's login role ``role``, pgvector's types registered; a role that
-    does not exist is a tenant that does not exist (TenantNotFound)."""
-    try:
-        conn = psycopg.connect(conninfo, autocommit=True)
-    except psycopg.OperationalError as exc:
-        _check_role(exc, tenant, role)
-        raise
-    try:
-        configure(conn)
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-async def _open_async(conninfo: str, tenant: str, role: str) -> psycopg.AsyncConnection[Any]:
-    try:
-        conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
-    except psycopg.OperationalError as exc:
-        _check_role(exc, tenant, role)
-        raise
-    try:
-        await configure_async(conn)
-    except BaseException:
-        await conn.close()
-        raise
-    return conn
-
-
-def _check_role(exc: psycopg.OperationalError, tenant: str, role: str) -> None:
-    """A refused login whose role does not exist: the tenant does not exist (TenantNotFound, chaining it)."""
-    if f'role "{db.role_name(tenant, role)}" does not exist' in str(exc):
-        raise errors.TenantNotFound(f"tenant {tenant!r} does not exist on this server",
-                                    hint=f"Create it: pgrecall tenant create {tenant}") from exc
 
 
 def _one_source(conn: object, pool: object, conninfo: object) -> None:

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from ._calls import Call, Handle, from_json, json_object, one, parse, timestamp
+from ._generated import DuplicateMeta as DuplicateMeta  # re-exported
 from .memories import Provenance
 
 # -- row types ----------------------------------------------------------------------------------------------
@@ -55,24 +56,6 @@ def _pair(obj: Mapping[str, Any]) -> DuplicatePair:
                                                if k.startswith(prefix + "_") and k not in _PAIR_KEYS})
              for prefix in ("a", "b")}
     return from_json(DuplicatePair, {**{k: v for k, v in obj.items() if k in _PAIR_KEYS}, **sides})
-
-
-@dataclass(frozen=True)
-class DuplicateMeta:
-    """What was compared, and why nothing is proposed when nothing is (``empty_reason``: no_memories,
-    one_memory, no_embeddings, below_threshold with the ``closest`` cosine, or all_decided)."""
-
-    window: int  # the principal's newest visible memories compared
-    threshold: float
-    model: str
-    in_window: int
-    embedded: int
-    missing_embeddings: int
-    pairs: int  # above the threshold and not decided, before the limit
-    decided: int
-    returned: int
-    closest: float | None
-    empty_reason: str | None
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,10 @@ from ._calls import (
     one,
     parse,
     step,
-    timestamp,
 )
+from ._generated import MessageHit as MessageHit  # re-exported
+from ._generated import MessageSearchMeta as MessageSearchMeta
+from ._generated import RecallMeta as RecallMeta
 from .graph import Evidence
 from .memories import Provenance
 
@@ -82,34 +84,6 @@ def _recall_item(obj: Mapping[str, Any]) -> RecallItem:
 
 
 @dataclass(frozen=True)
-class RecallMeta:
-    """What recall did: counts taken after the permission walk, the query terms and those dropped as too
-    common, whether the dense arm ran (and why not), and how current the answer is."""
-
-    query: str
-    mode: str
-    purpose: str
-    terms: list[str]
-    dropped_terms: list[str]
-    term_stats: str | None
-    recruited_by_rare_terms: bool
-    recruited_by: str | None
-    dense_available: bool
-    dense_reason: str | None
-    dense_method: str | None
-    lexical_count: int
-    dense_count: int
-    fused_count: int
-    fact_count: int
-    entities: list[str]  # entities the query named whose facts were found
-    returned: int
-    missing_embeddings: int  # eligible memories still waiting for their vector (counted up to 1000)
-    missing_embeddings_more: bool
-    watermarks: dict[str, int]  # per authorised scope
-    embedding_queue: int
-
-
-@dataclass(frozen=True)
 class Recalled:
     """Recall's answer: the items (after the permission walk) and the metadata of the same call."""
 
@@ -119,53 +93,6 @@ class Recalled:
     @property
     def dense_available(self) -> bool:
         return self.meta.dense_available
-
-
-@dataclass(frozen=True)
-class MessageHit:
-    """One passage found by search_messages: where it is in the log, its text and byte span, and its ranks."""
-
-    rank: int
-    scope: str
-    log_offset: int
-    session_id: int | None
-    actor: str
-    source_role: str
-    kind: str
-    occurred_at: datetime = field(metadata=parse(timestamp))
-    passage_id: int = field()
-    ordinal: int = field()
-    start_byte: int = field()
-    end_byte: int = field()
-    body: str = field()
-    score: float = field()
-    lexical_rank: int | None = field()
-    semantic_rank: int | None = field()
-    bm25: float | None = field()
-    cosine: float | None = field()
-
-
-@dataclass(frozen=True)
-class MessageSearchMeta:
-    """Which arms of message search ran (and if the semantic one did not, why), at which level, with counts."""
-
-    query: str
-    mode: str
-    level: str  # tenant, session or peer
-    session_id: int | None
-    peer: str | None
-    scopes: list[str]
-    lexical: bool
-    semantic: bool
-    semantic_available: bool
-    semantic_reason: str | None
-    semantic_method: str | None
-    terms: list[str]
-    dropped_terms: list[str]
-    lexical_count: int
-    semantic_count: int
-    returned: int
-    missing_embeddings: int
 
 
 @dataclass(frozen=True)

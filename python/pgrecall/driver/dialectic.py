@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .driver._calls import Handle, Program, offload, step
-from .driver.recall import RecallItem, RecallMeta, recall
-from .driver.sessions import RepresentationItem, WorkingRepresentation, get_representation, representation
+from ._calls import Handle, Program, offload, step
+from .recall import RecallItem, RecallMeta, recall
+from .sessions import RepresentationItem, WorkingRepresentation, get_representation, representation
 
 
 @dataclass(frozen=True)
