@@ -26,10 +26,7 @@ SQL_STILL_LONG = {
 }
 PYTHON_STILL_LONG = {
     ("python/pgrecall/mcp_server.py", "build_server"): 166,
-    ("python/pgrecall/cli.py", "build_parser"): 164,
     ("python/pgrecall/review/__init__.py", "create_app"): 133,
-    ("python/pgrecall/cli.py", "cmd_erase"): 93,
-    ("python/pgrecall/cli.py", "_add_agent_commands"): 84,
 }
 
 
