@@ -2699,7 +2699,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_53bb5ff8bb48$derive.sql$pgrecall_53bb5ff8bb48$, null, $pgrecall_5b4a1833b1ca$ee6ba89a075de000f456f3558d8424606529cf87cdc25578dc96d5238607d9eb$pgrecall_5b4a1833b1ca$, $pgrecall_ee6ba89a075d$-- derive: a new memory from other memories. The new row may be seen by and
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_53bb5ff8bb48$derive.sql$pgrecall_53bb5ff8bb48$, null, $pgrecall_d6228c93b076$dddfaa6eef92a9f3da6d95336ce23b06775d6cc49537b74741917aa79f853e54$pgrecall_d6228c93b076$, $pgrecall_dddfaa6eef92$-- derive: a new memory from other memories. The new row may be seen by and
 -- used for only what EVERY source allows: scopes, audiences and purposes
 -- intersect, and an empty intersection is refused (PR106), never widened.
 -- Like every memory it is never more public than the turns it stands on
@@ -2773,8 +2773,8 @@ begin
     end if;
     v_audience := v_audiences[1];  -- NULL when every source is scope-wide
 
-    select array(select p from unnest(array['act', 'converse', 'personalize', 'review']) p
-                  where (select bool_and(p = any (m.purposes)) from memory m where m.id = any (v_sources)))
+    select array(select p from unnest(_purposes()) p
+                  where (select bool_and(p = any (m.purposes)) from memory m where m.id = any (v_sources)) order by p)
       into v_purposes;
     if cardinality(v_purposes) = 0 then
         perform _fail('PR106', format('sources %s share no purpose: the derived memory could not be used for anything',
@@ -2803,7 +2803,7 @@ $$;
 comment on function __tenant__.derive(text, text[], bigint[], text, text, text, double precision, text[], text) is
     'A memory derived from other memories; its scope, audience and purposes are the intersection of the sources'' (PR106 if empty); '
     'PR116 if that reaches more peers than the turns they stand on, unless p_widening_reason says why.';
-$pgrecall_ee6ba89a075d$)
+$pgrecall_dddfaa6eef92$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -8766,7 +8766,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$, null, $pgrecall_a0487cc3c5cf$c8a917ddd7f9a7a8e07f91f3af4a9ca1a427eff78ebf716d32125cd7facf9624$pgrecall_a0487cc3c5cf$, $pgrecall_c8a917ddd7f9$-- remember: write what the agent decided to keep, with who may see it, why
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$, null, $pgrecall_b8c924b03fe7$eb3373bad9ef270523051c9cdf6327c4b808026ad296c456864a544c89305d33$pgrecall_b8c924b03fe7$, $pgrecall_eb3373bad9ef$-- remember: write what the agent decided to keep, with who may see it, why
 -- it may be used, and the observations that stated it. Capture writes only
 -- what was explicitly stated: empty or ambiguous input is a no-op that says
 -- why, never an error and never a guess.
@@ -8853,24 +8853,18 @@ $$;
 comment on function __tenant__._memory_items(jsonb) is
     'Internal: remember items from JSON, numbered from 1; kind defaults to note and confidence to 1.';
 
--- Its statements are planned once per session, not per call: the custom plan
--- of the one statement that writes a batch (five inserts) was re-made on every
--- remember(), ~15% of its server time.
-create or replace function __tenant__._remember_batch(p_principal_id bigint, p_scope text, p_items jsonb)
-returns table (ordinal integer, memory_id bigint, status text, reason text)
+create or replace function __tenant__._check_memory_items(p_items jsonb)
+returns void
 language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-#variable_conflict use_column
 declare
-    v_saved_plan_mode text := current_setting('plan_cache_mode');
     v_max_bytes bigint := (_setting_value('max_memory_bytes') #>> '{}')::bigint;
     v_many boolean := jsonb_array_length(p_items) > 1;
     v_bad record;
     v_where text;
 begin
-    perform set_config('plan_cache_mode', 'force_generic_plan', true);
     perform _check_keys(p_items, array['body', 'evidence', 'purposes', 'audience', 'kind', 'title', 'confidence',
                                        'about', 'observer', 'widening_reason'], 'item');
     begin
@@ -8883,13 +8877,14 @@ begin
                       'Evidence offsets are positive integers below 2^63.');
     end;
 
+
     -- Validate every item before anything is written; the first problem wins.
     select x.ord, x.problem, x.detail into v_bad
       from (
         select i.ord,
                case
                  when i.purposes is null or cardinality(i.purposes) = 0 then 'PR102'
-                 when not (i.purposes <@ array['converse', 'act', 'personalize', 'review']) then 'PR102'
+                 when not (i.purposes <@ _purposes()) then 'PR102'
                  when i.kind is null or i.kind not in ('note', 'fact', 'decision', 'summary') then 'PR107'
                  when i.confidence is null or not _confidence_ok(i.confidence) then 'PR150'
                  when octet_length(i.body) > v_max_bytes then 'PR151'
@@ -8902,10 +8897,9 @@ begin
                end as problem,
                case
                  when i.purposes is null or cardinality(i.purposes) = 0 then 'the set of purposes is empty'
-                 when not (i.purposes <@ array['converse', 'act', 'personalize', 'review']) then
+                 when not (i.purposes <@ _purposes()) then
                       format('unknown purpose %s', (select quote_nullable(p) from unnest(i.purposes) p
-                                                     where p is null or p not in ('converse', 'act', 'personalize', 'review')
-                                                     limit 1))
+                                                     where p is null or not (p = any (_purposes())) limit 1))
                  when i.kind is null or i.kind not in ('note', 'fact', 'decision', 'summary') then
                       format('memory kind %s is not one of note, fact, decision, summary', quote_nullable(i.kind))
                  when i.confidence is null or not _confidence_ok(i.confidence) then
@@ -8932,11 +8926,26 @@ begin
         v_where := case when v_many then format(' (item %s)', v_bad.ord) else '' end;
         perform _fail(v_bad.problem, v_bad.detail || v_where,
                       case v_bad.problem
-                          when 'PR102' then 'A purpose is one of converse, act, personalize, review.'
+                          when 'PR102' then format('A purpose is one of %s.', array_to_string(_purposes(), ', '))
                           when 'PR101' then 'Create it first with add_peer(name, kind).'
                           else null end);
     end if;
 
+end
+$$;
+comment on function __tenant__._check_memory_items(jsonb) is
+    'Internal: PR101/PR102/PR107/PR150/PR151 for the first remember item (in order) whose fields are wrong.';
+
+create or replace function __tenant__._check_memory_evidence(p_principal_id bigint, p_scope text, p_items jsonb)
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_many boolean := jsonb_array_length(p_items) > 1;
+    v_bad record;
+begin
     -- Evidence must exist in the scope, and the principal must be able to see
     -- it (for items that are not no-ops): a turn it may not see is reported
     -- like one that does not exist. One index probe per offset ("limit 1"
@@ -8980,12 +8989,22 @@ begin
                       'widen it on purpose with a widening reason (kept with it and shown in its provenance).');
     end if;
 
-    -- Two writers must not both add the same text to a scope: lock each text.
-    perform _lock('remember', array(
-        select p_scope || ':' || md5(lower(regexp_replace(_trim(i.body), '[[:space:]]+', ' ', 'g')))
-          from jsonb_to_recordset(p_items) as i(body text) where i.body is not null));
+end
+$$;
+comment on function __tenant__._check_memory_evidence(bigint, text, jsonb) is
+    'Internal: PR109 unless each remember item cites turns of the scope the principal may see; PR116 if it would reach more peers than they, unwidened.';
 
-    return query
+create or replace function __tenant__._remember_placed(p_scope text, p_items jsonb)
+returns table (ord integer, body text, evidence bigint[], purposes text[], audience_id bigint, kind text, title text,
+               confidence double precision, about text[], observer_id bigint, widening_reason text, text_key text,
+               noop text, existing_id bigint, first_ord integer)
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+rows 10
+as $$
+    -- Each item as it will be written: cleaned, why it is a no-op (if it is), the live memory of the
+    -- same text and audience it duplicates, and the first item of the batch with that text.
     with items as (
         select i.ord, _trim(coalesce(i.body, '')) as body, i.evidence,
                array(select distinct p from unnest(i.purposes) p order by p) as purposes,
@@ -9018,6 +9037,37 @@ begin
                min(j.ord) filter (where j.noop is null)
                    over (partition by j.text_key, j.audience_id, j.observer_id) as first_ord
           from judged j
+    )
+    select * from placed
+$$;
+comment on function __tenant__._remember_placed(text, jsonb) is
+    'Internal: remember items judged (no-op or not) and placed against the scope''s live memories and each other.';
+
+-- Its statements are planned once per session, not per call: the custom plan
+-- of the one statement that writes a batch (five inserts) was re-made on every
+-- remember(), ~15% of its server time.
+create or replace function __tenant__._remember_batch(p_principal_id bigint, p_scope text, p_items jsonb)
+returns table (ordinal integer, memory_id bigint, status text, reason text)
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    v_saved_plan_mode text := current_setting('plan_cache_mode');
+begin
+    perform set_config('plan_cache_mode', 'force_generic_plan', true);
+    -- Validate every item before anything is written; the first problem wins.
+    perform _check_memory_items(p_items);
+    perform _check_memory_evidence(p_principal_id, p_scope, p_items);
+    -- Two writers must not both add the same text to a scope: lock each text.
+    perform _lock('remember', array(
+        select p_scope || ':' || md5(lower(regexp_replace(_trim(i.body), '[[:space:]]+', ' ', 'g')))
+          from jsonb_to_recordset(p_items) as i(body text) where i.body is not null));
+
+    return query
+    with placed as (
+        select * from _remember_placed(p_scope, p_items)
     ), numbered as (
         -- ordered, so that ids follow the items' order
         select o.* from (
@@ -9214,7 +9264,7 @@ comment on function __tenant__.remember_said(text, text[], text, text, text[], t
                                              text[], bigint[], text, jsonb, text) is
     'Appends what was said (as the principal''s note) and remembers it, citing it, in one call; a memory that is a '
     'no-op or refused leaves no turn (log_offset NULL).';
-$pgrecall_c8a917ddd7f9$)
+$pgrecall_eb3373bad9ef$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -10862,7 +10912,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$, null, $pgrecall_e4f84f5dab08$c9747ef7e18bc64faa74ae2ba1b12f0340d5f0521dc3a7d33f3465424a6d731c$pgrecall_e4f84f5dab08$, $pgrecall_c9747ef7e18b$-- Argument checks shared by every operation. Each failure raises a PR-class
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$, null, $pgrecall_33ff453fb3ba$86e09fd3ab7a5f8aa32350180b3adfb0eb828e4c8bcb392e43cb06aba75cdcba$pgrecall_33ff453fb3ba$, $pgrecall_86e09fd3ab7a$-- Argument checks shared by every operation. Each failure raises a PR-class
 -- SQLSTATE whose message names the offending value; the codes are listed,
 -- with what each means, in sql/errors.sql (pgrecall.error_code).
 
@@ -10972,6 +11022,20 @@ end
 $$;
 comment on function __tenant__._check_write_scope(text, text[]) is 'Internal: PR103 unless the scope written is authorised.';
 
+-- The four purposes a memory or fact may be used for: the one definition of the closed set. The
+-- memory and fact tables' CHECK constraints (migrations 0003, 0008) spell the same four, and
+-- tests/test_purposes.py holds them, and Python's pgrecall.purposes.PURPOSES, to this function.
+create or replace function __tenant__._purposes()
+returns text[]
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select array['converse', 'act', 'personalize', 'review']
+$$;
+comment on function __tenant__._purposes() is
+    'Internal: the four purposes (converse, act, personalize, review), in the order help texts list them.';
+
 create or replace function __tenant__._check_purpose(p_purpose text)
 returns text
 language plpgsql immutable
@@ -10979,9 +11043,9 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 begin
-    if p_purpose is null or not (p_purpose = any (array['converse', 'act', 'personalize', 'review'])) then
+    if p_purpose is null or not (p_purpose = any (_purposes())) then
         perform _fail('PR102', format('unknown purpose %s', coalesce(quote_literal(p_purpose), 'NULL')),
-                      'A purpose is one of converse, act, personalize, review.');
+                      format('A purpose is one of %s.', array_to_string(_purposes(), ', ')));
     end if;
     return p_purpose;
 end
@@ -10999,7 +11063,8 @@ declare
 begin
     if p_purposes is null or cardinality(p_purposes) = 0 then
         perform _fail('PR102', 'the set of purposes is empty',
-                      'Say what the memory may be used for: converse, act, personalize and/or review.');
+                      format('Say what the memory may be used for: %s and/or %s.',
+                             array_to_string(trim_array(_purposes(), 1), ', '), (_purposes())[cardinality(_purposes())]));
     end if;
     foreach v_purpose in array p_purposes loop
         perform _check_purpose(v_purpose);
@@ -11445,7 +11510,7 @@ as $$
 $$;
 comment on function __tenant__._whole_in_range(jsonb, numeric, numeric) is
     'Internal: true when the JSON value is a whole number from p_min to p_max.';
-$pgrecall_c9747ef7e18b$)
+$pgrecall_86e09fd3ab7a$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
