@@ -18,7 +18,6 @@ SQL_STILL_LONG = {
     ("plpgsql/duplicates.sql", "_duplicate_proposals"): 127,
     ("plpgsql/duplicates.sql", "decide_duplicate"): 101,
     # branch `split`, not done yet
-    ("plpgsql/facts.sql", "_assert_fact"): 180,
     ("plpgsql/append_observation.sql", "_append_batch"): 142,
     ("plpgsql/passage_chunks.sql", "_passage_spans"): 104,
     ("sql/control.sql", "flush_erasure"): 102,
