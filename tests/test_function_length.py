@@ -23,7 +23,6 @@ SQL_STILL_LONG = {
     ("sql/control.sql", "flush_erasure"): 102,
 }
 PYTHON_STILL_LONG = {
-    ("python/pgrecall/mcp_server.py", "build_server"): 166,
     ("python/pgrecall/review/__init__.py", "create_app"): 133,
 }
 
