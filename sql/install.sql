@@ -636,6 +636,37 @@ $$;
 comment on function pgrecall.drop_tenant(text) is
     'Drops tenant p_name: its schema with all data, its registry row, and its roles unless another database uses them.';
 
+-- What the caller lacks to flush an erasure (nothing for a superuser).
+create or replace function pgrecall._flush_rights_missing(p_tenant text)
+returns text[]
+language plpgsql stable
+set search_path = pg_catalog
+as $$
+declare
+    v_missing text[] := '{}';
+begin
+    if not (select r.rolsuper from pg_roles r where r.rolname = current_user) then
+        if current_setting('server_version_num')::int < 170000 then
+            v_missing := v_missing || 'superuser (PostgreSQL 17 adds pg_maintain, which would do)'::text;
+        elsif not has_table_privilege('pg_catalog.pg_statistic', 'MAINTAIN') then
+            v_missing := v_missing || 'MAINTAIN on pg_statistic (the pg_maintain role)'::text;
+        end if;
+        if not pg_has_role('pg_checkpoint', 'USAGE') then
+            v_missing := v_missing || 'the pg_checkpoint role'::text;
+        end if;
+        if not has_function_privilege('pg_catalog.pg_switch_wal()', 'EXECUTE') then
+            v_missing := v_missing || 'EXECUTE on pg_switch_wal()'::text;
+        end if;
+        if not has_table_privilege(format('%I.erasure_request', p_tenant), 'UPDATE') then
+            v_missing := v_missing || format('UPDATE on %I.erasure_request (the tenant''s installer)', p_tenant);
+        end if;
+    end if;
+    return v_missing;
+end
+$$;
+comment on function pgrecall._flush_rights_missing(text) is
+    'Internal: the rights the current role lacks to run flush_erasure() for the tenant, each named.';
+
 -- The operator's part of forgetting down to the bytes, after the tenant's
 -- admin rewrote the tables an erasure touched (<tenant>.rewrite_erased):
 --   1. pg_statistic is rewritten (CLUSTER): ANALYZE replaced the statistics
@@ -659,7 +690,7 @@ set search_path = pg_catalog
 as $$
 declare
     v_tenant pgrecall.tenant := pgrecall._require_tenant(p_tenant);
-    v_missing text[] := '{}';
+    v_missing text[];
     v_receipt record;
     v_redo pg_lsn;
     v_segment text;
@@ -667,22 +698,7 @@ declare
     v_slots text;
     v_replicas text;
 begin
-    if not (select r.rolsuper from pg_roles r where r.rolname = current_user) then
-        if current_setting('server_version_num')::int < 170000 then
-            v_missing := v_missing || 'superuser (PostgreSQL 17 adds pg_maintain, which would do)'::text;
-        elsif not has_table_privilege('pg_catalog.pg_statistic', 'MAINTAIN') then
-            v_missing := v_missing || 'MAINTAIN on pg_statistic (the pg_maintain role)'::text;
-        end if;
-        if not pg_has_role('pg_checkpoint', 'USAGE') then
-            v_missing := v_missing || 'the pg_checkpoint role'::text;
-        end if;
-        if not has_function_privilege('pg_catalog.pg_switch_wal()', 'EXECUTE') then
-            v_missing := v_missing || 'EXECUTE on pg_switch_wal()'::text;
-        end if;
-        if not has_table_privilege(format('%I.erasure_request', p_tenant), 'UPDATE') then
-            v_missing := v_missing || format('UPDATE on %I.erasure_request (the tenant''s installer)', p_tenant);
-        end if;
-    end if;
+    v_missing := pgrecall._flush_rights_missing(p_tenant);
     if cardinality(v_missing) > 0 then
         raise exception using errcode = 'PR013',
             message = format('role %s may not flush an erasure to disk: it lacks %s', current_user,
@@ -6876,7 +6892,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38f5d7c02e3a$passage_chunks.sql$pgrecall_38f5d7c02e3a$, null, $pgrecall_e6c04fdd483d$ccc61faebefe40984fda5b98fd782228846450eebf5c40843e812f14e30f93fb$pgrecall_e6c04fdd483d$, $pgrecall_ccc61faebefe$-- Passages, the chunking rule (passages.sql writes the passages of each
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38f5d7c02e3a$passage_chunks.sql$pgrecall_38f5d7c02e3a$, null, $pgrecall_2cbf5f996dc3$2db8683a6db09793a0d1f4217eb228d5869cfc59ee0fda73a8e15b05ac61bb9b$pgrecall_2cbf5f996dc3$, $pgrecall_2db8683a6db0$-- Passages, the chunking rule (passages.sql writes the passages of each
 -- appended observation with it).
 --
 --   * an observation of at most passage_max_chars characters (a conversation
@@ -6895,6 +6911,42 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38f5d7
 --     observation's UTF-8 body, so it can be cited: the bytes of the span
 --     decode to exactly the passage's text.
 -- Changing the sizes applies to observations appended afterwards.
+
+create or replace function __tenant__._passage_pieces(p_body text, p_target integer)
+returns table (t text, len integer, at_char integer, at_byte integer, para boolean, whole boolean)
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    -- Sentences (each with the whitespace after it), the long ones cut into
+    -- pieces; together they are the whole body, in order.
+    with sentence as (
+        select m[1] as t, n
+          from regexp_matches(p_body,
+                 $re$(?:[^.!?…\n]|[.!?…](?!\s|$))+[.!?…]*["'’”)\]]*\s*|\s+|[.!?…]+["'’”)\]]*\s*$re$, 'g')
+               with ordinality as s(m, n)
+    ), piece as (
+        select s.n, 0::bigint as k, 0 as i, s.t, true as whole from sentence s where char_length(s.t) <= p_target
+        union all
+        -- a sentence longer than the target: its words, and a word longer than
+        -- the target in pieces of the target's length
+        select s.n, w.k, g.i, substr(w.m[1], g.i * p_target + 1, p_target), false
+          from sentence s
+         cross join lateral regexp_matches(s.t, '[^[:space:]]+[[:space:]]*|[[:space:]]+', 'g') with ordinality as w(m, k)
+         cross join lateral generate_series(0, (char_length(w.m[1]) - 1) / p_target) as g(i)
+         where char_length(s.t) > p_target
+    ), placed as (
+        select p.t, char_length(p.t) as len,
+               coalesce(sum(char_length(p.t)) over w, 0)::integer as at_char,
+               coalesce(sum(octet_length(p.t)) over w, 0)::integer as at_byte,
+               p.t ~ E'\\n[ \\t\\r\\f\\v]*\\n' as para, p.whole, p.n, p.k, p.i
+          from piece p
+        window w as (order by p.n, p.k, p.i rows between unbounded preceding and 1 preceding)
+    )
+    select x.t, x.len, x.at_char, x.at_byte, x.para, x.whole from placed x order by x.n, x.k, x.i
+$$;
+comment on function __tenant__._passage_pieces(text, integer) is
+    'Internal: a text as its sentences in order (long ones cut at words, long words at the target length), each with where it starts.';
 
 create or replace function __tenant__._passage_spans(p_body text, p_max integer, p_target integer, p_overlap integer)
 returns table (ordinal integer, start_byte integer, end_byte integer, body text)
@@ -6932,36 +6984,10 @@ begin
         return next;
         return;
     end if;
-    -- Sentences (each with the whitespace after it), the long ones cut into
-    -- pieces; together they are the whole body, in order.
-    with sentence as (
-        select m[1] as t, n
-          from regexp_matches(p_body,
-                 $re$(?:[^.!?…\n]|[.!?…](?!\s|$))+[.!?…]*["'’”)\]]*\s*|\s+|[.!?…]+["'’”)\]]*\s*$re$, 'g')
-               with ordinality as s(m, n)
-    ), piece as (
-        select s.n, 0::bigint as k, 0 as i, s.t, true as whole from sentence s where char_length(s.t) <= p_target
-        union all
-        -- a sentence longer than the target: its words, and a word longer than
-        -- the target in pieces of the target's length
-        select s.n, w.k, g.i, substr(w.m[1], g.i * p_target + 1, p_target), false
-          from sentence s
-         cross join lateral regexp_matches(s.t, '[^[:space:]]+[[:space:]]*|[[:space:]]+', 'g') with ordinality as w(m, k)
-         cross join lateral generate_series(0, (char_length(w.m[1]) - 1) / p_target) as g(i)
-         where char_length(s.t) > p_target
-    ), placed as (
-        select p.t, char_length(p.t) as len,
-               coalesce(sum(char_length(p.t)) over w, 0)::integer as at_char,
-               coalesce(sum(octet_length(p.t)) over w, 0)::integer as at_byte,
-               p.t ~ E'\\n[ \\t\\r\\f\\v]*\\n' as para, p.whole, p.n, p.k, p.i
-          from piece p
-        window w as (order by p.n, p.k, p.i rows between unbounded preceding and 1 preceding)
-    )
-    select array_agg(x.t order by x.n, x.k, x.i), array_agg(x.len order by x.n, x.k, x.i),
-           array_agg(x.at_char order by x.n, x.k, x.i), array_agg(x.at_byte order by x.n, x.k, x.i),
-           array_agg(x.para order by x.n, x.k, x.i), array_agg(x.whole order by x.n, x.k, x.i)
+    select array_agg(x.t order by x.n), array_agg(x.len order by x.n), array_agg(x.at_char order by x.n),
+           array_agg(x.at_byte order by x.n), array_agg(x.para order by x.n), array_agg(x.whole order by x.n)
       into v_text, v_len, v_char, v_byte, v_para, v_whole
-      from placed x;
+      from _passage_pieces(p_body, p_target) with ordinality as x(t, len, at_char, at_byte, para, whole, n);
     v_n := coalesce(cardinality(v_text), 0);
     while v_i <= v_n loop
         v_j := v_i;
@@ -7001,7 +7027,7 @@ end
 $$;
 comment on function __tenant__._passage_spans(text, integer, integer, integer) is
     'Internal: the chunking rule. Passages of a text with their UTF-8 byte spans [start_byte, end_byte).';
-$pgrecall_ccc61faebefe$)
+$pgrecall_2db8683a6db0$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 

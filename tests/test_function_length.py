@@ -19,8 +19,6 @@ SQL_STILL_LONG = {
     ("plpgsql/duplicates.sql", "decide_duplicate"): 101,
     # branch `split`, not done yet
     ("plpgsql/append_observation.sql", "_append_batch"): 142,
-    ("plpgsql/passage_chunks.sql", "_passage_spans"): 104,
-    ("sql/control.sql", "flush_erasure"): 102,
 }
 PYTHON_STILL_LONG: dict[tuple[str, str], int] = {}
 
