@@ -17,8 +17,6 @@ SQL_STILL_LONG = {
     ("plpgsql/message_search.sql", "_search_messages"): 132,
     ("plpgsql/duplicates.sql", "_duplicate_proposals"): 127,
     ("plpgsql/duplicates.sql", "decide_duplicate"): 101,
-    # branch `split`, not done yet
-    ("plpgsql/append_observation.sql", "_append_batch"): 142,
 }
 PYTHON_STILL_LONG: dict[tuple[str, str], int] = {}
 
