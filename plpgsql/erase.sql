@@ -458,33 +458,15 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_fact fact;
-    v_piece tstzrange;
-    v_new_fact bigint;
 begin
     -- Each reinstated fact's surviving valid time (what no current value now covers) becomes a
     -- current fact again, with its evidence.
     for v_fact in select * from fact f where f.id = any (p_facts) order by f.id loop
-        for v_piece in
-            select p from unnest(tstzmultirange(v_fact.valid) - coalesce(
-                (select range_agg(c.valid) from fact c
-                  where c.subject_id = v_fact.subject_id and c.predicate = v_fact.predicate and c.single_valued
-                    and upper_inf(c.known) and coalesce(c.observer_peer_id, 0) = coalesce(v_fact.observer_peer_id, 0)),
-                '{}'::tstzmultirange)) p
-        loop
-            insert into fact (scope, subject_id, predicate, single_valued, object_id, object_value, statement, valid,
-                              known, confidence, salience, observer_peer_id, audience_peer_id, purposes, asserted_by,
-                              split_from)
-            values (v_fact.scope, v_fact.subject_id, v_fact.predicate, v_fact.single_valued, v_fact.object_id,
-                    v_fact.object_value, v_fact.statement, v_piece, tstzrange(clock_timestamp(), null),
-                    v_fact.confidence, v_fact.salience, v_fact.observer_peer_id, v_fact.audience_peer_id,
-                    v_fact.purposes, v_fact.asserted_by, v_fact.id)
-            returning id into v_new_fact;
-            insert into fact_evidence (fact_id, observation_id, byte_start, byte_end, quote)
-            select v_new_fact, x.observation_id, x.byte_start, x.byte_end, x.quote from fact_evidence x
-             where x.fact_id = v_fact.id;
-            perform _register_fact(v_new_fact, array(select distinct x.observation_id from fact_evidence x
-                                                      where x.fact_id = v_fact.id));
-        end loop;
+        perform _fact_pieces(v_fact, tstzmultirange(v_fact.valid) - coalesce(
+            (select range_agg(c.valid) from fact c
+              where c.subject_id = v_fact.subject_id and c.predicate = v_fact.predicate and c.single_valued
+                and upper_inf(c.known) and coalesce(c.observer_peer_id, 0) = coalesce(v_fact.observer_peer_id, 0)),
+            '{}'::tstzmultirange), null, null);
     end loop;
 end
 $$;

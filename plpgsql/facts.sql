@@ -296,6 +296,38 @@ $$;
 comment on function __tenant__._add_fact_evidence(bigint, bigint, bigint, bigint[], integer[], integer[], text[]) is
     'Internal: a fact''s new evidence rows, and what its entities, the fact and that evidence derive from.';
 
+-- One piece of an old fact's valid range, believed again as a new current fact with the old one's
+-- evidence: what a closing assertion left outside its range (split_by names it), or what an erased
+-- assertion had closed (split_by NULL). Known from p_known_from, or from now when NULL.
+create or replace function __tenant__._fact_pieces(p_old __tenant__.fact, p_pieces tstzmultirange,
+                                                   p_known_from timestamptz, p_split_by bigint)
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_piece tstzrange;
+    v_part bigint;
+begin
+    for v_piece in select p from unnest(p_pieces) p loop
+        insert into fact (scope, subject_id, predicate, single_valued, object_id, object_value, statement, valid,
+                          known, confidence, salience, observer_peer_id, audience_peer_id, purposes, asserted_by,
+                          split_from, split_by)
+        values (p_old.scope, p_old.subject_id, p_old.predicate, p_old.single_valued, p_old.object_id,
+                p_old.object_value, p_old.statement, v_piece, tstzrange(coalesce(p_known_from, clock_timestamp()), null),
+                p_old.confidence, p_old.salience, p_old.observer_peer_id, p_old.audience_peer_id, p_old.purposes,
+                p_old.asserted_by, p_old.id, p_split_by)
+        returning id into v_part;
+        insert into fact_evidence (fact_id, observation_id, byte_start, byte_end, quote)
+        select v_part, x.observation_id, x.byte_start, x.byte_end, x.quote from fact_evidence x where x.fact_id = p_old.id;
+        perform _register_fact(v_part, array(select distinct x.observation_id from fact_evidence x where x.fact_id = p_old.id));
+    end loop;
+end
+$$;
+comment on function __tenant__._fact_pieces(__tenant__.fact, tstzmultirange, timestamptz, bigint) is
+    'Internal: the given pieces of an old fact''s valid range become current facts again, with its evidence.';
+
 create or replace function __tenant__._split_closed_facts(p_closed bigint[], p_fact bigint, p_valid tstzrange,
                                                           p_now timestamptz)
 returns void
@@ -305,26 +337,12 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_old fact;
-    v_piece tstzrange;
-    v_part bigint;
 begin
     -- What the closed facts said outside the new valid range is still believed:
     -- each surviving piece is a new current fact with the old one's evidence.
     for v_old in select * from fact f where f.id = any (p_closed) order by f.id loop
         update fact f set closed_by = p_fact where f.id = v_old.id;
-        for v_piece in select p from unnest(tstzmultirange(v_old.valid) - tstzmultirange(p_valid)) p loop
-            insert into fact (scope, subject_id, predicate, single_valued, object_id, object_value, statement, valid,
-                              known, confidence, salience, observer_peer_id, audience_peer_id, purposes, asserted_by,
-                              split_from, split_by)
-            values (v_old.scope, v_old.subject_id, v_old.predicate, v_old.single_valued, v_old.object_id,
-                    v_old.object_value, v_old.statement, v_piece, tstzrange(p_now, null), v_old.confidence,
-                    v_old.salience, v_old.observer_peer_id, v_old.audience_peer_id, v_old.purposes, v_old.asserted_by,
-                    v_old.id, p_fact)
-            returning id into v_part;
-            insert into fact_evidence (fact_id, observation_id, byte_start, byte_end, quote)
-            select v_part, x.observation_id, x.byte_start, x.byte_end, x.quote from fact_evidence x where x.fact_id = v_old.id;
-            perform _register_fact(v_part, array(select distinct x.observation_id from fact_evidence x where x.fact_id = v_old.id));
-        end loop;
+        perform _fact_pieces(v_old, tstzmultirange(v_old.valid) - tstzmultirange(p_valid), p_now, p_fact);
     end loop;
 end
 $$;

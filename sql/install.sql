@@ -4174,7 +4174,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$, null, $pgrecall_cf1f6c4861c9$0703abda5fb015eae3b6e5b81357c9435a1dd9509c4a78af642d8357b4d94762$pgrecall_cf1f6c4861c9$, $pgrecall_0703abda5fb0$-- Erasure: delete observations and, through the projection registry,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$, null, $pgrecall_f5a0066182f2$8eff97967832eb6e8dd9a0758ed267fd38d3142c1d7c711f0e33ad7cdf430893$pgrecall_f5a0066182f2$, $pgrecall_8eff97967832$-- Erasure: delete observations and, through the projection registry,
 -- everything derived from them; rebuild what depended on them from what
 -- survives; and in the same transaction store, per projection kind, how many
 -- derived rows remain (the residual, zero when erasure worked).
@@ -4634,33 +4634,15 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_fact fact;
-    v_piece tstzrange;
-    v_new_fact bigint;
 begin
     -- Each reinstated fact's surviving valid time (what no current value now covers) becomes a
     -- current fact again, with its evidence.
     for v_fact in select * from fact f where f.id = any (p_facts) order by f.id loop
-        for v_piece in
-            select p from unnest(tstzmultirange(v_fact.valid) - coalesce(
-                (select range_agg(c.valid) from fact c
-                  where c.subject_id = v_fact.subject_id and c.predicate = v_fact.predicate and c.single_valued
-                    and upper_inf(c.known) and coalesce(c.observer_peer_id, 0) = coalesce(v_fact.observer_peer_id, 0)),
-                '{}'::tstzmultirange)) p
-        loop
-            insert into fact (scope, subject_id, predicate, single_valued, object_id, object_value, statement, valid,
-                              known, confidence, salience, observer_peer_id, audience_peer_id, purposes, asserted_by,
-                              split_from)
-            values (v_fact.scope, v_fact.subject_id, v_fact.predicate, v_fact.single_valued, v_fact.object_id,
-                    v_fact.object_value, v_fact.statement, v_piece, tstzrange(clock_timestamp(), null),
-                    v_fact.confidence, v_fact.salience, v_fact.observer_peer_id, v_fact.audience_peer_id,
-                    v_fact.purposes, v_fact.asserted_by, v_fact.id)
-            returning id into v_new_fact;
-            insert into fact_evidence (fact_id, observation_id, byte_start, byte_end, quote)
-            select v_new_fact, x.observation_id, x.byte_start, x.byte_end, x.quote from fact_evidence x
-             where x.fact_id = v_fact.id;
-            perform _register_fact(v_new_fact, array(select distinct x.observation_id from fact_evidence x
-                                                      where x.fact_id = v_fact.id));
-        end loop;
+        perform _fact_pieces(v_fact, tstzmultirange(v_fact.valid) - coalesce(
+            (select range_agg(c.valid) from fact c
+              where c.subject_id = v_fact.subject_id and c.predicate = v_fact.predicate and c.single_valued
+                and upper_inf(c.known) and coalesce(c.observer_peer_id, 0) = coalesce(v_fact.observer_peer_id, 0)),
+            '{}'::tstzmultirange), null, null);
     end loop;
 end
 $$;
@@ -5046,7 +5028,7 @@ $$;
 comment on function __tenant__.refresh_erasure_statistics(bigint) is
     'Takes the planner statistics of the tables an erasure touched again, so pg_stats holds none of the erased values, '
     'and stamps the receipt; run it after the erasure commits (pgrecall erase does).';
-$pgrecall_0703abda5fb0$)
+$pgrecall_8eff97967832$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -5159,7 +5141,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$, null, $pgrecall_0be8b3b57c8d$60187027b660f39bff7e89b871a19709773d9819b82a92a5f4e573f1fd401ee6$pgrecall_0be8b3b57c8d$, $pgrecall_60187027b660$-- Facts: asserting (closing and splitting what it contradicts), retracting,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$, null, $pgrecall_67e504e1dff5$1bb21f8d2f19f63e886d09759af26e790ea89b8abe3e6fad4263a654b258597d$pgrecall_67e504e1dff5$, $pgrecall_1bb21f8d2f19$-- Facts: asserting (closing and splitting what it contradicts), retracting,
 -- citing, and the bitemporal question "what was true at T1 as we knew it at T2".
 -- Errors: PR111 unknown predicate, PR112 evidence does not match its
 -- observation, PR113 role policy (a human's fact on an assistant's word only),
@@ -5457,6 +5439,38 @@ $$;
 comment on function __tenant__._add_fact_evidence(bigint, bigint, bigint, bigint[], integer[], integer[], text[]) is
     'Internal: a fact''s new evidence rows, and what its entities, the fact and that evidence derive from.';
 
+-- One piece of an old fact's valid range, believed again as a new current fact with the old one's
+-- evidence: what a closing assertion left outside its range (split_by names it), or what an erased
+-- assertion had closed (split_by NULL). Known from p_known_from, or from now when NULL.
+create or replace function __tenant__._fact_pieces(p_old __tenant__.fact, p_pieces tstzmultirange,
+                                                   p_known_from timestamptz, p_split_by bigint)
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_piece tstzrange;
+    v_part bigint;
+begin
+    for v_piece in select p from unnest(p_pieces) p loop
+        insert into fact (scope, subject_id, predicate, single_valued, object_id, object_value, statement, valid,
+                          known, confidence, salience, observer_peer_id, audience_peer_id, purposes, asserted_by,
+                          split_from, split_by)
+        values (p_old.scope, p_old.subject_id, p_old.predicate, p_old.single_valued, p_old.object_id,
+                p_old.object_value, p_old.statement, v_piece, tstzrange(coalesce(p_known_from, clock_timestamp()), null),
+                p_old.confidence, p_old.salience, p_old.observer_peer_id, p_old.audience_peer_id, p_old.purposes,
+                p_old.asserted_by, p_old.id, p_split_by)
+        returning id into v_part;
+        insert into fact_evidence (fact_id, observation_id, byte_start, byte_end, quote)
+        select v_part, x.observation_id, x.byte_start, x.byte_end, x.quote from fact_evidence x where x.fact_id = p_old.id;
+        perform _register_fact(v_part, array(select distinct x.observation_id from fact_evidence x where x.fact_id = p_old.id));
+    end loop;
+end
+$$;
+comment on function __tenant__._fact_pieces(__tenant__.fact, tstzmultirange, timestamptz, bigint) is
+    'Internal: the given pieces of an old fact''s valid range become current facts again, with its evidence.';
+
 create or replace function __tenant__._split_closed_facts(p_closed bigint[], p_fact bigint, p_valid tstzrange,
                                                           p_now timestamptz)
 returns void
@@ -5466,26 +5480,12 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_old fact;
-    v_piece tstzrange;
-    v_part bigint;
 begin
     -- What the closed facts said outside the new valid range is still believed:
     -- each surviving piece is a new current fact with the old one's evidence.
     for v_old in select * from fact f where f.id = any (p_closed) order by f.id loop
         update fact f set closed_by = p_fact where f.id = v_old.id;
-        for v_piece in select p from unnest(tstzmultirange(v_old.valid) - tstzmultirange(p_valid)) p loop
-            insert into fact (scope, subject_id, predicate, single_valued, object_id, object_value, statement, valid,
-                              known, confidence, salience, observer_peer_id, audience_peer_id, purposes, asserted_by,
-                              split_from, split_by)
-            values (v_old.scope, v_old.subject_id, v_old.predicate, v_old.single_valued, v_old.object_id,
-                    v_old.object_value, v_old.statement, v_piece, tstzrange(p_now, null), v_old.confidence,
-                    v_old.salience, v_old.observer_peer_id, v_old.audience_peer_id, v_old.purposes, v_old.asserted_by,
-                    v_old.id, p_fact)
-            returning id into v_part;
-            insert into fact_evidence (fact_id, observation_id, byte_start, byte_end, quote)
-            select v_part, x.observation_id, x.byte_start, x.byte_end, x.quote from fact_evidence x where x.fact_id = v_old.id;
-            perform _register_fact(v_part, array(select distinct x.observation_id from fact_evidence x where x.fact_id = v_old.id));
-        end loop;
+        perform _fact_pieces(v_old, tstzmultirange(v_old.valid) - tstzmultirange(p_valid), p_now, p_fact);
     end loop;
 end
 $$;
@@ -5842,7 +5842,7 @@ end
 $$;
 comment on function __tenant__.assert_facts(text, text[], text, jsonb) is
     'assert_fact() for a batch (a JSON array of items), in order and all-or-nothing; one row per item.';
-$pgrecall_60187027b660$)
+$pgrecall_1bb21f8d2f19$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
