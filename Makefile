@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: run driver test test-slow test-all check bench bench-graph bench-erase eval eval-compare venv clean
+.PHONY: run driver test test-slow test-all check install-script bench bench-graph bench-erase eval eval-compare venv clean
 
 venv: $(STAMP)
 
@@ -31,6 +31,12 @@ run: $(STAMP)
 # or a declared type.
 driver: $(STAMP)
 	$(PY) -m pgrecall.driver._codegen
+
+# sql/install.sql, the install a DBA applies with psql alone (psql -v tenant=acme -f sql/install.sql),
+# is generated from sql/, migrations/ and plpgsql/ and committed; tests/test_install_script.py says when
+# it is stale.
+install-script: $(STAMP)
+	$(PY) -c 'from pgrecall import sources; print(sources.write_install_script())'
 
 # The lint and the type check first: seconds, against minutes of tests.
 check: $(STAMP)

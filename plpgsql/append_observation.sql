@@ -53,37 +53,45 @@ $$;
 comment on function __tenant__._turn_audiences(text, jsonb) is
     'Internal: the audience each appended turn gets: the peers named, else its session''s peers (NULL outside one), with its sender.';
 
--- Planned once per session, not per call (plan_cache_mode), as _remember_batch.
-create or replace function __tenant__._append_batch(p_principal text, p_scope text, p_rows jsonb)
-returns table (ordinal integer, log_offset bigint)
+create or replace function __tenant__._observation_hint(p_body text, p_occurred_at timestamptz,
+                                                        p_retention_until timestamptz, p_session_id bigint,
+                                                        p_actor text, p_audience text[], p_max_bytes bigint)
+returns text
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    -- The hint of an appended row that is refused: what to do about the first of these it shows.
+    select case when octet_length(p_body) > p_max_bytes then
+                         'Split the text, or raise setting max_observation_bytes with pgrecall.set_tenant_setting().'
+                    when not _time_in_range(p_occurred_at) or not _time_in_range(p_retention_until) then
+                         'Pass a finite time between 0001-01-01 and 9999-12-31 (UTC), or leave it out for the default.'
+                    when p_session_id > 0 and not exists (select 1 from session s where s.id = p_session_id) then
+                         'Create it with create_session(); add_messages() appends to a session and queues its derivation.'
+                    when p_actor is not null and not exists (select 1 from peer p where p.name = p_actor) then
+                         'Create it first with add_peer(name, kind).'
+                    when exists (select 1 from unnest(p_audience) a where not exists (select 1 from peer p where p.name = a)) then
+                         'Create it first with add_peer(name, kind).'
+                    when p_session_id is not null and p_audience is not null then
+                         'A turn is seen by at most the peers in its session: add the peer to the session first, '
+                         'or leave it out of the audience.'
+               end
+$$;
+comment on function __tenant__._observation_hint(text, timestamptz, timestamptz, bigint, text, text[], bigint) is
+    'Internal: the hint for an observation row that append refuses.';
+
+create or replace function __tenant__._check_observation_rows(p_principal text, p_scope text, p_rows jsonb)
+returns void
 language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-#variable_conflict use_column
 declare
-    v_saved_plan_mode text := current_setting('plan_cache_mode');
     v_max_bytes bigint := (_setting_value('max_observation_bytes') #>> '{}')::bigint;
     v_many boolean := jsonb_array_length(p_rows) > 1;
-    v_count integer := jsonb_array_length(p_rows);
     v_bad record;
-    v_last bigint;
 begin
-    perform set_config('plan_cache_mode', 'force_generic_plan', true);
-    perform _check_keys(p_rows, array['body', 'source_role', 'kind', 'actor', 'session_id', 'occurred_at', 'payload',
-                                      'data_subject_id', 'lawful_basis', 'classification', 'retention_until',
-                                      'audience'], 'row');
-    begin
-        perform count(*) from _observation_rows(p_rows);
-    exception when invalid_datetime_format or datetime_field_overflow then
-        perform _fail('PR152', format('a row has a time that is not one: %s', sqlerrm),
-                      'occurred_at and retention_until are ISO-8601 timestamps between years 1 and 9999.');
-    when invalid_text_representation or datatype_mismatch or numeric_value_out_of_range then
-        perform _fail('PR107', format('a row has a value of the wrong type: %s', sqlerrm),
-                      'session_id is a number, occurred_at and retention_until ISO-8601 timestamps, payload an object, '
-                      'audience an array of peer names.');
-    end;
-    select x.ord, x.code, x.detail, x.hint into v_bad from (
+    select x.* into v_bad from (
         select r.ord,
                case when r.body is null then 'PR107'
                     when octet_length(r.body) > v_max_bytes then 'PR151'
@@ -152,27 +160,49 @@ begin
                                                      where sp.session_id = r.session_id and p.name = a and sp.left_at is null)
                                   limit 1), r.session_id)
                end as detail,
-               case when octet_length(r.body) > v_max_bytes then
-                         'Split the text, or raise setting max_observation_bytes with pgrecall.set_tenant_setting().'
-                    when not _time_in_range(r.occurred_at) or not _time_in_range(r.retention_until) then
-                         'Pass a finite time between 0001-01-01 and 9999-12-31 (UTC), or leave it out for the default.'
-                    when r.session_id > 0 and not exists (select 1 from session s where s.id = r.session_id) then
-                         'Create it with create_session(); add_messages() appends to a session and queues its derivation.'
-                    when r.actor is not null and not exists (select 1 from peer p where p.name = r.actor) then
-                         'Create it first with add_peer(name, kind).'
-                    when exists (select 1 from unnest(r.audience) a where not exists (select 1 from peer p where p.name = a)) then
-                         'Create it first with add_peer(name, kind).'
-                    when r.session_id is not null and r.audience is not null then
-                         'A turn is seen by at most the peers in its session: add the peer to the session first, '
-                         'or leave it out of the audience.'
-               end as hint
+               r.body, r.occurred_at, r.retention_until, r.session_id, r.actor, r.audience
           from _observation_rows(p_rows) r) x
      where x.code is not null
      order by x.ord limit 1;
     if v_bad.ord is not null then
         perform _fail(v_bad.code, v_bad.detail || case when v_many then format(' (row %s)', v_bad.ord) else '' end,
-                      v_bad.hint);
+                      _observation_hint(v_bad.body, v_bad.occurred_at, v_bad.retention_until, v_bad.session_id,
+                                        v_bad.actor, v_bad.audience, v_max_bytes));
     end if;
+
+end
+$$;
+comment on function __tenant__._check_observation_rows(text, text, jsonb) is
+    'Internal: PR101/PR107/PR117/PR120/PR150/PR151/PR152 for the first appended row (in order) that is wrong, with a hint.';
+
+-- Planned once per session, not per call (plan_cache_mode), as _remember_batch.
+create or replace function __tenant__._append_batch(p_principal text, p_scope text, p_rows jsonb)
+returns table (ordinal integer, log_offset bigint)
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    v_saved_plan_mode text := current_setting('plan_cache_mode');
+    v_count integer := jsonb_array_length(p_rows);
+    v_last bigint;
+begin
+    perform set_config('plan_cache_mode', 'force_generic_plan', true);
+    perform _check_keys(p_rows, array['body', 'source_role', 'kind', 'actor', 'session_id', 'occurred_at', 'payload',
+                                      'data_subject_id', 'lawful_basis', 'classification', 'retention_until',
+                                      'audience'], 'row');
+    begin
+        perform count(*) from _observation_rows(p_rows);
+    exception when invalid_datetime_format or datetime_field_overflow then
+        perform _fail('PR152', format('a row has a time that is not one: %s', sqlerrm),
+                      'occurred_at and retention_until are ISO-8601 timestamps between years 1 and 9999.');
+    when invalid_text_representation or datatype_mismatch or numeric_value_out_of_range then
+        perform _fail('PR107', format('a row has a value of the wrong type: %s', sqlerrm),
+                      'session_id is a number, occurred_at and retention_until ISO-8601 timestamps, payload an object, '
+                      'audience an array of peer names.');
+    end;
+    perform _check_observation_rows(p_principal, p_scope, p_rows);
 
     update scope s set log_watermark = s.log_watermark + v_count
      where s.name = p_scope

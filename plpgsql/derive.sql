@@ -72,8 +72,8 @@ begin
     end if;
     v_audience := v_audiences[1];  -- NULL when every source is scope-wide
 
-    select array(select p from unnest(array['act', 'converse', 'personalize', 'review']) p
-                  where (select bool_and(p = any (m.purposes)) from memory m where m.id = any (v_sources)))
+    select array(select p from unnest(_purposes()) p
+                  where (select bool_and(p = any (m.purposes)) from memory m where m.id = any (v_sources)) order by p)
       into v_purposes;
     if cardinality(v_purposes) = 0 then
         perform _fail('PR106', format('sources %s share no purpose: the derived memory could not be used for anything',

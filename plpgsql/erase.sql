@@ -207,6 +207,431 @@ $$;
 comment on function __tenant__._undo_corrections(bigint[], integer[], bigint[]) is
     'Internal: erasure gives memories back the text of a kept revision (new revision number, re-embedded, statistics moved).';
 
+-- _erase and its steps. _erase reads as the order of the work: check, select what goes, let the
+-- survivors forget it (vectors, term statistics, corrections), delete each projection kind, rebuild
+-- what the deleted rows had closed, count the residual, forget the words, write the receipt.
+
+create or replace function __tenant__._check_erasure_request(p_actor text, p_selector jsonb, p_reason text,
+                                                             p_requested_by text)
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    if p_actor is null or _trim(p_actor) = '' or char_length(p_actor) > 200 then
+        perform _fail('PR107', format('an erasure names who runs it (1 to 200 characters), not %s',
+                                      coalesce(quote_literal(left(p_actor, 40)), 'NULL')),
+                      'Pass the administrator or process, e.g. erase(''dpo@example.org'', ...).');
+    end if;
+    perform _check_reason(p_reason, 'an erasure needs a reason', 'Say why, e.g. ''data subject request #123''.', 2000);
+    perform _check_length(p_requested_by, 'requested_by', 500);
+    perform _check_json_size(p_selector, 'an erasure selector', 4096);
+end
+$$;
+comment on function __tenant__._check_erasure_request(text, jsonb, text, text) is
+    'Internal: PR107 and its kin unless an erasure names its actor, a reason, and a selector of bounded size.';
+
+create or replace function __tenant__._doomed_memories(p_observations bigint[], p_selector jsonb,
+                                                       p_earlier_text_lost bigint[])
+returns bigint[]
+language sql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    -- Registered against an erased observation, private to an erased peer, whose text from before a
+    -- correction is gone, or derived (at any depth) from one of those.
+    with recursive doomed (id) as (
+        select d.row_key::bigint from projection_dependency d
+         where d.kind = 'memory' and d.observation_id = any (p_observations)
+        union
+        select x from unnest(p_earlier_text_lost) x
+        union
+        select m.id from memory m
+         where p_selector ? 'peer' and m.audience_peer_id = _peer_id(p_selector ->> 'peer', 'erased')
+        union
+        select m.id from memory m
+         where p_selector ? 'peer' and m.observer_peer_id = _peer_id(p_selector ->> 'peer', 'erased')
+        union
+        select l.memory_id from memory_link l join doomed x on l.target_memory_id = x.id
+         where l.link_type = 'derived_from'
+    )
+    select coalesce(array_agg(distinct id), '{}') from doomed
+$$;
+comment on function __tenant__._doomed_memories(bigint[], jsonb, bigint[]) is
+    'Internal: the memories an erasure deletes.';
+
+create or replace function __tenant__._unembed_neighbours(p_observations bigint[], p_memories bigint[],
+                                                          out o_neighbours bigint[], out o_unembedded integer)
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_unembedded bigint[];
+begin
+    -- Vectors of surviving memories whose embedded text held an erased turn (the neighbours rule):
+    -- deleted, and queued again at a new generation. Read while the erased observations still exist.
+    -- Queued first: the upsert waits for a worker storing a vector for one of them to commit, so the
+    -- delete after it sees that vector; a worker that stores later holds a stale generation and
+    -- stores nothing.
+    o_neighbours := array(select x from unnest(_memories_embedding_turns(p_observations)) x
+                           where not (x = any (p_memories)) order by x);
+    insert into embedding_job as j (memory_id)
+    select m.id from memory m
+     where m.id = any (o_neighbours) and m.superseded_by is null and m.invalidated_at is null
+       and (exists (select 1 from embedding_job q where q.memory_id = m.id)
+            -- input version 1 is title and body alone
+            or exists (select 1 from memory_embedding me where me.memory_id = m.id and me.input_version <> 1))
+     order by m.id
+    on conflict (memory_id) do update
+        set generation = j.generation + 1, enqueued_at = clock_timestamp(), leased_by = null, lease_until = null;
+    if found then
+        perform _notify('embed');
+    end if;
+    with gone as (
+        delete from memory_embedding me where me.memory_id = any (o_neighbours) and me.input_version <> 1
+        returning me.memory_id)
+    select coalesce(array_agg(g.memory_id order by g.memory_id), '{}') into v_unembedded from gone g;
+    delete from projection_dependency d
+     where d.kind = 'memory_embedding' and d.row_key = any (array(select x::text from unnest(v_unembedded) x));
+    o_unembedded := cardinality(v_unembedded);
+end
+$$;
+comment on function __tenant__._unembed_neighbours(bigint[], bigint[]) is
+    'Internal: erasure drops the vectors of surviving memories whose embedded text held an erased turn, and queues them again.';
+
+create or replace function __tenant__._registered(p_observations bigint[], p_kind text)
+returns table (row_key text)
+language sql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select distinct d.row_key from projection_dependency d
+     where d.kind = p_kind and d.observation_id = any (p_observations)
+$$;
+comment on function __tenant__._registered(bigint[], text) is
+    'Internal: the row keys of one projection kind registered against any of the observations.';
+
+create or replace function __tenant__._release_doomed_memories(p_observations bigint[], p_memories bigint[],
+                                                             p_undo_memories bigint[], p_undo_revisions integer[])
+returns text[]
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_terms text[] := '{}';
+begin
+    -- What the doomed memories superseded is current again (unless it is being erased too).
+    update memory m set superseded_by = null, valid = tstzrange(lower(m.valid), null), updated_at = now()
+     where m.superseded_by = any (p_memories) and not (m.id = any (p_memories));
+    -- Term statistics: take the doomed memories out before their text goes.
+    if exists (select 1 from corpus_stat) then
+        v_terms := _forget_terms(p_memories || array(select k.row_key::bigint from _registered(p_observations, 'memory') k));
+    end if;
+    -- Corrections an erased observation justified: the surviving memories return to their earlier
+    -- text. What the undone corrections wrote (kept texts, evidence, links) is registered against
+    -- that observation and goes with the projections.
+    return v_terms || _undo_corrections(
+        array(select u.m from unnest(p_undo_memories) u(m) where not (u.m = any (p_memories)) order by u.m),
+        array(select u.r from unnest(p_undo_memories, p_undo_revisions) u(m, r)
+               where not (u.m = any (p_memories)) order by u.m),
+        p_memories);
+end
+$$;
+comment on function __tenant__._release_doomed_memories(bigint[], bigint[], bigint[], integer[]) is
+    'Internal: before erased memories go, what they superseded is current again, their terms leave the statistics, and corrections they justified are undone; the terms to check.';
+
+create or replace function __tenant__._doomed_facts(p_observations bigint[], p_selector jsonb)
+returns bigint[]
+language sql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    -- Registered against an erased observation, pieces that a doomed assertion split off an older
+    -- fact (rebuilt by _reinstate_facts), facts only an erased peer could see (like their private
+    -- memories), and facts from their perspective.
+    with recursive doomed (id) as (
+        select d.row_key::bigint from projection_dependency d
+         where d.kind = 'fact' and d.observation_id = any (p_observations)
+        union
+        select f.id from fact f
+         where p_selector ? 'peer' and _peer_id(p_selector ->> 'peer', 'erased') in (f.audience_peer_id, f.observer_peer_id)
+        union
+        select f.id from fact f join doomed x on f.split_by = x.id
+    )
+    select coalesce(array_agg(distinct id), '{}') from doomed
+$$;
+comment on function __tenant__._doomed_facts(bigint[], jsonb) is 'Internal: the facts an erasure deletes.';
+
+create or replace function __tenant__._erasure_keys(p_kind text, p_registered text[], p_selector jsonb,
+                                                    p_memories bigint[], p_facts bigint[])
+returns text[]
+language sql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    -- Beside the rows registered against an erased observation, the rows of a kind that go with a
+    -- doomed memory or fact, or with an erased peer.
+    select case p_kind
+        when 'memory' then
+            array(select distinct k from unnest(p_registered || array(select x::text from unnest(p_memories) x)) k)
+        when 'memory_link' then
+            -- links of doomed memories, and links into them from memories that are doomed too
+            array(select distinct k from unnest(p_registered || array(
+                    select l.id::text from memory_link l
+                     where l.memory_id = any (p_memories) or l.target_memory_id = any (p_memories))) k)
+        when 'memory_revision' then
+            p_registered || array(select r.memory_id || ':' || r.revision from memory_revision r
+                                   where r.memory_id = any (p_memories))
+        when 'memory_correction_evidence' then
+            p_registered || array(select c.id::text from memory_correction_evidence c
+                                   where c.memory_id = any (p_memories))
+        when 'memory_embedding' then
+            p_registered || array(select x::text from unnest(p_memories) x)
+        when 'duplicate_decision' then
+            -- decisions about a doomed memory (their reason may speak of it)
+            p_registered || array(select d.id::text from duplicate_decision d
+                                   where d.memory_low = any (p_memories) or d.memory_high = any (p_memories))
+        when 'work_task' then
+            p_registered || array(select t.id::text from work_task t
+                                   where p_selector ? 'peer'
+                                     and t.observer_id = _peer_id(p_selector ->> 'peer', 'erased'))
+        when 'fact_evidence' then
+            array(select distinct k from unnest(p_registered || array(
+                    select x.id::text from fact_evidence x where x.fact_id = any (p_facts))) k)
+        when 'fact' then
+            array(select distinct k from unnest(p_registered || array(select x::text from unnest(p_facts) x)) k)
+        else p_registered
+    end
+$$;
+comment on function __tenant__._erasure_keys(text, text[], jsonb, bigint[], bigint[]) is
+    'Internal: the row keys of one projection kind that an erasure deletes.';
+
+create or replace function __tenant__._erase_projections(p_observations bigint[], p_selector jsonb,
+                                                         p_memories bigint[], p_facts bigint[])
+returns jsonb
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_kind projection_kind;
+    v_keys text[];
+    v_count bigint;
+    v_erased jsonb := '{}';
+begin
+    for v_kind in select * from projection_kind order by delete_order, kind loop
+        v_keys := _erasure_keys(v_kind.kind, array(
+            select distinct d.row_key from projection_dependency d
+             where d.kind = v_kind.kind and d.observation_id = any (p_observations)), p_selector, p_memories, p_facts);
+        if v_kind.kept_while is not null then
+            execute format('select array(select k from unnest($1) k where not exists '
+                           '(select 1 from %I t where %s and (%s)))',
+                           v_kind.table_name, _registry_key_match(v_kind.key_expression, 'k', false),
+                           v_kind.kept_while)
+              into v_keys using v_keys;
+        end if;
+        execute format('delete from %I t where %s', v_kind.table_name,
+                       _registry_key_match(v_kind.key_expression, '$1', true)) using v_keys;
+        get diagnostics v_count = row_count;
+        v_erased := v_erased || jsonb_build_object(v_kind.kind, v_count);
+        -- Only rows that are gone leave the registry: one that a delete missed
+        -- stays registered, so the residual counts it.
+        execute format('delete from projection_dependency d where d.kind = $1 and d.row_key = any ($2) '
+                       'and not exists (select 1 from %I t where %s)', v_kind.table_name,
+                       _registry_key_match(v_kind.key_expression, 'd.row_key', false))
+          using v_kind.kind, v_keys;
+    end loop;
+    return v_erased;
+end
+$$;
+comment on function __tenant__._erase_projections(bigint[], jsonb, bigint[], bigint[]) is
+    'Internal: erasure deletes each projection kind in its registry order; the rows deleted, per kind.';
+
+create or replace function __tenant__._reinstate_facts(p_facts bigint[])
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_fact fact;
+begin
+    -- Each reinstated fact's surviving valid time (what no current value now covers) becomes a
+    -- current fact again, with its evidence.
+    for v_fact in select * from fact f where f.id = any (p_facts) order by f.id loop
+        perform _fact_pieces(v_fact, tstzmultirange(v_fact.valid) - coalesce(
+            (select range_agg(c.valid) from fact c
+              where c.subject_id = v_fact.subject_id and c.predicate = v_fact.predicate and c.single_valued
+                and upper_inf(c.known) and coalesce(c.observer_peer_id, 0) = coalesce(v_fact.observer_peer_id, 0)),
+            '{}'::tstzmultirange), null, null);
+    end loop;
+end
+$$;
+comment on function __tenant__._reinstate_facts(bigint[]) is
+    'Internal: older facts that an erased assertion closed are believed again, for the valid time nothing current covers.';
+
+create or replace function __tenant__._drop_absorbed_aliases(p_absorbed bigint[], p_absorbed_into bigint[],
+                                                           p_absorbed_names text[])
+returns bigint
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_count bigint;
+begin
+    -- Entities merged into another that the erasure deleted: the survivor answered to their names
+    -- as aliases, which go with them.
+    with gone as (
+        select u.keep, u.name from unnest(p_absorbed, p_absorbed_into, p_absorbed_names) u(id, keep, name)
+         where not exists (select 1 from entity e where e.id = u.id))
+    update entity k
+       set aliases = array(select a from unnest(k.aliases) a
+                            where not (a = any (array(select g.name from gone g where g.keep = k.id))) order by a)
+     where k.id in (select g.keep from gone g)
+       and k.aliases && array(select g.name from gone g where g.keep = k.id);
+    get diagnostics v_count = row_count;
+    return v_count;
+end
+$$;
+comment on function __tenant__._drop_absorbed_aliases(bigint[], bigint[], text[]) is
+    'Internal: erasure takes the names of deleted merged entities off the aliases of the entities they merged into.';
+
+create or replace function __tenant__._erasure_residual(p_observations bigint[])
+returns jsonb
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_kind projection_kind;
+    v_count bigint;
+    v_residual jsonb := '{}';
+begin
+    -- Before the registry forgets the erased observations: rows of each kind registered against an
+    -- erased observation that still stand although nothing surviving needs them.
+    for v_kind in select * from projection_kind order by kind loop
+        execute format($q$
+            select count(distinct d.row_key) from projection_dependency d
+             where d.kind = $1 and d.observation_id = any ($2)
+               and exists (select 1 from %I t where %s and not (%s))$q$,
+            v_kind.table_name, _registry_key_match(v_kind.key_expression, 'd.row_key', false),
+            coalesce(v_kind.kept_while, 'false'))
+          into v_count using v_kind.kind, p_observations;
+        v_residual := v_residual || jsonb_build_object(v_kind.kind, v_count);
+    end loop;
+    return v_residual;
+end
+$$;
+comment on function __tenant__._erasure_residual(bigint[]) is
+    'Internal: per projection kind, the rows an erasure should have deleted that still stand.';
+
+create or replace function __tenant__._term_residual(p_terms text[])
+returns bigint
+language sql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    -- A term of an erased memory that no surviving live memory uses. Checked afresh: the witness row
+    -- is re-read, and only a term without a valid witness costs an index probe.
+    select count(*) from term_stat t
+     where t.term = any (p_terms)
+       and not exists (select 1 from memory w
+                        where w.id = t.witness_memory_id
+                          and w.superseded_by is null and w.invalidated_at is null
+                          and w.tsv @@ quote_literal(t.term)::tsquery)
+       and not exists (select 1 from memory m where m.tsv @@ quote_literal(t.term)::tsquery
+                         and m.superseded_by is null and m.invalidated_at is null)
+$$;
+comment on function __tenant__._term_residual(text[]) is
+    'Internal: the term statistics an erasure left behind that no surviving memory justifies.';
+
+create or replace function __tenant__._erase_words(p_selector jsonb, p_absorbed bigint[], p_absorbed_into bigint[],
+                                                   p_absorbed_names text[], out o_erased jsonb, out o_residual jsonb)
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_subject text := case when p_selector ? 'data_subject' then p_selector ->> 'data_subject' end;
+    v_scope text := case when p_selector ? 'scope' then p_selector ->> 'scope' end;
+    v_peer bigint;
+    v_count bigint;
+begin
+    -- Words written without an observation: names, metadata, aliases.
+    if p_selector ? 'peer' then
+        -- The peer row stays (other rows name it as author) but loses its name and metadata.
+        v_peer := _peer_id(p_selector ->> 'peer', 'erased');
+        update peer p set name = _erased_peer_name(p.id), metadata = '{}', data_subject_ids = '{}'
+         where p.id = v_peer;
+    else
+        update peer p set name = _erased_peer_name(p.id), metadata = '{}', data_subject_ids = '{}'
+         where p.data_subject_ids @> array[v_subject];
+    end if;
+    get diagnostics v_count = row_count;
+    o_erased := jsonb_build_object('peer', v_count);
+    if v_scope is null then
+        update session s set name = null, turn_log = null, metadata = '{}', data_subject_ids = '{}'
+         where s.data_subject_ids @> array[v_subject];
+    else
+        update session s set name = null, turn_log = null, metadata = '{}', data_subject_ids = '{}'
+         where s.scope = v_scope and (s.name is not null or s.turn_log is not null or s.metadata <> '{}');
+    end if;
+    get diagnostics v_count = row_count;
+    o_erased := o_erased || jsonb_build_object('session', v_count);
+    with said as (
+        select distinct x.entity_id, x.alias from entity_alias_subject x where x.data_subject_id = v_subject
+    ), stripped as (
+        update entity e
+           set aliases = array(select a from unnest(e.aliases) a
+                                where not exists (select 1 from said w where w.entity_id = e.id and w.alias = a)
+                                order by a)
+         where e.id in (select w.entity_id from said w)
+    ), forgotten as (
+        -- the same alias from other subjects goes too: the words are gone
+        delete from entity_alias_subject x using said w where x.entity_id = w.entity_id and x.alias = w.alias
+    )
+    select count(*) into v_count from said;
+    o_erased := o_erased || jsonb_build_object('entity_alias', v_count);
+    o_residual := jsonb_build_object(
+        'peer', (select count(*) from peer p where p.data_subject_ids @> array[v_subject])
+              + (select count(*) from peer p
+                  where p.id = v_peer and (p.name <> _erased_peer_name(p.id) or p.metadata <> '{}')),
+        'session', (select count(*) from session s where s.data_subject_ids @> array[v_subject])
+                 + (select count(*) from session s
+                     where s.scope = v_scope and (s.name is not null or s.turn_log is not null or s.metadata <> '{}')),
+        'entity_alias', (select count(*) from entity_alias_subject x where x.data_subject_id = v_subject)
+                      + (select count(*) from unnest(p_absorbed, p_absorbed_into, p_absorbed_names) u(id, keep, name)
+                          join entity k on k.id = u.keep
+                         where u.name = any (k.aliases) and not exists (select 1 from entity e where e.id = u.id)));
+end
+$$;
+comment on function __tenant__._erase_words(jsonb, bigint[], bigint[], text[]) is
+    'Internal: erasure strips the words kept outside observations (peer and session names, metadata, aliases); the counts erased and left.';
+
+create or replace function __tenant__._erasure_tables_touched()
+returns text[]
+language sql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    -- Where erased values may linger in planner statistics and dead rows: the tables this
+    -- transaction deleted or updated rows in (a partition counts as its partitioned table, whose
+    -- statistics cover it). Without track_counts there is no such count, and every table is listed.
+    select coalesce(array_agg(distinct c.relname::text order by c.relname::text), '{}')
+      from pg_class t
+      join pg_stat_xact_all_tables s on s.relid = t.oid
+      join pg_class c on c.oid = coalesce(pg_partition_root(t.oid), t.oid)
+     where t.relnamespace = '__tenant__'::regnamespace and t.relkind = 'r'
+       and c.relname not in ('erasure_request', 'schema_migration', 'function_ledger')
+       and (s.n_tup_upd + s.n_tup_del > 0 or not current_setting('track_counts')::boolean)
+$$;
+comment on function __tenant__._erasure_tables_touched() is
+    'Internal: the tables this transaction changed rows in, for the erasure receipt.';
+
 create or replace function __tenant__._erase(p_actor text, p_selector jsonb, p_reason text, p_requested_by text)
 returns __tenant__.erasure_request
 language plpgsql
@@ -217,40 +642,25 @@ declare
     v_request erasure_request;
     v_observations bigint[];
     v_memories bigint[];
-    v_kind projection_kind;
-    v_keys text[];
-    v_count bigint;
-    v_erased jsonb := '{}';
-    v_residual jsonb := '{}';
-    v_terms text[] := '{}';
     v_facts bigint[];
     v_reinstate bigint[];
-    v_fact fact;
-    v_piece tstzrange;
-    v_new_fact bigint;
+    v_erased jsonb;
+    v_residual jsonb;
+    v_terms text[];
     v_undo_memories bigint[];
     v_undo_revisions integer[];
     v_earlier_text_lost bigint[];
     v_neighbours bigint[];
-    v_unembedded bigint[];
+    v_unembedded integer;
     v_absorbed bigint[];
     v_absorbed_into bigint[];
     v_absorbed_names text[];
-    v_aliases bigint := 0;
-    v_subject text := case when p_selector ? 'data_subject' then p_selector ->> 'data_subject' end;
-    v_scope text := case when p_selector ? 'scope' then p_selector ->> 'scope' end;
-    v_peer bigint;
-    v_touched text[];
+    v_words_erased jsonb;
+    v_words_left jsonb;
+    v_aliases bigint;
     v_count_observations bigint;
 begin
-    if p_actor is null or _trim(p_actor) = '' or char_length(p_actor) > 200 then
-        perform _fail('PR107', format('an erasure names who runs it (1 to 200 characters), not %s',
-                                      coalesce(quote_literal(left(p_actor, 40)), 'NULL')),
-                      'Pass the administrator or process, e.g. erase(''dpo@example.org'', ...).');
-    end if;
-    perform _check_reason(p_reason, 'an erasure needs a reason', 'Say why, e.g. ''data subject request #123''.', 2000);
-    perform _check_length(p_requested_by, 'requested_by', 500);
-    perform _check_json_size(p_selector, 'an erasure selector', 4096);
+    perform _check_erasure_request(p_actor, p_selector, p_reason, p_requested_by);
     v_observations := _selected_observations(p_selector);
     insert into erasure_request (selector, reason, requested_by, actor, actor_role)
     values (p_selector, _trim(p_reason), p_requested_by, _trim(p_actor), session_user)
@@ -267,227 +677,39 @@ begin
            coalesce(array_agg(u.memory_id) filter (where not u.restorable), '{}')
       into v_undo_memories, v_undo_revisions, v_earlier_text_lost
       from _corrections_to_undo(v_observations) u;
+    v_memories := _doomed_memories(v_observations, p_selector, v_earlier_text_lost);
+    select n.o_neighbours, n.o_unembedded into v_neighbours, v_unembedded
+      from _unembed_neighbours(v_observations, v_memories) n;
 
-    -- Memories to delete: registered against an erased observation, private to an
-    -- erased peer, or derived (at any depth) from one of those.
-    with recursive doomed (id) as (
-        select d.row_key::bigint from projection_dependency d
-         where d.kind = 'memory' and d.observation_id = any (v_observations)
-        union
-        select x from unnest(v_earlier_text_lost) x
-        union
-        select m.id from memory m
-         where p_selector ? 'peer' and m.audience_peer_id = _peer_id(p_selector ->> 'peer', 'erased')
-        union
-        select m.id from memory m
-         where p_selector ? 'peer' and m.observer_peer_id = _peer_id(p_selector ->> 'peer', 'erased')
-        union
-        select l.memory_id from memory_link l join doomed x on l.target_memory_id = x.id
-         where l.link_type = 'derived_from'
-    )
-    select coalesce(array_agg(distinct id), '{}') into v_memories from doomed;
+    v_terms := _release_doomed_memories(v_observations, v_memories, v_undo_memories, v_undo_revisions);
 
-    -- Vectors of surviving memories whose embedded text held an erased turn
-    -- (the neighbours rule above): deleted, and queued again at a new
-    -- generation. Read while the erased observations still exist. Queued
-    -- first: the upsert waits for a worker storing a vector for one of them
-    -- to commit, so the delete after it sees that vector; a worker that
-    -- stores later holds a stale generation and stores nothing.
-    v_neighbours := array(select x from unnest(_memories_embedding_turns(v_observations)) x
-                           where not (x = any (v_memories)) order by x);
-    insert into embedding_job as j (memory_id)
-    select m.id from memory m
-     where m.id = any (v_neighbours) and m.superseded_by is null and m.invalidated_at is null
-       and (exists (select 1 from embedding_job q where q.memory_id = m.id)
-            -- input version 1 is title and body alone
-            or exists (select 1 from memory_embedding me where me.memory_id = m.id and me.input_version <> 1))
-     order by m.id
-    on conflict (memory_id) do update
-        set generation = j.generation + 1, enqueued_at = clock_timestamp(), leased_by = null, lease_until = null;
-    if found then
-        perform _notify('embed');
-    end if;
-    with gone as (
-        delete from memory_embedding me where me.memory_id = any (v_neighbours) and me.input_version <> 1
-        returning me.memory_id)
-    select coalesce(array_agg(g.memory_id order by g.memory_id), '{}') into v_unembedded from gone g;
-    delete from projection_dependency d
-     where d.kind = 'memory_embedding' and d.row_key = any (array(select x::text from unnest(v_unembedded) x));
-    v_erased := v_erased || jsonb_build_object('embedding_input', cardinality(v_unembedded));
-
-    -- What they superseded is current again (unless it is being erased too).
-    update memory m set superseded_by = null, valid = tstzrange(lower(m.valid), null), updated_at = now()
-     where m.superseded_by = any (v_memories) and not (m.id = any (v_memories));
-
-    -- Term statistics: take the doomed memories out before their text goes.
-    if exists (select 1 from corpus_stat) then
-        v_terms := _forget_terms(v_memories || array(
-            select d.row_key::bigint from projection_dependency d
-             where d.kind = 'memory' and d.observation_id = any (v_observations)));
-    end if;
-
-    -- Corrections an erased observation justified: the surviving memories
-    -- return to their earlier text. What the undone corrections wrote (kept
-    -- texts, evidence, links) is registered against that observation and goes
-    -- in the walk below.
-    v_terms := v_terms || _undo_corrections(
-        array(select u.m from unnest(v_undo_memories) u(m) where not (u.m = any (v_memories)) order by u.m),
-        array(select u.r from unnest(v_undo_memories, v_undo_revisions) u(m, r)
-               where not (u.m = any (v_memories)) order by u.m),
-        v_memories);
-    v_erased := v_erased || jsonb_build_object('memories_reverted',
-        (select count(*) from unnest(v_undo_memories) u(m) where not (u.m = any (v_memories))));
-
-    -- Facts to delete: registered against an erased observation, pieces
-    -- that a doomed assertion split off an older fact (rebuilt below), or the
-    -- perspective of an erased peer.
-    with recursive doomed (id) as (
-        select d.row_key::bigint from projection_dependency d
-         where d.kind = 'fact' and d.observation_id = any (v_observations)
-        union
-        -- facts only an erased peer could see (like their private memories), and
-        -- facts from their perspective
-        select f.id from fact f
-         where p_selector ? 'peer' and _peer_id(p_selector ->> 'peer', 'erased') in (f.audience_peer_id, f.observer_peer_id)
-        union
-        select f.id from fact f join doomed x on f.split_by = x.id
-    )
-    select coalesce(array_agg(distinct id), '{}') into v_facts from doomed;
+    v_facts := _doomed_facts(v_observations, p_selector);
     -- Older facts that a doomed assertion closed: what they said is believed again.
     v_reinstate := array(select f.id from fact f where f.closed_by = any (v_facts) and not (f.id = any (v_facts)));
-
-    -- Entities merged into another that the walk below may delete: the
-    -- survivor answers to their names as aliases, which go with them.
+    -- Entities merged into another that the projections may delete (their names are aliases).
     select coalesce(array_agg(e.id order by e.id), '{}'), coalesce(array_agg(e.merged_into order by e.id), '{}'),
            coalesce(array_agg(e.normalized_name order by e.id), '{}')
       into v_absorbed, v_absorbed_into, v_absorbed_names
-      from entity e
-     where e.merged_into is not null
-       and e.id in (select d.row_key::bigint from projection_dependency d
-                     where d.kind = 'entity' and d.observation_id = any (v_observations));
+      from entity e join _registered(v_observations, 'entity') k on k.row_key = e.id::text
+     where e.merged_into is not null;
 
-    for v_kind in select * from projection_kind order by delete_order, kind loop
-        v_keys := array(select distinct d.row_key from projection_dependency d
-                         where d.kind = v_kind.kind and d.observation_id = any (v_observations));
-        if v_kind.kind = 'memory' then
-            v_keys := array(select distinct k from unnest(v_keys || array(select x::text from unnest(v_memories) x)) k);
-        elsif v_kind.kind = 'memory_link' then
-            -- links of doomed memories, and links into them from memories that are doomed too
-            v_keys := array(select distinct k from unnest(v_keys || array(
-                        select l.id::text from memory_link l
-                         where l.memory_id = any (v_memories) or l.target_memory_id = any (v_memories))) k);
-        elsif v_kind.kind = 'memory_revision' then
-            v_keys := v_keys || array(select r.memory_id || ':' || r.revision from memory_revision r
-                                       where r.memory_id = any (v_memories));
-        elsif v_kind.kind = 'memory_correction_evidence' then
-            v_keys := v_keys || array(select c.id::text from memory_correction_evidence c
-                                       where c.memory_id = any (v_memories));
-        elsif v_kind.kind = 'memory_embedding' then
-            v_keys := v_keys || array(select x::text from unnest(v_memories) x);
-        elsif v_kind.kind = 'duplicate_decision' then
-            -- decisions about a doomed memory (their reason may speak of it)
-            v_keys := v_keys || array(select d.id::text from duplicate_decision d
-                                       where d.memory_low = any (v_memories) or d.memory_high = any (v_memories));
-        elsif v_kind.kind = 'work_task' and p_selector ? 'peer' then
-            v_keys := v_keys || array(select t.id::text from work_task t
-                                       where t.observer_id = _peer_id(p_selector ->> 'peer', 'erased'));
-        elsif v_kind.kind = 'fact_evidence' then
-            v_keys := array(select distinct k from unnest(v_keys || array(
-                        select x.id::text from fact_evidence x where x.fact_id = any (v_facts))) k);
-        elsif v_kind.kind = 'fact' then
-            v_keys := array(select distinct k from unnest(v_keys || array(select x::text from unnest(v_facts) x)) k);
-        end if;
-        if v_kind.kept_while is not null then
-            execute format('select array(select k from unnest($1) k where not exists '
-                           '(select 1 from %I t where %s and (%s)))',
-                           v_kind.table_name, _registry_key_match(v_kind.key_expression, 'k', false),
-                           v_kind.kept_while)
-              into v_keys using v_keys;
-        end if;
-        execute format('delete from %I t where %s', v_kind.table_name,
-                       _registry_key_match(v_kind.key_expression, '$1', true)) using v_keys;
-        get diagnostics v_count = row_count;
-        v_erased := v_erased || jsonb_build_object(v_kind.kind, v_count);
-        -- Only rows that are gone leave the registry: one that a delete missed
-        -- stays registered, so the residual below counts it.
-        execute format('delete from projection_dependency d where d.kind = $1 and d.row_key = any ($2) '
-                       'and not exists (select 1 from %I t where %s)', v_kind.table_name,
-                       _registry_key_match(v_kind.key_expression, 'd.row_key', false))
-          using v_kind.kind, v_keys;
-    end loop;
-
-    -- Rebuild: each reinstated fact's surviving valid time (what no current
-    -- value now covers) becomes a current fact again, with its evidence.
-    for v_fact in select * from fact f where f.id = any (v_reinstate) order by f.id loop
-        for v_piece in
-            select p from unnest(tstzmultirange(v_fact.valid) - coalesce(
-                (select range_agg(c.valid) from fact c
-                  where c.subject_id = v_fact.subject_id and c.predicate = v_fact.predicate and c.single_valued
-                    and upper_inf(c.known) and coalesce(c.observer_peer_id, 0) = coalesce(v_fact.observer_peer_id, 0)),
-                '{}'::tstzmultirange)) p
-        loop
-            insert into fact (scope, subject_id, predicate, single_valued, object_id, object_value, statement, valid,
-                              known, confidence, salience, observer_peer_id, audience_peer_id, purposes, asserted_by,
-                              split_from)
-            values (v_fact.scope, v_fact.subject_id, v_fact.predicate, v_fact.single_valued, v_fact.object_id,
-                    v_fact.object_value, v_fact.statement, v_piece, tstzrange(clock_timestamp(), null),
-                    v_fact.confidence, v_fact.salience, v_fact.observer_peer_id, v_fact.audience_peer_id,
-                    v_fact.purposes, v_fact.asserted_by, v_fact.id)
-            returning id into v_new_fact;
-            insert into fact_evidence (fact_id, observation_id, byte_start, byte_end, quote)
-            select v_new_fact, x.observation_id, x.byte_start, x.byte_end, x.quote from fact_evidence x
-             where x.fact_id = v_fact.id;
-            perform _register_fact(v_new_fact, array(select distinct x.observation_id from fact_evidence x
-                                                      where x.fact_id = v_fact.id));
-        end loop;
-    end loop;
+    v_erased := jsonb_build_object('embedding_input', v_unembedded, 'memories_reverted',
+                    (select count(*) from unnest(v_undo_memories) u(m) where not (u.m = any (v_memories))))
+                || _erase_projections(v_observations, p_selector, v_memories, v_facts);
+    perform _reinstate_facts(v_reinstate);
+    v_aliases := _drop_absorbed_aliases(v_absorbed, v_absorbed_into, v_absorbed_names);
     v_erased := v_erased || jsonb_build_object('facts_reinstated', cardinality(v_reinstate));
 
-    with gone as (
-        select u.keep, u.name from unnest(v_absorbed, v_absorbed_into, v_absorbed_names) u(id, keep, name)
-         where not exists (select 1 from entity e where e.id = u.id))
-    update entity k
-       set aliases = array(select a from unnest(k.aliases) a
-                            where not (a = any (array(select g.name from gone g where g.keep = k.id))) order by a)
-     where k.id in (select g.keep from gone g)
-       and k.aliases && array(select g.name from gone g where g.keep = k.id);
-    get diagnostics v_aliases = row_count;
-
-    -- The residual, before the registry forgets the erased observations: rows
-    -- of each kind registered against an erased observation that still stand
-    -- although nothing surviving needs them.
-    for v_kind in select * from projection_kind order by kind loop
-        execute format($q$
-            select count(distinct d.row_key) from projection_dependency d
-             where d.kind = $1 and d.observation_id = any ($2)
-               and exists (select 1 from %I t where %s and not (%s))$q$,
-            v_kind.table_name, _registry_key_match(v_kind.key_expression, 'd.row_key', false),
-            coalesce(v_kind.kept_while, 'false'))
-          into v_count using v_kind.kind, v_observations;
-        v_residual := v_residual || jsonb_build_object(v_kind.kind, v_count);
-    end loop;
-
+    v_residual := _erasure_residual(v_observations);
     -- Working representations: no item derived from an erased observation stays.
     v_erased := v_erased || jsonb_build_object('working_representation', _scrub_working_representations(
         v_observations, case when p_selector ? 'peer' then _peer_id(p_selector ->> 'peer', 'erased') end));
-    v_residual := v_residual || jsonb_build_object('working_representation',
-        (select count(*) from session_peer sp where _working_cites(sp.working_representation, v_observations)));
-
-    -- Statistics: a term of an erased memory that no surviving live memory uses.
-    -- Checked afresh: the witness row is re-read, and only a term without a
-    -- valid witness costs an index probe.
-    v_residual := v_residual || jsonb_build_object('embedding_input',
-        (select count(*) from memory_embedding me where me.memory_id = any (v_neighbours) and me.input_version <> 1));
-
-    v_residual := v_residual || jsonb_build_object('term_stat',
-        (select count(*) from term_stat t
-          where t.term = any (v_terms)
-            and not exists (select 1 from memory w
-                             where w.id = t.witness_memory_id
-                               and w.superseded_by is null and w.invalidated_at is null
-                               and w.tsv @@ quote_literal(t.term)::tsquery)
-            and not exists (select 1 from memory m where m.tsv @@ quote_literal(t.term)::tsquery
-                              and m.superseded_by is null and m.invalidated_at is null)));
+    v_residual := v_residual || jsonb_build_object(
+        'working_representation',
+        (select count(*) from session_peer sp where _working_cites(sp.working_representation, v_observations)),
+        'embedding_input',
+        (select count(*) from memory_embedding me where me.memory_id = any (v_neighbours) and me.input_version <> 1),
+        'term_stat', _term_residual(v_terms));
 
     -- Entities kept because surviving memories still name them lose only
     -- their registry rows for the erased observations.
@@ -496,70 +718,14 @@ begin
     get diagnostics v_count_observations = row_count;
     v_residual := v_residual || jsonb_build_object('observation',
         (select count(*) from observation o where o.id = any (v_observations)));
-
-    -- Words written without an observation (the subject rule above).
-    if p_selector ? 'peer' then
-        -- The peer row stays (other rows name it as author) but loses its name and metadata.
-        v_peer := _peer_id(p_selector ->> 'peer', 'erased');
-        update peer p set name = _erased_peer_name(p.id), metadata = '{}', data_subject_ids = '{}'
-         where p.id = v_peer;
-    else
-        update peer p set name = _erased_peer_name(p.id), metadata = '{}', data_subject_ids = '{}'
-         where p.data_subject_ids @> array[v_subject];
-    end if;
-    get diagnostics v_count = row_count;
-    v_erased := v_erased || jsonb_build_object('peer', v_count);
-    if v_scope is null then
-        update session s set name = null, turn_log = null, metadata = '{}', data_subject_ids = '{}'
-         where s.data_subject_ids @> array[v_subject];
-    else
-        update session s set name = null, turn_log = null, metadata = '{}', data_subject_ids = '{}'
-         where s.scope = v_scope and (s.name is not null or s.turn_log is not null or s.metadata <> '{}');
-    end if;
-    get diagnostics v_count = row_count;
-    v_erased := v_erased || jsonb_build_object('session', v_count);
-    with said as (
-        select distinct x.entity_id, x.alias from entity_alias_subject x where x.data_subject_id = v_subject
-    ), stripped as (
-        update entity e
-           set aliases = array(select a from unnest(e.aliases) a
-                                where not exists (select 1 from said w where w.entity_id = e.id and w.alias = a)
-                                order by a)
-         where e.id in (select w.entity_id from said w)
-    ), forgotten as (
-        -- the same alias from other subjects goes too: the words are gone
-        delete from entity_alias_subject x using said w where x.entity_id = w.entity_id and x.alias = w.alias
-    )
-    select count(*) into v_count from said;
-    v_erased := v_erased || jsonb_build_object('entity_alias', v_aliases + v_count);
-
-    v_residual := v_residual || jsonb_build_object(
-        'peer', (select count(*) from peer p where p.data_subject_ids @> array[v_subject])
-              + (select count(*) from peer p
-                  where p.id = v_peer and (p.name <> _erased_peer_name(p.id) or p.metadata <> '{}')),
-        'session', (select count(*) from session s where s.data_subject_ids @> array[v_subject])
-                 + (select count(*) from session s
-                     where s.scope = v_scope and (s.name is not null or s.turn_log is not null or s.metadata <> '{}')),
-        'entity_alias', (select count(*) from entity_alias_subject x where x.data_subject_id = v_subject)
-                      + (select count(*) from unnest(v_absorbed, v_absorbed_into, v_absorbed_names) u(id, keep, name)
-                          join entity k on k.id = u.keep
-                         where u.name = any (k.aliases) and not exists (select 1 from entity e where e.id = u.id)));
-
-    -- Where erased values may linger in planner statistics and dead rows: the
-    -- tables this transaction deleted or updated rows in (a partition counts
-    -- as its partitioned table, whose statistics cover it). Without
-    -- track_counts there is no such count, and every table is listed.
-    select coalesce(array_agg(distinct c.relname::text order by c.relname::text), '{}') into v_touched
-      from pg_class t
-      join pg_stat_xact_all_tables s on s.relid = t.oid
-      join pg_class c on c.oid = coalesce(pg_partition_root(t.oid), t.oid)
-     where t.relnamespace = '__tenant__'::regnamespace and t.relkind = 'r'
-       and c.relname not in ('erasure_request', 'schema_migration', 'function_ledger')
-       and (s.n_tup_upd + s.n_tup_del > 0 or not current_setting('track_counts')::boolean);
+    select w.o_erased || jsonb_build_object('entity_alias', v_aliases + (w.o_erased ->> 'entity_alias')::bigint),
+           w.o_residual into v_words_erased, v_words_left
+      from _erase_words(p_selector, v_absorbed, v_absorbed_into, v_absorbed_names) w;
 
     update erasure_request r
-       set completed_at = clock_timestamp(), observations_erased = v_count_observations, rows_erased = v_erased,
-           residual = v_residual, tables_touched = v_touched
+       set completed_at = clock_timestamp(), observations_erased = v_count_observations,
+           rows_erased = v_erased || v_words_erased, residual = v_residual || v_words_left,
+           tables_touched = _erasure_tables_touched()
      where r.id = v_request.id
     returning * into v_request;
     return v_request;

@@ -188,6 +188,186 @@ comment on function __tenant__.assert_fact(text, text[], text, text, text, text,
                                            double precision, text, text, text[], text, text) is
     'Asserts a fact with verbatim evidence; a single-valued predicate''s overlapping current value is closed and split, never overwritten.';
 
+create or replace function __tenant__._check_fact_fields(p_predicate text, p_subject text, p_object text,
+                                                         p_statement text, p_subject_type text, p_object_type text,
+                                                         p_confidence double precision, p_valid_from timestamptz,
+                                                         p_valid_to timestamptz)
+returns __tenant__.predicate
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_pred predicate;
+begin
+    select * into v_pred from predicate pr where pr.name = p_predicate;
+    if v_pred.name is null then
+        perform _fail('PR111', format('unknown predicate %s', coalesce(quote_literal(p_predicate), 'NULL')),
+                      'predicates() lists the ontology; extend it with INSERT INTO predicate.');
+    end if;
+    perform _check_text(p_subject, 'subject', 200, p_blank => 'the subject and the object of a fact must not be empty');
+    perform _check_text(p_object, 'object', case when v_pred.object_type = 'entity' then 200 else 1000 end,
+                        p_blank => 'the subject and the object of a fact must not be empty');
+    if p_statement is not null then
+        perform _check_text(p_statement, 'statement', 2000);
+    end if;
+    perform _check_length(p_subject_type, 'subject type', 200);
+    perform _check_length(p_object_type, 'object type', 200);
+    if p_confidence is null then
+        perform _fail('PR107', 'confidence must be between 0 and 1, not NULL');
+    end if;
+    perform _check_confidence(p_confidence);
+    perform _check_time(p_valid_from, 'valid_from');
+    perform _check_time(p_valid_to, 'valid_to');
+    return v_pred;
+end
+$$;
+comment on function __tenant__._check_fact_fields(text, text, text, text, text, text, double precision, timestamptz,
+                                                  timestamptz) is
+    'Internal: the predicate of a fact, or PR111/PR107/PR150/PR151/PR152 naming the field of an assertion that is wrong.';
+
+create or replace function __tenant__._fact_evidence(p_scope text, p_evidence jsonb, p_subject text,
+                                                     p_valid_from timestamptz, p_valid_to timestamptz,
+                                                     out o_observations bigint[], out o_starts integer[],
+                                                     out o_ends integer[], out o_quotes text[], out o_valid tstzrange)
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_from timestamptz;
+    v_not_only_assistant boolean;
+begin
+    -- Evidence first: every span checked before anything is written.
+    select array_agg(e.observation_id order by e.n), array_agg(e.byte_start order by e.n),
+           array_agg(e.byte_end order by e.n), array_agg(e.quote order by e.n),
+           bool_or(e.source_role <> 'assistant'), min(e.occurred_at)
+      into o_observations, o_starts, o_ends, o_quotes, v_not_only_assistant, v_from
+      from _evidence_spans(p_scope, p_evidence) with ordinality as e(observation_id, byte_start, byte_end, quote,
+                                                                     source_role, occurred_at, n);
+    v_from := coalesce(p_valid_from, v_from);
+    if p_valid_to is not null and p_valid_to <= v_from then
+        perform _fail('PR152', format('the valid range [%s, %s) is empty', v_from, p_valid_to),
+                      'valid_to must be later than valid_from (which defaults to when the evidence was said).');
+    end if;
+    o_valid := tstzrange(v_from, p_valid_to);
+
+    -- What an assistant said about a person is not that person's fact.
+    if not v_not_only_assistant and _names_human_peer(p_scope, p_subject) then
+        perform _fail('PR113', format('%s is a human peer and every quote for this fact was spoken by an assistant',
+                                      quote_literal(p_subject)),
+                      'A fact about a person needs evidence that is not only the assistant''s word (e.g. what they said).');
+    end if;
+
+end
+$$;
+comment on function __tenant__._fact_evidence(text, jsonb, text, timestamptz, timestamptz) is
+    'Internal: an assertion''s evidence spans, checked (PR108/PR110/PR113), and its valid range (PR152 when empty).';
+
+create or replace function __tenant__._add_fact_evidence(p_fact bigint, p_subject bigint, p_object bigint,
+                                                         p_observations bigint[], p_starts integer[], p_ends integer[],
+                                                         p_quotes text[])
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    -- The evidence (a confirmation adds only spans not already cited), and
+    -- what the entities, the fact and each new evidence row derive from, in
+    -- one statement: per-row statements were a third of an assertion's time.
+    with added as (
+        insert into fact_evidence (fact_id, observation_id, byte_start, byte_end, quote)
+        select p_fact, e.o, e.s, e.e, e.q from unnest(p_observations, p_starts, p_ends, p_quotes) e(o, s, e, q)
+         where not exists (select 1 from fact_evidence x where x.fact_id = p_fact
+                              and x.observation_id = e.o and x.byte_start = e.s and x.byte_end = e.e)
+        returning id, observation_id)
+    insert into projection_dependency (kind, row_key, observation_id)
+    select 'fact_evidence', a.id::text, a.observation_id from added a
+    union all
+    select k.kind, k.row_key, o
+      from (values ('entity', p_subject::text), ('entity', p_object::text), ('fact', p_fact::text)) k(kind, row_key),
+           unnest(array(select distinct x from unnest(p_observations) x order by x)) o
+     where k.row_key is not null
+    on conflict do nothing;
+
+end
+$$;
+comment on function __tenant__._add_fact_evidence(bigint, bigint, bigint, bigint[], integer[], integer[], text[]) is
+    'Internal: a fact''s new evidence rows, and what its entities, the fact and that evidence derive from.';
+
+-- One piece of an old fact's valid range, believed again as a new current fact with the old one's
+-- evidence: what a closing assertion left outside its range (split_by names it), or what an erased
+-- assertion had closed (split_by NULL). Known from p_known_from, or from now when NULL.
+create or replace function __tenant__._fact_pieces(p_old __tenant__.fact, p_pieces tstzmultirange,
+                                                   p_known_from timestamptz, p_split_by bigint)
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_piece tstzrange;
+    v_part bigint;
+begin
+    for v_piece in select p from unnest(p_pieces) p loop
+        insert into fact (scope, subject_id, predicate, single_valued, object_id, object_value, statement, valid,
+                          known, confidence, salience, observer_peer_id, audience_peer_id, purposes, asserted_by,
+                          split_from, split_by)
+        values (p_old.scope, p_old.subject_id, p_old.predicate, p_old.single_valued, p_old.object_id,
+                p_old.object_value, p_old.statement, v_piece, tstzrange(coalesce(p_known_from, clock_timestamp()), null),
+                p_old.confidence, p_old.salience, p_old.observer_peer_id, p_old.audience_peer_id, p_old.purposes,
+                p_old.asserted_by, p_old.id, p_split_by)
+        returning id into v_part;
+        insert into fact_evidence (fact_id, observation_id, byte_start, byte_end, quote)
+        select v_part, x.observation_id, x.byte_start, x.byte_end, x.quote from fact_evidence x where x.fact_id = p_old.id;
+        perform _register_fact(v_part, array(select distinct x.observation_id from fact_evidence x where x.fact_id = p_old.id));
+    end loop;
+end
+$$;
+comment on function __tenant__._fact_pieces(__tenant__.fact, tstzmultirange, timestamptz, bigint) is
+    'Internal: the given pieces of an old fact''s valid range become current facts again, with its evidence.';
+
+create or replace function __tenant__._split_closed_facts(p_closed bigint[], p_fact bigint, p_valid tstzrange,
+                                                          p_now timestamptz)
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_old fact;
+begin
+    -- What the closed facts said outside the new valid range is still believed:
+    -- each surviving piece is a new current fact with the old one's evidence.
+    for v_old in select * from fact f where f.id = any (p_closed) order by f.id loop
+        update fact f set closed_by = p_fact where f.id = v_old.id;
+        perform _fact_pieces(v_old, tstzmultirange(v_old.valid) - tstzmultirange(p_valid), p_now, p_fact);
+    end loop;
+end
+$$;
+comment on function __tenant__._split_closed_facts(bigint[], bigint, tstzrange, timestamptz) is
+    'Internal: what facts closed by a new one said outside its valid range stays believed, as new current facts.';
+
+create or replace function __tenant__._close_overlapping_facts(p_subject bigint, p_predicate text, p_observer bigint,
+                                                              p_valid tstzrange, p_now timestamptz)
+returns bigint[]
+language sql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    -- A single value at a time: close every current fact the new one overlaps.
+    with closed as (
+        update fact f set known = tstzrange(lower(f.known), p_now)
+         where f.subject_id = p_subject and f.predicate = p_predicate and f.single_valued
+           and upper_inf(f.known) and coalesce(f.observer_peer_id, 0) = coalesce(p_observer, 0)
+           and f.valid && p_valid
+        returning f.id)
+    select coalesce(array_agg(id order by id), '{}') from closed
+$$;
+comment on function __tenant__._close_overlapping_facts(bigint, text, bigint, tstzrange, timestamptz) is
+    'Internal: a single-valued predicate''s current facts that a new valid range overlaps stop being believed now; their ids.';
+
 -- Its statements (and its helpers') are planned once per session, not per
 -- call: re-made custom plans were ~20% of a fact's server time.
 create or replace function __tenant__._assert_fact(
@@ -219,8 +399,6 @@ declare
     v_purposes text[];
     v_pred predicate;
     v_valid tstzrange;
-    v_from timestamptz;
-    v_observations bigint[];
     v_subject bigint;
     v_object bigint;
     v_object_value text;
@@ -228,59 +406,20 @@ declare
     v_existing bigint;
     v_fact bigint;      -- the confirmed or the new fact
     v_closed bigint[] := '{}';
-    v_old fact;
-    v_piece tstzrange;
-    v_part bigint;
     v_ev_obs bigint[];
     v_ev_start integer[];
     v_ev_end integer[];
     v_ev_quote text[];
-    v_not_only_assistant boolean;
 begin
     perform set_config('plan_cache_mode', 'force_generic_plan', true);
-    select * into v_pred from predicate pr where pr.name = p_predicate;
-    if v_pred.name is null then
-        perform _fail('PR111', format('unknown predicate %s', coalesce(quote_literal(p_predicate), 'NULL')),
-                      'predicates() lists the ontology; extend it with INSERT INTO predicate.');
-    end if;
-    perform _check_text(p_subject, 'subject', 200, p_blank => 'the subject and the object of a fact must not be empty');
-    perform _check_text(p_object, 'object', case when v_pred.object_type = 'entity' then 200 else 1000 end,
-                        p_blank => 'the subject and the object of a fact must not be empty');
-    if p_statement is not null then
-        perform _check_text(p_statement, 'statement', 2000);
-    end if;
-    perform _check_length(p_subject_type, 'subject type', 200);
-    perform _check_length(p_object_type, 'object type', 200);
-    if p_confidence is null then
-        perform _fail('PR107', 'confidence must be between 0 and 1, not NULL');
-    end if;
-    perform _check_confidence(p_confidence);
-    perform _check_time(p_valid_from, 'valid_from');
-    perform _check_time(p_valid_to, 'valid_to');
-    v_purposes := case when p_purposes is null then array['act', 'converse', 'personalize', 'review']
+    v_pred := _check_fact_fields(p_predicate, p_subject, p_object, p_statement, p_subject_type, p_object_type,
+                                 p_confidence, p_valid_from, p_valid_to);
+    v_purposes := case when p_purposes is null then array(select p from unnest(_purposes()) p order by p)
                        else _check_purposes(p_purposes) end;
-
     -- Evidence first: every span checked before anything is written.
-    select array_agg(e.observation_id order by e.n), array_agg(e.byte_start order by e.n),
-           array_agg(e.byte_end order by e.n), array_agg(e.quote order by e.n),
-           bool_or(e.source_role <> 'assistant'), min(e.occurred_at)
-      into v_ev_obs, v_ev_start, v_ev_end, v_ev_quote, v_not_only_assistant, v_from
-      from _evidence_spans(p_scope, p_evidence) with ordinality as e(observation_id, byte_start, byte_end, quote,
-                                                                     source_role, occurred_at, n);
-    v_observations := array(select distinct o from unnest(v_ev_obs) o order by o);
-    v_from := coalesce(p_valid_from, v_from);
-    if p_valid_to is not null and p_valid_to <= v_from then
-        perform _fail('PR152', format('the valid range [%s, %s) is empty', v_from, p_valid_to),
-                      'valid_to must be later than valid_from (which defaults to when the evidence was said).');
-    end if;
-    v_valid := tstzrange(v_from, p_valid_to);
-
-    -- What an assistant said about a person is not that person's fact.
-    if not v_not_only_assistant and _names_human_peer(p_scope, p_subject) then
-        perform _fail('PR113', format('%s is a human peer and every quote for this fact was spoken by an assistant',
-                                      quote_literal(p_subject)),
-                      'A fact about a person needs evidence that is not only the assistant''s word (e.g. what they said).');
-    end if;
+    select e.o_observations, e.o_starts, e.o_ends, e.o_quotes, e.o_valid
+      into v_ev_obs, v_ev_start, v_ev_end, v_ev_quote, v_valid
+      from _fact_evidence(p_scope, p_evidence, p_subject, p_valid_from, p_valid_to) e;
 
     -- One assertion per subject at a time, so conflicting writers queue up
     -- and each sees what the previous one asserted.
@@ -308,15 +447,8 @@ begin
         v_fact := v_existing;
         update fact f set salience = f.salience + 1 where f.id = v_existing;
     else
-        -- A single value at a time: close every current fact the new one overlaps.
         if v_pred.single_valued then
-            with closed as (
-                update fact f set known = tstzrange(lower(f.known), v_now)
-                 where f.subject_id = v_subject and f.predicate = v_pred.name and f.single_valued
-                   and upper_inf(f.known) and coalesce(f.observer_peer_id, 0) = coalesce(v_observer, 0)
-                   and f.valid && v_valid
-                returning f.id)
-            select coalesce(array_agg(id order by id), '{}') into v_closed from closed;
+            v_closed := _close_overlapping_facts(v_subject, v_pred.name, v_observer, v_valid, v_now);
         end if;
         insert into fact (scope, subject_id, predicate, single_valued, object_id, object_value, statement, valid,
                           known, confidence, salience, observer_peer_id, audience_peer_id, purposes, asserted_by)
@@ -327,43 +459,9 @@ begin
         returning id into v_fact;
     end if;
 
-    -- The evidence (a confirmation adds only spans not already cited), and
-    -- what the entities, the fact and each new evidence row derive from, in
-    -- one statement: per-row statements were a third of an assertion's time.
-    with added as (
-        insert into fact_evidence (fact_id, observation_id, byte_start, byte_end, quote)
-        select v_fact, e.o, e.s, e.e, e.q from unnest(v_ev_obs, v_ev_start, v_ev_end, v_ev_quote) e(o, s, e, q)
-         where not exists (select 1 from fact_evidence x where x.fact_id = v_fact
-                              and x.observation_id = e.o and x.byte_start = e.s and x.byte_end = e.e)
-        returning id, observation_id)
-    insert into projection_dependency (kind, row_key, observation_id)
-    select 'fact_evidence', a.id::text, a.observation_id from added a
-    union all
-    select k.kind, k.row_key, o
-      from (values ('entity', v_subject::text), ('entity', v_object::text), ('fact', v_fact::text)) k(kind, row_key),
-           unnest(v_observations) o
-     where k.row_key is not null
-    on conflict do nothing;
-
-    -- What the closed facts said outside the new valid range is still believed:
-    -- each surviving piece is a new current fact with the old one's evidence.
+    perform _add_fact_evidence(v_fact, v_subject, v_object, v_ev_obs, v_ev_start, v_ev_end, v_ev_quote);
     if cardinality(v_closed) > 0 then  -- most assertions close nothing: no statement to run
-        for v_old in select * from fact f where f.id = any (v_closed) order by f.id loop
-            update fact f set closed_by = v_fact where f.id = v_old.id;
-            for v_piece in select p from unnest(tstzmultirange(v_old.valid) - tstzmultirange(v_valid)) p loop
-                insert into fact (scope, subject_id, predicate, single_valued, object_id, object_value, statement, valid,
-                                  known, confidence, salience, observer_peer_id, audience_peer_id, purposes, asserted_by,
-                                  split_from, split_by)
-                values (v_old.scope, v_old.subject_id, v_old.predicate, v_old.single_valued, v_old.object_id,
-                        v_old.object_value, v_old.statement, v_piece, tstzrange(v_now, null), v_old.confidence,
-                        v_old.salience, v_old.observer_peer_id, v_old.audience_peer_id, v_old.purposes, v_old.asserted_by,
-                        v_old.id, v_fact)
-                returning id into v_part;
-                insert into fact_evidence (fact_id, observation_id, byte_start, byte_end, quote)
-                select v_part, x.observation_id, x.byte_start, x.byte_end, x.quote from fact_evidence x where x.fact_id = v_old.id;
-                perform _register_fact(v_part, array(select distinct x.observation_id from fact_evidence x where x.fact_id = v_old.id));
-            end loop;
-        end loop;
+        perform _split_closed_facts(v_closed, v_fact, v_valid, v_now);
     end if;
     perform set_config('plan_cache_mode', v_saved_plan_mode, true);
     return query select v_fact, case when v_existing is not null then 'confirmed'

@@ -18,6 +18,42 @@
 --     decode to exactly the passage's text.
 -- Changing the sizes applies to observations appended afterwards.
 
+create or replace function __tenant__._passage_pieces(p_body text, p_target integer)
+returns table (t text, len integer, at_char integer, at_byte integer, para boolean, whole boolean)
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    -- Sentences (each with the whitespace after it), the long ones cut into
+    -- pieces; together they are the whole body, in order.
+    with sentence as (
+        select m[1] as t, n
+          from regexp_matches(p_body,
+                 $re$(?:[^.!?…\n]|[.!?…](?!\s|$))+[.!?…]*["'’”)\]]*\s*|\s+|[.!?…]+["'’”)\]]*\s*$re$, 'g')
+               with ordinality as s(m, n)
+    ), piece as (
+        select s.n, 0::bigint as k, 0 as i, s.t, true as whole from sentence s where char_length(s.t) <= p_target
+        union all
+        -- a sentence longer than the target: its words, and a word longer than
+        -- the target in pieces of the target's length
+        select s.n, w.k, g.i, substr(w.m[1], g.i * p_target + 1, p_target), false
+          from sentence s
+         cross join lateral regexp_matches(s.t, '[^[:space:]]+[[:space:]]*|[[:space:]]+', 'g') with ordinality as w(m, k)
+         cross join lateral generate_series(0, (char_length(w.m[1]) - 1) / p_target) as g(i)
+         where char_length(s.t) > p_target
+    ), placed as (
+        select p.t, char_length(p.t) as len,
+               coalesce(sum(char_length(p.t)) over w, 0)::integer as at_char,
+               coalesce(sum(octet_length(p.t)) over w, 0)::integer as at_byte,
+               p.t ~ E'\\n[ \\t\\r\\f\\v]*\\n' as para, p.whole, p.n, p.k, p.i
+          from piece p
+        window w as (order by p.n, p.k, p.i rows between unbounded preceding and 1 preceding)
+    )
+    select x.t, x.len, x.at_char, x.at_byte, x.para, x.whole from placed x order by x.n, x.k, x.i
+$$;
+comment on function __tenant__._passage_pieces(text, integer) is
+    'Internal: a text as its sentences in order (long ones cut at words, long words at the target length), each with where it starts.';
+
 create or replace function __tenant__._passage_spans(p_body text, p_max integer, p_target integer, p_overlap integer)
 returns table (ordinal integer, start_byte integer, end_byte integer, body text)
 language plpgsql immutable
@@ -54,36 +90,10 @@ begin
         return next;
         return;
     end if;
-    -- Sentences (each with the whitespace after it), the long ones cut into
-    -- pieces; together they are the whole body, in order.
-    with sentence as (
-        select m[1] as t, n
-          from regexp_matches(p_body,
-                 $re$(?:[^.!?…\n]|[.!?…](?!\s|$))+[.!?…]*["'’”)\]]*\s*|\s+|[.!?…]+["'’”)\]]*\s*$re$, 'g')
-               with ordinality as s(m, n)
-    ), piece as (
-        select s.n, 0::bigint as k, 0 as i, s.t, true as whole from sentence s where char_length(s.t) <= p_target
-        union all
-        -- a sentence longer than the target: its words, and a word longer than
-        -- the target in pieces of the target's length
-        select s.n, w.k, g.i, substr(w.m[1], g.i * p_target + 1, p_target), false
-          from sentence s
-         cross join lateral regexp_matches(s.t, '[^[:space:]]+[[:space:]]*|[[:space:]]+', 'g') with ordinality as w(m, k)
-         cross join lateral generate_series(0, (char_length(w.m[1]) - 1) / p_target) as g(i)
-         where char_length(s.t) > p_target
-    ), placed as (
-        select p.t, char_length(p.t) as len,
-               coalesce(sum(char_length(p.t)) over w, 0)::integer as at_char,
-               coalesce(sum(octet_length(p.t)) over w, 0)::integer as at_byte,
-               p.t ~ E'\\n[ \\t\\r\\f\\v]*\\n' as para, p.whole, p.n, p.k, p.i
-          from piece p
-        window w as (order by p.n, p.k, p.i rows between unbounded preceding and 1 preceding)
-    )
-    select array_agg(x.t order by x.n, x.k, x.i), array_agg(x.len order by x.n, x.k, x.i),
-           array_agg(x.at_char order by x.n, x.k, x.i), array_agg(x.at_byte order by x.n, x.k, x.i),
-           array_agg(x.para order by x.n, x.k, x.i), array_agg(x.whole order by x.n, x.k, x.i)
+    select array_agg(x.t order by x.n), array_agg(x.len order by x.n), array_agg(x.at_char order by x.n),
+           array_agg(x.at_byte order by x.n), array_agg(x.para order by x.n), array_agg(x.whole order by x.n)
       into v_text, v_len, v_char, v_byte, v_para, v_whole
-      from placed x;
+      from _passage_pieces(p_body, p_target) with ordinality as x(t, len, at_char, at_byte, para, whole, n);
     v_n := coalesce(cardinality(v_text), 0);
     while v_i <= v_n loop
         v_j := v_i;

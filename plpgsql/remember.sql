@@ -85,24 +85,18 @@ $$;
 comment on function __tenant__._memory_items(jsonb) is
     'Internal: remember items from JSON, numbered from 1; kind defaults to note and confidence to 1.';
 
--- Its statements are planned once per session, not per call: the custom plan
--- of the one statement that writes a batch (five inserts) was re-made on every
--- remember(), ~15% of its server time.
-create or replace function __tenant__._remember_batch(p_principal_id bigint, p_scope text, p_items jsonb)
-returns table (ordinal integer, memory_id bigint, status text, reason text)
+create or replace function __tenant__._check_memory_items(p_items jsonb)
+returns void
 language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-#variable_conflict use_column
 declare
-    v_saved_plan_mode text := current_setting('plan_cache_mode');
     v_max_bytes bigint := (_setting_value('max_memory_bytes') #>> '{}')::bigint;
     v_many boolean := jsonb_array_length(p_items) > 1;
     v_bad record;
     v_where text;
 begin
-    perform set_config('plan_cache_mode', 'force_generic_plan', true);
     perform _check_keys(p_items, array['body', 'evidence', 'purposes', 'audience', 'kind', 'title', 'confidence',
                                        'about', 'observer', 'widening_reason'], 'item');
     begin
@@ -115,13 +109,14 @@ begin
                       'Evidence offsets are positive integers below 2^63.');
     end;
 
+
     -- Validate every item before anything is written; the first problem wins.
     select x.ord, x.problem, x.detail into v_bad
       from (
         select i.ord,
                case
                  when i.purposes is null or cardinality(i.purposes) = 0 then 'PR102'
-                 when not (i.purposes <@ array['converse', 'act', 'personalize', 'review']) then 'PR102'
+                 when not (i.purposes <@ _purposes()) then 'PR102'
                  when i.kind is null or i.kind not in ('note', 'fact', 'decision', 'summary') then 'PR107'
                  when i.confidence is null or not _confidence_ok(i.confidence) then 'PR150'
                  when octet_length(i.body) > v_max_bytes then 'PR151'
@@ -134,10 +129,9 @@ begin
                end as problem,
                case
                  when i.purposes is null or cardinality(i.purposes) = 0 then 'the set of purposes is empty'
-                 when not (i.purposes <@ array['converse', 'act', 'personalize', 'review']) then
+                 when not (i.purposes <@ _purposes()) then
                       format('unknown purpose %s', (select quote_nullable(p) from unnest(i.purposes) p
-                                                     where p is null or p not in ('converse', 'act', 'personalize', 'review')
-                                                     limit 1))
+                                                     where p is null or not (p = any (_purposes())) limit 1))
                  when i.kind is null or i.kind not in ('note', 'fact', 'decision', 'summary') then
                       format('memory kind %s is not one of note, fact, decision, summary', quote_nullable(i.kind))
                  when i.confidence is null or not _confidence_ok(i.confidence) then
@@ -164,11 +158,26 @@ begin
         v_where := case when v_many then format(' (item %s)', v_bad.ord) else '' end;
         perform _fail(v_bad.problem, v_bad.detail || v_where,
                       case v_bad.problem
-                          when 'PR102' then 'A purpose is one of converse, act, personalize, review.'
+                          when 'PR102' then format('A purpose is one of %s.', array_to_string(_purposes(), ', '))
                           when 'PR101' then 'Create it first with add_peer(name, kind).'
                           else null end);
     end if;
 
+end
+$$;
+comment on function __tenant__._check_memory_items(jsonb) is
+    'Internal: PR101/PR102/PR107/PR150/PR151 for the first remember item (in order) whose fields are wrong.';
+
+create or replace function __tenant__._check_memory_evidence(p_principal_id bigint, p_scope text, p_items jsonb)
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_many boolean := jsonb_array_length(p_items) > 1;
+    v_bad record;
+begin
     -- Evidence must exist in the scope, and the principal must be able to see
     -- it (for items that are not no-ops): a turn it may not see is reported
     -- like one that does not exist. One index probe per offset ("limit 1"
@@ -212,12 +221,22 @@ begin
                       'widen it on purpose with a widening reason (kept with it and shown in its provenance).');
     end if;
 
-    -- Two writers must not both add the same text to a scope: lock each text.
-    perform _lock('remember', array(
-        select p_scope || ':' || md5(lower(regexp_replace(_trim(i.body), '[[:space:]]+', ' ', 'g')))
-          from jsonb_to_recordset(p_items) as i(body text) where i.body is not null));
+end
+$$;
+comment on function __tenant__._check_memory_evidence(bigint, text, jsonb) is
+    'Internal: PR109 unless each remember item cites turns of the scope the principal may see; PR116 if it would reach more peers than they, unwidened.';
 
-    return query
+create or replace function __tenant__._remember_placed(p_scope text, p_items jsonb)
+returns table (ord integer, body text, evidence bigint[], purposes text[], audience_id bigint, kind text, title text,
+               confidence double precision, about text[], observer_id bigint, widening_reason text, text_key text,
+               noop text, existing_id bigint, first_ord integer)
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+rows 10
+as $$
+    -- Each item as it will be written: cleaned, why it is a no-op (if it is), the live memory of the
+    -- same text and audience it duplicates, and the first item of the batch with that text.
     with items as (
         select i.ord, _trim(coalesce(i.body, '')) as body, i.evidence,
                array(select distinct p from unnest(i.purposes) p order by p) as purposes,
@@ -250,6 +269,37 @@ begin
                min(j.ord) filter (where j.noop is null)
                    over (partition by j.text_key, j.audience_id, j.observer_id) as first_ord
           from judged j
+    )
+    select * from placed
+$$;
+comment on function __tenant__._remember_placed(text, jsonb) is
+    'Internal: remember items judged (no-op or not) and placed against the scope''s live memories and each other.';
+
+-- Its statements are planned once per session, not per call: the custom plan
+-- of the one statement that writes a batch (five inserts) was re-made on every
+-- remember(), ~15% of its server time.
+create or replace function __tenant__._remember_batch(p_principal_id bigint, p_scope text, p_items jsonb)
+returns table (ordinal integer, memory_id bigint, status text, reason text)
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    v_saved_plan_mode text := current_setting('plan_cache_mode');
+begin
+    perform set_config('plan_cache_mode', 'force_generic_plan', true);
+    -- Validate every item before anything is written; the first problem wins.
+    perform _check_memory_items(p_items);
+    perform _check_memory_evidence(p_principal_id, p_scope, p_items);
+    -- Two writers must not both add the same text to a scope: lock each text.
+    perform _lock('remember', array(
+        select p_scope || ':' || md5(lower(regexp_replace(_trim(i.body), '[[:space:]]+', ' ', 'g')))
+          from jsonb_to_recordset(p_items) as i(body text) where i.body is not null));
+
+    return query
+    with placed as (
+        select * from _remember_placed(p_scope, p_items)
     ), numbered as (
         -- ordered, so that ids follow the items' order
         select o.* from (

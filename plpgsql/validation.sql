@@ -108,6 +108,20 @@ end
 $$;
 comment on function __tenant__._check_write_scope(text, text[]) is 'Internal: PR103 unless the scope written is authorised.';
 
+-- The four purposes a memory or fact may be used for: the one definition of the closed set. The
+-- memory and fact tables' CHECK constraints (migrations 0003, 0008) spell the same four, and
+-- tests/test_purposes.py holds them, and Python's pgrecall.purposes.PURPOSES, to this function.
+create or replace function __tenant__._purposes()
+returns text[]
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select array['converse', 'act', 'personalize', 'review']
+$$;
+comment on function __tenant__._purposes() is
+    'Internal: the four purposes (converse, act, personalize, review), in the order help texts list them.';
+
 create or replace function __tenant__._check_purpose(p_purpose text)
 returns text
 language plpgsql immutable
@@ -115,9 +129,9 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 begin
-    if p_purpose is null or not (p_purpose = any (array['converse', 'act', 'personalize', 'review'])) then
+    if p_purpose is null or not (p_purpose = any (_purposes())) then
         perform _fail('PR102', format('unknown purpose %s', coalesce(quote_literal(p_purpose), 'NULL')),
-                      'A purpose is one of converse, act, personalize, review.');
+                      format('A purpose is one of %s.', array_to_string(_purposes(), ', ')));
     end if;
     return p_purpose;
 end
@@ -135,7 +149,8 @@ declare
 begin
     if p_purposes is null or cardinality(p_purposes) = 0 then
         perform _fail('PR102', 'the set of purposes is empty',
-                      'Say what the memory may be used for: converse, act, personalize and/or review.');
+                      format('Say what the memory may be used for: %s and/or %s.',
+                             array_to_string(trim_array(_purposes(), 1), ', '), (_purposes())[cardinality(_purposes())]));
     end if;
     foreach v_purpose in array p_purposes loop
         perform _check_purpose(v_purpose);

@@ -611,6 +611,37 @@ $$;
 comment on function pgrecall.drop_tenant(text) is
     'Drops tenant p_name: its schema with all data, its registry row, and its roles unless another database uses them.';
 
+-- What the caller lacks to flush an erasure (nothing for a superuser).
+create or replace function pgrecall._flush_rights_missing(p_tenant text)
+returns text[]
+language plpgsql stable
+set search_path = pg_catalog
+as $$
+declare
+    v_missing text[] := '{}';
+begin
+    if not (select r.rolsuper from pg_roles r where r.rolname = current_user) then
+        if current_setting('server_version_num')::int < 170000 then
+            v_missing := v_missing || 'superuser (PostgreSQL 17 adds pg_maintain, which would do)'::text;
+        elsif not has_table_privilege('pg_catalog.pg_statistic', 'MAINTAIN') then
+            v_missing := v_missing || 'MAINTAIN on pg_statistic (the pg_maintain role)'::text;
+        end if;
+        if not pg_has_role('pg_checkpoint', 'USAGE') then
+            v_missing := v_missing || 'the pg_checkpoint role'::text;
+        end if;
+        if not has_function_privilege('pg_catalog.pg_switch_wal()', 'EXECUTE') then
+            v_missing := v_missing || 'EXECUTE on pg_switch_wal()'::text;
+        end if;
+        if not has_table_privilege(format('%I.erasure_request', p_tenant), 'UPDATE') then
+            v_missing := v_missing || format('UPDATE on %I.erasure_request (the tenant''s installer)', p_tenant);
+        end if;
+    end if;
+    return v_missing;
+end
+$$;
+comment on function pgrecall._flush_rights_missing(text) is
+    'Internal: the rights the current role lacks to run flush_erasure() for the tenant, each named.';
+
 -- The operator's part of forgetting down to the bytes, after the tenant's
 -- admin rewrote the tables an erasure touched (<tenant>.rewrite_erased):
 --   1. pg_statistic is rewritten (CLUSTER): ANALYZE replaced the statistics
@@ -634,7 +665,7 @@ set search_path = pg_catalog
 as $$
 declare
     v_tenant pgrecall.tenant := pgrecall._require_tenant(p_tenant);
-    v_missing text[] := '{}';
+    v_missing text[];
     v_receipt record;
     v_redo pg_lsn;
     v_segment text;
@@ -642,22 +673,7 @@ declare
     v_slots text;
     v_replicas text;
 begin
-    if not (select r.rolsuper from pg_roles r where r.rolname = current_user) then
-        if current_setting('server_version_num')::int < 170000 then
-            v_missing := v_missing || 'superuser (PostgreSQL 17 adds pg_maintain, which would do)'::text;
-        elsif not has_table_privilege('pg_catalog.pg_statistic', 'MAINTAIN') then
-            v_missing := v_missing || 'MAINTAIN on pg_statistic (the pg_maintain role)'::text;
-        end if;
-        if not pg_has_role('pg_checkpoint', 'USAGE') then
-            v_missing := v_missing || 'the pg_checkpoint role'::text;
-        end if;
-        if not has_function_privilege('pg_catalog.pg_switch_wal()', 'EXECUTE') then
-            v_missing := v_missing || 'EXECUTE on pg_switch_wal()'::text;
-        end if;
-        if not has_table_privilege(format('%I.erasure_request', p_tenant), 'UPDATE') then
-            v_missing := v_missing || format('UPDATE on %I.erasure_request (the tenant''s installer)', p_tenant);
-        end if;
-    end if;
+    v_missing := pgrecall._flush_rights_missing(p_tenant);
     if cardinality(v_missing) > 0 then
         raise exception using errcode = 'PR013',
             message = format('role %s may not flush an erasure to disk: it lacks %s', current_user,

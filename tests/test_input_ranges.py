@@ -83,10 +83,19 @@ def test_confidence_that_a_real_cannot_hold_is_refused(app, db, confidence):
     assert table_counts(db) == before
 
 
-def test_small_but_storable_confidence_is_kept(app, db):
+@pytest.mark.parametrize("confidence", [1e-6, 1e-37])
+def test_small_but_storable_confidence_is_kept(app, db, confidence):
+    """Accepted is not enough: what is read back is the confidence given (as a real holds it), not 0 or 1."""
     conn, off, mid = app
-    conn.execute(f"select acme.remember({WHO}, 'default', 'a note', array[{off}]::bigint[], "
-                 "array['converse'], p_confidence => 1e-6)")
+    remembered, status, _ = conn.execute(
+        f"select * from acme.remember({WHO}, 'default', 'a note', array[{off}]::bigint[], "
+        "array['converse'], p_confidence => %s)", (confidence,)).fetchone()
+    assert status == "created"
+    derived = conn.execute(f"select acme.derive({WHO}, array[{mid}]::bigint[], 'a summary', p_confidence => %s)",
+                           (confidence,)).fetchone()[0]
+    for memory_id in (remembered, derived):
+        stored = db.execute("select confidence from acme.memory where id = %s", (memory_id,)).fetchone()[0]
+        assert stored == pytest.approx(confidence, rel=1e-6), memory_id
 
 
 @pytest.mark.parametrize("number", ["1e300", "9223372036854775808", "-1e300", "1.5", "\"7\""])

@@ -181,8 +181,10 @@ def test_erasure_residual_counts_a_passage_left_in_the_default_partition(db, con
     db.execute("create function acme.zz_keep() returns trigger language plpgsql as $$ begin return null; end $$")
     db.execute("create trigger zz_keep before delete on acme.passage_unprovisioned for each row "
                "execute function acme.zz_keep()")
-    with pytest.raises(Exception):  # the observation cannot go while its passage stands (foreign key)
+    with pytest.raises(psycopg.errors.ForeignKeyViolation) as refused:  # the passage stands: its observation stays
         db.execute("select acme.erase('dpo', '{\"data_subject\": \"s\"}', 'x')")
+    assert refused.value.diag.constraint_name == "passage_observation_id_fkey"
+    assert refused.value.diag.table_name == "passage"
     db.execute("alter table acme.passage drop constraint passage_observation_id_fkey")
     receipt = db.execute("select residual from acme.erase('dpo', '{\"data_subject\": \"s\"}', 'x')").fetchone()[0]
     assert receipt["passage"] == 1

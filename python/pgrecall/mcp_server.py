@@ -21,7 +21,7 @@ import os
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, TypeVar
 
 import psycopg
 from pydantic import Field
@@ -171,8 +171,7 @@ def build_server(agent: AgentMemory, *, preload: bool = True) -> "MCPServer":
     """The MCP server over ``agent``: nine tools, the bundle as a prompt and as resources. With
     ``preload``, the embedding model loads in the background once the server runs."""
     from mcp.server import MCPServer
-    from mcp.server.mcpserver.exceptions import ResourceError
-    from mcp.types import CallToolResult, ToolAnnotations
+    from mcp.types import ToolAnnotations
 
     @contextlib.asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[dict[str, Any]]:
@@ -192,10 +191,32 @@ def build_server(agent: AgentMemory, *, preload: bool = True) -> "MCPServer":
     writing = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
     revising = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
 
-    def tool(name: str, annotations: ToolAnnotations) -> Callable[[Tool], Tool]:
-        return server.tool(name=name, description=TOOL_DESCRIPTIONS[name].format(**who), annotations=annotations)
+    kinds = {"reading": reading, "writing": writing, "revising": revising}
 
-    @tool("recall", reading)
+    def tool(name: str, kind: str) -> Callable[[Tool], Tool]:
+        return server.tool(name=name, description=TOOL_DESCRIPTIONS[name].format(**who), annotations=kinds[kind])
+
+    # In the order a client lists them.
+    _add_memory_reading_tools(tool, agent)
+    _add_writing_tools(tool, agent)
+    _add_revising_tools(tool, agent)
+    _add_log_tools(tool, agent)
+    _add_bundle(server, agent)
+    return server
+
+
+
+class ToolMaker(Protocol):
+    """build_server's ``tool(name, kind)``: registers a tool with its description and annotations."""
+
+    def __call__(self, name: str, kind: str) -> Callable[[Tool], Tool]: ...
+
+
+def _add_memory_reading_tools(tool: ToolMaker, agent: AgentMemory) -> None:
+    """recall and read: what the principal may see of its memories."""
+    from mcp.types import CallToolResult
+
+    @tool("recall", "reading")
     def recall(
         query: Annotated[str, Field(description="what you want to know, in plain words")],
         limit: Annotated[int, Field(ge=1, le=50, description="at most this many rows")] = 10,
@@ -204,14 +225,19 @@ def build_server(agent: AgentMemory, *, preload: bool = True) -> "MCPServer":
     ) -> CallToolResult:
         return _answer(lambda: agent.recall(query, limit=limit, mode=mode, include_superseded=include_superseded))
 
-    @tool("read", reading)
+    @tool("read", "reading")
     def read(
         memory_id: MemoryId,
         include_superseded: Annotated[bool, Field(description="read it even if it was replaced")] = False,
     ) -> CallToolResult:
         return _answer(lambda: agent.read(memory_id, include_superseded=include_superseded))
 
-    @tool("remember", writing)
+
+def _add_writing_tools(tool: ToolMaker, agent: AgentMemory) -> None:
+    """remember and derive: new memories, from what was said or from other memories."""
+    from mcp.types import CallToolResult
+
+    @tool("remember", "writing")
     def remember(
         text: Annotated[str, Field(description="the memory: one self-contained statement, e.g. 'Ana is vegetarian'")],
         said: Said = None,
@@ -229,7 +255,7 @@ def build_server(agent: AgentMemory, *, preload: bool = True) -> "MCPServer":
         return _answer(lambda: agent.remember(text, said=said, evidence=evidence, purposes=purposes, private=private,
                                               kind=kind, title=title, about=about, scope=scope))
 
-    @tool("derive", writing)
+    @tool("derive", "writing")
     def derive(
         sources: Annotated[list[int], Field(min_length=1, description="ids of the memories it is drawn from")],
         text: Annotated[str, Field(description="the conclusion")],
@@ -239,7 +265,12 @@ def build_server(agent: AgentMemory, *, preload: bool = True) -> "MCPServer":
     ) -> CallToolResult:
         return _answer(lambda: agent.derive(sources, text, kind=kind, title=title, about=about))
 
-    @tool("correct", revising)
+
+def _add_revising_tools(tool: ToolMaker, agent: AgentMemory) -> None:
+    """correct, supersede and forget: changing a memory read at a revision."""
+    from mcp.types import CallToolResult
+
+    @tool("correct", "revising")
     def correct(
         memory_id: MemoryId,
         text: Annotated[str, Field(description="the corrected memory")],
@@ -252,7 +283,7 @@ def build_server(agent: AgentMemory, *, preload: bool = True) -> "MCPServer":
         return _answer(lambda: agent.correct(memory_id, text, revision=revision, said=said, evidence=evidence,
                                              reason=reason, title=title))
 
-    @tool("supersede", revising)
+    @tool("supersede", "revising")
     def supersede(
         memory_id: MemoryId,
         text: Annotated[str, Field(description="the new memory that replaces it")],
@@ -265,7 +296,7 @@ def build_server(agent: AgentMemory, *, preload: bool = True) -> "MCPServer":
         return _answer(lambda: agent.supersede(memory_id, text, revision=revision, said=said, evidence=evidence,
                                                title=title, about=about))
 
-    @tool("forget", revising)
+    @tool("forget", "revising")
     def forget(
         memory_id: MemoryId,
         reason: Annotated[str, Field(description="why, e.g. 'the user asked'")],
@@ -273,7 +304,12 @@ def build_server(agent: AgentMemory, *, preload: bool = True) -> "MCPServer":
     ) -> CallToolResult:
         return _answer(lambda: agent.forget(memory_id, reason=reason, revision=revision))
 
-    @tool("search_messages", reading)
+
+def _add_log_tools(tool: ToolMaker, agent: AgentMemory) -> None:
+    """search_messages and facts: what was said, and what is believed about an entity."""
+    from mcp.types import CallToolResult
+
+    @tool("search_messages", "reading")
     def search_messages(
         query: Annotated[str, Field(description="words to look for in what was said")],
         session_id: Annotated[int | None, Field(ge=1, description="only this session")] = None,
@@ -285,7 +321,7 @@ def build_server(agent: AgentMemory, *, preload: bool = True) -> "MCPServer":
         return _answer(lambda: agent.search_messages(query, session_id=session_id, sender=sender, limit=limit,
                                                      mode=mode))
 
-    @tool("facts", reading)
+    @tool("facts", "reading")
     def facts(
         subject: Annotated[str, Field(description="the entity's name or alias, e.g. 'Ana'")],
         predicate: Annotated[str | None, Field(description="one predicate, e.g. 'lives_in' (default: all)")] = None,
@@ -293,6 +329,11 @@ def build_server(agent: AgentMemory, *, preload: bool = True) -> "MCPServer":
         known_at: Annotated[datetime | None, Field(description="as believed at this time (default: now)")] = None,
     ) -> CallToolResult:
         return _answer(lambda: agent.facts(subject, predicate=predicate, valid_at=valid_at, known_at=known_at))
+
+
+def _add_bundle(server: "MCPServer", agent: AgentMemory) -> None:
+    """The bundle, as the session_start prompt and as two resources."""
+    from mcp.server.mcpserver.exceptions import ResourceError
 
     def bundle_or_error(session: int | None) -> str:
         try:
@@ -331,8 +372,6 @@ def build_server(agent: AgentMemory, *, preload: bool = True) -> "MCPServer":
                      mime_type="text/plain")
     def session_bundle_resource(session: str) -> str:
         return bundle_or_error(session_number(session))
-
-    return server
 
 
 @contextlib.contextmanager

@@ -31,6 +31,12 @@ from .. import errors
 if TYPE_CHECKING:  # the web stack is an extra: imported when an app is made
     from psycopg_pool import ConnectionPool
     from starlette.applications import Starlette
+    from starlette.datastructures import FormData
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from ..driver import Memory
 
 HERE = Path(__file__).resolve().parent
 COOKIE = "pgrecall_review"
@@ -93,6 +99,98 @@ def _when(value: datetime | str | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M %Z").strip()
 
 
+def _browser_id(request: Request) -> tuple[str, bool]:
+    """The browser's random id from its cookie, or a new one (True: set the cookie)."""
+    current = request.cookies.get(COOKIE, "")
+    if len(current) == 43 and current.replace("-", "").replace("_", "").isalnum():
+        return current, False
+    return secrets.token_urlsafe(32), True
+
+
+def _done_message(request: Request) -> str | None:
+    q = request.query_params
+    how, a, b = q.get("done"), q.get("a", ""), q.get("b", "")
+    if how not in DONE or not a.isdigit() or not b.isdigit():
+        return None
+    if how == "distinct":
+        return f"Memories {a} and {b}: kept both; this pair will not be proposed again unless one changes."
+    if how == "supersede":
+        return f"Memory {a} is superseded by memory {b}."
+    return f"Memory {a} is forgotten; memory {b} stays."
+
+
+def _refusal(request: Request, form: FormData, secret: bytes) -> str | None:
+    """Why a posted form is refused (another site's, or without this browser's CSRF token), or None."""
+    origin = request.headers.get("origin")
+    if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
+        return "this form was sent from another site"
+    ident = request.cookies.get(COOKIE)
+    token = form.get("csrf_token")
+    if not ident or not isinstance(token, str) or not hmac.compare_digest(token, _csrf_token(secret, ident)):
+        return "the form's CSRF token is missing or does not match this browser"
+    return None
+
+
+def _decision(form: FormData) -> tuple[str, int, int, int, int] | None:
+    """The decision a form asks for (decision, a, b, revision_a, revision_b: the retired memory first),
+    or None when the form is incomplete."""
+    try:
+        decision, retired = ACTIONS[str(form.get("decision"))]
+        a, b = int(str(form.get("a", ""))), int(str(form.get("b", "")))
+        revision_a, revision_b = int(str(form.get("revision_a", ""))), int(str(form.get("revision_b", "")))
+    except (KeyError, TypeError, ValueError):
+        return None
+    if retired == "b":  # the decision names the retired memory first
+        return decision, b, a, revision_b, revision_a
+    return decision, a, b, revision_a, revision_b
+
+
+def _open_memory(tenant: str, principal: str, scopes: Sequence[str], conninfo: str | None,
+                 pool: ConnectionPool[Any] | None) -> tuple[Memory, ConnectionPool[Any]]:
+    """The principal's memory on the caller's pool, or on a pool opened here (closed again if that fails)."""
+    from psycopg_pool import ConnectionPool
+
+    import pgrecall
+
+    from .. import db
+
+    owns_pool = pool is None
+    if pool is None:
+        pool = ConnectionPool(conninfo or db.tenant_conninfo(tenant, "app"), min_size=1, max_size=4,
+                              kwargs={"autocommit": True, "application_name": "pgrecall review"},
+                              configure=pgrecall.configure, open=True)
+    used: ConnectionPool[Any] = pool
+    try:
+        return pgrecall.connect(tenant=tenant, pool=used, principal=principal, scopes=scopes), used
+    except BaseException:
+        if owns_pool:
+            used.close()
+        raise
+
+
+async def _stylesheet(request: Request) -> Response:
+    from starlette.responses import FileResponse
+
+    return FileResponse(HERE / "static" / "review.css", media_type="text/css",
+                        headers={"X-Content-Type-Options": "nosniff"})
+
+
+def _starlette(routes: list[Route], allowed_hosts: Sequence[str], owned: ConnectionPool[Any] | None) -> Starlette:
+    """The app: its routes behind the trusted-host check; a pool it opened is closed when it stops."""
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        if owned is not None:
+            owned.close()
+
+    return Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))],
+                     lifespan=lifespan)
+
+
 def create_app(tenant: str, principal: str, scopes: Sequence[str], *, conninfo: str | None = None,
                pool: ConnectionPool[Any] | None = None, secret: bytes | None = None,
                allowed_hosts: Sequence[str] = ("127.0.0.1", "localhost"), limit: int = 20) -> Starlette:
@@ -105,50 +203,23 @@ def create_app(tenant: str, principal: str, scopes: Sequence[str], *, conninfo: 
 
     check_tenant_name(tenant)  # before anything is imported, opened or composed
     import jinja2
-    from psycopg_pool import ConnectionPool
-    from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
-    from starlette.middleware import Middleware
-    from starlette.middleware.trustedhost import TrustedHostMiddleware
-    from starlette.requests import Request
-    from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+    from starlette.responses import HTMLResponse, RedirectResponse
     from starlette.routing import Route
     from starlette.templating import Jinja2Templates
-
-    import pgrecall
-
-    from .. import db
 
     reviewer = Reviewer(tenant, principal, list(scopes))
     secret = secret or secrets.token_bytes(32)
     owns_pool = pool is None
-    if pool is None:
-        pool = ConnectionPool(conninfo or db.tenant_conninfo(tenant, "app"), min_size=1, max_size=4,
-                              kwargs={"autocommit": True, "application_name": "pgrecall review"},
-                              configure=pgrecall.configure, open=True)
-    used: ConnectionPool[Any] = pool
-    try:
-        memory = pgrecall.connect(tenant=tenant, pool=used, principal=principal, scopes=scopes)
-    except BaseException:
-        if owns_pool:
-            used.close()
-        raise
-
+    memory, used = _open_memory(tenant, principal, scopes, conninfo, pool)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined)
     env.filters["when"] = _when
     templates = Jinja2Templates(env=env)
 
-    def browser_id(request: Request) -> tuple[str, bool]:
-        """The browser's random id from its cookie, or a new one (True: set the cookie)."""
-        current = request.cookies.get(COOKIE, "")
-        if len(current) == 43 and current.replace("-", "").replace("_", "").isalnum():
-            return current, False
-        return secrets.token_urlsafe(32), True
-
     def page(request: Request, *, status: int = 200, error: str | None = None, hint: str | None = None,
              done: str | None = None) -> Response:
-        ident, new = browser_id(request)
+        ident, new = _browser_id(request)
         answer = memory.duplicate_proposals(limit=limit)
         response = templates.TemplateResponse(request, "review.html", {
             "who": reviewer, "pairs": answer.pairs, "meta": answer.meta, "csrf_token": _csrf_token(secret, ident),
@@ -158,43 +229,23 @@ def create_app(tenant: str, principal: str, scopes: Sequence[str], *, conninfo: 
             response.set_cookie(COOKIE, ident, httponly=True, samesite="strict", path="/")
         return response
 
-    def done_message(request: Request) -> str | None:
-        q = request.query_params
-        how, a, b = q.get("done"), q.get("a", ""), q.get("b", "")
-        if how not in DONE or not a.isdigit() or not b.isdigit():
-            return None
-        if how == "distinct":
-            return f"Memories {a} and {b}: kept both; this pair will not be proposed again unless one changes."
-        if how == "supersede":
-            return f"Memory {a} is superseded by memory {b}."
-        return f"Memory {a} is forgotten; memory {b} stays."
-
     async def index(request: Request) -> Response:
-        return await run_in_threadpool(page, request, done=done_message(request))
+        return await run_in_threadpool(page, request, done=_done_message(request))
 
     def refused(reason: str) -> Response:
         return HTMLResponse(templates.get_template("refused.html").render(reason=reason), status_code=403,
                             headers=SECURITY_HEADERS)
 
     async def decide(request: Request) -> Response:
-        origin = request.headers.get("origin")
-        if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
-            return refused("this form was sent from another site")
         form = await request.form()
-        ident = request.cookies.get(COOKIE)
-        token = form.get("csrf_token")
-        if not ident or not isinstance(token, str) or not hmac.compare_digest(token, _csrf_token(secret, ident)):
-            return refused("the form's CSRF token is missing or does not match this browser")
-        try:
-            action = ACTIONS[str(form.get("decision"))]
-            a, b = int(str(form.get("a", ""))), int(str(form.get("b", "")))
-            revision_a, revision_b = int(str(form.get("revision_a", ""))), int(str(form.get("revision_b", "")))
-        except (KeyError, TypeError, ValueError):
+        refusal = _refusal(request, form, secret)
+        if refusal is not None:
+            return refused(refusal)
+        chosen = _decision(form)
+        if chosen is None:
             return await run_in_threadpool(page, request, status=400,
                                            error="The form is incomplete: pick a decision on a pair.")
-        decision, retired = action
-        if retired == "b":  # the decision names the retired memory first
-            a, b, revision_a, revision_b = b, a, revision_b, revision_a
+        decision, a, b, revision_a, revision_b = chosen
         reason = str(form.get("reason", ""))
 
         def run() -> Response:
@@ -207,22 +258,8 @@ def create_app(tenant: str, principal: str, scopes: Sequence[str], *, conninfo: 
 
         return await run_in_threadpool(run)
 
-    async def stylesheet(request: Request) -> Response:
-        return FileResponse(HERE / "static" / "review.css", media_type="text/css",
-                            headers={"X-Content-Type-Options": "nosniff"})
-
-    @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        yield
-        if owns_pool:
-            used.close()
-
-    app = Starlette(
-        routes=[Route("/", index), Route("/decide", decide, methods=["POST"]),
-                Route("/review.css", stylesheet)],
-        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))],
-        lifespan=lifespan,
-    )
+    app = _starlette([Route("/", index), Route("/decide", decide, methods=["POST"]),
+                      Route("/review.css", _stylesheet)], allowed_hosts, used if owns_pool else None)
     app.state.memory = memory
     app.state.pool = pool
     return app
