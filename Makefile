@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: run driver test test-slow test-all check install-script bench bench-graph bench-erase eval eval-compare venv clean
+.PHONY: citus test-citus run driver test test-slow test-all check install-script bench bench-graph bench-erase eval eval-compare venv clean
 
 venv: $(STAMP)
 
@@ -56,6 +56,15 @@ test-slow: $(STAMP)
 	$(PYTEST) -m slow $(PYTEST_ARGS)
 
 test-all: test test-slow
+
+# Citus, built once from CITUS_TARBALL (default: the vendored citus-14.0.1 source) against the
+# embedded PostgreSQL, into .citus/<tarball sha256>-pg<major>/ (tools/build-citus; ~6 min on 2 cores).
+citus: $(STAMP)
+	CITUS_TARBALL="$(CITUS_TARBALL)" tools/build-citus
+
+# The core of the suite on a local Citus cluster (a coordinator and two workers): tests/test_citus.py.
+test-citus: citus
+	PGRECALL_TEST_CITUS=1 $(PY) -m pytest -n 0 tests/test_citus.py $(PYTEST_ARGS)
 
 # Not part of CI: measured on a quiet machine, results written under bench/results/
 # (latest.md and its figures; older runs in bench/results/archive/). The bench extra

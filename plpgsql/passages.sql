@@ -226,30 +226,39 @@ as $$
 $$;
 comment on function __tenant__._passage_partition_name(text) is 'Internal: the table name of a scope''s passage partition.';
 
--- A new scope gets its own partition. (Creating it briefly locks the passage
--- table and checks the DEFAULT partition for rows of the scope: none can
--- exist, as a passage names an existing scope.)
-create or replace function __tenant__._scope_added()
-returns trigger
+-- A new scope gets its own partition, made by add_scope before the scope row. (Creating it
+-- briefly locks the passage table and checks the DEFAULT partition for rows of the scope: none
+-- can exist, as a passage names an existing scope.) Not by a trigger on scope: on Citus a trigger
+-- fires on the worker holding the scope table, where tables of a distributed schema cannot be
+-- created, while add_scope, which is never delegated, runs its DDL on the coordinator.
+create or replace function __tenant__._ensure_passage_partition(p_scope text)
+returns void
 language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_table text := _passage_partition_name(new.name);
+    v_table text := _passage_partition_name(p_scope);
 begin
     if to_regclass(format('__tenant__.%I', v_table)) is null then
         execute format('create table __tenant__.%I partition of __tenant__.passage for values in (%L)',
-                       v_table, new.name);
-        execute format('comment on table __tenant__.%I is %L', v_table, format('Passages of scope %s.', new.name));
+                       v_table, p_scope);
+        execute format('comment on table __tenant__.%I is %L', v_table, format('Passages of scope %s.', p_scope));
     end if;
-    return null;
 end
 $$;
-comment on function __tenant__._scope_added() is 'Internal trigger: provisions the passage partition of a new scope.';
+comment on function __tenant__._ensure_passage_partition(text) is
+    'Internal: creates the passage partition of scope p_scope unless it exists (add_scope calls it).';
 
-create or replace trigger scope_passage_partition after insert on __tenant__.scope
-    for each row execute function __tenant__._scope_added();
+-- Tenants from before this release made partitions with a trigger on scope; it goes.
+do $drop$
+begin
+    if exists (select 1 from pg_trigger where tgname = 'scope_passage_partition'
+                                          and tgrelid = '__tenant__.scope'::regclass) then
+        drop trigger scope_passage_partition on __tenant__.scope;
+    end if;
+end
+$drop$;
 
 -- Observations already in the log when passages arrived (migration 0010)
 -- get their passages from this data step, which migration 0017 requests and

@@ -186,6 +186,7 @@ begin
                       'A scope name is 1 to 64 of a-z, 0-9 and _ . : - starting with a letter or digit.');
     end if;
     perform _check_length(p_description, 'scope description', 2000);
+    perform _ensure_passage_partition(p_name);
     insert into scope (name, description) values (p_name, p_description)
     on conflict (name) do update set description = coalesce(excluded.description, scope.description);
     return p_name;

@@ -291,6 +291,18 @@ begin
 end
 $$;
 
+-- A tenant's owner owns its objects and never logs in, except on a Citus coordinator: Citus
+-- carries the owner's DDL to the workers over connections it opens as the owner, which a NOLOGIN
+-- role cannot. There the owner has no password: pg_hba.conf (or citus.node_conninfo with
+-- certificates) decides that only the coordinator may connect as it (docs/scale-out.md).
+create or replace function pgrecall._owner_logs_in()
+returns boolean
+language sql stable
+set search_path = pg_catalog
+as $$
+    select exists (select 1 from pg_extension where extname = 'citus')
+$$;
+
 -- The tenant's three login roles, created if missing (tenants made before
 -- the duty split had only an app role), recorded on its registry row, and
 -- allowed to look up names in its schema. Returns the updated row.
@@ -396,6 +408,29 @@ begin
 end
 $$;
 
+-- A tenant's four roles, created and committed before its schema. On Citus the installer's DDL
+-- reaches the workers over connections opened as the tenant's owner, and a worker accepts such a
+-- connection only for a role whose creation it has seen committed; on one server calling this
+-- first changes nothing (create_tenant reuses the roles).
+create or replace function pgrecall.create_tenant_roles(p_name text)
+returns void
+language plpgsql
+set search_path = pg_catalog
+as $$
+declare
+    v_role name;
+begin
+    perform pgrecall.check_tenant_name(p_name);
+    perform pgrecall._ensure_role(format('pgrecall_%s_owner', p_name)::name, pgrecall._owner_logs_in());
+    foreach v_role in array array[format('pgrecall_%s_app', p_name), format('pgrecall_%s_worker', p_name),
+                                  format('pgrecall_%s_admin', p_name)]::name[] loop
+        perform pgrecall._ensure_role(v_role, true);
+    end loop;
+end
+$$;
+comment on function pgrecall.create_tenant_roles(text) is
+    'Creates the owner and login roles of tenant p_name (idempotent); on Citus, commit this before create_tenant.';
+
 create or replace function pgrecall.create_tenant(p_name text, p_target_version integer default null)
 returns pgrecall.tenant
 language plpgsql
@@ -419,7 +454,7 @@ begin
     end if;
 
     v_owner := format('pgrecall_%s_owner', p_name);
-    perform pgrecall._ensure_role(v_owner, false);
+    perform pgrecall._ensure_role(v_owner, pgrecall._owner_logs_in());
 
     execute format('create schema %I authorization %I', p_name, v_owner);
     if not has_schema_privilege(v_owner, pgrecall._extension_schema('vector'), 'USAGE') then
@@ -749,6 +784,126 @@ comment on function pgrecall.flush_erasure(text, bigint) is
     'After <tenant>.rewrite_erased(): rewrites pg_statistic, switches the WAL segment and checkpoints, so no relation '
     'file and no needed WAL holds the erased words; records on the receipt what still may. Superuser, or pg_maintain '
     '+ pg_checkpoint + EXECUTE on pg_switch_wal() + the tenant''s installer.';
+
+-- Citus: a tenant becomes a distributed schema on one worker. The control plane stays an
+-- ordinary schema on the coordinator (no tenant function reads it; installs and upgrades run
+-- there). Every tenant function is created on every node, and all but the ones that must run on
+-- the coordinator are colocated with the tenant's tables, so that Citus runs a call on the
+-- coordinator where the tenant lives, as one round trip (function call delegation). Not
+-- delegated: add_scope (creates a passage partition: DDL, which a worker may not run in a
+-- distributed schema), erase (refreshes planner statistics with ANALYZE, which the coordinator
+-- carries to the shards) and rewrite_erased (CLUSTER). Run after create_tenant, in its own
+-- transaction: Citus moves the schema's tables with connections of their own.
+create or replace function pgrecall.distribute_tenant(p_name text)
+returns table (schema_name text, node text)
+language plpgsql
+set search_path = pg_catalog
+as $$
+declare
+    v_tenant pgrecall.tenant := pgrecall._require_tenant(p_name);
+    v_fn record;
+    v_anchor text := format('%I.memory', p_name);
+begin
+    perform pgrecall._require_citus();
+    if not exists (select 1 from pg_catalog.pg_dist_schema where schemaid = p_name::regnamespace) then
+        execute 'select pg_catalog.citus_schema_distribute($1::regnamespace)' using p_name;
+    end if;
+    -- Functions reach the workers one by one, in no order their bodies could follow: the
+    -- workers check no body (an SQL function naming one not created yet is not an error).
+    set local citus.propagate_set_commands = 'local';
+    set local check_function_bodies = off;
+    for v_fn in
+        select p.oid::regprocedure as fn, p.proname
+          from pg_proc p
+         where p.pronamespace = p_name::regnamespace
+           and not exists (select 1 from pg_catalog.pg_dist_object o
+                            where o.classid = 'pg_proc'::regclass and o.objid = p.oid
+                              and o.colocationid is not null)
+         order by p.proname
+    loop
+        if v_fn.proname in ('add_scope', 'erase', 'rewrite_erased') or v_fn.proname like '\_%' then
+            execute 'select pg_catalog.create_distributed_function($1::regprocedure)' using v_fn.fn::text;
+        else
+            execute 'select pg_catalog.create_distributed_function($1::regprocedure, colocate_with := $2)'
+                using v_fn.fn::text, v_anchor;
+        end if;
+    end loop;
+    return query select p_name, pgrecall.tenant_node(p_name);
+end
+$$;
+comment on function pgrecall.distribute_tenant(text) is
+    'Citus: makes tenant p_name a distributed schema on one worker and creates its functions on every node, delegating calls to its node. Idempotent.';
+
+create or replace function pgrecall._require_citus()
+returns void
+language plpgsql stable
+set search_path = pg_catalog
+as $$
+begin
+    if not exists (select 1 from pg_extension where extname = 'citus') then
+        raise exception using errcode = 'PR009',
+            message = format('database %s is not a Citus coordinator: the citus extension is not installed',
+                             current_database()),
+            hint = 'Connect to the coordinator of a Citus cluster (shared_preload_libraries = citus, '
+                   'CREATE EXTENSION citus, workers added with citus_add_node).';
+    end if;
+end
+$$;
+
+-- host:port of the worker holding the tenant's tables.
+create or replace function pgrecall.tenant_node(p_name text)
+returns text
+language plpgsql stable
+set search_path = pg_catalog
+as $$
+declare
+    v_node text;
+begin
+    perform pgrecall._require_tenant(p_name);
+    perform pgrecall._require_citus();
+    execute $q$
+        select s.nodename || ':' || s.nodeport
+          from pg_catalog.citus_shards s
+         where s.table_name = (quote_ident($1) || '.memory')::regclass
+         limit 1 $q$ into v_node using p_name;
+    if v_node is null then
+        raise exception using errcode = 'PR011',
+            message = format('tenant %s is not a distributed schema', quote_literal(p_name)),
+            hint = format('select pgrecall.distribute_tenant(%L) makes it one.', p_name);
+    end if;
+    return v_node;
+end
+$$;
+comment on function pgrecall.tenant_node(text) is 'Citus: host:port of the worker that holds tenant p_name.';
+
+-- Moves a tenant to another worker, online (citus_schema_move copies it with logical
+-- replication and blocks writes only for the final switch).
+create or replace function pgrecall.move_tenant(p_name text, p_host text, p_port integer)
+returns text
+language plpgsql
+set search_path = pg_catalog
+as $$
+declare
+    v_node integer;
+begin
+    perform pgrecall.tenant_node(p_name);
+    execute 'select nodeid from pg_catalog.pg_dist_node where nodename = $1 and nodeport = $2
+                and noderole = ''primary'' and isactive and shouldhaveshards'
+        into v_node using p_host, p_port;
+    if v_node is null then
+        raise exception using errcode = 'PR010',
+            message = format('%s:%s is not a worker of this Citus cluster that may hold tenants', p_host, p_port),
+            hint = 'select * from citus_get_active_worker_nodes() lists them; citus_add_node adds one.';
+    end if;
+    if pgrecall.tenant_node(p_name) = p_host || ':' || p_port then
+        return p_host || ':' || p_port;
+    end if;
+    execute 'select pg_catalog.citus_schema_move($1::regnamespace, $2, $3)' using p_name, p_host, p_port;
+    return pgrecall.tenant_node(p_name);
+end
+$$;
+comment on function pgrecall.move_tenant(text, text, integer) is
+    'Citus: moves tenant p_name to worker p_host:p_port while it stays in use; returns where it is now.';
 
 create or replace function pgrecall.list_tenants()
 returns table (name text, owner_role name, app_role name, created_at timestamptz,

@@ -31,6 +31,9 @@ insert into pgrecall.error_code (code, name, meaning, python_class, builtin, ref
     ('PR006', 'invalid_setting',       'unknown or invalid setting',                             'InvalidSetting',        'ValueError',      null),
     ('PR007', 'schema_too_new',        'the tenant schema is newer than the installed sources',  'SchemaTooNew',          null,              null),
     ('PR008', 'undeclared_duty',       'a public tenant function has no declared duty (sql/duties.sql)', 'UndeclaredDuty', null,             null),
+    ('PR009', 'citus_missing',         'the database is not a Citus coordinator (no citus extension)', 'CitusMissing',     null,              null),
+    ('PR010', 'node_not_in_cluster',   'the node is not a worker of this Citus cluster',        'NodeNotInCluster',      'LookupError',     null),
+    ('PR011', 'tenant_not_distributed', 'the tenant is not a distributed schema yet (pgrecall.distribute_tenant)', 'TenantNotDistributed', null, null),
     ('PR013', 'flush_not_permitted',   'the role may not flush an erasure to disk (pgrecall.flush_erasure needs a superuser, or pg_maintain, pg_checkpoint and pg_switch_wal)', 'FlushNotPermitted', 'PermissionError', null),
     ('PR014', 'erasure_not_rewritten', 'the tables of the erasure are not rewritten yet (rewrite_erased first)', 'ErasureNotRewritten', null,  null),
     -- PostgreSQL's own, raised when a login role calls outside its duty

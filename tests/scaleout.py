@@ -46,11 +46,7 @@ EXTENSIONS = ("vector", "btree_gist", "pg_trgm")
 REVIEWED_ADVISORY: set[str] = set()
 
 # (rule, object) pairs the current schema still breaks, and what must change first.
-KNOWN = {
-    ("trigger DDL", "_scope_added"): "the scope trigger creates the scope's passage partition; on Citus the "
-                                     "trigger runs on the worker holding the scope shard, where tables of a "
-                                     "distributed schema cannot be created: add_scope must create it instead",
-}
+KNOWN: dict[tuple[str, str], str] = {}
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ fresh tenant with scopes (so the passage partitions exist) and on deliberately b
 which it must report.
 """
 
+import psycopg
 import pytest
 
 import scaleout
@@ -167,3 +168,12 @@ def test_recall_and_the_other_reads_run_in_a_read_only_transaction(acme, conninf
             passages = conn.execute("select * from acme.search_messages('bot', array['default'], 'Porto')").fetchall()
     assert hybrid and meta["dense_available"] is True
     assert lexical and read and passages
+
+
+def test_distributing_a_tenant_on_a_server_without_citus_names_what_is_missing(db):
+    db.execute("select pgrecall.create_tenant('solo')")
+    with pytest.raises(psycopg.Error) as caught:
+        db.execute("select pgrecall.distribute_tenant('solo')")
+    assert caught.value.sqlstate == "PR009" and "not a Citus coordinator" in str(caught.value)
+    db.rollback()
+    assert db.execute("select name from pgrecall.list_tenants()").fetchall() == [("solo",)]

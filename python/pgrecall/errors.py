@@ -81,6 +81,18 @@ class UndeclaredDuty(PgrecallError, sqlstate="PR008"):
     """A tenant function has no row in the duty matrix (sql/duties.sql): the install stops."""
 
 
+class CitusMissing(PgrecallError, sqlstate="PR009"):
+    """A Citus operation (distribute_tenant, tenant_node, move_tenant) on a database without the citus extension."""
+
+
+class NodeNotInCluster(PgrecallError, LookupError, sqlstate="PR010"):
+    """pgrecall.move_tenant(): the node named is not an active worker of this Citus cluster; nothing moved."""
+
+
+class TenantNotDistributed(PgrecallError, sqlstate="PR011"):
+    """The tenant is not a distributed schema yet (pgrecall.distribute_tenant)."""
+
+
 class FlushNotPermitted(PgrecallError, PermissionError, sqlstate="PR013"):
     """pgrecall.flush_erasure(): the role lacks what it needs (superuser, or pg_maintain, pg_checkpoint and EXECUTE
     on pg_switch_wal(), with the rights of the tenant's installer); the message names what is missing."""

@@ -53,10 +53,49 @@ def install(conn: psycopg.Connection, tenants: list[str] | tuple[str, ...] = ())
     """
     tenants = [names.check_tenant_name(name) for name in tenants]
     check_prerequisites(conn)
+    if on_citus(conn):
+        return _install_on_citus(conn, tenants)
+    return _apply(conn, sources.install_sql(tenants))
+
+
+def on_citus(conn: psycopg.Connection) -> bool:
+    """A Citus coordinator: tenants become distributed schemas (docs/scale-out.md)."""
+    return conn.execute("select exists (select 1 from pg_extension where extname = 'citus')").fetchone() == (True,)
+
+
+def _install_on_citus(conn: psycopg.Connection, tenants: list[str]) -> list[tuple[str, str]]:
+    """The control plane, then each new tenant in three transactions, as Citus needs them.
+
+    1. its roles, committed: Citus carries the owner's DDL to the workers over connections it
+       opens as the owner; 2. the tenant, created on the coordinator with DDL propagation off
+       (one user per placement and transaction, which the installer and the owner would break);
+    3. pgrecall.distribute_tenant: the schema moves to a worker, its functions to every node.
+    An existing tenant is upgraded in one transaction, as on one server.
+    """
+    if not conn.autocommit:
+        conn.commit()  # each step below must commit on its own, not as a savepoint of the caller's
+    applied = _apply(conn, sources.install_sql([]))
+    for name in tenants:
+        exists = conn.execute("select exists (select 1 from pgrecall.tenant where name = %s)", (name,)).fetchone()
+        if not conn.autocommit:
+            conn.commit()
+        if exists == (True,):
+            applied += _apply(conn, f"select * from pgrecall.upgrade_tenant({sources.sql_literal(name)});")
+            continue
+        literal = sources.sql_literal(name)
+        _apply(conn, f"select pgrecall.create_tenant_roles({literal});")
+        _apply(conn, f"set local citus.enable_ddl_propagation = off; select pgrecall.create_tenant({literal});")
+        _apply(conn, f"select * from pgrecall.distribute_tenant({literal});")
+        applied.append(("tenant", name))
+    return applied
+
+
+def _apply(conn: psycopg.Connection, script: str) -> list[tuple[str, str]]:
+    """Runs a script in one transaction; returns the (kind, name) rows it produced."""
     applied: list[tuple[str, str]] = []
     try:
         with conn.transaction(), conn.cursor() as cur:
-            cur.execute(sources.install_sql(tenants).encode())
+            cur.execute(script.encode())
             # A multi-statement string yields one result per statement.
             while True:
                 if cur.description and [c.name for c in cur.description] == ["kind", "name"]:

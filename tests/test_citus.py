@@ -1,0 +1,293 @@
+"""pgrecall on a real Citus cluster: a coordinator and two workers started from `make citus`.
+
+Run by `make test-citus` (PGRECALL_TEST_CITUS=1); skipped otherwise, and an error when asked for
+without a Citus build. One cluster for the module; each test makes tenants of its own names and
+drops them, so tests do not see each other's tenants.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+from datetime import UTC, datetime
+
+import psycopg
+import pytest
+
+import pgrecall
+from pgrecall import install
+from pgrecall.cluster import LocalCluster, find_citus_build
+
+pytestmark = pytest.mark.skipif(os.environ.get("PGRECALL_TEST_CITUS") != "1",
+                                reason="the Citus cluster tests run with make test-citus (PGRECALL_TEST_CITUS=1)")
+
+_names = itertools.count(1)
+
+# The named limit (docs/scale-out.md, "What Citus refuses"): a SECURITY DEFINER function in
+# LANGUAGE sql is never inlined, so it runs its body with parameters, and Citus cannot plan a
+# statement on a distributed table inside an SQL function with parameters ("could not create
+# distributed plan"). pgrecall's write path calls such functions (_turn_audiences on every append),
+# so appends, and all that starts from a turn, fail on a distributed tenant until those functions
+# are PL/pgSQL. These tests are what the cluster must pass then; strict: the day they pass, this
+# marker goes.
+SQL_FUNCTION_LIMIT = pytest.mark.xfail(
+    strict=True, raises=psycopg.errors.FeatureNotSupported,
+    reason="Citus cannot plan statements inside LANGUAGE sql functions with parameters (the write path)")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    build = find_citus_build()
+    if build is None:
+        pytest.fail("PGRECALL_TEST_CITUS=1 but no Citus build in .citus/: run make citus")
+    with LocalCluster(build, workers=2) as running:
+        with psycopg.connect(running.coordinator.dsn()) as conn:
+            install.install(conn)
+        yield running
+
+
+@pytest.fixture
+def tenant_factory(cluster):
+    made: list[str] = []
+
+    def make(prefix: str = "t") -> str:
+        name = f"{prefix}{next(_names)}"
+        with psycopg.connect(cluster.coordinator.dsn()) as conn:
+            install.install(conn, [name])
+        made.append(name)
+        return name
+
+    yield make
+    with psycopg.connect(cluster.coordinator.dsn(), autocommit=True) as conn:
+        for name in made:
+            conn.execute("select pgrecall.drop_tenant(%s)", (name,))
+
+
+def handle(cluster, tenant, role="app", principal="bot", scopes=("default",)):
+    return pgrecall.connect(cluster.coordinator.dsn(user=f"pgrecall_{tenant}_{role}"), tenant=tenant,
+                            principal=principal, scopes=list(scopes))
+
+
+def populated(cluster, tenant):
+    with handle(cluster, tenant) as mem:
+        mem.add_scope("default")
+        for name, kind in (("bot", "agent"), ("ana", "human"), ("ben", "human")):
+            mem.add_peer(name, kind)
+
+
+def placements(cluster, tenant):
+    with psycopg.connect(cluster.coordinator.dsn()) as conn:
+        return conn.execute("select distinct nodeport from citus_shards where table_name::text like %s",
+                            (f"{tenant}.%",)).fetchall()
+
+
+def test_a_new_tenant_is_a_distributed_schema_on_one_worker(cluster, tenant_factory):
+    acme = tenant_factory("acme")
+    with psycopg.connect(cluster.coordinator.dsn()) as conn:
+        assert conn.execute("select schema_name::text from citus_schemas").fetchall() == [(acme,)]
+        tables = conn.execute("select count(*) from citus_tables where table_name::text like %s "
+                              "and citus_table_type = 'schema'", (f"{acme}.%",)).fetchone()[0]
+        local = conn.execute("""select count(*) from pg_class c where c.relnamespace = %s::regnamespace
+                                 and c.relkind in ('r', 'p')
+                                 and not exists (select 1 from pg_dist_partition p where p.logicalrelid = c.oid)""",
+                             (acme,)).fetchone()[0]
+        node = conn.execute("select pgrecall.tenant_node(%s)", (acme,)).fetchone()[0]
+        # The control plane stays on the coordinator, an ordinary schema.
+        assert conn.execute("select count(*) from citus_tables where table_name::text like 'pgrecall.%'").fetchone() == (0,)
+    assert tables >= 30 and local == 0
+    assert len(placements(cluster, acme)) == 1
+    assert node in {f"127.0.0.1:{w.port}" for w in cluster.worker_nodes}
+    # Every function of the tenant exists on every worker, with the same grants.
+    for worker in cluster.worker_nodes:
+        with psycopg.connect(worker.dsn()) as conn:
+            count, app_may_recall = conn.execute(
+                """select count(*), bool_or(p.proname = 'recall' and has_function_privilege(%s, p.oid, 'execute'))
+                     from pg_proc p where p.pronamespace = %s::regnamespace""",
+                (f"pgrecall_{acme}_app", acme)).fetchone()
+        assert count > 200 and app_may_recall
+
+
+@SQL_FUNCTION_LIMIT
+def test_remember_and_recall_through_the_coordinator_keep_to_the_audience(cluster, tenant_factory):
+    acme = tenant_factory("acme")
+    populated(cluster, acme)
+    with handle(cluster, acme, principal="ana") as ana:
+        turn = ana.append("I am planning a surprise party for Ben", role="user", actor="ana")
+        ana.remember("Ana plans a surprise party for Ben", evidence=[turn], purposes=["converse"], audience="ana")
+        ana.remember("Ana drinks green tea every morning", purposes=["converse"])
+        assert [i.body for i in ana.recall("surprise party", mode="lexical").items] == \
+            ["Ana plans a surprise party for Ben"]
+    with handle(cluster, acme, principal="ben") as ben:
+        assert ben.recall("surprise party", mode="lexical").items == []
+        assert ben.search_messages("surprise party", mode="lexical").items == []
+        assert [i.body for i in ben.recall("green tea", mode="lexical").items] == ["Ana drinks green tea every morning"]
+
+
+@SQL_FUNCTION_LIMIT
+def test_two_tenants_on_two_workers_cannot_reach_each_other(cluster, tenant_factory):
+    acme, umbrella = tenant_factory("acme"), tenant_factory("umb")
+    with psycopg.connect(cluster.coordinator.dsn(), autocommit=True) as conn:
+        where = {t: conn.execute("select pgrecall.tenant_node(%s)", (t,)).fetchone()[0] for t in (acme, umbrella)}
+        if where[acme] == where[umbrella]:
+            other = next(w for w in cluster.worker_nodes if f"127.0.0.1:{w.port}" != where[acme])
+            conn.execute("select pgrecall.move_tenant(%s, '127.0.0.1', %s)", (umbrella, other.port))
+            where[umbrella] = f"127.0.0.1:{other.port}"
+    assert where[acme] != where[umbrella]
+    populated(cluster, acme)
+    with handle(cluster, acme) as mem:
+        mem.remember("acme keeps its zqsecret plan", purposes=["converse"])
+    # umbrella's application role, on the coordinator and on each worker directly
+    for node in cluster.nodes:
+        with psycopg.connect(node.dsn(user=f"pgrecall_{umbrella}_app")) as conn:
+            for statement in (f"select * from {acme}.recall('bot', array['default'], 'zqsecret')",
+                              f"select body from {acme}.memory"):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    conn.execute(statement)
+                conn.rollback()
+
+
+@SQL_FUNCTION_LIMIT
+def test_facts_keep_one_current_value_on_the_worker(cluster, tenant_factory):
+    acme = tenant_factory("acme")
+    populated(cluster, acme)
+    with handle(cluster, acme) as mem:
+        o1 = mem.append("I live in Lisbon", role="user", actor="ana")
+        o2 = mem.append("I moved to Porto last May", role="user", actor="ana")
+        mem.assert_fact("ana", "lives_in", "Lisbon", evidence=[{"offset": o1, "quote": "I live in Lisbon"}],
+                        valid_from=datetime(2020, 1, 1, tzinfo=UTC))
+        moved = mem.assert_fact("ana", "lives_in", "Porto", evidence=[{"offset": o2, "quote": "I moved to Porto"}],
+                                valid_from=datetime(2026, 5, 1, tzinfo=UTC))
+        assert moved.outcome == "superseded"
+        assert [f.object for f in mem.facts_as_of("ana", "lives_in")] == ["Porto"]
+        assert [f.object for f in mem.facts_as_of("ana", "lives_in", valid_at=datetime(2026, 4, 1, tzinfo=UTC))] \
+            == ["Lisbon"]
+    # The exclusion constraint holds on the shard: a second current value is refused by the database.
+    with psycopg.connect(cluster.coordinator.dsn()) as conn, pytest.raises(psycopg.errors.ExclusionViolation):
+        conn.execute(f"""insert into {acme}.fact (scope, subject_id, predicate, single_valued, object_value,
+                         statement, valid, known, asserted_by)
+                         select f.scope, f.subject_id, f.predicate, true, 'Madrid', 'ana lives in Madrid',
+                                tstzrange('2027-01-01', null), tstzrange(now(), null), f.asserted_by
+                           from {acme}.fact f where upper_inf(f.valid) and upper_inf(f.known)""")
+
+
+@SQL_FUNCTION_LIMIT
+def test_an_erasure_on_the_cluster_leaves_a_zero_residual_and_its_receipt(cluster, tenant_factory):
+    acme = tenant_factory("acme")
+    populated(cluster, acme)
+    with handle(cluster, acme) as mem:
+        turn = mem.append("I am zqvictor and I like sailing", role="user", actor="ana", data_subject_id="subj-v")
+        mem.remember("zqvictor likes sailing", evidence=[turn], purposes=["converse"], about=["zqvictor"])
+        mem.remember("someone else likes chess", purposes=["converse"])
+    with handle(cluster, acme, role="admin") as admin:
+        receipt = admin.erase({"data_subject": "subj-v"}, reason="request #1", actor="dpo")
+    assert receipt.completed_at and receipt.observations_erased == 1
+    assert set(receipt.residual.values()) == {0}
+    with psycopg.connect(cluster.coordinator.dsn()) as conn:
+        left = conn.execute(f"select count(*) from {acme}.memory where body like '%%zqvictor%%'").fetchone()[0]
+        kept = conn.execute(f"select count(*) from {acme}.memory").fetchone()[0]
+    assert (left, kept) == (0, 1)
+
+
+def test_a_recall_runs_on_the_tenants_worker_in_one_round_trip(cluster, tenant_factory):
+    acme = tenant_factory("acme")
+    populated(cluster, acme)
+    with handle(cluster, acme) as mem:  # and answers, through the driver, from the coordinator
+        assert mem.recall("tea", mode="lexical").items == []
+    with psycopg.connect(cluster.coordinator.dsn(user=f"pgrecall_{acme}_app"), autocommit=True) as conn:
+        plan = "\n".join(r[0] for r in conn.execute(
+            f"explain (verbose) select * from {acme}.recall('bot', array['default'], 'tea')").fetchall())
+    assert "Custom Scan (Citus" in plan and "Task Count: 1" in plan, plan
+
+
+def test_distributing_without_citus_or_moving_to_a_stranger_is_refused(cluster, tenant_factory):
+    acme = tenant_factory("acme")
+    with psycopg.connect(cluster.coordinator.dsn(), autocommit=True) as conn:
+        before = conn.execute("select pgrecall.tenant_node(%s)", (acme,)).fetchone()[0]
+        with pytest.raises(psycopg.Error) as stranger:
+            conn.execute("select pgrecall.move_tenant(%s, '127.0.0.1', 1)", (acme,))
+        assert stranger.value.sqlstate == "PR010" and "127.0.0.1:1 is not a worker" in str(stranger.value)
+        assert conn.execute("select pgrecall.tenant_node(%s)", (acme,)).fetchone()[0] == before
+        with pytest.raises(psycopg.Error) as missing:
+            conn.execute("select pgrecall.distribute_tenant('nosuchtenant')")
+        assert missing.value.sqlstate == "PR003"
+
+
+def test_the_limit_an_append_on_a_distributed_tenant_is_refused_and_leaves_nothing(cluster, tenant_factory):
+    acme = tenant_factory("acme")
+    populated(cluster, acme)
+    with handle(cluster, acme) as mem, pytest.raises(psycopg.errors.FeatureNotSupported) as refused:
+        mem.append("a turn Citus cannot plan", role="user", actor="ana")
+    assert "parameters in SQL functions" in str(refused.value)
+    with psycopg.connect(cluster.coordinator.dsn()) as conn:
+        assert conn.execute(f"select count(*) from {acme}.observation").fetchone() == (0,)
+
+
+@SQL_FUNCTION_LIMIT
+def test_a_tenant_moves_while_writers_append_and_a_reader_recalls(cluster, tenant_factory):
+    acme = tenant_factory("acme")
+    populated(cluster, acme)
+    with psycopg.connect(cluster.coordinator.dsn(), autocommit=True) as conn:
+        source = conn.execute("select pgrecall.tenant_node(%s)", (acme,)).fetchone()[0]
+    target = next(w for w in cluster.worker_nodes if f"127.0.0.1:{w.port}" != source)
+    stop = threading.Event()
+    acknowledged: list[int] = []
+    failures: list[BaseException] = []
+    pauses: list[float] = []
+
+    def writer(n):
+        with handle(cluster, acme) as mem:
+            i = 0
+            while not stop.is_set():
+                try:
+                    acknowledged.append(mem.append(f"writer {n} turn {i}", role="user", actor="ana"))
+                    i += 1
+                except Exception as exc:
+                    failures.append(exc)
+                    return
+
+    def reader():
+        with handle(cluster, acme) as mem:
+            while not stop.is_set():
+                started = time.monotonic()
+                try:
+                    mem.recall("writer turn", mode="lexical")
+                except Exception as exc:
+                    failures.append(exc)
+                    return
+                pauses.append(time.monotonic() - started)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)] + [threading.Thread(target=reader)]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)
+    try:
+        with psycopg.connect(cluster.coordinator.dsn(), autocommit=True) as conn:
+            moved_to = conn.execute("select pgrecall.move_tenant(%s, '127.0.0.1', %s)", (acme, target.port)).fetchone()[0]
+        time.sleep(1.0)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    if failures:
+        raise failures[0]
+    assert moved_to == f"127.0.0.1:{target.port}"
+    assert placements(cluster, acme) == [(target.port,)]
+    with psycopg.connect(cluster.coordinator.dsn()) as conn:
+        offsets = [r[0] for r in conn.execute(f"select log_offset from {acme}.observation "
+                                              "where scope = 'default' order by log_offset").fetchall()]
+    assert set(acknowledged) <= set(offsets)
+    assert offsets == list(range(offsets[0], offsets[0] + len(offsets)))  # contiguous
+    print(f"\nmove: {len(acknowledged)} acknowledged appends, {len(pauses)} recalls, "
+          f"longest recall {max(pauses) * 1000:.0f} ms")
+    # An erasure after the move leaves nothing on the new node, and the old node holds no shard.
+    with handle(cluster, acme, role="admin") as admin:
+        receipt = admin.erase({"peer": "ana"}, reason="after the move", actor="dpo")
+    assert set(receipt.residual.values()) == {0}
+    old = next(n for n in cluster.worker_nodes if f"127.0.0.1:{n.port}" == source)
+    with psycopg.connect(old.dsn()) as conn:
+        shards = conn.execute("select count(*) from pg_class c join pg_namespace n on n.oid = c.relnamespace "
+                              "where n.nspname = %s and c.relname ~ '_[0-9]+$' and c.relkind = 'r'",
+                              (acme,)).fetchone()[0]
+    assert shards == 0
