@@ -316,6 +316,18 @@ begin
 end
 $$;
 
+-- A tenant's owner owns its objects and never logs in, except on a Citus coordinator: Citus
+-- carries the owner's DDL to the workers over connections it opens as the owner, which a NOLOGIN
+-- role cannot. There the owner has no password: pg_hba.conf (or citus.node_conninfo with
+-- certificates) decides that only the coordinator may connect as it (docs/scale-out.md).
+create or replace function pgrecall._owner_logs_in()
+returns boolean
+language sql stable
+set search_path = pg_catalog
+as $$
+    select exists (select 1 from pg_extension where extname = 'citus')
+$$;
+
 -- The tenant's three login roles, created if missing (tenants made before
 -- the duty split had only an app role), recorded on its registry row, and
 -- allowed to look up names in its schema. Returns the updated row.
@@ -421,6 +433,29 @@ begin
 end
 $$;
 
+-- A tenant's four roles, created and committed before its schema. On Citus the installer's DDL
+-- reaches the workers over connections opened as the tenant's owner, and a worker accepts such a
+-- connection only for a role whose creation it has seen committed; on one server calling this
+-- first changes nothing (create_tenant reuses the roles).
+create or replace function pgrecall.create_tenant_roles(p_name text)
+returns void
+language plpgsql
+set search_path = pg_catalog
+as $$
+declare
+    v_role name;
+begin
+    perform pgrecall.check_tenant_name(p_name);
+    perform pgrecall._ensure_role(format('pgrecall_%s_owner', p_name)::name, pgrecall._owner_logs_in());
+    foreach v_role in array array[format('pgrecall_%s_app', p_name), format('pgrecall_%s_worker', p_name),
+                                  format('pgrecall_%s_admin', p_name)]::name[] loop
+        perform pgrecall._ensure_role(v_role, true);
+    end loop;
+end
+$$;
+comment on function pgrecall.create_tenant_roles(text) is
+    'Creates the owner and login roles of tenant p_name (idempotent); on Citus, commit this before create_tenant.';
+
 create or replace function pgrecall.create_tenant(p_name text, p_target_version integer default null)
 returns pgrecall.tenant
 language plpgsql
@@ -444,7 +479,7 @@ begin
     end if;
 
     v_owner := format('pgrecall_%s_owner', p_name);
-    perform pgrecall._ensure_role(v_owner, false);
+    perform pgrecall._ensure_role(v_owner, pgrecall._owner_logs_in());
 
     execute format('create schema %I authorization %I', p_name, v_owner);
     if not has_schema_privilege(v_owner, pgrecall._extension_schema('vector'), 'USAGE') then
@@ -775,6 +810,126 @@ comment on function pgrecall.flush_erasure(text, bigint) is
     'file and no needed WAL holds the erased words; records on the receipt what still may. Superuser, or pg_maintain '
     '+ pg_checkpoint + EXECUTE on pg_switch_wal() + the tenant''s installer.';
 
+-- Citus: a tenant becomes a distributed schema on one worker. The control plane stays an
+-- ordinary schema on the coordinator (no tenant function reads it; installs and upgrades run
+-- there). Every tenant function is created on every node, and all but the ones that must run on
+-- the coordinator are colocated with the tenant's tables, so that Citus runs a call on the
+-- coordinator where the tenant lives, as one round trip (function call delegation). Not
+-- delegated: add_scope (creates a passage partition: DDL, which a worker may not run in a
+-- distributed schema), erase (refreshes planner statistics with ANALYZE, which the coordinator
+-- carries to the shards) and rewrite_erased (CLUSTER). Run after create_tenant, in its own
+-- transaction: Citus moves the schema's tables with connections of their own.
+create or replace function pgrecall.distribute_tenant(p_name text)
+returns table (schema_name text, node text)
+language plpgsql
+set search_path = pg_catalog
+as $$
+declare
+    v_tenant pgrecall.tenant := pgrecall._require_tenant(p_name);
+    v_fn record;
+    v_anchor text := format('%I.memory', p_name);
+begin
+    perform pgrecall._require_citus();
+    if not exists (select 1 from pg_catalog.pg_dist_schema where schemaid = p_name::regnamespace) then
+        execute 'select pg_catalog.citus_schema_distribute($1::regnamespace)' using p_name;
+    end if;
+    -- Functions reach the workers one by one, in no order their bodies could follow: the
+    -- workers check no body (an SQL function naming one not created yet is not an error).
+    set local citus.propagate_set_commands = 'local';
+    set local check_function_bodies = off;
+    for v_fn in
+        select p.oid::regprocedure as fn, p.proname
+          from pg_proc p
+         where p.pronamespace = p_name::regnamespace
+           and not exists (select 1 from pg_catalog.pg_dist_object o
+                            where o.classid = 'pg_proc'::regclass and o.objid = p.oid
+                              and o.colocationid is not null)
+         order by p.proname
+    loop
+        if v_fn.proname in ('add_scope', 'erase', 'rewrite_erased') or v_fn.proname like '\_%' then
+            execute 'select pg_catalog.create_distributed_function($1::regprocedure)' using v_fn.fn::text;
+        else
+            execute 'select pg_catalog.create_distributed_function($1::regprocedure, colocate_with := $2)'
+                using v_fn.fn::text, v_anchor;
+        end if;
+    end loop;
+    return query select p_name, pgrecall.tenant_node(p_name);
+end
+$$;
+comment on function pgrecall.distribute_tenant(text) is
+    'Citus: makes tenant p_name a distributed schema on one worker and creates its functions on every node, delegating calls to its node. Idempotent.';
+
+create or replace function pgrecall._require_citus()
+returns void
+language plpgsql stable
+set search_path = pg_catalog
+as $$
+begin
+    if not exists (select 1 from pg_extension where extname = 'citus') then
+        raise exception using errcode = 'PR009',
+            message = format('database %s is not a Citus coordinator: the citus extension is not installed',
+                             current_database()),
+            hint = 'Connect to the coordinator of a Citus cluster (shared_preload_libraries = citus, '
+                   'CREATE EXTENSION citus, workers added with citus_add_node).';
+    end if;
+end
+$$;
+
+-- host:port of the worker holding the tenant's tables.
+create or replace function pgrecall.tenant_node(p_name text)
+returns text
+language plpgsql stable
+set search_path = pg_catalog
+as $$
+declare
+    v_node text;
+begin
+    perform pgrecall._require_tenant(p_name);
+    perform pgrecall._require_citus();
+    execute $q$
+        select s.nodename || ':' || s.nodeport
+          from pg_catalog.citus_shards s
+         where s.table_name = (quote_ident($1) || '.memory')::regclass
+         limit 1 $q$ into v_node using p_name;
+    if v_node is null then
+        raise exception using errcode = 'PR011',
+            message = format('tenant %s is not a distributed schema', quote_literal(p_name)),
+            hint = format('select pgrecall.distribute_tenant(%L) makes it one.', p_name);
+    end if;
+    return v_node;
+end
+$$;
+comment on function pgrecall.tenant_node(text) is 'Citus: host:port of the worker that holds tenant p_name.';
+
+-- Moves a tenant to another worker, online (citus_schema_move copies it with logical
+-- replication and blocks writes only for the final switch).
+create or replace function pgrecall.move_tenant(p_name text, p_host text, p_port integer)
+returns text
+language plpgsql
+set search_path = pg_catalog
+as $$
+declare
+    v_node integer;
+begin
+    perform pgrecall.tenant_node(p_name);
+    execute 'select nodeid from pg_catalog.pg_dist_node where nodename = $1 and nodeport = $2
+                and noderole = ''primary'' and isactive and shouldhaveshards'
+        into v_node using p_host, p_port;
+    if v_node is null then
+        raise exception using errcode = 'PR010',
+            message = format('%s:%s is not a worker of this Citus cluster that may hold tenants', p_host, p_port),
+            hint = 'select * from citus_get_active_worker_nodes() lists them; citus_add_node adds one.';
+    end if;
+    if pgrecall.tenant_node(p_name) = p_host || ':' || p_port then
+        return p_host || ':' || p_port;
+    end if;
+    execute 'select pg_catalog.citus_schema_move($1::regnamespace, $2, $3)' using p_name, p_host, p_port;
+    return pgrecall.tenant_node(p_name);
+end
+$$;
+comment on function pgrecall.move_tenant(text, text, integer) is
+    'Citus: moves tenant p_name to worker p_host:p_port while it stays in use; returns where it is now.';
+
 create or replace function pgrecall.list_tenants()
 returns table (name text, owner_role name, app_role name, created_at timestamptz,
                schema_version integer, latest_version integer)
@@ -869,6 +1024,7 @@ insert into pgrecall.function_duty (function_name, duties, why) values
     ('remember_said',                    '{app}',              'an operation of the agent: the words and the memory in one call'),
     ('remember_many',                    '{app}',              'an operation of the agent, in batches'),
     ('read',                             '{app}',              'an operation of the agent'),
+    ('memory_count',                     '{app}',              'how many memories the principal may see, eligibility applied'),
     ('recall',                           '{app}',              'an operation of the agent'),
     ('recall_answer',                    '{app}',              'recall with its metadata, in one call'),
     ('derive',                           '{app}',              'an operation of the agent'),
@@ -974,6 +1130,9 @@ insert into pgrecall.error_code (code, name, meaning, python_class, builtin, ref
     ('PR006', 'invalid_setting',       'unknown or invalid setting',                             'InvalidSetting',        'ValueError',      null),
     ('PR007', 'schema_too_new',        'the tenant schema is newer than the installed sources',  'SchemaTooNew',          null,              null),
     ('PR008', 'undeclared_duty',       'a public tenant function has no declared duty (sql/duties.sql)', 'UndeclaredDuty', null,             null),
+    ('PR009', 'citus_missing',         'the database is not a Citus coordinator (no citus extension)', 'CitusMissing',     null,              null),
+    ('PR010', 'node_not_in_cluster',   'the node is not a worker of this Citus cluster',        'NodeNotInCluster',      'LookupError',     null),
+    ('PR011', 'tenant_not_distributed', 'the tenant is not a distributed schema yet (pgrecall.distribute_tenant)', 'TenantNotDistributed', null, null),
     ('PR013', 'flush_not_permitted',   'the role may not flush an erasure to disk (pgrecall.flush_erasure needs a superuser, or pg_maintain, pg_checkpoint and pg_switch_wal)', 'FlushNotPermitted', 'PermissionError', null),
     ('PR014', 'erasure_not_rewritten', 'the tables of the erasure are not rewritten yet (rewrite_erased first)', 'ErasureNotRewritten', null,  null),
     -- PostgreSQL's own, raised when a login role calls outside its duty
@@ -1017,7 +1176,7 @@ insert into pgrecall.error_code (code, name, meaning, python_class, builtin, ref
 
 -- The shipped SQL sources.
 
-delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_798a9573254c$append_only.sql$pgrecall_798a9573254c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_53bb5ff8bb48$derive.sql$pgrecall_53bb5ff8bb48$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1be9eb3e3608$eligibility.sql$pgrecall_1be9eb3e3608$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b3a06f579721$entities.sql$pgrecall_b3a06f579721$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6e9f498466c3$erase_rewrite.sql$pgrecall_6e9f498466c3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f1c706e4c0dc$freshness.sql$pgrecall_f1c706e4c0dc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d13f14c9fd0$graph_guards.sql$pgrecall_5d13f14c9fd0$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_418e1cd4054e$leases.sql$pgrecall_418e1cd4054e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ce30f35452f1$locks.sql$pgrecall_ce30f35452f1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806dfe2bf8$notifications.sql$pgrecall_a5806dfe2bf8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38f5d7c02e3a$passage_chunks.sql$pgrecall_38f5d7c02e3a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1a947d1f52ee$peers_scopes.sql$pgrecall_1a947d1f52ee$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1f61b6a5cfbd$projection.sql$pgrecall_1f61b6a5cfbd$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_26df40b54f4d$recall_facts.sql$pgrecall_26df40b54f4d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a1d8cc5d0106$recall_lexical.sql$pgrecall_a1d8cc5d0106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c244f83ec$representation.sql$pgrecall_837c244f83ec$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87097f8fc081$revise.sql$pgrecall_87097f8fc081$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_093037fa63c6$schema_info.sql$pgrecall_093037fa63c6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_22a26f437ab8$session_bundle.sql$pgrecall_22a26f437ab8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_42f49ecc9a30$sessions.sql$pgrecall_42f49ecc9a30$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea0ae0ad10b8$settings.sql$pgrecall_ea0ae0ad10b8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a27f9c665b0f$table_statistics.sql$pgrecall_a27f9c665b0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_59205b55f9eb$term_stats.sql$pgrecall_59205b55f9eb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4c35e390e74b$traversal.sql$pgrecall_4c35e390e74b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_af6993231208$work_queue.sql$pgrecall_af6993231208$));
+delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_798a9573254c$append_only.sql$pgrecall_798a9573254c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_53bb5ff8bb48$derive.sql$pgrecall_53bb5ff8bb48$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1be9eb3e3608$eligibility.sql$pgrecall_1be9eb3e3608$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b3a06f579721$entities.sql$pgrecall_b3a06f579721$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6e9f498466c3$erase_rewrite.sql$pgrecall_6e9f498466c3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f1c706e4c0dc$freshness.sql$pgrecall_f1c706e4c0dc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d13f14c9fd0$graph_guards.sql$pgrecall_5d13f14c9fd0$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_418e1cd4054e$leases.sql$pgrecall_418e1cd4054e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ce30f35452f1$locks.sql$pgrecall_ce30f35452f1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_2fd51404a479$memory_count.sql$pgrecall_2fd51404a479$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806dfe2bf8$notifications.sql$pgrecall_a5806dfe2bf8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38f5d7c02e3a$passage_chunks.sql$pgrecall_38f5d7c02e3a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1a947d1f52ee$peers_scopes.sql$pgrecall_1a947d1f52ee$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1f61b6a5cfbd$projection.sql$pgrecall_1f61b6a5cfbd$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_26df40b54f4d$recall_facts.sql$pgrecall_26df40b54f4d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a1d8cc5d0106$recall_lexical.sql$pgrecall_a1d8cc5d0106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c244f83ec$representation.sql$pgrecall_837c244f83ec$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87097f8fc081$revise.sql$pgrecall_87097f8fc081$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_093037fa63c6$schema_info.sql$pgrecall_093037fa63c6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_22a26f437ab8$session_bundle.sql$pgrecall_22a26f437ab8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_42f49ecc9a30$sessions.sql$pgrecall_42f49ecc9a30$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea0ae0ad10b8$settings.sql$pgrecall_ea0ae0ad10b8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a27f9c665b0f$table_statistics.sql$pgrecall_a27f9c665b0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_59205b55f9eb$term_stats.sql$pgrecall_59205b55f9eb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4c35e390e74b$traversal.sql$pgrecall_4c35e390e74b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_af6993231208$work_queue.sql$pgrecall_af6993231208$));
 
 insert into pgrecall.source (kind, name, version, sha256, body)
 values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$, 1, $pgrecall_2388b9dcfc8a$151d1a540dd485519b204d3346bac7970fc2591cb3159b3a06db80b197d71397$pgrecall_2388b9dcfc8a$, $pgrecall_151d1a540dd4$-- Per-tenant settings: the design's constants, one row each, readable by the
@@ -2397,6 +2556,202 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
+values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$, 27, $pgrecall_a62cf7d793a5$5cce916faecfbdc7db9b6275cd1b185218982a90747dfb7fc7d358ab68738d8a$pgrecall_a62cf7d793a5$, $pgrecall_5cce916faecf$-- Declared result types (issue #32): recall, message search and duplicate
+-- proposals return rows of these types, and their metadata as a type of its
+-- own, instead of jsonb objects and a trailing row of NULLs that carried the
+-- metadata. psql prints them as tables; the driver's dataclasses are
+-- generated from them (python/pgrecall/driver/_generated.py, make driver).
+
+-- One ranked item of recall: a memory, or a current fact about an entity the
+-- query names (item = 'fact', memory_id NULL).
+create type __tenant__.recall_item as (
+    rank          integer,
+    memory_id     bigint,
+    scope         text,
+    kind          text,
+    title         text,
+    body          text,
+    score         double precision,
+    lexical_rank  integer,
+    dense_rank    integer,
+    cosine        double precision,
+    bm25          double precision,
+    provenance    jsonb,
+    item          text,
+    fact_id       bigint,
+    fact_rank     integer
+);
+comment on type __tenant__.recall_item is 'One row of recall(): a memory or a fact, its rank, score and evidence.';
+
+-- What one recall did: counts after the permission walk, the query's terms
+-- and those dropped, whether the dense arm ran and why not, how current.
+create type __tenant__.recall_meta as (
+    query                    text,
+    mode                     text,
+    purpose                  text,
+    terms                    text[],
+    dropped_terms            text[],
+    term_stats               text,
+    recruited_by_rare_terms  boolean,
+    recruited_by             text,
+    dense_available          boolean,
+    dense_reason             text,
+    dense_method             text,
+    lexical_count            integer,
+    dense_count              integer,
+    fused_count              integer,
+    fact_count               integer,
+    entities                 text[],
+    returned                 integer,
+    missing_embeddings       integer,
+    missing_embeddings_more  boolean,
+    watermarks               jsonb,    -- {scope: log watermark} of each authorised scope
+    embedding_queue          bigint
+);
+comment on type __tenant__.recall_meta is 'The metadata of one recall() call.';
+
+create type __tenant__.recall_answer as (
+    items  __tenant__.recall_item[],
+    meta   __tenant__.recall_meta
+);
+comment on type __tenant__.recall_answer is 'recall_answer(): the items of one recall and its metadata.';
+
+-- One passage found by message search.
+create type __tenant__.message_hit as (
+    rank           integer,
+    scope          text,
+    log_offset     bigint,
+    session_id     bigint,
+    actor          text,
+    source_role    text,
+    kind           text,
+    occurred_at    timestamptz,
+    passage_id     bigint,
+    ordinal        integer,
+    start_byte     integer,
+    end_byte       integer,
+    body           text,
+    score          double precision,
+    lexical_rank   integer,
+    semantic_rank  integer,
+    bm25           double precision,
+    cosine         double precision
+);
+comment on type __tenant__.message_hit is 'One row of search_messages(): a passage, where it is in the log, its ranks.';
+
+create type __tenant__.message_search_meta as (
+    query               text,
+    mode                text,
+    level               text,     -- tenant, session or peer
+    session_id          bigint,
+    peer                text,
+    scopes              text[],
+    lexical             boolean,
+    semantic            boolean,
+    semantic_available  boolean,
+    semantic_reason     text,
+    semantic_method     text,
+    terms               text[],
+    dropped_terms       text[],
+    lexical_count       integer,
+    semantic_count      integer,
+    returned            integer,
+    missing_embeddings  bigint
+);
+comment on type __tenant__.message_search_meta is 'The metadata of one search_messages() call.';
+
+create type __tenant__.search_messages_answer as (
+    items  __tenant__.message_hit[],
+    meta   __tenant__.message_search_meta
+);
+comment on type __tenant__.search_messages_answer is
+    'search_messages_answer(): the hits of one message search and its metadata.';
+
+-- A proposed pair of similar memories (a the older), both as shown to a reviewer.
+create type __tenant__.duplicate_pair as (
+    rank             integer,
+    cosine           double precision,
+    a_id             bigint,
+    a_scope          text,
+    a_kind           text,
+    a_title          text,
+    a_body           text,
+    a_revision       integer,
+    a_created_at     timestamptz,
+    a_audience       text,
+    a_purposes       text[],
+    a_provenance     jsonb,
+    b_id             bigint,
+    b_scope          text,
+    b_kind           text,
+    b_title          text,
+    b_body           text,
+    b_revision       integer,
+    b_created_at     timestamptz,
+    b_audience       text,
+    b_purposes       text[],
+    b_provenance     jsonb,
+    b_may_replace_a  boolean,
+    a_may_replace_b  boolean
+);
+comment on type __tenant__.duplicate_pair is 'One row of duplicate_proposals(): two similar memories and which may replace which.';
+
+create type __tenant__.duplicate_meta as (
+    "window"            integer,  -- the principal's newest visible memories compared
+    threshold           double precision,
+    model               text,
+    in_window           integer,
+    embedded            integer,
+    missing_embeddings  integer,
+    pairs               integer,  -- above the threshold and undecided, before the limit
+    decided             integer,
+    returned            integer,
+    closest             double precision,
+    empty_reason        text      -- no_memories, one_memory, no_embeddings, below_threshold, all_decided
+);
+comment on type __tenant__.duplicate_meta is 'The metadata of one duplicate_proposals() call: what was compared, why nothing is proposed.';
+
+create type __tenant__.duplicate_proposals_answer as (
+    items  __tenant__.duplicate_pair[],
+    meta   __tenant__.duplicate_meta
+);
+comment on type __tenant__.duplicate_proposals_answer is
+    'duplicate_proposals_answer(): the pairs of one call and its metadata.';
+
+-- The columns that may be NULL say so: their comment starts with "NULL"
+-- (the driver's generated dataclasses read this: T | None, else T).
+comment on column __tenant__.recall_meta.term_stats is 'NULL when the lexical arm did not run; else where its document frequencies came from.';
+comment on column __tenant__.recall_meta.recruited_by is 'NULL when no lexical candidate was recruited; else the tsquery that recruited them.';
+comment on column __tenant__.recall_meta.dense_reason is 'NULL when the dense arm ran; else why not.';
+comment on column __tenant__.recall_meta.dense_method is 'NULL when the dense arm did not run; else exact or hnsw.';
+comment on column __tenant__.message_hit.session_id is 'NULL for a passage logged outside a session.';
+comment on column __tenant__.message_hit.lexical_rank is 'NULL when the lexical arm did not find it.';
+comment on column __tenant__.message_hit.semantic_rank is 'NULL when the semantic arm did not find it.';
+comment on column __tenant__.message_hit.bm25 is 'NULL when the lexical arm did not find it.';
+comment on column __tenant__.message_hit.cosine is 'NULL when the semantic arm did not find it.';
+comment on column __tenant__.message_search_meta.session_id is 'NULL unless the search was of one session.';
+comment on column __tenant__.message_search_meta.peer is 'NULL unless the search was of what one peer sent.';
+comment on column __tenant__.message_search_meta.semantic_reason is 'NULL when the semantic arm ran; else why not.';
+comment on column __tenant__.message_search_meta.semantic_method is 'NULL when the semantic arm did not run; else exact or hnsw.';
+comment on column __tenant__.duplicate_meta.closest is 'NULL unless nothing reached the threshold: then the closest pair''s cosine.';
+comment on column __tenant__.duplicate_meta.empty_reason is 'NULL when pairs are proposed; else why none is.';
+comment on column __tenant__.recall_item.memory_id is 'NULL for a fact row.';
+comment on column __tenant__.recall_item.title is 'NULL for a memory without a title.';
+comment on column __tenant__.recall_item.lexical_rank is 'NULL when the lexical arm did not find it.';
+comment on column __tenant__.recall_item.dense_rank is 'NULL when the dense arm did not find it.';
+comment on column __tenant__.recall_item.cosine is 'NULL when the dense arm did not find it.';
+comment on column __tenant__.recall_item.bm25 is 'NULL when the lexical arm did not find it.';
+comment on column __tenant__.recall_item.fact_id is 'NULL for a memory row.';
+comment on column __tenant__.recall_item.fact_rank is 'NULL for a memory row.';
+comment on column __tenant__.duplicate_pair.a_title is 'NULL for a memory without a title.';
+comment on column __tenant__.duplicate_pair.a_audience is 'NULL unless the memory is for one peer only.';
+comment on column __tenant__.duplicate_pair.b_title is 'NULL for a memory without a title.';
+comment on column __tenant__.duplicate_pair.b_audience is 'NULL unless the memory is for one peer only.';
+$pgrecall_5cce916faecf$)
+on conflict (kind, name) do update
+   set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, sha256, body)
 values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$, null, $pgrecall_beee67487082$d4ac1275d7deed03bd061fca7e1c7eedf097eb0269574976351287497c982374$pgrecall_beee67487082$, $pgrecall_d4ac1275d7de$-- Appending to the log. Offsets come from the scope's counter under its row
 -- lock, held to commit: concurrent writers queue per scope, a rolled-back
 -- append gives its offsets back, and offsets are contiguous with no
@@ -2854,7 +3209,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$, null, $pgrecall_98fcc7894bb7$cd1ed53afcf8a84704290b52bfe928991d199905f886fb47fb09edd0cb1d4903$pgrecall_98fcc7894bb7$, $pgrecall_cd1ed53afcf8$-- Duplicates: the database proposes pairs of similar memories, a person
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$, null, $pgrecall_afb56edf094f$0887e624cd20d329cc25c4d5d343084537b380874d06b6ea7e2d3c72bae7f95f$pgrecall_afb56edf094f$, $pgrecall_0887e624cd20$-- Duplicates: the database proposes pairs of similar memories, a person
 -- decides. Other memory stores merge on their own (an LLM judges, or an exact
 -- hash matches); here nothing changes because two memories are alike, only
 -- because someone looked at both, with their provenance, and said so.
@@ -2932,17 +3287,45 @@ $$;
 comment on function __tenant__._may_replace(__tenant__.memory, __tenant__.memory) is
     'Internal: true when the new memory reaches everyone the old one reaches, for every purpose (so it may supersede it).';
 
--- Proposals and, in a last row (a_id NULL), the metadata of this call: the
--- window, how many of it are embedded, and why nothing is proposed if so.
-create or replace function __tenant__._duplicate_proposals(p_principal text, p_scopes text[], p_limit integer)
-returns table (
-    rank integer, cosine double precision,
-    a_id bigint, a_scope text, a_kind text, a_title text, a_body text, a_revision integer,
-    a_created_at timestamptz, a_audience text, a_purposes text[], a_provenance jsonb,
-    b_id bigint, b_scope text, b_kind text, b_title text, b_body text, b_revision integer,
-    b_created_at timestamptz, b_audience text, b_purposes text[], b_provenance jsonb,
-    b_may_replace_a boolean, a_may_replace_b boolean, meta jsonb
+-- The proposals (duplicate_pair[]) and the metadata of this call
+-- (duplicate_meta: the window, how many of it are embedded, and why nothing
+-- is proposed if so), as one value of the declared type
+-- duplicate_proposals_answer (migration 0027); duplicate_proposals() returns
+-- the pairs as rows.
+-- How close the closest pair of the window came (for a common purpose): a
+-- second pass over the window that duplicate_proposals_answer pays only when
+-- no pair reached the threshold.
+create or replace function __tenant__._closest_pair(p_ids bigint[], p_model text)
+returns double precision
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    with win as materialized (
+        select m.id, _purpose_bits(m.purposes) as bits, me.text_embedding as embedding
+          from unnest(p_ids) w(id)
+          join memory m on m.id = w.id
+          join memory_embedding me on me.memory_id = w.id and me.model = p_model and me.text_embedding is not null
+    )
+    select max(1 - (a.embedding operator(__ext__.<=>) b.embedding))
+      from win a join win b on a.id < b.id
+     where (a.bits & b.bits) <> 0
+$$;
+comment on function __tenant__._closest_pair(bigint[], text) is
+    'Internal: the highest cosine of any two memories of the window that share a purpose.';
+
+-- Every pair of the window at or above the threshold, best first: the
+-- undecided ones listed, the decided ones counted. The window is read by key,
+-- row by row (unnest, then the primary keys): never a scan of the vectors of
+-- the whole tenant. Each vector is normalised once, so that a pair's cosine is
+-- its inner product: a third of the arithmetic of <=>, which is most of a
+-- call's time (the pair loop is window^2 / 2 products).
+create or replace function __tenant__.duplicate_proposals_answer(
+    p_principal  text,
+    p_scopes     text[],
+    p_limit      integer default 20
 )
+returns __tenant__.duplicate_proposals_answer
 language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -2961,7 +3344,7 @@ declare
     v_decided integer;
     v_closest double precision;
     v_empty text;
-    v_meta jsonb;
+    v_answer duplicate_proposals_answer;
 begin
     perform _check_scopes(p_scopes);
     perform _check_limit(p_limit, 1000, 'limit', 'Ask for the best pairs first, e.g. p_limit => 20.');
@@ -2974,12 +3357,7 @@ begin
       from memory_embedding me
      where me.memory_id = any (v_ids) and me.model = v_model and me.text_embedding is not null;
 
-    -- Every pair of the window at or above the threshold, best first: the
-    -- undecided ones listed, the decided ones counted. The window is read by
-    -- key, row by row (unnest, then the primary keys): never a scan of the
-    -- vectors of the whole tenant. Each vector is normalised once, so that a
-    -- pair's cosine is its inner product: a third of the arithmetic of <=>,
-    -- which is most of a call's time (the pair loop is window^2 / 2 products).
+    -- Every pair of the window at or above the threshold (see above).
     with win as materialized (
         select m.id, m.revision, _purpose_bits(m.purposes) as bits,
                __ext__.l2_normalize(me.text_embedding) as embedding
@@ -3012,28 +3390,12 @@ begin
         v_empty := 'all_decided';
     elsif cardinality(v_low) = 0 then
         v_empty := 'below_threshold';
-        -- How close the closest pair came: a second pass over the window, paid
-        -- only when there is nothing to review.
-        with win as materialized (
-            select m.id, _purpose_bits(m.purposes) as bits, me.text_embedding as embedding
-              from unnest(v_ids) w(id)
-              join memory m on m.id = w.id
-              join memory_embedding me on me.memory_id = w.id and me.model = v_model and me.text_embedding is not null
-        )
-        select max(1 - (a.embedding operator(__ext__.<=>) b.embedding)) into v_closest
-          from win a join win b on a.id < b.id
-         where (a.bits & b.bits) <> 0;
+        v_closest := _closest_pair(v_ids, v_model);  -- paid only when there is nothing to review
     end if;
+    v_answer.meta := row(v_window, v_threshold, v_model, cardinality(v_ids), v_embedded,
+                         cardinality(v_ids) - v_embedded, cardinality(v_low), v_decided,
+                         least(cardinality(v_low), p_limit), v_closest, v_empty)::duplicate_meta;
 
-    v_meta := jsonb_build_object(
-        'window', v_window, 'threshold', v_threshold, 'model', v_model,
-        'in_window', cardinality(v_ids), 'embedded', v_embedded,
-        'missing_embeddings', cardinality(v_ids) - v_embedded,
-        'pairs', cardinality(v_low), 'decided', v_decided,
-        'returned', least(cardinality(v_low), p_limit),
-        'closest', v_closest, 'empty_reason', v_empty);
-
-    return query
     with top as (
         select p.ord::integer as r, p.low, v_high[p.ord] as high, v_cos[p.ord] as cos
           from unnest(v_low[1:p_limit]) with ordinality as p(low, ord)
@@ -3041,78 +3403,39 @@ begin
         select * from _provenance_of(array(select t.low from top t union select t.high from top t),
                                      v_principal, p_scopes)
     )
-    select t.r, t.cos,
-           a.id, a.scope, a.kind, a.title, a.body, a.revision, a.created_at,
-           (select p.name from peer p where p.id = a.audience_peer_id), a.purposes, pa.provenance,
-           b.id, b.scope, b.kind, b.title, b.body, b.revision, b.created_at,
-           (select p.name from peer p where p.id = b.audience_peer_id), b.purposes, pb.provenance,
-           _may_replace(a, b), _may_replace(b, a), null::jsonb
+    select coalesce(array_agg(row(
+               t.r, t.cos,
+               a.id, a.scope, a.kind, a.title, a.body, a.revision, a.created_at,
+               (select p.name from peer p where p.id = a.audience_peer_id), a.purposes, pa.provenance,
+               b.id, b.scope, b.kind, b.title, b.body, b.revision, b.created_at,
+               (select p.name from peer p where p.id = b.audience_peer_id), b.purposes, pb.provenance,
+               _may_replace(a, b), _may_replace(b, a))::duplicate_pair order by t.r), '{}')
+      into v_answer.items
       from top t
       join memory a on a.id = t.low
       join memory b on b.id = t.high
       join prov pa on pa.memory_id = a.id
-      join prov pb on pb.memory_id = b.id
-     order by t.r;
-    return query select null::integer, null::double precision,
-                        null::bigint, null::text, null::text, null::text, null::text, null::integer,
-                        null::timestamptz, null::text, null::text[], null::jsonb,
-                        null::bigint, null::text, null::text, null::text, null::text, null::integer,
-                        null::timestamptz, null::text, null::text[], null::jsonb,
-                        null::boolean, null::boolean, v_meta;
+      join prov pb on pb.memory_id = b.id;
+    return v_answer;
 end
 $$;
-comment on function __tenant__._duplicate_proposals(text, text[], integer) is
-    'Internal: duplicate_proposals()''s pairs, then one row (a_id NULL) with the metadata of this call.';
+comment on function __tenant__.duplicate_proposals_answer(text, text[], integer) is
+    'duplicate_proposals() and its metadata (window, embedded, threshold, why nothing is proposed) in one value: (items duplicate_pair[], meta duplicate_meta). In psql: select (a.meta).* from duplicate_proposals_answer(...) a.';
 
 create or replace function __tenant__.duplicate_proposals(
     p_principal  text,
     p_scopes     text[],
     p_limit      integer default 20
 )
-returns table (
-    rank integer, cosine double precision,
-    a_id bigint, a_scope text, a_kind text, a_title text, a_body text, a_revision integer,
-    a_created_at timestamptz, a_audience text, a_purposes text[], a_provenance jsonb,
-    b_id bigint, b_scope text, b_kind text, b_title text, b_body text, b_revision integer,
-    b_created_at timestamptz, b_audience text, b_purposes text[], b_provenance jsonb,
-    b_may_replace_a boolean, a_may_replace_b boolean
-)
+returns setof __tenant__.duplicate_pair
 language sql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select d.rank, d.cosine, d.a_id, d.a_scope, d.a_kind, d.a_title, d.a_body, d.a_revision, d.a_created_at,
-           d.a_audience, d.a_purposes, d.a_provenance, d.b_id, d.b_scope, d.b_kind, d.b_title, d.b_body,
-           d.b_revision, d.b_created_at, d.b_audience, d.b_purposes, d.b_provenance, d.b_may_replace_a,
-           d.a_may_replace_b
-      from _duplicate_proposals(p_principal, p_scopes, p_limit) d
-     where d.meta is null
-     order by d.rank
+    select d.* from unnest((duplicate_proposals_answer(p_principal, p_scopes, p_limit)).items) d order by d.rank
 $$;
 comment on function __tenant__.duplicate_proposals(text, text[], integer) is
     'Pairs of current memories the principal may see for a common purpose, among its duplicate_window newest, with cosine >= duplicate_cosine and not yet decided at these revisions; best first, with both texts and provenance. Nothing is merged: decide_duplicate() records a person''s decision.';
-
--- The same proposals as one row: the pairs (a JSON array of objects with
--- duplicate_proposals()'s columns) and the metadata of this very call, which
--- says why the list is empty when it is (empty_reason: no_memories,
--- one_memory, no_embeddings, below_threshold with the closest cosine, or
--- all_decided).
-create or replace function __tenant__.duplicate_proposals_answer(
-    p_principal  text,
-    p_scopes     text[],
-    p_limit      integer default 20
-)
-returns table (items jsonb, meta jsonb)
-language sql stable
-security definer
-set search_path = pg_catalog, __tenant__, __ext__, pg_temp
-as $$
-    select coalesce(jsonb_agg(to_jsonb(d) - 'meta' order by d.rank) filter (where d.meta is null), '[]'),
-           (array_agg(d.meta) filter (where d.meta is not null))[1]
-      from _duplicate_proposals(p_principal, p_scopes, p_limit) d
-$$;
-comment on function __tenant__.duplicate_proposals_answer(text, text[], integer) is
-    'duplicate_proposals() and its metadata (window, embedded, threshold, why nothing is proposed) in one row.';
 
 -- A person's decision about a pair:
 --   distinct   keep both; the pair is not proposed again (at these revisions)
@@ -3149,7 +3472,7 @@ declare
     v_b memory;
     v_low bigint := least(p_a, p_b);
     v_high bigint := greatest(p_a, p_b);
-    v_seen_a integer;
+    v_seen_a integer;  -- the revisions the reviewer saw
     v_seen_b integer;
     v_prior record;
     v_cosine double precision;
@@ -3165,7 +3488,6 @@ begin
     perform _check_one_of(p_decision, 'decision', array['distinct', 'supersede', 'forget']);
     perform _check_reason(p_reason, 'a decision needs a reason',
                           'Say why, e.g. ''the same allergy, said twice'' or ''different people''.', 2000);
-
     -- Visible first (PR104 tells nothing of a memory the principal may not
     -- see), then locked in id order so that concurrent deciders queue up.
     perform _check_memory_visible(v_principal, p_scopes, v_low);
@@ -3175,7 +3497,6 @@ begin
     select m.* into v_b from memory m where m.id = p_b;
     v_seen_a := coalesce(p_revision_a, v_a.revision);
     v_seen_b := coalesce(p_revision_b, v_b.revision);
-
     -- Someone decided this pair, as the reviewer saw it, first.
     select d.decision, p.name as decider, d.decided_at into v_prior
       from duplicate_decision d join peer p on p.id = d.decided_by
@@ -3187,7 +3508,6 @@ begin
                                       v_prior.decision, _shown(v_prior.decider), v_prior.decided_at),
                       'Someone decided this pair first: load the proposals again.');
     end if;
-
     -- The revision checks of correct/supersede/forget: both live, both as seen.
     v_a := _lock_for_revision(v_principal, p_scopes, p_a, p_revision_a, true);
     v_b := _lock_for_revision(v_principal, p_scopes, p_b, p_revision_b, true);
@@ -3230,7 +3550,7 @@ end
 $$;
 comment on function __tenant__.decide_duplicate(text, text[], bigint, bigint, text, text, integer, integer) is
     'A person''s decision about a proposed pair: distinct (keep both), supersede (b replaces a) or forget (a); recorded with who, when and why. PR180 if someone decided it first.';
-$pgrecall_cd1ed53afcf8$)
+$pgrecall_0887e624cd20$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -6492,7 +6812,38 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$, null, $pgrecall_d6e227c58207$9768f86464d6d9bc6c9de634a6981f7d65ec64a321d7bb557ddfae83d97d0d21$pgrecall_d6e227c58207$, $pgrecall_9768f86464d6$-- Message search: the passages of the log, at tenant level (every authorised
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_2fd51404a479$memory_count.sql$pgrecall_2fd51404a479$, null, $pgrecall_a93e4fd9c12a$5e22288cd7665e2c479ad357d96093d4c5774ae557de5e8d75a63343093af4c6$pgrecall_a93e4fd9c12a$, $pgrecall_5e22288cd766$-- memory_count: how many memories the principal may see in the authorised
+-- scopes for a purpose, by the one eligibility rule (_eligible_memories):
+-- what recall and read would consider, counted, nothing of it shown.
+
+create or replace function __tenant__.memory_count(
+    p_principal           text,
+    p_scopes              text[],
+    p_purpose             text default 'converse',
+    p_include_superseded  boolean default false
+)
+returns bigint
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_principal bigint := _peer_id(p_principal);
+begin
+    perform _check_scopes(p_scopes);
+    perform _check_purpose(p_purpose);
+    return (select count(*)
+              from _eligible_memories(v_principal, p_scopes, p_purpose, coalesce(p_include_superseded, false), null));
+end
+$$;
+comment on function __tenant__.memory_count(text, text[], text, boolean) is
+    'How many memories the principal may see in the authorised scopes for a purpose (superseded ones too if asked), eligibility applied.';
+$pgrecall_5e22288cd766$)
+on conflict (kind, name) do update
+   set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, sha256, body)
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$, null, $pgrecall_1b2ae4567ccd$aa3978dd4a7249e792e9f67f5ce922422cd045e0971750343b552a12a693abd6$pgrecall_1b2ae4567ccd$, $pgrecall_aa3978dd4a72$-- Message search: the passages of the log, at tenant level (every authorised
 -- scope), session level (p_session_id) or peer level (what p_peer sent).
 --   * lexical arm: BM25 over passages, document frequencies counted live in
 --     the authorised scopes, corpus size from passage_stat; from
@@ -6523,9 +6874,11 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e2
 -- copies from its turn: a passage the principal may not see is never
 -- counted (the lexical arm's document frequencies), ranked or returned.
 --
--- _search_messages() returns the hits followed by one row with
--- kind = 'meta' carrying the metadata; search_messages() returns the hits and
--- search_messages_answer() both, in one call. Nothing is kept after the call.
+-- search_messages_answer() returns one value of the declared type
+-- search_messages_answer: the hits (message_hit[]) and the metadata
+-- (message_search_meta) of this very call; search_messages() returns the hits
+-- as rows of message_hit. The types are declared in migration 0027. Nothing
+-- is kept after the call.
 
 -- The passages a search is about: those the principal may see in the
 -- authorised scopes, narrowed to one session and/or one sender when asked.
@@ -6550,7 +6903,7 @@ comment on function __tenant__._passages_in(bigint, text[], bigint, bigint) is
 -- The lexical arm over passages: BM25, document frequencies counted live in
 -- the scopes, corpus size from passage_stat. As in recall, a cheap presence
 -- score bounds the candidates and the best 2 x p_depth get exact BM25 term
--- frequencies. One row: ids and scores best first, the terms, those dropped.
+-- frequencies (_bm25_tf, recall_lexical.sql). One row: ids and scores best first, the terms, those dropped.
 create or replace function __tenant__._passage_lexical_arm(p_principal_id bigint, p_scopes text[], p_session_id bigint,
                                                           p_actor_id bigint, p_query text, p_depth integer,
                                                           p_settings jsonb default null)
@@ -6599,15 +6952,15 @@ begin
         select p.id, p.tsv,
                (select sum(v_idf[i]) from generate_subscripts(v_term_queries, 1) i
                  where p.tsv @@ v_term_queries[i])
-               / (1 + v_k1 * (1 - v_b + v_b * length(p.tsv) / v_avg_length)) as quick
+               * _bm25_tf(1, length(p.tsv), v_k1, v_b, v_avg_length) as quick
           from _passages_in(p_principal_id, p_scopes, p_session_id, p_actor_id) p
          where p.tsv @@ v_query
          order by quick desc, p.id
          limit 2 * p_depth
     ), scored as (
         select m.id,
-               (select sum(v_idf[array_position(v_kept, u.lexeme)] * (cardinality(u.positions) * (v_k1 + 1))
-                           / (cardinality(u.positions) + v_k1 * (1 - v_b + v_b * length(m.tsv) / v_avg_length)))
+               (select sum(v_idf[array_position(v_kept, u.lexeme)]
+                           * _bm25_tf(cardinality(u.positions), length(m.tsv), v_k1, v_b, v_avg_length))
                   from unnest(m.tsv) u where u.lexeme = any (v_kept)) as s
           from matched m
          order by s desc, m.id
@@ -6682,7 +7035,63 @@ $$;
 comment on function __tenant__._passage_dense_arm(bigint, text[], bigint, bigint, double precision[], integer, jsonb) is
     'Internal: message search''s semantic arm: the passages in scope nearest the query embedding (floor dense_floor), exact or HNSW.';
 
-create or replace function __tenant__._search_messages(
+-- Which arms a message search runs: what the mode asks for, among what the
+-- tenant switched on (PR130 when that leaves none), and why not the semantic
+-- one when it is not asked for or switched off.
+create or replace function __tenant__._message_search_arms(p_mode text, p_settings jsonb)
+returns table (lexical boolean, semantic boolean, semantic_reason text)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    lexical := p_mode in ('hybrid', 'lexical') and (p_settings ->> 'message_search_lexical')::boolean;
+    semantic := p_mode in ('hybrid', 'semantic') and (p_settings ->> 'message_search_semantic')::boolean;
+    if not (lexical or semantic) then
+        perform _fail('PR130', format('%s message search is switched off for this tenant',
+                                      case p_mode when 'hybrid' then 'lexical and semantic' else p_mode end),
+                      'Turn it on with pgrecall.set_tenant_setting(tenant, ''message_search_lexical'' or '
+                      '''message_search_semantic'', ''true''), or ask for the other mode.');
+    end if;
+    semantic_reason := case when semantic then null
+                            when p_mode <> 'lexical' then 'semantic message search is switched off'
+                            else 'mode is lexical' end;
+    return next;
+end
+$$;
+comment on function __tenant__._message_search_arms(text, jsonb) is
+    'Internal: which arms a message search runs (PR130 when the tenant switched off what the mode asks for), and why not the semantic one.';
+
+-- Why message search's semantic arm cannot run, or NULL when it can: no
+-- query embedding, one of another model, or no passage in the scopes embedded
+-- by the current model and input version (and whether the scopes embed none).
+create or replace function __tenant__._passage_semantic_reason(p_principal_id bigint, p_scopes text[],
+                                                              p_query_embedding double precision[],
+                                                              p_query_model text, p_settings jsonb)
+returns text
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    return case
+        when p_query_embedding is null then 'no query embedding'
+        when p_query_model is not null and p_query_model <> p_settings ->> 'embedding_model'
+            then format('query embedded with %s, passages with %s', p_query_model, p_settings ->> 'embedding_model')
+        when exists (select 1 from _passages_in(p_principal_id, p_scopes, null, null) p
+                      where p.embedding_model = p_settings ->> 'embedding_model'
+                        and p.embedding_input_version = (p_settings ->> 'embedding_input_version')::integer)
+            then null
+        when not exists (select 1 from _passage_embedding_policies() pol
+                          where pol.scope = any (p_scopes) and pol.policy <> 'none')
+            then 'these scopes embed no passages (passage_embedding none)'
+        else 'no passage embeddings yet' end;
+end
+$$;
+comment on function __tenant__._passage_semantic_reason(bigint, text[], double precision[], text, jsonb) is
+    'Internal: why message search''s semantic arm cannot run (no query embedding, another model, no passage embedded yet), or NULL.';
+
+create or replace function __tenant__.search_messages_answer(
     p_principal        text,
     p_scopes           text[],
     p_query            text,
@@ -6693,18 +7102,13 @@ create or replace function __tenant__._search_messages(
     p_limit            integer default 10,
     p_query_model      text default null
 )
-returns table (
-    rank integer, scope text, log_offset bigint, session_id bigint, actor text, source_role text, kind text,
-    occurred_at timestamptz, passage_id bigint, ordinal integer, start_byte integer, end_byte integer, body text,
-    score double precision, lexical_rank integer, semantic_rank integer, bm25 double precision,
-    cosine double precision, meta jsonb
-)
+returns __tenant__.search_messages_answer
 language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_meta jsonb;
+    v_answer search_messages_answer;
     v_set jsonb := _settings();
     v_mode text := coalesce(p_mode, 'hybrid');
     v_principal bigint;
@@ -6712,8 +7116,6 @@ declare
     v_depth integer := (v_set ->> 'arm_candidates')::integer;
     v_max_limit integer := (v_set ->> 'walk_depth')::integer;
     v_rrf_k double precision := (v_set ->> 'rrf_k')::double precision;
-    v_model text := v_set ->> 'embedding_model';
-    v_version integer := (v_set ->> 'embedding_input_version')::integer;
     v_lexical boolean;
     v_semantic boolean;
     v_semantic_reason text;
@@ -6741,37 +7143,15 @@ begin
     end if;
     perform _check_query_embedding(p_query_embedding);
 
-    -- Which arms: what the mode asks for, among what the tenant switched on.
-    v_lexical := v_mode in ('hybrid', 'lexical') and (v_set ->> 'message_search_lexical')::boolean;
-    v_semantic := v_mode in ('hybrid', 'semantic') and (v_set ->> 'message_search_semantic')::boolean;
-    if not (v_lexical or v_semantic) then
-        perform _fail('PR130', format('%s message search is switched off for this tenant',
-                                      case v_mode when 'hybrid' then 'lexical and semantic' else v_mode end),
-                      'Turn it on with pgrecall.set_tenant_setting(tenant, ''message_search_lexical'' or '
-                      '''message_search_semantic'', ''true''), or ask for the other mode.');
-    end if;
+    select a.lexical, a.semantic, a.semantic_reason into v_lexical, v_semantic, v_semantic_reason
+      from _message_search_arms(v_mode, v_set) a;
     if v_semantic then
-        if p_query_embedding is null then
-            v_semantic_reason := 'no query embedding';
-        elsif p_query_model is not null and p_query_model <> v_model then
-            v_semantic_reason := format('query embedded with %s, passages with %s', p_query_model, v_model);
-        elsif not exists (select 1 from _passages_in(v_principal, p_scopes, null, null) p
-                           where p.embedding_model = v_model and p.embedding_input_version = v_version) then
-            v_semantic_reason := case
-                when not exists (select 1 from _passage_embedding_policies() pol
-                                  where pol.scope = any (p_scopes) and pol.policy <> 'none')
-                then 'these scopes embed no passages (passage_embedding none)'
-                else 'no passage embeddings yet' end;
-        end if;
+        v_semantic_reason := _passage_semantic_reason(v_principal, p_scopes, p_query_embedding, p_query_model, v_set);
         if v_semantic_reason is not null then
             v_semantic := false;
             -- Degrade: the lexical arm answers when the tenant allows it.
             v_lexical := (v_set ->> 'message_search_lexical')::boolean;
         end if;
-    elsif v_mode <> 'lexical' then
-        v_semantic_reason := 'semantic message search is switched off';
-    else
-        v_semantic_reason := 'mode is lexical';
     end if;
 
     if v_lexical then
@@ -6784,37 +7164,31 @@ begin
     end if;
     v_fused := _rrf_fuse(v_lex_ids, v_sem_ids, v_rrf_k, p_limit);
 
-    v_meta := jsonb_build_object(
-        'query', p_query, 'mode', v_mode,
-        'level', case when p_session_id is not null then 'session' when p_peer is not null then 'peer' else 'tenant' end,
-        'session_id', p_session_id, 'peer', p_peer, 'scopes', to_jsonb(p_scopes),
-        'lexical', v_lexical, 'semantic', v_semantic, 'semantic_available', v_semantic,
-        'semantic_reason', v_semantic_reason, 'semantic_method', v_semantic_method,
-        'terms', to_jsonb(v_terms), 'dropped_terms', to_jsonb(v_dropped),
-        'lexical_count', cardinality(v_lex_ids), 'semantic_count', cardinality(v_sem_ids),
-        'returned', cardinality(v_fused),
-        'missing_embeddings', (select count(*) from passage_embedding_job j where j.scope = any (p_scopes)));
+    v_answer.meta := row(
+        p_query, v_mode,
+        case when p_session_id is not null then 'session' when p_peer is not null then 'peer' else 'tenant' end,
+        p_session_id, p_peer, p_scopes, v_lexical, v_semantic, v_semantic, v_semantic_reason, v_semantic_method,
+        v_terms, v_dropped, cardinality(v_lex_ids), cardinality(v_sem_ids), cardinality(v_fused),
+        (select count(*) from passage_embedding_job j where j.scope = any (p_scopes)))::message_search_meta;
 
-    return query
-    select k.ord::integer, p.scope, o.log_offset, p.session_id, pe.name, o.source_role, o.kind, p.occurred_at,
-           p.id, p.ordinal, p.start_byte, p.end_byte, p.body,
-           coalesce(1.0 / (v_rrf_k + array_position(v_lex_ids, p.id)), 0)
-             + coalesce(1.0 / (v_rrf_k + array_position(v_sem_ids, p.id)), 0),
-           array_position(v_lex_ids, p.id), array_position(v_sem_ids, p.id),
-           v_lex_scores[array_position(v_lex_ids, p.id)], v_sem_cos[array_position(v_sem_ids, p.id)], null::jsonb
+    select coalesce(array_agg(row(
+               k.ord::integer, p.scope, o.log_offset, p.session_id, pe.name, o.source_role, o.kind, p.occurred_at,
+               p.id, p.ordinal, p.start_byte, p.end_byte, p.body,
+               coalesce(1.0 / (v_rrf_k + array_position(v_lex_ids, p.id)), 0)
+                 + coalesce(1.0 / (v_rrf_k + array_position(v_sem_ids, p.id)), 0),
+               array_position(v_lex_ids, p.id), array_position(v_sem_ids, p.id),
+               v_lex_scores[array_position(v_lex_ids, p.id)], v_sem_cos[array_position(v_sem_ids, p.id)]
+           )::message_hit order by k.ord), '{}')
+      into v_answer.items
       from unnest(v_fused) with ordinality as k(id, ord)
       join passage p on p.id = k.id and p.scope = any (p_scopes)
       join observation o on o.id = p.observation_id
-      join peer pe on pe.id = p.actor_id
-     order by k.ord;
-    return query select null::integer, null::text, null::bigint, null::bigint, null::text, null::text, 'meta'::text,
-                        null::timestamptz, null::bigint, null::integer, null::integer, null::integer, null::text,
-                        null::double precision, null::integer, null::integer, null::double precision,
-                        null::double precision, v_meta;
+      join peer pe on pe.id = p.actor_id;
+    return v_answer;
 end
 $$;
-comment on function __tenant__._search_messages(text, text[], text, double precision[], text, bigint, text, integer, text) is
-    'Internal: message search''s hits, then one row (kind = meta) with the metadata of this call.';
+comment on function __tenant__.search_messages_answer(text, text[], text, double precision[], text, bigint, text, integer, text) is
+    'search_messages() and its metadata (arms that ran, why the semantic arm did not, terms, counts) in one value: (items message_hit[], meta message_search_meta). In psql: select (a.meta).* from search_messages_answer(...) a.';
 
 create or replace function __tenant__.search_messages(
     p_principal        text,
@@ -6827,51 +7201,19 @@ create or replace function __tenant__.search_messages(
     p_limit            integer default 10,
     p_query_model      text default null
 )
-returns table (
-    rank integer, scope text, log_offset bigint, session_id bigint, actor text, source_role text, kind text,
-    occurred_at timestamptz, passage_id bigint, ordinal integer, start_byte integer, end_byte integer, body text,
-    score double precision, lexical_rank integer, semantic_rank integer, bm25 double precision,
-    cosine double precision
-)
+returns setof __tenant__.message_hit
 language sql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select h.rank, h.scope, h.log_offset, h.session_id, h.actor, h.source_role, h.kind, h.occurred_at, h.passage_id,
-           h.ordinal, h.start_byte, h.end_byte, h.body, h.score, h.lexical_rank, h.semantic_rank, h.bm25, h.cosine
-      from _search_messages(p_principal, p_scopes, p_query, p_query_embedding, p_mode, p_session_id, p_peer,
-                            p_limit, p_query_model) h
-     where h.meta is null
+    select h.*
+      from unnest((search_messages_answer(p_principal, p_scopes, p_query, p_query_embedding, p_mode, p_session_id,
+                                          p_peer, p_limit, p_query_model)).items) h
      order by h.rank
 $$;
 comment on function __tenant__.search_messages(text, text[], text, double precision[], text, bigint, text, integer, text) is
     'Searches the passages of the log in the authorised scopes (optionally one session or one sender): BM25 and/or cosine, fused by RRF. With its metadata: search_messages_answer().';
-
-create or replace function __tenant__.search_messages_answer(
-    p_principal        text,
-    p_scopes           text[],
-    p_query            text,
-    p_query_embedding  double precision[] default null,
-    p_mode             text default null,
-    p_session_id       bigint default null,
-    p_peer             text default null,
-    p_limit            integer default 10,
-    p_query_model      text default null
-)
-returns table (items jsonb, meta jsonb)
-language sql
-security definer
-set search_path = pg_catalog, __tenant__, __ext__, pg_temp
-as $$
-    select coalesce(jsonb_agg(to_jsonb(h) - 'meta' order by h.rank) filter (where h.meta is null), '[]'),
-           (array_agg(h.meta) filter (where h.meta is not null))[1]
-      from _search_messages(p_principal, p_scopes, p_query, p_query_embedding, p_mode, p_session_id, p_peer,
-                            p_limit, p_query_model) h
-$$;
-comment on function __tenant__.search_messages_answer(text, text[], text, double precision[], text, bigint, text, integer, text) is
-    'search_messages() and its metadata (arms that ran, why the semantic arm did not, terms, counts) in one row.';
-
-$pgrecall_9768f86464d6$)
+$pgrecall_aa3978dd4a72$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -7062,7 +7404,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$, null, $pgrecall_f7836d39a910$ba2c349720b4509084e2d0578bdbf31e5fa46a2e551c6fee0c8bfa8bac5f8938$pgrecall_f7836d39a910$, $pgrecall_ba2c349720b4$-- Passages: every observation is split into chunks (passage_chunks.sql) in
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$, null, $pgrecall_ab4554163916$a3cac735eacff2239ba43e733faa10d73055830f915e8483e4cc650bed2e7931$pgrecall_ab4554163916$, $pgrecall_a3cac735eacf$-- Passages: every observation is split into chunks (passage_chunks.sql) in
 -- the transaction that appends it (a statement trigger, so one append and a
 -- batch share the path), each chunk registered in the projection registry and
 -- queued for the embedding worker (embedding_queue.sql). A passage copies
@@ -7290,30 +7632,39 @@ as $$
 $$;
 comment on function __tenant__._passage_partition_name(text) is 'Internal: the table name of a scope''s passage partition.';
 
--- A new scope gets its own partition. (Creating it briefly locks the passage
--- table and checks the DEFAULT partition for rows of the scope: none can
--- exist, as a passage names an existing scope.)
-create or replace function __tenant__._scope_added()
-returns trigger
+-- A new scope gets its own partition, made by add_scope before the scope row. (Creating it
+-- briefly locks the passage table and checks the DEFAULT partition for rows of the scope: none
+-- can exist, as a passage names an existing scope.) Not by a trigger on scope: on Citus a trigger
+-- fires on the worker holding the scope table, where tables of a distributed schema cannot be
+-- created, while add_scope, which is never delegated, runs its DDL on the coordinator.
+create or replace function __tenant__._ensure_passage_partition(p_scope text)
+returns void
 language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_table text := _passage_partition_name(new.name);
+    v_table text := _passage_partition_name(p_scope);
 begin
     if to_regclass(format('__tenant__.%I', v_table)) is null then
         execute format('create table __tenant__.%I partition of __tenant__.passage for values in (%L)',
-                       v_table, new.name);
-        execute format('comment on table __tenant__.%I is %L', v_table, format('Passages of scope %s.', new.name));
+                       v_table, p_scope);
+        execute format('comment on table __tenant__.%I is %L', v_table, format('Passages of scope %s.', p_scope));
     end if;
-    return null;
 end
 $$;
-comment on function __tenant__._scope_added() is 'Internal trigger: provisions the passage partition of a new scope.';
+comment on function __tenant__._ensure_passage_partition(text) is
+    'Internal: creates the passage partition of scope p_scope unless it exists (add_scope calls it).';
 
-create or replace trigger scope_passage_partition after insert on __tenant__.scope
-    for each row execute function __tenant__._scope_added();
+-- Tenants from before this release made partitions with a trigger on scope; it goes.
+do $drop$
+begin
+    if exists (select 1 from pg_trigger where tgname = 'scope_passage_partition'
+                                          and tgrelid = '__tenant__.scope'::regclass) then
+        drop trigger scope_passage_partition on __tenant__.scope;
+    end if;
+end
+$drop$;
 
 -- Observations already in the log when passages arrived (migration 0010)
 -- get their passages from this data step, which migration 0017 requests and
@@ -7333,12 +7684,12 @@ as $$
 $$;
 comment on function __tenant__._backfill_passages() is
     'Internal data step (migration 0017): writes the passages of observations that have none; returns how many.';
-$pgrecall_ba2c349720b4$)
+$pgrecall_a3cac735eacf$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1a947d1f52ee$peers_scopes.sql$pgrecall_1a947d1f52ee$, null, $pgrecall_ebab3bc9f4b7$64aeaaf57575cca48f3a70c96ff42034272ff57b03d7a621766c0872dd877751$pgrecall_ebab3bc9f4b7$, $pgrecall_64aeaaf57575$-- Creating the peers and scopes that every operation names, and the rules
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1a947d1f52ee$peers_scopes.sql$pgrecall_1a947d1f52ee$, null, $pgrecall_2297c37f7188$9c08df1715af0f002543c35dde36df1dd8bad3467eb96daa2540d2928da477b3$pgrecall_2297c37f7188$, $pgrecall_9c08df1715af$-- Creating the peers and scopes that every operation names, and the rules
 -- their names follow.
 --
 -- A scope name is a lowercase ASCII slug (the table's CHECK), so it has one
@@ -7526,6 +7877,7 @@ begin
                       'A scope name is 1 to 64 of a-z, 0-9 and _ . : - starting with a letter or digit.');
     end if;
     perform _check_length(p_description, 'scope description', 2000);
+    perform _ensure_passage_partition(p_name);
     insert into scope (name, description) values (p_name, p_description)
     on conflict (name) do update set description = coalesce(excluded.description, scope.description);
     return p_name;
@@ -7608,7 +7960,7 @@ comment on function __tenant__.add_peer(text, text, jsonb, text) is
     'Creates a peer (human, agent or other), or merges metadata into an existing one of the same kind. Returns its id. '
     'The name is stored in NFC; PR140 if it breaks the name rules, PR141 if a peer of that name in another case exists. '
     'With p_data_subject_id, erasing that subject anonymises the peer.';
-$pgrecall_64aeaaf57575$)
+$pgrecall_9c08df1715af$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -7849,9 +8201,9 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$, null, $pgrecall_9f6865fc7ab3$859071691db9d1ba9421227e967c11d07581bb0fa17f1809f41b005e640ba4c9$pgrecall_9f6865fc7ab3$, $pgrecall_859071691db9$-- recall: ranked retrieval, in the design's order (section 6). Each step is
--- a function of its own that a DBA can call and test alone; _recall() runs
--- them in order.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$, null, $pgrecall_52ce64349549$efa2b8bca1ffc210d489c1697897e7e5cfcb76b5366cdbf0d719fb3b64a25a20$pgrecall_52ce64349549$, $pgrecall_efa2b8bca1ff$-- recall: ranked retrieval, in the design's order (section 6). Each step is
+-- a function of its own that a DBA can call and test alone; recall_answer()
+-- runs them in order.
 --   1. eligibility (the one rule) before anything is ranked:
 --        _eligible_memories (eligibility.sql); every step selects from it;
 --        when the principal may see only a few memories, their ids, read once
@@ -7870,25 +8222,123 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a
 --      or score fusion (scores), each arm's scores over its best, added, over
 --      each arm's first max(arm_candidates, 10 x limit); or both (rrf_scores):
 --      RRF chooses the rows, the arms' evidence orders them:
---        _rrf_fuse, _score_fuse, _evidence_scores (recall_fusion.sql)
+--        _fused_ids = _rrf_fuse or _score_fuse, _evidence_scores (recall_fusion.sql)
 --   5. permission walk over the fused list: a candidate whose provenance the
 --      principal may not see is dropped:
 --        _walk_provenance (recall_fusion.sql)
 --   6. (re-rank happens in the caller, on rows that passed)
 --   7. rows, plus metadata (counts after the walk, dropped terms,
 --      dense_available, embeddings missing, freshness):
---        _recall_items (recall_fusion.sql), the metadata here
+--        _recall_items (recall_fusion.sql), _missing_embeddings and the
+--        metadata here (recall_meta)
 --
 -- Each step takes and returns whole arrays and is called once per recall:
 -- no step is called per row, so every set-wise query stays one query.
 --
--- _recall() returns the items followed by one row with item = 'meta' that
--- carries the metadata; recall() returns the items (what a psql user reads)
--- and recall_answer() both, in one call. The metadata is never kept anywhere
--- after the call: nothing of one principal's recall is readable by a later
--- call on the same connection.
+-- recall_answer() returns one value of the declared type recall_answer: the
+-- items (recall_item[]) and the metadata (recall_meta) of this very call;
+-- recall() returns the items as rows of recall_item (what a psql user reads).
+-- The types are declared in migration 0027. The metadata is never kept
+-- anywhere after the call: nothing of one principal's recall is readable by
+-- a later call on the same connection.
 
-create or replace function __tenant__._recall(
+-- How deep each arm reads for a recall of p_limit rows. Each arm contributes
+-- twice the rows asked for (at least arm_candidates). With rrf_k = 60 a
+-- memory ranked d in both arms outscores the other arm's first alone
+-- whenever d < 62: fusing deep lists lets agreement between two mediocre
+-- rankings outvote either arm's best. Score fusion needs no shallow cut: a
+-- memory deep in one arm's list adds only what its score is worth next to
+-- that arm's first, so it cannot outvote a strong hit; the arms' lists are
+-- read ten times the rows asked for, so that what one arm ranks in its head
+-- is found in the other's list when it is there at all.
+create or replace function __tenant__._arm_depth(p_limit integer, p_settings jsonb)
+returns integer
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select case when p_settings ->> 'fusion' = 'scores'
+                then least(greatest((p_settings ->> 'arm_candidates')::integer, 10 * p_limit),
+                           (p_settings ->> 'walk_depth')::integer)
+                else greatest((p_settings ->> 'arm_candidates')::integer, 2 * p_limit) end
+$$;
+comment on function __tenant__._arm_depth(integer, jsonb) is
+    'Internal: how many rows each recall arm reads for p_limit rows (twice, or ten times under score fusion).';
+
+-- Before the arms: whether the principal may see only a few memories (the
+-- dense arm then searches them exactly, and the lexical arm works among the
+-- same ids instead of the whole tenant's text index). Learning that they are
+-- many reads exact_dense rows (~1.5 ms at 100k memories, more at 1M), so when
+-- the planner expects at least twice that many, the index is searched first,
+-- visiting at most twice that many elements: finding p_depth eligible
+-- memories settles it without the read, and its rows are the dense arm's
+-- (method set). Finding fewer (the estimate was wrong), the read decides.
+create or replace function __tenant__._few_or_dense(
+    p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
+    p_query_embedding double precision[], p_depth integer, p_settings jsonb)
+returns table (few bigint[], ids bigint[], cosines double precision[], method text)
+language plpgsql  -- volatile: the dense arm sets (and restores) the HNSW settings
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_exact_below integer := _exact_dense_limit(p_depth, p_settings);
+    -- Below this many rows the read that tells few from many costs less than
+    -- the estimate that could spare it (~0.1 ms against ~0.3 us a row).
+    c_estimate_from constant integer := 2000;
+    v_returned integer;
+begin
+    if v_exact_below >= c_estimate_from
+       and _eligible_estimate(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) >= 2 * v_exact_below then
+        select a.ids, a.cosines, a.method, a.returned into ids, cosines, method, v_returned
+          from _dense_arm(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_query_embedding,
+                          p_depth, p_settings, true, null, 2 * v_exact_below) a;
+        if v_returned < p_depth then
+            method := null;
+        end if;
+    end if;
+    if method is null then
+        few := _few_eligible(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, v_exact_below);
+        ids := null;
+        cosines := null;
+    end if;
+    return next;
+end
+$$;
+comment on function __tenant__._few_or_dense(bigint, text[], text, boolean, timestamptz, double precision[], integer,
+                                             jsonb) is
+    'Internal: before recall''s arms, the ids the principal may see when they are few, or else the dense arm''s rows when the index settled it.';
+
+-- Eligible memories still waiting for their vector, counted up to 1001.
+-- Every live memory without a current embedding has a job (the write path and
+-- set_embedding_version queue them), so the queue answers this. The count
+-- stops at 1000: after a large import, counting a backlog of tens of
+-- thousands would cost every recall ~100 ms until the worker catches up. It
+-- starts from the queue and looks each job's memory up ("offset 0" keeps it a
+-- lookup): as a join, the plan made while the queue was full read every
+-- eligible memory on each recall after the worker emptied it.
+create or replace function __tenant__._missing_embeddings(
+    p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz)
+returns bigint
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select count(*) from (
+        select 1 from embedding_job j
+         where exists (select 1 from _eligible_memories(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) e
+                        where e.id = j.memory_id offset 0)
+         limit 1001) x
+$$;
+comment on function __tenant__._missing_embeddings(bigint, text[], text, boolean, timestamptz) is
+    'Internal: how many memories the principal may see still wait for their embedding, counted up to 1001.';
+
+-- Recall, its steps in order. None of the steps' plans depends on the values
+-- they are run with (the lexical candidates, which do, are planned per call as
+-- dynamic SQL), but PostgreSQL would re-plan several of them on every call:
+-- ~1 ms. So plan_cache_mode is force_generic_plan while the steps run; the
+-- setting is this transaction's, so it reaches the steps' statements.
+create or replace function __tenant__.recall_answer(
     p_principal           text,
     p_scopes              text[],
     p_query               text,
@@ -7900,11 +8350,7 @@ create or replace function __tenant__._recall(
     p_at                  timestamptz default null,
     p_query_model         text default null           -- the model that embedded the query, if known
 )
-returns table (
-    rank integer, memory_id bigint, scope text, kind text, title text, body text, score double precision,
-    lexical_rank integer, dense_rank integer, cosine double precision, bm25 double precision, provenance jsonb,
-    item text, fact_id bigint, fact_rank integer, meta jsonb
-)
+returns __tenant__.recall_answer
 language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -7914,7 +8360,6 @@ declare
     v_principal bigint := _peer_id(p_principal);
     v_mode text := coalesce(p_mode, v_set ->> 'default_mode');
     v_include boolean := coalesce(p_include_superseded, false);
-    v_walk integer := (v_set ->> 'walk_depth')::integer;
     v_depth integer;
     v_terms text[] := '{}';
     v_dropped text[] := '{}';
@@ -7925,75 +8370,32 @@ declare
     v_lex_scores double precision[] := '{}';
     v_dense_reason text;
     v_few bigint[];              -- the ids the principal may see, when they are few
-    v_exact_below integer;       -- fewer eligible than this: exact dense search
-    -- Below this many rows the read that tells few from many costs less than
-    -- the estimate that could spare it (~0.1 ms against ~0.3 us a row).
-    c_estimate_from constant integer := 2000;
-    v_returned integer;
     v_dense_method text;
     v_dense_ids bigint[] := '{}';
     v_dense_cos double precision[] := '{}';
-    v_fused_ids bigint[];
     v_kept_ids bigint[];
     v_evidence double precision[];  -- fusion rrf_scores: the order of the rows RRF chose
     v_fact_ids bigint[];
     v_entities text[];
-    v_missing bigint;
-    v_meta jsonb;
+    v_answer recall_answer;
     v_saved_plan_mode text := current_setting('plan_cache_mode');
 begin
     perform _check_scopes(p_scopes);
     perform _check_purpose(p_purpose);
     perform _check_one_of(v_mode, 'recall mode', array['hybrid', 'lexical', 'dense']);
-    perform _check_limit(p_limit, v_walk);
+    perform _check_limit(p_limit, (v_set ->> 'walk_depth')::integer);
     perform _check_time(p_at, 'p_at');
     perform _check_text(p_query, 'query', 10000);
-    -- Each arm contributes twice the rows asked for (at least arm_candidates).
-    -- With rrf_k = 60 a memory ranked d in both arms outscores the other arm's
-    -- first alone whenever d < 62: fusing deep lists lets agreement between
-    -- two mediocre rankings outvote either arm's best.
-    v_depth := greatest((v_set ->> 'arm_candidates')::integer, 2 * p_limit);
-    -- Score fusion needs no shallow cut: a memory deep in one arm's list adds
-    -- only what its score is worth next to that arm's first, so it cannot
-    -- outvote a strong hit; the arms' lists are read ten times the rows asked
-    -- for, so that what one arm ranks in its head is found in the other's list
-    -- when it is there at all.
-    if v_set ->> 'fusion' = 'scores' then
-        v_depth := least(greatest(v_depth, 10 * p_limit), v_walk);
-    end if;
-    -- None of the steps' plans depends on the values they are run with (the
-    -- lexical candidates, which do, are planned per call as dynamic SQL), but
-    -- PostgreSQL would re-plan several of them on every call: ~1 ms. The
-    -- setting is this transaction's, so it reaches the steps' statements.
-    perform set_config('plan_cache_mode', 'force_generic_plan', true);
-
+    v_depth := _arm_depth(p_limit, v_set);
+    perform set_config('plan_cache_mode', 'force_generic_plan', true);  -- see above
     if v_mode in ('hybrid', 'dense') then
         v_dense_reason := _dense_reason(p_query_embedding, p_query_model, v_set);
     else
         v_dense_reason := 'mode is lexical';
     end if;
-    -- The dense arm needs to know whether the principal may see only a few
-    -- memories (it then searches them exactly); when so, the lexical arm
-    -- works among the same ids instead of the whole tenant's text index.
-    -- Learning that they are many reads v_exact_below rows (~1.5 ms at 100k
-    -- memories, more at 1M), so when the planner expects at least twice that
-    -- many, the index is searched first, visiting at most twice v_exact_below
-    -- elements: finding v_depth eligible memories settles it without the
-    -- read. Finding fewer (the estimate was wrong), the read decides as before.
-    if v_dense_reason is null then
-        v_exact_below := _exact_dense_limit(v_depth, v_set);
-        if v_exact_below >= c_estimate_from
-           and _eligible_estimate(v_principal, p_scopes, p_purpose, v_include, p_at) >= 2 * v_exact_below then
-            select a.ids, a.cosines, a.method, a.returned into v_dense_ids, v_dense_cos, v_dense_method, v_returned
-              from _dense_arm(v_principal, p_scopes, p_purpose, v_include, p_at, p_query_embedding, v_depth, v_set,
-                              true, null, 2 * v_exact_below) a;
-            if v_returned < v_depth then
-                v_dense_method := null;
-            end if;
-        end if;
-        if v_dense_method is null then
-            v_few := _few_eligible(v_principal, p_scopes, p_purpose, v_include, p_at, v_exact_below);
-        end if;
+    if v_dense_reason is null then                                           -- 1.
+        select d.few, d.ids, d.cosines, d.method into v_few, v_dense_ids, v_dense_cos, v_dense_method
+          from _few_or_dense(v_principal, p_scopes, p_purpose, v_include, p_at, p_query_embedding, v_depth, v_set) d;
     end if;
     if v_mode in ('hybrid', 'lexical') then                                  -- 2.
         select a.ids, a.scores, a.terms, a.dropped, a.term_stats, a.recruited_by, a.recruited
@@ -8007,64 +8409,36 @@ begin
     end if;
     select a.fact_ids, a.entities into v_fact_ids, v_entities
       from _fact_arm(v_principal, p_scopes, p_purpose, p_at, p_query) a;
-    if v_set ->> 'fusion' = 'scores' then                                    -- 4.
-        select f.ids into v_fused_ids
-          from _score_fuse(v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
-                           (v_set ->> 'dense_floor')::double precision, v_walk) f;
-    else
-        v_fused_ids := _rrf_fuse(v_lex_ids, v_dense_ids, (v_set ->> 'rrf_k')::double precision, v_walk);
-    end if;
-    v_kept_ids := _walk_provenance(v_fused_ids, v_principal, p_scopes);      -- 5.
+    v_kept_ids := _walk_provenance(_fused_ids(v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos, v_set),  -- 4.
+                                   v_principal, p_scopes);                  -- 5.
     if v_set ->> 'fusion' = 'rrf_scores' then
         v_evidence := _evidence_scores(v_kept_ids[1:p_limit], v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
                                        case when cardinality(v_dense_ids) > 0 then p_query_embedding end,
                                        (v_set ->> 'dense_floor')::double precision,
                                        v_set ->> 'embedding_model', (v_set ->> 'embedding_input_version')::integer);
     end if;
-
     -- 7. Metadata, with counts taken after the walk.
-    -- Every live memory without a current embedding has a job (the write path
-    -- and set_embedding_version queue them), so the queue answers this. The
-    -- count stops at 1000: after a large import, counting a backlog of tens of
-    -- thousands would cost every recall ~100 ms until the worker catches up.
-    -- It starts from the queue and looks each job's memory up ("offset 0"
-    -- keeps it a lookup): as a join, the plan made while the queue was full
-    -- read every eligible memory on each recall after the worker emptied it.
-    select count(*) into v_missing from (
-        select 1 from embedding_job j
-         where exists (select 1 from _eligible_memories(v_principal, p_scopes, p_purpose, v_include, p_at) e
-                        where e.id = j.memory_id offset 0)
-         limit 1001) x;
-    v_meta := jsonb_build_object(
-        'query', p_query, 'mode', v_mode, 'purpose', p_purpose,
-        'terms', to_jsonb(v_terms), 'dropped_terms', to_jsonb(v_dropped), 'term_stats', v_stats_source,
-        'recruited_by_rare_terms', v_recruited, 'recruited_by', v_recruited_by::text,
-        'dense_available', v_mode in ('hybrid', 'dense') and v_dense_reason is null,
-        'dense_reason', v_dense_reason, 'dense_method', v_dense_method,
-        'lexical_count', (select count(*) from unnest(v_lex_ids) i where i = any (v_kept_ids)),
-        'dense_count', (select count(*) from unnest(v_dense_ids) i where i = any (v_kept_ids)),
-        'fused_count', cardinality(v_kept_ids),
-        'fact_count', cardinality(v_fact_ids),
-        'entities', to_jsonb(v_entities),
-        'returned', least(p_limit, cardinality(v_kept_ids) + cardinality(v_fact_ids)),
-        'missing_embeddings', least(v_missing, 1000),
-        'missing_embeddings_more', v_missing > 1000,
-        'watermarks', (select jsonb_object_agg(s.name, s.log_watermark) from scope s where s.name = any (p_scopes)),
-        'embedding_queue', (select count(*) from embedding_job));
+    v_answer.meta := (select row(
+        p_query, v_mode, p_purpose, v_terms, v_dropped, v_stats_source, v_recruited, v_recruited_by::text,
+        v_mode in ('hybrid', 'dense') and v_dense_reason is null, v_dense_reason, v_dense_method,
+        (select count(*) from unnest(v_lex_ids) i where i = any (v_kept_ids))::integer,
+        (select count(*) from unnest(v_dense_ids) i where i = any (v_kept_ids))::integer,
+        cardinality(v_kept_ids), cardinality(v_fact_ids), v_entities,
+        least(p_limit, cardinality(v_kept_ids) + cardinality(v_fact_ids)),
+        least(m.n, 1000)::integer, m.n > 1000,
+        (select jsonb_object_agg(s.name, s.log_watermark) from scope s where s.name = any (p_scopes)),
+        (select count(*) from embedding_job))::recall_meta
+      from _missing_embeddings(v_principal, p_scopes, p_purpose, v_include, p_at) m(n));
     perform set_config('plan_cache_mode', v_saved_plan_mode, true);
-
-    return query
-    select i.*, null::jsonb
+    select coalesce(array_agg(i order by i.rank), '{}') into v_answer.items
       from _recall_items(v_kept_ids, v_fact_ids, v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
                          (v_set ->> 'rrf_k')::double precision, p_limit, v_principal, p_scopes,
                          v_set ->> 'fusion', (v_set ->> 'dense_floor')::double precision, v_evidence) i;
-    return query select null::integer, null::bigint, null::text, null::text, null::text, null::text,
-                        null::double precision, null::integer, null::integer, null::double precision,
-                        null::double precision, null::jsonb, 'meta'::text, null::bigint, null::integer, v_meta;
+    return v_answer;
 end
 $$;
-comment on function __tenant__._recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text) is
-    'Internal: recall''s items, then one row (item = meta) with the metadata of this call.';
+comment on function __tenant__.recall_answer(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text) is
+    'recall() and its metadata (counts after the walk, dropped terms, dense_available and why not, freshness) in one value: (items recall_item[], meta recall_meta). In psql: select (a.meta).* from recall_answer(...) a.';
 
 create or replace function __tenant__.recall(
     p_principal           text,
@@ -8078,52 +8452,19 @@ create or replace function __tenant__.recall(
     p_at                  timestamptz default null,
     p_query_model         text default null
 )
-returns table (
-    rank integer, memory_id bigint, scope text, kind text, title text, body text, score double precision,
-    lexical_rank integer, dense_rank integer, cosine double precision, bm25 double precision, provenance jsonb,
-    item text, fact_id bigint, fact_rank integer
-)
+returns setof __tenant__.recall_item
 language sql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select r.rank, r.memory_id, r.scope, r.kind, r.title, r.body, r.score, r.lexical_rank, r.dense_rank,
-           r.cosine, r.bm25, r.provenance, r.item, r.fact_id, r.fact_rank
-      from _recall(p_principal, p_scopes, p_query, p_purpose, p_query_embedding, p_mode, p_limit,
-                   p_include_superseded, p_at, p_query_model) r
-     where r.meta is null
-     order by r.rank
+    select i.*
+      from unnest((recall_answer(p_principal, p_scopes, p_query, p_purpose, p_query_embedding, p_mode, p_limit,
+                                 p_include_superseded, p_at, p_query_model)).items) i
+     order by i.rank
 $$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text) is
     'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms'' evidence orders them), permission walk. With its metadata: recall_answer().';
-
--- The same recall, answered as one row: the items (a JSON array of objects
--- with recall()'s columns) and the metadata of this very call.
-create or replace function __tenant__.recall_answer(
-    p_principal           text,
-    p_scopes              text[],
-    p_query               text,
-    p_purpose             text default 'converse',
-    p_query_embedding     double precision[] default null,
-    p_mode                text default null,
-    p_limit               integer default 10,
-    p_include_superseded  boolean default false,
-    p_at                  timestamptz default null,
-    p_query_model         text default null
-)
-returns table (items jsonb, meta jsonb)
-language sql
-security definer
-set search_path = pg_catalog, __tenant__, __ext__, pg_temp
-as $$
-    select coalesce(jsonb_agg(to_jsonb(r) - 'meta' order by r.rank) filter (where r.meta is null), '[]'),
-           (array_agg(r.meta) filter (where r.meta is not null))[1]
-      from _recall(p_principal, p_scopes, p_query, p_purpose, p_query_embedding, p_mode, p_limit,
-                   p_include_superseded, p_at, p_query_model) r
-$$;
-comment on function __tenant__.recall_answer(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text) is
-    'recall() and its metadata (counts after the walk, dropped terms, dense_available and why not, freshness) in one row.';
-$pgrecall_859071691db9$)
+$pgrecall_efa2b8bca1ff$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -8407,7 +8748,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$, null, $pgrecall_0ec267ebe7f8$f59191845959e1cf7dc93a4bbb93ac3216b40430721fcf8412e31e86031ee319$pgrecall_0ec267ebe7f8$, $pgrecall_f59191845959$-- Recall, steps 4 and 5 (plpgsql/recall.sql composes the steps):
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$, null, $pgrecall_92e6f14998c2$5aea06339f9dae98b8b22e5fe914258718c13cba5d497ac6d34813088e48085a$pgrecall_92e6f14998c2$, $pgrecall_5aea06339f9d$-- Recall, steps 4 and 5 (plpgsql/recall.sql composes the steps):
 --   _rrf_fuse         Reciprocal Rank Fusion of the two arms (message search
 --                     fuses its arms with it too): setting fusion = 'rrf'
 --   _score_fuse       the arms' scores, each over its own best, added:
@@ -8483,6 +8824,26 @@ $$;
 comment on function __tenant__._score_fuse(bigint[], double precision[], bigint[], double precision[],
                                            double precision, integer) is
     'Internal: score fusion (setting fusion = scores): BM25 over the first BM25 plus cosine above the floor over the first''s, best p_limit first.';
+
+-- The fused list the permission walk reads, by the setting fusion: score
+-- fusion (scores) or RRF (rrf, and rrf_scores, whose rows RRF chooses), up
+-- to walk_depth ids.
+create or replace function __tenant__._fused_ids(p_lexical_ids bigint[], p_bm25 double precision[],
+                                                p_dense_ids bigint[], p_cosines double precision[], p_settings jsonb)
+returns bigint[]
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select case when p_settings ->> 'fusion' = 'scores'
+                then (select f.ids from _score_fuse(p_lexical_ids, p_bm25, p_dense_ids, p_cosines,
+                                                    (p_settings ->> 'dense_floor')::double precision,
+                                                    (p_settings ->> 'walk_depth')::integer) f)
+                else _rrf_fuse(p_lexical_ids, p_dense_ids, (p_settings ->> 'rrf_k')::double precision,
+                               (p_settings ->> 'walk_depth')::integer) end
+$$;
+comment on function __tenant__._fused_ids(bigint[], double precision[], bigint[], double precision[], jsonb) is
+    'Internal: recall''s fused candidate ids, by the setting fusion (score fusion or RRF), up to walk_depth.';
 
 -- The evidence of each chosen memory, in p_ids' order, on _score_fuse's
 -- scale: BM25 over the lexical arm's first (0 when the arm did not list it),
@@ -8570,11 +8931,7 @@ create or replace function __tenant__._recall_items(
     p_rrf_k double precision, p_limit integer, p_principal_id bigint, p_scopes text[],
     p_fusion text default 'rrf', p_floor double precision default null,
     p_evidence double precision[] default null)
-returns table (
-    rank integer, memory_id bigint, scope text, kind text, title text, body text, score double precision,
-    lexical_rank integer, dense_rank integer, cosine double precision, bm25 double precision, provenance jsonb,
-    item text, fact_id bigint, fact_rank integer
-)
+returns setof __tenant__.recall_item
 language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -8639,12 +8996,12 @@ comment on function __tenant__._recall_items(bigint[], bigint[], bigint[], doubl
                                              double precision[], double precision, integer, bigint, text[], text,
                                              double precision, double precision[]) is
     'Internal: recall''s rows from the walked memories and the fact list: scored by the tenant''s fusion, best p_limit, with provenance.';
-$pgrecall_f59191845959$)
+$pgrecall_5aea06339f9d$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a1d8cc5d0106$recall_lexical.sql$pgrecall_a1d8cc5d0106$, null, $pgrecall_f98e0f1feec5$a6a18d203d758fe946622cdaaa78c007ba10215c21d18c15e21243ec97253fd1$pgrecall_f98e0f1feec5$, $pgrecall_a6a18d203d75$-- Recall, step 2: the lexical arm (plpgsql/recall.sql composes the steps).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a1d8cc5d0106$recall_lexical.sql$pgrecall_a1d8cc5d0106$, null, $pgrecall_bf05409a2b82$c1f2fffbdc0a03b8d875f9f5c316d1400aea73b08680c9208d42d446f07aef3b$pgrecall_bf05409a2b82$, $pgrecall_c1f2fffbdc0a$-- Recall, step 2: the lexical arm (plpgsql/recall.sql composes the steps).
 --
 --   _query_terms        the query's distinct lexemes
 --   _prune_terms        from prune_min_terms terms on, a term in prune_df_ratio
@@ -8668,6 +9025,26 @@ as $$
       from unnest(to_tsvector('english', coalesce(p_query, ''))) u
 $$;
 comment on function __tenant__._query_terms(text) is 'Internal: the distinct lexemes of a query, sorted.';
+
+-- BM25, written once: the weight of a term that occurs p_tf times in a
+-- document of p_length lexemes (the corpus averaging p_avg_length), before
+-- its idf. A plain SQL expression (no definer, no SET, no table) that the
+-- planner inlines into every query that scores, so it costs no call per row:
+-- the lexical arm of recall (both of _lexical_candidates' branches) and of
+-- message search score with it. The cheap presence score that bounds the
+-- candidates is sum(idf of the terms present) x _bm25_tf(1, ...), the same
+-- formula with every term counted once.
+create or replace function __tenant__._bm25_tf(p_tf double precision, p_length double precision,
+                                              p_k1 double precision, p_b double precision,
+                                              p_avg_length double precision)
+returns double precision
+language sql immutable parallel safe
+as $$
+    select p_tf * (p_k1 + 1) / (p_tf + p_k1 * (1 - p_b + p_b * p_length / p_avg_length))
+$$;
+comment on function __tenant__._bm25_tf(double precision, double precision, double precision, double precision,
+                                        double precision) is
+    'Internal: BM25''s term-frequency weight (k1, b) of a term occurring p_tf times in a document of p_length lexemes; inlined.';
 
 -- Term pruning and idf, one row per term (sorted). From p_min_terms query
 -- terms on, a term that occurs in p_ratio or more of the p_documents is
@@ -8769,24 +9146,22 @@ begin
     if p_among is not null then
         -- The few are read by id whatever the terms are, so one plan serves
         -- every call (planning the dynamic statement below cost ~0.3 ms, as
-        -- much as the rest of the arm over 200 memories). Its scores are the
-        -- dynamic statement's, and _passage_lexical_arm's over passages: a
-        -- change to BM25 here is a change to all three. A shared per-row
-        -- function would cost a call per matched row on the hot path.
+        -- much as the rest of the arm over 200 memories). Both branches, and
+        -- _passage_lexical_arm over passages, score with _bm25_tf (inlined).
         return query
         with matched as (
             select e.id, e.tsv,
                    (select coalesce(sum(p_idf[i]), 0) from generate_subscripts(p_term_queries, 1) i
                      where e.tsv @@ p_term_queries[i])
-                   / (1 + p_k1 * (1 - p_b + p_b * length(e.tsv) / p_avg_length)) as quick
+                   * _bm25_tf(1, length(e.tsv), p_k1, p_b, p_avg_length) as quick
               from memory e
              where e.id = any (p_among) and e.tsv @@ p_match
              order by quick desc, e.id
              limit greatest(2 * p_depth, 100)
         )
         select m.id,
-               (select sum(p_idf[array_position(p_terms, u.lexeme)] * (cardinality(u.positions) * (p_k1 + 1))
-                           / (cardinality(u.positions) + p_k1 * (1 - p_b + p_b * length(m.tsv) / p_avg_length)))
+               (select sum(p_idf[array_position(p_terms, u.lexeme)]
+                           * _bm25_tf(cardinality(u.positions), length(m.tsv), p_k1, p_b, p_avg_length))
                   from unnest(m.tsv) u where u.lexeme = any (p_terms)) as s
           from matched m
          order by s desc, m.id
@@ -8800,15 +9175,14 @@ begin
     return query execute format($q$
     with matched as (
         select e.id, e.tsv,
-               (%s) / (1 + $10 * (1 - $11 + $11 * length(e.tsv) / $12)) as quick
+               (%s) * _bm25_tf(1, length(e.tsv), $10, $11, $12) as quick
           from %s e
          where e.tsv @@ $6
          order by quick desc, e.id
          limit greatest(2 * $13, 100)
     )
     select m.id,
-           (select sum($9[array_position($8, u.lexeme)] * (cardinality(u.positions) * ($10 + 1))
-                       / (cardinality(u.positions) + $10 * (1 - $11 + $11 * length(m.tsv) / $12)))
+           (select sum($9[array_position($8, u.lexeme)] * _bm25_tf(cardinality(u.positions), length(m.tsv), $10, $11, $12))
               from unnest(m.tsv) u where u.lexeme = any ($8)) as s
       from matched m
      order by s desc, m.id
@@ -8897,7 +9271,7 @@ end
 $$;
 comment on function __tenant__._lexical_arm(bigint, text[], text, boolean, timestamptz, text, integer, jsonb, bigint[]) is
     'Internal: recall''s lexical arm: pruned query terms, BM25 over the eligible memories, best p_depth first.';
-$pgrecall_a6a18d203d75$)
+$pgrecall_c1f2fffbdc0a$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 

@@ -19,7 +19,7 @@ def _one_transaction(args: argparse.Namespace) -> Any:
     import pgrecall
 
     from .. import db
-    from ..driver._handles import open_connection
+    from ..driver import open_connection
 
     @contextmanager
     def opened() -> Any:

@@ -28,7 +28,7 @@ from . import sessions as _sessions
 from ._calls import Handle, Operation
 from ._run import AsyncRunner, SyncRunner
 from .connections import _open_async
-from .connections import open_connection as open_connection  # cli.py still imports it from here
+from .connections import open_connection
 from .dialectic import chat as _chat
 
 P = ParamSpec("P")
