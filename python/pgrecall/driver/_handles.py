@@ -27,8 +27,7 @@ from . import recall as _recall
 from . import sessions as _sessions
 from ._calls import Handle, Operation
 from ._run import AsyncRunner, SyncRunner
-from .connections import _open_async
-from .connections import open_connection
+from .connections import _open_async, open_connection
 from .dialectic import chat as _chat
 
 P = ParamSpec("P")
