@@ -230,7 +230,9 @@ comment on function __tenant__._passage_partition_name(text) is 'Internal: the t
 -- briefly locks the passage table and checks the DEFAULT partition for rows of the scope: none
 -- can exist, as a passage names an existing scope.) Not by a trigger on scope: on Citus a trigger
 -- fires on the worker holding the scope table, where tables of a distributed schema cannot be
--- created, while add_scope, which is never delegated, runs its DDL on the coordinator.
+-- created, while add_scope, which is never delegated, runs its DDL on the coordinator. (A tenant
+-- upgraded from a release with that trigger loses it with its function, _scope_added, which the
+-- function ledger drops with cascade when this file changes.)
 create or replace function __tenant__._ensure_passage_partition(p_scope text)
 returns void
 language plpgsql
@@ -250,15 +252,6 @@ $$;
 comment on function __tenant__._ensure_passage_partition(text) is
     'Internal: creates the passage partition of scope p_scope unless it exists (add_scope calls it).';
 
--- Tenants from before this release made partitions with a trigger on scope; it goes.
-do $drop$
-begin
-    if exists (select 1 from pg_trigger where tgname = 'scope_passage_partition'
-                                          and tgrelid = '__tenant__.scope'::regclass) then
-        drop trigger scope_passage_partition on __tenant__.scope;
-    end if;
-end
-$drop$;
 
 -- Observations already in the log when passages arrived (migration 0010)
 -- get their passages from this data step, which migration 0017 requests and

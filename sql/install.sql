@@ -7404,7 +7404,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$, null, $pgrecall_ab4554163916$a3cac735eacff2239ba43e733faa10d73055830f915e8483e4cc650bed2e7931$pgrecall_ab4554163916$, $pgrecall_a3cac735eacf$-- Passages: every observation is split into chunks (passage_chunks.sql) in
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$, null, $pgrecall_ebb3fd244c6f$5a69b9ca8ac459eb6efbc3a9b0547421c7e77e7299618e20bb8607cef5f087f3$pgrecall_ebb3fd244c6f$, $pgrecall_5a69b9ca8ac4$-- Passages: every observation is split into chunks (passage_chunks.sql) in
 -- the transaction that appends it (a statement trigger, so one append and a
 -- batch share the path), each chunk registered in the projection registry and
 -- queued for the embedding worker (embedding_queue.sql). A passage copies
@@ -7636,7 +7636,9 @@ comment on function __tenant__._passage_partition_name(text) is 'Internal: the t
 -- briefly locks the passage table and checks the DEFAULT partition for rows of the scope: none
 -- can exist, as a passage names an existing scope.) Not by a trigger on scope: on Citus a trigger
 -- fires on the worker holding the scope table, where tables of a distributed schema cannot be
--- created, while add_scope, which is never delegated, runs its DDL on the coordinator.
+-- created, while add_scope, which is never delegated, runs its DDL on the coordinator. (A tenant
+-- upgraded from a release with that trigger loses it with its function, _scope_added, which the
+-- function ledger drops with cascade when this file changes.)
 create or replace function __tenant__._ensure_passage_partition(p_scope text)
 returns void
 language plpgsql
@@ -7656,15 +7658,6 @@ $$;
 comment on function __tenant__._ensure_passage_partition(text) is
     'Internal: creates the passage partition of scope p_scope unless it exists (add_scope calls it).';
 
--- Tenants from before this release made partitions with a trigger on scope; it goes.
-do $drop$
-begin
-    if exists (select 1 from pg_trigger where tgname = 'scope_passage_partition'
-                                          and tgrelid = '__tenant__.scope'::regclass) then
-        drop trigger scope_passage_partition on __tenant__.scope;
-    end if;
-end
-$drop$;
 
 -- Observations already in the log when passages arrived (migration 0010)
 -- get their passages from this data step, which migration 0017 requests and
@@ -7684,7 +7677,7 @@ as $$
 $$;
 comment on function __tenant__._backfill_passages() is
     'Internal data step (migration 0017): writes the passages of observations that have none; returns how many.';
-$pgrecall_a3cac735eacf$)
+$pgrecall_5a69b9ca8ac4$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 

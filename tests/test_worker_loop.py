@@ -50,6 +50,10 @@ def terminate_sessions(conninfo, role):
                             "where a.usename = %s and a.pid <> pg_backend_pid()", (role,)).fetchone()[0]
 
 
+def sessions_of(db, role):
+    return db.execute("select count(*) from pg_stat_activity where usename = %s", (role,)).fetchone()[0]
+
+
 def embedded(db):
     return db.execute("select count(*) from acme.memory_embedding").fetchone()[0]
 
@@ -68,7 +72,9 @@ def test_the_worker_loop_reconnects_after_its_backends_are_terminated(acme, conn
     running = Running(worker.run_forever)
     try:
         wait_for(lambda: embedded(db) == 1)
-        assert terminate_sessions(conninfo, "pgrecall_acme_worker") == 2   # its working and its listening session
+        # Its working and its listening session; on a loaded machine the second may open a moment later.
+        wait_for(lambda: sessions_of(db, "pgrecall_acme_worker") == 2)
+        assert terminate_sessions(conninfo, "pgrecall_acme_worker") == 2
         put(acme, "second memory, after the connection was lost")
         wait_for(lambda: embedded(db) == 2)
         assert not running.raised and running.thread.is_alive()
@@ -90,6 +96,7 @@ def test_the_deriver_loop_reconnects_after_its_backends_are_terminated(acme, con
 
     try:
         wait_for(lambda: done() == 1)
+        wait_for(lambda: sessions_of(db, "pgrecall_acme_worker") == 2)
         assert terminate_sessions(conninfo, "pgrecall_acme_worker") == 2
         acme.add_messages(s, [{"actor": "ana", "body": "I work at Acme"}])
         wait_for(lambda: done() == 2)
