@@ -510,7 +510,15 @@ select acme.pin('assistant', '{default}', 2);  -- PR108
 select acme.pin('assistant', '{default}', 3);  -- PR104
 
 -- == <tenant>.session_bundle
-select jsonb_pretty(acme.session_bundle('assistant', '{default}', p_recent => 3, p_entities => 3));
+select p.id, p.kind, p.title, p.body from acme.session_bundle('assistant', '{default}', p_recent => 3) b, unnest(b.pinned) p;
+select r.id, r.kind, r.body, r.provenance -> 'hidden_sources' as hidden, r.updated_at is not null as dated
+  from acme.session_bundle('assistant', '{default}', p_recent => 3) b, unnest(b.recent) r;
+select e.* from acme.session_bundle('assistant', '{default}', p_entities => 3) b, unnest(b.entities) e;
+select o.offset, o.withheld, o.corrections, o.text
+  from acme.session_bundle('assistant', '{default}', p_recent => 3) b, unnest(b.recent) r,
+       jsonb_to_recordset(r.provenance -> 'observations')
+           as o("offset" bigint, withheld boolean, corrections bigint[], text text)
+ where r.id = 1;
 select acme.session_bundle('assistant', '{default}', p_recent => 500);  -- PR150
 
 -- == <tenant>.erase

@@ -86,7 +86,7 @@ comment on function __tenant__._working_seen_by(jsonb, bigint, text[]) is
 
 create or replace function __tenant__.get_representation(p_principal text, p_scopes text[], p_session bigint,
                                                         p_peer text, p_target text default null)
-returns jsonb
+returns __tenant__.working_representation
 language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -98,11 +98,10 @@ begin
     if p_target is not null then
         perform _peer_id(p_target, 'target');
     end if;
-    return jsonb_build_object(
-        'session', v_row.session_id, 'peer', p_peer, 'updated_at', v_row.working_updated_at,
-        'representation', case when p_target is null then v_seen
-                               else jsonb_build_object(p_target, coalesce(v_seen -> p_target, '[]'))
-                          end);
+    return row(v_row.session_id, p_peer, v_row.working_updated_at,
+               case when p_target is null then v_seen
+                    else jsonb_build_object(p_target, coalesce(v_seen -> p_target, '[]'))
+               end)::working_representation;
 end
 $$;
 comment on function __tenant__.get_representation(text, text[], bigint, text, text) is

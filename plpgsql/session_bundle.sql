@@ -3,6 +3,26 @@
 -- most written about), all through the same eligibility rule, each memory
 -- with its provenance as read and recall give it.
 
+-- The bundle's memories in the order given, each with its provenance as read
+-- and recall give it; a recent one with when it last changed.
+create or replace function __tenant__._bundle_memories(p_ids bigint[], p_principal_id bigint, p_scopes text[],
+                                                      p_with_time boolean)
+returns __tenant__.bundle_memory[]
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    return (select coalesce(array_agg(row(m.id, m.kind, m.title, m.body, m.scope, pv.provenance,
+                                  case when p_with_time then m.updated_at end)::bundle_memory order by k.ord), '{}')
+      from unnest(p_ids) with ordinality as k(id, ord)
+      join memory m on m.id = k.id
+      left join _provenance_of(p_ids, p_principal_id, p_scopes) pv on pv.memory_id = m.id);
+end
+$$;
+comment on function __tenant__._bundle_memories(bigint[], bigint, text[], boolean) is
+    'Internal: the session-start bundle''s memories, in order, with their provenance.';
+
 create or replace function __tenant__.session_bundle(
     p_principal  text,
     p_scopes     text[],
@@ -11,7 +31,7 @@ create or replace function __tenant__.session_bundle(
     p_entities   integer default 5,
     p_session    bigint default null     -- a session the principal is in: adds its working representation
 )
-returns jsonb
+returns __tenant__.session_bundle
 language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -20,7 +40,7 @@ declare
     v_principal bigint := _peer_id(p_principal);
     v_recent bigint[];
     v_pinned bigint[];
-    v_provenance jsonb;
+    v_bundle session_bundle;
 begin
     perform _check_scopes(p_scopes);
     perform _check_purpose(p_purpose);
@@ -32,34 +52,21 @@ begin
                        order by e.updated_at desc, e.id desc limit p_recent);
     v_pinned := array(select e.id from _eligible_memories(v_principal, p_scopes, p_purpose, false, null) e
                        where e.pinned order by e.id);
-    -- Each memory carries its provenance, as read and recall give it.
-    select coalesce(jsonb_object_agg(pv.memory_id::text, pv.provenance), '{}') into v_provenance
-      from _provenance_of(v_recent || v_pinned, v_principal, p_scopes) pv;
-    return jsonb_build_object(
-        'recent', coalesce((
-            select jsonb_agg(jsonb_build_object('id', m.id, 'kind', m.kind, 'title', m.title, 'body', m.body,
-                                                'scope', m.scope, 'updated_at', m.updated_at,
-                                                'provenance', v_provenance -> m.id::text)
-                             order by k.ord)
-              from unnest(v_recent) with ordinality as k(id, ord) join memory m on m.id = k.id), '[]'::jsonb),
-        'pinned', coalesce((
-            select jsonb_agg(jsonb_build_object('id', m.id, 'kind', m.kind, 'title', m.title, 'body', m.body,
-                                                'scope', m.scope, 'provenance', v_provenance -> m.id::text)
-                             order by k.ord)
-              from unnest(v_pinned) with ordinality as k(id, ord) join memory m on m.id = k.id), '[]'::jsonb),
-        'entities', coalesce((
-            select jsonb_agg(jsonb_build_object('entity', t.name, 'type', t.entity_type, 'scope', t.scope,
-                                                'memories', t.n) order by t.n desc, t.name)
-              from (select en.name, en.entity_type, en.scope, count(*) as n
-                      from _eligible_memories(v_principal, p_scopes, p_purpose, false, null) e
-                      join memory_link l on l.memory_id = e.id and l.link_type = 'about'
-                      join entity en on en.id = l.target_entity_id
-                     group by en.id, en.name, en.entity_type, en.scope
-                     order by n desc, en.name limit p_entities) t), '[]'::jsonb),
-        -- The principal's own working representation of the others in the
-        -- session (PR120/PR122 when the session is unknown or the principal not in it).
-        'working_representation', case when p_session is null then null
-                                       else get_representation(p_principal, p_scopes, p_session, p_principal) end);
+    v_bundle.recent := _bundle_memories(v_recent, v_principal, p_scopes, true);
+    v_bundle.pinned := _bundle_memories(v_pinned, v_principal, p_scopes, false);
+    v_bundle.entities := array(
+        select row(en.name, en.entity_type, en.scope, count(*))::bundle_entity
+          from _eligible_memories(v_principal, p_scopes, p_purpose, false, null) e
+          join memory_link l on l.memory_id = e.id and l.link_type = 'about'
+          join entity en on en.id = l.target_entity_id
+         group by en.id, en.name, en.entity_type, en.scope
+         order by count(*) desc, en.name limit p_entities);
+    -- The principal's own working representation of the others in the
+    -- session (PR120/PR122 when the session is unknown or the principal not in it).
+    if p_session is not null then
+        v_bundle.working_representation := get_representation(p_principal, p_scopes, p_session, p_principal);
+    end if;
+    return v_bundle;
 end
 $$;
 comment on function __tenant__.session_bundle(text, text[], text, integer, integer, bigint) is

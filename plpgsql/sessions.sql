@@ -341,33 +341,37 @@ $$;
 comment on function __tenant__._session_peer_row(text, text[], bigint, text) is
     'Internal: a peer''s row in the session a principal names (as _session_of), or PR122.';
 
-create or replace function __tenant__._session_peer_json(p_row __tenant__.session_peer)
-returns jsonb
-language sql stable
+create or replace function __tenant__._session_peer_config(p_row __tenant__.session_peer)
+returns __tenant__.session_peer_config
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select jsonb_build_object('session', p_row.session_id, 'peer', (select p.name from peer p where p.id = p_row.peer_id),
-                              'observe_others', p_row.observe_others, 'observed_by_others', p_row.observed_by_others,
-                              'joined_at', p_row.joined_at, 'left_at', p_row.left_at, 'active', p_row.left_at is null)
+begin
+    return row(p_row.session_id, (select p.name from peer p where p.id = p_row.peer_id),
+               p_row.observe_others, p_row.observed_by_others, p_row.joined_at, p_row.left_at,
+               p_row.left_at is null)::session_peer_config;
+end
 $$;
-comment on function __tenant__._session_peer_json(__tenant__.session_peer) is 'Internal: a session peer''s configuration as JSON.';
+comment on function __tenant__._session_peer_config(__tenant__.session_peer) is 'Internal: a session peer''s row as its configuration.';
 
 create or replace function __tenant__.session_peer_config(p_principal text, p_scopes text[], p_session bigint,
                                                          p_peer text)
-returns jsonb
-language sql stable
+returns __tenant__.session_peer_config
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select _session_peer_json(_session_peer_row(p_principal, p_scopes, p_session, p_peer))
+begin
+    return _session_peer_config(_session_peer_row(p_principal, p_scopes, p_session, p_peer));
+end
 $$;
 comment on function __tenant__.session_peer_config(text, text[], bigint, text) is
     'One peer''s configuration in a session: observe_others, observed_by_others, joined_at, left_at.';
 
 create or replace function __tenant__.set_session_peer_config(p_principal text, p_scopes text[], p_session bigint,
                                                              p_peer text, p_config jsonb)
-returns jsonb
+returns __tenant__.session_peer_config
 language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -384,14 +388,14 @@ begin
            observed_by_others = coalesce(_flag(p_config, 'observed_by_others', 'config'), sp.observed_by_others)
      where sp.session_id = v_row.session_id and sp.peer_id = v_row.peer_id
     returning * into v_row;
-    return _session_peer_json(v_row);
+    return _session_peer_config(v_row);
 end
 $$;
 comment on function __tenant__.set_session_peer_config(text, text[], bigint, text, jsonb) is
     'Changes one peer''s flags in a session (keys given change, others stay); returns the new configuration.';
 
 create or replace function __tenant__.peer_config(p_peer text)
-returns jsonb
+returns __tenant__.peer_config
 language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -399,10 +403,9 @@ as $$
 declare
     v_id bigint := _peer_id(p_peer, 'configured');
 begin
-    return (select jsonb_build_object(
-                       'peer', p.name, 'kind', p.kind,
-                       'observed_globally', coalesce(p.observed_globally, (_setting_value('observed_globally') #>> '{}')::boolean),
-                       'follows_tenant_default', p.observed_globally is null)
+    return (select row(p.name, p.kind,
+                       coalesce(p.observed_globally, (_setting_value('observed_globally') #>> '{}')::boolean),
+                       p.observed_globally is null)::peer_config
               from peer p where p.id = v_id);
 end
 $$;
@@ -410,7 +413,7 @@ comment on function __tenant__.peer_config(text) is
     'A peer''s own flags: observed_globally (and whether it follows the tenant default).';
 
 create or replace function __tenant__.set_peer_config(p_peer text, p_config jsonb)
-returns jsonb
+returns __tenant__.peer_config
 language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp

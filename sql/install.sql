@@ -1176,7 +1176,7 @@ insert into pgrecall.error_code (code, name, meaning, python_class, builtin, ref
 
 -- The shipped SQL sources.
 
-delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_798a9573254c$append_only.sql$pgrecall_798a9573254c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_53bb5ff8bb48$derive.sql$pgrecall_53bb5ff8bb48$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1be9eb3e3608$eligibility.sql$pgrecall_1be9eb3e3608$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b3a06f579721$entities.sql$pgrecall_b3a06f579721$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6e9f498466c3$erase_rewrite.sql$pgrecall_6e9f498466c3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f1c706e4c0dc$freshness.sql$pgrecall_f1c706e4c0dc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d13f14c9fd0$graph_guards.sql$pgrecall_5d13f14c9fd0$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_418e1cd4054e$leases.sql$pgrecall_418e1cd4054e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ce30f35452f1$locks.sql$pgrecall_ce30f35452f1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_2fd51404a479$memory_count.sql$pgrecall_2fd51404a479$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806dfe2bf8$notifications.sql$pgrecall_a5806dfe2bf8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38f5d7c02e3a$passage_chunks.sql$pgrecall_38f5d7c02e3a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1a947d1f52ee$peers_scopes.sql$pgrecall_1a947d1f52ee$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1f61b6a5cfbd$projection.sql$pgrecall_1f61b6a5cfbd$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_26df40b54f4d$recall_facts.sql$pgrecall_26df40b54f4d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a1d8cc5d0106$recall_lexical.sql$pgrecall_a1d8cc5d0106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c244f83ec$representation.sql$pgrecall_837c244f83ec$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87097f8fc081$revise.sql$pgrecall_87097f8fc081$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_093037fa63c6$schema_info.sql$pgrecall_093037fa63c6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_22a26f437ab8$session_bundle.sql$pgrecall_22a26f437ab8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_42f49ecc9a30$sessions.sql$pgrecall_42f49ecc9a30$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea0ae0ad10b8$settings.sql$pgrecall_ea0ae0ad10b8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a27f9c665b0f$table_statistics.sql$pgrecall_a27f9c665b0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_59205b55f9eb$term_stats.sql$pgrecall_59205b55f9eb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4c35e390e74b$traversal.sql$pgrecall_4c35e390e74b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_af6993231208$work_queue.sql$pgrecall_af6993231208$));
+delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_798a9573254c$append_only.sql$pgrecall_798a9573254c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_53bb5ff8bb48$derive.sql$pgrecall_53bb5ff8bb48$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1be9eb3e3608$eligibility.sql$pgrecall_1be9eb3e3608$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b3a06f579721$entities.sql$pgrecall_b3a06f579721$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6e9f498466c3$erase_rewrite.sql$pgrecall_6e9f498466c3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f1c706e4c0dc$freshness.sql$pgrecall_f1c706e4c0dc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d13f14c9fd0$graph_guards.sql$pgrecall_5d13f14c9fd0$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_418e1cd4054e$leases.sql$pgrecall_418e1cd4054e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ce30f35452f1$locks.sql$pgrecall_ce30f35452f1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_2fd51404a479$memory_count.sql$pgrecall_2fd51404a479$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806dfe2bf8$notifications.sql$pgrecall_a5806dfe2bf8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38f5d7c02e3a$passage_chunks.sql$pgrecall_38f5d7c02e3a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1a947d1f52ee$peers_scopes.sql$pgrecall_1a947d1f52ee$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1f61b6a5cfbd$projection.sql$pgrecall_1f61b6a5cfbd$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_26df40b54f4d$recall_facts.sql$pgrecall_26df40b54f4d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a1d8cc5d0106$recall_lexical.sql$pgrecall_a1d8cc5d0106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c244f83ec$representation.sql$pgrecall_837c244f83ec$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87097f8fc081$revise.sql$pgrecall_87097f8fc081$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_093037fa63c6$schema_info.sql$pgrecall_093037fa63c6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_22a26f437ab8$session_bundle.sql$pgrecall_22a26f437ab8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_42f49ecc9a30$sessions.sql$pgrecall_42f49ecc9a30$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea0ae0ad10b8$settings.sql$pgrecall_ea0ae0ad10b8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a27f9c665b0f$table_statistics.sql$pgrecall_a27f9c665b0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_59205b55f9eb$term_stats.sql$pgrecall_59205b55f9eb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4c35e390e74b$traversal.sql$pgrecall_4c35e390e74b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_af6993231208$work_queue.sql$pgrecall_af6993231208$));
 
 insert into pgrecall.source (kind, name, version, sha256, body)
 values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$, 1, $pgrecall_2388b9dcfc8a$151d1a540dd485519b204d3346bac7970fc2591cb3159b3a06db80b197d71397$pgrecall_2388b9dcfc8a$, $pgrecall_151d1a540dd4$-- Per-tenant settings: the design's constants, one row each, readable by the
@@ -2752,7 +2752,85 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$, null, $pgrecall_beee67487082$d4ac1275d7deed03bd061fca7e1c7eedf097eb0269574976351287497c982374$pgrecall_beee67487082$, $pgrecall_d4ac1275d7de$-- Appending to the log. Offsets come from the scope's counter under its row
+values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$, 29, $pgrecall_99396681417f$8912ffa503a76e62f3d28ef7059aed907589ca4c588b0d70dd8f6af9939ee882$pgrecall_99396681417f$, $pgrecall_8912ffa503a7$-- Declared result types for the session reads (issue #32): the session-start
+-- bundle, a working representation and the two configurations return these
+-- instead of jsonb objects, so psql prints them as columns and the driver's
+-- dataclasses are generated from them. A column that may be NULL says so in
+-- its comment ("NULL ..."), which the generated dataclasses read.
+
+-- A memory in the session-start bundle, with its provenance as read() and
+-- recall give it.
+create type __tenant__.bundle_memory as (
+    id          bigint,
+    kind        text,
+    title       text,
+    body        text,
+    scope       text,
+    provenance  jsonb,
+    updated_at  timestamptz
+);
+comment on type __tenant__.bundle_memory is 'A memory of the session-start bundle: a recent one or a pinned note.';
+
+-- An entity the principal's visible memories are most often about.
+create type __tenant__.bundle_entity as (
+    entity    text,
+    type      text,
+    scope     text,
+    memories  bigint    -- how many of the principal's visible memories are about it
+);
+comment on type __tenant__.bundle_entity is 'An entity of the session-start bundle and how many visible memories are about it.';
+
+-- A peer's working representation in a session, per observed peer, without
+-- the items derived from turns the reader may not see.
+create type __tenant__.working_representation as (
+    session         bigint,
+    peer            text,
+    updated_at      timestamptz,
+    representation  jsonb     -- {observed peer: [{text, offset, observation_id, at, ...}, ...]}
+);
+comment on type __tenant__.working_representation is
+    'get_representation(): a peer''s working representation in a session, per observed peer.';
+
+create type __tenant__.session_bundle as (
+    recent                  __tenant__.bundle_memory[],
+    pinned                  __tenant__.bundle_memory[],
+    entities                __tenant__.bundle_entity[],
+    working_representation  __tenant__.working_representation
+);
+comment on type __tenant__.session_bundle is
+    'session_bundle(): recent memories, pinned notes, top entities and, with a session, the working representation.';
+
+create type __tenant__.session_peer_config as (
+    session             bigint,
+    peer                text,
+    observe_others      boolean,
+    observed_by_others  boolean,
+    joined_at           timestamptz,
+    left_at             timestamptz,
+    active              boolean
+);
+comment on type __tenant__.session_peer_config is 'One peer''s flags in one session, and when it joined and left.';
+
+create type __tenant__.peer_config as (
+    peer                    text,
+    kind                    text,
+    observed_globally       boolean,  -- a global representation of the peer is derived
+    follows_tenant_default  boolean   -- observed_globally comes from the tenant setting
+);
+comment on type __tenant__.peer_config is 'A peer''s own flags.';
+
+comment on column __tenant__.bundle_memory.title is 'NULL for a memory without a title.';
+comment on column __tenant__.bundle_memory.updated_at is 'NULL for a pinned note (pinning is not an edit).';
+comment on column __tenant__.bundle_entity.type is 'NULL for an entity of no declared type.';
+comment on column __tenant__.working_representation.updated_at is 'NULL until something was derived for the peer.';
+comment on column __tenant__.session_bundle.working_representation is 'NULL unless a session was named.';
+comment on column __tenant__.session_peer_config.left_at is 'NULL while the peer is in the session.';
+$pgrecall_8912ffa503a7$)
+on conflict (kind, name) do update
+   set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, sha256, body)
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$, null, $pgrecall_de284a0c861b$8db2d7559df6ec43ee0d312cd9086f9a8f76b1c608953492f406da493943cde0$pgrecall_de284a0c861b$, $pgrecall_8db2d7559df6$-- Appending to the log. Offsets come from the scope's counter under its row
 -- lock, held to commit: concurrent writers queue per scope, a rolled-back
 -- append gives its offsets back, and offsets are contiguous with no
 -- duplicates. append_observation() appends one row and append_observations()
@@ -2849,12 +2927,10 @@ begin
         select r.ord,
                case when r.body is null then 'PR107'
                     when octet_length(r.body) > v_max_bytes then 'PR151'
-                    when r.source_role is null
-                         or r.source_role not in ('user', 'assistant', 'system', 'tool', 'document') then 'PR107'
-                    when r.kind not in ('message', 'document', 'tool_result', 'event', 'note') then 'PR107'
-                    when r.classification not in ('public', 'internal', 'confidential', 'restricted') then 'PR107'
-                    when r.lawful_basis not in ('consent', 'contract', 'legal_obligation', 'vital_interests',
-                                                'public_task', 'legitimate_interests') then 'PR107'
+                    when r.source_role is null or not (r.source_role = any (_closed_set('source_role'))) then 'PR107'
+                    when not (r.kind = any (_closed_set('observation kind'))) then 'PR107'
+                    when not (r.classification = any (_closed_set('classification'))) then 'PR107'
+                    when not (r.lawful_basis = any (_closed_set('lawful_basis'))) then 'PR107'
                     when jsonb_typeof(r.payload) <> 'object' then 'PR107'
                     when pg_column_size(r.payload) > v_max_bytes or octet_length(r.data_subject_id) > 200 then 'PR151'
                     when not _time_in_range(r.occurred_at) or not _time_in_range(r.retention_until) then 'PR152'
@@ -2875,15 +2951,14 @@ begin
                     when octet_length(r.body) > v_max_bytes then
                          format('observation body is %s bytes, more than the %s allowed', octet_length(r.body), v_max_bytes)
                     when r.source_role is null then 'source_role is required'
-                    when r.source_role not in ('user', 'assistant', 'system', 'tool', 'document') then
-                         format('source_role %s is not one of user, assistant, system, tool, document', quote_literal(r.source_role))
-                    when r.kind not in ('message', 'document', 'tool_result', 'event', 'note') then
-                         format('observation kind %s is not one of message, document, tool_result, event, note', quote_literal(r.kind))
-                    when r.classification not in ('public', 'internal', 'confidential', 'restricted') then
-                         format('classification %s is not one of public, internal, confidential, restricted', quote_literal(r.classification))
-                    when r.lawful_basis not in ('consent', 'contract', 'legal_obligation', 'vital_interests',
-                                                'public_task', 'legitimate_interests') then
-                         format('lawful_basis %s is not one of consent, contract, legal_obligation, vital_interests, public_task, legitimate_interests', quote_literal(r.lawful_basis))
+                    when not (r.source_role = any (_closed_set('source_role'))) then
+                         _not_one_of('source_role', r.source_role, 'source_role')
+                    when not (r.kind = any (_closed_set('observation kind'))) then
+                         _not_one_of('observation kind', r.kind, 'observation kind')
+                    when not (r.classification = any (_closed_set('classification'))) then
+                         _not_one_of('classification', r.classification, 'classification')
+                    when not (r.lawful_basis = any (_closed_set('lawful_basis'))) then
+                         _not_one_of('lawful_basis', r.lawful_basis, 'lawful_basis')
                     when jsonb_typeof(r.payload) <> 'object' then 'observation payload must be a JSON object'
                     when pg_column_size(r.payload) > v_max_bytes then
                          format('observation payload is %s bytes, more than the %s allowed', pg_column_size(r.payload), v_max_bytes)
@@ -3062,7 +3137,7 @@ end
 $$;
 comment on function __tenant__.log_watermark(text, text[], text) is
     'The largest offset below which the scope''s log has no hole (committed appends only).';
-$pgrecall_d4ac1275d7de$)
+$pgrecall_8db2d7559df6$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -3100,7 +3175,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_53bb5ff8bb48$derive.sql$pgrecall_53bb5ff8bb48$, null, $pgrecall_d6228c93b076$dddfaa6eef92a9f3da6d95336ce23b06775d6cc49537b74741917aa79f853e54$pgrecall_d6228c93b076$, $pgrecall_dddfaa6eef92$-- derive: a new memory from other memories. The new row may be seen by and
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_53bb5ff8bb48$derive.sql$pgrecall_53bb5ff8bb48$, null, $pgrecall_9e7a4359cbef$01436ebb51d8d76d668a6eab2585fdfbda03baa9df9db4b5f4f40a5f995db4b5$pgrecall_9e7a4359cbef$, $pgrecall_01436ebb51d8$-- derive: a new memory from other memories. The new row may be seen by and
 -- used for only what EVERY source allows: scopes, audiences and purposes
 -- intersect, and an empty intersection is refused (PR106), never widened.
 -- Like every memory it is never more public than the turns it stands on
@@ -3139,7 +3214,7 @@ declare
     v_source bigint;
 begin
     perform _check_scopes(p_scopes);
-    perform _check_one_of(p_kind, 'memory kind', array['note', 'fact', 'decision', 'summary']);
+    perform _check_one_of(p_kind, 'memory kind', _closed_set('memory kind'));
     perform _check_memory_fields(p_body, p_title, p_confidence);
     if p_sources is null or cardinality(p_sources) = 0 then
         perform _fail('PR107', 'derive needs at least one source memory');
@@ -3204,12 +3279,12 @@ $$;
 comment on function __tenant__.derive(text, text[], bigint[], text, text, text, double precision, text[], text) is
     'A memory derived from other memories; its scope, audience and purposes are the intersection of the sources'' (PR106 if empty); '
     'PR116 if that reaches more peers than the turns they stand on, unless p_widening_reason says why.';
-$pgrecall_dddfaa6eef92$)
+$pgrecall_01436ebb51d8$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$, null, $pgrecall_afb56edf094f$0887e624cd20d329cc25c4d5d343084537b380874d06b6ea7e2d3c72bae7f95f$pgrecall_afb56edf094f$, $pgrecall_0887e624cd20$-- Duplicates: the database proposes pairs of similar memories, a person
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$, null, $pgrecall_4783f8560e3e$9c67a30dc437cf84254096fdcd9aa2901d09f242f51e74a5ddcec1a83b2eac91$pgrecall_4783f8560e3e$, $pgrecall_9c67a30dc437$-- Duplicates: the database proposes pairs of similar memories, a person
 -- decides. Other memory stores merge on their own (an LLM judges, or an exact
 -- hash matches); here nothing changes because two memories are alike, only
 -- because someone looked at both, with their provenance, and said so.
@@ -3261,12 +3336,9 @@ language sql immutable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select ('converse' = any (p_purposes))::integer
-         | (('act' = any (p_purposes))::integer << 1)
-         | (('personalize' = any (p_purposes))::integer << 2)
-         | (('review' = any (p_purposes))::integer << 3)
+    select coalesce(bit_or(1 << (array_position(_purposes(), p) - 1)), 0) from unnest(p_purposes) p
 $$;
-comment on function __tenant__._purpose_bits(text[]) is 'Internal: a purpose set as a 4-bit mask.';
+comment on function __tenant__._purpose_bits(text[]) is 'Internal: a purpose set as a bit mask, bit n for the nth of _purposes().';
 
 -- Whether p_new may replace p_old without anyone losing it: everyone who may
 -- see p_old, for every purpose it allows, may see p_new (same scope, an
@@ -3550,7 +3622,7 @@ end
 $$;
 comment on function __tenant__.decide_duplicate(text, text[], bigint, bigint, text, text, integer, integer) is
     'A person''s decision about a proposed pair: distinct (keep both), supersede (b replaces a) or forget (a); recorded with who, when and why. PR180 if someone decided it first.';
-$pgrecall_0887e624cd20$)
+$pgrecall_9c67a30dc437$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -7682,7 +7754,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1a947d1f52ee$peers_scopes.sql$pgrecall_1a947d1f52ee$, null, $pgrecall_2297c37f7188$9c08df1715af0f002543c35dde36df1dd8bad3467eb96daa2540d2928da477b3$pgrecall_2297c37f7188$, $pgrecall_9c08df1715af$-- Creating the peers and scopes that every operation names, and the rules
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1a947d1f52ee$peers_scopes.sql$pgrecall_1a947d1f52ee$, null, $pgrecall_26d5ef681856$4c78aea36ca9101100161d73ff03cb0cc96ded5695a130975e3a92403a1217b8$pgrecall_26d5ef681856$, $pgrecall_4c78aea36ca9$-- Creating the peers and scopes that every operation names, and the rules
 -- their names follow.
 --
 -- A scope name is a lowercase ASCII slug (the table's CHECK), so it has one
@@ -7915,7 +7987,7 @@ begin
                       'invisible characters, and no word mixing Latin, Cyrillic and Greek letters.');
     end if;
     v_name := normalize(p_name, NFC);
-    perform _check_one_of(p_kind, 'peer kind', array['human', 'agent', 'other']);
+    perform _check_one_of(p_kind, 'peer kind', _closed_set('peer kind'));
     if p_metadata is null or jsonb_typeof(p_metadata) <> 'object' then
         perform _fail('PR107', 'peer metadata must be a JSON object');
     end if;
@@ -7953,7 +8025,7 @@ comment on function __tenant__.add_peer(text, text, jsonb, text) is
     'Creates a peer (human, agent or other), or merges metadata into an existing one of the same kind. Returns its id. '
     'The name is stored in NFC; PR140 if it breaks the name rules, PR141 if a peer of that name in another case exists. '
     'With p_data_subject_id, erasing that subject anonymises the peer.';
-$pgrecall_9c08df1715af$)
+$pgrecall_4c78aea36ca9$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -9269,7 +9341,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$, null, $pgrecall_b8c924b03fe7$eb3373bad9ef270523051c9cdf6327c4b808026ad296c456864a544c89305d33$pgrecall_b8c924b03fe7$, $pgrecall_eb3373bad9ef$-- remember: write what the agent decided to keep, with who may see it, why
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$, null, $pgrecall_9526e7b88b89$877d7d64b01f68bee21b81e425a2d6c6af4ee0b0259d245a08dc1c8b0359dc38$pgrecall_9526e7b88b89$, $pgrecall_877d7d64b01f$-- remember: write what the agent decided to keep, with who may see it, why
 -- it may be used, and the observations that stated it. Capture writes only
 -- what was explicitly stated: empty or ambiguous input is a no-op that says
 -- why, never an error and never a guess.
@@ -9388,7 +9460,7 @@ begin
                case
                  when i.purposes is null or cardinality(i.purposes) = 0 then 'PR102'
                  when not (i.purposes <@ _purposes()) then 'PR102'
-                 when i.kind is null or i.kind not in ('note', 'fact', 'decision', 'summary') then 'PR107'
+                 when i.kind is null or not (i.kind = any (_closed_set('memory kind'))) then 'PR107'
                  when i.confidence is null or not _confidence_ok(i.confidence) then 'PR150'
                  when octet_length(i.body) > v_max_bytes then 'PR151'
                  when octet_length(i.title) > 500 then 'PR151'
@@ -9403,8 +9475,8 @@ begin
                  when not (i.purposes <@ _purposes()) then
                       format('unknown purpose %s', (select quote_nullable(p) from unnest(i.purposes) p
                                                      where p is null or not (p = any (_purposes())) limit 1))
-                 when i.kind is null or i.kind not in ('note', 'fact', 'decision', 'summary') then
-                      format('memory kind %s is not one of note, fact, decision, summary', quote_nullable(i.kind))
+                 when i.kind is null or not (i.kind = any (_closed_set('memory kind'))) then
+                      _not_one_of('memory kind', i.kind, 'memory kind')
                  when i.confidence is null or not _confidence_ok(i.confidence) then
                       format('confidence must be between 0 and 1, not %s', coalesce(i.confidence::text, 'NULL'))
                  when octet_length(i.body) > v_max_bytes then
@@ -9767,12 +9839,12 @@ comment on function __tenant__.remember_said(text, text[], text, text, text[], t
                                              text[], bigint[], text, jsonb, text) is
     'Appends what was said (as the principal''s note) and remembers it, citing it, in one call; a memory that is a '
     'no-op or refused leaves no turn (log_offset NULL).';
-$pgrecall_eb3373bad9ef$)
+$pgrecall_877d7d64b01f$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c244f83ec$representation.sql$pgrecall_837c244f83ec$, null, $pgrecall_d7f946d4fc74$3bfa767f10c406766a0d6ac56b03deff3468c4d0ba3fa40b32b4bff93bd456cf$pgrecall_d7f946d4fc74$, $pgrecall_3bfa767f10c4$-- Representations (design section 5): what is believed about a peer, and
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c244f83ec$representation.sql$pgrecall_837c244f83ec$, null, $pgrecall_c7a00ea1e685$c09a263b71a16e9ad7887063a0bbed329b9c54acc00ca65cf523c7741de76c2c$pgrecall_c7a00ea1e685$, $pgrecall_c09a263b71a1$-- Representations (design section 5): what is believed about a peer, and
 -- from whose perspective.
 --
 -- A memory about a peer is one linked (about) to the entity named as the
@@ -9860,7 +9932,7 @@ comment on function __tenant__._working_seen_by(jsonb, bigint, text[]) is
 
 create or replace function __tenant__.get_representation(p_principal text, p_scopes text[], p_session bigint,
                                                         p_peer text, p_target text default null)
-returns jsonb
+returns __tenant__.working_representation
 language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -9872,11 +9944,10 @@ begin
     if p_target is not null then
         perform _peer_id(p_target, 'target');
     end if;
-    return jsonb_build_object(
-        'session', v_row.session_id, 'peer', p_peer, 'updated_at', v_row.working_updated_at,
-        'representation', case when p_target is null then v_seen
-                               else jsonb_build_object(p_target, coalesce(v_seen -> p_target, '[]'))
-                          end);
+    return row(v_row.session_id, p_peer, v_row.working_updated_at,
+               case when p_target is null then v_seen
+                    else jsonb_build_object(p_target, coalesce(v_seen -> p_target, '[]'))
+               end)::working_representation;
 end
 $$;
 comment on function __tenant__.get_representation(text, text[], bigint, text, text) is
@@ -9942,7 +10013,7 @@ as $$
 $$;
 comment on function __tenant__._working_cites(jsonb, bigint[]) is
     'Internal: whether a working representation holds an item derived from one of these observations.';
-$pgrecall_3bfa767f10c4$)
+$pgrecall_c09a263b71a1$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -10266,10 +10337,30 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_22a26f437ab8$session_bundle.sql$pgrecall_22a26f437ab8$, null, $pgrecall_abcccb47c6bd$bc9364e85ff65bafb41a01fb4b892fa29d2fb5b0cd35ed6a80fad3b2bc939dcb$pgrecall_abcccb47c6bd$, $pgrecall_bc9364e85ff6$-- The session-start bundle: what an agent starts a conversation with before
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_22a26f437ab8$session_bundle.sql$pgrecall_22a26f437ab8$, null, $pgrecall_c2d23111169d$47fcb2210e0fe355f2b09c08b0ca92a3c891b0e561f0227cb00d4609c162aaa0$pgrecall_c2d23111169d$, $pgrecall_47fcb2210e0f$-- The session-start bundle: what an agent starts a conversation with before
 -- it recalls anything (recent memories, pinned procedural notes, the entities
 -- most written about), all through the same eligibility rule, each memory
 -- with its provenance as read and recall give it.
+
+-- The bundle's memories in the order given, each with its provenance as read
+-- and recall give it; a recent one with when it last changed.
+create or replace function __tenant__._bundle_memories(p_ids bigint[], p_principal_id bigint, p_scopes text[],
+                                                      p_with_time boolean)
+returns __tenant__.bundle_memory[]
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    return (select coalesce(array_agg(row(m.id, m.kind, m.title, m.body, m.scope, pv.provenance,
+                                  case when p_with_time then m.updated_at end)::bundle_memory order by k.ord), '{}')
+      from unnest(p_ids) with ordinality as k(id, ord)
+      join memory m on m.id = k.id
+      left join _provenance_of(p_ids, p_principal_id, p_scopes) pv on pv.memory_id = m.id);
+end
+$$;
+comment on function __tenant__._bundle_memories(bigint[], bigint, text[], boolean) is
+    'Internal: the session-start bundle''s memories, in order, with their provenance.';
 
 create or replace function __tenant__.session_bundle(
     p_principal  text,
@@ -10279,7 +10370,7 @@ create or replace function __tenant__.session_bundle(
     p_entities   integer default 5,
     p_session    bigint default null     -- a session the principal is in: adds its working representation
 )
-returns jsonb
+returns __tenant__.session_bundle
 language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -10288,7 +10379,7 @@ declare
     v_principal bigint := _peer_id(p_principal);
     v_recent bigint[];
     v_pinned bigint[];
-    v_provenance jsonb;
+    v_bundle session_bundle;
 begin
     perform _check_scopes(p_scopes);
     perform _check_purpose(p_purpose);
@@ -10300,34 +10391,21 @@ begin
                        order by e.updated_at desc, e.id desc limit p_recent);
     v_pinned := array(select e.id from _eligible_memories(v_principal, p_scopes, p_purpose, false, null) e
                        where e.pinned order by e.id);
-    -- Each memory carries its provenance, as read and recall give it.
-    select coalesce(jsonb_object_agg(pv.memory_id::text, pv.provenance), '{}') into v_provenance
-      from _provenance_of(v_recent || v_pinned, v_principal, p_scopes) pv;
-    return jsonb_build_object(
-        'recent', coalesce((
-            select jsonb_agg(jsonb_build_object('id', m.id, 'kind', m.kind, 'title', m.title, 'body', m.body,
-                                                'scope', m.scope, 'updated_at', m.updated_at,
-                                                'provenance', v_provenance -> m.id::text)
-                             order by k.ord)
-              from unnest(v_recent) with ordinality as k(id, ord) join memory m on m.id = k.id), '[]'::jsonb),
-        'pinned', coalesce((
-            select jsonb_agg(jsonb_build_object('id', m.id, 'kind', m.kind, 'title', m.title, 'body', m.body,
-                                                'scope', m.scope, 'provenance', v_provenance -> m.id::text)
-                             order by k.ord)
-              from unnest(v_pinned) with ordinality as k(id, ord) join memory m on m.id = k.id), '[]'::jsonb),
-        'entities', coalesce((
-            select jsonb_agg(jsonb_build_object('entity', t.name, 'type', t.entity_type, 'scope', t.scope,
-                                                'memories', t.n) order by t.n desc, t.name)
-              from (select en.name, en.entity_type, en.scope, count(*) as n
-                      from _eligible_memories(v_principal, p_scopes, p_purpose, false, null) e
-                      join memory_link l on l.memory_id = e.id and l.link_type = 'about'
-                      join entity en on en.id = l.target_entity_id
-                     group by en.id, en.name, en.entity_type, en.scope
-                     order by n desc, en.name limit p_entities) t), '[]'::jsonb),
-        -- The principal's own working representation of the others in the
-        -- session (PR120/PR122 when the session is unknown or the principal not in it).
-        'working_representation', case when p_session is null then null
-                                       else get_representation(p_principal, p_scopes, p_session, p_principal) end);
+    v_bundle.recent := _bundle_memories(v_recent, v_principal, p_scopes, true);
+    v_bundle.pinned := _bundle_memories(v_pinned, v_principal, p_scopes, false);
+    v_bundle.entities := array(
+        select row(en.name, en.entity_type, en.scope, count(*))::bundle_entity
+          from _eligible_memories(v_principal, p_scopes, p_purpose, false, null) e
+          join memory_link l on l.memory_id = e.id and l.link_type = 'about'
+          join entity en on en.id = l.target_entity_id
+         group by en.id, en.name, en.entity_type, en.scope
+         order by count(*) desc, en.name limit p_entities);
+    -- The principal's own working representation of the others in the
+    -- session (PR120/PR122 when the session is unknown or the principal not in it).
+    if p_session is not null then
+        v_bundle.working_representation := get_representation(p_principal, p_scopes, p_session, p_principal);
+    end if;
+    return v_bundle;
 end
 $$;
 comment on function __tenant__.session_bundle(text, text[], text, integer, integer, bigint) is
@@ -10351,12 +10429,12 @@ end
 $$;
 comment on function __tenant__.pin(text, text[], bigint, boolean) is
     'Pins (or unpins) a live memory the principal may see, so it is in every session-start bundle.';
-$pgrecall_bc9364e85ff6$)
+$pgrecall_47fcb2210e0f$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_42f49ecc9a30$sessions.sql$pgrecall_42f49ecc9a30$, null, $pgrecall_d5e9c830167a$be2eadac8ba74ef972744858ba2dd49fe33b7ff9b31a29aefc5b46d6d1db02b4$pgrecall_d5e9c830167a$, $pgrecall_be2eadac8ba7$-- Sessions and the peers in them (design section 5).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_42f49ecc9a30$sessions.sql$pgrecall_42f49ecc9a30$, null, $pgrecall_3255c59a1e37$74d7daee6f946721e8dac030e1d6e8cecf9e03d77fe0335e16076baec7160f53$pgrecall_3255c59a1e37$, $pgrecall_74d7daee6f94$-- Sessions and the peers in them (design section 5).
 --
 -- A session lives in one scope; its messages are observations of that scope
 -- with its id. Each session peer carries two flags: observe the others
@@ -10699,33 +10777,37 @@ $$;
 comment on function __tenant__._session_peer_row(text, text[], bigint, text) is
     'Internal: a peer''s row in the session a principal names (as _session_of), or PR122.';
 
-create or replace function __tenant__._session_peer_json(p_row __tenant__.session_peer)
-returns jsonb
-language sql stable
+create or replace function __tenant__._session_peer_config(p_row __tenant__.session_peer)
+returns __tenant__.session_peer_config
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select jsonb_build_object('session', p_row.session_id, 'peer', (select p.name from peer p where p.id = p_row.peer_id),
-                              'observe_others', p_row.observe_others, 'observed_by_others', p_row.observed_by_others,
-                              'joined_at', p_row.joined_at, 'left_at', p_row.left_at, 'active', p_row.left_at is null)
+begin
+    return row(p_row.session_id, (select p.name from peer p where p.id = p_row.peer_id),
+               p_row.observe_others, p_row.observed_by_others, p_row.joined_at, p_row.left_at,
+               p_row.left_at is null)::session_peer_config;
+end
 $$;
-comment on function __tenant__._session_peer_json(__tenant__.session_peer) is 'Internal: a session peer''s configuration as JSON.';
+comment on function __tenant__._session_peer_config(__tenant__.session_peer) is 'Internal: a session peer''s row as its configuration.';
 
 create or replace function __tenant__.session_peer_config(p_principal text, p_scopes text[], p_session bigint,
                                                          p_peer text)
-returns jsonb
-language sql stable
+returns __tenant__.session_peer_config
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select _session_peer_json(_session_peer_row(p_principal, p_scopes, p_session, p_peer))
+begin
+    return _session_peer_config(_session_peer_row(p_principal, p_scopes, p_session, p_peer));
+end
 $$;
 comment on function __tenant__.session_peer_config(text, text[], bigint, text) is
     'One peer''s configuration in a session: observe_others, observed_by_others, joined_at, left_at.';
 
 create or replace function __tenant__.set_session_peer_config(p_principal text, p_scopes text[], p_session bigint,
                                                              p_peer text, p_config jsonb)
-returns jsonb
+returns __tenant__.session_peer_config
 language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -10742,14 +10824,14 @@ begin
            observed_by_others = coalesce(_flag(p_config, 'observed_by_others', 'config'), sp.observed_by_others)
      where sp.session_id = v_row.session_id and sp.peer_id = v_row.peer_id
     returning * into v_row;
-    return _session_peer_json(v_row);
+    return _session_peer_config(v_row);
 end
 $$;
 comment on function __tenant__.set_session_peer_config(text, text[], bigint, text, jsonb) is
     'Changes one peer''s flags in a session (keys given change, others stay); returns the new configuration.';
 
 create or replace function __tenant__.peer_config(p_peer text)
-returns jsonb
+returns __tenant__.peer_config
 language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -10757,10 +10839,9 @@ as $$
 declare
     v_id bigint := _peer_id(p_peer, 'configured');
 begin
-    return (select jsonb_build_object(
-                       'peer', p.name, 'kind', p.kind,
-                       'observed_globally', coalesce(p.observed_globally, (_setting_value('observed_globally') #>> '{}')::boolean),
-                       'follows_tenant_default', p.observed_globally is null)
+    return (select row(p.name, p.kind,
+                       coalesce(p.observed_globally, (_setting_value('observed_globally') #>> '{}')::boolean),
+                       p.observed_globally is null)::peer_config
               from peer p where p.id = v_id);
 end
 $$;
@@ -10768,7 +10849,7 @@ comment on function __tenant__.peer_config(text) is
     'A peer''s own flags: observed_globally (and whether it follows the tenant default).';
 
 create or replace function __tenant__.set_peer_config(p_peer text, p_config jsonb)
-returns jsonb
+returns __tenant__.peer_config
 language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -10937,7 +11018,7 @@ comment on function __tenant__.log_turn(text, text[], text, text, text, text, te
     'Appends a turn to a turn log: to its newest session, or to a new one after a gap of more than turn_gap_seconds; '
     'p_data_subject_id (else the actor''s, else the session''s) tags the turn, and the session it opens; '
     'p_audience narrows who may see it.';
-$pgrecall_be2eadac8ba7$)
+$pgrecall_74d7daee6f94$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -11415,7 +11496,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$, null, $pgrecall_33ff453fb3ba$86e09fd3ab7a5f8aa32350180b3adfb0eb828e4c8bcb392e43cb06aba75cdcba$pgrecall_33ff453fb3ba$, $pgrecall_86e09fd3ab7a$-- Argument checks shared by every operation. Each failure raises a PR-class
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$, null, $pgrecall_a9675326cddc$34572acd3efe4d44393dabd336e9dd5d85c5c23953bb64d66cbfde5530c1fafd$pgrecall_a9675326cddc$, $pgrecall_34572acd3efe$-- Argument checks shared by every operation. Each failure raises a PR-class
 -- SQLSTATE whose message names the offending value; the codes are listed,
 -- with what each means, in sql/errors.sql (pgrecall.error_code).
 
@@ -11528,13 +11609,50 @@ comment on function __tenant__._check_write_scope(text, text[]) is 'Internal: PR
 -- The four purposes a memory or fact may be used for: the one definition of the closed set. The
 -- memory and fact tables' CHECK constraints (migrations 0003, 0008) spell the same four, and
 -- tests/test_purposes.py holds them, and Python's pgrecall.purposes.PURPOSES, to this function.
+-- Every closed set of words a caller may pass, defined here once: the
+-- functions that check input read them, so do the error messages, and Python
+-- reads its copy back from here in a test (tests/test_vocabulary.py holds it
+-- to this function and to the tables' CHECK constraints, which migrations froze).
+create or replace function __tenant__._closed_set(p_name text)
+returns text[]
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    return case p_name
+        when 'purpose' then array['converse', 'act', 'personalize', 'review']
+        when 'memory kind' then array['note', 'fact', 'decision', 'summary']
+        when 'observation kind' then array['message', 'document', 'tool_result', 'event', 'note']
+        when 'source_role' then array['user', 'assistant', 'system', 'tool', 'document']
+        when 'peer kind' then array['human', 'agent', 'other']
+        when 'classification' then array['public', 'internal', 'confidential', 'restricted']
+        when 'lawful_basis' then array['consent', 'contract', 'legal_obligation', 'vital_interests',
+                                       'public_task', 'legitimate_interests']
+    end;
+end
+$$;
+comment on function __tenant__._closed_set(text) is
+    'Internal: the words allowed for a purpose, memory kind, observation kind, source_role, peer kind, classification or lawful_basis.';
+
+-- "x 'y' is not one of a, b, c": the message for a value outside a closed set.
+create or replace function __tenant__._not_one_of(p_what text, p_value text, p_set text)
+returns text
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select format('%s %s is not one of %s', p_what, quote_nullable(p_value), array_to_string(_closed_set(p_set), ', '))
+$$;
+comment on function __tenant__._not_one_of(text, text, text) is 'Internal: the message for a value outside a closed set.';
+
 create or replace function __tenant__._purposes()
 returns text[]
 language sql immutable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select array['converse', 'act', 'personalize', 'review']
+    select _closed_set('purpose')
 $$;
 comment on function __tenant__._purposes() is
     'Internal: the four purposes (converse, act, personalize, review), in the order help texts list them.';
@@ -12013,7 +12131,7 @@ as $$
 $$;
 comment on function __tenant__._whole_in_range(jsonb, numeric, numeric) is
     'Internal: true when the JSON value is a whole number from p_min to p_max.';
-$pgrecall_86e09fd3ab7a$)
+$pgrecall_34572acd3efe$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 

@@ -60,6 +60,31 @@ def test_no_public_function_returns_a_jsonb_twin_or_a_meta_row(acme, db):
     ]
 
 
+def test_no_public_function_returns_a_jsonb_object(acme, db):
+    """Every public result is a declared type or a table; only a setting's value, which has no fixed shape,
+    comes back as jsonb."""
+    rows = db.execute("""
+        select p.proname from pg_proc p
+         where p.pronamespace = 'acme'::regnamespace and p.proname = any (%s)
+           and p.prorettype = 'jsonb'::regtype""", (_codegen.public_functions(),)).fetchall()
+    assert [name for (name,) in rows] == ["set_setting"]
+
+
+def test_psql_reads_the_session_bundle_and_configs_as_columns(acme, conninfo):
+    acme.remember("Ana's sister is Rita", evidence=[acme.append("Ana's sister is Rita", role="user", actor="ana")],
+                  purposes=["converse"], about=["Rita"])
+    with conninfo.connect(user="pgrecall_acme_app") as conn:
+        cur = conn.execute("""select r.body, r.provenance is not null
+                                from acme.session_bundle('bot', '{default}') b, unnest(b.recent) r""")
+        assert cur.fetchall() == [("Ana's sister is Rita", True)]
+        cur = conn.execute("select e.* from acme.session_bundle('bot', '{default}') b, unnest(b.entities) e")
+        assert [c.name for c in cur.description] == ["entity", "type", "scope", "memories"]
+        assert cur.fetchall() == [("Rita", None, "default", 1)]
+        cur = conn.execute("select * from acme.peer_config('ana')")
+        assert [c.name for c in cur.description] == ["peer", "kind", "observed_globally", "follows_tenant_default"]
+        assert cur.fetchone()[:2] == ("ana", "human")
+
+
 def test_psql_reads_recall_metadata_as_a_table(acme, conninfo):
     with conninfo.connect(user="pgrecall_acme_app") as conn:
         cur = conn.execute("select (a.meta).* from acme.recall_answer('bot', '{default}', 'lighthouse') a")

@@ -20,6 +20,29 @@ from ._calls import value as _value
 
 
 @dataclass(frozen=True)
+class BundleEntity:
+    """An entity of the session-start bundle and how many visible memories are about it."""
+
+    entity: str = field()
+    type: str | None = field()
+    scope: str = field()
+    memories: int = field()
+
+
+@dataclass(frozen=True)
+class BundleMemory:
+    """A memory of the session-start bundle: a recent one or a pinned note."""
+
+    id: int = field()
+    kind: str = field()
+    title: str | None = field()
+    body: str = field()
+    scope: str = field()
+    provenance: Any = field()
+    updated_at: datetime | None = field(metadata=parse(timestamp))
+
+
+@dataclass(frozen=True)
 class DuplicateMeta:
     """The metadata of one duplicate_proposals() call: what was compared, why nothing is proposed."""
 
@@ -122,6 +145,16 @@ class MessageSearchMeta:
 
 
 @dataclass(frozen=True)
+class PeerConfig:
+    """A peer's own flags."""
+
+    peer: str = field()
+    kind: str = field()
+    observed_globally: bool = field()
+    follows_tenant_default: bool = field()
+
+
+@dataclass(frozen=True)
 class RecallItem:
     """One row of recall(): a memory or a fact, its rank, score and evidence."""
 
@@ -183,6 +216,39 @@ class SearchMessagesAnswer:
 
     items: list[MessageHit] = field(metadata=parse(json_list(MessageHit), composite=True))
     meta: MessageSearchMeta = field(metadata=parse(json_object(MessageSearchMeta), composite=True))
+
+
+@dataclass(frozen=True)
+class WorkingRepresentation:
+    """get_representation(): a peer's working representation in a session, per observed peer."""
+
+    session: int = field()
+    peer: str = field()
+    updated_at: datetime | None = field(metadata=parse(timestamp))
+    representation: Any = field()
+
+
+@dataclass(frozen=True)
+class SessionBundle:
+    """session_bundle(): recent memories, pinned notes, top entities and, with a session, the working representation."""
+
+    recent: list[BundleMemory] = field(metadata=parse(json_list(BundleMemory), composite=True))
+    pinned: list[BundleMemory] = field(metadata=parse(json_list(BundleMemory), composite=True))
+    entities: list[BundleEntity] = field(metadata=parse(json_list(BundleEntity), composite=True))
+    working_representation: WorkingRepresentation | None = field(metadata=parse(json_object(WorkingRepresentation), composite=True))
+
+
+@dataclass(frozen=True)
+class SessionPeerConfig:
+    """One peer's flags in one session, and when it joined and left."""
+
+    session: int = field()
+    peer: str = field()
+    observe_others: bool = field()
+    observed_by_others: bool = field()
+    joined_at: datetime = field(metadata=parse(timestamp))
+    left_at: datetime | None = field(metadata=parse(timestamp))
+    active: bool = field()
 
 # -- rows of the functions that return a table ------------------------------------------------------------
 
@@ -921,7 +987,7 @@ def get_representation(h: Handle, session: int, peer: str, *, target: str | None
     """A peer's working representation in a session: per observed peer, the newest derived observations (one target if named), those from turns the principal may not see left out."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'session': session, 'peer': peer, 'target': target}, ('target',))
-    return _value('get_representation', args, object)
+    return _one('get_representation', args, WorkingRepresentation)
 
 
 def listen_channel(h: Handle, kind: str) -> Call[Any]:
@@ -968,7 +1034,7 @@ def neighbourhood(h: Handle, seeds: list[str], *, hops: int | None = None, valid
 def peer_config(h: Handle, peer: str) -> Call[Any]:
     """A peer's own flags: observed_globally (and whether it follows the tenant default)."""
     args = _given({'peer': peer}, ())
-    return _value('peer_config', args, object)
+    return _one('peer_config', args, PeerConfig)
 
 
 def pin(h: Handle, memory_id: int, *, pinned: bool | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
@@ -1126,14 +1192,14 @@ def session_bundle(h: Handle, *, purpose: str | None = None, recent: int | None 
     """What an agent starts with: recent memories, pinned procedural notes, top entities, the working representation."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'purpose': purpose, 'recent': recent, 'entities': entities, 'session': session}, ('purpose', 'recent', 'entities', 'session'))
-    return _value('session_bundle', args, object)
+    return _one('session_bundle', args, SessionBundle)
 
 
 def session_peer_config(h: Handle, session: int, peer: str, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
     """One peer's configuration in a session: observe_others, observed_by_others, joined_at, left_at."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'session': session, 'peer': peer}, ())
-    return _value('session_peer_config', args, object)
+    return _one('session_peer_config', args, SessionPeerConfig)
 
 
 def session_peers(h: Handle, session: int, *, include_left: bool | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
@@ -1152,7 +1218,7 @@ def set_embedding_version(h: Handle, model: str, input_version: int) -> Call[Any
 def set_peer_config(h: Handle, peer: str, config: Any) -> Call[Any]:
     """Sets a peer's observed_globally flag (null: follow the tenant setting); returns the peer's config."""
     args = _given({'peer': peer, 'config': config}, ())
-    return _value('set_peer_config', args, object)
+    return _one('set_peer_config', args, PeerConfig)
 
 
 def set_scope_passage_embedding(h: Handle, scope: str, policy: str) -> Call[Any]:
@@ -1165,7 +1231,7 @@ def set_session_peer_config(h: Handle, session: int, peer: str, config: Any, *, 
     """Changes one peer's flags in a session (keys given change, others stay); returns the new configuration."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'session': session, 'peer': peer, 'config': config}, ())
-    return _value('set_session_peer_config', args, object)
+    return _one('set_session_peer_config', args, SessionPeerConfig)
 
 
 def set_setting(h: Handle, key: str, value: Any) -> Call[Any]:

@@ -14,29 +14,13 @@ from uuid import UUID
 from psycopg.types.json import Jsonb
 
 from ._calls import Call, Handle, column, json_items, json_list, json_object, one, parse, rows, timestamp, value
+from ._generated import BundleEntity as BundleEntity  # re-exported
+from ._generated import PeerConfig as PeerConfig
+from ._generated import SessionPeerConfig as SessionPeerConfig
 from .graph import AssertedFact
 from .memories import Provenance, Remembered, peer_names
 
 # -- row types ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PeerConfig:
-    peer: str
-    kind: str
-    observed_globally: bool  # a global representation of the peer is derived
-    follows_tenant_default: bool  # observed_globally comes from the tenant setting
-
-
-@dataclass(frozen=True)
-class SessionPeerConfig:
-    session: int
-    peer: str
-    observe_others: bool
-    observed_by_others: bool
-    joined_at: datetime = field(metadata=parse(timestamp))
-    left_at: datetime | None = field(metadata=parse(timestamp))
-    active: bool = field()
 
 
 @dataclass(frozen=True)
@@ -124,22 +108,15 @@ class BundleMemory:
 
 
 @dataclass(frozen=True)
-class BundleEntity:
-    entity: str
-    type: str | None
-    scope: str
-    memories: int  # how many of the principal's visible memories are about it
-
-
-@dataclass(frozen=True)
 class SessionBundle:
     """What an agent starts with: recent memories, pinned notes, top entities, and with a session its working
     representation there."""
 
-    recent: list[BundleMemory] = field(metadata=parse(json_list(BundleMemory)))
-    pinned: list[BundleMemory] = field(metadata=parse(json_list(BundleMemory)))
-    entities: list[BundleEntity] = field(metadata=parse(json_list(BundleEntity)))
-    working_representation: WorkingRepresentation | None = field(metadata=parse(json_object(WorkingRepresentation)))
+    recent: list[BundleMemory] = field(metadata=parse(json_list(BundleMemory), composite=True))
+    pinned: list[BundleMemory] = field(metadata=parse(json_list(BundleMemory), composite=True))
+    entities: list[BundleEntity] = field(metadata=parse(json_list(BundleEntity), composite=True))
+    working_representation: WorkingRepresentation | None = field(
+        metadata=parse(json_object(WorkingRepresentation), composite=True))
 
 
 @dataclass(frozen=True)
@@ -191,13 +168,13 @@ class QueueCount:
 
 def peer_config(h: Handle, peer: str) -> Call[PeerConfig]:
     """A peer's own flags: ``observed_globally`` (and whether it follows the tenant default)."""
-    return value("peer_config", {"peer": peer}, dict).then(json_object(PeerConfig))
+    return one("peer_config", {"peer": peer}, PeerConfig)
 
 
 def set_peer_config(h: Handle, peer: str, *, observed_globally: bool | None) -> Call[PeerConfig]:
     """Set whether a global representation of the peer is derived (None: the tenant default)."""
-    return value("set_peer_config", {"peer": peer, "config": Jsonb({"observed_globally": observed_globally})},
-                 dict).then(json_object(PeerConfig))
+    return one("set_peer_config", {"peer": peer, "config": Jsonb({"observed_globally": observed_globally})},
+               PeerConfig)
 
 
 # -- sessions and messages ----------------------------------------------------------------------------------
@@ -247,8 +224,8 @@ def session_peer_config(h: Handle, session: int, peer: str, *, principal: str | 
                         scopes: Sequence[str] | None = None) -> Call[SessionPeerConfig]:
     """One peer's flags in a session."""
     principal, scopes = h.who(principal, scopes)
-    return value("session_peer_config", {"principal": principal, "scopes": scopes, "session": session,
-                                         "peer": peer}, dict).then(json_object(SessionPeerConfig))
+    return one("session_peer_config", {"principal": principal, "scopes": scopes, "session": session,
+                                       "peer": peer}, SessionPeerConfig)
 
 
 def set_session_peer_config(h: Handle, session: int, peer: str, config: Mapping[str, Any], *,
@@ -256,9 +233,8 @@ def set_session_peer_config(h: Handle, session: int, peer: str, config: Mapping[
                             scopes: Sequence[str] | None = None) -> Call[SessionPeerConfig]:
     """Change ``observe_others`` and/or ``observed_by_others`` of one peer in a session."""
     principal, scopes = h.who(principal, scopes)
-    return value("set_session_peer_config", {"principal": principal, "scopes": scopes, "session": session,
-                                             "peer": peer, "config": Jsonb(config)},
-                 dict).then(json_object(SessionPeerConfig))
+    return one("set_session_peer_config", {"principal": principal, "scopes": scopes, "session": session,
+                                           "peer": peer, "config": Jsonb(config)}, SessionPeerConfig)
 
 
 def add_messages(h: Handle, session: int, messages: Sequence[Mapping[str, Any]], *, principal: str | None = None,
@@ -305,8 +281,8 @@ def get_representation(h: Handle, session: int, peer: str, target: str | None = 
                        scopes: Sequence[str] | None = None) -> Call[WorkingRepresentation]:
     """A peer's working representation in a session (one observed peer if ``target`` is given)."""
     principal, scopes = h.who(principal, scopes)
-    return value("get_representation", {"principal": principal, "scopes": scopes, "session": session,
-                                         "peer": peer, "target": target}, dict).then(json_object(WorkingRepresentation))
+    return one("get_representation", {"principal": principal, "scopes": scopes, "session": session,
+                                       "peer": peer, "target": target}, WorkingRepresentation)
 
 
 def session_bundle(h: Handle, *, purpose: str = "converse", recent: int = 10, entities: int = 5,
@@ -314,9 +290,8 @@ def session_bundle(h: Handle, *, purpose: str = "converse", recent: int = 10, en
                    scopes: Sequence[str] | None = None) -> Call[SessionBundle]:
     """What an agent starts with; with ``session``, also its working representation there."""
     principal, scopes = h.who(principal, scopes)
-    return value("session_bundle", {"principal": principal, "scopes": scopes, "purpose": purpose,
-                                    "recent": recent, "entities": entities, "session": session},
-                 dict).then(json_object(SessionBundle))
+    return one("session_bundle", {"principal": principal, "scopes": scopes, "purpose": purpose,
+                                  "recent": recent, "entities": entities, "session": session}, SessionBundle)
 
 
 # -- the derivation work queue (the worker role) ------------------------------------------------------------
