@@ -95,12 +95,10 @@ begin
         select r.ord,
                case when r.body is null then 'PR107'
                     when octet_length(r.body) > v_max_bytes then 'PR151'
-                    when r.source_role is null
-                         or r.source_role not in ('user', 'assistant', 'system', 'tool', 'document') then 'PR107'
-                    when r.kind not in ('message', 'document', 'tool_result', 'event', 'note') then 'PR107'
-                    when r.classification not in ('public', 'internal', 'confidential', 'restricted') then 'PR107'
-                    when r.lawful_basis not in ('consent', 'contract', 'legal_obligation', 'vital_interests',
-                                                'public_task', 'legitimate_interests') then 'PR107'
+                    when r.source_role is null or not (r.source_role = any (_closed_set('source_role'))) then 'PR107'
+                    when not (r.kind = any (_closed_set('observation kind'))) then 'PR107'
+                    when not (r.classification = any (_closed_set('classification'))) then 'PR107'
+                    when not (r.lawful_basis = any (_closed_set('lawful_basis'))) then 'PR107'
                     when jsonb_typeof(r.payload) <> 'object' then 'PR107'
                     when pg_column_size(r.payload) > v_max_bytes or octet_length(r.data_subject_id) > 200 then 'PR151'
                     when not _time_in_range(r.occurred_at) or not _time_in_range(r.retention_until) then 'PR152'
@@ -121,15 +119,14 @@ begin
                     when octet_length(r.body) > v_max_bytes then
                          format('observation body is %s bytes, more than the %s allowed', octet_length(r.body), v_max_bytes)
                     when r.source_role is null then 'source_role is required'
-                    when r.source_role not in ('user', 'assistant', 'system', 'tool', 'document') then
-                         format('source_role %s is not one of user, assistant, system, tool, document', quote_literal(r.source_role))
-                    when r.kind not in ('message', 'document', 'tool_result', 'event', 'note') then
-                         format('observation kind %s is not one of message, document, tool_result, event, note', quote_literal(r.kind))
-                    when r.classification not in ('public', 'internal', 'confidential', 'restricted') then
-                         format('classification %s is not one of public, internal, confidential, restricted', quote_literal(r.classification))
-                    when r.lawful_basis not in ('consent', 'contract', 'legal_obligation', 'vital_interests',
-                                                'public_task', 'legitimate_interests') then
-                         format('lawful_basis %s is not one of consent, contract, legal_obligation, vital_interests, public_task, legitimate_interests', quote_literal(r.lawful_basis))
+                    when not (r.source_role = any (_closed_set('source_role'))) then
+                         _not_one_of('source_role', r.source_role, 'source_role')
+                    when not (r.kind = any (_closed_set('observation kind'))) then
+                         _not_one_of('observation kind', r.kind, 'observation kind')
+                    when not (r.classification = any (_closed_set('classification'))) then
+                         _not_one_of('classification', r.classification, 'classification')
+                    when not (r.lawful_basis = any (_closed_set('lawful_basis'))) then
+                         _not_one_of('lawful_basis', r.lawful_basis, 'lawful_basis')
                     when jsonb_typeof(r.payload) <> 'object' then 'observation payload must be a JSON object'
                     when pg_column_size(r.payload) > v_max_bytes then
                          format('observation payload is %s bytes, more than the %s allowed', pg_column_size(r.payload), v_max_bytes)

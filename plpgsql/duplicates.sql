@@ -50,12 +50,9 @@ language sql immutable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select ('converse' = any (p_purposes))::integer
-         | (('act' = any (p_purposes))::integer << 1)
-         | (('personalize' = any (p_purposes))::integer << 2)
-         | (('review' = any (p_purposes))::integer << 3)
+    select coalesce(bit_or(1 << (array_position(_purposes(), p) - 1)), 0) from unnest(p_purposes) p
 $$;
-comment on function __tenant__._purpose_bits(text[]) is 'Internal: a purpose set as a 4-bit mask.';
+comment on function __tenant__._purpose_bits(text[]) is 'Internal: a purpose set as a bit mask, bit n for the nth of _purposes().';
 
 -- Whether p_new may replace p_old without anyone losing it: everyone who may
 -- see p_old, for every purpose it allows, may see p_new (same scope, an

@@ -231,7 +231,7 @@ begin
                       'invisible characters, and no word mixing Latin, Cyrillic and Greek letters.');
     end if;
     v_name := normalize(p_name, NFC);
-    perform _check_one_of(p_kind, 'peer kind', array['human', 'agent', 'other']);
+    perform _check_one_of(p_kind, 'peer kind', _closed_set('peer kind'));
     if p_metadata is null or jsonb_typeof(p_metadata) <> 'object' then
         perform _fail('PR107', 'peer metadata must be a JSON object');
     end if;

@@ -117,7 +117,7 @@ begin
                case
                  when i.purposes is null or cardinality(i.purposes) = 0 then 'PR102'
                  when not (i.purposes <@ _purposes()) then 'PR102'
-                 when i.kind is null or i.kind not in ('note', 'fact', 'decision', 'summary') then 'PR107'
+                 when i.kind is null or not (i.kind = any (_closed_set('memory kind'))) then 'PR107'
                  when i.confidence is null or not _confidence_ok(i.confidence) then 'PR150'
                  when octet_length(i.body) > v_max_bytes then 'PR151'
                  when octet_length(i.title) > 500 then 'PR151'
@@ -132,8 +132,8 @@ begin
                  when not (i.purposes <@ _purposes()) then
                       format('unknown purpose %s', (select quote_nullable(p) from unnest(i.purposes) p
                                                      where p is null or not (p = any (_purposes())) limit 1))
-                 when i.kind is null or i.kind not in ('note', 'fact', 'decision', 'summary') then
-                      format('memory kind %s is not one of note, fact, decision, summary', quote_nullable(i.kind))
+                 when i.kind is null or not (i.kind = any (_closed_set('memory kind'))) then
+                      _not_one_of('memory kind', i.kind, 'memory kind')
                  when i.confidence is null or not _confidence_ok(i.confidence) then
                       format('confidence must be between 0 and 1, not %s', coalesce(i.confidence::text, 'NULL'))
                  when octet_length(i.body) > v_max_bytes then

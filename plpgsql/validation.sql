@@ -111,13 +111,50 @@ comment on function __tenant__._check_write_scope(text, text[]) is 'Internal: PR
 -- The four purposes a memory or fact may be used for: the one definition of the closed set. The
 -- memory and fact tables' CHECK constraints (migrations 0003, 0008) spell the same four, and
 -- tests/test_purposes.py holds them, and Python's pgrecall.purposes.PURPOSES, to this function.
+-- Every closed set of words a caller may pass, defined here once: the
+-- functions that check input read them, so do the error messages, and Python
+-- reads its copy back from here in a test (tests/test_vocabulary.py holds it
+-- to this function and to the tables' CHECK constraints, which migrations froze).
+create or replace function __tenant__._closed_set(p_name text)
+returns text[]
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    return case p_name
+        when 'purpose' then array['converse', 'act', 'personalize', 'review']
+        when 'memory kind' then array['note', 'fact', 'decision', 'summary']
+        when 'observation kind' then array['message', 'document', 'tool_result', 'event', 'note']
+        when 'source_role' then array['user', 'assistant', 'system', 'tool', 'document']
+        when 'peer kind' then array['human', 'agent', 'other']
+        when 'classification' then array['public', 'internal', 'confidential', 'restricted']
+        when 'lawful_basis' then array['consent', 'contract', 'legal_obligation', 'vital_interests',
+                                       'public_task', 'legitimate_interests']
+    end;
+end
+$$;
+comment on function __tenant__._closed_set(text) is
+    'Internal: the words allowed for a purpose, memory kind, observation kind, source_role, peer kind, classification or lawful_basis.';
+
+-- "x 'y' is not one of a, b, c": the message for a value outside a closed set.
+create or replace function __tenant__._not_one_of(p_what text, p_value text, p_set text)
+returns text
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select format('%s %s is not one of %s', p_what, quote_nullable(p_value), array_to_string(_closed_set(p_set), ', '))
+$$;
+comment on function __tenant__._not_one_of(text, text, text) is 'Internal: the message for a value outside a closed set.';
+
 create or replace function __tenant__._purposes()
 returns text[]
 language sql immutable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select array['converse', 'act', 'personalize', 'review']
+    select _closed_set('purpose')
 $$;
 comment on function __tenant__._purposes() is
     'Internal: the four purposes (converse, act, personalize, review), in the order help texts list them.';

@@ -22,7 +22,7 @@ from .render import bundle_text, jsonable, jsonable_object
 
 T = TypeVar("T")
 
-from .purposes import PURPOSES  # noqa: E402  (one definition, held to the catalog)
+from .vocabulary import PURPOSES  # noqa: E402  (one definition, held to the catalog)
 
 # Recorded statements say how they got into the log, so a reader of the provenance can tell an
 # agent's transcription from a message the application appended.

@@ -9,7 +9,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from .. import errors
-from ..purposes import PURPOSES as PURPOSES  # the catalog's four, for argparse choices
+from ..vocabulary import MEMORY_KINDS as MEMORY_KINDS  # the catalog's closed sets, for argparse choices
+from ..vocabulary import PEER_KINDS as PEER_KINDS
+from ..vocabulary import PURPOSES as PURPOSES
+from ..vocabulary import SOURCE_ROLES as SOURCE_ROLES
 
 if TYPE_CHECKING:
     from ..driver import Memory

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from ._common import EXIT_NOTHING_KEPT, PURPOSES, Subparsers, _memory, _print_json, tenant_args
+from ._common import EXIT_NOTHING_KEPT, MEMORY_KINDS, PURPOSES, Subparsers, _memory, _print_json, tenant_args
 
 if TYPE_CHECKING:
     from ..driver import Memory
@@ -161,7 +161,7 @@ def add_remember(sub: Subparsers) -> None:
     p.add_argument("--evidence", type=int, action="append", help="log offset that stated it; repeatable")
     p.add_argument("--scope", help="scope to write (default: the first authorised one)")
     p.add_argument("--audience", help="the one peer who may see it (default: everyone in the scope)")
-    p.add_argument("--kind", default="note", choices=["note", "fact", "decision", "summary"])
+    p.add_argument("--kind", default="note", choices=MEMORY_KINDS)
     p.add_argument("--title")
     p.add_argument("--about", action="append", default=[], help="entity name; repeatable")
     p.add_argument("--role", default="user", help="role of the appended observation (default: user)")
@@ -233,7 +233,7 @@ def add_derive(sub: Subparsers) -> None:
     p.add_argument("text", help="the conclusion")
     p.add_argument("--from", dest="sources", type=int, action="append", required=True,
                    help="a source memory id; repeatable")
-    p.add_argument("--kind", default="summary", choices=["note", "fact", "decision", "summary"])
+    p.add_argument("--kind", default="summary", choices=MEMORY_KINDS)
     p.add_argument("--title")
     p.add_argument("--about", action="append", default=[], help="entity name; repeatable")
     p.add_argument("--widening-reason", help="why it may reach more peers than a turn it cites (recorded; "

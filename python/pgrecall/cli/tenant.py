@@ -11,7 +11,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from .. import errors
-from ._common import Subparsers, _fail, _print_json, _print_rows
+from ._common import PEER_KINDS, Subparsers, _fail, _print_json, _print_rows
 
 
 def cmd_tenant(args: argparse.Namespace) -> int:
@@ -128,7 +128,7 @@ def add_peer(sub: Subparsers) -> None:
     p = sub.add_parser("peer", help="add a peer (a person, agent or other participant)")
     p.add_argument("action", choices=["add"])
     p.add_argument("name")
-    p.add_argument("--kind", default="human", choices=["human", "agent", "other"])
+    p.add_argument("--kind", default="human", choices=PEER_KINDS)
     p.add_argument("--tenant", default=os.environ.get("PGRECALL_TENANT", "demo"))
     p.set_defaults(func=cmd_add)
 
