@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: citus test-citus run driver test test-slow test-all check install-script bench bench-graph bench-erase bench-worker eval eval-compare venv clean
+.PHONY: citus test-citus run driver test test-slow test-all check install-script bench bench-graph bench-erase bench-worker bench-driver eval eval-compare venv clean
 
 venv: $(STAMP)
 
@@ -84,6 +84,10 @@ bench-graph: $(STAMP)
 # The embedding worker's texts/s by thread count, idle and beside a busy server (bench/worker_threads.py).
 bench-worker: $(STAMP)
 	$(PY) -m bench.worker_threads $(BENCH_ARGS)
+
+# What the Python driver adds to a 10-result recall, phase by phase (bench/driver_overhead.py).
+bench-driver: $(STAMP)
+	$(PY) -m bench.driver_overhead $(BENCH_ARGS)
 
 # Erasing one data subject among 1M memories, with the residual.
 bench-erase: $(STAMP)

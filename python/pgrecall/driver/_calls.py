@@ -44,11 +44,12 @@ class Row(Protocol):
 R = TypeVar("R", bound=Row)
 
 
+@functools.cache
 def _strict_rows() -> bool:
     """Row types ignore JSON keys they do not know, so that a newer tenant schema which adds one does not break
     an older driver; the test suite sets PGRECALL_STRICT_ROWS=1, where an unknown key is an error, so a key the
     SQL adds and the driver forgets is caught there and not silently dropped."""
-    return os.environ.get("PGRECALL_STRICT_ROWS") == "1"
+    return os.environ.get("PGRECALL_STRICT_ROWS") == "1"  # read once, at the first row: it is on a hot path
 
 
 # -- reading rows and JSON into dataclasses ---------------------------------------------------------------
@@ -102,8 +103,9 @@ def _field_names(cls: type[Any]) -> frozenset[str]:
 
 def _build(cls: type[R], **values: Any) -> R:
     for name, fn in _parsers(cls).items():
-        if values.get(name) is not None:
-            values[name] = fn(values[name])
+        value = values.get(name)
+        if value is not None:
+            values[name] = fn(value)
     return cls(**values)
 
 
@@ -117,10 +119,11 @@ def row_factory(cls: type[R]) -> BaseRowFactory[R]:
 
 def from_json(cls: type[R], obj: Mapping[str, Any]) -> R:
     """A JSON object (a dict) as the row type ``cls``; nested values go through the field parsers."""
-    known = _field_names(cls)
-    unknown = obj.keys() - known
-    if unknown and _strict_rows():
-        raise TypeError(f"{cls.__name__} has no field for the JSON key(s) {sorted(unknown)}")
+    known = _NAMES[cls] if cls in _NAMES else _field_names(cls)
+    if obj.keys() <= known:  # the usual case: every key is a field, no copy needed to drop one
+        return _build(cls, **obj)
+    if _strict_rows():
+        raise TypeError(f"{cls.__name__} has no field for the JSON key(s) {sorted(obj.keys() - known)}")
     return _build(cls, **{k: v for k, v in obj.items() if k in known})
 
 
@@ -150,8 +153,9 @@ def timestamp(value: str | datetime) -> datetime:
 
 # -- calls --------------------------------------------------------------------------------------------------
 
-REAL_ARRAY = sql.SQL("real[]")
-TEXT_ARRAY = sql.SQL("text[]")
+# The casts the driver writes after a placeholder: SQL text of its own, never a caller's.
+REAL_ARRAY = "real[]"
+TEXT_ARRAY = "text[]"
 
 
 @dataclass(frozen=True)
@@ -161,7 +165,7 @@ class Cast:
     driver, never taken from a caller."""
 
     value: Any
-    to: sql.SQL
+    to: str  # REAL_ARRAY or TEXT_ARRAY
 
 
 @dataclass(frozen=True)
@@ -190,25 +194,48 @@ class Call(Generic[T]):
         return {name: v.value if isinstance(v, Cast) else v for name, v in self.args.items()}
 
     def statement(self, tenant: str) -> sql.Composed:
-        arguments = sql.SQL(", ").join(
-            sql.SQL("{} => {}").format(
-                sql.Identifier("p_" + name),
-                sql.SQL("{}::{}").format(sql.Placeholder(name, PyFormat.BINARY), value.to)
-                if isinstance(value, Cast) else sql.Placeholder(name))
-            for name, value in self.args.items())
-        target = sql.SQL("{}.{}({})").format(sql.Identifier(tenant), sql.Identifier(self.function), arguments)
-        if self.columns is None:
-            return sql.SQL("select {}").format(target)
-        selected = sql.SQL(", ").join(
-            sql.SQL("to_jsonb({}) as {}").format(sql.Identifier(col), sql.Identifier(attr))
-            if attr in self.composites
-            else sql.Identifier(col) if col == attr
-            else sql.SQL("{} as {}").format(sql.Identifier(col), sql.Identifier(attr))
-            for col, attr in self.columns)
-        statement = sql.SQL("select {} from {}").format(selected, target)
-        if self.ordered_by is not None:
-            statement += sql.SQL(" order by {}").format(sql.Identifier(self.ordered_by))
-        return statement
+        return _compose(tenant, self.function, self._arguments, self.columns, self.composites, self.ordered_by)
+
+    def query(self, tenant: str) -> str:
+        """The statement as text, composed once per shape (function, arguments, casts, columns): composing
+        it anew on every call cost a recall a third of a millisecond (bench/driver_overhead.py)."""
+        return _query(tenant, self.function, self._arguments, self.columns, self.composites, self.ordered_by)
+
+    @property
+    def _arguments(self) -> tuple[tuple[str, str | None], ...]:
+        """(name, the cast written after its placeholder or None) of each argument."""
+        return tuple((name, v.to if isinstance(v, Cast) else None) for name, v in self.args.items())
+
+
+def _compose(tenant: str, function: str, arguments: tuple[tuple[str, str | None], ...],
+             columns: tuple[tuple[str, str], ...] | None, composites: frozenset[str],
+             ordered_by: str | None) -> sql.Composed:
+    """``select <columns> from <tenant>.<function>(p_name => %(name)s, ...)``."""
+    passed = sql.SQL(", ").join(
+        sql.SQL("{} => {}").format(
+            sql.Identifier("p_" + name),
+            sql.SQL("{}::{}").format(sql.Placeholder(name, PyFormat.BINARY), sql.SQL(cast))
+            if cast is not None else sql.Placeholder(name))
+        for name, cast in arguments)
+    target = sql.SQL("{}.{}({})").format(sql.Identifier(tenant), sql.Identifier(function), passed)
+    if columns is None:
+        return sql.SQL("select {}").format(target)
+    selected = sql.SQL(", ").join(
+        sql.SQL("to_jsonb({}) as {}").format(sql.Identifier(col), sql.Identifier(attr))
+        if attr in composites
+        else sql.Identifier(col) if col == attr
+        else sql.SQL("{} as {}").format(sql.Identifier(col), sql.Identifier(attr))
+        for col, attr in columns)
+    statement = sql.SQL("select {} from {}").format(selected, target)
+    if ordered_by is not None:
+        statement += sql.SQL(" order by {}").format(sql.Identifier(ordered_by))
+    return statement
+
+
+@functools.lru_cache(maxsize=4096)
+def _query(tenant: str, function: str, arguments: tuple[tuple[str, str | None], ...],
+           columns: tuple[tuple[str, str], ...] | None, composites: frozenset[str], ordered_by: str | None) -> str:
+    return _compose(tenant, function, arguments, columns, composites, ordered_by).as_string(None)
 
 
 def _selected(cls: type[Any], renamed: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:

@@ -124,7 +124,7 @@ class SyncRunner(_Runner[psycopg.Connection[Any], ConnectionPool[Any]]):
                 if call.sends_vectors and not _registered(conn):
                     configure(conn)  # the caller's connection or pool did not register pgvector's types
                 with conn.cursor(row_factory=call.row_factory) as cur:
-                    cur.execute(call.statement(self.tenant), call.params)
+                    cur.execute(call.query(self.tenant), call.params)
                     found = cur.fetchall()
         except psycopg.Error as exc:
             _raise(exc, call.function, call.params)
@@ -191,7 +191,7 @@ class AsyncRunner(_Runner[psycopg.AsyncConnection[Any], AsyncConnectionPool[Any]
                 if call.sends_vectors and not _registered(conn):
                     await configure_async(conn)
                 async with conn.cursor(row_factory=call.row_factory) as cur:
-                    await cur.execute(call.statement(self.tenant), call.params)
+                    await cur.execute(call.query(self.tenant), call.params)
                     found = await cur.fetchall()
         except psycopg.Error as exc:
             _raise(exc, call.function, call.params)

@@ -1,0 +1,124 @@
+"""``make bench-driver``: what the Python driver adds to a recall, phase by phase (#31 item 3).
+
+The same 10-result recall is timed three ways on one connection, interleaved query by query so that load on the
+machine falls on all three alike: through the driver (``Memory.recall`` with the query's vector given, so no
+model time is counted), through psycopg alone running the very statement the driver sends (its jsonb columns
+parsed into dicts by psycopg, nothing more), and the driver's own steps one at a time: the argument checks
+(principal, scopes, the vector), composing the statement, executing it, and building the result dataclasses.
+The driver's overhead is the median of (driver - psycopg) over the queries. Results:
+bench/results/latest-driver.md, the runs in bench/results/archive/.
+
+    python -m bench.driver_overhead                   # 2,000 memories, 200 queries
+    python -m bench.driver_overhead --memories 500 --queries 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import psycopg
+
+from . import corpus
+from .harness import embedded_server, new_report, write_report
+from .run import MODEL, SCOPES, cached_embeddings, ingest, install_tenant, log, role_uri, store_embeddings
+
+HERE = Path(__file__).resolve().parent
+TENANT = "bench"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="make bench-driver")
+    parser.add_argument("--memories", type=int, default=2000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--out", type=Path, default=HERE / "results")
+    args = parser.parse_args(argv)
+
+    import pgrecall
+    from pgrecall.driver import _calls
+    from pgrecall.driver.recall import Recalled, as_vector
+
+    used: list = []
+    texts = corpus.memories(args.memories)
+    vectors = cached_embeddings("memories", texts, used)
+    qtexts = corpus.queries(args.queries, args.memories)
+    qvecs = cached_embeddings("queries", qtexts, used)
+    phases: dict[str, list[float]] = {k: [] for k in ("driver", "psycopg", "checks", "statement", "execute",
+                                                      "build")}
+    returned: list[int] = []
+    with embedded_server("pgrecall-bench-driver-"):
+        from pgrecall import server
+
+        admin = server.status().uri()
+        app = install_tenant(admin, TENANT)
+        _, memory_of_text = ingest(app, TENANT, texts)
+        store_embeddings(role_uri(TENANT, "worker"), TENANT, memory_of_text, vectors)
+        with psycopg.connect(app, autocommit=True) as conn:
+            mem = pgrecall.connect(conn=conn, tenant=TENANT, principal="agent", scopes=SCOPES)
+            h = mem  # a Memory is the handle its calls are built on
+            for _ in range(2):  # warm both paths, the plan cache and the vector type
+                for q, v in zip(qtexts[:10], qvecs[:10], strict=True):
+                    mem.recall(q, query_embedding=v, query_model=MODEL, limit=10)
+            for q, v in zip(qtexts, qvecs, strict=True):
+                t0 = time.perf_counter()
+                answer = mem.recall(q, query_embedding=v, query_model=MODEL, limit=10)
+                t1 = time.perf_counter()
+                phases["driver"].append((t1 - t0) * 1e3)
+                returned.append(len(answer.items))
+
+                # The driver's steps, one at a time.
+                t0 = time.perf_counter()
+                principal, scopes = h.who(None, None)
+                vector = as_vector(v)
+                t1 = time.perf_counter()
+                call = _calls.one("recall_answer", {
+                    "principal": principal, "scopes": scopes, "query": q, "purpose": "converse",
+                    "query_embedding": _calls.Cast(vector, _calls.REAL_ARRAY), "mode": None, "limit": 10,
+                    "include_superseded": False, "at": None, "query_model": MODEL}, Recalled)
+                statement = call.query(TENANT)
+                params = call.params
+                t2 = time.perf_counter()
+                row = conn.execute(statement, params).fetchone()
+                t3 = time.perf_counter()
+                built = _calls._build(Recalled, items=row[0], meta=row[1])
+                t4 = time.perf_counter()
+                phases["checks"].append((t1 - t0) * 1e3)
+                phases["statement"].append((t2 - t1) * 1e3)
+                phases["execute"].append((t3 - t2) * 1e3)
+                phases["build"].append((t4 - t3) * 1e3)
+                assert len(built.items) == len(answer.items)
+
+                # psycopg alone: the same statement, already composed, and its parsed rows.
+                t0 = time.perf_counter()
+                conn.execute(statement, params).fetchone()
+                phases["psycopg"].append((time.perf_counter() - t0) * 1e3)
+    overhead = [d - p for d, p in zip(phases["driver"], phases["psycopg"], strict=True)]
+    med = {k: statistics.median(v) for k, v in phases.items()}
+    p95 = {k: float(np.percentile(v, 95)) for k, v in phases.items()}
+    report = new_report("python -m bench.driver_overhead {args}", argv, memories=args.memories,
+                        queries=args.queries, median_ms=med, p95_ms=p95,
+                        overhead_median_ms=statistics.median(overhead),
+                        results_median=statistics.median(returned))
+    md = [f"# The driver's cost on a recall ({report['started']})", "",
+          f"Machine: {report['machine']}. Command: `{report['command']}`. {args.memories} memories with vectors, "
+          f"{args.queries} queries, limit 10 (median {statistics.median(returned):.0f} results returned); the "
+          "query's vector is given, so no model time is counted.", "",
+          "| path or phase | median ms | p95 ms |", "|---|---:|---:|",
+          f"| the driver: `Memory.recall` | {med['driver']:.3f} | {p95['driver']:.3f} |",
+          f"| psycopg alone, the same statement | {med['psycopg']:.3f} | {p95['psycopg']:.3f} |",
+          f"| **driver overhead (median of driver - psycopg)** | **{statistics.median(overhead):.3f}** | |",
+          f"| phase: argument checks (principal, scopes, vector) | {med['checks']:.3f} | {p95['checks']:.3f} |",
+          f"| phase: composing the statement | {med['statement']:.3f} | {p95['statement']:.3f} |",
+          f"| phase: executing it (server, wire, psycopg's jsonb parse) | {med['execute']:.3f} | "
+          f"{p95['execute']:.3f} |",
+          f"| phase: building the result dataclasses | {med['build']:.3f} | {p95['build']:.3f} |"]
+    write_report(args.out, "driver", report, "\n".join(md) + "\n")
+    print("\n".join(md))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
