@@ -90,8 +90,9 @@ def _columns(cls: type[Any]) -> tuple[tuple[str, str], ...]:
     return _COLUMNS[cls]
 
 
+@functools.cache
 def _composites(cls: type[Any]) -> frozenset[str]:
-    """The attributes whose columns are of a declared composite type."""
+    """The attributes whose columns are of a declared composite type (once per class: every call asks)."""
     return frozenset(f.name for f in fields(cls) if f.metadata.get("composite"))
 
 
