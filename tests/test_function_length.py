@@ -10,8 +10,6 @@ SQL_LIMIT = 100
 PYTHON_LIMIT = 80
 
 # Still long, each with its length today. Shrink it, never grow it.
-# recall.sql, message_search.sql and duplicates.sql are being reshaped under #32 item 1 (declared result
-# types, branch `types`); their functions are split there.
 SQL_STILL_LONG: dict[tuple[str, str], int] = {}
 PYTHON_STILL_LONG: dict[tuple[str, str], int] = {}
 
