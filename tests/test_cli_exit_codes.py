@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from pgrecall import errors
 from test_install_paths import run_cli
 
 
@@ -87,3 +88,18 @@ def test_ctrl_c_exits_130(acme_worker, conninfo):
     finally:
         proc.kill()
     assert proc.returncode == 130 and "Traceback" not in err, err
+
+
+def test_an_unknown_scope_exits_4_and_says_how_to_add_it(acme, app_env):
+    """A scope that does not exist is not found (4, PR131), not a scope the role may not use (6, PR103)."""
+    with pytest.raises(errors.UnknownScope) as unknown:
+        acme.append("hi", role="user", scopes=["nowhere"])
+    assert unknown.value.sqlstate == "PR131" and isinstance(unknown.value, errors.ScopeNotAuthorised)
+    proc = run_cli("read", "--as", "ana", "--purpose", "converse", "1", "--scopes", "nowhere", env=app_env,
+                   check=False)
+    one_line_failure(proc, 4)
+    assert "unknown scope 'nowhere'" in proc.stderr and "pgrecall scope add NAME --tenant acme" in proc.stderr
+    assert "add_scope" not in proc.stderr
+    # a scope that exists but is not the one written: still not permitted
+    one_line_failure(run_cli("remember", "--as", "ana", "--purpose", "converse", "--scope", "other", "hi",
+                             env=app_env, check=False), 6)
