@@ -135,6 +135,8 @@ def test_json_output_parses_for_every_command_that_prints_data(shell, acme, tmp_
     assert data("tenant", "upgrade", "acme") == {"applied": [], "tenant": "acme"}
     assert data("tenant", "create", "beta") == {"created": True, "scopes": ["default"], "tenant": "beta"}
     assert data("tenant", "drop", "beta", "--yes") == {"dropped": True, "tenant": "beta"}
+    erased = data("erase", "--subject", "u-nobody", "--reason", "a request")
+    assert erased["receipt"]["observations_erased"] == 0 and erased["vacuum_problem"] is None
     with_json = {name for name, p in subcommands().items()
                  if any("--json" in a.option_strings for a in p._actions)}
     assert seen == with_json
