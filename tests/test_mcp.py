@@ -8,6 +8,7 @@ PGRECALL_APP_DSN); the client is `mcp.ClientSession` over `stdio_client`, or ove
 from __future__ import annotations
 
 import json
+import os
 import queue
 import socket
 import subprocess
@@ -28,8 +29,10 @@ TOOLS = {"recall", "read", "remember", "derive", "correct", "supersede", "forget
 
 def server_env(conninfo, tenant: str = "acme") -> dict[str, str]:
     # stdio_client passes only a safe subset of the environment: the DSN goes explicitly.
+    # PYTHONPATH too, when set: a checkout run with another checkout's venv serves its own code, not the venv's.
     return {"PGRECALL_APP_DSN": conninfo.dsn(user=f"pgrecall_{tenant}_app"), "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1"}
+            "TRANSFORMERS_OFFLINE": "1", **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ
+                                           else {})}
 
 
 @asynccontextmanager

@@ -94,7 +94,7 @@ EXAMPLES = {
     "deriver": "pgrecall deriver --tenant acme --once",
     "embeddings": "pgrecall embeddings rebuild --tenant acme --all",
     "erase": "pgrecall erase --tenant acme --subject u-42 --reason \"request #7\"",
-    "demo": "pgrecall demo",
+    "demo": "pgrecall demo\n  pgrecall demo --explain      # how each answer was ranked",
     "recall": "pgrecall recall --tenant demo --as Ana --scopes flat \"Where do Ana and Ben live?\"",
     "search": "pgrecall search --tenant demo --as Ana --scopes flat \"moved to Porto\" --json",
     "supersede": "pgrecall supersede --tenant acme --as ana 1 \"Ana lives in Porto\" --revision 1 --evidence 3",
