@@ -103,3 +103,18 @@ def test_an_unknown_scope_exits_4_and_says_how_to_add_it(acme, app_env):
     # a scope that exists but is not the one written: still not permitted
     one_line_failure(run_cli("remember", "--as", "ana", "--purpose", "converse", "--scope", "other", "hi",
                              env=app_env, check=False), 6)
+
+
+def test_the_readme_table_lists_exactly_the_codes_the_command_line_returns():
+    """Every row of README's exit-code table is a code of pgrecall.cli, and every code has its row."""
+    import re
+    from pathlib import Path
+
+    from pgrecall import cli
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = readme.split("| exit | meaning |", 1)[1].split("\n\n", 1)[0]
+    rows = {int(code): meaning for code, meaning in re.findall(r"^\| (\d+) \| (.+) \|$", table, flags=re.M)}
+    codes = {getattr(cli, name) for name in cli.__all__ if name.startswith("EXIT_")}
+    assert set(rows) == codes | {0}
+    assert "scope" in rows[cli.EXIT_NOT_FOUND] and "scope" in rows[cli.EXIT_NOT_PERMITTED]

@@ -358,7 +358,8 @@ def test_streamable_http_on_localhost(acme, conninfo, tmp_path):
 def check_the_demo_over_mcp(app_dsn: str, tmp_path) -> None:
     """After `make run`'s demo: `pgrecall mcp --tenant demo --as Ana`, nothing else, answers a client
     (called from test_demo, which has just loaded the demo)."""
-    env = {"PGRECALL_APP_DSN": app_dsn, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env = {"PGRECALL_APP_DSN": app_dsn, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {})}
 
     async def run(principal: str, question: str) -> tuple[list[dict], list[dict]]:
         with (tmp_path / f"{principal}.err").open("w") as errlog:
