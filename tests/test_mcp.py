@@ -288,9 +288,9 @@ def test_a_server_that_cannot_serve_says_why_and_exits(acme, conninfo):
 
     env = {**os.environ, **server_env(conninfo)}
     # One line naming what is wrong, nothing on stdout (an MCP client would read it as the protocol).
-    # Exit codes as README's table: 4 an unknown peer (not found), 6 a scope not authorised (not permitted).
-    for args, named, code in ((["--as", "nobody"], "'nobody'", 4), (["--as", "ana", "--scopes", "nope"], "'nope'", 6),
-                              (["--as", "ana", "--purpose", "review", "--scopes", "default,nope"], "'nope'", 6)):
+    # Exit codes as README's table: 4 an unknown peer or scope (not found, PR131; it was 6, issue #33).
+    for args, named, code in ((["--as", "nobody"], "'nobody'", 4), (["--as", "ana", "--scopes", "nope"], "'nope'", 4),
+                              (["--as", "ana", "--purpose", "review", "--scopes", "default,nope"], "'nope'", 4)):
         proc = subprocess.run([sys.executable, "-m", "pgrecall.cli", "mcp", "--tenant", "acme", *args],
                               capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=120)
         assert proc.returncode == code and proc.stdout == "", (args, proc.returncode, proc.stdout)
