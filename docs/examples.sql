@@ -130,7 +130,7 @@ update acme.observation set body = 'I eat fish.' where scope = 'default' and log
 \c :app
 select acme.append_observation('carol', '{default}', 'default', 'Hello', 'user');  -- PR101
 select acme.append_observation('assistant', '{default}', 'travel', 'Hello', 'user');  -- PR103
-select acme.append_observation('assistant', '{default,travel}', 'travel', 'Hello', 'user');  -- PR103
+select acme.append_observation('assistant', '{default,travel}', 'travel', 'Hello', 'user');  -- PR131
 select acme.append_observation('assistant', '{default}', 'default', 'Hello', 'human');  -- PR107
 select acme.append_observation('assistant', '{default}', 'default', 'Hello', 'user', p_session_id => 7);  -- PR120
 
@@ -179,7 +179,7 @@ select * from acme.read('assistant', '{default}', 1, 'converse');
 select id from acme.read('assistant', '{default}', 4, 'act');  -- PR104
 select id from acme.read('assistant', '{default}', 3, 'act');  -- PR104
 select id from acme.read('assistant', '{default}', 1, 'chat');  -- PR102
-select id from acme.read('assistant', '{default,travel}', 1, 'converse');  -- PR103
+select id from acme.read('assistant', '{default,travel}', 1, 'converse');  -- PR131
 select id, body, audience, purposes from acme.read('ana', '{default}', 3, 'act');
 
 -- == <tenant>.memory_count
@@ -539,7 +539,7 @@ select acme.erase('dpo', '{"peer": "ana", "scope": "default"}', 'account closed'
 select acme.erase('dpo', '{"expired_before": "2027-01-01"}', 'clean up');  -- PR153
 select acme.erase('dpo', '{"peer": "carol"}', 'account closed');  -- PR101
 select acme.erase('dpo', '{"observation": {"scope": "default", "offset": 6}}', 'again');  -- PR109
-select acme.erase('dpo', '{"scope": "travel"}', 'trip cancelled');  -- PR103
+select acme.erase('dpo', '{"scope": "travel"}', 'trip cancelled');  -- PR131
 select acme.erase('', '{"scope": "default"}', 'who?');  -- PR107
 \c :app
 select acme.erase('assistant', '{"scope": "default"}', 'the assistant tidies up');  -- 42501

@@ -100,7 +100,7 @@ begin
     end if;
     update scope s set passage_embedding = p_policy where s.name = p_scope;
     if not found then
-        perform _fail('PR103', format('scope %s does not exist', _shown(p_scope)),
+        perform _fail('PR131', format('scope %s does not exist', _shown(p_scope)),
                       'scopes() lists the scopes; add_scope() adds one.');
     end if;
     return query

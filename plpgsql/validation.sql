@@ -82,13 +82,13 @@ begin
     select s into v_unknown from unnest(p_scopes) s
      where s is null or not exists (select 1 from scope sc where sc.name = s) limit 1;
     if found then
-        perform _fail('PR103', format('unknown scope %s', coalesce(quote_literal(v_unknown), 'NULL')),
+        perform _fail('PR131', format('unknown scope %s', coalesce(quote_literal(v_unknown), 'NULL')),
                       'Create it first with add_scope(name).');
     end if;
     return p_scopes;
 end
 $$;
-comment on function __tenant__._check_scopes(text[]) is 'Internal: PR103 unless every authorised scope exists.';
+comment on function __tenant__._check_scopes(text[]) is 'Internal: PR103 for an empty authorised set, PR131 for a scope that does not exist.';
 
 create or replace function __tenant__._check_write_scope(p_scope text, p_scopes text[])
 returns text

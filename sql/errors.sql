@@ -62,6 +62,7 @@ insert into pgrecall.error_code (code, name, meaning, python_class, builtin, ref
     ('PR123', 'lease_lost',            'the task is not leased with this token',                 'LeaseLost',             'RuntimeError',    null),
     ('PR124', 'unknown_task',          'unknown task',                                           'UnknownTask',           'LookupError',     null),
     ('PR130', 'message_search_off',    'every message-search arm asked for is switched off',     'MessageSearchOff',      null,              null),
+    ('PR131', 'unknown_scope',         'no scope of that name exists in the tenant',             'UnknownScope',          'LookupError',     'PR103'),
     ('PR140', 'invalid_name',          'a peer or scope name breaks the name rules',             'InvalidName',           'ValueError',      'PR107'),
     ('PR141', 'name_taken',            'a peer whose name differs only in case or Unicode form exists', 'NameTaken',      'ValueError',      null),
     ('PR150', 'out_of_range',          'a number outside its range: a limit, hops, a confidence, an id or offset', 'OutOfRange', 'ValueError', 'PR107'),

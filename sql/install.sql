@@ -1161,6 +1161,7 @@ insert into pgrecall.error_code (code, name, meaning, python_class, builtin, ref
     ('PR123', 'lease_lost',            'the task is not leased with this token',                 'LeaseLost',             'RuntimeError',    null),
     ('PR124', 'unknown_task',          'unknown task',                                           'UnknownTask',           'LookupError',     null),
     ('PR130', 'message_search_off',    'every message-search arm asked for is switched off',     'MessageSearchOff',      null,              null),
+    ('PR131', 'unknown_scope',         'no scope of that name exists in the tenant',             'UnknownScope',          'LookupError',     'PR103'),
     ('PR140', 'invalid_name',          'a peer or scope name breaks the name rules',             'InvalidName',           'ValueError',      'PR107'),
     ('PR141', 'name_taken',            'a peer whose name differs only in case or Unicode form exists', 'NameTaken',      'ValueError',      null),
     ('PR150', 'out_of_range',          'a number outside its range: a limit, hops, a confidence, an id or offset', 'OutOfRange', 'ValueError', 'PR107'),
@@ -7476,7 +7477,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$, null, $pgrecall_ebb3fd244c6f$5a69b9ca8ac459eb6efbc3a9b0547421c7e77e7299618e20bb8607cef5f087f3$pgrecall_ebb3fd244c6f$, $pgrecall_5a69b9ca8ac4$-- Passages: every observation is split into chunks (passage_chunks.sql) in
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$, null, $pgrecall_90d72e830440$b61ceefac3a87fc8aaaa3f2e6ad81e6dc6feb7450f19dccb5af981128e5f3cc2$pgrecall_90d72e830440$, $pgrecall_b61ceefac3a8$-- Passages: every observation is split into chunks (passage_chunks.sql) in
 -- the transaction that appends it (a statement trigger, so one append and a
 -- batch share the path), each chunk registered in the projection registry and
 -- queued for the embedding worker (embedding_queue.sql). A passage copies
@@ -7578,7 +7579,7 @@ begin
     end if;
     update scope s set passage_embedding = p_policy where s.name = p_scope;
     if not found then
-        perform _fail('PR103', format('scope %s does not exist', _shown(p_scope)),
+        perform _fail('PR131', format('scope %s does not exist', _shown(p_scope)),
                       'scopes() lists the scopes; add_scope() adds one.');
     end if;
     return query
@@ -7749,7 +7750,7 @@ as $$
 $$;
 comment on function __tenant__._backfill_passages() is
     'Internal data step (migration 0017): writes the passages of observations that have none; returns how many.';
-$pgrecall_5a69b9ca8ac4$)
+$pgrecall_b61ceefac3a8$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -11496,7 +11497,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$, null, $pgrecall_a9675326cddc$34572acd3efe4d44393dabd336e9dd5d85c5c23953bb64d66cbfde5530c1fafd$pgrecall_a9675326cddc$, $pgrecall_34572acd3efe$-- Argument checks shared by every operation. Each failure raises a PR-class
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$, null, $pgrecall_f5d949753c71$f7d0e0eb7fb1da308ee5c4e2f535b03091237d459fe952b65895eef5b385b574$pgrecall_f5d949753c71$, $pgrecall_f7d0e0eb7fb1$-- Argument checks shared by every operation. Each failure raises a PR-class
 -- SQLSTATE whose message names the offending value; the codes are listed,
 -- with what each means, in sql/errors.sql (pgrecall.error_code).
 
@@ -11580,13 +11581,13 @@ begin
     select s into v_unknown from unnest(p_scopes) s
      where s is null or not exists (select 1 from scope sc where sc.name = s) limit 1;
     if found then
-        perform _fail('PR103', format('unknown scope %s', coalesce(quote_literal(v_unknown), 'NULL')),
+        perform _fail('PR131', format('unknown scope %s', coalesce(quote_literal(v_unknown), 'NULL')),
                       'Create it first with add_scope(name).');
     end if;
     return p_scopes;
 end
 $$;
-comment on function __tenant__._check_scopes(text[]) is 'Internal: PR103 unless every authorised scope exists.';
+comment on function __tenant__._check_scopes(text[]) is 'Internal: PR103 for an empty authorised set, PR131 for a scope that does not exist.';
 
 create or replace function __tenant__._check_write_scope(p_scope text, p_scopes text[])
 returns text
@@ -12131,7 +12132,7 @@ as $$
 $$;
 comment on function __tenant__._whole_in_range(jsonb, numeric, numeric) is
     'Internal: true when the JSON value is a whole number from p_min to p_max.';
-$pgrecall_34572acd3efe$)
+$pgrecall_f7d0e0eb7fb1$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 

@@ -55,6 +55,23 @@ TESTER = "pgrecall_tester"
 os.environ.setdefault("PGRECALL_STRICT_ROWS", "1")
 
 
+# The skip reason of the review screen's browser tests when there is no Chromium; the run's summary repeats it
+# loudly (pytest_terminal_summary), since a skip line alone scrolls past unread.
+NO_CHROMIUM = "no Chromium found: apt-get install -y chromium (the browser tests run in CI)"
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if NO_CHROMIUM in str(r.longrepr)]
+    if not skipped:
+        return
+    terminalreporter.section("the review screen was NOT tested", sep="!", red=True, bold=True)
+    terminalreporter.write_line(
+        f"{len(skipped)} browser test{'s' if len(skipped) != 1 else ''} of the review screen skipped: no Chromium "
+        "on PATH.", red=True, bold=True)
+    terminalreporter.write_line("Install Debian's package and run them again:  apt-get install -y chromium  "
+                                "(Playwright's own browser download is not used; CI installs it)", bold=True)
+
+
 def pytest_configure(config):
     # Each xdist worker starts an embedded server of its own. On one given server the workers would share the
     # cluster's roles, which each test puts back as it found them: one worker would undo another's tenant.

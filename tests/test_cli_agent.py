@@ -55,7 +55,7 @@ def shell(acme, conninfo, monkeypatch, tmp_path, capsys):
     return run
 
 
-def test_json_output_parses_for_every_command_that_prints_data(shell, acme):
+def test_json_output_parses_for_every_command_that_prints_data(shell, acme, tmp_path):
     seen = set()
 
     def data(*argv: str, code: int = 0):
@@ -99,6 +99,44 @@ def test_json_output_parses_for_every_command_that_prints_data(shell, acme):
     assert status["queued"] >= 1 and status["model"] == "all-MiniLM-L6-v2"
     assert data("server", "status", code=3) == {"pgdata": status_pgdata(shell), "pid": None, "port": None,
                                                 "running": False, "socket_dir": None}
+    # what the model has beyond memories: peers, scopes, sessions and their messages, facts, documents
+    assert data("peer", "add", "sage", "--kind", "agent")["peer"] == "sage"
+    assert data("peer", "config", "ana", "--observed-globally", "no")["observed_globally"] is False
+    assert [s["name"] for s in data("scope", "list")] == ["default", "other"]
+    session = data("session", "create", "dinner", *ana, "--peer", "ana", "--peer", "sage")
+    sid = str(session["session"])
+    assert [p["peer"] for p in session["peers"]] == ["ana", "sage"]
+    assert data("session", "config", sid, "sage", "--observe", "yes", *ana)["observe_others"] is True
+    turn = data("session", "say", sid, "I cook risotto on Fridays", *ana)
+    assert turn["tasks"] >= 1
+    assert [(p["peer"], p["observe_others"]) for p in data("session", "peers", sid, *ana)["peers"]] == \
+        [("ana", False), ("sage", True)]
+    in_session = data("search", *ana, "--mode", "lexical", "risotto", "--session", sid)
+    assert [h["log_offset"] for h in in_session["items"]] == [turn["offset"]]
+    fact = data("fact", "assert", "Ana", "likes", "risotto", "--evidence", str(turn["offset"]), "--quote",
+                "risotto", *ana)
+    assert fact["outcome"] == "inserted"
+    edges = data("fact", "traverse", "Ana", *ana)
+    assert {(e["predicate"], e["object"]) for e in edges["facts"]} >= {("lives_in", "Porto"), ("likes", "risotto")}
+    assert data("fact", "retract", str(fact["fact_id"]), "--reason", "not so", *ana)["known"]["to"] is not None
+    assert "lives_in" in {p["name"] for p in data("fact", "predicates", *ana)}
+    notes = tmp_path / "notes.md"
+    notes.write_text("The bike room is in the basement; its key hangs by the door.\n")
+    doc = data("document", "add", str(notes), *ana)
+    assert doc["title"] == "notes.md" and doc["offset"] > turn["offset"]
+    assert data("search", *ana, "--mode", "lexical", "bike room")["items"][0]["log_offset"] == doc["offset"]
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text('{"speaker": "ana", "role": "user", "text": "Hello"}\n')
+    assert data("import", str(chat)) == {"imported": 1, "scope": "default", "tenant": "acme"}
+    assert data("deriver", "--once")["failed"] == 0
+    assert data("scope", "passages", "default", "--embed", "none")["policy"] == "none"
+    assert data("worker", "--once")["memories"] >= 1
+    assert data("tenant", "settings", "acme", "--set", "rrf_k=61")["changed"] == [{"key": "rrf_k", "value": 61}]
+    assert data("tenant", "upgrade", "acme") == {"applied": [], "tenant": "acme"}
+    assert data("tenant", "create", "beta") == {"created": True, "scopes": ["default"], "tenant": "beta"}
+    assert data("tenant", "drop", "beta", "--yes") == {"dropped": True, "tenant": "beta"}
+    erased = data("erase", "--subject", "u-nobody", "--reason", "a request")
+    assert erased["receipt"]["observations_erased"] == 0 and erased["vacuum_problem"] is None
     with_json = {name for name, p in subcommands().items()
                  if any("--json" in a.option_strings for a in p._actions)}
     assert seen == with_json

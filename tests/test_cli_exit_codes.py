@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from pgrecall import errors
 from test_install_paths import run_cli
 
 
@@ -87,3 +88,33 @@ def test_ctrl_c_exits_130(acme_worker, conninfo):
     finally:
         proc.kill()
     assert proc.returncode == 130 and "Traceback" not in err, err
+
+
+def test_an_unknown_scope_exits_4_and_says_how_to_add_it(acme, app_env):
+    """A scope that does not exist is not found (4, PR131), not a scope the role may not use (6, PR103)."""
+    with pytest.raises(errors.UnknownScope) as unknown:
+        acme.append("hi", role="user", scopes=["nowhere"])
+    assert unknown.value.sqlstate == "PR131" and isinstance(unknown.value, errors.ScopeNotAuthorised)
+    proc = run_cli("read", "--as", "ana", "--purpose", "converse", "1", "--scopes", "nowhere", env=app_env,
+                   check=False)
+    one_line_failure(proc, 4)
+    assert "unknown scope 'nowhere'" in proc.stderr and "pgrecall scope add NAME --tenant acme" in proc.stderr
+    assert "add_scope" not in proc.stderr
+    # a scope that exists but is not the one written: still not permitted
+    one_line_failure(run_cli("remember", "--as", "ana", "--purpose", "converse", "--scope", "other", "hi",
+                             env=app_env, check=False), 6)
+
+
+def test_the_readme_table_lists_exactly_the_codes_the_command_line_returns():
+    """Every row of README's exit-code table is a code of pgrecall.cli, and every code has its row."""
+    import re
+    from pathlib import Path
+
+    from pgrecall import cli
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = readme.split("| exit | meaning |", 1)[1].split("\n\n", 1)[0]
+    rows = {int(code): meaning for code, meaning in re.findall(r"^\| (\d+) \| (.+) \|$", table, flags=re.M)}
+    codes = {getattr(cli, name) for name in cli.__all__ if name.startswith("EXIT_")}
+    assert set(rows) == codes | {0}
+    assert "scope" in rows[cli.EXIT_NOT_FOUND] and "scope" in rows[cli.EXIT_NOT_PERMITTED]

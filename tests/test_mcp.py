@@ -8,6 +8,7 @@ PGRECALL_APP_DSN); the client is `mcp.ClientSession` over `stdio_client`, or ove
 from __future__ import annotations
 
 import json
+import os
 import queue
 import socket
 import subprocess
@@ -28,8 +29,10 @@ TOOLS = {"recall", "read", "remember", "derive", "correct", "supersede", "forget
 
 def server_env(conninfo, tenant: str = "acme") -> dict[str, str]:
     # stdio_client passes only a safe subset of the environment: the DSN goes explicitly.
+    # PYTHONPATH too, when set: a checkout run with another checkout's venv serves its own code, not the venv's.
     return {"PGRECALL_APP_DSN": conninfo.dsn(user=f"pgrecall_{tenant}_app"), "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1"}
+            "TRANSFORMERS_OFFLINE": "1", **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ
+                                           else {})}
 
 
 @asynccontextmanager
@@ -285,9 +288,9 @@ def test_a_server_that_cannot_serve_says_why_and_exits(acme, conninfo):
 
     env = {**os.environ, **server_env(conninfo)}
     # One line naming what is wrong, nothing on stdout (an MCP client would read it as the protocol).
-    # Exit codes as README's table: 4 an unknown peer (not found), 6 a scope not authorised (not permitted).
-    for args, named, code in ((["--as", "nobody"], "'nobody'", 4), (["--as", "ana", "--scopes", "nope"], "'nope'", 6),
-                              (["--as", "ana", "--purpose", "review", "--scopes", "default,nope"], "'nope'", 6)):
+    # Exit codes as README's table: 4 an unknown peer or scope (not found, PR131; it was 6, issue #33).
+    for args, named, code in ((["--as", "nobody"], "'nobody'", 4), (["--as", "ana", "--scopes", "nope"], "'nope'", 4),
+                              (["--as", "ana", "--purpose", "review", "--scopes", "default,nope"], "'nope'", 4)):
         proc = subprocess.run([sys.executable, "-m", "pgrecall.cli", "mcp", "--tenant", "acme", *args],
                               capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=120)
         assert proc.returncode == code and proc.stdout == "", (args, proc.returncode, proc.stdout)
@@ -355,7 +358,8 @@ def test_streamable_http_on_localhost(acme, conninfo, tmp_path):
 def check_the_demo_over_mcp(app_dsn: str, tmp_path) -> None:
     """After `make run`'s demo: `pgrecall mcp --tenant demo --as Ana`, nothing else, answers a client
     (called from test_demo, which has just loaded the demo)."""
-    env = {"PGRECALL_APP_DSN": app_dsn, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env = {"PGRECALL_APP_DSN": app_dsn, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {})}
 
     async def run(principal: str, question: str) -> tuple[list[dict], list[dict]]:
         with (tmp_path / f"{principal}.err").open("w") as errlog:

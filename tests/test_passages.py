@@ -272,7 +272,7 @@ def test_a_bad_passage_embedding_choice_is_refused_and_changes_nothing(acme, db,
     assert bad.value.sqlstate == "PR107"
     with pytest.raises(psycopg.Error) as unknown:
         admin(conninfo, "select * from acme.set_scope_passage_embedding('nowhere', 'all')")
-    assert unknown.value.sqlstate == "PR103"
+    assert unknown.value.sqlstate == "PR131"  # unknown scope, which refines PR103 (scope not authorised)
     with pytest.raises(psycopg.Error) as setting:
         admin(conninfo, "select acme.set_setting('passage_embedding', '\"most\"')")
     assert setting.value.sqlstate == "PR006"

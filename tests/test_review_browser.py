@@ -4,8 +4,9 @@ The app runs in uvicorn on 127.0.0.1, logged in as acme's application role; vect
 model through the real worker (as the worker role), with the tenant's default embedding input (each
 memory's text and the turns around its evidence), as `make run` embeds them.
 
-Outside CI, these tests skip when no Chromium is installed (``apt-get install -y chromium``); in CI
-(``CI`` set) a missing browser fails them. Set PGRECALL_REVIEW_SCREENSHOT to a path to keep the
+Outside CI, these tests skip when no Chromium is installed (``apt-get install -y chromium``), and the run
+ends with a banner that says so and how to get it (conftest.py); in CI (``CI`` set) a missing browser fails
+them. PGRECALL_CHROMIUM names another browser binary (a path that does not exist: none). Set PGRECALL_REVIEW_SCREENSHOT to a path to keep the
 screenshot the scenario takes (README's docs/review-screen.png was taken so).
 """
 
@@ -33,11 +34,13 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-back
 
 @pytest.fixture(scope="module")
 def browser():
-    path = shutil.which("chromium")
-    if path is None:
+    from conftest import NO_CHROMIUM
+
+    path = os.environ.get("PGRECALL_CHROMIUM") or shutil.which("chromium")
+    if path is None or not os.path.exists(path):
         if os.environ.get("CI"):
             pytest.fail("CI: no chromium on PATH; .ci/run installs Debian's chromium package")
-        pytest.skip("no Chromium found: apt-get install -y chromium (the browser tests run in CI)")
+        pytest.skip(NO_CHROMIUM)
     with playwright_api.sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=path, args=CHROMIUM_FLAGS)
         yield chromium

@@ -112,44 +112,57 @@ def load(mem: Memory, conversation: Path, conninfo: str) -> None:
     mem.pin(rule)
 
 
-def show(mem: Memory, principal: str, question: str) -> None:
+def _found_by(lexical: bool, dense: bool) -> str:
+    """How a memory was found, in plain words."""
+    return ("matches the question's words and meaning" if lexical and dense else
+            "matches the question's words" if lexical else "close to the question's meaning")
+
+
+def show(mem: Memory, principal: str, question: str, explain: bool = False) -> None:
+    """The answers a principal may see, in plain words; with ``explain`` also how recall ranked them."""
     r = mem.recall(question, principal=principal, limit=3)
     m = r.meta
     print(f"\n{principal} asks: {question!r}")
-    dropped = f", dropped terms {m.dropped_terms}" if m.dropped_terms else ""
-    dense = "dense arm on" if m.dense_available else f"dense arm off ({m.dense_reason})"
-    print(f"  {count(m.fused_count, 'candidate')} after the walk ({m.lexical_count} lexical, "
-          f"{m.dense_count} dense)"
-          f"{dropped}; {dense}; log watermark {m.watermarks[SCOPE]}")
+    if explain:
+        dropped = f", dropped terms {m.dropped_terms}" if m.dropped_terms else ""
+        dense = "dense arm on" if m.dense_available else f"dense arm off ({m.dense_reason})"
+        print(f"  [explain] {count(m.fused_count, 'candidate')} after the permission walk ({m.lexical_count} "
+              f"lexical, {m.dense_count} dense){dropped}; {dense}; log watermark {m.watermarks[SCOPE]}")
+    elif not m.dense_available:
+        print("  (found by words only: the memories have no vectors yet; pgrecall worker makes them)")
     if not r.items:
-        print("  (nothing this principal may see)")
+        print(f"  nothing {principal} may see answers it")
     for item in r.items:
         p = item.provenance
         if isinstance(p, FactProvenance):
-            print(f"  {item.rank}. [fact {item.fact_id}] {item.body}   (about {p.subject}, valid {p.valid}; "
-                  f"score {item.score:.4f})")
+            how = f"; score {item.score:.4f}, valid {p.valid}" if explain else ""
+            print(f"  {item.rank}. {item.body}   (a fact about {p.subject}, fact {item.fact_id}{how})")
             for e in p.evidence:
-                print(f"       quote from turn {e.offset}, bytes {e.start}..{e.end}: {e.quote!r}")
+                span = f", bytes {e.start}..{e.end}" if explain else ""
+                print(f"       quoting turn {e.offset}{span}: {e.quote!r}")
             continue
-        why = []
-        if item.lexical_rank:
-            why.append(f"lexical #{item.lexical_rank}")
-        if item.dense_rank:
-            why.append(f"dense #{item.dense_rank}, cosine {item.cosine:.2f}")
-        print(f"  {item.rank}. [memory {item.memory_id}] {item.body}   ({'; '.join(why)}; score {item.score:.4f})")
+        if explain:
+            why = [f"lexical #{item.lexical_rank}"] if item.lexical_rank else []
+            if item.dense_rank:
+                why.append(f"dense #{item.dense_rank}, cosine {item.cosine:.2f}")
+            how = f"; {'; '.join(why)}; score {item.score:.4f}"
+        else:
+            how = f", {_found_by(bool(item.lexical_rank), bool(item.dense_rank))}"
+        print(f"  {item.rank}. {item.body}   (memory {item.memory_id}{how})")
         for o in p.observations:
             revisions = o.corrections
-            cited = (f"   (evidence of the correction that made revision {revisions[0]})" if len(revisions) == 1
-                     else f"   (evidence of the corrections that made revisions {', '.join(map(str, revisions))})"
+            cited = (f"   (cited by the correction that made revision {revisions[0]})" if len(revisions) == 1
+                     else f"   (cited by the corrections that made revisions {', '.join(map(str, revisions))})"
                      if revisions else "")
             if o.withheld:
                 print(f"       from turn {o.offset}: withheld, a turn {principal} may not see{cited}")
             else:
-                print(f"       from turn {o.offset}, {o.actor} ({o.source_role}): {o.text}{cited}")
+                role = f" ({o.source_role})" if explain else ""
+                print(f"       from turn {o.offset}, {o.actor}{role}: {o.text}{cited}")
         for src in p.memories:
-            print(f"       derived from memory {src.id}")
+            print(f"       drawn from memory {src.id}")
         if p.widening_reason and any(o.withheld for o in p.observations):  # why the memory reaches them
-            print(f"       widened on purpose: {p.widening_reason}")
+            print(f"       shared on purpose: {p.widening_reason}")
 
 
 def search(mem: Memory, principal: str, query: str) -> None:
@@ -174,7 +187,7 @@ class Who(TypedDict):
     scopes: list[str]
 
 
-def peers_in_a_session(mem: Memory, worker_conninfo: str) -> None:
+def peers_in_a_session(mem: Memory, worker_conninfo: str, explain: bool = False) -> None:
     """Two peers in a session, one observing the other; the queue drains into representations."""
     from .deriver import Deriver
 
@@ -188,24 +201,26 @@ def peers_in_a_session(mem: Memory, worker_conninfo: str) -> None:
         mem.add_session_peers(session, ["Rita", {"peer": "Bolt", "observe_others": True}], **who)
         added = mem.add_messages(session, [{"actor": a, "body": t} for a, t in TAVERN_TALK], **who)
         for (actor, text), a in zip(TAVERN_TALK, added):
-            print(f"  turn {a.offset}, {actor}: {text}   ({a.tasks} task{'s' if a.tasks != 1 else ''} queued)")
+            print(f"  turn {a.offset}, {actor}: {text}" + (f"   ({count(a.tasks, 'task')} queued)" if explain else ""))
     else:
         print(f"  (reusing its {mem.watermark(TAVERN, **who)} turns)")
     def status(peer: str, target: str | None = None) -> QueueStatus:
         return mem.queue_status(peer, target, session=session)
 
-    print(f"  queue: {mem.work_queue_status()}; Rita's global representation {status('Rita').status} "
-          f"({status('Rita').remaining} remaining), Bolt's view of Rita {status('Bolt', 'Rita').status} "
-          f"({status('Bolt', 'Rita').remaining} remaining)")
+    if explain:
+        print(f"  [explain] work queue {mem.work_queue_status()}")
+    print(f"  Rita's global representation is {status('Rita').status} ({status('Rita').remaining} messages to "
+          f"read), Bolt's view of Rita {status('Bolt', 'Rita').status} ({status('Bolt', 'Rita').remaining} to read)")
     with Deriver(mem.tenant, conninfo=worker_conninfo) as deriver:
         stats = deriver.drain()
-    print(f"  deriver: {stats.completed} tasks completed, {stats.memories} memories written, {stats.failed} failed; "
-          f"now Rita's global representation is {status('Rita').status}, "
+    print(f"  the deriver read them and wrote {stats.memories} {'memory' if stats.memories == 1 else 'memories'}"
+          + (f" ({stats.completed} tasks completed, {stats.failed} failed)" if explain else "")
+          + f"; now Rita's global representation is {status('Rita').status}, "
           f"Bolt's view of Rita {status('Bolt', 'Rita').status}")
 
     def show_view(label: str, rows: list[RepresentationItem]) -> None:
         memories = [r.body for r in rows if r.item == "memory"]
-        facts = [f"{r.kind} (fact {r.id}, evidence turn {', '.join(map(str, r.evidence))})"
+        facts = [f"{r.kind} (fact {r.id}, from turn {', '.join(map(str, r.evidence))})"
                  for r in rows if r.item == "fact"]
         print(f"  {label}: " + ("; ".join(memories) + " | facts: " + "; ".join(facts) if rows else "(nothing)"))
 
@@ -238,8 +253,9 @@ def main(args: argparse.Namespace) -> int:
         row = conn.execute("select schema_version, app_role from pgrecall.list_tenants() where name = %s",
                            (tenant,)).fetchone()
     assert row is not None
-    steps = f" ({count(len(applied), 'step')} applied)" if applied else ""
-    print(f"pgrecall: tenant {tenant!r} at migration {row[0]}{steps}"
+    explain = bool(getattr(args, "explain", False))
+    steps = f", {count(len(applied), 'step')} applied" if applied else ""
+    print(f"pgrecall: tenant {tenant!r} is ready" + (f" (at migration {row[0]}{steps})" if explain else "")
           + f"; the application logs in as {row[1]}")
 
     conninfo = db.tenant_conninfo(tenant)
@@ -250,28 +266,35 @@ def main(args: argparse.Namespace) -> int:
         if mem.watermark() == 0:
             load(mem, _examples() / CONVERSATION, conninfo)
             print(f"pgrecall: imported the conversation and remembered {len(MEMORIES) + 1} memories "
-                  "(1 corrected, 3 superseded, 1 private to Ana, 1 derived and pinned; the household's "
-                  "widened to the scope on purpose)")
+                  "(1 corrected, 3 superseded, 1 private to Ana, 1 drawn from two others and pinned; the "
+                  "household's shared with everyone in the flat on purpose)")
         else:
             print(f"pgrecall: scope {SCOPE!r} already holds {mem.watermark()} turns; reusing them")
         stats = Worker(tenant, conninfo=worker_conninfo).drain()
         status = mem.embedding_status()
-        print(f"pgrecall: worker embedded {stats.stored} memories; {status.current} current embeddings "
-              f"({status.model}, input version {status.input_version})")
+        print(f"pgrecall: the worker embedded {stats.stored} memories; {status.current} have vectors, so recall "
+              "finds them by meaning as well as by words"
+              + (f" ([explain] model {status.model}, input version {status.input_version})" if explain else ""))
         for principal, question in QUESTIONS:
-            show(mem, principal, question)
+            show(mem, principal, question, explain)
         search(mem, "Ben", "surprise party")
         search(mem, "Ana", "surprise party")
         bundle = mem.session_bundle(principal="Ana", recent=3)
         print("\nSession-start bundle for Ana: pinned " + "; ".join(p.body for p in bundle.pinned)
               + " | top entities " + ", ".join(f"{e.entity} ({e.memories})" for e in bundle.entities))
         duplicates = mem.duplicate_proposals(limit=3)
-        print(f"\nDuplicates proposed for review: {count(len(duplicates.pairs), 'pair')} at cosine >= "
-              f"{duplicates.meta.threshold}; nothing is merged until a person decides")
+        print(f"\nPossible duplicates, for a person to decide: {count(len(duplicates.pairs), 'pair')}"
+              + (f" ([explain] cosine >= {duplicates.meta.threshold})" if explain else "")
+              + "; nothing is merged until someone decides")
         for pair in duplicates.pairs:
-            print(f"  {pair.cosine:.2f}  [memory {pair.a.id}] {pair.a.body}  |  [memory {pair.b.id}] {pair.b.body}")
+            similar = f"cosine {pair.cosine:.2f}" if explain else "said alike"
+            print(f"  [memory {pair.a.id}] {pair.a.body}  |  [memory {pair.b.id}] {pair.b.body}   ({similar})")
         print(f"  decide on the review screen: pgrecall review --tenant {tenant} --as Sage --scopes {SCOPE}")
-        peers_in_a_session(mem, worker_conninfo)
+        peers_in_a_session(mem, worker_conninfo, explain)
         Worker(tenant, conninfo=worker_conninfo).drain()  # embed what the deriver wrote
-    print("\npgrecall: `pgrecall server stop` stops the embedded server.")
+    if not explain:
+        print("\npgrecall: `pgrecall demo --explain` shows how each answer was ranked; "
+              "`pgrecall server stop` stops the embedded server.")
+    else:
+        print("\npgrecall: `pgrecall server stop` stops the embedded server.")
     return 0

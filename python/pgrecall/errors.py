@@ -202,6 +202,11 @@ class MessageSearchOff(PgrecallError, sqlstate="PR130"):
     """search_messages: the tenant switched off every arm the call asked for."""
 
 
+class UnknownScope(ScopeNotAuthorised, LookupError, sqlstate="PR131"):
+    """No scope of that name exists in the tenant: a precise case of ScopeNotAuthorised (``except
+    ScopeNotAuthorised`` still catches it), and a LookupError, so the command line exits 4 (not found)."""
+
+
 class InvalidName(InvalidArgument, sqlstate="PR140"):
     """A peer or scope name breaks the name rules (control, format or invisible characters, odd spacing,
     mixed Latin/Cyrillic/Greek letters in a word, length). An InvalidArgument, as it was before it had a code."""

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import psycopg
 
 from .. import errors, names
-from . import erase, memory, reads, server, tenant, work
+from . import erase, facts, memory, reads, server, sessions, tenant, work
 from ._common import (
     EXIT_CONFLICT,
     EXIT_ERROR,
@@ -28,6 +28,7 @@ from ._common import (
     _fail,
     one_line,
 )
+from ._hints import for_cli
 
 __all__ = ["EXIT_CONFLICT", "EXIT_ERROR", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "EXIT_NOTHING_KEPT", "EXIT_NOT_FOUND",
            "EXIT_NOT_PERMITTED", "EXIT_NOT_TIDIED", "EXIT_RESIDUAL", "EXIT_UNREACHABLE", "EXIT_USAGE", "build_parser",
@@ -41,7 +42,7 @@ COMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     work.add_import, work.add_worker, work.add_deriver, work.add_embeddings, erase.add_erase,
     server.add_review, server.add_demo,
     reads.add_recall, reads.add_search, memory.add_supersede, memory.add_derive, reads.add_facts, reads.add_bundle,
-    reads.add_mcp,
+    reads.add_mcp, sessions.add_session, sessions.add_document, facts.add_fact,
 )
 
 
@@ -68,22 +69,32 @@ def _version() -> str:
 # One example per subcommand, shown under its --help (a test holds every subcommand to it).
 EXAMPLES = {
     "server": "pgrecall server uri --tenant acme --role worker",
-    "tenant": "pgrecall tenant create acme\n  pgrecall tenant list --json\n  pgrecall tenant drop acme --yes",
+    "tenant": "pgrecall tenant create acme\n  pgrecall tenant list --json\n"
+              "  pgrecall tenant settings acme --set max_peers_in_session=20\n  pgrecall tenant drop acme --yes",
     "sql": "pgrecall sql --tenant acme > acme.sql && psql -v ON_ERROR_STOP=1 -f acme.sql \"$DATABASE_URL\"",
-    "peer": "pgrecall peer add ana --kind human --tenant acme",
-    "scope": "pgrecall scope add default --tenant acme --description \"Ana's assistant\"",
+    "peer": "pgrecall peer add ana --kind human --tenant acme\n  pgrecall peer config ana --observed-globally no "
+            "--tenant acme",
+    "scope": "pgrecall scope add travel --tenant acme --description \"Ana's trips\"\n"
+             "  pgrecall scope list --tenant acme\n  pgrecall scope passages travel --embed all --tenant acme",
+    "session": "pgrecall session create trip --tenant acme --as ana --peer ana --peer sage\n"
+               "  pgrecall session say 1 \"We fly to Oslo on Friday\" --tenant acme --as ana\n"
+               "  pgrecall session peers 1 --tenant acme --as ana",
+    "document": "pgrecall document add examples/sample_document.md --tenant acme --as ana",
+    "fact": "pgrecall fact assert Ana lives_in Porto --evidence 3 --quote \"We moved to Porto\" --tenant acme "
+            "--as ana\n  pgrecall fact traverse Ana --hops 2 --tenant acme --as ana\n"
+            "  pgrecall fact predicates --tenant acme --as ana",
     "remember": "pgrecall remember --tenant acme --as ana --purpose converse --about Ana \"Ana is vegetarian\"",
     "read": "pgrecall read --tenant acme --as ana --purpose converse 1 --json",
     "correct": "pgrecall correct --tenant acme --as ana 1 \"Ana is vegan\" --revision 1 --evidence 2 "
                "--reason \"she said so\"",
     "forget": "pgrecall forget --tenant acme --as ana --reason \"she asked\" 1",
-    "import": "pgrecall import chat.jsonl --tenant acme --scopes default",
+    "import": "pgrecall import examples/sample_chat.jsonl --tenant acme --scopes default",
     "worker": "pgrecall worker --tenant acme --once",
     "review": "pgrecall review --tenant demo --as Ana --scopes flat --port 8765   # then open http://127.0.0.1:8765/",
     "deriver": "pgrecall deriver --tenant acme --once",
     "embeddings": "pgrecall embeddings rebuild --tenant acme --all",
     "erase": "pgrecall erase --tenant acme --subject u-42 --reason \"request #7\"",
-    "demo": "pgrecall demo",
+    "demo": "pgrecall demo\n  pgrecall demo --explain      # how each answer was ranked",
     "recall": "pgrecall recall --tenant demo --as Ana --scopes flat \"Where do Ana and Ben live?\"",
     "search": "pgrecall search --tenant demo --as Ana --scopes flat \"moved to Porto\" --json",
     "supersede": "pgrecall supersede --tenant acme --as ana 1 \"Ana lives in Porto\" --revision 1 --evidence 3",
@@ -136,9 +147,15 @@ def _unreachable(exc: BaseException) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    said: dict[str, str | None] = {"tenant": None}  # the tenant named, for hints that say what to type
+
+    def failed(message: str, hint: str | None = None, code: int = EXIT_ERROR) -> int:
+        return _fail(for_cli(message, said["tenant"]) or message, for_cli(hint, said["tenant"]), code)
+
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
+        said["tenant"] = getattr(args, "tenant", None) or getattr(args, "name", None)
         if args.command == "tenant" and args.action != "list" and args.name is None:
             parser.error(f"tenant {args.action} needs a NAME")
         # Every command that names a tenant, checked before anything connects or composes SQL.
@@ -152,25 +169,25 @@ def main(argv: list[str] | None = None) -> int:
         print("pgrecall: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except errors.PgrecallError as exc:
-        return _fail(f"pgrecall: error: {exc.args[0] if exc.args else exc}", exc.hint, _exit_code(exc))
+        return failed(f"pgrecall: error: {exc.args[0] if exc.args else exc}", exc.hint, _exit_code(exc))
     except importer_error() as exc:
-        return _fail(f"pgrecall: error: {exc}")
+        return failed(f"pgrecall: error: {exc}")
     except psycopg.Error as exc:  # one line, not a traceback; ours by its class, others with their SQLSTATE
         if _unreachable(exc):
-            return _fail(f"pgrecall: cannot reach the database: {exc}", code=EXIT_UNREACHABLE)
+            return failed(f"pgrecall: cannot reach the database: {exc}", code=EXIT_UNREACHABLE)
         ours = errors.translate(exc)
         if isinstance(ours, errors.PgrecallError):
-            return _fail(f"pgrecall: error: {ours.args[0]}", ours.hint, _exit_code(ours))
-        return _fail(f"pgrecall: database error {exc.sqlstate or ''}: {exc.diag.message_primary or exc}",
-                     exc.diag.message_hint)
+            return failed(f"pgrecall: error: {ours.args[0]}", ours.hint, _exit_code(ours))
+        return failed(f"pgrecall: database error {exc.sqlstate or ''}: {exc.diag.message_primary or exc}",
+                      exc.diag.message_hint)
     except BrokenPipeError:
         # `pgrecall ... | head`: the reader left; nothing more to say, and nowhere to say it.
         sys.stderr.close()
         return EXIT_ERROR
     except OSError as exc:  # a file to import or write that cannot be opened, a socket refused, ...
-        return _fail(f"pgrecall: error: {exc}", code=_exit_code(exc))
+        return failed(f"pgrecall: error: {exc}", code=_exit_code(exc))
     except Exception as exc:  # a bug: still one line, with the exception's type to report
         if os.environ.get("PGRECALL_TRACEBACK"):
             raise
-        return _fail(f"pgrecall: internal error: {type(exc).__name__}: {exc}",
-                     "Please report this line; PGRECALL_TRACEBACK=1 shows where it happened.", EXIT_INTERNAL)
+        return failed(f"pgrecall: internal error: {type(exc).__name__}: {exc}",
+                      "Please report this line; PGRECALL_TRACEBACK=1 shows where it happened.", EXIT_INTERNAL)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import errors
-from ._common import EXIT_NOT_TIDIED, EXIT_RESIDUAL, Subparsers, tenant_args
+from ._common import EXIT_NOT_TIDIED, EXIT_RESIDUAL, Subparsers, _print_json, tenant_args
 
 
 def _default_actor() -> str:
@@ -131,8 +131,14 @@ def cmd_erase(args: argparse.Namespace) -> int:
     with pgrecall.connect(tenant=args.tenant, role="admin") as mem:
         receipt = mem.erase(selector, reason=args.reason, actor=args.actor, requested_by=args.requested_by)
         receipt = _tidy(mem, args, receipt, tidied)
-    _print_receipt(receipt)
-    _print_tidied(receipt, args, tidied)
+    if args.json:
+        _print_json({"receipt": receipt, "vacuumed": tidied.vacuumed,
+                     "vacuum_problem": str(tidied.vacuum_problem.args[0]) if tidied.vacuum_problem else None,
+                     "flushed": tidied.flushed,
+                     "flush_problem": str(tidied.flush_problem.args[0]) if tidied.flush_problem else None})
+    else:
+        _print_receipt(receipt)
+        _print_tidied(receipt, args, tidied)
     if not receipt.clean:
         return EXIT_RESIDUAL
     done = (tidied.flushed is not None and tidied.flush_problem is None) if args.rewrite \
@@ -159,4 +165,5 @@ def add_erase(sub: Subparsers) -> None:
                    help="after the commit, rewrite the tables it touched (one at a time, each locked while copied) so "
                         "no page keeps the erased rows, then, on the PGRECALL_DSN connection (a superuser; the "
                         "embedded server's by default), rewrite pg_statistic and push the WAL past the erasure")
+    p.add_argument("--json", action="store_true", help="one JSON document: the receipt and what followed it")
     p.set_defaults(func=cmd_erase)

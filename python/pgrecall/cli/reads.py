@@ -46,7 +46,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from ..render import clip
+    from ..render import clip, count
 
     with _memory(args) as mem:
         found = mem.search_messages(args.query, mode=args.mode, session_id=args.session, peer=args.peer,
@@ -55,7 +55,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         return _print_json({"items": found.items, "meta": found.meta})
     semantic = "semantic arm on" if found.semantic_available else \
         f"semantic arm off ({found.meta.semantic_reason or 'not asked'})"
-    print(f"{len(found.items)} passages; {semantic}")
+    print(f"{count(len(found.items), 'passage')}; {semantic}")
     for hit in found.items:
         session = f", session {hit.session_id}" if hit.session_id else ""
         print(f"{hit.rank}. {hit.scope}#{hit.log_offset} ({hit.actor}, {hit.source_role}, "

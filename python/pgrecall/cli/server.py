@@ -96,4 +96,7 @@ def add_review(sub: Subparsers) -> None:
 def add_demo(sub: Subparsers) -> None:
     p = sub.add_parser("demo", help="what `make run` shows")
     p.add_argument("--tenant", default="demo")
+    p.add_argument("--explain", action="store_true",
+                   help="also show how recall ranked each answer (candidates, lexical and dense ranks, cosines, "
+                        "scores), the migration, the embedding model and the work queue")
     p.set_defaults(func=cmd_demo)

@@ -3,60 +3,105 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
 
 from .. import errors
 from ._common import PEER_KINDS, Subparsers, _fail, _print_json, _print_rows
 
 
 def cmd_tenant(args: argparse.Namespace) -> int:
-    from .. import db, install
+    from .. import db
 
     with db.connect_admin(autocommit=True) as conn:
-        if args.action in ("create", "upgrade"):
-            if args.action == "create":
-                _ensure_control(conn)
-                try:
-                    conn.execute("select pgrecall.create_tenant(%s)", (args.name,))
-                except psycopg.Error as exc:
-                    raise errors.translate(exc) from exc
-                print(f"pgrecall: created tenant {args.name}")
-            else:
-                applied = install.install(conn, [args.name])
-                print(f"pgrecall: tenant {args.name}: " + (", ".join(n for _, n in applied) or "already current"))
-        elif args.action == "drop":
+        if args.action == "list":
+            return _list(conn, args)
+        if args.action == "settings":
+            return _settings(conn, args)
+        if args.action == "drop":
             if not _drop_confirmed(conn, args):
                 return 1
+            _call(conn, "select pgrecall.drop_tenant(%s)", (args.name,))
+            done: dict[str, Any] = {"tenant": args.name, "dropped": True}
+            said = f"pgrecall: dropped tenant {args.name}"
+        elif args.action == "create":
+            _ensure_control(conn)
+            _call(conn, "select pgrecall.create_tenant(%s)", (args.name,))
+            # The scope a command writes when none is named, so that a new tenant takes turns at once.
+            _call(conn, sql.SQL("select {}.add_scope('default', %s)").format(sql.Identifier(args.name)),
+                  ("the scope commands write when --scopes names none",))
+            done = {"tenant": args.name, "created": True, "scopes": ["default"]}
+            said = f"pgrecall: created tenant {args.name}, with scope default"
+        else:
+            from .. import install
+
+            applied = install.install(conn, [args.name])
+            done = {"tenant": args.name, "applied": [n for _, n in applied]}
+            said = f"pgrecall: tenant {args.name}: " + (", ".join(n for _, n in applied) or "already current")
+    if args.json:
+        return _print_json(done)
+    print(said)
+    return 0
+
+
+def _call(conn: psycopg.Connection[Any], statement: Any, params: tuple[Any, ...]) -> None:
+    try:
+        conn.execute(statement, params)
+    except psycopg.Error as exc:
+        raise errors.translate(exc) from exc
+
+
+def _list(conn: psycopg.Connection[Any], args: argparse.Namespace) -> int:
+    if not _control_installed(conn):
+        if args.json:
+            return _print_json([])
+        print("pgrecall: no tenants (pgrecall is not installed in this database)")
+        return 0
+    if args.json:
+        return _print_json(_tenant_list(conn))
+    rows = conn.execute("select name, schema_version, latest_version, app_role, created_at::timestamp(0) "
+                        "from pgrecall.list_tenants()").fetchall()
+    _print_rows(["tenant", "version", "latest", "app_role", "created_at"], rows)
+    return 0
+
+
+def _setting(text: str) -> tuple[str, Any]:
+    """KEY=VALUE, the value read as JSON when it is (a number, true, a quoted string), else as a string."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"not KEY=VALUE: {text!r}")
+    try:
+        return key, json.loads(raw)
+    except json.JSONDecodeError:
+        return key, raw
+
+
+def _settings(conn: psycopg.Connection[Any], args: argparse.Namespace) -> int:
+    changed = []
+    for key, value in args.set or []:
+        with conn.cursor() as cur:
             try:
-                conn.execute("select pgrecall.drop_tenant(%s)", (args.name,))
+                row = cur.execute("select pgrecall.set_tenant_setting(%s, %s, %s)",
+                                  (args.name, key, Jsonb(value))).fetchone()
             except psycopg.Error as exc:
                 raise errors.translate(exc) from exc
-            print(f"pgrecall: dropped tenant {args.name}")
-        elif args.action == "list":
-            if not _control_installed(conn):
-                if args.json:
-                    return _print_json([])
-                print("pgrecall: no tenants (pgrecall is not installed in this database)")
-                return 0
-            if args.json:
-                return _print_json(_tenant_list(conn))
-            rows = conn.execute(
-                "select name, schema_version, latest_version, app_role, created_at::timestamp(0) "
-                "from pgrecall.list_tenants()"
-            ).fetchall()
-            _print_rows(["tenant", "version", "latest", "app_role", "created_at"], rows)
-        elif args.action == "settings":
-            if args.json:
-                return _print_json(_tenant_settings(conn, args.name))
-            rows = conn.execute(
-                "select key, value::text, description from pgrecall.tenant_settings(%s)", (args.name,)
-            ).fetchall()
-            _print_rows(["key", "value", "description"], rows)
+        changed.append({"key": key, "value": row[0] if row else value})
+    if args.json:
+        settings = _tenant_settings(conn, args.name)
+        return _print_json({"changed": changed, "settings": settings} if args.set else settings)
+    for c in changed:
+        print(f"pgrecall: tenant {args.name}: {c['key']} is now {json.dumps(c['value'])}")
+    if not args.set:
+        rows = conn.execute("select key, value::text, description from pgrecall.tenant_settings(%s)",
+                            (args.name,)).fetchall()
+        _print_rows(["key", "value", "description"], rows)
     return 0
 
 
@@ -105,13 +150,63 @@ def _ensure_control(conn: psycopg.Connection[Any]) -> None:
 def cmd_add(args: argparse.Namespace) -> int:
     import pgrecall
 
-    with pgrecall.connect(tenant=args.tenant) as mem:
+    role = "admin" if args.command == "scope" and args.action == "passages" else "app"
+    with pgrecall.connect(tenant=args.tenant, role=role) as mem:
         if args.command == "peer":
-            peer_id = mem.add_peer(args.name, args.kind)
-            print(f"peer {args.name} ({args.kind}) is id {peer_id} in tenant {args.tenant}")
-        else:
-            mem.add_scope(args.name, args.description)
-            print(f"scope {args.name} exists in tenant {args.tenant}")
+            return _peer(mem, args)
+        return _scope(mem, args)
+
+
+def _needs_name(args: argparse.Namespace) -> None:
+    if not args.name:
+        raise errors.InvalidArgument(f"pgrecall {args.command} {args.action} needs a NAME",
+                                     hint=f"pgrecall {args.command} {args.action} NAME --tenant {args.tenant}")
+
+
+def _peer(mem: Any, args: argparse.Namespace) -> int:
+    _needs_name(args)
+    if args.action == "add":
+        peer_id = mem.add_peer(args.name, args.kind)
+        if args.json:
+            return _print_json({"peer": args.name, "kind": args.kind, "id": peer_id})
+        print(f"peer {args.name} ({args.kind}) is id {peer_id} in tenant {args.tenant}")
+        return 0
+    if args.observed_globally is not None:
+        observed = None if args.observed_globally == "default" else args.observed_globally == "yes"
+        c = mem.set_peer_config(args.name, observed_globally=observed)
+    else:
+        c = mem.peer_config(args.name)
+    if args.json:
+        return _print_json(c)
+    follows = " (the tenant's default)" if c.follows_tenant_default else ""
+    print(f"peer {c.peer} ({c.kind}): a global representation is "
+          f"{'derived' if c.observed_globally else 'not derived'}{follows}")
+    return 0
+
+
+def _scope(mem: Any, args: argparse.Namespace) -> int:
+    if args.action == "list":
+        found = mem.list_scopes()
+        if args.json:
+            return _print_json(found)
+        _print_rows(["scope", "description"], [(s.name, s.description or "") for s in found])
+        return 0
+    _needs_name(args)
+    if args.action == "add":
+        mem.add_scope(args.name, args.description)
+        if args.json:
+            return _print_json({"scope": args.name, "description": args.description})
+        print(f"scope {args.name} exists in tenant {args.tenant}")
+        return 0
+    if args.embed is None:
+        raise errors.InvalidArgument("pgrecall scope passages needs --embed all, messages, none or default",
+                                     hint=f"pgrecall scope passages {args.name} --embed all --tenant {args.tenant}")
+    policy = None if args.embed == "default" else args.embed
+    row = mem.set_scope_passage_embedding(args.name, policy)
+    if args.json:
+        return _print_json(row)
+    print(f"scope {args.name} embeds {row.policy} passages"
+          f"{' (the tenant default)' if policy is None else ''}: {row.queued} queued, {row.dropped} dropped")
     return 0
 
 
@@ -120,23 +215,35 @@ def add_tenant(sub: Subparsers) -> None:
     p.add_argument("action", choices=["create", "upgrade", "drop", "list", "settings"])
     p.add_argument("name", nargs="?")
     p.add_argument("--yes", action="store_true", help="with drop: do not ask for confirmation")
-    p.add_argument("--json", action="store_true", help="with list or settings: one JSON document")
+    p.add_argument("--set", action="append", type=_setting, metavar="KEY=VALUE",
+                   help="with settings: change one setting (repeatable), e.g. --set max_peers_in_session=20")
+    p.add_argument("--json", action="store_true", help="one JSON document")
     p.set_defaults(func=cmd_tenant)
 
 
 def add_peer(sub: Subparsers) -> None:
-    p = sub.add_parser("peer", help="add a peer (a person, agent or other participant)")
-    p.add_argument("action", choices=["add"])
+    p = sub.add_parser("peer", help="add a peer (a person, agent or other participant), or show and set its "
+                                    "settings (config)")
+    p.add_argument("action", choices=["add", "config"])
     p.add_argument("name")
-    p.add_argument("--kind", default="human", choices=PEER_KINDS)
+    p.add_argument("--kind", default="human", choices=PEER_KINDS, help="with add (default: human)")
+    p.add_argument("--observed-globally", choices=["yes", "no", "default"],
+                   help="with config: whether a global representation of the peer is derived (default: the "
+                        "tenant's setting)")
     p.add_argument("--tenant", default=os.environ.get("PGRECALL_TENANT", "demo"))
+    p.add_argument("--json", action="store_true", help="one JSON document")
     p.set_defaults(func=cmd_add)
 
 
 def add_scope(sub: Subparsers) -> None:
-    p = sub.add_parser("scope", help="add a scope (a project inside the tenant)")
-    p.add_argument("action", choices=["add"])
-    p.add_argument("name")
-    p.add_argument("--description")
+    p = sub.add_parser("scope", help="add a scope (a project inside the tenant), list them, or choose which of a "
+                                     "scope's passages get vectors (passages)")
+    p.add_argument("action", choices=["add", "list", "passages"])
+    p.add_argument("name", nargs="?")
+    p.add_argument("--description", help="with add")
+    p.add_argument("--embed", choices=["all", "messages", "none", "default"],
+                   help="with passages: which passages get vectors for semantic search (admin role; default: the "
+                        "tenant's passage_embedding setting)")
     p.add_argument("--tenant", default=os.environ.get("PGRECALL_TENANT", "demo"))
+    p.add_argument("--json", action="store_true", help="one JSON document")
     p.set_defaults(func=cmd_add)

@@ -6,13 +6,44 @@ import argparse
 import sys
 
 from .. import errors
-from ._common import EXIT_INTERRUPTED, Subparsers, _print_json, tenant_args
+from ._common import EXIT_INTERRUPTED, Subparsers, _fail, _print_json, tenant_args
+
+IMPORT_FORMAT = """\
+The file holds one JSON object a line, one turn of a conversation each:
+
+  {"speaker": "Ana", "role": "user", "text": "We moved to Porto!", "session_id": 1,
+   "occurred_at": "2026-03-01T09:00:00+00:00"}
+
+  speaker        who said it (a peer; created if it does not exist)            required
+  role           user, assistant, system, tool or document                      required
+  text           what was said                                                  required
+  session_id     the file's label for a session (a number or a string): the turns of one label go to one
+                 session, whose peers are everyone who speaks in it; without it a turn is seen by the
+                 whole scope
+  occurred_at    when it was said (ISO 8601; default: now)
+  speaker_kind   human, agent or other (default: human)
+  audience       a list of peer names: only they (and the speaker) may see the turn
+  kind           message (default), document, tool_result, event or note
+  data_subject_id, payload (an object), lawful_basis, classification
+
+The whole file is checked before anything is written, then imported in one transaction: all of it or
+none. Each turn gets the next offset of the scope's log (1, 2, ... in a new scope), which remember
+--evidence and fact assert --evidence cite. examples/sample_chat.jsonl is a short one to try."""
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from .. import importer
 
-    count = importer.import_jsonl(args.file, tenant=args.tenant, scope=args.scopes[0], progress=not args.quiet)
+    if not Path(args.file).is_file():
+        return _fail(f"pgrecall: error: no file {args.file!r} to import",
+                     "Give the path of a JSON lines file, one turn a line (pgrecall import --help shows the format); "
+                     "examples/sample_chat.jsonl is one to try.")
+    count = importer.import_jsonl(args.file, tenant=args.tenant, scope=args.scopes[0],
+                                  progress=not (args.quiet or args.json))
+    if args.json:
+        return _print_json({"imported": count, "scope": args.scopes[0], "tenant": args.tenant})
     print(f"imported {count} observations into scope {args.scopes[0]} of tenant {args.tenant}")
     return 0
 
@@ -23,6 +54,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     worker = Worker(args.tenant, batch_size=args.batch_size, threads=args.threads)
     if args.once:
         stats = worker.drain()
+        if args.json:
+            return _print_json({"memories": stats.stored, "passages": stats.passages_stored,
+                                "batches": stats.batches})
         print(f"pgrecall worker: embedded {stats.stored} memories and {stats.passages_stored} passages "
               f"in {stats.batches} batches")
         return 0
@@ -41,6 +75,10 @@ def cmd_deriver(args: argparse.Namespace) -> int:
     with Deriver(args.tenant, batch=args.batch_size) as deriver:
         if args.once:
             stats = deriver.drain()
+            if args.json:
+                _print_json({"completed": stats.completed, "memories": stats.memories, "failed": stats.failed,
+                             "errors": [str(e) for e in stats.errors]})
+                return 0 if not stats.failed else 1
             print(f"pgrecall deriver: {stats.completed} tasks completed, {stats.memories} memories written, "
                   f"{stats.failed} failed")
             for error in stats.errors:
@@ -81,17 +119,21 @@ def cmd_embeddings(args: argparse.Namespace) -> int:
 
     worker = Worker(args.tenant, batch_size=args.batch_size)
     with tqdm(total=status.queued + status.passages_queued, desc="embedding", unit="memory",
-              disable=args.quiet) as bar:
+              disable=args.quiet or args.json) as bar:
         stats = worker.drain(progress=bar.update)
+    if args.json:
+        return _print_json({"queued": queued, "memories": stats.stored, "passages": stats.passages_stored})
     print(f"pgrecall: queued {queued}, embedded {stats.stored} memories and {stats.passages_stored} passages")
     return 0
 
 
 def add_import(sub: Subparsers) -> None:
-    p = sub.add_parser("import", help="load a conversation (JSON lines) as observations")
+    p = sub.add_parser("import", help="load a conversation (JSON lines) as observations",
+                       description="Load a conversation into a scope's log.\n\n" + IMPORT_FORMAT)
     tenant_args(p, principal=False)
-    p.add_argument("file")
+    p.add_argument("file", help="a JSON lines file, one turn a line (the format is above)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="one JSON document")
     p.set_defaults(func=cmd_import)
 
 
@@ -112,6 +154,7 @@ def add_worker(sub: Subparsers) -> None:
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--threads", type=_threads, help="threads the model may use (default: $PGRECALL_EMBED_THREADS, "
                                                "else half the cores, so the server it feeds keeps the rest)")
+    p.add_argument("--json", action="store_true", help="with --once: one JSON document")
     p.set_defaults(func=cmd_worker)
 
 
@@ -120,6 +163,7 @@ def add_deriver(sub: Subparsers) -> None:
     tenant_args(p, principal=False)
     p.add_argument("--once", action="store_true", help="drain the queue and exit")
     p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--json", action="store_true", help="with --once: one JSON document")
     p.set_defaults(func=cmd_deriver)
 
 
@@ -132,5 +176,5 @@ def add_embeddings(sub: Subparsers) -> None:
     p.add_argument("--input-version", type=int, choices=[1, 2], help="switch the embedded text version")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--quiet", action="store_true")
-    p.add_argument("--json", action="store_true", help="with status: one JSON document")
+    p.add_argument("--json", action="store_true", help="one JSON document")
     p.set_defaults(func=cmd_embeddings)
