@@ -29,7 +29,7 @@ def test_every_cli_purpose_choice_is_the_catalogs():
             if action.dest in ("purpose", "purposes"):
                 assert tuple(action.choices) == PURPOSES, (name, action.dest)
                 seen += 1
-    assert seen == 6  # remember, read, recall, facts, bundle, mcp
+    assert seen == 7  # remember, read, recall, facts, bundle, mcp, fact (traverse)
 
 
 def test_the_tables_check_the_same_four(acme, db):
