@@ -115,6 +115,7 @@ def add_fact(sub: Subparsers) -> None:
     p.add_argument("--hops", type=int, default=2, help="with traverse: how far, 1 to 3 (default: 2)")
     p.add_argument("--valid-at", type=_timestamp, help="with traverse: true at this time (default: now)")
     p.add_argument("--known-at", type=_timestamp, help="with traverse: as believed at this time (default: now)")
-    p.add_argument("--purpose", default="converse", choices=PURPOSES, help="with traverse: what it is used for (default: converse)")
+    p.add_argument("--purpose", default="converse", choices=PURPOSES,
+                   help="with traverse: what it is used for (default: converse)")
     p.add_argument("--json", action="store_true", help="one JSON document")
     p.set_defaults(func=cmd_fact)
