@@ -216,6 +216,29 @@ def test_supersede_derive_search_facts_and_the_bundle_over_mcp(acme, conninfo, t
     anyio.run(run)
 
 
+def test_arguments_the_schema_refuses_come_back_in_the_one_error_shape(acme, conninfo, tmp_path):
+    """Before this, the framework answered them itself: pydantic's text, the rejected value and a link to its
+    docs, no code, no structured content (#33 item 5)."""
+    async def run():
+        with (tmp_path / "server.err").open("w") as errlog:
+            async with stdio_session(server_env(conninfo), ["--tenant", "acme", "--as", "ana"], errlog) as s:
+                return [await error(s, "recall", query="tea", limit="many"),
+                        await error(s, "read", memory_id=0),
+                        await error(s, "remember"),
+                        await error(s, "forget_everything", reason="now")]
+
+    many, zero, missing, unknown = anyio.run(run)
+    for err in (many, zero, missing, unknown):
+        assert (err["code"], err["type"]) == ("PR107", "InvalidArgument"), err
+        assert "pydantic" not in err["message"] and "http" not in err["message"], err
+        assert err["hint"]
+    assert many["message"].startswith("recall: limit: ") and "integer" in many["message"]
+    assert "many" not in many["message"]  # the rejected value is the caller's data, not echoed
+    assert zero["message"].startswith("read: memory_id: ") and "1" in zero["message"]
+    assert missing["message"].startswith("remember: text: ") and "required" in missing["message"]
+    assert unknown["message"] == "there is no tool 'forget_everything'"
+
+
 def test_tool_descriptions_tell_a_model_how_to_use_its_memory(acme, conninfo, tmp_path):
     async def run():
         with (tmp_path / "server.err").open("w") as errlog:

@@ -10,7 +10,8 @@ search_messages and facts. The session-start bundle is a prompt (``session_start
 
 Errors come back as tool errors whose text starts with the SQLSTATE and the error class (``PR105
 RevisionConflict: ...``) and whose structured content is ``{"error": {"code", "type", "message",
-"hint"}}``: a model can tell a stale revision from a typo without parsing prose.
+"hint"}}``: a model can tell a stale revision from a typo without parsing prose. Arguments the tool's schema
+refuses, and an unknown tool, come back in that shape too (PR107), not as the framework's own text.
 """
 
 import contextlib
@@ -167,6 +168,41 @@ def _answer(operation: Callable[[], dict[str, Any]]) -> "CallToolResult":
         return _error_result(exc)
 
 
+def _invalid_arguments(tool: str, exc: Any) -> errors.InvalidArgument:
+    """A tool's arguments that do not fit its schema, as PR107 naming each one and what it must be: the
+    framework's own text is pydantic's, with the rejected values and a link to pydantic's docs."""
+    problems = []
+    for err in exc.errors():
+        where = ".".join(str(part) for part in err.get("loc", ())) or "the arguments"
+        problems.append(f"{where}: {str(err.get('msg', 'invalid')).lower()}")
+    return errors.InvalidArgument(f"{tool}: " + "; ".join(problems),
+                                  hint=f"Call {tool} with the arguments its input schema lists (tools/list).")
+
+
+def _mcp_server_class() -> "type[MCPServer]":
+    """MCPServer, but every failure of a tool call is one error shape ({"error": {code, type, message,
+    hint}}): arguments the framework refuses before the tool runs, and a tool that does not exist, too."""
+    from mcp.server import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from pydantic import ValidationError
+
+    class PgrecallMCPServer(MCPServer):
+        async def call_tool(self, name: str, arguments: dict[str, Any],
+                            context: Any = None) -> Any:  # MCPServer.call_tool's signature, in its own terms
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as exc:
+                if isinstance(exc.__cause__, ValidationError):
+                    log.info("tool %s: arguments refused", name)
+                    return _error_result(_invalid_arguments(name, exc.__cause__))
+                if self._tool_manager.get_tool(name) is None:
+                    return _error_result(errors.InvalidArgument(
+                        f"there is no tool {name!r}", hint="tools/list names the tools this server has."))
+                raise
+
+    return PgrecallMCPServer
+
+
 def build_server(agent: AgentMemory, *, preload: bool = True) -> "MCPServer":
     """The MCP server over ``agent``: nine tools, the bundle as a prompt and as resources. With
     ``preload``, the embedding model loads in the background once the server runs."""
@@ -182,7 +218,7 @@ def build_server(agent: AgentMemory, *, preload: bool = True) -> "MCPServer":
         yield {}
 
     who = {"principal": agent.principal}
-    server = MCPServer(
+    server = _mcp_server_class()(
         name="pgrecall", title=f"pgrecall: {agent.principal}'s memory", version=__version__,
         instructions=INSTRUCTIONS.format(**who), log_level="WARNING", lifespan=lifespan,
         description=f"Memory of {agent.principal} in tenant {agent.tenant} (scopes {', '.join(agent.scopes)}; "
