@@ -17,9 +17,12 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
+    from ..embedder import get_embedder
     from ..worker import Worker
 
-    worker = Worker(args.tenant, batch_size=args.batch_size)
+    # Run as a service, a worker loads the model once for its whole life (and keeps working when the
+    # resident embedder is stopped); --once is a command like the others, and shares the resident one.
+    worker = Worker(args.tenant, batch_size=args.batch_size, embedder=None if args.once else get_embedder())
     if args.once:
         stats = worker.drain()
         print(f"pgrecall worker: embedded {stats.stored} memories and {stats.passages_stored} passages "
