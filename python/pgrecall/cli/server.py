@@ -52,6 +52,7 @@ def cmd_server(args: argparse.Namespace) -> int:
 
 def cmd_embedder(args: argparse.Namespace) -> int:
     from .. import resident
+    from ..embedder import ModelUnavailable
 
     if args.action == "stop":
         print("pgrecall: stopped the resident embedder" if resident.stop()
@@ -59,7 +60,7 @@ def cmd_embedder(args: argparse.Namespace) -> int:
         return 0
     try:
         info = resident.start() if args.action == "start" else resident.status()
-    except (resident.ResidentUnavailable, resident.ModelUnavailable) as exc:
+    except (resident.ResidentUnavailable, ModelUnavailable) as exc:
         return _fail(f"pgrecall: error: the resident embedder did not start: {exc}",
                      "Commands still embed, each in its own process; PGRECALL_EMBEDDER=process says to "
                      f"do so without trying (its log: {resident.paths().log}).")
