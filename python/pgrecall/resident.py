@@ -65,6 +65,7 @@ MAX_MESSAGE = 64 * 1024 * 1024
 SOCKET_PATH_MAX = 100  # sun_path holds 108 bytes on Linux, 104 on macOS
 EXIT_MODEL_UNAVAILABLE = 3  # the process could not load the model: loading it elsewhere fails the same way
 EXIT_ALREADY_RUNNING = 4
+EXIT_SOCKET_PATH_TAKEN = 5
 
 
 def _seconds(variable: str, default: float) -> float:
@@ -251,6 +252,11 @@ class _Daemon:
         from .embedder import Embedder
 
         _write_pid_file(self.paths, loading=True)
+        sock = self.paths.socket
+        if os.path.lexists(sock) and not stat.S_ISSOCK(os.lstat(sock).st_mode):  # said now, not after the load
+            self.log(f"{sock} exists and is not a socket; move it away")
+            _remove_pid_file(self.paths)
+            return EXIT_SOCKET_PATH_TAKEN
         started = time.perf_counter()
         try:
             self.model = Embedder()
@@ -327,7 +333,7 @@ def _write_pid_file(where: Paths, loading: bool) -> None:
 def _read_pid_file(where: Paths) -> dict[str, Any] | None:
     try:
         record = json.loads(where.pid.read_text())
-    except (FileNotFoundError, ValueError):
+    except (OSError, ValueError):
         return None
     return record if isinstance(record, dict) and isinstance(record.get("pid"), int) else None
 
@@ -400,7 +406,9 @@ def _log_tail(where: Paths, limit: int = 2000) -> str:
 def _connect(where: Paths, timeout: float) -> socket.socket:
     """A connection to the resident embedder, refused unless its socket is this user's."""
     st = os.lstat(where.socket)  # FileNotFoundError: none runs
-    if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.geteuid():
+    if not stat.S_ISSOCK(st.st_mode):  # none runs either (and a start says why it cannot)
+        raise ConnectionRefusedError(errno.ECONNREFUSED, "not a socket", str(where.socket))
+    if st.st_uid != os.geteuid():
         raise ResidentUnavailable(f"{where.socket} is not a socket of this user")
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     conn.settimeout(timeout)
@@ -556,7 +564,7 @@ class ResidentEmbedder:
         if self._fallback is None:
             try:
                 return self._embed(texts)
-            except ResidentUnavailable as exc:
+            except (ResidentUnavailable, OSError) as exc:  # OSError: its files cannot be made or read here
                 print(f"pgrecall: the resident embedder is not available ({exc}); loading the model in this "
                       f"process instead (its log: {self.paths.log})", file=sys.stderr, flush=True)
                 from .embedder import get_embedder

@@ -21,8 +21,11 @@ def cmd_server(args: argparse.Namespace) -> int:
     elif args.action == "stop":
         from .. import resident
 
-        if resident.stop():  # started on demand like the server, and stopped with it
-            print("pgrecall: stopped the resident embedder")
+        try:
+            if resident.stop():  # started on demand like the server, and stopped with it
+                print("pgrecall: stopped the resident embedder")
+        except OSError as exc:  # its files cannot be read or removed: the server stops all the same
+            print(f"pgrecall: the resident embedder was not stopped: {exc}", file=sys.stderr)
         print("pgrecall: stopped" if server.stop() else "pgrecall: the embedded server was not running")
     elif args.action == "status":
         info = server.status()
