@@ -297,3 +297,27 @@ def test_the_default_is_the_commands_own_and_can_be_turned_off(home, monkeypatch
     monkeypatch.delenv("PGRECALL_EMBEDDER")
     assert isinstance(embedder.default_embedder(), embedder.Embedder)  # a library's default: this process
     assert not resident.status(home)["running"]  # choosing one started nothing
+
+
+def test_the_worker_as_a_service_keeps_embeddings_current_and_stops_on_sigterm(acme_shell, home, db):
+    """`pgrecall worker` beside the server: it embeds what is queued, then what comes, with a model of its own
+    (it runs for hours; a resident embedder that `server stop` ends is not its to depend on), and SIGTERM
+    (systemd's stop, `kill`) ends it cleanly."""
+    embedded = lambda: db.execute("select count(*) from acme.memory_embedding").fetchone()[0]
+    proc = subprocess.Popen([sys.executable, "-m", "pgrecall.cli", "worker"], env=acme_shell,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        def alive_and(count: int):
+            assert proc.poll() is None, proc.stderr.read()
+            return embedded() == count
+
+        wait_until(lambda: alive_and(2), timeout=600, what="the two queued memories embedded")
+        assert cli.main(["remember", "--as", "ana", "--purpose", "converse", "Ana keeps bees on the roof"]) == 0
+        wait_until(lambda: alive_and(3), timeout=60, what="the new memory embedded")
+        assert not resident.status(home)["running"]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+        assert "stopped (SIGTERM)" in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 
 from ._common import EXIT_INTERRUPTED, Subparsers, _print_json, tenant_args
 
@@ -29,11 +31,16 @@ def cmd_worker(args: argparse.Namespace) -> int:
               f"in {stats.batches} batches")
         return 0
     print(f"pgrecall worker {worker.name}: waiting for work in tenant {args.tenant} (Ctrl-C stops)", flush=True)
+    # As a service (systemd, a supervisor, `kill`): SIGTERM ends the batch in hand, gives back what is claimed
+    # and exits 0.
+    terminated = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: terminated.set())
     try:
-        worker.run_forever()
+        worker.run_forever(stop=terminated.is_set)
     except KeyboardInterrupt:
         print(f"pgrecall worker {worker.name}: stopped", file=sys.stderr)
         return EXIT_INTERRUPTED
+    print(f"pgrecall worker {worker.name}: stopped (SIGTERM)", file=sys.stderr)
     return 0
 
 
