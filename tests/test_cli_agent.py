@@ -99,6 +99,11 @@ def test_json_output_parses_for_every_command_that_prints_data(shell, acme):
     assert status["queued"] >= 1 and status["model"] == "all-MiniLM-L6-v2"
     assert data("server", "status", code=3) == {"pgdata": status_pgdata(shell), "pid": None, "port": None,
                                                 "running": False, "socket_dir": None}
+    from pgrecall import resident
+
+    where = resident.paths()  # under PGRECALL_HOME
+    assert data("embedder", "status", code=3) == {"running": False, "socket": str(where.socket),
+                                                  "log": str(where.log)}
     with_json = {name for name, p in subcommands().items()
                  if any("--json" in a.option_strings for a in p._actions)}
     assert seen == with_json
