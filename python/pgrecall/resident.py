@@ -423,7 +423,10 @@ def _connect(where: Paths, timeout: float) -> socket.socket:
 def _ask(where: Paths, request: dict[str, Any], timeout: float) -> dict[str, Any]:
     with _connect(where, timeout) as conn:
         _send(conn, request)
-        reply = _recv(conn)
+        try:
+            reply = _recv(conn)
+        except ValueError as exc:  # not a message of this protocol
+            raise ResidentUnavailable(f"it answered something else than a message: {exc}") from exc
     if reply is None:
         raise ResidentUnavailable("the resident embedder closed the connection without an answer")
     return reply
