@@ -321,3 +321,14 @@ def test_the_worker_as_a_service_keeps_embeddings_current_and_stops_on_sigterm(a
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_two_commands_at_once_start_one_embedder(home):
+    from concurrent.futures import ThreadPoolExecutor
+
+    env = resident_env(home)
+    with ThreadPoolExecutor(2) as pool:
+        done = list(pool.map(lambda _: run(env, "embedder", "start", "--json"), range(2)))
+    assert [(code, loaded) for code, _, _, loaded in done] == [(0, False), (0, False)], done
+    pids = {json.loads(out)["pid"] for _, out, _, _ in done}
+    assert len(pids) == 1 and _daemon_pids(home) == list(pids)
