@@ -251,6 +251,19 @@ def test_the_socket_of_a_deep_home_goes_to_a_private_folder(home):
     assert where.socket.parent != deep and len(os.fsencode(where.socket)) <= resident.SOCKET_PATH_MAX
     assert where.pid.parent == deep and where.socket.name == resident.SOCKET_NAME
     assert resident.paths(deep).socket == where.socket != resident.paths(home / "other").socket
+    deep.mkdir(parents=True)
+    try:
+        info = resident.start(deep)
+        assert info["running"] and info["socket"] == str(where.socket)
+        for folder in (where.socket.parent, where.socket.parent.parent):
+            st = os.lstat(folder)
+            assert st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) == 0o700
+        assert stat.S_IMODE(os.lstat(where.socket).st_mode) == 0o600
+        assert resident.ResidentEmbedder(deep).embed(["bees"]).shape == (1, 384)
+    finally:
+        assert resident.stop(deep)
+    assert not where.socket.exists()
+    where.socket.parent.rmdir()  # empty: its socket is gone
 
 
 def test_server_stop_stops_the_resident_embedder_with_the_embedded_server(home):

@@ -313,7 +313,8 @@ def serve(home: Path) -> int:
 
 def _private_folder(folder: Path) -> None:
     """A folder only this user can enter (the socket's, under the temporary directory)."""
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for f in (folder.parent, folder):  # mkdir(parents=True) would make the parent with the umask's mode
+        f.mkdir(mode=0o700, exist_ok=True)
     for f in (folder, folder.parent):
         st = os.lstat(f)
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
