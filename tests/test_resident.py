@@ -166,7 +166,10 @@ try:
 except OSError as exc:
     print("refused:", exc.strerror); sys.exit(0)
 body = json.dumps({{"op": "embed", "texts": ["a secret"]}}).encode()
-s.sendall(struct.pack(">I", len(body)) + body)
+try:
+    s.sendall(struct.pack(">I", len(body)) + body)
+except BrokenPipeError:  # it refused, and closed, before the request was sent: its answer is still there
+    pass
 head = s.recv(4)
 print("answered:", s.recv(struct.unpack(">I", head)[0]).decode() if len(head) == 4 else "nothing")
 """
