@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: citus test-citus run driver test test-slow test-all check install-script bench bench-graph bench-erase bench-worker bench-driver eval eval-compare venv clean
+.PHONY: citus test-citus run driver test test-slow test-all check install-script bench bench-graph bench-erase bench-worker bench-driver bench-shell eval eval-compare venv clean
 
 venv: $(STAMP)
 
@@ -76,6 +76,10 @@ $(BENCH_STAMP): $(STAMP)
 
 bench: $(BENCH_STAMP)
 	$(PY) -m bench.run $(BENCH_ARGS)
+
+# pgrecall recall from the shell: the first and the second call, with the resident embedder and without.
+bench-shell: $(STAMP)
+	$(PY) -m bench.shell $(BENCH_ARGS)
 
 # The graph: assert_fact throughput, traversal and bitemporal lookups at 100k entities / 1M facts.
 bench-graph: $(STAMP)

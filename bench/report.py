@@ -212,6 +212,12 @@ def markdown(report: dict) -> str:
             lines.append(f"- {call} (autocommit) p50 {lat['p50_ms']:.2f} <= 3 ms: {_met(lat['p50_ms'] <= 3)}; "
                          f"p95 {lat['p95_ms']:.2f} <= 8 ms: {_met(lat['p95_ms'] <= 8)}")
 
+    if report.get("shell"):
+        from . import shell
+
+        lines.append(shell.target(report["shell"]))
+        lines += ["", "## pgrecall recall from the shell", "", *shell.section(report["shell"])]
+
     lines += ["", "## Cache", "", "Model embeddings read from or written to bench/cache/ (git-ignored):", ""]
     for r in sizes:
         for c in r.get("cache", []):

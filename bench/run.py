@@ -905,6 +905,8 @@ def main(argv=None) -> int:
                         help="queries per scenario (50 users, narrow principal) and side (pgrecall, bare)")
     parser.add_argument("--out", default=str(RESULTS))
     parser.add_argument("--no-worker", action="store_true")
+    parser.add_argument("--no-shell", action="store_true",
+                        help="skip pgrecall recall from the shell, first and second call (bench/shell.py)")
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
@@ -937,6 +939,12 @@ def main(argv=None) -> int:
                 report["worker"] = worker_throughput(admin)
         finally:
             report["server_memory"] = memory.stop()
+    if not args.no_shell:
+        from . import shell
+
+        log("pgrecall recall from the shell: first and second call (a server of its own)")
+        report["shell"] = shell.measure()
+        write_report(out, "shell", report, shell.markdown(report))
     report["wall_seconds"] = time.perf_counter() - started
     md = report_md.markdown(report)
     write_report(out, "bench", report, md, latest="latest.md", default=_jsonable)

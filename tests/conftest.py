@@ -53,6 +53,9 @@ TESTER = "pgrecall_tester"
 # A JSON key the SQL returns and a driver row type does not know is an error here (and dropped in production,
 # so that a newer tenant schema does not break an older driver).
 os.environ.setdefault("PGRECALL_STRICT_ROWS", "1")
+# The tests embed in their own process (the model is loaded once per test process); tests/test_resident.py
+# asks for the resident embedder explicitly, and stops every one it starts.
+os.environ.setdefault("PGRECALL_EMBEDDER", "process")
 
 
 # The skip reason of the review screen's browser tests when there is no Chromium; the run's summary repeats it

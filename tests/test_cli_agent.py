@@ -137,6 +137,11 @@ def test_json_output_parses_for_every_command_that_prints_data(shell, acme, tmp_
     assert data("tenant", "drop", "beta", "--yes") == {"dropped": True, "tenant": "beta"}
     erased = data("erase", "--subject", "u-nobody", "--reason", "a request")
     assert erased["receipt"]["observations_erased"] == 0 and erased["vacuum_problem"] is None
+    from pgrecall import resident
+
+    where = resident.paths()  # under PGRECALL_HOME
+    assert data("embedder", "status", code=3) == {"running": False, "socket": str(where.socket),
+                                                  "log": str(where.log)}
     with_json = {name for name, p in subcommands().items()
                  if any("--json" in a.option_strings for a in p._actions)}
     assert seen == with_json

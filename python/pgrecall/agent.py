@@ -107,11 +107,11 @@ class AgentMemory:
         self._preloading = True
 
         def load() -> None:
-            from .embedder import ModelUnavailable, get_embedder
+            from .embedder import ModelUnavailable, default_embedder
 
             with self._model_lock:
                 try:
-                    get_embedder()
+                    default_embedder().embed(["warm-up"])  # the resident one starts, or this process loads it
                 except ModelUnavailable:  # recall degrades to lexical and says why
                     pass
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from .errors import InvalidSetting
 
 if TYPE_CHECKING:
+    import numpy as np
     import numpy.typing as npt
 
 MODEL_NAME = "all-MiniLM-L6-v2"
@@ -97,10 +98,15 @@ class Embedder:
 
     def embed(self, texts: list[str], batch_size: int = 64) -> list[list[float]]:
         """Unit-length embeddings, one per text."""
-        if not texts:
-            return []
+        return [v.tolist() for v in self.encode_array(texts, batch_size)] if texts else []
+
+    def encode_array(self, texts: list[str], batch_size: int = 64) -> npt.NDArray[np.float32]:
+        """Unit-length embeddings, one row of float32 per text (what the resident embedder sends as is)."""
+        import numpy as np
         import torch
 
+        if not texts:
+            return np.zeros((0, DIMENSIONS), dtype=np.float32)
         with self._lock:  # one forward pass at a time, on this embedder's threads
             threads = torch.get_num_threads()
             # A query is tiny: one thread avoids stalls of hundreds of ms when
@@ -111,12 +117,42 @@ class Embedder:
                                             convert_to_numpy=True, show_progress_bar=False)
             finally:
                 torch.set_num_threads(threads)
-        return [v.tolist() for v in vectors]
+        return np.asarray(vectors, dtype=np.float32).reshape(len(texts), DIMENSIONS)
 
 
 @lru_cache(maxsize=1)
 def get_embedder() -> Embedder:
+    """The model in this process, loaded on the first call."""
     return Embedder()
+
+
+_resident_by_default = False
+
+
+def prefer_resident(on: bool = True) -> None:
+    """Make :func:`default_embedder` the resident embedder (pgrecall.resident) unless PGRECALL_EMBEDDER says
+    ``process``: the ``pgrecall`` command does, so that its commands share one loaded model."""
+    global _resident_by_default
+    _resident_by_default = on
+
+
+def default_embedder() -> TextEmbedder:
+    """The embedder of a handle or a worker given none: the resident one (shared by every command, started on
+    first use) when PGRECALL_EMBEDDER is ``resident``, or when it is unset in the ``pgrecall`` command; else
+    the model in this process."""
+    choice = os.environ.get("PGRECALL_EMBEDDER", "").strip().lower()
+    if choice not in ("", "resident", "process"):
+        from .errors import PgrecallError
+
+        raise PgrecallError(f"PGRECALL_EMBEDDER is {choice!r}",
+                            hint="Set it to resident (one model shared by every command) or process "
+                                 "(each command loads its own), or unset it.")
+    if choice == "resident" or (choice == "" and _resident_by_default):
+        from .resident import client
+        from .server import home
+
+        return client(home())
+    return get_embedder()
 
 
 def to_literal(vector: Sequence[float]) -> str:

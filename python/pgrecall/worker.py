@@ -35,7 +35,7 @@ from .driver import admin, configure
 from .driver._calls import Handle
 from .driver._run import SyncRunner
 from .driver.embeddings import EmbeddingJob, MemoryEmbeddingJob, Queue, claim_jobs, complete_jobs, release_jobs
-from .embedder import DIMENSIONS, Embedder, TextEmbedder, embed_threads, get_embedder
+from .embedder import DIMENSIONS, Embedder, TextEmbedder, default_embedder, embed_threads
 
 T = TypeVar("T")
 QUEUES: tuple[Queue, ...] = ("embedding", "passage_embedding")
@@ -67,7 +67,7 @@ class Worker:
         self.batch_size = batch_size
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.stats = WorkerStats()
-        self.embedder: TextEmbedder = embedder if embedder is not None else get_embedder()
+        self.embedder: TextEmbedder = embedder if embedder is not None else default_embedder()
         if threads is not None:  # the local model's threads (default: PGRECALL_EMBED_THREADS, else half the cores)
             if not isinstance(self.embedder, Embedder):
                 raise errors.InvalidSetting("threads= sets the local model's threads; a custom embedder has its own")

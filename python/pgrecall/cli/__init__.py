@@ -37,7 +37,7 @@ __all__ = ["EXIT_CONFLICT", "EXIT_ERROR", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "
 
 # Every subcommand, in the order --help lists them.
 COMMANDS: tuple[Callable[[Subparsers], None], ...] = (
-    server.add_server, tenant.add_tenant, server.add_sql, tenant.add_peer, tenant.add_scope,
+    server.add_server, server.add_embedder, tenant.add_tenant, server.add_sql, tenant.add_peer, tenant.add_scope,
     memory.add_remember, memory.add_read, memory.add_correct, memory.add_forget,
     work.add_import, work.add_worker, work.add_deriver, work.add_embeddings, erase.add_erase,
     server.add_review, server.add_demo,
@@ -69,6 +69,7 @@ def _version() -> str:
 # One example per subcommand, shown under its --help (a test holds every subcommand to it).
 EXAMPLES = {
     "server": "pgrecall server uri --tenant acme --role worker",
+    "embedder": "pgrecall embedder status --json",
     "tenant": "pgrecall tenant create acme\n  pgrecall tenant list --json\n"
               "  pgrecall tenant settings acme --set max_peers_in_session=20\n  pgrecall tenant drop acme --yes",
     "sql": "pgrecall sql --tenant acme > acme.sql && psql -v ON_ERROR_STOP=1 -f acme.sql \"$DATABASE_URL\"",
@@ -147,6 +148,9 @@ def _unreachable(exc: BaseException) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ..embedder import prefer_resident
+
+    prefer_resident()  # the commands share one loaded model (pgrecall.resident); PGRECALL_EMBEDDER=process: not
     said: dict[str, str | None] = {"tenant": None}  # the tenant named, for hints that say what to type
 
     def failed(message: str, hint: str | None = None, code: int = EXIT_ERROR) -> int:

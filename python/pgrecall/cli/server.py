@@ -19,6 +19,13 @@ def cmd_server(args: argparse.Namespace) -> int:
             print(f"pgrecall: {', '.join(info.pending_restart)} take effect after a restart: "
                   "pgrecall server stop && pgrecall server start", file=sys.stderr)
     elif args.action == "stop":
+        from .. import resident
+
+        try:
+            if resident.stop():  # started on demand like the server, and stopped with it
+                print("pgrecall: stopped the resident embedder")
+        except OSError as exc:  # its files cannot be read or removed: the server stops all the same
+            print(f"pgrecall: the resident embedder was not stopped: {exc}", file=sys.stderr)
         print("pgrecall: stopped" if server.stop() else "pgrecall: the embedded server was not running")
     elif args.action == "status":
         info = server.status()
@@ -44,6 +51,30 @@ def cmd_server(args: argparse.Namespace) -> int:
         else:
             print(info.uri())
     return 0
+
+
+def cmd_embedder(args: argparse.Namespace) -> int:
+    from .. import resident
+    from ..embedder import ModelUnavailable
+
+    if args.action == "stop":
+        print("pgrecall: stopped the resident embedder" if resident.stop()
+              else "pgrecall: the resident embedder was not running")
+        return 0
+    try:
+        info = resident.start() if args.action == "start" else resident.status()
+    except (resident.ResidentUnavailable, ModelUnavailable) as exc:
+        return _fail(f"pgrecall: error: the resident embedder did not start: {exc}",
+                     "Commands still embed, each in its own process; PGRECALL_EMBEDDER=process says to "
+                     f"do so without trying (its log: {resident.paths().log}).")
+    if args.json:
+        _print_json(info)
+    elif info["running"]:
+        print(f"running  pid={info['pid']}  model={info['identity']['model']}  requests={info['requests']}  "
+              f"texts={info['texts']}  loaded in {info['load_seconds']:.1f} s  socket={info['socket']}")
+    else:
+        print(f"{'loading' if info.get('loading') else 'stopped'}  socket={info['socket']}  log={info['log']}")
+    return 0 if info["running"] else 3
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
@@ -77,6 +108,14 @@ def add_server(sub: Subparsers) -> None:
                    help="with uri --tenant: app (the agent, default), worker (queued work) or admin (back office)")
     p.add_argument("--json", action="store_true", help="with status: one JSON document")
     p.set_defaults(func=cmd_server)
+
+
+def add_embedder(sub: Subparsers) -> None:
+    p = sub.add_parser("embedder", help="the resident embedder: the model loaded once for every command "
+                                        "(started by the first that embeds, stopped with the server)")
+    p.add_argument("action", choices=["start", "stop", "status"])
+    p.add_argument("--json", action="store_true", help="with start or status: one JSON document")
+    p.set_defaults(func=cmd_embedder)
 
 
 def add_sql(sub: Subparsers) -> None:

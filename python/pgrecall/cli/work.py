@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 
 from .. import errors
 from ._common import EXIT_INTERRUPTED, Subparsers, _fail, _print_json, tenant_args
@@ -49,9 +51,15 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
+    from ..embedder import get_embedder
     from ..worker import Worker
 
-    worker = Worker(args.tenant, batch_size=args.batch_size, threads=args.threads)
+    # Run as a service, a worker loads the model once for its whole life (and keeps working when the
+    # resident embedder is stopped); --once is a command like the others, and shares the resident one,
+    # unless --threads asks for the model to run here on that many threads.
+    local = not args.once or args.threads is not None
+    worker = Worker(args.tenant, batch_size=args.batch_size, embedder=get_embedder() if local else None,
+                    threads=args.threads)
     if args.once:
         stats = worker.drain()
         if args.json:
@@ -61,11 +69,16 @@ def cmd_worker(args: argparse.Namespace) -> int:
               f"in {stats.batches} batches")
         return 0
     print(f"pgrecall worker {worker.name}: waiting for work in tenant {args.tenant} (Ctrl-C stops)", flush=True)
+    # As a service (systemd, a supervisor, `kill`): SIGTERM ends the batch in hand, gives back what is claimed
+    # and exits 0.
+    terminated = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: terminated.set())
     try:
-        worker.run_forever()
+        worker.run_forever(stop=terminated.is_set)
     except KeyboardInterrupt:
         print(f"pgrecall worker {worker.name}: stopped", file=sys.stderr)
         return EXIT_INTERRUPTED
+    print(f"pgrecall worker {worker.name}: stopped (SIGTERM)", file=sys.stderr)
     return 0
 
 

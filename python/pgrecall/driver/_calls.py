@@ -356,5 +356,6 @@ class Handle:
 
     @property
     def embedder(self) -> TextEmbedder:
-        """The handle's embedder; by default the local model, loaded on first use (ModelUnavailable if it cannot be)."""
-        return self._embedder if self._embedder is not None else embedding_model.get_embedder()
+        """The handle's embedder; by default the local model, loaded on first use (ModelUnavailable if it cannot be),
+        in this process or, from the ``pgrecall`` command, in the resident embedder (pgrecall.resident)."""
+        return self._embedder if self._embedder is not None else embedding_model.default_embedder()
