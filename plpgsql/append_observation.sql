@@ -34,10 +34,13 @@ comment on function __tenant__._observation_rows(jsonb) is
 -- scope's); its sender always. Validated by _append_batch first.
 create or replace function __tenant__._turn_audiences(p_principal text, p_rows jsonb)
 returns table (ord integer, audience bigint[])
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
+    return query
     select r.ord,
            case when r.audience is null and r.session_id is null then null
                 else array(select x.id from (
@@ -48,7 +51,8 @@ as $$
                          union
                          select p.id from peer p where p.name = coalesce(r.actor, normalize(p_principal, NFC))) x
                        order by x.id) end
-      from _observation_rows(p_rows) r
+      from _observation_rows(p_rows) r;
+end
 $$;
 comment on function __tenant__._turn_audiences(text, jsonb) is
     'Internal: the audience each appended turn gets: the peers named, else its session''s peers (NULL outside one), with its sender.';
@@ -57,10 +61,14 @@ create or replace function __tenant__._observation_hint(p_body text, p_occurred_
                                                         p_retention_until timestamptz, p_session_id bigint,
                                                         p_actor text, p_audience text[], p_max_bytes bigint)
 returns text
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result text;
+begin
     -- The hint of an appended row that is refused: what to do about the first of these it shows.
     select case when octet_length(p_body) > p_max_bytes then
                          'Split the text, or raise setting max_observation_bytes with pgrecall.set_tenant_setting().'
@@ -76,6 +84,9 @@ as $$
                          'A turn is seen by at most the peers in its session: add the peer to the session first, '
                          'or leave it out of the audience.'
                end
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._observation_hint(text, timestamptz, timestamptz, bigint, text, text[], bigint) is
     'Internal: the hint for an observation row that append refuses.';

@@ -86,10 +86,14 @@ comment on function __tenant__._may_replace(__tenant__.memory, __tenant__.memory
 -- no pair reached the threshold.
 create or replace function __tenant__._closest_pair(p_ids bigint[], p_model text)
 returns double precision
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result double precision;
+begin
     with win as materialized (
         select m.id, _purpose_bits(m.purposes) as bits, me.text_embedding as embedding
           from unnest(p_ids) w(id)
@@ -99,6 +103,9 @@ as $$
     select max(1 - (a.embedding operator(__ext__.<=>) b.embedding))
       from win a join win b on a.id < b.id
      where (a.bits & b.bits) <> 0
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._closest_pair(bigint[], text) is
     'Internal: the highest cosine of any two memories of the window that share a purpose.';

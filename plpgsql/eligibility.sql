@@ -51,13 +51,20 @@ comment on function __tenant__._audience_within(bigint, bigint[]) is
 -- An audience as people read it in messages: the peers' names, or the scope.
 create or replace function __tenant__._audience_shown(p_peer bigint, p_peers bigint[], p_scope text)
 returns text
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result text;
+begin
     select case when p_peer is null and p_peers is null then format('everyone in scope %s', quote_literal(p_scope))
                 else (select string_agg(quote_literal(p.name), ', ' order by p.name)
                         from peer p where p.id = p_peer or p.id = any (p_peers)) end
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._audience_shown(bigint, bigint[], text) is
     'Internal: an audience for a message: the peers'' names, or everyone in the scope.';
@@ -65,12 +72,19 @@ comment on function __tenant__._audience_shown(bigint, bigint[], text) is
 -- The peers an audience names, as a JSON array of names (NULL: the scope).
 create or replace function __tenant__._audience_names(p_peers bigint[])
 returns jsonb
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result jsonb;
+begin
     select case when p_peers is not null
                 then (select coalesce(jsonb_agg(p.name order by p.name), '[]') from peer p where p.id = any (p_peers)) end
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._audience_names(bigint[]) is
     'Internal: the names of the peers an audience names, as a JSON array; NULL for the scope.';

@@ -59,10 +59,13 @@ comment on function __tenant__._embedding_stamp() is
 create or replace function __tenant__._turns_around(p_observation_ids bigint[])
 returns table (observation_id bigint, before_id bigint, before_body text, before_audience bigint[],
                after_id bigint, after_body text, after_audience bigint[])
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
+    return query
     select x.id, b.id, b.body, b.audience, a.id, a.body, a.audience
       from observation x
       left join lateral (
@@ -83,7 +86,8 @@ as $$
             (select o.id, o.body, o.audience from observation o
               where o.scope = x.scope and o.session_id = x.session_id and o.log_offset > x.log_offset
               order by o.log_offset limit 1)) a on true
-     where x.id = any (p_observation_ids)
+     where x.id = any (p_observation_ids);
+end
 $$;
 comment on function __tenant__._turns_around(bigint[]) is
     'Internal: the turns just before and after each observation in its conversation (session, or sessionless turns of its scope), with their audiences.';
@@ -141,15 +145,22 @@ comment on function __tenant__._embedding_inputs(bigint[], integer) is
 -- observations of evidence is re-embedded once too often, never missed.
 create or replace function __tenant__._memories_embedding_turns(p_observation_ids bigint[])
 returns bigint[]
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
     select coalesce(array_agg(distinct l.memory_id), '{}')
       from memory_link l
      where l.target_observation_id in (select n.id from _turns_around(p_observation_ids) t
                                         cross join lateral (values (t.before_id), (t.after_id)) n(id))
        and l.link_type = 'derived_from'
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._memories_embedding_turns(bigint[]) is
     'Internal: memories whose version-2 embedding input may include these observations as neighbouring turns.';

@@ -125,10 +125,14 @@ comment on function __tenant__._entities_in_text(text[], text) is
 -- entity). Two index probes for facts (subject, object), one for links.
 create or replace function __tenant__._entity_visible(p_principal_id bigint, p_scopes text[], p_entity_id bigint)
 returns boolean
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result boolean;
+begin
     select exists (select 1 from fact f
                     where f.subject_id = p_entity_id and f.scope = any (p_scopes)
                       and _audience_admits(p_principal_id, f.audience_peer_id, null))
@@ -140,6 +144,9 @@ as $$
                     where l.link_type = 'about'
                       and l.target_entity_id in (select e.id from entity e
                                                   where e.id = p_entity_id or e.merged_into = p_entity_id))
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._entity_visible(bigint, text[], bigint) is
     'Internal: whether a memory or fact the principal is eligible for names the entity (or one merged into it).';

@@ -156,17 +156,21 @@ comment on function __tenant__._selected_observations(jsonb) is 'Internal: the o
 -- kept. Read before anything is deleted.
 create or replace function __tenant__._corrections_to_undo(p_observations bigint[])
 returns table (memory_id bigint, restore_revision integer, restorable boolean)
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
+    return query
     select u.memory_id, u.restore_revision,
            exists (select 1 from memory_revision r
                     where r.memory_id = u.memory_id and r.revision = u.restore_revision)
       from (select c.memory_id, min(c.revision) - 1 as restore_revision
               from memory_correction_evidence c
              where c.observation_id = any (p_observations)
-             group by c.memory_id) u
+             group by c.memory_id) u;
+end
 $$;
 comment on function __tenant__._corrections_to_undo(bigint[]) is
     'Internal: per memory with a correction an erased observation justified, the kept revision it returns to.';
@@ -235,10 +239,14 @@ comment on function __tenant__._check_erasure_request(text, jsonb, text, text) i
 create or replace function __tenant__._doomed_memories(p_observations bigint[], p_selector jsonb,
                                                        p_earlier_text_lost bigint[])
 returns bigint[]
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
     -- Registered against an erased observation, private to an erased peer, whose text from before a
     -- correction is gone, or derived (at any depth) from one of those.
     with recursive doomed (id) as (
@@ -257,6 +265,9 @@ as $$
          where l.link_type = 'derived_from'
     )
     select coalesce(array_agg(distinct id), '{}') from doomed
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._doomed_memories(bigint[], jsonb, bigint[]) is
     'Internal: the memories an erasure deletes.';
@@ -303,12 +314,16 @@ comment on function __tenant__._unembed_neighbours(bigint[], bigint[]) is
 
 create or replace function __tenant__._registered(p_observations bigint[], p_kind text)
 returns table (row_key text)
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
+    return query
     select distinct d.row_key from projection_dependency d
-     where d.kind = p_kind and d.observation_id = any (p_observations)
+     where d.kind = p_kind and d.observation_id = any (p_observations);
+end
 $$;
 comment on function __tenant__._registered(bigint[], text) is
     'Internal: the row keys of one projection kind registered against any of the observations.';
@@ -345,10 +360,14 @@ comment on function __tenant__._release_doomed_memories(bigint[], bigint[], bigi
 
 create or replace function __tenant__._doomed_facts(p_observations bigint[], p_selector jsonb)
 returns bigint[]
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
     -- Registered against an erased observation, pieces that a doomed assertion split off an older
     -- fact (rebuilt by _reinstate_facts), facts only an erased peer could see (like their private
     -- memories), and facts from their perspective.
@@ -362,16 +381,23 @@ as $$
         select f.id from fact f join doomed x on f.split_by = x.id
     )
     select coalesce(array_agg(distinct id), '{}') from doomed
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._doomed_facts(bigint[], jsonb) is 'Internal: the facts an erasure deletes.';
 
 create or replace function __tenant__._erasure_keys(p_kind text, p_registered text[], p_selector jsonb,
                                                     p_memories bigint[], p_facts bigint[])
 returns text[]
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result text[];
+begin
     -- Beside the rows registered against an erased observation, the rows of a kind that go with a
     -- doomed memory or fact, or with an erased peer.
     select case p_kind
@@ -405,6 +431,9 @@ as $$
             array(select distinct k from unnest(p_registered || array(select x::text from unnest(p_facts) x)) k)
         else p_registered
     end
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._erasure_keys(text, text[], jsonb, bigint[], bigint[]) is
     'Internal: the row keys of one projection kind that an erasure deletes.';
@@ -531,10 +560,14 @@ comment on function __tenant__._erasure_residual(bigint[]) is
 
 create or replace function __tenant__._term_residual(p_terms text[])
 returns bigint
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint;
+begin
     -- A term of an erased memory that no surviving live memory uses. Checked afresh: the witness row
     -- is re-read, and only a term without a valid witness costs an index probe.
     select count(*) from term_stat t
@@ -545,6 +578,9 @@ as $$
                           and w.tsv @@ quote_literal(t.term)::tsquery)
        and not exists (select 1 from memory m where m.tsv @@ quote_literal(t.term)::tsquery
                          and m.superseded_by is null and m.invalidated_at is null)
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._term_residual(text[]) is
     'Internal: the term statistics an erasure left behind that no surviving memory justifies.';
@@ -774,11 +810,15 @@ comment on function __tenant__.expire(text) is
 
 create or replace function __tenant__.erasure_requests(p_limit integer default 20)
 returns setof __tenant__.erasure_request
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select * from erasure_request r order by r.id desc limit greatest(coalesce(p_limit, 20), 1)
+#variable_conflict use_column
+begin
+    return query
+    select * from erasure_request r order by r.id desc limit greatest(coalesce(p_limit, 20), 1);
+end
 $$;
 comment on function __tenant__.erasure_requests(integer) is 'The newest erasure receipts.';
 

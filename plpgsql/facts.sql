@@ -352,10 +352,14 @@ comment on function __tenant__._split_closed_facts(bigint[], bigint, tstzrange, 
 create or replace function __tenant__._close_overlapping_facts(p_subject bigint, p_predicate text, p_observer bigint,
                                                               p_valid tstzrange, p_now timestamptz)
 returns bigint[]
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
     -- A single value at a time: close every current fact the new one overlaps.
     with closed as (
         update fact f set known = tstzrange(lower(f.known), p_now)
@@ -364,6 +368,9 @@ as $$
            and f.valid && p_valid
         returning f.id)
     select coalesce(array_agg(id order by id), '{}') from closed
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._close_overlapping_facts(bigint, text, bigint, tstzrange, timestamptz) is
     'Internal: a single-valued predicate''s current facts that a new valid range overlaps stop being believed now; their ids.';
@@ -475,15 +482,18 @@ comment on function __tenant__._assert_fact(bigint, text, text, text, text, json
 -- Registers a fact and its evidence rows against their observations.
 create or replace function __tenant__._register_fact(p_fact_id bigint, p_observation_ids bigint[])
 returns void
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
     insert into projection_dependency (kind, row_key, observation_id)
     select 'fact', p_fact_id::text, o from unnest(p_observation_ids) o
     union all
     select 'fact_evidence', x.id::text, x.observation_id from fact_evidence x where x.fact_id = p_fact_id
-    on conflict do nothing
+    on conflict do nothing;
+end
 $$;
 comment on function __tenant__._register_fact(bigint, bigint[]) is
     'Internal: registers a fact and its evidence in the projection registry.';
@@ -572,10 +582,14 @@ comment on function __tenant__.resolve_citation(text, text[], bigint) is
 -- from a turn the principal may not see is withheld, as in resolve_citation.
 create or replace function __tenant__._fact_evidence_json(p_fact_id bigint, p_principal_id bigint, p_scopes text[])
 returns jsonb
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result jsonb;
+begin
     select coalesce(jsonb_agg(case when e.id is not null
                                    then jsonb_build_object('scope', o.scope, 'offset', o.log_offset, 'start', x.byte_start,
                                                            'end', x.byte_end, 'quote', x.quote,
@@ -587,6 +601,9 @@ as $$
       from fact_evidence x join observation o on o.id = x.observation_id
       left join _eligible_observations(p_principal_id, p_scopes) e on e.id = o.id
      where x.fact_id = p_fact_id
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._fact_evidence_json(bigint, bigint, text[]) is
     'Internal: a fact''s evidence (quotes and spans) as JSON, withheld where the principal may not see the turn.';

@@ -33,10 +33,13 @@ comment on function __tenant__._passage_embedding_policies() is
 create or replace function __tenant__._passages_wanting_vectors(p_scopes text[] default null,
                                                                 p_everything boolean default false)
 returns table (passage_id bigint, scope text)
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
+    return query
     select p.id, p.scope
       from _passage_embedding_policies() pol
       join passage p on p.scope = pol.scope
@@ -45,7 +48,8 @@ as $$
      where (p_scopes is null or pol.scope = any (p_scopes))
        and (pol.policy = 'all' or (pol.policy = 'messages' and o.kind = 'message'))
        and (p_everything or p.embedding_model is distinct from st.model
-            or p.embedding_input_version is distinct from st.input_version)
+            or p.embedding_input_version is distinct from st.input_version);
+end
 $$;
 comment on function __tenant__._passages_wanting_vectors(text[], boolean) is
     'Internal: passages their scope''s passage_embedding policy embeds that lack a current vector (or all of them).';

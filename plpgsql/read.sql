@@ -71,10 +71,13 @@ comment on function __tenant__.read(text, text[], bigint, text, boolean) is
 -- queries rather than four per row.
 create or replace function __tenant__._provenance_of(p_memory_ids bigint[], p_principal_id bigint, p_scopes text[])
 returns table (memory_id bigint, provenance jsonb)
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
+    return query
     select i.id, jsonb_build_object(
         'observations', coalesce(obs.list, '[]'::jsonb),
         'memories', coalesce(src.list, '[]'::jsonb),
@@ -129,7 +132,8 @@ as $$
                    jsonb_agg(jsonb_build_object('entity', en.name, 'type', en.entity_type) order by en.name) as list
               from memory_link l join entity en on en.id = l.target_entity_id
              where l.memory_id = any (p_memory_ids) and l.link_type = 'about'
-             group by l.memory_id) ab on ab.memory_id = i.id
+             group by l.memory_id) ab on ab.memory_id = i.id;
+end
 $$;
 comment on function __tenant__._provenance_of(bigint[], bigint, text[]) is
     'Internal: for each memory, its observations (withheld where the principal may not see them), visible source memories, hidden-source count, entities and widening reason, as JSON.';

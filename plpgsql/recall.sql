@@ -117,15 +117,22 @@ comment on function __tenant__._few_or_dense(bigint, text[], text, boolean, time
 create or replace function __tenant__._missing_embeddings(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz)
 returns bigint
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint;
+begin
     select count(*) from (
         select 1 from embedding_job j
          where exists (select 1 from _eligible_memories(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) e
                         where e.id = j.memory_id offset 0)
          limit 1001) x
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._missing_embeddings(bigint, text[], text, boolean, timestamptz) is
     'Internal: how many memories the principal may see still wait for their embedding, counted up to 1001.';

@@ -230,11 +230,14 @@ create or replace function __tenant__._remember_placed(p_scope text, p_items jso
 returns table (ord integer, body text, evidence bigint[], purposes text[], audience_id bigint, kind text, title text,
                confidence double precision, about text[], observer_id bigint, widening_reason text, text_key text,
                noop text, existing_id bigint, first_ord integer)
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 rows 10
 as $$
+#variable_conflict use_column
+begin
+    return query
     -- Each item as it will be written: cleaned, why it is a no-op (if it is), the live memory of the
     -- same text and audience it duplicates, and the first item of the batch with that text.
     with items as (
@@ -270,7 +273,8 @@ as $$
                    over (partition by j.text_key, j.audience_id, j.observer_id) as first_ord
           from judged j
     )
-    select * from placed
+    select * from placed;
+end
 $$;
 comment on function __tenant__._remember_placed(text, jsonb) is
     'Internal: remember items judged (no-op or not) and placed against the scope''s live memories and each other.';

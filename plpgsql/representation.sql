@@ -115,10 +115,14 @@ comment on function __tenant__.get_representation(text, text[], bigint, text, te
 -- nothing is removed.
 create or replace function __tenant__._scrubbed_working(p_document jsonb, p_observation_ids bigint[])
 returns jsonb
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result jsonb;
+begin
     select coalesce(jsonb_object_agg(d.key, d.items), '{}')
       from (select t.key,
                    jsonb_agg(i.item - array(
@@ -130,6 +134,9 @@ as $$
              cross join lateral jsonb_array_elements(t.value) with ordinality as i(item, n)
              where not ((i.item ->> 'observation_id')::bigint = any (p_observation_ids))
              group by t.key) d
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._scrubbed_working(jsonb, bigint[]) is
     'Internal (erasure): a working representation without items from these observations or references to deleted rows.';

@@ -343,13 +343,20 @@ comment on function __tenant__._session_peer_row(text, text[], bigint, text) is
 
 create or replace function __tenant__._session_peer_json(p_row __tenant__.session_peer)
 returns jsonb
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result jsonb;
+begin
     select jsonb_build_object('session', p_row.session_id, 'peer', (select p.name from peer p where p.id = p_row.peer_id),
                               'observe_others', p_row.observe_others, 'observed_by_others', p_row.observed_by_others,
                               'joined_at', p_row.joined_at, 'left_at', p_row.left_at, 'active', p_row.left_at is null)
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._session_peer_json(__tenant__.session_peer) is 'Internal: a session peer''s configuration as JSON.';
 

@@ -97,10 +97,12 @@ comment on function __tenant__._term_frequencies(text[]) is
 -- memories about to be erased, which prove nothing.
 create or replace function __tenant__._drop_unused_terms(p_terms text[], p_leaving bigint[])
 returns void
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
     with unproven as (
         select t.term from term_stat t
          where t.term = any (p_terms)
@@ -119,7 +121,8 @@ as $$
         update term_stat t set witness_memory_id = p.witness
           from probed p where t.term = p.term and p.witness is not null
     )
-    delete from term_stat t using probed p where t.term = p.term and p.witness is null
+    delete from term_stat t using probed p where t.term = p.term and p.witness is null;
+end
 $$;
 comment on function __tenant__._drop_unused_terms(text[], bigint[]) is
     'Internal: delete the terms no live memory (other than p_leaving) uses; re-witness the others.';

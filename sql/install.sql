@@ -2752,7 +2752,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$, null, $pgrecall_beee67487082$d4ac1275d7deed03bd061fca7e1c7eedf097eb0269574976351287497c982374$pgrecall_beee67487082$, $pgrecall_d4ac1275d7de$-- Appending to the log. Offsets come from the scope's counter under its row
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$, null, $pgrecall_6d40fe1c39ec$cb6da75163402bd6fbdda2386956f431f3741fdf8d8b1dc42940faccd188b3c7$pgrecall_6d40fe1c39ec$, $pgrecall_cb6da7516340$-- Appending to the log. Offsets come from the scope's counter under its row
 -- lock, held to commit: concurrent writers queue per scope, a rolled-back
 -- append gives its offsets back, and offsets are contiguous with no
 -- duplicates. append_observation() appends one row and append_observations()
@@ -2788,10 +2788,13 @@ comment on function __tenant__._observation_rows(jsonb) is
 -- scope's); its sender always. Validated by _append_batch first.
 create or replace function __tenant__._turn_audiences(p_principal text, p_rows jsonb)
 returns table (ord integer, audience bigint[])
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
+    return query
     select r.ord,
            case when r.audience is null and r.session_id is null then null
                 else array(select x.id from (
@@ -2802,7 +2805,8 @@ as $$
                          union
                          select p.id from peer p where p.name = coalesce(r.actor, normalize(p_principal, NFC))) x
                        order by x.id) end
-      from _observation_rows(p_rows) r
+      from _observation_rows(p_rows) r;
+end
 $$;
 comment on function __tenant__._turn_audiences(text, jsonb) is
     'Internal: the audience each appended turn gets: the peers named, else its session''s peers (NULL outside one), with its sender.';
@@ -2811,10 +2815,14 @@ create or replace function __tenant__._observation_hint(p_body text, p_occurred_
                                                         p_retention_until timestamptz, p_session_id bigint,
                                                         p_actor text, p_audience text[], p_max_bytes bigint)
 returns text
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result text;
+begin
     -- The hint of an appended row that is refused: what to do about the first of these it shows.
     select case when octet_length(p_body) > p_max_bytes then
                          'Split the text, or raise setting max_observation_bytes with pgrecall.set_tenant_setting().'
@@ -2830,6 +2838,9 @@ as $$
                          'A turn is seen by at most the peers in its session: add the peer to the session first, '
                          'or leave it out of the audience.'
                end
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._observation_hint(text, timestamptz, timestamptz, bigint, text, text[], bigint) is
     'Internal: the hint for an observation row that append refuses.';
@@ -3062,7 +3073,7 @@ end
 $$;
 comment on function __tenant__.log_watermark(text, text[], text) is
     'The largest offset below which the scope''s log has no hole (committed appends only).';
-$pgrecall_d4ac1275d7de$)
+$pgrecall_cb6da7516340$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -3209,7 +3220,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$, null, $pgrecall_afb56edf094f$0887e624cd20d329cc25c4d5d343084537b380874d06b6ea7e2d3c72bae7f95f$pgrecall_afb56edf094f$, $pgrecall_0887e624cd20$-- Duplicates: the database proposes pairs of similar memories, a person
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$, null, $pgrecall_9e859e85353a$4b136950aefba9303832f7f51bbd85b28b93691a93efdde4bfbfa992492735a6$pgrecall_9e859e85353a$, $pgrecall_4b136950aefb$-- Duplicates: the database proposes pairs of similar memories, a person
 -- decides. Other memory stores merge on their own (an LLM judges, or an exact
 -- hash matches); here nothing changes because two memories are alike, only
 -- because someone looked at both, with their provenance, and said so.
@@ -3297,10 +3308,14 @@ comment on function __tenant__._may_replace(__tenant__.memory, __tenant__.memory
 -- no pair reached the threshold.
 create or replace function __tenant__._closest_pair(p_ids bigint[], p_model text)
 returns double precision
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result double precision;
+begin
     with win as materialized (
         select m.id, _purpose_bits(m.purposes) as bits, me.text_embedding as embedding
           from unnest(p_ids) w(id)
@@ -3310,6 +3325,9 @@ as $$
     select max(1 - (a.embedding operator(__ext__.<=>) b.embedding))
       from win a join win b on a.id < b.id
      where (a.bits & b.bits) <> 0
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._closest_pair(bigint[], text) is
     'Internal: the highest cosine of any two memories of the window that share a purpose.';
@@ -3550,12 +3568,12 @@ end
 $$;
 comment on function __tenant__.decide_duplicate(text, text[], bigint, bigint, text, text, integer, integer) is
     'A person''s decision about a proposed pair: distinct (keep both), supersede (b replaces a) or forget (a); recorded with who, when and why. PR180 if someone decided it first.';
-$pgrecall_0887e624cd20$)
+$pgrecall_4b136950aefb$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1be9eb3e3608$eligibility.sql$pgrecall_1be9eb3e3608$, null, $pgrecall_0d4f94bcfb91$6fee10790275a34bb2cbf6b3d7ac431fa90024b9b9b4b1197445c261a9d58719$pgrecall_0d4f94bcfb91$, $pgrecall_6fee10790275$-- The one eligibility rule. Every read path selects from these functions, so
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1be9eb3e3608$eligibility.sql$pgrecall_1be9eb3e3608$, null, $pgrecall_4b1015586b4e$aa4e7ee3a1a6604838802106949551efd356cde8e3e7d7dc8eb10fdeace7bfd7$pgrecall_4b1015586b4e$, $pgrecall_aa4e7ee3a1a6$-- The one eligibility rule. Every read path selects from these functions, so
 -- the rule is written exactly once: who an audience admits
 -- (_audience_admits), and from it the memories (_eligible_memories: read,
 -- derive's sources, the revision checks of correct/supersede/forget, recall)
@@ -3608,13 +3626,20 @@ comment on function __tenant__._audience_within(bigint, bigint[]) is
 -- An audience as people read it in messages: the peers' names, or the scope.
 create or replace function __tenant__._audience_shown(p_peer bigint, p_peers bigint[], p_scope text)
 returns text
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result text;
+begin
     select case when p_peer is null and p_peers is null then format('everyone in scope %s', quote_literal(p_scope))
                 else (select string_agg(quote_literal(p.name), ', ' order by p.name)
                         from peer p where p.id = p_peer or p.id = any (p_peers)) end
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._audience_shown(bigint, bigint[], text) is
     'Internal: an audience for a message: the peers'' names, or everyone in the scope.';
@@ -3622,12 +3647,19 @@ comment on function __tenant__._audience_shown(bigint, bigint[], text) is
 -- The peers an audience names, as a JSON array of names (NULL: the scope).
 create or replace function __tenant__._audience_names(p_peers bigint[])
 returns jsonb
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result jsonb;
+begin
     select case when p_peers is not null
                 then (select coalesce(jsonb_agg(p.name order by p.name), '[]') from peer p where p.id = any (p_peers)) end
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._audience_names(bigint[]) is
     'Internal: the names of the peers an audience names, as a JSON array; NULL for the scope.';
@@ -3686,12 +3718,12 @@ end
 $$;
 comment on function __tenant__._check_memory_visible(bigint, text[], bigint) is
     'Internal: PR104 unless the principal may see the memory (for some purpose, history included).';
-$pgrecall_6fee10790275$)
+$pgrecall_aa4e7ee3a1a6$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$, null, $pgrecall_d70e44551537$35fb360d352658943153f99622f0c36e7cd380a9fedb8d8c9112d02b0512d0f7$pgrecall_d70e44551537$, $pgrecall_35fb360d3526$-- Embeddings are a derived index: the write path queues work here, the
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$, null, $pgrecall_f7811df80e11$268c76bbe5cf7361a100de0b7c71ad0ade65a1a1273cd1ec701ce7d023e51a73$pgrecall_f7811df80e11$, $pgrecall_268c76bbe5cf$-- Embeddings are a derived index: the write path queues work here, the
 -- worker (pgrecall worker) claims it with SKIP LOCKED under a lease, embeds
 -- the text this file chooses, and stores the vector stamped with the model
 -- and input version. A result computed from text that has since changed, or
@@ -3752,10 +3784,13 @@ comment on function __tenant__._embedding_stamp() is
 create or replace function __tenant__._turns_around(p_observation_ids bigint[])
 returns table (observation_id bigint, before_id bigint, before_body text, before_audience bigint[],
                after_id bigint, after_body text, after_audience bigint[])
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
+    return query
     select x.id, b.id, b.body, b.audience, a.id, a.body, a.audience
       from observation x
       left join lateral (
@@ -3776,7 +3811,8 @@ as $$
             (select o.id, o.body, o.audience from observation o
               where o.scope = x.scope and o.session_id = x.session_id and o.log_offset > x.log_offset
               order by o.log_offset limit 1)) a on true
-     where x.id = any (p_observation_ids)
+     where x.id = any (p_observation_ids);
+end
 $$;
 comment on function __tenant__._turns_around(bigint[]) is
     'Internal: the turns just before and after each observation in its conversation (session, or sessionless turns of its scope), with their audiences.';
@@ -3834,15 +3870,22 @@ comment on function __tenant__._embedding_inputs(bigint[], integer) is
 -- observations of evidence is re-embedded once too often, never missed.
 create or replace function __tenant__._memories_embedding_turns(p_observation_ids bigint[])
 returns bigint[]
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
     select coalesce(array_agg(distinct l.memory_id), '{}')
       from memory_link l
      where l.target_observation_id in (select n.id from _turns_around(p_observation_ids) t
                                         cross join lateral (values (t.before_id), (t.after_id)) n(id))
        and l.link_type = 'derived_from'
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._memories_embedding_turns(bigint[]) is
     'Internal: memories whose version-2 embedding input may include these observations as neighbouring turns.';
@@ -4141,12 +4184,12 @@ end
 $$;
 comment on function __tenant__.set_embedding_version(text, integer) is
     'Switches the embedding model or input version and queues every live memory; stale vectors are ignored until rebuilt.';
-$pgrecall_35fb360d3526$)
+$pgrecall_268c76bbe5cf$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b3a06f579721$entities.sql$pgrecall_b3a06f579721$, null, $pgrecall_f9097efa0661$71470953f35b3812998fe9c47df27d79c015a7dd80ed51ecb7f4c5169fd09cbf$pgrecall_f9097efa0661$, $pgrecall_71470953f35b$-- Entities: identity is (scope, normalized name); names resolve through
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b3a06f579721$entities.sql$pgrecall_b3a06f579721$, null, $pgrecall_f4fe967ccae6$9f8b412389e1510e2eab71067aba277ce8644986ffe3a58b1c9f7e15bd7a88c1$pgrecall_f4fe967ccae6$, $pgrecall_9f8b412389e1$-- Entities: identity is (scope, normalized name); names resolve through
 -- aliases and through merges to the surviving entity. A name is content too:
 -- a principal sees an entity (its name, its aliases, its facts) only through
 -- a memory or a fact it is eligible for that names it (_entity_visible), and
@@ -4273,10 +4316,14 @@ comment on function __tenant__._entities_in_text(text[], text) is
 -- entity). Two index probes for facts (subject, object), one for links.
 create or replace function __tenant__._entity_visible(p_principal_id bigint, p_scopes text[], p_entity_id bigint)
 returns boolean
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result boolean;
+begin
     select exists (select 1 from fact f
                     where f.subject_id = p_entity_id and f.scope = any (p_scopes)
                       and _audience_admits(p_principal_id, f.audience_peer_id, null))
@@ -4288,6 +4335,9 @@ as $$
                     where l.link_type = 'about'
                       and l.target_entity_id in (select e.id from entity e
                                                   where e.id = p_entity_id or e.merged_into = p_entity_id))
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._entity_visible(bigint, text[], bigint) is
     'Internal: whether a memory or fact the principal is eligible for names the entity (or one merged into it).';
@@ -4489,12 +4539,12 @@ end
 $$;
 comment on function __tenant__.entities(text, text[], text) is
     'Entities in the authorised scopes that a memory or fact the principal may see names (optionally those a name or alias denotes), with their count of visible current facts.';
-$pgrecall_71470953f35b$)
+$pgrecall_9f8b412389e1$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$, null, $pgrecall_f5a0066182f2$8eff97967832eb6e8dd9a0758ed267fd38d3142c1d7c711f0e33ad7cdf430893$pgrecall_f5a0066182f2$, $pgrecall_8eff97967832$-- Erasure: delete observations and, through the projection registry,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$, null, $pgrecall_ed9e9b132b8f$f1cd1441fb2c2241ac5d1761b3dcb8f9ef2f32a03af69ff644b7379a4357719b$pgrecall_ed9e9b132b8f$, $pgrecall_f1cd1441fb2c$-- Erasure: delete observations and, through the projection registry,
 -- everything derived from them; rebuild what depended on them from what
 -- survives; and in the same transaction store, per projection kind, how many
 -- derived rows remain (the residual, zero when erasure worked).
@@ -4652,17 +4702,21 @@ comment on function __tenant__._selected_observations(jsonb) is 'Internal: the o
 -- kept. Read before anything is deleted.
 create or replace function __tenant__._corrections_to_undo(p_observations bigint[])
 returns table (memory_id bigint, restore_revision integer, restorable boolean)
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
+    return query
     select u.memory_id, u.restore_revision,
            exists (select 1 from memory_revision r
                     where r.memory_id = u.memory_id and r.revision = u.restore_revision)
       from (select c.memory_id, min(c.revision) - 1 as restore_revision
               from memory_correction_evidence c
              where c.observation_id = any (p_observations)
-             group by c.memory_id) u
+             group by c.memory_id) u;
+end
 $$;
 comment on function __tenant__._corrections_to_undo(bigint[]) is
     'Internal: per memory with a correction an erased observation justified, the kept revision it returns to.';
@@ -4731,10 +4785,14 @@ comment on function __tenant__._check_erasure_request(text, jsonb, text, text) i
 create or replace function __tenant__._doomed_memories(p_observations bigint[], p_selector jsonb,
                                                        p_earlier_text_lost bigint[])
 returns bigint[]
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
     -- Registered against an erased observation, private to an erased peer, whose text from before a
     -- correction is gone, or derived (at any depth) from one of those.
     with recursive doomed (id) as (
@@ -4753,6 +4811,9 @@ as $$
          where l.link_type = 'derived_from'
     )
     select coalesce(array_agg(distinct id), '{}') from doomed
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._doomed_memories(bigint[], jsonb, bigint[]) is
     'Internal: the memories an erasure deletes.';
@@ -4799,12 +4860,16 @@ comment on function __tenant__._unembed_neighbours(bigint[], bigint[]) is
 
 create or replace function __tenant__._registered(p_observations bigint[], p_kind text)
 returns table (row_key text)
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
+    return query
     select distinct d.row_key from projection_dependency d
-     where d.kind = p_kind and d.observation_id = any (p_observations)
+     where d.kind = p_kind and d.observation_id = any (p_observations);
+end
 $$;
 comment on function __tenant__._registered(bigint[], text) is
     'Internal: the row keys of one projection kind registered against any of the observations.';
@@ -4841,10 +4906,14 @@ comment on function __tenant__._release_doomed_memories(bigint[], bigint[], bigi
 
 create or replace function __tenant__._doomed_facts(p_observations bigint[], p_selector jsonb)
 returns bigint[]
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
     -- Registered against an erased observation, pieces that a doomed assertion split off an older
     -- fact (rebuilt by _reinstate_facts), facts only an erased peer could see (like their private
     -- memories), and facts from their perspective.
@@ -4858,16 +4927,23 @@ as $$
         select f.id from fact f join doomed x on f.split_by = x.id
     )
     select coalesce(array_agg(distinct id), '{}') from doomed
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._doomed_facts(bigint[], jsonb) is 'Internal: the facts an erasure deletes.';
 
 create or replace function __tenant__._erasure_keys(p_kind text, p_registered text[], p_selector jsonb,
                                                     p_memories bigint[], p_facts bigint[])
 returns text[]
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result text[];
+begin
     -- Beside the rows registered against an erased observation, the rows of a kind that go with a
     -- doomed memory or fact, or with an erased peer.
     select case p_kind
@@ -4901,6 +4977,9 @@ as $$
             array(select distinct k from unnest(p_registered || array(select x::text from unnest(p_facts) x)) k)
         else p_registered
     end
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._erasure_keys(text, text[], jsonb, bigint[], bigint[]) is
     'Internal: the row keys of one projection kind that an erasure deletes.';
@@ -5027,10 +5106,14 @@ comment on function __tenant__._erasure_residual(bigint[]) is
 
 create or replace function __tenant__._term_residual(p_terms text[])
 returns bigint
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint;
+begin
     -- A term of an erased memory that no surviving live memory uses. Checked afresh: the witness row
     -- is re-read, and only a term without a valid witness costs an index probe.
     select count(*) from term_stat t
@@ -5041,6 +5124,9 @@ as $$
                           and w.tsv @@ quote_literal(t.term)::tsquery)
        and not exists (select 1 from memory m where m.tsv @@ quote_literal(t.term)::tsquery
                          and m.superseded_by is null and m.invalidated_at is null)
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._term_residual(text[]) is
     'Internal: the term statistics an erasure left behind that no surviving memory justifies.';
@@ -5270,11 +5356,15 @@ comment on function __tenant__.expire(text) is
 
 create or replace function __tenant__.erasure_requests(p_limit integer default 20)
 returns setof __tenant__.erasure_request
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select * from erasure_request r order by r.id desc limit greatest(coalesce(p_limit, 20), 1)
+#variable_conflict use_column
+begin
+    return query
+    select * from erasure_request r order by r.id desc limit greatest(coalesce(p_limit, 20), 1);
+end
 $$;
 comment on function __tenant__.erasure_requests(integer) is 'The newest erasure receipts.';
 
@@ -5348,7 +5438,7 @@ $$;
 comment on function __tenant__.refresh_erasure_statistics(bigint) is
     'Takes the planner statistics of the tables an erasure touched again, so pg_stats holds none of the erased values, '
     'and stamps the receipt; run it after the erasure commits (pgrecall erase does).';
-$pgrecall_8eff97967832$)
+$pgrecall_f1cd1441fb2c$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -5461,7 +5551,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$, null, $pgrecall_67e504e1dff5$1bb21f8d2f19f63e886d09759af26e790ea89b8abe3e6fad4263a654b258597d$pgrecall_67e504e1dff5$, $pgrecall_1bb21f8d2f19$-- Facts: asserting (closing and splitting what it contradicts), retracting,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$, null, $pgrecall_5d27cd03a85f$4f95f4f052a43fbf0fa3228f23c7da3c14323ac59a93464dea55453b99140eab$pgrecall_5d27cd03a85f$, $pgrecall_4f95f4f052a4$-- Facts: asserting (closing and splitting what it contradicts), retracting,
 -- citing, and the bitemporal question "what was true at T1 as we knew it at T2".
 -- Errors: PR111 unknown predicate, PR112 evidence does not match its
 -- observation, PR113 role policy (a human's fact on an assistant's word only),
@@ -5815,10 +5905,14 @@ comment on function __tenant__._split_closed_facts(bigint[], bigint, tstzrange, 
 create or replace function __tenant__._close_overlapping_facts(p_subject bigint, p_predicate text, p_observer bigint,
                                                               p_valid tstzrange, p_now timestamptz)
 returns bigint[]
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
     -- A single value at a time: close every current fact the new one overlaps.
     with closed as (
         update fact f set known = tstzrange(lower(f.known), p_now)
@@ -5827,6 +5921,9 @@ as $$
            and f.valid && p_valid
         returning f.id)
     select coalesce(array_agg(id order by id), '{}') from closed
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._close_overlapping_facts(bigint, text, bigint, tstzrange, timestamptz) is
     'Internal: a single-valued predicate''s current facts that a new valid range overlaps stop being believed now; their ids.';
@@ -5938,15 +6035,18 @@ comment on function __tenant__._assert_fact(bigint, text, text, text, text, json
 -- Registers a fact and its evidence rows against their observations.
 create or replace function __tenant__._register_fact(p_fact_id bigint, p_observation_ids bigint[])
 returns void
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
     insert into projection_dependency (kind, row_key, observation_id)
     select 'fact', p_fact_id::text, o from unnest(p_observation_ids) o
     union all
     select 'fact_evidence', x.id::text, x.observation_id from fact_evidence x where x.fact_id = p_fact_id
-    on conflict do nothing
+    on conflict do nothing;
+end
 $$;
 comment on function __tenant__._register_fact(bigint, bigint[]) is
     'Internal: registers a fact and its evidence in the projection registry.';
@@ -6035,10 +6135,14 @@ comment on function __tenant__.resolve_citation(text, text[], bigint) is
 -- from a turn the principal may not see is withheld, as in resolve_citation.
 create or replace function __tenant__._fact_evidence_json(p_fact_id bigint, p_principal_id bigint, p_scopes text[])
 returns jsonb
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result jsonb;
+begin
     select coalesce(jsonb_agg(case when e.id is not null
                                    then jsonb_build_object('scope', o.scope, 'offset', o.log_offset, 'start', x.byte_start,
                                                            'end', x.byte_end, 'quote', x.quote,
@@ -6050,6 +6154,9 @@ as $$
       from fact_evidence x join observation o on o.id = x.observation_id
       left join _eligible_observations(p_principal_id, p_scopes) e on e.id = o.id
      where x.fact_id = p_fact_id
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._fact_evidence_json(bigint, bigint, text[]) is
     'Internal: a fact''s evidence (quotes and spans) as JSON, withheld where the principal may not see the turn.';
@@ -6162,7 +6269,7 @@ end
 $$;
 comment on function __tenant__.assert_facts(text, text[], text, jsonb) is
     'assert_fact() for a batch (a JSON array of items), in order and all-or-nothing; one row per item.';
-$pgrecall_1bb21f8d2f19$)
+$pgrecall_4f95f4f052a4$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -7404,7 +7511,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$, null, $pgrecall_ebb3fd244c6f$5a69b9ca8ac459eb6efbc3a9b0547421c7e77e7299618e20bb8607cef5f087f3$pgrecall_ebb3fd244c6f$, $pgrecall_5a69b9ca8ac4$-- Passages: every observation is split into chunks (passage_chunks.sql) in
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$, null, $pgrecall_014de10b2b20$7adef65063bf265096bbebe600d619c1e6ae55b935dfbcb84b5618136e297783$pgrecall_014de10b2b20$, $pgrecall_7adef65063bf$-- Passages: every observation is split into chunks (passage_chunks.sql) in
 -- the transaction that appends it (a statement trigger, so one append and a
 -- batch share the path), each chunk registered in the projection registry and
 -- queued for the embedding worker (embedding_queue.sql). A passage copies
@@ -7439,10 +7546,13 @@ comment on function __tenant__._passage_embedding_policies() is
 create or replace function __tenant__._passages_wanting_vectors(p_scopes text[] default null,
                                                                 p_everything boolean default false)
 returns table (passage_id bigint, scope text)
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
+    return query
     select p.id, p.scope
       from _passage_embedding_policies() pol
       join passage p on p.scope = pol.scope
@@ -7451,7 +7561,8 @@ as $$
      where (p_scopes is null or pol.scope = any (p_scopes))
        and (pol.policy = 'all' or (pol.policy = 'messages' and o.kind = 'message'))
        and (p_everything or p.embedding_model is distinct from st.model
-            or p.embedding_input_version is distinct from st.input_version)
+            or p.embedding_input_version is distinct from st.input_version);
+end
 $$;
 comment on function __tenant__._passages_wanting_vectors(text[], boolean) is
     'Internal: passages their scope''s passage_embedding policy embeds that lack a current vector (or all of them).';
@@ -7677,12 +7788,12 @@ as $$
 $$;
 comment on function __tenant__._backfill_passages() is
     'Internal data step (migration 0017): writes the passages of observations that have none; returns how many.';
-$pgrecall_5a69b9ca8ac4$)
+$pgrecall_7adef65063bf$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1a947d1f52ee$peers_scopes.sql$pgrecall_1a947d1f52ee$, null, $pgrecall_2297c37f7188$9c08df1715af0f002543c35dde36df1dd8bad3467eb96daa2540d2928da477b3$pgrecall_2297c37f7188$, $pgrecall_9c08df1715af$-- Creating the peers and scopes that every operation names, and the rules
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1a947d1f52ee$peers_scopes.sql$pgrecall_1a947d1f52ee$, null, $pgrecall_7a69186565bd$a44a00e1d9328a0a235fc2def2e79e1dd5edbf13b63150cca2f615be2fa96412$pgrecall_7a69186565bd$, $pgrecall_a44a00e1d932$-- Creating the peers and scopes that every operation names, and the rules
 -- their names follow.
 --
 -- A scope name is a lowercase ASCII slug (the table's CHECK), so it has one
@@ -7849,11 +7960,18 @@ comment on function __tenant__._with_subject(text[], text) is
 -- on a later call cannot leave the subject's words behind an erasure.
 create or replace function __tenant__._peer_subject(p_peer_id bigint)
 returns text
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result text;
+begin
     select p.data_subject_ids[1] from peer p where p.id = p_peer_id
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._peer_subject(bigint) is
     'Internal: the data subject a peer passes on to what is written by or about it (its first), or NULL.';
@@ -7953,22 +8071,25 @@ comment on function __tenant__.add_peer(text, text, jsonb, text) is
     'Creates a peer (human, agent or other), or merges metadata into an existing one of the same kind. Returns its id. '
     'The name is stored in NFC; PR140 if it breaks the name rules, PR141 if a peer of that name in another case exists. '
     'With p_data_subject_id, erasing that subject anonymises the peer.';
-$pgrecall_9c08df1715af$)
+$pgrecall_a44a00e1d932$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1f61b6a5cfbd$projection.sql$pgrecall_1f61b6a5cfbd$, null, $pgrecall_12ed2b113bae$b86eb53a2b0f62e2364001ba563faa83a9ce3c15af17a139f1bbb4e9c5554273$pgrecall_12ed2b113bae$, $pgrecall_b86eb53a2b0f$-- Registering projection rows against the observations they came from.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1f61b6a5cfbd$projection.sql$pgrecall_1f61b6a5cfbd$, null, $pgrecall_c7b78832f7cf$6e861fa37e5b860dc2d9ae7832dbb510b6f642cfb0be55a620ed542018932fcf$pgrecall_c7b78832f7cf$, $pgrecall_6e861fa37e5b$-- Registering projection rows against the observations they came from.
 
 create or replace function __tenant__._register(p_kind text, p_row_key text, p_observation_ids bigint[])
 returns void
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
     insert into projection_dependency (kind, row_key, observation_id)
     select p_kind, p_row_key, o from unnest(p_observation_ids) o
-    on conflict do nothing
+    on conflict do nothing;
+end
 $$;
 comment on function __tenant__._register(text, text, bigint[]) is
     'Internal: record that projection row (kind, key) derives from these observations.';
@@ -7976,13 +8097,20 @@ comment on function __tenant__._register(text, text, bigint[]) is
 -- The observations a memory derives from, directly or through its sources.
 create or replace function __tenant__._memory_observations(p_memory_ids bigint[])
 returns bigint[]
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
     select coalesce(array_agg(distinct d.observation_id), '{}')
       from projection_dependency d
      where d.kind = 'memory' and d.row_key = any (select m::text from unnest(p_memory_ids) m)
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._memory_observations(bigint[]) is
     'Internal: every observation the given memories were derived from.';
@@ -7994,15 +8122,22 @@ comment on function __tenant__._memory_observations(bigint[]) is
 -- takes what was built on the corrected text with it.
 create or replace function __tenant__._memory_text_observations(p_memory_ids bigint[])
 returns bigint[]
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
     select coalesce(array_agg(distinct s.observation_id), '{}')
       from (select unnest(_memory_observations(p_memory_ids))
             union all
             select c.observation_id from memory_correction_evidence c
              where c.memory_id = any (p_memory_ids)) s(observation_id)
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._memory_text_observations(bigint[]) is
     'Internal: every observation the given memories'' current text came from: their evidence and their corrections''.';
@@ -8038,12 +8173,12 @@ end
 $$;
 comment on function __tenant__._link_about(bigint, text, text[], bigint[]) is
     'Internal: about-links from a memory to named entities, registered as projections.';
-$pgrecall_b86eb53a2b0f$)
+$pgrecall_6e861fa37e5b$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$, null, $pgrecall_94674287ef7a$cb4cffef6d7e84918ebd42f94d5e74a437dde06486e57c069b5481bb37ba05b2$pgrecall_94674287ef7a$, $pgrecall_cb4cffef6d7e$-- read: one memory with its provenance, only if the principal may see it for
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$, null, $pgrecall_a329c2358e26$cc39c8b70e7117a4b0870c9ff62d103b5167b79c53a94a534881f3563c292805$pgrecall_a329c2358e26$, $pgrecall_cc39c8b70e71$-- read: one memory with its provenance, only if the principal may see it for
 -- the purpose named. A memory the principal may not see is reported exactly
 -- like one that does not exist.
 
@@ -8116,10 +8251,13 @@ comment on function __tenant__.read(text, text[], bigint, text, boolean) is
 -- queries rather than four per row.
 create or replace function __tenant__._provenance_of(p_memory_ids bigint[], p_principal_id bigint, p_scopes text[])
 returns table (memory_id bigint, provenance jsonb)
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
+    return query
     select i.id, jsonb_build_object(
         'observations', coalesce(obs.list, '[]'::jsonb),
         'memories', coalesce(src.list, '[]'::jsonb),
@@ -8174,7 +8312,8 @@ as $$
                    jsonb_agg(jsonb_build_object('entity', en.name, 'type', en.entity_type) order by en.name) as list
               from memory_link l join entity en on en.id = l.target_entity_id
              where l.memory_id = any (p_memory_ids) and l.link_type = 'about'
-             group by l.memory_id) ab on ab.memory_id = i.id
+             group by l.memory_id) ab on ab.memory_id = i.id;
+end
 $$;
 comment on function __tenant__._provenance_of(bigint[], bigint, text[]) is
     'Internal: for each memory, its observations (withheld where the principal may not see them), visible source memories, hidden-source count, entities and widening reason, as JSON.';
@@ -8189,12 +8328,12 @@ as $$
 $$;
 comment on function __tenant__._provenance(bigint, bigint, text[]) is
     'Internal: a memory''s observations, visible source memories, hidden-source count and entities, as JSON.';
-$pgrecall_cb4cffef6d7e$)
+$pgrecall_cc39c8b70e71$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$, null, $pgrecall_52ce64349549$efa2b8bca1ffc210d489c1697897e7e5cfcb76b5366cdbf0d719fb3b64a25a20$pgrecall_52ce64349549$, $pgrecall_efa2b8bca1ff$-- recall: ranked retrieval, in the design's order (section 6). Each step is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$, null, $pgrecall_9836276ab2fc$d26f6ca4169e707b9c83b7b3f4a2e31b40a41c6ad9595beb60f013824747ed89$pgrecall_9836276ab2fc$, $pgrecall_d26f6ca4169e$-- recall: ranked retrieval, in the design's order (section 6). Each step is
 -- a function of its own that a DBA can call and test alone; recall_answer()
 -- runs them in order.
 --   1. eligibility (the one rule) before anything is ranked:
@@ -8313,15 +8452,22 @@ comment on function __tenant__._few_or_dense(bigint, text[], text, boolean, time
 create or replace function __tenant__._missing_embeddings(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz)
 returns bigint
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint;
+begin
     select count(*) from (
         select 1 from embedding_job j
          where exists (select 1 from _eligible_memories(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) e
                         where e.id = j.memory_id offset 0)
          limit 1001) x
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._missing_embeddings(bigint, text[], text, boolean, timestamptz) is
     'Internal: how many memories the principal may see still wait for their embedding, counted up to 1001.';
@@ -8457,7 +8603,7 @@ as $$
 $$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text) is
     'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms'' evidence orders them), permission walk. With its metadata: recall_answer().';
-$pgrecall_efa2b8bca1ff$)
+$pgrecall_d26f6ca4169e$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -8741,7 +8887,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$, null, $pgrecall_92e6f14998c2$5aea06339f9dae98b8b22e5fe914258718c13cba5d497ac6d34813088e48085a$pgrecall_92e6f14998c2$, $pgrecall_5aea06339f9d$-- Recall, steps 4 and 5 (plpgsql/recall.sql composes the steps):
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$, null, $pgrecall_a2847b1f4711$55b677f0afbd9b7c0490e2bed1efcd82e50a1cf35032942eb85ae0532f28733e$pgrecall_a2847b1f4711$, $pgrecall_55b677f0afbd$-- Recall, steps 4 and 5 (plpgsql/recall.sql composes the steps):
 --   _rrf_fuse         Reciprocal Rank Fusion of the two arms (message search
 --                     fuses its arms with it too): setting fusion = 'rrf'
 --   _score_fuse       the arms' scores, each over its own best, added:
@@ -8854,10 +9000,14 @@ create or replace function __tenant__._evidence_scores(p_ids bigint[], p_lexical
                                                       p_query_embedding double precision[], p_floor double precision,
                                                       p_model text, p_version integer)
 returns double precision[]
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result double precision[];
+begin
     select coalesce(array_agg(
                coalesce(p_bm25[array_position(p_lexical_ids, c.id)] / nullif(p_bm25[1], 0), 0)
                + case when cardinality(p_dense_ids) = 0 or me.embedding is null then 0
@@ -8870,6 +9020,9 @@ as $$
       from unnest(p_ids) with ordinality as c(id, ord)
       left join memory_embedding me
         on me.memory_id = c.id and me.model = p_model and me.input_version = p_version
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._evidence_scores(bigint[], bigint[], double precision[], bigint[], double precision[],
                                                 double precision[], double precision, text, integer) is
@@ -8880,10 +9033,14 @@ comment on function __tenant__._evidence_scores(bigint[], bigint[], double preci
 -- forgotten or other-audience sources are not).
 create or replace function __tenant__._walk_provenance(p_candidates bigint[], p_principal_id bigint, p_scopes text[])
 returns bigint[]
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
     with recursive reach (root, source, depth) as (
         select c.id, l.target_memory_id, 1
           from unnest(p_candidates) c(id)
@@ -8903,6 +9060,9 @@ as $$
     select coalesce(array_agg(c.id order by c.ord), '{}')
       from unnest(p_candidates) with ordinality c(id, ord)
      where c.id not in (select h.root from hidden h)
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._walk_provenance(bigint[], bigint, text[]) is
     'Internal: the candidates, in order, whose provenance the principal may see.';
@@ -8989,7 +9149,7 @@ comment on function __tenant__._recall_items(bigint[], bigint[], bigint[], doubl
                                              double precision[], double precision, integer, bigint, text[], text,
                                              double precision, double precision[]) is
     'Internal: recall''s rows from the walked memories and the fact list: scored by the tenant''s fusion, best p_limit, with provenance.';
-$pgrecall_5aea06339f9d$)
+$pgrecall_55b677f0afbd$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -9269,7 +9429,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$, null, $pgrecall_b8c924b03fe7$eb3373bad9ef270523051c9cdf6327c4b808026ad296c456864a544c89305d33$pgrecall_b8c924b03fe7$, $pgrecall_eb3373bad9ef$-- remember: write what the agent decided to keep, with who may see it, why
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$, null, $pgrecall_96eaab562b36$d8055525abb5d2f54be1b11e6c4ca953c0d079a1c2f2fec0630d0f9ac09584ab$pgrecall_96eaab562b36$, $pgrecall_d8055525abb5$-- remember: write what the agent decided to keep, with who may see it, why
 -- it may be used, and the observations that stated it. Capture writes only
 -- what was explicitly stated: empty or ambiguous input is a no-op that says
 -- why, never an error and never a guess.
@@ -9501,11 +9661,14 @@ create or replace function __tenant__._remember_placed(p_scope text, p_items jso
 returns table (ord integer, body text, evidence bigint[], purposes text[], audience_id bigint, kind text, title text,
                confidence double precision, about text[], observer_id bigint, widening_reason text, text_key text,
                noop text, existing_id bigint, first_ord integer)
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 rows 10
 as $$
+#variable_conflict use_column
+begin
+    return query
     -- Each item as it will be written: cleaned, why it is a no-op (if it is), the live memory of the
     -- same text and audience it duplicates, and the first item of the batch with that text.
     with items as (
@@ -9541,7 +9704,8 @@ as $$
                    over (partition by j.text_key, j.audience_id, j.observer_id) as first_ord
           from judged j
     )
-    select * from placed
+    select * from placed;
+end
 $$;
 comment on function __tenant__._remember_placed(text, jsonb) is
     'Internal: remember items judged (no-op or not) and placed against the scope''s live memories and each other.';
@@ -9767,12 +9931,12 @@ comment on function __tenant__.remember_said(text, text[], text, text, text[], t
                                              text[], bigint[], text, jsonb, text) is
     'Appends what was said (as the principal''s note) and remembers it, citing it, in one call; a memory that is a '
     'no-op or refused leaves no turn (log_offset NULL).';
-$pgrecall_eb3373bad9ef$)
+$pgrecall_d8055525abb5$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c244f83ec$representation.sql$pgrecall_837c244f83ec$, null, $pgrecall_d7f946d4fc74$3bfa767f10c406766a0d6ac56b03deff3468c4d0ba3fa40b32b4bff93bd456cf$pgrecall_d7f946d4fc74$, $pgrecall_3bfa767f10c4$-- Representations (design section 5): what is believed about a peer, and
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c244f83ec$representation.sql$pgrecall_837c244f83ec$, null, $pgrecall_34fc2efaf666$f0ff276c33c0aee7d17677c8dbc585cd89b7e86afd2fd144d47b564031f5f6cc$pgrecall_34fc2efaf666$, $pgrecall_f0ff276c33c0$-- Representations (design section 5): what is believed about a peer, and
 -- from whose perspective.
 --
 -- A memory about a peer is one linked (about) to the entity named as the
@@ -9889,10 +10053,14 @@ comment on function __tenant__.get_representation(text, text[], bigint, text, te
 -- nothing is removed.
 create or replace function __tenant__._scrubbed_working(p_document jsonb, p_observation_ids bigint[])
 returns jsonb
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result jsonb;
+begin
     select coalesce(jsonb_object_agg(d.key, d.items), '{}')
       from (select t.key,
                    jsonb_agg(i.item - array(
@@ -9904,6 +10072,9 @@ as $$
              cross join lateral jsonb_array_elements(t.value) with ordinality as i(item, n)
              where not ((i.item ->> 'observation_id')::bigint = any (p_observation_ids))
              group by t.key) d
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._scrubbed_working(jsonb, bigint[]) is
     'Internal (erasure): a working representation without items from these observations or references to deleted rows.';
@@ -9942,12 +10113,12 @@ as $$
 $$;
 comment on function __tenant__._working_cites(jsonb, bigint[]) is
     'Internal: whether a working representation holds an item derived from one of these observations.';
-$pgrecall_3bfa767f10c4$)
+$pgrecall_f0ff276c33c0$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87097f8fc081$revise.sql$pgrecall_87097f8fc081$, null, $pgrecall_99a6636c46e2$b16a6ab50b8f3ab221bdf86e0dbe19f4425edc53324e85b3229f4f903bff8262$pgrecall_99a6636c46e2$, $pgrecall_b16a6ab50b8f$-- correct, supersede and forget: the three ways a memory changes after it is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87097f8fc081$revise.sql$pgrecall_87097f8fc081$, null, $pgrecall_34cb236466b5$26af1e6f21673c5f9da099db76fe0edb894113c73668609da6d7e6640d1aee8c$pgrecall_34cb236466b5$, $pgrecall_26af1e6f2167$-- correct, supersede and forget: the three ways a memory changes after it is
 -- written. Each takes the revision the caller read; the loser of a race gets
 -- PR105 and nothing it sent is written. correct and supersede cite the
 -- observations they stand on, like every other write, and as remember()
@@ -10124,15 +10295,22 @@ comment on function __tenant__.correct(text, text[], bigint, integer, text, text
 -- the old memory and checked its revision (_lock_for_revision).
 create or replace function __tenant__._supersede_by(p_old_id bigint, p_new_id bigint)
 returns integer
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result integer;
+begin
     update memory m
        set superseded_by = p_new_id, revision = m.revision + 1, updated_at = now(),
            valid = tstzrange(lower(m.valid), greatest(lower(m.valid), now()))
      where m.id = p_old_id
     returning m.revision
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._supersede_by(bigint, bigint) is
     'Internal: marks a locked memory superseded by another; returns its new revision.';
@@ -10240,7 +10418,7 @@ end
 $$;
 comment on function __tenant__.forget(text, text[], bigint, text, integer) is
     'Invalidates a memory with a reason; it is no longer read or recalled. Nothing is forgotten unless asked.';
-$pgrecall_b16a6ab50b8f$)
+$pgrecall_26af1e6f2167$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -10356,7 +10534,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_42f49ecc9a30$sessions.sql$pgrecall_42f49ecc9a30$, null, $pgrecall_d5e9c830167a$be2eadac8ba74ef972744858ba2dd49fe33b7ff9b31a29aefc5b46d6d1db02b4$pgrecall_d5e9c830167a$, $pgrecall_be2eadac8ba7$-- Sessions and the peers in them (design section 5).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_42f49ecc9a30$sessions.sql$pgrecall_42f49ecc9a30$, null, $pgrecall_5ee0f9d54058$7b10d18ed3ad2934f84be7edccaac58d21290fbb97a159cfebef38ad82225d3b$pgrecall_5ee0f9d54058$, $pgrecall_7b10d18ed3ad$-- Sessions and the peers in them (design section 5).
 --
 -- A session lives in one scope; its messages are observations of that scope
 -- with its id. Each session peer carries two flags: observe the others
@@ -10701,13 +10879,20 @@ comment on function __tenant__._session_peer_row(text, text[], bigint, text) is
 
 create or replace function __tenant__._session_peer_json(p_row __tenant__.session_peer)
 returns jsonb
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result jsonb;
+begin
     select jsonb_build_object('session', p_row.session_id, 'peer', (select p.name from peer p where p.id = p_row.peer_id),
                               'observe_others', p_row.observe_others, 'observed_by_others', p_row.observed_by_others,
                               'joined_at', p_row.joined_at, 'left_at', p_row.left_at, 'active', p_row.left_at is null)
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._session_peer_json(__tenant__.session_peer) is 'Internal: a session peer''s configuration as JSON.';
 
@@ -10937,7 +11122,7 @@ comment on function __tenant__.log_turn(text, text[], text, text, text, text, te
     'Appends a turn to a turn log: to its newest session, or to a new one after a gap of more than turn_gap_seconds; '
     'p_data_subject_id (else the actor''s, else the session''s) tags the turn, and the session it opens; '
     'p_audience narrows who may see it.';
-$pgrecall_be2eadac8ba7$)
+$pgrecall_7b10d18ed3ad$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -11080,7 +11265,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_59205b55f9eb$term_stats.sql$pgrecall_59205b55f9eb$, null, $pgrecall_9d7906927451$160438541309d70c51b8ae1e8ee1d3fa6d9e3fa7dc292f961b8674eb01e8f051$pgrecall_9d7906927451$, $pgrecall_160438541309$-- Corpus statistics for BM25 and term pruning.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_59205b55f9eb$term_stats.sql$pgrecall_59205b55f9eb$, null, $pgrecall_8acebf24e976$e7ee4fa90a516c29cc44c8b2af861ed03e8b9eaeeb8bb1d47343b7e1d8ec0425$pgrecall_8acebf24e976$, $pgrecall_e7ee4fa90a51$-- Corpus statistics for BM25 and term pruning.
 --
 -- Document frequencies come from a snapshot (term_stat, corpus_stat) taken by
 -- refresh_term_stats(), which the worker runs when the corpus has grown by
@@ -11179,10 +11364,12 @@ comment on function __tenant__._term_frequencies(text[]) is
 -- memories about to be erased, which prove nothing.
 create or replace function __tenant__._drop_unused_terms(p_terms text[], p_leaving bigint[])
 returns void
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
     with unproven as (
         select t.term from term_stat t
          where t.term = any (p_terms)
@@ -11201,7 +11388,8 @@ as $$
         update term_stat t set witness_memory_id = p.witness
           from probed p where t.term = p.term and p.witness is not null
     )
-    delete from term_stat t using probed p where t.term = p.term and p.witness is null
+    delete from term_stat t using probed p where t.term = p.term and p.witness is null;
+end
 $$;
 comment on function __tenant__._drop_unused_terms(text[], bigint[]) is
     'Internal: delete the terms no live memory (other than p_leaving) uses; re-witness the others.';
@@ -11311,7 +11499,7 @@ end
 $$;
 comment on function __tenant__._retext_terms(bigint[], jsonb, bigint[]) is
     'Internal: move the term statistics from memories'' old texts (_term_uses before) to their new ones; returns the terms they dropped.';
-$pgrecall_160438541309$)
+$pgrecall_e7ee4fa90a51$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -12018,7 +12206,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_af6993231208$work_queue.sql$pgrecall_af6993231208$, null, $pgrecall_7deb34f48791$dae8aea7c188aded10a05abc59434daccf16ea4b4b6ca6436a8dab718ac10a36$pgrecall_7deb34f48791$, $pgrecall_dae8aea7c188$-- The derivation work queue (design section 5).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_af6993231208$work_queue.sql$pgrecall_af6993231208$, null, $pgrecall_484a395bce20$4d45246e76c13eb993f94c9202fa47096f304c778a92d3a388e2aa4694884865$pgrecall_484a395bce20$, $pgrecall_4d45246e76c1$-- The derivation work queue (design section 5).
 --
 -- Each message queues, as the flags say, one task per lane, where a lane is
 -- (session, task type, sender, observer):
@@ -12200,10 +12388,14 @@ comment on function __tenant__._leased_task(bigint, uuid) is 'Internal: a task l
 -- for a summary task the window of messages claim_tasks() handed out with it.
 create or replace function __tenant__._task_offsets(p_task __tenant__.work_task)
 returns bigint[]
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
     select array(
         select o.log_offset from observation o
           join session s on s.id = p_task.session_id
@@ -12212,6 +12404,9 @@ as $$
          order by o.log_offset desc
          limit case when p_task.task_type = 'summary'
                     then greatest((_setting_value('summary_every_messages') #>> '{}')::integer, 1) else 1 end)
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._task_offsets(__tenant__.work_task) is
     'Internal: the offsets of the messages a task was handed out with (what its results may cite).';
@@ -12487,7 +12682,7 @@ as $$
     select t.task_type, t.status, count(*) from work_task t group by 1, 2 order by 1, 2
 $$;
 comment on function __tenant__.work_queue_status() is 'Derivation tasks by type and status.';
-$pgrecall_dae8aea7c188$)
+$pgrecall_4d45246e76c1$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
