@@ -199,7 +199,7 @@ declare
     v_count integer := jsonb_array_length(p_rows);
     v_last bigint;
 begin
-    perform set_config('plan_cache_mode', 'force_generic_plan', true);
+    perform set_config('plan_cache_mode', _plan_cache_mode(), true);
     perform _check_keys(p_rows, array['body', 'source_role', 'kind', 'actor', 'session_id', 'occurred_at', 'payload',
                                       'data_subject_id', 'lawful_basis', 'classification', 'retention_until',
                                       'audience'], 'row');
@@ -219,7 +219,6 @@ begin
      where s.name = p_scope
     returning s.log_watermark into v_last;
 
-    return query
     insert into observation (scope, log_offset, kind, occurred_at, source_role, actor_id, session_id, body,
                              payload, data_subject_id, lawful_basis, classification, retention_until, audience)
     select p_scope, v_last - v_count + r.ord, r.kind, coalesce(r.occurred_at, now()), r.source_role,
@@ -232,8 +231,10 @@ begin
            r.lawful_basis, r.classification, r.retention_until, a.audience
       from _observation_rows(p_rows) r
       join _turn_audiences(p_principal, p_rows) a on a.ord = r.ord
-     order by r.ord
-    returning (log_offset - (v_last - v_count))::integer, log_offset;
+     order by r.ord;
+    -- Row r got offset v_last - v_count + r: told without a RETURNING clause, which Citus does not
+    -- carry to the shard with its parameters ("there is no parameter").
+    return query select g, v_last - v_count + g from generate_series(1, v_count) g;
     perform set_config('plan_cache_mode', v_saved_plan_mode, true);
 end
 $$;

@@ -7,7 +7,7 @@
 -- the 500 newest visible memories", with the tenant's duplicate_cosine and
 -- duplicate_window):
 --   * the window: the principal's duplicate_window newest CURRENT memories
---     that the eligibility rule (_eligible_memories) lets it see in the
+--     that the eligibility rule (_memory_eligible) lets it see in the
 --     authorised scopes for any purpose, neither superseded nor forgotten.
 --     Newest is the latest written (highest id): created_at is the writing
 --     transaction's start, so ids order the writes more finely;
@@ -146,7 +146,8 @@ begin
     perform _check_limit(p_limit, 1000, 'limit', 'Ask for the best pairs first, e.g. p_limit => 20.');
 
     select coalesce(array_agg(w.id order by w.id desc), '{}') into v_ids
-      from (select e.id from _eligible_memories(v_principal, p_scopes, null, false, null) e
+      from (select e.id from memory e where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                                             v_principal, p_scopes, null, false, null)
              order by e.id desc limit v_window) w;
 
     select count(*) into v_embedded

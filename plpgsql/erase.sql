@@ -288,15 +288,15 @@ begin
     -- stores nothing.
     o_neighbours := array(select x from unnest(_memories_embedding_turns(p_observations)) x
                            where not (x = any (p_memories)) order by x);
-    insert into embedding_job as j (memory_id)
-    select m.id from memory m
+    insert into embedding_job as j (memory_id, enqueued_at)
+    select m.id, clock_timestamp() from memory m
      where m.id = any (o_neighbours) and m.superseded_by is null and m.invalidated_at is null
        and (exists (select 1 from embedding_job q where q.memory_id = m.id)
             -- input version 1 is title and body alone
             or exists (select 1 from memory_embedding me where me.memory_id = m.id and me.input_version <> 1))
      order by m.id
     on conflict (memory_id) do update
-        set generation = j.generation + 1, enqueued_at = clock_timestamp(), leased_by = null, lease_until = null;
+        set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null;
     if found then
         perform _notify('embed');
     end if;

@@ -4,29 +4,53 @@
 -- observation, PR113 role policy (a human's fact on an assistant's word only),
 -- PR114 unknown entity, PR115 unknown fact, PR108 fact no longer current.
 
--- Eligibility for facts, like _eligible_memories for memories and with the
--- same audience rule (_audience_admits): inlined by the planner into the
--- caller's query (so no definer or SET).
-create or replace function __tenant__._eligible_facts(
+-- Eligibility for facts, like _memory_eligible for memories and with the
+-- same audience rule (_audience_admits): an expression on a fact's columns,
+-- written in the WHERE clause of a query on fact and inlined there by the
+-- planner (so no definer or SET, and no table read).
+create or replace function __tenant__._fact_eligible(
+    p_scope         text,
+    p_audience_peer_id bigint,
+    p_purposes      text[],
+    p_valid         tstzrange,
+    p_known         tstzrange,
     p_principal_id  bigint,
     p_scopes        text[],
     p_purpose       text,         -- NULL: any purpose
     p_valid_at      timestamptz,  -- NULL: any time
     p_known_at      timestamptz   -- NULL: currently known
 )
+returns boolean
+language sql stable
+as $$
+    select p_scope = any (p_scopes)
+       and __tenant__._audience_admits(p_principal_id, p_audience_peer_id, null)
+       and (p_purpose is null or p_purpose = any (p_purposes))
+       and (p_valid_at is null or p_valid @> p_valid_at)
+       and (case when p_known_at is null then upper_inf(p_known) else p_known @> p_known_at end)
+$$;
+comment on function __tenant__._fact_eligible(text, bigint, text[], tstzrange, tstzrange, bigint, text[], text,
+                                              timestamptz, timestamptz) is
+    'Internal: whether a fact (its columns) is one the principal may see for a purpose, valid and known at the given times.';
+
+-- The same as a set, for psql and the tests on one server (no tenant function calls it).
+create or replace function __tenant__._eligible_facts(
+    p_principal_id  bigint,
+    p_scopes        text[],
+    p_purpose       text,
+    p_valid_at      timestamptz,
+    p_known_at      timestamptz
+)
 returns setof __tenant__.fact
 language sql stable
 as $$
     select f.*
       from __tenant__.fact f
-     where f.scope = any (p_scopes)
-       and __tenant__._audience_admits(p_principal_id, f.audience_peer_id, null)
-       and (p_purpose is null or p_purpose = any (f.purposes))
-       and (p_valid_at is null or f.valid @> p_valid_at)
-       and (case when p_known_at is null then upper_inf(f.known) else f.known @> p_known_at end)
+     where __tenant__._fact_eligible(f.scope, f.audience_peer_id, f.purposes, f.valid, f.known,
+                                     p_principal_id, p_scopes, p_purpose, p_valid_at, p_known_at)
 $$;
 comment on function __tenant__._eligible_facts(bigint, text[], text, timestamptz, timestamptz) is
-    'Internal: the facts a principal may see in the authorised scopes for a purpose, valid and known at the given times.';
+    'Internal: the facts a principal may see (_fact_eligible as a set), for psql and tests on one server.';
 
 -- Evidence items ({"offset", "quote", optional "start"/"end" byte offsets})
 -- resolved to observations and byte spans. Without a span the quote's first
@@ -418,7 +442,7 @@ declare
     v_ev_end integer[];
     v_ev_quote text[];
 begin
-    perform set_config('plan_cache_mode', 'force_generic_plan', true);
+    perform set_config('plan_cache_mode', _plan_cache_mode(), true);
     v_pred := _check_fact_fields(p_predicate, p_subject, p_object, p_statement, p_subject_type, p_object_type,
                                  p_confidence, p_valid_from, p_valid_to);
     v_purposes := case when p_purposes is null then array(select p from unnest(_purposes()) p order by p)
@@ -568,8 +592,9 @@ begin
       from fact_evidence x
       join observation o on o.id = x.observation_id
       join peer p on p.id = o.actor_id
-     cross join lateral (select exists (select 1 from _eligible_observations(v_principal, p_scopes) e
-                                         where e.id = o.id) as seen) v
+     cross join lateral (select exists (select 1 from observation e
+                                         where _observation_eligible(e.scope, e.audience,
+                                                                     v_principal, p_scopes) and e.id = o.id) as seen) v
      where x.fact_id = p_fact_id
      order by o.log_offset, x.byte_start;
 end
@@ -599,7 +624,7 @@ begin
                                                            'withheld', true) end
                               order by o.log_offset, x.byte_start), '[]')
       from fact_evidence x join observation o on o.id = x.observation_id
-      left join _eligible_observations(p_principal_id, p_scopes) e on e.id = o.id
+      left join observation e on _observation_eligible(e.scope, e.audience, p_principal_id, p_scopes) and e.id = o.id
      where x.fact_id = p_fact_id
     into v_result;
     return v_result;
@@ -640,11 +665,13 @@ begin
     return query
     select f.id, se.name, f.predicate, coalesce(oe.name, f.object_value), f.statement, f.valid, f.known,
            f.confidence, f.salience, op.name, _fact_evidence_json(f.id, v_principal, p_scopes)
-      from _eligible_facts(v_principal, p_scopes, p_purpose, coalesce(p_valid_at, now()), p_known_at) f
+      from fact f
       join entity se on se.id = f.subject_id
       left join entity oe on oe.id = f.object_id
       left join peer op on op.id = f.observer_peer_id
-     where f.subject_id = any (v_subjects)
+     where _fact_eligible(f.scope, f.audience_peer_id, f.purposes, f.valid, f.known,
+                          v_principal, p_scopes, p_purpose, coalesce(p_valid_at, now()), p_known_at)
+       and f.subject_id = any (v_subjects)
        and (p_predicate is null or f.predicate = p_predicate)
      order by f.predicate, lower(f.valid) desc, f.id;
 end

@@ -2,7 +2,7 @@
 -- a function of its own that a DBA can call and test alone; recall_answer()
 -- runs them in order.
 --   1. eligibility (the one rule) before anything is ranked:
---        _eligible_memories (eligibility.sql); every step selects from it;
+--        _memory_eligible (eligibility.sql); every step filters with it;
 --        when the principal may see only a few memories, their ids, read once
 --        and shared by both arms: _few_eligible (recall_dense.sql)
 --   2. lexical arm: BM25 from document frequencies; from prune_min_terms query
@@ -127,8 +127,9 @@ declare
 begin
     select count(*) from (
         select 1 from embedding_job j
-         where exists (select 1 from _eligible_memories(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) e
-                        where e.id = j.memory_id offset 0)
+         where exists (select 1 from memory e
+                        where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                               p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) and e.id = j.memory_id offset 0)
          limit 1001) x
     into v_result;
     return v_result;
@@ -140,8 +141,9 @@ comment on function __tenant__._missing_embeddings(bigint, text[], text, boolean
 -- Recall, its steps in order. None of the steps' plans depends on the values
 -- they are run with (the lexical candidates, which do, are planned per call as
 -- dynamic SQL), but PostgreSQL would re-plan several of them on every call:
--- ~1 ms. So plan_cache_mode is force_generic_plan while the steps run; the
--- setting is this transaction's, so it reaches the steps' statements.
+-- ~1 ms. So plan_cache_mode is force_generic_plan while the steps run (not on
+-- Citus: _plan_cache_mode); the setting is this transaction's, so it reaches
+-- the steps' statements.
 create or replace function __tenant__.recall_answer(
     p_principal           text,
     p_scopes              text[],
@@ -191,7 +193,7 @@ begin
     perform _check_time(p_at, 'p_at');
     perform _check_text(p_query, 'query', 10000);
     v_depth := _arm_depth(p_limit, v_set);
-    perform set_config('plan_cache_mode', 'force_generic_plan', true);  -- see above
+    perform set_config('plan_cache_mode', _plan_cache_mode(), true);  -- see above
     if v_mode in ('hybrid', 'dense') then
         v_dense_reason := _dense_reason(p_query_embedding, p_query_model, v_set);
     else

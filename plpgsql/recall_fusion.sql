@@ -165,8 +165,9 @@ begin
         -- (Observation links need no check: evidence is always in the memory's
         -- own scope, which eligibility has already authorised.)
         select distinct r.root from reach r
-         where not exists (select 1 from _eligible_memories(p_principal_id, p_scopes, null, true, null) e
-                            where e.id = r.source)
+         where not exists (select 1 from memory e
+                            where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                                   p_principal_id, p_scopes, null, true, null) and e.id = r.source)
     )
     select coalesce(array_agg(c.id order by c.ord), '{}')
       from unnest(p_candidates) with ordinality c(id, ord)

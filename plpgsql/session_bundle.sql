@@ -27,11 +27,13 @@ begin
     if p_recent is null or p_recent not between 0 and 100 or p_entities is null or p_entities not between 0 and 100 then
         perform _fail('PR150', 'p_recent and p_entities must be between 0 and 100');
     end if;
-    v_recent := array(select e.id from _eligible_memories(v_principal, p_scopes, p_purpose, false, null) e
-                       where not e.pinned
+    v_recent := array(select e.id from memory e
+                       where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                              v_principal, p_scopes, p_purpose, false, null) and not e.pinned
                        order by e.updated_at desc, e.id desc limit p_recent);
-    v_pinned := array(select e.id from _eligible_memories(v_principal, p_scopes, p_purpose, false, null) e
-                       where e.pinned order by e.id);
+    v_pinned := array(select e.id from memory e
+                       where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                              v_principal, p_scopes, p_purpose, false, null) and e.pinned order by e.id);
     -- Each memory carries its provenance, as read and recall give it.
     select coalesce(jsonb_object_agg(pv.memory_id::text, pv.provenance), '{}') into v_provenance
       from _provenance_of(v_recent || v_pinned, v_principal, p_scopes) pv;
@@ -51,9 +53,11 @@ begin
             select jsonb_agg(jsonb_build_object('entity', t.name, 'type', t.entity_type, 'scope', t.scope,
                                                 'memories', t.n) order by t.n desc, t.name)
               from (select en.name, en.entity_type, en.scope, count(*) as n
-                      from _eligible_memories(v_principal, p_scopes, p_purpose, false, null) e
+                      from memory e
                       join memory_link l on l.memory_id = e.id and l.link_type = 'about'
                       join entity en on en.id = l.target_entity_id
+                     where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by,
+                                            e.valid, v_principal, p_scopes, p_purpose, false, null)
                      group by en.id, en.name, en.entity_type, en.scope
                      order by n desc, en.name limit p_entities) t), '[]'::jsonb),
         -- The principal's own working representation of the others in the

@@ -819,6 +819,12 @@ comment on function pgrecall.flush_erasure(text, bigint) is
 -- distributed schema), erase (refreshes planner statistics with ANALYZE, which the coordinator
 -- carries to the shards) and rewrite_erased (CLUSTER). Run after create_tenant, in its own
 -- transaction: Citus moves the schema's tables with connections of their own.
+-- The tenant's roles run with citus.allow_nested_distributed_execution: a statement on a tenant
+-- table that calls a tenant function reading another (a fact's evidence beside the fact, a
+-- turn's audience in the insert of the turn) runs that function inside the statement's task on
+-- the worker, which Citus refuses by default because a nested query could go over another
+-- connection and miss the outer one's writes. Here it cannot: every table of the tenant is on
+-- one node, in one colocation group, so the nested query runs locally, in the same transaction.
 create or replace function pgrecall.distribute_tenant(p_name text)
 returns table (schema_name text, node text)
 language plpgsql
@@ -827,12 +833,18 @@ as $$
 declare
     v_tenant pgrecall.tenant := pgrecall._require_tenant(p_name);
     v_fn record;
+    v_role name;
     v_anchor text := format('%I.memory', p_name);
 begin
     perform pgrecall._require_citus();
     if not exists (select 1 from pg_catalog.pg_dist_schema where schemaid = p_name::regnamespace) then
         execute 'select pg_catalog.citus_schema_distribute($1::regnamespace)' using p_name;
     end if;
+    foreach v_role in array array[v_tenant.owner_role, v_tenant.app_role, v_tenant.worker_role, v_tenant.admin_role] loop
+        if v_role is not null then
+            execute format('alter role %I set citus.allow_nested_distributed_execution = on', v_role);
+        end if;
+    end loop;
     -- Functions reach the workers one by one, in no order their bodies could follow: the
     -- workers check no body (an SQL function naming one not created yet is not an error).
     set local citus.propagate_set_commands = 'local';
@@ -2752,7 +2764,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$, null, $pgrecall_6d40fe1c39ec$cb6da75163402bd6fbdda2386956f431f3741fdf8d8b1dc42940faccd188b3c7$pgrecall_6d40fe1c39ec$, $pgrecall_cb6da7516340$-- Appending to the log. Offsets come from the scope's counter under its row
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$, null, $pgrecall_37d81896ced1$502b29e26aa1dc06133c96e0391dadd02239cf51a84f7cb3b22914797975db35$pgrecall_37d81896ced1$, $pgrecall_502b29e26aa1$-- Appending to the log. Offsets come from the scope's counter under its row
 -- lock, held to commit: concurrent writers queue per scope, a rolled-back
 -- append gives its offsets back, and offsets are contiguous with no
 -- duplicates. append_observation() appends one row and append_observations()
@@ -2953,7 +2965,7 @@ declare
     v_count integer := jsonb_array_length(p_rows);
     v_last bigint;
 begin
-    perform set_config('plan_cache_mode', 'force_generic_plan', true);
+    perform set_config('plan_cache_mode', _plan_cache_mode(), true);
     perform _check_keys(p_rows, array['body', 'source_role', 'kind', 'actor', 'session_id', 'occurred_at', 'payload',
                                       'data_subject_id', 'lawful_basis', 'classification', 'retention_until',
                                       'audience'], 'row');
@@ -2973,7 +2985,6 @@ begin
      where s.name = p_scope
     returning s.log_watermark into v_last;
 
-    return query
     insert into observation (scope, log_offset, kind, occurred_at, source_role, actor_id, session_id, body,
                              payload, data_subject_id, lawful_basis, classification, retention_until, audience)
     select p_scope, v_last - v_count + r.ord, r.kind, coalesce(r.occurred_at, now()), r.source_role,
@@ -2986,8 +2997,10 @@ begin
            r.lawful_basis, r.classification, r.retention_until, a.audience
       from _observation_rows(p_rows) r
       join _turn_audiences(p_principal, p_rows) a on a.ord = r.ord
-     order by r.ord
-    returning (log_offset - (v_last - v_count))::integer, log_offset;
+     order by r.ord;
+    -- Row r got offset v_last - v_count + r: told without a RETURNING clause, which Citus does not
+    -- carry to the shard with its parameters ("there is no parameter").
+    return query select g, v_last - v_count + g from generate_series(1, v_count) g;
     perform set_config('plan_cache_mode', v_saved_plan_mode, true);
 end
 $$;
@@ -3073,7 +3086,7 @@ end
 $$;
 comment on function __tenant__.log_watermark(text, text[], text) is
     'The largest offset below which the scope''s log has no hole (committed appends only).';
-$pgrecall_cb6da7516340$)
+$pgrecall_502b29e26aa1$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -3111,7 +3124,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_53bb5ff8bb48$derive.sql$pgrecall_53bb5ff8bb48$, null, $pgrecall_d6228c93b076$dddfaa6eef92a9f3da6d95336ce23b06775d6cc49537b74741917aa79f853e54$pgrecall_d6228c93b076$, $pgrecall_dddfaa6eef92$-- derive: a new memory from other memories. The new row may be seen by and
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_53bb5ff8bb48$derive.sql$pgrecall_53bb5ff8bb48$, null, $pgrecall_479b581444bc$f26d4cf699deb8176806b71f1b5b4ae2de14c162bd011841d340475dea39074a$pgrecall_479b581444bc$, $pgrecall_f26d4cf699de$-- derive: a new memory from other memories. The new row may be seen by and
 -- used for only what EVERY source allows: scopes, audiences and purposes
 -- intersect, and an empty intersection is refused (PR106), never widened.
 -- Like every memory it is never more public than the turns it stands on
@@ -3162,7 +3175,8 @@ begin
 
     -- Every source must be visible to the principal (for some purpose) and live.
     select s into v_missing from unnest(v_sources) s
-     where not exists (select 1 from _eligible_memories(v_principal, p_scopes, null, false, null) e where e.id = s)
+     where not exists (select 1 from memory e where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                                                     v_principal, p_scopes, null, false, null) and e.id = s)
      limit 1;
     if found then
         perform _fail('PR104', format('source memory %s not found', v_missing),
@@ -3215,12 +3229,12 @@ $$;
 comment on function __tenant__.derive(text, text[], bigint[], text, text, text, double precision, text[], text) is
     'A memory derived from other memories; its scope, audience and purposes are the intersection of the sources'' (PR106 if empty); '
     'PR116 if that reaches more peers than the turns they stand on, unless p_widening_reason says why.';
-$pgrecall_dddfaa6eef92$)
+$pgrecall_f26d4cf699de$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$, null, $pgrecall_9e859e85353a$4b136950aefba9303832f7f51bbd85b28b93691a93efdde4bfbfa992492735a6$pgrecall_9e859e85353a$, $pgrecall_4b136950aefb$-- Duplicates: the database proposes pairs of similar memories, a person
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$, null, $pgrecall_da240b6d2e3a$b05892ac23924055fb0e9f4df7e50bd0a3fd99704a51c9ba1225bc2a1aab90bb$pgrecall_da240b6d2e3a$, $pgrecall_b05892ac2392$-- Duplicates: the database proposes pairs of similar memories, a person
 -- decides. Other memory stores merge on their own (an LLM judges, or an exact
 -- hash matches); here nothing changes because two memories are alike, only
 -- because someone looked at both, with their provenance, and said so.
@@ -3229,7 +3243,7 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed
 -- the 500 newest visible memories", with the tenant's duplicate_cosine and
 -- duplicate_window):
 --   * the window: the principal's duplicate_window newest CURRENT memories
---     that the eligibility rule (_eligible_memories) lets it see in the
+--     that the eligibility rule (_memory_eligible) lets it see in the
 --     authorised scopes for any purpose, neither superseded nor forgotten.
 --     Newest is the latest written (highest id): created_at is the writing
 --     transaction's start, so ids order the writes more finely;
@@ -3368,7 +3382,8 @@ begin
     perform _check_limit(p_limit, 1000, 'limit', 'Ask for the best pairs first, e.g. p_limit => 20.');
 
     select coalesce(array_agg(w.id order by w.id desc), '{}') into v_ids
-      from (select e.id from _eligible_memories(v_principal, p_scopes, null, false, null) e
+      from (select e.id from memory e where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                                             v_principal, p_scopes, null, false, null)
              order by e.id desc limit v_window) w;
 
     select count(*) into v_embedded
@@ -3568,24 +3583,24 @@ end
 $$;
 comment on function __tenant__.decide_duplicate(text, text[], bigint, bigint, text, text, integer, integer) is
     'A person''s decision about a proposed pair: distinct (keep both), supersede (b replaces a) or forget (a); recorded with who, when and why. PR180 if someone decided it first.';
-$pgrecall_4b136950aefb$)
+$pgrecall_b05892ac2392$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1be9eb3e3608$eligibility.sql$pgrecall_1be9eb3e3608$, null, $pgrecall_4b1015586b4e$aa4e7ee3a1a6604838802106949551efd356cde8e3e7d7dc8eb10fdeace7bfd7$pgrecall_4b1015586b4e$, $pgrecall_aa4e7ee3a1a6$-- The one eligibility rule. Every read path selects from these functions, so
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1be9eb3e3608$eligibility.sql$pgrecall_1be9eb3e3608$, null, $pgrecall_2df3f40a200d$e2209bed5c9fb696daf476104cdfa5d2ec914d0931e960e9809c279996542e77$pgrecall_2df3f40a200d$, $pgrecall_e2209bed5c9f$-- The one eligibility rule. Every read path filters with these functions, so
 -- the rule is written exactly once: who an audience admits
--- (_audience_admits), and from it the memories (_eligible_memories: read,
+-- (_audience_admits), and from it the memories (_memory_eligible: read,
 -- derive's sources, the revision checks of correct/supersede/forget, recall)
--- and the turns of the log (_eligible_observations: provenance quotes,
+-- and the turns of the log (_observation_eligible: provenance quotes,
 -- citations, working representations; message search applies the same rule
 -- to passages, which copy their turn's audience) a principal may see. Facts
 -- (facts.sql) use _audience_admits too.
 --
--- They are plain SQL functions without SECURITY DEFINER or SET so that the
--- planner inlines them into the caller's query and uses the caller's indexes;
--- their tables are qualified, and only the tenant's definer functions (whose
--- path is pinned) can call them.
+-- They are plain SQL functions without SECURITY DEFINER or SET, and read no
+-- table, so that the planner inlines them into the caller's query and uses the
+-- caller's indexes; only the tenant's definer functions (whose path is
+-- pinned) can call them.
 
 -- The audience rule. An audience is NULL (everyone authorised for the scope)
 -- or the peers it names, and it admits a principal it names. A memory or a
@@ -3664,41 +3679,87 @@ $$;
 comment on function __tenant__._audience_names(bigint[]) is
     'Internal: the names of the peers an audience names, as a JSON array; NULL for the scope.';
 
-create or replace function __tenant__._eligible_memories(
+-- The rule for one memory, from its columns: what every tenant function
+-- writes in the WHERE (or ON) clause of a query on memory, as
+-- "from memory e where _memory_eligible(e.scope, e.audience_peer_id,
+-- e.purposes, e.invalidated_at, e.superseded_by, e.valid, principal, scopes,
+-- purpose, include_superseded, at)". An expression on the row's columns, no
+-- table read: the planner inlines it into the caller's WHERE clause (as it did
+-- the set-returning form below) and uses the caller's indexes, and on Citus the
+-- query names the memory table itself, so it is planned as a query on that
+-- tenant's shard. Columns, not the row: a shard's row type is not memory's.
+create or replace function __tenant__._memory_eligible(
+    p_scope               text,
+    p_audience_peer_id    bigint,
+    p_purposes            text[],
+    p_invalidated_at      timestamptz,
+    p_superseded_by       bigint,
+    p_valid               tstzrange,
     p_principal_id        bigint,
     p_scopes              text[],
     p_purpose             text,        -- NULL: any purpose (provenance and write checks)
     p_include_superseded  boolean,
     p_at                  timestamptz  -- NULL: no time filter
 )
+returns boolean
+language sql stable
+as $$
+    select p_scope = any (p_scopes)
+       and __tenant__._audience_admits(p_principal_id, p_audience_peer_id, null)
+       and (p_purpose is null or p_purpose = any (p_purposes))
+       and p_invalidated_at is null
+       and (p_include_superseded or p_superseded_by is null)
+       and (p_at is null or p_valid @> p_at)
+$$;
+comment on function __tenant__._memory_eligible(text, bigint, text[], timestamptz, bigint, tstzrange, bigint, text[],
+                                                text, boolean, timestamptz) is
+    'Internal: whether a memory (its columns) is one the principal may see in the authorised scopes for a purpose. The single eligibility rule.';
+
+-- The same rule as a set, for psql and the tests on one server. No tenant
+-- function calls it: on Citus a query whose table comes from an SQL function
+-- cannot be planned (tests/test_citus_helpers_static.py checks it).
+create or replace function __tenant__._eligible_memories(
+    p_principal_id        bigint,
+    p_scopes              text[],
+    p_purpose             text,
+    p_include_superseded  boolean,
+    p_at                  timestamptz
+)
 returns setof __tenant__.memory
 language sql stable
 as $$
     select m.*
       from __tenant__.memory m
-     where m.scope = any (p_scopes)
-       and __tenant__._audience_admits(p_principal_id, m.audience_peer_id, null)
-       and (p_purpose is null or p_purpose = any (m.purposes))
-       and m.invalidated_at is null
-       and (p_include_superseded or m.superseded_by is null)
-       and (p_at is null or m.valid @> p_at)
+     where __tenant__._memory_eligible(m.scope, m.audience_peer_id, m.purposes, m.invalidated_at, m.superseded_by,
+                                       m.valid, p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
 $$;
 comment on function __tenant__._eligible_memories(bigint, text[], text, boolean, timestamptz) is
-    'Internal: the memories a principal may see in the authorised scopes for a purpose. The single eligibility rule.';
+    'Internal: the memories a principal may see (_memory_eligible as a set), for psql and tests on one server.';
 
--- The turns of the log a principal may see in the authorised scopes. Joined
--- to by id (provenance, citations), it is one primary-key probe per turn.
+-- A turn of the log a principal may see in the authorised scopes, from its
+-- columns (as _memory_eligible). Joined to by id (provenance, citations), it
+-- is one primary-key probe per turn.
+create or replace function __tenant__._observation_eligible(p_scope text, p_audience bigint[],
+                                                            p_principal_id bigint, p_scopes text[])
+returns boolean
+language sql stable
+as $$
+    select p_scope = any (p_scopes)
+       and __tenant__._audience_admits(p_principal_id, null, p_audience)
+$$;
+comment on function __tenant__._observation_eligible(text, bigint[], bigint, text[]) is
+    'Internal: whether a turn of the log (its columns) is one the principal may see in the authorised scopes.';
+
 create or replace function __tenant__._eligible_observations(p_principal_id bigint, p_scopes text[])
 returns setof __tenant__.observation
 language sql stable
 as $$
     select o.*
       from __tenant__.observation o
-     where o.scope = any (p_scopes)
-       and __tenant__._audience_admits(p_principal_id, null, o.audience)
+     where __tenant__._observation_eligible(o.scope, o.audience, p_principal_id, p_scopes)
 $$;
 comment on function __tenant__._eligible_observations(bigint, text[]) is
-    'Internal: the turns of the log a principal may see in the authorised scopes (the audience rule of memories).';
+    'Internal: the turns a principal may see (_observation_eligible as a set), for psql and tests on one server.';
 
 -- A memory named by id in a write or a decision: one the principal may not
 -- see is reported exactly like one that does not exist.
@@ -3709,8 +3770,9 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 begin
-    if not exists (select 1 from _eligible_memories(p_principal_id, p_scopes, null, true, null) e
-                    where e.id = p_memory_id) then
+    if not exists (select 1 from memory e
+                    where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                           p_principal_id, p_scopes, null, true, null) and e.id = p_memory_id) then
         perform _fail('PR104', format('memory %s not found', p_memory_id),
                       'It does not exist, or this principal may not see it.');
     end if;
@@ -3718,12 +3780,12 @@ end
 $$;
 comment on function __tenant__._check_memory_visible(bigint, text[], bigint) is
     'Internal: PR104 unless the principal may see the memory (for some purpose, history included).';
-$pgrecall_aa4e7ee3a1a6$)
+$pgrecall_e2209bed5c9f$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$, null, $pgrecall_f7811df80e11$268c76bbe5cf7361a100de0b7c71ad0ade65a1a1273cd1ec701ce7d023e51a73$pgrecall_f7811df80e11$, $pgrecall_268c76bbe5cf$-- Embeddings are a derived index: the write path queues work here, the
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$, null, $pgrecall_f283d4a6624f$b7c49a9ff40ce6169a17497879c84b847d904bff200978af0ba9f9cacb6b3150$pgrecall_f283d4a6624f$, $pgrecall_b7c49a9ff40c$-- Embeddings are a derived index: the write path queues work here, the
 -- worker (pgrecall worker) claims it with SKIP LOCKED under a lease, embeds
 -- the text this file chooses, and stores the vector stamped with the model
 -- and input version. A result computed from text that has since changed, or
@@ -3748,9 +3810,11 @@ begin
         delete from projection_dependency d where d.kind = 'memory_embedding' and d.row_key = new.id::text;
     end if;
     if v_live then
-        insert into embedding_job as j (memory_id) values (new.id)
+        -- The time is inserted and taken from excluded: Citus refuses a function that is not
+        -- immutable in DO UPDATE SET, and evaluates one in the inserted row.
+        insert into embedding_job as j (memory_id, enqueued_at) values (new.id, clock_timestamp())
         on conflict (memory_id) do update
-            set generation = j.generation + 1, enqueued_at = clock_timestamp(), leased_by = null, lease_until = null;
+            set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null;
         perform _notify('embed');
     else
         delete from embedding_job j where j.memory_id = new.id;
@@ -3965,15 +4029,15 @@ begin
     -- re-worded memory or a lease taken over by another worker drops the result.
     v_held := array(select _lease_held('embedding', p_worker, p_memory_ids, p_generations));
     with stored as (
-        insert into memory_embedding as me (memory_id, model, input_version, embedding, text_embedding)
-        select x.memory_id, p_model, p_input_version, x.embedding, x.text_embedding
+        insert into memory_embedding as me (memory_id, model, input_version, embedding, text_embedding, embedded_at)
+        select x.memory_id, p_model, p_input_version, x.embedding, x.text_embedding, now()
           from unnest(p_memory_ids, p_embeddings::__ext__.vector[],
                       coalesce(p_text_embeddings, array_fill(null::text, array[cardinality(p_memory_ids)]))::__ext__.vector[])
                  as x(memory_id, embedding, text_embedding)
          where x.memory_id = any (v_held)
         on conflict (memory_id) do update
             set model = excluded.model, input_version = excluded.input_version,
-                embedding = excluded.embedding, text_embedding = excluded.text_embedding, embedded_at = now()
+                embedding = excluded.embedding, text_embedding = excluded.text_embedding, embedded_at = excluded.embedded_at
         returning me.memory_id
     ), registered as (
         -- a vector of the text: from what the text came from, corrections' evidence included
@@ -4089,10 +4153,10 @@ as $$
 declare
     v_count bigint;
 begin
-    insert into passage_embedding_job as j (passage_id, scope)
-    select w.passage_id, w.scope from _passages_wanting_vectors(null, p_everything) w
+    insert into passage_embedding_job as j (passage_id, scope, enqueued_at)
+    select w.passage_id, w.scope, clock_timestamp() from _passages_wanting_vectors(null, p_everything) w
     on conflict (passage_id) do update
-        set generation = j.generation + 1, enqueued_at = clock_timestamp(), leased_by = null, lease_until = null;
+        set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null;
     get diagnostics v_count = row_count;
     -- A job whose passage already has the current stamp is done (version switched back).
     if not p_everything then
@@ -4139,14 +4203,14 @@ as $$
 declare
     v_count bigint;
 begin
-    insert into embedding_job as j (memory_id)
-    select m.id from memory m cross join _embedding_stamp() st
+    insert into embedding_job as j (memory_id, enqueued_at)
+    select m.id, clock_timestamp() from memory m cross join _embedding_stamp() st
      where m.superseded_by is null and m.invalidated_at is null
        and (p_everything or not exists (select 1 from memory_embedding me where me.memory_id = m.id
                                            and me.model = st.model and me.input_version = st.input_version
                                            and me.text_embedding is not null))
     on conflict (memory_id) do update
-        set generation = j.generation + 1, enqueued_at = clock_timestamp(), leased_by = null, lease_until = null;
+        set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null;
     get diagnostics v_count = row_count;
     v_count := v_count + _queue_passage_embeddings(coalesce(p_everything, false));
     perform _notify('embed');
@@ -4184,12 +4248,12 @@ end
 $$;
 comment on function __tenant__.set_embedding_version(text, integer) is
     'Switches the embedding model or input version and queues every live memory; stale vectors are ignored until rebuilt.';
-$pgrecall_268c76bbe5cf$)
+$pgrecall_b7c49a9ff40c$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b3a06f579721$entities.sql$pgrecall_b3a06f579721$, null, $pgrecall_f4fe967ccae6$9f8b412389e1510e2eab71067aba277ce8644986ffe3a58b1c9f7e15bd7a88c1$pgrecall_f4fe967ccae6$, $pgrecall_9f8b412389e1$-- Entities: identity is (scope, normalized name); names resolve through
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b3a06f579721$entities.sql$pgrecall_b3a06f579721$, null, $pgrecall_f91ffa40cee5$9eea4ec5de54cd3c4b22e59617b9d3b58536e2c5c24ff60a529dffe1800f7ae0$pgrecall_f91ffa40cee5$, $pgrecall_9eea4ec5de54$-- Entities: identity is (scope, normalized name); names resolve through
 -- aliases and through merges to the surviving entity. A name is content too:
 -- a principal sees an entity (its name, its aliases, its facts) only through
 -- a memory or a fact it is eligible for that names it (_entity_visible), and
@@ -4331,7 +4395,8 @@ begin
                     where f.object_id = p_entity_id and f.scope = any (p_scopes)
                       and _audience_admits(p_principal_id, f.audience_peer_id, null))
         or exists (select 1 from memory_link l
-                     join _eligible_memories(p_principal_id, p_scopes, null, true, null) m on m.id = l.memory_id
+                     join memory m on _memory_eligible(m.scope, m.audience_peer_id, m.purposes, m.invalidated_at, m.superseded_by, m.valid,
+                                                       p_principal_id, p_scopes, null, true, null) and m.id = l.memory_id
                     where l.link_type = 'about'
                       and l.target_entity_id in (select e.id from entity e
                                                   where e.id = p_entity_id or e.merged_into = p_entity_id))
@@ -4517,14 +4582,16 @@ begin
     -- a name is content too.
     return query
     with visible_facts as (
-        select f.id, f.subject_id, f.object_id from _eligible_facts(v_principal, p_scopes, null, null, null) f
+        select f.id, f.subject_id, f.object_id from fact f where _fact_eligible(f.scope, f.audience_peer_id, f.purposes, f.valid, f.known,
+                                                                                v_principal, p_scopes, null, null, null)
     ), named as (
         select x.subject_id as id from visible_facts x
         union
         select x.object_id from visible_facts x where x.object_id is not null
         union
         select l.target_entity_id from memory_link l
-          join _eligible_memories(v_principal, p_scopes, null, true, null) m on m.id = l.memory_id
+          join memory m on _memory_eligible(m.scope, m.audience_peer_id, m.purposes, m.invalidated_at, m.superseded_by, m.valid,
+                                            v_principal, p_scopes, null, true, null) and m.id = l.memory_id
          where l.link_type = 'about'
     )
     select e.id, e.scope, e.name, e.entity_type, e.aliases, e.merged_into,
@@ -4539,12 +4606,12 @@ end
 $$;
 comment on function __tenant__.entities(text, text[], text) is
     'Entities in the authorised scopes that a memory or fact the principal may see names (optionally those a name or alias denotes), with their count of visible current facts.';
-$pgrecall_9f8b412389e1$)
+$pgrecall_9eea4ec5de54$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$, null, $pgrecall_ed9e9b132b8f$f1cd1441fb2c2241ac5d1761b3dcb8f9ef2f32a03af69ff644b7379a4357719b$pgrecall_ed9e9b132b8f$, $pgrecall_f1cd1441fb2c$-- Erasure: delete observations and, through the projection registry,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$, null, $pgrecall_33af25ecfdbd$f5fef26857a6d4ab8980ffa55701326f34c1dc3d31c9a6b4ae28d7dd05c9bf6e$pgrecall_33af25ecfdbd$, $pgrecall_f5fef26857a6$-- Erasure: delete observations and, through the projection registry,
 -- everything derived from them; rebuild what depended on them from what
 -- survives; and in the same transaction store, per projection kind, how many
 -- derived rows remain (the residual, zero when erasure worked).
@@ -4834,15 +4901,15 @@ begin
     -- stores nothing.
     o_neighbours := array(select x from unnest(_memories_embedding_turns(p_observations)) x
                            where not (x = any (p_memories)) order by x);
-    insert into embedding_job as j (memory_id)
-    select m.id from memory m
+    insert into embedding_job as j (memory_id, enqueued_at)
+    select m.id, clock_timestamp() from memory m
      where m.id = any (o_neighbours) and m.superseded_by is null and m.invalidated_at is null
        and (exists (select 1 from embedding_job q where q.memory_id = m.id)
             -- input version 1 is title and body alone
             or exists (select 1 from memory_embedding me where me.memory_id = m.id and me.input_version <> 1))
      order by m.id
     on conflict (memory_id) do update
-        set generation = j.generation + 1, enqueued_at = clock_timestamp(), leased_by = null, lease_until = null;
+        set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null;
     if found then
         perform _notify('embed');
     end if;
@@ -5438,7 +5505,7 @@ $$;
 comment on function __tenant__.refresh_erasure_statistics(bigint) is
     'Takes the planner statistics of the tables an erasure touched again, so pg_stats holds none of the erased values, '
     'and stamps the receipt; run it after the erasure commits (pgrecall erase does).';
-$pgrecall_f1cd1441fb2c$)
+$pgrecall_f5fef26857a6$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -5551,35 +5618,59 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$, null, $pgrecall_5d27cd03a85f$4f95f4f052a43fbf0fa3228f23c7da3c14323ac59a93464dea55453b99140eab$pgrecall_5d27cd03a85f$, $pgrecall_4f95f4f052a4$-- Facts: asserting (closing and splitting what it contradicts), retracting,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$, null, $pgrecall_32ed1ac46a8a$39a35acc1821ed3fd068b35a14a0b0560fd130f3f794c397777055ce5f9a2281$pgrecall_32ed1ac46a8a$, $pgrecall_39a35acc1821$-- Facts: asserting (closing and splitting what it contradicts), retracting,
 -- citing, and the bitemporal question "what was true at T1 as we knew it at T2".
 -- Errors: PR111 unknown predicate, PR112 evidence does not match its
 -- observation, PR113 role policy (a human's fact on an assistant's word only),
 -- PR114 unknown entity, PR115 unknown fact, PR108 fact no longer current.
 
--- Eligibility for facts, like _eligible_memories for memories and with the
--- same audience rule (_audience_admits): inlined by the planner into the
--- caller's query (so no definer or SET).
-create or replace function __tenant__._eligible_facts(
+-- Eligibility for facts, like _memory_eligible for memories and with the
+-- same audience rule (_audience_admits): an expression on a fact's columns,
+-- written in the WHERE clause of a query on fact and inlined there by the
+-- planner (so no definer or SET, and no table read).
+create or replace function __tenant__._fact_eligible(
+    p_scope         text,
+    p_audience_peer_id bigint,
+    p_purposes      text[],
+    p_valid         tstzrange,
+    p_known         tstzrange,
     p_principal_id  bigint,
     p_scopes        text[],
     p_purpose       text,         -- NULL: any purpose
     p_valid_at      timestamptz,  -- NULL: any time
     p_known_at      timestamptz   -- NULL: currently known
 )
+returns boolean
+language sql stable
+as $$
+    select p_scope = any (p_scopes)
+       and __tenant__._audience_admits(p_principal_id, p_audience_peer_id, null)
+       and (p_purpose is null or p_purpose = any (p_purposes))
+       and (p_valid_at is null or p_valid @> p_valid_at)
+       and (case when p_known_at is null then upper_inf(p_known) else p_known @> p_known_at end)
+$$;
+comment on function __tenant__._fact_eligible(text, bigint, text[], tstzrange, tstzrange, bigint, text[], text,
+                                              timestamptz, timestamptz) is
+    'Internal: whether a fact (its columns) is one the principal may see for a purpose, valid and known at the given times.';
+
+-- The same as a set, for psql and the tests on one server (no tenant function calls it).
+create or replace function __tenant__._eligible_facts(
+    p_principal_id  bigint,
+    p_scopes        text[],
+    p_purpose       text,
+    p_valid_at      timestamptz,
+    p_known_at      timestamptz
+)
 returns setof __tenant__.fact
 language sql stable
 as $$
     select f.*
       from __tenant__.fact f
-     where f.scope = any (p_scopes)
-       and __tenant__._audience_admits(p_principal_id, f.audience_peer_id, null)
-       and (p_purpose is null or p_purpose = any (f.purposes))
-       and (p_valid_at is null or f.valid @> p_valid_at)
-       and (case when p_known_at is null then upper_inf(f.known) else f.known @> p_known_at end)
+     where __tenant__._fact_eligible(f.scope, f.audience_peer_id, f.purposes, f.valid, f.known,
+                                     p_principal_id, p_scopes, p_purpose, p_valid_at, p_known_at)
 $$;
 comment on function __tenant__._eligible_facts(bigint, text[], text, timestamptz, timestamptz) is
-    'Internal: the facts a principal may see in the authorised scopes for a purpose, valid and known at the given times.';
+    'Internal: the facts a principal may see (_fact_eligible as a set), for psql and tests on one server.';
 
 -- Evidence items ({"offset", "quote", optional "start"/"end" byte offsets})
 -- resolved to observations and byte spans. Without a span the quote's first
@@ -5971,7 +6062,7 @@ declare
     v_ev_end integer[];
     v_ev_quote text[];
 begin
-    perform set_config('plan_cache_mode', 'force_generic_plan', true);
+    perform set_config('plan_cache_mode', _plan_cache_mode(), true);
     v_pred := _check_fact_fields(p_predicate, p_subject, p_object, p_statement, p_subject_type, p_object_type,
                                  p_confidence, p_valid_from, p_valid_to);
     v_purposes := case when p_purposes is null then array(select p from unnest(_purposes()) p order by p)
@@ -6121,8 +6212,9 @@ begin
       from fact_evidence x
       join observation o on o.id = x.observation_id
       join peer p on p.id = o.actor_id
-     cross join lateral (select exists (select 1 from _eligible_observations(v_principal, p_scopes) e
-                                         where e.id = o.id) as seen) v
+     cross join lateral (select exists (select 1 from observation e
+                                         where _observation_eligible(e.scope, e.audience,
+                                                                     v_principal, p_scopes) and e.id = o.id) as seen) v
      where x.fact_id = p_fact_id
      order by o.log_offset, x.byte_start;
 end
@@ -6152,7 +6244,7 @@ begin
                                                            'withheld', true) end
                               order by o.log_offset, x.byte_start), '[]')
       from fact_evidence x join observation o on o.id = x.observation_id
-      left join _eligible_observations(p_principal_id, p_scopes) e on e.id = o.id
+      left join observation e on _observation_eligible(e.scope, e.audience, p_principal_id, p_scopes) and e.id = o.id
      where x.fact_id = p_fact_id
     into v_result;
     return v_result;
@@ -6193,11 +6285,13 @@ begin
     return query
     select f.id, se.name, f.predicate, coalesce(oe.name, f.object_value), f.statement, f.valid, f.known,
            f.confidence, f.salience, op.name, _fact_evidence_json(f.id, v_principal, p_scopes)
-      from _eligible_facts(v_principal, p_scopes, p_purpose, coalesce(p_valid_at, now()), p_known_at) f
+      from fact f
       join entity se on se.id = f.subject_id
       left join entity oe on oe.id = f.object_id
       left join peer op on op.id = f.observer_peer_id
-     where f.subject_id = any (v_subjects)
+     where _fact_eligible(f.scope, f.audience_peer_id, f.purposes, f.valid, f.known,
+                          v_principal, p_scopes, p_purpose, coalesce(p_valid_at, now()), p_known_at)
+       and f.subject_id = any (v_subjects)
        and (p_predicate is null or f.predicate = p_predicate)
      order by f.predicate, lower(f.valid) desc, f.id;
 end
@@ -6269,7 +6363,7 @@ end
 $$;
 comment on function __tenant__.assert_facts(text, text[], text, jsonb) is
     'assert_fact() for a batch (a JSON array of items), in order and all-or-nothing; one row per item.';
-$pgrecall_4f95f4f052a4$)
+$pgrecall_39a35acc1821$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -6919,8 +7013,8 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_2fd51404a479$memory_count.sql$pgrecall_2fd51404a479$, null, $pgrecall_a93e4fd9c12a$5e22288cd7665e2c479ad357d96093d4c5774ae557de5e8d75a63343093af4c6$pgrecall_a93e4fd9c12a$, $pgrecall_5e22288cd766$-- memory_count: how many memories the principal may see in the authorised
--- scopes for a purpose, by the one eligibility rule (_eligible_memories):
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_2fd51404a479$memory_count.sql$pgrecall_2fd51404a479$, null, $pgrecall_c28ccbd4e5f7$1ac44caa09545c575464cd8608153396a805258157706a2b8f5baba9e137fe48$pgrecall_c28ccbd4e5f7$, $pgrecall_1ac44caa0954$-- memory_count: how many memories the principal may see in the authorised
+-- scopes for a purpose, by the one eligibility rule (_memory_eligible):
 -- what recall and read would consider, counted, nothing of it shown.
 
 create or replace function __tenant__.memory_count(
@@ -6940,17 +7034,19 @@ begin
     perform _check_scopes(p_scopes);
     perform _check_purpose(p_purpose);
     return (select count(*)
-              from _eligible_memories(v_principal, p_scopes, p_purpose, coalesce(p_include_superseded, false), null));
+              from memory e
+             where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                    v_principal, p_scopes, p_purpose, coalesce(p_include_superseded, false), null));
 end
 $$;
 comment on function __tenant__.memory_count(text, text[], text, boolean) is
     'How many memories the principal may see in the authorised scopes for a purpose (superseded ones too if asked), eligibility applied.';
-$pgrecall_5e22288cd766$)
+$pgrecall_1ac44caa0954$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$, null, $pgrecall_1b2ae4567ccd$aa3978dd4a7249e792e9f67f5ce922422cd045e0971750343b552a12a693abd6$pgrecall_1b2ae4567ccd$, $pgrecall_aa3978dd4a72$-- Message search: the passages of the log, at tenant level (every authorised
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$, null, $pgrecall_17e9cfa90552$c05f52e93c453a507244dd2a7aad7a8c1131e97514ed50021943b865352f5884$pgrecall_17e9cfa90552$, $pgrecall_c05f52e93c45$-- Message search: the passages of the log, at tenant level (every authorised
 -- scope), session level (p_session_id) or peer level (what p_peer sent).
 --   * lexical arm: BM25 over passages, document frequencies counted live in
 --     the authorised scopes, corpus size from passage_stat; from
@@ -6976,7 +7072,7 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e2
 -- The arms' own queries differ from recall's (passages are filtered by scope,
 -- audience, session and sender, and their HNSW index is one per partition),
 -- so they are functions of their own: _passage_lexical_arm and
--- _passage_dense_arm. Both select from _passages_in, which applies the
+-- _passage_dense_arm. Both filter with _passage_eligible, which applies the
 -- audience rule of memories (_audience_admits) to the audience each passage
 -- copies from its turn: a passage the principal may not see is never
 -- counted (the lexical arm's document frequencies), ranked or returned.
@@ -6989,9 +7085,24 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e2
 
 -- The passages a search is about: those the principal may see in the
 -- authorised scopes, narrowed to one session and/or one sender when asked.
--- Like _eligible_memories, a plain SQL function (no definer, no SET, tables
--- qualified) that the planner inlines into the arms' queries, so each keeps
--- its partition pruning and indexes.
+-- Like _memory_eligible, an expression on the passage's columns (no definer,
+-- no SET, no table read) that the planner inlines into the arms' queries, so
+-- each keeps its partition pruning and indexes.
+create or replace function __tenant__._passage_eligible(p_scope text, p_audience bigint[], p_passage_session bigint,
+                                                       p_passage_actor bigint, p_principal_id bigint, p_scopes text[],
+                                                       p_session_id bigint, p_actor_id bigint)
+returns boolean
+language sql stable
+as $$
+    select p_scope = any (p_scopes)
+       and __tenant__._audience_admits(p_principal_id, null, p_audience)
+       and (p_session_id is null or p_passage_session = p_session_id)
+       and (p_actor_id is null or p_passage_actor = p_actor_id)
+$$;
+comment on function __tenant__._passage_eligible(text, bigint[], bigint, bigint, bigint, text[], bigint, bigint) is
+    'Internal: whether a passage (its columns) is one the principal may see in the scopes, of the session and sender when given; inlined into message search''s arms.';
+
+-- The same as a set, for psql and the tests on one server (no tenant function calls it).
 create or replace function __tenant__._passages_in(p_principal_id bigint, p_scopes text[], p_session_id bigint,
                                                   p_actor_id bigint)
 returns setof __tenant__.passage
@@ -6999,13 +7110,11 @@ language sql stable
 as $$
     select p.*
       from __tenant__.passage p
-     where p.scope = any (p_scopes)
-       and __tenant__._audience_admits(p_principal_id, null, p.audience)
-       and (p_session_id is null or p.session_id = p_session_id)
-       and (p_actor_id is null or p.actor_id = p_actor_id)
+     where __tenant__._passage_eligible(p.scope, p.audience, p.session_id, p.actor_id,
+                                        p_principal_id, p_scopes, p_session_id, p_actor_id)
 $$;
 comment on function __tenant__._passages_in(bigint, text[], bigint, bigint) is
-    'Internal: the passages the principal may see in the scopes, of one session and/or one sender when given; inlined into message search''s arms.';
+    'Internal: the passages the principal may see (_passage_eligible as a set), for psql and tests on one server.';
 
 -- The lexical arm over passages: BM25, document frequencies counted live in
 -- the scopes, corpus size from passage_stat. As in recall, a cheap presence
@@ -7043,8 +7152,9 @@ begin
                array_agg(p.idf order by p.term) filter (where not p.pruned)
           into v_kept, dropped, v_idf
           from _prune_terms(terms,
-                            array(select greatest((select count(*) from _passages_in(p_principal_id, p_scopes, null, null) x
-                                                    where x.tsv @@ quote_literal(u.t)::tsquery), 1)
+                            array(select greatest((select count(*) from passage x
+                                                    where _passage_eligible(x.scope, x.audience, x.session_id, x.actor_id,
+                                                                            p_principal_id, p_scopes, null, null) and x.tsv @@ quote_literal(u.t)::tsquery), 1)
                                     from unnest(terms) with ordinality u(t, n) order by u.n),
                             v_documents, (v_set ->> 'prune_min_terms')::integer,
                             (v_set ->> 'prune_df_ratio')::double precision) p;
@@ -7060,8 +7170,9 @@ begin
                (select sum(v_idf[i]) from generate_subscripts(v_term_queries, 1) i
                  where p.tsv @@ v_term_queries[i])
                * _bm25_tf(1, length(p.tsv), v_k1, v_b, v_avg_length) as quick
-          from _passages_in(p_principal_id, p_scopes, p_session_id, p_actor_id) p
-         where p.tsv @@ v_query
+          from passage p
+         where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id,
+                                 p_principal_id, p_scopes, p_session_id, p_actor_id) and p.tsv @@ v_query
          order by quick desc, p.id
          limit 2 * p_depth
     ), scored as (
@@ -7103,15 +7214,17 @@ declare
     v_saved_iterative text := current_setting('hnsw.iterative_scan', true);
 begin
     select count(*) into v_probe from (
-        select 1 from _passages_in(p_principal_id, p_scopes, p_session_id, p_actor_id) p
-         where p.embedding_model = v_model and p.embedding_input_version = v_version
+        select 1 from passage p
+         where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id,
+                                 p_principal_id, p_scopes, p_session_id, p_actor_id) and p.embedding_model = v_model and p.embedding_input_version = v_version
          limit (v_set ->> 'exact_dense_below')::integer) x;
     if v_probe < (v_set ->> 'exact_dense_below')::integer then
         method := 'exact';
         with nearest as (
             select p.id, p.embedding operator(__ext__.<=>) v_embedding as distance
-              from _passages_in(p_principal_id, p_scopes, p_session_id, p_actor_id) p
-             where p.embedding_model = v_model and p.embedding_input_version = v_version
+              from passage p
+             where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id,
+                                     p_principal_id, p_scopes, p_session_id, p_actor_id) and p.embedding_model = v_model and p.embedding_input_version = v_version
              order by (p.embedding operator(__ext__.<=>) v_embedding) + 0, p.id
              limit p_depth)
         select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
@@ -7126,8 +7239,9 @@ begin
         perform set_config('hnsw.iterative_scan', 'strict_order', true);
         with nearest as (
             select p.id, p.embedding operator(__ext__.<=>) v_embedding as distance
-              from _passages_in(p_principal_id, p_scopes, p_session_id, p_actor_id) p
-             where p.embedding_model = v_model and p.embedding_input_version = v_version
+              from passage p
+             where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id,
+                                     p_principal_id, p_scopes, p_session_id, p_actor_id) and p.embedding_model = v_model and p.embedding_input_version = v_version
              order by p.embedding operator(__ext__.<=>) v_embedding
              limit p_depth)
         select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
@@ -7185,8 +7299,9 @@ begin
         when p_query_embedding is null then 'no query embedding'
         when p_query_model is not null and p_query_model <> p_settings ->> 'embedding_model'
             then format('query embedded with %s, passages with %s', p_query_model, p_settings ->> 'embedding_model')
-        when exists (select 1 from _passages_in(p_principal_id, p_scopes, null, null) p
-                      where p.embedding_model = p_settings ->> 'embedding_model'
+        when exists (select 1 from passage p
+                      where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id,
+                                              p_principal_id, p_scopes, null, null) and p.embedding_model = p_settings ->> 'embedding_model'
                         and p.embedding_input_version = (p_settings ->> 'embedding_input_version')::integer)
             then null
         when not exists (select 1 from _passage_embedding_policies() pol
@@ -7320,7 +7435,7 @@ as $$
 $$;
 comment on function __tenant__.search_messages(text, text[], text, double precision[], text, bigint, text, integer, text) is
     'Searches the passages of the log in the authorised scopes (optionally one session or one sender): BM25 and/or cosine, fused by RRF. With its metadata: search_messages_answer().';
-$pgrecall_aa3978dd4a72$)
+$pgrecall_c05f52e93c45$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -7511,7 +7626,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$, null, $pgrecall_014de10b2b20$7adef65063bf265096bbebe600d619c1e6ae55b935dfbcb84b5618136e297783$pgrecall_014de10b2b20$, $pgrecall_7adef65063bf$-- Passages: every observation is split into chunks (passage_chunks.sql) in
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$, null, $pgrecall_d4362e085f01$2f47a0934ecd8010358c857ba49dff22f40c9b947d9957a034d4b80c8d2c139d$pgrecall_d4362e085f01$, $pgrecall_2f47a0934ecd$-- Passages: every observation is split into chunks (passage_chunks.sql) in
 -- the transaction that appends it (a statement trigger, so one append and a
 -- batch share the path), each chunk registered in the projection registry and
 -- queued for the embedding worker (embedding_queue.sql). A passage copies
@@ -7646,7 +7761,7 @@ declare
     v_count bigint;
     v_queued bigint;
 begin
-    perform set_config('plan_cache_mode', 'force_generic_plan', true);
+    perform set_config('plan_cache_mode', _plan_cache_mode(), true);
     with written as (
         insert into passage (scope, observation_id, ordinal, start_byte, end_byte, body, session_id, actor_id,
                              occurred_at, audience)
@@ -7709,15 +7824,25 @@ language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+declare
+    v_scopes text[];
+    v_passages bigint[];
+    v_lexemes bigint[];
 begin
+    -- The transition table is read alone first: on Citus a statement that joins it to a table of
+    -- the tenant is sent to the shard, where the transition table does not exist.
     if tg_op = 'INSERT' then
+        select array_agg(g.scope), array_agg(g.n), array_agg(g.l) into v_scopes, v_passages, v_lexemes
+          from (select n.scope, count(*) as n, sum(length(n.tsv)) as l from added n group by n.scope) g;
         insert into passage_stat as s (scope, passages, lexemes)
-        select n.scope, count(*), sum(length(n.tsv)) from added n group by n.scope
+        select g.scope, g.n, g.l from unnest(v_scopes, v_passages, v_lexemes) g(scope, n, l)
         on conflict (scope) do update
             set passages = s.passages + excluded.passages, lexemes = s.lexemes + excluded.lexemes;
     else
+        select array_agg(g.scope), array_agg(g.n), array_agg(g.l) into v_scopes, v_passages, v_lexemes
+          from (select r.scope, count(*) as n, sum(length(r.tsv)) as l from removed r group by r.scope) g;
         update passage_stat s set passages = s.passages - g.n, lexemes = s.lexemes - g.l
-          from (select r.scope, count(*) as n, sum(length(r.tsv)) as l from removed r group by r.scope) g
+          from unnest(v_scopes, v_passages, v_lexemes) g(scope, n, l)
          where s.scope = g.scope;
     end if;
     return null;
@@ -7788,7 +7913,7 @@ as $$
 $$;
 comment on function __tenant__._backfill_passages() is
     'Internal data step (migration 0017): writes the passages of observations that have none; returns how many.';
-$pgrecall_7adef65063bf$)
+$pgrecall_2f47a0934ecd$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -8178,7 +8303,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$, null, $pgrecall_a329c2358e26$cc39c8b70e7117a4b0870c9ff62d103b5167b79c53a94a534881f3563c292805$pgrecall_a329c2358e26$, $pgrecall_cc39c8b70e71$-- read: one memory with its provenance, only if the principal may see it for
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$, null, $pgrecall_3c86d1319d7b$6c1e014ac54a83984e1a22c65e993ae453bf44e34bf87c1e936452e48727358e$pgrecall_3c86d1319d7b$, $pgrecall_6c1e014ac54a$-- read: one memory with its provenance, only if the principal may see it for
 -- the purpose named. A memory the principal may not see is reported exactly
 -- like one that does not exist.
 
@@ -8206,8 +8331,9 @@ begin
     perform _check_purpose(p_purpose);
     perform _check_id(p_memory_id, 'memory id');
     select e.* into v_memory
-      from _eligible_memories(v_principal, p_scopes, p_purpose, coalesce(p_include_superseded, false), null) e
-     where e.id = p_memory_id;
+      from memory e
+     where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                            v_principal, p_scopes, p_purpose, coalesce(p_include_superseded, false), null) and e.id = p_memory_id;
     if v_memory.id is null then
         perform _fail('PR104', format('memory %s not found', p_memory_id),
                       'It does not exist, this principal may not see it for this purpose, or it was superseded '
@@ -8288,7 +8414,8 @@ begin
               from memory_link l
               join observation o on o.id = l.target_observation_id
               join peer a on a.id = o.actor_id
-              left join _eligible_observations(p_principal_id, p_scopes) seen on seen.id = o.id
+              left join observation seen on _observation_eligible(seen.scope, seen.audience,
+                                                                  p_principal_id, p_scopes) and seen.id = o.id
              where l.memory_id = any (p_memory_ids) and l.link_type = 'derived_from'
                and o.scope = any (p_scopes)
              group by l.memory_id) obs on obs.memory_id = i.id
@@ -8296,7 +8423,8 @@ begin
             select l.memory_id,
                    jsonb_agg(jsonb_build_object('id', e.id, 'title', e.title, 'kind', e.kind) order by e.id) as list
               from memory_link l
-              join _eligible_memories(p_principal_id, p_scopes, null, true, null) e on e.id = l.target_memory_id
+              join memory e on _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                                p_principal_id, p_scopes, null, true, null) and e.id = l.target_memory_id
              where l.memory_id = any (p_memory_ids) and l.link_type = 'derived_from'
              group by l.memory_id) src on src.memory_id = i.id
       left join (
@@ -8304,8 +8432,9 @@ begin
               from memory_link l
              where l.memory_id = any (p_memory_ids) and l.link_type = 'derived_from'
                and l.target_memory_id is not null
-               and not exists (select 1 from _eligible_memories(p_principal_id, p_scopes, null, true, null) e
-                                where e.id = l.target_memory_id)
+               and not exists (select 1 from memory e
+                                where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                                       p_principal_id, p_scopes, null, true, null) and e.id = l.target_memory_id)
              group by l.memory_id) hid on hid.memory_id = i.id
       left join (
             select l.memory_id,
@@ -8328,16 +8457,16 @@ as $$
 $$;
 comment on function __tenant__._provenance(bigint, bigint, text[]) is
     'Internal: a memory''s observations, visible source memories, hidden-source count and entities, as JSON.';
-$pgrecall_cc39c8b70e71$)
+$pgrecall_6c1e014ac54a$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$, null, $pgrecall_9836276ab2fc$d26f6ca4169e707b9c83b7b3f4a2e31b40a41c6ad9595beb60f013824747ed89$pgrecall_9836276ab2fc$, $pgrecall_d26f6ca4169e$-- recall: ranked retrieval, in the design's order (section 6). Each step is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$, null, $pgrecall_c567be2872b0$015de4b3ea07dc18ba7b00d60fd42a8cfae9753ea8639dea84369dd967151c8a$pgrecall_c567be2872b0$, $pgrecall_015de4b3ea07$-- recall: ranked retrieval, in the design's order (section 6). Each step is
 -- a function of its own that a DBA can call and test alone; recall_answer()
 -- runs them in order.
 --   1. eligibility (the one rule) before anything is ranked:
---        _eligible_memories (eligibility.sql); every step selects from it;
+--        _memory_eligible (eligibility.sql); every step filters with it;
 --        when the principal may see only a few memories, their ids, read once
 --        and shared by both arms: _few_eligible (recall_dense.sql)
 --   2. lexical arm: BM25 from document frequencies; from prune_min_terms query
@@ -8462,8 +8591,9 @@ declare
 begin
     select count(*) from (
         select 1 from embedding_job j
-         where exists (select 1 from _eligible_memories(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) e
-                        where e.id = j.memory_id offset 0)
+         where exists (select 1 from memory e
+                        where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                               p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) and e.id = j.memory_id offset 0)
          limit 1001) x
     into v_result;
     return v_result;
@@ -8475,8 +8605,9 @@ comment on function __tenant__._missing_embeddings(bigint, text[], text, boolean
 -- Recall, its steps in order. None of the steps' plans depends on the values
 -- they are run with (the lexical candidates, which do, are planned per call as
 -- dynamic SQL), but PostgreSQL would re-plan several of them on every call:
--- ~1 ms. So plan_cache_mode is force_generic_plan while the steps run; the
--- setting is this transaction's, so it reaches the steps' statements.
+-- ~1 ms. So plan_cache_mode is force_generic_plan while the steps run (not on
+-- Citus: _plan_cache_mode); the setting is this transaction's, so it reaches
+-- the steps' statements.
 create or replace function __tenant__.recall_answer(
     p_principal           text,
     p_scopes              text[],
@@ -8526,7 +8657,7 @@ begin
     perform _check_time(p_at, 'p_at');
     perform _check_text(p_query, 'query', 10000);
     v_depth := _arm_depth(p_limit, v_set);
-    perform set_config('plan_cache_mode', 'force_generic_plan', true);  -- see above
+    perform set_config('plan_cache_mode', _plan_cache_mode(), true);  -- see above
     if v_mode in ('hybrid', 'dense') then
         v_dense_reason := _dense_reason(p_query_embedding, p_query_model, v_set);
     else
@@ -8603,12 +8734,12 @@ as $$
 $$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text) is
     'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms'' evidence orders them), permission walk. With its metadata: recall_answer().';
-$pgrecall_d26f6ca4169e$)
+$pgrecall_015de4b3ea07$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$, null, $pgrecall_fcc3ad307a81$cee858b0548f8354e1ba0e4f4c845d21d4407c384c370af26e2b76f0c54efea0$pgrecall_fcc3ad307a81$, $pgrecall_cee858b0548f$-- Recall, step 3: the dense arm (plpgsql/recall.sql composes the steps).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$, null, $pgrecall_70f63f58f687$cbd7d289f7d58292226325f413a6a6ff229832cc30bcd98199d2a504a6af6889$pgrecall_70f63f58f687$, $pgrecall_cbd7d289f7d5$-- Recall, step 3: the dense arm (plpgsql/recall.sql composes the steps).
 --
 --   _check_query_embedding  PR154 unless a query embedding is 384 finite numbers
 --                           (message search checks with it too)
@@ -8708,19 +8839,27 @@ create or replace function __tenant__._few_eligible(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
     p_below integer)
 returns bigint[]
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
     select case when cardinality(x.ids) < p_below then x.ids end
       from (select array(select e.id
-                           from _eligible_memories(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) e
+                           from memory e where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                                                p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
                           limit p_below) as ids) x
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._few_eligible(bigint, text[], text, boolean, timestamptz, integer) is
     'Internal: the ids of the memories the principal may see when there are fewer than p_below, else NULL.';
 
--- What the planner expects _eligible_memories to return for these values: it
+-- How many memories the planner expects _memory_eligible to admit: it
 -- reads the column statistics (scopes, audiences, purposes), not the rows, so
 -- it costs a plan (~0.1 ms) where _few_eligible reads up to p_below rows. An
 -- estimate only chooses which search to try first; nothing is decided on it.
@@ -8735,7 +8874,8 @@ declare
     v_plan json;
 begin
     -- Literals, not parameters: a plan for parameters knows nothing of the values.
-    execute format('explain (format json) select 1 from _eligible_memories(%s, %L::text[], %L, %L, %L::timestamptz)',
+    execute format('explain (format json) select 1 from memory e where _memory_eligible(e.scope, e.audience_peer_id, '
+                   'e.purposes, e.invalidated_at, e.superseded_by, e.valid, %s, %L::text[], %L, %L, %L::timestamptz)',
                    p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
        into v_plan;
     return (v_plan -> 0 -> 'Plan' ->> 'Plan Rows')::double precision;
@@ -8808,9 +8948,9 @@ begin
             select me.memory_id as id, me.embedding operator(__ext__.<=>) v_embedding as distance
               from memory_embedding me
              where me.model = v_model and me.input_version = v_version
-               and exists (select 1 from _eligible_memories(p_principal_id, p_scopes, p_purpose,
-                                                            p_include_superseded, p_at) e
-                            where e.id = me.memory_id offset 0)
+               and exists (select 1 from memory e
+                            where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                                   p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) and e.id = me.memory_id offset 0)
              order by me.embedding operator(__ext__.<=>) v_embedding
              limit p_depth)
         select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
@@ -8827,12 +8967,12 @@ $$;
 comment on function __tenant__._dense_arm(bigint, text[], text, boolean, timestamptz, double precision[], integer, jsonb,
                                           boolean, bigint[], integer) is
     'Internal: recall''s dense arm: the eligible memories nearest the query embedding (floor dense_floor), exact or HNSW.';
-$pgrecall_cee858b0548f$)
+$pgrecall_cbd7d289f7d5$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_26df40b54f4d$recall_facts.sql$pgrecall_26df40b54f4d$, null, $pgrecall_3b497e2ab76b$360b992caa8d199554508ff7d56fef5a8357e54fc4ef9e8c7c4248856fd8203a$pgrecall_3b497e2ab76b$, $pgrecall_360b992caa8d$-- Recall's fact arm (plpgsql/recall.sql composes the steps): the facts about
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_26df40b54f4d$recall_facts.sql$pgrecall_26df40b54f4d$, null, $pgrecall_a8a03bb08d0f$d53caa9767b7c9674fc8d46de972bd60f70c76cb2f50367a723a873bf681d923$pgrecall_a8a03bb08d0f$, $pgrecall_d53caa9767b7$-- Recall's fact arm (plpgsql/recall.sql composes the steps): the facts about
 -- the entities the query names (by name or alias), valid at the requested
 -- time and currently believed, ranked by how many query terms their
 -- statement shares, then salience and confidence. recall fuses them as a
@@ -8857,12 +8997,14 @@ begin
         with about as (
             -- two index-driven arms, not an OR
             select f.id, f.statement, f.predicate, f.salience, f.confidence
-              from _eligible_facts(p_principal_id, p_scopes, p_purpose, coalesce(p_at, now()), null) f
-             where f.subject_id = any (v_entities)
+              from fact f
+             where _fact_eligible(f.scope, f.audience_peer_id, f.purposes, f.valid, f.known,
+                                  p_principal_id, p_scopes, p_purpose, coalesce(p_at, now()), null) and f.subject_id = any (v_entities)
             union
             select f.id, f.statement, f.predicate, f.salience, f.confidence
-              from _eligible_facts(p_principal_id, p_scopes, p_purpose, coalesce(p_at, now()), null) f
-             where f.object_id = any (v_entities)
+              from fact f
+             where _fact_eligible(f.scope, f.audience_peer_id, f.purposes, f.valid, f.known,
+                                  p_principal_id, p_scopes, p_purpose, coalesce(p_at, now()), null) and f.object_id = any (v_entities)
         ), ranked as (
             select a.id, coalesce(ts_rank(to_tsvector('english', a.statement || ' ' || replace(a.predicate, '_', ' ')),
                                           v_any_term), 0) as relevance, a.salience, a.confidence
@@ -8882,12 +9024,12 @@ end
 $$;
 comment on function __tenant__._fact_arm(bigint, text[], text, timestamptz, text) is
     'Internal: recall''s fact arm: eligible current facts about the entities the query names, best first, and those entities'' names.';
-$pgrecall_360b992caa8d$)
+$pgrecall_d53caa9767b7$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$, null, $pgrecall_a2847b1f4711$55b677f0afbd9b7c0490e2bed1efcd82e50a1cf35032942eb85ae0532f28733e$pgrecall_a2847b1f4711$, $pgrecall_55b677f0afbd$-- Recall, steps 4 and 5 (plpgsql/recall.sql composes the steps):
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$, null, $pgrecall_b44f5308c4c9$34c0c4e6ff17e709451283fc095bd7f734bd9c3be8471df8e96ba3bdd5ac3c59$pgrecall_b44f5308c4c9$, $pgrecall_34c0c4e6ff17$-- Recall, steps 4 and 5 (plpgsql/recall.sql composes the steps):
 --   _rrf_fuse         Reciprocal Rank Fusion of the two arms (message search
 --                     fuses its arms with it too): setting fusion = 'rrf'
 --   _score_fuse       the arms' scores, each over its own best, added:
@@ -9054,8 +9196,9 @@ begin
         -- (Observation links need no check: evidence is always in the memory's
         -- own scope, which eligibility has already authorised.)
         select distinct r.root from reach r
-         where not exists (select 1 from _eligible_memories(p_principal_id, p_scopes, null, true, null) e
-                            where e.id = r.source)
+         where not exists (select 1 from memory e
+                            where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                                   p_principal_id, p_scopes, null, true, null) and e.id = r.source)
     )
     select coalesce(array_agg(c.id order by c.ord), '{}')
       from unnest(p_candidates) with ordinality c(id, ord)
@@ -9149,12 +9292,12 @@ comment on function __tenant__._recall_items(bigint[], bigint[], bigint[], doubl
                                              double precision[], double precision, integer, bigint, text[], text,
                                              double precision, double precision[]) is
     'Internal: recall''s rows from the walked memories and the fact list: scored by the tenant''s fusion, best p_limit, with provenance.';
-$pgrecall_55b677f0afbd$)
+$pgrecall_34c0c4e6ff17$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a1d8cc5d0106$recall_lexical.sql$pgrecall_a1d8cc5d0106$, null, $pgrecall_bf05409a2b82$c1f2fffbdc0a03b8d875f9f5c316d1400aea73b08680c9208d42d446f07aef3b$pgrecall_bf05409a2b82$, $pgrecall_c1f2fffbdc0a$-- Recall, step 2: the lexical arm (plpgsql/recall.sql composes the steps).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a1d8cc5d0106$recall_lexical.sql$pgrecall_a1d8cc5d0106$, null, $pgrecall_3f0c86afb4df$602b94a9361ff41636090dad779c9676cebb848c26907e52fb5e5b95d596b9c1$pgrecall_3f0c86afb4df$, $pgrecall_602b94a9361f$-- Recall, step 2: the lexical arm (plpgsql/recall.sql composes the steps).
 --
 --   _query_terms        the query's distinct lexemes
 --   _prune_terms        from prune_min_terms terms on, a term in prune_df_ratio
@@ -9329,8 +9472,10 @@ begin
     with matched as (
         select e.id, e.tsv,
                (%s) * _bm25_tf(1, length(e.tsv), $10, $11, $12) as quick
-          from %s e
-         where e.tsv @@ $6
+          from memory e
+         where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                $1, $2, $3, $4, $5)
+           and e.tsv @@ $6
          order by quick desc, e.id
          limit greatest(2 * $13, 100)
     )
@@ -9341,8 +9486,7 @@ begin
      order by s desc, m.id
      limit $13$q$,
         array_to_string(array(select format('case when e.tsv @@ $7[%1$s] then $9[%1$s] else 0 end', i)
-                                from generate_subscripts(p_term_queries, 1) i), ' + '),
-        '_eligible_memories($1, $2, $3, $4, $5)')
+                                from generate_subscripts(p_term_queries, 1) i), ' + '))
     using p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_match, p_term_queries, p_terms, p_idf,
           p_k1, p_b, p_avg_length, p_depth;
 end
@@ -9424,12 +9568,12 @@ end
 $$;
 comment on function __tenant__._lexical_arm(bigint, text[], text, boolean, timestamptz, text, integer, jsonb, bigint[]) is
     'Internal: recall''s lexical arm: pruned query terms, BM25 over the eligible memories, best p_depth first.';
-$pgrecall_c1f2fffbdc0a$)
+$pgrecall_602b94a9361f$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$, null, $pgrecall_96eaab562b36$d8055525abb5d2f54be1b11e6c4ca953c0d079a1c2f2fec0630d0f9ac09584ab$pgrecall_96eaab562b36$, $pgrecall_d8055525abb5$-- remember: write what the agent decided to keep, with who may see it, why
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$, null, $pgrecall_b1ebcd80e424$bf9041399d343b8a5f111d09b50215eb4f29779e188ccc751cb583211b473308$pgrecall_b1ebcd80e424$, $pgrecall_bf9041399d34$-- remember: write what the agent decided to keep, with who may see it, why
 -- it may be used, and the observations that stated it. Capture writes only
 -- what was explicitly stated: empty or ambiguous input is a no-op that says
 -- why, never an error and never a guess.
@@ -9723,7 +9867,7 @@ as $$
 declare
     v_saved_plan_mode text := current_setting('plan_cache_mode');
 begin
-    perform set_config('plan_cache_mode', 'force_generic_plan', true);
+    perform set_config('plan_cache_mode', _plan_cache_mode(), true);
     -- Validate every item before anything is written; the first problem wins.
     perform _check_memory_items(p_items);
     perform _check_memory_evidence(p_principal_id, p_scope, p_items);
@@ -9740,7 +9884,15 @@ begin
         select o.* from (
             select pl.*,
                    case when pl.noop is null and pl.existing_id is null and pl.first_ord = pl.ord
-                        then nextval(pg_get_serial_sequence('__tenant__.memory', 'id')) end as new_id
+                        then nextval(pg_get_serial_sequence('__tenant__.memory', 'id')) end as new_id,
+                   -- kept only where it widens: a reason for nothing would read as if it did
+                   -- (decided here, not in the insert: on Citus an insert whose select reads the
+                   -- log is pushed to the shard, which Citus 14 deparses wrongly)
+                   case when exists (select 1 from unnest(pl.evidence) e(off)
+                                       cross join lateral (select ob.audience from observation ob
+                                                            where ob.scope = p_scope and ob.log_offset = e.off limit 1) o
+                                      where not _audience_within(pl.audience_id, o.audience))
+                        then pl.widening_reason end as kept_widening
               from (select * from placed order by ord) pl) o
     ), evidence as (
         select n.new_id, o.id as observation_id
@@ -9756,13 +9908,7 @@ begin
                             observer_peer_id, widening_reason)
         overriding system value
         select n.new_id, p_scope, n.kind, n.title, n.body, n.confidence, 'told', n.audience_id, n.purposes,
-               p_principal_id, n.observer_id,
-               -- kept only where it widens: a reason for nothing would read as if it did
-               case when exists (select 1 from unnest(n.evidence) e(off)
-                                   cross join lateral (select ob.audience from observation ob
-                                                        where ob.scope = p_scope and ob.log_offset = e.off limit 1) o
-                                  where not _audience_within(n.audience_id, o.audience))
-                    then n.widening_reason end
+               p_principal_id, n.observer_id, n.kept_widening
           from numbered n where n.new_id is not null
           order by n.new_id
         returning id
@@ -9931,12 +10077,12 @@ comment on function __tenant__.remember_said(text, text[], text, text, text[], t
                                              text[], bigint[], text, jsonb, text) is
     'Appends what was said (as the principal''s note) and remembers it, citing it, in one call; a memory that is a '
     'no-op or refused leaves no turn (log_offset NULL).';
-$pgrecall_d8055525abb5$)
+$pgrecall_bf9041399d34$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c244f83ec$representation.sql$pgrecall_837c244f83ec$, null, $pgrecall_34fc2efaf666$f0ff276c33c0aee7d17677c8dbc585cd89b7e86afd2fd144d47b564031f5f6cc$pgrecall_34fc2efaf666$, $pgrecall_f0ff276c33c0$-- Representations (design section 5): what is believed about a peer, and
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c244f83ec$representation.sql$pgrecall_837c244f83ec$, null, $pgrecall_f7d749c4b52b$3b2eaa8237b60658566e51a3a9e14803e9dbee22663c0aae686394083ef23017$pgrecall_f7d749c4b52b$, $pgrecall_3b2eaa8237b6$-- Representations (design section 5): what is believed about a peer, and
 -- from whose perspective.
 --
 -- A memory about a peer is one linked (about) to the entity named as the
@@ -9944,7 +10090,7 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c24
 -- peer has that entity as its subject. The observer column of both says
 -- whose view it is: NULL is the global view (derived from everything the
 -- peer sent), a peer is that peer's local view (derived from what it saw).
--- Everything returned goes through _eligible_memories or _eligible_facts: a
+-- Everything returned goes through _memory_eligible or _fact_eligible: a
 -- representation never shows the principal a row it may not see; a working
 -- representation shows only items from turns the principal may see.
 
@@ -9980,8 +10126,9 @@ begin
     (select 'memory'::text, m.id, m.scope, m.kind, m.body, m.confidence, p_observer, m.created_at,
             array(select o.log_offset from memory_link l join observation o on o.id = l.target_observation_id
                    where l.memory_id = m.id and l.link_type = 'derived_from' order by o.log_offset)
-       from _eligible_memories(v_principal, p_scopes, p_purpose, false, null) m
-      where m.observer_peer_id is not distinct from v_observer
+       from memory m
+      where _memory_eligible(m.scope, m.audience_peer_id, m.purposes, m.invalidated_at, m.superseded_by, m.valid,
+                             v_principal, p_scopes, p_purpose, false, null) and m.observer_peer_id is not distinct from v_observer
         and exists (select 1 from memory_link l join entity e on e.id = l.target_entity_id
                      where l.memory_id = m.id and l.link_type = 'about'
                        and coalesce(e.merged_into, e.id) = any (v_entities))
@@ -9992,8 +10139,9 @@ begin
     (select 'fact'::text, f.id, f.scope, f.predicate, f.statement, f.confidence, p_observer, f.created_at,
             array(select distinct o.log_offset from fact_evidence x join observation o on o.id = x.observation_id
                    where x.fact_id = f.id order by o.log_offset)
-       from _eligible_facts(v_principal, p_scopes, p_purpose, now(), null) f
-      where f.observer_peer_id is not distinct from v_observer
+       from fact f
+      where _fact_eligible(f.scope, f.audience_peer_id, f.purposes, f.valid, f.known,
+                           v_principal, p_scopes, p_purpose, now(), null) and f.observer_peer_id is not distinct from v_observer
         and f.subject_id = any (v_entities)
       order by f.created_at desc, f.id desc
       limit p_limit);
@@ -10007,17 +10155,25 @@ comment on function __tenant__.representation(text, text[], text, text, text, in
 -- observed peer left with none is left out.
 create or replace function __tenant__._working_seen_by(p_document jsonb, p_principal_id bigint, p_scopes text[])
 returns jsonb
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result jsonb;
+begin
     select coalesce(jsonb_object_agg(d.key, d.items), '{}')
       from (select t.key, jsonb_agg(i.item order by i.n) as items
               from jsonb_each(p_document) t
              cross join lateral jsonb_array_elements(t.value) with ordinality as i(item, n)
-             where exists (select 1 from _eligible_observations(p_principal_id, p_scopes) o
-                            where o.id = (i.item ->> 'observation_id')::bigint)
+             where exists (select 1 from observation o
+                            where _observation_eligible(o.scope, o.audience,
+                                                        p_principal_id, p_scopes) and o.id = (i.item ->> 'observation_id')::bigint)
              group by t.key) d
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._working_seen_by(jsonb, bigint, text[]) is
     'Internal: a working representation without the items derived from turns the principal may not see.';
@@ -10113,7 +10269,7 @@ as $$
 $$;
 comment on function __tenant__._working_cites(jsonb, bigint[]) is
     'Internal: whether a working representation holds an item derived from one of these observations.';
-$pgrecall_f0ff276c33c0$)
+$pgrecall_3b2eaa8237b6$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -10444,7 +10600,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_22a26f437ab8$session_bundle.sql$pgrecall_22a26f437ab8$, null, $pgrecall_abcccb47c6bd$bc9364e85ff65bafb41a01fb4b892fa29d2fb5b0cd35ed6a80fad3b2bc939dcb$pgrecall_abcccb47c6bd$, $pgrecall_bc9364e85ff6$-- The session-start bundle: what an agent starts a conversation with before
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_22a26f437ab8$session_bundle.sql$pgrecall_22a26f437ab8$, null, $pgrecall_36d1c7ea43b6$485cd7db5e59cc6340c7f6fa8abc7e102655b920fb66a2a83c942fe82d2fd409$pgrecall_36d1c7ea43b6$, $pgrecall_485cd7db5e59$-- The session-start bundle: what an agent starts a conversation with before
 -- it recalls anything (recent memories, pinned procedural notes, the entities
 -- most written about), all through the same eligibility rule, each memory
 -- with its provenance as read and recall give it.
@@ -10473,11 +10629,13 @@ begin
     if p_recent is null or p_recent not between 0 and 100 or p_entities is null or p_entities not between 0 and 100 then
         perform _fail('PR150', 'p_recent and p_entities must be between 0 and 100');
     end if;
-    v_recent := array(select e.id from _eligible_memories(v_principal, p_scopes, p_purpose, false, null) e
-                       where not e.pinned
+    v_recent := array(select e.id from memory e
+                       where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                              v_principal, p_scopes, p_purpose, false, null) and not e.pinned
                        order by e.updated_at desc, e.id desc limit p_recent);
-    v_pinned := array(select e.id from _eligible_memories(v_principal, p_scopes, p_purpose, false, null) e
-                       where e.pinned order by e.id);
+    v_pinned := array(select e.id from memory e
+                       where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                              v_principal, p_scopes, p_purpose, false, null) and e.pinned order by e.id);
     -- Each memory carries its provenance, as read and recall give it.
     select coalesce(jsonb_object_agg(pv.memory_id::text, pv.provenance), '{}') into v_provenance
       from _provenance_of(v_recent || v_pinned, v_principal, p_scopes) pv;
@@ -10497,9 +10655,11 @@ begin
             select jsonb_agg(jsonb_build_object('entity', t.name, 'type', t.entity_type, 'scope', t.scope,
                                                 'memories', t.n) order by t.n desc, t.name)
               from (select en.name, en.entity_type, en.scope, count(*) as n
-                      from _eligible_memories(v_principal, p_scopes, p_purpose, false, null) e
+                      from memory e
                       join memory_link l on l.memory_id = e.id and l.link_type = 'about'
                       join entity en on en.id = l.target_entity_id
+                     where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by,
+                                            e.valid, v_principal, p_scopes, p_purpose, false, null)
                      group by en.id, en.name, en.entity_type, en.scope
                      order by n desc, en.name limit p_entities) t), '[]'::jsonb),
         -- The principal's own working representation of the others in the
@@ -10529,7 +10689,7 @@ end
 $$;
 comment on function __tenant__.pin(text, text[], bigint, boolean) is
     'Pins (or unpins) a live memory the principal may see, so it is in every session-start bundle.';
-$pgrecall_bc9364e85ff6$)
+$pgrecall_485cd7db5e59$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -11127,7 +11287,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea0ae0ad10b8$settings.sql$pgrecall_ea0ae0ad10b8$, null, $pgrecall_05dcdf18e8dc$bea88b518ffc75767be3283ca35bd1f84473374081370a790467837d2a15db5b$pgrecall_05dcdf18e8dc$, $pgrecall_bea88b518ffc$-- Reading per-tenant settings from inside the tenant's functions.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea0ae0ad10b8$settings.sql$pgrecall_ea0ae0ad10b8$, null, $pgrecall_f556421df3ae$2161a45c4700d25c0cf0f27e1092bcdc3e472b5ff756cc969f79df065ac2d438$pgrecall_f556421df3ae$, $pgrecall_2161a45c4700$-- Reading per-tenant settings from inside the tenant's functions.
 
 -- Returns the setting's value; a missing key is a bug in pgrecall, not user
 -- input, so it raises rather than returning a default that hides the bug.
@@ -11223,7 +11383,29 @@ as $$
     select jsonb_object_agg(s.key, s.value) from setting s
 $$;
 comment on function __tenant__._settings() is 'Internal: all per-tenant settings as one jsonb object.';
-$pgrecall_bea88b518ffc$)
+
+-- The plan_cache_mode a writer or recall sets while its statements run:
+-- force_generic_plan plans them once per session (re-planning cost ~1 ms a
+-- recall, ~15-20% of a remember or a fact), except on a Citus node, whose
+-- planner needs each statement's parameter values to route it to the shard
+-- ("could not create distributed plan" for a generic plan of an INSERT ...
+-- SELECT): there the mode stays as it is.
+create or replace function __tenant__._plan_cache_mode()
+returns text
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    if current_setting('citus.version', true) is null then
+        return 'force_generic_plan';
+    end if;
+    return current_setting('plan_cache_mode');
+end
+$$;
+comment on function __tenant__._plan_cache_mode() is
+    'Internal: force_generic_plan on one server; the session''s own plan_cache_mode on a Citus node (which routes by parameter values).';
+$pgrecall_2161a45c4700$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -11265,7 +11447,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_59205b55f9eb$term_stats.sql$pgrecall_59205b55f9eb$, null, $pgrecall_8acebf24e976$e7ee4fa90a516c29cc44c8b2af861ed03e8b9eaeeb8bb1d47343b7e1d8ec0425$pgrecall_8acebf24e976$, $pgrecall_e7ee4fa90a51$-- Corpus statistics for BM25 and term pruning.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_59205b55f9eb$term_stats.sql$pgrecall_59205b55f9eb$, null, $pgrecall_1200b7cbc6e6$abfaba3587033fa4038e8534c252c041f3a42b8a30b11eb96be3ef4daf48e4a4$pgrecall_1200b7cbc6e6$, $pgrecall_abfaba358703$-- Corpus statistics for BM25 and term pruning.
 --
 -- Document frequencies come from a snapshot (term_stat, corpus_stat) taken by
 -- refresh_term_stats(), which the worker runs when the corpus has grown by
@@ -11395,16 +11577,24 @@ comment on function __tenant__._drop_unused_terms(text[], bigint[]) is
     'Internal: delete the terms no live memory (other than p_leaving) uses; re-witness the others.';
 
 -- What the statistics count of some memories: each term, how many of them
--- that are live use it, and one of those (a witness). A plain SQL function
--- (no definer, no SET, tables qualified), inlined into its callers' statements.
+-- that are live use it, and one of those (a witness). PL/pgSQL, not an
+-- inlined SQL function: on Citus a query whose table comes from an SQL
+-- function with parameters cannot be planned; its callers join the counts of
+-- a few memories' terms, which need no index of theirs.
 create or replace function __tenant__._live_term_counts(p_memory_ids bigint[])
 returns table (lexeme text, n integer, witness bigint)
-language sql stable
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
+    return query
     select u.lexeme, count(*)::integer, max(m.id)
       from __tenant__.memory m, unnest(m.tsv) u
      where m.id = any (p_memory_ids) and m.superseded_by is null and m.invalidated_at is null
-     group by u.lexeme
+     group by u.lexeme;
+end
 $$;
 comment on function __tenant__._live_term_counts(bigint[]) is
     'Internal: per term, how many of these memories that are live use it, and the largest such id.';
@@ -11499,12 +11689,12 @@ end
 $$;
 comment on function __tenant__._retext_terms(bigint[], jsonb, bigint[]) is
     'Internal: move the term statistics from memories'' old texts (_term_uses before) to their new ones; returns the terms they dropped.';
-$pgrecall_e7ee4fa90a51$)
+$pgrecall_abfaba358703$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4c35e390e74b$traversal.sql$pgrecall_4c35e390e74b$, null, $pgrecall_9cb92fef852c$c36cec258e9529b403b5fb688124630cf4c6522e3e66aa0d96f33bb66f27ed5f$pgrecall_9cb92fef852c$, $pgrecall_c36cec258e95$-- Traversal: from seed entities outwards along facts, in both directions,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4c35e390e74b$traversal.sql$pgrecall_4c35e390e74b$, null, $pgrecall_cef02ebb0cb9$8f4829afed0adcef1796a83cf97c0796b485e4efbf14478863936d7d80ceea38$pgrecall_cef02ebb0cb9$, $pgrecall_8f4829afed0a$-- Traversal: from seed entities outwards along facts, in both directions,
 -- one hop at a time. Each hop is two index probes (facts whose subject is in
 -- the frontier, facts whose object is), never an OR over both columns, and at
 -- most traversal_fanout facts per hop, so the cost follows the neighbourhood.
@@ -11556,14 +11746,16 @@ begin
         exit when cardinality(v_frontier) = 0;
         with arms as (
             (select f.id, f.subject_id as src, f.object_id as dst
-               from _eligible_facts(v_principal, p_scopes, p_purpose, v_valid_at, p_known_at) f
-              where f.subject_id = any (v_frontier)
+               from fact f
+              where _fact_eligible(f.scope, f.audience_peer_id, f.purposes, f.valid, f.known,
+                                   v_principal, p_scopes, p_purpose, v_valid_at, p_known_at) and f.subject_id = any (v_frontier)
               order by f.salience desc, f.id
               limit v_fanout)
             union all
             (select f.id, f.object_id, f.subject_id
-               from _eligible_facts(v_principal, p_scopes, p_purpose, v_valid_at, p_known_at) f
-              where f.object_id = any (v_frontier)
+               from fact f
+              where _fact_eligible(f.scope, f.audience_peer_id, f.purposes, f.valid, f.known,
+                                   v_principal, p_scopes, p_purpose, v_valid_at, p_known_at) and f.object_id = any (v_frontier)
               order by f.salience desc, f.id
               limit v_fanout)
         ), unseen as (
@@ -11598,7 +11790,7 @@ end
 $$;
 comment on function __tenant__.neighbourhood(text, text[], text[], integer, timestamptz, timestamptz, text) is
     'Facts within p_hops (1 to max_hops) of the seed entities, both directions, valid and known at the given times; cycle-safe and bounded per hop.';
-$pgrecall_c36cec258e95$)
+$pgrecall_8f4829afed0a$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
