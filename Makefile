@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: citus test-citus run driver test test-slow test-all check install-script bench bench-graph bench-erase eval eval-compare venv clean
+.PHONY: citus test-citus run driver test test-slow test-all check install-script bench bench-graph bench-erase bench-citus eval eval-compare venv clean
 
 venv: $(STAMP)
 
@@ -80,6 +80,10 @@ bench: $(BENCH_STAMP)
 # The graph: assert_fact throughput, traversal and bitemporal lookups at 100k entities / 1M facts.
 bench-graph: $(STAMP)
 	$(PY) -m bench.graph $(BENCH_ARGS)
+
+# Recall and remember through a Citus coordinator against the same tenant on one server (make citus first).
+bench-citus: citus
+	$(PY) -m bench.citus $(BENCH_ARGS)
 
 # Erasing one data subject among 1M memories, with the residual.
 bench-erase: $(STAMP)

@@ -675,6 +675,8 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
+    v_completed timestamptz;
+    v_tables_touched text[];
     v_request erasure_request;
     v_observations bigint[];
     v_memories bigint[];
@@ -758,10 +760,13 @@ begin
            w.o_residual into v_words_erased, v_words_left
       from _erase_words(p_selector, v_absorbed, v_absorbed_into, v_absorbed_names) w;
 
+    -- Volatile values are taken first: Citus refuses a volatile function in an UPDATE.
+    v_tables_touched := _erasure_tables_touched();
+    v_completed := clock_timestamp();
     update erasure_request r
-       set completed_at = clock_timestamp(), observations_erased = v_count_observations,
+       set completed_at = v_completed, observations_erased = v_count_observations,
            rows_erased = v_erased || v_words_erased, residual = v_residual || v_words_left,
-           tables_touched = _erasure_tables_touched()
+           tables_touched = v_tables_touched
      where r.id = v_request.id
     returning * into v_request;
     return v_request;
@@ -839,6 +844,7 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
+    v_refreshed timestamptz;
     v_request erasure_request;
     v_schema text := (select n.nspname::text from pg_namespace n where n.oid = '__tenant__'::regnamespace);
     v_can_clear boolean := current_setting('server_version_num')::integer >= 180000;
@@ -881,8 +887,9 @@ begin
             end if;
         end loop;
     end loop;
+    v_refreshed := clock_timestamp();  -- taken first: Citus refuses a volatile function in an UPDATE
     update erasure_request r
-       set statistics_refreshed_at = case when cardinality(v_stale) = 0 then clock_timestamp() end,
+       set statistics_refreshed_at = case when cardinality(v_stale) = 0 then v_refreshed end,
            statistics_stale = v_stale
      where r.id = v_request.id
     returning * into v_request;

@@ -15,8 +15,16 @@ language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+declare
+    v_channel text;
 begin
-    perform pg_notify(c.channel, '') from notification_channel c where c.kind = p_kind;
+    -- The channel is read first and notified from this backend: on Citus a pg_notify() in a
+    -- statement on the table runs beside the shard, in a transaction Citus may have to PREPARE
+    -- (two-phase commit), which PostgreSQL refuses after a NOTIFY.
+    select c.channel into v_channel from notification_channel c where c.kind = p_kind;
+    if v_channel is not null then
+        perform pg_notify(v_channel, '');
+    end if;
 end
 $$;
 comment on function __tenant__._notify(text) is

@@ -184,6 +184,9 @@ declare
     v_fact_ids bigint[];
     v_entities text[];
     v_answer recall_answer;
+    v_missing bigint;
+    v_watermarks jsonb;
+    v_queued bigint;
     v_saved_plan_mode text := current_setting('plan_cache_mode');
 begin
     perform _check_scopes(p_scopes);
@@ -223,7 +226,12 @@ begin
                                        (v_set ->> 'dense_floor')::double precision,
                                        v_set ->> 'embedding_model', (v_set ->> 'embedding_input_version')::integer);
     end if;
-    -- 7. Metadata, with counts taken after the walk.
+    -- 7. Metadata, with counts taken after the walk. The tables are read by statements of their
+    -- own (on Citus a statement with a table is sent to the shard with every variable it names,
+    -- and this one's 39 parameters lost a type on the way).
+    v_missing := _missing_embeddings(v_principal, p_scopes, p_purpose, v_include, p_at);
+    v_watermarks := (select jsonb_object_agg(s.name, s.log_watermark) from scope s where s.name = any (p_scopes));
+    v_queued := (select count(*) from embedding_job);
     v_answer.meta := (select row(
         p_query, v_mode, p_purpose, v_terms, v_dropped, v_stats_source, v_recruited, v_recruited_by::text,
         v_mode in ('hybrid', 'dense') and v_dense_reason is null, v_dense_reason, v_dense_method,
@@ -231,10 +239,7 @@ begin
         (select count(*) from unnest(v_dense_ids) i where i = any (v_kept_ids))::integer,
         cardinality(v_kept_ids), cardinality(v_fact_ids), v_entities,
         least(p_limit, cardinality(v_kept_ids) + cardinality(v_fact_ids)),
-        least(m.n, 1000)::integer, m.n > 1000,
-        (select jsonb_object_agg(s.name, s.log_watermark) from scope s where s.name = any (p_scopes)),
-        (select count(*) from embedding_job))::recall_meta
-      from _missing_embeddings(v_principal, p_scopes, p_purpose, v_include, p_at) m(n));
+        least(v_missing, 1000)::integer, v_missing > 1000, v_watermarks, v_queued)::recall_meta);
     perform set_config('plan_cache_mode', v_saved_plan_mode, true);
     select coalesce(array_agg(i order by i.rank), '{}') into v_answer.items
       from _recall_items(v_kept_ids, v_fact_ids, v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,

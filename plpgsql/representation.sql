@@ -159,14 +159,24 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_count bigint;
+    v_sessions bigint[];
+    v_peers bigint[];
+    v_documents jsonb[];
 begin
+    -- The new documents are computed first and written by key: Citus refuses a function that
+    -- is not immutable called with column references in an UPDATE.
+    select coalesce(array_agg(w.session_id), '{}'), coalesce(array_agg(w.peer_id), '{}'), coalesce(array_agg(w.doc), '{}')
+      into v_sessions, v_peers, v_documents
+      from (select sp.session_id, sp.peer_id, sp.working_representation as old,
+                   case when sp.peer_id = p_peer_id then '{}'::jsonb
+                        else _scrubbed_working(sp.working_representation, p_observation_ids) end as doc
+              from session_peer sp
+             where sp.working_representation <> '{}') w
+     where w.peer_id is not distinct from p_peer_id or w.doc <> w.old;
     update session_peer sp
-       set working_representation = case when sp.peer_id = p_peer_id then '{}'::jsonb
-                                         else _scrubbed_working(sp.working_representation, p_observation_ids) end,
-           working_updated_at = now()
-     where sp.working_representation <> '{}'
-       and (sp.peer_id is not distinct from p_peer_id
-            or _scrubbed_working(sp.working_representation, p_observation_ids) <> sp.working_representation);
+       set working_representation = n.doc, working_updated_at = now()
+      from unnest(v_sessions, v_peers, v_documents) n(session_id, peer_id, doc)
+     where sp.session_id = n.session_id and sp.peer_id = n.peer_id;
     get diagnostics v_count = row_count;
     return v_count;
 end

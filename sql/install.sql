@@ -4611,7 +4611,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$, null, $pgrecall_33af25ecfdbd$f5fef26857a6d4ab8980ffa55701326f34c1dc3d31c9a6b4ae28d7dd05c9bf6e$pgrecall_33af25ecfdbd$, $pgrecall_f5fef26857a6$-- Erasure: delete observations and, through the projection registry,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$, null, $pgrecall_0d5f913b0216$8eb39258bf8992d1ef7b493dcfd0ba044fdacf4d02b15f8b83e4990e7c140f24$pgrecall_0d5f913b0216$, $pgrecall_8eb39258bf89$-- Erasure: delete observations and, through the projection registry,
 -- everything derived from them; rebuild what depended on them from what
 -- survives; and in the same transaction store, per projection kind, how many
 -- derived rows remain (the residual, zero when erasure worked).
@@ -5288,6 +5288,8 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
+    v_completed timestamptz;
+    v_tables_touched text[];
     v_request erasure_request;
     v_observations bigint[];
     v_memories bigint[];
@@ -5371,10 +5373,13 @@ begin
            w.o_residual into v_words_erased, v_words_left
       from _erase_words(p_selector, v_absorbed, v_absorbed_into, v_absorbed_names) w;
 
+    -- Volatile values are taken first: Citus refuses a volatile function in an UPDATE.
+    v_tables_touched := _erasure_tables_touched();
+    v_completed := clock_timestamp();
     update erasure_request r
-       set completed_at = clock_timestamp(), observations_erased = v_count_observations,
+       set completed_at = v_completed, observations_erased = v_count_observations,
            rows_erased = v_erased || v_words_erased, residual = v_residual || v_words_left,
-           tables_touched = _erasure_tables_touched()
+           tables_touched = v_tables_touched
      where r.id = v_request.id
     returning * into v_request;
     return v_request;
@@ -5452,6 +5457,7 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
+    v_refreshed timestamptz;
     v_request erasure_request;
     v_schema text := (select n.nspname::text from pg_namespace n where n.oid = '__tenant__'::regnamespace);
     v_can_clear boolean := current_setting('server_version_num')::integer >= 180000;
@@ -5494,8 +5500,9 @@ begin
             end if;
         end loop;
     end loop;
+    v_refreshed := clock_timestamp();  -- taken first: Citus refuses a volatile function in an UPDATE
     update erasure_request r
-       set statistics_refreshed_at = case when cardinality(v_stale) = 0 then clock_timestamp() end,
+       set statistics_refreshed_at = case when cardinality(v_stale) = 0 then v_refreshed end,
            statistics_stale = v_stale
      where r.id = v_request.id
     returning * into v_request;
@@ -5505,12 +5512,12 @@ $$;
 comment on function __tenant__.refresh_erasure_statistics(bigint) is
     'Takes the planner statistics of the tables an erasure touched again, so pg_stats holds none of the erased values, '
     'and stamps the receipt; run it after the erasure commits (pgrecall erase does).';
-$pgrecall_f5fef26857a6$)
+$pgrecall_8eb39258bf89$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6e9f498466c3$erase_rewrite.sql$pgrecall_6e9f498466c3$, null, $pgrecall_a7e97d326e66$671760879f9a498d443cf5de42c9cbc6ac34ace95abd809796d9791c23ad07f4$pgrecall_a7e97d326e66$, $pgrecall_671760879f9a$-- Erasure down to the bytes: the tables an erasure touched are rewritten,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6e9f498466c3$erase_rewrite.sql$pgrecall_6e9f498466c3$, null, $pgrecall_8576523c9c86$12ad787dce784a14c8e3da8c08a989197e0795fb40177bc1cacd4f07b1a0b06f$pgrecall_8576523c9c86$, $pgrecall_12ad787dce78$-- Erasure down to the bytes: the tables an erasure touched are rewritten,
 -- so that no page of theirs keeps the erased words.
 --
 -- erase() deletes rows; VACUUM then marks their space free, but PostgreSQL
@@ -5557,6 +5564,7 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
+    v_rewritten timestamptz;
     v_request erasure_request;
     v_touched text[];
     v_table text;
@@ -5603,7 +5611,8 @@ begin
     if v_touched <@ v_request.rewritten_tables then
         -- every table is rewritten: its statistics are taken again from the rows that are left
         v_request := refresh_erasure_statistics(p_request_id);
-        update erasure_request r set rewritten_at = clock_timestamp() where r.id = p_request_id
+        v_rewritten := clock_timestamp();  -- taken first: Citus refuses a volatile function in an UPDATE
+        update erasure_request r set rewritten_at = v_rewritten where r.id = p_request_id
         returning * into v_request;
     end if;
     return v_request;
@@ -5613,12 +5622,12 @@ comment on function __tenant__.rewrite_erased(bigint, text[]) is
     'Rewrites the tables an erasure touched (or p_tables of them): new files, TOAST and indexes rebuilt, so no page keeps '
     'the erased rows; once all are done, takes their statistics again and stamps rewritten_at. Each table is locked '
     'exclusively until the transaction ends. The operator finishes with pgrecall.flush_erasure().';
-$pgrecall_671760879f9a$)
+$pgrecall_12ad787dce78$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$, null, $pgrecall_32ed1ac46a8a$39a35acc1821ed3fd068b35a14a0b0560fd130f3f794c397777055ce5f9a2281$pgrecall_32ed1ac46a8a$, $pgrecall_39a35acc1821$-- Facts: asserting (closing and splitting what it contradicts), retracting,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$, null, $pgrecall_940d7476dc66$04269632767e735e89319819786c74939f52b1b0439d018382ec78cfc732ba4a$pgrecall_940d7476dc66$, $pgrecall_04269632767e$-- Facts: asserting (closing and splitting what it contradicts), retracting,
 -- citing, and the bitemporal question "what was true at T1 as we knew it at T2".
 -- Errors: PR111 unknown predicate, PR112 evidence does not match its
 -- observation, PR113 role policy (a human's fact on an assistant's word only),
@@ -5916,15 +5925,20 @@ language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+declare
+    v_new integer[];
 begin
-    -- The evidence (a confirmation adds only spans not already cited), and
-    -- what the entities, the fact and each new evidence row derive from, in
-    -- one statement: per-row statements were a third of an assertion's time.
+    -- The spans not already cited (a confirmation adds only those), read first: on Citus an
+    -- insert whose select joins a set-returning function to a tenant table is not planned.
+    v_new := array(select e.n from unnest(p_observations, p_starts, p_ends) with ordinality e(o, s, e, n)
+                    where not exists (select 1 from fact_evidence x where x.fact_id = p_fact
+                                         and x.observation_id = e.o and x.byte_start = e.s and x.byte_end = e.e)
+                    order by e.n);
+    -- The evidence, and what the entities, the fact and each new evidence row
+    -- derive from, in one statement: per-row statements were a third of an assertion's time.
     with added as (
         insert into fact_evidence (fact_id, observation_id, byte_start, byte_end, quote)
-        select p_fact, e.o, e.s, e.e, e.q from unnest(p_observations, p_starts, p_ends, p_quotes) e(o, s, e, q)
-         where not exists (select 1 from fact_evidence x where x.fact_id = p_fact
-                              and x.observation_id = e.o and x.byte_start = e.s and x.byte_end = e.e)
+        select p_fact, p_observations[n], p_starts[n], p_ends[n], p_quotes[n] from unnest(v_new) n
         returning id, observation_id)
     insert into projection_dependency (kind, row_key, observation_id)
     select 'fact_evidence', a.id::text, a.observation_id from added a
@@ -6169,6 +6183,7 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
+    v_now timestamptz;
     v_fact fact;
 begin
     perform _check_scopes(p_scopes);
@@ -6178,8 +6193,9 @@ begin
     if not exists (select 1 from fact f where f.id = p_fact_id and upper_inf(f.known)) then
         perform _fail('PR108', format('fact %s is no longer current: it was closed or retracted already', p_fact_id));
     end if;
+    v_now := clock_timestamp();  -- taken first: Citus refuses a volatile function in an UPDATE
     return query
-    update fact f set known = tstzrange(lower(f.known), greatest(clock_timestamp(), lower(f.known) + interval '1 microsecond')),
+    update fact f set known = tstzrange(lower(f.known), greatest(v_now, lower(f.known) + interval '1 microsecond')),
                       retraction_reason = _trim(p_reason)
      where f.id = p_fact_id
     returning f.id, f.known;
@@ -6363,7 +6379,7 @@ end
 $$;
 comment on function __tenant__.assert_facts(text, text[], text, jsonb) is
     'assert_fact() for a batch (a JSON array of items), in order and all-or-nothing; one row per item.';
-$pgrecall_39a35acc1821$)
+$pgrecall_04269632767e$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -7440,7 +7456,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806dfe2bf8$notifications.sql$pgrecall_a5806dfe2bf8$, null, $pgrecall_6a779529a33b$e34db7eb9a1fb898b4f410a492aafd82a8d4fd9aa46e2c1cfbe0a35a22b9b768$pgrecall_6a779529a33b$, $pgrecall_e34db7eb9a1f$-- Wake-ups for the tenant's workers: a NOTIFY, with an empty payload, on a
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806dfe2bf8$notifications.sql$pgrecall_a5806dfe2bf8$, null, $pgrecall_2ec83b636b55$1858a38a7f395c8707570b1d17c6b87e964ad696b808cbfc84ebf6aa0d585dbc$pgrecall_2ec83b636b55$, $pgrecall_1858a38a7f39$-- Wake-ups for the tenant's workers: a NOTIFY, with an empty payload, on a
 -- channel whose name is a per-tenant secret (table notification_channel).
 --
 -- LISTEN and NOTIFY take no privilege: any role may listen on, or notify,
@@ -7457,8 +7473,16 @@ language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+declare
+    v_channel text;
 begin
-    perform pg_notify(c.channel, '') from notification_channel c where c.kind = p_kind;
+    -- The channel is read first and notified from this backend: on Citus a pg_notify() in a
+    -- statement on the table runs beside the shard, in a transaction Citus may have to PREPARE
+    -- (two-phase commit), which PostgreSQL refuses after a NOTIFY.
+    select c.channel into v_channel from notification_channel c where c.kind = p_kind;
+    if v_channel is not null then
+        perform pg_notify(v_channel, '');
+    end if;
 end
 $$;
 comment on function __tenant__._notify(text) is
@@ -7481,7 +7505,7 @@ end
 $$;
 comment on function __tenant__.listen_channel(text) is
     'The channel a worker LISTENs on to be woken when work of a kind (embed, derive) is queued; a secret of the tenant.';
-$pgrecall_e34db7eb9a1f$)
+$pgrecall_1858a38a7f39$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -8462,7 +8486,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$, null, $pgrecall_c567be2872b0$015de4b3ea07dc18ba7b00d60fd42a8cfae9753ea8639dea84369dd967151c8a$pgrecall_c567be2872b0$, $pgrecall_015de4b3ea07$-- recall: ranked retrieval, in the design's order (section 6). Each step is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$, null, $pgrecall_1e2dceec09ff$4206527a370be6d7d69034f203518bc4cebf93e519ceeadbcab8e449c39414c3$pgrecall_1e2dceec09ff$, $pgrecall_4206527a370b$-- recall: ranked retrieval, in the design's order (section 6). Each step is
 -- a function of its own that a DBA can call and test alone; recall_answer()
 -- runs them in order.
 --   1. eligibility (the one rule) before anything is ranked:
@@ -8648,6 +8672,9 @@ declare
     v_fact_ids bigint[];
     v_entities text[];
     v_answer recall_answer;
+    v_missing bigint;
+    v_watermarks jsonb;
+    v_queued bigint;
     v_saved_plan_mode text := current_setting('plan_cache_mode');
 begin
     perform _check_scopes(p_scopes);
@@ -8687,7 +8714,12 @@ begin
                                        (v_set ->> 'dense_floor')::double precision,
                                        v_set ->> 'embedding_model', (v_set ->> 'embedding_input_version')::integer);
     end if;
-    -- 7. Metadata, with counts taken after the walk.
+    -- 7. Metadata, with counts taken after the walk. The tables are read by statements of their
+    -- own (on Citus a statement with a table is sent to the shard with every variable it names,
+    -- and this one's 39 parameters lost a type on the way).
+    v_missing := _missing_embeddings(v_principal, p_scopes, p_purpose, v_include, p_at);
+    v_watermarks := (select jsonb_object_agg(s.name, s.log_watermark) from scope s where s.name = any (p_scopes));
+    v_queued := (select count(*) from embedding_job);
     v_answer.meta := (select row(
         p_query, v_mode, p_purpose, v_terms, v_dropped, v_stats_source, v_recruited, v_recruited_by::text,
         v_mode in ('hybrid', 'dense') and v_dense_reason is null, v_dense_reason, v_dense_method,
@@ -8695,10 +8727,7 @@ begin
         (select count(*) from unnest(v_dense_ids) i where i = any (v_kept_ids))::integer,
         cardinality(v_kept_ids), cardinality(v_fact_ids), v_entities,
         least(p_limit, cardinality(v_kept_ids) + cardinality(v_fact_ids)),
-        least(m.n, 1000)::integer, m.n > 1000,
-        (select jsonb_object_agg(s.name, s.log_watermark) from scope s where s.name = any (p_scopes)),
-        (select count(*) from embedding_job))::recall_meta
-      from _missing_embeddings(v_principal, p_scopes, p_purpose, v_include, p_at) m(n));
+        least(v_missing, 1000)::integer, v_missing > 1000, v_watermarks, v_queued)::recall_meta);
     perform set_config('plan_cache_mode', v_saved_plan_mode, true);
     select coalesce(array_agg(i order by i.rank), '{}') into v_answer.items
       from _recall_items(v_kept_ids, v_fact_ids, v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
@@ -8734,7 +8763,7 @@ as $$
 $$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text) is
     'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms'' evidence orders them), permission walk. With its metadata: recall_answer().';
-$pgrecall_015de4b3ea07$)
+$pgrecall_4206527a370b$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -10082,7 +10111,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c244f83ec$representation.sql$pgrecall_837c244f83ec$, null, $pgrecall_f7d749c4b52b$3b2eaa8237b60658566e51a3a9e14803e9dbee22663c0aae686394083ef23017$pgrecall_f7d749c4b52b$, $pgrecall_3b2eaa8237b6$-- Representations (design section 5): what is believed about a peer, and
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c244f83ec$representation.sql$pgrecall_837c244f83ec$, null, $pgrecall_90f6ca9153ba$0d5d4bd04cee6203e793f7d6d46f4eb10fd174715a172be7a7d00c66a3f2f57f$pgrecall_90f6ca9153ba$, $pgrecall_0d5d4bd04cee$-- Representations (design section 5): what is believed about a peer, and
 -- from whose perspective.
 --
 -- A memory about a peer is one linked (about) to the entity named as the
@@ -10243,14 +10272,24 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_count bigint;
+    v_sessions bigint[];
+    v_peers bigint[];
+    v_documents jsonb[];
 begin
+    -- The new documents are computed first and written by key: Citus refuses a function that
+    -- is not immutable called with column references in an UPDATE.
+    select coalesce(array_agg(w.session_id), '{}'), coalesce(array_agg(w.peer_id), '{}'), coalesce(array_agg(w.doc), '{}')
+      into v_sessions, v_peers, v_documents
+      from (select sp.session_id, sp.peer_id, sp.working_representation as old,
+                   case when sp.peer_id = p_peer_id then '{}'::jsonb
+                        else _scrubbed_working(sp.working_representation, p_observation_ids) end as doc
+              from session_peer sp
+             where sp.working_representation <> '{}') w
+     where w.peer_id is not distinct from p_peer_id or w.doc <> w.old;
     update session_peer sp
-       set working_representation = case when sp.peer_id = p_peer_id then '{}'::jsonb
-                                         else _scrubbed_working(sp.working_representation, p_observation_ids) end,
-           working_updated_at = now()
-     where sp.working_representation <> '{}'
-       and (sp.peer_id is not distinct from p_peer_id
-            or _scrubbed_working(sp.working_representation, p_observation_ids) <> sp.working_representation);
+       set working_representation = n.doc, working_updated_at = now()
+      from unnest(v_sessions, v_peers, v_documents) n(session_id, peer_id, doc)
+     where sp.session_id = n.session_id and sp.peer_id = n.peer_id;
     get diagnostics v_count = row_count;
     return v_count;
 end
@@ -10269,7 +10308,7 @@ as $$
 $$;
 comment on function __tenant__._working_cites(jsonb, bigint[]) is
     'Internal: whether a working representation holds an item derived from one of these observations.';
-$pgrecall_3b2eaa8237b6$)
+$pgrecall_0d5d4bd04cee$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 

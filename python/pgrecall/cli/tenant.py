@@ -50,6 +50,16 @@ def cmd_tenant(args: argparse.Namespace) -> int:
                 "from pgrecall.list_tenants()"
             ).fetchall()
             _print_rows(["tenant", "version", "latest", "app_role", "created_at"], rows)
+        elif args.action == "move":
+            host, _, port = (args.to or "").rpartition(":")
+            if not host or not port.isdigit():
+                _fail(f"pgrecall: error: tenant move needs --to HOST:PORT of a Citus worker, not {args.to!r}")
+                return 2
+            try:
+                node = conn.execute("select pgrecall.move_tenant(%s, %s, %s)", (args.name, host, int(port))).fetchone()
+            except psycopg.Error as exc:
+                raise errors.translate(exc) from exc
+            print(f"pgrecall: tenant {args.name} is on {node[0] if node else args.to}")
         elif args.action == "settings":
             if args.json:
                 return _print_json(_tenant_settings(conn, args.name))
@@ -116,11 +126,13 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def add_tenant(sub: Subparsers) -> None:
-    p = sub.add_parser("tenant", help="create, upgrade, list or drop tenants")
-    p.add_argument("action", choices=["create", "upgrade", "drop", "list", "settings"])
+    p = sub.add_parser("tenant", help="create, upgrade, list, drop or move tenants")
+    p.add_argument("action", choices=["create", "upgrade", "drop", "list", "settings", "move"])
     p.add_argument("name", nargs="?")
     p.add_argument("--yes", action="store_true", help="with drop: do not ask for confirmation")
     p.add_argument("--json", action="store_true", help="with list or settings: one JSON document")
+    p.add_argument("--to", metavar="HOST:PORT", help="with move: the Citus worker to move the tenant to "
+                   "(citus_schema_move, while the tenant stays in use)")
     p.set_defaults(func=cmd_tenant)
 
 

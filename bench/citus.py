@@ -1,0 +1,134 @@
+"""``make bench-citus``: recall and remember through a Citus coordinator against the same tenant on one
+server (issue #29, item 4: target <= 1.3x + 1 ms). Results: bench/results/latest-citus.md, the runs in
+bench/results/archive/.
+
+Both sides get the same corpus (bench/corpus.py), the same vectors and the same queries, and run with
+the same settings (fsync and synchronous_commit off, as the local cluster's nodes do). The cluster is
+``pgrecall.cluster.LocalCluster`` from ``make citus`` (a coordinator and two workers on 127.0.0.1):
+the application connects to the coordinator, which delegates each call to the worker holding the
+tenant (one round trip; outside a transaction block). Vectors are random unit vectors, not the
+model's: the model is not what is compared, and both sides search the same graph.
+
+    python -m bench.citus                         # 10k memories, 200 queries a mode
+    python -m bench.citus --memories 2000 --queries 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+import psycopg
+
+from . import corpus
+from .harness import embedded_server, new_report, write_report
+from .run import SCOPES, ingest, recall_latency, store_embeddings, summary, text_of_memory_index
+
+HERE = Path(__file__).resolve().parent
+TENANT = "citusbench"
+MODES = ("lexical", "hybrid", "dense")
+SAME_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def unit_vectors(n: int, seed: int) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal((n, 384)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def remember_latency(app: str, tenant: str, n: int) -> dict:
+    """Single remember() calls, autocommit, each citing a turn appended before the timing starts."""
+    with psycopg.connect(app, autocommit=True) as conn:
+        offsets = [conn.execute(f"select {tenant}.append_observation('agent', %s, %s, %s, 'user')",
+                                (SCOPES, SCOPES[0], f"bench remember turn {i}")).fetchone()[0] for i in range(n)]
+        times = []
+        for i, offset in enumerate(offsets):
+            started = time.perf_counter()
+            conn.execute(f"select * from {tenant}.remember('agent', %s, %s, %s, %s, array['converse'])",
+                         (SCOPES, SCOPES[0], f"bench remembers fact number {i} about zq{i}", [offset])).fetchall()
+            times.append((time.perf_counter() - started) * 1000)
+    return summary(times)
+
+
+def measure(admin: str, app: str, worker: str, texts: list[str], vecs: np.ndarray, qtexts: list[str],
+            qvecs: np.ndarray, remembers: int) -> dict:
+    from pgrecall import install
+
+    with psycopg.connect(admin, autocommit=True) as conn:
+        install.install(conn, [TENANT])
+    loaded, memory_of_text = ingest(app, TENANT, texts)
+    stored = store_embeddings(worker, TENANT, text_of_memory_index(memory_of_text), vecs)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"select {TENANT}.refresh_term_stats()")
+        conn.execute("analyze")
+    log(f"loaded {loaded['created']} memories in {loaded['seconds']:.0f} s, {stored['stored']} vectors")
+    recall = recall_latency(app, TENANT, qtexts, qvecs, modes=MODES)
+    recall.pop("_sample_meta", None)
+    return {"ingest": loaded, "vectors": stored, "recall": recall,
+            "remember": remember_latency(app, TENANT, remembers)}
+
+
+def markdown(r: dict) -> str:
+    one, cl = r["single"], r["citus"]
+    lines = [f"# Citus: through the coordinator vs one server ({r['started']})", "",
+             f"{r['memories']} memories, {r['queries']} queries a mode, {r['remembers']} remember calls; "
+             f"{r['machine']}. Target: cluster <= 1.3 x single + 1 ms.", "",
+             "| call | single p50 | cluster p50 | single p95 | cluster p95 | p50 target | met |",
+             "|---|---|---|---|---|---|---|"]
+    rows = [(f"recall {m}", one["recall"][m], cl["recall"][m]) for m in MODES] + \
+           [("remember", one["remember"], cl["remember"])]
+    for label, a, b in rows:
+        target = 1.3 * a["p50_ms"] + 1
+        lines.append(f"| {label} | {a['p50_ms']:.2f} ms | {b['p50_ms']:.2f} ms | {a['p95_ms']:.2f} ms | "
+                     f"{b['p95_ms']:.2f} ms | {target:.2f} ms | {'yes' if b['p50_ms'] <= target else 'no'} |")
+    lines += ["", f"Command: `{r['command']}`. Loading (not compared): single {one['ingest']['seconds']:.0f} s, "
+              f"cluster {cl['ingest']['seconds']:.0f} s (remember_many in transactions, which Citus does not "
+              "delegate)."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    from pgrecall.cluster import NODE_SETTINGS, LocalCluster, find_citus_build
+
+    parser = argparse.ArgumentParser(prog="make bench-citus")
+    parser.add_argument("--memories", type=int, default=10_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--remembers", type=int, default=200)
+    parser.add_argument("--out", default=str(HERE / "results"))
+    args = parser.parse_args(argv)
+    build = find_citus_build()
+    if build is None:
+        raise SystemExit("no Citus build in .citus/: run make citus")
+    assert all(NODE_SETTINGS[k] == v for k, v in SAME_SETTINGS.items())
+    report = new_report("make bench-citus BENCH_ARGS='{args}'", argv, memories=args.memories, queries=args.queries,
+                        remembers=args.remembers)
+    texts = corpus.memories(args.memories)
+    vecs = unit_vectors(len(texts), 1)
+    qtexts = corpus.queries(args.queries, args.memories)
+    qvecs = unit_vectors(len(qtexts), 2)
+
+    log("one server")
+    with embedded_server("pgrc-", SAME_SETTINGS) as info:
+        report["single"] = measure(info.uri(), info.uri(user=f"pgrecall_{TENANT}_app"),
+                                   info.uri(user=f"pgrecall_{TENANT}_worker"), texts, vecs, qtexts, qvecs,
+                                   args.remembers)
+    log("Citus: a coordinator and two workers")
+    with LocalCluster(build, workers=2) as cluster:
+        c = cluster.coordinator
+        report["citus"] = measure(c.dsn(), c.dsn(user=f"pgrecall_{TENANT}_app"),
+                                  c.dsn(user=f"pgrecall_{TENANT}_worker"), texts, vecs, qtexts, qvecs, args.remembers)
+        with psycopg.connect(c.dsn()) as conn:
+            report["citus"]["node"] = conn.execute("select pgrecall.tenant_node(%s)", (TENANT,)).fetchone()[0]
+    md = markdown(report)
+    write_report(Path(args.out), "citus", report, md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
