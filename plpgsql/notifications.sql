@@ -18,9 +18,13 @@ as $$
 declare
     v_channel text;
 begin
-    -- The channel is read first and notified from this backend: on Citus a pg_notify() in a
-    -- statement on the table runs beside the shard, in a transaction Citus may have to PREPARE
-    -- (two-phase commit), which PostgreSQL refuses after a NOTIFY.
+    -- Not on a Citus node: a write there may commit with two-phase commit (a call coordinated
+    -- from the coordinator in a transaction block, the switch of a move), and PostgreSQL refuses
+    -- to PREPARE a transaction that notified; a notification would also reach only the
+    -- listeners of the node where it commits. The worker and the deriver poll (every 5 s).
+    if current_setting('citus.version', true) is not null then
+        return;
+    end if;
     select c.channel into v_channel from notification_channel c where c.kind = p_kind;
     if v_channel is not null then
         perform pg_notify(v_channel, '');

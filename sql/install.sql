@@ -7456,7 +7456,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806dfe2bf8$notifications.sql$pgrecall_a5806dfe2bf8$, null, $pgrecall_2ec83b636b55$1858a38a7f395c8707570b1d17c6b87e964ad696b808cbfc84ebf6aa0d585dbc$pgrecall_2ec83b636b55$, $pgrecall_1858a38a7f39$-- Wake-ups for the tenant's workers: a NOTIFY, with an empty payload, on a
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806dfe2bf8$notifications.sql$pgrecall_a5806dfe2bf8$, null, $pgrecall_31f9c3be5dca$52e7bd94540e417d8e1067aa87ccb9a621f857c2889f3ded3b0c27a9005a7872$pgrecall_31f9c3be5dca$, $pgrecall_52e7bd94540e$-- Wake-ups for the tenant's workers: a NOTIFY, with an empty payload, on a
 -- channel whose name is a per-tenant secret (table notification_channel).
 --
 -- LISTEN and NOTIFY take no privilege: any role may listen on, or notify,
@@ -7476,9 +7476,13 @@ as $$
 declare
     v_channel text;
 begin
-    -- The channel is read first and notified from this backend: on Citus a pg_notify() in a
-    -- statement on the table runs beside the shard, in a transaction Citus may have to PREPARE
-    -- (two-phase commit), which PostgreSQL refuses after a NOTIFY.
+    -- Not on a Citus node: a write there may commit with two-phase commit (a call coordinated
+    -- from the coordinator in a transaction block, the switch of a move), and PostgreSQL refuses
+    -- to PREPARE a transaction that notified; a notification would also reach only the
+    -- listeners of the node where it commits. The worker and the deriver poll (every 5 s).
+    if current_setting('citus.version', true) is not null then
+        return;
+    end if;
     select c.channel into v_channel from notification_channel c where c.kind = p_kind;
     if v_channel is not null then
         perform pg_notify(v_channel, '');
@@ -7505,7 +7509,7 @@ end
 $$;
 comment on function __tenant__.listen_channel(text) is
     'The channel a worker LISTENs on to be woken when work of a kind (embed, derive) is queued; a secret of the tenant.';
-$pgrecall_1858a38a7f39$)
+$pgrecall_52e7bd94540e$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 

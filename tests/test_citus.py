@@ -245,12 +245,6 @@ def test_an_append_and_a_remember_through_the_coordinator_are_written_once_on_th
         assert conn.execute(f"select count(*) from {shard}").fetchone() == (3,)  # shard_name is qualified
 
 
-# What remains: a writer whose append is in flight when citus_schema_move switches the tenant to its
-# new node runs on both nodes at once; Citus then commits with two-phase commit and PostgreSQL refuses to
-# PREPARE the new node's transaction, where the shard's trigger notified the embedding worker. Strict:
-# the day it passes, the marker goes.
-@pytest.mark.xfail(strict=True, raises=psycopg.errors.FeatureNotSupported,
-                   reason="an append in flight at the switch of a move: PREPARE after a trigger's NOTIFY")
 def test_a_tenant_moves_while_writers_append_and_a_reader_recalls(cluster, tenant_factory, monkeypatch, capsys):
     acme = tenant_factory("acme")
     populated(cluster, acme)
