@@ -113,6 +113,10 @@ BAD = [
       "insert into acme.corpus_stat as c (singleton, documents) values (true, 0) on conflict (singleton) "
       "do update set refreshed_at = clock_timestamp(); end $f$"],
      "do update", "bad"),
+    ("clock in an UPDATE",
+     ["create function acme.bad() returns void language plpgsql as $f$ begin "
+      "update acme.corpus_stat c set refreshed_at = clock_timestamp(); end $f$"],
+     "volatile in update", "bad"),
     ("security definer owned by someone else",
      ["create function acme.bad() returns int language sql security definer set search_path = pg_catalog "
       "as $$ select 1 $$"],
