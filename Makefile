@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: citus test-citus run driver test test-slow test-all check install-script bench bench-graph bench-erase bench-worker bench-driver bench-shell eval eval-compare venv clean
+.PHONY: citus test-citus run driver test test-slow test-all check install-script bench bench-graph bench-erase bench-worker bench-driver bench-shell bench-citus eval eval-compare venv clean
 
 venv: $(STAMP)
 
@@ -92,6 +92,10 @@ bench-worker: $(STAMP)
 # What the Python driver adds to a 10-result recall, phase by phase (bench/driver_overhead.py).
 bench-driver: $(STAMP)
 	$(PY) -m bench.driver_overhead $(BENCH_ARGS)
+
+# Recall and remember through a Citus coordinator against the same tenant on one server (make citus first).
+bench-citus: citus
+	$(PY) -m bench.citus $(BENCH_ARGS)
 
 # Erasing one data subject among 1M memories, with the residual.
 bench-erase: $(STAMP)

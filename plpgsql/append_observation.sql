@@ -34,10 +34,13 @@ comment on function __tenant__._observation_rows(jsonb) is
 -- scope's); its sender always. Validated by _append_batch first.
 create or replace function __tenant__._turn_audiences(p_principal text, p_rows jsonb)
 returns table (ord integer, audience bigint[])
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
+    return query
     select r.ord,
            case when r.audience is null and r.session_id is null then null
                 else array(select x.id from (
@@ -48,7 +51,8 @@ as $$
                          union
                          select p.id from peer p where p.name = coalesce(r.actor, normalize(p_principal, NFC))) x
                        order by x.id) end
-      from _observation_rows(p_rows) r
+      from _observation_rows(p_rows) r;
+end
 $$;
 comment on function __tenant__._turn_audiences(text, jsonb) is
     'Internal: the audience each appended turn gets: the peers named, else its session''s peers (NULL outside one), with its sender.';
@@ -57,10 +61,14 @@ create or replace function __tenant__._observation_hint(p_body text, p_occurred_
                                                         p_retention_until timestamptz, p_session_id bigint,
                                                         p_actor text, p_audience text[], p_max_bytes bigint)
 returns text
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result text;
+begin
     -- The hint of an appended row that is refused: what to do about the first of these it shows.
     select case when octet_length(p_body) > p_max_bytes then
                          'Split the text, or raise setting max_observation_bytes with pgrecall.set_tenant_setting().'
@@ -76,6 +84,9 @@ as $$
                          'A turn is seen by at most the peers in its session: add the peer to the session first, '
                          'or leave it out of the audience.'
                end
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._observation_hint(text, timestamptz, timestamptz, bigint, text, text[], bigint) is
     'Internal: the hint for an observation row that append refuses.';
@@ -185,7 +196,7 @@ declare
     v_count integer := jsonb_array_length(p_rows);
     v_last bigint;
 begin
-    perform set_config('plan_cache_mode', 'force_generic_plan', true);
+    perform set_config('plan_cache_mode', _plan_cache_mode(), true);
     perform _check_keys(p_rows, array['body', 'source_role', 'kind', 'actor', 'session_id', 'occurred_at', 'payload',
                                       'data_subject_id', 'lawful_basis', 'classification', 'retention_until',
                                       'audience'], 'row');
@@ -205,7 +216,6 @@ begin
      where s.name = p_scope
     returning s.log_watermark into v_last;
 
-    return query
     insert into observation (scope, log_offset, kind, occurred_at, source_role, actor_id, session_id, body,
                              payload, data_subject_id, lawful_basis, classification, retention_until, audience)
     select p_scope, v_last - v_count + r.ord, r.kind, coalesce(r.occurred_at, now()), r.source_role,
@@ -218,8 +228,10 @@ begin
            r.lawful_basis, r.classification, r.retention_until, a.audience
       from _observation_rows(p_rows) r
       join _turn_audiences(p_principal, p_rows) a on a.ord = r.ord
-     order by r.ord
-    returning (log_offset - (v_last - v_count))::integer, log_offset;
+     order by r.ord;
+    -- Row r got offset v_last - v_count + r: told without a RETURNING clause, which Citus does not
+    -- carry to the shard with its parameters ("there is no parameter").
+    return query select g, v_last - v_count + g from generate_series(1, v_count) g;
     perform set_config('plan_cache_mode', v_saved_plan_mode, true);
 end
 $$;

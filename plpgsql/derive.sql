@@ -49,7 +49,8 @@ begin
 
     -- Every source must be visible to the principal (for some purpose) and live.
     select s into v_missing from unnest(v_sources) s
-     where not exists (select 1 from _eligible_memories(v_principal, p_scopes, null, false, null) e where e.id = s)
+     where not exists (select 1 from memory e where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                                                     v_principal, p_scopes, null, false, null) and e.id = s)
      limit 1;
     if found then
         perform _fail('PR104', format('source memory %s not found', v_missing),

@@ -7,7 +7,7 @@
 -- the 500 newest visible memories", with the tenant's duplicate_cosine and
 -- duplicate_window):
 --   * the window: the principal's duplicate_window newest CURRENT memories
---     that the eligibility rule (_eligible_memories) lets it see in the
+--     that the eligibility rule (_memory_eligible) lets it see in the
 --     authorised scopes for any purpose, neither superseded nor forgotten.
 --     Newest is the latest written (highest id): created_at is the writing
 --     transaction's start, so ids order the writes more finely;
@@ -83,10 +83,14 @@ comment on function __tenant__._may_replace(__tenant__.memory, __tenant__.memory
 -- no pair reached the threshold.
 create or replace function __tenant__._closest_pair(p_ids bigint[], p_model text)
 returns double precision
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result double precision;
+begin
     with win as materialized (
         select m.id, _purpose_bits(m.purposes) as bits, me.text_embedding as embedding
           from unnest(p_ids) w(id)
@@ -96,6 +100,9 @@ as $$
     select max(1 - (a.embedding operator(__ext__.<=>) b.embedding))
       from win a join win b on a.id < b.id
      where (a.bits & b.bits) <> 0
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._closest_pair(bigint[], text) is
     'Internal: the highest cosine of any two memories of the window that share a purpose.';
@@ -136,7 +143,8 @@ begin
     perform _check_limit(p_limit, 1000, 'limit', 'Ask for the best pairs first, e.g. p_limit => 20.');
 
     select coalesce(array_agg(w.id order by w.id desc), '{}') into v_ids
-      from (select e.id from _eligible_memories(v_principal, p_scopes, null, false, null) e
+      from (select e.id from memory e where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                                             v_principal, p_scopes, null, false, null)
              order by e.id desc limit v_window) w;
 
     select count(*) into v_embedded

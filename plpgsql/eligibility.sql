@@ -1,16 +1,16 @@
--- The one eligibility rule. Every read path selects from these functions, so
+-- The one eligibility rule. Every read path filters with these functions, so
 -- the rule is written exactly once: who an audience admits
--- (_audience_admits), and from it the memories (_eligible_memories: read,
+-- (_audience_admits), and from it the memories (_memory_eligible: read,
 -- derive's sources, the revision checks of correct/supersede/forget, recall)
--- and the turns of the log (_eligible_observations: provenance quotes,
+-- and the turns of the log (_observation_eligible: provenance quotes,
 -- citations, working representations; message search applies the same rule
 -- to passages, which copy their turn's audience) a principal may see. Facts
 -- (facts.sql) use _audience_admits too.
 --
--- They are plain SQL functions without SECURITY DEFINER or SET so that the
--- planner inlines them into the caller's query and uses the caller's indexes;
--- their tables are qualified, and only the tenant's definer functions (whose
--- path is pinned) can call them.
+-- They are plain SQL functions without SECURITY DEFINER or SET, and read no
+-- table, so that the planner inlines them into the caller's query and uses the
+-- caller's indexes; only the tenant's definer functions (whose path is
+-- pinned) can call them.
 
 -- The audience rule. An audience is NULL (everyone authorised for the scope)
 -- or the peers it names, and it admits a principal it names. A memory or a
@@ -51,13 +51,20 @@ comment on function __tenant__._audience_within(bigint, bigint[]) is
 -- An audience as people read it in messages: the peers' names, or the scope.
 create or replace function __tenant__._audience_shown(p_peer bigint, p_peers bigint[], p_scope text)
 returns text
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result text;
+begin
     select case when p_peer is null and p_peers is null then format('everyone in scope %s', quote_literal(p_scope))
                 else (select string_agg(quote_literal(p.name), ', ' order by p.name)
                         from peer p where p.id = p_peer or p.id = any (p_peers)) end
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._audience_shown(bigint, bigint[], text) is
     'Internal: an audience for a message: the peers'' names, or everyone in the scope.';
@@ -65,51 +72,104 @@ comment on function __tenant__._audience_shown(bigint, bigint[], text) is
 -- The peers an audience names, as a JSON array of names (NULL: the scope).
 create or replace function __tenant__._audience_names(p_peers bigint[])
 returns jsonb
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result jsonb;
+begin
     select case when p_peers is not null
                 then (select coalesce(jsonb_agg(p.name order by p.name), '[]') from peer p where p.id = any (p_peers)) end
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._audience_names(bigint[]) is
     'Internal: the names of the peers an audience names, as a JSON array; NULL for the scope.';
 
-create or replace function __tenant__._eligible_memories(
+-- The rule for one memory, from its columns: what every tenant function
+-- writes in the WHERE (or ON) clause of a query on memory, as
+-- "from memory e where _memory_eligible(e.scope, e.audience_peer_id,
+-- e.purposes, e.invalidated_at, e.superseded_by, e.valid, principal, scopes,
+-- purpose, include_superseded, at)". An expression on the row's columns, no
+-- table read: the planner inlines it into the caller's WHERE clause (as it did
+-- the set-returning form below) and uses the caller's indexes, and on Citus the
+-- query names the memory table itself, so it is planned as a query on that
+-- tenant's shard. Columns, not the row: a shard's row type is not memory's.
+create or replace function __tenant__._memory_eligible(
+    p_scope               text,
+    p_audience_peer_id    bigint,
+    p_purposes            text[],
+    p_invalidated_at      timestamptz,
+    p_superseded_by       bigint,
+    p_valid               tstzrange,
     p_principal_id        bigint,
     p_scopes              text[],
     p_purpose             text,        -- NULL: any purpose (provenance and write checks)
     p_include_superseded  boolean,
     p_at                  timestamptz  -- NULL: no time filter
 )
+returns boolean
+language sql stable
+as $$
+    select p_scope = any (p_scopes)
+       and __tenant__._audience_admits(p_principal_id, p_audience_peer_id, null)
+       and (p_purpose is null or p_purpose = any (p_purposes))
+       and p_invalidated_at is null
+       and (p_include_superseded or p_superseded_by is null)
+       and (p_at is null or p_valid @> p_at)
+$$;
+comment on function __tenant__._memory_eligible(text, bigint, text[], timestamptz, bigint, tstzrange, bigint, text[],
+                                                text, boolean, timestamptz) is
+    'Internal: whether a memory (its columns) is one the principal may see in the authorised scopes for a purpose. The single eligibility rule.';
+
+-- The same rule as a set, for psql and the tests on one server. No tenant
+-- function calls it: on Citus a query whose table comes from an SQL function
+-- cannot be planned (tests/test_citus_helpers_static.py checks it).
+create or replace function __tenant__._eligible_memories(
+    p_principal_id        bigint,
+    p_scopes              text[],
+    p_purpose             text,
+    p_include_superseded  boolean,
+    p_at                  timestamptz
+)
 returns setof __tenant__.memory
 language sql stable
 as $$
     select m.*
       from __tenant__.memory m
-     where m.scope = any (p_scopes)
-       and __tenant__._audience_admits(p_principal_id, m.audience_peer_id, null)
-       and (p_purpose is null or p_purpose = any (m.purposes))
-       and m.invalidated_at is null
-       and (p_include_superseded or m.superseded_by is null)
-       and (p_at is null or m.valid @> p_at)
+     where __tenant__._memory_eligible(m.scope, m.audience_peer_id, m.purposes, m.invalidated_at, m.superseded_by,
+                                       m.valid, p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
 $$;
 comment on function __tenant__._eligible_memories(bigint, text[], text, boolean, timestamptz) is
-    'Internal: the memories a principal may see in the authorised scopes for a purpose. The single eligibility rule.';
+    'Internal: the memories a principal may see (_memory_eligible as a set), for psql and tests on one server.';
 
--- The turns of the log a principal may see in the authorised scopes. Joined
--- to by id (provenance, citations), it is one primary-key probe per turn.
+-- A turn of the log a principal may see in the authorised scopes, from its
+-- columns (as _memory_eligible). Joined to by id (provenance, citations), it
+-- is one primary-key probe per turn.
+create or replace function __tenant__._observation_eligible(p_scope text, p_audience bigint[],
+                                                            p_principal_id bigint, p_scopes text[])
+returns boolean
+language sql stable
+as $$
+    select p_scope = any (p_scopes)
+       and __tenant__._audience_admits(p_principal_id, null, p_audience)
+$$;
+comment on function __tenant__._observation_eligible(text, bigint[], bigint, text[]) is
+    'Internal: whether a turn of the log (its columns) is one the principal may see in the authorised scopes.';
+
 create or replace function __tenant__._eligible_observations(p_principal_id bigint, p_scopes text[])
 returns setof __tenant__.observation
 language sql stable
 as $$
     select o.*
       from __tenant__.observation o
-     where o.scope = any (p_scopes)
-       and __tenant__._audience_admits(p_principal_id, null, o.audience)
+     where __tenant__._observation_eligible(o.scope, o.audience, p_principal_id, p_scopes)
 $$;
 comment on function __tenant__._eligible_observations(bigint, text[]) is
-    'Internal: the turns of the log a principal may see in the authorised scopes (the audience rule of memories).';
+    'Internal: the turns a principal may see (_observation_eligible as a set), for psql and tests on one server.';
 
 -- A memory named by id in a write or a decision: one the principal may not
 -- see is reported exactly like one that does not exist.
@@ -120,8 +180,9 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 begin
-    if not exists (select 1 from _eligible_memories(p_principal_id, p_scopes, null, true, null) e
-                    where e.id = p_memory_id) then
+    if not exists (select 1 from memory e
+                    where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                           p_principal_id, p_scopes, null, true, null) and e.id = p_memory_id) then
         perform _fail('PR104', format('memory %s not found', p_memory_id),
                       'It does not exist, or this principal may not see it.');
     end if;

@@ -23,9 +23,11 @@ begin
         delete from projection_dependency d where d.kind = 'memory_embedding' and d.row_key = new.id::text;
     end if;
     if v_live then
-        insert into embedding_job as j (memory_id) values (new.id)
+        -- The time is inserted and taken from excluded: Citus refuses a function that is not
+        -- immutable in DO UPDATE SET, and evaluates one in the inserted row.
+        insert into embedding_job as j (memory_id, enqueued_at) values (new.id, clock_timestamp())
         on conflict (memory_id) do update
-            set generation = j.generation + 1, enqueued_at = clock_timestamp(), leased_by = null, lease_until = null;
+            set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null;
         perform _notify('embed');
     else
         delete from embedding_job j where j.memory_id = new.id;
@@ -59,10 +61,13 @@ comment on function __tenant__._embedding_stamp() is
 create or replace function __tenant__._turns_around(p_observation_ids bigint[])
 returns table (observation_id bigint, before_id bigint, before_body text, before_audience bigint[],
                after_id bigint, after_body text, after_audience bigint[])
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
+    return query
     select x.id, b.id, b.body, b.audience, a.id, a.body, a.audience
       from observation x
       left join lateral (
@@ -83,7 +88,8 @@ as $$
             (select o.id, o.body, o.audience from observation o
               where o.scope = x.scope and o.session_id = x.session_id and o.log_offset > x.log_offset
               order by o.log_offset limit 1)) a on true
-     where x.id = any (p_observation_ids)
+     where x.id = any (p_observation_ids);
+end
 $$;
 comment on function __tenant__._turns_around(bigint[]) is
     'Internal: the turns just before and after each observation in its conversation (session, or sessionless turns of its scope), with their audiences.';
@@ -141,15 +147,22 @@ comment on function __tenant__._embedding_inputs(bigint[], integer) is
 -- observations of evidence is re-embedded once too often, never missed.
 create or replace function __tenant__._memories_embedding_turns(p_observation_ids bigint[])
 returns bigint[]
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
     select coalesce(array_agg(distinct l.memory_id), '{}')
       from memory_link l
      where l.target_observation_id in (select n.id from _turns_around(p_observation_ids) t
                                         cross join lateral (values (t.before_id), (t.after_id)) n(id))
        and l.link_type = 'derived_from'
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._memories_embedding_turns(bigint[]) is
     'Internal: memories whose version-2 embedding input may include these observations as neighbouring turns.';
@@ -229,15 +242,15 @@ begin
     -- re-worded memory or a lease taken over by another worker drops the result.
     v_held := array(select _lease_held('embedding', p_worker, p_memory_ids, p_generations));
     with stored as (
-        insert into memory_embedding as me (memory_id, model, input_version, embedding, text_embedding)
-        select x.memory_id, p_model, p_input_version, x.embedding, x.text_embedding
+        insert into memory_embedding as me (memory_id, model, input_version, embedding, text_embedding, embedded_at)
+        select x.memory_id, p_model, p_input_version, x.embedding, x.text_embedding, now()
           from unnest(p_memory_ids, p_embeddings::__ext__.vector[],
                       coalesce(p_text_embeddings, array_fill(null::text, array[cardinality(p_memory_ids)]))::__ext__.vector[])
                  as x(memory_id, embedding, text_embedding)
          where x.memory_id = any (v_held)
         on conflict (memory_id) do update
             set model = excluded.model, input_version = excluded.input_version,
-                embedding = excluded.embedding, text_embedding = excluded.text_embedding, embedded_at = now()
+                embedding = excluded.embedding, text_embedding = excluded.text_embedding, embedded_at = excluded.embedded_at
         returning me.memory_id
     ), registered as (
         -- a vector of the text: from what the text came from, corrections' evidence included
@@ -353,10 +366,10 @@ as $$
 declare
     v_count bigint;
 begin
-    insert into passage_embedding_job as j (passage_id, scope)
-    select w.passage_id, w.scope from _passages_wanting_vectors(null, p_everything) w
+    insert into passage_embedding_job as j (passage_id, scope, enqueued_at)
+    select w.passage_id, w.scope, clock_timestamp() from _passages_wanting_vectors(null, p_everything) w
     on conflict (passage_id) do update
-        set generation = j.generation + 1, enqueued_at = clock_timestamp(), leased_by = null, lease_until = null;
+        set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null;
     get diagnostics v_count = row_count;
     -- A job whose passage already has the current stamp is done (version switched back).
     if not p_everything then
@@ -403,14 +416,14 @@ as $$
 declare
     v_count bigint;
 begin
-    insert into embedding_job as j (memory_id)
-    select m.id from memory m cross join _embedding_stamp() st
+    insert into embedding_job as j (memory_id, enqueued_at)
+    select m.id, clock_timestamp() from memory m cross join _embedding_stamp() st
      where m.superseded_by is null and m.invalidated_at is null
        and (p_everything or not exists (select 1 from memory_embedding me where me.memory_id = m.id
                                            and me.model = st.model and me.input_version = st.input_version
                                            and me.text_embedding is not null))
     on conflict (memory_id) do update
-        set generation = j.generation + 1, enqueued_at = clock_timestamp(), leased_by = null, lease_until = null;
+        set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null;
     get diagnostics v_count = row_count;
     v_count := v_count + _queue_passage_embeddings(coalesce(p_everything, false));
     perform _notify('embed');

@@ -125,10 +125,14 @@ comment on function __tenant__._entities_in_text(text[], text) is
 -- entity). Two index probes for facts (subject, object), one for links.
 create or replace function __tenant__._entity_visible(p_principal_id bigint, p_scopes text[], p_entity_id bigint)
 returns boolean
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result boolean;
+begin
     select exists (select 1 from fact f
                     where f.subject_id = p_entity_id and f.scope = any (p_scopes)
                       and _audience_admits(p_principal_id, f.audience_peer_id, null))
@@ -136,10 +140,14 @@ as $$
                     where f.object_id = p_entity_id and f.scope = any (p_scopes)
                       and _audience_admits(p_principal_id, f.audience_peer_id, null))
         or exists (select 1 from memory_link l
-                     join _eligible_memories(p_principal_id, p_scopes, null, true, null) m on m.id = l.memory_id
+                     join memory m on _memory_eligible(m.scope, m.audience_peer_id, m.purposes, m.invalidated_at, m.superseded_by, m.valid,
+                                                       p_principal_id, p_scopes, null, true, null) and m.id = l.memory_id
                     where l.link_type = 'about'
                       and l.target_entity_id in (select e.id from entity e
                                                   where e.id = p_entity_id or e.merged_into = p_entity_id))
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._entity_visible(bigint, text[], bigint) is
     'Internal: whether a memory or fact the principal is eligible for names the entity (or one merged into it).';
@@ -319,14 +327,16 @@ begin
     -- a name is content too.
     return query
     with visible_facts as (
-        select f.id, f.subject_id, f.object_id from _eligible_facts(v_principal, p_scopes, null, null, null) f
+        select f.id, f.subject_id, f.object_id from fact f where _fact_eligible(f.scope, f.audience_peer_id, f.purposes, f.valid, f.known,
+                                                                                v_principal, p_scopes, null, null, null)
     ), named as (
         select x.subject_id as id from visible_facts x
         union
         select x.object_id from visible_facts x where x.object_id is not null
         union
         select l.target_entity_id from memory_link l
-          join _eligible_memories(v_principal, p_scopes, null, true, null) m on m.id = l.memory_id
+          join memory m on _memory_eligible(m.scope, m.audience_peer_id, m.purposes, m.invalidated_at, m.superseded_by, m.valid,
+                                            v_principal, p_scopes, null, true, null) and m.id = l.memory_id
          where l.link_type = 'about'
     )
     select e.id, e.scope, e.name, e.entity_type, e.aliases, e.merged_into,

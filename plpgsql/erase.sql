@@ -156,17 +156,21 @@ comment on function __tenant__._selected_observations(jsonb) is 'Internal: the o
 -- kept. Read before anything is deleted.
 create or replace function __tenant__._corrections_to_undo(p_observations bigint[])
 returns table (memory_id bigint, restore_revision integer, restorable boolean)
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
+    return query
     select u.memory_id, u.restore_revision,
            exists (select 1 from memory_revision r
                     where r.memory_id = u.memory_id and r.revision = u.restore_revision)
       from (select c.memory_id, min(c.revision) - 1 as restore_revision
               from memory_correction_evidence c
              where c.observation_id = any (p_observations)
-             group by c.memory_id) u
+             group by c.memory_id) u;
+end
 $$;
 comment on function __tenant__._corrections_to_undo(bigint[]) is
     'Internal: per memory with a correction an erased observation justified, the kept revision it returns to.';
@@ -235,10 +239,14 @@ comment on function __tenant__._check_erasure_request(text, jsonb, text, text) i
 create or replace function __tenant__._doomed_memories(p_observations bigint[], p_selector jsonb,
                                                        p_earlier_text_lost bigint[])
 returns bigint[]
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
     -- Registered against an erased observation, private to an erased peer, whose text from before a
     -- correction is gone, or derived (at any depth) from one of those.
     with recursive doomed (id) as (
@@ -257,6 +265,9 @@ as $$
          where l.link_type = 'derived_from'
     )
     select coalesce(array_agg(distinct id), '{}') from doomed
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._doomed_memories(bigint[], jsonb, bigint[]) is
     'Internal: the memories an erasure deletes.';
@@ -277,15 +288,15 @@ begin
     -- stores nothing.
     o_neighbours := array(select x from unnest(_memories_embedding_turns(p_observations)) x
                            where not (x = any (p_memories)) order by x);
-    insert into embedding_job as j (memory_id)
-    select m.id from memory m
+    insert into embedding_job as j (memory_id, enqueued_at)
+    select m.id, clock_timestamp() from memory m
      where m.id = any (o_neighbours) and m.superseded_by is null and m.invalidated_at is null
        and (exists (select 1 from embedding_job q where q.memory_id = m.id)
             -- input version 1 is title and body alone
             or exists (select 1 from memory_embedding me where me.memory_id = m.id and me.input_version <> 1))
      order by m.id
     on conflict (memory_id) do update
-        set generation = j.generation + 1, enqueued_at = clock_timestamp(), leased_by = null, lease_until = null;
+        set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null;
     if found then
         perform _notify('embed');
     end if;
@@ -303,12 +314,16 @@ comment on function __tenant__._unembed_neighbours(bigint[], bigint[]) is
 
 create or replace function __tenant__._registered(p_observations bigint[], p_kind text)
 returns table (row_key text)
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
+    return query
     select distinct d.row_key from projection_dependency d
-     where d.kind = p_kind and d.observation_id = any (p_observations)
+     where d.kind = p_kind and d.observation_id = any (p_observations);
+end
 $$;
 comment on function __tenant__._registered(bigint[], text) is
     'Internal: the row keys of one projection kind registered against any of the observations.';
@@ -345,10 +360,14 @@ comment on function __tenant__._release_doomed_memories(bigint[], bigint[], bigi
 
 create or replace function __tenant__._doomed_facts(p_observations bigint[], p_selector jsonb)
 returns bigint[]
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
     -- Registered against an erased observation, pieces that a doomed assertion split off an older
     -- fact (rebuilt by _reinstate_facts), facts only an erased peer could see (like their private
     -- memories), and facts from their perspective.
@@ -362,16 +381,23 @@ as $$
         select f.id from fact f join doomed x on f.split_by = x.id
     )
     select coalesce(array_agg(distinct id), '{}') from doomed
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._doomed_facts(bigint[], jsonb) is 'Internal: the facts an erasure deletes.';
 
 create or replace function __tenant__._erasure_keys(p_kind text, p_registered text[], p_selector jsonb,
                                                     p_memories bigint[], p_facts bigint[])
 returns text[]
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result text[];
+begin
     -- Beside the rows registered against an erased observation, the rows of a kind that go with a
     -- doomed memory or fact, or with an erased peer.
     select case p_kind
@@ -405,6 +431,9 @@ as $$
             array(select distinct k from unnest(p_registered || array(select x::text from unnest(p_facts) x)) k)
         else p_registered
     end
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._erasure_keys(text, text[], jsonb, bigint[], bigint[]) is
     'Internal: the row keys of one projection kind that an erasure deletes.';
@@ -531,10 +560,14 @@ comment on function __tenant__._erasure_residual(bigint[]) is
 
 create or replace function __tenant__._term_residual(p_terms text[])
 returns bigint
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint;
+begin
     -- A term of an erased memory that no surviving live memory uses. Checked afresh: the witness row
     -- is re-read, and only a term without a valid witness costs an index probe.
     select count(*) from term_stat t
@@ -545,6 +578,9 @@ as $$
                           and w.tsv @@ quote_literal(t.term)::tsquery)
        and not exists (select 1 from memory m where m.tsv @@ quote_literal(t.term)::tsquery
                          and m.superseded_by is null and m.invalidated_at is null)
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._term_residual(text[]) is
     'Internal: the term statistics an erasure left behind that no surviving memory justifies.';
@@ -639,6 +675,8 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
+    v_completed timestamptz;
+    v_tables_touched text[];
     v_request erasure_request;
     v_observations bigint[];
     v_memories bigint[];
@@ -722,10 +760,13 @@ begin
            w.o_residual into v_words_erased, v_words_left
       from _erase_words(p_selector, v_absorbed, v_absorbed_into, v_absorbed_names) w;
 
+    -- Volatile values are taken first: Citus refuses a volatile function in an UPDATE.
+    v_tables_touched := _erasure_tables_touched();
+    v_completed := clock_timestamp();
     update erasure_request r
-       set completed_at = clock_timestamp(), observations_erased = v_count_observations,
+       set completed_at = v_completed, observations_erased = v_count_observations,
            rows_erased = v_erased || v_words_erased, residual = v_residual || v_words_left,
-           tables_touched = _erasure_tables_touched()
+           tables_touched = v_tables_touched
      where r.id = v_request.id
     returning * into v_request;
     return v_request;
@@ -774,11 +815,15 @@ comment on function __tenant__.expire(text) is
 
 create or replace function __tenant__.erasure_requests(p_limit integer default 20)
 returns setof __tenant__.erasure_request
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select * from erasure_request r order by r.id desc limit greatest(coalesce(p_limit, 20), 1)
+#variable_conflict use_column
+begin
+    return query
+    select * from erasure_request r order by r.id desc limit greatest(coalesce(p_limit, 20), 1);
+end
 $$;
 comment on function __tenant__.erasure_requests(integer) is 'The newest erasure receipts.';
 
@@ -799,6 +844,7 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
+    v_refreshed timestamptz;
     v_request erasure_request;
     v_schema text := (select n.nspname::text from pg_namespace n where n.oid = '__tenant__'::regnamespace);
     v_can_clear boolean := current_setting('server_version_num')::integer >= 180000;
@@ -841,8 +887,9 @@ begin
             end if;
         end loop;
     end loop;
+    v_refreshed := clock_timestamp();  -- taken first: Citus refuses a volatile function in an UPDATE
     update erasure_request r
-       set statistics_refreshed_at = case when cardinality(v_stale) = 0 then clock_timestamp() end,
+       set statistics_refreshed_at = case when cardinality(v_stale) = 0 then v_refreshed end,
            statistics_stale = v_stale
      where r.id = v_request.id
     returning * into v_request;

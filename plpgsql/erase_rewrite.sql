@@ -45,6 +45,7 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
+    v_rewritten timestamptz;
     v_request erasure_request;
     v_touched text[];
     v_table text;
@@ -91,7 +92,8 @@ begin
     if v_touched <@ v_request.rewritten_tables then
         -- every table is rewritten: its statistics are taken again from the rows that are left
         v_request := refresh_erasure_statistics(p_request_id);
-        update erasure_request r set rewritten_at = clock_timestamp() where r.id = p_request_id
+        v_rewritten := clock_timestamp();  -- taken first: Citus refuses a volatile function in an UPDATE
+        update erasure_request r set rewritten_at = v_rewritten where r.id = p_request_id
         returning * into v_request;
     end if;
     return v_request;

@@ -4,29 +4,53 @@
 -- observation, PR113 role policy (a human's fact on an assistant's word only),
 -- PR114 unknown entity, PR115 unknown fact, PR108 fact no longer current.
 
--- Eligibility for facts, like _eligible_memories for memories and with the
--- same audience rule (_audience_admits): inlined by the planner into the
--- caller's query (so no definer or SET).
-create or replace function __tenant__._eligible_facts(
+-- Eligibility for facts, like _memory_eligible for memories and with the
+-- same audience rule (_audience_admits): an expression on a fact's columns,
+-- written in the WHERE clause of a query on fact and inlined there by the
+-- planner (so no definer or SET, and no table read).
+create or replace function __tenant__._fact_eligible(
+    p_scope         text,
+    p_audience_peer_id bigint,
+    p_purposes      text[],
+    p_valid         tstzrange,
+    p_known         tstzrange,
     p_principal_id  bigint,
     p_scopes        text[],
     p_purpose       text,         -- NULL: any purpose
     p_valid_at      timestamptz,  -- NULL: any time
     p_known_at      timestamptz   -- NULL: currently known
 )
+returns boolean
+language sql stable
+as $$
+    select p_scope = any (p_scopes)
+       and __tenant__._audience_admits(p_principal_id, p_audience_peer_id, null)
+       and (p_purpose is null or p_purpose = any (p_purposes))
+       and (p_valid_at is null or p_valid @> p_valid_at)
+       and (case when p_known_at is null then upper_inf(p_known) else p_known @> p_known_at end)
+$$;
+comment on function __tenant__._fact_eligible(text, bigint, text[], tstzrange, tstzrange, bigint, text[], text,
+                                              timestamptz, timestamptz) is
+    'Internal: whether a fact (its columns) is one the principal may see for a purpose, valid and known at the given times.';
+
+-- The same as a set, for psql and the tests on one server (no tenant function calls it).
+create or replace function __tenant__._eligible_facts(
+    p_principal_id  bigint,
+    p_scopes        text[],
+    p_purpose       text,
+    p_valid_at      timestamptz,
+    p_known_at      timestamptz
+)
 returns setof __tenant__.fact
 language sql stable
 as $$
     select f.*
       from __tenant__.fact f
-     where f.scope = any (p_scopes)
-       and __tenant__._audience_admits(p_principal_id, f.audience_peer_id, null)
-       and (p_purpose is null or p_purpose = any (f.purposes))
-       and (p_valid_at is null or f.valid @> p_valid_at)
-       and (case when p_known_at is null then upper_inf(f.known) else f.known @> p_known_at end)
+     where __tenant__._fact_eligible(f.scope, f.audience_peer_id, f.purposes, f.valid, f.known,
+                                     p_principal_id, p_scopes, p_purpose, p_valid_at, p_known_at)
 $$;
 comment on function __tenant__._eligible_facts(bigint, text[], text, timestamptz, timestamptz) is
-    'Internal: the facts a principal may see in the authorised scopes for a purpose, valid and known at the given times.';
+    'Internal: the facts a principal may see (_fact_eligible as a set), for psql and tests on one server.';
 
 -- Evidence items ({"offset", "quote", optional "start"/"end" byte offsets})
 -- resolved to observations and byte spans. Without a span the quote's first
@@ -272,15 +296,20 @@ language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+declare
+    v_new integer[];
 begin
-    -- The evidence (a confirmation adds only spans not already cited), and
-    -- what the entities, the fact and each new evidence row derive from, in
-    -- one statement: per-row statements were a third of an assertion's time.
+    -- The spans not already cited (a confirmation adds only those), read first: on Citus an
+    -- insert whose select joins a set-returning function to a tenant table is not planned.
+    v_new := array(select e.n from unnest(p_observations, p_starts, p_ends) with ordinality e(o, s, e, n)
+                    where not exists (select 1 from fact_evidence x where x.fact_id = p_fact
+                                         and x.observation_id = e.o and x.byte_start = e.s and x.byte_end = e.e)
+                    order by e.n);
+    -- The evidence, and what the entities, the fact and each new evidence row
+    -- derive from, in one statement: per-row statements were a third of an assertion's time.
     with added as (
         insert into fact_evidence (fact_id, observation_id, byte_start, byte_end, quote)
-        select p_fact, e.o, e.s, e.e, e.q from unnest(p_observations, p_starts, p_ends, p_quotes) e(o, s, e, q)
-         where not exists (select 1 from fact_evidence x where x.fact_id = p_fact
-                              and x.observation_id = e.o and x.byte_start = e.s and x.byte_end = e.e)
+        select p_fact, p_observations[n], p_starts[n], p_ends[n], p_quotes[n] from unnest(v_new) n
         returning id, observation_id)
     insert into projection_dependency (kind, row_key, observation_id)
     select 'fact_evidence', a.id::text, a.observation_id from added a
@@ -352,10 +381,14 @@ comment on function __tenant__._split_closed_facts(bigint[], bigint, tstzrange, 
 create or replace function __tenant__._close_overlapping_facts(p_subject bigint, p_predicate text, p_observer bigint,
                                                               p_valid tstzrange, p_now timestamptz)
 returns bigint[]
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
     -- A single value at a time: close every current fact the new one overlaps.
     with closed as (
         update fact f set known = tstzrange(lower(f.known), p_now)
@@ -364,6 +397,9 @@ as $$
            and f.valid && p_valid
         returning f.id)
     select coalesce(array_agg(id order by id), '{}') from closed
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._close_overlapping_facts(bigint, text, bigint, tstzrange, timestamptz) is
     'Internal: a single-valued predicate''s current facts that a new valid range overlaps stop being believed now; their ids.';
@@ -411,7 +447,7 @@ declare
     v_ev_end integer[];
     v_ev_quote text[];
 begin
-    perform set_config('plan_cache_mode', 'force_generic_plan', true);
+    perform set_config('plan_cache_mode', _plan_cache_mode(), true);
     v_pred := _check_fact_fields(p_predicate, p_subject, p_object, p_statement, p_subject_type, p_object_type,
                                  p_confidence, p_valid_from, p_valid_to);
     v_purposes := case when p_purposes is null then array(select p from unnest(_purposes()) p order by p)
@@ -475,15 +511,18 @@ comment on function __tenant__._assert_fact(bigint, text, text, text, text, json
 -- Registers a fact and its evidence rows against their observations.
 create or replace function __tenant__._register_fact(p_fact_id bigint, p_observation_ids bigint[])
 returns void
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
     insert into projection_dependency (kind, row_key, observation_id)
     select 'fact', p_fact_id::text, o from unnest(p_observation_ids) o
     union all
     select 'fact_evidence', x.id::text, x.observation_id from fact_evidence x where x.fact_id = p_fact_id
-    on conflict do nothing
+    on conflict do nothing;
+end
 $$;
 comment on function __tenant__._register_fact(bigint, bigint[]) is
     'Internal: registers a fact and its evidence in the projection registry.';
@@ -515,6 +554,7 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
+    v_now timestamptz;
     v_fact fact;
 begin
     perform _check_scopes(p_scopes);
@@ -524,8 +564,9 @@ begin
     if not exists (select 1 from fact f where f.id = p_fact_id and upper_inf(f.known)) then
         perform _fail('PR108', format('fact %s is no longer current: it was closed or retracted already', p_fact_id));
     end if;
+    v_now := clock_timestamp();  -- taken first: Citus refuses a volatile function in an UPDATE
     return query
-    update fact f set known = tstzrange(lower(f.known), greatest(clock_timestamp(), lower(f.known) + interval '1 microsecond')),
+    update fact f set known = tstzrange(lower(f.known), greatest(v_now, lower(f.known) + interval '1 microsecond')),
                       retraction_reason = _trim(p_reason)
      where f.id = p_fact_id
     returning f.id, f.known;
@@ -558,8 +599,9 @@ begin
       from fact_evidence x
       join observation o on o.id = x.observation_id
       join peer p on p.id = o.actor_id
-     cross join lateral (select exists (select 1 from _eligible_observations(v_principal, p_scopes) e
-                                         where e.id = o.id) as seen) v
+     cross join lateral (select exists (select 1 from observation e
+                                         where _observation_eligible(e.scope, e.audience,
+                                                                     v_principal, p_scopes) and e.id = o.id) as seen) v
      where x.fact_id = p_fact_id
      order by o.log_offset, x.byte_start;
 end
@@ -572,10 +614,14 @@ comment on function __tenant__.resolve_citation(text, text[], bigint) is
 -- from a turn the principal may not see is withheld, as in resolve_citation.
 create or replace function __tenant__._fact_evidence_json(p_fact_id bigint, p_principal_id bigint, p_scopes text[])
 returns jsonb
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result jsonb;
+begin
     select coalesce(jsonb_agg(case when e.id is not null
                                    then jsonb_build_object('scope', o.scope, 'offset', o.log_offset, 'start', x.byte_start,
                                                            'end', x.byte_end, 'quote', x.quote,
@@ -585,8 +631,11 @@ as $$
                                                            'withheld', true) end
                               order by o.log_offset, x.byte_start), '[]')
       from fact_evidence x join observation o on o.id = x.observation_id
-      left join _eligible_observations(p_principal_id, p_scopes) e on e.id = o.id
+      left join observation e on _observation_eligible(e.scope, e.audience, p_principal_id, p_scopes) and e.id = o.id
      where x.fact_id = p_fact_id
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._fact_evidence_json(bigint, bigint, text[]) is
     'Internal: a fact''s evidence (quotes and spans) as JSON, withheld where the principal may not see the turn.';
@@ -623,11 +672,13 @@ begin
     return query
     select f.id, se.name, f.predicate, coalesce(oe.name, f.object_value), f.statement, f.valid, f.known,
            f.confidence, f.salience, op.name, _fact_evidence_json(f.id, v_principal, p_scopes)
-      from _eligible_facts(v_principal, p_scopes, p_purpose, coalesce(p_valid_at, now()), p_known_at) f
+      from fact f
       join entity se on se.id = f.subject_id
       left join entity oe on oe.id = f.object_id
       left join peer op on op.id = f.observer_peer_id
-     where f.subject_id = any (v_subjects)
+     where _fact_eligible(f.scope, f.audience_peer_id, f.purposes, f.valid, f.known,
+                          v_principal, p_scopes, p_purpose, coalesce(p_valid_at, now()), p_known_at)
+       and f.subject_id = any (v_subjects)
        and (p_predicate is null or f.predicate = p_predicate)
      order by f.predicate, lower(f.valid) desc, f.id;
 end

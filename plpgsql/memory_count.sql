@@ -1,5 +1,5 @@
 -- memory_count: how many memories the principal may see in the authorised
--- scopes for a purpose, by the one eligibility rule (_eligible_memories):
+-- scopes for a purpose, by the one eligibility rule (_memory_eligible):
 -- what recall and read would consider, counted, nothing of it shown.
 
 create or replace function __tenant__.memory_count(
@@ -19,7 +19,9 @@ begin
     perform _check_scopes(p_scopes);
     perform _check_purpose(p_purpose);
     return (select count(*)
-              from _eligible_memories(v_principal, p_scopes, p_purpose, coalesce(p_include_superseded, false), null));
+              from memory e
+             where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                    v_principal, p_scopes, p_purpose, coalesce(p_include_superseded, false), null));
 end
 $$;
 comment on function __tenant__.memory_count(text, text[], text, boolean) is

@@ -24,7 +24,7 @@
 -- The arms' own queries differ from recall's (passages are filtered by scope,
 -- audience, session and sender, and their HNSW index is one per partition),
 -- so they are functions of their own: _passage_lexical_arm and
--- _passage_dense_arm. Both select from _passages_in, which applies the
+-- _passage_dense_arm. Both filter with _passage_eligible, which applies the
 -- audience rule of memories (_audience_admits) to the audience each passage
 -- copies from its turn: a passage the principal may not see is never
 -- counted (the lexical arm's document frequencies), ranked or returned.
@@ -37,9 +37,24 @@
 
 -- The passages a search is about: those the principal may see in the
 -- authorised scopes, narrowed to one session and/or one sender when asked.
--- Like _eligible_memories, a plain SQL function (no definer, no SET, tables
--- qualified) that the planner inlines into the arms' queries, so each keeps
--- its partition pruning and indexes.
+-- Like _memory_eligible, an expression on the passage's columns (no definer,
+-- no SET, no table read) that the planner inlines into the arms' queries, so
+-- each keeps its partition pruning and indexes.
+create or replace function __tenant__._passage_eligible(p_scope text, p_audience bigint[], p_passage_session bigint,
+                                                       p_passage_actor bigint, p_principal_id bigint, p_scopes text[],
+                                                       p_session_id bigint, p_actor_id bigint)
+returns boolean
+language sql stable
+as $$
+    select p_scope = any (p_scopes)
+       and __tenant__._audience_admits(p_principal_id, null, p_audience)
+       and (p_session_id is null or p_passage_session = p_session_id)
+       and (p_actor_id is null or p_passage_actor = p_actor_id)
+$$;
+comment on function __tenant__._passage_eligible(text, bigint[], bigint, bigint, bigint, text[], bigint, bigint) is
+    'Internal: whether a passage (its columns) is one the principal may see in the scopes, of the session and sender when given; inlined into message search''s arms.';
+
+-- The same as a set, for psql and the tests on one server (no tenant function calls it).
 create or replace function __tenant__._passages_in(p_principal_id bigint, p_scopes text[], p_session_id bigint,
                                                   p_actor_id bigint)
 returns setof __tenant__.passage
@@ -47,13 +62,11 @@ language sql stable
 as $$
     select p.*
       from __tenant__.passage p
-     where p.scope = any (p_scopes)
-       and __tenant__._audience_admits(p_principal_id, null, p.audience)
-       and (p_session_id is null or p.session_id = p_session_id)
-       and (p_actor_id is null or p.actor_id = p_actor_id)
+     where __tenant__._passage_eligible(p.scope, p.audience, p.session_id, p.actor_id,
+                                        p_principal_id, p_scopes, p_session_id, p_actor_id)
 $$;
 comment on function __tenant__._passages_in(bigint, text[], bigint, bigint) is
-    'Internal: the passages the principal may see in the scopes, of one session and/or one sender when given; inlined into message search''s arms.';
+    'Internal: the passages the principal may see (_passage_eligible as a set), for psql and tests on one server.';
 
 -- The lexical arm over passages: BM25, document frequencies counted live in
 -- the scopes, corpus size from passage_stat. As in recall, a cheap presence
@@ -91,8 +104,9 @@ begin
                array_agg(p.idf order by p.term) filter (where not p.pruned)
           into v_kept, dropped, v_idf
           from _prune_terms(terms,
-                            array(select greatest((select count(*) from _passages_in(p_principal_id, p_scopes, null, null) x
-                                                    where x.tsv @@ quote_literal(u.t)::tsquery), 1)
+                            array(select greatest((select count(*) from passage x
+                                                    where _passage_eligible(x.scope, x.audience, x.session_id, x.actor_id,
+                                                                            p_principal_id, p_scopes, null, null) and x.tsv @@ quote_literal(u.t)::tsquery), 1)
                                     from unnest(terms) with ordinality u(t, n) order by u.n),
                             v_documents, (v_set ->> 'prune_min_terms')::integer,
                             (v_set ->> 'prune_df_ratio')::double precision) p;
@@ -108,8 +122,9 @@ begin
                (select sum(v_idf[i]) from generate_subscripts(v_term_queries, 1) i
                  where p.tsv @@ v_term_queries[i])
                * _bm25_tf(1, length(p.tsv), v_k1, v_b, v_avg_length) as quick
-          from _passages_in(p_principal_id, p_scopes, p_session_id, p_actor_id) p
-         where p.tsv @@ v_query
+          from passage p
+         where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id,
+                                 p_principal_id, p_scopes, p_session_id, p_actor_id) and p.tsv @@ v_query
          order by quick desc, p.id
          limit 2 * p_depth
     ), scored as (
@@ -151,15 +166,17 @@ declare
     v_saved_iterative text := current_setting('hnsw.iterative_scan', true);
 begin
     select count(*) into v_probe from (
-        select 1 from _passages_in(p_principal_id, p_scopes, p_session_id, p_actor_id) p
-         where p.embedding_model = v_model and p.embedding_input_version = v_version
+        select 1 from passage p
+         where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id,
+                                 p_principal_id, p_scopes, p_session_id, p_actor_id) and p.embedding_model = v_model and p.embedding_input_version = v_version
          limit (v_set ->> 'exact_dense_below')::integer) x;
     if v_probe < (v_set ->> 'exact_dense_below')::integer then
         method := 'exact';
         with nearest as (
             select p.id, p.embedding operator(__ext__.<=>) v_embedding as distance
-              from _passages_in(p_principal_id, p_scopes, p_session_id, p_actor_id) p
-             where p.embedding_model = v_model and p.embedding_input_version = v_version
+              from passage p
+             where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id,
+                                     p_principal_id, p_scopes, p_session_id, p_actor_id) and p.embedding_model = v_model and p.embedding_input_version = v_version
              order by (p.embedding operator(__ext__.<=>) v_embedding) + 0, p.id
              limit p_depth)
         select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
@@ -174,8 +191,9 @@ begin
         perform set_config('hnsw.iterative_scan', 'strict_order', true);
         with nearest as (
             select p.id, p.embedding operator(__ext__.<=>) v_embedding as distance
-              from _passages_in(p_principal_id, p_scopes, p_session_id, p_actor_id) p
-             where p.embedding_model = v_model and p.embedding_input_version = v_version
+              from passage p
+             where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id,
+                                     p_principal_id, p_scopes, p_session_id, p_actor_id) and p.embedding_model = v_model and p.embedding_input_version = v_version
              order by p.embedding operator(__ext__.<=>) v_embedding
              limit p_depth)
         select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
@@ -233,8 +251,9 @@ begin
         when p_query_embedding is null then 'no query embedding'
         when p_query_model is not null and p_query_model <> p_settings ->> 'embedding_model'
             then format('query embedded with %s, passages with %s', p_query_model, p_settings ->> 'embedding_model')
-        when exists (select 1 from _passages_in(p_principal_id, p_scopes, null, null) p
-                      where p.embedding_model = p_settings ->> 'embedding_model'
+        when exists (select 1 from passage p
+                      where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id,
+                                              p_principal_id, p_scopes, null, null) and p.embedding_model = p_settings ->> 'embedding_model'
                         and p.embedding_input_version = (p_settings ->> 'embedding_input_version')::integer)
             then null
         when not exists (select 1 from _passage_embedding_policies() pol

@@ -15,8 +15,20 @@ language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+declare
+    v_channel text;
 begin
-    perform pg_notify(c.channel, '') from notification_channel c where c.kind = p_kind;
+    -- Not on a Citus node: a write there may commit with two-phase commit (a call coordinated
+    -- from the coordinator in a transaction block, the switch of a move), and PostgreSQL refuses
+    -- to PREPARE a transaction that notified; a notification would also reach only the
+    -- listeners of the node where it commits. The worker and the deriver poll (every 5 s).
+    if current_setting('citus.version', true) is not null then
+        return;
+    end if;
+    select c.channel into v_channel from notification_channel c where c.kind = p_kind;
+    if v_channel is not null then
+        perform pg_notify(v_channel, '');
+    end if;
 end
 $$;
 comment on function __tenant__._notify(text) is

@@ -33,10 +33,13 @@ comment on function __tenant__._passage_embedding_policies() is
 create or replace function __tenant__._passages_wanting_vectors(p_scopes text[] default null,
                                                                 p_everything boolean default false)
 returns table (passage_id bigint, scope text)
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
+    return query
     select p.id, p.scope
       from _passage_embedding_policies() pol
       join passage p on p.scope = pol.scope
@@ -45,7 +48,8 @@ as $$
      where (p_scopes is null or pol.scope = any (p_scopes))
        and (pol.policy = 'all' or (pol.policy = 'messages' and o.kind = 'message'))
        and (p_everything or p.embedding_model is distinct from st.model
-            or p.embedding_input_version is distinct from st.input_version)
+            or p.embedding_input_version is distinct from st.input_version);
+end
 $$;
 comment on function __tenant__._passages_wanting_vectors(text[], boolean) is
     'Internal: passages their scope''s passage_embedding policy embeds that lack a current vector (or all of them).';
@@ -129,7 +133,7 @@ declare
     v_count bigint;
     v_queued bigint;
 begin
-    perform set_config('plan_cache_mode', 'force_generic_plan', true);
+    perform set_config('plan_cache_mode', _plan_cache_mode(), true);
     with written as (
         insert into passage (scope, observation_id, ordinal, start_byte, end_byte, body, session_id, actor_id,
                              occurred_at, audience)
@@ -192,15 +196,25 @@ language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+declare
+    v_scopes text[];
+    v_passages bigint[];
+    v_lexemes bigint[];
 begin
+    -- The transition table is read alone first: on Citus a statement that joins it to a table of
+    -- the tenant is sent to the shard, where the transition table does not exist.
     if tg_op = 'INSERT' then
+        select array_agg(g.scope), array_agg(g.n), array_agg(g.l) into v_scopes, v_passages, v_lexemes
+          from (select n.scope, count(*) as n, sum(length(n.tsv)) as l from added n group by n.scope) g;
         insert into passage_stat as s (scope, passages, lexemes)
-        select n.scope, count(*), sum(length(n.tsv)) from added n group by n.scope
+        select g.scope, g.n, g.l from unnest(v_scopes, v_passages, v_lexemes) g(scope, n, l)
         on conflict (scope) do update
             set passages = s.passages + excluded.passages, lexemes = s.lexemes + excluded.lexemes;
     else
+        select array_agg(g.scope), array_agg(g.n), array_agg(g.l) into v_scopes, v_passages, v_lexemes
+          from (select r.scope, count(*) as n, sum(length(r.tsv)) as l from removed r group by r.scope) g;
         update passage_stat s set passages = s.passages - g.n, lexemes = s.lexemes - g.l
-          from (select r.scope, count(*) as n, sum(length(r.tsv)) as l from removed r group by r.scope) g
+          from unnest(v_scopes, v_passages, v_lexemes) g(scope, n, l)
          where s.scope = g.scope;
     end if;
     return null;

@@ -165,11 +165,18 @@ comment on function __tenant__._with_subject(text[], text) is
 -- on a later call cannot leave the subject's words behind an erasure.
 create or replace function __tenant__._peer_subject(p_peer_id bigint)
 returns text
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result text;
+begin
     select p.data_subject_ids[1] from peer p where p.id = p_peer_id
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._peer_subject(bigint) is
     'Internal: the data subject a peer passes on to what is written by or about it (its first), or NULL.';

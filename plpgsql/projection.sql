@@ -2,13 +2,16 @@
 
 create or replace function __tenant__._register(p_kind text, p_row_key text, p_observation_ids bigint[])
 returns void
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
     insert into projection_dependency (kind, row_key, observation_id)
     select p_kind, p_row_key, o from unnest(p_observation_ids) o
-    on conflict do nothing
+    on conflict do nothing;
+end
 $$;
 comment on function __tenant__._register(text, text, bigint[]) is
     'Internal: record that projection row (kind, key) derives from these observations.';
@@ -16,13 +19,20 @@ comment on function __tenant__._register(text, text, bigint[]) is
 -- The observations a memory derives from, directly or through its sources.
 create or replace function __tenant__._memory_observations(p_memory_ids bigint[])
 returns bigint[]
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
     select coalesce(array_agg(distinct d.observation_id), '{}')
       from projection_dependency d
      where d.kind = 'memory' and d.row_key = any (select m::text from unnest(p_memory_ids) m)
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._memory_observations(bigint[]) is
     'Internal: every observation the given memories were derived from.';
@@ -34,15 +44,22 @@ comment on function __tenant__._memory_observations(bigint[]) is
 -- takes what was built on the corrected text with it.
 create or replace function __tenant__._memory_text_observations(p_memory_ids bigint[])
 returns bigint[]
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
     select coalesce(array_agg(distinct s.observation_id), '{}')
       from (select unnest(_memory_observations(p_memory_ids))
             union all
             select c.observation_id from memory_correction_evidence c
              where c.memory_id = any (p_memory_ids)) s(observation_id)
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._memory_text_observations(bigint[]) is
     'Internal: every observation the given memories'' current text came from: their evidence and their corrections''.';

@@ -26,8 +26,9 @@ begin
     perform _check_purpose(p_purpose);
     perform _check_id(p_memory_id, 'memory id');
     select e.* into v_memory
-      from _eligible_memories(v_principal, p_scopes, p_purpose, coalesce(p_include_superseded, false), null) e
-     where e.id = p_memory_id;
+      from memory e
+     where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                            v_principal, p_scopes, p_purpose, coalesce(p_include_superseded, false), null) and e.id = p_memory_id;
     if v_memory.id is null then
         perform _fail('PR104', format('memory %s not found', p_memory_id),
                       'It does not exist, this principal may not see it for this purpose, or it was superseded '
@@ -71,10 +72,13 @@ comment on function __tenant__.read(text, text[], bigint, text, boolean) is
 -- queries rather than four per row.
 create or replace function __tenant__._provenance_of(p_memory_ids bigint[], p_principal_id bigint, p_scopes text[])
 returns table (memory_id bigint, provenance jsonb)
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
+    return query
     select i.id, jsonb_build_object(
         'observations', coalesce(obs.list, '[]'::jsonb),
         'memories', coalesce(src.list, '[]'::jsonb),
@@ -105,7 +109,8 @@ as $$
               from memory_link l
               join observation o on o.id = l.target_observation_id
               join peer a on a.id = o.actor_id
-              left join _eligible_observations(p_principal_id, p_scopes) seen on seen.id = o.id
+              left join observation seen on _observation_eligible(seen.scope, seen.audience,
+                                                                  p_principal_id, p_scopes) and seen.id = o.id
              where l.memory_id = any (p_memory_ids) and l.link_type = 'derived_from'
                and o.scope = any (p_scopes)
              group by l.memory_id) obs on obs.memory_id = i.id
@@ -113,7 +118,8 @@ as $$
             select l.memory_id,
                    jsonb_agg(jsonb_build_object('id', e.id, 'title', e.title, 'kind', e.kind) order by e.id) as list
               from memory_link l
-              join _eligible_memories(p_principal_id, p_scopes, null, true, null) e on e.id = l.target_memory_id
+              join memory e on _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                                p_principal_id, p_scopes, null, true, null) and e.id = l.target_memory_id
              where l.memory_id = any (p_memory_ids) and l.link_type = 'derived_from'
              group by l.memory_id) src on src.memory_id = i.id
       left join (
@@ -121,15 +127,17 @@ as $$
               from memory_link l
              where l.memory_id = any (p_memory_ids) and l.link_type = 'derived_from'
                and l.target_memory_id is not null
-               and not exists (select 1 from _eligible_memories(p_principal_id, p_scopes, null, true, null) e
-                                where e.id = l.target_memory_id)
+               and not exists (select 1 from memory e
+                                where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                                       p_principal_id, p_scopes, null, true, null) and e.id = l.target_memory_id)
              group by l.memory_id) hid on hid.memory_id = i.id
       left join (
             select l.memory_id,
                    jsonb_agg(jsonb_build_object('entity', en.name, 'type', en.entity_type) order by en.name) as list
               from memory_link l join entity en on en.id = l.target_entity_id
              where l.memory_id = any (p_memory_ids) and l.link_type = 'about'
-             group by l.memory_id) ab on ab.memory_id = i.id
+             group by l.memory_id) ab on ab.memory_id = i.id;
+end
 $$;
 comment on function __tenant__._provenance_of(bigint[], bigint, text[]) is
     'Internal: for each memory, its observations (withheld where the principal may not see them), visible source memories, hidden-source count, entities and widening reason, as JSON.';

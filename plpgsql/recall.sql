@@ -2,7 +2,7 @@
 -- a function of its own that a DBA can call and test alone; recall_answer()
 -- runs them in order.
 --   1. eligibility (the one rule) before anything is ranked:
---        _eligible_memories (eligibility.sql); every step selects from it;
+--        _memory_eligible (eligibility.sql); every step filters with it;
 --        when the principal may see only a few memories, their ids, read once
 --        and shared by both arms: _few_eligible (recall_dense.sql)
 --   2. lexical arm: BM25 from document frequencies; from prune_min_terms query
@@ -117,15 +117,23 @@ comment on function __tenant__._few_or_dense(bigint, text[], text, boolean, time
 create or replace function __tenant__._missing_embeddings(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz)
 returns bigint
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint;
+begin
     select count(*) from (
         select 1 from embedding_job j
-         where exists (select 1 from _eligible_memories(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) e
-                        where e.id = j.memory_id offset 0)
+         where exists (select 1 from memory e
+                        where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                               p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) and e.id = j.memory_id offset 0)
          limit 1001) x
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._missing_embeddings(bigint, text[], text, boolean, timestamptz) is
     'Internal: how many memories the principal may see still wait for their embedding, counted up to 1001.';
@@ -133,8 +141,9 @@ comment on function __tenant__._missing_embeddings(bigint, text[], text, boolean
 -- Recall, its steps in order. None of the steps' plans depends on the values
 -- they are run with (the lexical candidates, which do, are planned per call as
 -- dynamic SQL), but PostgreSQL would re-plan several of them on every call:
--- ~1 ms. So plan_cache_mode is force_generic_plan while the steps run; the
--- setting is this transaction's, so it reaches the steps' statements.
+-- ~1 ms. So plan_cache_mode is force_generic_plan while the steps run (not on
+-- Citus: _plan_cache_mode); the setting is this transaction's, so it reaches
+-- the steps' statements.
 create or replace function __tenant__.recall_answer(
     p_principal           text,
     p_scopes              text[],
@@ -175,6 +184,9 @@ declare
     v_fact_ids bigint[];
     v_entities text[];
     v_answer recall_answer;
+    v_missing bigint;
+    v_watermarks jsonb;
+    v_queued bigint;
     v_saved_plan_mode text := current_setting('plan_cache_mode');
 begin
     perform _check_scopes(p_scopes);
@@ -184,7 +196,7 @@ begin
     perform _check_time(p_at, 'p_at');
     perform _check_text(p_query, 'query', 10000);
     v_depth := _arm_depth(p_limit, v_set);
-    perform set_config('plan_cache_mode', 'force_generic_plan', true);  -- see above
+    perform set_config('plan_cache_mode', _plan_cache_mode(), true);  -- see above
     if v_mode in ('hybrid', 'dense') then
         v_dense_reason := _dense_reason(p_query_embedding, p_query_model, v_set);
     else
@@ -214,7 +226,12 @@ begin
                                        (v_set ->> 'dense_floor')::double precision,
                                        v_set ->> 'embedding_model', (v_set ->> 'embedding_input_version')::integer);
     end if;
-    -- 7. Metadata, with counts taken after the walk.
+    -- 7. Metadata, with counts taken after the walk. The tables are read by statements of their
+    -- own (on Citus a statement with a table is sent to the shard with every variable it names,
+    -- and this one's 39 parameters lost a type on the way).
+    v_missing := _missing_embeddings(v_principal, p_scopes, p_purpose, v_include, p_at);
+    v_watermarks := (select jsonb_object_agg(s.name, s.log_watermark) from scope s where s.name = any (p_scopes));
+    v_queued := (select count(*) from embedding_job);
     v_answer.meta := (select row(
         p_query, v_mode, p_purpose, v_terms, v_dropped, v_stats_source, v_recruited, v_recruited_by::text,
         v_mode in ('hybrid', 'dense') and v_dense_reason is null, v_dense_reason, v_dense_method,
@@ -222,10 +239,7 @@ begin
         (select count(*) from unnest(v_dense_ids) i where i = any (v_kept_ids))::integer,
         cardinality(v_kept_ids), cardinality(v_fact_ids), v_entities,
         least(p_limit, cardinality(v_kept_ids) + cardinality(v_fact_ids)),
-        least(m.n, 1000)::integer, m.n > 1000,
-        (select jsonb_object_agg(s.name, s.log_watermark) from scope s where s.name = any (p_scopes)),
-        (select count(*) from embedding_job))::recall_meta
-      from _missing_embeddings(v_principal, p_scopes, p_purpose, v_include, p_at) m(n));
+        least(v_missing, 1000)::integer, v_missing > 1000, v_watermarks, v_queued)::recall_meta);
     perform set_config('plan_cache_mode', v_saved_plan_mode, true);
     select coalesce(array_agg(i order by i.rank), '{}') into v_answer.items
       from _recall_items(v_kept_ids, v_fact_ids, v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,

@@ -98,19 +98,27 @@ create or replace function __tenant__._few_eligible(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
     p_below integer)
 returns bigint[]
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
     select case when cardinality(x.ids) < p_below then x.ids end
       from (select array(select e.id
-                           from _eligible_memories(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) e
+                           from memory e where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                                                p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
                           limit p_below) as ids) x
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._few_eligible(bigint, text[], text, boolean, timestamptz, integer) is
     'Internal: the ids of the memories the principal may see when there are fewer than p_below, else NULL.';
 
--- What the planner expects _eligible_memories to return for these values: it
+-- How many memories the planner expects _memory_eligible to admit: it
 -- reads the column statistics (scopes, audiences, purposes), not the rows, so
 -- it costs a plan (~0.1 ms) where _few_eligible reads up to p_below rows. An
 -- estimate only chooses which search to try first; nothing is decided on it.
@@ -125,7 +133,8 @@ declare
     v_plan json;
 begin
     -- Literals, not parameters: a plan for parameters knows nothing of the values.
-    execute format('explain (format json) select 1 from _eligible_memories(%s, %L::text[], %L, %L, %L::timestamptz)',
+    execute format('explain (format json) select 1 from memory e where _memory_eligible(e.scope, e.audience_peer_id, '
+                   'e.purposes, e.invalidated_at, e.superseded_by, e.valid, %s, %L::text[], %L, %L, %L::timestamptz)',
                    p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
        into v_plan;
     return (v_plan -> 0 -> 'Plan' ->> 'Plan Rows')::double precision;
@@ -198,9 +207,9 @@ begin
             select me.memory_id as id, me.embedding operator(__ext__.<=>) v_embedding as distance
               from memory_embedding me
              where me.model = v_model and me.input_version = v_version
-               and exists (select 1 from _eligible_memories(p_principal_id, p_scopes, p_purpose,
-                                                            p_include_superseded, p_at) e
-                            where e.id = me.memory_id offset 0)
+               and exists (select 1 from memory e
+                            where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                                   p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) and e.id = me.memory_id offset 0)
              order by me.embedding operator(__ext__.<=>) v_embedding
              limit p_depth)
         select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),

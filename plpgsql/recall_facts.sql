@@ -23,12 +23,14 @@ begin
         with about as (
             -- two index-driven arms, not an OR
             select f.id, f.statement, f.predicate, f.salience, f.confidence
-              from _eligible_facts(p_principal_id, p_scopes, p_purpose, coalesce(p_at, now()), null) f
-             where f.subject_id = any (v_entities)
+              from fact f
+             where _fact_eligible(f.scope, f.audience_peer_id, f.purposes, f.valid, f.known,
+                                  p_principal_id, p_scopes, p_purpose, coalesce(p_at, now()), null) and f.subject_id = any (v_entities)
             union
             select f.id, f.statement, f.predicate, f.salience, f.confidence
-              from _eligible_facts(p_principal_id, p_scopes, p_purpose, coalesce(p_at, now()), null) f
-             where f.object_id = any (v_entities)
+              from fact f
+             where _fact_eligible(f.scope, f.audience_peer_id, f.purposes, f.valid, f.known,
+                                  p_principal_id, p_scopes, p_purpose, coalesce(p_at, now()), null) and f.object_id = any (v_entities)
         ), ranked as (
             select a.id, coalesce(ts_rank(to_tsvector('english', a.statement || ' ' || replace(a.predicate, '_', ' ')),
                                           v_any_term), 0) as relevance, a.salience, a.confidence

@@ -111,10 +111,14 @@ create or replace function __tenant__._evidence_scores(p_ids bigint[], p_lexical
                                                       p_query_embedding double precision[], p_floor double precision,
                                                       p_model text, p_version integer)
 returns double precision[]
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result double precision[];
+begin
     select coalesce(array_agg(
                coalesce(p_bm25[array_position(p_lexical_ids, c.id)] / nullif(p_bm25[1], 0), 0)
                + case when cardinality(p_dense_ids) = 0 or me.embedding is null then 0
@@ -127,6 +131,9 @@ as $$
       from unnest(p_ids) with ordinality as c(id, ord)
       left join memory_embedding me
         on me.memory_id = c.id and me.model = p_model and me.input_version = p_version
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._evidence_scores(bigint[], bigint[], double precision[], bigint[], double precision[],
                                                 double precision[], double precision, text, integer) is
@@ -137,10 +144,14 @@ comment on function __tenant__._evidence_scores(bigint[], bigint[], double preci
 -- forgotten or other-audience sources are not).
 create or replace function __tenant__._walk_provenance(p_candidates bigint[], p_principal_id bigint, p_scopes text[])
 returns bigint[]
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
     with recursive reach (root, source, depth) as (
         select c.id, l.target_memory_id, 1
           from unnest(p_candidates) c(id)
@@ -154,12 +165,16 @@ as $$
         -- (Observation links need no check: evidence is always in the memory's
         -- own scope, which eligibility has already authorised.)
         select distinct r.root from reach r
-         where not exists (select 1 from _eligible_memories(p_principal_id, p_scopes, null, true, null) e
-                            where e.id = r.source)
+         where not exists (select 1 from memory e
+                            where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                                   p_principal_id, p_scopes, null, true, null) and e.id = r.source)
     )
     select coalesce(array_agg(c.id order by c.ord), '{}')
       from unnest(p_candidates) with ordinality c(id, ord)
      where c.id not in (select h.root from hidden h)
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._walk_provenance(bigint[], bigint, text[]) is
     'Internal: the candidates, in order, whose provenance the principal may see.';

@@ -173,8 +173,10 @@ begin
     with matched as (
         select e.id, e.tsv,
                (%s) * _bm25_tf(1, length(e.tsv), $10, $11, $12) as quick
-          from %s e
-         where e.tsv @@ $6
+          from memory e
+         where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                $1, $2, $3, $4, $5)
+           and e.tsv @@ $6
          order by quick desc, e.id
          limit greatest(2 * $13, 100)
     )
@@ -185,8 +187,7 @@ begin
      order by s desc, m.id
      limit $13$q$,
         array_to_string(array(select format('case when e.tsv @@ $7[%1$s] then $9[%1$s] else 0 end', i)
-                                from generate_subscripts(p_term_queries, 1) i), ' + '),
-        '_eligible_memories($1, $2, $3, $4, $5)')
+                                from generate_subscripts(p_term_queries, 1) i), ' + '))
     using p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_match, p_term_queries, p_terms, p_idf,
           p_k1, p_b, p_avg_length, p_depth;
 end

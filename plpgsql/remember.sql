@@ -230,11 +230,14 @@ create or replace function __tenant__._remember_placed(p_scope text, p_items jso
 returns table (ord integer, body text, evidence bigint[], purposes text[], audience_id bigint, kind text, title text,
                confidence double precision, about text[], observer_id bigint, widening_reason text, text_key text,
                noop text, existing_id bigint, first_ord integer)
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 rows 10
 as $$
+#variable_conflict use_column
+begin
+    return query
     -- Each item as it will be written: cleaned, why it is a no-op (if it is), the live memory of the
     -- same text and audience it duplicates, and the first item of the batch with that text.
     with items as (
@@ -270,7 +273,8 @@ as $$
                    over (partition by j.text_key, j.audience_id, j.observer_id) as first_ord
           from judged j
     )
-    select * from placed
+    select * from placed;
+end
 $$;
 comment on function __tenant__._remember_placed(text, jsonb) is
     'Internal: remember items judged (no-op or not) and placed against the scope''s live memories and each other.';
@@ -288,7 +292,7 @@ as $$
 declare
     v_saved_plan_mode text := current_setting('plan_cache_mode');
 begin
-    perform set_config('plan_cache_mode', 'force_generic_plan', true);
+    perform set_config('plan_cache_mode', _plan_cache_mode(), true);
     -- Validate every item before anything is written; the first problem wins.
     perform _check_memory_items(p_items);
     perform _check_memory_evidence(p_principal_id, p_scope, p_items);
@@ -305,7 +309,15 @@ begin
         select o.* from (
             select pl.*,
                    case when pl.noop is null and pl.existing_id is null and pl.first_ord = pl.ord
-                        then nextval(pg_get_serial_sequence('__tenant__.memory', 'id')) end as new_id
+                        then nextval(pg_get_serial_sequence('__tenant__.memory', 'id')) end as new_id,
+                   -- kept only where it widens: a reason for nothing would read as if it did
+                   -- (decided here, not in the insert: on Citus an insert whose select reads the
+                   -- log is pushed to the shard, which Citus 14 deparses wrongly)
+                   case when exists (select 1 from unnest(pl.evidence) e(off)
+                                       cross join lateral (select ob.audience from observation ob
+                                                            where ob.scope = p_scope and ob.log_offset = e.off limit 1) o
+                                      where not _audience_within(pl.audience_id, o.audience))
+                        then pl.widening_reason end as kept_widening
               from (select * from placed order by ord) pl) o
     ), evidence as (
         select n.new_id, o.id as observation_id
@@ -321,13 +333,7 @@ begin
                             observer_peer_id, widening_reason)
         overriding system value
         select n.new_id, p_scope, n.kind, n.title, n.body, n.confidence, 'told', n.audience_id, n.purposes,
-               p_principal_id, n.observer_id,
-               -- kept only where it widens: a reason for nothing would read as if it did
-               case when exists (select 1 from unnest(n.evidence) e(off)
-                                   cross join lateral (select ob.audience from observation ob
-                                                        where ob.scope = p_scope and ob.log_offset = e.off limit 1) o
-                                  where not _audience_within(n.audience_id, o.audience))
-                    then n.widening_reason end
+               p_principal_id, n.observer_id, n.kept_widening
           from numbered n where n.new_id is not null
           order by n.new_id
         returning id

@@ -6,7 +6,7 @@
 -- peer has that entity as its subject. The observer column of both says
 -- whose view it is: NULL is the global view (derived from everything the
 -- peer sent), a peer is that peer's local view (derived from what it saw).
--- Everything returned goes through _eligible_memories or _eligible_facts: a
+-- Everything returned goes through _memory_eligible or _fact_eligible: a
 -- representation never shows the principal a row it may not see; a working
 -- representation shows only items from turns the principal may see.
 
@@ -42,8 +42,9 @@ begin
     (select 'memory'::text, m.id, m.scope, m.kind, m.body, m.confidence, p_observer, m.created_at,
             array(select o.log_offset from memory_link l join observation o on o.id = l.target_observation_id
                    where l.memory_id = m.id and l.link_type = 'derived_from' order by o.log_offset)
-       from _eligible_memories(v_principal, p_scopes, p_purpose, false, null) m
-      where m.observer_peer_id is not distinct from v_observer
+       from memory m
+      where _memory_eligible(m.scope, m.audience_peer_id, m.purposes, m.invalidated_at, m.superseded_by, m.valid,
+                             v_principal, p_scopes, p_purpose, false, null) and m.observer_peer_id is not distinct from v_observer
         and exists (select 1 from memory_link l join entity e on e.id = l.target_entity_id
                      where l.memory_id = m.id and l.link_type = 'about'
                        and coalesce(e.merged_into, e.id) = any (v_entities))
@@ -54,8 +55,9 @@ begin
     (select 'fact'::text, f.id, f.scope, f.predicate, f.statement, f.confidence, p_observer, f.created_at,
             array(select distinct o.log_offset from fact_evidence x join observation o on o.id = x.observation_id
                    where x.fact_id = f.id order by o.log_offset)
-       from _eligible_facts(v_principal, p_scopes, p_purpose, now(), null) f
-      where f.observer_peer_id is not distinct from v_observer
+       from fact f
+      where _fact_eligible(f.scope, f.audience_peer_id, f.purposes, f.valid, f.known,
+                           v_principal, p_scopes, p_purpose, now(), null) and f.observer_peer_id is not distinct from v_observer
         and f.subject_id = any (v_entities)
       order by f.created_at desc, f.id desc
       limit p_limit);
@@ -69,17 +71,25 @@ comment on function __tenant__.representation(text, text[], text, text, text, in
 -- observed peer left with none is left out.
 create or replace function __tenant__._working_seen_by(p_document jsonb, p_principal_id bigint, p_scopes text[])
 returns jsonb
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result jsonb;
+begin
     select coalesce(jsonb_object_agg(d.key, d.items), '{}')
       from (select t.key, jsonb_agg(i.item order by i.n) as items
               from jsonb_each(p_document) t
              cross join lateral jsonb_array_elements(t.value) with ordinality as i(item, n)
-             where exists (select 1 from _eligible_observations(p_principal_id, p_scopes) o
-                            where o.id = (i.item ->> 'observation_id')::bigint)
+             where exists (select 1 from observation o
+                            where _observation_eligible(o.scope, o.audience,
+                                                        p_principal_id, p_scopes) and o.id = (i.item ->> 'observation_id')::bigint)
              group by t.key) d
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._working_seen_by(jsonb, bigint, text[]) is
     'Internal: a working representation without the items derived from turns the principal may not see.';
@@ -114,10 +124,14 @@ comment on function __tenant__.get_representation(text, text[], bigint, text, te
 -- nothing is removed.
 create or replace function __tenant__._scrubbed_working(p_document jsonb, p_observation_ids bigint[])
 returns jsonb
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result jsonb;
+begin
     select coalesce(jsonb_object_agg(d.key, d.items), '{}')
       from (select t.key,
                    jsonb_agg(i.item - array(
@@ -129,6 +143,9 @@ as $$
              cross join lateral jsonb_array_elements(t.value) with ordinality as i(item, n)
              where not ((i.item ->> 'observation_id')::bigint = any (p_observation_ids))
              group by t.key) d
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._scrubbed_working(jsonb, bigint[]) is
     'Internal (erasure): a working representation without items from these observations or references to deleted rows.';
@@ -141,14 +158,24 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_count bigint;
+    v_sessions bigint[];
+    v_peers bigint[];
+    v_documents jsonb[];
 begin
+    -- The new documents are computed first and written by key: Citus refuses a function that
+    -- is not immutable called with column references in an UPDATE.
+    select coalesce(array_agg(w.session_id), '{}'), coalesce(array_agg(w.peer_id), '{}'), coalesce(array_agg(w.doc), '{}')
+      into v_sessions, v_peers, v_documents
+      from (select sp.session_id, sp.peer_id, sp.working_representation as old,
+                   case when sp.peer_id = p_peer_id then '{}'::jsonb
+                        else _scrubbed_working(sp.working_representation, p_observation_ids) end as doc
+              from session_peer sp
+             where sp.working_representation <> '{}') w
+     where w.peer_id is not distinct from p_peer_id or w.doc <> w.old;
     update session_peer sp
-       set working_representation = case when sp.peer_id = p_peer_id then '{}'::jsonb
-                                         else _scrubbed_working(sp.working_representation, p_observation_ids) end,
-           working_updated_at = now()
-     where sp.working_representation <> '{}'
-       and (sp.peer_id is not distinct from p_peer_id
-            or _scrubbed_working(sp.working_representation, p_observation_ids) <> sp.working_representation);
+       set working_representation = n.doc, working_updated_at = now()
+      from unnest(v_sessions, v_peers, v_documents) n(session_id, peer_id, doc)
+     where sp.session_id = n.session_id and sp.peer_id = n.peer_id;
     get diagnostics v_count = row_count;
     return v_count;
 end

@@ -175,15 +175,22 @@ comment on function __tenant__.correct(text, text[], bigint, integer, text, text
 -- the old memory and checked its revision (_lock_for_revision).
 create or replace function __tenant__._supersede_by(p_old_id bigint, p_new_id bigint)
 returns integer
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result integer;
+begin
     update memory m
        set superseded_by = p_new_id, revision = m.revision + 1, updated_at = now(),
            valid = tstzrange(lower(m.valid), greatest(lower(m.valid), now()))
      where m.id = p_old_id
     returning m.revision
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._supersede_by(bigint, bigint) is
     'Internal: marks a locked memory superseded by another; returns its new revision.';

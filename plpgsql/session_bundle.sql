@@ -47,18 +47,22 @@ begin
     if p_recent is null or p_recent not between 0 and 100 or p_entities is null or p_entities not between 0 and 100 then
         perform _fail('PR150', 'p_recent and p_entities must be between 0 and 100');
     end if;
-    v_recent := array(select e.id from _eligible_memories(v_principal, p_scopes, p_purpose, false, null) e
-                       where not e.pinned
+    v_recent := array(select e.id from memory e
+                       where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                              v_principal, p_scopes, p_purpose, false, null) and not e.pinned
                        order by e.updated_at desc, e.id desc limit p_recent);
-    v_pinned := array(select e.id from _eligible_memories(v_principal, p_scopes, p_purpose, false, null) e
-                       where e.pinned order by e.id);
+    v_pinned := array(select e.id from memory e
+                       where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                              v_principal, p_scopes, p_purpose, false, null) and e.pinned order by e.id);
     v_bundle.recent := _bundle_memories(v_recent, v_principal, p_scopes, true);
     v_bundle.pinned := _bundle_memories(v_pinned, v_principal, p_scopes, false);
     v_bundle.entities := array(
         select row(en.name, en.entity_type, en.scope, count(*))::bundle_entity
-          from _eligible_memories(v_principal, p_scopes, p_purpose, false, null) e
+          from memory e
           join memory_link l on l.memory_id = e.id and l.link_type = 'about'
           join entity en on en.id = l.target_entity_id
+         where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by,
+                                e.valid, v_principal, p_scopes, p_purpose, false, null)
          group by en.id, en.name, en.entity_type, en.scope
          order by count(*) desc, en.name limit p_entities);
     -- The principal's own working representation of the others in the

@@ -94,3 +94,25 @@ as $$
     select jsonb_object_agg(s.key, s.value) from setting s
 $$;
 comment on function __tenant__._settings() is 'Internal: all per-tenant settings as one jsonb object.';
+
+-- The plan_cache_mode a writer or recall sets while its statements run:
+-- force_generic_plan plans them once per session (re-planning cost ~1 ms a
+-- recall, ~15-20% of a remember or a fact), except on a Citus node, whose
+-- planner needs each statement's parameter values to route it to the shard
+-- ("could not create distributed plan" for a generic plan of an INSERT ...
+-- SELECT): there the mode stays as it is.
+create or replace function __tenant__._plan_cache_mode()
+returns text
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    if current_setting('citus.version', true) is null then
+        return 'force_generic_plan';
+    end if;
+    return current_setting('plan_cache_mode');
+end
+$$;
+comment on function __tenant__._plan_cache_mode() is
+    'Internal: force_generic_plan on one server; the session''s own plan_cache_mode on a Citus node (which routes by parameter values).';

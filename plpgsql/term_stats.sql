@@ -97,10 +97,12 @@ comment on function __tenant__._term_frequencies(text[]) is
 -- memories about to be erased, which prove nothing.
 create or replace function __tenant__._drop_unused_terms(p_terms text[], p_leaving bigint[])
 returns void
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
     with unproven as (
         select t.term from term_stat t
          where t.term = any (p_terms)
@@ -119,22 +121,31 @@ as $$
         update term_stat t set witness_memory_id = p.witness
           from probed p where t.term = p.term and p.witness is not null
     )
-    delete from term_stat t using probed p where t.term = p.term and p.witness is null
+    delete from term_stat t using probed p where t.term = p.term and p.witness is null;
+end
 $$;
 comment on function __tenant__._drop_unused_terms(text[], bigint[]) is
     'Internal: delete the terms no live memory (other than p_leaving) uses; re-witness the others.';
 
 -- What the statistics count of some memories: each term, how many of them
--- that are live use it, and one of those (a witness). A plain SQL function
--- (no definer, no SET, tables qualified), inlined into its callers' statements.
+-- that are live use it, and one of those (a witness). PL/pgSQL, not an
+-- inlined SQL function: on Citus a query whose table comes from an SQL
+-- function with parameters cannot be planned; its callers join the counts of
+-- a few memories' terms, which need no index of theirs.
 create or replace function __tenant__._live_term_counts(p_memory_ids bigint[])
 returns table (lexeme text, n integer, witness bigint)
-language sql stable
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
+    return query
     select u.lexeme, count(*)::integer, max(m.id)
       from __tenant__.memory m, unnest(m.tsv) u
      where m.id = any (p_memory_ids) and m.superseded_by is null and m.invalidated_at is null
-     group by u.lexeme
+     group by u.lexeme;
+end
 $$;
 comment on function __tenant__._live_term_counts(bigint[]) is
     'Internal: per term, how many of these memories that are live use it, and the largest such id.';

@@ -50,14 +50,16 @@ begin
         exit when cardinality(v_frontier) = 0;
         with arms as (
             (select f.id, f.subject_id as src, f.object_id as dst
-               from _eligible_facts(v_principal, p_scopes, p_purpose, v_valid_at, p_known_at) f
-              where f.subject_id = any (v_frontier)
+               from fact f
+              where _fact_eligible(f.scope, f.audience_peer_id, f.purposes, f.valid, f.known,
+                                   v_principal, p_scopes, p_purpose, v_valid_at, p_known_at) and f.subject_id = any (v_frontier)
               order by f.salience desc, f.id
               limit v_fanout)
             union all
             (select f.id, f.object_id, f.subject_id
-               from _eligible_facts(v_principal, p_scopes, p_purpose, v_valid_at, p_known_at) f
-              where f.object_id = any (v_frontier)
+               from fact f
+              where _fact_eligible(f.scope, f.audience_peer_id, f.purposes, f.valid, f.known,
+                                   v_principal, p_scopes, p_purpose, v_valid_at, p_known_at) and f.object_id = any (v_frontier)
               order by f.salience desc, f.id
               limit v_fanout)
         ), unseen as (

@@ -180,10 +180,14 @@ comment on function __tenant__._leased_task(bigint, uuid) is 'Internal: a task l
 -- for a summary task the window of messages claim_tasks() handed out with it.
 create or replace function __tenant__._task_offsets(p_task __tenant__.work_task)
 returns bigint[]
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
     select array(
         select o.log_offset from observation o
           join session s on s.id = p_task.session_id
@@ -192,6 +196,9 @@ as $$
          order by o.log_offset desc
          limit case when p_task.task_type = 'summary'
                     then greatest((_setting_value('summary_every_messages') #>> '{}')::integer, 1) else 1 end)
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._task_offsets(__tenant__.work_task) is
     'Internal: the offsets of the messages a task was handed out with (what its results may cite).';

@@ -794,6 +794,12 @@ comment on function pgrecall.flush_erasure(text, bigint) is
 -- distributed schema), erase (refreshes planner statistics with ANALYZE, which the coordinator
 -- carries to the shards) and rewrite_erased (CLUSTER). Run after create_tenant, in its own
 -- transaction: Citus moves the schema's tables with connections of their own.
+-- The tenant's roles run with citus.allow_nested_distributed_execution: a statement on a tenant
+-- table that calls a tenant function reading another (a fact's evidence beside the fact, a
+-- turn's audience in the insert of the turn) runs that function inside the statement's task on
+-- the worker, which Citus refuses by default because a nested query could go over another
+-- connection and miss the outer one's writes. Here it cannot: every table of the tenant is on
+-- one node, in one colocation group, so the nested query runs locally, in the same transaction.
 create or replace function pgrecall.distribute_tenant(p_name text)
 returns table (schema_name text, node text)
 language plpgsql
@@ -802,12 +808,18 @@ as $$
 declare
     v_tenant pgrecall.tenant := pgrecall._require_tenant(p_name);
     v_fn record;
+    v_role name;
     v_anchor text := format('%I.memory', p_name);
 begin
     perform pgrecall._require_citus();
     if not exists (select 1 from pg_catalog.pg_dist_schema where schemaid = p_name::regnamespace) then
         execute 'select pg_catalog.citus_schema_distribute($1::regnamespace)' using p_name;
     end if;
+    foreach v_role in array array[v_tenant.owner_role, v_tenant.app_role, v_tenant.worker_role, v_tenant.admin_role] loop
+        if v_role is not null then
+            execute format('alter role %I set citus.allow_nested_distributed_execution = on', v_role);
+        end if;
+    end loop;
     -- Functions reach the workers one by one, in no order their bodies could follow: the
     -- workers check no body (an SQL function naming one not created yet is not an error).
     set local citus.propagate_set_commands = 'local';

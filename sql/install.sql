@@ -819,6 +819,12 @@ comment on function pgrecall.flush_erasure(text, bigint) is
 -- distributed schema), erase (refreshes planner statistics with ANALYZE, which the coordinator
 -- carries to the shards) and rewrite_erased (CLUSTER). Run after create_tenant, in its own
 -- transaction: Citus moves the schema's tables with connections of their own.
+-- The tenant's roles run with citus.allow_nested_distributed_execution: a statement on a tenant
+-- table that calls a tenant function reading another (a fact's evidence beside the fact, a
+-- turn's audience in the insert of the turn) runs that function inside the statement's task on
+-- the worker, which Citus refuses by default because a nested query could go over another
+-- connection and miss the outer one's writes. Here it cannot: every table of the tenant is on
+-- one node, in one colocation group, so the nested query runs locally, in the same transaction.
 create or replace function pgrecall.distribute_tenant(p_name text)
 returns table (schema_name text, node text)
 language plpgsql
@@ -827,12 +833,18 @@ as $$
 declare
     v_tenant pgrecall.tenant := pgrecall._require_tenant(p_name);
     v_fn record;
+    v_role name;
     v_anchor text := format('%I.memory', p_name);
 begin
     perform pgrecall._require_citus();
     if not exists (select 1 from pg_catalog.pg_dist_schema where schemaid = p_name::regnamespace) then
         execute 'select pg_catalog.citus_schema_distribute($1::regnamespace)' using p_name;
     end if;
+    foreach v_role in array array[v_tenant.owner_role, v_tenant.app_role, v_tenant.worker_role, v_tenant.admin_role] loop
+        if v_role is not null then
+            execute format('alter role %I set citus.allow_nested_distributed_execution = on', v_role);
+        end if;
+    end loop;
     -- Functions reach the workers one by one, in no order their bodies could follow: the
     -- workers check no body (an SQL function naming one not created yet is not an error).
     set local citus.propagate_set_commands = 'local';
@@ -2831,7 +2843,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$, null, $pgrecall_de284a0c861b$8db2d7559df6ec43ee0d312cd9086f9a8f76b1c608953492f406da493943cde0$pgrecall_de284a0c861b$, $pgrecall_8db2d7559df6$-- Appending to the log. Offsets come from the scope's counter under its row
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$, null, $pgrecall_5219a5ae120f$7ed1a2d430347ba40d299a6aa805431b522efe6538544ef9686dff81276e78b1$pgrecall_5219a5ae120f$, $pgrecall_7ed1a2d43034$-- Appending to the log. Offsets come from the scope's counter under its row
 -- lock, held to commit: concurrent writers queue per scope, a rolled-back
 -- append gives its offsets back, and offsets are contiguous with no
 -- duplicates. append_observation() appends one row and append_observations()
@@ -2867,10 +2879,13 @@ comment on function __tenant__._observation_rows(jsonb) is
 -- scope's); its sender always. Validated by _append_batch first.
 create or replace function __tenant__._turn_audiences(p_principal text, p_rows jsonb)
 returns table (ord integer, audience bigint[])
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
+    return query
     select r.ord,
            case when r.audience is null and r.session_id is null then null
                 else array(select x.id from (
@@ -2881,7 +2896,8 @@ as $$
                          union
                          select p.id from peer p where p.name = coalesce(r.actor, normalize(p_principal, NFC))) x
                        order by x.id) end
-      from _observation_rows(p_rows) r
+      from _observation_rows(p_rows) r;
+end
 $$;
 comment on function __tenant__._turn_audiences(text, jsonb) is
     'Internal: the audience each appended turn gets: the peers named, else its session''s peers (NULL outside one), with its sender.';
@@ -2890,10 +2906,14 @@ create or replace function __tenant__._observation_hint(p_body text, p_occurred_
                                                         p_retention_until timestamptz, p_session_id bigint,
                                                         p_actor text, p_audience text[], p_max_bytes bigint)
 returns text
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result text;
+begin
     -- The hint of an appended row that is refused: what to do about the first of these it shows.
     select case when octet_length(p_body) > p_max_bytes then
                          'Split the text, or raise setting max_observation_bytes with pgrecall.set_tenant_setting().'
@@ -2909,6 +2929,9 @@ as $$
                          'A turn is seen by at most the peers in its session: add the peer to the session first, '
                          'or leave it out of the audience.'
                end
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._observation_hint(text, timestamptz, timestamptz, bigint, text, text[], bigint) is
     'Internal: the hint for an observation row that append refuses.';
@@ -3018,7 +3041,7 @@ declare
     v_count integer := jsonb_array_length(p_rows);
     v_last bigint;
 begin
-    perform set_config('plan_cache_mode', 'force_generic_plan', true);
+    perform set_config('plan_cache_mode', _plan_cache_mode(), true);
     perform _check_keys(p_rows, array['body', 'source_role', 'kind', 'actor', 'session_id', 'occurred_at', 'payload',
                                       'data_subject_id', 'lawful_basis', 'classification', 'retention_until',
                                       'audience'], 'row');
@@ -3038,7 +3061,6 @@ begin
      where s.name = p_scope
     returning s.log_watermark into v_last;
 
-    return query
     insert into observation (scope, log_offset, kind, occurred_at, source_role, actor_id, session_id, body,
                              payload, data_subject_id, lawful_basis, classification, retention_until, audience)
     select p_scope, v_last - v_count + r.ord, r.kind, coalesce(r.occurred_at, now()), r.source_role,
@@ -3051,8 +3073,10 @@ begin
            r.lawful_basis, r.classification, r.retention_until, a.audience
       from _observation_rows(p_rows) r
       join _turn_audiences(p_principal, p_rows) a on a.ord = r.ord
-     order by r.ord
-    returning (log_offset - (v_last - v_count))::integer, log_offset;
+     order by r.ord;
+    -- Row r got offset v_last - v_count + r: told without a RETURNING clause, which Citus does not
+    -- carry to the shard with its parameters ("there is no parameter").
+    return query select g, v_last - v_count + g from generate_series(1, v_count) g;
     perform set_config('plan_cache_mode', v_saved_plan_mode, true);
 end
 $$;
@@ -3138,7 +3162,7 @@ end
 $$;
 comment on function __tenant__.log_watermark(text, text[], text) is
     'The largest offset below which the scope''s log has no hole (committed appends only).';
-$pgrecall_8db2d7559df6$)
+$pgrecall_7ed1a2d43034$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -3176,7 +3200,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_53bb5ff8bb48$derive.sql$pgrecall_53bb5ff8bb48$, null, $pgrecall_9e7a4359cbef$01436ebb51d8d76d668a6eab2585fdfbda03baa9df9db4b5f4f40a5f995db4b5$pgrecall_9e7a4359cbef$, $pgrecall_01436ebb51d8$-- derive: a new memory from other memories. The new row may be seen by and
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_53bb5ff8bb48$derive.sql$pgrecall_53bb5ff8bb48$, null, $pgrecall_2a42b23453e0$d6d2af9ce4c898f67720467cf2e02bf621929923d8a6bb86799309f0dd854684$pgrecall_2a42b23453e0$, $pgrecall_d6d2af9ce4c8$-- derive: a new memory from other memories. The new row may be seen by and
 -- used for only what EVERY source allows: scopes, audiences and purposes
 -- intersect, and an empty intersection is refused (PR106), never widened.
 -- Like every memory it is never more public than the turns it stands on
@@ -3227,7 +3251,8 @@ begin
 
     -- Every source must be visible to the principal (for some purpose) and live.
     select s into v_missing from unnest(v_sources) s
-     where not exists (select 1 from _eligible_memories(v_principal, p_scopes, null, false, null) e where e.id = s)
+     where not exists (select 1 from memory e where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                                                     v_principal, p_scopes, null, false, null) and e.id = s)
      limit 1;
     if found then
         perform _fail('PR104', format('source memory %s not found', v_missing),
@@ -3280,12 +3305,12 @@ $$;
 comment on function __tenant__.derive(text, text[], bigint[], text, text, text, double precision, text[], text) is
     'A memory derived from other memories; its scope, audience and purposes are the intersection of the sources'' (PR106 if empty); '
     'PR116 if that reaches more peers than the turns they stand on, unless p_widening_reason says why.';
-$pgrecall_01436ebb51d8$)
+$pgrecall_d6d2af9ce4c8$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$, null, $pgrecall_4783f8560e3e$9c67a30dc437cf84254096fdcd9aa2901d09f242f51e74a5ddcec1a83b2eac91$pgrecall_4783f8560e3e$, $pgrecall_9c67a30dc437$-- Duplicates: the database proposes pairs of similar memories, a person
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$, null, $pgrecall_135f1780c006$fa3e1306aec8cb9a32134b2408d6ab7554ff4316318bce99329144601e6e90e0$pgrecall_135f1780c006$, $pgrecall_fa3e1306aec8$-- Duplicates: the database proposes pairs of similar memories, a person
 -- decides. Other memory stores merge on their own (an LLM judges, or an exact
 -- hash matches); here nothing changes because two memories are alike, only
 -- because someone looked at both, with their provenance, and said so.
@@ -3294,7 +3319,7 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed
 -- the 500 newest visible memories", with the tenant's duplicate_cosine and
 -- duplicate_window):
 --   * the window: the principal's duplicate_window newest CURRENT memories
---     that the eligibility rule (_eligible_memories) lets it see in the
+--     that the eligibility rule (_memory_eligible) lets it see in the
 --     authorised scopes for any purpose, neither superseded nor forgotten.
 --     Newest is the latest written (highest id): created_at is the writing
 --     transaction's start, so ids order the writes more finely;
@@ -3370,10 +3395,14 @@ comment on function __tenant__._may_replace(__tenant__.memory, __tenant__.memory
 -- no pair reached the threshold.
 create or replace function __tenant__._closest_pair(p_ids bigint[], p_model text)
 returns double precision
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result double precision;
+begin
     with win as materialized (
         select m.id, _purpose_bits(m.purposes) as bits, me.text_embedding as embedding
           from unnest(p_ids) w(id)
@@ -3383,6 +3412,9 @@ as $$
     select max(1 - (a.embedding operator(__ext__.<=>) b.embedding))
       from win a join win b on a.id < b.id
      where (a.bits & b.bits) <> 0
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._closest_pair(bigint[], text) is
     'Internal: the highest cosine of any two memories of the window that share a purpose.';
@@ -3423,7 +3455,8 @@ begin
     perform _check_limit(p_limit, 1000, 'limit', 'Ask for the best pairs first, e.g. p_limit => 20.');
 
     select coalesce(array_agg(w.id order by w.id desc), '{}') into v_ids
-      from (select e.id from _eligible_memories(v_principal, p_scopes, null, false, null) e
+      from (select e.id from memory e where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                                             v_principal, p_scopes, null, false, null)
              order by e.id desc limit v_window) w;
 
     select count(*) into v_embedded
@@ -3623,24 +3656,24 @@ end
 $$;
 comment on function __tenant__.decide_duplicate(text, text[], bigint, bigint, text, text, integer, integer) is
     'A person''s decision about a proposed pair: distinct (keep both), supersede (b replaces a) or forget (a); recorded with who, when and why. PR180 if someone decided it first.';
-$pgrecall_9c67a30dc437$)
+$pgrecall_fa3e1306aec8$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1be9eb3e3608$eligibility.sql$pgrecall_1be9eb3e3608$, null, $pgrecall_0d4f94bcfb91$6fee10790275a34bb2cbf6b3d7ac431fa90024b9b9b4b1197445c261a9d58719$pgrecall_0d4f94bcfb91$, $pgrecall_6fee10790275$-- The one eligibility rule. Every read path selects from these functions, so
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1be9eb3e3608$eligibility.sql$pgrecall_1be9eb3e3608$, null, $pgrecall_2df3f40a200d$e2209bed5c9fb696daf476104cdfa5d2ec914d0931e960e9809c279996542e77$pgrecall_2df3f40a200d$, $pgrecall_e2209bed5c9f$-- The one eligibility rule. Every read path filters with these functions, so
 -- the rule is written exactly once: who an audience admits
--- (_audience_admits), and from it the memories (_eligible_memories: read,
+-- (_audience_admits), and from it the memories (_memory_eligible: read,
 -- derive's sources, the revision checks of correct/supersede/forget, recall)
--- and the turns of the log (_eligible_observations: provenance quotes,
+-- and the turns of the log (_observation_eligible: provenance quotes,
 -- citations, working representations; message search applies the same rule
 -- to passages, which copy their turn's audience) a principal may see. Facts
 -- (facts.sql) use _audience_admits too.
 --
--- They are plain SQL functions without SECURITY DEFINER or SET so that the
--- planner inlines them into the caller's query and uses the caller's indexes;
--- their tables are qualified, and only the tenant's definer functions (whose
--- path is pinned) can call them.
+-- They are plain SQL functions without SECURITY DEFINER or SET, and read no
+-- table, so that the planner inlines them into the caller's query and uses the
+-- caller's indexes; only the tenant's definer functions (whose path is
+-- pinned) can call them.
 
 -- The audience rule. An audience is NULL (everyone authorised for the scope)
 -- or the peers it names, and it admits a principal it names. A memory or a
@@ -3681,13 +3714,20 @@ comment on function __tenant__._audience_within(bigint, bigint[]) is
 -- An audience as people read it in messages: the peers' names, or the scope.
 create or replace function __tenant__._audience_shown(p_peer bigint, p_peers bigint[], p_scope text)
 returns text
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result text;
+begin
     select case when p_peer is null and p_peers is null then format('everyone in scope %s', quote_literal(p_scope))
                 else (select string_agg(quote_literal(p.name), ', ' order by p.name)
                         from peer p where p.id = p_peer or p.id = any (p_peers)) end
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._audience_shown(bigint, bigint[], text) is
     'Internal: an audience for a message: the peers'' names, or everyone in the scope.';
@@ -3695,51 +3735,104 @@ comment on function __tenant__._audience_shown(bigint, bigint[], text) is
 -- The peers an audience names, as a JSON array of names (NULL: the scope).
 create or replace function __tenant__._audience_names(p_peers bigint[])
 returns jsonb
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result jsonb;
+begin
     select case when p_peers is not null
                 then (select coalesce(jsonb_agg(p.name order by p.name), '[]') from peer p where p.id = any (p_peers)) end
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._audience_names(bigint[]) is
     'Internal: the names of the peers an audience names, as a JSON array; NULL for the scope.';
 
-create or replace function __tenant__._eligible_memories(
+-- The rule for one memory, from its columns: what every tenant function
+-- writes in the WHERE (or ON) clause of a query on memory, as
+-- "from memory e where _memory_eligible(e.scope, e.audience_peer_id,
+-- e.purposes, e.invalidated_at, e.superseded_by, e.valid, principal, scopes,
+-- purpose, include_superseded, at)". An expression on the row's columns, no
+-- table read: the planner inlines it into the caller's WHERE clause (as it did
+-- the set-returning form below) and uses the caller's indexes, and on Citus the
+-- query names the memory table itself, so it is planned as a query on that
+-- tenant's shard. Columns, not the row: a shard's row type is not memory's.
+create or replace function __tenant__._memory_eligible(
+    p_scope               text,
+    p_audience_peer_id    bigint,
+    p_purposes            text[],
+    p_invalidated_at      timestamptz,
+    p_superseded_by       bigint,
+    p_valid               tstzrange,
     p_principal_id        bigint,
     p_scopes              text[],
     p_purpose             text,        -- NULL: any purpose (provenance and write checks)
     p_include_superseded  boolean,
     p_at                  timestamptz  -- NULL: no time filter
 )
+returns boolean
+language sql stable
+as $$
+    select p_scope = any (p_scopes)
+       and __tenant__._audience_admits(p_principal_id, p_audience_peer_id, null)
+       and (p_purpose is null or p_purpose = any (p_purposes))
+       and p_invalidated_at is null
+       and (p_include_superseded or p_superseded_by is null)
+       and (p_at is null or p_valid @> p_at)
+$$;
+comment on function __tenant__._memory_eligible(text, bigint, text[], timestamptz, bigint, tstzrange, bigint, text[],
+                                                text, boolean, timestamptz) is
+    'Internal: whether a memory (its columns) is one the principal may see in the authorised scopes for a purpose. The single eligibility rule.';
+
+-- The same rule as a set, for psql and the tests on one server. No tenant
+-- function calls it: on Citus a query whose table comes from an SQL function
+-- cannot be planned (tests/test_citus_helpers_static.py checks it).
+create or replace function __tenant__._eligible_memories(
+    p_principal_id        bigint,
+    p_scopes              text[],
+    p_purpose             text,
+    p_include_superseded  boolean,
+    p_at                  timestamptz
+)
 returns setof __tenant__.memory
 language sql stable
 as $$
     select m.*
       from __tenant__.memory m
-     where m.scope = any (p_scopes)
-       and __tenant__._audience_admits(p_principal_id, m.audience_peer_id, null)
-       and (p_purpose is null or p_purpose = any (m.purposes))
-       and m.invalidated_at is null
-       and (p_include_superseded or m.superseded_by is null)
-       and (p_at is null or m.valid @> p_at)
+     where __tenant__._memory_eligible(m.scope, m.audience_peer_id, m.purposes, m.invalidated_at, m.superseded_by,
+                                       m.valid, p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
 $$;
 comment on function __tenant__._eligible_memories(bigint, text[], text, boolean, timestamptz) is
-    'Internal: the memories a principal may see in the authorised scopes for a purpose. The single eligibility rule.';
+    'Internal: the memories a principal may see (_memory_eligible as a set), for psql and tests on one server.';
 
--- The turns of the log a principal may see in the authorised scopes. Joined
--- to by id (provenance, citations), it is one primary-key probe per turn.
+-- A turn of the log a principal may see in the authorised scopes, from its
+-- columns (as _memory_eligible). Joined to by id (provenance, citations), it
+-- is one primary-key probe per turn.
+create or replace function __tenant__._observation_eligible(p_scope text, p_audience bigint[],
+                                                            p_principal_id bigint, p_scopes text[])
+returns boolean
+language sql stable
+as $$
+    select p_scope = any (p_scopes)
+       and __tenant__._audience_admits(p_principal_id, null, p_audience)
+$$;
+comment on function __tenant__._observation_eligible(text, bigint[], bigint, text[]) is
+    'Internal: whether a turn of the log (its columns) is one the principal may see in the authorised scopes.';
+
 create or replace function __tenant__._eligible_observations(p_principal_id bigint, p_scopes text[])
 returns setof __tenant__.observation
 language sql stable
 as $$
     select o.*
       from __tenant__.observation o
-     where o.scope = any (p_scopes)
-       and __tenant__._audience_admits(p_principal_id, null, o.audience)
+     where __tenant__._observation_eligible(o.scope, o.audience, p_principal_id, p_scopes)
 $$;
 comment on function __tenant__._eligible_observations(bigint, text[]) is
-    'Internal: the turns of the log a principal may see in the authorised scopes (the audience rule of memories).';
+    'Internal: the turns a principal may see (_observation_eligible as a set), for psql and tests on one server.';
 
 -- A memory named by id in a write or a decision: one the principal may not
 -- see is reported exactly like one that does not exist.
@@ -3750,8 +3843,9 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 begin
-    if not exists (select 1 from _eligible_memories(p_principal_id, p_scopes, null, true, null) e
-                    where e.id = p_memory_id) then
+    if not exists (select 1 from memory e
+                    where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                           p_principal_id, p_scopes, null, true, null) and e.id = p_memory_id) then
         perform _fail('PR104', format('memory %s not found', p_memory_id),
                       'It does not exist, or this principal may not see it.');
     end if;
@@ -3759,12 +3853,12 @@ end
 $$;
 comment on function __tenant__._check_memory_visible(bigint, text[], bigint) is
     'Internal: PR104 unless the principal may see the memory (for some purpose, history included).';
-$pgrecall_6fee10790275$)
+$pgrecall_e2209bed5c9f$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$, null, $pgrecall_d70e44551537$35fb360d352658943153f99622f0c36e7cd380a9fedb8d8c9112d02b0512d0f7$pgrecall_d70e44551537$, $pgrecall_35fb360d3526$-- Embeddings are a derived index: the write path queues work here, the
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$, null, $pgrecall_f283d4a6624f$b7c49a9ff40ce6169a17497879c84b847d904bff200978af0ba9f9cacb6b3150$pgrecall_f283d4a6624f$, $pgrecall_b7c49a9ff40c$-- Embeddings are a derived index: the write path queues work here, the
 -- worker (pgrecall worker) claims it with SKIP LOCKED under a lease, embeds
 -- the text this file chooses, and stores the vector stamped with the model
 -- and input version. A result computed from text that has since changed, or
@@ -3789,9 +3883,11 @@ begin
         delete from projection_dependency d where d.kind = 'memory_embedding' and d.row_key = new.id::text;
     end if;
     if v_live then
-        insert into embedding_job as j (memory_id) values (new.id)
+        -- The time is inserted and taken from excluded: Citus refuses a function that is not
+        -- immutable in DO UPDATE SET, and evaluates one in the inserted row.
+        insert into embedding_job as j (memory_id, enqueued_at) values (new.id, clock_timestamp())
         on conflict (memory_id) do update
-            set generation = j.generation + 1, enqueued_at = clock_timestamp(), leased_by = null, lease_until = null;
+            set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null;
         perform _notify('embed');
     else
         delete from embedding_job j where j.memory_id = new.id;
@@ -3825,10 +3921,13 @@ comment on function __tenant__._embedding_stamp() is
 create or replace function __tenant__._turns_around(p_observation_ids bigint[])
 returns table (observation_id bigint, before_id bigint, before_body text, before_audience bigint[],
                after_id bigint, after_body text, after_audience bigint[])
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
+    return query
     select x.id, b.id, b.body, b.audience, a.id, a.body, a.audience
       from observation x
       left join lateral (
@@ -3849,7 +3948,8 @@ as $$
             (select o.id, o.body, o.audience from observation o
               where o.scope = x.scope and o.session_id = x.session_id and o.log_offset > x.log_offset
               order by o.log_offset limit 1)) a on true
-     where x.id = any (p_observation_ids)
+     where x.id = any (p_observation_ids);
+end
 $$;
 comment on function __tenant__._turns_around(bigint[]) is
     'Internal: the turns just before and after each observation in its conversation (session, or sessionless turns of its scope), with their audiences.';
@@ -3907,15 +4007,22 @@ comment on function __tenant__._embedding_inputs(bigint[], integer) is
 -- observations of evidence is re-embedded once too often, never missed.
 create or replace function __tenant__._memories_embedding_turns(p_observation_ids bigint[])
 returns bigint[]
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
     select coalesce(array_agg(distinct l.memory_id), '{}')
       from memory_link l
      where l.target_observation_id in (select n.id from _turns_around(p_observation_ids) t
                                         cross join lateral (values (t.before_id), (t.after_id)) n(id))
        and l.link_type = 'derived_from'
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._memories_embedding_turns(bigint[]) is
     'Internal: memories whose version-2 embedding input may include these observations as neighbouring turns.';
@@ -3995,15 +4102,15 @@ begin
     -- re-worded memory or a lease taken over by another worker drops the result.
     v_held := array(select _lease_held('embedding', p_worker, p_memory_ids, p_generations));
     with stored as (
-        insert into memory_embedding as me (memory_id, model, input_version, embedding, text_embedding)
-        select x.memory_id, p_model, p_input_version, x.embedding, x.text_embedding
+        insert into memory_embedding as me (memory_id, model, input_version, embedding, text_embedding, embedded_at)
+        select x.memory_id, p_model, p_input_version, x.embedding, x.text_embedding, now()
           from unnest(p_memory_ids, p_embeddings::__ext__.vector[],
                       coalesce(p_text_embeddings, array_fill(null::text, array[cardinality(p_memory_ids)]))::__ext__.vector[])
                  as x(memory_id, embedding, text_embedding)
          where x.memory_id = any (v_held)
         on conflict (memory_id) do update
             set model = excluded.model, input_version = excluded.input_version,
-                embedding = excluded.embedding, text_embedding = excluded.text_embedding, embedded_at = now()
+                embedding = excluded.embedding, text_embedding = excluded.text_embedding, embedded_at = excluded.embedded_at
         returning me.memory_id
     ), registered as (
         -- a vector of the text: from what the text came from, corrections' evidence included
@@ -4119,10 +4226,10 @@ as $$
 declare
     v_count bigint;
 begin
-    insert into passage_embedding_job as j (passage_id, scope)
-    select w.passage_id, w.scope from _passages_wanting_vectors(null, p_everything) w
+    insert into passage_embedding_job as j (passage_id, scope, enqueued_at)
+    select w.passage_id, w.scope, clock_timestamp() from _passages_wanting_vectors(null, p_everything) w
     on conflict (passage_id) do update
-        set generation = j.generation + 1, enqueued_at = clock_timestamp(), leased_by = null, lease_until = null;
+        set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null;
     get diagnostics v_count = row_count;
     -- A job whose passage already has the current stamp is done (version switched back).
     if not p_everything then
@@ -4169,14 +4276,14 @@ as $$
 declare
     v_count bigint;
 begin
-    insert into embedding_job as j (memory_id)
-    select m.id from memory m cross join _embedding_stamp() st
+    insert into embedding_job as j (memory_id, enqueued_at)
+    select m.id, clock_timestamp() from memory m cross join _embedding_stamp() st
      where m.superseded_by is null and m.invalidated_at is null
        and (p_everything or not exists (select 1 from memory_embedding me where me.memory_id = m.id
                                            and me.model = st.model and me.input_version = st.input_version
                                            and me.text_embedding is not null))
     on conflict (memory_id) do update
-        set generation = j.generation + 1, enqueued_at = clock_timestamp(), leased_by = null, lease_until = null;
+        set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null;
     get diagnostics v_count = row_count;
     v_count := v_count + _queue_passage_embeddings(coalesce(p_everything, false));
     perform _notify('embed');
@@ -4214,12 +4321,12 @@ end
 $$;
 comment on function __tenant__.set_embedding_version(text, integer) is
     'Switches the embedding model or input version and queues every live memory; stale vectors are ignored until rebuilt.';
-$pgrecall_35fb360d3526$)
+$pgrecall_b7c49a9ff40c$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b3a06f579721$entities.sql$pgrecall_b3a06f579721$, null, $pgrecall_f9097efa0661$71470953f35b3812998fe9c47df27d79c015a7dd80ed51ecb7f4c5169fd09cbf$pgrecall_f9097efa0661$, $pgrecall_71470953f35b$-- Entities: identity is (scope, normalized name); names resolve through
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b3a06f579721$entities.sql$pgrecall_b3a06f579721$, null, $pgrecall_f91ffa40cee5$9eea4ec5de54cd3c4b22e59617b9d3b58536e2c5c24ff60a529dffe1800f7ae0$pgrecall_f91ffa40cee5$, $pgrecall_9eea4ec5de54$-- Entities: identity is (scope, normalized name); names resolve through
 -- aliases and through merges to the surviving entity. A name is content too:
 -- a principal sees an entity (its name, its aliases, its facts) only through
 -- a memory or a fact it is eligible for that names it (_entity_visible), and
@@ -4346,10 +4453,14 @@ comment on function __tenant__._entities_in_text(text[], text) is
 -- entity). Two index probes for facts (subject, object), one for links.
 create or replace function __tenant__._entity_visible(p_principal_id bigint, p_scopes text[], p_entity_id bigint)
 returns boolean
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result boolean;
+begin
     select exists (select 1 from fact f
                     where f.subject_id = p_entity_id and f.scope = any (p_scopes)
                       and _audience_admits(p_principal_id, f.audience_peer_id, null))
@@ -4357,10 +4468,14 @@ as $$
                     where f.object_id = p_entity_id and f.scope = any (p_scopes)
                       and _audience_admits(p_principal_id, f.audience_peer_id, null))
         or exists (select 1 from memory_link l
-                     join _eligible_memories(p_principal_id, p_scopes, null, true, null) m on m.id = l.memory_id
+                     join memory m on _memory_eligible(m.scope, m.audience_peer_id, m.purposes, m.invalidated_at, m.superseded_by, m.valid,
+                                                       p_principal_id, p_scopes, null, true, null) and m.id = l.memory_id
                     where l.link_type = 'about'
                       and l.target_entity_id in (select e.id from entity e
                                                   where e.id = p_entity_id or e.merged_into = p_entity_id))
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._entity_visible(bigint, text[], bigint) is
     'Internal: whether a memory or fact the principal is eligible for names the entity (or one merged into it).';
@@ -4540,14 +4655,16 @@ begin
     -- a name is content too.
     return query
     with visible_facts as (
-        select f.id, f.subject_id, f.object_id from _eligible_facts(v_principal, p_scopes, null, null, null) f
+        select f.id, f.subject_id, f.object_id from fact f where _fact_eligible(f.scope, f.audience_peer_id, f.purposes, f.valid, f.known,
+                                                                                v_principal, p_scopes, null, null, null)
     ), named as (
         select x.subject_id as id from visible_facts x
         union
         select x.object_id from visible_facts x where x.object_id is not null
         union
         select l.target_entity_id from memory_link l
-          join _eligible_memories(v_principal, p_scopes, null, true, null) m on m.id = l.memory_id
+          join memory m on _memory_eligible(m.scope, m.audience_peer_id, m.purposes, m.invalidated_at, m.superseded_by, m.valid,
+                                            v_principal, p_scopes, null, true, null) and m.id = l.memory_id
          where l.link_type = 'about'
     )
     select e.id, e.scope, e.name, e.entity_type, e.aliases, e.merged_into,
@@ -4562,12 +4679,12 @@ end
 $$;
 comment on function __tenant__.entities(text, text[], text) is
     'Entities in the authorised scopes that a memory or fact the principal may see names (optionally those a name or alias denotes), with their count of visible current facts.';
-$pgrecall_71470953f35b$)
+$pgrecall_9eea4ec5de54$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$, null, $pgrecall_f5a0066182f2$8eff97967832eb6e8dd9a0758ed267fd38d3142c1d7c711f0e33ad7cdf430893$pgrecall_f5a0066182f2$, $pgrecall_8eff97967832$-- Erasure: delete observations and, through the projection registry,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$, null, $pgrecall_0d5f913b0216$8eb39258bf8992d1ef7b493dcfd0ba044fdacf4d02b15f8b83e4990e7c140f24$pgrecall_0d5f913b0216$, $pgrecall_8eb39258bf89$-- Erasure: delete observations and, through the projection registry,
 -- everything derived from them; rebuild what depended on them from what
 -- survives; and in the same transaction store, per projection kind, how many
 -- derived rows remain (the residual, zero when erasure worked).
@@ -4725,17 +4842,21 @@ comment on function __tenant__._selected_observations(jsonb) is 'Internal: the o
 -- kept. Read before anything is deleted.
 create or replace function __tenant__._corrections_to_undo(p_observations bigint[])
 returns table (memory_id bigint, restore_revision integer, restorable boolean)
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
+    return query
     select u.memory_id, u.restore_revision,
            exists (select 1 from memory_revision r
                     where r.memory_id = u.memory_id and r.revision = u.restore_revision)
       from (select c.memory_id, min(c.revision) - 1 as restore_revision
               from memory_correction_evidence c
              where c.observation_id = any (p_observations)
-             group by c.memory_id) u
+             group by c.memory_id) u;
+end
 $$;
 comment on function __tenant__._corrections_to_undo(bigint[]) is
     'Internal: per memory with a correction an erased observation justified, the kept revision it returns to.';
@@ -4804,10 +4925,14 @@ comment on function __tenant__._check_erasure_request(text, jsonb, text, text) i
 create or replace function __tenant__._doomed_memories(p_observations bigint[], p_selector jsonb,
                                                        p_earlier_text_lost bigint[])
 returns bigint[]
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
     -- Registered against an erased observation, private to an erased peer, whose text from before a
     -- correction is gone, or derived (at any depth) from one of those.
     with recursive doomed (id) as (
@@ -4826,6 +4951,9 @@ as $$
          where l.link_type = 'derived_from'
     )
     select coalesce(array_agg(distinct id), '{}') from doomed
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._doomed_memories(bigint[], jsonb, bigint[]) is
     'Internal: the memories an erasure deletes.';
@@ -4846,15 +4974,15 @@ begin
     -- stores nothing.
     o_neighbours := array(select x from unnest(_memories_embedding_turns(p_observations)) x
                            where not (x = any (p_memories)) order by x);
-    insert into embedding_job as j (memory_id)
-    select m.id from memory m
+    insert into embedding_job as j (memory_id, enqueued_at)
+    select m.id, clock_timestamp() from memory m
      where m.id = any (o_neighbours) and m.superseded_by is null and m.invalidated_at is null
        and (exists (select 1 from embedding_job q where q.memory_id = m.id)
             -- input version 1 is title and body alone
             or exists (select 1 from memory_embedding me where me.memory_id = m.id and me.input_version <> 1))
      order by m.id
     on conflict (memory_id) do update
-        set generation = j.generation + 1, enqueued_at = clock_timestamp(), leased_by = null, lease_until = null;
+        set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null;
     if found then
         perform _notify('embed');
     end if;
@@ -4872,12 +5000,16 @@ comment on function __tenant__._unembed_neighbours(bigint[], bigint[]) is
 
 create or replace function __tenant__._registered(p_observations bigint[], p_kind text)
 returns table (row_key text)
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
+    return query
     select distinct d.row_key from projection_dependency d
-     where d.kind = p_kind and d.observation_id = any (p_observations)
+     where d.kind = p_kind and d.observation_id = any (p_observations);
+end
 $$;
 comment on function __tenant__._registered(bigint[], text) is
     'Internal: the row keys of one projection kind registered against any of the observations.';
@@ -4914,10 +5046,14 @@ comment on function __tenant__._release_doomed_memories(bigint[], bigint[], bigi
 
 create or replace function __tenant__._doomed_facts(p_observations bigint[], p_selector jsonb)
 returns bigint[]
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
     -- Registered against an erased observation, pieces that a doomed assertion split off an older
     -- fact (rebuilt by _reinstate_facts), facts only an erased peer could see (like their private
     -- memories), and facts from their perspective.
@@ -4931,16 +5067,23 @@ as $$
         select f.id from fact f join doomed x on f.split_by = x.id
     )
     select coalesce(array_agg(distinct id), '{}') from doomed
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._doomed_facts(bigint[], jsonb) is 'Internal: the facts an erasure deletes.';
 
 create or replace function __tenant__._erasure_keys(p_kind text, p_registered text[], p_selector jsonb,
                                                     p_memories bigint[], p_facts bigint[])
 returns text[]
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result text[];
+begin
     -- Beside the rows registered against an erased observation, the rows of a kind that go with a
     -- doomed memory or fact, or with an erased peer.
     select case p_kind
@@ -4974,6 +5117,9 @@ as $$
             array(select distinct k from unnest(p_registered || array(select x::text from unnest(p_facts) x)) k)
         else p_registered
     end
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._erasure_keys(text, text[], jsonb, bigint[], bigint[]) is
     'Internal: the row keys of one projection kind that an erasure deletes.';
@@ -5100,10 +5246,14 @@ comment on function __tenant__._erasure_residual(bigint[]) is
 
 create or replace function __tenant__._term_residual(p_terms text[])
 returns bigint
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint;
+begin
     -- A term of an erased memory that no surviving live memory uses. Checked afresh: the witness row
     -- is re-read, and only a term without a valid witness costs an index probe.
     select count(*) from term_stat t
@@ -5114,6 +5264,9 @@ as $$
                           and w.tsv @@ quote_literal(t.term)::tsquery)
        and not exists (select 1 from memory m where m.tsv @@ quote_literal(t.term)::tsquery
                          and m.superseded_by is null and m.invalidated_at is null)
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._term_residual(text[]) is
     'Internal: the term statistics an erasure left behind that no surviving memory justifies.';
@@ -5208,6 +5361,8 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
+    v_completed timestamptz;
+    v_tables_touched text[];
     v_request erasure_request;
     v_observations bigint[];
     v_memories bigint[];
@@ -5291,10 +5446,13 @@ begin
            w.o_residual into v_words_erased, v_words_left
       from _erase_words(p_selector, v_absorbed, v_absorbed_into, v_absorbed_names) w;
 
+    -- Volatile values are taken first: Citus refuses a volatile function in an UPDATE.
+    v_tables_touched := _erasure_tables_touched();
+    v_completed := clock_timestamp();
     update erasure_request r
-       set completed_at = clock_timestamp(), observations_erased = v_count_observations,
+       set completed_at = v_completed, observations_erased = v_count_observations,
            rows_erased = v_erased || v_words_erased, residual = v_residual || v_words_left,
-           tables_touched = _erasure_tables_touched()
+           tables_touched = v_tables_touched
      where r.id = v_request.id
     returning * into v_request;
     return v_request;
@@ -5343,11 +5501,15 @@ comment on function __tenant__.expire(text) is
 
 create or replace function __tenant__.erasure_requests(p_limit integer default 20)
 returns setof __tenant__.erasure_request
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select * from erasure_request r order by r.id desc limit greatest(coalesce(p_limit, 20), 1)
+#variable_conflict use_column
+begin
+    return query
+    select * from erasure_request r order by r.id desc limit greatest(coalesce(p_limit, 20), 1);
+end
 $$;
 comment on function __tenant__.erasure_requests(integer) is 'The newest erasure receipts.';
 
@@ -5368,6 +5530,7 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
+    v_refreshed timestamptz;
     v_request erasure_request;
     v_schema text := (select n.nspname::text from pg_namespace n where n.oid = '__tenant__'::regnamespace);
     v_can_clear boolean := current_setting('server_version_num')::integer >= 180000;
@@ -5410,8 +5573,9 @@ begin
             end if;
         end loop;
     end loop;
+    v_refreshed := clock_timestamp();  -- taken first: Citus refuses a volatile function in an UPDATE
     update erasure_request r
-       set statistics_refreshed_at = case when cardinality(v_stale) = 0 then clock_timestamp() end,
+       set statistics_refreshed_at = case when cardinality(v_stale) = 0 then v_refreshed end,
            statistics_stale = v_stale
      where r.id = v_request.id
     returning * into v_request;
@@ -5421,12 +5585,12 @@ $$;
 comment on function __tenant__.refresh_erasure_statistics(bigint) is
     'Takes the planner statistics of the tables an erasure touched again, so pg_stats holds none of the erased values, '
     'and stamps the receipt; run it after the erasure commits (pgrecall erase does).';
-$pgrecall_8eff97967832$)
+$pgrecall_8eb39258bf89$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6e9f498466c3$erase_rewrite.sql$pgrecall_6e9f498466c3$, null, $pgrecall_a7e97d326e66$671760879f9a498d443cf5de42c9cbc6ac34ace95abd809796d9791c23ad07f4$pgrecall_a7e97d326e66$, $pgrecall_671760879f9a$-- Erasure down to the bytes: the tables an erasure touched are rewritten,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6e9f498466c3$erase_rewrite.sql$pgrecall_6e9f498466c3$, null, $pgrecall_8576523c9c86$12ad787dce784a14c8e3da8c08a989197e0795fb40177bc1cacd4f07b1a0b06f$pgrecall_8576523c9c86$, $pgrecall_12ad787dce78$-- Erasure down to the bytes: the tables an erasure touched are rewritten,
 -- so that no page of theirs keeps the erased words.
 --
 -- erase() deletes rows; VACUUM then marks their space free, but PostgreSQL
@@ -5473,6 +5637,7 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
+    v_rewritten timestamptz;
     v_request erasure_request;
     v_touched text[];
     v_table text;
@@ -5519,7 +5684,8 @@ begin
     if v_touched <@ v_request.rewritten_tables then
         -- every table is rewritten: its statistics are taken again from the rows that are left
         v_request := refresh_erasure_statistics(p_request_id);
-        update erasure_request r set rewritten_at = clock_timestamp() where r.id = p_request_id
+        v_rewritten := clock_timestamp();  -- taken first: Citus refuses a volatile function in an UPDATE
+        update erasure_request r set rewritten_at = v_rewritten where r.id = p_request_id
         returning * into v_request;
     end if;
     return v_request;
@@ -5529,40 +5695,64 @@ comment on function __tenant__.rewrite_erased(bigint, text[]) is
     'Rewrites the tables an erasure touched (or p_tables of them): new files, TOAST and indexes rebuilt, so no page keeps '
     'the erased rows; once all are done, takes their statistics again and stamps rewritten_at. Each table is locked '
     'exclusively until the transaction ends. The operator finishes with pgrecall.flush_erasure().';
-$pgrecall_671760879f9a$)
+$pgrecall_12ad787dce78$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$, null, $pgrecall_67e504e1dff5$1bb21f8d2f19f63e886d09759af26e790ea89b8abe3e6fad4263a654b258597d$pgrecall_67e504e1dff5$, $pgrecall_1bb21f8d2f19$-- Facts: asserting (closing and splitting what it contradicts), retracting,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$, null, $pgrecall_940d7476dc66$04269632767e735e89319819786c74939f52b1b0439d018382ec78cfc732ba4a$pgrecall_940d7476dc66$, $pgrecall_04269632767e$-- Facts: asserting (closing and splitting what it contradicts), retracting,
 -- citing, and the bitemporal question "what was true at T1 as we knew it at T2".
 -- Errors: PR111 unknown predicate, PR112 evidence does not match its
 -- observation, PR113 role policy (a human's fact on an assistant's word only),
 -- PR114 unknown entity, PR115 unknown fact, PR108 fact no longer current.
 
--- Eligibility for facts, like _eligible_memories for memories and with the
--- same audience rule (_audience_admits): inlined by the planner into the
--- caller's query (so no definer or SET).
-create or replace function __tenant__._eligible_facts(
+-- Eligibility for facts, like _memory_eligible for memories and with the
+-- same audience rule (_audience_admits): an expression on a fact's columns,
+-- written in the WHERE clause of a query on fact and inlined there by the
+-- planner (so no definer or SET, and no table read).
+create or replace function __tenant__._fact_eligible(
+    p_scope         text,
+    p_audience_peer_id bigint,
+    p_purposes      text[],
+    p_valid         tstzrange,
+    p_known         tstzrange,
     p_principal_id  bigint,
     p_scopes        text[],
     p_purpose       text,         -- NULL: any purpose
     p_valid_at      timestamptz,  -- NULL: any time
     p_known_at      timestamptz   -- NULL: currently known
 )
+returns boolean
+language sql stable
+as $$
+    select p_scope = any (p_scopes)
+       and __tenant__._audience_admits(p_principal_id, p_audience_peer_id, null)
+       and (p_purpose is null or p_purpose = any (p_purposes))
+       and (p_valid_at is null or p_valid @> p_valid_at)
+       and (case when p_known_at is null then upper_inf(p_known) else p_known @> p_known_at end)
+$$;
+comment on function __tenant__._fact_eligible(text, bigint, text[], tstzrange, tstzrange, bigint, text[], text,
+                                              timestamptz, timestamptz) is
+    'Internal: whether a fact (its columns) is one the principal may see for a purpose, valid and known at the given times.';
+
+-- The same as a set, for psql and the tests on one server (no tenant function calls it).
+create or replace function __tenant__._eligible_facts(
+    p_principal_id  bigint,
+    p_scopes        text[],
+    p_purpose       text,
+    p_valid_at      timestamptz,
+    p_known_at      timestamptz
+)
 returns setof __tenant__.fact
 language sql stable
 as $$
     select f.*
       from __tenant__.fact f
-     where f.scope = any (p_scopes)
-       and __tenant__._audience_admits(p_principal_id, f.audience_peer_id, null)
-       and (p_purpose is null or p_purpose = any (f.purposes))
-       and (p_valid_at is null or f.valid @> p_valid_at)
-       and (case when p_known_at is null then upper_inf(f.known) else f.known @> p_known_at end)
+     where __tenant__._fact_eligible(f.scope, f.audience_peer_id, f.purposes, f.valid, f.known,
+                                     p_principal_id, p_scopes, p_purpose, p_valid_at, p_known_at)
 $$;
 comment on function __tenant__._eligible_facts(bigint, text[], text, timestamptz, timestamptz) is
-    'Internal: the facts a principal may see in the authorised scopes for a purpose, valid and known at the given times.';
+    'Internal: the facts a principal may see (_fact_eligible as a set), for psql and tests on one server.';
 
 -- Evidence items ({"offset", "quote", optional "start"/"end" byte offsets})
 -- resolved to observations and byte spans. Without a span the quote's first
@@ -5808,15 +5998,20 @@ language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+declare
+    v_new integer[];
 begin
-    -- The evidence (a confirmation adds only spans not already cited), and
-    -- what the entities, the fact and each new evidence row derive from, in
-    -- one statement: per-row statements were a third of an assertion's time.
+    -- The spans not already cited (a confirmation adds only those), read first: on Citus an
+    -- insert whose select joins a set-returning function to a tenant table is not planned.
+    v_new := array(select e.n from unnest(p_observations, p_starts, p_ends) with ordinality e(o, s, e, n)
+                    where not exists (select 1 from fact_evidence x where x.fact_id = p_fact
+                                         and x.observation_id = e.o and x.byte_start = e.s and x.byte_end = e.e)
+                    order by e.n);
+    -- The evidence, and what the entities, the fact and each new evidence row
+    -- derive from, in one statement: per-row statements were a third of an assertion's time.
     with added as (
         insert into fact_evidence (fact_id, observation_id, byte_start, byte_end, quote)
-        select p_fact, e.o, e.s, e.e, e.q from unnest(p_observations, p_starts, p_ends, p_quotes) e(o, s, e, q)
-         where not exists (select 1 from fact_evidence x where x.fact_id = p_fact
-                              and x.observation_id = e.o and x.byte_start = e.s and x.byte_end = e.e)
+        select p_fact, p_observations[n], p_starts[n], p_ends[n], p_quotes[n] from unnest(v_new) n
         returning id, observation_id)
     insert into projection_dependency (kind, row_key, observation_id)
     select 'fact_evidence', a.id::text, a.observation_id from added a
@@ -5888,10 +6083,14 @@ comment on function __tenant__._split_closed_facts(bigint[], bigint, tstzrange, 
 create or replace function __tenant__._close_overlapping_facts(p_subject bigint, p_predicate text, p_observer bigint,
                                                               p_valid tstzrange, p_now timestamptz)
 returns bigint[]
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
     -- A single value at a time: close every current fact the new one overlaps.
     with closed as (
         update fact f set known = tstzrange(lower(f.known), p_now)
@@ -5900,6 +6099,9 @@ as $$
            and f.valid && p_valid
         returning f.id)
     select coalesce(array_agg(id order by id), '{}') from closed
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._close_overlapping_facts(bigint, text, bigint, tstzrange, timestamptz) is
     'Internal: a single-valued predicate''s current facts that a new valid range overlaps stop being believed now; their ids.';
@@ -5947,7 +6149,7 @@ declare
     v_ev_end integer[];
     v_ev_quote text[];
 begin
-    perform set_config('plan_cache_mode', 'force_generic_plan', true);
+    perform set_config('plan_cache_mode', _plan_cache_mode(), true);
     v_pred := _check_fact_fields(p_predicate, p_subject, p_object, p_statement, p_subject_type, p_object_type,
                                  p_confidence, p_valid_from, p_valid_to);
     v_purposes := case when p_purposes is null then array(select p from unnest(_purposes()) p order by p)
@@ -6011,15 +6213,18 @@ comment on function __tenant__._assert_fact(bigint, text, text, text, text, json
 -- Registers a fact and its evidence rows against their observations.
 create or replace function __tenant__._register_fact(p_fact_id bigint, p_observation_ids bigint[])
 returns void
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
     insert into projection_dependency (kind, row_key, observation_id)
     select 'fact', p_fact_id::text, o from unnest(p_observation_ids) o
     union all
     select 'fact_evidence', x.id::text, x.observation_id from fact_evidence x where x.fact_id = p_fact_id
-    on conflict do nothing
+    on conflict do nothing;
+end
 $$;
 comment on function __tenant__._register_fact(bigint, bigint[]) is
     'Internal: registers a fact and its evidence in the projection registry.';
@@ -6051,6 +6256,7 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
+    v_now timestamptz;
     v_fact fact;
 begin
     perform _check_scopes(p_scopes);
@@ -6060,8 +6266,9 @@ begin
     if not exists (select 1 from fact f where f.id = p_fact_id and upper_inf(f.known)) then
         perform _fail('PR108', format('fact %s is no longer current: it was closed or retracted already', p_fact_id));
     end if;
+    v_now := clock_timestamp();  -- taken first: Citus refuses a volatile function in an UPDATE
     return query
-    update fact f set known = tstzrange(lower(f.known), greatest(clock_timestamp(), lower(f.known) + interval '1 microsecond')),
+    update fact f set known = tstzrange(lower(f.known), greatest(v_now, lower(f.known) + interval '1 microsecond')),
                       retraction_reason = _trim(p_reason)
      where f.id = p_fact_id
     returning f.id, f.known;
@@ -6094,8 +6301,9 @@ begin
       from fact_evidence x
       join observation o on o.id = x.observation_id
       join peer p on p.id = o.actor_id
-     cross join lateral (select exists (select 1 from _eligible_observations(v_principal, p_scopes) e
-                                         where e.id = o.id) as seen) v
+     cross join lateral (select exists (select 1 from observation e
+                                         where _observation_eligible(e.scope, e.audience,
+                                                                     v_principal, p_scopes) and e.id = o.id) as seen) v
      where x.fact_id = p_fact_id
      order by o.log_offset, x.byte_start;
 end
@@ -6108,10 +6316,14 @@ comment on function __tenant__.resolve_citation(text, text[], bigint) is
 -- from a turn the principal may not see is withheld, as in resolve_citation.
 create or replace function __tenant__._fact_evidence_json(p_fact_id bigint, p_principal_id bigint, p_scopes text[])
 returns jsonb
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result jsonb;
+begin
     select coalesce(jsonb_agg(case when e.id is not null
                                    then jsonb_build_object('scope', o.scope, 'offset', o.log_offset, 'start', x.byte_start,
                                                            'end', x.byte_end, 'quote', x.quote,
@@ -6121,8 +6333,11 @@ as $$
                                                            'withheld', true) end
                               order by o.log_offset, x.byte_start), '[]')
       from fact_evidence x join observation o on o.id = x.observation_id
-      left join _eligible_observations(p_principal_id, p_scopes) e on e.id = o.id
+      left join observation e on _observation_eligible(e.scope, e.audience, p_principal_id, p_scopes) and e.id = o.id
      where x.fact_id = p_fact_id
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._fact_evidence_json(bigint, bigint, text[]) is
     'Internal: a fact''s evidence (quotes and spans) as JSON, withheld where the principal may not see the turn.';
@@ -6159,11 +6374,13 @@ begin
     return query
     select f.id, se.name, f.predicate, coalesce(oe.name, f.object_value), f.statement, f.valid, f.known,
            f.confidence, f.salience, op.name, _fact_evidence_json(f.id, v_principal, p_scopes)
-      from _eligible_facts(v_principal, p_scopes, p_purpose, coalesce(p_valid_at, now()), p_known_at) f
+      from fact f
       join entity se on se.id = f.subject_id
       left join entity oe on oe.id = f.object_id
       left join peer op on op.id = f.observer_peer_id
-     where f.subject_id = any (v_subjects)
+     where _fact_eligible(f.scope, f.audience_peer_id, f.purposes, f.valid, f.known,
+                          v_principal, p_scopes, p_purpose, coalesce(p_valid_at, now()), p_known_at)
+       and f.subject_id = any (v_subjects)
        and (p_predicate is null or f.predicate = p_predicate)
      order by f.predicate, lower(f.valid) desc, f.id;
 end
@@ -6235,7 +6452,7 @@ end
 $$;
 comment on function __tenant__.assert_facts(text, text[], text, jsonb) is
     'assert_fact() for a batch (a JSON array of items), in order and all-or-nothing; one row per item.';
-$pgrecall_1bb21f8d2f19$)
+$pgrecall_04269632767e$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -6885,8 +7102,8 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_2fd51404a479$memory_count.sql$pgrecall_2fd51404a479$, null, $pgrecall_a93e4fd9c12a$5e22288cd7665e2c479ad357d96093d4c5774ae557de5e8d75a63343093af4c6$pgrecall_a93e4fd9c12a$, $pgrecall_5e22288cd766$-- memory_count: how many memories the principal may see in the authorised
--- scopes for a purpose, by the one eligibility rule (_eligible_memories):
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_2fd51404a479$memory_count.sql$pgrecall_2fd51404a479$, null, $pgrecall_c28ccbd4e5f7$1ac44caa09545c575464cd8608153396a805258157706a2b8f5baba9e137fe48$pgrecall_c28ccbd4e5f7$, $pgrecall_1ac44caa0954$-- memory_count: how many memories the principal may see in the authorised
+-- scopes for a purpose, by the one eligibility rule (_memory_eligible):
 -- what recall and read would consider, counted, nothing of it shown.
 
 create or replace function __tenant__.memory_count(
@@ -6906,17 +7123,19 @@ begin
     perform _check_scopes(p_scopes);
     perform _check_purpose(p_purpose);
     return (select count(*)
-              from _eligible_memories(v_principal, p_scopes, p_purpose, coalesce(p_include_superseded, false), null));
+              from memory e
+             where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                    v_principal, p_scopes, p_purpose, coalesce(p_include_superseded, false), null));
 end
 $$;
 comment on function __tenant__.memory_count(text, text[], text, boolean) is
     'How many memories the principal may see in the authorised scopes for a purpose (superseded ones too if asked), eligibility applied.';
-$pgrecall_5e22288cd766$)
+$pgrecall_1ac44caa0954$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$, null, $pgrecall_1b2ae4567ccd$aa3978dd4a7249e792e9f67f5ce922422cd045e0971750343b552a12a693abd6$pgrecall_1b2ae4567ccd$, $pgrecall_aa3978dd4a72$-- Message search: the passages of the log, at tenant level (every authorised
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$, null, $pgrecall_17e9cfa90552$c05f52e93c453a507244dd2a7aad7a8c1131e97514ed50021943b865352f5884$pgrecall_17e9cfa90552$, $pgrecall_c05f52e93c45$-- Message search: the passages of the log, at tenant level (every authorised
 -- scope), session level (p_session_id) or peer level (what p_peer sent).
 --   * lexical arm: BM25 over passages, document frequencies counted live in
 --     the authorised scopes, corpus size from passage_stat; from
@@ -6942,7 +7161,7 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e2
 -- The arms' own queries differ from recall's (passages are filtered by scope,
 -- audience, session and sender, and their HNSW index is one per partition),
 -- so they are functions of their own: _passage_lexical_arm and
--- _passage_dense_arm. Both select from _passages_in, which applies the
+-- _passage_dense_arm. Both filter with _passage_eligible, which applies the
 -- audience rule of memories (_audience_admits) to the audience each passage
 -- copies from its turn: a passage the principal may not see is never
 -- counted (the lexical arm's document frequencies), ranked or returned.
@@ -6955,9 +7174,24 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e2
 
 -- The passages a search is about: those the principal may see in the
 -- authorised scopes, narrowed to one session and/or one sender when asked.
--- Like _eligible_memories, a plain SQL function (no definer, no SET, tables
--- qualified) that the planner inlines into the arms' queries, so each keeps
--- its partition pruning and indexes.
+-- Like _memory_eligible, an expression on the passage's columns (no definer,
+-- no SET, no table read) that the planner inlines into the arms' queries, so
+-- each keeps its partition pruning and indexes.
+create or replace function __tenant__._passage_eligible(p_scope text, p_audience bigint[], p_passage_session bigint,
+                                                       p_passage_actor bigint, p_principal_id bigint, p_scopes text[],
+                                                       p_session_id bigint, p_actor_id bigint)
+returns boolean
+language sql stable
+as $$
+    select p_scope = any (p_scopes)
+       and __tenant__._audience_admits(p_principal_id, null, p_audience)
+       and (p_session_id is null or p_passage_session = p_session_id)
+       and (p_actor_id is null or p_passage_actor = p_actor_id)
+$$;
+comment on function __tenant__._passage_eligible(text, bigint[], bigint, bigint, bigint, text[], bigint, bigint) is
+    'Internal: whether a passage (its columns) is one the principal may see in the scopes, of the session and sender when given; inlined into message search''s arms.';
+
+-- The same as a set, for psql and the tests on one server (no tenant function calls it).
 create or replace function __tenant__._passages_in(p_principal_id bigint, p_scopes text[], p_session_id bigint,
                                                   p_actor_id bigint)
 returns setof __tenant__.passage
@@ -6965,13 +7199,11 @@ language sql stable
 as $$
     select p.*
       from __tenant__.passage p
-     where p.scope = any (p_scopes)
-       and __tenant__._audience_admits(p_principal_id, null, p.audience)
-       and (p_session_id is null or p.session_id = p_session_id)
-       and (p_actor_id is null or p.actor_id = p_actor_id)
+     where __tenant__._passage_eligible(p.scope, p.audience, p.session_id, p.actor_id,
+                                        p_principal_id, p_scopes, p_session_id, p_actor_id)
 $$;
 comment on function __tenant__._passages_in(bigint, text[], bigint, bigint) is
-    'Internal: the passages the principal may see in the scopes, of one session and/or one sender when given; inlined into message search''s arms.';
+    'Internal: the passages the principal may see (_passage_eligible as a set), for psql and tests on one server.';
 
 -- The lexical arm over passages: BM25, document frequencies counted live in
 -- the scopes, corpus size from passage_stat. As in recall, a cheap presence
@@ -7009,8 +7241,9 @@ begin
                array_agg(p.idf order by p.term) filter (where not p.pruned)
           into v_kept, dropped, v_idf
           from _prune_terms(terms,
-                            array(select greatest((select count(*) from _passages_in(p_principal_id, p_scopes, null, null) x
-                                                    where x.tsv @@ quote_literal(u.t)::tsquery), 1)
+                            array(select greatest((select count(*) from passage x
+                                                    where _passage_eligible(x.scope, x.audience, x.session_id, x.actor_id,
+                                                                            p_principal_id, p_scopes, null, null) and x.tsv @@ quote_literal(u.t)::tsquery), 1)
                                     from unnest(terms) with ordinality u(t, n) order by u.n),
                             v_documents, (v_set ->> 'prune_min_terms')::integer,
                             (v_set ->> 'prune_df_ratio')::double precision) p;
@@ -7026,8 +7259,9 @@ begin
                (select sum(v_idf[i]) from generate_subscripts(v_term_queries, 1) i
                  where p.tsv @@ v_term_queries[i])
                * _bm25_tf(1, length(p.tsv), v_k1, v_b, v_avg_length) as quick
-          from _passages_in(p_principal_id, p_scopes, p_session_id, p_actor_id) p
-         where p.tsv @@ v_query
+          from passage p
+         where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id,
+                                 p_principal_id, p_scopes, p_session_id, p_actor_id) and p.tsv @@ v_query
          order by quick desc, p.id
          limit 2 * p_depth
     ), scored as (
@@ -7069,15 +7303,17 @@ declare
     v_saved_iterative text := current_setting('hnsw.iterative_scan', true);
 begin
     select count(*) into v_probe from (
-        select 1 from _passages_in(p_principal_id, p_scopes, p_session_id, p_actor_id) p
-         where p.embedding_model = v_model and p.embedding_input_version = v_version
+        select 1 from passage p
+         where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id,
+                                 p_principal_id, p_scopes, p_session_id, p_actor_id) and p.embedding_model = v_model and p.embedding_input_version = v_version
          limit (v_set ->> 'exact_dense_below')::integer) x;
     if v_probe < (v_set ->> 'exact_dense_below')::integer then
         method := 'exact';
         with nearest as (
             select p.id, p.embedding operator(__ext__.<=>) v_embedding as distance
-              from _passages_in(p_principal_id, p_scopes, p_session_id, p_actor_id) p
-             where p.embedding_model = v_model and p.embedding_input_version = v_version
+              from passage p
+             where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id,
+                                     p_principal_id, p_scopes, p_session_id, p_actor_id) and p.embedding_model = v_model and p.embedding_input_version = v_version
              order by (p.embedding operator(__ext__.<=>) v_embedding) + 0, p.id
              limit p_depth)
         select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
@@ -7092,8 +7328,9 @@ begin
         perform set_config('hnsw.iterative_scan', 'strict_order', true);
         with nearest as (
             select p.id, p.embedding operator(__ext__.<=>) v_embedding as distance
-              from _passages_in(p_principal_id, p_scopes, p_session_id, p_actor_id) p
-             where p.embedding_model = v_model and p.embedding_input_version = v_version
+              from passage p
+             where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id,
+                                     p_principal_id, p_scopes, p_session_id, p_actor_id) and p.embedding_model = v_model and p.embedding_input_version = v_version
              order by p.embedding operator(__ext__.<=>) v_embedding
              limit p_depth)
         select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
@@ -7151,8 +7388,9 @@ begin
         when p_query_embedding is null then 'no query embedding'
         when p_query_model is not null and p_query_model <> p_settings ->> 'embedding_model'
             then format('query embedded with %s, passages with %s', p_query_model, p_settings ->> 'embedding_model')
-        when exists (select 1 from _passages_in(p_principal_id, p_scopes, null, null) p
-                      where p.embedding_model = p_settings ->> 'embedding_model'
+        when exists (select 1 from passage p
+                      where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id,
+                                              p_principal_id, p_scopes, null, null) and p.embedding_model = p_settings ->> 'embedding_model'
                         and p.embedding_input_version = (p_settings ->> 'embedding_input_version')::integer)
             then null
         when not exists (select 1 from _passage_embedding_policies() pol
@@ -7286,12 +7524,12 @@ as $$
 $$;
 comment on function __tenant__.search_messages(text, text[], text, double precision[], text, bigint, text, integer, text) is
     'Searches the passages of the log in the authorised scopes (optionally one session or one sender): BM25 and/or cosine, fused by RRF. With its metadata: search_messages_answer().';
-$pgrecall_aa3978dd4a72$)
+$pgrecall_c05f52e93c45$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806dfe2bf8$notifications.sql$pgrecall_a5806dfe2bf8$, null, $pgrecall_6a779529a33b$e34db7eb9a1fb898b4f410a492aafd82a8d4fd9aa46e2c1cfbe0a35a22b9b768$pgrecall_6a779529a33b$, $pgrecall_e34db7eb9a1f$-- Wake-ups for the tenant's workers: a NOTIFY, with an empty payload, on a
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806dfe2bf8$notifications.sql$pgrecall_a5806dfe2bf8$, null, $pgrecall_31f9c3be5dca$52e7bd94540e417d8e1067aa87ccb9a621f857c2889f3ded3b0c27a9005a7872$pgrecall_31f9c3be5dca$, $pgrecall_52e7bd94540e$-- Wake-ups for the tenant's workers: a NOTIFY, with an empty payload, on a
 -- channel whose name is a per-tenant secret (table notification_channel).
 --
 -- LISTEN and NOTIFY take no privilege: any role may listen on, or notify,
@@ -7308,8 +7546,20 @@ language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+declare
+    v_channel text;
 begin
-    perform pg_notify(c.channel, '') from notification_channel c where c.kind = p_kind;
+    -- Not on a Citus node: a write there may commit with two-phase commit (a call coordinated
+    -- from the coordinator in a transaction block, the switch of a move), and PostgreSQL refuses
+    -- to PREPARE a transaction that notified; a notification would also reach only the
+    -- listeners of the node where it commits. The worker and the deriver poll (every 5 s).
+    if current_setting('citus.version', true) is not null then
+        return;
+    end if;
+    select c.channel into v_channel from notification_channel c where c.kind = p_kind;
+    if v_channel is not null then
+        perform pg_notify(v_channel, '');
+    end if;
 end
 $$;
 comment on function __tenant__._notify(text) is
@@ -7332,7 +7582,7 @@ end
 $$;
 comment on function __tenant__.listen_channel(text) is
     'The channel a worker LISTENs on to be woken when work of a kind (embed, derive) is queued; a secret of the tenant.';
-$pgrecall_e34db7eb9a1f$)
+$pgrecall_52e7bd94540e$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -7477,7 +7727,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$, null, $pgrecall_90d72e830440$b61ceefac3a87fc8aaaa3f2e6ad81e6dc6feb7450f19dccb5af981128e5f3cc2$pgrecall_90d72e830440$, $pgrecall_b61ceefac3a8$-- Passages: every observation is split into chunks (passage_chunks.sql) in
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$, null, $pgrecall_c20320f0c433$d455b85c36836f9fe7df88afc0cd940bb3edacc99b4c219c4e8d6e48351d7d7c$pgrecall_c20320f0c433$, $pgrecall_d455b85c3683$-- Passages: every observation is split into chunks (passage_chunks.sql) in
 -- the transaction that appends it (a statement trigger, so one append and a
 -- batch share the path), each chunk registered in the projection registry and
 -- queued for the embedding worker (embedding_queue.sql). A passage copies
@@ -7512,10 +7762,13 @@ comment on function __tenant__._passage_embedding_policies() is
 create or replace function __tenant__._passages_wanting_vectors(p_scopes text[] default null,
                                                                 p_everything boolean default false)
 returns table (passage_id bigint, scope text)
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
+    return query
     select p.id, p.scope
       from _passage_embedding_policies() pol
       join passage p on p.scope = pol.scope
@@ -7524,7 +7777,8 @@ as $$
      where (p_scopes is null or pol.scope = any (p_scopes))
        and (pol.policy = 'all' or (pol.policy = 'messages' and o.kind = 'message'))
        and (p_everything or p.embedding_model is distinct from st.model
-            or p.embedding_input_version is distinct from st.input_version)
+            or p.embedding_input_version is distinct from st.input_version);
+end
 $$;
 comment on function __tenant__._passages_wanting_vectors(text[], boolean) is
     'Internal: passages their scope''s passage_embedding policy embeds that lack a current vector (or all of them).';
@@ -7608,7 +7862,7 @@ declare
     v_count bigint;
     v_queued bigint;
 begin
-    perform set_config('plan_cache_mode', 'force_generic_plan', true);
+    perform set_config('plan_cache_mode', _plan_cache_mode(), true);
     with written as (
         insert into passage (scope, observation_id, ordinal, start_byte, end_byte, body, session_id, actor_id,
                              occurred_at, audience)
@@ -7671,15 +7925,25 @@ language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+declare
+    v_scopes text[];
+    v_passages bigint[];
+    v_lexemes bigint[];
 begin
+    -- The transition table is read alone first: on Citus a statement that joins it to a table of
+    -- the tenant is sent to the shard, where the transition table does not exist.
     if tg_op = 'INSERT' then
+        select array_agg(g.scope), array_agg(g.n), array_agg(g.l) into v_scopes, v_passages, v_lexemes
+          from (select n.scope, count(*) as n, sum(length(n.tsv)) as l from added n group by n.scope) g;
         insert into passage_stat as s (scope, passages, lexemes)
-        select n.scope, count(*), sum(length(n.tsv)) from added n group by n.scope
+        select g.scope, g.n, g.l from unnest(v_scopes, v_passages, v_lexemes) g(scope, n, l)
         on conflict (scope) do update
             set passages = s.passages + excluded.passages, lexemes = s.lexemes + excluded.lexemes;
     else
+        select array_agg(g.scope), array_agg(g.n), array_agg(g.l) into v_scopes, v_passages, v_lexemes
+          from (select r.scope, count(*) as n, sum(length(r.tsv)) as l from removed r group by r.scope) g;
         update passage_stat s set passages = s.passages - g.n, lexemes = s.lexemes - g.l
-          from (select r.scope, count(*) as n, sum(length(r.tsv)) as l from removed r group by r.scope) g
+          from unnest(v_scopes, v_passages, v_lexemes) g(scope, n, l)
          where s.scope = g.scope;
     end if;
     return null;
@@ -7750,12 +8014,12 @@ as $$
 $$;
 comment on function __tenant__._backfill_passages() is
     'Internal data step (migration 0017): writes the passages of observations that have none; returns how many.';
-$pgrecall_b61ceefac3a8$)
+$pgrecall_d455b85c3683$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1a947d1f52ee$peers_scopes.sql$pgrecall_1a947d1f52ee$, null, $pgrecall_26d5ef681856$4c78aea36ca9101100161d73ff03cb0cc96ded5695a130975e3a92403a1217b8$pgrecall_26d5ef681856$, $pgrecall_4c78aea36ca9$-- Creating the peers and scopes that every operation names, and the rules
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1a947d1f52ee$peers_scopes.sql$pgrecall_1a947d1f52ee$, null, $pgrecall_ba38782689a8$db6550908b294796be8d708b83a941ce6e04905f7fa588630e29c7952682e61c$pgrecall_ba38782689a8$, $pgrecall_db6550908b29$-- Creating the peers and scopes that every operation names, and the rules
 -- their names follow.
 --
 -- A scope name is a lowercase ASCII slug (the table's CHECK), so it has one
@@ -7922,11 +8186,18 @@ comment on function __tenant__._with_subject(text[], text) is
 -- on a later call cannot leave the subject's words behind an erasure.
 create or replace function __tenant__._peer_subject(p_peer_id bigint)
 returns text
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result text;
+begin
     select p.data_subject_ids[1] from peer p where p.id = p_peer_id
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._peer_subject(bigint) is
     'Internal: the data subject a peer passes on to what is written by or about it (its first), or NULL.';
@@ -8026,22 +8297,25 @@ comment on function __tenant__.add_peer(text, text, jsonb, text) is
     'Creates a peer (human, agent or other), or merges metadata into an existing one of the same kind. Returns its id. '
     'The name is stored in NFC; PR140 if it breaks the name rules, PR141 if a peer of that name in another case exists. '
     'With p_data_subject_id, erasing that subject anonymises the peer.';
-$pgrecall_4c78aea36ca9$)
+$pgrecall_db6550908b29$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1f61b6a5cfbd$projection.sql$pgrecall_1f61b6a5cfbd$, null, $pgrecall_12ed2b113bae$b86eb53a2b0f62e2364001ba563faa83a9ce3c15af17a139f1bbb4e9c5554273$pgrecall_12ed2b113bae$, $pgrecall_b86eb53a2b0f$-- Registering projection rows against the observations they came from.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1f61b6a5cfbd$projection.sql$pgrecall_1f61b6a5cfbd$, null, $pgrecall_c7b78832f7cf$6e861fa37e5b860dc2d9ae7832dbb510b6f642cfb0be55a620ed542018932fcf$pgrecall_c7b78832f7cf$, $pgrecall_6e861fa37e5b$-- Registering projection rows against the observations they came from.
 
 create or replace function __tenant__._register(p_kind text, p_row_key text, p_observation_ids bigint[])
 returns void
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
     insert into projection_dependency (kind, row_key, observation_id)
     select p_kind, p_row_key, o from unnest(p_observation_ids) o
-    on conflict do nothing
+    on conflict do nothing;
+end
 $$;
 comment on function __tenant__._register(text, text, bigint[]) is
     'Internal: record that projection row (kind, key) derives from these observations.';
@@ -8049,13 +8323,20 @@ comment on function __tenant__._register(text, text, bigint[]) is
 -- The observations a memory derives from, directly or through its sources.
 create or replace function __tenant__._memory_observations(p_memory_ids bigint[])
 returns bigint[]
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
     select coalesce(array_agg(distinct d.observation_id), '{}')
       from projection_dependency d
      where d.kind = 'memory' and d.row_key = any (select m::text from unnest(p_memory_ids) m)
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._memory_observations(bigint[]) is
     'Internal: every observation the given memories were derived from.';
@@ -8067,15 +8348,22 @@ comment on function __tenant__._memory_observations(bigint[]) is
 -- takes what was built on the corrected text with it.
 create or replace function __tenant__._memory_text_observations(p_memory_ids bigint[])
 returns bigint[]
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
     select coalesce(array_agg(distinct s.observation_id), '{}')
       from (select unnest(_memory_observations(p_memory_ids))
             union all
             select c.observation_id from memory_correction_evidence c
              where c.memory_id = any (p_memory_ids)) s(observation_id)
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._memory_text_observations(bigint[]) is
     'Internal: every observation the given memories'' current text came from: their evidence and their corrections''.';
@@ -8111,12 +8399,12 @@ end
 $$;
 comment on function __tenant__._link_about(bigint, text, text[], bigint[]) is
     'Internal: about-links from a memory to named entities, registered as projections.';
-$pgrecall_b86eb53a2b0f$)
+$pgrecall_6e861fa37e5b$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$, null, $pgrecall_94674287ef7a$cb4cffef6d7e84918ebd42f94d5e74a437dde06486e57c069b5481bb37ba05b2$pgrecall_94674287ef7a$, $pgrecall_cb4cffef6d7e$-- read: one memory with its provenance, only if the principal may see it for
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$, null, $pgrecall_3c86d1319d7b$6c1e014ac54a83984e1a22c65e993ae453bf44e34bf87c1e936452e48727358e$pgrecall_3c86d1319d7b$, $pgrecall_6c1e014ac54a$-- read: one memory with its provenance, only if the principal may see it for
 -- the purpose named. A memory the principal may not see is reported exactly
 -- like one that does not exist.
 
@@ -8144,8 +8432,9 @@ begin
     perform _check_purpose(p_purpose);
     perform _check_id(p_memory_id, 'memory id');
     select e.* into v_memory
-      from _eligible_memories(v_principal, p_scopes, p_purpose, coalesce(p_include_superseded, false), null) e
-     where e.id = p_memory_id;
+      from memory e
+     where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                            v_principal, p_scopes, p_purpose, coalesce(p_include_superseded, false), null) and e.id = p_memory_id;
     if v_memory.id is null then
         perform _fail('PR104', format('memory %s not found', p_memory_id),
                       'It does not exist, this principal may not see it for this purpose, or it was superseded '
@@ -8189,10 +8478,13 @@ comment on function __tenant__.read(text, text[], bigint, text, boolean) is
 -- queries rather than four per row.
 create or replace function __tenant__._provenance_of(p_memory_ids bigint[], p_principal_id bigint, p_scopes text[])
 returns table (memory_id bigint, provenance jsonb)
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
+    return query
     select i.id, jsonb_build_object(
         'observations', coalesce(obs.list, '[]'::jsonb),
         'memories', coalesce(src.list, '[]'::jsonb),
@@ -8223,7 +8515,8 @@ as $$
               from memory_link l
               join observation o on o.id = l.target_observation_id
               join peer a on a.id = o.actor_id
-              left join _eligible_observations(p_principal_id, p_scopes) seen on seen.id = o.id
+              left join observation seen on _observation_eligible(seen.scope, seen.audience,
+                                                                  p_principal_id, p_scopes) and seen.id = o.id
              where l.memory_id = any (p_memory_ids) and l.link_type = 'derived_from'
                and o.scope = any (p_scopes)
              group by l.memory_id) obs on obs.memory_id = i.id
@@ -8231,7 +8524,8 @@ as $$
             select l.memory_id,
                    jsonb_agg(jsonb_build_object('id', e.id, 'title', e.title, 'kind', e.kind) order by e.id) as list
               from memory_link l
-              join _eligible_memories(p_principal_id, p_scopes, null, true, null) e on e.id = l.target_memory_id
+              join memory e on _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                                p_principal_id, p_scopes, null, true, null) and e.id = l.target_memory_id
              where l.memory_id = any (p_memory_ids) and l.link_type = 'derived_from'
              group by l.memory_id) src on src.memory_id = i.id
       left join (
@@ -8239,15 +8533,17 @@ as $$
               from memory_link l
              where l.memory_id = any (p_memory_ids) and l.link_type = 'derived_from'
                and l.target_memory_id is not null
-               and not exists (select 1 from _eligible_memories(p_principal_id, p_scopes, null, true, null) e
-                                where e.id = l.target_memory_id)
+               and not exists (select 1 from memory e
+                                where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                                       p_principal_id, p_scopes, null, true, null) and e.id = l.target_memory_id)
              group by l.memory_id) hid on hid.memory_id = i.id
       left join (
             select l.memory_id,
                    jsonb_agg(jsonb_build_object('entity', en.name, 'type', en.entity_type) order by en.name) as list
               from memory_link l join entity en on en.id = l.target_entity_id
              where l.memory_id = any (p_memory_ids) and l.link_type = 'about'
-             group by l.memory_id) ab on ab.memory_id = i.id
+             group by l.memory_id) ab on ab.memory_id = i.id;
+end
 $$;
 comment on function __tenant__._provenance_of(bigint[], bigint, text[]) is
     'Internal: for each memory, its observations (withheld where the principal may not see them), visible source memories, hidden-source count, entities and widening reason, as JSON.';
@@ -8262,16 +8558,16 @@ as $$
 $$;
 comment on function __tenant__._provenance(bigint, bigint, text[]) is
     'Internal: a memory''s observations, visible source memories, hidden-source count and entities, as JSON.';
-$pgrecall_cb4cffef6d7e$)
+$pgrecall_6c1e014ac54a$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$, null, $pgrecall_52ce64349549$efa2b8bca1ffc210d489c1697897e7e5cfcb76b5366cdbf0d719fb3b64a25a20$pgrecall_52ce64349549$, $pgrecall_efa2b8bca1ff$-- recall: ranked retrieval, in the design's order (section 6). Each step is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$, null, $pgrecall_1e2dceec09ff$4206527a370be6d7d69034f203518bc4cebf93e519ceeadbcab8e449c39414c3$pgrecall_1e2dceec09ff$, $pgrecall_4206527a370b$-- recall: ranked retrieval, in the design's order (section 6). Each step is
 -- a function of its own that a DBA can call and test alone; recall_answer()
 -- runs them in order.
 --   1. eligibility (the one rule) before anything is ranked:
---        _eligible_memories (eligibility.sql); every step selects from it;
+--        _memory_eligible (eligibility.sql); every step filters with it;
 --        when the principal may see only a few memories, their ids, read once
 --        and shared by both arms: _few_eligible (recall_dense.sql)
 --   2. lexical arm: BM25 from document frequencies; from prune_min_terms query
@@ -8386,15 +8682,23 @@ comment on function __tenant__._few_or_dense(bigint, text[], text, boolean, time
 create or replace function __tenant__._missing_embeddings(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz)
 returns bigint
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint;
+begin
     select count(*) from (
         select 1 from embedding_job j
-         where exists (select 1 from _eligible_memories(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) e
-                        where e.id = j.memory_id offset 0)
+         where exists (select 1 from memory e
+                        where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                               p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) and e.id = j.memory_id offset 0)
          limit 1001) x
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._missing_embeddings(bigint, text[], text, boolean, timestamptz) is
     'Internal: how many memories the principal may see still wait for their embedding, counted up to 1001.';
@@ -8402,8 +8706,9 @@ comment on function __tenant__._missing_embeddings(bigint, text[], text, boolean
 -- Recall, its steps in order. None of the steps' plans depends on the values
 -- they are run with (the lexical candidates, which do, are planned per call as
 -- dynamic SQL), but PostgreSQL would re-plan several of them on every call:
--- ~1 ms. So plan_cache_mode is force_generic_plan while the steps run; the
--- setting is this transaction's, so it reaches the steps' statements.
+-- ~1 ms. So plan_cache_mode is force_generic_plan while the steps run (not on
+-- Citus: _plan_cache_mode); the setting is this transaction's, so it reaches
+-- the steps' statements.
 create or replace function __tenant__.recall_answer(
     p_principal           text,
     p_scopes              text[],
@@ -8444,6 +8749,9 @@ declare
     v_fact_ids bigint[];
     v_entities text[];
     v_answer recall_answer;
+    v_missing bigint;
+    v_watermarks jsonb;
+    v_queued bigint;
     v_saved_plan_mode text := current_setting('plan_cache_mode');
 begin
     perform _check_scopes(p_scopes);
@@ -8453,7 +8761,7 @@ begin
     perform _check_time(p_at, 'p_at');
     perform _check_text(p_query, 'query', 10000);
     v_depth := _arm_depth(p_limit, v_set);
-    perform set_config('plan_cache_mode', 'force_generic_plan', true);  -- see above
+    perform set_config('plan_cache_mode', _plan_cache_mode(), true);  -- see above
     if v_mode in ('hybrid', 'dense') then
         v_dense_reason := _dense_reason(p_query_embedding, p_query_model, v_set);
     else
@@ -8483,7 +8791,12 @@ begin
                                        (v_set ->> 'dense_floor')::double precision,
                                        v_set ->> 'embedding_model', (v_set ->> 'embedding_input_version')::integer);
     end if;
-    -- 7. Metadata, with counts taken after the walk.
+    -- 7. Metadata, with counts taken after the walk. The tables are read by statements of their
+    -- own (on Citus a statement with a table is sent to the shard with every variable it names,
+    -- and this one's 39 parameters lost a type on the way).
+    v_missing := _missing_embeddings(v_principal, p_scopes, p_purpose, v_include, p_at);
+    v_watermarks := (select jsonb_object_agg(s.name, s.log_watermark) from scope s where s.name = any (p_scopes));
+    v_queued := (select count(*) from embedding_job);
     v_answer.meta := (select row(
         p_query, v_mode, p_purpose, v_terms, v_dropped, v_stats_source, v_recruited, v_recruited_by::text,
         v_mode in ('hybrid', 'dense') and v_dense_reason is null, v_dense_reason, v_dense_method,
@@ -8491,10 +8804,7 @@ begin
         (select count(*) from unnest(v_dense_ids) i where i = any (v_kept_ids))::integer,
         cardinality(v_kept_ids), cardinality(v_fact_ids), v_entities,
         least(p_limit, cardinality(v_kept_ids) + cardinality(v_fact_ids)),
-        least(m.n, 1000)::integer, m.n > 1000,
-        (select jsonb_object_agg(s.name, s.log_watermark) from scope s where s.name = any (p_scopes)),
-        (select count(*) from embedding_job))::recall_meta
-      from _missing_embeddings(v_principal, p_scopes, p_purpose, v_include, p_at) m(n));
+        least(v_missing, 1000)::integer, v_missing > 1000, v_watermarks, v_queued)::recall_meta);
     perform set_config('plan_cache_mode', v_saved_plan_mode, true);
     select coalesce(array_agg(i order by i.rank), '{}') into v_answer.items
       from _recall_items(v_kept_ids, v_fact_ids, v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
@@ -8530,12 +8840,12 @@ as $$
 $$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text) is
     'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms'' evidence orders them), permission walk. With its metadata: recall_answer().';
-$pgrecall_efa2b8bca1ff$)
+$pgrecall_4206527a370b$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$, null, $pgrecall_fcc3ad307a81$cee858b0548f8354e1ba0e4f4c845d21d4407c384c370af26e2b76f0c54efea0$pgrecall_fcc3ad307a81$, $pgrecall_cee858b0548f$-- Recall, step 3: the dense arm (plpgsql/recall.sql composes the steps).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$, null, $pgrecall_70f63f58f687$cbd7d289f7d58292226325f413a6a6ff229832cc30bcd98199d2a504a6af6889$pgrecall_70f63f58f687$, $pgrecall_cbd7d289f7d5$-- Recall, step 3: the dense arm (plpgsql/recall.sql composes the steps).
 --
 --   _check_query_embedding  PR154 unless a query embedding is 384 finite numbers
 --                           (message search checks with it too)
@@ -8635,19 +8945,27 @@ create or replace function __tenant__._few_eligible(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
     p_below integer)
 returns bigint[]
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
     select case when cardinality(x.ids) < p_below then x.ids end
       from (select array(select e.id
-                           from _eligible_memories(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) e
+                           from memory e where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                                                p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
                           limit p_below) as ids) x
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._few_eligible(bigint, text[], text, boolean, timestamptz, integer) is
     'Internal: the ids of the memories the principal may see when there are fewer than p_below, else NULL.';
 
--- What the planner expects _eligible_memories to return for these values: it
+-- How many memories the planner expects _memory_eligible to admit: it
 -- reads the column statistics (scopes, audiences, purposes), not the rows, so
 -- it costs a plan (~0.1 ms) where _few_eligible reads up to p_below rows. An
 -- estimate only chooses which search to try first; nothing is decided on it.
@@ -8662,7 +8980,8 @@ declare
     v_plan json;
 begin
     -- Literals, not parameters: a plan for parameters knows nothing of the values.
-    execute format('explain (format json) select 1 from _eligible_memories(%s, %L::text[], %L, %L, %L::timestamptz)',
+    execute format('explain (format json) select 1 from memory e where _memory_eligible(e.scope, e.audience_peer_id, '
+                   'e.purposes, e.invalidated_at, e.superseded_by, e.valid, %s, %L::text[], %L, %L, %L::timestamptz)',
                    p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
        into v_plan;
     return (v_plan -> 0 -> 'Plan' ->> 'Plan Rows')::double precision;
@@ -8735,9 +9054,9 @@ begin
             select me.memory_id as id, me.embedding operator(__ext__.<=>) v_embedding as distance
               from memory_embedding me
              where me.model = v_model and me.input_version = v_version
-               and exists (select 1 from _eligible_memories(p_principal_id, p_scopes, p_purpose,
-                                                            p_include_superseded, p_at) e
-                            where e.id = me.memory_id offset 0)
+               and exists (select 1 from memory e
+                            where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                                   p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) and e.id = me.memory_id offset 0)
              order by me.embedding operator(__ext__.<=>) v_embedding
              limit p_depth)
         select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
@@ -8754,12 +9073,12 @@ $$;
 comment on function __tenant__._dense_arm(bigint, text[], text, boolean, timestamptz, double precision[], integer, jsonb,
                                           boolean, bigint[], integer) is
     'Internal: recall''s dense arm: the eligible memories nearest the query embedding (floor dense_floor), exact or HNSW.';
-$pgrecall_cee858b0548f$)
+$pgrecall_cbd7d289f7d5$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_26df40b54f4d$recall_facts.sql$pgrecall_26df40b54f4d$, null, $pgrecall_3b497e2ab76b$360b992caa8d199554508ff7d56fef5a8357e54fc4ef9e8c7c4248856fd8203a$pgrecall_3b497e2ab76b$, $pgrecall_360b992caa8d$-- Recall's fact arm (plpgsql/recall.sql composes the steps): the facts about
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_26df40b54f4d$recall_facts.sql$pgrecall_26df40b54f4d$, null, $pgrecall_a8a03bb08d0f$d53caa9767b7c9674fc8d46de972bd60f70c76cb2f50367a723a873bf681d923$pgrecall_a8a03bb08d0f$, $pgrecall_d53caa9767b7$-- Recall's fact arm (plpgsql/recall.sql composes the steps): the facts about
 -- the entities the query names (by name or alias), valid at the requested
 -- time and currently believed, ranked by how many query terms their
 -- statement shares, then salience and confidence. recall fuses them as a
@@ -8784,12 +9103,14 @@ begin
         with about as (
             -- two index-driven arms, not an OR
             select f.id, f.statement, f.predicate, f.salience, f.confidence
-              from _eligible_facts(p_principal_id, p_scopes, p_purpose, coalesce(p_at, now()), null) f
-             where f.subject_id = any (v_entities)
+              from fact f
+             where _fact_eligible(f.scope, f.audience_peer_id, f.purposes, f.valid, f.known,
+                                  p_principal_id, p_scopes, p_purpose, coalesce(p_at, now()), null) and f.subject_id = any (v_entities)
             union
             select f.id, f.statement, f.predicate, f.salience, f.confidence
-              from _eligible_facts(p_principal_id, p_scopes, p_purpose, coalesce(p_at, now()), null) f
-             where f.object_id = any (v_entities)
+              from fact f
+             where _fact_eligible(f.scope, f.audience_peer_id, f.purposes, f.valid, f.known,
+                                  p_principal_id, p_scopes, p_purpose, coalesce(p_at, now()), null) and f.object_id = any (v_entities)
         ), ranked as (
             select a.id, coalesce(ts_rank(to_tsvector('english', a.statement || ' ' || replace(a.predicate, '_', ' ')),
                                           v_any_term), 0) as relevance, a.salience, a.confidence
@@ -8809,12 +9130,12 @@ end
 $$;
 comment on function __tenant__._fact_arm(bigint, text[], text, timestamptz, text) is
     'Internal: recall''s fact arm: eligible current facts about the entities the query names, best first, and those entities'' names.';
-$pgrecall_360b992caa8d$)
+$pgrecall_d53caa9767b7$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$, null, $pgrecall_92e6f14998c2$5aea06339f9dae98b8b22e5fe914258718c13cba5d497ac6d34813088e48085a$pgrecall_92e6f14998c2$, $pgrecall_5aea06339f9d$-- Recall, steps 4 and 5 (plpgsql/recall.sql composes the steps):
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$, null, $pgrecall_b44f5308c4c9$34c0c4e6ff17e709451283fc095bd7f734bd9c3be8471df8e96ba3bdd5ac3c59$pgrecall_b44f5308c4c9$, $pgrecall_34c0c4e6ff17$-- Recall, steps 4 and 5 (plpgsql/recall.sql composes the steps):
 --   _rrf_fuse         Reciprocal Rank Fusion of the two arms (message search
 --                     fuses its arms with it too): setting fusion = 'rrf'
 --   _score_fuse       the arms' scores, each over its own best, added:
@@ -8927,10 +9248,14 @@ create or replace function __tenant__._evidence_scores(p_ids bigint[], p_lexical
                                                       p_query_embedding double precision[], p_floor double precision,
                                                       p_model text, p_version integer)
 returns double precision[]
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result double precision[];
+begin
     select coalesce(array_agg(
                coalesce(p_bm25[array_position(p_lexical_ids, c.id)] / nullif(p_bm25[1], 0), 0)
                + case when cardinality(p_dense_ids) = 0 or me.embedding is null then 0
@@ -8943,6 +9268,9 @@ as $$
       from unnest(p_ids) with ordinality as c(id, ord)
       left join memory_embedding me
         on me.memory_id = c.id and me.model = p_model and me.input_version = p_version
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._evidence_scores(bigint[], bigint[], double precision[], bigint[], double precision[],
                                                 double precision[], double precision, text, integer) is
@@ -8953,10 +9281,14 @@ comment on function __tenant__._evidence_scores(bigint[], bigint[], double preci
 -- forgotten or other-audience sources are not).
 create or replace function __tenant__._walk_provenance(p_candidates bigint[], p_principal_id bigint, p_scopes text[])
 returns bigint[]
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
     with recursive reach (root, source, depth) as (
         select c.id, l.target_memory_id, 1
           from unnest(p_candidates) c(id)
@@ -8970,12 +9302,16 @@ as $$
         -- (Observation links need no check: evidence is always in the memory's
         -- own scope, which eligibility has already authorised.)
         select distinct r.root from reach r
-         where not exists (select 1 from _eligible_memories(p_principal_id, p_scopes, null, true, null) e
-                            where e.id = r.source)
+         where not exists (select 1 from memory e
+                            where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                                   p_principal_id, p_scopes, null, true, null) and e.id = r.source)
     )
     select coalesce(array_agg(c.id order by c.ord), '{}')
       from unnest(p_candidates) with ordinality c(id, ord)
      where c.id not in (select h.root from hidden h)
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._walk_provenance(bigint[], bigint, text[]) is
     'Internal: the candidates, in order, whose provenance the principal may see.';
@@ -9062,12 +9398,12 @@ comment on function __tenant__._recall_items(bigint[], bigint[], bigint[], doubl
                                              double precision[], double precision, integer, bigint, text[], text,
                                              double precision, double precision[]) is
     'Internal: recall''s rows from the walked memories and the fact list: scored by the tenant''s fusion, best p_limit, with provenance.';
-$pgrecall_5aea06339f9d$)
+$pgrecall_34c0c4e6ff17$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a1d8cc5d0106$recall_lexical.sql$pgrecall_a1d8cc5d0106$, null, $pgrecall_bf05409a2b82$c1f2fffbdc0a03b8d875f9f5c316d1400aea73b08680c9208d42d446f07aef3b$pgrecall_bf05409a2b82$, $pgrecall_c1f2fffbdc0a$-- Recall, step 2: the lexical arm (plpgsql/recall.sql composes the steps).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a1d8cc5d0106$recall_lexical.sql$pgrecall_a1d8cc5d0106$, null, $pgrecall_3f0c86afb4df$602b94a9361ff41636090dad779c9676cebb848c26907e52fb5e5b95d596b9c1$pgrecall_3f0c86afb4df$, $pgrecall_602b94a9361f$-- Recall, step 2: the lexical arm (plpgsql/recall.sql composes the steps).
 --
 --   _query_terms        the query's distinct lexemes
 --   _prune_terms        from prune_min_terms terms on, a term in prune_df_ratio
@@ -9242,8 +9578,10 @@ begin
     with matched as (
         select e.id, e.tsv,
                (%s) * _bm25_tf(1, length(e.tsv), $10, $11, $12) as quick
-          from %s e
-         where e.tsv @@ $6
+          from memory e
+         where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                $1, $2, $3, $4, $5)
+           and e.tsv @@ $6
          order by quick desc, e.id
          limit greatest(2 * $13, 100)
     )
@@ -9254,8 +9592,7 @@ begin
      order by s desc, m.id
      limit $13$q$,
         array_to_string(array(select format('case when e.tsv @@ $7[%1$s] then $9[%1$s] else 0 end', i)
-                                from generate_subscripts(p_term_queries, 1) i), ' + '),
-        '_eligible_memories($1, $2, $3, $4, $5)')
+                                from generate_subscripts(p_term_queries, 1) i), ' + '))
     using p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_match, p_term_queries, p_terms, p_idf,
           p_k1, p_b, p_avg_length, p_depth;
 end
@@ -9337,12 +9674,12 @@ end
 $$;
 comment on function __tenant__._lexical_arm(bigint, text[], text, boolean, timestamptz, text, integer, jsonb, bigint[]) is
     'Internal: recall''s lexical arm: pruned query terms, BM25 over the eligible memories, best p_depth first.';
-$pgrecall_c1f2fffbdc0a$)
+$pgrecall_602b94a9361f$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$, null, $pgrecall_9526e7b88b89$877d7d64b01f68bee21b81e425a2d6c6af4ee0b0259d245a08dc1c8b0359dc38$pgrecall_9526e7b88b89$, $pgrecall_877d7d64b01f$-- remember: write what the agent decided to keep, with who may see it, why
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$, null, $pgrecall_02c2192a09df$d02d76604d79f3c4eac74ee7e01525700acb25d5e818d272acb9d8fa197c7001$pgrecall_02c2192a09df$, $pgrecall_d02d76604d79$-- remember: write what the agent decided to keep, with who may see it, why
 -- it may be used, and the observations that stated it. Capture writes only
 -- what was explicitly stated: empty or ambiguous input is a no-op that says
 -- why, never an error and never a guess.
@@ -9574,11 +9911,14 @@ create or replace function __tenant__._remember_placed(p_scope text, p_items jso
 returns table (ord integer, body text, evidence bigint[], purposes text[], audience_id bigint, kind text, title text,
                confidence double precision, about text[], observer_id bigint, widening_reason text, text_key text,
                noop text, existing_id bigint, first_ord integer)
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 rows 10
 as $$
+#variable_conflict use_column
+begin
+    return query
     -- Each item as it will be written: cleaned, why it is a no-op (if it is), the live memory of the
     -- same text and audience it duplicates, and the first item of the batch with that text.
     with items as (
@@ -9614,7 +9954,8 @@ as $$
                    over (partition by j.text_key, j.audience_id, j.observer_id) as first_ord
           from judged j
     )
-    select * from placed
+    select * from placed;
+end
 $$;
 comment on function __tenant__._remember_placed(text, jsonb) is
     'Internal: remember items judged (no-op or not) and placed against the scope''s live memories and each other.';
@@ -9632,7 +9973,7 @@ as $$
 declare
     v_saved_plan_mode text := current_setting('plan_cache_mode');
 begin
-    perform set_config('plan_cache_mode', 'force_generic_plan', true);
+    perform set_config('plan_cache_mode', _plan_cache_mode(), true);
     -- Validate every item before anything is written; the first problem wins.
     perform _check_memory_items(p_items);
     perform _check_memory_evidence(p_principal_id, p_scope, p_items);
@@ -9649,7 +9990,15 @@ begin
         select o.* from (
             select pl.*,
                    case when pl.noop is null and pl.existing_id is null and pl.first_ord = pl.ord
-                        then nextval(pg_get_serial_sequence('__tenant__.memory', 'id')) end as new_id
+                        then nextval(pg_get_serial_sequence('__tenant__.memory', 'id')) end as new_id,
+                   -- kept only where it widens: a reason for nothing would read as if it did
+                   -- (decided here, not in the insert: on Citus an insert whose select reads the
+                   -- log is pushed to the shard, which Citus 14 deparses wrongly)
+                   case when exists (select 1 from unnest(pl.evidence) e(off)
+                                       cross join lateral (select ob.audience from observation ob
+                                                            where ob.scope = p_scope and ob.log_offset = e.off limit 1) o
+                                      where not _audience_within(pl.audience_id, o.audience))
+                        then pl.widening_reason end as kept_widening
               from (select * from placed order by ord) pl) o
     ), evidence as (
         select n.new_id, o.id as observation_id
@@ -9665,13 +10014,7 @@ begin
                             observer_peer_id, widening_reason)
         overriding system value
         select n.new_id, p_scope, n.kind, n.title, n.body, n.confidence, 'told', n.audience_id, n.purposes,
-               p_principal_id, n.observer_id,
-               -- kept only where it widens: a reason for nothing would read as if it did
-               case when exists (select 1 from unnest(n.evidence) e(off)
-                                   cross join lateral (select ob.audience from observation ob
-                                                        where ob.scope = p_scope and ob.log_offset = e.off limit 1) o
-                                  where not _audience_within(n.audience_id, o.audience))
-                    then n.widening_reason end
+               p_principal_id, n.observer_id, n.kept_widening
           from numbered n where n.new_id is not null
           order by n.new_id
         returning id
@@ -9840,12 +10183,12 @@ comment on function __tenant__.remember_said(text, text[], text, text, text[], t
                                              text[], bigint[], text, jsonb, text) is
     'Appends what was said (as the principal''s note) and remembers it, citing it, in one call; a memory that is a '
     'no-op or refused leaves no turn (log_offset NULL).';
-$pgrecall_877d7d64b01f$)
+$pgrecall_d02d76604d79$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c244f83ec$representation.sql$pgrecall_837c244f83ec$, null, $pgrecall_c7a00ea1e685$c09a263b71a16e9ad7887063a0bbed329b9c54acc00ca65cf523c7741de76c2c$pgrecall_c7a00ea1e685$, $pgrecall_c09a263b71a1$-- Representations (design section 5): what is believed about a peer, and
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c244f83ec$representation.sql$pgrecall_837c244f83ec$, null, $pgrecall_0ca456b8f534$0d7908775152c1ace4183d49c899cc055bf2a23d5ed208519dcf9d21d03fc5fd$pgrecall_0ca456b8f534$, $pgrecall_0d7908775152$-- Representations (design section 5): what is believed about a peer, and
 -- from whose perspective.
 --
 -- A memory about a peer is one linked (about) to the entity named as the
@@ -9853,7 +10196,7 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c24
 -- peer has that entity as its subject. The observer column of both says
 -- whose view it is: NULL is the global view (derived from everything the
 -- peer sent), a peer is that peer's local view (derived from what it saw).
--- Everything returned goes through _eligible_memories or _eligible_facts: a
+-- Everything returned goes through _memory_eligible or _fact_eligible: a
 -- representation never shows the principal a row it may not see; a working
 -- representation shows only items from turns the principal may see.
 
@@ -9889,8 +10232,9 @@ begin
     (select 'memory'::text, m.id, m.scope, m.kind, m.body, m.confidence, p_observer, m.created_at,
             array(select o.log_offset from memory_link l join observation o on o.id = l.target_observation_id
                    where l.memory_id = m.id and l.link_type = 'derived_from' order by o.log_offset)
-       from _eligible_memories(v_principal, p_scopes, p_purpose, false, null) m
-      where m.observer_peer_id is not distinct from v_observer
+       from memory m
+      where _memory_eligible(m.scope, m.audience_peer_id, m.purposes, m.invalidated_at, m.superseded_by, m.valid,
+                             v_principal, p_scopes, p_purpose, false, null) and m.observer_peer_id is not distinct from v_observer
         and exists (select 1 from memory_link l join entity e on e.id = l.target_entity_id
                      where l.memory_id = m.id and l.link_type = 'about'
                        and coalesce(e.merged_into, e.id) = any (v_entities))
@@ -9901,8 +10245,9 @@ begin
     (select 'fact'::text, f.id, f.scope, f.predicate, f.statement, f.confidence, p_observer, f.created_at,
             array(select distinct o.log_offset from fact_evidence x join observation o on o.id = x.observation_id
                    where x.fact_id = f.id order by o.log_offset)
-       from _eligible_facts(v_principal, p_scopes, p_purpose, now(), null) f
-      where f.observer_peer_id is not distinct from v_observer
+       from fact f
+      where _fact_eligible(f.scope, f.audience_peer_id, f.purposes, f.valid, f.known,
+                           v_principal, p_scopes, p_purpose, now(), null) and f.observer_peer_id is not distinct from v_observer
         and f.subject_id = any (v_entities)
       order by f.created_at desc, f.id desc
       limit p_limit);
@@ -9916,17 +10261,25 @@ comment on function __tenant__.representation(text, text[], text, text, text, in
 -- observed peer left with none is left out.
 create or replace function __tenant__._working_seen_by(p_document jsonb, p_principal_id bigint, p_scopes text[])
 returns jsonb
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result jsonb;
+begin
     select coalesce(jsonb_object_agg(d.key, d.items), '{}')
       from (select t.key, jsonb_agg(i.item order by i.n) as items
               from jsonb_each(p_document) t
              cross join lateral jsonb_array_elements(t.value) with ordinality as i(item, n)
-             where exists (select 1 from _eligible_observations(p_principal_id, p_scopes) o
-                            where o.id = (i.item ->> 'observation_id')::bigint)
+             where exists (select 1 from observation o
+                            where _observation_eligible(o.scope, o.audience,
+                                                        p_principal_id, p_scopes) and o.id = (i.item ->> 'observation_id')::bigint)
              group by t.key) d
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._working_seen_by(jsonb, bigint, text[]) is
     'Internal: a working representation without the items derived from turns the principal may not see.';
@@ -9961,10 +10314,14 @@ comment on function __tenant__.get_representation(text, text[], bigint, text, te
 -- nothing is removed.
 create or replace function __tenant__._scrubbed_working(p_document jsonb, p_observation_ids bigint[])
 returns jsonb
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result jsonb;
+begin
     select coalesce(jsonb_object_agg(d.key, d.items), '{}')
       from (select t.key,
                    jsonb_agg(i.item - array(
@@ -9976,6 +10333,9 @@ as $$
              cross join lateral jsonb_array_elements(t.value) with ordinality as i(item, n)
              where not ((i.item ->> 'observation_id')::bigint = any (p_observation_ids))
              group by t.key) d
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._scrubbed_working(jsonb, bigint[]) is
     'Internal (erasure): a working representation without items from these observations or references to deleted rows.';
@@ -9988,14 +10348,24 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_count bigint;
+    v_sessions bigint[];
+    v_peers bigint[];
+    v_documents jsonb[];
 begin
+    -- The new documents are computed first and written by key: Citus refuses a function that
+    -- is not immutable called with column references in an UPDATE.
+    select coalesce(array_agg(w.session_id), '{}'), coalesce(array_agg(w.peer_id), '{}'), coalesce(array_agg(w.doc), '{}')
+      into v_sessions, v_peers, v_documents
+      from (select sp.session_id, sp.peer_id, sp.working_representation as old,
+                   case when sp.peer_id = p_peer_id then '{}'::jsonb
+                        else _scrubbed_working(sp.working_representation, p_observation_ids) end as doc
+              from session_peer sp
+             where sp.working_representation <> '{}') w
+     where w.peer_id is not distinct from p_peer_id or w.doc <> w.old;
     update session_peer sp
-       set working_representation = case when sp.peer_id = p_peer_id then '{}'::jsonb
-                                         else _scrubbed_working(sp.working_representation, p_observation_ids) end,
-           working_updated_at = now()
-     where sp.working_representation <> '{}'
-       and (sp.peer_id is not distinct from p_peer_id
-            or _scrubbed_working(sp.working_representation, p_observation_ids) <> sp.working_representation);
+       set working_representation = n.doc, working_updated_at = now()
+      from unnest(v_sessions, v_peers, v_documents) n(session_id, peer_id, doc)
+     where sp.session_id = n.session_id and sp.peer_id = n.peer_id;
     get diagnostics v_count = row_count;
     return v_count;
 end
@@ -10014,12 +10384,12 @@ as $$
 $$;
 comment on function __tenant__._working_cites(jsonb, bigint[]) is
     'Internal: whether a working representation holds an item derived from one of these observations.';
-$pgrecall_c09a263b71a1$)
+$pgrecall_0d7908775152$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87097f8fc081$revise.sql$pgrecall_87097f8fc081$, null, $pgrecall_99a6636c46e2$b16a6ab50b8f3ab221bdf86e0dbe19f4425edc53324e85b3229f4f903bff8262$pgrecall_99a6636c46e2$, $pgrecall_b16a6ab50b8f$-- correct, supersede and forget: the three ways a memory changes after it is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87097f8fc081$revise.sql$pgrecall_87097f8fc081$, null, $pgrecall_34cb236466b5$26af1e6f21673c5f9da099db76fe0edb894113c73668609da6d7e6640d1aee8c$pgrecall_34cb236466b5$, $pgrecall_26af1e6f2167$-- correct, supersede and forget: the three ways a memory changes after it is
 -- written. Each takes the revision the caller read; the loser of a race gets
 -- PR105 and nothing it sent is written. correct and supersede cite the
 -- observations they stand on, like every other write, and as remember()
@@ -10196,15 +10566,22 @@ comment on function __tenant__.correct(text, text[], bigint, integer, text, text
 -- the old memory and checked its revision (_lock_for_revision).
 create or replace function __tenant__._supersede_by(p_old_id bigint, p_new_id bigint)
 returns integer
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result integer;
+begin
     update memory m
        set superseded_by = p_new_id, revision = m.revision + 1, updated_at = now(),
            valid = tstzrange(lower(m.valid), greatest(lower(m.valid), now()))
      where m.id = p_old_id
     returning m.revision
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._supersede_by(bigint, bigint) is
     'Internal: marks a locked memory superseded by another; returns its new revision.';
@@ -10312,7 +10689,7 @@ end
 $$;
 comment on function __tenant__.forget(text, text[], bigint, text, integer) is
     'Invalidates a memory with a reason; it is no longer read or recalled. Nothing is forgotten unless asked.';
-$pgrecall_b16a6ab50b8f$)
+$pgrecall_26af1e6f2167$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -10338,7 +10715,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_22a26f437ab8$session_bundle.sql$pgrecall_22a26f437ab8$, null, $pgrecall_c2d23111169d$47fcb2210e0fe355f2b09c08b0ca92a3c891b0e561f0227cb00d4609c162aaa0$pgrecall_c2d23111169d$, $pgrecall_47fcb2210e0f$-- The session-start bundle: what an agent starts a conversation with before
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_22a26f437ab8$session_bundle.sql$pgrecall_22a26f437ab8$, null, $pgrecall_4ded7f69d735$8e81489b32cb573bbade2cd272f8b068d56ed4b686a3576bb43bfaab97a5e248$pgrecall_4ded7f69d735$, $pgrecall_8e81489b32cb$-- The session-start bundle: what an agent starts a conversation with before
 -- it recalls anything (recent memories, pinned procedural notes, the entities
 -- most written about), all through the same eligibility rule, each memory
 -- with its provenance as read and recall give it.
@@ -10387,18 +10764,22 @@ begin
     if p_recent is null or p_recent not between 0 and 100 or p_entities is null or p_entities not between 0 and 100 then
         perform _fail('PR150', 'p_recent and p_entities must be between 0 and 100');
     end if;
-    v_recent := array(select e.id from _eligible_memories(v_principal, p_scopes, p_purpose, false, null) e
-                       where not e.pinned
+    v_recent := array(select e.id from memory e
+                       where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                              v_principal, p_scopes, p_purpose, false, null) and not e.pinned
                        order by e.updated_at desc, e.id desc limit p_recent);
-    v_pinned := array(select e.id from _eligible_memories(v_principal, p_scopes, p_purpose, false, null) e
-                       where e.pinned order by e.id);
+    v_pinned := array(select e.id from memory e
+                       where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                              v_principal, p_scopes, p_purpose, false, null) and e.pinned order by e.id);
     v_bundle.recent := _bundle_memories(v_recent, v_principal, p_scopes, true);
     v_bundle.pinned := _bundle_memories(v_pinned, v_principal, p_scopes, false);
     v_bundle.entities := array(
         select row(en.name, en.entity_type, en.scope, count(*))::bundle_entity
-          from _eligible_memories(v_principal, p_scopes, p_purpose, false, null) e
+          from memory e
           join memory_link l on l.memory_id = e.id and l.link_type = 'about'
           join entity en on en.id = l.target_entity_id
+         where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by,
+                                e.valid, v_principal, p_scopes, p_purpose, false, null)
          group by en.id, en.name, en.entity_type, en.scope
          order by count(*) desc, en.name limit p_entities);
     -- The principal's own working representation of the others in the
@@ -10430,7 +10811,7 @@ end
 $$;
 comment on function __tenant__.pin(text, text[], bigint, boolean) is
     'Pins (or unpins) a live memory the principal may see, so it is in every session-start bundle.';
-$pgrecall_47fcb2210e0f$)
+$pgrecall_8e81489b32cb$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -11024,7 +11405,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea0ae0ad10b8$settings.sql$pgrecall_ea0ae0ad10b8$, null, $pgrecall_05dcdf18e8dc$bea88b518ffc75767be3283ca35bd1f84473374081370a790467837d2a15db5b$pgrecall_05dcdf18e8dc$, $pgrecall_bea88b518ffc$-- Reading per-tenant settings from inside the tenant's functions.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea0ae0ad10b8$settings.sql$pgrecall_ea0ae0ad10b8$, null, $pgrecall_f556421df3ae$2161a45c4700d25c0cf0f27e1092bcdc3e472b5ff756cc969f79df065ac2d438$pgrecall_f556421df3ae$, $pgrecall_2161a45c4700$-- Reading per-tenant settings from inside the tenant's functions.
 
 -- Returns the setting's value; a missing key is a bug in pgrecall, not user
 -- input, so it raises rather than returning a default that hides the bug.
@@ -11120,7 +11501,29 @@ as $$
     select jsonb_object_agg(s.key, s.value) from setting s
 $$;
 comment on function __tenant__._settings() is 'Internal: all per-tenant settings as one jsonb object.';
-$pgrecall_bea88b518ffc$)
+
+-- The plan_cache_mode a writer or recall sets while its statements run:
+-- force_generic_plan plans them once per session (re-planning cost ~1 ms a
+-- recall, ~15-20% of a remember or a fact), except on a Citus node, whose
+-- planner needs each statement's parameter values to route it to the shard
+-- ("could not create distributed plan" for a generic plan of an INSERT ...
+-- SELECT): there the mode stays as it is.
+create or replace function __tenant__._plan_cache_mode()
+returns text
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    if current_setting('citus.version', true) is null then
+        return 'force_generic_plan';
+    end if;
+    return current_setting('plan_cache_mode');
+end
+$$;
+comment on function __tenant__._plan_cache_mode() is
+    'Internal: force_generic_plan on one server; the session''s own plan_cache_mode on a Citus node (which routes by parameter values).';
+$pgrecall_2161a45c4700$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -11162,7 +11565,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_59205b55f9eb$term_stats.sql$pgrecall_59205b55f9eb$, null, $pgrecall_9d7906927451$160438541309d70c51b8ae1e8ee1d3fa6d9e3fa7dc292f961b8674eb01e8f051$pgrecall_9d7906927451$, $pgrecall_160438541309$-- Corpus statistics for BM25 and term pruning.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_59205b55f9eb$term_stats.sql$pgrecall_59205b55f9eb$, null, $pgrecall_1200b7cbc6e6$abfaba3587033fa4038e8534c252c041f3a42b8a30b11eb96be3ef4daf48e4a4$pgrecall_1200b7cbc6e6$, $pgrecall_abfaba358703$-- Corpus statistics for BM25 and term pruning.
 --
 -- Document frequencies come from a snapshot (term_stat, corpus_stat) taken by
 -- refresh_term_stats(), which the worker runs when the corpus has grown by
@@ -11261,10 +11664,12 @@ comment on function __tenant__._term_frequencies(text[]) is
 -- memories about to be erased, which prove nothing.
 create or replace function __tenant__._drop_unused_terms(p_terms text[], p_leaving bigint[])
 returns void
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
     with unproven as (
         select t.term from term_stat t
          where t.term = any (p_terms)
@@ -11283,22 +11688,31 @@ as $$
         update term_stat t set witness_memory_id = p.witness
           from probed p where t.term = p.term and p.witness is not null
     )
-    delete from term_stat t using probed p where t.term = p.term and p.witness is null
+    delete from term_stat t using probed p where t.term = p.term and p.witness is null;
+end
 $$;
 comment on function __tenant__._drop_unused_terms(text[], bigint[]) is
     'Internal: delete the terms no live memory (other than p_leaving) uses; re-witness the others.';
 
 -- What the statistics count of some memories: each term, how many of them
--- that are live use it, and one of those (a witness). A plain SQL function
--- (no definer, no SET, tables qualified), inlined into its callers' statements.
+-- that are live use it, and one of those (a witness). PL/pgSQL, not an
+-- inlined SQL function: on Citus a query whose table comes from an SQL
+-- function with parameters cannot be planned; its callers join the counts of
+-- a few memories' terms, which need no index of theirs.
 create or replace function __tenant__._live_term_counts(p_memory_ids bigint[])
 returns table (lexeme text, n integer, witness bigint)
-language sql stable
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+begin
+    return query
     select u.lexeme, count(*)::integer, max(m.id)
       from __tenant__.memory m, unnest(m.tsv) u
      where m.id = any (p_memory_ids) and m.superseded_by is null and m.invalidated_at is null
-     group by u.lexeme
+     group by u.lexeme;
+end
 $$;
 comment on function __tenant__._live_term_counts(bigint[]) is
     'Internal: per term, how many of these memories that are live use it, and the largest such id.';
@@ -11393,12 +11807,12 @@ end
 $$;
 comment on function __tenant__._retext_terms(bigint[], jsonb, bigint[]) is
     'Internal: move the term statistics from memories'' old texts (_term_uses before) to their new ones; returns the terms they dropped.';
-$pgrecall_160438541309$)
+$pgrecall_abfaba358703$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4c35e390e74b$traversal.sql$pgrecall_4c35e390e74b$, null, $pgrecall_9cb92fef852c$c36cec258e9529b403b5fb688124630cf4c6522e3e66aa0d96f33bb66f27ed5f$pgrecall_9cb92fef852c$, $pgrecall_c36cec258e95$-- Traversal: from seed entities outwards along facts, in both directions,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4c35e390e74b$traversal.sql$pgrecall_4c35e390e74b$, null, $pgrecall_cef02ebb0cb9$8f4829afed0adcef1796a83cf97c0796b485e4efbf14478863936d7d80ceea38$pgrecall_cef02ebb0cb9$, $pgrecall_8f4829afed0a$-- Traversal: from seed entities outwards along facts, in both directions,
 -- one hop at a time. Each hop is two index probes (facts whose subject is in
 -- the frontier, facts whose object is), never an OR over both columns, and at
 -- most traversal_fanout facts per hop, so the cost follows the neighbourhood.
@@ -11450,14 +11864,16 @@ begin
         exit when cardinality(v_frontier) = 0;
         with arms as (
             (select f.id, f.subject_id as src, f.object_id as dst
-               from _eligible_facts(v_principal, p_scopes, p_purpose, v_valid_at, p_known_at) f
-              where f.subject_id = any (v_frontier)
+               from fact f
+              where _fact_eligible(f.scope, f.audience_peer_id, f.purposes, f.valid, f.known,
+                                   v_principal, p_scopes, p_purpose, v_valid_at, p_known_at) and f.subject_id = any (v_frontier)
               order by f.salience desc, f.id
               limit v_fanout)
             union all
             (select f.id, f.object_id, f.subject_id
-               from _eligible_facts(v_principal, p_scopes, p_purpose, v_valid_at, p_known_at) f
-              where f.object_id = any (v_frontier)
+               from fact f
+              where _fact_eligible(f.scope, f.audience_peer_id, f.purposes, f.valid, f.known,
+                                   v_principal, p_scopes, p_purpose, v_valid_at, p_known_at) and f.object_id = any (v_frontier)
               order by f.salience desc, f.id
               limit v_fanout)
         ), unseen as (
@@ -11492,7 +11908,7 @@ end
 $$;
 comment on function __tenant__.neighbourhood(text, text[], text[], integer, timestamptz, timestamptz, text) is
     'Facts within p_hops (1 to max_hops) of the seed entities, both directions, valid and known at the given times; cycle-safe and bounded per hop.';
-$pgrecall_c36cec258e95$)
+$pgrecall_8f4829afed0a$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -12137,7 +12553,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_af6993231208$work_queue.sql$pgrecall_af6993231208$, null, $pgrecall_7deb34f48791$dae8aea7c188aded10a05abc59434daccf16ea4b4b6ca6436a8dab718ac10a36$pgrecall_7deb34f48791$, $pgrecall_dae8aea7c188$-- The derivation work queue (design section 5).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_af6993231208$work_queue.sql$pgrecall_af6993231208$, null, $pgrecall_484a395bce20$4d45246e76c13eb993f94c9202fa47096f304c778a92d3a388e2aa4694884865$pgrecall_484a395bce20$, $pgrecall_4d45246e76c1$-- The derivation work queue (design section 5).
 --
 -- Each message queues, as the flags say, one task per lane, where a lane is
 -- (session, task type, sender, observer):
@@ -12319,10 +12735,14 @@ comment on function __tenant__._leased_task(bigint, uuid) is 'Internal: a task l
 -- for a summary task the window of messages claim_tasks() handed out with it.
 create or replace function __tenant__._task_offsets(p_task __tenant__.work_task)
 returns bigint[]
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
     select array(
         select o.log_offset from observation o
           join session s on s.id = p_task.session_id
@@ -12331,6 +12751,9 @@ as $$
          order by o.log_offset desc
          limit case when p_task.task_type = 'summary'
                     then greatest((_setting_value('summary_every_messages') #>> '{}')::integer, 1) else 1 end)
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._task_offsets(__tenant__.work_task) is
     'Internal: the offsets of the messages a task was handed out with (what its results may cite).';
@@ -12606,7 +13029,7 @@ as $$
     select t.task_type, t.status, count(*) from work_task t group by 1, 2 order by 1, 2
 $$;
 comment on function __tenant__.work_queue_status() is 'Derivation tasks by type and status.';
-$pgrecall_dae8aea7c188$)
+$pgrecall_4d45246e76c1$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 

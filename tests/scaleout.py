@@ -24,7 +24,15 @@ extensions (which Citus installs on every node):
 * NOTIFY channels:    no function spells a channel name (every role reads pg_proc.prosrc): they
                       notify through _notify(), which reads the tenant's secret name from its table;
 * advisory locks:     none (they are node-local, and any role can take a key it sees in pg_locks);
-                      REVIEWED_ADVISORY would list a function that had to take one.
+                      REVIEWED_ADVISORY would list a function that had to take one;
+* SQL functions:      none with parameters reads a tenant table (Citus cannot plan a statement on
+                      a distributed table inside an SQL function with parameters, inlined or not:
+                      "could not create distributed plan", or the shell table read as empty); the
+                      few sets kept for psql (SQL_SETS) are called by no tenant function;
+* DO UPDATE SET:      no function that is not immutable in it (Citus refuses it on a distributed
+                      table): the value goes in the inserted row and is taken from excluded;
+* UPDATE:             no volatile function (Citus refuses it on a distributed table): the value
+                      is taken into a variable first.
 
 KNOWN lists what the current schema still breaks, each with the change it needs before a tenant
 is distributed (docs/scale-out.md, "Before distributing"). Anything else fails.
@@ -39,6 +47,10 @@ import psycopg
 
 EXTENSIONS = ("vector", "btree_gist", "pg_trgm")
 
+# SQL sets over one table kept for psql and the tests on one server (the rule they share is an
+# inlined predicate that reads no table, which the tenant's functions call instead).
+SQL_SETS = frozenset({"_eligible_memories", "_eligible_facts", "_eligible_observations", "_passages_in"})
+
 # Functions that take advisory locks, reviewed for a sharded deployment (docs/scale-out.md): none.
 # Writers serialise on row locks of the tenant's lock_stripe (_lock), which hold cluster-wide, and
 # a lease names the backend that holds it (_lease_session), checked in pg_stat_activity of the
@@ -46,7 +58,12 @@ EXTENSIONS = ("vector", "btree_gist", "pg_trgm")
 REVIEWED_ADVISORY: set[str] = set()
 
 # (rule, object) pairs the current schema still breaks, and what must change first.
-KNOWN: dict[tuple[str, str], str] = {}
+KNOWN: dict[tuple[str, str], str] = {
+    ("volatile in update", "_lease_claim"): "the queues' claim takes its lease time from clock_timestamp() and re-checks "
+        "a holder with _lease_holder_alive() in its UPDATE: an embedding worker does not run against a Citus tenant "
+        "yet (docs/scale-out.md, 'What is not done on Citus yet')",
+    ("volatile in update", "_lease_dead_letter"): "the same lease rule, for items that ran out of attempts",
+}
 
 
 @dataclass(frozen=True)
@@ -177,6 +194,34 @@ def _all(conn: psycopg.Connection, tenant: str) -> list[Violation]:
         out.append(Violation("dependency", dependent, f"in schema {dep_ns} depends on the tenant's {referenced}"))
 
     # Functions: bodies, pinned search_path, definer's owner, trigger DDL, NOTIFY, advisory locks.
+    tables = [r[0] for r in q("select c.relname from pg_class c where c.relnamespace = %s::regnamespace "
+                              "and c.relkind in ('r', 'p', 'v', 'm')", tenant)]
+    names = "|".join(map(re.escape, sorted(tables, key=len, reverse=True)))
+    reads = re.compile(rf"(?:\b(?:from|join|update|into|using|table)|,)\s+(?:(?:{re.escape(tenant)}|__tenant__)\s*\.\s*)?"
+                       rf"({names})\b(?!\s*\()", re.I)
+    for name, body in q("select p.proname, p.prosrc from pg_proc p join pg_language l on l.oid = p.prolang "
+                        "where p.pronamespace = %s::regnamespace and l.lanname = 'sql' and p.pronargs > 0", tenant):
+        found = sorted({m.group(1) for m in reads.finditer(strip_comments(body))})
+        if found and name not in SQL_SETS:
+            out.append(Violation("sql function", name, f"an SQL function with parameters reads {', '.join(found)} "
+                                 "(Citus cannot plan it): PL/pgSQL, or an inlined predicate over the caller's table"))
+    for name, body in q("select p.proname, p.prosrc from pg_proc p where p.pronamespace = %s::regnamespace", tenant):
+        code = strip_comments(body)
+        for called in sorted(s for s in SQL_SETS if s != name and re.search(rf"\b{s}\s*\(", code)):
+            out.append(Violation("sql set called", name, f"calls {called}, an SQL set over a tenant table "
+                                 "(on Citus: not planned, or the shell table read as empty)"))
+        for statement in re.findall(r"\bupdate\s+(?:only\s+)?[\w%$.]+\s+(?:as\s+)?\w*\s*set\b(.*?)(?:;|\breturning\b|\$q\$|$)",
+                                   code, re.I | re.S):
+            if re.search(r"\b(clock_timestamp|random|nextval|_erasure_tables_touched|_lease_holder_alive)\s*\(",
+                         statement, re.I):
+                out.append(Violation("volatile in update", name, "a volatile function in an UPDATE (Citus refuses "
+                                     "it on a distributed table): take the value first"))
+        for clause in re.findall(r"\bdo\s+update\s+set\b(.*?)(?:;|\breturning\b|$)", code, re.I | re.S):
+            if re.search(r"\b(clock_timestamp|now|statement_timestamp|transaction_timestamp|random|nextval)\s*\(|"
+                         r"\bcurrent_timestamp\b", clause, re.I):
+                out.append(Violation("do update", name, "a function that is not immutable in DO UPDATE SET "
+                                     "(Citus refuses it): insert the value and take it from excluded"))
+
     triggers = {r[0] for r in q("select distinct g.tgfoid::regproc::text from pg_trigger g join pg_class c "
                                 "on c.oid = g.tgrelid where c.relnamespace = %s::regnamespace and not g.tgisinternal",
                                 tenant)}

@@ -17,25 +17,13 @@ import psycopg
 import pytest
 
 import pgrecall
-from pgrecall import install
+from pgrecall import cli, install
 from pgrecall.cluster import LocalCluster, find_citus_build
 
 pytestmark = pytest.mark.skipif(os.environ.get("PGRECALL_TEST_CITUS") != "1",
                                 reason="the Citus cluster tests run with make test-citus (PGRECALL_TEST_CITUS=1)")
 
 _names = itertools.count(1)
-
-# The named limit (docs/scale-out.md, "What Citus refuses"): a SECURITY DEFINER function in
-# LANGUAGE sql is never inlined, so it runs its body with parameters, and Citus cannot plan a
-# statement on a distributed table inside an SQL function with parameters ("could not create
-# distributed plan"). pgrecall's write path calls such functions (_turn_audiences on every append),
-# so appends, and all that starts from a turn, fail on a distributed tenant until those functions
-# are PL/pgSQL. These tests are what the cluster must pass then; strict: the day they pass, this
-# marker goes.
-SQL_FUNCTION_LIMIT = pytest.mark.xfail(
-    strict=True, raises=psycopg.errors.FeatureNotSupported,
-    reason="Citus cannot plan statements inside LANGUAGE sql functions with parameters (the write path)")
-
 
 @pytest.fixture(scope="module")
 def cluster():
@@ -109,14 +97,15 @@ def test_a_new_tenant_is_a_distributed_schema_on_one_worker(cluster, tenant_fact
         assert count > 200 and app_may_recall
 
 
-@SQL_FUNCTION_LIMIT
 def test_remember_and_recall_through_the_coordinator_keep_to_the_audience(cluster, tenant_factory):
     acme = tenant_factory("acme")
     populated(cluster, acme)
     with handle(cluster, acme, principal="ana") as ana:
-        turn = ana.append("I am planning a surprise party for Ben", role="user", actor="ana")
+        # the turn is Ana's alone (her note to the agent), the tea is said to everyone in the scope
+        turn = ana.append("I am planning a surprise party for Ben", role="user", actor="ana", audience=["ana"])
+        tea = ana.append("I drink green tea every morning", role="user", actor="ana")
         ana.remember("Ana plans a surprise party for Ben", evidence=[turn], purposes=["converse"], audience="ana")
-        ana.remember("Ana drinks green tea every morning", purposes=["converse"])
+        ana.remember("Ana drinks green tea every morning", evidence=[tea], purposes=["converse"])
         assert [i.body for i in ana.recall("surprise party", mode="lexical").items] == \
             ["Ana plans a surprise party for Ben"]
     with handle(cluster, acme, principal="ben") as ben:
@@ -125,7 +114,6 @@ def test_remember_and_recall_through_the_coordinator_keep_to_the_audience(cluste
         assert [i.body for i in ben.recall("green tea", mode="lexical").items] == ["Ana drinks green tea every morning"]
 
 
-@SQL_FUNCTION_LIMIT
 def test_two_tenants_on_two_workers_cannot_reach_each_other(cluster, tenant_factory):
     acme, umbrella = tenant_factory("acme"), tenant_factory("umb")
     with psycopg.connect(cluster.coordinator.dsn(), autocommit=True) as conn:
@@ -148,7 +136,6 @@ def test_two_tenants_on_two_workers_cannot_reach_each_other(cluster, tenant_fact
                 conn.rollback()
 
 
-@SQL_FUNCTION_LIMIT
 def test_facts_keep_one_current_value_on_the_worker(cluster, tenant_factory):
     acme = tenant_factory("acme")
     populated(cluster, acme)
@@ -164,22 +151,28 @@ def test_facts_keep_one_current_value_on_the_worker(cluster, tenant_factory):
         assert [f.object for f in mem.facts_as_of("ana", "lives_in", valid_at=datetime(2026, 4, 1, tzinfo=UTC))] \
             == ["Lisbon"]
     # The exclusion constraint holds on the shard: a second current value is refused by the database.
-    with psycopg.connect(cluster.coordinator.dsn()) as conn, pytest.raises(psycopg.errors.ExclusionViolation):
-        conn.execute(f"""insert into {acme}.fact (scope, subject_id, predicate, single_valued, object_value,
-                         statement, valid, known, asserted_by)
-                         select f.scope, f.subject_id, f.predicate, true, 'Madrid', 'ana lives in Madrid',
-                                tstzrange('2027-01-01', null), tstzrange(now(), null), f.asserted_by
-                           from {acme}.fact f where upper_inf(f.valid) and upper_inf(f.known)""")
+    # (A plain INSERT ... VALUES: routed to the shard, its error keeps its SQLSTATE; Citus reports one
+    # from the COPY of an INSERT ... SELECT as an internal error.)
+    with psycopg.connect(cluster.coordinator.dsn()) as conn:
+        scope, subject, asserted_by = conn.execute(
+            f"select f.scope, f.subject_id, f.asserted_by from {acme}.fact f "
+            "where upper_inf(f.valid) and upper_inf(f.known)").fetchone()
+        with pytest.raises(psycopg.errors.ExclusionViolation):
+            conn.execute(f"""insert into {acme}.fact (scope, subject_id, predicate, single_valued, object_value,
+                             statement, valid, known, asserted_by)
+                             values (%s, %s, 'lives_in', true, 'Madrid', 'ana lives in Madrid',
+                                     tstzrange('2027-01-01', null), tstzrange(now(), null), %s)""",
+                         (scope, subject, asserted_by))
 
 
-@SQL_FUNCTION_LIMIT
 def test_an_erasure_on_the_cluster_leaves_a_zero_residual_and_its_receipt(cluster, tenant_factory):
     acme = tenant_factory("acme")
     populated(cluster, acme)
     with handle(cluster, acme) as mem:
         turn = mem.append("I am zqvictor and I like sailing", role="user", actor="ana", data_subject_id="subj-v")
         mem.remember("zqvictor likes sailing", evidence=[turn], purposes=["converse"], about=["zqvictor"])
-        mem.remember("someone else likes chess", purposes=["converse"])
+        other = mem.append("I like chess", role="user", actor="ben")
+        mem.remember("someone else likes chess", evidence=[other], purposes=["converse"])
     with handle(cluster, acme, role="admin") as admin:
         receipt = admin.erase({"data_subject": "subj-v"}, reason="request #1", actor="dpo")
     assert receipt.completed_at and receipt.observations_erased == 1
@@ -190,10 +183,6 @@ def test_an_erasure_on_the_cluster_leaves_a_zero_residual_and_its_receipt(cluste
     assert (left, kept) == (0, 1)
 
 
-# Since recall_answer assembles its metadata with SQL helpers (_missing_embeddings), the same limit
-# reaches recall: on the worker Citus refuses the helper's nested distributed query.
-@pytest.mark.xfail(strict=True, raises=(psycopg.errors.FeatureNotSupported, psycopg.errors.InternalError_),
-                   reason="Citus cannot run the SQL helpers of recall's metadata inside a delegated call")
 def test_a_recall_answers_through_the_coordinator(cluster, tenant_factory):
     acme = tenant_factory("acme")
     populated(cluster, acme)
@@ -218,23 +207,45 @@ def test_distributing_without_citus_or_moving_to_a_stranger_is_refused(cluster, 
             conn.execute("select pgrecall.move_tenant(%s, '127.0.0.1', 1)", (acme,))
         assert stranger.value.sqlstate == "PR010" and "127.0.0.1:1 is not a worker" in str(stranger.value)
         assert conn.execute("select pgrecall.tenant_node(%s)", (acme,)).fetchone()[0] == before
+        # the command says the same, with its exit code, and moves nothing either
+        os.environ["PGRECALL_DSN"] = cluster.coordinator.dsn()
+        try:
+            assert cli.main(["tenant", "move", acme, "--to", "127.0.0.1:1"]) != 0
+            assert cli.main(["tenant", "move", acme, "--to", "nowhere"]) == 2
+        finally:
+            del os.environ["PGRECALL_DSN"]
+        assert conn.execute("select pgrecall.tenant_node(%s)", (acme,)).fetchone()[0] == before
         with pytest.raises(psycopg.Error) as missing:
             conn.execute("select pgrecall.distribute_tenant('nosuchtenant')")
         assert missing.value.sqlstate == "PR003"
 
 
-def test_the_limit_an_append_on_a_distributed_tenant_is_refused_and_leaves_nothing(cluster, tenant_factory):
+def test_an_append_and_a_remember_through_the_coordinator_are_written_once_on_the_worker(cluster, tenant_factory):
     acme = tenant_factory("acme")
     populated(cluster, acme)
-    with handle(cluster, acme) as mem, pytest.raises(psycopg.errors.FeatureNotSupported) as refused:
-        mem.append("a turn Citus cannot plan", role="user", actor="ana")
-    assert "parameters in SQL functions" in str(refused.value)
+    with handle(cluster, acme) as mem:
+        offsets = [mem.append(f"turn {i} about zqkite flying", role="user", actor="ana") for i in range(3)]
+        made = mem.remember("Ana flies zqkites on Sundays", evidence=offsets[:1], purposes=["converse"])
+        again = mem.remember("Ana flies zqkites on Sundays", evidence=offsets[:1], purposes=["converse"])
+    assert offsets == [1, 2, 3] and made.status == "created" and again.status == "noop"
     with psycopg.connect(cluster.coordinator.dsn()) as conn:
-        assert conn.execute(f"select count(*) from {acme}.observation").fetchone() == (0,)
+        node = conn.execute("select pgrecall.tenant_node(%s)", (acme,)).fetchone()[0]
+        counts = conn.execute(f"""select (select count(*) from {acme}.observation), (select count(*) from {acme}.memory),
+                                         (select count(*) from {acme}.passage), (select count(*) from {acme}.embedding_job),
+                                         (select sum(passages) from {acme}.passage_stat)""").fetchone()
+    assert counts == (3, 1, 3, 1, 3)
+    # The rows are in the shard on the tenant's worker, and nowhere else.
+    holder = next(w for w in cluster.worker_nodes if f"127.0.0.1:{w.port}" == node)
+    with psycopg.connect(cluster.coordinator.dsn()) as conn:
+        shard, port = conn.execute("select shard_name, nodeport from citus_shards where table_name = %s::regclass",
+                                   (f"{acme}.observation",)).fetchone()
+    assert port == holder.port
+    with psycopg.connect(holder.dsn()) as conn:
+        conn.execute("set citus.override_table_visibility = off")
+        assert conn.execute(f"select count(*) from {shard}").fetchone() == (3,)  # shard_name is qualified
 
 
-@SQL_FUNCTION_LIMIT
-def test_a_tenant_moves_while_writers_append_and_a_reader_recalls(cluster, tenant_factory):
+def test_a_tenant_moves_while_writers_append_and_a_reader_recalls(cluster, tenant_factory, monkeypatch, capsys):
     acme = tenant_factory("acme")
     populated(cluster, acme)
     with psycopg.connect(cluster.coordinator.dsn(), autocommit=True) as conn:
@@ -272,8 +283,10 @@ def test_a_tenant_moves_while_writers_append_and_a_reader_recalls(cluster, tenan
         t.start()
     time.sleep(1.0)
     try:
-        with psycopg.connect(cluster.coordinator.dsn(), autocommit=True) as conn:
-            moved_to = conn.execute("select pgrecall.move_tenant(%s, '127.0.0.1', %s)", (acme, target.port)).fetchone()[0]
+        # pgrecall tenant move acme --to HOST:PORT (citus_schema_move), against the coordinator
+        monkeypatch.setenv("PGRECALL_DSN", cluster.coordinator.dsn())
+        assert cli.main(["tenant", "move", acme, "--to", f"127.0.0.1:{target.port}"]) == 0
+        moved_to = capsys.readouterr().out.strip().rsplit(" ", 1)[-1]
         time.sleep(1.0)
     finally:
         stop.set()

@@ -100,6 +100,23 @@ BAD = [
      ["create function acme.bad() returns void language plpgsql as $f$ begin "
       "perform pg_advisory_xact_lock(42); end $f$"],
      "advisory lock", "bad"),
+    ("SQL function with parameters reading a table",
+     ["create function acme.bad(p bigint) returns text language sql stable "
+      "as $$ select m.body from acme.memory m where m.id = p $$"],
+     "sql function", "bad"),
+    ("SQL set called by a tenant function",
+     ["create function acme.bad(p bigint) returns bigint language plpgsql stable as $f$ begin "
+      "return (select count(*) from acme._eligible_memories(p, array['default'], null, false, null)); end $f$"],
+     "sql set called", "bad"),
+    ("clock in DO UPDATE SET",
+     ["create function acme.bad() returns void language plpgsql as $f$ begin "
+      "insert into acme.corpus_stat as c (singleton, documents) values (true, 0) on conflict (singleton) "
+      "do update set refreshed_at = clock_timestamp(); end $f$"],
+     "do update", "bad"),
+    ("clock in an UPDATE",
+     ["create function acme.bad() returns void language plpgsql as $f$ begin "
+      "update acme.corpus_stat c set refreshed_at = clock_timestamp(); end $f$"],
+     "volatile in update", "bad"),
     ("security definer owned by someone else",
      ["create function acme.bad() returns int language sql security definer set search_path = pg_catalog "
       "as $$ select 1 $$"],

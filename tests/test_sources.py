@@ -24,8 +24,8 @@ FUNCTION_HEADER = re.compile(
 # SQL helpers the planner must inline into their callers' queries (so that
 # indexes apply): inlining is impossible for SECURITY DEFINER or SET functions.
 INLINED_HELPERS = {"_eligible_memories", "_eligible_facts", "_eligible_observations", "_audience_admits",
-                   "_audience_within", "_normalize_name", "_passages_in", "_live_term_counts",
-                   "_bm25_tf"}
+                   "_audience_within", "_normalize_name", "_passages_in", "_bm25_tf", "_memory_eligible",
+                   "_fact_eligible", "_observation_eligible", "_passage_eligible"}
 
 
 def test_every_tenant_function_is_definer_with_pinned_path_and_a_comment():

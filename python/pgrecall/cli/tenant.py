@@ -25,6 +25,8 @@ def cmd_tenant(args: argparse.Namespace) -> int:
             return _list(conn, args)
         if args.action == "settings":
             return _settings(conn, args)
+        if args.action == "move":
+            return _move(conn, args)
         if args.action == "drop":
             if not _drop_confirmed(conn, args):
                 return 1
@@ -69,6 +71,19 @@ def _list(conn: psycopg.Connection[Any], args: argparse.Namespace) -> int:
     rows = conn.execute("select name, schema_version, latest_version, app_role, created_at::timestamp(0) "
                         "from pgrecall.list_tenants()").fetchall()
     _print_rows(["tenant", "version", "latest", "app_role", "created_at"], rows)
+    return 0
+
+
+def _move(conn: psycopg.Connection[Any], args: argparse.Namespace) -> int:
+    """citus_schema_move of the tenant's schema to another worker, while the tenant stays in use."""
+    host, _, port = (args.to or "").rpartition(":")
+    if not host or not port.isdigit():
+        return _fail(f"pgrecall: error: tenant move needs --to HOST:PORT of a Citus worker, not {args.to!r}",
+                     code=2)
+    node = conn.execute("select pgrecall.move_tenant(%s, %s, %s)", (args.name, host, int(port))).fetchone()
+    if args.json:
+        return _print_json({"tenant": args.name, "node": node[0] if node else args.to})
+    print(f"pgrecall: tenant {args.name} is on {node[0] if node else args.to}")
     return 0
 
 
@@ -211,13 +226,15 @@ def _scope(mem: Any, args: argparse.Namespace) -> int:
 
 
 def add_tenant(sub: Subparsers) -> None:
-    p = sub.add_parser("tenant", help="create, upgrade, list or drop tenants")
-    p.add_argument("action", choices=["create", "upgrade", "drop", "list", "settings"])
+    p = sub.add_parser("tenant", help="create, upgrade, list, drop or move tenants")
+    p.add_argument("action", choices=["create", "upgrade", "drop", "list", "settings", "move"])
     p.add_argument("name", nargs="?")
     p.add_argument("--yes", action="store_true", help="with drop: do not ask for confirmation")
     p.add_argument("--set", action="append", type=_setting, metavar="KEY=VALUE",
                    help="with settings: change one setting (repeatable), e.g. --set max_peers_in_session=20")
     p.add_argument("--json", action="store_true", help="one JSON document")
+    p.add_argument("--to", metavar="HOST:PORT", help="with move: the Citus worker to move the tenant to "
+                   "(citus_schema_move, while the tenant stays in use)")
     p.set_defaults(func=cmd_tenant)
 
 

@@ -1,0 +1,168 @@
+"""``make bench-citus``: recall and remember through a Citus coordinator against the same tenant on one
+server (issue #29, item 4: target <= 1.3x + 1 ms). Results: bench/results/latest-citus.md, the runs in
+bench/results/archive/.
+
+Both sides get the same corpus (bench/corpus.py), the same vectors and the same queries, and run with
+the same settings (fsync and synchronous_commit off, as the local cluster's nodes do). The cluster is
+``pgrecall.cluster.LocalCluster`` from ``make citus`` (a coordinator and two workers on 127.0.0.1):
+the application connects to the coordinator, which delegates each call to the worker holding the
+tenant (one round trip; outside a transaction block). Vectors are random unit vectors, not the
+model's: the model is not what is compared, and both sides search the same graph.
+
+    python -m bench.citus                         # 10k memories, 200 queries a mode
+    python -m bench.citus --memories 2000 --queries 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+import psycopg
+
+from . import corpus
+from .harness import embedded_server, new_report, write_report
+from .run import SCOPES, _recall_sql, ingest, summary, time_queries, vector_literals
+
+HERE = Path(__file__).resolve().parent
+TENANT = "citusbench"
+MODES = ("lexical", "hybrid", "dense")
+SAME_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def unit_vectors(n: int, seed: int) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal((n, 384)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def load_vectors(admin: str, tenant: str, memory_of_text: np.ndarray, vecs: np.ndarray) -> dict:
+    """Each memory's vector written as the worker stores it (model and input version stamped), by the
+    bench itself and the queue emptied: the embedding queue's claim is not what is compared, and on
+    Citus it is refused (volatile functions in its UPDATE; docs/scale-out.md)."""
+    made = [(int(m), i) for i, m in enumerate(memory_of_text) if m >= 0]
+    started = time.perf_counter()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        model, version = conn.execute(f"select * from {tenant}._embedding_stamp()").fetchone()
+        for start in range(0, len(made), 500):
+            chunk = made[start:start + 500]
+            conn.execute(f"insert into {tenant}.memory_embedding (memory_id, model, input_version, embedding, "
+                         "text_embedding) select x.m, %s, %s, x.v::vector, x.v::vector "
+                         "from unnest(%s::bigint[], %s::text[]) x(m, v)",
+                         (model, version, [m for m, _ in chunk], vector_literals(vecs[[i for _, i in chunk]])))
+        conn.execute(f"delete from {tenant}.embedding_job")
+    return {"stored": len(made), "seconds": time.perf_counter() - started}
+
+
+def remember_latency(app: str, tenant: str, n: int) -> dict:
+    """Single remember() calls, autocommit, each citing a turn appended before the timing starts."""
+    with psycopg.connect(app, autocommit=True) as conn:
+        offsets = [conn.execute(f"select {tenant}.append_observation('agent', %s, %s, %s, 'user')",
+                                (SCOPES, SCOPES[0], f"bench remember turn {i}")).fetchone()[0] for i in range(n)]
+        times = []
+        for i, offset in enumerate(offsets):
+            started = time.perf_counter()
+            conn.execute(f"select * from {tenant}.remember('agent', %s, %s, %s, %s, array['converse'])",
+                         (SCOPES, SCOPES[0], f"bench remembers fact number {i} about zq{i}", [offset])).fetchall()
+            times.append((time.perf_counter() - started) * 1000)
+    return summary(times)
+
+
+def measure(admin: str, app: str, worker: str, texts: list[str], vecs: np.ndarray, qtexts: list[str],
+            qvecs: np.ndarray, remembers: int) -> dict:
+    from pgrecall import install
+
+    with psycopg.connect(admin, autocommit=True) as conn:
+        install.install(conn, [TENANT])
+    loaded, memory_of_text = ingest(app, TENANT, texts)
+    stored = load_vectors(admin, TENANT, memory_of_text, vecs)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"select {TENANT}.refresh_term_stats()")
+        conn.execute("analyze")
+    log(f"loaded {loaded['created']} memories in {loaded['seconds']:.0f} s, {stored['stored']} vectors")
+    recall = {}
+    sql = _recall_sql(TENANT)
+    items = [(t, v.tolist()) for t, v in zip(qtexts, qvecs)]
+    for mode in MODES:
+        def call(conn, item, mode=mode):
+            text, vec = item
+            return conn.execute(sql, ("agent", SCOPES, text, vec if mode != "lexical" else None, mode)).fetchall()
+        recall[mode] = time_queries(app, call, items)
+    with psycopg.connect(app, autocommit=True) as conn:  # how many answers (ids differ between the sides)
+        recall["hybrid_answers"] = sum(len(conn.execute(sql, ("agent", SCOPES, t, v, "hybrid")).fetchall())
+                                       for t, v in items)
+    return {"ingest": loaded, "vectors": stored, "recall": recall,
+            "remember": remember_latency(app, TENANT, remembers)}
+
+
+def markdown(r: dict) -> str:
+    one, cl = r["single"], r["citus"]
+    lines = [f"# Citus: through the coordinator vs one server ({r['started']})", "",
+             f"{r['memories']} memories, {r['queries']} queries a mode, {r['remembers']} remember calls; "
+             f"{r['machine']}. Target: cluster <= 1.3 x single + 1 ms.", "",
+             "| call | single p50 | cluster p50 | single p95 | cluster p95 | p50 target | met |",
+             "|---|---|---|---|---|---|---|"]
+    rows = [(f"recall {m}", one["recall"][m], cl["recall"][m]) for m in MODES] + \
+           [("remember", one["remember"], cl["remember"])]
+    for label, a, b in rows:
+        target = 1.3 * a["p50_ms"] + 1
+        lines.append(f"| {label} | {a['p50_ms']:.2f} ms | {b['p50_ms']:.2f} ms | {a['p95_ms']:.2f} ms | "
+                     f"{b['p95_ms']:.2f} ms | {target:.2f} ms | {'yes' if b['p50_ms'] <= target else 'no'} |")
+    lines += ["", f"Command: `{r['command']}`. Loading (not compared): single {one['ingest']['seconds']:.0f} s, "
+              f"cluster {cl['ingest']['seconds']:.0f} s (remember_many in transactions, which Citus does not "
+              "delegate)."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    from pgrecall.cluster import NODE_SETTINGS, LocalCluster, find_citus_build
+
+    parser = argparse.ArgumentParser(prog="make bench-citus")
+    parser.add_argument("--memories", type=int, default=10_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--remembers", type=int, default=200)
+    parser.add_argument("--out", default=str(HERE / "results"))
+    parser.add_argument("--single-only", action="store_true",
+                        help="the one-server side alone, printed as JSON (e.g. for another checkout's SQL)")
+    args = parser.parse_args(argv)
+    build = find_citus_build()
+    if build is None:
+        raise SystemExit("no Citus build in .citus/: run make citus")
+    assert all(NODE_SETTINGS[k] == v for k, v in SAME_SETTINGS.items())
+    report = new_report("make bench-citus BENCH_ARGS='{args}'", argv, memories=args.memories, queries=args.queries,
+                        remembers=args.remembers)
+    texts = corpus.memories(args.memories)
+    vecs = unit_vectors(len(texts), 1)
+    qtexts = corpus.queries(args.queries, args.memories)
+    qvecs = unit_vectors(len(qtexts), 2)
+
+    log("one server")
+    with embedded_server("pgrc-", SAME_SETTINGS) as info:
+        report["single"] = measure(info.uri(), info.uri(user=f"pgrecall_{TENANT}_app"),
+                                   info.uri(user=f"pgrecall_{TENANT}_worker"), texts, vecs, qtexts, qvecs,
+                                   args.remembers)
+    if args.single_only:
+        import json
+
+        print(json.dumps({k: report["single"][k] for k in ("recall", "remember")}, indent=1))
+        return 0
+    log("Citus: a coordinator and two workers")
+    with LocalCluster(build, workers=2) as cluster:
+        c = cluster.coordinator
+        report["citus"] = measure(c.dsn(), c.dsn(user=f"pgrecall_{TENANT}_app"),
+                                  c.dsn(user=f"pgrecall_{TENANT}_worker"), texts, vecs, qtexts, qvecs, args.remembers)
+        with psycopg.connect(c.dsn()) as conn:
+            report["citus"]["node"] = conn.execute("select pgrecall.tenant_node(%s)", (TENANT,)).fetchone()[0]
+    md = markdown(report)
+    write_report(Path(args.out), "citus", report, md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
