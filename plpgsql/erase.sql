@@ -668,6 +668,31 @@ $$;
 comment on function __tenant__._erasure_tables_touched() is
     'Internal: the tables this transaction changed rows in, for the erasure receipt.';
 
+-- The receipt, once everything is deleted: what went, what is left, which tables were touched.
+create or replace function __tenant__._complete_erasure(p_request_id bigint, p_observations_erased bigint,
+                                                       p_erased jsonb, p_residual jsonb)
+returns __tenant__.erasure_request
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    -- Volatile values are taken first: Citus refuses a volatile function in an UPDATE.
+    v_tables_touched text[] := _erasure_tables_touched();
+    v_completed timestamptz := clock_timestamp();
+    v_request erasure_request;
+begin
+    update erasure_request r
+       set completed_at = v_completed, observations_erased = p_observations_erased,
+           rows_erased = p_erased, residual = p_residual, tables_touched = v_tables_touched
+     where r.id = p_request_id
+    returning * into v_request;
+    return v_request;
+end
+$$;
+comment on function __tenant__._complete_erasure(bigint, bigint, jsonb, jsonb) is
+    'Internal (erasure): the request''s receipt, written once everything is deleted.';
+
 create or replace function __tenant__._erase(p_actor text, p_selector jsonb, p_reason text, p_requested_by text)
 returns __tenant__.erasure_request
 language plpgsql
@@ -675,8 +700,6 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_completed timestamptz;
-    v_tables_touched text[];
     v_request erasure_request;
     v_observations bigint[];
     v_memories bigint[];
@@ -760,16 +783,8 @@ begin
            w.o_residual into v_words_erased, v_words_left
       from _erase_words(p_selector, v_absorbed, v_absorbed_into, v_absorbed_names) w;
 
-    -- Volatile values are taken first: Citus refuses a volatile function in an UPDATE.
-    v_tables_touched := _erasure_tables_touched();
-    v_completed := clock_timestamp();
-    update erasure_request r
-       set completed_at = v_completed, observations_erased = v_count_observations,
-           rows_erased = v_erased || v_words_erased, residual = v_residual || v_words_left,
-           tables_touched = v_tables_touched
-     where r.id = v_request.id
-    returning * into v_request;
-    return v_request;
+    return _complete_erasure(v_request.id, v_count_observations, v_erased || v_words_erased,
+                             v_residual || v_words_left);
 end
 $$;
 comment on function __tenant__._erase(text, jsonb, text, text) is 'Internal: the erasure path shared by erase() and expire().';

@@ -138,6 +138,27 @@ $$;
 comment on function __tenant__._missing_embeddings(bigint, text[], text, boolean, timestamptz) is
     'Internal: how many memories the principal may see still wait for their embedding, counted up to 1001.';
 
+-- How current recall's answer is: memories the principal may see that still
+-- wait for their embedding (up to 1001), each authorised scope's log
+-- watermark, the embedding queue. Each table is read by a statement of its own:
+-- on Citus a statement with a table is sent to the shard with every variable
+-- it names, and one that named recall's 39 lost a parameter's type on the way.
+create or replace function __tenant__._recall_freshness(
+    p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
+    out missing bigint, out watermarks jsonb, out queued bigint)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    missing := _missing_embeddings(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at);
+    watermarks := (select jsonb_object_agg(s.name, s.log_watermark) from scope s where s.name = any (p_scopes));
+    queued := (select count(*) from embedding_job);
+end
+$$;
+comment on function __tenant__._recall_freshness(bigint, text[], text, boolean, timestamptz) is
+    'Internal: recall''s freshness (memories waiting for an embedding, log watermarks, the embedding queue).';
+
 -- Recall, its steps in order. None of the steps' plans depends on the values
 -- they are run with (the lexical candidates, which do, are planned per call as
 -- dynamic SQL), but PostgreSQL would re-plan several of them on every call:
@@ -184,9 +205,7 @@ declare
     v_fact_ids bigint[];
     v_entities text[];
     v_answer recall_answer;
-    v_missing bigint;
-    v_watermarks jsonb;
-    v_queued bigint;
+    v_fresh record;
     v_saved_plan_mode text := current_setting('plan_cache_mode');
 begin
     perform _check_scopes(p_scopes);
@@ -226,12 +245,8 @@ begin
                                        (v_set ->> 'dense_floor')::double precision,
                                        v_set ->> 'embedding_model', (v_set ->> 'embedding_input_version')::integer);
     end if;
-    -- 7. Metadata, with counts taken after the walk. The tables are read by statements of their
-    -- own (on Citus a statement with a table is sent to the shard with every variable it names,
-    -- and this one's 39 parameters lost a type on the way).
-    v_missing := _missing_embeddings(v_principal, p_scopes, p_purpose, v_include, p_at);
-    v_watermarks := (select jsonb_object_agg(s.name, s.log_watermark) from scope s where s.name = any (p_scopes));
-    v_queued := (select count(*) from embedding_job);
+    -- 7. Metadata, with counts taken after the walk (the tables are read apart: _recall_freshness).
+    v_fresh := _recall_freshness(v_principal, p_scopes, p_purpose, v_include, p_at);
     v_answer.meta := (select row(
         p_query, v_mode, p_purpose, v_terms, v_dropped, v_stats_source, v_recruited, v_recruited_by::text,
         v_mode in ('hybrid', 'dense') and v_dense_reason is null, v_dense_reason, v_dense_method,
@@ -239,7 +254,8 @@ begin
         (select count(*) from unnest(v_dense_ids) i where i = any (v_kept_ids))::integer,
         cardinality(v_kept_ids), cardinality(v_fact_ids), v_entities,
         least(p_limit, cardinality(v_kept_ids) + cardinality(v_fact_ids)),
-        least(v_missing, 1000)::integer, v_missing > 1000, v_watermarks, v_queued)::recall_meta);
+        least(v_fresh.missing, 1000)::integer, v_fresh.missing > 1000, v_fresh.watermarks,
+        v_fresh.queued)::recall_meta);
     perform set_config('plan_cache_mode', v_saved_plan_mode, true);
     select coalesce(array_agg(i order by i.rank), '{}') into v_answer.items
       from _recall_items(v_kept_ids, v_fact_ids, v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,

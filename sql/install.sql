@@ -4684,7 +4684,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$, null, $pgrecall_0d5f913b0216$8eb39258bf8992d1ef7b493dcfd0ba044fdacf4d02b15f8b83e4990e7c140f24$pgrecall_0d5f913b0216$, $pgrecall_8eb39258bf89$-- Erasure: delete observations and, through the projection registry,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$, null, $pgrecall_2e6b19a33299$ca56bb3fe7e2afc833261634bcddeb15b6452aa2cf40bba64ce9aabedb7cd42b$pgrecall_2e6b19a33299$, $pgrecall_ca56bb3fe7e2$-- Erasure: delete observations and, through the projection registry,
 -- everything derived from them; rebuild what depended on them from what
 -- survives; and in the same transaction store, per projection kind, how many
 -- derived rows remain (the residual, zero when erasure worked).
@@ -5354,6 +5354,31 @@ $$;
 comment on function __tenant__._erasure_tables_touched() is
     'Internal: the tables this transaction changed rows in, for the erasure receipt.';
 
+-- The receipt, once everything is deleted: what went, what is left, which tables were touched.
+create or replace function __tenant__._complete_erasure(p_request_id bigint, p_observations_erased bigint,
+                                                       p_erased jsonb, p_residual jsonb)
+returns __tenant__.erasure_request
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    -- Volatile values are taken first: Citus refuses a volatile function in an UPDATE.
+    v_tables_touched text[] := _erasure_tables_touched();
+    v_completed timestamptz := clock_timestamp();
+    v_request erasure_request;
+begin
+    update erasure_request r
+       set completed_at = v_completed, observations_erased = p_observations_erased,
+           rows_erased = p_erased, residual = p_residual, tables_touched = v_tables_touched
+     where r.id = p_request_id
+    returning * into v_request;
+    return v_request;
+end
+$$;
+comment on function __tenant__._complete_erasure(bigint, bigint, jsonb, jsonb) is
+    'Internal (erasure): the request''s receipt, written once everything is deleted.';
+
 create or replace function __tenant__._erase(p_actor text, p_selector jsonb, p_reason text, p_requested_by text)
 returns __tenant__.erasure_request
 language plpgsql
@@ -5361,8 +5386,6 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_completed timestamptz;
-    v_tables_touched text[];
     v_request erasure_request;
     v_observations bigint[];
     v_memories bigint[];
@@ -5446,16 +5469,8 @@ begin
            w.o_residual into v_words_erased, v_words_left
       from _erase_words(p_selector, v_absorbed, v_absorbed_into, v_absorbed_names) w;
 
-    -- Volatile values are taken first: Citus refuses a volatile function in an UPDATE.
-    v_tables_touched := _erasure_tables_touched();
-    v_completed := clock_timestamp();
-    update erasure_request r
-       set completed_at = v_completed, observations_erased = v_count_observations,
-           rows_erased = v_erased || v_words_erased, residual = v_residual || v_words_left,
-           tables_touched = v_tables_touched
-     where r.id = v_request.id
-    returning * into v_request;
-    return v_request;
+    return _complete_erasure(v_request.id, v_count_observations, v_erased || v_words_erased,
+                             v_residual || v_words_left);
 end
 $$;
 comment on function __tenant__._erase(text, jsonb, text, text) is 'Internal: the erasure path shared by erase() and expire().';
@@ -5585,7 +5600,7 @@ $$;
 comment on function __tenant__.refresh_erasure_statistics(bigint) is
     'Takes the planner statistics of the tables an erasure touched again, so pg_stats holds none of the erased values, '
     'and stamps the receipt; run it after the erasure commits (pgrecall erase does).';
-$pgrecall_8eb39258bf89$)
+$pgrecall_ca56bb3fe7e2$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -8563,7 +8578,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$, null, $pgrecall_1e2dceec09ff$4206527a370be6d7d69034f203518bc4cebf93e519ceeadbcab8e449c39414c3$pgrecall_1e2dceec09ff$, $pgrecall_4206527a370b$-- recall: ranked retrieval, in the design's order (section 6). Each step is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$, null, $pgrecall_e56f180d8e93$d20dea8832067f6be9915d4fcee54ef4e8907c002a353cc0cbaf903f75b0770d$pgrecall_e56f180d8e93$, $pgrecall_d20dea883206$-- recall: ranked retrieval, in the design's order (section 6). Each step is
 -- a function of its own that a DBA can call and test alone; recall_answer()
 -- runs them in order.
 --   1. eligibility (the one rule) before anything is ranked:
@@ -8703,6 +8718,27 @@ $$;
 comment on function __tenant__._missing_embeddings(bigint, text[], text, boolean, timestamptz) is
     'Internal: how many memories the principal may see still wait for their embedding, counted up to 1001.';
 
+-- How current recall's answer is: memories the principal may see that still
+-- wait for their embedding (up to 1001), each authorised scope's log
+-- watermark, the embedding queue. Each table is read by a statement of its own:
+-- on Citus a statement with a table is sent to the shard with every variable
+-- it names, and one that named recall's 39 lost a parameter's type on the way.
+create or replace function __tenant__._recall_freshness(
+    p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
+    out missing bigint, out watermarks jsonb, out queued bigint)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    missing := _missing_embeddings(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at);
+    watermarks := (select jsonb_object_agg(s.name, s.log_watermark) from scope s where s.name = any (p_scopes));
+    queued := (select count(*) from embedding_job);
+end
+$$;
+comment on function __tenant__._recall_freshness(bigint, text[], text, boolean, timestamptz) is
+    'Internal: recall''s freshness (memories waiting for an embedding, log watermarks, the embedding queue).';
+
 -- Recall, its steps in order. None of the steps' plans depends on the values
 -- they are run with (the lexical candidates, which do, are planned per call as
 -- dynamic SQL), but PostgreSQL would re-plan several of them on every call:
@@ -8749,9 +8785,7 @@ declare
     v_fact_ids bigint[];
     v_entities text[];
     v_answer recall_answer;
-    v_missing bigint;
-    v_watermarks jsonb;
-    v_queued bigint;
+    v_fresh record;
     v_saved_plan_mode text := current_setting('plan_cache_mode');
 begin
     perform _check_scopes(p_scopes);
@@ -8791,12 +8825,8 @@ begin
                                        (v_set ->> 'dense_floor')::double precision,
                                        v_set ->> 'embedding_model', (v_set ->> 'embedding_input_version')::integer);
     end if;
-    -- 7. Metadata, with counts taken after the walk. The tables are read by statements of their
-    -- own (on Citus a statement with a table is sent to the shard with every variable it names,
-    -- and this one's 39 parameters lost a type on the way).
-    v_missing := _missing_embeddings(v_principal, p_scopes, p_purpose, v_include, p_at);
-    v_watermarks := (select jsonb_object_agg(s.name, s.log_watermark) from scope s where s.name = any (p_scopes));
-    v_queued := (select count(*) from embedding_job);
+    -- 7. Metadata, with counts taken after the walk (the tables are read apart: _recall_freshness).
+    v_fresh := _recall_freshness(v_principal, p_scopes, p_purpose, v_include, p_at);
     v_answer.meta := (select row(
         p_query, v_mode, p_purpose, v_terms, v_dropped, v_stats_source, v_recruited, v_recruited_by::text,
         v_mode in ('hybrid', 'dense') and v_dense_reason is null, v_dense_reason, v_dense_method,
@@ -8804,7 +8834,8 @@ begin
         (select count(*) from unnest(v_dense_ids) i where i = any (v_kept_ids))::integer,
         cardinality(v_kept_ids), cardinality(v_fact_ids), v_entities,
         least(p_limit, cardinality(v_kept_ids) + cardinality(v_fact_ids)),
-        least(v_missing, 1000)::integer, v_missing > 1000, v_watermarks, v_queued)::recall_meta);
+        least(v_fresh.missing, 1000)::integer, v_fresh.missing > 1000, v_fresh.watermarks,
+        v_fresh.queued)::recall_meta);
     perform set_config('plan_cache_mode', v_saved_plan_mode, true);
     select coalesce(array_agg(i order by i.rank), '{}') into v_answer.items
       from _recall_items(v_kept_ids, v_fact_ids, v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
@@ -8840,7 +8871,7 @@ as $$
 $$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text) is
     'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms'' evidence orders them), permission walk. With its metadata: recall_answer().';
-$pgrecall_4206527a370b$)
+$pgrecall_d20dea883206$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
