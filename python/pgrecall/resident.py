@@ -207,9 +207,8 @@ class _Daemon:
     def handle(self, conn: socket.socket) -> None:
         with conn:
             try:
-                creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-                _, uid, _ = struct.unpack("3i", creds)
-                if uid != os.geteuid():
+                uid = _peer_uid(conn)
+                if uid is not None and uid != os.geteuid():
                     self.log(f"refused a connection from user id {uid}")
                     _send(conn, {"error": "this embedder serves its owner only"})
                     return
@@ -291,6 +290,16 @@ class _Daemon:
             _remove_pid_file(self.paths)
             self.log(f"stopped after {self.requests} requests ({self.texts} texts)")
         return 0
+
+
+def _peer_uid(conn: socket.socket) -> int | None:
+    """The user id of the process at the other end (Linux: SO_PEERCRED); None where the platform does not say,
+    and the socket's mode alone keeps others out."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return None
+    _, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i")))
+    return int(uid)
 
 
 def serve(home: Path) -> int:
