@@ -205,7 +205,7 @@ declare
     v_fact_ids bigint[];
     v_entities text[];
     v_answer recall_answer;
-    v_fresh record;
+    v_lag record;
     v_saved_plan_mode text := current_setting('plan_cache_mode');
 begin
     perform _check_scopes(p_scopes);
@@ -246,7 +246,7 @@ begin
                                        v_set ->> 'embedding_model', (v_set ->> 'embedding_input_version')::integer);
     end if;
     -- 7. Metadata, with counts taken after the walk (the tables are read apart: _recall_freshness).
-    v_fresh := _recall_freshness(v_principal, p_scopes, p_purpose, v_include, p_at);
+    v_lag := _recall_freshness(v_principal, p_scopes, p_purpose, v_include, p_at);
     v_answer.meta := (select row(
         p_query, v_mode, p_purpose, v_terms, v_dropped, v_stats_source, v_recruited, v_recruited_by::text,
         v_mode in ('hybrid', 'dense') and v_dense_reason is null, v_dense_reason, v_dense_method,
@@ -254,8 +254,8 @@ begin
         (select count(*) from unnest(v_dense_ids) i where i = any (v_kept_ids))::integer,
         cardinality(v_kept_ids), cardinality(v_fact_ids), v_entities,
         least(p_limit, cardinality(v_kept_ids) + cardinality(v_fact_ids)),
-        least(v_fresh.missing, 1000)::integer, v_fresh.missing > 1000, v_fresh.watermarks,
-        v_fresh.queued)::recall_meta);
+        least(v_lag.missing, 1000)::integer, v_lag.missing > 1000, v_lag.watermarks,
+        v_lag.queued)::recall_meta);
     perform set_config('plan_cache_mode', v_saved_plan_mode, true);
     select coalesce(array_agg(i order by i.rank), '{}') into v_answer.items
       from _recall_items(v_kept_ids, v_fact_ids, v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,

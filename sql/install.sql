@@ -8578,7 +8578,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$, null, $pgrecall_e56f180d8e93$d20dea8832067f6be9915d4fcee54ef4e8907c002a353cc0cbaf903f75b0770d$pgrecall_e56f180d8e93$, $pgrecall_d20dea883206$-- recall: ranked retrieval, in the design's order (section 6). Each step is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$, null, $pgrecall_37340cedcf76$df3442dd3d1ea7d640f87cb6b55e5993e9a97fa7f45c8c7cf5f962822867c913$pgrecall_37340cedcf76$, $pgrecall_df3442dd3d1e$-- recall: ranked retrieval, in the design's order (section 6). Each step is
 -- a function of its own that a DBA can call and test alone; recall_answer()
 -- runs them in order.
 --   1. eligibility (the one rule) before anything is ranked:
@@ -8785,7 +8785,7 @@ declare
     v_fact_ids bigint[];
     v_entities text[];
     v_answer recall_answer;
-    v_fresh record;
+    v_lag record;
     v_saved_plan_mode text := current_setting('plan_cache_mode');
 begin
     perform _check_scopes(p_scopes);
@@ -8826,7 +8826,7 @@ begin
                                        v_set ->> 'embedding_model', (v_set ->> 'embedding_input_version')::integer);
     end if;
     -- 7. Metadata, with counts taken after the walk (the tables are read apart: _recall_freshness).
-    v_fresh := _recall_freshness(v_principal, p_scopes, p_purpose, v_include, p_at);
+    v_lag := _recall_freshness(v_principal, p_scopes, p_purpose, v_include, p_at);
     v_answer.meta := (select row(
         p_query, v_mode, p_purpose, v_terms, v_dropped, v_stats_source, v_recruited, v_recruited_by::text,
         v_mode in ('hybrid', 'dense') and v_dense_reason is null, v_dense_reason, v_dense_method,
@@ -8834,8 +8834,8 @@ begin
         (select count(*) from unnest(v_dense_ids) i where i = any (v_kept_ids))::integer,
         cardinality(v_kept_ids), cardinality(v_fact_ids), v_entities,
         least(p_limit, cardinality(v_kept_ids) + cardinality(v_fact_ids)),
-        least(v_fresh.missing, 1000)::integer, v_fresh.missing > 1000, v_fresh.watermarks,
-        v_fresh.queued)::recall_meta);
+        least(v_lag.missing, 1000)::integer, v_lag.missing > 1000, v_lag.watermarks,
+        v_lag.queued)::recall_meta);
     perform set_config('plan_cache_mode', v_saved_plan_mode, true);
     select coalesce(array_agg(i order by i.rank), '{}') into v_answer.items
       from _recall_items(v_kept_ids, v_fact_ids, v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
@@ -8871,7 +8871,7 @@ as $$
 $$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text) is
     'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms'' evidence orders them), permission walk. With its metadata: recall_answer().';
-$pgrecall_d20dea883206$)
+$pgrecall_df3442dd3d1e$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
