@@ -30,8 +30,10 @@ TOOLS = {"recall", "read", "remember", "derive", "correct", "supersede", "forget
 def server_env(conninfo, tenant: str = "acme") -> dict[str, str]:
     # stdio_client passes only a safe subset of the environment: the DSN goes explicitly.
     # PYTHONPATH too, when set: a checkout run with another checkout's venv serves its own code, not the venv's.
+    # The model in the server's own process: a resident embedder would be started in the user's own
+    # PGRECALL_HOME (the env carries none) and outlive the test.
     return {"PGRECALL_APP_DSN": conninfo.dsn(user=f"pgrecall_{tenant}_app"), "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1", **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ
+            "TRANSFORMERS_OFFLINE": "1", "PGRECALL_EMBEDDER": "process", **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ
                                            else {})}
 
 
@@ -382,7 +384,7 @@ def check_the_demo_over_mcp(app_dsn: str, tmp_path) -> None:
     """After `make run`'s demo: `pgrecall mcp --tenant demo --as Ana`, nothing else, answers a client
     (called from test_demo, which has just loaded the demo)."""
     env = {"PGRECALL_APP_DSN": app_dsn, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {})}
+           "PGRECALL_EMBEDDER": "process", **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {})}
 
     async def run(principal: str, question: str) -> tuple[list[dict], list[dict]]:
         with (tmp_path / f"{principal}.err").open("w") as errlog:
