@@ -19,8 +19,9 @@
 --     purpose), and retiring one would take its content away from the
 --     purposes only it allows;
 --   * similar: cosine of the vectors of their own texts (title and body,
---     memory_embedding.text_embedding, the tenant's model) at or above
---     duplicate_cosine. Not the recall vectors: under input version 2 those
+--     the tenant's model) at or above duplicate_cosine: text_embedding, or
+--     under input version 1, whose input is that text, the recall vector
+--     (stored once, migration 0030). Not the recall vectors of version 2: those
 --     also embed the turns around each memory's evidence, so two memories
 --     stated in neighbouring turns look alike (see claim_embedding_jobs). A
 --     memory without a text vector is in the window but in no pair
@@ -92,10 +93,11 @@ declare
     v_result double precision;
 begin
     with win as materialized (
-        select m.id, _purpose_bits(m.purposes) as bits, me.text_embedding as embedding
+        select m.id, _purpose_bits(m.purposes) as bits, case when me.input_version = 1 then me.embedding else me.text_embedding end as embedding
           from unnest(p_ids) w(id)
           join memory m on m.id = w.id
-          join memory_embedding me on me.memory_id = w.id and me.model = p_model and me.text_embedding is not null
+          join memory_embedding me on me.memory_id = w.id and me.model = p_model
+                                  and (me.input_version = 1 or me.text_embedding is not null)
     )
     select max(1 - (a.embedding operator(__ext__.<=>) b.embedding))
       from win a join win b on a.id < b.id
@@ -149,15 +151,16 @@ begin
 
     select count(*) into v_embedded
       from memory_embedding me
-     where me.memory_id = any (v_ids) and me.model = v_model and me.text_embedding is not null;
+     where me.memory_id = any (v_ids) and me.model = v_model and (me.input_version = 1 or me.text_embedding is not null);
 
     -- Every pair of the window at or above the threshold (see above).
     with win as materialized (
         select m.id, m.revision, _purpose_bits(m.purposes) as bits,
-               __ext__.l2_normalize(me.text_embedding) as embedding
+               __ext__.l2_normalize(case when me.input_version = 1 then me.embedding else me.text_embedding end) as embedding
           from unnest(v_ids) w(id)
           join memory m on m.id = w.id
-          join memory_embedding me on me.memory_id = w.id and me.model = v_model and me.text_embedding is not null
+          join memory_embedding me on me.memory_id = w.id and me.model = v_model
+                                  and (me.input_version = 1 or me.text_embedding is not null)
     ), close_pairs as (
         select a.id as low, b.id as high, -(a.embedding operator(__ext__.<#>) b.embedding) as cos,
                exists (select 1 from duplicate_decision d
@@ -311,7 +314,9 @@ begin
                       'Only memories usable for a common purpose are proposed as duplicates.');
     end if;
 
-    select 1 - (ea.text_embedding operator(__ext__.<=>) eb.text_embedding) into v_cosine
+    select 1 - ((case when ea.input_version = 1 then ea.embedding else ea.text_embedding end)
+                operator(__ext__.<=>) (case when eb.input_version = 1 then eb.embedding else eb.text_embedding end))
+      into v_cosine
       from memory_embedding ea, memory_embedding eb
      where ea.memory_id = p_a and eb.memory_id = p_b
        and ea.model = v_set ->> 'embedding_model' and eb.model = v_set ->> 'embedding_model';

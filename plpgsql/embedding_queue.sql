@@ -243,7 +243,10 @@ begin
     v_held := array(select _lease_held('embedding', p_worker, p_memory_ids, p_generations));
     with stored as (
         insert into memory_embedding as me (memory_id, model, input_version, embedding, text_embedding, embedded_at)
-        select x.memory_id, p_model, p_input_version, x.embedding, x.text_embedding, now()
+        -- One vector where one serves: version 1's input is the memory's own
+        -- text, so its recall vector is the text vector too (not stored twice).
+        select x.memory_id, p_model, p_input_version, x.embedding,
+               case when p_input_version <> 1 then x.text_embedding end, now()
           from unnest(p_memory_ids, p_embeddings::__ext__.vector[],
                       coalesce(p_text_embeddings, array_fill(null::text, array[cardinality(p_memory_ids)]))::__ext__.vector[])
                  as x(memory_id, embedding, text_embedding)
@@ -421,7 +424,7 @@ begin
      where m.superseded_by is null and m.invalidated_at is null
        and (p_everything or not exists (select 1 from memory_embedding me where me.memory_id = m.id
                                            and me.model = st.model and me.input_version = st.input_version
-                                           and me.text_embedding is not null))
+                                           and (me.input_version = 1 or me.text_embedding is not null)))
     on conflict (memory_id) do update
         set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null;
     get diagnostics v_count = row_count;
@@ -454,7 +457,7 @@ begin
     delete from embedding_job j
      using memory_embedding me
      where me.memory_id = j.memory_id and me.model = p_model and me.input_version = p_input_version
-       and me.text_embedding is not null;
+       and (me.input_version = 1 or me.text_embedding is not null);
     -- Vectors of the old stamp stay but are ignored by recall until replaced.
     return rebuild_embeddings(false);
 end
