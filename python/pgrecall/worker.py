@@ -137,9 +137,10 @@ class Worker:
                      f"{self.embedder.name}")
         started = time.perf_counter()
         texts = [j.input for j in jobs]
-        # A memory job also carries the memory's own text (what duplicate proposals compare); under input
-        # version 1 it is the input itself, and each distinct text is embedded once.
-        own_texts = [j.text_input for j in jobs if isinstance(j, MemoryEmbeddingJob)]
+        # A memory job also carries the memory's own text (what duplicate proposals compare). Under input
+        # version 1 that is the input itself and the tenant keeps one vector (migration 0030): none is sent.
+        # Otherwise each distinct text is embedded once.
+        own_texts = [j.text_input for j in jobs if isinstance(j, MemoryEmbeddingJob) and j.input_version != 1]
         unique = list(dict.fromkeys(texts + own_texts))
         vectors = np.asarray(self.embedder.embed(unique), dtype=np.float32)
         self.stats.embed_seconds += time.perf_counter() - started
