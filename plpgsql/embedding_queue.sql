@@ -247,8 +247,8 @@ begin
         -- text, so its recall vector is the text vector too (not stored twice).
         select x.memory_id, p_model, p_input_version, x.embedding,
                case when p_input_version <> 1 then x.text_embedding end, now()
-          from unnest(p_memory_ids, p_embeddings::__ext__.vector[],
-                      coalesce(p_text_embeddings, array_fill(null::text, array[cardinality(p_memory_ids)]))::__ext__.vector[])
+          from unnest(p_memory_ids, p_embeddings::__ext__.halfvec[],
+                      coalesce(p_text_embeddings, array_fill(null::text, array[cardinality(p_memory_ids)]))::__ext__.halfvec[])
                  as x(memory_id, embedding, text_embedding)
          where x.memory_id = any (v_held)
         on conflict (memory_id) do update
@@ -335,7 +335,7 @@ begin
         update passage p
            set embedding = x.embedding, embedding_model = p_model, embedding_input_version = p_input_version,
                embedded_at = now()
-          from unnest(p_passage_ids, p_embeddings::__ext__.vector[]) as x(passage_id, embedding)
+          from unnest(p_passage_ids, p_embeddings::__ext__.halfvec[]) as x(passage_id, embedding)
           join passage_embedding_job j on j.passage_id = x.passage_id
          where x.passage_id = any (v_held) and p.id = j.passage_id and p.scope = j.scope
         returning p.id

@@ -160,7 +160,7 @@ declare
     v_model text := v_set ->> 'embedding_model';
     v_version integer := (v_set ->> 'embedding_input_version')::integer;
     v_floor double precision := (v_set ->> 'dense_floor')::double precision;
-    v_embedding __ext__.vector := p_query_embedding::__ext__.vector;
+    v_embedding __ext__.halfvec := p_query_embedding::__ext__.halfvec;
     v_probe bigint;
     v_saved_ef text := current_setting('hnsw.ef_search', true);
     v_saved_iterative text := current_setting('hnsw.iterative_scan', true);

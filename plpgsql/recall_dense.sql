@@ -166,7 +166,7 @@ declare
     v_model text := v_set ->> 'embedding_model';
     v_version integer := (v_set ->> 'embedding_input_version')::integer;
     v_floor double precision := (v_set ->> 'dense_floor')::double precision;
-    v_embedding __ext__.vector := p_query_embedding::__ext__.vector;
+    v_embedding __ext__.halfvec := p_query_embedding::__ext__.halfvec;
     v_few bigint[] := p_few;
     -- The HNSW settings are set for this call and restored after (a SET
     -- clause on the function would need rights the owner lacks).

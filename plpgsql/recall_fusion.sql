@@ -123,9 +123,9 @@ begin
                coalesce(p_bm25[array_position(p_lexical_ids, c.id)] / nullif(p_bm25[1], 0), 0)
                + case when cardinality(p_dense_ids) = 0 or me.embedding is null then 0
                       when p_cosines[1] > p_floor
-                      then greatest(1 - (me.embedding operator(__ext__.<=>) p_query_embedding::__ext__.vector)
+                      then greatest(1 - (me.embedding operator(__ext__.<=>) p_query_embedding::__ext__.halfvec)
                                     - p_floor, 0) / (p_cosines[1] - p_floor)
-                      else (1 - (me.embedding operator(__ext__.<=>) p_query_embedding::__ext__.vector)
+                      else (1 - (me.embedding operator(__ext__.<=>) p_query_embedding::__ext__.halfvec)
                             >= p_floor)::integer end
                order by c.ord), '{}')
       from unnest(p_ids) with ordinality as c(id, ord)

@@ -1189,7 +1189,7 @@ insert into pgrecall.error_code (code, name, meaning, python_class, builtin, ref
 
 -- The shipped SQL sources.
 
-delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_798a9573254c$append_only.sql$pgrecall_798a9573254c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_53bb5ff8bb48$derive.sql$pgrecall_53bb5ff8bb48$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1be9eb3e3608$eligibility.sql$pgrecall_1be9eb3e3608$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b3a06f579721$entities.sql$pgrecall_b3a06f579721$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6e9f498466c3$erase_rewrite.sql$pgrecall_6e9f498466c3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f1c706e4c0dc$freshness.sql$pgrecall_f1c706e4c0dc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d13f14c9fd0$graph_guards.sql$pgrecall_5d13f14c9fd0$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_418e1cd4054e$leases.sql$pgrecall_418e1cd4054e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ce30f35452f1$locks.sql$pgrecall_ce30f35452f1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_2fd51404a479$memory_count.sql$pgrecall_2fd51404a479$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806dfe2bf8$notifications.sql$pgrecall_a5806dfe2bf8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38f5d7c02e3a$passage_chunks.sql$pgrecall_38f5d7c02e3a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1a947d1f52ee$peers_scopes.sql$pgrecall_1a947d1f52ee$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1f61b6a5cfbd$projection.sql$pgrecall_1f61b6a5cfbd$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_26df40b54f4d$recall_facts.sql$pgrecall_26df40b54f4d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a1d8cc5d0106$recall_lexical.sql$pgrecall_a1d8cc5d0106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c244f83ec$representation.sql$pgrecall_837c244f83ec$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87097f8fc081$revise.sql$pgrecall_87097f8fc081$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_093037fa63c6$schema_info.sql$pgrecall_093037fa63c6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_22a26f437ab8$session_bundle.sql$pgrecall_22a26f437ab8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_42f49ecc9a30$sessions.sql$pgrecall_42f49ecc9a30$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea0ae0ad10b8$settings.sql$pgrecall_ea0ae0ad10b8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a27f9c665b0f$table_statistics.sql$pgrecall_a27f9c665b0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_59205b55f9eb$term_stats.sql$pgrecall_59205b55f9eb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4c35e390e74b$traversal.sql$pgrecall_4c35e390e74b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_af6993231208$work_queue.sql$pgrecall_af6993231208$));
+delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6de29c3dcbfc$0033_halfvec.sql$pgrecall_6de29c3dcbfc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_798a9573254c$append_only.sql$pgrecall_798a9573254c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_53bb5ff8bb48$derive.sql$pgrecall_53bb5ff8bb48$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1be9eb3e3608$eligibility.sql$pgrecall_1be9eb3e3608$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b3a06f579721$entities.sql$pgrecall_b3a06f579721$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6e9f498466c3$erase_rewrite.sql$pgrecall_6e9f498466c3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f1c706e4c0dc$freshness.sql$pgrecall_f1c706e4c0dc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d13f14c9fd0$graph_guards.sql$pgrecall_5d13f14c9fd0$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_418e1cd4054e$leases.sql$pgrecall_418e1cd4054e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ce30f35452f1$locks.sql$pgrecall_ce30f35452f1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_2fd51404a479$memory_count.sql$pgrecall_2fd51404a479$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806dfe2bf8$notifications.sql$pgrecall_a5806dfe2bf8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38f5d7c02e3a$passage_chunks.sql$pgrecall_38f5d7c02e3a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1a947d1f52ee$peers_scopes.sql$pgrecall_1a947d1f52ee$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1f61b6a5cfbd$projection.sql$pgrecall_1f61b6a5cfbd$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_26df40b54f4d$recall_facts.sql$pgrecall_26df40b54f4d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a1d8cc5d0106$recall_lexical.sql$pgrecall_a1d8cc5d0106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c244f83ec$representation.sql$pgrecall_837c244f83ec$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87097f8fc081$revise.sql$pgrecall_87097f8fc081$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_093037fa63c6$schema_info.sql$pgrecall_093037fa63c6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_22a26f437ab8$session_bundle.sql$pgrecall_22a26f437ab8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_42f49ecc9a30$sessions.sql$pgrecall_42f49ecc9a30$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea0ae0ad10b8$settings.sql$pgrecall_ea0ae0ad10b8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a27f9c665b0f$table_statistics.sql$pgrecall_a27f9c665b0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_59205b55f9eb$term_stats.sql$pgrecall_59205b55f9eb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4c35e390e74b$traversal.sql$pgrecall_4c35e390e74b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_af6993231208$work_queue.sql$pgrecall_af6993231208$));
 
 insert into pgrecall.source (kind, name, version, sha256, body)
 values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$, 1, $pgrecall_2388b9dcfc8a$151d1a540dd485519b204d3346bac7970fc2591cb3159b3a06db80b197d71397$pgrecall_2388b9dcfc8a$, $pgrecall_151d1a540dd4$-- Per-tenant settings: the design's constants, one row each, readable by the
@@ -2843,34 +2843,53 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$, 30, $pgrecall_0549c6bcce50$4a512e40eb5c0cd41fdccf644663971f03c651c5a9c3f08d06f389f2a33cecf4$pgrecall_0549c6bcce50$, $pgrecall_4a512e40eb5c$-- One vector where one serves (issue #31). Since 0018 every memory stored two
+values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$, 30, $pgrecall_45d39556c193$47460db365b4712db4e5fac97d1446dc19d0b1516b29a80f4ca15a4cc4b1f998$pgrecall_45d39556c193$, $pgrecall_47460db365b4$-- One vector where one serves (issue #31). Since 0018 every memory stored two
 -- 384-dimension vectors: the recall vector of its input and the vector of its
--- own text alone, which duplicate proposals compare. Under input version 1
--- the input IS the memory's own text, so the two were the same bytes twice
--- (1.5 kB a memory, a third of what the public path stores at 10k). From now
--- on text_embedding holds a vector only when it differs from embedding, and
--- NULL means the recall vector is the vector of the memory's own text.
---
--- Existing rows keep their vectors (nothing is re-embedded): a copy is
--- dropped where the two are equal. Rows embedded before 0018 under another
--- version hold no text vector, which under the new reading would make
--- duplicate proposals compare their recall vectors: they are queued, and the
--- worker gives them one.
+-- own text alone, which duplicate proposals compare. Input version 1 embeds
+-- exactly the memory's own text (title and body), so under it the two were
+-- the same 1.5 kB twice. A row of version 1 now keeps one: its recall vector
+-- is its text vector (plpgsql/duplicates.sql reads it so), and text_embedding
+-- stays NULL. Rows of version 2 are unchanged; nothing is re-embedded.
 update __tenant__.memory_embedding
    set text_embedding = null
- where text_embedding = embedding;
-
-insert into __tenant__.embedding_job (memory_id)
-select me.memory_id
-  from __tenant__.memory_embedding me
-  join __tenant__.memory m on m.id = me.memory_id
- where me.text_embedding is null and me.input_version <> 1
-   and m.superseded_by is null and m.invalidated_at is null
-on conflict (memory_id) do nothing;
+ where input_version = 1 and text_embedding is not null;
 
 comment on column __tenant__.memory_embedding.text_embedding is
-    'The memory''s own text (title and body) embedded alone, what duplicate proposals compare; NULL when that text was the input, so embedding is its vector.';
-$pgrecall_4a512e40eb5c$)
+    'The memory''s own text (title and body) embedded alone, what duplicate proposals compare; NULL under input version 1, whose embedding is that vector, or when no worker has stored it yet.';
+$pgrecall_47460db365b4$)
+on conflict (kind, name) do update
+   set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, sha256, body)
+values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6de29c3dcbfc$0033_halfvec.sql$pgrecall_6de29c3dcbfc$, 33, $pgrecall_fdc7296cbea5$25c3da7ea650601adee224489001e78a52663f0dbb104cab559ce5241b4e10c4$pgrecall_fdc7296cbea5$, $pgrecall_25c3da7ea650$-- Vectors at half precision (issue #31). A 384-dimension vector is 1,540
+-- bytes as vector and 776 as halfvec, and the HNSW graph over it shrinks by
+-- about as much (measured: 38.4 MB against 21.9 MB at 20k). The trial
+-- (python -m bench.halfvec, bench/results/latest-halfvec.md) found recall@10
+-- of the HNSW search against the exact float top 10 lower by 0.0020 on make
+-- bench's synthetic queries and 0.0008 on the LoCoMo development split, and
+-- the LoCoMo evidence found by exact dense search unchanged: within the 0.005
+-- the issue allows. Queries stay float8[]; they are rounded where compared.
+--
+-- The stored vectors are converted, not re-embedded. The HNSW indexes are
+-- built again over the new type (an operator class belongs to one type).
+drop index __tenant__.memory_embedding_hnsw;
+alter table __tenant__.memory_embedding
+    alter column embedding type __ext__.halfvec(384) using embedding::__ext__.halfvec(384),
+    alter column text_embedding type __ext__.halfvec(384) using text_embedding::__ext__.halfvec(384);
+-- Both stay in the row, as 0018 decided for the vector type (a TOAST fetch
+-- per row slowed the exact dense path twofold).
+alter table __tenant__.memory_embedding
+    alter column embedding set storage plain,
+    alter column text_embedding set storage plain;
+create index memory_embedding_hnsw on __tenant__.memory_embedding
+    using hnsw (embedding __ext__.halfvec_cosine_ops) with (m = 16, ef_construction = 64);
+
+drop index __tenant__.passage_embedding_hnsw;
+alter table __tenant__.passage
+    alter column embedding type __ext__.halfvec(384) using embedding::__ext__.halfvec(384);
+create index passage_embedding_hnsw on __tenant__.passage
+    using hnsw (embedding __ext__.halfvec_cosine_ops) with (m = 16, ef_construction = 64);
+$pgrecall_25c3da7ea650$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -3342,7 +3361,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$, null, $pgrecall_546d94cf2d8e$51140cb7c23216279f77f19d34b4e78ae562c2ea1e0e8321a27ad93a8d813ff1$pgrecall_546d94cf2d8e$, $pgrecall_51140cb7c232$-- Duplicates: the database proposes pairs of similar memories, a person
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$, null, $pgrecall_51ce87a2720b$a3cb76f61a8514880b2d8654eeadffabc9d360121b527502ea0dcca6e78bc94d$pgrecall_51ce87a2720b$, $pgrecall_a3cb76f61a85$-- Duplicates: the database proposes pairs of similar memories, a person
 -- decides. Other memory stores merge on their own (an LLM judges, or an exact
 -- hash matches); here nothing changes because two memories are alike, only
 -- because someone looked at both, with their provenance, and said so.
@@ -3364,12 +3383,12 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed
 --     purposes only it allows;
 --   * similar: cosine of the vectors of their own texts (title and body,
 --     the tenant's model) at or above duplicate_cosine: text_embedding, or
---     the recall vector itself where that is stored alone because the
---     memory's own text was its input (input version 1). Not the recall
---     vectors otherwise: under input version 2 those also embed the turns
---     around each memory's evidence, so two memories stated in neighbouring
---     turns look alike (see claim_embedding_jobs). A memory not embedded yet
---     is in the window but in no pair (meta.missing_embeddings says how many);
+--     under input version 1, whose input is that text, the recall vector
+--     (stored once, migration 0030). Not the recall vectors of version 2: those
+--     also embed the turns around each memory's evidence, so two memories
+--     stated in neighbouring turns look alike (see claim_embedding_jobs). A
+--     memory without a text vector is in the window but in no pair
+--     (meta.missing_embeddings says how many);
 --   * undecided: no decision about the pair at both memories' current
 --     revisions. A decided pair comes back only when either memory changes
 --     revision (corrected), i.e. when there is something new to look at.
@@ -3437,10 +3456,11 @@ declare
     v_result double precision;
 begin
     with win as materialized (
-        select m.id, _purpose_bits(m.purposes) as bits, coalesce(me.text_embedding, me.embedding) as embedding
+        select m.id, _purpose_bits(m.purposes) as bits, case when me.input_version = 1 then me.embedding else me.text_embedding end as embedding
           from unnest(p_ids) w(id)
           join memory m on m.id = w.id
           join memory_embedding me on me.memory_id = w.id and me.model = p_model
+                                  and (me.input_version = 1 or me.text_embedding is not null)
     )
     select max(1 - (a.embedding operator(__ext__.<=>) b.embedding))
       from win a join win b on a.id < b.id
@@ -3494,15 +3514,16 @@ begin
 
     select count(*) into v_embedded
       from memory_embedding me
-     where me.memory_id = any (v_ids) and me.model = v_model;
+     where me.memory_id = any (v_ids) and me.model = v_model and (me.input_version = 1 or me.text_embedding is not null);
 
     -- Every pair of the window at or above the threshold (see above).
     with win as materialized (
         select m.id, m.revision, _purpose_bits(m.purposes) as bits,
-               __ext__.l2_normalize(coalesce(me.text_embedding, me.embedding)) as embedding
+               __ext__.l2_normalize(case when me.input_version = 1 then me.embedding else me.text_embedding end) as embedding
           from unnest(v_ids) w(id)
           join memory m on m.id = w.id
           join memory_embedding me on me.memory_id = w.id and me.model = v_model
+                                  and (me.input_version = 1 or me.text_embedding is not null)
     ), close_pairs as (
         select a.id as low, b.id as high, -(a.embedding operator(__ext__.<#>) b.embedding) as cos,
                exists (select 1 from duplicate_decision d
@@ -3656,7 +3677,8 @@ begin
                       'Only memories usable for a common purpose are proposed as duplicates.');
     end if;
 
-    select 1 - (coalesce(ea.text_embedding, ea.embedding) operator(__ext__.<=>) coalesce(eb.text_embedding, eb.embedding))
+    select 1 - ((case when ea.input_version = 1 then ea.embedding else ea.text_embedding end)
+                operator(__ext__.<=>) (case when eb.input_version = 1 then eb.embedding else eb.text_embedding end))
       into v_cosine
       from memory_embedding ea, memory_embedding eb
      where ea.memory_id = p_a and eb.memory_id = p_b
@@ -3690,7 +3712,7 @@ end
 $$;
 comment on function __tenant__.decide_duplicate(text, text[], bigint, bigint, text, text, integer, integer) is
     'A person''s decision about a proposed pair: distinct (keep both), supersede (b replaces a) or forget (a); recorded with who, when and why. PR180 if someone decided it first.';
-$pgrecall_51140cb7c232$)
+$pgrecall_a3cb76f61a85$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -3892,7 +3914,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$, null, $pgrecall_826233cf4348$f1d861b1ecd896b30ed11017328c6fb5f52bfd80422b9ad8f658da6d1c50f057$pgrecall_826233cf4348$, $pgrecall_f1d861b1ecd8$-- Embeddings are a derived index: the write path queues work here, the
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$, null, $pgrecall_cbc22db3d690$af3b8f05af8dab30b35fafb7497842931fdcd8c774b6e87e5424c209aa1dc829$pgrecall_cbc22db3d690$, $pgrecall_af3b8f05af8d$-- Embeddings are a derived index: the write path queues work here, the
 -- worker (pgrecall worker) claims it with SKIP LOCKED under a lease, embeds
 -- the text this file chooses, and stores the vector stamped with the model
 -- and input version. A result computed from text that has since changed, or
@@ -4107,7 +4129,7 @@ create or replace function __tenant__.complete_embedding_jobs(
     p_embeddings     text[],          -- vector literals, '[0.1,0.2,...]'
     p_model          text,
     p_input_version  integer,
-    p_text_embeddings text[] default null  -- of each job's text_input; NULL only under input version 1
+    p_text_embeddings text[] default null  -- of each job's text_input; NULL (an older worker): none
 )
 returns integer
 language plpgsql
@@ -4119,14 +4141,6 @@ declare
     v_stored bigint[];
 begin
     perform _check_worker(p_worker);
-    -- A NULL text vector is read as "the input was the memory's own text":
-    -- under version 2 it is not, and a worker that sends none would make
-    -- duplicate proposals compare the turns around memories.
-    if p_text_embeddings is null and p_input_version is distinct from 1 then
-        perform _fail('PR107', format('under embedding input version %s the vectors of the memories'' own texts '
-                                      '(text_embeddings) are required', p_input_version),
-                      'Upgrade the worker: it embeds each job''s text_input as well as its input.');
-    end if;
     if p_text_embeddings is not null then
         if cardinality(p_text_embeddings) is distinct from cardinality(p_memory_ids) then
             perform _fail('PR107', 'memory ids and text embeddings must be arrays of one length');
@@ -4145,12 +4159,12 @@ begin
     v_held := array(select _lease_held('embedding', p_worker, p_memory_ids, p_generations));
     with stored as (
         insert into memory_embedding as me (memory_id, model, input_version, embedding, text_embedding, embedded_at)
-        -- One vector where one serves: the memory's own text embedded alone is
-        -- kept only when it is not the input (under version 1 it always is).
+        -- One vector where one serves: version 1's input is the memory's own
+        -- text, so its recall vector is the text vector too (not stored twice).
         select x.memory_id, p_model, p_input_version, x.embedding,
-               case when x.text_embedding is distinct from x.embedding then x.text_embedding end, now()
-          from unnest(p_memory_ids, p_embeddings::__ext__.vector[],
-                      coalesce(p_text_embeddings, array_fill(null::text, array[cardinality(p_memory_ids)]))::__ext__.vector[])
+               case when p_input_version <> 1 then x.text_embedding end, now()
+          from unnest(p_memory_ids, p_embeddings::__ext__.halfvec[],
+                      coalesce(p_text_embeddings, array_fill(null::text, array[cardinality(p_memory_ids)]))::__ext__.halfvec[])
                  as x(memory_id, embedding, text_embedding)
          where x.memory_id = any (v_held)
         on conflict (memory_id) do update
@@ -4237,7 +4251,7 @@ begin
         update passage p
            set embedding = x.embedding, embedding_model = p_model, embedding_input_version = p_input_version,
                embedded_at = now()
-          from unnest(p_passage_ids, p_embeddings::__ext__.vector[]) as x(passage_id, embedding)
+          from unnest(p_passage_ids, p_embeddings::__ext__.halfvec[]) as x(passage_id, embedding)
           join passage_embedding_job j on j.passage_id = x.passage_id
          where x.passage_id = any (v_held) and p.id = j.passage_id and p.scope = j.scope
         returning p.id
@@ -4325,7 +4339,8 @@ begin
     select m.id, clock_timestamp() from memory m cross join _embedding_stamp() st
      where m.superseded_by is null and m.invalidated_at is null
        and (p_everything or not exists (select 1 from memory_embedding me where me.memory_id = m.id
-                                           and me.model = st.model and me.input_version = st.input_version))
+                                           and me.model = st.model and me.input_version = st.input_version
+                                           and (me.input_version = 1 or me.text_embedding is not null)))
     on conflict (memory_id) do update
         set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null;
     get diagnostics v_count = row_count;
@@ -4357,14 +4372,15 @@ begin
     -- Jobs for memories whose vector already has the new stamp are done.
     delete from embedding_job j
      using memory_embedding me
-     where me.memory_id = j.memory_id and me.model = p_model and me.input_version = p_input_version;
+     where me.memory_id = j.memory_id and me.model = p_model and me.input_version = p_input_version
+       and (me.input_version = 1 or me.text_embedding is not null);
     -- Vectors of the old stamp stay but are ignored by recall until replaced.
     return rebuild_embeddings(false);
 end
 $$;
 comment on function __tenant__.set_embedding_version(text, integer) is
     'Switches the embedding model or input version and queues every live memory; stale vectors are ignored until rebuilt.';
-$pgrecall_f1d861b1ecd8$)
+$pgrecall_af3b8f05af8d$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -7193,7 +7209,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$, null, $pgrecall_17e9cfa90552$c05f52e93c453a507244dd2a7aad7a8c1131e97514ed50021943b865352f5884$pgrecall_17e9cfa90552$, $pgrecall_c05f52e93c45$-- Message search: the passages of the log, at tenant level (every authorised
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$, null, $pgrecall_3d81f5066542$6a829c7572121b3ed9c9d1279357bd2d1eed00e3765f833888cd7e5a79f10226$pgrecall_3d81f5066542$, $pgrecall_6a829c757212$-- Message search: the passages of the log, at tenant level (every authorised
 -- scope), session level (p_session_id) or peer level (what p_peer sent).
 --   * lexical arm: BM25 over passages, document frequencies counted live in
 --     the authorised scopes, corpus size from passage_stat; from
@@ -7355,7 +7371,7 @@ declare
     v_model text := v_set ->> 'embedding_model';
     v_version integer := (v_set ->> 'embedding_input_version')::integer;
     v_floor double precision := (v_set ->> 'dense_floor')::double precision;
-    v_embedding __ext__.vector := p_query_embedding::__ext__.vector;
+    v_embedding __ext__.halfvec := p_query_embedding::__ext__.halfvec;
     v_probe bigint;
     v_saved_ef text := current_setting('hnsw.ef_search', true);
     v_saved_iterative text := current_setting('hnsw.iterative_scan', true);
@@ -7582,7 +7598,7 @@ as $$
 $$;
 comment on function __tenant__.search_messages(text, text[], text, double precision[], text, bigint, text, integer, text) is
     'Searches the passages of the log in the authorised scopes (optionally one session or one sender): BM25 and/or cosine, fused by RRF. With its metadata: search_messages_answer().';
-$pgrecall_c05f52e93c45$)
+$pgrecall_6a829c757212$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -8919,7 +8935,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$, null, $pgrecall_70f63f58f687$cbd7d289f7d58292226325f413a6a6ff229832cc30bcd98199d2a504a6af6889$pgrecall_70f63f58f687$, $pgrecall_cbd7d289f7d5$-- Recall, step 3: the dense arm (plpgsql/recall.sql composes the steps).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$, null, $pgrecall_a24aef4b75a2$861c4a10ccf12c04e89d63be5e3c60ac1d9a69eb551e4a5eb34e61415271bc6d$pgrecall_a24aef4b75a2$, $pgrecall_861c4a10ccf1$-- Recall, step 3: the dense arm (plpgsql/recall.sql composes the steps).
 --
 --   _check_query_embedding  PR154 unless a query embedding is 384 finite numbers
 --                           (message search checks with it too)
@@ -9087,7 +9103,7 @@ declare
     v_model text := v_set ->> 'embedding_model';
     v_version integer := (v_set ->> 'embedding_input_version')::integer;
     v_floor double precision := (v_set ->> 'dense_floor')::double precision;
-    v_embedding __ext__.vector := p_query_embedding::__ext__.vector;
+    v_embedding __ext__.halfvec := p_query_embedding::__ext__.halfvec;
     v_few bigint[] := p_few;
     -- The HNSW settings are set for this call and restored after (a SET
     -- clause on the function would need rights the owner lacks).
@@ -9147,7 +9163,7 @@ $$;
 comment on function __tenant__._dense_arm(bigint, text[], text, boolean, timestamptz, double precision[], integer, jsonb,
                                           boolean, bigint[], integer) is
     'Internal: recall''s dense arm: the eligible memories nearest the query embedding (floor dense_floor), exact or HNSW.';
-$pgrecall_cbd7d289f7d5$)
+$pgrecall_861c4a10ccf1$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -9209,7 +9225,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$, null, $pgrecall_b44f5308c4c9$34c0c4e6ff17e709451283fc095bd7f734bd9c3be8471df8e96ba3bdd5ac3c59$pgrecall_b44f5308c4c9$, $pgrecall_34c0c4e6ff17$-- Recall, steps 4 and 5 (plpgsql/recall.sql composes the steps):
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$, null, $pgrecall_4ac6730ecb75$7aa6e78bc44e3f54910d5a81062e4a7e38b539e033ded71147ed9f94ab9c0745$pgrecall_4ac6730ecb75$, $pgrecall_7aa6e78bc44e$-- Recall, steps 4 and 5 (plpgsql/recall.sql composes the steps):
 --   _rrf_fuse         Reciprocal Rank Fusion of the two arms (message search
 --                     fuses its arms with it too): setting fusion = 'rrf'
 --   _score_fuse       the arms' scores, each over its own best, added:
@@ -9334,9 +9350,9 @@ begin
                coalesce(p_bm25[array_position(p_lexical_ids, c.id)] / nullif(p_bm25[1], 0), 0)
                + case when cardinality(p_dense_ids) = 0 or me.embedding is null then 0
                       when p_cosines[1] > p_floor
-                      then greatest(1 - (me.embedding operator(__ext__.<=>) p_query_embedding::__ext__.vector)
+                      then greatest(1 - (me.embedding operator(__ext__.<=>) p_query_embedding::__ext__.halfvec)
                                     - p_floor, 0) / (p_cosines[1] - p_floor)
-                      else (1 - (me.embedding operator(__ext__.<=>) p_query_embedding::__ext__.vector)
+                      else (1 - (me.embedding operator(__ext__.<=>) p_query_embedding::__ext__.halfvec)
                             >= p_floor)::integer end
                order by c.ord), '{}')
       from unnest(p_ids) with ordinality as c(id, ord)
@@ -9472,7 +9488,7 @@ comment on function __tenant__._recall_items(bigint[], bigint[], bigint[], doubl
                                              double precision[], double precision, integer, bigint, text[], text,
                                              double precision, double precision[]) is
     'Internal: recall''s rows from the walked memories and the fact list: scored by the tenant''s fusion, best p_limit, with provenance.';
-$pgrecall_34c0c4e6ff17$)
+$pgrecall_7aa6e78bc44e$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
