@@ -1,0 +1,56 @@
+"""Vectors at half precision (issue #31, migration 0033): a tenant whose vectors are stored as vector(384) is
+converted in place, nothing re-embedded, and recalls the same top 10 afterwards. What rounding to halfvec costs
+recall against full-precision vectors is measured by ``python -m bench.halfvec``, not here."""
+
+from __future__ import annotations
+
+from test_one_vector import _answers, _pairs, _tenant
+
+
+def _as_before_0033(db, tenant):
+    """The layout 0032 left: float vectors and their HNSW indexes over vector_cosine_ops."""
+    db.execute(f"drop index {tenant}.memory_embedding_hnsw")
+    db.execute(f"drop index {tenant}.passage_embedding_hnsw")
+    db.execute(f"alter table {tenant}.memory_embedding alter column embedding type vector(384), "
+               f"alter column text_embedding type vector(384)")
+    db.execute(f"alter table {tenant}.passage alter column embedding type vector(384)")
+    db.execute(f"create index memory_embedding_hnsw on {tenant}.memory_embedding using hnsw "
+               f"(embedding vector_cosine_ops) with (m = 16, ef_construction = 64)")
+    db.execute(f"create index passage_embedding_hnsw on {tenant}.passage using hnsw "
+               f"(embedding vector_cosine_ops) with (m = 16, ef_construction = 64)")
+    db.execute(f"delete from {tenant}.schema_migration where version = 33")
+
+
+def _stored(db, tenant):
+    return (db.execute(f"select memory_id, embedding::text, embedded_at from {tenant}.memory_embedding "
+                       f"order by 1").fetchall(),
+            db.execute(f"select id, embedding::text, embedded_at from {tenant}.passage where embedding is not null "
+                       f"order by 1").fetchall())
+
+
+def _column_types(db, tenant):
+    return db.execute("select c.relname, a.attname, format_type(a.atttypid, a.atttypmod) "
+                      "from pg_attribute a join pg_class c on c.oid = a.attrelid "
+                      "join pg_namespace n on n.oid = c.relnamespace "
+                      "where n.nspname = %s and c.relname in ('memory_embedding', 'passage') "
+                      "and a.attname in ('embedding', 'text_embedding') order by 1, 2", (tenant,)).fetchall()
+
+
+def test_a_tenant_with_float_vectors_is_converted_in_place_and_recalls_the_same_top_10(db, conninfo):
+    mem = _tenant(db, conninfo, "floats")
+    recalled, pairs, stored = _answers(mem), _pairs(mem), _stored(db, "floats")
+    assert stored[0] and stored[1]  # memories and passages both hold vectors
+    _as_before_0033(db, "floats")
+    assert {t for _, _, t in _column_types(db, "floats")} == {"vector(384)"}
+
+    applied = [tuple(r) for r in db.execute("select * from pgrecall.upgrade_tenant('floats')").fetchall()]
+    assert ("migration", "0033_halfvec.sql") in applied
+    assert {t for _, _, t in _column_types(db, "floats")} == {"halfvec(384)"}
+    assert _stored(db, "floats") == stored  # the same numbers and stamps: converted, not re-embedded
+    assert db.execute("select count(*) from floats.embedding_job").fetchone()[0] == 0
+    assert db.execute("select count(*) from floats.passage_embedding_job").fetchone()[0] == 0
+    assert _answers(mem) == recalled
+    assert _pairs(mem) == pairs
+    dense = mem.recall("What is Ben allergic to?", mode="dense", limit=3)
+    assert dense.meta.dense_available and "peanut" in dense.items[0].body
+    mem.close()
