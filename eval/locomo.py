@@ -387,9 +387,61 @@ def evaluate_tenant(tenant: str, turns, queries, versions, *, store_questions: b
                 o = out["runs"][key]["overall"]
                 log(f"[{label}] {key}: R@5 {o['recall@5']:.3f} R@10 {o['recall@10']:.3f} "
                     f"nDCG@10 {o['ndcg@10']:.3f}  p50 {res['latency']['p50_ms']} ms")
+        serving = int(out["settings"]["embedding_input_version"])
+        if serving in versions:
+            out["steps"] = step_runs(tenant, mem, queries, memory_dia, serving, label, out["settings"])
         if pruning_diagnostic:
             out["pruning_off"] = pruning_off(tenant, mem, queries, memory_dia, versions[-1], label)
     return out
+
+
+# Recall's optional steps (issue #30), each a tenant setting: make eval runs
+# hybrid recall once more with each one flipped from the installed default,
+# as a line of its own ("hybrid+people" when the step is off by default and
+# turned on, "hybrid-people" when it is on and turned off), and checks it
+# against the default hybrid run under RULE.
+STEPS = {"people": "recall_people_arm"}
+
+
+def step_runs(tenant: str, mem, queries, memory_dia, version: int, label: str, settings: dict) -> dict:
+    """Hybrid recall with each step of STEPS flipped, set through pgrecall.set_tenant_setting() and restored."""
+    import psycopg
+    from psycopg.types.json import Jsonb
+
+    from pgrecall import db
+
+    out = {}
+    with psycopg.connect(db.admin_conninfo(), autocommit=True) as admin:
+        for name, key in STEPS.items():
+            if key not in settings:
+                continue
+            old = settings[key]
+            admin.execute("select pgrecall.set_tenant_setting(%s, %s, %s)", (tenant, key, Jsonb(not old)))
+            try:
+                res = run_queries(mem, queries, memory_dia, "hybrid")
+            finally:
+                admin.execute("select pgrecall.set_tenant_setting(%s, %s, %s)", (tenant, key, Jsonb(old)))
+            run_key = f"hybrid{'-' if old else '+'}{name}/v{version}"
+            out[run_key] = {**aggregate(res.pop("rows")), "latency": res["latency"], "setting": {key: not old}}
+            o = out[run_key]["overall"]
+            log(f"[{label}] {run_key}: R@5 {o['recall@5']:.3f} R@10 {o['recall@10']:.3f} "
+                f"nDCG@10 {o['ndcg@10']:.3f}  p50 {res['latency']['p50_ms']} ms")
+    return out
+
+
+def step_check_lines(report: dict) -> list[str]:
+    """Each step's line of this run against the default hybrid run, under RULE."""
+    key = check_run_key(report)
+    lines = []
+    for step_key, run in report["main"].get("steps", {}).items():
+        cells = cell_check(report["main"]["runs"][key], run)
+        lines += ["", f"## {step_key} against {key} (setting {run['setting']}): {RULE}", ""]
+        lines += [f"  {c['cell']:12s} " + "  ".join(f"{m} {c['deltas'][m]:+.4f}" for m in CHECK_METRICS)
+                  + f"  {'PASS' if c['passed'] else 'FAIL'}" for c in cells]
+        ok = all(c["passed"] for c in cells)
+        lines.append("  adopt: every cell PASSES" if ok else
+                     "  do not adopt: FAIL in " + ", ".join(c["cell"] for c in cells if not c["passed"]))
+    return lines
 
 
 def pruning_off(tenant: str, mem, queries, memory_dia, version: int, label: str) -> dict:
@@ -789,6 +841,10 @@ def main(argv=None) -> int:
     for key, run in main_runs.items():
         o = run["overall"]
         print(f"  {key:12s} R@5 {o['recall@5']:.3f}  R@10 {o['recall@10']:.3f}  nDCG@10 {o['ndcg@10']:.3f}")
+    for key, run in report["main"].get("steps", {}).items():
+        o = run["overall"]
+        print(f"  {key:12s} R@5 {o['recall@5']:.3f}  R@10 {o['recall@10']:.3f}  nDCG@10 {o['ndcg@10']:.3f}")
+    print("\n".join(step_check_lines(report)))
     if args.baseline:
         baseline = json.loads((args.out / "runs" / f"{args.baseline}.json").read_text(encoding="utf-8"))
         print("\n".join(check_lines(baseline, report, args.baseline, args.save_as or "this run")[0]))

@@ -68,3 +68,15 @@ def test_compare_prints_the_rule_and_the_verdicts(tmp_path):
     assert locomo.RULE in text
     assert "| conv-b | +0.0000 | +0.0000 | -0.0500 | FAIL |" in text
     assert "| conv-a | +0.0000 | +0.0000 | +0.0000 | PASS |" in text
+
+
+def test_a_steps_line_in_make_eval_is_checked_against_the_default_hybrid_run():
+    report = _report()
+    step = copy.deepcopy(report["main"]["runs"]["hybrid/v2"])
+    step["by_conversation"]["conv-b"]["recall@5"] = 0.4
+    step["setting"] = {"recall_people_arm": True}
+    report["main"]["steps"] = {"hybrid+people/v2": step}
+    lines = locomo.step_check_lines(report)
+    assert any(line.startswith("  conv-b ") and line.endswith("FAIL") for line in lines)
+    assert any(line.startswith("  conv-a ") and line.endswith("PASS") for line in lines)
+    assert lines[-1] == "  do not adopt: FAIL in conv-b"
