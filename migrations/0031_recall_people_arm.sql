@@ -1,7 +1,7 @@
 -- recall_people_arm: whether recall adds its people-and-things arm
--- (plpgsql/recall_people.sql), the memories said by the peers or about the
--- entities the question names, ranked by their nearness to the question and
--- fused with the lexical and dense lists by RRF. Off: it is adopted as a
+-- (plpgsql/recall_people.sql): of the candidates the lexical and dense lists
+-- chose, those said by the peers or about the entities the question names,
+-- a list of their own fused with the other two by RRF. Off: it is adopted as a
 -- default only when the LoCoMo development split's per-cell check passes
 -- (make eval-compare; eval/results/people-arm.md).
 

@@ -2843,10 +2843,10 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$, 31, $pgrecall_0be4513b3e5a$2318151804bc9ff23c383848b5e796de25940d34dbddef7dfbe0a0e7baa86e53$pgrecall_0be4513b3e5a$, $pgrecall_2318151804bc$-- recall_people_arm: whether recall adds its people-and-things arm
--- (plpgsql/recall_people.sql), the memories said by the peers or about the
--- entities the question names, ranked by their nearness to the question and
--- fused with the lexical and dense lists by RRF. Off: it is adopted as a
+values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$, 31, $pgrecall_8ae839667d95$3c39dbc1ec12d20ee62d14c3d8a2bf7fd80fa9e2a9f7bd8c35557f59c4b33a0e$pgrecall_8ae839667d95$, $pgrecall_3c39dbc1ec12$-- recall_people_arm: whether recall adds its people-and-things arm
+-- (plpgsql/recall_people.sql): of the candidates the lexical and dense lists
+-- chose, those said by the peers or about the entities the question names,
+-- a list of their own fused with the other two by RRF. Off: it is adopted as a
 -- default only when the LoCoMo development split's per-cell check passes
 -- (make eval-compare; eval/results/people-arm.md).
 
@@ -2857,7 +2857,7 @@ alter table __tenant__.setting add constraint setting_recall_people_arm_boolean 
 insert into __tenant__.setting (key, value, description) values
     ('recall_people_arm', 'false',
      'Recall: the memories said by the peers or about the entities the query names are a ranked list of their own, fused by RRF with the lexical and dense lists');
-$pgrecall_2318151804bc$)
+$pgrecall_3c39dbc1ec12$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -8597,7 +8597,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$, null, $pgrecall_b5465fcce8bc$84f053140c8e37ba5aef88d315e8e38e32b1fd5d4dd4919b30856bc13725fbe0$pgrecall_b5465fcce8bc$, $pgrecall_84f053140c8e$-- recall: ranked retrieval, in the design's order (section 6). Each step is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$, null, $pgrecall_8718715c5636$d47e3459e2a698599c12da1946a7b29d0dde328809715dd243098e073c8d97cf$pgrecall_8718715c5636$, $pgrecall_d47e3459e2a6$-- recall: ranked retrieval, in the design's order (section 6). Each step is
 -- a function of its own that a DBA can call and test alone; recall_answer()
 -- runs them in order.
 --   1. eligibility (the one rule) before anything is ranked:
@@ -8621,7 +8621,7 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a
 --        _fused_ids = _rrf_fuse or _score_fuse, _evidence_scores (recall_fusion.sql);
 --      with recall_people_arm on, the memories said by the peers or about the
 --      entities the question names, a list of its own fused by RRF:
---        _fused_candidates = _people_arm, _rrf_fuse3 (recall_people.sql)
+--        _fused_candidates = _people_arm, _rrf_fuse3 (recall_people.sql, recall_fusion.sql)
 --   5. permission walk over the fused list: a candidate whose provenance the
 --      principal may not see is dropped:
 --        _walk_provenance (recall_fusion.sql)
@@ -8841,7 +8841,7 @@ begin
       from _fact_arm(v_principal, p_scopes, p_purpose, p_at, p_query) a;
     v_kept_ids := _walk_provenance(_fused_candidates(v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,  -- 4.
                                                      v_principal, p_scopes, p_purpose, v_include, p_at, p_query,
-                                                     p_query_embedding, v_depth, v_set), v_principal, p_scopes);  -- 5.
+                                                     v_set), v_principal, p_scopes);  -- 5.
     if v_set ->> 'fusion' = 'rrf_scores' then
         v_evidence := _evidence_scores(v_kept_ids[1:p_limit], v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
                                        case when cardinality(v_dense_ids) > 0 then p_query_embedding end,
@@ -8894,7 +8894,7 @@ as $$
 $$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text) is
     'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms'' evidence orders them), permission walk. With its metadata: recall_answer().';
-$pgrecall_84f053140c8e$)
+$pgrecall_d47e3459e2a6$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -9758,20 +9758,19 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_85a50786d6bf$recall_people.sql$pgrecall_85a50786d6bf$, null, $pgrecall_068832230b6a$9569d492f69d512d6cf3df48ab3b3787fbc3c87f2305b9a2bc201ceb5ea68d1d$pgrecall_068832230b6a$, $pgrecall_9569d492f69d$-- Recall's people-and-things arm (plpgsql/recall.sql composes the steps;
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_85a50786d6bf$recall_people.sql$pgrecall_85a50786d6bf$, null, $pgrecall_288c4fb8460a$24f9a2775df33f7bfc1d4ebddecb16c14b35890fb787a0ebb5b80fe1cf9faef5$pgrecall_288c4fb8460a$, $pgrecall_24f9a2775df3$-- Recall's people-and-things arm (plpgsql/recall.sql composes the steps;
 -- setting recall_people_arm, migration 0031). When the question names a
 -- peer (by its name) or an entity (by name or alias), the memories that peer
 -- said (a memory derived from an observation whose actor it is) and the
 -- memories about that entity (about-links, to it or to an entity merged into
 -- it) are a ranked list of their own, fused with the lexical and dense lists
--- by RRF (_rrf_fuse3, recall_fusion.sql). A question about what one person
--- did or said often shares few words with the turn that tells it; among that
--- person's turns, the one nearest the question in meaning is a better guess
--- than the nearest among everyone's.
+-- by RRF (_rrf_fuse3, recall_fusion.sql): a candidate that the question's
+-- people said, or that is about the things it names, rises above one that
+-- only shares its words or meaning.
 --   _text_grams    the lower-cased word groups of one to four words of a text
 --   _peers_in_text the peers a text names
---   _people_arm    the eligible memories of the named peers and entities,
---                  nearest the question first, above dense_floor
+--   _people_arm    of the fused candidates, in order, the eligible ones said
+--                  by the named peers or about the named entities
 --   _fused_candidates  the fused list recall walks: _fused_ids, or with the
 --                  arm on and a list to add, RRF of the three lists
 
@@ -9811,14 +9810,18 @@ $$;
 comment on function __tenant__._peers_in_text(text) is
     'Internal: the peers a text names by their whole name (case aside).';
 
--- The arm's list. It has no order of its own without the question's vector
--- (age says nothing about the question), so it is empty then. Its cost is
--- bounded the way the dense arm's exact search is: at most
--- _exact_dense_limit(p_depth) eligible memories (the newest) are scored, the
--- count below which recall already prefers exact distances to the index.
+-- The arm's list: of the candidates the lexical and dense lists chose (fused,
+-- in their order), those a named peer said or that are about a named
+-- entity. The list's evidence is who said it or whom it is about; its order
+-- is the two arms' agreement. Ordered by either arm's own score instead, the
+-- list counted that arm's evidence twice: by the cosine, on the LoCoMo
+-- development split, hybrid recall@5 fell by 0.09, in every conversation
+-- and category (eval/results/people-arm.md). Reading only the candidates
+-- bounds the cost by walk_depth primary-key probes whoever is named, and
+-- each is checked against the one eligibility rule again.
 create or replace function __tenant__._people_arm(
-    p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
-    p_query text, p_query_embedding double precision[], p_depth integer, p_settings jsonb)
+    p_candidates bigint[], p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean,
+    p_at timestamptz, p_query text)
 returns bigint[]
 language plpgsql stable
 security definer
@@ -9826,85 +9829,61 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 #variable_conflict use_column
 declare
-    v_peers bigint[];
-    v_entities bigint[];
-    v_bound integer := greatest(_exact_dense_limit(p_depth, p_settings), p_depth);
+    v_peers bigint[] := _peers_in_text(p_query);
+    v_entities bigint[] := _entities_in_text(p_scopes, p_query);
     v_result bigint[];
 begin
-    if p_query_embedding is null then
-        return '{}';
-    end if;
-    v_peers := _peers_in_text(p_query);
-    v_entities := _entities_in_text(p_scopes, p_query);
-    if cardinality(v_peers) + cardinality(v_entities) = 0 then
+    if cardinality(v_peers) + cardinality(v_entities) = 0 or cardinality(p_candidates) = 0 then
         return '{}';
     end if;
     -- about-links keep pointing at an entity later merged into a named one
     v_entities := v_entities || array(select e.id from entity e where e.merged_into = any (v_entities));
-    with linked as (
-        select l.memory_id
-          from observation o
-          join memory_link l on l.target_observation_id = o.id and l.link_type = 'derived_from'
-         where o.actor_id = any (v_peers) and o.scope = any (p_scopes)
-        union
-        select l.memory_id from memory_link l
-         where l.target_entity_id = any (v_entities) and l.link_type = 'about'
-    ), eligible as (
-        select m.id from linked k join memory m on m.id = k.memory_id
-         where _memory_eligible(m.scope, m.audience_peer_id, m.purposes, m.invalidated_at, m.superseded_by, m.valid,
-                                p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
-         order by m.id desc
-         limit v_bound
-    ), scored as (
-        select e.id, 1 - (me.embedding operator(__ext__.<=>) p_query_embedding::__ext__.vector) as c
-          from eligible e
-          join memory_embedding me on me.memory_id = e.id and me.model = p_settings ->> 'embedding_model'
-                                  and me.input_version = (p_settings ->> 'embedding_input_version')::integer
-    )
-    select coalesce(array_agg(s.id order by s.c desc, s.id), '{}') into v_result
-      from (select * from scored
-             where c >= (p_settings ->> 'dense_floor')::double precision
-             order by c desc, id limit p_depth) s;
+    select coalesce(array_agg(c.id order by c.ord), '{}') into v_result
+      from unnest(p_candidates) with ordinality as c(id, ord)
+      join memory m on m.id = c.id
+     where _memory_eligible(m.scope, m.audience_peer_id, m.purposes, m.invalidated_at, m.superseded_by, m.valid,
+                            p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
+       and (exists (select 1 from memory_link l join observation o on o.id = l.target_observation_id
+                     where l.memory_id = c.id and l.link_type = 'derived_from' and o.actor_id = any (v_peers))
+            or exists (select 1 from memory_link l
+                        where l.memory_id = c.id and l.link_type = 'about' and l.target_entity_id = any (v_entities)));
     return v_result;
 end
 $$;
-comment on function __tenant__._people_arm(bigint, text[], text, boolean, timestamptz, text, double precision[],
-                                           integer, jsonb) is
-    'Internal: recall''s people-and-things arm: eligible memories said by the peers or about the entities the query names, nearest the question first, above dense_floor.';
+comment on function __tenant__._people_arm(bigint[], bigint, text[], text, boolean, timestamptz, text) is
+    'Internal: recall''s people-and-things arm: of the fused candidates, in order, the eligible ones said by the peers or about the entities the query names.';
 
--- The fused list recall's permission walk reads. With recall_people_arm on,
--- a query vector and an RRF fusion (rrf, rrf_scores), the arm's list is
--- fused with the other two; score fusion has no scale for it (the arm's
--- cosines are the dense arm's own evidence again), so there it is not added.
+-- The fused list recall's permission walk reads. With recall_people_arm on
+-- and an RRF fusion (rrf, rrf_scores), the arm's list is fused with the
+-- other two; score fusion has no scale for a list without scores of its
+-- own, so there it is not added.
 create or replace function __tenant__._fused_candidates(
     p_lexical_ids bigint[], p_bm25 double precision[], p_dense_ids bigint[], p_cosines double precision[],
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
-    p_query text, p_query_embedding double precision[], p_depth integer, p_settings jsonb)
+    p_query text, p_settings jsonb)
 returns bigint[]
 language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
+    v_fused bigint[] := _fused_ids(p_lexical_ids, p_bm25, p_dense_ids, p_cosines, p_settings);
     v_people bigint[] := '{}';
 begin
-    if (p_settings -> 'recall_people_arm')::boolean and p_settings ->> 'fusion' in ('rrf', 'rrf_scores')
-       and cardinality(p_dense_ids) > 0 then
-        v_people := _people_arm(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_query,
-                                p_query_embedding, p_depth, p_settings);
+    if (p_settings -> 'recall_people_arm')::boolean and p_settings ->> 'fusion' in ('rrf', 'rrf_scores') then
+        v_people := _people_arm(v_fused, p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_query);
     end if;
     if cardinality(v_people) = 0 then
-        return _fused_ids(p_lexical_ids, p_bm25, p_dense_ids, p_cosines, p_settings);
+        return v_fused;
     end if;
     return _rrf_fuse3(p_lexical_ids, p_dense_ids, v_people, (p_settings ->> 'rrf_k')::double precision,
                       (p_settings ->> 'walk_depth')::integer);
 end
 $$;
 comment on function __tenant__._fused_candidates(bigint[], double precision[], bigint[], double precision[], bigint,
-                                                 text[], text, boolean, timestamptz, text, double precision[], integer,
-                                                 jsonb) is
+                                                 text[], text, boolean, timestamptz, text, jsonb) is
     'Internal: recall''s fused candidate ids: _fused_ids, or with recall_people_arm on, RRF of the lexical, dense and people lists.';
-$pgrecall_9569d492f69d$)
+$pgrecall_24f9a2775df3$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 

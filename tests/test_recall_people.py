@@ -19,9 +19,9 @@ def said(mem, actor, text, *, audience=None, scope="default", purposes=("convers
     return r.memory_id
 
 
-def arm(db, query, qv, principal="bot", scopes="{default}"):
-    return one(db, "select acme._people_arm((select id from acme.peer where name = %s), %s, 'converse', false, null, "
-                   "%s, %s, 50, acme._settings())", (principal, scopes, query, qv))[0]
+def arm(db, candidates, query, principal="bot", scopes="{default}"):
+    return one(db, "select acme._people_arm(%s, (select id from acme.peer where name = %s), %s, 'converse', false, "
+                   "null, %s)", (candidates, principal, scopes, query))[0]
 
 
 def people_arm_on(conninfo, on=True):
@@ -35,30 +35,22 @@ ANA = ["I baked rye bread for the village fair", "The volcano trip was cancelled
        "Quarterly revenue at my company grew", "My cat sleeps on the warm windowsill"]
 
 
-def test_the_arm_lists_what_the_named_peer_said_nearest_the_question_first(db, acme, conninfo, embedder):
+def test_the_arm_keeps_the_candidates_the_named_peer_said_in_their_order(db, acme):
     ben = [said(acme, "ben", t) for t in BEN]
     ana = [said(acme, "ana", t) for t in ANA]
-    embed_all(conninfo)
-    query = "What bread did Ben bake?"
-    qv = list(map(float, embedder.embed([query])[0]))
-    got = arm(db, query, qv)
-    assert got and set(got) <= set(ben) and not set(got) & set(ana)
-    assert got[0] == ben[0]  # his bread, not Ana's, though both are about bread
-    cosines = [one(db, "select 1 - (embedding <=> %s::real[]::vector) from acme.memory_embedding "
-                       "where memory_id = %s", (qv, m))[0] for m in got]
-    assert cosines == sorted(cosines, reverse=True) and min(cosines) >= 0.30
-    # the name is matched whole, case aside; a question naming no one has no list; nor one without its vector
-    assert set(arm(db, "what did BEN bake", qv)) == set(got)
-    assert arm(db, "what did Benjamin bake", qv) == [] and arm(db, "what was baked", qv) == []
-    assert arm(db, query, None) == []
+    candidates = [ana[0], ben[2], ana[1], ben[0], ben[3]]  # as the fusion ordered them
+    assert arm(db, candidates, "What bread did Ben bake?") == [ben[2], ben[0], ben[3]]
+    assert arm(db, candidates, "did ana and ben meet") == candidates
+    # the name is matched whole, case aside; a question naming no one has no list
+    assert arm(db, candidates, "what did BEN bake") == [ben[2], ben[0], ben[3]]
+    assert arm(db, candidates, "what did Benjamin bake") == [] and arm(db, candidates, "what was baked") == []
+    assert arm(db, [], "What did Ben bake?") == []
 
 
-def test_the_arm_lists_memories_about_a_named_entity(db, acme, conninfo, embedder):
+def test_the_arm_keeps_the_candidates_about_a_named_entity(db, acme):
     about = said(acme, "ana", "We met at the harbour café for lunch", about=["Lisbon"])
-    said(acme, "ana", "The harbour was full of boats")
-    embed_all(conninfo)
-    query = "where did they eat in lisbon"
-    assert about in arm(db, query, list(map(float, embedder.embed([query])[0])))
+    other = said(acme, "ana", "The harbour was full of boats")
+    assert arm(db, [other, about], "where did they eat in lisbon") == [about]
 
 
 def test_the_arm_never_returns_what_the_principal_may_not_see(db, acme, conninfo, embedder):
@@ -72,9 +64,9 @@ def test_the_arm_never_returns_what_the_principal_may_not_see(db, acme, conninfo
     acme.forget(forgotten, reason="test")
     embed_all(conninfo)
     query = f"What did ben say? {secret}"
-    qv = list(map(float, embedder.embed([query])[0]))
-    assert arm(db, query, qv) == [visible]
-    assert not set(arm(db, query, qv, scopes="{default,other}")) & {hidden[0], hidden[2], forgotten}
+    # even handed every id as a candidate, the arm keeps only what bot may see
+    assert arm(db, [*hidden, forgotten, visible], query) == [visible]
+    assert arm(db, [*hidden, forgotten, visible], query, scopes="{default,other}") == [hidden[1], visible]
     people_arm_on(conninfo)
     for principal in ("bot", "ana"):
         got = set(ids(acme.recall(query, limit=10, principal=principal)))
@@ -98,8 +90,7 @@ def test_the_setting_is_off_by_default_boolean_and_recall_with_it_on_is_the_thre
     with conninfo.connect(user="pgrecall_acme_admin") as admin, pytest.raises(psycopg.Error, match="boolean") as e:
         admin.execute("select acme.set_setting('recall_people_arm', '\"yes\"')")
     assert e.value.sqlstate == "PR006"
-    for t in BEN:
-        said(acme, "ben", t)
+    ben = [said(acme, "ben", t) for t in BEN]
     for t in ANA:
         said(acme, "ana", t)
     embed_all(conninfo)
@@ -112,8 +103,11 @@ def test_the_setting_is_off_by_default_boolean_and_recall_with_it_on_is_the_thre
     lexical = one(db, "select ids from acme._lexical_arm(%s, '{default}', 'converse', false, null, %s, 20)",
                   (bot, query))[0]
     dense = one(db, "select ids from acme._dense_arm(%s, '{default}', 'converse', false, null, %s, 20)", (bot, qv))[0]
+    fused = one(db, "select acme._rrf_fuse(%s, %s, 60, 500)", (lexical, dense))[0]
+    people = arm(db, fused, query)
+    assert people and set(people) <= set(ben)
     walked = one(db, "select acme._walk_provenance(acme._rrf_fuse3(%s, %s, %s, 60, 500), %s, '{default}')",
-                 (lexical, dense, arm(db, query, qv), bot))[0]
+                 (lexical, dense, people, bot))[0]
     assert set(ids(on)) == set(walked[:5]) and on.meta.fused_count == len(walked)
     people_arm_on(conninfo, False)
     assert ids(acme.recall(query, limit=5, principal="bot")) == off
