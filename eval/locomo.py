@@ -920,6 +920,7 @@ def compare(before_path: Path, after_path: Path) -> str:
             lines.append(f"| {name} | {y['n']} | " + " | ".join(cells) + " |")
         lines.append("")
     lines += check_lines(before_report, after_report, before_path.stem, after_path.stem)[0]
+    lines += step_check_lines(after_report)  # and the candidate run's own step lines against its default
     return "\n".join(lines)
 
 
