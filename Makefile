@@ -104,9 +104,13 @@ bench-erase: $(STAMP)
 # Retrieval quality on the LoCoMo development split; results under eval/results/
 # (per conversation and category; embeddings cached in eval/.cache/). Compare two
 # runs: make eval EVAL_ARGS='--save-as NAME', then make eval-compare A=old B=new.
+# The adoption rule (issue #30) is printed as a check, PASS/FAIL per development conversation and per
+# category, by eval-compare and by make eval BASELINE=NAME: a cell PASSES when none of recall@5, recall@10
+# and nDCG@10 of the hybrid run (at the tenant's embedding input version) falls below the baseline's, at
+# the 4 decimals the runs store; a change becomes a default only when every cell PASSES.
 LOCOMO ?= $(firstword $(wildcard ../shared/data/locomo-dev ../../shared/data/locomo-dev))
 eval: $(STAMP)
-	$(PY) eval/locomo.py --data $(LOCOMO) --out eval/results $(EVAL_ARGS)
+	$(PY) eval/locomo.py --data $(LOCOMO) --out eval/results $(if $(BASELINE),--baseline $(BASELINE)) $(EVAL_ARGS)
 
 eval-compare: $(STAMP)
 	$(PY) eval/locomo.py --compare eval/results/runs/$(A).json eval/results/runs/$(B).json

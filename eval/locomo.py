@@ -387,9 +387,61 @@ def evaluate_tenant(tenant: str, turns, queries, versions, *, store_questions: b
                 o = out["runs"][key]["overall"]
                 log(f"[{label}] {key}: R@5 {o['recall@5']:.3f} R@10 {o['recall@10']:.3f} "
                     f"nDCG@10 {o['ndcg@10']:.3f}  p50 {res['latency']['p50_ms']} ms")
+        serving = int(out["settings"]["embedding_input_version"])
+        if serving in versions:
+            out["steps"] = step_runs(tenant, mem, queries, memory_dia, serving, label, out["settings"])
         if pruning_diagnostic:
             out["pruning_off"] = pruning_off(tenant, mem, queries, memory_dia, versions[-1], label)
     return out
+
+
+# Recall's optional steps (issue #30), each a tenant setting: make eval runs
+# hybrid recall once more with each one flipped from the installed default,
+# as a line of its own ("hybrid+people" when the step is off by default and
+# turned on, "hybrid-people" when it is on and turned off), and checks it
+# against the default hybrid run under RULE.
+STEPS = {"people": "recall_people_arm"}
+
+
+def step_runs(tenant: str, mem, queries, memory_dia, version: int, label: str, settings: dict) -> dict:
+    """Hybrid recall with each step of STEPS flipped, set through pgrecall.set_tenant_setting() and restored."""
+    import psycopg
+    from psycopg.types.json import Jsonb
+
+    from pgrecall import db
+
+    out = {}
+    with psycopg.connect(db.admin_conninfo(), autocommit=True) as admin:
+        for name, key in STEPS.items():
+            if key not in settings:
+                continue
+            old = settings[key]
+            admin.execute("select pgrecall.set_tenant_setting(%s, %s, %s)", (tenant, key, Jsonb(not old)))
+            try:
+                res = run_queries(mem, queries, memory_dia, "hybrid")
+            finally:
+                admin.execute("select pgrecall.set_tenant_setting(%s, %s, %s)", (tenant, key, Jsonb(old)))
+            run_key = f"hybrid{'-' if old else '+'}{name}/v{version}"
+            out[run_key] = {**aggregate(res.pop("rows")), "latency": res["latency"], "setting": {key: not old}}
+            o = out[run_key]["overall"]
+            log(f"[{label}] {run_key}: R@5 {o['recall@5']:.3f} R@10 {o['recall@10']:.3f} "
+                f"nDCG@10 {o['ndcg@10']:.3f}  p50 {res['latency']['p50_ms']} ms")
+    return out
+
+
+def step_check_lines(report: dict) -> list[str]:
+    """Each step's line of this run against the default hybrid run, under RULE."""
+    key = check_run_key(report)
+    lines = []
+    for step_key, run in report["main"].get("steps", {}).items():
+        cells = cell_check(report["main"]["runs"][key], run)
+        lines += ["", f"## {step_key} against {key} (setting {run['setting']}): {RULE}", ""]
+        lines += [f"  {c['cell']:12s} " + "  ".join(f"{m} {c['deltas'][m]:+.4f}" for m in CHECK_METRICS)
+                  + f"  {'PASS' if c['passed'] else 'FAIL'}" for c in cells]
+        ok = all(c["passed"] for c in cells)
+        lines.append("  adopt: every cell PASSES" if ok else
+                     "  do not adopt: FAIL in " + ", ".join(c["cell"] for c in cells if not c["passed"]))
+    return lines
 
 
 def pruning_off(tenant: str, mem, queries, memory_dia, version: int, label: str) -> dict:
@@ -678,6 +730,9 @@ def main(argv=None) -> int:
     parser.add_argument("--setting", action="append", default=[], metavar="KEY=JSON",
                         help="a tenant setting to run with instead of the installed default, e.g. fusion='\"scores\"' "
                              "(repeatable; set through pgrecall.set_tenant_setting)")
+    parser.add_argument("--baseline", metavar="NAME",
+                        help="after the run, print the adoption check (PASS/FAIL per conversation and category) "
+                             "of this run against <out>/runs/NAME.json")
     parser.add_argument("--max-queries", type=int, default=None, help="evaluate only the first N questions (a quick check)")
     args = parser.parse_args(argv)
     if args.compare:
@@ -786,19 +841,72 @@ def main(argv=None) -> int:
     for key, run in main_runs.items():
         o = run["overall"]
         print(f"  {key:12s} R@5 {o['recall@5']:.3f}  R@10 {o['recall@10']:.3f}  nDCG@10 {o['ndcg@10']:.3f}")
+    for key, run in report["main"].get("steps", {}).items():
+        o = run["overall"]
+        print(f"  {key:12s} R@5 {o['recall@5']:.3f}  R@10 {o['recall@10']:.3f}  nDCG@10 {o['ndcg@10']:.3f}")
+    print("\n".join(step_check_lines(report)))
+    if args.baseline:
+        baseline = json.loads((args.out / "runs" / f"{args.baseline}.json").read_text(encoding="utf-8"))
+        print("\n".join(check_lines(baseline, report, args.baseline, args.save_as or "this run")[0]))
     return 0
 
 
-def compare(before_path: Path, after_path: Path) -> str:
-    """Deltas (after - before) of two runs, overall, per conversation and per category.
+# The adoption rule (issue #30), as a check. A cell is one development
+# conversation or one question category, in the hybrid run at the tenant's
+# embedding input version (the run recall serves). A candidate PASSES a cell
+# when none of recall@5, recall@10 and nDCG@10 is lower than the baseline's,
+# compared at the four decimals a run stores its means with: that rounding is
+# the only tolerance, because any real loss of a question's evidence moves a
+# cell's mean by far more than 0.0001 (a cell has at most a few hundred
+# questions). A change is adopted as a default only when every cell PASSES.
+RULE = ("a cell (one conversation, or one category) PASSES when none of recall@5, recall@10 and nDCG@10 of the "
+        "hybrid run falls below the baseline's, compared at the 4 decimals the runs store; a change is adopted "
+        "only when every cell PASSES")
+CHECK_METRICS = ("recall@5", "recall@10", "ndcg@10")
 
-    A rule is adopted only when no conversation and no category loses: the
-    last line says whether that holds, and where it does not.
-    """
-    before = json.loads(before_path.read_text(encoding="utf-8"))["main"]["runs"]
-    after = json.loads(after_path.read_text(encoding="utf-8"))["main"]["runs"]
+
+def check_run_key(report: dict) -> str:
+    """The hybrid run recall serves: the one at the tenant's embedding input version."""
+    return f"hybrid/v{report['main']['settings']['embedding_input_version']}"
+
+
+def cell_check(before_run: dict, after_run: dict) -> list[dict]:
+    """Per cell (conversation, then category) of one run: the metric deltas and PASS or FAIL under RULE."""
+    cells = []
+    for group in ("by_conversation", "by_category"):
+        for name, b in before_run[group].items():
+            a = after_run[group].get(name)
+            if a is None:
+                cells.append({"cell": name, "group": group, "deltas": {}, "passed": False, "missing": True})
+                continue
+            deltas = {m: round(a[m] - b[m], 4) for m in CHECK_METRICS}
+            cells.append({"cell": name, "group": group, "deltas": deltas, "missing": False,
+                          "passed": all(round(a[m], 4) >= round(b[m], 4) for m in CHECK_METRICS)})
+    return cells
+
+
+def check_lines(before: dict, after: dict, before_name: str, after_name: str) -> tuple[list[str], bool]:
+    """The PASS/FAIL table of after against before (whole reports), and whether every cell passed."""
+    key = check_run_key(after)
+    cells = cell_check(before["main"]["runs"][key], after["main"]["runs"][key])
+    lines = [f"## adoption check: {after_name} against {before_name}, {key}", "", f"Rule: {RULE}.", "",
+             "| cell | " + " | ".join(f"{m} delta" for m in CHECK_METRICS) + " | check |",
+             "|---|" + "---|" * (len(CHECK_METRICS) + 1)]
+    for c in cells:
+        deltas = " | ".join(f"{c['deltas'][m]:+.4f}" if m in c["deltas"] else "missing" for m in CHECK_METRICS)
+        lines.append(f"| {c['cell']} | {deltas} | {'PASS' if c['passed'] else 'FAIL'} |")
+    ok = all(c["passed"] for c in cells)
+    lines += ["", "adopt: every cell PASSES" if ok else
+              "do not adopt: FAIL in " + ", ".join(c["cell"] for c in cells if not c["passed"])]
+    return lines, ok
+
+
+def compare(before_path: Path, after_path: Path) -> str:
+    """Deltas (after - before) of two runs, overall, per conversation and per category, then the check."""
+    before_report = json.loads(before_path.read_text(encoding="utf-8"))
+    after_report = json.loads(after_path.read_text(encoding="utf-8"))
+    before, after = before_report["main"]["runs"], after_report["main"]["runs"]
     lines = [f"# {after_path.name} against {before_path.name} (after - before)", ""]
-    losses = []
     for key in [k for k in after if k in before]:
         a, b = after[key], before[key]
         groups = [("overall", b["overall"], a["overall"])]
@@ -808,16 +916,11 @@ def compare(before_path: Path, after_path: Path) -> str:
         lines += [f"## {key}", "", "| group | n | " + " | ".join(f"{m} before | after | delta" for m in METRICS) + " |",
                   "|---|---|" + "---|---|---|" * len(METRICS)]
         for name, x, y in groups:
-            cells = []
-            for m in METRICS:
-                d = y[m] - x[m]
-                cells.append(f"{x[m]:.3f} | {y[m]:.3f} | {d:+.3f}")
-                if d < -0.0005 and name != "overall" and key.startswith("hybrid"):
-                    losses.append(f"{key} {name} {m} {d:+.3f}")
+            cells = [f"{x[m]:.3f} | {y[m]:.3f} | {y[m] - x[m]:+.3f}" for m in METRICS]
             lines.append(f"| {name} | {y['n']} | " + " | ".join(cells) + " |")
         lines.append("")
-    lines.append("hybrid: no conversation or category loses" if not losses
-                 else "hybrid losses: " + "; ".join(losses))
+    lines += check_lines(before_report, after_report, before_path.stem, after_path.stem)[0]
+    lines += step_check_lines(after_report)  # and the candidate run's own step lines against its default
     return "\n".join(lines)
 
 

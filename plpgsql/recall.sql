@@ -19,7 +19,10 @@
 --      or score fusion (scores), each arm's scores over its best, added, over
 --      each arm's first max(arm_candidates, 10 x limit); or both (rrf_scores):
 --      RRF chooses the rows, the arms' evidence orders them:
---        _fused_ids = _rrf_fuse or _score_fuse, _evidence_scores (recall_fusion.sql)
+--        _fused_ids = _rrf_fuse or _score_fuse, _evidence_scores (recall_fusion.sql);
+--      with recall_people_arm on, the memories said by the peers or about the
+--      entities the question names, a list of its own fused by RRF:
+--        _fused_candidates = _people_arm, _rrf_fuse3 (recall_people.sql, recall_fusion.sql)
 --   5. permission walk over the fused list: a candidate whose provenance the
 --      principal may not see is dropped:
 --        _walk_provenance (recall_fusion.sql)
@@ -237,8 +240,9 @@ begin
     end if;
     select a.fact_ids, a.entities into v_fact_ids, v_entities
       from _fact_arm(v_principal, p_scopes, p_purpose, p_at, p_query) a;
-    v_kept_ids := _walk_provenance(_fused_ids(v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos, v_set),  -- 4.
-                                   v_principal, p_scopes);                  -- 5.
+    v_kept_ids := _walk_provenance(_fused_candidates(v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,  -- 4.
+                                                     v_principal, p_scopes, p_purpose, v_include, p_at, p_query,
+                                                     v_set), v_principal, p_scopes);  -- 5.
     if v_set ->> 'fusion' = 'rrf_scores' then
         v_evidence := _evidence_scores(v_kept_ids[1:p_limit], v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
                                        case when cardinality(v_dense_ids) > 0 then p_query_embedding end,
