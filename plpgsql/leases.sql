@@ -70,7 +70,9 @@ begin
     select h.id from lease_holder h
      where (p_ids is null or h.id = any (p_ids))
        and exists (select 1 from pg_stat_get_activity(h.backend_pid) a
-                    where a.usesysid = (select r.oid from pg_roles r where r.rolname = h.backend_role)
+                    -- to_regrole, not the pg_roles view: Citus expands the view beside a tenant table
+                    -- and reads pg_authid with the caller's rights
+                    where a.usesysid = to_regrole(quote_ident(h.backend_role))::oid
                       and a.backend_start is not distinct from h.backend_start);
 end
 $$;

@@ -6649,7 +6649,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_418e1cd4054e$leases.sql$pgrecall_418e1cd4054e$, null, $pgrecall_e9a040953cf7$6eebcda4665d311bab0ef19c7f74da840df1c72f7d64c2d28537041a6bd4935a$pgrecall_e9a040953cf7$, $pgrecall_6eebcda4665d$-- Leases of the three queues (embedding_job, passage_embedding_job, work_task)
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_418e1cd4054e$leases.sql$pgrecall_418e1cd4054e$, null, $pgrecall_e4c7bf2086cc$ecacdbed367939e0954f93f3537ea2529ad84253f5e39da1e4813e2eddd39b9d$pgrecall_e4c7bf2086cc$, $pgrecall_ecacdbed3679$-- Leases of the three queues (embedding_job, passage_embedding_job, work_task)
 -- end at lease_until or, sooner, when the database session that took them
 -- ends: a worker that is killed keeps nothing for long (design section 5: a
 -- crashed worker's tasks return). The queues share one implementation, at the
@@ -6721,7 +6721,9 @@ begin
     select h.id from lease_holder h
      where (p_ids is null or h.id = any (p_ids))
        and exists (select 1 from pg_stat_get_activity(h.backend_pid) a
-                    where a.usesysid = (select r.oid from pg_roles r where r.rolname = h.backend_role)
+                    -- to_regrole, not the pg_roles view: Citus expands the view beside a tenant table
+                    -- and reads pg_authid with the caller's rights
+                    where a.usesysid = to_regrole(quote_ident(h.backend_role))::oid
                       and a.backend_start is not distinct from h.backend_start);
 end
 $$;
@@ -7132,7 +7134,7 @@ begin
 end
 $$;
 comment on function __tenant__._lease_counts(text) is 'Internal: a queue''s open items and those under a live lease.';
-$pgrecall_6eebcda4665d$)
+$pgrecall_ecacdbed3679$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 

@@ -313,3 +313,26 @@ def test_a_tenant_moves_while_writers_append_and_a_reader_recalls(cluster, tenan
                               "where n.nspname = %s and c.relname ~ '_[0-9]+$' and c.relkind = 'r'",
                               (acme,)).fetchone()[0]
     assert shards == 0
+
+
+def test_the_embedding_worker_drains_a_tenant_through_the_coordinator(cluster, tenant_factory):
+    from pgrecall.worker import Worker
+
+    acme = tenant_factory("acme")
+    populated(cluster, acme)
+    with handle(cluster, acme) as mem:
+        turn = mem.append("My cat Miso only eats salmon", role="user", actor="ana")
+        mem.remember("Ana's cat Miso eats only salmon", evidence=[turn], purposes=["converse"])
+        tea = mem.append("I drink green tea every morning", role="user", actor="ana")
+        mem.remember("Ana drinks green tea every morning", evidence=[tea], purposes=["converse"])
+    # pgrecall's own worker, as its login role, claims and stores through the coordinator: both queues
+    stats = Worker(acme, conninfo=cluster.coordinator.dsn(user=f"pgrecall_{acme}_worker")).drain()
+    assert (stats.claimed, stats.stored, stats.passages_stored) == (2, 2, 2)
+    with psycopg.connect(cluster.coordinator.dsn()) as conn:
+        left = conn.execute(f"select (select count(*) from {acme}.embedding_job), "
+                            f"(select count(*) from {acme}.passage_embedding_job), "
+                            f"(select count(*) from {acme}.memory_embedding)").fetchone()
+    assert left == (0, 0, 2)
+    with handle(cluster, acme) as mem:
+        assert mem.recall("what does the pet like to eat", mode="dense", limit=1).items[0].body == \
+            "Ana's cat Miso eats only salmon"
