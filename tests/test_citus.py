@@ -336,3 +336,35 @@ def test_the_embedding_worker_drains_a_tenant_through_the_coordinator(cluster, t
     with handle(cluster, acme) as mem:
         assert mem.recall("what does the pet like to eat", mode="dense", limit=1).items[0].body == \
             "Ana's cat Miso eats only salmon"
+
+
+def test_a_third_worker_and_a_rebalance_spread_whole_tenants(monkeypatch, capsys):
+    # a cluster of its own: the rebalance moves every tenant there is, and the module's cluster keeps two workers
+    with LocalCluster(find_citus_build(), workers=2) as cluster:
+        with psycopg.connect(cluster.coordinator.dsn()) as conn:
+            install.install(conn)
+        tenants = [f"reb{i}" for i in range(6)]
+        for t in tenants:
+            with psycopg.connect(cluster.coordinator.dsn()) as conn:
+                install.install(conn, [t])
+            populated(cluster, t)
+            with handle(cluster, t) as mem:
+                turn = mem.append(f"the {t} codeword is zq{t}", role="user", actor="ana")
+                mem.remember(f"{t} keeps the codeword zq{t}", evidence=[turn], purposes=["converse"])
+        assert {p for t in tenants for p in placements(cluster, t)} <= {(w.port,) for w in cluster.worker_nodes[:2]}
+        third = cluster.add_worker()
+        monkeypatch.setenv("PGRECALL_DSN", cluster.coordinator.dsn())
+        assert cli.main(["tenant", "rebalance", "--json"]) == 0
+        said = capsys.readouterr().out
+        where = {t: placements(cluster, t) for t in tenants}
+        # each tenant whole on one node (no table of it left behind), and some of them on the new worker
+        assert all(len(nodes) == 1 for nodes in where.values()), where
+        moved = [t for t, nodes in where.items() if nodes == [(third.port,)]]
+        assert 1 <= len(moved) < len(tenants), where
+        assert f"127.0.0.1:{third.port}" in said
+        for t in tenants:
+            with handle(cluster, t) as mem:
+                assert [i.body for i in mem.recall(f"zq{t}", mode="lexical").items] == [f"{t} keeps the codeword zq{t}"]
+            with psycopg.connect(cluster.coordinator.dsn()) as conn:
+                assert conn.execute(f"select (select count(*) from {t}.observation), (select count(*) from {t}.memory)"
+                                    ).fetchone() == (1, 1)
