@@ -190,7 +190,7 @@ begin
         -- passes the lanes' heads).
         return query select 'work_task', 'id', 'q.available_at, q.id',
                             'q.status in (''pending'', ''leased'')', 'q.available_at <= clock_timestamp()',
-                            -- $6: fresh tokens, one per key of $2
+                            -- $6: a new token for each key of $2
                             ', status = ''leased'', lease_token = ($6::uuid[])[array_position($2, q.id)]',
                             'status = ''done'', finished_at = clock_timestamp(), lease_token = null, lease_until = null',
                             -- $3: the error; $4: task_max_attempts; $5: task_backoff_seconds

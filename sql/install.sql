@@ -6667,7 +6667,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_418e1cd4054e$leases.sql$pgrecall_418e1cd4054e$, null, $pgrecall_e4c7bf2086cc$ecacdbed367939e0954f93f3537ea2529ad84253f5e39da1e4813e2eddd39b9d$pgrecall_e4c7bf2086cc$, $pgrecall_ecacdbed3679$-- Leases of the three queues (embedding_job, passage_embedding_job, work_task)
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_418e1cd4054e$leases.sql$pgrecall_418e1cd4054e$, null, $pgrecall_3de8f1de361a$025423fe2e4b0813b1c883342ff484b411f39307905c22cef1c9631ad80b58f2$pgrecall_3de8f1de361a$, $pgrecall_025423fe2e4b$-- Leases of the three queues (embedding_job, passage_embedding_job, work_task)
 -- end at lease_until or, sooner, when the database session that took them
 -- ends: a worker that is killed keeps nothing for long (design section 5: a
 -- crashed worker's tasks return). The queues share one implementation, at the
@@ -6859,7 +6859,7 @@ begin
         -- passes the lanes' heads).
         return query select 'work_task', 'id', 'q.available_at, q.id',
                             'q.status in (''pending'', ''leased'')', 'q.available_at <= clock_timestamp()',
-                            -- $6: fresh tokens, one per key of $2
+                            -- $6: a new token for each key of $2
                             ', status = ''leased'', lease_token = ($6::uuid[])[array_position($2, q.id)]',
                             'status = ''done'', finished_at = clock_timestamp(), lease_token = null, lease_until = null',
                             -- $3: the error; $4: task_max_attempts; $5: task_backoff_seconds
@@ -7152,7 +7152,7 @@ begin
 end
 $$;
 comment on function __tenant__._lease_counts(text) is 'Internal: a queue''s open items and those under a live lease.';
-$pgrecall_ecacdbed3679$)
+$pgrecall_025423fe2e4b$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
