@@ -6,8 +6,9 @@ Both sides get the same corpus (bench/corpus.py), the same vectors and the same 
 the same settings (fsync and synchronous_commit off, as the local cluster's nodes do). The cluster is
 ``pgrecall.cluster.LocalCluster`` from ``make citus`` (a coordinator and two workers on 127.0.0.1):
 the application connects to the coordinator, which delegates each call to the worker holding the
-tenant (one round trip; outside a transaction block). Vectors are random unit vectors, not the
-model's: the model is not what is compared, and both sides search the same graph.
+tenant (one round trip; outside a transaction block). pgrecall's embedding worker stores the vectors
+on both sides, with a stand-in model (HashedVectors: a unit vector seeded by each text's hash): the
+model is not what is compared, and both sides search the same graph.
 
     python -m bench.citus                         # 10k memories, 200 queries a mode
     python -m bench.citus --memories 2000 --queries 100
@@ -16,15 +17,18 @@ model's: the model is not what is compared, and both sides search the same graph
 from __future__ import annotations
 
 import argparse
+import hashlib
 import time
 from pathlib import Path
 
 import numpy as np
 import psycopg
 
+from pgrecall.embedder import MODEL_NAME
+
 from . import corpus
 from .harness import embedded_server, new_report, write_report
-from .run import SCOPES, _recall_sql, ingest, summary, time_queries, vector_literals
+from .run import SCOPES, _recall_sql, ingest, summary, time_queries
 
 HERE = Path(__file__).resolve().parent
 TENANT = "citusbench"
@@ -41,22 +45,24 @@ def unit_vectors(n: int, seed: int) -> np.ndarray:
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
-def load_vectors(admin: str, tenant: str, memory_of_text: np.ndarray, vecs: np.ndarray) -> dict:
-    """Each memory's vector written as the worker stores it (model and input version stamped), by the
-    bench itself and the queue emptied: the embedding queue's claim is not what is compared, and on
-    Citus it is refused (volatile functions in its UPDATE; docs/scale-out.md)."""
-    made = [(int(m), i) for i, m in enumerate(memory_of_text) if m >= 0]
+class HashedVectors:
+    """A stand-in model for the bench: a unit vector seeded by each text's hash, so both sides store the
+    same vectors for the same inputs, through pgrecall's own embedding worker (its claim and store)."""
+
+    name = MODEL_NAME
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return np.stack([unit_vectors(1, int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "big"))[0]
+                         for t in texts])
+
+
+def load_vectors(worker: str, tenant: str) -> dict:
+    """The embedding worker drains both queues (memories and passages) against the node the app uses."""
+    from pgrecall.worker import Worker
+
     started = time.perf_counter()
-    with psycopg.connect(admin, autocommit=True) as conn:
-        model, version = conn.execute(f"select * from {tenant}._embedding_stamp()").fetchone()
-        for start in range(0, len(made), 500):
-            chunk = made[start:start + 500]
-            conn.execute(f"insert into {tenant}.memory_embedding (memory_id, model, input_version, embedding, "
-                         "text_embedding) select x.m, %s, %s, x.v::vector, x.v::vector "
-                         "from unnest(%s::bigint[], %s::text[]) x(m, v)",
-                         (model, version, [m for m, _ in chunk], vector_literals(vecs[[i for _, i in chunk]])))
-        conn.execute(f"delete from {tenant}.embedding_job")
-    return {"stored": len(made), "seconds": time.perf_counter() - started}
+    stats = Worker(tenant, conninfo=worker, embedder=HashedVectors()).drain(refresh_stats=False)
+    return {"stored": stats.stored, "passages": stats.passages_stored, "seconds": time.perf_counter() - started}
 
 
 def remember_latency(app: str, tenant: str, n: int) -> dict:
@@ -73,18 +79,19 @@ def remember_latency(app: str, tenant: str, n: int) -> dict:
     return summary(times)
 
 
-def measure(admin: str, app: str, worker: str, texts: list[str], vecs: np.ndarray, qtexts: list[str],
-            qvecs: np.ndarray, remembers: int) -> dict:
+def measure(admin: str, app: str, worker: str, texts: list[str], qtexts: list[str], qvecs: np.ndarray,
+            remembers: int) -> dict:
     from pgrecall import install
 
     with psycopg.connect(admin, autocommit=True) as conn:
         install.install(conn, [TENANT])
-    loaded, memory_of_text = ingest(app, TENANT, texts)
-    stored = load_vectors(admin, TENANT, memory_of_text, vecs)
+    loaded, _ = ingest(app, TENANT, texts)
+    stored = load_vectors(worker, TENANT)
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f"select {TENANT}.refresh_term_stats()")
         conn.execute("analyze")
-    log(f"loaded {loaded['created']} memories in {loaded['seconds']:.0f} s, {stored['stored']} vectors")
+    log(f"loaded {loaded['created']} memories in {loaded['seconds']:.0f} s; the worker stored {stored['stored']} "
+        f"memory and {stored['passages']} passage vectors in {stored['seconds']:.0f} s")
     recall = {}
     sql = _recall_sql(TENANT)
     items = [(t, v.tolist()) for t, v in zip(qtexts, qvecs)]
@@ -137,14 +144,13 @@ def main(argv=None) -> int:
     report = new_report("make bench-citus BENCH_ARGS='{args}'", argv, memories=args.memories, queries=args.queries,
                         remembers=args.remembers)
     texts = corpus.memories(args.memories)
-    vecs = unit_vectors(len(texts), 1)
     qtexts = corpus.queries(args.queries, args.memories)
     qvecs = unit_vectors(len(qtexts), 2)
 
     log("one server")
     with embedded_server("pgrc-", SAME_SETTINGS) as info:
         report["single"] = measure(info.uri(), info.uri(user=f"pgrecall_{TENANT}_app"),
-                                   info.uri(user=f"pgrecall_{TENANT}_worker"), texts, vecs, qtexts, qvecs,
+                                   info.uri(user=f"pgrecall_{TENANT}_worker"), texts, qtexts, qvecs,
                                    args.remembers)
     if args.single_only:
         import json
@@ -155,7 +161,7 @@ def main(argv=None) -> int:
     with LocalCluster(build, workers=2) as cluster:
         c = cluster.coordinator
         report["citus"] = measure(c.dsn(), c.dsn(user=f"pgrecall_{TENANT}_app"),
-                                  c.dsn(user=f"pgrecall_{TENANT}_worker"), texts, vecs, qtexts, qvecs, args.remembers)
+                                  c.dsn(user=f"pgrecall_{TENANT}_worker"), texts, qtexts, qvecs, args.remembers)
         with psycopg.connect(c.dsn()) as conn:
             report["citus"]["node"] = conn.execute("select pgrecall.tenant_node(%s)", (TENANT,)).fetchone()[0]
     md = markdown(report)

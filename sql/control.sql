@@ -917,6 +917,24 @@ $$;
 comment on function pgrecall.move_tenant(text, text, integer) is
     'Citus: moves tenant p_name to worker p_host:p_port while it stays in use; returns where it is now.';
 
+-- Spreads the tenants over the workers (after citus_add_node, say): Citus's rebalancer pools
+-- the colocation groups that have fewer shards than there are workers (each distributed schema
+-- is one, a shard per table) and moves whole groups, so a tenant moves as a unit, never split,
+-- online as citus_schema_move is. Waits for the moves; returns each tenant's node after.
+create or replace function pgrecall.rebalance_tenants()
+returns table (tenant text, node text)
+language plpgsql
+set search_path = pg_catalog
+as $$
+begin
+    perform pgrecall._require_citus();
+    execute 'select pg_catalog.rebalance_table_shards()';
+    return query select t.name::text, pgrecall.tenant_node(t.name::text) from pgrecall.tenant t order by t.name;
+end
+$$;
+comment on function pgrecall.rebalance_tenants() is
+    'Citus: spreads the tenants over the workers (Citus''s rebalancer, each tenant moved whole); returns where each is.';
+
 create or replace function pgrecall.list_tenants()
 returns table (name text, owner_role name, app_role name, created_at timestamptz,
                schema_version integer, latest_version integer)

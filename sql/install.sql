@@ -942,6 +942,24 @@ $$;
 comment on function pgrecall.move_tenant(text, text, integer) is
     'Citus: moves tenant p_name to worker p_host:p_port while it stays in use; returns where it is now.';
 
+-- Spreads the tenants over the workers (after citus_add_node, say): Citus's rebalancer pools
+-- the colocation groups that have fewer shards than there are workers (each distributed schema
+-- is one, a shard per table) and moves whole groups, so a tenant moves as a unit, never split,
+-- online as citus_schema_move is. Waits for the moves; returns each tenant's node after.
+create or replace function pgrecall.rebalance_tenants()
+returns table (tenant text, node text)
+language plpgsql
+set search_path = pg_catalog
+as $$
+begin
+    perform pgrecall._require_citus();
+    execute 'select pg_catalog.rebalance_table_shards()';
+    return query select t.name::text, pgrecall.tenant_node(t.name::text) from pgrecall.tenant t order by t.name;
+end
+$$;
+comment on function pgrecall.rebalance_tenants() is
+    'Citus: spreads the tenants over the workers (Citus''s rebalancer, each tenant moved whole); returns where each is.';
+
 create or replace function pgrecall.list_tenants()
 returns table (name text, owner_role name, app_role name, created_at timestamptz,
                schema_version integer, latest_version integer)
@@ -6727,7 +6745,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_418e1cd4054e$leases.sql$pgrecall_418e1cd4054e$, null, $pgrecall_3c28860aa30c$b29d0608a9805f3f158d52d612aa8b32ed320d964ec335a0e12696dbe31f1490$pgrecall_3c28860aa30c$, $pgrecall_b29d0608a980$-- Leases of the three queues (embedding_job, passage_embedding_job, work_task)
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_418e1cd4054e$leases.sql$pgrecall_418e1cd4054e$, null, $pgrecall_3de8f1de361a$025423fe2e4b0813b1c883342ff484b411f39307905c22cef1c9631ad80b58f2$pgrecall_3de8f1de361a$, $pgrecall_025423fe2e4b$-- Leases of the three queues (embedding_job, passage_embedding_job, work_task)
 -- end at lease_until or, sooner, when the database session that took them
 -- ends: a worker that is killed keeps nothing for long (design section 5: a
 -- crashed worker's tasks return). The queues share one implementation, at the
@@ -6767,9 +6785,9 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_418e1c
 -- otherwise look dead to a claim in a long transaction. The list of holders
 -- is read before the claim's query, and a claim that skips locked rows reads
 -- each row it may take in its newest committed version: one leased a moment
--- ago by a session that registered after that read. So the update that takes
--- a row whose lease has not expired asks again, once it holds the row
--- (_lease_holder_alive): a living session's holder row and backend are there,
+-- ago by a session that registered after that read. So a row whose lease has
+-- not expired is asked about again once the claim holds its lock
+-- (_lease_taken_over, _lease_holder_alive): a living session's holder row and backend are there,
 -- since a session registers before it leases anything. Four workers starting
 -- together took each other's fresh leases without it.
 --
@@ -6799,7 +6817,9 @@ begin
     select h.id from lease_holder h
      where (p_ids is null or h.id = any (p_ids))
        and exists (select 1 from pg_stat_get_activity(h.backend_pid) a
-                    where a.usesysid = (select r.oid from pg_roles r where r.rolname = h.backend_role)
+                    -- to_regrole, not the pg_roles view: Citus expands the view beside a tenant table
+                    -- and reads pg_authid with the caller's rights
+                    where a.usesysid = to_regrole(quote_ident(h.backend_role))::oid
                       and a.backend_start is not distinct from h.backend_start);
 end
 $$;
@@ -6917,7 +6937,8 @@ begin
         -- passes the lanes' heads).
         return query select 'work_task', 'id', 'q.available_at, q.id',
                             'q.status in (''pending'', ''leased'')', 'q.available_at <= clock_timestamp()',
-                            ', status = ''leased'', lease_token = gen_random_uuid()',
+                            -- $6: a new token for each key of $2
+                            ', status = ''leased'', lease_token = ($6::uuid[])[array_position($2, q.id)]',
                             'status = ''done'', finished_at = clock_timestamp(), lease_token = null, lease_until = null',
                             -- $3: the error; $4: task_max_attempts; $5: task_backoff_seconds
                             'status = case when q.attempts >= $4 then ''dead'' else ''pending'' end, '
@@ -6954,7 +6975,7 @@ $$;
 comment on function __tenant__._lease_over(text) is
     'Internal: the lease rule as a SQL condition on queue row q (no lease, expired, or its session ended).';
 
--- The lease rule again, for the row as an update locked it: a lease that its
+-- The lease rule again, for the row as the claim locked it: a lease that its
 -- living session took after the holders were read is not over (see the top).
 -- It asks pg_stat_activity only about a row whose lease has not expired.
 create or replace function __tenant__._lease_over_locked()
@@ -6981,25 +7002,25 @@ as $$
 declare
     v_q record;
     v_count integer;
+    v_keys bigint[];
 begin
     select * into v_q from _lease_queue(p_queue);
     if not v_q.dead_letters then
         return 0;
     end if;
+    -- locked first, the clock read before the UPDATE: Citus refuses volatile functions in it (see _lease_claim)
+    v_keys := _lease_lock(format($q$
+        select q.%2$I from %1$I q where q.status = 'leased' and q.attempts >= $3 and %3$s
+           for update skip locked$q$, v_q.table_name, v_q.key_column, _lease_over('$1')),
+        _lease_holders(), null, (_setting_value('task_max_attempts') #>> '{}')::integer);
+    v_keys := _lease_taken_over(p_queue, v_keys);
     execute format($q$
-        with over as (
-            select q.%2$I as key from %1$I q
-             where q.status = 'leased' and q.attempts >= $1 and %3$s
-             for update skip locked)
         update %1$I q
-           set status = 'dead', finished_at = clock_timestamp(), lease_token = null, lease_until = null,
-               last_error = case when q.lease_until < clock_timestamp()
-                                 then format('lease expired on attempt %%s', q.attempts)
-                                 else format('the session that leased it ended, on attempt %%s', q.attempts) end
-          from over o
-         where q.%2$I = o.key and %4$s$q$,
-        v_q.table_name, v_q.key_column, _lease_over('$2'), _lease_over_locked())
-    using (_setting_value('task_max_attempts') #>> '{}')::integer, _lease_holders();
+           set status = 'dead', finished_at = $2, lease_token = null, lease_until = null,
+               last_error = case when q.lease_until < $2 then 'lease expired on attempt '
+                                 else 'the session that leased it ended, on attempt ' end || q.attempts::text
+         where q.%2$I = any ($1)$q$, v_q.table_name, v_q.key_column)
+    using v_keys, clock_timestamp();
     get diagnostics v_count = row_count;
     return v_count;
 end
@@ -7010,6 +7031,15 @@ comment on function __tenant__._lease_dead_letter(text) is
 -- Leases up to p_limit ready items (among p_among when given) to p_worker:
 -- free, or under a lease that is over, oldest first, skipping rows another
 -- claimer has locked. Returns their keys.
+--
+-- Three statements, not one UPDATE: Citus refuses a volatile function
+-- anywhere in an UPDATE of a distributed table, and the lease rule reads the
+-- clock and pg_stat_activity. So the rows are locked by a SELECT (FOR UPDATE
+-- SKIP LOCKED, which follows a row updated since the snapshot to its newest
+-- version, as the UPDATE did), asked again about their session once held
+-- (_lease_taken_over), and updated with the clock and the tokens taken
+-- first. The row locks keep them until the transaction ends, so no claimer
+-- can come between the statements.
 create or replace function __tenant__._lease_claim(p_queue text, p_worker text, p_limit integer,
                                                   p_among bigint[] default null)
 returns setof bigint
@@ -7021,6 +7051,8 @@ declare
     v_q record;
     v_session integer;
     v_holders integer[];
+    v_locked bigint[];
+    v_now timestamptz;
 begin
     select * into v_q from _lease_queue(p_queue);
     perform _check_claim(p_worker, p_limit);
@@ -7029,27 +7061,75 @@ begin
     if v_q.dead_letters then
         perform _lease_dead_letter(p_queue);
     end if;
+    v_locked := _lease_lock(format($q$
+        select q.%2$I from %1$I q
+         where %3$s and %4$s and %5$s and ($2::bigint[] is null or q.%2$I = any ($2))
+         order by %6$s
+         limit $3
+         for update skip locked$q$,
+        v_q.table_name, v_q.key_column, v_q.open_rows, v_q.due_rows, _lease_over('$1'), v_q.claim_order),
+        v_holders, p_among, p_limit);
+    v_locked := _lease_taken_over(p_queue, v_locked);
+    v_now := clock_timestamp();
     return query execute format($q$
-        with ready as (
-            select q.%2$I as key from %1$I q
-             where %3$s and %4$s and %5$s and ($5::bigint[] is null or q.%2$I = any ($5))
-             order by %6$s
-             limit $2
-             for update skip locked)
         update %1$I q
-           set leased_by = $1, lease_until = clock_timestamp() + $6, lease_session = $3,
-               attempts = q.attempts + 1 %7$s
-          from ready r
-         where q.%2$I = r.key and %8$s
-        returning q.%2$I$q$,
-        v_q.table_name, v_q.key_column, v_q.open_rows, v_q.due_rows, _lease_over('$4'), v_q.claim_order, v_q.on_claim,
-        _lease_over_locked())
-    using p_worker, p_limit, v_session, v_holders, p_among,
-          make_interval(secs => (_setting_value(v_q.lease_setting) #>> '{}')::double precision);
+           set leased_by = $1, lease_until = $3 + $4, lease_session = $5, attempts = q.attempts + 1 %3$s
+         where q.%2$I = any ($2)
+        returning q.%2$I$q$, v_q.table_name, v_q.key_column, v_q.on_claim)
+    using p_worker, v_locked, v_now,
+          make_interval(secs => (_setting_value(v_q.lease_setting) #>> '{}')::double precision), v_session,
+          -- a task's lease token, one per locked row (gen_random_uuid() is volatile: not in the UPDATE)
+          array(select gen_random_uuid() from generate_series(1, cardinality(v_locked)));
 end
 $$;
 comment on function __tenant__._lease_claim(text, text, integer, bigint[]) is
     'Internal: leases up to p_limit ready items of a queue (SKIP LOCKED, the lease rule of leases.sql) and returns their keys.';
+
+-- The keys a locking SELECT (p_sql, with $1..$3 = p_holders, p_among,
+-- p_limit) returns, the rows locked until the transaction ends.
+create or replace function __tenant__._lease_lock(p_sql text, p_holders integer[], p_among bigint[], p_limit integer)
+returns bigint[]
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_key bigint;
+    v_keys bigint[] := '{}';
+begin
+    -- a loop, not array(...) around it: Citus plans FOR UPDATE only in a statement of its own
+    for v_key in execute p_sql using p_holders, p_among, p_limit loop
+        v_keys := v_keys || v_key;
+    end loop;
+    return v_keys;
+end
+$$;
+comment on function __tenant__._lease_lock(text, integer[], bigint[], integer) is
+    'Internal: runs a queue''s locking SELECT and returns the keys it locked.';
+
+-- Of the rows this transaction has locked, those whose lease is over as the
+-- row stands now: a lease that its living session took after the holders
+-- were read is not over (see the top). Asks pg_stat_activity only about
+-- rows whose lease has not expired.
+create or replace function __tenant__._lease_taken_over(p_queue text, p_keys bigint[])
+returns bigint[]
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_q record;
+    v_keys bigint[];
+begin
+    select * into v_q from _lease_queue(p_queue);
+    execute format('select coalesce(array_agg(q.%2$I), ''{}'') from %1$I q where q.%2$I = any ($1) and %3$s',
+                   v_q.table_name, v_q.key_column, _lease_over_locked())
+    into v_keys using p_keys;
+    return v_keys;
+end
+$$;
+comment on function __tenant__._lease_taken_over(text, bigint[]) is
+    'Internal: of rows already locked, those whose lease is over now (the session asked afresh).';
 
 -- The items p_worker still holds at the generations it was given, locked
 -- until the transaction ends: a re-worded item (a new generation) or a lease
@@ -7150,7 +7230,7 @@ begin
 end
 $$;
 comment on function __tenant__._lease_counts(text) is 'Internal: a queue''s open items and those under a live lease.';
-$pgrecall_b29d0608a980$)
+$pgrecall_025423fe2e4b$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 

@@ -58,12 +58,7 @@ SQL_SETS = frozenset({"_eligible_memories", "_eligible_facts", "_eligible_observ
 REVIEWED_ADVISORY: set[str] = set()
 
 # (rule, object) pairs the current schema still breaks, and what must change first.
-KNOWN: dict[tuple[str, str], str] = {
-    ("volatile in update", "_lease_claim"): "the queues' claim takes its lease time from clock_timestamp() and re-checks "
-        "a holder with _lease_holder_alive() in its UPDATE: an embedding worker does not run against a Citus tenant "
-        "yet (docs/scale-out.md, 'What is not done on Citus yet')",
-    ("volatile in update", "_lease_dead_letter"): "the same lease rule, for items that ran out of attempts",
-}
+KNOWN: dict[tuple[str, str], str] = {}
 
 
 @dataclass(frozen=True)

@@ -313,3 +313,58 @@ def test_a_tenant_moves_while_writers_append_and_a_reader_recalls(cluster, tenan
                               "where n.nspname = %s and c.relname ~ '_[0-9]+$' and c.relkind = 'r'",
                               (acme,)).fetchone()[0]
     assert shards == 0
+
+
+def test_the_embedding_worker_drains_a_tenant_through_the_coordinator(cluster, tenant_factory):
+    from pgrecall.worker import Worker
+
+    acme = tenant_factory("acme")
+    populated(cluster, acme)
+    with handle(cluster, acme) as mem:
+        turn = mem.append("My cat Miso only eats salmon", role="user", actor="ana")
+        mem.remember("Ana's cat Miso eats only salmon", evidence=[turn], purposes=["converse"])
+        tea = mem.append("I drink green tea every morning", role="user", actor="ana")
+        mem.remember("Ana drinks green tea every morning", evidence=[tea], purposes=["converse"])
+    # pgrecall's own worker, as its login role, claims and stores through the coordinator: both queues
+    stats = Worker(acme, conninfo=cluster.coordinator.dsn(user=f"pgrecall_{acme}_worker")).drain()
+    assert (stats.claimed, stats.stored, stats.passages_stored) == (2, 2, 2)
+    with psycopg.connect(cluster.coordinator.dsn()) as conn:
+        left = conn.execute(f"select (select count(*) from {acme}.embedding_job), "
+                            f"(select count(*) from {acme}.passage_embedding_job), "
+                            f"(select count(*) from {acme}.memory_embedding)").fetchone()
+    assert left == (0, 0, 2)
+    with handle(cluster, acme) as mem:
+        assert mem.recall("what does the pet like to eat", mode="dense", limit=1).items[0].body == \
+            "Ana's cat Miso eats only salmon"
+
+
+def test_a_third_worker_and_a_rebalance_spread_whole_tenants(monkeypatch, capsys):
+    # a cluster of its own: the rebalance moves every tenant there is, and the module's cluster keeps two workers
+    with LocalCluster(find_citus_build(), workers=2) as cluster:
+        with psycopg.connect(cluster.coordinator.dsn()) as conn:
+            install.install(conn)
+        tenants = [f"reb{i}" for i in range(6)]
+        for t in tenants:
+            with psycopg.connect(cluster.coordinator.dsn()) as conn:
+                install.install(conn, [t])
+            populated(cluster, t)
+            with handle(cluster, t) as mem:
+                turn = mem.append(f"the {t} codeword is zq{t}", role="user", actor="ana")
+                mem.remember(f"{t} keeps the codeword zq{t}", evidence=[turn], purposes=["converse"])
+        assert {p for t in tenants for p in placements(cluster, t)} <= {(w.port,) for w in cluster.worker_nodes[:2]}
+        third = cluster.add_worker()
+        monkeypatch.setenv("PGRECALL_DSN", cluster.coordinator.dsn())
+        assert cli.main(["tenant", "rebalance", "--json"]) == 0
+        said = capsys.readouterr().out
+        where = {t: placements(cluster, t) for t in tenants}
+        # each tenant whole on one node (no table of it left behind), and some of them on the new worker
+        assert all(len(nodes) == 1 for nodes in where.values()), where
+        moved = [t for t, nodes in where.items() if nodes == [(third.port,)]]
+        assert 1 <= len(moved) < len(tenants), where
+        assert f"127.0.0.1:{third.port}" in said
+        for t in tenants:
+            with handle(cluster, t) as mem:
+                assert [i.body for i in mem.recall(f"zq{t}", mode="lexical").items] == [f"{t} keeps the codeword zq{t}"]
+            with psycopg.connect(cluster.coordinator.dsn()) as conn:
+                assert conn.execute(f"select (select count(*) from {t}.observation), (select count(*) from {t}.memory)"
+                                    ).fetchone() == (1, 1)

@@ -194,3 +194,10 @@ def test_distributing_a_tenant_on_a_server_without_citus_names_what_is_missing(d
     assert caught.value.sqlstate == "PR009" and "not a Citus coordinator" in str(caught.value)
     db.rollback()
     assert db.execute("select name from pgrecall.list_tenants()").fetchall() == [("solo",)]
+
+
+def test_rebalancing_on_a_server_without_citus_names_what_is_missing(db):
+    db.execute("select pgrecall.create_tenant('solo')")
+    with pytest.raises(psycopg.Error) as caught:
+        db.execute("select * from pgrecall.rebalance_tenants()")
+    assert caught.value.sqlstate == "PR009" and "not a Citus coordinator" in str(caught.value)

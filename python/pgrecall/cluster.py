@@ -142,6 +142,12 @@ class LocalCluster:
         with psycopg.connect(self.coordinator.dsn(), autocommit=True) as conn:
             conn.execute("select citus_add_node('127.0.0.1', %s)", (node.port,))
 
+    def add_worker(self) -> Node:
+        """One more worker, started and joined (its tenants come with a rebalance: pgrecall tenant rebalance)."""
+        node = self.add_node(f"worker{len(self.nodes)}")
+        self.join(node)
+        return node
+
     def start(self) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="pgrecall-citus-"))
         self._prepare_access()

@@ -160,12 +160,12 @@ def main(argv: list[str] | None = None) -> int:
         parser = build_parser()
         args = parser.parse_args(argv)
         said["tenant"] = getattr(args, "tenant", None) or getattr(args, "name", None)
-        if args.command == "tenant" and args.action != "list" and args.name is None:
+        if args.command == "tenant" and args.action not in ("list", "rebalance") and args.name is None:
             parser.error(f"tenant {args.action} needs a NAME")
         # Every command that names a tenant, checked before anything connects or composes SQL.
         if getattr(args, "tenant", None) is not None:
             names.check_tenant_name(args.tenant)
-        if args.command == "tenant" and args.action != "list":
+        if args.command == "tenant" and args.action not in ("list", "rebalance"):
             names.check_tenant_name(args.name)
         result: int = args.func(args)
         return result

@@ -27,6 +27,8 @@ def cmd_tenant(args: argparse.Namespace) -> int:
             return _settings(conn, args)
         if args.action == "move":
             return _move(conn, args)
+        if args.action == "rebalance":
+            return _rebalance(conn, args)
         if args.action == "drop":
             if not _drop_confirmed(conn, args):
                 return 1
@@ -84,6 +86,18 @@ def _move(conn: psycopg.Connection[Any], args: argparse.Namespace) -> int:
     if args.json:
         return _print_json({"tenant": args.name, "node": node[0] if node else args.to})
     print(f"pgrecall: tenant {args.name} is on {node[0] if node else args.to}")
+    return 0
+
+
+def _rebalance(conn: psycopg.Connection[Any], args: argparse.Namespace) -> int:
+    """Citus's rebalancer over the workers (after adding one): each tenant moves whole, online."""
+    try:
+        rows = conn.execute("select tenant, node from pgrecall.rebalance_tenants()").fetchall()
+    except psycopg.Error as exc:
+        raise errors.translate(exc) from exc
+    if args.json:
+        return _print_json([{"tenant": t, "node": n} for t, n in rows])
+    _print_rows(["tenant", "node"], rows)
     return 0
 
 
@@ -226,8 +240,8 @@ def _scope(mem: Any, args: argparse.Namespace) -> int:
 
 
 def add_tenant(sub: Subparsers) -> None:
-    p = sub.add_parser("tenant", help="create, upgrade, list, drop or move tenants")
-    p.add_argument("action", choices=["create", "upgrade", "drop", "list", "settings", "move"])
+    p = sub.add_parser("tenant", help="create, upgrade, list, drop, move or rebalance tenants")
+    p.add_argument("action", choices=["create", "upgrade", "drop", "list", "settings", "move", "rebalance"])
     p.add_argument("name", nargs="?")
     p.add_argument("--yes", action="store_true", help="with drop: do not ask for confirmation")
     p.add_argument("--set", action="append", type=_setting, metavar="KEY=VALUE",
