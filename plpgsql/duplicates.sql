@@ -159,8 +159,7 @@ begin
                __ext__.l2_normalize(case when me.input_version = 1 then me.embedding else me.text_embedding end) as embedding
           from unnest(v_ids) w(id)
           join memory m on m.id = w.id
-          join memory_embedding me on me.memory_id = w.id and me.model = v_model
-                                  and (me.input_version = 1 or me.text_embedding is not null)
+          join memory_embedding me on me.memory_id = w.id and me.model = v_model and (me.input_version = 1 or me.text_embedding is not null)
     ), close_pairs as (
         select a.id as low, b.id as high, -(a.embedding operator(__ext__.<#>) b.embedding) as cos,
                exists (select 1 from duplicate_decision d

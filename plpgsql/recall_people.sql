@@ -37,15 +37,23 @@ comment on function __tenant__._text_grams(text) is
 
 -- Peers are matched by their whole name, case aside: a peer is named
 -- "Caroline" by the question "What did caroline paint?", not by "Carol".
+-- PL/pgSQL: Citus cannot plan an SQL function with parameters that reads a
+-- tenant table (tests/scaleout.py).
 create or replace function __tenant__._peers_in_text(p_text text)
 returns bigint[]
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+declare
+    v_result bigint[];
+begin
     select coalesce(array_agg(p.id order by p.id), '{}')
       from peer p
      where lower(p.name) = any (_text_grams(p_text))
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._peers_in_text(text) is
     'Internal: the peers a text names by their whole name (case aside).';

@@ -3398,7 +3398,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$, null, $pgrecall_51ce87a2720b$a3cb76f61a8514880b2d8654eeadffabc9d360121b527502ea0dcca6e78bc94d$pgrecall_51ce87a2720b$, $pgrecall_a3cb76f61a85$-- Duplicates: the database proposes pairs of similar memories, a person
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$, null, $pgrecall_c19f2c2b7af4$b942348d5046f5f48752eca9f5f85d836dc8adf540a82a54973951141c29606f$pgrecall_c19f2c2b7af4$, $pgrecall_b942348d5046$-- Duplicates: the database proposes pairs of similar memories, a person
 -- decides. Other memory stores merge on their own (an LLM judges, or an exact
 -- hash matches); here nothing changes because two memories are alike, only
 -- because someone looked at both, with their provenance, and said so.
@@ -3559,8 +3559,7 @@ begin
                __ext__.l2_normalize(case when me.input_version = 1 then me.embedding else me.text_embedding end) as embedding
           from unnest(v_ids) w(id)
           join memory m on m.id = w.id
-          join memory_embedding me on me.memory_id = w.id and me.model = v_model
-                                  and (me.input_version = 1 or me.text_embedding is not null)
+          join memory_embedding me on me.memory_id = w.id and me.model = v_model and (me.input_version = 1 or me.text_embedding is not null)
     ), close_pairs as (
         select a.id as low, b.id as high, -(a.embedding operator(__ext__.<#>) b.embedding) as cos,
                exists (select 1 from duplicate_decision d
@@ -3749,7 +3748,7 @@ end
 $$;
 comment on function __tenant__.decide_duplicate(text, text[], bigint, bigint, text, text, integer, integer) is
     'A person''s decision about a proposed pair: distinct (keep both), supersede (b replaces a) or forget (a); recorded with who, when and why. PR180 if someone decided it first.';
-$pgrecall_a3cb76f61a85$)
+$pgrecall_b942348d5046$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -9897,7 +9896,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_85a50786d6bf$recall_people.sql$pgrecall_85a50786d6bf$, null, $pgrecall_288c4fb8460a$24f9a2775df33f7bfc1d4ebddecb16c14b35890fb787a0ebb5b80fe1cf9faef5$pgrecall_288c4fb8460a$, $pgrecall_24f9a2775df3$-- Recall's people-and-things arm (plpgsql/recall.sql composes the steps;
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_85a50786d6bf$recall_people.sql$pgrecall_85a50786d6bf$, null, $pgrecall_79f0fb025fe7$d0036da05df780de125250ec59c3143419b2142b7869a5ae549e447723554e1c$pgrecall_79f0fb025fe7$, $pgrecall_d0036da05df7$-- Recall's people-and-things arm (plpgsql/recall.sql composes the steps;
 -- setting recall_people_arm, migration 0031). When the question names a
 -- peer (by its name) or an entity (by name or alias), the memories that peer
 -- said (a memory derived from an observation whose actor it is) and the
@@ -9936,15 +9935,23 @@ comment on function __tenant__._text_grams(text) is
 
 -- Peers are matched by their whole name, case aside: a peer is named
 -- "Caroline" by the question "What did caroline paint?", not by "Carol".
+-- PL/pgSQL: Citus cannot plan an SQL function with parameters that reads a
+-- tenant table (tests/scaleout.py).
 create or replace function __tenant__._peers_in_text(p_text text)
 returns bigint[]
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+declare
+    v_result bigint[];
+begin
     select coalesce(array_agg(p.id order by p.id), '{}')
       from peer p
      where lower(p.name) = any (_text_grams(p_text))
+    into v_result;
+    return v_result;
+end
 $$;
 comment on function __tenant__._peers_in_text(text) is
     'Internal: the peers a text names by their whole name (case aside).';
@@ -10022,7 +10029,7 @@ $$;
 comment on function __tenant__._fused_candidates(bigint[], double precision[], bigint[], double precision[], bigint,
                                                  text[], text, boolean, timestamptz, text, jsonb) is
     'Internal: recall''s fused candidate ids: _fused_ids, or with recall_people_arm on, RRF of the lexical, dense and people lists.';
-$pgrecall_24f9a2775df3$)
+$pgrecall_d0036da05df7$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
