@@ -189,7 +189,7 @@ def test_bench_ingest_stores_each_memory_with_its_own_texts_vector(db, conninfo,
     for memory_id, body, embedding in rows:
         i = int(np.nonzero(memory_of_text == memory_id)[0][0])
         assert body == texts[i]
-        # stored as halfvec (migration 0033): the vector rounded to half precision, within one unit in the
+        # stored as halfvec (migration 0032): the vector rounded to half precision, within one unit in the
         # last place of a component below 0.25 (other memories' vectors differ by ~0.05 per component)
         assert np.allclose([float(x) for x in embedding.strip("[]").split(",")],
                            vectors[i].astype(np.float16).astype(np.float32), atol=2.5e-4)

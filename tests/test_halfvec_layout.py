@@ -1,4 +1,4 @@
-"""Vectors at half precision (issue #31, migration 0033): a tenant whose vectors are stored as vector(384) is
+"""Vectors at half precision (issue #31, migration 0032): a tenant whose vectors are stored as vector(384) is
 converted in place, nothing re-embedded, and recalls the same top 10 afterwards. What rounding to halfvec costs
 recall against full-precision vectors is measured by ``python -m bench.halfvec``, not here."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 from test_one_vector import _answers, _pairs, _tenant
 
 
-def _as_before_0033(db, tenant):
-    """The layout 0032 left: float vectors and their HNSW indexes over vector_cosine_ops."""
+def _as_before_0032(db, tenant):
+    """The layout 0031 left: float vectors and their HNSW indexes over vector_cosine_ops."""
     db.execute(f"drop index {tenant}.memory_embedding_hnsw")
     db.execute(f"drop index {tenant}.passage_embedding_hnsw")
     db.execute(f"alter table {tenant}.memory_embedding alter column embedding type vector(384), "
@@ -18,7 +18,7 @@ def _as_before_0033(db, tenant):
                f"(embedding vector_cosine_ops) with (m = 16, ef_construction = 64)")
     db.execute(f"create index passage_embedding_hnsw on {tenant}.passage using hnsw "
                f"(embedding vector_cosine_ops) with (m = 16, ef_construction = 64)")
-    db.execute(f"delete from {tenant}.schema_migration where version = 33")
+    db.execute(f"delete from {tenant}.schema_migration where version = 32")
 
 
 def _stored(db, tenant):
@@ -40,11 +40,11 @@ def test_a_tenant_with_float_vectors_is_converted_in_place_and_recalls_the_same_
     mem = _tenant(db, conninfo, "floats")
     recalled, pairs, stored = _answers(mem), _pairs(mem), _stored(db, "floats")
     assert stored[0] and stored[1]  # memories and passages both hold vectors
-    _as_before_0033(db, "floats")
+    _as_before_0032(db, "floats")
     assert {t for _, _, t in _column_types(db, "floats")} == {"vector(384)"}
 
     applied = [tuple(r) for r in db.execute("select * from pgrecall.upgrade_tenant('floats')").fetchall()]
-    assert ("migration", "0033_halfvec.sql") in applied
+    assert ("migration", "0032_halfvec.sql") in applied
     assert {t for _, _, t in _column_types(db, "floats")} == {"halfvec(384)"}
     assert _stored(db, "floats") == stored  # the same numbers and stamps: converted, not re-embedded
     assert db.execute("select count(*) from floats.embedding_job").fetchone()[0] == 0
