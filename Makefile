@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: citus test-citus run driver test test-slow test-all check install-script bench bench-graph bench-erase bench-worker bench-driver bench-shell bench-citus eval eval-compare venv clean
+.PHONY: citus test-citus run driver test test-slow test-all check install-script bench bench-peers bench-graph bench-erase bench-worker bench-driver bench-shell bench-citus eval eval-compare venv clean
 
 venv: $(STAMP)
 
@@ -74,8 +74,16 @@ $(BENCH_STAMP): $(STAMP)
 	$(PIP) install --quiet --disable-pip-version-check -e '.[embed,dev,review,bench]'
 	touch $(BENCH_STAMP)
 
+# make bench ends with the side-by-side scenarios of ../shared/bench-peers (10k, 10k x 50 users, 100k:
+# what a user pays, client-side, whole database) when that folder is there; PEERS_ARGS passes options.
+BENCH_PEERS ?= $(firstword $(wildcard ../shared/bench-peers ../../shared/bench-peers))
 bench: $(BENCH_STAMP)
 	$(PY) -m bench.run $(BENCH_ARGS)
+	$(if $(wildcard $(BENCH_PEERS)/bench.py),$(PY) -m bench.peers --peers $(BENCH_PEERS) $(PEERS_ARGS),@echo "make bench: no ../shared/bench-peers here (BENCH_PEERS=DIR names one); the side-by-side scenarios were skipped")
+
+# The side-by-side scenarios alone: make bench-peers PEERS_ARGS="--scenarios 10k,10kx50".
+bench-peers: $(STAMP)
+	$(PY) -m bench.peers $(if $(BENCH_PEERS),--peers $(BENCH_PEERS)) $(PEERS_ARGS)
 
 # pgrecall recall from the shell: the first and the second call, with the resident embedder and without.
 bench-shell: $(STAMP)
