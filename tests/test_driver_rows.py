@@ -104,3 +104,39 @@ def test_no_result_is_read_by_position():
         text = path.read_text()
         assert "dict(zip(" not in text, path
         assert not re.search(r"fetchone\(\)\[[1-9]", text), path
+
+
+def test_a_row_read_from_json_is_the_frozen_dataclass_the_class_itself_would_build():
+    """Rows are built without the dataclass's __init__ (it is the driver's largest cost after the statement):
+    what comes out must still be the same value, still frozen, with its defaults, nested JSON parsed, the
+    caller's dict left as it was, and a missing field still refused."""
+    import dataclasses
+    from datetime import datetime
+
+    import pytest
+
+    observation = {"text": "Ana moved to Lisbon", "actor": "ana", "scope": "s", "offset": 3, "audience": None,
+                   "withheld": False, "corrections": [], "occurred_at": "2026-12-04T02:56:38.485503+00:00",
+                   "source_role": "user"}
+    provenance = {"about": [], "memories": [], "observations": [observation], "hidden_sources": 0,
+                  "widening_reason": None}
+    item = {"rank": 1, "memory_id": 7, "scope": "s", "kind": "note", "title": None, "body": "Ana lives in Lisbon",
+            "score": 1.0, "lexical_rank": 1, "dense_rank": None, "cosine": None, "bm25": 2.5,
+            "provenance": provenance}
+    untouched = {**item, "provenance": {**provenance, "observations": [dict(observation)]}}
+    built = recall._recall_item(item)
+    assert item == untouched  # the caller's dict is not filled in place
+
+    by_class = recall.RecallItem(**{**item, "provenance": memories.Provenance(
+        **{**provenance, "observations": [memories.ObservationRef(
+            **{**observation, "occurred_at": datetime.fromisoformat(observation["occurred_at"])})]})})
+    assert built == by_class
+    assert (built.item, built.fact_id, built.fact_rank) == ("memory", None, None)  # the defaults
+    assert isinstance(built.provenance.observations[0].occurred_at, datetime)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built.rank = 2  # type: ignore[misc]
+    assert dataclasses.replace(built, rank=2).rank == 2
+
+    with pytest.raises(TypeError, match="body"):
+        _calls.from_json(recall.RecallItem, {k: v for k, v in item.items() if k not in ("body", "provenance")}
+                         | {"provenance": built.provenance})
