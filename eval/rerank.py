@@ -28,13 +28,13 @@ import shutil
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import locomo  # noqa: E402  (the evaluation's own loading, scoring and check)
+import locomo
 
 TENANT = "rerank"
 
@@ -130,7 +130,7 @@ def run(args) -> dict:
         shutil.rmtree(home, ignore_errors=True)
     runs = {f"hybrid/v{version}": locomo.aggregate(default["rows"])}
     runs.update({f"hybrid+{name}/v{version}": locomo.aggregate(r) for name, r in rows.items()})
-    return {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "git": locomo.git_info(),
+    return {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "git": locomo.git_info(),
             "command": " ".join([os.path.relpath(sys.executable), *sys.argv]), "pool": args.pool,
             "version": version, "rrf_k": int(settings["rrf_k"]), "questions": len(queries),
             "trial_seconds": round(seconds, 1), "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
