@@ -186,12 +186,24 @@ begin
          order by (me.embedding operator(__ext__.<=>) p_embedding) + 0, p.id
          limit p_depth;
     else
+        -- As recall's HNSW path: the passage's eligibility is a per-row filter on the index scan ("offset 0"
+        -- keeps the planner from turning it into a join that reads every vector).
         return query
-        select p.id, me.embedding operator(__ext__.<=>) p_embedding
-          from memory_embedding me join passage p on p.vector_memory_id = me.memory_id
+        with nearest as (
+            select me.memory_id, me.embedding operator(__ext__.<=>) p_embedding as distance
+              from memory_embedding me
+             where me.model = p_model and me.input_version = p_version
+               and exists (select 1 from passage p
+                            where p.vector_memory_id = me.memory_id
+                              and _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id, p_principal_id,
+                                                    p_scopes, p_session_id, p_actor_id) offset 0)
+             order by me.embedding operator(__ext__.<=>) p_embedding
+             limit p_depth)
+        select p.id, n.distance
+          from nearest n join passage p on p.vector_memory_id = n.memory_id
          where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id, p_principal_id, p_scopes, p_session_id,
-                                 p_actor_id) and me.model = p_model and me.input_version = p_version
-         order by me.embedding operator(__ext__.<=>) p_embedding
+                                 p_actor_id)
+         order by n.distance, p.id
          limit p_depth;
     end if;
 end

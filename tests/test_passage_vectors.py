@@ -148,3 +148,18 @@ def _answers(mem):
              for q in QUESTIONS for mode in ("semantic", "hybrid")},
             {(q, mode): [i.memory_id for i in mem.recall(q, mode=mode, limit=10).items]
              for q in QUESTIONS for mode in ("dense", "hybrid")})
+
+
+def test_borrowed_vectors_answer_alike_exact_and_through_the_memories_hnsw_index(acme, db, conninfo):
+    _version_1(conninfo)
+    _quoted(acme, TURNS)
+    acme.append("Unquoted: the bakery on the corner closes at noon on Sundays", role="user", actor="ana")
+    _worker(conninfo).drain(refresh_stats=False)
+    assert _layout(db) == (1, len(TURNS), 0)  # both kinds of vector in one search
+    exact = {q: _semantic(acme, q) for q in QUESTIONS + ["When is the bakery open?"]}
+    db.execute("select pgrecall.set_tenant_setting('acme', 'exact_dense_below', '1')")
+    hnsw = {q: _semantic(acme, q) for q in exact}
+    assert {(e.meta.semantic_method, hnsw[q].meta.semantic_method) for q, e in exact.items()} == {("exact", "hnsw")}
+    assert {q: [(h.body, round(h.cosine, 5)) for h in found.items] for q, found in hnsw.items()} == \
+        {q: [(h.body, round(h.cosine, 5)) for h in found.items] for q, found in exact.items()}
+    assert hnsw["When is the bakery open?"].items[0].body.startswith("Unquoted")
