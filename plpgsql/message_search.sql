@@ -217,24 +217,29 @@ create or replace function __tenant__._passages_with_vectors(p_principal_id bigi
                                                             p_session_id bigint, p_actor_id bigint, p_model text,
                                                             p_version integer, p_lent boolean, p_cap integer)
 returns bigint
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select case when p_lent then
-        (select count(*) from (
+declare
+    v_count bigint;
+begin
+    if p_lent then
+        select count(*) into v_count from (
             select 1 from passage p join memory_embedding me on me.memory_id = p.vector_memory_id
              where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id, p_principal_id, p_scopes,
                                      p_session_id, p_actor_id) and me.model = p_model and me.input_version = p_version
-             limit p_cap) x)
+             limit p_cap) x;
     else
-        (select count(*) from (
+        select count(*) into v_count from (
             select 1 from passage p
              where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id, p_principal_id, p_scopes,
                                      p_session_id, p_actor_id) and p.embedding_model = p_model
                and p.embedding_input_version = p_version
-             limit p_cap) x)
-    end
+             limit p_cap) x;
+    end if;
+    return v_count;
+end
 $$;
 comment on function __tenant__._passages_with_vectors(bigint, text[], bigint, bigint, text, integer, boolean, integer) is
     'Internal: how many eligible passages have a current vector of their own (or a borrowed one), up to p_cap.';

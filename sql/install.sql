@@ -7386,7 +7386,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$, null, $pgrecall_394761518ef3$c88fe7cfc01d452406ea70777357e82d83e644f980a3d149d60ff1d0cccc413e$pgrecall_394761518ef3$, $pgrecall_c88fe7cfc01d$-- Message search: the passages of the log, at tenant level (every authorised
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$, null, $pgrecall_778a1f48290d$c6c355e094b10eabb9e98a4fcc22bd39f7f08faa7a5bf68a4aac60be361b501f$pgrecall_778a1f48290d$, $pgrecall_c6c355e094b1$-- Message search: the passages of the log, at tenant level (every authorised
 -- scope), session level (p_session_id) or peer level (what p_peer sent).
 --   * lexical arm: BM25 over passages, document frequencies counted live in
 --     the authorised scopes, corpus size from passage_stat; from
@@ -7574,12 +7574,24 @@ begin
          order by (me.embedding operator(__ext__.<=>) p_embedding) + 0, p.id
          limit p_depth;
     else
+        -- As recall's HNSW path: the passage's eligibility is a per-row filter on the index scan ("offset 0"
+        -- keeps the planner from turning it into a join that reads every vector).
         return query
-        select p.id, me.embedding operator(__ext__.<=>) p_embedding
-          from memory_embedding me join passage p on p.vector_memory_id = me.memory_id
+        with nearest as (
+            select me.memory_id, me.embedding operator(__ext__.<=>) p_embedding as distance
+              from memory_embedding me
+             where me.model = p_model and me.input_version = p_version
+               and exists (select 1 from passage p
+                            where p.vector_memory_id = me.memory_id
+                              and _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id, p_principal_id,
+                                                    p_scopes, p_session_id, p_actor_id) offset 0)
+             order by me.embedding operator(__ext__.<=>) p_embedding
+             limit p_depth)
+        select p.id, n.distance
+          from nearest n join passage p on p.vector_memory_id = n.memory_id
          where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id, p_principal_id, p_scopes, p_session_id,
-                                 p_actor_id) and me.model = p_model and me.input_version = p_version
-         order by me.embedding operator(__ext__.<=>) p_embedding
+                                 p_actor_id)
+         order by n.distance, p.id
          limit p_depth;
     end if;
 end
@@ -7593,24 +7605,29 @@ create or replace function __tenant__._passages_with_vectors(p_principal_id bigi
                                                             p_session_id bigint, p_actor_id bigint, p_model text,
                                                             p_version integer, p_lent boolean, p_cap integer)
 returns bigint
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select case when p_lent then
-        (select count(*) from (
+declare
+    v_count bigint;
+begin
+    if p_lent then
+        select count(*) into v_count from (
             select 1 from passage p join memory_embedding me on me.memory_id = p.vector_memory_id
              where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id, p_principal_id, p_scopes,
                                      p_session_id, p_actor_id) and me.model = p_model and me.input_version = p_version
-             limit p_cap) x)
+             limit p_cap) x;
     else
-        (select count(*) from (
+        select count(*) into v_count from (
             select 1 from passage p
              where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id, p_principal_id, p_scopes,
                                      p_session_id, p_actor_id) and p.embedding_model = p_model
                and p.embedding_input_version = p_version
-             limit p_cap) x)
-    end
+             limit p_cap) x;
+    end if;
+    return v_count;
+end
 $$;
 comment on function __tenant__._passages_with_vectors(bigint, text[], bigint, bigint, text, integer, boolean, integer) is
     'Internal: how many eligible passages have a current vector of their own (or a borrowed one), up to p_cap.';
@@ -7852,7 +7869,7 @@ as $$
 $$;
 comment on function __tenant__.search_messages(text, text[], text, double precision[], text, bigint, text, integer, text) is
     'Searches the passages of the log in the authorised scopes (optionally one session or one sender): BM25 and/or cosine, fused by RRF. With its metadata: search_messages_answer().';
-$pgrecall_c88fe7cfc01d$)
+$pgrecall_c6c355e094b1$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
