@@ -266,6 +266,10 @@ begin
         on conflict do nothing
     )
     select coalesce(array_agg(st.memory_id), '{}') into v_stored from stored st;
+    if p_input_version = 1 then
+        -- the turns these memories quote word for word use these vectors (passage_vectors.sql)
+        perform _lend_memory_vectors(v_stored);
+    end if;
     return _lease_done('embedding', v_stored);
 end
 $$;
@@ -374,11 +378,13 @@ begin
     on conflict (passage_id) do update
         set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null;
     get diagnostics v_count = row_count;
-    -- A job whose passage already has the current stamp is done (version switched back).
+    -- A job whose passage already has a vector of the current stamp is done (version switched back).
     if not p_everything then
         delete from passage_embedding_job j using passage p, _embedding_stamp() st
          where p.id = j.passage_id and p.scope = j.scope
-           and p.embedding_model = st.model and p.embedding_input_version = st.input_version;
+           and ((p.embedding_model = st.model and p.embedding_input_version = st.input_version)
+                or exists (select 1 from memory_embedding me where me.memory_id = p.vector_memory_id
+                              and me.model = st.model and me.input_version = st.input_version));
     end if;
     return v_count;
 end
@@ -399,10 +405,12 @@ as $$
            (select count(*) from memory_embedding me where me.model = st.model and me.input_version = st.input_version),
            (select count(*) from memory_embedding me where me.model <> st.model or me.input_version <> st.input_version),
            st.model, st.input_version,
-           -- passages: vectors live on the passage row
+           -- passages: vectors live on the passage row, or are a memory's (passage_vectors.sql)
            (select c.open from _lease_counts('passage_embedding') c),
            (select count(*) from passage p
-             where p.embedding_model = st.model and p.embedding_input_version = st.input_version),
+             where p.embedding_model = st.model and p.embedding_input_version = st.input_version)
+             + (select count(*) from passage p join memory_embedding me on me.memory_id = p.vector_memory_id
+                 where me.model = st.model and me.input_version = st.input_version),
            (select count(*) from passage p
              where p.embedding_model <> st.model or p.embedding_input_version <> st.input_version)
       from _embedding_stamp() st

@@ -5,7 +5,9 @@
 --     prune_min_terms query terms on, terms in prune_df_ratio or more of the
 --     passages are dropped (as recall does);
 --   * semantic arm: cosine against passage embeddings of the current model and
---     input version, floor dense_floor; exact over few rows, HNSW otherwise;
+--     input version (a passage's own, or the vector of a memory quoting it
+--     word for word: passage_vectors.sql), floor dense_floor; exact over few
+--     rows, HNSW otherwise;
 --     only passages their scope's passage_embedding policy embeds have one
 --     (by default those of messages: passages.sql), the lexical arm sees all;
 --   * both: Reciprocal Rank Fusion (rrf_k).
@@ -144,9 +146,108 @@ $$;
 comment on function __tenant__._passage_lexical_arm(bigint, text[], bigint, bigint, text, integer, jsonb) is
     'Internal: message search''s lexical arm: pruned query terms, BM25 over the passages in scope, best p_depth first.';
 
--- The semantic arm over passages: cosine against passage embeddings of the
--- current model and input version, floor dense_floor, nearest p_depth first;
--- exact over few rows, HNSW otherwise. One row: ids, cosines, the method.
+-- The nearest passages of one kind of vector: their own (p_lent false) or
+-- the memory vector they borrow (passage_vectors.sql), exact or through the
+-- HNSW index of that vector's table, always filtered by the passage's own
+-- eligibility: a lender's audience plays no part. Up to p_depth (id, distance).
+create or replace function __tenant__._passages_nearest(p_principal_id bigint, p_scopes text[], p_session_id bigint,
+                                                       p_actor_id bigint, p_embedding __ext__.halfvec, p_model text,
+                                                       p_version integer, p_depth integer, p_lent boolean,
+                                                       p_exact boolean)
+returns table (id bigint, distance double precision)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+#variable_conflict use_column
+begin
+    if not p_lent and p_exact then
+        return query
+        select p.id, p.embedding operator(__ext__.<=>) p_embedding
+          from passage p
+         where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id, p_principal_id, p_scopes, p_session_id,
+                                 p_actor_id) and p.embedding_model = p_model and p.embedding_input_version = p_version
+         order by (p.embedding operator(__ext__.<=>) p_embedding) + 0, p.id
+         limit p_depth;
+    elsif not p_lent then
+        return query
+        select p.id, p.embedding operator(__ext__.<=>) p_embedding
+          from passage p
+         where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id, p_principal_id, p_scopes, p_session_id,
+                                 p_actor_id) and p.embedding_model = p_model and p.embedding_input_version = p_version
+         order by p.embedding operator(__ext__.<=>) p_embedding
+         limit p_depth;
+    elsif p_exact then
+        return query
+        select p.id, me.embedding operator(__ext__.<=>) p_embedding
+          from passage p join memory_embedding me on me.memory_id = p.vector_memory_id
+         where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id, p_principal_id, p_scopes, p_session_id,
+                                 p_actor_id) and me.model = p_model and me.input_version = p_version
+         order by (me.embedding operator(__ext__.<=>) p_embedding) + 0, p.id
+         limit p_depth;
+    else
+        -- As recall's HNSW path: the passage's eligibility is a per-row filter on the index scan ("offset 0"
+        -- keeps the planner from turning it into a join that reads every vector).
+        return query
+        with nearest as (
+            select me.memory_id, me.embedding operator(__ext__.<=>) p_embedding as distance
+              from memory_embedding me
+             where me.model = p_model and me.input_version = p_version
+               and exists (select 1 from passage p
+                            where p.vector_memory_id = me.memory_id
+                              and _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id, p_principal_id,
+                                                    p_scopes, p_session_id, p_actor_id) offset 0)
+             order by me.embedding operator(__ext__.<=>) p_embedding
+             limit p_depth)
+        select p.id, n.distance
+          from nearest n join passage p on p.vector_memory_id = n.memory_id
+         where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id, p_principal_id, p_scopes, p_session_id,
+                                 p_actor_id)
+         order by n.distance, p.id
+         limit p_depth;
+    end if;
+end
+$$;
+comment on function __tenant__._passages_nearest(bigint, text[], bigint, bigint, __ext__.halfvec, text, integer, integer, boolean, boolean) is
+    'Internal: the eligible passages nearest a query by their own vectors or by the memory vectors they borrow, exact or HNSW.';
+
+-- How many eligible passages have a vector of the stamp, their own (p_lent
+-- false) or borrowed, counted up to p_cap: what decides exact or HNSW.
+create or replace function __tenant__._passages_with_vectors(p_principal_id bigint, p_scopes text[],
+                                                            p_session_id bigint, p_actor_id bigint, p_model text,
+                                                            p_version integer, p_lent boolean, p_cap integer)
+returns bigint
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_count bigint;
+begin
+    if p_lent then
+        select count(*) into v_count from (
+            select 1 from passage p join memory_embedding me on me.memory_id = p.vector_memory_id
+             where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id, p_principal_id, p_scopes,
+                                     p_session_id, p_actor_id) and me.model = p_model and me.input_version = p_version
+             limit p_cap) x;
+    else
+        select count(*) into v_count from (
+            select 1 from passage p
+             where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id, p_principal_id, p_scopes,
+                                     p_session_id, p_actor_id) and p.embedding_model = p_model
+               and p.embedding_input_version = p_version
+             limit p_cap) x;
+    end if;
+    return v_count;
+end
+$$;
+comment on function __tenant__._passages_with_vectors(bigint, text[], bigint, bigint, text, integer, boolean, integer) is
+    'Internal: how many eligible passages have a current vector of their own (or a borrowed one), up to p_cap.';
+
+-- The semantic arm over passages: cosine against each passage's vector of
+-- the current model and input version (its own, or the memory vector it
+-- borrows), floor dense_floor, nearest p_depth first; each kind exact over
+-- few rows, HNSW otherwise. One row: ids, cosines, the method.
 create or replace function __tenant__._passage_dense_arm(p_principal_id bigint, p_scopes text[], p_session_id bigint,
                                                         p_actor_id bigint, p_query_embedding double precision[],
                                                         p_depth integer, p_settings jsonb default null)
@@ -160,45 +261,38 @@ declare
     v_model text := v_set ->> 'embedding_model';
     v_version integer := (v_set ->> 'embedding_input_version')::integer;
     v_floor double precision := (v_set ->> 'dense_floor')::double precision;
+    v_below integer := (v_set ->> 'exact_dense_below')::integer;
     v_embedding __ext__.halfvec := p_query_embedding::__ext__.halfvec;
-    v_probe bigint;
+    v_own_exact boolean;
+    v_lent_exact boolean;
     v_saved_ef text := current_setting('hnsw.ef_search', true);
     v_saved_iterative text := current_setting('hnsw.iterative_scan', true);
 begin
-    select count(*) into v_probe from (
-        select 1 from passage p
-         where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id,
-                                 p_principal_id, p_scopes, p_session_id, p_actor_id) and p.embedding_model = v_model and p.embedding_input_version = v_version
-         limit (v_set ->> 'exact_dense_below')::integer) x;
-    if v_probe < (v_set ->> 'exact_dense_below')::integer then
-        method := 'exact';
-        with nearest as (
-            select p.id, p.embedding operator(__ext__.<=>) v_embedding as distance
-              from passage p
-             where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id,
-                                     p_principal_id, p_scopes, p_session_id, p_actor_id) and p.embedding_model = v_model and p.embedding_input_version = v_version
-             order by (p.embedding operator(__ext__.<=>) v_embedding) + 0, p.id
-             limit p_depth)
-        select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
-               coalesce(array_agg(1 - n.distance order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}')
-          into ids, cosines from nearest n;
-    else
-        method := 'hnsw';
+    v_own_exact := _passages_with_vectors(p_principal_id, p_scopes, p_session_id, p_actor_id, v_model, v_version,
+                                          false, v_below) < v_below;
+    v_lent_exact := _passages_with_vectors(p_principal_id, p_scopes, p_session_id, p_actor_id, v_model, v_version,
+                                           true, v_below) < v_below;
+    method := case when v_own_exact and v_lent_exact then 'exact' else 'hnsw' end;
+    if method = 'hnsw' then
         -- One HNSW index per partition, merged in distance order; strict
         -- order keeps the merge correct while the scan iterates past rows
         -- the filters reject.
         perform set_config('hnsw.ef_search', v_set ->> 'hnsw_ef_search', true);
         perform set_config('hnsw.iterative_scan', 'strict_order', true);
-        with nearest as (
-            select p.id, p.embedding operator(__ext__.<=>) v_embedding as distance
-              from passage p
-             where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id,
-                                     p_principal_id, p_scopes, p_session_id, p_actor_id) and p.embedding_model = v_model and p.embedding_input_version = v_version
-             order by p.embedding operator(__ext__.<=>) v_embedding
-             limit p_depth)
-        select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
-               coalesce(array_agg(1 - n.distance order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}')
-          into ids, cosines from nearest n;
+    end if;
+    with nearest as (
+        select n.id, n.distance
+          from (select * from _passages_nearest(p_principal_id, p_scopes, p_session_id, p_actor_id, v_embedding,
+                                                v_model, v_version, p_depth, false, v_own_exact)
+                union all
+                select * from _passages_nearest(p_principal_id, p_scopes, p_session_id, p_actor_id, v_embedding,
+                                                v_model, v_version, p_depth, true, v_lent_exact)) n
+         order by n.distance, n.id
+         limit p_depth)
+    select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
+           coalesce(array_agg(1 - n.distance order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}')
+      into ids, cosines from nearest n;
+    if method = 'hnsw' then
         perform set_config('hnsw.ef_search', coalesce(v_saved_ef, '40'), true);
         perform set_config('hnsw.iterative_scan', coalesce(v_saved_iterative, 'off'), true);
     end if;
@@ -206,7 +300,7 @@ begin
 end
 $$;
 comment on function __tenant__._passage_dense_arm(bigint, text[], bigint, bigint, double precision[], integer, jsonb) is
-    'Internal: message search''s semantic arm: the passages in scope nearest the query embedding (floor dense_floor), exact or HNSW.';
+    'Internal: message search''s semantic arm: the passages in scope nearest the query embedding (their own or a borrowed memory vector; floor dense_floor), exact or HNSW.';
 
 -- Which arms a message search runs: what the mode asks for, among what the
 -- tenant switched on (PR130 when that leaves none), and why not the semantic
@@ -251,10 +345,10 @@ begin
         when p_query_embedding is null then 'no query embedding'
         when p_query_model is not null and p_query_model <> p_settings ->> 'embedding_model'
             then format('query embedded with %s, passages with %s', p_query_model, p_settings ->> 'embedding_model')
-        when exists (select 1 from passage p
-                      where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id,
-                                              p_principal_id, p_scopes, null, null) and p.embedding_model = p_settings ->> 'embedding_model'
-                        and p.embedding_input_version = (p_settings ->> 'embedding_input_version')::integer)
+        when _passages_with_vectors(p_principal_id, p_scopes, null, null, p_settings ->> 'embedding_model',
+                                    (p_settings ->> 'embedding_input_version')::integer, false, 1) > 0
+          or _passages_with_vectors(p_principal_id, p_scopes, null, null, p_settings ->> 'embedding_model',
+                                    (p_settings ->> 'embedding_input_version')::integer, true, 1) > 0
             then null
         when not exists (select 1 from _passage_embedding_policies() pol
                           where pol.scope = any (p_scopes) and pol.policy <> 'none')

@@ -47,8 +47,11 @@ begin
      cross join _embedding_stamp() st
      where (p_scopes is null or pol.scope = any (p_scopes))
        and (pol.policy = 'all' or (pol.policy = 'messages' and o.kind = 'message'))
-       and (p_everything or p.embedding_model is distinct from st.model
-            or p.embedding_input_version is distinct from st.input_version);
+       and (p_everything
+            or ((p.embedding_model is distinct from st.model or p.embedding_input_version is distinct from st.input_version)
+                -- nor a memory's current vector of the same text (passage_vectors.sql)
+                and not exists (select 1 from memory_embedding me where me.memory_id = p.vector_memory_id
+                                   and me.model = st.model and me.input_version = st.input_version)));
 end
 $$;
 comment on function __tenant__._passages_wanting_vectors(text[], boolean) is

@@ -1207,7 +1207,7 @@ insert into pgrecall.error_code (code, name, meaning, python_class, builtin, ref
 
 -- The shipped SQL sources.
 
-delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_798a9573254c$append_only.sql$pgrecall_798a9573254c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_53bb5ff8bb48$derive.sql$pgrecall_53bb5ff8bb48$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1be9eb3e3608$eligibility.sql$pgrecall_1be9eb3e3608$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b3a06f579721$entities.sql$pgrecall_b3a06f579721$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6e9f498466c3$erase_rewrite.sql$pgrecall_6e9f498466c3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f1c706e4c0dc$freshness.sql$pgrecall_f1c706e4c0dc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d13f14c9fd0$graph_guards.sql$pgrecall_5d13f14c9fd0$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_418e1cd4054e$leases.sql$pgrecall_418e1cd4054e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ce30f35452f1$locks.sql$pgrecall_ce30f35452f1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_2fd51404a479$memory_count.sql$pgrecall_2fd51404a479$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806dfe2bf8$notifications.sql$pgrecall_a5806dfe2bf8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38f5d7c02e3a$passage_chunks.sql$pgrecall_38f5d7c02e3a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1a947d1f52ee$peers_scopes.sql$pgrecall_1a947d1f52ee$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1f61b6a5cfbd$projection.sql$pgrecall_1f61b6a5cfbd$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_26df40b54f4d$recall_facts.sql$pgrecall_26df40b54f4d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a1d8cc5d0106$recall_lexical.sql$pgrecall_a1d8cc5d0106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_85a50786d6bf$recall_people.sql$pgrecall_85a50786d6bf$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c244f83ec$representation.sql$pgrecall_837c244f83ec$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87097f8fc081$revise.sql$pgrecall_87097f8fc081$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_093037fa63c6$schema_info.sql$pgrecall_093037fa63c6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_22a26f437ab8$session_bundle.sql$pgrecall_22a26f437ab8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_42f49ecc9a30$sessions.sql$pgrecall_42f49ecc9a30$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea0ae0ad10b8$settings.sql$pgrecall_ea0ae0ad10b8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a27f9c665b0f$table_statistics.sql$pgrecall_a27f9c665b0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_59205b55f9eb$term_stats.sql$pgrecall_59205b55f9eb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4c35e390e74b$traversal.sql$pgrecall_4c35e390e74b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_af6993231208$work_queue.sql$pgrecall_af6993231208$));
+delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_798a9573254c$append_only.sql$pgrecall_798a9573254c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_53bb5ff8bb48$derive.sql$pgrecall_53bb5ff8bb48$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1be9eb3e3608$eligibility.sql$pgrecall_1be9eb3e3608$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b3a06f579721$entities.sql$pgrecall_b3a06f579721$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6e9f498466c3$erase_rewrite.sql$pgrecall_6e9f498466c3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f1c706e4c0dc$freshness.sql$pgrecall_f1c706e4c0dc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d13f14c9fd0$graph_guards.sql$pgrecall_5d13f14c9fd0$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_418e1cd4054e$leases.sql$pgrecall_418e1cd4054e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ce30f35452f1$locks.sql$pgrecall_ce30f35452f1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_2fd51404a479$memory_count.sql$pgrecall_2fd51404a479$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806dfe2bf8$notifications.sql$pgrecall_a5806dfe2bf8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38f5d7c02e3a$passage_chunks.sql$pgrecall_38f5d7c02e3a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4ac452f78f35$passage_vectors.sql$pgrecall_4ac452f78f35$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1a947d1f52ee$peers_scopes.sql$pgrecall_1a947d1f52ee$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1f61b6a5cfbd$projection.sql$pgrecall_1f61b6a5cfbd$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_26df40b54f4d$recall_facts.sql$pgrecall_26df40b54f4d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a1d8cc5d0106$recall_lexical.sql$pgrecall_a1d8cc5d0106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_85a50786d6bf$recall_people.sql$pgrecall_85a50786d6bf$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c244f83ec$representation.sql$pgrecall_837c244f83ec$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87097f8fc081$revise.sql$pgrecall_87097f8fc081$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_093037fa63c6$schema_info.sql$pgrecall_093037fa63c6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_22a26f437ab8$session_bundle.sql$pgrecall_22a26f437ab8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_42f49ecc9a30$sessions.sql$pgrecall_42f49ecc9a30$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea0ae0ad10b8$settings.sql$pgrecall_ea0ae0ad10b8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a27f9c665b0f$table_statistics.sql$pgrecall_a27f9c665b0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_59205b55f9eb$term_stats.sql$pgrecall_59205b55f9eb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4c35e390e74b$traversal.sql$pgrecall_4c35e390e74b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_af6993231208$work_queue.sql$pgrecall_af6993231208$));
 
 insert into pgrecall.source (kind, name, version, sha256, body)
 values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$, 1, $pgrecall_2388b9dcfc8a$151d1a540dd485519b204d3346bac7970fc2591cb3159b3a06db80b197d71397$pgrecall_2388b9dcfc8a$, $pgrecall_151d1a540dd4$-- Per-tenant settings: the design's constants, one row each, readable by the
@@ -2931,6 +2931,77 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
+values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$, 33, $pgrecall_0dbfcd48d541$d58cc11eab0e2848a9edd70a5714de27f253a1cb86c26f778451e6ccdb284fd8$pgrecall_0dbfcd48d541$, $pgrecall_d58cc11eab0e$-- A turn quoted by a memory keeps one vector (issue #31). Through the usual
+-- path (append a turn, remember what it says, citing it) a short turn is one
+-- passage whose text is the memory's embedding input under input version 1,
+-- so the worker embedded the same text twice and inserted it into two HNSW
+-- graphs: at 10k items the passage vectors and their graph were 30 MB of the
+-- 76 MB on disk and half of the worker's drain.
+--
+-- Decided: such a passage borrows the memory's vector instead of storing
+-- one. passage.vector_memory_id names the lender; the passage's own embedding
+-- stays NULL. A passage borrows only when it is its turn's only passage and
+-- its text is exactly what the memory's stored vector was computed from
+-- (that vector's model and input version), so message search ranks it by the
+-- very cosine its own vector would give (within halfvec's rounding). The
+-- semantic arm reaches borrowed passages through memory_embedding's HNSW
+-- index and filters them by the passage's own audience, scope, session and
+-- sender: the lender's audience plays no part. When the lent vector goes
+-- (the memory is forgotten, revised, superseded or erased, or re-embedded)
+-- a trigger on memory_embedding takes the loan back and queues the passage
+-- for a vector of its own; the worker lends again where the text still
+-- matches (plpgsql/passage_vectors.sql).
+--
+-- Not chosen: lending the other way (recall reads memory_embedding on every
+-- call; it stays the one place memories' vectors are), and dropping the body
+-- copy of a one-passage turn (the passage's tsv is generated from it and
+-- citations, erasure and the lexical arm read it on the row; it is the
+-- text's length, some 100 bytes a turn here, against 776 for the vector and
+-- about as much again for its place in the graph).
+--
+-- Existing tenants: passages that can borrow from a memory whose current
+-- vector is of input version 1 and whose text (title and body) is the
+-- passage's text give up their own vector; nothing is re-embedded. Their
+-- entries in passage_embedding_hnsw are dead until vacuum reuses the space.
+alter table __tenant__.passage add column vector_memory_id bigint;
+comment on column __tenant__.passage.vector_memory_id is
+    'The memory whose stored vector this passage uses (its text is that vector''s input); NULL when the passage has its own vector or none.';
+alter table __tenant__.passage add constraint passage_one_vector
+    check (vector_memory_id is null or embedding is null);
+create index passage_vector_memory on __tenant__.passage (vector_memory_id) where vector_memory_id is not null;
+
+with stamp as (
+    select max(s.value #>> '{}') filter (where s.key = 'embedding_model') as model,
+           max((s.value #>> '{}')::integer) filter (where s.key = 'embedding_input_version') as input_version
+      from __tenant__.setting s where s.key in ('embedding_model', 'embedding_input_version')
+), lenders as (
+    select distinct on (p.id) p.id, p.scope, me.memory_id
+      from __tenant__.passage p
+      join __tenant__.observation o on o.id = p.observation_id
+      join __tenant__.memory_link l on l.target_observation_id = o.id and l.link_type = 'derived_from'
+      join __tenant__.memory m on m.id = l.memory_id
+      join __tenant__.memory_embedding me on me.memory_id = m.id
+      cross join stamp st
+     where p.ordinal = 1 and p.start_byte = 0 and p.end_byte = octet_length(o.body)
+       and me.model = st.model and me.input_version = st.input_version and me.input_version = 1
+       and concat_ws(E'\n', m.title, m.body) = p.body
+       and (p.embedding is not null
+            or exists (select 1 from __tenant__.passage_embedding_job j where j.passage_id = p.id))
+     order by p.id, me.memory_id
+), lent as (
+    update __tenant__.passage p
+       set vector_memory_id = x.memory_id, embedding = null, embedding_model = null,
+           embedding_input_version = null, embedded_at = null
+      from lenders x
+     where p.id = x.id and p.scope = x.scope
+    returning p.id
+)
+delete from __tenant__.passage_embedding_job j where j.passage_id in (select id from lent);
+$pgrecall_d58cc11eab0e$)
+on conflict (kind, name) do update
+   set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, sha256, body)
 values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$, null, $pgrecall_5219a5ae120f$7ed1a2d430347ba40d299a6aa805431b522efe6538544ef9686dff81276e78b1$pgrecall_5219a5ae120f$, $pgrecall_7ed1a2d43034$-- Appending to the log. Offsets come from the scope's counter under its row
 -- lock, held to commit: concurrent writers queue per scope, a rolled-back
 -- append gives its offsets back, and offsets are contiguous with no
@@ -3950,7 +4021,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$, null, $pgrecall_cbc22db3d690$af3b8f05af8dab30b35fafb7497842931fdcd8c774b6e87e5424c209aa1dc829$pgrecall_cbc22db3d690$, $pgrecall_af3b8f05af8d$-- Embeddings are a derived index: the write path queues work here, the
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$, null, $pgrecall_df89cd5d335e$e62a0646f76fbe812b89a5de4065597fad4b66d4da794f5df6da150c1b92645c$pgrecall_df89cd5d335e$, $pgrecall_e62a0646f76f$-- Embeddings are a derived index: the write path queues work here, the
 -- worker (pgrecall worker) claims it with SKIP LOCKED under a lease, embeds
 -- the text this file chooses, and stores the vector stamped with the model
 -- and input version. A result computed from text that has since changed, or
@@ -4218,6 +4289,10 @@ begin
         on conflict do nothing
     )
     select coalesce(array_agg(st.memory_id), '{}') into v_stored from stored st;
+    if p_input_version = 1 then
+        -- the turns these memories quote word for word use these vectors (passage_vectors.sql)
+        perform _lend_memory_vectors(v_stored);
+    end if;
     return _lease_done('embedding', v_stored);
 end
 $$;
@@ -4326,11 +4401,13 @@ begin
     on conflict (passage_id) do update
         set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null;
     get diagnostics v_count = row_count;
-    -- A job whose passage already has the current stamp is done (version switched back).
+    -- A job whose passage already has a vector of the current stamp is done (version switched back).
     if not p_everything then
         delete from passage_embedding_job j using passage p, _embedding_stamp() st
          where p.id = j.passage_id and p.scope = j.scope
-           and p.embedding_model = st.model and p.embedding_input_version = st.input_version;
+           and ((p.embedding_model = st.model and p.embedding_input_version = st.input_version)
+                or exists (select 1 from memory_embedding me where me.memory_id = p.vector_memory_id
+                              and me.model = st.model and me.input_version = st.input_version));
     end if;
     return v_count;
 end
@@ -4351,10 +4428,12 @@ as $$
            (select count(*) from memory_embedding me where me.model = st.model and me.input_version = st.input_version),
            (select count(*) from memory_embedding me where me.model <> st.model or me.input_version <> st.input_version),
            st.model, st.input_version,
-           -- passages: vectors live on the passage row
+           -- passages: vectors live on the passage row, or are a memory's (passage_vectors.sql)
            (select c.open from _lease_counts('passage_embedding') c),
            (select count(*) from passage p
-             where p.embedding_model = st.model and p.embedding_input_version = st.input_version),
+             where p.embedding_model = st.model and p.embedding_input_version = st.input_version)
+             + (select count(*) from passage p join memory_embedding me on me.memory_id = p.vector_memory_id
+                 where me.model = st.model and me.input_version = st.input_version),
            (select count(*) from passage p
              where p.embedding_model <> st.model or p.embedding_input_version <> st.input_version)
       from _embedding_stamp() st
@@ -4416,7 +4495,7 @@ end
 $$;
 comment on function __tenant__.set_embedding_version(text, integer) is
     'Switches the embedding model or input version and queues every live memory; stale vectors are ignored until rebuilt.';
-$pgrecall_af3b8f05af8d$)
+$pgrecall_e62a0646f76f$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -7307,14 +7386,16 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$, null, $pgrecall_3d81f5066542$6a829c7572121b3ed9c9d1279357bd2d1eed00e3765f833888cd7e5a79f10226$pgrecall_3d81f5066542$, $pgrecall_6a829c757212$-- Message search: the passages of the log, at tenant level (every authorised
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$, null, $pgrecall_778a1f48290d$c6c355e094b10eabb9e98a4fcc22bd39f7f08faa7a5bf68a4aac60be361b501f$pgrecall_778a1f48290d$, $pgrecall_c6c355e094b1$-- Message search: the passages of the log, at tenant level (every authorised
 -- scope), session level (p_session_id) or peer level (what p_peer sent).
 --   * lexical arm: BM25 over passages, document frequencies counted live in
 --     the authorised scopes, corpus size from passage_stat; from
 --     prune_min_terms query terms on, terms in prune_df_ratio or more of the
 --     passages are dropped (as recall does);
 --   * semantic arm: cosine against passage embeddings of the current model and
---     input version, floor dense_floor; exact over few rows, HNSW otherwise;
+--     input version (a passage's own, or the vector of a memory quoting it
+--     word for word: passage_vectors.sql), floor dense_floor; exact over few
+--     rows, HNSW otherwise;
 --     only passages their scope's passage_embedding policy embeds have one
 --     (by default those of messages: passages.sql), the lexical arm sees all;
 --   * both: Reciprocal Rank Fusion (rrf_k).
@@ -7453,9 +7534,108 @@ $$;
 comment on function __tenant__._passage_lexical_arm(bigint, text[], bigint, bigint, text, integer, jsonb) is
     'Internal: message search''s lexical arm: pruned query terms, BM25 over the passages in scope, best p_depth first.';
 
--- The semantic arm over passages: cosine against passage embeddings of the
--- current model and input version, floor dense_floor, nearest p_depth first;
--- exact over few rows, HNSW otherwise. One row: ids, cosines, the method.
+-- The nearest passages of one kind of vector: their own (p_lent false) or
+-- the memory vector they borrow (passage_vectors.sql), exact or through the
+-- HNSW index of that vector's table, always filtered by the passage's own
+-- eligibility: a lender's audience plays no part. Up to p_depth (id, distance).
+create or replace function __tenant__._passages_nearest(p_principal_id bigint, p_scopes text[], p_session_id bigint,
+                                                       p_actor_id bigint, p_embedding __ext__.halfvec, p_model text,
+                                                       p_version integer, p_depth integer, p_lent boolean,
+                                                       p_exact boolean)
+returns table (id bigint, distance double precision)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+#variable_conflict use_column
+begin
+    if not p_lent and p_exact then
+        return query
+        select p.id, p.embedding operator(__ext__.<=>) p_embedding
+          from passage p
+         where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id, p_principal_id, p_scopes, p_session_id,
+                                 p_actor_id) and p.embedding_model = p_model and p.embedding_input_version = p_version
+         order by (p.embedding operator(__ext__.<=>) p_embedding) + 0, p.id
+         limit p_depth;
+    elsif not p_lent then
+        return query
+        select p.id, p.embedding operator(__ext__.<=>) p_embedding
+          from passage p
+         where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id, p_principal_id, p_scopes, p_session_id,
+                                 p_actor_id) and p.embedding_model = p_model and p.embedding_input_version = p_version
+         order by p.embedding operator(__ext__.<=>) p_embedding
+         limit p_depth;
+    elsif p_exact then
+        return query
+        select p.id, me.embedding operator(__ext__.<=>) p_embedding
+          from passage p join memory_embedding me on me.memory_id = p.vector_memory_id
+         where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id, p_principal_id, p_scopes, p_session_id,
+                                 p_actor_id) and me.model = p_model and me.input_version = p_version
+         order by (me.embedding operator(__ext__.<=>) p_embedding) + 0, p.id
+         limit p_depth;
+    else
+        -- As recall's HNSW path: the passage's eligibility is a per-row filter on the index scan ("offset 0"
+        -- keeps the planner from turning it into a join that reads every vector).
+        return query
+        with nearest as (
+            select me.memory_id, me.embedding operator(__ext__.<=>) p_embedding as distance
+              from memory_embedding me
+             where me.model = p_model and me.input_version = p_version
+               and exists (select 1 from passage p
+                            where p.vector_memory_id = me.memory_id
+                              and _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id, p_principal_id,
+                                                    p_scopes, p_session_id, p_actor_id) offset 0)
+             order by me.embedding operator(__ext__.<=>) p_embedding
+             limit p_depth)
+        select p.id, n.distance
+          from nearest n join passage p on p.vector_memory_id = n.memory_id
+         where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id, p_principal_id, p_scopes, p_session_id,
+                                 p_actor_id)
+         order by n.distance, p.id
+         limit p_depth;
+    end if;
+end
+$$;
+comment on function __tenant__._passages_nearest(bigint, text[], bigint, bigint, __ext__.halfvec, text, integer, integer, boolean, boolean) is
+    'Internal: the eligible passages nearest a query by their own vectors or by the memory vectors they borrow, exact or HNSW.';
+
+-- How many eligible passages have a vector of the stamp, their own (p_lent
+-- false) or borrowed, counted up to p_cap: what decides exact or HNSW.
+create or replace function __tenant__._passages_with_vectors(p_principal_id bigint, p_scopes text[],
+                                                            p_session_id bigint, p_actor_id bigint, p_model text,
+                                                            p_version integer, p_lent boolean, p_cap integer)
+returns bigint
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_count bigint;
+begin
+    if p_lent then
+        select count(*) into v_count from (
+            select 1 from passage p join memory_embedding me on me.memory_id = p.vector_memory_id
+             where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id, p_principal_id, p_scopes,
+                                     p_session_id, p_actor_id) and me.model = p_model and me.input_version = p_version
+             limit p_cap) x;
+    else
+        select count(*) into v_count from (
+            select 1 from passage p
+             where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id, p_principal_id, p_scopes,
+                                     p_session_id, p_actor_id) and p.embedding_model = p_model
+               and p.embedding_input_version = p_version
+             limit p_cap) x;
+    end if;
+    return v_count;
+end
+$$;
+comment on function __tenant__._passages_with_vectors(bigint, text[], bigint, bigint, text, integer, boolean, integer) is
+    'Internal: how many eligible passages have a current vector of their own (or a borrowed one), up to p_cap.';
+
+-- The semantic arm over passages: cosine against each passage's vector of
+-- the current model and input version (its own, or the memory vector it
+-- borrows), floor dense_floor, nearest p_depth first; each kind exact over
+-- few rows, HNSW otherwise. One row: ids, cosines, the method.
 create or replace function __tenant__._passage_dense_arm(p_principal_id bigint, p_scopes text[], p_session_id bigint,
                                                         p_actor_id bigint, p_query_embedding double precision[],
                                                         p_depth integer, p_settings jsonb default null)
@@ -7469,45 +7649,38 @@ declare
     v_model text := v_set ->> 'embedding_model';
     v_version integer := (v_set ->> 'embedding_input_version')::integer;
     v_floor double precision := (v_set ->> 'dense_floor')::double precision;
+    v_below integer := (v_set ->> 'exact_dense_below')::integer;
     v_embedding __ext__.halfvec := p_query_embedding::__ext__.halfvec;
-    v_probe bigint;
+    v_own_exact boolean;
+    v_lent_exact boolean;
     v_saved_ef text := current_setting('hnsw.ef_search', true);
     v_saved_iterative text := current_setting('hnsw.iterative_scan', true);
 begin
-    select count(*) into v_probe from (
-        select 1 from passage p
-         where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id,
-                                 p_principal_id, p_scopes, p_session_id, p_actor_id) and p.embedding_model = v_model and p.embedding_input_version = v_version
-         limit (v_set ->> 'exact_dense_below')::integer) x;
-    if v_probe < (v_set ->> 'exact_dense_below')::integer then
-        method := 'exact';
-        with nearest as (
-            select p.id, p.embedding operator(__ext__.<=>) v_embedding as distance
-              from passage p
-             where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id,
-                                     p_principal_id, p_scopes, p_session_id, p_actor_id) and p.embedding_model = v_model and p.embedding_input_version = v_version
-             order by (p.embedding operator(__ext__.<=>) v_embedding) + 0, p.id
-             limit p_depth)
-        select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
-               coalesce(array_agg(1 - n.distance order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}')
-          into ids, cosines from nearest n;
-    else
-        method := 'hnsw';
+    v_own_exact := _passages_with_vectors(p_principal_id, p_scopes, p_session_id, p_actor_id, v_model, v_version,
+                                          false, v_below) < v_below;
+    v_lent_exact := _passages_with_vectors(p_principal_id, p_scopes, p_session_id, p_actor_id, v_model, v_version,
+                                           true, v_below) < v_below;
+    method := case when v_own_exact and v_lent_exact then 'exact' else 'hnsw' end;
+    if method = 'hnsw' then
         -- One HNSW index per partition, merged in distance order; strict
         -- order keeps the merge correct while the scan iterates past rows
         -- the filters reject.
         perform set_config('hnsw.ef_search', v_set ->> 'hnsw_ef_search', true);
         perform set_config('hnsw.iterative_scan', 'strict_order', true);
-        with nearest as (
-            select p.id, p.embedding operator(__ext__.<=>) v_embedding as distance
-              from passage p
-             where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id,
-                                     p_principal_id, p_scopes, p_session_id, p_actor_id) and p.embedding_model = v_model and p.embedding_input_version = v_version
-             order by p.embedding operator(__ext__.<=>) v_embedding
-             limit p_depth)
-        select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
-               coalesce(array_agg(1 - n.distance order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}')
-          into ids, cosines from nearest n;
+    end if;
+    with nearest as (
+        select n.id, n.distance
+          from (select * from _passages_nearest(p_principal_id, p_scopes, p_session_id, p_actor_id, v_embedding,
+                                                v_model, v_version, p_depth, false, v_own_exact)
+                union all
+                select * from _passages_nearest(p_principal_id, p_scopes, p_session_id, p_actor_id, v_embedding,
+                                                v_model, v_version, p_depth, true, v_lent_exact)) n
+         order by n.distance, n.id
+         limit p_depth)
+    select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
+           coalesce(array_agg(1 - n.distance order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}')
+      into ids, cosines from nearest n;
+    if method = 'hnsw' then
         perform set_config('hnsw.ef_search', coalesce(v_saved_ef, '40'), true);
         perform set_config('hnsw.iterative_scan', coalesce(v_saved_iterative, 'off'), true);
     end if;
@@ -7515,7 +7688,7 @@ begin
 end
 $$;
 comment on function __tenant__._passage_dense_arm(bigint, text[], bigint, bigint, double precision[], integer, jsonb) is
-    'Internal: message search''s semantic arm: the passages in scope nearest the query embedding (floor dense_floor), exact or HNSW.';
+    'Internal: message search''s semantic arm: the passages in scope nearest the query embedding (their own or a borrowed memory vector; floor dense_floor), exact or HNSW.';
 
 -- Which arms a message search runs: what the mode asks for, among what the
 -- tenant switched on (PR130 when that leaves none), and why not the semantic
@@ -7560,10 +7733,10 @@ begin
         when p_query_embedding is null then 'no query embedding'
         when p_query_model is not null and p_query_model <> p_settings ->> 'embedding_model'
             then format('query embedded with %s, passages with %s', p_query_model, p_settings ->> 'embedding_model')
-        when exists (select 1 from passage p
-                      where _passage_eligible(p.scope, p.audience, p.session_id, p.actor_id,
-                                              p_principal_id, p_scopes, null, null) and p.embedding_model = p_settings ->> 'embedding_model'
-                        and p.embedding_input_version = (p_settings ->> 'embedding_input_version')::integer)
+        when _passages_with_vectors(p_principal_id, p_scopes, null, null, p_settings ->> 'embedding_model',
+                                    (p_settings ->> 'embedding_input_version')::integer, false, 1) > 0
+          or _passages_with_vectors(p_principal_id, p_scopes, null, null, p_settings ->> 'embedding_model',
+                                    (p_settings ->> 'embedding_input_version')::integer, true, 1) > 0
             then null
         when not exists (select 1 from _passage_embedding_policies() pol
                           where pol.scope = any (p_scopes) and pol.policy <> 'none')
@@ -7696,7 +7869,7 @@ as $$
 $$;
 comment on function __tenant__.search_messages(text, text[], text, double precision[], text, bigint, text, integer, text) is
     'Searches the passages of the log in the authorised scopes (optionally one session or one sender): BM25 and/or cosine, fused by RRF. With its metadata: search_messages_answer().';
-$pgrecall_6a829c757212$)
+$pgrecall_c6c355e094b1$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -7899,7 +8072,138 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$, null, $pgrecall_c20320f0c433$d455b85c36836f9fe7df88afc0cd940bb3edacc99b4c219c4e8d6e48351d7d7c$pgrecall_c20320f0c433$, $pgrecall_d455b85c3683$-- Passages: every observation is split into chunks (passage_chunks.sql) in
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4ac452f78f35$passage_vectors.sql$pgrecall_4ac452f78f35$, null, $pgrecall_98722453bcb7$d8d639e2526a47a915930f85fcbd8f5729cc22cebbe21bc910654e1d5c4812f5$pgrecall_98722453bcb7$, $pgrecall_d8d639e2526a$-- A passage that says exactly what a memory's vector was computed from uses
+-- that vector (migration 0033): a turn quoted by the memory that cites it is
+-- embedded and indexed once. Lending happens when the worker stores the
+-- memory's vector (complete_embedding_jobs) and takes the passage's job off
+-- the queue; a trigger on memory_embedding takes the loan back when the
+-- vector goes or changes, and queues the passage for a vector of its own.
+-- Only input version 1 lends: its input is the memory's own text, while
+-- version 2 adds the turns around the evidence.
+
+-- Lends the current vectors of these memories to the passages they quote:
+-- the only passage of a turn the memory is derived from, whose text is the
+-- memory's version-1 input, and which wants a vector (it is queued, or holds
+-- one of its own, which it gives up). Returns how many passages borrowed.
+create or replace function __tenant__._lend_memory_vectors(p_memory_ids bigint[])
+returns bigint
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_count bigint;
+begin
+    with lenders as (
+        select distinct on (p.id) p.id, p.scope, me.memory_id
+          from memory_embedding me
+          cross join _embedding_stamp() st
+          join _embedding_inputs(p_memory_ids, 1) i on i.memory_id = me.memory_id
+          join memory_link l on l.memory_id = me.memory_id and l.link_type = 'derived_from'
+          join observation o on o.id = l.target_observation_id
+          join passage p on p.scope = o.scope and p.observation_id = o.id and p.ordinal = 1
+         where me.memory_id = any (p_memory_ids)
+           and me.model = st.model and me.input_version = st.input_version and me.input_version = 1
+           and p.start_byte = 0 and p.end_byte = octet_length(o.body) and p.body = i.input
+           and p.vector_memory_id is null
+           and (p.embedding is not null
+                or exists (select 1 from passage_embedding_job j where j.passage_id = p.id and j.scope = p.scope))
+         order by p.id, me.memory_id
+    ), lent as (
+        update passage p
+           set vector_memory_id = x.memory_id, embedding = null, embedding_model = null,
+               embedding_input_version = null, embedded_at = null
+          from lenders x
+         where p.id = x.id and p.scope = x.scope
+        returning p.id
+    ), dequeued as (
+        delete from passage_embedding_job j where j.passage_id in (select l.id from lent l)
+    )
+    select count(*) into v_count from lent;
+    return v_count;
+end
+$$;
+comment on function __tenant__._lend_memory_vectors(bigint[]) is
+    'Internal: the passages these memories quote word for word (one-passage turns they derive from) borrow the memories'' current vectors.';
+
+-- Takes back the vectors these memories lent: the passages are queued for
+-- their own (when their scope's policy still embeds them). Returns how many.
+create or replace function __tenant__._withdraw_lent_vectors(p_memory_ids bigint[])
+returns bigint
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_queued bigint;
+begin
+    with back as (
+        update passage p set vector_memory_id = null
+         where p.vector_memory_id = any (p_memory_ids)
+        returning p.id, p.scope, p.observation_id
+    ), queued as (
+        insert into passage_embedding_job as j (passage_id, scope, enqueued_at)
+        select b.id, b.scope, clock_timestamp()
+          from back b
+          join _passage_embedding_policies() pol on pol.scope = b.scope
+         cross join lateral (select o.kind from observation o where o.id = b.observation_id limit 1) o
+         where pol.policy = 'all' or (pol.policy = 'messages' and o.kind = 'message')
+        on conflict (passage_id) do update
+            set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null
+        returning 1
+    )
+    select count(*) into v_queued from queued;
+    if v_queued > 0 then
+        perform _notify('embed');
+    end if;
+    return v_queued;
+end
+$$;
+comment on function __tenant__._withdraw_lent_vectors(bigint[]) is
+    'Internal: passages borrowing these memories'' vectors lose them and are queued for vectors of their own.';
+
+-- A deleted vector, or one replaced by another (another model, input
+-- version or text), is no longer the passage's: the loan ends. The worker
+-- lends a re-embedded memory's vector again where the text still matches.
+create or replace function __tenant__._memory_vectors_changed()
+returns trigger
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_ids bigint[];
+begin
+    -- The transition tables are read alone first: on Citus a statement that joins one to a table of
+    -- the tenant is sent to the shard, where the transition table does not exist.
+    if tg_op = 'DELETE' then
+        v_ids := array(select r.memory_id from removed r);
+    else
+        v_ids := array(select r.memory_id from removed r join added a on a.memory_id = r.memory_id
+                        where (a.model, a.input_version) is distinct from (r.model, r.input_version)
+                           or a.embedding is distinct from r.embedding);
+    end if;
+    if cardinality(v_ids) > 0 then
+        perform _withdraw_lent_vectors(v_ids);
+    end if;
+    return null;
+end
+$$;
+comment on function __tenant__._memory_vectors_changed() is
+    'Internal trigger: passages borrowing a memory vector that was deleted or replaced are queued for their own.';
+
+create or replace trigger memory_embedding_withdrawn after delete on __tenant__.memory_embedding
+    referencing old table as removed
+    for each statement execute function __tenant__._memory_vectors_changed();
+create or replace trigger memory_embedding_replaced after update on __tenant__.memory_embedding
+    referencing old table as removed new table as added
+    for each statement execute function __tenant__._memory_vectors_changed();
+$pgrecall_d8d639e2526a$)
+on conflict (kind, name) do update
+   set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, sha256, body)
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$, null, $pgrecall_7b3554f83df4$770dde58f09baaac1b128db891b40abe95053221fb9752081ad0dba745144e54$pgrecall_7b3554f83df4$, $pgrecall_770dde58f09b$-- Passages: every observation is split into chunks (passage_chunks.sql) in
 -- the transaction that appends it (a statement trigger, so one append and a
 -- batch share the path), each chunk registered in the projection registry and
 -- queued for the embedding worker (embedding_queue.sql). A passage copies
@@ -7948,8 +8252,11 @@ begin
      cross join _embedding_stamp() st
      where (p_scopes is null or pol.scope = any (p_scopes))
        and (pol.policy = 'all' or (pol.policy = 'messages' and o.kind = 'message'))
-       and (p_everything or p.embedding_model is distinct from st.model
-            or p.embedding_input_version is distinct from st.input_version);
+       and (p_everything
+            or ((p.embedding_model is distinct from st.model or p.embedding_input_version is distinct from st.input_version)
+                -- nor a memory's current vector of the same text (passage_vectors.sql)
+                and not exists (select 1 from memory_embedding me where me.memory_id = p.vector_memory_id
+                                   and me.model = st.model and me.input_version = st.input_version)));
 end
 $$;
 comment on function __tenant__._passages_wanting_vectors(text[], boolean) is
@@ -8186,7 +8493,7 @@ as $$
 $$;
 comment on function __tenant__._backfill_passages() is
     'Internal data step (migration 0017): writes the passages of observations that have none; returns how many.';
-$pgrecall_d455b85c3683$)
+$pgrecall_770dde58f09b$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 

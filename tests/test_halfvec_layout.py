@@ -4,11 +4,18 @@ recall against full-precision vectors is measured by ``python -m bench.halfvec``
 
 from __future__ import annotations
 
+from pgrecall.worker import Worker
 from test_one_vector import _answers, _pairs, _tenant
 
 
 def _as_before_0032(db, tenant):
-    """The layout 0031 left: float vectors and their HNSW indexes over vector_cosine_ops."""
+    """The layout 0031 left: float vectors and their HNSW indexes over vector_cosine_ops, and every embedded
+    passage with a vector of its own (0033 lets a quoted turn borrow its memory's)."""
+    db.execute(f"update {tenant}.passage p set embedding = me.embedding, embedding_model = me.model, "
+               f"embedding_input_version = me.input_version, embedded_at = me.embedded_at, vector_memory_id = null "
+               f"from {tenant}.memory_embedding me where me.memory_id = p.vector_memory_id")
+    db.execute(f"alter table {tenant}.passage drop column vector_memory_id")
+    db.execute(f"delete from {tenant}.schema_migration where version = 33")
     db.execute(f"drop index {tenant}.memory_embedding_hnsw")
     db.execute(f"drop index {tenant}.passage_embedding_hnsw")
     db.execute(f"alter table {tenant}.memory_embedding alter column embedding type vector(384), "
@@ -38,6 +45,9 @@ def _column_types(db, tenant):
 
 def test_a_tenant_with_float_vectors_is_converted_in_place_and_recalls_the_same_top_10(db, conninfo):
     mem = _tenant(db, conninfo, "floats")
+    # a turn no memory quotes keeps a vector of its own
+    mem.append("The bakery on the corner closes at noon on Sundays", role="user", actor="ana")
+    Worker("floats", conninfo=conninfo.dsn(user="pgrecall_floats_worker")).drain()
     recalled, pairs, stored = _answers(mem), _pairs(mem), _stored(db, "floats")
     assert stored[0] and stored[1]  # memories and passages both hold vectors
     _as_before_0032(db, "floats")
