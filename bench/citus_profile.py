@@ -18,8 +18,8 @@ import time
 import psycopg
 
 from . import corpus
-from .citus import HashedVectors, unit_vectors
-from .run import SCOPES, _recall_sql, ingest
+from .citus import HashedVectors, recall_sql, unit_vectors
+from .run import SCOPES, ingest
 
 TENANT = "citusprof"
 STATS = {"pg_stat_statements.track": "all", "pg_stat_statements.track_planning": "on",
@@ -55,7 +55,7 @@ def calls(app: str, kind: str, n: int, start: int, reset=lambda: None) -> float:
                              (SCOPES, SCOPES[0], f"profile remembers fact {start + i} about zq{start + i}",
                               [offsets[i]])).fetchall()
             else:
-                conn.execute(_recall_sql(TENANT), ("agent", SCOPES, qtexts[i],
+                conn.execute(recall_sql(TENANT), ("agent", SCOPES, qtexts[i],
                                                    qvecs[i].tolist() if kind != "lexical" else None, kind)).fetchall()
         return (time.perf_counter() - began) * 1000 / n
 
@@ -71,9 +71,11 @@ def profile(stats_dsn: str, app: str, kind: str, n: int, start: int, top: int) -
     with psycopg.connect(stats_dsn, autocommit=True) as conn:
         rows = conn.execute("""select calls, total_plan_time, total_exec_time, rows, toplevel,
                                       regexp_replace(query, '\\s+', ' ', 'g')
-                                 from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database())
+                                 from pg_stat_statements
+                                where dbid = (select oid from pg_database where datname = current_database())
                                 order by total_plan_time + total_exec_time desc limit %s""", (top,)).fetchall()
-        statements = conn.execute("select coalesce(sum(calls), 0) from pg_stat_statements where not toplevel").fetchone()[0]
+        statements = conn.execute("select coalesce(sum(calls), 0) from pg_stat_statements "
+                                  "where not toplevel").fetchone()[0]
     print(f"\n## {kind}: {n} calls, {wall:.2f} ms a call at the client; {statements / n:.0f} nested statements a call")
     print("| calls/call | plan ms/call | exec ms/call | top | statement |\n|---|---|---|---|---|")
     for c, plan, exe, _, toplevel, q in rows:
