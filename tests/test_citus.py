@@ -255,7 +255,8 @@ def test_a_remember_on_the_worker_writes_without_subplans(cluster, tenant_factor
     node = placements(cluster, acme)[0][0]
     holder = next(w for w in cluster.worker_nodes if w.port == node)
     said: list[str] = []
-    with psycopg.connect(holder.dsn(), autocommit=True) as conn:
+    # as the coordinator's delegated call does: the app role, on the worker holding the tenant
+    with psycopg.connect(holder.dsn(user=f"pgrecall_{acme}_app"), autocommit=True) as conn:
         conn.add_notice_handler(lambda d: said.append(d.message_primary or ""))
         conn.execute("set client_min_messages = debug1")
         made = conn.execute(f"""select * from {acme}.remember('ana', array['default'], 'default',
