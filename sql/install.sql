@@ -8576,7 +8576,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$, null, $pgrecall_3c86d1319d7b$6c1e014ac54a83984e1a22c65e993ae453bf44e34bf87c1e936452e48727358e$pgrecall_3c86d1319d7b$, $pgrecall_6c1e014ac54a$-- read: one memory with its provenance, only if the principal may see it for
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$, null, $pgrecall_90d99c4ff804$ff4d9e70377ef793c88746504ebe6d7b3bc0667358f24aa0c745715dbf130313$pgrecall_90d99c4ff804$, $pgrecall_ff4d9e70377e$-- read: one memory with its provenance, only if the principal may see it for
 -- the purpose named. A memory the principal may not see is reported exactly
 -- like one that does not exist.
 
@@ -8677,7 +8677,11 @@ begin
                    else jsonb_build_object(
                        'scope', o.scope, 'offset', o.log_offset, 'withheld', false, 'source_role', o.source_role,
                        'actor', a.name, 'occurred_at', o.occurred_at, 'text', left(o.body, 500),
-                       'audience', _audience_names(o.audience),
+                       -- the names read here, not by _audience_names per turn: on Citus each call of a
+                       -- function that reads a table is a statement planned again inside this one's task
+                       'audience', case when o.audience is not null then
+                                        (select coalesce(jsonb_agg(ap.name order by ap.name), '[]'::jsonb)
+                                           from peer ap where ap.id = any (o.audience)) end,
                        -- the revisions produced by corrections that cited it ([] when none did)
                        'corrections', coalesce((select jsonb_agg(c.revision order by c.revision)
                                                   from memory_correction_evidence c
@@ -8730,7 +8734,7 @@ as $$
 $$;
 comment on function __tenant__._provenance(bigint, bigint, text[]) is
     'Internal: a memory''s observations, visible source memories, hidden-source count and entities, as JSON.';
-$pgrecall_6c1e014ac54a$)
+$pgrecall_ff4d9e70377e$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
