@@ -28,7 +28,7 @@ from pgrecall.embedder import MODEL_NAME
 
 from . import corpus
 from .harness import embedded_server, new_report, write_report
-from .run import SCOPES, _recall_sql, ingest, summary, time_queries
+from .run import MODEL, SCOPES, ingest, summary, time_queries
 
 HERE = Path(__file__).resolve().parent
 TENANT = "citusbench"
@@ -38,6 +38,16 @@ SAME_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes"
 
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def recall_sql(tenant: str) -> str:
+    """A recall as the driver sends one: ``select ... from recall(...)`` and nothing else. Citus delegates a
+    call only in that form (or ``select f(...)``): with a WHERE or an ORDER BY around it (as bench/run.py's
+    statement has: ``where memory_id is not null order by rank``) the coordinator runs the function itself
+    and sends each of its statements to the worker, ~20 round trips a recall. recall() returns its rows in
+    rank order; the fact rows (no memory_id) are dropped by the caller."""
+    return (f"select memory_id from {tenant}.recall(%s, %s, %s, 'converse', %b, %s, 10, "
+            f"p_query_model => '{MODEL}')")
 
 
 def unit_vectors(n: int, seed: int) -> np.ndarray:
@@ -93,7 +103,7 @@ def measure(admin: str, app: str, worker: str, texts: list[str], qtexts: list[st
     log(f"loaded {loaded['created']} memories in {loaded['seconds']:.0f} s; the worker stored {stored['stored']} "
         f"memory and {stored['passages']} passage vectors in {stored['seconds']:.0f} s")
     recall = {}
-    sql = _recall_sql(TENANT)
+    sql = recall_sql(TENANT)
     items = [(t, v.tolist()) for t, v in zip(qtexts, qvecs)]
     for mode in MODES:
         def call(conn, item, mode=mode):
@@ -101,8 +111,9 @@ def measure(admin: str, app: str, worker: str, texts: list[str], qtexts: list[st
             return conn.execute(sql, ("agent", SCOPES, text, vec if mode != "lexical" else None, mode)).fetchall()
         recall[mode] = time_queries(app, call, items)
     with psycopg.connect(app, autocommit=True) as conn:  # how many answers (ids differ between the sides)
-        recall["hybrid_answers"] = sum(len(conn.execute(sql, ("agent", SCOPES, t, v, "hybrid")).fetchall())
-                                       for t, v in items)
+        recall["hybrid_answers"] = sum(1 for t, v in items
+                                       for (m,) in conn.execute(sql, ("agent", SCOPES, t, v, "hybrid"))
+                                       if m is not None)
     return {"ingest": loaded, "vectors": stored, "recall": recall,
             "remember": remember_latency(app, TENANT, remembers)}
 

@@ -99,7 +99,11 @@ begin
                    else jsonb_build_object(
                        'scope', o.scope, 'offset', o.log_offset, 'withheld', false, 'source_role', o.source_role,
                        'actor', a.name, 'occurred_at', o.occurred_at, 'text', left(o.body, 500),
-                       'audience', _audience_names(o.audience),
+                       -- the names read here, not by _audience_names per turn: on Citus each call of a
+                       -- function that reads a table is a statement planned again inside this one's task
+                       'audience', case when o.audience is not null then
+                                        (select coalesce(jsonb_agg(ap.name order by ap.name), '[]'::jsonb)
+                                           from peer ap where ap.id = any (o.audience)) end,
                        -- the revisions produced by corrections that cited it ([] when none did)
                        'corrections', coalesce((select jsonb_agg(c.revision order by c.revision)
                                                   from memory_correction_evidence c

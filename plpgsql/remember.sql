@@ -279,9 +279,116 @@ $$;
 comment on function __tenant__._remember_placed(text, jsonb) is
     'Internal: remember items judged (no-op or not) and placed against the scope''s live memories and each other.';
 
+-- The items of a batch as they will be written, one JSON array that the writes
+-- read in turn: each placed item with the id it takes (NULL for a no-op or a
+-- duplicate, ids in the items' order) and its widening reason where it widens
+-- (a reason for nothing would read as if it did). Apart from the function,
+-- the first statement reads no table, so on Citus it is planned as on one
+-- server; the check of the cited turns' audiences runs only for an item that
+-- gives a reason.
+create or replace function __tenant__._remember_numbered(p_scope text, p_items jsonb)
+returns jsonb
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_rows jsonb;
+    v_widened integer[];
+begin
+    select coalesce(jsonb_agg(to_jsonb(n) order by n.ord), '[]') into v_rows
+      from (select pl.*,
+                   case when pl.noop is null and pl.existing_id is null and pl.first_ord = pl.ord
+                        then nextval(pg_get_serial_sequence('__tenant__.memory', 'id')) end as new_id
+              from (select * from _remember_placed(p_scope, p_items) order by ord) pl) n;
+    if not jsonb_path_exists(v_rows, '$[*] ? (@.widening_reason != null && @.new_id != null)') then
+        return v_rows;
+    end if;
+    v_widened := array(
+        select r.ord from jsonb_to_recordset(v_rows) r(ord integer, new_id bigint, evidence bigint[], audience_id bigint,
+                                                       widening_reason text)
+         where r.new_id is not null and r.widening_reason is not null
+           and exists (select 1 from unnest(r.evidence) e(off)
+                         cross join lateral (select ob.audience from observation ob
+                                              where ob.scope = p_scope and ob.log_offset = e.off limit 1) o
+                        where not _audience_within(r.audience_id, o.audience)));
+    return (select jsonb_agg(case when (r ->> 'ord')::integer = any (v_widened) then r
+                                  else jsonb_set(r, '{widening_reason}', 'null') end order by (r ->> 'ord')::integer)
+              from jsonb_array_elements(v_rows) r);
+end
+$$;
+comment on function __tenant__._remember_numbered(text, jsonb) is
+    'Internal: remember items placed, with the memory id each takes (NULL: a no-op or a duplicate) and the widening reason kept.';
+
+-- The links of new memories: to the turns they cite (p_memory[i] cites
+-- p_observation[i]) and to the entities they are about (created if new),
+-- with their projection dependencies. Each write is a statement of its own
+-- that reads no table (the ids are taken first), not a chain of CTEs: on
+-- Citus a chain of writing CTEs is planned as subplans whose results are
+-- written out and read back (~25 ms a remember, measured), a plain INSERT
+-- ... SELECT from arrays is one local step.
+create or replace function __tenant__._remember_links(p_scope text, p_rows jsonb, p_memory bigint[],
+                                                     p_observation bigint[])
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_link bigint[];
+    v_link_memory bigint[];
+    v_link_target bigint[];
+    v_about bigint[] := '{}';
+    v_about_memory bigint[] := '{}';
+    v_about_entity bigint[] := '{}';
+begin
+    select coalesce(array_agg(d.m order by d.m, d.o), '{}'), coalesce(array_agg(d.o order by d.m, d.o), '{}')
+      into v_link_memory, v_link_target
+      from (select distinct u.m, u.o from unnest(p_memory, p_observation) u(m, o)) d;
+    v_link := array(select nextval(pg_get_serial_sequence('__tenant__.memory_link', 'id')) from unnest(v_link_memory));
+    insert into memory_link (id, memory_id, link_type, target_observation_id)
+    overriding system value
+    select u.id, u.m, 'derived_from', u.o from unnest(v_link, v_link_memory, v_link_target) u(id, m, o);
+    if jsonb_path_exists(p_rows, '$[*] ? (@.new_id != null && @.about.size() > 0)') then
+        insert into entity as en (scope, name)
+        select distinct on (lower(regexp_replace(btrim(_trim(a.name)), '[[:space:]]+', ' ', 'g'))) p_scope, _trim(a.name)
+          from jsonb_to_recordset(p_rows) r(new_id bigint, about text[]) cross join lateral unnest(r.about) as a(name)
+         where r.new_id is not null and _trim(a.name) <> ''
+         order by lower(regexp_replace(btrim(_trim(a.name)), '[[:space:]]+', ' ', 'g')), _trim(a.name)
+        on conflict on constraint entity_identity do update set name = en.name;
+        select coalesce(array_agg(d.m order by d.m, d.e), '{}'), coalesce(array_agg(d.e order by d.m, d.e), '{}')
+          into v_about_memory, v_about_entity
+          from (select distinct r.new_id as m, en.id as e
+                  from jsonb_to_recordset(p_rows) r(new_id bigint, about text[])
+                  cross join lateral unnest(r.about) as a(name)
+                  join entity en on en.scope = p_scope
+                   and en.normalized_name = lower(regexp_replace(btrim(_trim(a.name)), '[[:space:]]+', ' ', 'g'))
+                 where r.new_id is not null) d;
+        v_about := array(select nextval(pg_get_serial_sequence('__tenant__.memory_link', 'id')) from unnest(v_about_memory));
+        insert into memory_link (id, memory_id, link_type, target_entity_id)
+        overriding system value
+        select u.id, u.m, 'about', u.e from unnest(v_about, v_about_memory, v_about_entity) u(id, m, e);
+    end if;
+    insert into projection_dependency (kind, row_key, observation_id)
+    select 'memory', ev.m::text, ev.o from unnest(p_memory, p_observation) ev(m, o)
+    union
+    select 'memory_link', l.id::text, ev.o from unnest(v_link, v_link_memory) l(id, m)
+      join unnest(p_memory, p_observation) ev(m, o) on ev.m = l.m
+    union
+    select 'memory_link', ab.id::text, ev.o from unnest(v_about, v_about_memory) ab(id, m)
+      join unnest(p_memory, p_observation) ev(m, o) on ev.m = ab.m
+    union
+    select 'entity', ab.e::text, ev.o from unnest(v_about_entity, v_about_memory) ab(e, m)
+      join unnest(p_memory, p_observation) ev(m, o) on ev.m = ab.m
+    on conflict do nothing;
+end
+$$;
+comment on function __tenant__._remember_links(text, jsonb, bigint[], bigint[]) is
+    'Internal: the derived_from and about links of new memories, their entities and projection dependencies.';
+
 -- Its statements are planned once per session, not per call: the custom plan
--- of the one statement that writes a batch (five inserts) was re-made on every
--- remember(), ~15% of its server time.
+-- of the statement that wrote a batch was re-made on every remember(), ~15% of
+-- its server time. Each step is a statement of its own (see _remember_links).
 create or replace function __tenant__._remember_batch(p_principal_id bigint, p_scope text, p_items jsonb)
 returns table (ordinal integer, memory_id bigint, status text, reason text)
 language plpgsql
@@ -291,6 +398,9 @@ as $$
 #variable_conflict use_column
 declare
     v_saved_plan_mode text := current_setting('plan_cache_mode');
+    v_rows jsonb;
+    v_memory bigint[];       -- each new memory once per turn it cites ...
+    v_observation bigint[];  -- ... and that turn's id
 begin
     perform set_config('plan_cache_mode', _plan_cache_mode(), true);
     -- Validate every item before anything is written; the first problem wins.
@@ -300,81 +410,37 @@ begin
     perform _lock('remember', array(
         select p_scope || ':' || md5(lower(regexp_replace(_trim(i.body), '[[:space:]]+', ' ', 'g')))
           from jsonb_to_recordset(p_items) as i(body text) where i.body is not null));
-
-    return query
-    with placed as (
-        select * from _remember_placed(p_scope, p_items)
-    ), numbered as (
-        -- ordered, so that ids follow the items' order
-        select o.* from (
-            select pl.*,
-                   case when pl.noop is null and pl.existing_id is null and pl.first_ord = pl.ord
-                        then nextval(pg_get_serial_sequence('__tenant__.memory', 'id')) end as new_id,
-                   -- kept only where it widens: a reason for nothing would read as if it did
-                   -- (decided here, not in the insert: on Citus an insert whose select reads the
-                   -- log is pushed to the shard, which Citus 14 deparses wrongly)
-                   case when exists (select 1 from unnest(pl.evidence) e(off)
-                                       cross join lateral (select ob.audience from observation ob
-                                                            where ob.scope = p_scope and ob.log_offset = e.off limit 1) o
-                                      where not _audience_within(pl.audience_id, o.audience))
-                        then pl.widening_reason end as kept_widening
-              from (select * from placed order by ord) pl) o
-    ), evidence as (
-        select n.new_id, o.id as observation_id
-          from numbered n
-          cross join lateral unnest(n.evidence) as e(off)
-          -- one index probe per offset, whatever the statistics say: "limit 1"
-          -- stops the planner from flattening it into a join that hashes the log
+    v_rows := _remember_numbered(p_scope, p_items);
+    if jsonb_path_exists(v_rows, '$[*] ? (@.new_id != null)') then
+        -- one index probe per offset, whatever the statistics say: "limit 1"
+        -- stops the planner from flattening it into a join that hashes the log
+        select coalesce(array_agg(r.new_id order by r.new_id, e.i), '{}'), coalesce(array_agg(o.id order by r.new_id, e.i), '{}')
+          into v_memory, v_observation
+          from jsonb_to_recordset(v_rows) r(new_id bigint, evidence bigint[])
+          cross join lateral unnest(r.evidence) with ordinality as e(off, i)
           cross join lateral (select ob.id from observation ob
                                where ob.scope = p_scope and ob.log_offset = e.off limit 1) o
-         where n.new_id is not null
-    ), inserted as (
+         where r.new_id is not null;
         insert into memory (id, scope, kind, title, body, confidence, origin, audience_peer_id, purposes, created_by,
                             observer_peer_id, widening_reason)
         overriding system value
-        select n.new_id, p_scope, n.kind, n.title, n.body, n.confidence, 'told', n.audience_id, n.purposes,
-               p_principal_id, n.observer_id, n.kept_widening
-          from numbered n where n.new_id is not null
-          order by n.new_id
-        returning id
-    ), linked as (
-        insert into memory_link (memory_id, link_type, target_observation_id)
-        select distinct ev.new_id, 'derived_from', ev.observation_id from evidence ev
-        returning id, memory_id
-    ), entities as (
-        insert into entity as en (scope, name)
-        select distinct on (lower(regexp_replace(btrim(_trim(a.name)), '[[:space:]]+', ' ', 'g'))) p_scope, _trim(a.name)
-          from numbered n cross join lateral unnest(n.about) as a(name)
-         where n.new_id is not null and _trim(a.name) <> ''
-         order by lower(regexp_replace(btrim(_trim(a.name)), '[[:space:]]+', ' ', 'g')), _trim(a.name)
-        on conflict on constraint entity_identity do update set name = en.name
-        returning en.id, en.normalized_name
-    ), abouts as (
-        insert into memory_link (memory_id, link_type, target_entity_id)
-        select distinct n.new_id, 'about', en.id
-          from numbered n cross join lateral unnest(n.about) as a(name)
-          join entities en on en.normalized_name = lower(regexp_replace(btrim(_trim(a.name)), '[[:space:]]+', ' ', 'g'))
-         where n.new_id is not null
-        returning id, memory_id, target_entity_id
-    ), registered as (
-        insert into projection_dependency (kind, row_key, observation_id)
-        select 'memory', ev.new_id::text, ev.observation_id from evidence ev
-        union
-        select 'memory_link', l.id::text, ev.observation_id from linked l join evidence ev on ev.new_id = l.memory_id
-        union
-        select 'memory_link', ab.id::text, ev.observation_id from abouts ab join evidence ev on ev.new_id = ab.memory_id
-        union
-        select 'entity', ab.target_entity_id::text, ev.observation_id from abouts ab join evidence ev on ev.new_id = ab.memory_id
-        on conflict do nothing
-        returning 1
-    )
-    select n.ord,
-           coalesce(n.new_id, n.existing_id, (select f.new_id from numbered f where f.ord = n.first_ord)),
+        select r.new_id, p_scope, r.kind, r.title, r.body, r.confidence, 'told', r.audience_id, r.purposes,
+               p_principal_id, r.observer_id, r.widening_reason
+          from jsonb_to_recordset(v_rows) r(new_id bigint, kind text, title text, body text, confidence double precision,
+                                            audience_id bigint, purposes text[], observer_id bigint, widening_reason text)
+         where r.new_id is not null
+         order by r.new_id;
+        perform _remember_links(p_scope, v_rows, v_memory, v_observation);
+    end if;
+    return query
+    with r as (select * from jsonb_to_recordset(v_rows) x(ord integer, new_id bigint, existing_id bigint,
+                                                          first_ord integer, noop text))
+    select n.ord, coalesce(n.new_id, n.existing_id, f.new_id),
            case when n.new_id is not null then 'created' else 'noop' end,
            case when n.new_id is not null then null
                 when n.noop is not null then n.noop
                 else 'duplicate: this is already remembered' end
-      from numbered n
+      from r n left join r f on f.ord = n.first_ord
      order by n.ord;
     perform set_config('plan_cache_mode', v_saved_plan_mode, true);
 end

@@ -8883,7 +8883,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$, null, $pgrecall_3c86d1319d7b$6c1e014ac54a83984e1a22c65e993ae453bf44e34bf87c1e936452e48727358e$pgrecall_3c86d1319d7b$, $pgrecall_6c1e014ac54a$-- read: one memory with its provenance, only if the principal may see it for
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$, null, $pgrecall_90d99c4ff804$ff4d9e70377ef793c88746504ebe6d7b3bc0667358f24aa0c745715dbf130313$pgrecall_90d99c4ff804$, $pgrecall_ff4d9e70377e$-- read: one memory with its provenance, only if the principal may see it for
 -- the purpose named. A memory the principal may not see is reported exactly
 -- like one that does not exist.
 
@@ -8984,7 +8984,11 @@ begin
                    else jsonb_build_object(
                        'scope', o.scope, 'offset', o.log_offset, 'withheld', false, 'source_role', o.source_role,
                        'actor', a.name, 'occurred_at', o.occurred_at, 'text', left(o.body, 500),
-                       'audience', _audience_names(o.audience),
+                       -- the names read here, not by _audience_names per turn: on Citus each call of a
+                       -- function that reads a table is a statement planned again inside this one's task
+                       'audience', case when o.audience is not null then
+                                        (select coalesce(jsonb_agg(ap.name order by ap.name), '[]'::jsonb)
+                                           from peer ap where ap.id = any (o.audience)) end,
                        -- the revisions produced by corrections that cited it ([] when none did)
                        'corrections', coalesce((select jsonb_agg(c.revision order by c.revision)
                                                   from memory_correction_evidence c
@@ -9037,7 +9041,7 @@ as $$
 $$;
 comment on function __tenant__._provenance(bigint, bigint, text[]) is
     'Internal: a memory''s observations, visible source memories, hidden-source count and entities, as JSON.';
-$pgrecall_6c1e014ac54a$)
+$pgrecall_ff4d9e70377e$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -10341,7 +10345,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$, null, $pgrecall_02c2192a09df$d02d76604d79f3c4eac74ee7e01525700acb25d5e818d272acb9d8fa197c7001$pgrecall_02c2192a09df$, $pgrecall_d02d76604d79$-- remember: write what the agent decided to keep, with who may see it, why
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$, null, $pgrecall_10f0a777cce8$a3a2bfd8a63e84a491724bbf0921062f2691be67265a2b992f29a1df17af7443$pgrecall_10f0a777cce8$, $pgrecall_a3a2bfd8a63e$-- remember: write what the agent decided to keep, with who may see it, why
 -- it may be used, and the observations that stated it. Capture writes only
 -- what was explicitly stated: empty or ambiguous input is a no-op that says
 -- why, never an error and never a guess.
@@ -10622,9 +10626,116 @@ $$;
 comment on function __tenant__._remember_placed(text, jsonb) is
     'Internal: remember items judged (no-op or not) and placed against the scope''s live memories and each other.';
 
+-- The items of a batch as they will be written, one JSON array that the writes
+-- read in turn: each placed item with the id it takes (NULL for a no-op or a
+-- duplicate, ids in the items' order) and its widening reason where it widens
+-- (a reason for nothing would read as if it did). Apart from the function,
+-- the first statement reads no table, so on Citus it is planned as on one
+-- server; the check of the cited turns' audiences runs only for an item that
+-- gives a reason.
+create or replace function __tenant__._remember_numbered(p_scope text, p_items jsonb)
+returns jsonb
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_rows jsonb;
+    v_widened integer[];
+begin
+    select coalesce(jsonb_agg(to_jsonb(n) order by n.ord), '[]') into v_rows
+      from (select pl.*,
+                   case when pl.noop is null and pl.existing_id is null and pl.first_ord = pl.ord
+                        then nextval(pg_get_serial_sequence('__tenant__.memory', 'id')) end as new_id
+              from (select * from _remember_placed(p_scope, p_items) order by ord) pl) n;
+    if not jsonb_path_exists(v_rows, '$[*] ? (@.widening_reason != null && @.new_id != null)') then
+        return v_rows;
+    end if;
+    v_widened := array(
+        select r.ord from jsonb_to_recordset(v_rows) r(ord integer, new_id bigint, evidence bigint[], audience_id bigint,
+                                                       widening_reason text)
+         where r.new_id is not null and r.widening_reason is not null
+           and exists (select 1 from unnest(r.evidence) e(off)
+                         cross join lateral (select ob.audience from observation ob
+                                              where ob.scope = p_scope and ob.log_offset = e.off limit 1) o
+                        where not _audience_within(r.audience_id, o.audience)));
+    return (select jsonb_agg(case when (r ->> 'ord')::integer = any (v_widened) then r
+                                  else jsonb_set(r, '{widening_reason}', 'null') end order by (r ->> 'ord')::integer)
+              from jsonb_array_elements(v_rows) r);
+end
+$$;
+comment on function __tenant__._remember_numbered(text, jsonb) is
+    'Internal: remember items placed, with the memory id each takes (NULL: a no-op or a duplicate) and the widening reason kept.';
+
+-- The links of new memories: to the turns they cite (p_memory[i] cites
+-- p_observation[i]) and to the entities they are about (created if new),
+-- with their projection dependencies. Each write is a statement of its own
+-- that reads no table (the ids are taken first), not a chain of CTEs: on
+-- Citus a chain of writing CTEs is planned as subplans whose results are
+-- written out and read back (~25 ms a remember, measured), a plain INSERT
+-- ... SELECT from arrays is one local step.
+create or replace function __tenant__._remember_links(p_scope text, p_rows jsonb, p_memory bigint[],
+                                                     p_observation bigint[])
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_link bigint[];
+    v_link_memory bigint[];
+    v_link_target bigint[];
+    v_about bigint[] := '{}';
+    v_about_memory bigint[] := '{}';
+    v_about_entity bigint[] := '{}';
+begin
+    select coalesce(array_agg(d.m order by d.m, d.o), '{}'), coalesce(array_agg(d.o order by d.m, d.o), '{}')
+      into v_link_memory, v_link_target
+      from (select distinct u.m, u.o from unnest(p_memory, p_observation) u(m, o)) d;
+    v_link := array(select nextval(pg_get_serial_sequence('__tenant__.memory_link', 'id')) from unnest(v_link_memory));
+    insert into memory_link (id, memory_id, link_type, target_observation_id)
+    overriding system value
+    select u.id, u.m, 'derived_from', u.o from unnest(v_link, v_link_memory, v_link_target) u(id, m, o);
+    if jsonb_path_exists(p_rows, '$[*] ? (@.new_id != null && @.about.size() > 0)') then
+        insert into entity as en (scope, name)
+        select distinct on (lower(regexp_replace(btrim(_trim(a.name)), '[[:space:]]+', ' ', 'g'))) p_scope, _trim(a.name)
+          from jsonb_to_recordset(p_rows) r(new_id bigint, about text[]) cross join lateral unnest(r.about) as a(name)
+         where r.new_id is not null and _trim(a.name) <> ''
+         order by lower(regexp_replace(btrim(_trim(a.name)), '[[:space:]]+', ' ', 'g')), _trim(a.name)
+        on conflict on constraint entity_identity do update set name = en.name;
+        select coalesce(array_agg(d.m order by d.m, d.e), '{}'), coalesce(array_agg(d.e order by d.m, d.e), '{}')
+          into v_about_memory, v_about_entity
+          from (select distinct r.new_id as m, en.id as e
+                  from jsonb_to_recordset(p_rows) r(new_id bigint, about text[])
+                  cross join lateral unnest(r.about) as a(name)
+                  join entity en on en.scope = p_scope
+                   and en.normalized_name = lower(regexp_replace(btrim(_trim(a.name)), '[[:space:]]+', ' ', 'g'))
+                 where r.new_id is not null) d;
+        v_about := array(select nextval(pg_get_serial_sequence('__tenant__.memory_link', 'id')) from unnest(v_about_memory));
+        insert into memory_link (id, memory_id, link_type, target_entity_id)
+        overriding system value
+        select u.id, u.m, 'about', u.e from unnest(v_about, v_about_memory, v_about_entity) u(id, m, e);
+    end if;
+    insert into projection_dependency (kind, row_key, observation_id)
+    select 'memory', ev.m::text, ev.o from unnest(p_memory, p_observation) ev(m, o)
+    union
+    select 'memory_link', l.id::text, ev.o from unnest(v_link, v_link_memory) l(id, m)
+      join unnest(p_memory, p_observation) ev(m, o) on ev.m = l.m
+    union
+    select 'memory_link', ab.id::text, ev.o from unnest(v_about, v_about_memory) ab(id, m)
+      join unnest(p_memory, p_observation) ev(m, o) on ev.m = ab.m
+    union
+    select 'entity', ab.e::text, ev.o from unnest(v_about_entity, v_about_memory) ab(e, m)
+      join unnest(p_memory, p_observation) ev(m, o) on ev.m = ab.m
+    on conflict do nothing;
+end
+$$;
+comment on function __tenant__._remember_links(text, jsonb, bigint[], bigint[]) is
+    'Internal: the derived_from and about links of new memories, their entities and projection dependencies.';
+
 -- Its statements are planned once per session, not per call: the custom plan
--- of the one statement that writes a batch (five inserts) was re-made on every
--- remember(), ~15% of its server time.
+-- of the statement that wrote a batch was re-made on every remember(), ~15% of
+-- its server time. Each step is a statement of its own (see _remember_links).
 create or replace function __tenant__._remember_batch(p_principal_id bigint, p_scope text, p_items jsonb)
 returns table (ordinal integer, memory_id bigint, status text, reason text)
 language plpgsql
@@ -10634,6 +10745,9 @@ as $$
 #variable_conflict use_column
 declare
     v_saved_plan_mode text := current_setting('plan_cache_mode');
+    v_rows jsonb;
+    v_memory bigint[];       -- each new memory once per turn it cites ...
+    v_observation bigint[];  -- ... and that turn's id
 begin
     perform set_config('plan_cache_mode', _plan_cache_mode(), true);
     -- Validate every item before anything is written; the first problem wins.
@@ -10643,81 +10757,37 @@ begin
     perform _lock('remember', array(
         select p_scope || ':' || md5(lower(regexp_replace(_trim(i.body), '[[:space:]]+', ' ', 'g')))
           from jsonb_to_recordset(p_items) as i(body text) where i.body is not null));
-
-    return query
-    with placed as (
-        select * from _remember_placed(p_scope, p_items)
-    ), numbered as (
-        -- ordered, so that ids follow the items' order
-        select o.* from (
-            select pl.*,
-                   case when pl.noop is null and pl.existing_id is null and pl.first_ord = pl.ord
-                        then nextval(pg_get_serial_sequence('__tenant__.memory', 'id')) end as new_id,
-                   -- kept only where it widens: a reason for nothing would read as if it did
-                   -- (decided here, not in the insert: on Citus an insert whose select reads the
-                   -- log is pushed to the shard, which Citus 14 deparses wrongly)
-                   case when exists (select 1 from unnest(pl.evidence) e(off)
-                                       cross join lateral (select ob.audience from observation ob
-                                                            where ob.scope = p_scope and ob.log_offset = e.off limit 1) o
-                                      where not _audience_within(pl.audience_id, o.audience))
-                        then pl.widening_reason end as kept_widening
-              from (select * from placed order by ord) pl) o
-    ), evidence as (
-        select n.new_id, o.id as observation_id
-          from numbered n
-          cross join lateral unnest(n.evidence) as e(off)
-          -- one index probe per offset, whatever the statistics say: "limit 1"
-          -- stops the planner from flattening it into a join that hashes the log
+    v_rows := _remember_numbered(p_scope, p_items);
+    if jsonb_path_exists(v_rows, '$[*] ? (@.new_id != null)') then
+        -- one index probe per offset, whatever the statistics say: "limit 1"
+        -- stops the planner from flattening it into a join that hashes the log
+        select coalesce(array_agg(r.new_id order by r.new_id, e.i), '{}'), coalesce(array_agg(o.id order by r.new_id, e.i), '{}')
+          into v_memory, v_observation
+          from jsonb_to_recordset(v_rows) r(new_id bigint, evidence bigint[])
+          cross join lateral unnest(r.evidence) with ordinality as e(off, i)
           cross join lateral (select ob.id from observation ob
                                where ob.scope = p_scope and ob.log_offset = e.off limit 1) o
-         where n.new_id is not null
-    ), inserted as (
+         where r.new_id is not null;
         insert into memory (id, scope, kind, title, body, confidence, origin, audience_peer_id, purposes, created_by,
                             observer_peer_id, widening_reason)
         overriding system value
-        select n.new_id, p_scope, n.kind, n.title, n.body, n.confidence, 'told', n.audience_id, n.purposes,
-               p_principal_id, n.observer_id, n.kept_widening
-          from numbered n where n.new_id is not null
-          order by n.new_id
-        returning id
-    ), linked as (
-        insert into memory_link (memory_id, link_type, target_observation_id)
-        select distinct ev.new_id, 'derived_from', ev.observation_id from evidence ev
-        returning id, memory_id
-    ), entities as (
-        insert into entity as en (scope, name)
-        select distinct on (lower(regexp_replace(btrim(_trim(a.name)), '[[:space:]]+', ' ', 'g'))) p_scope, _trim(a.name)
-          from numbered n cross join lateral unnest(n.about) as a(name)
-         where n.new_id is not null and _trim(a.name) <> ''
-         order by lower(regexp_replace(btrim(_trim(a.name)), '[[:space:]]+', ' ', 'g')), _trim(a.name)
-        on conflict on constraint entity_identity do update set name = en.name
-        returning en.id, en.normalized_name
-    ), abouts as (
-        insert into memory_link (memory_id, link_type, target_entity_id)
-        select distinct n.new_id, 'about', en.id
-          from numbered n cross join lateral unnest(n.about) as a(name)
-          join entities en on en.normalized_name = lower(regexp_replace(btrim(_trim(a.name)), '[[:space:]]+', ' ', 'g'))
-         where n.new_id is not null
-        returning id, memory_id, target_entity_id
-    ), registered as (
-        insert into projection_dependency (kind, row_key, observation_id)
-        select 'memory', ev.new_id::text, ev.observation_id from evidence ev
-        union
-        select 'memory_link', l.id::text, ev.observation_id from linked l join evidence ev on ev.new_id = l.memory_id
-        union
-        select 'memory_link', ab.id::text, ev.observation_id from abouts ab join evidence ev on ev.new_id = ab.memory_id
-        union
-        select 'entity', ab.target_entity_id::text, ev.observation_id from abouts ab join evidence ev on ev.new_id = ab.memory_id
-        on conflict do nothing
-        returning 1
-    )
-    select n.ord,
-           coalesce(n.new_id, n.existing_id, (select f.new_id from numbered f where f.ord = n.first_ord)),
+        select r.new_id, p_scope, r.kind, r.title, r.body, r.confidence, 'told', r.audience_id, r.purposes,
+               p_principal_id, r.observer_id, r.widening_reason
+          from jsonb_to_recordset(v_rows) r(new_id bigint, kind text, title text, body text, confidence double precision,
+                                            audience_id bigint, purposes text[], observer_id bigint, widening_reason text)
+         where r.new_id is not null
+         order by r.new_id;
+        perform _remember_links(p_scope, v_rows, v_memory, v_observation);
+    end if;
+    return query
+    with r as (select * from jsonb_to_recordset(v_rows) x(ord integer, new_id bigint, existing_id bigint,
+                                                          first_ord integer, noop text))
+    select n.ord, coalesce(n.new_id, n.existing_id, f.new_id),
            case when n.new_id is not null then 'created' else 'noop' end,
            case when n.new_id is not null then null
                 when n.noop is not null then n.noop
                 else 'duplicate: this is already remembered' end
-      from numbered n
+      from r n left join r f on f.ord = n.first_ord
      order by n.ord;
     perform set_config('plan_cache_mode', v_saved_plan_mode, true);
 end
@@ -10845,7 +10915,7 @@ comment on function __tenant__.remember_said(text, text[], text, text, text[], t
                                              text[], bigint[], text, jsonb, text) is
     'Appends what was said (as the principal''s note) and remembers it, citing it, in one call; a memory that is a '
     'no-op or refused leaves no turn (log_offset NULL).';
-$pgrecall_d02d76604d79$)
+$pgrecall_a3a2bfd8a63e$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 

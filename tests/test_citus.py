@@ -245,6 +245,42 @@ def test_an_append_and_a_remember_through_the_coordinator_are_written_once_on_th
         assert conn.execute(f"select count(*) from {shard}").fetchone() == (3,)  # shard_name is qualified
 
 
+def test_a_remember_on_the_worker_writes_without_subplans(cluster, tenant_factory):
+    # Citus planned remember's one writing statement (a chain of CTEs) as subplans whose results it wrote out
+    # and read back, most of a remember's time on the cluster; its writes are now statements of their own.
+    acme = tenant_factory("acme")
+    populated(cluster, acme)
+    with handle(cluster, acme, principal="ana") as ana:
+        turn = ana.append("I fly kites with Ben on Sundays", role="user", actor="ana", audience=["ana"])
+    node = placements(cluster, acme)[0][0]
+    holder = next(w for w in cluster.worker_nodes if w.port == node)
+    said: list[str] = []
+    # as the coordinator's delegated call does: the app role, on the worker holding the tenant
+    with psycopg.connect(holder.dsn(user=f"pgrecall_{acme}_app"), autocommit=True) as conn:
+        conn.add_notice_handler(lambda d: said.append(d.message_primary or ""))
+        conn.execute("set client_min_messages = debug1")
+        made = conn.execute(f"""select * from {acme}.remember('ana', array['default'], 'default',
+                                    'Ana flies kites with Ben on Sundays', array[%s]::bigint[], array['converse'],
+                                    p_about => array['Ben', 'kites', ' ben '],
+                                    p_widening_reason => 'Ana said the whole team may know')""", (turn,)).fetchall()
+        conn.execute("reset client_min_messages")
+    assert [r[1] for r in made] == ["created"]
+    assert [m for m in said if "subplan" in m or "intermediate result" in m] == [], said
+    # what it wrote, read through the coordinator: the memory with the reason it widens by, its links, entities
+    memory_id = made[0][0]
+    with psycopg.connect(cluster.coordinator.dsn()) as conn:
+        widening = conn.execute(f"select widening_reason from {acme}.memory where id = %s", (memory_id,)).fetchone()
+        links = conn.execute(f"""select l.link_type, coalesce(e.name, o.log_offset::text)
+                                   from {acme}.memory_link l left join {acme}.entity e on e.id = l.target_entity_id
+                                   left join {acme}.observation o on o.id = l.target_observation_id
+                                  where l.memory_id = %s order by 1, 2""", (memory_id,)).fetchall()
+        registered = conn.execute(f"""select kind, count(*) from {acme}.projection_dependency
+                                        where kind in ('memory', 'memory_link', 'entity') group by 1 order by 1""").fetchall()
+    assert widening == ("Ana said the whole team may know",)
+    assert links == [("about", "Ben"), ("about", "kites"), ("derived_from", str(turn))]
+    assert registered == [("entity", 2), ("memory", 1), ("memory_link", 3)]
+
+
 def test_a_tenant_moves_while_writers_append_and_a_reader_recalls(cluster, tenant_factory, monkeypatch, capsys):
     acme = tenant_factory("acme")
     populated(cluster, acme)
