@@ -99,7 +99,9 @@ begin
                    else jsonb_build_object(
                        'scope', o.scope, 'offset', o.log_offset, 'withheld', false, 'source_role', o.source_role,
                        'actor', a.name, 'occurred_at', o.occurred_at, 'text', left(o.body, 500),
-                       'audience', _audience_names(o.audience),
+                       -- (a definer function called per turn costs more than the rest
+                       -- of the row's provenance, so only for a turn with an audience)
+                       'audience', case when o.audience is not null then _audience_names(o.audience) end,
                        -- the revisions produced by corrections that cited it ([] when none did)
                        'corrections', coalesce((select jsonb_agg(c.revision order by c.revision)
                                                   from memory_correction_evidence c
