@@ -8576,7 +8576,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$, null, $pgrecall_3c86d1319d7b$6c1e014ac54a83984e1a22c65e993ae453bf44e34bf87c1e936452e48727358e$pgrecall_3c86d1319d7b$, $pgrecall_6c1e014ac54a$-- read: one memory with its provenance, only if the principal may see it for
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$, null, $pgrecall_0c7f7c81042a$5d58f2efe3ea273265ac4a97a1a14460789bca709d609c2788a0497ef0f16fd7$pgrecall_0c7f7c81042a$, $pgrecall_5d58f2efe3ea$-- read: one memory with its provenance, only if the principal may see it for
 -- the purpose named. A memory the principal may not see is reported exactly
 -- like one that does not exist.
 
@@ -8677,7 +8677,9 @@ begin
                    else jsonb_build_object(
                        'scope', o.scope, 'offset', o.log_offset, 'withheld', false, 'source_role', o.source_role,
                        'actor', a.name, 'occurred_at', o.occurred_at, 'text', left(o.body, 500),
-                       'audience', _audience_names(o.audience),
+                       -- (a definer function called per turn costs more than the rest
+                       -- of the row's provenance, so only for a turn with an audience)
+                       'audience', case when o.audience is not null then _audience_names(o.audience) end,
                        -- the revisions produced by corrections that cited it ([] when none did)
                        'corrections', coalesce((select jsonb_agg(c.revision order by c.revision)
                                                   from memory_correction_evidence c
@@ -8730,7 +8732,7 @@ as $$
 $$;
 comment on function __tenant__._provenance(bigint, bigint, text[]) is
     'Internal: a memory''s observations, visible source memories, hidden-source count and entities, as JSON.';
-$pgrecall_6c1e014ac54a$)
+$pgrecall_5d58f2efe3ea$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
