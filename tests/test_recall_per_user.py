@@ -14,7 +14,7 @@ PER_USER = 60
 
 
 @pytest.fixture
-def per_user(acme, db, conninfo, embedder):  # noqa: F811
+def per_user(acme, db, conninfo, embedder):
     """Every memory is private to one of USERS peers, and embedded."""
     for u in range(USERS):
         acme.add_peer(f"u{u:02d}", "human")
@@ -34,7 +34,7 @@ RECALL = ("select (a.meta).dense_method, cardinality(a.items) from acme.recall_a
           "%s, array['default'], 'harbour ships note', 'converse', %s::real[], null, 5) a")
 
 
-def test_a_users_recall_reads_each_of_their_memories_at_most_twice(per_user, conninfo, embedder):  # noqa: F811
+def test_a_users_recall_reads_each_of_their_memories_at_most_twice(per_user, conninfo, embedder):
     """Once to learn they are few (their ids, shared by both arms), once for the lexical arm's text; the
     dense arm reads their vectors, and the rows returned are a few probes more. Reading the eligible set
     a third time (the few were counted twice) cost every user's recall ~0.2 ms at 200 memories."""
