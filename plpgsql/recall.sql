@@ -260,11 +260,11 @@ begin
         least(p_limit, cardinality(v_kept_ids) + cardinality(v_fact_ids)),
         least(v_lag.missing, 1000)::integer, v_lag.missing > 1000, v_lag.watermarks,
         v_lag.queued)::recall_meta);
-    perform set_config('plan_cache_mode', v_saved_plan_mode, true);
     select coalesce(array_agg(i order by i.rank), '{}') into v_answer.items
       from _recall_items(v_kept_ids, v_fact_ids, v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
                          (v_set ->> 'rrf_k')::double precision, p_limit, v_principal, p_scopes,
                          v_set ->> 'fusion', (v_set ->> 'dense_floor')::double precision, v_evidence) i;
+    perform set_config('plan_cache_mode', v_saved_plan_mode, true);
     return v_answer;
 end
 $$;

@@ -106,13 +106,12 @@ as $$
 declare
     v_result bigint[];
 begin
-    select case when cardinality(x.ids) < p_below then x.ids end
-      from (select array(select e.id
-                           from memory e where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
-                                                                p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
-                          limit p_below) as ids) x
-    into v_result;
-    return v_result;
+    -- Read into the variable first: a CASE naming the subquery twice ran it twice.
+    v_result := array(select e.id
+                        from memory e where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                                             p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
+                       limit p_below);
+    return case when cardinality(v_result) < p_below then v_result end;
 end
 $$;
 comment on function __tenant__._few_eligible(bigint, text[], text, boolean, timestamptz, integer) is

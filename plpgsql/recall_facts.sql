@@ -12,11 +12,17 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_entities bigint[] := _entities_in_text(p_scopes, p_query);
+    v_entities bigint[];
     v_any_term tsquery;
 begin
     fact_ids := '{}';
     entities := '{}';
+    -- Finding the entities a query names costs more than the rest of the arm
+    -- (~0.3 ms); in a tenant without a fact it could find none worth naming
+    -- (any fact, not the scopes': fact has no index on scope to ask cheaply).
+    if exists (select 1 from fact f) then
+        v_entities := _entities_in_text(p_scopes, p_query);
+    end if;
     if cardinality(v_entities) > 0 then
         v_any_term := nullif(array_to_string(array(select quote_literal(u.lexeme)
                                                      from unnest(to_tsvector('english', p_query)) u), ' | '), '')::tsquery;

@@ -247,11 +247,13 @@ begin
       from _prune_terms(terms, v_df, v_documents, (v_set ->> 'prune_min_terms')::integer,
                         (v_set ->> 'prune_df_ratio')::double precision) p;
     v_term_queries := array(select quote_literal(t)::tsquery from unnest(v_kept) t);
-    v_recruiters := _lexical_recruiters(v_kept, v_kept_df, p_depth, (v_set ->> 'lexical_match_budget')::bigint);
     if p_among is not null then
         -- Narrower recruiters bound the matching work over a large eligible
-        -- set; over a few memories they would only add a pass.
-        v_recruiters := v_recruiters[cardinality(v_recruiters):];
+        -- set; over a few memories they would only add a pass: every kept
+        -- term recruits (_lexical_recruiters' last query, spelled as there).
+        v_recruiters := array[array_to_string(array(select quote_literal(t) from unnest(v_kept) t), ' | ')::tsquery];
+    else
+        v_recruiters := _lexical_recruiters(v_kept, v_kept_df, p_depth, (v_set ->> 'lexical_match_budget')::bigint);
     end if;
     for i in 1 .. cardinality(v_recruiters) loop
         select coalesce(array_agg(c.id order by c.ord), '{}'), coalesce(array_agg(c.score order by c.ord), '{}')
