@@ -1,7 +1,7 @@
 """Time in the question (setting recall_question_time, plpgsql/recall_time.sql): a question naming a date or a time
 relative to the recall's clock prefers the memories said within it, never outside eligibility."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import psycopg
 import pytest
@@ -23,7 +23,7 @@ def period(db, question, clock=CLOCK):
 
 def said(mem, actor, text, when, *, audience=None, scope="default", purposes=("converse",)):
     off = mem.append(f"{actor}: {text}", role="user", actor=actor, scope=scope, scopes=["default", "other"],
-                     occurred_at=datetime.fromisoformat(when).replace(tzinfo=timezone.utc))
+                     occurred_at=datetime.fromisoformat(when).replace(tzinfo=UTC))
     r = mem.remember(f"{actor}: {text}", evidence=[off], purposes=list(purposes), audience=audience, scope=scope,
                      scopes=["default", "other"])
     assert r.created, r
@@ -98,7 +98,7 @@ def test_bad_input_to_the_new_functions_is_a_clear_error(db, acme):
 
 
 def test_the_time_arm_keeps_the_candidates_said_within_the_period_in_their_order(db, acme):
-    may = [said(acme, "ben", t, "2023-05-0%d 12:00" % (i + 1)) for i, t in
+    may = [said(acme, "ben", t, f"2023-05-0{i + 1} 12:00") for i, t in
            enumerate(["I baked sourdough bread", "I adopted a grey cat", "I ran a marathon"])]
     june = [said(acme, "ben", t, "2023-06-02 12:00") for t in ["I baked rye bread", "My team won the match"]]
     candidates = [june[0], may[2], june[1], may[0], may[1]]  # as the fusion ordered them
