@@ -2931,22 +2931,24 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2be3c63ae11$0035_recall_question_time.sql$pgrecall_c2be3c63ae11$, 35, $pgrecall_2ef5ce8b8a1e$2773faa2e37053cbf52207510f0718cb8aacf9721062c51500f41be33aa7f3e6$pgrecall_2ef5ce8b8a1e$, $pgrecall_2773faa2e370$-- recall_question_time: whether recall prefers the memories whose time is the
+values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2be3c63ae11$0035_recall_question_time.sql$pgrecall_c2be3c63ae11$, 35, $pgrecall_da73f729abf5$caeb1e912b3f338ee38b7b4ac02a1d1c9edb29fc1820b60f511f4bb12b7ecec0$pgrecall_da73f729abf5$, $pgrecall_caeb1e912b3f$-- recall_question_time: whether recall prefers the memories whose time is the
 -- one the question names (plpgsql/recall_time.sql): "in May 2023", "on 3 June,
 -- 2023", "last week" (against the recall's clock). Of the candidates the
 -- lexical and dense lists chose, those said (or valid from) within that time
--- are a list of their own, fused with the other two by RRF. Off: it becomes a
--- default only when the LoCoMo development split's per-cell check passes
--- (make eval BASELINE=...; eval/results/question-time.md).
+-- are a list of their own, fused with the other two by RRF, and under
+-- rrf_scores each adds an arm's first to the evidence that orders the rows.
+-- On: on the LoCoMo development split every conversation and every category
+-- passed the per-cell check (make eval BASELINE=halfvec33;
+-- eval/results/question-time.md), so it is a default, for upgraded tenants too.
 
 alter table __tenant__.setting add constraint setting_recall_question_time_boolean check (
     key <> 'recall_question_time' or jsonb_typeof(value) = 'boolean'
 );
 
 insert into __tenant__.setting (key, value, description) values
-    ('recall_question_time', 'false',
-     'Recall: when the query names a date or a time relative to the recall''s clock, the candidates said or valid from within it are a ranked list of their own, fused by RRF with the lexical and dense lists');
-$pgrecall_2773faa2e370$)
+    ('recall_question_time', 'true',
+     'Recall: when the query names a date or a time relative to the recall''s clock, the candidates said or valid from within it are a ranked list of their own, fused by RRF with the lexical and dense lists, and under rrf_scores each counts as an arm''s first in the rows'' order');
+$pgrecall_caeb1e912b3f$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 

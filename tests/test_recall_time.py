@@ -129,8 +129,7 @@ def test_the_time_arm_never_returns_what_the_principal_may_not_see(db, acme, con
     # even handed every id as a candidate, the arm keeps only what bot may see
     assert arm(db, [*hidden, forgotten, visible], query) == [visible]
     assert arm(db, [*hidden, forgotten, visible], query, scopes="{default,other}") == [hidden[1], visible]
-    question_time_on(conninfo)
-    for principal in ("bot", "ana"):
+    for principal in ("bot", "ana"):  # the setting is on by default
         got = set(ids(acme.recall(query, limit=10, principal=principal)))
         assert not got & {*hidden, forgotten}, principal
     assert ids(acme.recall(query, limit=10, principal="bot")) == [visible]
@@ -139,7 +138,7 @@ def test_the_time_arm_never_returns_what_the_principal_may_not_see(db, acme, con
 
 def test_a_question_naming_a_month_ranks_that_months_memory_above_an_otherwise_equal_one(db, acme, conninfo,
                                                                                          embedder):
-    assert one(db, "select value from acme.setting where key = 'recall_question_time'")[0] is False
+    assert one(db, "select value from acme.setting where key = 'recall_question_time'")[0] is True  # adopted
     with conninfo.connect(user="pgrecall_acme_admin") as admin, pytest.raises(psycopg.Error, match="boolean") as e:
         admin.execute("select acme.set_setting('recall_question_time', '\"yes\"')")
     assert e.value.sqlstate == "PR006"
@@ -149,6 +148,7 @@ def test_a_question_naming_a_month_ranks_that_months_memory_above_an_otherwise_e
         said(acme, "ana", text, "2023-05-11 12:00")
     embed_all(conninfo)
     query = "What bread did Ben bake in May 2023?"
+    question_time_on(conninfo, False)
     off = ids(acme.recall(query, limit=5, principal="bot"))
     timeless = ids(acme.recall("What bread did Ben bake?", limit=5, principal="bot"))
     assert off.index(june) < off.index(may)  # the two are alike; without the setting, June's words win
