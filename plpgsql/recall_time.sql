@@ -48,15 +48,15 @@ declare
     v_day integer;
     v_first date;
 begin
-    m := regexp_match(p_q, '\m(\d{1,2})(?:st|nd|rd|th)?(?: of)? ' || c_month || ',? (\d{4})\M');
+    m := regexp_match(p_q, E'\\m(\\d{1,2})(?:st|nd|rd|th)?(?: of)? ' || c_month || E',? (\\d{4})\\M');
     if m is not null then
         v_day := m[1]::integer; v_month := array_position(c_months, m[2]); v_year := m[3]::integer;
     else
-        m := regexp_match(p_q, '\m' || c_month || ' (\d{1,2})(?:st|nd|rd|th)?,? (\d{4})\M');
+        m := regexp_match(p_q, E'\\m' || c_month || E' (\\d{1,2})(?:st|nd|rd|th)?,? (\\d{4})\\M');
         if m is not null then
             v_day := m[2]::integer; v_month := array_position(c_months, m[1]); v_year := m[3]::integer;
         else
-            m := regexp_match(p_q, '\m' || c_month || ',? (?:of )?(\d{4})\M');
+            m := regexp_match(p_q, E'\\m' || c_month || E',? (?:of )?(\\d{4})\\M');
             if m is not null then
                 v_month := array_position(c_months, m[1]); v_year := m[2]::integer;
             end if;
@@ -69,7 +69,7 @@ begin
         end if;
         return _utc_days(v_first, (v_first + interval '1 month')::date);
     end if;
-    m := regexp_match(p_q, '\m(?:in|during|of|from|since|for|throughout) (\d{4})\M');
+    m := regexp_match(p_q, E'\\m(?:in|during|of|from|since|for|throughout) (\\d{4})\\M');
     if m is not null and m[1]::integer between 1 and 9999 then
         v_first := make_date(m[1]::integer, 1, 1);
         return _utc_days(v_first, (v_first + interval '1 year')::date);
@@ -105,12 +105,12 @@ declare
     v_back date;
     m text[];
 begin
-    if p_q ~ '\myesterday\M' then
+    if p_q ~ E'\\myesterday\\M' then
         return _utc_days(p_today - 1, p_today);
-    elsif p_q ~ '\m(today|tonight|this morning|this evening)\M' then
+    elsif p_q ~ E'\\m(today|tonight|this morning|this evening)\\M' then
         return _utc_days(p_today, p_today + 1);
     end if;
-    m := regexp_match(p_q, '\m(last|this|past) (week|weekend|month|year)\M');
+    m := regexp_match(p_q, E'\\m(last|this|past) (week|weekend|month|year)\\M');
     if m is not null then
         v_n := case when m[1] = 'this' then 0 else 1 end;
         return case m[2]
@@ -121,9 +121,9 @@ begin
             else _utc_days((v_year - make_interval(years => v_n))::date, (v_year - make_interval(years => v_n - 1))::date)
         end;
     end if;
-    m := regexp_match(p_q, '\m(\d{1,3}|an?|' || array_to_string(c_numbers, '|') || ') (day|week|month|year)s? ago\M');
+    m := regexp_match(p_q, E'\\m(\\d{1,3}|an?|' || array_to_string(c_numbers, '|') || E') (day|week|month|year)s? ago\\M');
     if m is not null then
-        v_n := coalesce(array_position(c_numbers, m[1]), case when m[1] ~ '^\d+$' then m[1]::integer else 1 end);
+        v_n := coalesce(array_position(c_numbers, m[1]), case when m[1] ~ E'^\\d+$' then m[1]::integer else 1 end);
         v_back := (p_today - make_interval(days => case m[2] when 'day' then v_n when 'week' then 7 * v_n else 0 end,
                                            months => case when m[2] = 'month' then v_n else 0 end,
                                            years => case when m[2] = 'year' then v_n else 0 end))::date;
@@ -135,13 +135,13 @@ begin
             else _utc_days(date_trunc('year', v_back)::date, (date_trunc('year', v_back) + interval '1 year')::date)
         end;
     end if;
-    m := regexp_match(p_q, '\mlast (' || array_to_string(c_weekdays, '|') || ')\M');
+    m := regexp_match(p_q, E'\\mlast (' || array_to_string(c_weekdays, '|') || E')\\M');
     if m is not null then
         v_n := (extract(isodow from p_today)::integer - array_position(c_weekdays, m[1]) + 6) % 7 + 1;
         return _utc_days(p_today - v_n, p_today - v_n + 1);
     end if;
-    m := regexp_match(p_q, '\m(in|during|last|this|early|late|mid|since|until|by|of) ('
-                           || array_to_string(c_months, '|') || ')\M');
+    m := regexp_match(p_q, E'\\m(in|during|last|this|early|late|mid|since|until|by|of) ('
+                           || array_to_string(c_months, '|') || E')\\M');
     if m is not null then
         v_n := (extract(month from p_today)::integer - array_position(c_months, m[2]) + 12) % 12;
         if m[1] = 'last' and v_n = 0 then
@@ -181,8 +181,8 @@ begin
     v_q := regexp_replace(lower(p_query), '[[:space:]]+', ' ', 'g');
     -- Most questions name no time: one test spares them every form's. Each
     -- form has a digit, a month's name or one of these words.
-    if v_q !~ ('[0-9]|\m(yesterday|today|tonight|this|last|past|ago|january|february|march|april|may|june|july'
-               '|august|september|october|november|december)\M') then
+    if v_q !~ (E'[0-9]|\\m(yesterday|today|tonight|this|last|past|ago|january|february|march|april|may|june|july'
+               || E'|august|september|october|november|december)\\M') then
         return null;
     end if;
     return coalesce(_question_day(v_q), _question_relative(v_q, (p_clock at time zone 'UTC')::date));
