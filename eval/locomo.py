@@ -389,7 +389,7 @@ def evaluate_tenant(tenant: str, turns, queries, versions, *, store_questions: b
                     f"nDCG@10 {o['ndcg@10']:.3f}  p50 {res['latency']['p50_ms']} ms")
         serving = int(out["settings"]["embedding_input_version"])
         if serving in versions:
-            out["steps"] = step_runs(tenant, mem, queries, memory_dia, serving, label, out["settings"])
+            out["steps"] = step_runs(tenant, mem, queries, memory_dia, serving, label, out["settings"], out["details"])
         if pruning_diagnostic:
             out["pruning_off"] = pruning_off(tenant, mem, queries, memory_dia, versions[-1], label)
     return out
@@ -400,11 +400,13 @@ def evaluate_tenant(tenant: str, turns, queries, versions, *, store_questions: b
 # as a line of its own ("hybrid+people" when the step is off by default and
 # turned on, "hybrid-people" when it is on and turned off), and checks it
 # against the default hybrid run under RULE.
-STEPS = {"people": "recall_people_arm"}
+STEPS = {"people": "recall_people_arm", "time": "recall_question_time"}
 
 
-def step_runs(tenant: str, mem, queries, memory_dia, version: int, label: str, settings: dict) -> dict:
-    """Hybrid recall with each step of STEPS flipped, set through pgrecall.set_tenant_setting() and restored."""
+def step_runs(tenant: str, mem, queries, memory_dia, version: int, label: str, settings: dict,
+              details: dict | None = None) -> dict:
+    """Hybrid recall with each step of STEPS flipped, set through pgrecall.set_tenant_setting() and restored;
+    each question's top 10 goes to ``details`` (the questions file), to see which questions a step moved."""
     import psycopg
     from psycopg.types.json import Jsonb
 
@@ -422,6 +424,8 @@ def step_runs(tenant: str, mem, queries, memory_dia, version: int, label: str, s
             finally:
                 admin.execute("select pgrecall.set_tenant_setting(%s, %s, %s)", (tenant, key, Jsonb(old)))
             run_key = f"hybrid{'-' if old else '+'}{name}/v{version}"
+            if details is not None:
+                details[run_key] = res["details"]
             out[run_key] = {**aggregate(res.pop("rows")), "latency": res["latency"], "setting": {key: not old}}
             o = out[run_key]["overall"]
             log(f"[{label}] {run_key}: R@5 {o['recall@5']:.3f} R@10 {o['recall@10']:.3f} "

@@ -21,12 +21,17 @@
 --      RRF chooses the rows, the arms' evidence orders them:
 --        _fused_ids = _rrf_fuse or _score_fuse, _evidence_scores (recall_fusion.sql);
 --      with recall_people_arm on, the memories said by the peers or about the
---      entities the question names, a list of its own fused by RRF:
---        _fused_candidates = _people_arm, _rrf_fuse3 (recall_people.sql, recall_fusion.sql)
+--      entities the question names, a list of its own fused by RRF; with
+--      recall_question_time on, those said within the time the question names:
+--        _fused_candidates = _people_arm, _time_arm, _rrf_fuse3, _rrf_fuse4
+--        (recall_people.sql, recall_time.sql, recall_fusion.sql)
 --   5. permission walk over the fused list: a candidate whose provenance the
 --      principal may not see is dropped:
 --        _walk_provenance (recall_fusion.sql)
---   6. (re-rank happens in the caller, on rows that passed)
+--   6. under rrf_scores, the chosen rows ordered by their evidence (with
+--      recall_question_time on, a row of the question's time counts as an
+--      arm's first more): _ordering_evidence (recall_time.sql); any further
+--      re-rank happens in the caller, on rows that passed
 --   7. rows, plus metadata (counts after the walk, dropped terms,
 --      dense_available, embeddings missing, freshness):
 --        _recall_items (recall_fusion.sql), _missing_embeddings and the
@@ -243,12 +248,9 @@ begin
     v_kept_ids := _walk_provenance(_fused_candidates(v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,  -- 4.
                                                      v_principal, p_scopes, p_purpose, v_include, p_at, p_query,
                                                      v_set), v_principal, p_scopes);  -- 5.
-    if v_set ->> 'fusion' = 'rrf_scores' then
-        v_evidence := _evidence_scores(v_kept_ids[1:p_limit], v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
-                                       case when cardinality(v_dense_ids) > 0 then p_query_embedding end,
-                                       (v_set ->> 'dense_floor')::double precision,
-                                       v_set ->> 'embedding_model', (v_set ->> 'embedding_input_version')::integer);
-    end if;
+    v_evidence := _ordering_evidence(v_kept_ids[1:p_limit], v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
+                                     p_query_embedding, v_principal, p_scopes, p_purpose, v_include, p_at, p_query,
+                                     v_set);
     -- 7. Metadata, with counts taken after the walk (the tables are read apart: _recall_freshness).
     v_lag := _recall_freshness(v_principal, p_scopes, p_purpose, v_include, p_at);
     v_answer.meta := (select row(

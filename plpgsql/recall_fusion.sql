@@ -61,6 +61,30 @@ $$;
 comment on function __tenant__._rrf_fuse3(bigint[], bigint[], bigint[], double precision, integer) is
     'Internal: Reciprocal Rank Fusion of three ranked id lists, best p_limit first.';
 
+create or replace function __tenant__._rrf_fuse4(p_first bigint[], p_second bigint[], p_third bigint[],
+                                                p_fourth bigint[], p_k double precision, p_limit integer)
+returns bigint[]
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    with ranks as (
+        select x.id, x.ord from unnest(p_first) with ordinality as x(id, ord)
+        union all
+        select x.id, x.ord from unnest(p_second) with ordinality as x(id, ord)
+        union all
+        select x.id, x.ord from unnest(p_third) with ordinality as x(id, ord)
+        union all
+        select x.id, x.ord from unnest(p_fourth) with ordinality as x(id, ord)
+    ), fused as (
+        select r.id, sum(1.0 / (p_k + r.ord)) as s from ranks r group by r.id
+    )
+    select coalesce(array_agg(f.id order by f.s desc, f.id), '{}')
+      from (select * from fused order by s desc, id limit p_limit) f
+$$;
+comment on function __tenant__._rrf_fuse4(bigint[], bigint[], bigint[], bigint[], double precision, integer) is
+    'Internal: Reciprocal Rank Fusion of four ranked id lists, best p_limit first.';
+
 -- Score fusion: each arm's evidence, measured against that arm's best for
 -- this query, added. BM25 has no scale of its own (it grows with the query's
 -- rarity), so a lexical score counts as a share of the first one; a cosine

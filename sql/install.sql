@@ -1207,7 +1207,7 @@ insert into pgrecall.error_code (code, name, meaning, python_class, builtin, ref
 
 -- The shipped SQL sources.
 
-delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_798a9573254c$append_only.sql$pgrecall_798a9573254c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_53bb5ff8bb48$derive.sql$pgrecall_53bb5ff8bb48$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1be9eb3e3608$eligibility.sql$pgrecall_1be9eb3e3608$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b3a06f579721$entities.sql$pgrecall_b3a06f579721$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6e9f498466c3$erase_rewrite.sql$pgrecall_6e9f498466c3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f1c706e4c0dc$freshness.sql$pgrecall_f1c706e4c0dc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d13f14c9fd0$graph_guards.sql$pgrecall_5d13f14c9fd0$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_418e1cd4054e$leases.sql$pgrecall_418e1cd4054e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ce30f35452f1$locks.sql$pgrecall_ce30f35452f1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_2fd51404a479$memory_count.sql$pgrecall_2fd51404a479$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806dfe2bf8$notifications.sql$pgrecall_a5806dfe2bf8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38f5d7c02e3a$passage_chunks.sql$pgrecall_38f5d7c02e3a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4ac452f78f35$passage_vectors.sql$pgrecall_4ac452f78f35$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1a947d1f52ee$peers_scopes.sql$pgrecall_1a947d1f52ee$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1f61b6a5cfbd$projection.sql$pgrecall_1f61b6a5cfbd$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_26df40b54f4d$recall_facts.sql$pgrecall_26df40b54f4d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a1d8cc5d0106$recall_lexical.sql$pgrecall_a1d8cc5d0106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_85a50786d6bf$recall_people.sql$pgrecall_85a50786d6bf$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c244f83ec$representation.sql$pgrecall_837c244f83ec$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87097f8fc081$revise.sql$pgrecall_87097f8fc081$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_093037fa63c6$schema_info.sql$pgrecall_093037fa63c6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_22a26f437ab8$session_bundle.sql$pgrecall_22a26f437ab8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_42f49ecc9a30$sessions.sql$pgrecall_42f49ecc9a30$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea0ae0ad10b8$settings.sql$pgrecall_ea0ae0ad10b8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a27f9c665b0f$table_statistics.sql$pgrecall_a27f9c665b0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_59205b55f9eb$term_stats.sql$pgrecall_59205b55f9eb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4c35e390e74b$traversal.sql$pgrecall_4c35e390e74b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_af6993231208$work_queue.sql$pgrecall_af6993231208$));
+delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7dec98603573$0034_recall_question_time.sql$pgrecall_7dec98603573$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_798a9573254c$append_only.sql$pgrecall_798a9573254c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_53bb5ff8bb48$derive.sql$pgrecall_53bb5ff8bb48$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1be9eb3e3608$eligibility.sql$pgrecall_1be9eb3e3608$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b3a06f579721$entities.sql$pgrecall_b3a06f579721$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6e9f498466c3$erase_rewrite.sql$pgrecall_6e9f498466c3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f1c706e4c0dc$freshness.sql$pgrecall_f1c706e4c0dc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d13f14c9fd0$graph_guards.sql$pgrecall_5d13f14c9fd0$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_418e1cd4054e$leases.sql$pgrecall_418e1cd4054e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ce30f35452f1$locks.sql$pgrecall_ce30f35452f1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_2fd51404a479$memory_count.sql$pgrecall_2fd51404a479$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806dfe2bf8$notifications.sql$pgrecall_a5806dfe2bf8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38f5d7c02e3a$passage_chunks.sql$pgrecall_38f5d7c02e3a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4ac452f78f35$passage_vectors.sql$pgrecall_4ac452f78f35$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1a947d1f52ee$peers_scopes.sql$pgrecall_1a947d1f52ee$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1f61b6a5cfbd$projection.sql$pgrecall_1f61b6a5cfbd$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_26df40b54f4d$recall_facts.sql$pgrecall_26df40b54f4d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a1d8cc5d0106$recall_lexical.sql$pgrecall_a1d8cc5d0106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_85a50786d6bf$recall_people.sql$pgrecall_85a50786d6bf$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bc05ecce9b69$recall_time.sql$pgrecall_bc05ecce9b69$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c244f83ec$representation.sql$pgrecall_837c244f83ec$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87097f8fc081$revise.sql$pgrecall_87097f8fc081$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_093037fa63c6$schema_info.sql$pgrecall_093037fa63c6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_22a26f437ab8$session_bundle.sql$pgrecall_22a26f437ab8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_42f49ecc9a30$sessions.sql$pgrecall_42f49ecc9a30$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea0ae0ad10b8$settings.sql$pgrecall_ea0ae0ad10b8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a27f9c665b0f$table_statistics.sql$pgrecall_a27f9c665b0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_59205b55f9eb$term_stats.sql$pgrecall_59205b55f9eb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4c35e390e74b$traversal.sql$pgrecall_4c35e390e74b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_af6993231208$work_queue.sql$pgrecall_af6993231208$));
 
 insert into pgrecall.source (kind, name, version, sha256, body)
 values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$, 1, $pgrecall_2388b9dcfc8a$151d1a540dd485519b204d3346bac7970fc2591cb3159b3a06db80b197d71397$pgrecall_2388b9dcfc8a$, $pgrecall_151d1a540dd4$-- Per-tenant settings: the design's constants, one row each, readable by the
@@ -2998,6 +2998,28 @@ with stamp as (
 )
 delete from __tenant__.passage_embedding_job j where j.passage_id in (select id from lent);
 $pgrecall_d58cc11eab0e$)
+on conflict (kind, name) do update
+   set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, sha256, body)
+values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7dec98603573$0034_recall_question_time.sql$pgrecall_7dec98603573$, 34, $pgrecall_da73f729abf5$caeb1e912b3f338ee38b7b4ac02a1d1c9edb29fc1820b60f511f4bb12b7ecec0$pgrecall_da73f729abf5$, $pgrecall_caeb1e912b3f$-- recall_question_time: whether recall prefers the memories whose time is the
+-- one the question names (plpgsql/recall_time.sql): "in May 2023", "on 3 June,
+-- 2023", "last week" (against the recall's clock). Of the candidates the
+-- lexical and dense lists chose, those said (or valid from) within that time
+-- are a list of their own, fused with the other two by RRF, and under
+-- rrf_scores each adds an arm's first to the evidence that orders the rows.
+-- On: on the LoCoMo development split every conversation and every category
+-- passed the per-cell check (make eval BASELINE=halfvec33;
+-- eval/results/question-time.md), so it is a default, for upgraded tenants too.
+
+alter table __tenant__.setting add constraint setting_recall_question_time_boolean check (
+    key <> 'recall_question_time' or jsonb_typeof(value) = 'boolean'
+);
+
+insert into __tenant__.setting (key, value, description) values
+    ('recall_question_time', 'true',
+     'Recall: when the query names a date or a time relative to the recall''s clock, the candidates said or valid from within it are a ranked list of their own, fused by RRF with the lexical and dense lists, and under rrf_scores each counts as an arm''s first in the rows'' order');
+$pgrecall_caeb1e912b3f$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -9046,7 +9068,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$, null, $pgrecall_9b9b7e3287fa$cfa80a941cedf6871380551b2103dca2d5bc88e2943906a354a545dcd0d43d38$pgrecall_9b9b7e3287fa$, $pgrecall_cfa80a941ced$-- recall: ranked retrieval, in the design's order (section 6). Each step is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$, null, $pgrecall_46ba0f56e373$e2b037aa046fdbb83fc86acdd8786406b0dfa9c279ef919aff621cf543407fe1$pgrecall_46ba0f56e373$, $pgrecall_e2b037aa046f$-- recall: ranked retrieval, in the design's order (section 6). Each step is
 -- a function of its own that a DBA can call and test alone; recall_answer()
 -- runs them in order.
 --   1. eligibility (the one rule) before anything is ranked:
@@ -9069,12 +9091,17 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a
 --      RRF chooses the rows, the arms' evidence orders them:
 --        _fused_ids = _rrf_fuse or _score_fuse, _evidence_scores (recall_fusion.sql);
 --      with recall_people_arm on, the memories said by the peers or about the
---      entities the question names, a list of its own fused by RRF:
---        _fused_candidates = _people_arm, _rrf_fuse3 (recall_people.sql, recall_fusion.sql)
+--      entities the question names, a list of its own fused by RRF; with
+--      recall_question_time on, those said within the time the question names:
+--        _fused_candidates = _people_arm, _time_arm, _rrf_fuse3, _rrf_fuse4
+--        (recall_people.sql, recall_time.sql, recall_fusion.sql)
 --   5. permission walk over the fused list: a candidate whose provenance the
 --      principal may not see is dropped:
 --        _walk_provenance (recall_fusion.sql)
---   6. (re-rank happens in the caller, on rows that passed)
+--   6. under rrf_scores, the chosen rows ordered by their evidence (with
+--      recall_question_time on, a row of the question's time counts as an
+--      arm's first more): _ordering_evidence (recall_time.sql); any further
+--      re-rank happens in the caller, on rows that passed
 --   7. rows, plus metadata (counts after the walk, dropped terms,
 --      dense_available, embeddings missing, freshness):
 --        _recall_items (recall_fusion.sql), _missing_embeddings and the
@@ -9291,12 +9318,9 @@ begin
     v_kept_ids := _walk_provenance(_fused_candidates(v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,  -- 4.
                                                      v_principal, p_scopes, p_purpose, v_include, p_at, p_query,
                                                      v_set), v_principal, p_scopes);  -- 5.
-    if v_set ->> 'fusion' = 'rrf_scores' then
-        v_evidence := _evidence_scores(v_kept_ids[1:p_limit], v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
-                                       case when cardinality(v_dense_ids) > 0 then p_query_embedding end,
-                                       (v_set ->> 'dense_floor')::double precision,
-                                       v_set ->> 'embedding_model', (v_set ->> 'embedding_input_version')::integer);
-    end if;
+    v_evidence := _ordering_evidence(v_kept_ids[1:p_limit], v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
+                                     p_query_embedding, v_principal, p_scopes, p_purpose, v_include, p_at, p_query,
+                                     v_set);
     -- 7. Metadata, with counts taken after the walk (the tables are read apart: _recall_freshness).
     v_lag := _recall_freshness(v_principal, p_scopes, p_purpose, v_include, p_at);
     v_answer.meta := (select row(
@@ -9343,7 +9367,7 @@ as $$
 $$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text) is
     'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms'' evidence orders them), permission walk. With its metadata: recall_answer().';
-$pgrecall_cfa80a941ced$)
+$pgrecall_e2b037aa046f$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -9643,7 +9667,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$, null, $pgrecall_533ffad2462f$9c8c3486475ec8d477d5c2c54d47f6dc4b0fbbe336159f99d4284fd38a15da81$pgrecall_533ffad2462f$, $pgrecall_9c8c3486475e$-- Recall, steps 4 and 5 (plpgsql/recall.sql composes the steps):
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$, null, $pgrecall_6f72ac64557c$c470229e938e9c42df8ddea8a045ecfaee7d15ef9e96f66fa72d317e395950f4$pgrecall_6f72ac64557c$, $pgrecall_c470229e938e$-- Recall, steps 4 and 5 (plpgsql/recall.sql composes the steps):
 --   _rrf_fuse         Reciprocal Rank Fusion of the two arms (message search
 --                     fuses its arms with it too): setting fusion = 'rrf'
 --   _score_fuse       the arms' scores, each over its own best, added:
@@ -9705,6 +9729,30 @@ as $$
 $$;
 comment on function __tenant__._rrf_fuse3(bigint[], bigint[], bigint[], double precision, integer) is
     'Internal: Reciprocal Rank Fusion of three ranked id lists, best p_limit first.';
+
+create or replace function __tenant__._rrf_fuse4(p_first bigint[], p_second bigint[], p_third bigint[],
+                                                p_fourth bigint[], p_k double precision, p_limit integer)
+returns bigint[]
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    with ranks as (
+        select x.id, x.ord from unnest(p_first) with ordinality as x(id, ord)
+        union all
+        select x.id, x.ord from unnest(p_second) with ordinality as x(id, ord)
+        union all
+        select x.id, x.ord from unnest(p_third) with ordinality as x(id, ord)
+        union all
+        select x.id, x.ord from unnest(p_fourth) with ordinality as x(id, ord)
+    ), fused as (
+        select r.id, sum(1.0 / (p_k + r.ord)) as s from ranks r group by r.id
+    )
+    select coalesce(array_agg(f.id order by f.s desc, f.id), '{}')
+      from (select * from fused order by s desc, id limit p_limit) f
+$$;
+comment on function __tenant__._rrf_fuse4(bigint[], bigint[], bigint[], bigint[], double precision, integer) is
+    'Internal: Reciprocal Rank Fusion of four ranked id lists, best p_limit first.';
 
 -- Score fusion: each arm's evidence, measured against that arm's best for
 -- this query, added. BM25 has no scale of its own (it grows with the query's
@@ -9931,7 +9979,7 @@ comment on function __tenant__._recall_items(bigint[], bigint[], bigint[], doubl
                                              double precision[], double precision, integer, bigint, text[], text,
                                              double precision, double precision[]) is
     'Internal: recall''s rows from the walked memories and the fact list: scored by the tenant''s fusion, best p_limit, with provenance.';
-$pgrecall_9c8c3486475e$)
+$pgrecall_c470229e938e$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -10214,21 +10262,22 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_85a50786d6bf$recall_people.sql$pgrecall_85a50786d6bf$, null, $pgrecall_79f0fb025fe7$d0036da05df780de125250ec59c3143419b2142b7869a5ae549e447723554e1c$pgrecall_79f0fb025fe7$, $pgrecall_d0036da05df7$-- Recall's people-and-things arm (plpgsql/recall.sql composes the steps;
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_85a50786d6bf$recall_people.sql$pgrecall_85a50786d6bf$, null, $pgrecall_0008c028e7af$501215de4e949e58949724a55dc4374c60c0589fe4efd43e04095facd3be20f3$pgrecall_0008c028e7af$, $pgrecall_501215de4e94$-- Recall's people-and-things arm (plpgsql/recall.sql composes the steps;
 -- setting recall_people_arm, migration 0031). When the question names a
 -- peer (by its name) or an entity (by name or alias), the memories that peer
 -- said (a memory derived from an observation whose actor it is) and the
 -- memories about that entity (about-links, to it or to an entity merged into
 -- it) are a ranked list of their own, fused with the lexical and dense lists
--- by RRF (_rrf_fuse3, recall_fusion.sql): a candidate that the question's
+-- by RRF (_rrf_fuse4, recall_fusion.sql): a candidate that the question's
 -- people said, or that is about the things it names, rises above one that
 -- only shares its words or meaning.
 --   _text_grams    the lower-cased word groups of one to four words of a text
 --   _peers_in_text the peers a text names
 --   _people_arm    of the fused candidates, in order, the eligible ones said
 --                  by the named peers or about the named entities
---   _fused_candidates  the fused list recall walks: _fused_ids, or with the
---                  arm on and a list to add, RRF of the three lists
+--   _fused_candidates  the fused list recall walks: _fused_ids, or with this
+--                  arm or the time list (recall_time.sql) on and a list to
+--                  add, RRF of the lists
 
 -- The same word groups _entities_in_text matches entity names against.
 create or replace function __tenant__._text_grams(p_text text)
@@ -10319,8 +10368,10 @@ comment on function __tenant__._people_arm(bigint[], bigint, text[], text, boole
 
 -- The fused list recall's permission walk reads. With recall_people_arm on
 -- and an RRF fusion (rrf, rrf_scores), the arm's list is fused with the
--- other two; score fusion has no scale for a list without scores of its
--- own, so there it is not added.
+-- other two; so is, with recall_question_time on, the list of the candidates
+-- said within the time the question names (_time_arm, recall_time.sql).
+-- Score fusion has no scale for a list without scores of its own, so there
+-- neither is added.
 create or replace function __tenant__._fused_candidates(
     p_lexical_ids bigint[], p_bm25 double precision[], p_dense_ids bigint[], p_cosines double precision[],
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
@@ -10333,21 +10384,298 @@ as $$
 declare
     v_fused bigint[] := _fused_ids(p_lexical_ids, p_bm25, p_dense_ids, p_cosines, p_settings);
     v_people bigint[] := '{}';
+    v_time bigint[] := '{}';
 begin
-    if (p_settings -> 'recall_people_arm')::boolean and p_settings ->> 'fusion' in ('rrf', 'rrf_scores') then
-        v_people := _people_arm(v_fused, p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_query);
-    end if;
-    if cardinality(v_people) = 0 then
+    if p_settings ->> 'fusion' not in ('rrf', 'rrf_scores') then
         return v_fused;
     end if;
-    return _rrf_fuse3(p_lexical_ids, p_dense_ids, v_people, (p_settings ->> 'rrf_k')::double precision,
+    if (p_settings -> 'recall_people_arm')::boolean then
+        v_people := _people_arm(v_fused, p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_query);
+    end if;
+    if (p_settings -> 'recall_question_time')::boolean then
+        v_time := _time_arm(v_fused, p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_query);
+    end if;
+    if cardinality(v_people) + cardinality(v_time) = 0 then
+        return v_fused;
+    end if;
+    return _rrf_fuse4(p_lexical_ids, p_dense_ids, v_people, v_time, (p_settings ->> 'rrf_k')::double precision,
                       (p_settings ->> 'walk_depth')::integer);
 end
 $$;
 comment on function __tenant__._fused_candidates(bigint[], double precision[], bigint[], double precision[], bigint,
                                                  text[], text, boolean, timestamptz, text, jsonb) is
-    'Internal: recall''s fused candidate ids: _fused_ids, or with recall_people_arm on, RRF of the lexical, dense and people lists.';
-$pgrecall_d0036da05df7$)
+    'Internal: recall''s fused candidate ids: _fused_ids, or with recall_people_arm or recall_question_time on, RRF of the lexical and dense lists and the people and time lists.';
+$pgrecall_501215de4e94$)
+on conflict (kind, name) do update
+   set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, sha256, body)
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bc05ecce9b69$recall_time.sql$pgrecall_bc05ecce9b69$, null, $pgrecall_9aef597b0bd9$29155b0c3f5cf8d545f970b76fe5732b9a4666ea8e8b9c00d9e860befd9eeec7$pgrecall_9aef597b0bd9$, $pgrecall_29155b0c3f5c$-- Time in the question (setting recall_question_time, migration 0034;
+-- plpgsql/recall.sql composes the steps). A question that names when
+-- ("in May 2023", "on 3 June, 2023", "last week", "two years ago") is
+-- answered first by what was said then: of the candidates the lexical and
+-- dense lists chose, those whose time falls within the named period are a
+-- list of their own, fused with the other two by RRF (it chooses the rows),
+-- and under fusion rrf_scores each of them adds what an arm's first adds to
+-- the evidence that orders the rows (1: every memory of the period is
+-- equally "in it", so each scores as a list's best would).
+--   _utc_days          a range of whole UTC days
+--   _question_day      the day or month a question names by its calendar date
+--   _question_relative the period a relative expression names, from the clock
+--   _question_period   the period a question names, NULL when it names none
+--   _time_arm          of the candidates, in order, the eligible ones said (or
+--                      valid from) within the question's period
+--   _ordering_evidence what orders RRF's rows under rrf_scores (_evidence_scores),
+--                      with the period's memories raised
+
+create or replace function __tenant__._utc_days(p_from date, p_to date)
+returns tstzrange
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select tstzrange(p_from::timestamp at time zone 'UTC', p_to::timestamp at time zone 'UTC')
+$$;
+comment on function __tenant__._utc_days(date, date) is
+    'Internal: the time from the start of day p_from to the start of day p_to (exclusive), in UTC.';
+
+-- Calendar dates: "13 October, 2023", "13th of October 2023", "October 13,
+-- 2023" name a day; "October 2023" a month; "in 2023" a year (a bare number
+-- of four digits is as often a count as a year, so a year needs its
+-- preposition). A day that does not exist (31 February) names its month.
+-- Years outside 1 to 9999 name nothing (PostgreSQL has no year 0).
+create or replace function __tenant__._question_day(p_q text)
+returns tstzrange
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    c_months constant text[] := array['january', 'february', 'march', 'april', 'may', 'june', 'july', 'august',
+                                      'september', 'october', 'november', 'december'];
+    c_month constant text := '(' || array_to_string(c_months, '|') || ')';
+    m text[];
+    v_year integer;
+    v_month integer;
+    v_day integer;
+    v_first date;
+begin
+    m := regexp_match(p_q, E'\\m(\\d{1,2})(?:st|nd|rd|th)?(?: of)? ' || c_month || E',? (\\d{4})\\M');
+    if m is not null then
+        v_day := m[1]::integer; v_month := array_position(c_months, m[2]); v_year := m[3]::integer;
+    else
+        m := regexp_match(p_q, E'\\m' || c_month || E' (\\d{1,2})(?:st|nd|rd|th)?,? (\\d{4})\\M');
+        if m is not null then
+            v_day := m[2]::integer; v_month := array_position(c_months, m[1]); v_year := m[3]::integer;
+        else
+            m := regexp_match(p_q, E'\\m' || c_month || E',? (?:of )?(\\d{4})\\M');
+            if m is not null then
+                v_month := array_position(c_months, m[1]); v_year := m[2]::integer;
+            end if;
+        end if;
+    end if;
+    if v_month is not null and v_year between 1 and 9999 then
+        v_first := make_date(v_year, v_month, 1);
+        if v_day between 1 and extract(day from v_first + interval '1 month' - interval '1 day') then
+            return _utc_days(v_first + v_day - 1, v_first + v_day);
+        end if;
+        return _utc_days(v_first, (v_first + interval '1 month')::date);
+    end if;
+    m := regexp_match(p_q, E'\\m(?:in|during|of|from|since|for|throughout) (\\d{4})\\M');
+    if m is not null and m[1]::integer between 1 and 9999 then
+        v_first := make_date(m[1]::integer, 1, 1);
+        return _utc_days(v_first, (v_first + interval '1 year')::date);
+    end if;
+    return null;
+end
+$$;
+comment on function __tenant__._question_day(text) is
+    'Internal: the UTC day, month or year a lower-cased question names by its calendar date; NULL when none.';
+
+-- Relative expressions, counted from p_today (the clock's UTC day): today,
+-- yesterday; this or last week (Monday to Sunday), weekend, month or year;
+-- "N days/weeks/months/years ago" (the whole day, week, month or year that
+-- holds the day N units back); "last Saturday" (the latest Saturday before
+-- today); a month named alone ("in June": the latest June that has begun;
+-- "last June": the latest before this month).
+create or replace function __tenant__._question_relative(p_q text, p_today date)
+returns tstzrange
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    c_months constant text[] := array['january', 'february', 'march', 'april', 'may', 'june', 'july', 'august',
+                                      'september', 'october', 'november', 'december'];
+    c_weekdays constant text[] := array['monday', 'tuesday', 'wednesday', 'thursday', 'friday', 'saturday', 'sunday'];
+    c_numbers constant text[] := array['one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine', 'ten',
+                                       'eleven', 'twelve'];
+    v_week date := date_trunc('week', p_today)::date;     -- this week's Monday
+    v_month date := date_trunc('month', p_today)::date;
+    v_year date := date_trunc('year', p_today)::date;
+    v_n integer;
+    v_back date;
+    m text[];
+begin
+    if p_q ~ E'\\myesterday\\M' then
+        return _utc_days(p_today - 1, p_today);
+    elsif p_q ~ E'\\m(today|tonight|this morning|this evening)\\M' then
+        return _utc_days(p_today, p_today + 1);
+    end if;
+    m := regexp_match(p_q, E'\\m(last|this|past) (week|weekend|month|year)\\M');
+    if m is not null then
+        v_n := case when m[1] = 'this' then 0 else 1 end;
+        return case m[2]
+            when 'week' then _utc_days(v_week - 7 * v_n, v_week - 7 * v_n + 7)
+            when 'weekend' then _utc_days(v_week - 7 * v_n + 5, v_week - 7 * v_n + 7)
+            when 'month' then _utc_days((v_month - make_interval(months => v_n))::date,
+                                        (v_month - make_interval(months => v_n - 1))::date)
+            else _utc_days((v_year - make_interval(years => v_n))::date, (v_year - make_interval(years => v_n - 1))::date)
+        end;
+    end if;
+    m := regexp_match(p_q, E'\\m(\\d{1,3}|an?|' || array_to_string(c_numbers, '|') || E') (day|week|month|year)s? ago\\M');
+    if m is not null then
+        v_n := coalesce(array_position(c_numbers, m[1]), case when m[1] ~ E'^\\d+$' then m[1]::integer else 1 end);
+        v_back := (p_today - make_interval(days => case m[2] when 'day' then v_n when 'week' then 7 * v_n else 0 end,
+                                           months => case when m[2] = 'month' then v_n else 0 end,
+                                           years => case when m[2] = 'year' then v_n else 0 end))::date;
+        return case m[2]
+            when 'day' then _utc_days(v_back, v_back + 1)
+            when 'week' then _utc_days(date_trunc('week', v_back)::date, date_trunc('week', v_back)::date + 7)
+            when 'month' then _utc_days(date_trunc('month', v_back)::date,
+                                        (date_trunc('month', v_back) + interval '1 month')::date)
+            else _utc_days(date_trunc('year', v_back)::date, (date_trunc('year', v_back) + interval '1 year')::date)
+        end;
+    end if;
+    m := regexp_match(p_q, E'\\mlast (' || array_to_string(c_weekdays, '|') || E')\\M');
+    if m is not null then
+        v_n := (extract(isodow from p_today)::integer - array_position(c_weekdays, m[1]) + 6) % 7 + 1;
+        return _utc_days(p_today - v_n, p_today - v_n + 1);
+    end if;
+    m := regexp_match(p_q, E'\\m(in|during|last|this|early|late|mid|since|until|by|of) ('
+                           || array_to_string(c_months, '|') || E')\\M');
+    if m is not null then
+        v_n := (extract(month from p_today)::integer - array_position(c_months, m[2]) + 12) % 12;
+        if m[1] = 'last' and v_n = 0 then
+            v_n := 12;
+        end if;
+        return _utc_days((v_month - make_interval(months => v_n))::date,
+                         (v_month - make_interval(months => v_n - 1))::date);
+    end if;
+    return null;
+end
+$$;
+comment on function __tenant__._question_relative(text, date) is
+    'Internal: the UTC period a lower-cased question names relative to the day p_today (last week, two years ago, in June...); NULL when none.';
+
+-- The period a question names: a calendar date first (it says exactly
+-- when), else a relative expression counted from p_clock, the recall's
+-- clock (its p_at, or now()). Days are UTC days: the tenant keeps no time
+-- zone. NULL when the question names no time (or is NULL).
+create or replace function __tenant__._question_period(p_query text, p_clock timestamptz)
+returns tstzrange
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_q text;
+begin
+    if p_clock is null then
+        perform _fail('PR107', 'the clock (the time a relative expression such as "last week" counts from) is required',
+                      'Pass the recall''s p_at, or now().');
+    end if;
+    perform _check_time(p_clock, 'the clock');
+    perform _check_length(p_query, 'query', 10000);
+    if p_query is null then
+        return null;
+    end if;
+    v_q := regexp_replace(lower(p_query), '[[:space:]]+', ' ', 'g');
+    -- Most questions name no time: one test spares them every form's. Each
+    -- form has a digit, a month's name or one of these words.
+    if v_q !~ (E'[0-9]|\\m(yesterday|today|tonight|this|last|past|ago|january|february|march|april|may|june|july'
+               || E'|august|september|october|november|december)\\M') then
+        return null;
+    end if;
+    return coalesce(_question_day(v_q), _question_relative(v_q, (p_clock at time zone 'UTC')::date));
+end
+$$;
+comment on function __tenant__._question_period(text, timestamptz) is
+    'Internal: the UTC period (a day, week, month or year) a question names by date or relative to p_clock; NULL when none.';
+
+-- The list: of the candidates (the fused list, in its order), the eligible
+-- ones said within the period (an observation they are derived from occurred
+-- in it) or valid from within it. Reading only the candidates bounds the cost
+-- by walk_depth primary-key probes, and each is checked against the one
+-- eligibility rule again.
+create or replace function __tenant__._time_arm(
+    p_candidates bigint[], p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean,
+    p_at timestamptz, p_query text)
+returns bigint[]
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    v_period tstzrange := _question_period(p_query, coalesce(p_at, now()));
+    v_result bigint[];
+begin
+    if v_period is null or coalesce(cardinality(p_candidates), 0) = 0 then
+        return '{}';
+    end if;
+    select coalesce(array_agg(c.id order by c.ord), '{}') into v_result
+      from unnest(p_candidates) with ordinality as c(id, ord)
+      join memory m on m.id = c.id
+     where _memory_eligible(m.scope, m.audience_peer_id, m.purposes, m.invalidated_at, m.superseded_by, m.valid,
+                            p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
+       and (lower(m.valid) <@ v_period
+            or exists (select 1 from memory_link l join observation o on o.id = l.target_observation_id
+                        where l.memory_id = c.id and l.link_type = 'derived_from' and o.occurred_at <@ v_period));
+    return v_result;
+end
+$$;
+comment on function __tenant__._time_arm(bigint[], bigint, text[], text, boolean, timestamptz, text) is
+    'Internal: recall''s time list: of the candidates, in order, the eligible ones said (or valid from) within the period the query names.';
+
+-- What orders the rows RRF chose under fusion rrf_scores (NULL under the
+-- other fusions): _evidence_scores, and with recall_question_time on, 1 more
+-- for each row of the question's period (_time_arm of the rows).
+create or replace function __tenant__._ordering_evidence(
+    p_ids bigint[], p_lexical_ids bigint[], p_bm25 double precision[], p_dense_ids bigint[],
+    p_cosines double precision[], p_query_embedding double precision[], p_principal_id bigint, p_scopes text[],
+    p_purpose text, p_include_superseded boolean, p_at timestamptz, p_query text, p_settings jsonb)
+returns double precision[]
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_evidence double precision[];
+    v_then bigint[] := '{}';
+begin
+    if p_settings ->> 'fusion' is distinct from 'rrf_scores' then
+        return null;
+    end if;
+    v_evidence := _evidence_scores(p_ids, p_lexical_ids, p_bm25, p_dense_ids, p_cosines,
+                                   case when cardinality(p_dense_ids) > 0 then p_query_embedding end,
+                                   (p_settings ->> 'dense_floor')::double precision,
+                                   p_settings ->> 'embedding_model', (p_settings ->> 'embedding_input_version')::integer);
+    if (p_settings -> 'recall_question_time')::boolean then
+        v_then := _time_arm(p_ids, p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_query);
+    end if;
+    if cardinality(v_then) = 0 then
+        return v_evidence;
+    end if;
+    return array(select e.s + (e.id = any (v_then))::integer
+                   from unnest(v_evidence, p_ids) with ordinality as e(s, id, ord) order by e.ord);
+end
+$$;
+comment on function __tenant__._ordering_evidence(bigint[], bigint[], double precision[], bigint[],
+                                                  double precision[], double precision[], bigint, text[], text,
+                                                  boolean, timestamptz, text, jsonb) is
+    'Internal: the evidence that orders RRF''s rows under rrf_scores, each row of the query''s period raised by 1 with recall_question_time on.';
+$pgrecall_29155b0c3f5c$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
