@@ -179,6 +179,12 @@ def main(argv: list[str] | None = None) -> None:
         reports[name] = run_scenario(work, n, users, args.reps, tag)
         RESULTS.mkdir(parents=True, exist_ok=True)
         (RESULTS / f"n{n}_u{users}_{tag}.json").write_text(json.dumps(reports[name], indent=1, default=float))
+    # latest.md holds every scenario measured on this tree (a 100k run after the 10k ones adds to them).
+    for path in sorted(RESULTS.glob(f"n*_u*_{tag}.json")):
+        kept = json.loads(path.read_text())
+        name = f"{kept['meta']['n'] // 1000}k" + (f"x{kept['meta']['users']}" if kept["meta"]["users"] > 1 else "")
+        reports.setdefault(name, kept)
+    reports = dict(sorted(reports.items(), key=lambda kv: (kv[1]["meta"]["n"], kv[1]["meta"]["users"])))
     text = render(reports, tree)
     (RESULTS / "latest.md").write_text(text)
     print(text)
