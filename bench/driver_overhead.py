@@ -24,7 +24,16 @@ import psycopg
 
 from . import corpus
 from .harness import embedded_server, new_report, write_report
-from .run import MODEL, SCOPES, cached_embeddings, ingest, install_tenant, log, role_uri, store_embeddings
+from .run import (
+    MODEL,
+    SCOPES,
+    cached_embeddings,
+    ingest,
+    install_tenant,
+    role_uri,
+    store_embeddings,
+    text_of_memory_index,
+)
 
 HERE = Path(__file__).resolve().parent
 TENANT = "bench"
@@ -55,7 +64,7 @@ def main(argv=None) -> int:
         admin = server.status().uri()
         app = install_tenant(admin, TENANT)
         _, memory_of_text = ingest(app, TENANT, texts)
-        store_embeddings(role_uri(TENANT, "worker"), TENANT, memory_of_text, vectors)
+        store_embeddings(role_uri(TENANT, "worker"), TENANT, text_of_memory_index(memory_of_text), vectors)
         with psycopg.connect(app, autocommit=True) as conn:
             mem = pgrecall.connect(conn=conn, tenant=TENANT, principal="agent", scopes=SCOPES)
             h = mem  # a Memory is the handle its calls are built on
