@@ -36,31 +36,9 @@ $$;
 comment on function __tenant__._rrf_fuse(bigint[], bigint[], double precision, integer) is
     'Internal: Reciprocal Rank Fusion of two ranked id lists, best p_limit first.';
 
--- The same fusion over three lists (recall's lexical, dense and people
--- lists, _fused_candidates): each id scores sum of 1 / (k + rank) over the
--- lists it is in; with an empty third list it is _rrf_fuse.
-create or replace function __tenant__._rrf_fuse3(p_first bigint[], p_second bigint[], p_third bigint[],
-                                                p_k double precision, p_limit integer)
-returns bigint[]
-language sql immutable
-security definer
-set search_path = pg_catalog, __tenant__, __ext__, pg_temp
-as $$
-    with ranks as (
-        select x.id, x.ord from unnest(p_first) with ordinality as x(id, ord)
-        union all
-        select x.id, x.ord from unnest(p_second) with ordinality as x(id, ord)
-        union all
-        select x.id, x.ord from unnest(p_third) with ordinality as x(id, ord)
-    ), fused as (
-        select r.id, sum(1.0 / (p_k + r.ord)) as s from ranks r group by r.id
-    )
-    select coalesce(array_agg(f.id order by f.s desc, f.id), '{}')
-      from (select * from fused order by s desc, id limit p_limit) f
-$$;
-comment on function __tenant__._rrf_fuse3(bigint[], bigint[], bigint[], double precision, integer) is
-    'Internal: Reciprocal Rank Fusion of three ranked id lists, best p_limit first.';
-
+-- Recall's lexical, dense, people and time lists (_fused_candidates): each
+-- id scores the sum of 1 / (k + rank) over the lists it is in; with the last
+-- two empty it is _rrf_fuse.
 create or replace function __tenant__._rrf_fuse4(p_first bigint[], p_second bigint[], p_third bigint[],
                                                 p_fourth bigint[], p_k double precision, p_limit integer)
 returns bigint[]
@@ -84,6 +62,20 @@ as $$
 $$;
 comment on function __tenant__._rrf_fuse4(bigint[], bigint[], bigint[], bigint[], double precision, integer) is
     'Internal: Reciprocal Rank Fusion of four ranked id lists, best p_limit first.';
+
+-- The fusion over three lists: _rrf_fuse4 with the fourth empty (kept for
+-- callers of the three-list form; recall itself calls _rrf_fuse4).
+create or replace function __tenant__._rrf_fuse3(p_first bigint[], p_second bigint[], p_third bigint[],
+                                                p_k double precision, p_limit integer)
+returns bigint[]
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select _rrf_fuse4(p_first, p_second, p_third, '{}', p_k, p_limit)
+$$;
+comment on function __tenant__._rrf_fuse3(bigint[], bigint[], bigint[], double precision, integer) is
+    'Internal: Reciprocal Rank Fusion of three ranked id lists, best p_limit first.';
 
 -- Score fusion: each arm's evidence, measured against that arm's best for
 -- this query, added. BM25 has no scale of its own (it grows with the query's
