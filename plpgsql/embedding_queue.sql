@@ -221,6 +221,8 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
+    v_vectors __ext__.halfvec[];
+    v_text_vectors __ext__.halfvec[];
     v_held bigint[];
     v_stored bigint[];
 begin
@@ -231,6 +233,7 @@ begin
         end if;
         perform _embedding_results_usable('memory text', p_memory_ids, p_generations, p_text_embeddings, p_model,
                                           p_input_version);
+        v_text_vectors := _embedding_vectors(p_text_embeddings);
     end if;
     if not _embedding_results_usable('memory', p_memory_ids, p_generations, p_embeddings, p_model,
                                      p_input_version) then
@@ -238,17 +241,23 @@ begin
         -- jobs were re-queued by set_embedding_version(); drop these results.
         return 0;
     end if;
-    -- Only jobs this worker still holds at the generation it was given: a
-    -- re-worded memory or a lease taken over by another worker drops the result.
+    v_vectors := _embedding_vectors(p_embeddings);
+    -- Only jobs this worker still holds at the generation it was given, locked
+    -- until the transaction ends: a re-worded memory, a lease taken over by
+    -- another worker, or a caller who wrote the vector with the memory
+    -- (remember's p_embeddings, which settles the job) drops the result.
     v_held := array(select _lease_held('embedding', p_worker, p_memory_ids, p_generations));
+    -- One statement stores the batch, registers what the vectors came from and
+    -- settles the jobs (issue #46: a statement per step cost a plan and a pass
+    -- over the batch each).
     with stored as (
         insert into memory_embedding as me (memory_id, model, input_version, embedding, text_embedding, embedded_at)
         -- One vector where one serves: version 1's input is the memory's own
         -- text, so its recall vector is the text vector too (not stored twice).
         select x.memory_id, p_model, p_input_version, x.embedding,
                case when p_input_version <> 1 then x.text_embedding end, now()
-          from unnest(p_memory_ids, p_embeddings::__ext__.halfvec[],
-                      coalesce(p_text_embeddings, array_fill(null::text, array[cardinality(p_memory_ids)]))::__ext__.halfvec[])
+          from unnest(p_memory_ids, v_vectors,
+                      coalesce(v_text_vectors, array_fill(null::__ext__.halfvec, array[cardinality(p_memory_ids)])))
                  as x(memory_id, embedding, text_embedding)
          where x.memory_id = any (v_held)
         on conflict (memory_id) do update
@@ -256,21 +265,26 @@ begin
                 embedding = excluded.embedding, text_embedding = excluded.text_embedding, embedded_at = excluded.embedded_at
         returning me.memory_id
     ), registered as (
-        -- a vector of the text: from what the text came from, corrections' evidence included
+        -- a vector of the text: from what the text came from, corrections' evidence included. A probe per
+        -- memory: as a join the plan read every memory's registrations for each batch (O(memories)).
         insert into projection_dependency (kind, row_key, observation_id)
         select 'memory_embedding', d.row_key, d.observation_id
-          from stored st join projection_dependency d on d.kind = 'memory' and d.row_key = st.memory_id::text
+          from stored st
+          cross join lateral (select d.row_key, d.observation_id from projection_dependency d
+                               where d.kind = 'memory' and d.row_key = st.memory_id::text) d
         union
         select 'memory_embedding', st.memory_id::text, c.observation_id
           from stored st join memory_correction_evidence c on c.memory_id = st.memory_id
         on conflict do nothing
+    ), settled as (
+        delete from embedding_job j where j.memory_id in (select st.memory_id from stored st)
     )
     select coalesce(array_agg(st.memory_id), '{}') into v_stored from stored st;
     if p_input_version = 1 then
         -- the turns these memories quote word for word use these vectors (passage_vectors.sql)
         perform _lend_memory_vectors(v_stored);
     end if;
-    return _lease_done('embedding', v_stored);
+    return cardinality(v_stored);
 end
 $$;
 comment on function __tenant__.complete_embedding_jobs(text, bigint[], bigint[], text[], text, integer, text[]) is
@@ -325,6 +339,7 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
+    v_vectors __ext__.halfvec[];
     v_held bigint[];
     v_stored bigint[];
 begin
@@ -333,13 +348,14 @@ begin
                                      p_input_version) then
         return 0;  -- the tenant switched model or version meanwhile; the jobs were re-queued
     end if;
+    v_vectors := _embedding_vectors(p_embeddings);
     -- Only jobs this worker still holds at the generation it was given.
     v_held := array(select _lease_held('passage_embedding', p_worker, p_passage_ids, p_generations));
     with stored as (
         update passage p
            set embedding = x.embedding, embedding_model = p_model, embedding_input_version = p_input_version,
                embedded_at = now()
-          from unnest(p_passage_ids, p_embeddings::__ext__.halfvec[]) as x(passage_id, embedding)
+          from unnest(p_passage_ids, v_vectors) as x(passage_id, embedding)
           join passage_embedding_job j on j.passage_id = x.passage_id
          where x.passage_id = any (v_held) and p.id = j.passage_id and p.scope = j.scope
         returning p.id

@@ -518,9 +518,10 @@ $$;
 comment on function __tenant__._check_claim(text, integer) is 'Internal: PR107 unless a claim names its worker, PR150 unless it asks for 1 to 10000 jobs.';
 
 -- What both embedding queues check before storing a worker's results: one
--- array length, 384 dimensions, and that the tenant still embeds with this
--- model and input version. False when it has switched meanwhile (the jobs
--- were re-queued, so these results are dropped, not an error).
+-- array length, and that the tenant still embeds with this model and input
+-- version. False when it has switched meanwhile (the jobs were re-queued,
+-- so these results are dropped, not an error). The vectors themselves are
+-- checked as they are parsed (_embedding_vectors).
 create or replace function __tenant__._embedding_results_usable(
     p_what text, p_ids bigint[], p_generations bigint[], p_embeddings text[], p_model text, p_input_version integer)
 returns boolean
@@ -528,33 +529,49 @@ language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-declare
-    v_bad integer;
 begin
     if p_ids is null or cardinality(p_ids) is distinct from cardinality(p_generations)
        or cardinality(p_ids) is distinct from cardinality(p_embeddings) then
         perform _fail('PR107', format('%s ids, generations and embeddings must be arrays of one length', p_what));
     end if;
     perform _check_length(p_model, 'model name', 200);
-    if p_model is distinct from (_setting_value('embedding_model') #>> '{}')
-       or p_input_version is distinct from (_setting_value('embedding_input_version') #>> '{}')::integer then
-        return false;
-    end if;
+    return p_model is not distinct from (_setting_value('embedding_model') #>> '{}')
+       and p_input_version is not distinct from (_setting_value('embedding_input_version') #>> '{}')::integer;
+end
+$$;
+comment on function __tenant__._embedding_results_usable(text, bigint[], bigint[], text[], text, integer) is
+    'Internal: PR107 unless a worker''s results are arrays of one length; false when the tenant switched model or input version.';
+
+-- Vector literals as the halfvecs they are stored as, parsed once: the
+-- worker's results and a caller's vectors are read here and nowhere else
+-- (each parse of 500 literals of 384 numbers is some 20 ms). PR154 for a
+-- literal pgvector refuses (not a vector, NaN or infinity, beyond halfvec's
+-- range) and for any other count of dimensions than 384.
+create or replace function __tenant__._embedding_vectors(p_embeddings text[])
+returns __ext__.halfvec[]
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_vectors __ext__.halfvec[];
+    v_bad integer;
+begin
     begin
-        select min(__ext__.vector_dims(e::__ext__.vector)) into v_bad
-          from unnest(p_embeddings) e where e is null or __ext__.vector_dims(e::__ext__.vector) <> 384;
+        v_vectors := p_embeddings::__ext__.halfvec[];
     exception when data_exception then
         -- pgvector's own refusals: not a vector literal, NaN or infinity, too many dimensions
         perform _fail('PR154', format('an embedding is not a vector of 384 finite numbers: %s', sqlerrm));
     end;
-    if v_bad is not null or array_position(p_embeddings, null) is not null then
+    select min(__ext__.vector_dims(e)) into v_bad from unnest(v_vectors) e where __ext__.vector_dims(e) <> 384;
+    if v_bad is not null or array_position(v_vectors, null) is not null then
         perform _fail('PR154', format('an embedding has %s dimensions, not 384', coalesce(v_bad::text, 'no')));
     end if;
-    return true;
+    return v_vectors;
 end
 $$;
-comment on function __tenant__._embedding_results_usable(text, bigint[], bigint[], text[], text, integer) is
-    'Internal: PR107 unless a worker''s results are well formed (PR154 a vector not of 384 finite numbers); false when the tenant switched model or input version.';
+comment on function __tenant__._embedding_vectors(text[]) is
+    'Internal: vector literals as halfvecs, parsed once; PR154 unless each is 384 finite numbers.';
 
 -- PostgreSQL stores times from 4713 BC to 294276 AD, and infinity; Python's
 -- datetime, ISO 8601 and most clients hold years 1 to 9999 only. A time

@@ -4043,7 +4043,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$, null, $pgrecall_df89cd5d335e$e62a0646f76fbe812b89a5de4065597fad4b66d4da794f5df6da150c1b92645c$pgrecall_df89cd5d335e$, $pgrecall_e62a0646f76f$-- Embeddings are a derived index: the write path queues work here, the
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$, null, $pgrecall_2ad613f01e66$ded623f1ac40f85a93b2da16d4b6776389282e280750457f45be6020b46daff9$pgrecall_2ad613f01e66$, $pgrecall_ded623f1ac40$-- Embeddings are a derived index: the write path queues work here, the
 -- worker (pgrecall worker) claims it with SKIP LOCKED under a lease, embeds
 -- the text this file chooses, and stores the vector stamped with the model
 -- and input version. A result computed from text that has since changed, or
@@ -4266,6 +4266,8 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
+    v_vectors __ext__.halfvec[];
+    v_text_vectors __ext__.halfvec[];
     v_held bigint[];
     v_stored bigint[];
 begin
@@ -4276,6 +4278,7 @@ begin
         end if;
         perform _embedding_results_usable('memory text', p_memory_ids, p_generations, p_text_embeddings, p_model,
                                           p_input_version);
+        v_text_vectors := _embedding_vectors(p_text_embeddings);
     end if;
     if not _embedding_results_usable('memory', p_memory_ids, p_generations, p_embeddings, p_model,
                                      p_input_version) then
@@ -4283,17 +4286,23 @@ begin
         -- jobs were re-queued by set_embedding_version(); drop these results.
         return 0;
     end if;
-    -- Only jobs this worker still holds at the generation it was given: a
-    -- re-worded memory or a lease taken over by another worker drops the result.
+    v_vectors := _embedding_vectors(p_embeddings);
+    -- Only jobs this worker still holds at the generation it was given, locked
+    -- until the transaction ends: a re-worded memory, a lease taken over by
+    -- another worker, or a caller who wrote the vector with the memory
+    -- (remember's p_embeddings, which settles the job) drops the result.
     v_held := array(select _lease_held('embedding', p_worker, p_memory_ids, p_generations));
+    -- One statement stores the batch, registers what the vectors came from and
+    -- settles the jobs (issue #46: a statement per step cost a plan and a pass
+    -- over the batch each).
     with stored as (
         insert into memory_embedding as me (memory_id, model, input_version, embedding, text_embedding, embedded_at)
         -- One vector where one serves: version 1's input is the memory's own
         -- text, so its recall vector is the text vector too (not stored twice).
         select x.memory_id, p_model, p_input_version, x.embedding,
                case when p_input_version <> 1 then x.text_embedding end, now()
-          from unnest(p_memory_ids, p_embeddings::__ext__.halfvec[],
-                      coalesce(p_text_embeddings, array_fill(null::text, array[cardinality(p_memory_ids)]))::__ext__.halfvec[])
+          from unnest(p_memory_ids, v_vectors,
+                      coalesce(v_text_vectors, array_fill(null::__ext__.halfvec, array[cardinality(p_memory_ids)])))
                  as x(memory_id, embedding, text_embedding)
          where x.memory_id = any (v_held)
         on conflict (memory_id) do update
@@ -4301,21 +4310,26 @@ begin
                 embedding = excluded.embedding, text_embedding = excluded.text_embedding, embedded_at = excluded.embedded_at
         returning me.memory_id
     ), registered as (
-        -- a vector of the text: from what the text came from, corrections' evidence included
+        -- a vector of the text: from what the text came from, corrections' evidence included. A probe per
+        -- memory: as a join the plan read every memory's registrations for each batch (O(memories)).
         insert into projection_dependency (kind, row_key, observation_id)
         select 'memory_embedding', d.row_key, d.observation_id
-          from stored st join projection_dependency d on d.kind = 'memory' and d.row_key = st.memory_id::text
+          from stored st
+          cross join lateral (select d.row_key, d.observation_id from projection_dependency d
+                               where d.kind = 'memory' and d.row_key = st.memory_id::text) d
         union
         select 'memory_embedding', st.memory_id::text, c.observation_id
           from stored st join memory_correction_evidence c on c.memory_id = st.memory_id
         on conflict do nothing
+    ), settled as (
+        delete from embedding_job j where j.memory_id in (select st.memory_id from stored st)
     )
     select coalesce(array_agg(st.memory_id), '{}') into v_stored from stored st;
     if p_input_version = 1 then
         -- the turns these memories quote word for word use these vectors (passage_vectors.sql)
         perform _lend_memory_vectors(v_stored);
     end if;
-    return _lease_done('embedding', v_stored);
+    return cardinality(v_stored);
 end
 $$;
 comment on function __tenant__.complete_embedding_jobs(text, bigint[], bigint[], text[], text, integer, text[]) is
@@ -4370,6 +4384,7 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
+    v_vectors __ext__.halfvec[];
     v_held bigint[];
     v_stored bigint[];
 begin
@@ -4378,13 +4393,14 @@ begin
                                      p_input_version) then
         return 0;  -- the tenant switched model or version meanwhile; the jobs were re-queued
     end if;
+    v_vectors := _embedding_vectors(p_embeddings);
     -- Only jobs this worker still holds at the generation it was given.
     v_held := array(select _lease_held('passage_embedding', p_worker, p_passage_ids, p_generations));
     with stored as (
         update passage p
            set embedding = x.embedding, embedding_model = p_model, embedding_input_version = p_input_version,
                embedded_at = now()
-          from unnest(p_passage_ids, p_embeddings::__ext__.halfvec[]) as x(passage_id, embedding)
+          from unnest(p_passage_ids, v_vectors) as x(passage_id, embedding)
           join passage_embedding_job j on j.passage_id = x.passage_id
          where x.passage_id = any (v_held) and p.id = j.passage_id and p.scope = j.scope
         returning p.id
@@ -4517,7 +4533,7 @@ end
 $$;
 comment on function __tenant__.set_embedding_version(text, integer) is
     'Switches the embedding model or input version and queues every live memory; stale vectors are ignored until rebuilt.';
-$pgrecall_e62a0646f76f$)
+$pgrecall_ded623f1ac40$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -12972,7 +12988,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$, null, $pgrecall_f5d949753c71$f7d0e0eb7fb1da308ee5c4e2f535b03091237d459fe952b65895eef5b385b574$pgrecall_f5d949753c71$, $pgrecall_f7d0e0eb7fb1$-- Argument checks shared by every operation. Each failure raises a PR-class
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$, null, $pgrecall_7f242bd54c78$5ea8a1bf7ab2f62d8d06953fbe9683ce7c7c9fc5d1edc91a4ffca0e5992d2701$pgrecall_7f242bd54c78$, $pgrecall_5ea8a1bf7ab2$-- Argument checks shared by every operation. Each failure raises a PR-class
 -- SQLSTATE whose message names the offending value; the codes are listed,
 -- with what each means, in sql/errors.sql (pgrecall.error_code).
 
@@ -13492,9 +13508,10 @@ $$;
 comment on function __tenant__._check_claim(text, integer) is 'Internal: PR107 unless a claim names its worker, PR150 unless it asks for 1 to 10000 jobs.';
 
 -- What both embedding queues check before storing a worker's results: one
--- array length, 384 dimensions, and that the tenant still embeds with this
--- model and input version. False when it has switched meanwhile (the jobs
--- were re-queued, so these results are dropped, not an error).
+-- array length, and that the tenant still embeds with this model and input
+-- version. False when it has switched meanwhile (the jobs were re-queued,
+-- so these results are dropped, not an error). The vectors themselves are
+-- checked as they are parsed (_embedding_vectors).
 create or replace function __tenant__._embedding_results_usable(
     p_what text, p_ids bigint[], p_generations bigint[], p_embeddings text[], p_model text, p_input_version integer)
 returns boolean
@@ -13502,33 +13519,49 @@ language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-declare
-    v_bad integer;
 begin
     if p_ids is null or cardinality(p_ids) is distinct from cardinality(p_generations)
        or cardinality(p_ids) is distinct from cardinality(p_embeddings) then
         perform _fail('PR107', format('%s ids, generations and embeddings must be arrays of one length', p_what));
     end if;
     perform _check_length(p_model, 'model name', 200);
-    if p_model is distinct from (_setting_value('embedding_model') #>> '{}')
-       or p_input_version is distinct from (_setting_value('embedding_input_version') #>> '{}')::integer then
-        return false;
-    end if;
+    return p_model is not distinct from (_setting_value('embedding_model') #>> '{}')
+       and p_input_version is not distinct from (_setting_value('embedding_input_version') #>> '{}')::integer;
+end
+$$;
+comment on function __tenant__._embedding_results_usable(text, bigint[], bigint[], text[], text, integer) is
+    'Internal: PR107 unless a worker''s results are arrays of one length; false when the tenant switched model or input version.';
+
+-- Vector literals as the halfvecs they are stored as, parsed once: the
+-- worker's results and a caller's vectors are read here and nowhere else
+-- (each parse of 500 literals of 384 numbers is some 20 ms). PR154 for a
+-- literal pgvector refuses (not a vector, NaN or infinity, beyond halfvec's
+-- range) and for any other count of dimensions than 384.
+create or replace function __tenant__._embedding_vectors(p_embeddings text[])
+returns __ext__.halfvec[]
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_vectors __ext__.halfvec[];
+    v_bad integer;
+begin
     begin
-        select min(__ext__.vector_dims(e::__ext__.vector)) into v_bad
-          from unnest(p_embeddings) e where e is null or __ext__.vector_dims(e::__ext__.vector) <> 384;
+        v_vectors := p_embeddings::__ext__.halfvec[];
     exception when data_exception then
         -- pgvector's own refusals: not a vector literal, NaN or infinity, too many dimensions
         perform _fail('PR154', format('an embedding is not a vector of 384 finite numbers: %s', sqlerrm));
     end;
-    if v_bad is not null or array_position(p_embeddings, null) is not null then
+    select min(__ext__.vector_dims(e)) into v_bad from unnest(v_vectors) e where __ext__.vector_dims(e) <> 384;
+    if v_bad is not null or array_position(v_vectors, null) is not null then
         perform _fail('PR154', format('an embedding has %s dimensions, not 384', coalesce(v_bad::text, 'no')));
     end if;
-    return true;
+    return v_vectors;
 end
 $$;
-comment on function __tenant__._embedding_results_usable(text, bigint[], bigint[], text[], text, integer) is
-    'Internal: PR107 unless a worker''s results are well formed (PR154 a vector not of 384 finite numbers); false when the tenant switched model or input version.';
+comment on function __tenant__._embedding_vectors(text[]) is
+    'Internal: vector literals as halfvecs, parsed once; PR154 unless each is 384 finite numbers.';
 
 -- PostgreSQL stores times from 4713 BC to 294276 AD, and infinity; Python's
 -- datetime, ISO 8601 and most clients hold years 1 to 9999 only. A time
@@ -13607,7 +13640,7 @@ as $$
 $$;
 comment on function __tenant__._whole_in_range(jsonb, numeric, numeric) is
     'Internal: true when the JSON value is a whole number from p_min to p_max.';
-$pgrecall_f7d0e0eb7fb1$)
+$pgrecall_5ea8a1bf7ab2$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
