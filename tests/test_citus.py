@@ -497,3 +497,56 @@ def test_pgrecall_tenant_upgrade_of_a_distributed_tenant(cluster, tenant_factory
         plan = "\n".join(r[0] for r in conn.execute(
             f"explain (verbose) select * from {acme}.recall('bot', array['default'], 'tea')").fetchall())
     assert "Custom Scan (Citus" in plan and "Task Count: 1" in plan, plan
+
+
+def test_a_call_through_the_driver_is_one_task_on_the_tenants_worker(cluster, tenant_factory):
+    # Counted with citus_stat_counters on each node (every Citus-planned statement a node executes, its
+    # own shards' included): a delegated call is one task on the coordinator, its statements run on the
+    # tenant's worker, nothing on the other. Not delegated (inside a transaction block), the coordinator
+    # sends each statement of the function as a task of its own.
+    from psycopg_pool import ConnectionPool
+
+    for node in cluster.nodes:
+        with psycopg.connect(node.dsn(), autocommit=True) as conn:
+            conn.execute("alter system set citus.enable_stat_counters = on")
+            conn.execute("select pg_reload_conf()")
+    acme = tenant_factory("acme")
+    populated(cluster, acme)
+    with psycopg.connect(cluster.coordinator.dsn()) as conn:
+        node = conn.execute("select pgrecall.tenant_node(%s)", (acme,)).fetchone()[0]
+    holder = next(w for w in cluster.worker_nodes if f"127.0.0.1:{w.port}" == node)
+    other = next(w for w in cluster.worker_nodes if w is not holder)
+    time.sleep(0.5)  # the reload reaches every backend
+
+    def tasks():
+        counts = []
+        for n in (cluster.coordinator, holder, other):
+            with psycopg.connect(n.dsn(), autocommit=True) as conn:
+                counts.append(conn.execute("select query_execution_single_shard + query_execution_multi_shard "
+                                           "from citus_stat_counters where name = current_database()").fetchone()[0])
+        return counts
+
+    def counted(call):
+        before = tasks()
+        call()
+        return [a - b for a, b in zip(tasks(), before)]
+
+    app = cluster.coordinator.dsn(user=f"pgrecall_{acme}_app")
+    with ConnectionPool(app, min_size=1, max_size=1, open=True, configure=pgrecall.configure) as pool:
+        for where, mem in (("its own connection", handle(cluster, acme, principal="ana")),
+                           ("a pool", pgrecall.connect(tenant=acme, principal="ana", scopes=["default"], pool=pool))):
+            turn = mem.append("I fly kites on Sundays", role="user", actor="ana")
+            calls = {
+                "recall": (mem.recall, "kites", {"mode": "lexical"}),
+                "append_many": (mem.append_many, [{"body": f"turn {i} about zqkites", "source_role": "user",
+                                                   "actor": "ana"} for i in range(3)], {}),
+                "remember_many": (mem.remember_many, [{"body": f"Ana flies kite {i}", "evidence": [turn],
+                                                       "purposes": ["converse"]} for i in range(3)], {}),
+            }
+            for name, (method, argument, options) in calls.items():
+                method(argument, **options)  # the first call of a kind plans it
+                coordinator, on_holder, on_other = counted(lambda m=method, a=argument, o=options: m(a, **o))
+                assert (coordinator, on_other) == (1, 0) and on_holder >= 3, \
+                    f"{name} through {where}: {coordinator} tasks on the coordinator, {on_holder} statements on " \
+                    f"the tenant's worker, {on_other} on the other"
+            mem.close()
