@@ -190,14 +190,14 @@ begin
         -- passes the lanes' heads).
         return query select 'work_task', 'id', 'q.available_at, q.id',
                             'q.status in (''pending'', ''leased'')', 'q.available_at <= clock_timestamp()',
-                            -- $6: a new token for each key of $2
-                            ', status = ''leased'', lease_token = ($6::uuid[])[array_position($2, q.id)]',
-                            'status = ''done'', finished_at = clock_timestamp(), lease_token = null, lease_until = null',
-                            -- $3: the error; $4: task_max_attempts; $5: task_backoff_seconds
-                            'status = case when q.attempts >= $4 then ''dead'' else ''pending'' end, '
-                            'finished_at = case when q.attempts >= $4 then clock_timestamp() end, '
-                            'available_at = case when q.attempts >= $4 then q.available_at '
-                            'else clock_timestamp() + make_interval(secs => $5 * 2 ^ least(q.attempts - 1, 20)) end, '
+                            -- x.lease_token: the new token of the row's key (x is $2 and $6 side by side)
+                            ', status = ''leased'', lease_token = x.lease_token',
+                            -- $2: the clock, read before the UPDATE (Citus refuses a volatile function in it)
+                            'status = ''done'', finished_at = $2, lease_token = null, lease_until = null',
+                            -- a task given back on an attempt before its last (_lease_release makes the others
+                            -- dead first); $3: the error; $5: task_backoff_seconds; $6: the clock in epoch
+                            -- seconds (Citus refuses a stable function, timestamptz + interval, over a column)
+                            'status = ''pending'', available_at = to_timestamp($6 + $5 * 2 ^ least(q.attempts - 1, 20)), '
                             'lease_token = null, lease_until = null, '
                             'last_error = left(coalesce($3, ''failed without a reason''), 2000)',
                             'task_lease_seconds', false, true;
@@ -324,10 +324,13 @@ begin
         v_holders, p_among, p_limit);
     v_locked := _lease_taken_over(p_queue, v_locked);
     v_now := clock_timestamp();
+    -- each row's token joined by key, not subscripted: Citus 14 crashes planning an UPDATE of a
+    -- distributed table whose SET holds an array subscript
     return query execute format($q$
         update %1$I q
            set leased_by = $1, lease_until = $3 + $4, lease_session = $5, attempts = q.attempts + 1 %3$s
-         where q.%2$I = any ($2)
+          from unnest($2::bigint[], $6::uuid[]) as x(key, lease_token)
+         where q.%2$I = x.key
         returning q.%2$I$q$, v_q.table_name, v_q.key_column, v_q.on_claim)
     using p_worker, v_locked, v_now,
           make_interval(secs => (_setting_value(v_q.lease_setting) #>> '{}')::double precision), v_session,
@@ -423,13 +426,14 @@ as $$
 declare
     v_q record;
     v_count integer;
+    v_now timestamptz := clock_timestamp();  -- read first: Citus refuses a volatile function in an UPDATE
 begin
     select * into v_q from _lease_queue(p_queue);
     if v_q.on_done = 'delete' then
         execute format('delete from %1$I q where q.%2$I = any ($1)', v_q.table_name, v_q.key_column) using p_keys;
     else
         execute format('update %1$I q set %3$s where q.%2$I = any ($1)', v_q.table_name, v_q.key_column, v_q.on_done)
-        using p_keys;
+        using p_keys, v_now;
     end if;
     get diagnostics v_count = row_count;
     return v_count;
@@ -450,16 +454,28 @@ as $$
 declare
     v_q record;
     v_count integer;
+    v_dead integer := 0;
+    v_now timestamptz := clock_timestamp();
+    v_max_attempts integer := (_setting_value('task_max_attempts') #>> '{}')::integer;
 begin
     perform _check_worker(p_worker);
     select * into v_q from _lease_queue(p_queue);
+    -- A task given back on its last allowed attempt is dead. A statement of its own, not a CASE in
+    -- the one below: Citus refuses a function that is not immutable (the clock's arithmetic) in one.
+    if v_q.dead_letters then
+        execute format('update %1$I q set status = ''dead'', finished_at = $3, lease_token = null, lease_until = null, '
+                       'last_error = left(coalesce($4, ''failed without a reason''), 2000) '
+                       'where q.%2$I = any ($1) and q.lease_until is not null and ($2::text is null or q.leased_by = $2) '
+                       'and q.attempts >= $5', v_q.table_name, v_q.key_column)
+        using p_keys, p_worker, v_now, p_error, v_max_attempts;
+        get diagnostics v_dead = row_count;
+    end if;
     execute format('update %1$I q set %3$s where q.%2$I = any ($1) and q.lease_until is not null '
                    'and ($2::text is null or q.leased_by = $2)', v_q.table_name, v_q.key_column, v_q.on_release)
-    using p_keys, p_worker, p_error,
-          (_setting_value('task_max_attempts') #>> '{}')::integer,
-          (_setting_value('task_backoff_seconds') #>> '{}')::double precision;
+    using p_keys, p_worker, p_error, v_max_attempts,
+          (_setting_value('task_backoff_seconds') #>> '{}')::double precision, extract(epoch from v_now)::double precision;
     get diagnostics v_count = row_count;
-    return v_count;
+    return v_count + v_dead;
 end
 $$;
 comment on function __tenant__._lease_release(text, text, bigint[], text) is

@@ -181,6 +181,10 @@ declare
     v_bad record;
     v_default_observe boolean;
     v_default_observed boolean;
+    v_now timestamptz := now();  -- taken first: Citus refuses a function that is not immutable in an UPDATE's CASE
+    v_peer_ids bigint[];
+    v_observe boolean[];
+    v_observed boolean[];
 begin
     v_session := _session_of(p_principal, p_scopes, p_session);
     if p_peers is null or jsonb_typeof(p_peers) <> 'array' then
@@ -226,19 +230,26 @@ begin
     update session_peer sp
        set observe_others = coalesce(_flag(e, 'observe_others', ''), v_default_observe, sp.observe_others),
            observed_by_others = coalesce(_flag(e, 'observed_by_others', ''), v_default_observed, sp.observed_by_others),
-           joined_at = case when sp.left_at is null then sp.joined_at else now() end,
+           joined_at = case when sp.left_at is null then sp.joined_at else v_now end,
            left_at = null
       from jsonb_array_elements(v_items) e join peer p on p.name = e ->> 'peer'
      where sp.session_id = v_session.id and sp.peer_id = p.id;
 
-    insert into session_peer (session_id, peer_id, observe_others, observed_by_others)
-    select v_session.id, p.id,
-           coalesce(_flag(e, 'observe_others', ''), v_default_observe, (_setting_value('observe_others') #>> '{}')::boolean),
-           coalesce(_flag(e, 'observed_by_others', ''), v_default_observed,
-                    (_setting_value('observed_by_others') #>> '{}')::boolean)
+    -- The peers not in it yet join (those already in it conflict, and stay as updated above). Read
+    -- first, inserted from arrays: Citus 14 sends an INSERT ... SELECT that reads a table of a
+    -- distributed schema to the shard with a filter it cannot spell (`WHERE ( IS NOT NULL)`).
+    v_default_observe := coalesce(v_default_observe, (_setting_value('observe_others') #>> '{}')::boolean);
+    v_default_observed := coalesce(v_default_observed, (_setting_value('observed_by_others') #>> '{}')::boolean);
+    select coalesce(array_agg(p.id order by p.id), '{}'),
+           array_agg(coalesce(_flag(e, 'observe_others', ''), v_default_observe) order by p.id),
+           array_agg(coalesce(_flag(e, 'observed_by_others', ''), v_default_observed) order by p.id)
+      into v_peer_ids, v_observe, v_observed
       from jsonb_array_elements(v_items) e join peer p on p.name = e ->> 'peer'
-     where not exists (select 1 from session_peer sp where sp.session_id = v_session.id and sp.peer_id = p.id)
-     order by p.id
+     where not exists (select 1 from session_peer sp where sp.session_id = v_session.id and sp.peer_id = p.id);
+    insert into session_peer (session_id, peer_id, observe_others, observed_by_others)
+    select v_session.id, x.peer_id, x.observe_others, x.observed_by_others
+      from unnest(v_peer_ids, v_observe, v_observed) as x(peer_id, observe_others, observed_by_others)
+     order by x.peer_id
     on conflict (session_id, peer_id) do nothing;
 
     -- The session's name and metadata may speak of anyone in it: each peer's

@@ -210,6 +210,112 @@ as $$
     lock table pgrecall.tenant in share row exclusive mode;
 $$;
 
+-- The statements of an SQL script, each without its semicolon: cut at the semicolons that are
+-- outside quotes ('...', E'...', "...", dollar quotes) and comments; pieces that hold no code
+-- (blank, or comments only) are left out. For Citus: it sends an ALTER TABLE of a distributed
+-- table to the shards as the text it was given, the whole script when the script is one string
+-- ("cannot insert multiple commands into a prepared statement" on the worker).
+create or replace function pgrecall._statements(p_sql text)
+returns text[]
+language plpgsql immutable
+set search_path = pg_catalog
+set standard_conforming_strings = on  -- its own body spells a backslash as '\'
+as $$
+declare
+    c text[] := coalesce(string_to_array(p_sql, null), '{}');
+    n integer := cardinality(c);
+    i integer := 1;
+    j integer;
+    v_start integer := 1;
+    v_code boolean := false;  -- the current piece holds something besides blanks and comments
+    v_tag text;
+    v_len integer;
+    v_out text[] := '{}';
+begin
+    while i <= n loop
+        if c[i] = '-' and i < n and c[i + 1] = '-' then
+            while i <= n and c[i] <> E'\n' loop i := i + 1; end loop;
+        elsif c[i] = '/' and i < n and c[i + 1] = '*' then
+            i := i + 2;
+            while i < n and not (c[i] = '*' and c[i + 1] = '/') loop i := i + 1; end loop;
+            i := i + 2;
+        elsif c[i] = '''' then
+            v_code := true;
+            -- E'...' (not the end of an identifier such as name'...'): a backslash escapes
+            if i > 1 and c[i - 1] in ('E', 'e') and (i = 2 or c[i - 2] !~ '[A-Za-z0-9_$]') then
+                i := i + 1;
+                while i <= n and not (c[i] = '''' and (i = n or c[i + 1] <> '''')) loop
+                    i := i + case when c[i] = '\' or (c[i] = '''' and c[i + 1] = '''') then 2 else 1 end;
+                end loop;
+            else
+                i := i + 1;
+                while i <= n and not (c[i] = '''' and (i = n or c[i + 1] <> '''')) loop
+                    i := i + case when c[i] = '''' then 2 else 1 end;
+                end loop;
+            end if;
+            i := i + 1;
+        elsif c[i] = '"' then
+            v_code := true;
+            i := i + 1;
+            while i <= n and c[i] <> '"' loop i := i + 1; end loop;
+            i := i + 1;
+        elsif c[i] = '$' and (i = 1 or c[i - 1] !~ '[A-Za-z0-9_]') then
+            v_code := true;
+            j := i + 1;
+            while j <= n and c[j] ~ '[A-Za-z0-9_]' loop j := j + 1; end loop;
+            if j <= n and c[j] = '$' and (j = i + 1 or c[i + 1] !~ '[0-9]') then
+                v_tag := array_to_string(c[i:j], '');
+                v_len := j - i + 1;
+                i := j + 1;
+                while i <= n and not (c[i] = '$' and array_to_string(c[i:i + v_len - 1], '') = v_tag) loop
+                    i := i + 1;
+                end loop;
+                i := i + v_len;
+            else
+                i := j;  -- $1, a positional parameter
+            end if;
+        elsif c[i] = ';' then
+            if v_code then
+                v_out := v_out || array_to_string(c[v_start:i - 1], '');
+            end if;
+            v_start := i + 1;
+            v_code := false;
+            i := i + 1;
+        else
+            if c[i] !~ '\s' then
+                v_code := true;
+            end if;
+            i := i + 1;
+        end if;
+    end loop;
+    if v_code then
+        v_out := v_out || array_to_string(c[v_start:n], '');
+    end if;
+    return v_out;
+end
+$$;
+comment on function pgrecall._statements(text) is
+    'Internal: an SQL script cut into its statements (at semicolons outside quotes and comments).';
+
+-- Whether the tenant's schema is a distributed schema of Citus (false without Citus).
+create or replace function pgrecall._distributed(p_tenant text)
+returns boolean
+language plpgsql stable
+set search_path = pg_catalog
+as $$
+declare
+    v_found boolean := false;
+begin
+    if to_regclass('pg_catalog.pg_dist_schema') is not null then
+        execute 'select exists (select 1 from pg_catalog.pg_dist_schema where schemaid = to_regnamespace($1))'
+           into v_found using p_tenant;
+    end if;
+    return v_found;
+end
+$$;
+comment on function pgrecall._distributed(text) is
+    'Internal: whether tenant p_tenant is a distributed schema of Citus (false on a server without Citus).';
+
 -- Runs p_sql as role p_role, then restores the caller's role and path.
 create or replace function pgrecall._execute_as(p_role name, p_sql text, p_tenant text)
 returns void
@@ -227,11 +333,21 @@ declare
     -- role switch, since the owner role cannot see the pgrecall schema.
     v_ext_path text := concat_ws(', ', quote_ident(pgrecall._extension_schema('vector')),
                                  quote_ident(pgrecall._extension_schema('btree_gist')), 'pg_catalog');
+    v_statement text;
+    -- a tenant that is a distributed schema of Citus: its scripts run a statement at a time
+    -- (pgrecall._statements says why); cut before the role switch, as above
+    v_statements text[] := case when pgrecall._distributed(p_tenant) then pgrecall._statements(p_sql) end;
 begin
     perform set_config('search_path', v_ext_path, true);
     perform set_config('check_function_bodies', 'off', true);
     perform set_config('role', p_role, true);
-    execute p_sql;
+    if v_statements is not null then
+        foreach v_statement in array v_statements loop
+            execute v_statement;
+        end loop;
+    else
+        execute p_sql;
+    end if;
     perform set_config('role', v_role, true);
     perform set_config('check_function_bodies', 'on', true);
     perform set_config('search_path', v_path, true);
@@ -510,11 +626,19 @@ declare
     v_defined text[];
     v_fn regprocedure;
     v_step text;
+    v_steps text[];
+    v_rows bigint;
+    v_caller text := current_setting('role');
 begin
     perform pgrecall._lock_tenant(p_name);
     v_tenant := pgrecall._ensure_login_roles(v_tenant);
     select max(version) into v_latest from pgrecall.source where source.kind = 'migration';
+    -- The tenant's ledgers are read as its owner, who writes them below: on Citus a transaction may
+    -- not touch a placement as one user after another user modified it ("modified in this
+    -- transaction by a different user"), and a distributed tenant's ledgers are such placements.
+    perform set_config('role', v_tenant.owner_role, true);
     execute format('select max(version) from %I.schema_migration', p_name) into v_newest_applied;
+    perform set_config('role', v_caller, true);
     if v_newest_applied > coalesce(v_latest, 0) then
         raise exception using errcode = 'PR007',
             message = format('tenant %s is at migration %s but the installed sources stop at %s',
@@ -524,8 +648,10 @@ begin
 
     for v_src in select * from pgrecall.source s where s.kind = 'migration' order by s.version loop
         exit when p_target_version is not null and v_src.version > p_target_version;
+        perform set_config('role', v_tenant.owner_role, true);
         execute format('select sha256 from %I.schema_migration where version = $1', p_name)
             into v_sha using v_src.version;
+        perform set_config('role', v_caller, true);
         if v_sha is not null then
             if v_sha <> v_src.sha256 then
                 raise exception using errcode = 'PR004',
@@ -553,8 +679,10 @@ begin
     -- moved to a file applied earlier than its old one would otherwise be
     -- dropped by the old file right after the new one created it.
     for v_src in select * from pgrecall.source s where s.kind = 'function' order by s.name loop
+        perform set_config('role', v_tenant.owner_role, true);
         execute format('select sha256, functions from %I.function_ledger where file = $1', p_name)
             into v_sha, v_defined using v_src.name;
+        perform set_config('role', v_caller, true);
         continue when v_sha = v_src.sha256 or coalesce(cardinality(v_defined), 0) = 0;
         perform pgrecall._execute_as(v_tenant.owner_role,
             (select string_agg(format('drop function if exists %s cascade', f), E';\n') from unnest(v_defined) f)
@@ -562,20 +690,26 @@ begin
             p_name);
     end loop;
     for v_src in select * from pgrecall.source s where s.kind = 'function' order by s.name loop
+        perform set_config('role', v_tenant.owner_role, true);
         execute format('select sha256 from %I.function_ledger where file = $1', p_name)
             into v_sha using v_src.name;
+        perform set_config('role', v_caller, true);
         continue when v_sha = v_src.sha256;
         perform pgrecall._execute_as(v_tenant.owner_role, pgrecall._render(v_src.body, p_name), p_name);
+        perform set_config('role', v_tenant.owner_role, true);
         execute format($q$
             select coalesce(array_agg(f order by f), '{}') from (
                 select p.oid::regprocedure::text as f from pg_proc p where p.pronamespace = %L::regnamespace
                 except
                 select unnest(l.functions) from %I.function_ledger l where l.file <> $1) defined
             $q$, p_name, p_name) into v_defined using v_src.name;
+        perform set_config('role', v_caller, true);
         perform pgrecall._execute_as(v_tenant.owner_role, format(
-            'insert into %I.function_ledger (file, sha256, functions) values (%L, %L, %L) '
+            -- the time in the inserted row, taken from excluded: Citus refuses a function that is not
+            -- immutable in DO UPDATE SET
+            'insert into %I.function_ledger (file, sha256, functions, applied_at) values (%L, %L, %L, clock_timestamp()) '
             'on conflict (file) do update set sha256 = excluded.sha256, functions = excluded.functions, '
-            'applied_at = clock_timestamp()', p_name, v_src.name, v_src.sha256, v_defined), p_name);
+            'applied_at = excluded.applied_at', p_name, v_src.name, v_src.sha256, v_defined), p_name);
         kind := 'function'; name := v_src.name;
         return next;
     end loop;
@@ -585,11 +719,18 @@ begin
     -- Data steps (migration 0017 made the ledger): work on the tenant's rows
     -- that a migration asked for but could not do, since it needs functions
     -- that exist only now. Each runs once, in the order it was requested.
-    for v_step in execute format(
-            'select d.name from %I.data_step d where d.done_at is null order by d.requested_by, d.name', p_name) loop
+    perform set_config('role', v_tenant.owner_role, true);
+    execute format('select coalesce(array_agg(d.name order by d.requested_by, d.name), ''{}'') '
+                   'from %I.data_step d where d.done_at is null', p_name) into v_steps;
+    perform set_config('role', v_caller, true);
+    foreach v_step in array v_steps loop
+        -- run first, then recorded with the values: Citus refuses a volatile function in an UPDATE
+        perform set_config('role', v_tenant.owner_role, true);
+        execute format('select %I.%I()', p_name, v_step) into v_rows;
+        perform set_config('role', v_caller, true);
         perform pgrecall._execute_as(v_tenant.owner_role, format(
-            'update %1$I.data_step set done_at = clock_timestamp(), rows_written = %1$I.%2$I() where name = %3$L',
-            p_name, v_step, v_step), p_name);
+            'update %1$I.data_step set done_at = %2$L, rows_written = %3$L where name = %4$L',
+            p_name, clock_timestamp(), v_rows, v_step), p_name);
         kind := 'data_step'; name := v_step;
         return next;
     end loop;

@@ -235,6 +235,112 @@ as $$
     lock table pgrecall.tenant in share row exclusive mode;
 $$;
 
+-- The statements of an SQL script, each without its semicolon: cut at the semicolons that are
+-- outside quotes ('...', E'...', "...", dollar quotes) and comments; pieces that hold no code
+-- (blank, or comments only) are left out. For Citus: it sends an ALTER TABLE of a distributed
+-- table to the shards as the text it was given, the whole script when the script is one string
+-- ("cannot insert multiple commands into a prepared statement" on the worker).
+create or replace function pgrecall._statements(p_sql text)
+returns text[]
+language plpgsql immutable
+set search_path = pg_catalog
+set standard_conforming_strings = on  -- its own body spells a backslash as '\'
+as $$
+declare
+    c text[] := coalesce(string_to_array(p_sql, null), '{}');
+    n integer := cardinality(c);
+    i integer := 1;
+    j integer;
+    v_start integer := 1;
+    v_code boolean := false;  -- the current piece holds something besides blanks and comments
+    v_tag text;
+    v_len integer;
+    v_out text[] := '{}';
+begin
+    while i <= n loop
+        if c[i] = '-' and i < n and c[i + 1] = '-' then
+            while i <= n and c[i] <> E'\n' loop i := i + 1; end loop;
+        elsif c[i] = '/' and i < n and c[i + 1] = '*' then
+            i := i + 2;
+            while i < n and not (c[i] = '*' and c[i + 1] = '/') loop i := i + 1; end loop;
+            i := i + 2;
+        elsif c[i] = '''' then
+            v_code := true;
+            -- E'...' (not the end of an identifier such as name'...'): a backslash escapes
+            if i > 1 and c[i - 1] in ('E', 'e') and (i = 2 or c[i - 2] !~ '[A-Za-z0-9_$]') then
+                i := i + 1;
+                while i <= n and not (c[i] = '''' and (i = n or c[i + 1] <> '''')) loop
+                    i := i + case when c[i] = '\' or (c[i] = '''' and c[i + 1] = '''') then 2 else 1 end;
+                end loop;
+            else
+                i := i + 1;
+                while i <= n and not (c[i] = '''' and (i = n or c[i + 1] <> '''')) loop
+                    i := i + case when c[i] = '''' then 2 else 1 end;
+                end loop;
+            end if;
+            i := i + 1;
+        elsif c[i] = '"' then
+            v_code := true;
+            i := i + 1;
+            while i <= n and c[i] <> '"' loop i := i + 1; end loop;
+            i := i + 1;
+        elsif c[i] = '$' and (i = 1 or c[i - 1] !~ '[A-Za-z0-9_]') then
+            v_code := true;
+            j := i + 1;
+            while j <= n and c[j] ~ '[A-Za-z0-9_]' loop j := j + 1; end loop;
+            if j <= n and c[j] = '$' and (j = i + 1 or c[i + 1] !~ '[0-9]') then
+                v_tag := array_to_string(c[i:j], '');
+                v_len := j - i + 1;
+                i := j + 1;
+                while i <= n and not (c[i] = '$' and array_to_string(c[i:i + v_len - 1], '') = v_tag) loop
+                    i := i + 1;
+                end loop;
+                i := i + v_len;
+            else
+                i := j;  -- $1, a positional parameter
+            end if;
+        elsif c[i] = ';' then
+            if v_code then
+                v_out := v_out || array_to_string(c[v_start:i - 1], '');
+            end if;
+            v_start := i + 1;
+            v_code := false;
+            i := i + 1;
+        else
+            if c[i] !~ '\s' then
+                v_code := true;
+            end if;
+            i := i + 1;
+        end if;
+    end loop;
+    if v_code then
+        v_out := v_out || array_to_string(c[v_start:n], '');
+    end if;
+    return v_out;
+end
+$$;
+comment on function pgrecall._statements(text) is
+    'Internal: an SQL script cut into its statements (at semicolons outside quotes and comments).';
+
+-- Whether the tenant's schema is a distributed schema of Citus (false without Citus).
+create or replace function pgrecall._distributed(p_tenant text)
+returns boolean
+language plpgsql stable
+set search_path = pg_catalog
+as $$
+declare
+    v_found boolean := false;
+begin
+    if to_regclass('pg_catalog.pg_dist_schema') is not null then
+        execute 'select exists (select 1 from pg_catalog.pg_dist_schema where schemaid = to_regnamespace($1))'
+           into v_found using p_tenant;
+    end if;
+    return v_found;
+end
+$$;
+comment on function pgrecall._distributed(text) is
+    'Internal: whether tenant p_tenant is a distributed schema of Citus (false on a server without Citus).';
+
 -- Runs p_sql as role p_role, then restores the caller's role and path.
 create or replace function pgrecall._execute_as(p_role name, p_sql text, p_tenant text)
 returns void
@@ -252,11 +358,21 @@ declare
     -- role switch, since the owner role cannot see the pgrecall schema.
     v_ext_path text := concat_ws(', ', quote_ident(pgrecall._extension_schema('vector')),
                                  quote_ident(pgrecall._extension_schema('btree_gist')), 'pg_catalog');
+    v_statement text;
+    -- a tenant that is a distributed schema of Citus: its scripts run a statement at a time
+    -- (pgrecall._statements says why); cut before the role switch, as above
+    v_statements text[] := case when pgrecall._distributed(p_tenant) then pgrecall._statements(p_sql) end;
 begin
     perform set_config('search_path', v_ext_path, true);
     perform set_config('check_function_bodies', 'off', true);
     perform set_config('role', p_role, true);
-    execute p_sql;
+    if v_statements is not null then
+        foreach v_statement in array v_statements loop
+            execute v_statement;
+        end loop;
+    else
+        execute p_sql;
+    end if;
     perform set_config('role', v_role, true);
     perform set_config('check_function_bodies', 'on', true);
     perform set_config('search_path', v_path, true);
@@ -535,11 +651,19 @@ declare
     v_defined text[];
     v_fn regprocedure;
     v_step text;
+    v_steps text[];
+    v_rows bigint;
+    v_caller text := current_setting('role');
 begin
     perform pgrecall._lock_tenant(p_name);
     v_tenant := pgrecall._ensure_login_roles(v_tenant);
     select max(version) into v_latest from pgrecall.source where source.kind = 'migration';
+    -- The tenant's ledgers are read as its owner, who writes them below: on Citus a transaction may
+    -- not touch a placement as one user after another user modified it ("modified in this
+    -- transaction by a different user"), and a distributed tenant's ledgers are such placements.
+    perform set_config('role', v_tenant.owner_role, true);
     execute format('select max(version) from %I.schema_migration', p_name) into v_newest_applied;
+    perform set_config('role', v_caller, true);
     if v_newest_applied > coalesce(v_latest, 0) then
         raise exception using errcode = 'PR007',
             message = format('tenant %s is at migration %s but the installed sources stop at %s',
@@ -549,8 +673,10 @@ begin
 
     for v_src in select * from pgrecall.source s where s.kind = 'migration' order by s.version loop
         exit when p_target_version is not null and v_src.version > p_target_version;
+        perform set_config('role', v_tenant.owner_role, true);
         execute format('select sha256 from %I.schema_migration where version = $1', p_name)
             into v_sha using v_src.version;
+        perform set_config('role', v_caller, true);
         if v_sha is not null then
             if v_sha <> v_src.sha256 then
                 raise exception using errcode = 'PR004',
@@ -578,8 +704,10 @@ begin
     -- moved to a file applied earlier than its old one would otherwise be
     -- dropped by the old file right after the new one created it.
     for v_src in select * from pgrecall.source s where s.kind = 'function' order by s.name loop
+        perform set_config('role', v_tenant.owner_role, true);
         execute format('select sha256, functions from %I.function_ledger where file = $1', p_name)
             into v_sha, v_defined using v_src.name;
+        perform set_config('role', v_caller, true);
         continue when v_sha = v_src.sha256 or coalesce(cardinality(v_defined), 0) = 0;
         perform pgrecall._execute_as(v_tenant.owner_role,
             (select string_agg(format('drop function if exists %s cascade', f), E';\n') from unnest(v_defined) f)
@@ -587,20 +715,26 @@ begin
             p_name);
     end loop;
     for v_src in select * from pgrecall.source s where s.kind = 'function' order by s.name loop
+        perform set_config('role', v_tenant.owner_role, true);
         execute format('select sha256 from %I.function_ledger where file = $1', p_name)
             into v_sha using v_src.name;
+        perform set_config('role', v_caller, true);
         continue when v_sha = v_src.sha256;
         perform pgrecall._execute_as(v_tenant.owner_role, pgrecall._render(v_src.body, p_name), p_name);
+        perform set_config('role', v_tenant.owner_role, true);
         execute format($q$
             select coalesce(array_agg(f order by f), '{}') from (
                 select p.oid::regprocedure::text as f from pg_proc p where p.pronamespace = %L::regnamespace
                 except
                 select unnest(l.functions) from %I.function_ledger l where l.file <> $1) defined
             $q$, p_name, p_name) into v_defined using v_src.name;
+        perform set_config('role', v_caller, true);
         perform pgrecall._execute_as(v_tenant.owner_role, format(
-            'insert into %I.function_ledger (file, sha256, functions) values (%L, %L, %L) '
+            -- the time in the inserted row, taken from excluded: Citus refuses a function that is not
+            -- immutable in DO UPDATE SET
+            'insert into %I.function_ledger (file, sha256, functions, applied_at) values (%L, %L, %L, clock_timestamp()) '
             'on conflict (file) do update set sha256 = excluded.sha256, functions = excluded.functions, '
-            'applied_at = clock_timestamp()', p_name, v_src.name, v_src.sha256, v_defined), p_name);
+            'applied_at = excluded.applied_at', p_name, v_src.name, v_src.sha256, v_defined), p_name);
         kind := 'function'; name := v_src.name;
         return next;
     end loop;
@@ -610,11 +744,18 @@ begin
     -- Data steps (migration 0017 made the ledger): work on the tenant's rows
     -- that a migration asked for but could not do, since it needs functions
     -- that exist only now. Each runs once, in the order it was requested.
-    for v_step in execute format(
-            'select d.name from %I.data_step d where d.done_at is null order by d.requested_by, d.name', p_name) loop
+    perform set_config('role', v_tenant.owner_role, true);
+    execute format('select coalesce(array_agg(d.name order by d.requested_by, d.name), ''{}'') '
+                   'from %I.data_step d where d.done_at is null', p_name) into v_steps;
+    perform set_config('role', v_caller, true);
+    foreach v_step in array v_steps loop
+        -- run first, then recorded with the values: Citus refuses a volatile function in an UPDATE
+        perform set_config('role', v_tenant.owner_role, true);
+        execute format('select %I.%I()', p_name, v_step) into v_rows;
+        perform set_config('role', v_caller, true);
         perform pgrecall._execute_as(v_tenant.owner_role, format(
-            'update %1$I.data_step set done_at = clock_timestamp(), rows_written = %1$I.%2$I() where name = %3$L',
-            p_name, v_step, v_step), p_name);
+            'update %1$I.data_step set done_at = %2$L, rows_written = %3$L where name = %4$L',
+            p_name, clock_timestamp(), v_rows, v_step), p_name);
         kind := 'data_step'; name := v_step;
         return next;
     end loop;
@@ -6865,7 +7006,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_418e1cd4054e$leases.sql$pgrecall_418e1cd4054e$, null, $pgrecall_3de8f1de361a$025423fe2e4b0813b1c883342ff484b411f39307905c22cef1c9631ad80b58f2$pgrecall_3de8f1de361a$, $pgrecall_025423fe2e4b$-- Leases of the three queues (embedding_job, passage_embedding_job, work_task)
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_418e1cd4054e$leases.sql$pgrecall_418e1cd4054e$, null, $pgrecall_3161691bf0b5$4f4606b25eb6642fdca2b6fc412a2b047db19a235825d39c12441bab42f7f46c$pgrecall_3161691bf0b5$, $pgrecall_4f4606b25eb6$-- Leases of the three queues (embedding_job, passage_embedding_job, work_task)
 -- end at lease_until or, sooner, when the database session that took them
 -- ends: a worker that is killed keeps nothing for long (design section 5: a
 -- crashed worker's tasks return). The queues share one implementation, at the
@@ -7057,14 +7198,14 @@ begin
         -- passes the lanes' heads).
         return query select 'work_task', 'id', 'q.available_at, q.id',
                             'q.status in (''pending'', ''leased'')', 'q.available_at <= clock_timestamp()',
-                            -- $6: a new token for each key of $2
-                            ', status = ''leased'', lease_token = ($6::uuid[])[array_position($2, q.id)]',
-                            'status = ''done'', finished_at = clock_timestamp(), lease_token = null, lease_until = null',
-                            -- $3: the error; $4: task_max_attempts; $5: task_backoff_seconds
-                            'status = case when q.attempts >= $4 then ''dead'' else ''pending'' end, '
-                            'finished_at = case when q.attempts >= $4 then clock_timestamp() end, '
-                            'available_at = case when q.attempts >= $4 then q.available_at '
-                            'else clock_timestamp() + make_interval(secs => $5 * 2 ^ least(q.attempts - 1, 20)) end, '
+                            -- x.lease_token: the new token of the row's key (x is $2 and $6 side by side)
+                            ', status = ''leased'', lease_token = x.lease_token',
+                            -- $2: the clock, read before the UPDATE (Citus refuses a volatile function in it)
+                            'status = ''done'', finished_at = $2, lease_token = null, lease_until = null',
+                            -- a task given back on an attempt before its last (_lease_release makes the others
+                            -- dead first); $3: the error; $5: task_backoff_seconds; $6: the clock in epoch
+                            -- seconds (Citus refuses a stable function, timestamptz + interval, over a column)
+                            'status = ''pending'', available_at = to_timestamp($6 + $5 * 2 ^ least(q.attempts - 1, 20)), '
                             'lease_token = null, lease_until = null, '
                             'last_error = left(coalesce($3, ''failed without a reason''), 2000)',
                             'task_lease_seconds', false, true;
@@ -7191,10 +7332,13 @@ begin
         v_holders, p_among, p_limit);
     v_locked := _lease_taken_over(p_queue, v_locked);
     v_now := clock_timestamp();
+    -- each row's token joined by key, not subscripted: Citus 14 crashes planning an UPDATE of a
+    -- distributed table whose SET holds an array subscript
     return query execute format($q$
         update %1$I q
            set leased_by = $1, lease_until = $3 + $4, lease_session = $5, attempts = q.attempts + 1 %3$s
-         where q.%2$I = any ($2)
+          from unnest($2::bigint[], $6::uuid[]) as x(key, lease_token)
+         where q.%2$I = x.key
         returning q.%2$I$q$, v_q.table_name, v_q.key_column, v_q.on_claim)
     using p_worker, v_locked, v_now,
           make_interval(secs => (_setting_value(v_q.lease_setting) #>> '{}')::double precision), v_session,
@@ -7290,13 +7434,14 @@ as $$
 declare
     v_q record;
     v_count integer;
+    v_now timestamptz := clock_timestamp();  -- read first: Citus refuses a volatile function in an UPDATE
 begin
     select * into v_q from _lease_queue(p_queue);
     if v_q.on_done = 'delete' then
         execute format('delete from %1$I q where q.%2$I = any ($1)', v_q.table_name, v_q.key_column) using p_keys;
     else
         execute format('update %1$I q set %3$s where q.%2$I = any ($1)', v_q.table_name, v_q.key_column, v_q.on_done)
-        using p_keys;
+        using p_keys, v_now;
     end if;
     get diagnostics v_count = row_count;
     return v_count;
@@ -7317,16 +7462,28 @@ as $$
 declare
     v_q record;
     v_count integer;
+    v_dead integer := 0;
+    v_now timestamptz := clock_timestamp();
+    v_max_attempts integer := (_setting_value('task_max_attempts') #>> '{}')::integer;
 begin
     perform _check_worker(p_worker);
     select * into v_q from _lease_queue(p_queue);
+    -- A task given back on its last allowed attempt is dead. A statement of its own, not a CASE in
+    -- the one below: Citus refuses a function that is not immutable (the clock's arithmetic) in one.
+    if v_q.dead_letters then
+        execute format('update %1$I q set status = ''dead'', finished_at = $3, lease_token = null, lease_until = null, '
+                       'last_error = left(coalesce($4, ''failed without a reason''), 2000) '
+                       'where q.%2$I = any ($1) and q.lease_until is not null and ($2::text is null or q.leased_by = $2) '
+                       'and q.attempts >= $5', v_q.table_name, v_q.key_column)
+        using p_keys, p_worker, v_now, p_error, v_max_attempts;
+        get diagnostics v_dead = row_count;
+    end if;
     execute format('update %1$I q set %3$s where q.%2$I = any ($1) and q.lease_until is not null '
                    'and ($2::text is null or q.leased_by = $2)', v_q.table_name, v_q.key_column, v_q.on_release)
-    using p_keys, p_worker, p_error,
-          (_setting_value('task_max_attempts') #>> '{}')::integer,
-          (_setting_value('task_backoff_seconds') #>> '{}')::double precision;
+    using p_keys, p_worker, p_error, v_max_attempts,
+          (_setting_value('task_backoff_seconds') #>> '{}')::double precision, extract(epoch from v_now)::double precision;
     get diagnostics v_count = row_count;
-    return v_count;
+    return v_count + v_dead;
 end
 $$;
 comment on function __tenant__._lease_release(text, text, bigint[], text) is
@@ -7350,7 +7507,7 @@ begin
 end
 $$;
 comment on function __tenant__._lease_counts(text) is 'Internal: a queue''s open items and those under a live lease.';
-$pgrecall_025423fe2e4b$)
+$pgrecall_4f4606b25eb6$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -12006,7 +12163,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_42f49ecc9a30$sessions.sql$pgrecall_42f49ecc9a30$, null, $pgrecall_3255c59a1e37$74d7daee6f946721e8dac030e1d6e8cecf9e03d77fe0335e16076baec7160f53$pgrecall_3255c59a1e37$, $pgrecall_74d7daee6f94$-- Sessions and the peers in them (design section 5).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_42f49ecc9a30$sessions.sql$pgrecall_42f49ecc9a30$, null, $pgrecall_80ae7f6fd478$3e2124cbf592ac20d945e4bd02e0ea337e14f193edf90bae5382c88c09399014$pgrecall_80ae7f6fd478$, $pgrecall_3e2124cbf592$-- Sessions and the peers in them (design section 5).
 --
 -- A session lives in one scope; its messages are observations of that scope
 -- with its id. Each session peer carries two flags: observe the others
@@ -12189,6 +12346,10 @@ declare
     v_bad record;
     v_default_observe boolean;
     v_default_observed boolean;
+    v_now timestamptz := now();  -- taken first: Citus refuses a function that is not immutable in an UPDATE's CASE
+    v_peer_ids bigint[];
+    v_observe boolean[];
+    v_observed boolean[];
 begin
     v_session := _session_of(p_principal, p_scopes, p_session);
     if p_peers is null or jsonb_typeof(p_peers) <> 'array' then
@@ -12234,19 +12395,26 @@ begin
     update session_peer sp
        set observe_others = coalesce(_flag(e, 'observe_others', ''), v_default_observe, sp.observe_others),
            observed_by_others = coalesce(_flag(e, 'observed_by_others', ''), v_default_observed, sp.observed_by_others),
-           joined_at = case when sp.left_at is null then sp.joined_at else now() end,
+           joined_at = case when sp.left_at is null then sp.joined_at else v_now end,
            left_at = null
       from jsonb_array_elements(v_items) e join peer p on p.name = e ->> 'peer'
      where sp.session_id = v_session.id and sp.peer_id = p.id;
 
-    insert into session_peer (session_id, peer_id, observe_others, observed_by_others)
-    select v_session.id, p.id,
-           coalesce(_flag(e, 'observe_others', ''), v_default_observe, (_setting_value('observe_others') #>> '{}')::boolean),
-           coalesce(_flag(e, 'observed_by_others', ''), v_default_observed,
-                    (_setting_value('observed_by_others') #>> '{}')::boolean)
+    -- The peers not in it yet join (those already in it conflict, and stay as updated above). Read
+    -- first, inserted from arrays: Citus 14 sends an INSERT ... SELECT that reads a table of a
+    -- distributed schema to the shard with a filter it cannot spell (`WHERE ( IS NOT NULL)`).
+    v_default_observe := coalesce(v_default_observe, (_setting_value('observe_others') #>> '{}')::boolean);
+    v_default_observed := coalesce(v_default_observed, (_setting_value('observed_by_others') #>> '{}')::boolean);
+    select coalesce(array_agg(p.id order by p.id), '{}'),
+           array_agg(coalesce(_flag(e, 'observe_others', ''), v_default_observe) order by p.id),
+           array_agg(coalesce(_flag(e, 'observed_by_others', ''), v_default_observed) order by p.id)
+      into v_peer_ids, v_observe, v_observed
       from jsonb_array_elements(v_items) e join peer p on p.name = e ->> 'peer'
-     where not exists (select 1 from session_peer sp where sp.session_id = v_session.id and sp.peer_id = p.id)
-     order by p.id
+     where not exists (select 1 from session_peer sp where sp.session_id = v_session.id and sp.peer_id = p.id);
+    insert into session_peer (session_id, peer_id, observe_others, observed_by_others)
+    select v_session.id, x.peer_id, x.observe_others, x.observed_by_others
+      from unnest(v_peer_ids, v_observe, v_observed) as x(peer_id, observe_others, observed_by_others)
+     order by x.peer_id
     on conflict (session_id, peer_id) do nothing;
 
     -- The session's name and metadata may speak of anyone in it: each peer's
@@ -12590,7 +12758,7 @@ comment on function __tenant__.log_turn(text, text[], text, text, text, text, te
     'Appends a turn to a turn log: to its newest session, or to a new one after a gap of more than turn_gap_seconds; '
     'p_data_subject_id (else the actor''s, else the session''s) tags the turn, and the session it opens; '
     'p_audience narrows who may see it.';
-$pgrecall_74d7daee6f94$)
+$pgrecall_3e2124cbf592$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 

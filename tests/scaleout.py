@@ -32,7 +32,8 @@ extensions (which Citus installs on every node):
 * DO UPDATE SET:      no function that is not immutable in it (Citus refuses it on a distributed
                       table): the value goes in the inserted row and is taken from excluded;
 * UPDATE:             no volatile function (Citus refuses it on a distributed table): the value
-                      is taken into a variable first.
+                      is taken into a variable first; no array subscript in its SET (Citus 14 crashes
+                      the backend planning one): the values are joined by key from unnest(...).
 
 KNOWN lists what the current schema still breaks, each with the change it needs before a tenant
 is distributed (docs/scale-out.md, "Before distributing"). Anything else fails.
@@ -211,6 +212,10 @@ def _all(conn: psycopg.Connection, tenant: str) -> list[Violation]:
                          statement, re.I):
                 out.append(Violation("volatile in update", name, "a volatile function in an UPDATE (Citus refuses "
                                      "it on a distributed table): take the value first"))
+            set_clause = re.split(r"\bwhere\b", statement, maxsplit=1, flags=re.I)[0]
+            if re.search(r"(?:\)|(?<!\barray)(?<![\w$]\[\])(?<=[\w$]))\s*\[\s*[^\]\s]", set_clause, re.I):
+                out.append(Violation("subscript in update", name, "an array subscript in an UPDATE's SET (Citus 14 "
+                                     "crashes the backend planning it): join the values by key (FROM unnest)"))
         for clause in re.findall(r"\bdo\s+update\s+set\b(.*?)(?:;|\breturning\b|$)", code, re.I | re.S):
             if re.search(r"\b(clock_timestamp|now|statement_timestamp|transaction_timestamp|random|nextval)\s*\(|"
                          r"\bcurrent_timestamp\b", clause, re.I):

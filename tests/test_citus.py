@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 import pgrecall
-from pgrecall import cli, install
+from pgrecall import cli, errors, install
 from pgrecall.cluster import LocalCluster, find_citus_build
 
 pytestmark = pytest.mark.skipif(os.environ.get("PGRECALL_TEST_CITUS") != "1",
@@ -404,3 +404,149 @@ def test_a_third_worker_and_a_rebalance_spread_whole_tenants(monkeypatch, capsys
             with psycopg.connect(cluster.coordinator.dsn()) as conn:
                 assert conn.execute(f"select (select count(*) from {t}.observation), (select count(*) from {t}.memory)"
                                     ).fetchone() == (1, 1)
+
+
+def test_the_deriver_claims_finishes_gives_back_and_dead_letters_through_the_coordinator(cluster, tenant_factory):
+    from pgrecall.deriver import Deriver, first_person
+    from pgrecall.driver import Memory
+
+    acme = tenant_factory("acme")
+    populated(cluster, acme)
+    with psycopg.connect(cluster.coordinator.dsn(), autocommit=True) as conn:
+        for key, value in (("task_backoff_seconds", "0"), ("task_max_attempts", "2")):
+            conn.execute("select pgrecall.set_tenant_setting(%s, %s, %s)", (acme, key, value))
+    with handle(cluster, acme) as mem:
+        s = mem.create_session("chat")
+        mem.add_session_peers(s, ["ana", "ben"])
+        mem.add_messages(s, [{"actor": "ana", "body": "I live in Lisbon"},
+                             {"actor": "ben", "body": "My name is Ben, zqpoison"}])
+
+    def extract(messages):
+        if any("zqpoison" in m["body"] for m in messages):
+            raise RuntimeError("zqpoison is not for the model")
+        return first_person(messages)
+
+    worker = cluster.coordinator.dsn(user=f"pgrecall_{acme}_worker")
+    # ana's task is claimed and finished; ben's is given back twice, the second time dead
+    with Deriver(acme, conninfo=worker, extract=extract) as deriver:
+        stats = deriver.drain()
+    assert (stats.claimed, stats.completed, stats.failed, stats.memories) == (3, 1, 2, 1), stats.errors
+    with psycopg.connect(cluster.coordinator.dsn()) as conn:
+        tasks = conn.execute(f"""select p.name, t.status, t.attempts, t.last_error, t.finished_at is not null
+                                   from {acme}.work_task t join {acme}.peer p on p.id = t.sender_id
+                                  order by p.name""").fetchall()
+    assert tasks == [("ana", "done", 1, None, True),
+                     ("ben", "dead", 2, "RuntimeError: zqpoison is not for the model", True)]
+    with handle(cluster, acme, principal="ana") as ana:
+        # the memory (task_remember) and the fact with its quote (task_assert_fact)
+        assert sorted((i.item, i.body) for i in ana.recall("Lisbon", mode="lexical").items) == \
+            [("fact", "ana lives in Lisbon"), ("memory", "ana lives in Lisbon")]
+        assert [i.text for i in ana.get_representation(s, "ana").representation["ana"]] == ["ana lives in Lisbon"]
+
+    # A lease that runs out on the last allowed attempt: the next claim dead-letters the task.
+    with psycopg.connect(cluster.coordinator.dsn(), autocommit=True) as conn:
+        for key, value in (("task_max_attempts", "1"), ("task_lease_seconds", "0.5")):
+            conn.execute("select pgrecall.set_tenant_setting(%s, %s, %s)", (acme, key, value))
+    with handle(cluster, acme) as mem:
+        mem.add_messages(s, [{"actor": "ana", "body": "I work at Initech"}])
+    with psycopg.connect(worker, autocommit=True) as conn:
+        queue = Memory(acme, conn=conn)
+        [task] = queue.claim_tasks("stalled", limit=5)
+        time.sleep(1.0)
+        assert queue.claim_tasks("next", limit=5) == []
+        with pytest.raises(errors.PgrecallError):
+            queue.complete_task(task, {"observations": []}, worker="stalled")
+    with psycopg.connect(cluster.coordinator.dsn()) as conn:
+        assert conn.execute(f"select status, attempts, last_error from {acme}.work_task where id = %s",
+                            (task.task_id,)).fetchone() == ("dead", 1, "lease expired on attempt 1")
+
+
+def test_pgrecall_tenant_upgrade_of_a_distributed_tenant(cluster, tenant_factory, monkeypatch, capsys):
+    # Before: "cannot perform query on placements that were modified in this transaction by a different
+    # user" (the installer read the ledgers the owner wrote), then the migration's ALTER TABLE sent to the
+    # shard with the rest of its script ("cannot insert multiple commands into a prepared statement").
+    monkeypatch.setenv("PGRECALL_DSN", cluster.coordinator.dsn())
+    acme = tenant_factory("acme")
+    populated(cluster, acme)
+    with handle(cluster, acme) as mem:
+        turn = mem.append("I drink green tea every morning", role="user", actor="ana")
+        mem.remember("Ana drinks green tea every morning", evidence=[turn], purposes=["converse"])
+    # As a release before the last left it: migration 0034 not applied, two function files changed since
+    with psycopg.connect(cluster.coordinator.dsn(), autocommit=True) as conn:
+        conn.execute(f"alter table {acme}.setting drop constraint setting_recall_question_time_boolean")
+        conn.execute(f"delete from {acme}.setting where key = 'recall_question_time'")
+        conn.execute(f"delete from {acme}.schema_migration where version = 34")
+        conn.execute(f"update {acme}.function_ledger set sha256 = repeat('0', 64) "
+                     "where file in ('recall.sql', 'remember.sql')")
+    assert cli.main(["tenant", "upgrade", acme]) == 0
+    said = capsys.readouterr().out
+    assert "0034_recall_question_time.sql" in said and "recall.sql" in said and "remember.sql" in said, said
+    assert cli.main(["tenant", "upgrade", acme]) == 0
+    assert "already current" in capsys.readouterr().out
+    with psycopg.connect(cluster.coordinator.dsn(), autocommit=True) as conn:
+        assert conn.execute("select value from pgrecall.tenant_settings(%s) where key = 'recall_question_time'",
+                            (acme,)).fetchone() == (True,)
+        # the migration's constraint holds on the shard
+        with pytest.raises(psycopg.errors.CheckViolation):
+            conn.execute(f"update {acme}.setting set value = '1' where key = 'recall_question_time'")
+    with handle(cluster, acme) as mem:
+        assert [i.body for i in mem.recall("green tea", mode="lexical").items] == ["Ana drinks green tea every morning"]
+        assert mem.remember("Ana walks to work", evidence=[turn], purposes=["converse"]).status == "created"
+    # the functions made again are on the worker and colocated: a recall is still one delegated task
+    with psycopg.connect(cluster.coordinator.dsn(user=f"pgrecall_{acme}_app"), autocommit=True) as conn:
+        plan = "\n".join(r[0] for r in conn.execute(
+            f"explain (verbose) select * from {acme}.recall('bot', array['default'], 'tea')").fetchall())
+    assert "Custom Scan (Citus" in plan and "Task Count: 1" in plan, plan
+
+
+def test_a_call_through_the_driver_is_one_task_on_the_tenants_worker(cluster, tenant_factory):
+    # Counted with citus_stat_counters on each node (every Citus-planned statement a node executes, its
+    # own shards' included): a delegated call is one task on the coordinator, its statements run on the
+    # tenant's worker, nothing on the other. Not delegated (inside a transaction block), the coordinator
+    # sends each statement of the function as a task of its own.
+    from psycopg_pool import ConnectionPool
+
+    for node in cluster.nodes:
+        with psycopg.connect(node.dsn(), autocommit=True) as conn:
+            conn.execute("alter system set citus.enable_stat_counters = on")
+            conn.execute("select pg_reload_conf()")
+    acme = tenant_factory("acme")
+    populated(cluster, acme)
+    with psycopg.connect(cluster.coordinator.dsn()) as conn:
+        node = conn.execute("select pgrecall.tenant_node(%s)", (acme,)).fetchone()[0]
+    holder = next(w for w in cluster.worker_nodes if f"127.0.0.1:{w.port}" == node)
+    other = next(w for w in cluster.worker_nodes if w is not holder)
+    time.sleep(0.5)  # the reload reaches every backend
+
+    def tasks():
+        counts = []
+        for n in (cluster.coordinator, holder, other):
+            with psycopg.connect(n.dsn(), autocommit=True) as conn:
+                counts.append(conn.execute("select query_execution_single_shard + query_execution_multi_shard "
+                                           "from citus_stat_counters where name = current_database()").fetchone()[0])
+        return counts
+
+    def counted(call):
+        before = tasks()
+        call()
+        return [a - b for a, b in zip(tasks(), before)]
+
+    app = cluster.coordinator.dsn(user=f"pgrecall_{acme}_app")
+    with ConnectionPool(app, min_size=1, max_size=1, open=True, configure=pgrecall.configure) as pool:
+        for where, mem in (("its own connection", handle(cluster, acme, principal="ana")),
+                           ("a pool", pgrecall.connect(tenant=acme, principal="ana", scopes=["default"], pool=pool))):
+            turn = mem.append("I fly kites on Sundays", role="user", actor="ana")
+            calls = {
+                "recall": (mem.recall, "kites", {"mode": "lexical"}),
+                "append_many": (mem.append_many, [{"body": f"turn {i} about zqkites", "source_role": "user",
+                                                   "actor": "ana"} for i in range(3)], {}),
+                "remember_many": (mem.remember_many, [{"body": f"Ana flies kite {i}", "evidence": [turn],
+                                                       "purposes": ["converse"]} for i in range(3)], {}),
+            }
+            for name, (method, argument, options) in calls.items():
+                method(argument, **options)  # the first call of a kind plans it
+                coordinator, on_holder, on_other = counted(lambda m=method, a=argument, o=options: m(a, **o))
+                assert (coordinator, on_other) == (1, 0) and on_holder >= 3, \
+                    f"{name} through {where}: {coordinator} tasks on the coordinator, {on_holder} statements on " \
+                    f"the tenant's worker, {on_other} on the other"
+            mem.close()

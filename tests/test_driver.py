@@ -27,6 +27,26 @@ def test_uses_a_pool(acme, conninfo):
         assert mem.read(mid, purpose="converse").provenance.observations[0].offset == off
 
 
+def test_a_pooled_call_runs_in_autocommit_and_the_connection_goes_back_as_lent(acme, conninfo, db):
+    # A pool lends connections outside autocommit: each call would be a transaction block of its own, which
+    # Citus does not delegate (docs/scale-out.md). The call runs in autocommit; what it writes is committed
+    # all the same, a failed call leaves nothing, and a read-only pool keeps its blocks.
+    with ConnectionPool(conninfo.dsn(user="pgrecall_acme_app"), min_size=1, max_size=1, open=True) as pool:
+        mem = pgrecall.connect(tenant="acme", pool=pool, principal="bot", scopes=["default"])
+        off = mem.append("I like jazz", role="user", actor="ana")
+        with pytest.raises(errors.InvalidArgument):
+            mem.append_many([{"body": "fine", "source_role": "user"}, {"body": "bad", "role": "user"}])
+        with pool.connection() as conn:
+            assert (conn.autocommit, conn.info.transaction_status) == (False, psycopg.pq.TransactionStatus.IDLE)
+    assert db.execute("select array_agg(log_offset) from acme.observation").fetchone()[0] == [off]
+    with ConnectionPool(conninfo.dsn(user="pgrecall_acme_app"), min_size=1, max_size=1, open=True,
+                        configure=lambda conn: setattr(conn, "read_only", True)) as pool:
+        mem = pgrecall.connect(tenant="acme", pool=pool, principal="bot", scopes=["default"])
+        assert mem.recall("jazz", mode="lexical").items == []
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+            mem.append("I like blues", role="user", actor="ana")
+
+
 def test_missing_tenant_and_old_schema_fail_fast(acme, conninfo, db):
     with pytest.raises(errors.TenantNotFound):
         pgrecall.connect(conninfo.dsn(), tenant="nosuch")

@@ -259,3 +259,26 @@ def test_server_without_pgvector_is_refused_by_name():
     finally:
         subprocess.run([*run_as, str(bindir / "pg_ctl"), "-D", str(data), "-w", "-m", "immediate", "stop"], capture_output=True)
         shutil.rmtree(top, ignore_errors=True)
+
+
+def test_scripts_are_cut_into_statements_at_semicolons_outside_quotes_and_comments(db, conninfo, standard_strings):
+    # On Citus a distributed tenant's scripts run a statement at a time (pgrecall._statements); a session
+    # with standard strings off cuts them the same.
+    install.install(db)
+    conn = conninfo.connect()
+    script = ("create table a (x text default 'semi;colon', \"odd;name\" int); -- a comment; with a semicolon\n"
+              "/* a block; comment */ insert into a values (E'it\\'s; fine', 1);\n"
+              "create function f() returns int language plpgsql as $body$ begin return 1; end $body$;\n"
+              "select $1, $$;$$, 'it''s;' from a;\n"
+              "-- a last comment; and nothing after it\n")
+    assert conn.execute("select pgrecall._statements(%s)", (script,)).fetchone()[0] == [
+        "create table a (x text default 'semi;colon', \"odd;name\" int)",
+        " -- a comment; with a semicolon\n/* a block; comment */ insert into a values (E'it\\'s; fine', 1)",
+        "\ncreate function f() returns int language plpgsql as $body$ begin return 1; end $body$",
+        "\nselect $1, $$;$$, 'it''s;' from a",
+    ]
+    # every shipped file is cut so that the pieces, joined again, are the file (but its dropped tail)
+    for name, body, pieces in conn.execute("select name, body, pgrecall._statements(body) from pgrecall.source"):
+        assert body.startswith(";".join(pieces)), name
+        assert all(p.strip() for p in pieces), name
+    conn.close()

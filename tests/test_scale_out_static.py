@@ -117,6 +117,10 @@ BAD = [
      ["create function acme.bad() returns void language plpgsql as $f$ begin "
       "update acme.corpus_stat c set refreshed_at = clock_timestamp(); end $f$"],
      "volatile in update", "bad"),
+    ("an array subscript in an UPDATE's SET",
+     ["create function acme.bad(p text[]) returns void language plpgsql as $f$ begin "
+      "update acme.corpus_stat c set documents = cardinality(p), refreshed_at = (array[now()])[1]; end $f$"],
+     "subscript in update", "bad"),
     ("security definer owned by someone else",
      ["create function acme.bad() returns int language sql security definer set search_path = pg_catalog "
       "as $$ select 1 $$"],

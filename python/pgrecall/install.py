@@ -70,7 +70,8 @@ def _install_on_citus(conn: psycopg.Connection, tenants: list[str]) -> list[tupl
        opens as the owner; 2. the tenant, created on the coordinator with DDL propagation off
        (one user per placement and transaction, which the installer and the owner would break);
     3. pgrecall.distribute_tenant: the schema moves to a worker, its functions to every node.
-    An existing tenant is upgraded in one transaction, as on one server.
+    An existing tenant is upgraded in one transaction, as on one server; if it is distributed, the
+    functions the upgrade made are then created on every node (distribute_tenant, idempotent).
     """
     if not conn.autocommit:
         conn.commit()  # each step below must commit on its own, not as a savepoint of the caller's
@@ -80,7 +81,15 @@ def _install_on_citus(conn: psycopg.Connection, tenants: list[str]) -> list[tupl
         if not conn.autocommit:
             conn.commit()
         if exists == (True,):
-            applied += _apply(conn, f"select * from pgrecall.upgrade_tenant({sources.sql_literal(name)});")
+            literal = sources.sql_literal(name)
+            applied += _apply(conn, f"select * from pgrecall.upgrade_tenant({literal});")
+            # functions the upgrade made again (or anew) exist on the coordinator only: to every node,
+            # colocated with the tenant, so that calls are delegated again
+            if conn.execute("select exists (select 1 from pg_dist_schema where schemaid = to_regnamespace(%s))",
+                            (name,)).fetchone() == (True,):
+                if not conn.autocommit:
+                    conn.commit()
+                _apply(conn, f"select * from pgrecall.distribute_tenant({literal});")
             continue
         literal = sources.sql_literal(name)
         _apply(conn, f"select pgrecall.create_tenant_roles({literal});")

@@ -76,6 +76,15 @@ def _raise(exc: psycopg.Error, where: str = "statement", args: Mapping[str, Any]
     raise translated from exc
 
 
+def _wraps_in_a_block(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    """Whether a connection borrowed from a pool would run a call in a transaction block of its own: not in
+    autocommit, idle, and with no transaction characteristic set (read only, isolation, deferrable), which
+    only a block carries. Such a call runs in autocommit instead: the same one statement, committed the
+    same, and Citus delegates a function call only outside a block (docs/scale-out.md)."""
+    return (not conn.autocommit and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            and conn.read_only is None and conn.isolation_level is None and conn.deferrable is None)
+
+
 @dataclass(frozen=True)
 class _Returned:
     value: Any
@@ -123,9 +132,16 @@ class SyncRunner(_Runner[psycopg.Connection[Any], ConnectionPool[Any]]):
             with self._connection() as conn:
                 if call.sends_vectors and not _registered(conn):
                     configure(conn)  # the caller's connection or pool did not register pgvector's types
-                with conn.cursor(row_factory=call.row_factory) as cur:
-                    cur.execute(call.query(self.tenant), call.params)
-                    found = cur.fetchall()
+                own_block = self.pool is not None and _wraps_in_a_block(conn)
+                if own_block:
+                    conn.autocommit = True
+                try:
+                    with conn.cursor(row_factory=call.row_factory) as cur:
+                        cur.execute(call.query(self.tenant), call.params)
+                        found = cur.fetchall()
+                finally:
+                    if own_block and not (conn.closed or conn.broken):
+                        conn.autocommit = False  # the pool's connection as it was lent
         except psycopg.Error as exc:
             _raise(exc, call.function, call.params)
         return call.collect(found)
@@ -190,9 +206,16 @@ class AsyncRunner(_Runner[psycopg.AsyncConnection[Any], AsyncConnectionPool[Any]
             async with self._connection() as conn:
                 if call.sends_vectors and not _registered(conn):
                     await configure_async(conn)
-                async with conn.cursor(row_factory=call.row_factory) as cur:
-                    await cur.execute(call.query(self.tenant), call.params)
-                    found = await cur.fetchall()
+                own_block = self.pool is not None and _wraps_in_a_block(conn)
+                if own_block:
+                    await conn.set_autocommit(True)
+                try:
+                    async with conn.cursor(row_factory=call.row_factory) as cur:
+                        await cur.execute(call.query(self.tenant), call.params)
+                        found = await cur.fetchall()
+                finally:
+                    if own_block and not (conn.closed or conn.broken):
+                        await conn.set_autocommit(False)  # the pool's connection as it was lent
         except psycopg.Error as exc:
             _raise(exc, call.function, call.params)
         return call.collect(found)
