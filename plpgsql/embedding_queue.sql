@@ -260,9 +260,6 @@ begin
                       coalesce(v_text_vectors, array_fill(null::__ext__.halfvec, array[cardinality(p_memory_ids)])))
                  as x(memory_id, embedding, text_embedding)
          where x.memory_id = any (v_held)
-           -- the stamp read again in this statement: a switch committed since the check above (its
-           -- re-queued jobs wait for these locks) never finds a vector of the stamp it left stored after it
-           and (p_model, p_input_version) = (select st.model, st.input_version from _embedding_stamp() st)
         on conflict (memory_id) do update
             set model = excluded.model, input_version = excluded.input_version,
                 embedding = excluded.embedding, text_embedding = excluded.text_embedding, embedded_at = excluded.embedded_at

@@ -4185,7 +4185,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$, null, $pgrecall_8524b44955ae$c628767292eff94f895f67cde889d6ccc9bea5730fc3f54b13fb0d76a381c8d7$pgrecall_8524b44955ae$, $pgrecall_c628767292ef$-- Embeddings are a derived index: the write path queues work here, the
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$, null, $pgrecall_2ad613f01e66$ded623f1ac40f85a93b2da16d4b6776389282e280750457f45be6020b46daff9$pgrecall_2ad613f01e66$, $pgrecall_ded623f1ac40$-- Embeddings are a derived index: the write path queues work here, the
 -- worker (pgrecall worker) claims it with SKIP LOCKED under a lease, embeds
 -- the text this file chooses, and stores the vector stamped with the model
 -- and input version. A result computed from text that has since changed, or
@@ -4447,9 +4447,6 @@ begin
                       coalesce(v_text_vectors, array_fill(null::__ext__.halfvec, array[cardinality(p_memory_ids)])))
                  as x(memory_id, embedding, text_embedding)
          where x.memory_id = any (v_held)
-           -- the stamp read again in this statement: a switch committed since the check above (its
-           -- re-queued jobs wait for these locks) never finds a vector of the stamp it left stored after it
-           and (p_model, p_input_version) = (select st.model, st.input_version from _embedding_stamp() st)
         on conflict (memory_id) do update
             set model = excluded.model, input_version = excluded.input_version,
                 embedding = excluded.embedding, text_embedding = excluded.text_embedding, embedded_at = excluded.embedded_at
@@ -4678,7 +4675,7 @@ end
 $$;
 comment on function __tenant__.set_embedding_version(text, integer) is
     'Switches the embedding model or input version and queues every live memory; stale vectors are ignored until rebuilt.';
-$pgrecall_c628767292ef$)
+$pgrecall_ded623f1ac40$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
