@@ -386,10 +386,103 @@ $$;
 comment on function __tenant__._remember_links(text, jsonb, bigint[], bigint[]) is
     'Internal: the derived_from and about links of new memories, their entities and projection dependencies.';
 
+-- A caller who has the vectors gives them (issue #46): the driver whose
+-- model is loaded in its process, or an application that embeds elsewhere.
+-- They are written with the memories, in the same statement's transaction,
+-- and never queued: no worker round trip. What they are is the caller's
+-- word, stamped with the model and the input version that made them, and
+-- that stamp must be the tenant's (PR155 otherwise): a vector of another
+-- model is of another space, one of another input version of another text.
+-- Under input version 1 the text is the memory's own (title and body, as
+-- stored: trimmed). A NULL element is an item without one (queued as usual).
+-- Returns the vectors parsed, or NULL when none were given.
+create or replace function __tenant__._given_vectors(p_items jsonb, p_embeddings text[], p_model text,
+                                                    p_input_version integer)
+returns __ext__.halfvec[]
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_stamp record;
+begin
+    perform _check_length(p_model, 'model name', 200);  -- given alone too: no argument reaches the log whole
+    if p_embeddings is null then
+        return null;
+    end if;
+    if cardinality(p_embeddings) is distinct from jsonb_array_length(p_items) then
+        perform _fail('PR107', format('%s embeddings for %s items: one per item, NULL for an item without one',
+                                      cardinality(p_embeddings), jsonb_array_length(p_items)));
+    end if;
+    if p_model is null or p_input_version is null then
+        perform _fail('PR107', 'embeddings are given with the model and the input version that made them',
+                      'embedding_status() names the tenant''s.');
+    end if;
+    v_stamp := _embedding_stamp();
+    if p_model <> v_stamp.model or p_input_version <> v_stamp.input_version then
+        perform _fail('PR155', format('the embeddings are of %s, input version %s; the tenant embeds with %s, '
+                                      'input version %s', p_model, p_input_version, v_stamp.model,
+                                      v_stamp.input_version),
+                      'Embed with the tenant''s model and input version, or leave the embeddings out: '
+                      'the worker embeds what is queued.');
+    end if;
+    return _embedding_vectors(p_embeddings, true);
+end
+$$;
+comment on function __tenant__._given_vectors(jsonb, text[], text, integer) is
+    'Internal: a caller''s vectors for a remember batch, parsed; PR107/PR154 if malformed, PR155 unless stamped with the tenant''s model and input version.';
+
+-- The given vectors of the memories a batch created (p_rows as
+-- _remember_numbered numbers them; p_memory/p_observation the turns they
+-- cite): stored, registered against those turns, their jobs (queued by the
+-- insert's trigger a moment ago) settled. Under input version 1 the turns
+-- they quote word for word borrow them, as from the worker's
+-- (passage_vectors.sql). A duplicate or a no-op takes no vector. Each write
+-- is a statement of its own, as in _remember_links.
+create or replace function __tenant__._remember_vectors(p_rows jsonb, p_vectors __ext__.halfvec[], p_model text,
+                                                       p_input_version integer, p_memory bigint[],
+                                                       p_observation bigint[])
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_stored bigint[];
+begin
+    with stored as (
+        insert into memory_embedding (memory_id, model, input_version, embedding, text_embedding, embedded_at)
+        select r.new_id, p_model, p_input_version, v.embedding, null, now()
+          from jsonb_to_recordset(p_rows) r(ord integer, new_id bigint)
+          join unnest(p_vectors) with ordinality as v(embedding, ord) on v.ord = r.ord
+         where r.new_id is not null and v.embedding is not null
+         order by r.new_id
+        returning memory_embedding.memory_id
+    )
+    select coalesce(array_agg(st.memory_id), '{}') into v_stored from stored st;
+    if cardinality(v_stored) = 0 then
+        return;
+    end if;
+    insert into projection_dependency (kind, row_key, observation_id)
+    select distinct 'memory_embedding', ev.m::text, ev.o from unnest(p_memory, p_observation) ev(m, o)
+     where ev.m = any (v_stored)
+    on conflict do nothing;
+    delete from embedding_job j where j.memory_id = any (v_stored);
+    if p_input_version = 1 then
+        perform _lend_memory_vectors(v_stored);
+    end if;
+end
+$$;
+comment on function __tenant__._remember_vectors(jsonb, __ext__.halfvec[], text, integer, bigint[], bigint[]) is
+    'Internal: stores the caller''s vectors of a batch''s new memories, registered and unqueued (passages borrow them under input version 1).';
+
 -- Its statements are planned once per session, not per call: the custom plan
 -- of the statement that wrote a batch was re-made on every remember(), ~15% of
 -- its server time. Each step is a statement of its own (see _remember_links).
-create or replace function __tenant__._remember_batch(p_principal_id bigint, p_scope text, p_items jsonb)
+create or replace function __tenant__._remember_batch(p_principal_id bigint, p_scope text, p_items jsonb,
+                                                     p_embeddings text[] default null,
+                                                     p_embedding_model text default null,
+                                                     p_embedding_input_version integer default null)
 returns table (ordinal integer, memory_id bigint, status text, reason text)
 language plpgsql
 security definer
@@ -401,11 +494,13 @@ declare
     v_rows jsonb;
     v_memory bigint[];       -- each new memory once per turn it cites ...
     v_observation bigint[];  -- ... and that turn's id
+    v_vectors __ext__.halfvec[];  -- the caller's vector of each item (NULL: none given)
 begin
     perform set_config('plan_cache_mode', _plan_cache_mode(), true);
     -- Validate every item before anything is written; the first problem wins.
     perform _check_memory_items(p_items);
     perform _check_memory_evidence(p_principal_id, p_scope, p_items);
+    v_vectors := _given_vectors(p_items, p_embeddings, p_embedding_model, p_embedding_input_version);
     -- Two writers must not both add the same text to a scope: lock each text.
     perform _lock('remember', array(
         select p_scope || ':' || md5(lower(regexp_replace(_trim(i.body), '[[:space:]]+', ' ', 'g')))
@@ -431,6 +526,10 @@ begin
          where r.new_id is not null
          order by r.new_id;
         perform _remember_links(p_scope, v_rows, v_memory, v_observation);
+        if v_vectors is not null then
+            perform _remember_vectors(v_rows, v_vectors, p_embedding_model, p_embedding_input_version, v_memory,
+                                      v_observation);
+        end if;
     end if;
     return query
     with r as (select * from jsonb_to_recordset(v_rows) x(ord integer, new_id bigint, existing_id bigint,
@@ -445,7 +544,7 @@ begin
     perform set_config('plan_cache_mode', v_saved_plan_mode, true);
 end
 $$;
-comment on function __tenant__._remember_batch(bigint, text, jsonb) is
+comment on function __tenant__._remember_batch(bigint, text, jsonb, text[], text, integer) is
     'Internal: the set-wise body of remember() and remember_many().';
 
 create or replace function __tenant__.remember(
@@ -461,7 +560,10 @@ create or replace function __tenant__.remember(
     p_confidence       double precision default 1,
     p_about            text[] default '{}',    -- entity names
     p_observer         text default null,      -- whose view it is (a peer name); NULL: the global view
-    p_widening_reason  text default null       -- why it may reach more peers than a turn it cites
+    p_widening_reason  text default null,      -- why it may reach more peers than a turn it cites
+    p_embedding        text default null,      -- the caller's vector of it, a literal '[0.1,...]' (NULL: queued)
+    p_embedding_model  text default null,      -- ... the model that made it
+    p_embedding_input_version integer default null  -- ... and the input version of the text it embedded
 )
 returns table (memory_id bigint, status text, reason text)
 language plpgsql
@@ -477,15 +579,21 @@ begin
       from _remember_batch(v_principal, p_scope, jsonb_build_array(jsonb_build_object(
                'body', p_body, 'evidence', p_evidence, 'purposes', p_purposes, 'audience', p_audience,
                'kind', p_kind, 'title', p_title, 'confidence', p_confidence, 'about', p_about,
-               'observer', p_observer, 'widening_reason', p_widening_reason))) b;
+               'observer', p_observer, 'widening_reason', p_widening_reason)),
+               case when p_embedding is not null then array[p_embedding] end, p_embedding_model,
+               p_embedding_input_version) b;
 end
 $$;
 comment on function __tenant__.remember(text, text[], text, text, bigint[], text[], text, text, text, double precision,
-                                        text[], text, text) is
+                                        text[], text, text, text, text, integer) is
     'Writes a memory with its audience, purposes and evidence; empty or ambiguous input is a no-op with a reason; '
-    'PR116 when it would reach more peers than a turn it cites, unless p_widening_reason says why.';
+    'PR116 when it would reach more peers than a turn it cites, unless p_widening_reason says why. With '
+    'p_embedding (stamped with the tenant''s model and input version, PR155 otherwise) its vector is written too.';
 
-create or replace function __tenant__.remember_many(p_principal text, p_scopes text[], p_scope text, p_items jsonb)
+create or replace function __tenant__.remember_many(p_principal text, p_scopes text[], p_scope text, p_items jsonb,
+                                                   p_embeddings text[] default null,
+                                                   p_embedding_model text default null,
+                                                   p_embedding_input_version integer default null)
 returns table (ordinal integer, memory_id bigint, status text, reason text)
 language plpgsql
 security definer
@@ -498,11 +606,14 @@ begin
     perform _check_object_array(p_items, 'items',
         'Each item: body, evidence, purposes, and optionally audience, kind, title, confidence, about, observer, '
         'widening_reason.');
-    return query select * from _remember_batch(v_principal, p_scope, p_items);
+    return query select * from _remember_batch(v_principal, p_scope, p_items, p_embeddings, p_embedding_model,
+                                               p_embedding_input_version);
 end
 $$;
-comment on function __tenant__.remember_many(text, text[], text, jsonb) is
-    'remember() for a batch: items as a JSON array; all are validated before any is written. One row per item.';
+comment on function __tenant__.remember_many(text, text[], text, jsonb, text[], text, integer) is
+    'remember() for a batch: items as a JSON array; all are validated before any is written. One row per item. '
+    'p_embeddings: the caller''s vector of each item (NULL for one without), stamped with the tenant''s model and '
+    'input version (PR155 otherwise), written with the memories.';
 
 -- What a person said and the memory it states, in one call: the words are
 -- appended as a note of the principal's (kind note, outside any session)

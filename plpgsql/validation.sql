@@ -546,8 +546,9 @@ comment on function __tenant__._embedding_results_usable(text, bigint[], bigint[
 -- worker's results and a caller's vectors are read here and nowhere else
 -- (each parse of 500 literals of 384 numbers is some 20 ms). PR154 for a
 -- literal pgvector refuses (not a vector, NaN or infinity, beyond halfvec's
--- range) and for any other count of dimensions than 384.
-create or replace function __tenant__._embedding_vectors(p_embeddings text[])
+-- range) and for any other count of dimensions than 384. A NULL element is
+-- refused too, unless p_nulls_allowed (remember_many: an item without one).
+create or replace function __tenant__._embedding_vectors(p_embeddings text[], p_nulls_allowed boolean default false)
 returns __ext__.halfvec[]
 language plpgsql stable
 security definer
@@ -564,14 +565,14 @@ begin
         perform _fail('PR154', format('an embedding is not a vector of 384 finite numbers: %s', sqlerrm));
     end;
     select min(__ext__.vector_dims(e)) into v_bad from unnest(v_vectors) e where __ext__.vector_dims(e) <> 384;
-    if v_bad is not null or array_position(v_vectors, null) is not null then
+    if v_bad is not null or (not p_nulls_allowed and array_position(v_vectors, null) is not null) then
         perform _fail('PR154', format('an embedding has %s dimensions, not 384', coalesce(v_bad::text, 'no')));
     end if;
     return v_vectors;
 end
 $$;
-comment on function __tenant__._embedding_vectors(text[]) is
-    'Internal: vector literals as halfvecs, parsed once; PR154 unless each is 384 finite numbers.';
+comment on function __tenant__._embedding_vectors(text[], boolean) is
+    'Internal: vector literals as halfvecs, parsed once; PR154 unless each is 384 finite numbers (or NULL, where allowed).';
 
 -- PostgreSQL stores times from 4713 BC to 294276 AD, and infinity; Python's
 -- datetime, ISO 8601 and most clients hold years 1 to 9999 only. A time

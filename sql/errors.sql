@@ -70,6 +70,7 @@ insert into pgrecall.error_code (code, name, meaning, python_class, builtin, ref
     ('PR152', 'invalid_time',          'a time that is infinite or outside years 1 to 9999, or an empty time range', 'InvalidTime', 'ValueError', 'PR107'),
     ('PR153', 'invalid_selector',      'a malformed erasure selector',                           'InvalidSelector',       'ValueError',      'PR107'),
     ('PR154', 'wrong_dimensions',      'an embedding that is not 384 finite numbers',            'WrongDimensions',       'ValueError',      'PR107'),
+    ('PR155', 'wrong_embedding_stamp', 'a vector stamped with another model or input version than the tenant embeds with', 'WrongEmbeddingStamp', 'ValueError', 'PR107'),
     ('PR180', 'duplicate_decided',     'the duplicate pair was decided first',                   'DuplicateDecided',      'RuntimeError',    null),
     ('PR181', 'narrower_replacement',  'a duplicate''s replacement reaches fewer people or purposes', 'NarrowerReplacement', 'ValueError',    null),
     ('PR182', 'not_a_pair',            'two memories with no purpose in common are no duplicate pair', 'NotAPair',         'ValueError',      null),

@@ -1340,6 +1340,7 @@ insert into pgrecall.error_code (code, name, meaning, python_class, builtin, ref
     ('PR152', 'invalid_time',          'a time that is infinite or outside years 1 to 9999, or an empty time range', 'InvalidTime', 'ValueError', 'PR107'),
     ('PR153', 'invalid_selector',      'a malformed erasure selector',                           'InvalidSelector',       'ValueError',      'PR107'),
     ('PR154', 'wrong_dimensions',      'an embedding that is not 384 finite numbers',            'WrongDimensions',       'ValueError',      'PR107'),
+    ('PR155', 'wrong_embedding_stamp', 'a vector stamped with another model or input version than the tenant embeds with', 'WrongEmbeddingStamp', 'ValueError', 'PR107'),
     ('PR180', 'duplicate_decided',     'the duplicate pair was decided first',                   'DuplicateDecided',      'RuntimeError',    null),
     ('PR181', 'narrower_replacement',  'a duplicate''s replacement reaches fewer people or purposes', 'NarrowerReplacement', 'ValueError',    null),
     ('PR182', 'not_a_pair',            'two memories with no purpose in common are no duplicate pair', 'NotAPair',         'ValueError',      null),
@@ -10845,7 +10846,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$, null, $pgrecall_10f0a777cce8$a3a2bfd8a63e84a491724bbf0921062f2691be67265a2b992f29a1df17af7443$pgrecall_10f0a777cce8$, $pgrecall_a3a2bfd8a63e$-- remember: write what the agent decided to keep, with who may see it, why
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$, null, $pgrecall_9f743be443be$6b2ed5ca3c78c4ca85522a03fa1fa9a4351e1a0dfd93dcd3d3404a52f5991d3b$pgrecall_9f743be443be$, $pgrecall_6b2ed5ca3c78$-- remember: write what the agent decided to keep, with who may see it, why
 -- it may be used, and the observations that stated it. Capture writes only
 -- what was explicitly stated: empty or ambiguous input is a no-op that says
 -- why, never an error and never a guess.
@@ -11233,10 +11234,103 @@ $$;
 comment on function __tenant__._remember_links(text, jsonb, bigint[], bigint[]) is
     'Internal: the derived_from and about links of new memories, their entities and projection dependencies.';
 
+-- A caller who has the vectors gives them (issue #46): the driver whose
+-- model is loaded in its process, or an application that embeds elsewhere.
+-- They are written with the memories, in the same statement's transaction,
+-- and never queued: no worker round trip. What they are is the caller's
+-- word, stamped with the model and the input version that made them, and
+-- that stamp must be the tenant's (PR155 otherwise): a vector of another
+-- model is of another space, one of another input version of another text.
+-- Under input version 1 the text is the memory's own (title and body, as
+-- stored: trimmed). A NULL element is an item without one (queued as usual).
+-- Returns the vectors parsed, or NULL when none were given.
+create or replace function __tenant__._given_vectors(p_items jsonb, p_embeddings text[], p_model text,
+                                                    p_input_version integer)
+returns __ext__.halfvec[]
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_stamp record;
+begin
+    perform _check_length(p_model, 'model name', 200);  -- given alone too: no argument reaches the log whole
+    if p_embeddings is null then
+        return null;
+    end if;
+    if cardinality(p_embeddings) is distinct from jsonb_array_length(p_items) then
+        perform _fail('PR107', format('%s embeddings for %s items: one per item, NULL for an item without one',
+                                      cardinality(p_embeddings), jsonb_array_length(p_items)));
+    end if;
+    if p_model is null or p_input_version is null then
+        perform _fail('PR107', 'embeddings are given with the model and the input version that made them',
+                      'embedding_status() names the tenant''s.');
+    end if;
+    v_stamp := _embedding_stamp();
+    if p_model <> v_stamp.model or p_input_version <> v_stamp.input_version then
+        perform _fail('PR155', format('the embeddings are of %s, input version %s; the tenant embeds with %s, '
+                                      'input version %s', p_model, p_input_version, v_stamp.model,
+                                      v_stamp.input_version),
+                      'Embed with the tenant''s model and input version, or leave the embeddings out: '
+                      'the worker embeds what is queued.');
+    end if;
+    return _embedding_vectors(p_embeddings, true);
+end
+$$;
+comment on function __tenant__._given_vectors(jsonb, text[], text, integer) is
+    'Internal: a caller''s vectors for a remember batch, parsed; PR107/PR154 if malformed, PR155 unless stamped with the tenant''s model and input version.';
+
+-- The given vectors of the memories a batch created (p_rows as
+-- _remember_numbered numbers them; p_memory/p_observation the turns they
+-- cite): stored, registered against those turns, their jobs (queued by the
+-- insert's trigger a moment ago) settled. Under input version 1 the turns
+-- they quote word for word borrow them, as from the worker's
+-- (passage_vectors.sql). A duplicate or a no-op takes no vector. Each write
+-- is a statement of its own, as in _remember_links.
+create or replace function __tenant__._remember_vectors(p_rows jsonb, p_vectors __ext__.halfvec[], p_model text,
+                                                       p_input_version integer, p_memory bigint[],
+                                                       p_observation bigint[])
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_stored bigint[];
+begin
+    with stored as (
+        insert into memory_embedding (memory_id, model, input_version, embedding, text_embedding, embedded_at)
+        select r.new_id, p_model, p_input_version, v.embedding, null, now()
+          from jsonb_to_recordset(p_rows) r(ord integer, new_id bigint)
+          join unnest(p_vectors) with ordinality as v(embedding, ord) on v.ord = r.ord
+         where r.new_id is not null and v.embedding is not null
+         order by r.new_id
+        returning memory_embedding.memory_id
+    )
+    select coalesce(array_agg(st.memory_id), '{}') into v_stored from stored st;
+    if cardinality(v_stored) = 0 then
+        return;
+    end if;
+    insert into projection_dependency (kind, row_key, observation_id)
+    select distinct 'memory_embedding', ev.m::text, ev.o from unnest(p_memory, p_observation) ev(m, o)
+     where ev.m = any (v_stored)
+    on conflict do nothing;
+    delete from embedding_job j where j.memory_id = any (v_stored);
+    if p_input_version = 1 then
+        perform _lend_memory_vectors(v_stored);
+    end if;
+end
+$$;
+comment on function __tenant__._remember_vectors(jsonb, __ext__.halfvec[], text, integer, bigint[], bigint[]) is
+    'Internal: stores the caller''s vectors of a batch''s new memories, registered and unqueued (passages borrow them under input version 1).';
+
 -- Its statements are planned once per session, not per call: the custom plan
 -- of the statement that wrote a batch was re-made on every remember(), ~15% of
 -- its server time. Each step is a statement of its own (see _remember_links).
-create or replace function __tenant__._remember_batch(p_principal_id bigint, p_scope text, p_items jsonb)
+create or replace function __tenant__._remember_batch(p_principal_id bigint, p_scope text, p_items jsonb,
+                                                     p_embeddings text[] default null,
+                                                     p_embedding_model text default null,
+                                                     p_embedding_input_version integer default null)
 returns table (ordinal integer, memory_id bigint, status text, reason text)
 language plpgsql
 security definer
@@ -11248,11 +11342,13 @@ declare
     v_rows jsonb;
     v_memory bigint[];       -- each new memory once per turn it cites ...
     v_observation bigint[];  -- ... and that turn's id
+    v_vectors __ext__.halfvec[];  -- the caller's vector of each item (NULL: none given)
 begin
     perform set_config('plan_cache_mode', _plan_cache_mode(), true);
     -- Validate every item before anything is written; the first problem wins.
     perform _check_memory_items(p_items);
     perform _check_memory_evidence(p_principal_id, p_scope, p_items);
+    v_vectors := _given_vectors(p_items, p_embeddings, p_embedding_model, p_embedding_input_version);
     -- Two writers must not both add the same text to a scope: lock each text.
     perform _lock('remember', array(
         select p_scope || ':' || md5(lower(regexp_replace(_trim(i.body), '[[:space:]]+', ' ', 'g')))
@@ -11278,6 +11374,10 @@ begin
          where r.new_id is not null
          order by r.new_id;
         perform _remember_links(p_scope, v_rows, v_memory, v_observation);
+        if v_vectors is not null then
+            perform _remember_vectors(v_rows, v_vectors, p_embedding_model, p_embedding_input_version, v_memory,
+                                      v_observation);
+        end if;
     end if;
     return query
     with r as (select * from jsonb_to_recordset(v_rows) x(ord integer, new_id bigint, existing_id bigint,
@@ -11292,7 +11392,7 @@ begin
     perform set_config('plan_cache_mode', v_saved_plan_mode, true);
 end
 $$;
-comment on function __tenant__._remember_batch(bigint, text, jsonb) is
+comment on function __tenant__._remember_batch(bigint, text, jsonb, text[], text, integer) is
     'Internal: the set-wise body of remember() and remember_many().';
 
 create or replace function __tenant__.remember(
@@ -11308,7 +11408,10 @@ create or replace function __tenant__.remember(
     p_confidence       double precision default 1,
     p_about            text[] default '{}',    -- entity names
     p_observer         text default null,      -- whose view it is (a peer name); NULL: the global view
-    p_widening_reason  text default null       -- why it may reach more peers than a turn it cites
+    p_widening_reason  text default null,      -- why it may reach more peers than a turn it cites
+    p_embedding        text default null,      -- the caller's vector of it, a literal '[0.1,...]' (NULL: queued)
+    p_embedding_model  text default null,      -- ... the model that made it
+    p_embedding_input_version integer default null  -- ... and the input version of the text it embedded
 )
 returns table (memory_id bigint, status text, reason text)
 language plpgsql
@@ -11324,15 +11427,21 @@ begin
       from _remember_batch(v_principal, p_scope, jsonb_build_array(jsonb_build_object(
                'body', p_body, 'evidence', p_evidence, 'purposes', p_purposes, 'audience', p_audience,
                'kind', p_kind, 'title', p_title, 'confidence', p_confidence, 'about', p_about,
-               'observer', p_observer, 'widening_reason', p_widening_reason))) b;
+               'observer', p_observer, 'widening_reason', p_widening_reason)),
+               case when p_embedding is not null then array[p_embedding] end, p_embedding_model,
+               p_embedding_input_version) b;
 end
 $$;
 comment on function __tenant__.remember(text, text[], text, text, bigint[], text[], text, text, text, double precision,
-                                        text[], text, text) is
+                                        text[], text, text, text, text, integer) is
     'Writes a memory with its audience, purposes and evidence; empty or ambiguous input is a no-op with a reason; '
-    'PR116 when it would reach more peers than a turn it cites, unless p_widening_reason says why.';
+    'PR116 when it would reach more peers than a turn it cites, unless p_widening_reason says why. With '
+    'p_embedding (stamped with the tenant''s model and input version, PR155 otherwise) its vector is written too.';
 
-create or replace function __tenant__.remember_many(p_principal text, p_scopes text[], p_scope text, p_items jsonb)
+create or replace function __tenant__.remember_many(p_principal text, p_scopes text[], p_scope text, p_items jsonb,
+                                                   p_embeddings text[] default null,
+                                                   p_embedding_model text default null,
+                                                   p_embedding_input_version integer default null)
 returns table (ordinal integer, memory_id bigint, status text, reason text)
 language plpgsql
 security definer
@@ -11345,11 +11454,14 @@ begin
     perform _check_object_array(p_items, 'items',
         'Each item: body, evidence, purposes, and optionally audience, kind, title, confidence, about, observer, '
         'widening_reason.');
-    return query select * from _remember_batch(v_principal, p_scope, p_items);
+    return query select * from _remember_batch(v_principal, p_scope, p_items, p_embeddings, p_embedding_model,
+                                               p_embedding_input_version);
 end
 $$;
-comment on function __tenant__.remember_many(text, text[], text, jsonb) is
-    'remember() for a batch: items as a JSON array; all are validated before any is written. One row per item.';
+comment on function __tenant__.remember_many(text, text[], text, jsonb, text[], text, integer) is
+    'remember() for a batch: items as a JSON array; all are validated before any is written. One row per item. '
+    'p_embeddings: the caller''s vector of each item (NULL for one without), stamped with the tenant''s model and '
+    'input version (PR155 otherwise), written with the memories.';
 
 -- What a person said and the memory it states, in one call: the words are
 -- appended as a note of the principal's (kind note, outside any session)
@@ -11415,7 +11527,7 @@ comment on function __tenant__.remember_said(text, text[], text, text, text[], t
                                              text[], bigint[], text, jsonb, text) is
     'Appends what was said (as the principal''s note) and remembers it, citing it, in one call; a memory that is a '
     'no-op or refused leaves no turn (log_offset NULL).';
-$pgrecall_a3a2bfd8a63e$)
+$pgrecall_6b2ed5ca3c78$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -13156,7 +13268,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$, null, $pgrecall_7f242bd54c78$5ea8a1bf7ab2f62d8d06953fbe9683ce7c7c9fc5d1edc91a4ffca0e5992d2701$pgrecall_7f242bd54c78$, $pgrecall_5ea8a1bf7ab2$-- Argument checks shared by every operation. Each failure raises a PR-class
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$, null, $pgrecall_2a8b80e0158e$1ca9cbea73859fa19b13a59d7f435ec02e128a1020a981dd9af7d9e86b314277$pgrecall_2a8b80e0158e$, $pgrecall_1ca9cbea7385$-- Argument checks shared by every operation. Each failure raises a PR-class
 -- SQLSTATE whose message names the offending value; the codes are listed,
 -- with what each means, in sql/errors.sql (pgrecall.error_code).
 
@@ -13704,8 +13816,9 @@ comment on function __tenant__._embedding_results_usable(text, bigint[], bigint[
 -- worker's results and a caller's vectors are read here and nowhere else
 -- (each parse of 500 literals of 384 numbers is some 20 ms). PR154 for a
 -- literal pgvector refuses (not a vector, NaN or infinity, beyond halfvec's
--- range) and for any other count of dimensions than 384.
-create or replace function __tenant__._embedding_vectors(p_embeddings text[])
+-- range) and for any other count of dimensions than 384. A NULL element is
+-- refused too, unless p_nulls_allowed (remember_many: an item without one).
+create or replace function __tenant__._embedding_vectors(p_embeddings text[], p_nulls_allowed boolean default false)
 returns __ext__.halfvec[]
 language plpgsql stable
 security definer
@@ -13722,14 +13835,14 @@ begin
         perform _fail('PR154', format('an embedding is not a vector of 384 finite numbers: %s', sqlerrm));
     end;
     select min(__ext__.vector_dims(e)) into v_bad from unnest(v_vectors) e where __ext__.vector_dims(e) <> 384;
-    if v_bad is not null or array_position(v_vectors, null) is not null then
+    if v_bad is not null or (not p_nulls_allowed and array_position(v_vectors, null) is not null) then
         perform _fail('PR154', format('an embedding has %s dimensions, not 384', coalesce(v_bad::text, 'no')));
     end if;
     return v_vectors;
 end
 $$;
-comment on function __tenant__._embedding_vectors(text[]) is
-    'Internal: vector literals as halfvecs, parsed once; PR154 unless each is 384 finite numbers.';
+comment on function __tenant__._embedding_vectors(text[], boolean) is
+    'Internal: vector literals as halfvecs, parsed once; PR154 unless each is 384 finite numbers (or NULL, where allowed).';
 
 -- PostgreSQL stores times from 4713 BC to 294276 AD, and infinity; Python's
 -- datetime, ISO 8601 and most clients hold years 1 to 9999 only. A time
@@ -13808,7 +13921,7 @@ as $$
 $$;
 comment on function __tenant__._whole_in_range(jsonb, numeric, numeric) is
     'Internal: true when the JSON value is a whole number from p_min to p_max.';
-$pgrecall_5ea8a1bf7ab2$)
+$pgrecall_1ca9cbea7385$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 

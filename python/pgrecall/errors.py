@@ -237,6 +237,11 @@ class WrongDimensions(InvalidArgument, sqlstate="PR154"):
     """An embedding that is not 384 finite numbers: the vectors come from another model."""
 
 
+class WrongEmbeddingStamp(InvalidArgument, sqlstate="PR155"):
+    """remember() was given vectors stamped with another model or input version than the tenant embeds with:
+    they would be of another text or another space than the tenant's other vectors."""
+
+
 class DuplicateDecided(ConcurrencyError, sqlstate="PR180"):
     """decide_duplicate: someone decided this pair, at the revisions the caller saw, first."""
 

@@ -194,6 +194,7 @@ def timestamp(value: str | datetime) -> datetime:
 # The casts the driver writes after a placeholder: SQL text of its own, never a caller's.
 REAL_ARRAY = "real[]"
 TEXT_ARRAY = "text[]"
+TEXT = "text"
 
 
 @dataclass(frozen=True)
@@ -203,7 +204,7 @@ class Cast:
     driver, never taken from a caller."""
 
     value: Any
-    to: str  # REAL_ARRAY or TEXT_ARRAY
+    to: str  # REAL_ARRAY, TEXT_ARRAY or TEXT
 
 
 @dataclass(frozen=True)
@@ -380,6 +381,8 @@ class Handle:
         self.principal = principal
         self.scopes = list(scopes) if scopes is not None else None
         self._embedder = embedder
+        # The tenant's embedding model and input version, as last read (write_embedder); None: not read yet.
+        self.embedding_stamp: tuple[str, int] | None = None
 
     def who(self, principal: str | None, scopes: Sequence[str] | None) -> tuple[str, list[str]]:
         """The principal and authorised scopes of a call: its own, else the handle's."""
@@ -390,6 +393,14 @@ class Handle:
         if not chosen:
             raise errors.ScopeNotAuthorised("no authorised scopes: pass scopes= to connect() or to the call")
         return principal, chosen
+
+    @property
+    def write_embedder(self) -> TextEmbedder | None:
+        """The embedder whose vectors remember() sends with the memories: the one the handle was given
+        (connect(embedder=...)), whose model the caller has at hand; None otherwise (the worker embeds what is
+        queued). Not the default model even when this process has loaded it: whether a remember() is queued
+        would then depend on what ran before it in the process."""
+        return self._embedder
 
     @property
     def embedder(self) -> TextEmbedder:

@@ -753,8 +753,8 @@ SIGNATURES: dict[str, tuple[tuple[str, str, bool], ...]] = {
     'refresh_term_stats': (),
     'release_embedding_jobs': (('worker', 'text', False), ('memory_ids', 'bigint[]', False)),
     'release_passage_embedding_jobs': (('worker', 'text', False), ('passage_ids', 'bigint[]', False)),
-    'remember': (('principal', 'text', False), ('scopes', 'text[]', False), ('scope', 'text', False), ('body', 'text', False), ('evidence', 'bigint[]', False), ('purposes', 'text[]', False), ('audience', 'text', True), ('kind', 'text', True), ('title', 'text', True), ('confidence', 'double precision', True), ('about', 'text[]', True), ('observer', 'text', True), ('widening_reason', 'text', True)),
-    'remember_many': (('principal', 'text', False), ('scopes', 'text[]', False), ('scope', 'text', False), ('items', 'jsonb', False)),
+    'remember': (('principal', 'text', False), ('scopes', 'text[]', False), ('scope', 'text', False), ('body', 'text', False), ('evidence', 'bigint[]', False), ('purposes', 'text[]', False), ('audience', 'text', True), ('kind', 'text', True), ('title', 'text', True), ('confidence', 'double precision', True), ('about', 'text[]', True), ('observer', 'text', True), ('widening_reason', 'text', True), ('embedding', 'text', True), ('embedding_model', 'text', True), ('embedding_input_version', 'integer', True)),
+    'remember_many': (('principal', 'text', False), ('scopes', 'text[]', False), ('scope', 'text', False), ('items', 'jsonb', False), ('embeddings', 'text[]', True), ('embedding_model', 'text', True), ('embedding_input_version', 'integer', True)),
     'remember_said': (('principal', 'text', False), ('scopes', 'text[]', False), ('scope', 'text', False), ('said', 'text', False), ('purposes', 'text[]', False), ('body', 'text', True), ('audience', 'text', True), ('kind', 'text', True), ('title', 'text', True), ('confidence', 'double precision', True), ('about', 'text[]', True), ('evidence', 'bigint[]', True), ('source_role', 'text', True), ('payload', 'jsonb', True), ('widening_reason', 'text', True)),
     'remove_session_peers': (('principal', 'text', False), ('scopes', 'text[]', False), ('session', 'bigint', False), ('peers', 'text[]', False)),
     'representation': (('principal', 'text', False), ('scopes', 'text[]', False), ('target', 'text', False), ('observer', 'text', True), ('purpose', 'text', True), ('limit', 'integer', True)),
@@ -1107,17 +1107,17 @@ def release_passage_embedding_jobs(h: Handle, worker: str, passage_ids: list[int
     return _value('release_passage_embedding_jobs', args, int)
 
 
-def remember(h: Handle, scope: str, body: str, evidence: list[int], purposes: list[str], *, audience: str | None = None, kind: str | None = None, title: str | None = None, confidence: float | None = None, about: list[str] | None = None, observer: str | None = None, widening_reason: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
-    """Writes a memory with its audience, purposes and evidence; empty or ambiguous input is a no-op with a reason; PR116 when it would reach more peers than a turn it cites, unless p_widening_reason says why."""
+def remember(h: Handle, scope: str, body: str, evidence: list[int], purposes: list[str], *, audience: str | None = None, kind: str | None = None, title: str | None = None, confidence: float | None = None, about: list[str] | None = None, observer: str | None = None, widening_reason: str | None = None, embedding: str | None = None, embedding_model: str | None = None, embedding_input_version: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+    """Writes a memory with its audience, purposes and evidence; empty or ambiguous input is a no-op with a reason; PR116 when it would reach more peers than a turn it cites, unless p_widening_reason says why. With p_embedding (stamped with the tenant's model and input version, PR155 otherwise) its vector is written too."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'body': body, 'evidence': evidence, 'purposes': purposes, 'audience': audience, 'kind': kind, 'title': title, 'confidence': confidence, 'about': about, 'observer': observer, 'widening_reason': widening_reason}, ('audience', 'kind', 'title', 'confidence', 'about', 'observer', 'widening_reason'))
+    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'body': body, 'evidence': evidence, 'purposes': purposes, 'audience': audience, 'kind': kind, 'title': title, 'confidence': confidence, 'about': about, 'observer': observer, 'widening_reason': widening_reason, 'embedding': embedding, 'embedding_model': embedding_model, 'embedding_input_version': embedding_input_version}, ('audience', 'kind', 'title', 'confidence', 'about', 'observer', 'widening_reason', 'embedding', 'embedding_model', 'embedding_input_version'))
     return _rows('remember', args, RememberRow)
 
 
-def remember_many(h: Handle, scope: str, items: Any, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
-    """remember() for a batch: items as a JSON array; all are validated before any is written. One row per item."""
+def remember_many(h: Handle, scope: str, items: Any, *, embeddings: list[str] | None = None, embedding_model: str | None = None, embedding_input_version: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+    """remember() for a batch: items as a JSON array; all are validated before any is written. One row per item. p_embeddings: the caller's vector of each item (NULL for one without), stamped with the tenant's model and input version (PR155 otherwise), written with the memories."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'items': items}, ())
+    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'items': items, 'embeddings': embeddings, 'embedding_model': embedding_model, 'embedding_input_version': embedding_input_version}, ('embeddings', 'embedding_model', 'embedding_input_version'))
     return _rows('remember_many', args, RememberManyRow)
 
 

@@ -6,17 +6,41 @@ Each function builds the call of one stored function; ``Memory`` and ``AsyncMemo
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
+import numpy as np
+import numpy.typing as npt
 import psycopg
+from pgvector import Vector
 from psycopg.types.json import Jsonb
 from psycopg.types.range import Range
 
 from .. import boundary, errors, sources
-from ._calls import Call, Handle, Program, json_items, json_list, json_object, one, parse, rows, step, timestamp, value
+from ..embedder import DIMENSIONS, ModelUnavailable
+from ._calls import (
+    TEXT,
+    TEXT_ARRAY,
+    Call,
+    Cast,
+    Handle,
+    Program,
+    connection_state,
+    json_items,
+    json_list,
+    json_object,
+    offload,
+    one,
+    parse,
+    rows,
+    step,
+    timestamp,
+    value,
+)
+
+T = TypeVar("T")
 
 # -- row types ----------------------------------------------------------------------------------------------
 
@@ -260,8 +284,9 @@ def remember(h: Handle, text: str, *, evidence: Sequence[int] = (), purposes: Se
              scope: str | None = None, audience: str | None = None, kind: str = "note", title: str | None = None,
              confidence: float = 1.0, about: Sequence[str] = (), observer: str | None = None,
              widening_reason: str | None = None, said: str | None = None, said_role: str = "user",
-             said_payload: Mapping[str, Any] | None = None, principal: str | None = None,
-             scopes: Sequence[str] | None = None) -> Call[Remembered]:
+             said_payload: Mapping[str, Any] | None = None, embedding: VectorLike | None = None,
+             embedding_model: str | None = None, embedding_input_version: int | None = None, embed: bool = True,
+             principal: str | None = None, scopes: Sequence[str] | None = None) -> Program[Remembered]:
     """Write a memory. ``observer`` makes it that peer's local view (None: the global view). Empty or
     ambiguous input is a no-op with a reason (``status == 'noop'``), not an error.
 
@@ -270,33 +295,144 @@ def remember(h: Handle, text: str, *, evidence: Sequence[int] = (), purposes: Se
     cited, in the same call (``remember_said``; ``said_role`` and ``said_payload`` are the turn's), seen by the
     memory's audience and the principal: a memory that is refused or a no-op leaves no turn. The result is then
     a ``RememberedSaid`` with the turn's ``log_offset`` (None when nothing was kept).
+
+    ``embedding`` (384 numbers) is the memory's vector, made by ``embedding_model`` from the text of
+    ``embedding_input_version`` (WrongEmbeddingStamp unless those are the tenant's): written with the memory, not
+    queued for the worker. Without one, the handle's own embedder (``connect(embedder=...)``) embeds the
+    memory here when the tenant's input version is 1, whose text is the memory's own; ``embed=False`` leaves
+    it to the worker.
     """
     principal, scopes = h.who(principal, scopes)
     if said is not None:
         if observer is not None:
             raise errors.InvalidArgument("remember(said=...) writes the global view: observer is not taken with it")
-        return one("remember_said", {
+        if embedding is not None:
+            raise errors.InvalidArgument("remember(said=...) queues its memory for the worker: embedding is not "
+                                         "taken with it")
+        return (yield from step(one("remember_said", {
             "principal": principal, "scopes": scopes, "scope": scope or scopes[0], "said": said, "body": text,
             "evidence": _list(evidence), "purposes": _list(purposes), "audience": audience, "kind": kind,
             "title": title, "confidence": confidence, "about": list(about), "source_role": said_role,
             "payload": Jsonb(said_payload if said_payload is not None else {}), "widening_reason": widening_reason,
-        }, RememberedSaid)
-    return one("remember", {
+        }, RememberedSaid)))
+    args = {
         "principal": principal, "scopes": scopes, "scope": scope or scopes[0], "body": text,
         "evidence": _list(evidence), "purposes": _list(purposes), "audience": audience, "kind": kind,
         "title": title, "confidence": confidence, "about": list(about), "observer": observer,
         "widening_reason": widening_reason,
-    }, Remembered)
+    }
+
+    def call(vectors: list[Vector | None] | None, model: str | None, version: int | None) -> Call[Remembered]:
+        given = {} if vectors is None else {"embedding": Cast(vectors[0], TEXT), "embedding_model": model,
+                                            "embedding_input_version": version}
+        return one("remember", {**args, **given}, Remembered)
+
+    return (yield from _with_vectors(h, [{"body": text, "title": title}], call,
+                                     None if embedding is None else [embedding], embedding_model,
+                                     embedding_input_version, embed))
 
 
 def remember_many(h: Handle, items: Sequence[Mapping[str, Any]], *, scope: str | None = None,
-                  principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[Remembered]]:
+                  embeddings: Sequence[VectorLike | None] | None = None, embedding_model: str | None = None,
+                  embedding_input_version: int | None = None, embed: bool = True, principal: str | None = None,
+                  scopes: Sequence[str] | None = None) -> Program[list[Remembered]]:
     """remember() for a batch: each item a dict with body, evidence, purposes (and optionally audience,
     kind, title, confidence, about, observer, widening_reason). Validated whole before anything is written;
-    one result per item."""
+    one result per item. ``embeddings``: each item's vector (None for an item without one), stamped as for
+    remember(); without them, the handle's embedder embeds the batch here as remember() does (not with
+    ``embed=False``)."""
     principal, scopes = h.who(principal, scopes)
-    return rows("remember_many", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
-                                  "items": Jsonb(list(items))}, Remembered, ordered_by="ordinal")
+    args = {"principal": principal, "scopes": scopes, "scope": scope or scopes[0], "items": Jsonb(list(items))}
+
+    def call(vectors: list[Vector | None] | None, model: str | None, version: int | None) -> Call[list[Remembered]]:
+        given = {} if vectors is None else {"embeddings": Cast(vectors, TEXT_ARRAY), "embedding_model": model,
+                                            "embedding_input_version": version}
+        return rows("remember_many", {**args, **given}, Remembered, ordered_by="ordinal")
+
+    return (yield from _with_vectors(h, items, call, embeddings, embedding_model, embedding_input_version, embed))
+
+
+# -- the vectors a caller has (issue #46) -------------------------------------------------------------------
+
+VectorLike = Sequence[float] | npt.NDArray[Any]
+
+# What _trim() strips in the tenant (plpgsql/validation.sql): the body is stored without it.
+_WHITESPACE = " \t\n\r\f\v\u00a0\u2028\u2029\ufeff"
+
+
+def _own_text(item: Mapping[str, Any]) -> str:
+    """The text input version 1 embeds for a memory: its title and body, as the tenant stores them."""
+    body = str(item.get("body") or "").strip(_WHITESPACE)
+    title = item.get("title")
+    return body if title is None else f"{title}\n{body}"
+
+
+def _as_vector(value: VectorLike | None) -> Vector | None:
+    if value is None:
+        return None
+    try:
+        array = np.asarray(value, dtype=np.float32)
+        return Vector(array)
+    except (TypeError, ValueError) as exc:
+        raise errors.InvalidArgument(f"an embedding must be {DIMENSIONS} numbers, not {type(value).__name__}",
+                                     hint="Pass a sequence of floats or a 1-D numpy array.") from exc
+
+
+@dataclass(frozen=True)
+class _Setting:
+    key: str
+    value: Any
+    description: str | None
+
+
+def _tenant_stamp(h: Handle) -> Program[tuple[str, int]]:
+    """The tenant's embedding model and input version, read once per handle (again after a PR155)."""
+    if h.embedding_stamp is None:
+        found = yield from step(rows("settings", {}, _Setting))
+        values = {s.key: s.value for s in found}
+        h.embedding_stamp = (str(values["embedding_model"]), int(values["embedding_input_version"]))
+    return h.embedding_stamp
+
+
+def _with_vectors(h: Handle, items: Sequence[Mapping[str, Any]], call: Callable[..., Call[T]],
+                  given: Sequence[VectorLike | None] | None, model: str | None, version: int | None,
+                  embed: bool) -> Program[T]:
+    """Run ``call`` with the caller's vectors, or with the handle's embedder's when it is here and the tenant's
+    input version is 1 (the memory's own text, which this process can build), or without any (queued).
+
+    Vectors the handle made itself follow the tenant: if it switched model or input version since the handle
+    last read them (PR155), the call is made again without them, when the failed one was a transaction of its
+    own (autocommit, or none open); inside the caller's transaction the error is the caller's to handle."""
+    if given is not None:
+        if len(given) != len(items):
+            raise errors.InvalidArgument(f"{len(given)} embeddings for {len(items)} items: one per item, None for "
+                                         "an item without one")
+        return (yield from step(call([_as_vector(v) for v in given], model, version)))
+    embedder = h.write_embedder if embed else None
+    if embedder is None:
+        return (yield from step(call(None, None, None)))
+    stamp = yield from _tenant_stamp(h)
+    if stamp != (embedder.name, 1):
+        return (yield from step(call(None, None, None)))
+    texts = [_own_text(item) for item in items]
+    wanted = [i for i, text in enumerate(texts) if text.strip(_WHITESPACE)]
+    made: Any = []
+    try:
+        if wanted:
+            made = yield from offload(embedder.embed, [texts[i] for i in wanted])
+    except ModelUnavailable:
+        return (yield from step(call(None, None, None)))
+    vectors: list[Vector | None] = [None] * len(items)
+    for i, vector in zip(wanted, made):
+        vectors[i] = _as_vector(vector)
+    try:
+        return (yield from step(call(vectors, embedder.name, 1)))
+    except errors.WrongEmbeddingStamp:
+        h.embedding_stamp = None
+        state = yield from connection_state()
+        if not (state.autocommit or state.idle):
+            raise
+        return (yield from step(call(None, None, None)))
 
 
 def read(h: Handle, memory_id: int, *, purpose: str, include_superseded: bool = False,
