@@ -392,20 +392,21 @@ select * from acme.assert_fact(
     p_subject   => 'Ana',
     p_predicate => 'lives_in',
     p_object    => 'Lisbon',
-    p_evidence  => '[{"offset": 2, "quote": "I live in Lisbon"}]');
+    p_evidence  => '[{"offset": 2, "quote": "I live in Lisbon"}]',
+    p_audience  => 'assistant');
 select * from acme.assert_fact('assistant', '{default}', 'default', 'Ana', 'lives_in', 'Porto',
-                               '[{"offset": 6, "quote": "I moved to Porto"}]');
+                               '[{"offset": 6, "quote": "I moved to Porto"}]', p_audience => 'assistant');
 select now() as before_tokyo \gset
 select * from acme.assert_fact('assistant', '{default}', 'default', 'Ana', 'lives_in', 'Tokyo',
                                '[{"offset": 10, "quote": "From 1 to 14 December 2036 I''ll live in Tokyo"}]',
-                               p_valid_from => '2036-12-01', p_valid_to => '2036-12-15');
+                               p_valid_from => '2036-12-01', p_valid_to => '2036-12-15', p_audience => 'assistant');
 \c :su
 select f.id, o.name as object, f.valid, upper_inf(f.known) as current, f.closed_by, f.split_from, f.split_by
   from acme.fact f join acme.entity o on o.id = f.object_id order by f.id;
 \c :app
 select * from acme.assert_fact('assistant', '{default}', 'default', 'ana', 'lives_in', 'tokyo',
                                '[{"offset": 10, "quote": "I''ll live in Tokyo"}]',
-                               p_valid_from => '2036-12-01', p_valid_to => '2036-12-15');
+                               p_valid_from => '2036-12-01', p_valid_to => '2036-12-15', p_audience => 'assistant');
 select * from acme.assert_fact('assistant', '{default}', 'default', 'Ana', 'likes', 'Japanese food',
                                '[{"offset": 11, "quote": "You must love Japanese food"}]');  -- PR113
 select * from acme.assert_fact('assistant', '{default}', 'default', 'Ana', 'moved_to', 'Porto',
@@ -416,31 +417,31 @@ select * from acme.assert_fact('assistant', '{default}', 'default', 'Ana', 'like
                                '[{"offset": 12, "start": 7, "end": 21, "quote": "miso above all"}]');  -- PR112
 select * from acme.assert_fact('assistant', '{default}', 'default', 'Ana', 'likes', 'miso', '[]');  -- PR112
 select * from acme.assert_fact('assistant', '{default}', 'default', 'Ana', 'knows', 'ana',
-                               '[{"offset": 12, "quote": "I do"}]');  -- PR107
+                               '[{"offset": 12, "quote": "I do"}]', p_audience => 'assistant');  -- PR107
 
 -- == <tenant>.assert_facts
 select * from acme.assert_facts('assistant', '{default}', 'default', '[
     {"subject": "Ana", "predicate": "likes", "object": "Japanese food",
-     "evidence": [{"offset": 11, "quote": "You must love Japanese food"}, {"offset": 12, "quote": "I do"}]},
+     "evidence": [{"offset": 11, "quote": "You must love Japanese food"}, {"offset": 12, "quote": "I do"}], "audience": "assistant"},
     {"subject": "Ana", "predicate": "likes", "object": "miso",
-     "evidence": [{"offset": 12, "start": 9, "end": 23, "quote": "miso above all"}]},
+     "evidence": [{"offset": 12, "start": 9, "end": 23, "quote": "miso above all"}], "audience": "assistant"},
     {"subject": "Ana", "predicate": "friend_of", "object": "Kenji",
-     "evidence": [{"offset": 12, "quote": "My friend Kenji"}], "object_type": "person"},
+     "evidence": [{"offset": 12, "quote": "My friend Kenji"}], "object_type": "person", "audience": "assistant"},
     {"subject": "Kenji", "predicate": "works_at", "object": "Tsukiji Kitchen",
      "evidence": [{"offset": 12, "quote": "Kenji teaches the course at Tsukiji Kitchen"}],
-     "statement": "Kenji teaches the cooking course at Tsukiji Kitchen"},
+     "statement": "Kenji teaches the cooking course at Tsukiji Kitchen", "audience": "assistant"},
     {"subject": "Tsukiji Kitchen", "predicate": "located_in", "object": "Tokyo",
-     "evidence": [{"offset": 13, "quote": "Tsukiji Kitchen is in Tokyo"}]},
+     "evidence": [{"offset": 13, "quote": "Tsukiji Kitchen is in Tokyo"}], "audience": "assistant"},
     {"subject": "Kenji Sato", "predicate": "speaks", "object": "Portuguese",
-     "evidence": [{"offset": 14, "quote": "Kenji Sato speaks Portuguese"}]},
+     "evidence": [{"offset": 14, "quote": "Kenji Sato speaks Portuguese"}], "audience": "assistant"},
     {"subject": "Ana", "predicate": "allergic_to", "object": "peanuts",
      "evidence": [{"offset": 4, "quote": "Peanuts"}], "audience": "ana", "purposes": ["act"]}]');
 select * from acme.assert_facts('assistant', '{default}', 'default', '[
-    {"subject": "Ana", "predicate": "speaks", "object": "Portuguese", "evidence": [{"offset": 14, "quote": "Yes."}]},
-    {"subject": "Ana", "predicate": "speaks", "object": "Japanese", "evidence": [{"offset": 11, "quote": "Japanese"}]}]');  -- PR113
+    {"subject": "Ana", "predicate": "speaks", "object": "Portuguese", "evidence": [{"offset": 14, "quote": "Yes."}], "audience": "assistant"},
+    {"subject": "Ana", "predicate": "speaks", "object": "Japanese", "evidence": [{"offset": 11, "quote": "Japanese"}], "audience": "assistant"}]');  -- PR113
 select * from acme.assert_facts('assistant', '{default}', 'default', '[
-    {"subject": "Ana", "predicate": "likes", "object": "ramen", "evidence": [{"offset": 9, "quote": "Vegetarian ramen"}]},
-    {"subject": "Ana", "predicate": "likes", "objekt": "tofu", "evidence": [{"offset": 9, "quote": "Vegetarian ramen"}]}]');  -- PR107
+    {"subject": "Ana", "predicate": "likes", "object": "ramen", "evidence": [{"offset": 9, "quote": "Vegetarian ramen"}], "audience": "assistant"},
+    {"subject": "Ana", "predicate": "likes", "objekt": "tofu", "evidence": [{"offset": 9, "quote": "Vegetarian ramen"}], "audience": "assistant"}]');  -- PR107
 select count(*) from acme.facts_as_of('assistant', '{default}', 'Ana', 'speaks');
 
 -- == <tenant>.facts_as_of

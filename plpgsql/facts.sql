@@ -55,9 +55,9 @@ comment on function __tenant__._eligible_facts(bigint, text[], text, timestamptz
 -- Evidence items ({"offset", "quote", optional "start"/"end" byte offsets})
 -- resolved to observations and byte spans. Without a span the quote's first
 -- occurrence is used; either way the trigger on fact_evidence checks the bytes.
-create or replace function __tenant__._evidence_spans(p_scope text, p_evidence jsonb)
+create or replace function __tenant__._evidence_spans(p_principal_id bigint, p_scope text, p_evidence jsonb)
 returns table (observation_id bigint, byte_start integer, byte_end integer, quote text,
-               source_role text, occurred_at timestamptz)
+               source_role text, occurred_at timestamptz, audience bigint[])
 language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -84,9 +84,13 @@ begin
             perform _fail('PR150', format('evidence item %s has an offset or span out of range', _clip(v_item::text, 200)),
                           'An offset is a positive whole number below 2^63; "start" and "end" are byte offsets into the observation.');
         end if;
-        select o.* into v_obs from observation o where o.scope = p_scope and o.log_offset = (v_item ->> 'offset')::bigint;
+        -- A turn the principal may not see is missing to them: quoting it would
+        -- confirm or refute a guess at its words.
+        select o.* into v_obs from observation o
+         where o.scope = p_scope and o.log_offset = (v_item ->> 'offset')::bigint
+           and _audience_admits(p_principal_id, null, o.audience);
         if v_obs.id is null then
-            perform _observation_ids(p_scope, array[(v_item ->> 'offset')::bigint]);  -- raises PR109, naming it
+            perform _observation_ids(p_scope, array[(v_item ->> 'offset')::bigint], p_principal_id);  -- PR109, naming it
         end if;
         if v_item ? 'start' or v_item ? 'end' then
             if jsonb_typeof(v_item -> 'start') is distinct from 'number' or jsonb_typeof(v_item -> 'end') is distinct from 'number'
@@ -143,12 +147,14 @@ begin
         quote := v_item ->> 'quote';
         source_role := v_obs.source_role;
         occurred_at := v_obs.occurred_at;
+        audience := v_obs.audience;
         return next;
     end loop;
 end
 $$;
-comment on function __tenant__._evidence_spans(text, jsonb) is
-    'Internal: evidence items resolved to (observation, byte span, quote); PR112 when an item cannot be.';
+comment on function __tenant__._evidence_spans(bigint, text, jsonb) is
+    'Internal: evidence items resolved to (observation, byte span, quote, the turn''s audience); PR112 when an item '
+    'cannot be, PR109 when it cites a turn the principal may not see.';
 
 -- Is this name (or the entity it denotes) a human peer? Decides the role policy.
 create or replace function __tenant__._names_human_peer(p_scope text, p_name text)
@@ -190,7 +196,8 @@ create or replace function __tenant__.assert_fact(
     p_audience      text default null,           -- one peer who may see it; NULL: the scope
     p_purposes      text[] default null,         -- NULL: all four
     p_subject_type  text default null,
-    p_object_type   text default null
+    p_object_type   text default null,
+    p_widening_reason text default null          -- why it may reach more peers than a turn it cites
 )
 returns table (fact_id bigint, outcome text, closed_facts bigint[])
 language plpgsql
@@ -205,12 +212,13 @@ begin
     select a.fact_id, a.outcome, a.closed_facts
       from _assert_fact(v_principal, p_scope, p_subject, p_predicate, p_object, p_evidence, p_statement,
                         p_valid_from, p_valid_to, p_confidence, p_observer, p_audience, p_purposes,
-                        p_subject_type, p_object_type) a;
+                        p_subject_type, p_object_type, p_widening_reason) a;
 end
 $$;
 comment on function __tenant__.assert_fact(text, text[], text, text, text, text, jsonb, text, timestamptz, timestamptz,
-                                           double precision, text, text, text[], text, text) is
-    'Asserts a fact with verbatim evidence; a single-valued predicate''s overlapping current value is closed and split, never overwritten.';
+                                           double precision, text, text, text[], text, text, text) is
+    'Asserts a fact with verbatim evidence; a single-valued predicate''s overlapping current value is closed and split, '
+    'never overwritten. PR116 when it would reach more peers than a turn it cites, unless p_widening_reason says why.';
 
 create or replace function __tenant__._check_fact_fields(p_predicate text, p_subject text, p_object text,
                                                          p_statement text, p_subject_type text, p_object_type text,
@@ -250,7 +258,8 @@ comment on function __tenant__._check_fact_fields(text, text, text, text, text, 
                                                   timestamptz) is
     'Internal: the predicate of a fact, or PR111/PR107/PR150/PR151/PR152 naming the field of an assertion that is wrong.';
 
-create or replace function __tenant__._fact_evidence(p_scope text, p_evidence jsonb, p_subject text,
+create or replace function __tenant__._fact_evidence(p_principal_id bigint, p_scope text, p_evidence jsonb,
+                                                     p_subject text,
                                                      p_valid_from timestamptz, p_valid_to timestamptz,
                                                      out o_observations bigint[], out o_starts integer[],
                                                      out o_ends integer[], out o_quotes text[], out o_valid tstzrange)
@@ -267,8 +276,8 @@ begin
            array_agg(e.byte_end order by e.n), array_agg(e.quote order by e.n),
            bool_or(e.source_role <> 'assistant'), min(e.occurred_at)
       into o_observations, o_starts, o_ends, o_quotes, v_not_only_assistant, v_from
-      from _evidence_spans(p_scope, p_evidence) with ordinality as e(observation_id, byte_start, byte_end, quote,
-                                                                     source_role, occurred_at, n);
+      from _evidence_spans(p_principal_id, p_scope, p_evidence)
+           with ordinality as e(observation_id, byte_start, byte_end, quote, source_role, occurred_at, audience, n);
     v_from := coalesce(p_valid_from, v_from);
     if p_valid_to is not null and p_valid_to <= v_from then
         perform _fail('PR152', format('the valid range [%s, %s) is empty', v_from, p_valid_to),
@@ -285,8 +294,8 @@ begin
 
 end
 $$;
-comment on function __tenant__._fact_evidence(text, jsonb, text, timestamptz, timestamptz) is
-    'Internal: an assertion''s evidence spans, checked (PR108/PR110/PR113), and its valid range (PR152 when empty).';
+comment on function __tenant__._fact_evidence(bigint, text, jsonb, text, timestamptz, timestamptz) is
+    'Internal: an assertion''s evidence spans, checked (PR109/PR112/PR113), and its valid range (PR152 when empty).';
 
 create or replace function __tenant__._add_fact_evidence(p_fact bigint, p_subject bigint, p_object bigint,
                                                          p_observations bigint[], p_starts integer[], p_ends integer[],
@@ -421,7 +430,8 @@ create or replace function __tenant__._assert_fact(
     p_audience      text,
     p_purposes      text[],
     p_subject_type  text,
-    p_object_type   text
+    p_object_type   text,
+    p_widening_reason text
 )
 returns table (fact_id bigint, outcome text, closed_facts bigint[])
 language plpgsql
@@ -429,6 +439,7 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
+    v_widening text;
     v_saved_plan_mode text := current_setting('plan_cache_mode');
     v_observer bigint := case when p_observer is null then null else _peer_id(p_observer, 'observer') end;
     v_audience bigint := case when p_audience is null then null else _peer_id(p_audience, 'audience') end;
@@ -455,7 +466,9 @@ begin
     -- Evidence first: every span checked before anything is written.
     select e.o_observations, e.o_starts, e.o_ends, e.o_quotes, e.o_valid
       into v_ev_obs, v_ev_start, v_ev_end, v_ev_quote, v_valid
-      from _fact_evidence(p_scope, p_evidence, p_subject, p_valid_from, p_valid_to) e;
+      from _fact_evidence(p_principal_id, p_scope, p_evidence, p_subject, p_valid_from, p_valid_to) e;
+    -- Never more public than the turns it cites, unless widened on purpose (PR116).
+    v_widening := _widening(v_audience, v_ev_obs, p_widening_reason, 'fact');
 
     -- One assertion per subject at a time, so conflicting writers queue up
     -- and each sees what the previous one asserted.
@@ -487,11 +500,13 @@ begin
             v_closed := _close_overlapping_facts(v_subject, v_pred.name, v_observer, v_valid, v_now);
         end if;
         insert into fact (scope, subject_id, predicate, single_valued, object_id, object_value, statement, valid,
-                          known, confidence, salience, observer_peer_id, audience_peer_id, purposes, asserted_by)
+                          known, confidence, salience, observer_peer_id, audience_peer_id, purposes, asserted_by,
+                          widening_reason)
         values (p_scope, v_subject, v_pred.name, v_pred.single_valued, v_object, v_object_value,
                 coalesce(_trim(p_statement),
                          format('%s %s %s', _trim(p_subject), replace(v_pred.name, '_', ' '), _trim(p_object))),
-                v_valid, tstzrange(v_now, null), p_confidence, 1, v_observer, v_audience, v_purposes, p_principal_id)
+                v_valid, tstzrange(v_now, null), p_confidence, 1, v_observer, v_audience, v_purposes, p_principal_id,
+                v_widening)
         returning id into v_fact;
     end if;
 
@@ -505,7 +520,7 @@ begin
 end
 $$;
 comment on function __tenant__._assert_fact(bigint, text, text, text, text, jsonb, text, timestamptz, timestamptz,
-                                            double precision, text, text, text[], text, text) is
+                                            double precision, text, text, text[], text, text, text) is
     'Internal: assert_fact() for a principal and a scope already checked.';
 
 -- Registers a fact and its evidence rows against their observations.
@@ -713,9 +728,10 @@ begin
     perform _check_write_scope(p_scope, p_scopes);
     perform _check_object_array(p_items, 'items',
         'Each item: subject, predicate, object, evidence, and optionally statement, valid_from, valid_to, '
-        'confidence, observer, audience, purposes, subject_type, object_type.');
+        'confidence, observer, audience, purposes, subject_type, object_type, widening_reason.');
     perform _check_keys(p_items, array['subject', 'predicate', 'object', 'evidence', 'statement', 'valid_from',
-                        'valid_to', 'confidence', 'observer', 'audience', 'purposes', 'subject_type', 'object_type'],
+                        'valid_to', 'confidence', 'observer', 'audience', 'purposes', 'subject_type', 'object_type',
+                        'widening_reason'],
                         'fact item');
     -- In order, in one transaction: a later item sees (and may close) an
     -- earlier one, and any failure leaves nothing of the batch behind. One
@@ -732,7 +748,7 @@ begin
                                v_item ->> 'audience',
                                case when v_item ? 'purposes'
                                     then array(select jsonb_array_elements_text(v_item -> 'purposes')) end,
-                               v_item ->> 'subject_type', v_item ->> 'object_type') a;
+                               v_item ->> 'subject_type', v_item ->> 'object_type', v_item ->> 'widening_reason') a;
         end loop;
     exception when others then
         get stacked diagnostics v_state = returned_sqlstate, v_message = message_text, v_hint = pg_exception_hint;

@@ -32,7 +32,7 @@ comment on function __tenant__._is_only_questions(text) is
 -- NULL when its audience fits every turn it stands on; PR116 when it does
 -- not and no reason is given. (_remember_batch makes the same check set-wise.)
 create or replace function __tenant__._widening(p_audience_peer bigint, p_observation_ids bigint[],
-                                               p_widening_reason text)
+                                               p_widening_reason text, p_what text default 'memory')
 returns text
 language plpgsql stable
 security definer
@@ -43,8 +43,8 @@ declare
     v_reason text;
 begin
     if p_widening_reason is not null then
-        v_reason := _check_reason(p_widening_reason, 'a widening reason needs words: say why the memory may reach '
-                                  'more peers than its turns', null, 2000);
+        v_reason := _check_reason(p_widening_reason, format('a widening reason needs words: say why the %s may reach '
+                                  'more peers than its turns', p_what), null, 2000);
     end if;
     select o.* into v_turn from observation o
      where o.id = any (p_observation_ids) and not _audience_within(p_audience_peer, o.audience)
@@ -53,17 +53,17 @@ begin
         return null;
     end if;
     if p_widening_reason is null then
-        perform _fail('PR116', format('a memory for %s would reach more peers than turn %s#%s, which only %s may see',
-                                      _audience_shown(p_audience_peer, null, v_turn.scope), v_turn.scope,
+        perform _fail('PR116', format('a %s for %s would reach more peers than turn %s#%s, which only %s may see',
+                                      p_what, _audience_shown(p_audience_peer, null, v_turn.scope), v_turn.scope,
                                       v_turn.log_offset, _audience_shown(null, v_turn.audience, v_turn.scope)),
-                      'Cite turns its audience may see, or widen it on purpose with a widening reason (kept with it '
-                      'and shown in its provenance).');
+                      format('Cite turns its audience may see, or widen it on purpose with a widening reason (kept '
+                             'with it%s).', case when p_what = 'memory' then ' and shown in its provenance' else '' end));
     end if;
     return v_reason;
 end
 $$;
-comment on function __tenant__._widening(bigint, bigint[], text) is
-    'Internal: the widening reason to keep for a memory (NULL when it fits its turns), or PR116.';
+comment on function __tenant__._widening(bigint, bigint[], text, text) is
+    'Internal: the widening reason to keep for a memory or a fact (NULL when it fits its turns), or PR116.';
 
 -- The items of a batch as rows, numbered from 1.
 create or replace function __tenant__._memory_items(p_items jsonb)

@@ -54,7 +54,7 @@ insert into pgrecall.error_code (code, name, meaning, python_class, builtin, ref
     ('PR113', 'role_policy',           'a human''s fact on an assistant''s word only',           'RolePolicyViolation',   'ValueError',      null),
     ('PR114', 'unknown_entity',        'unknown entity',                                         'UnknownEntity',         'LookupError',     null),
     ('PR115', 'fact_not_found',        'fact not found, or not visible to this principal',       'FactNotFound',          'LookupError',     null),
-    ('PR116', 'wider_than_evidence',   'a memory would reach peers that a turn it cites does not, and no widening reason was given', 'WiderThanEvidence', 'ValueError', null),
+    ('PR116', 'wider_than_evidence',   'a memory or a fact would reach peers that a turn it cites does not, and no widening reason was given', 'WiderThanEvidence', 'ValueError', null),
     ('PR117', 'audience_outside_session', 'a turn''s audience names a peer who is not in its session', 'AudienceOutsideSession', 'ValueError', null),
     ('PR120', 'unknown_session',       'unknown session, or one of another scope',               'UnknownSession',        'LookupError',     null),
     ('PR121', 'session_full',          'the session already holds max_peers_in_session peers',   'SessionFull',           null,              null),

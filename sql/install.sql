@@ -1324,7 +1324,7 @@ insert into pgrecall.error_code (code, name, meaning, python_class, builtin, ref
     ('PR113', 'role_policy',           'a human''s fact on an assistant''s word only',           'RolePolicyViolation',   'ValueError',      null),
     ('PR114', 'unknown_entity',        'unknown entity',                                         'UnknownEntity',         'LookupError',     null),
     ('PR115', 'fact_not_found',        'fact not found, or not visible to this principal',       'FactNotFound',          'LookupError',     null),
-    ('PR116', 'wider_than_evidence',   'a memory would reach peers that a turn it cites does not, and no widening reason was given', 'WiderThanEvidence', 'ValueError', null),
+    ('PR116', 'wider_than_evidence',   'a memory or a fact would reach peers that a turn it cites does not, and no widening reason was given', 'WiderThanEvidence', 'ValueError', null),
     ('PR117', 'audience_outside_session', 'a turn''s audience names a peer who is not in its session', 'AudienceOutsideSession', 'ValueError', null),
     ('PR120', 'unknown_session',       'unknown session, or one of another scope',               'UnknownSession',        'LookupError',     null),
     ('PR121', 'session_full',          'the session already holds max_peers_in_session peers',   'SessionFull',           null,              null),
@@ -1349,7 +1349,7 @@ insert into pgrecall.error_code (code, name, meaning, python_class, builtin, ref
 
 -- The shipped SQL sources.
 
-delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7dec98603573$0034_recall_question_time.sql$pgrecall_7dec98603573$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_798a9573254c$append_only.sql$pgrecall_798a9573254c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_53bb5ff8bb48$derive.sql$pgrecall_53bb5ff8bb48$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1be9eb3e3608$eligibility.sql$pgrecall_1be9eb3e3608$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b3a06f579721$entities.sql$pgrecall_b3a06f579721$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6e9f498466c3$erase_rewrite.sql$pgrecall_6e9f498466c3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f1c706e4c0dc$freshness.sql$pgrecall_f1c706e4c0dc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d13f14c9fd0$graph_guards.sql$pgrecall_5d13f14c9fd0$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_418e1cd4054e$leases.sql$pgrecall_418e1cd4054e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ce30f35452f1$locks.sql$pgrecall_ce30f35452f1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_2fd51404a479$memory_count.sql$pgrecall_2fd51404a479$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806dfe2bf8$notifications.sql$pgrecall_a5806dfe2bf8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38f5d7c02e3a$passage_chunks.sql$pgrecall_38f5d7c02e3a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4ac452f78f35$passage_vectors.sql$pgrecall_4ac452f78f35$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1a947d1f52ee$peers_scopes.sql$pgrecall_1a947d1f52ee$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1f61b6a5cfbd$projection.sql$pgrecall_1f61b6a5cfbd$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_26df40b54f4d$recall_facts.sql$pgrecall_26df40b54f4d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a1d8cc5d0106$recall_lexical.sql$pgrecall_a1d8cc5d0106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_85a50786d6bf$recall_people.sql$pgrecall_85a50786d6bf$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bc05ecce9b69$recall_time.sql$pgrecall_bc05ecce9b69$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c244f83ec$representation.sql$pgrecall_837c244f83ec$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87097f8fc081$revise.sql$pgrecall_87097f8fc081$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_093037fa63c6$schema_info.sql$pgrecall_093037fa63c6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_22a26f437ab8$session_bundle.sql$pgrecall_22a26f437ab8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_42f49ecc9a30$sessions.sql$pgrecall_42f49ecc9a30$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea0ae0ad10b8$settings.sql$pgrecall_ea0ae0ad10b8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a27f9c665b0f$table_statistics.sql$pgrecall_a27f9c665b0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_59205b55f9eb$term_stats.sql$pgrecall_59205b55f9eb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4c35e390e74b$traversal.sql$pgrecall_4c35e390e74b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_af6993231208$work_queue.sql$pgrecall_af6993231208$));
+delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7dec98603573$0034_recall_question_time.sql$pgrecall_7dec98603573$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_520aa42e1005$0035_fact_evidence_audience.sql$pgrecall_520aa42e1005$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_798a9573254c$append_only.sql$pgrecall_798a9573254c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_53bb5ff8bb48$derive.sql$pgrecall_53bb5ff8bb48$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1be9eb3e3608$eligibility.sql$pgrecall_1be9eb3e3608$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b3a06f579721$entities.sql$pgrecall_b3a06f579721$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6e9f498466c3$erase_rewrite.sql$pgrecall_6e9f498466c3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f1c706e4c0dc$freshness.sql$pgrecall_f1c706e4c0dc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d13f14c9fd0$graph_guards.sql$pgrecall_5d13f14c9fd0$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_418e1cd4054e$leases.sql$pgrecall_418e1cd4054e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ce30f35452f1$locks.sql$pgrecall_ce30f35452f1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_2fd51404a479$memory_count.sql$pgrecall_2fd51404a479$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806dfe2bf8$notifications.sql$pgrecall_a5806dfe2bf8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38f5d7c02e3a$passage_chunks.sql$pgrecall_38f5d7c02e3a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4ac452f78f35$passage_vectors.sql$pgrecall_4ac452f78f35$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1a947d1f52ee$peers_scopes.sql$pgrecall_1a947d1f52ee$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1f61b6a5cfbd$projection.sql$pgrecall_1f61b6a5cfbd$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_26df40b54f4d$recall_facts.sql$pgrecall_26df40b54f4d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a1d8cc5d0106$recall_lexical.sql$pgrecall_a1d8cc5d0106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_85a50786d6bf$recall_people.sql$pgrecall_85a50786d6bf$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bc05ecce9b69$recall_time.sql$pgrecall_bc05ecce9b69$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c244f83ec$representation.sql$pgrecall_837c244f83ec$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87097f8fc081$revise.sql$pgrecall_87097f8fc081$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_093037fa63c6$schema_info.sql$pgrecall_093037fa63c6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_22a26f437ab8$session_bundle.sql$pgrecall_22a26f437ab8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_42f49ecc9a30$sessions.sql$pgrecall_42f49ecc9a30$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea0ae0ad10b8$settings.sql$pgrecall_ea0ae0ad10b8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a27f9c665b0f$table_statistics.sql$pgrecall_a27f9c665b0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_59205b55f9eb$term_stats.sql$pgrecall_59205b55f9eb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4c35e390e74b$traversal.sql$pgrecall_4c35e390e74b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_af6993231208$work_queue.sql$pgrecall_af6993231208$));
 
 insert into pgrecall.source (kind, name, version, sha256, body)
 values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$, 1, $pgrecall_2388b9dcfc8a$151d1a540dd485519b204d3346bac7970fc2591cb3159b3a06db80b197d71397$pgrecall_2388b9dcfc8a$, $pgrecall_151d1a540dd4$-- Per-tenant settings: the design's constants, one row each, readable by the
@@ -3162,6 +3162,41 @@ insert into __tenant__.setting (key, value, description) values
     ('recall_question_time', 'true',
      'Recall: when the query names a date or a time relative to the recall''s clock, the candidates said or valid from within it are a ranked list of their own, fused by RRF with the lexical and dense lists, and under rrf_scores each counts as an arm''s first in the rows'' order');
 $pgrecall_caeb1e912b3f$)
+on conflict (kind, name) do update
+   set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, sha256, body)
+values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_520aa42e1005$0035_fact_evidence_audience.sql$pgrecall_520aa42e1005$, 35, $pgrecall_b05a3541d1ea$88bb89768f333ecc8d56bb3c5ddb08a99666270c176e3c6668ff53729d7afd18$pgrecall_b05a3541d1ea$, $pgrecall_88bb89768f33$-- A fact is never more public than the turns it cites (issue #51), the rule
+-- memories follow since 0024: assert_fact() refuses (PR116) a fact whose
+-- audience admits a peer that a cited turn does not, unless the call widens
+-- it on purpose and says why; the reason is kept here. A widened fact's
+-- quotes stay withheld from whoever may not see their turn (facts_as_of,
+-- resolve_citation). A turn the asserting principal may not see cannot be
+-- cited at all: it answers as missing (PR109), as for memories.
+alter table __tenant__.fact add column widening_reason text
+    check (widening_reason is null or char_length(widening_reason) between 1 and 2000);
+comment on column __tenant__.fact.widening_reason is
+    'Why this fact may be seen by more peers than a turn it cites (NULL: it is not).';
+
+-- Facts written before this rule that reach more peers than a turn they
+-- cite are narrowed, not flagged: until someone widens them on purpose, they
+-- are seen by the peer who asserted them only. That peer wrote them, so no
+-- one who could read them loses a fact they stated; every other peer stops
+-- seeing words taken from a turn they were not in. A fact's history refuses
+-- updates (fact_history_guard); this one-off change of who may see it goes
+-- around the table's triggers (on a fresh tenant there are no facts).
+alter table __tenant__.fact disable trigger user;
+update __tenant__.fact f
+   set audience_peer_id = f.asserted_by
+ where f.audience_peer_id is distinct from f.asserted_by
+   and exists (select 1
+                 from __tenant__.fact_evidence x
+                 join __tenant__.observation o on o.id = x.observation_id
+                where x.fact_id = f.id
+                  and o.audience is not null
+                  and (f.audience_peer_id is null or not o.audience @> array[f.audience_peer_id]));
+alter table __tenant__.fact enable trigger user;
+$pgrecall_88bb89768f33$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -6069,7 +6104,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$, null, $pgrecall_940d7476dc66$04269632767e735e89319819786c74939f52b1b0439d018382ec78cfc732ba4a$pgrecall_940d7476dc66$, $pgrecall_04269632767e$-- Facts: asserting (closing and splitting what it contradicts), retracting,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$, null, $pgrecall_1ad1545f9b31$d4d2a09926a9a525fd1928d4a7bc938bc81711e25e10e594b8e19e780e24dea8$pgrecall_1ad1545f9b31$, $pgrecall_d4d2a09926a9$-- Facts: asserting (closing and splitting what it contradicts), retracting,
 -- citing, and the bitemporal question "what was true at T1 as we knew it at T2".
 -- Errors: PR111 unknown predicate, PR112 evidence does not match its
 -- observation, PR113 role policy (a human's fact on an assistant's word only),
@@ -6126,9 +6161,9 @@ comment on function __tenant__._eligible_facts(bigint, text[], text, timestamptz
 -- Evidence items ({"offset", "quote", optional "start"/"end" byte offsets})
 -- resolved to observations and byte spans. Without a span the quote's first
 -- occurrence is used; either way the trigger on fact_evidence checks the bytes.
-create or replace function __tenant__._evidence_spans(p_scope text, p_evidence jsonb)
+create or replace function __tenant__._evidence_spans(p_principal_id bigint, p_scope text, p_evidence jsonb)
 returns table (observation_id bigint, byte_start integer, byte_end integer, quote text,
-               source_role text, occurred_at timestamptz)
+               source_role text, occurred_at timestamptz, audience bigint[])
 language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -6155,9 +6190,13 @@ begin
             perform _fail('PR150', format('evidence item %s has an offset or span out of range', _clip(v_item::text, 200)),
                           'An offset is a positive whole number below 2^63; "start" and "end" are byte offsets into the observation.');
         end if;
-        select o.* into v_obs from observation o where o.scope = p_scope and o.log_offset = (v_item ->> 'offset')::bigint;
+        -- A turn the principal may not see is missing to them: quoting it would
+        -- confirm or refute a guess at its words.
+        select o.* into v_obs from observation o
+         where o.scope = p_scope and o.log_offset = (v_item ->> 'offset')::bigint
+           and _audience_admits(p_principal_id, null, o.audience);
         if v_obs.id is null then
-            perform _observation_ids(p_scope, array[(v_item ->> 'offset')::bigint]);  -- raises PR109, naming it
+            perform _observation_ids(p_scope, array[(v_item ->> 'offset')::bigint], p_principal_id);  -- PR109, naming it
         end if;
         if v_item ? 'start' or v_item ? 'end' then
             if jsonb_typeof(v_item -> 'start') is distinct from 'number' or jsonb_typeof(v_item -> 'end') is distinct from 'number'
@@ -6214,12 +6253,14 @@ begin
         quote := v_item ->> 'quote';
         source_role := v_obs.source_role;
         occurred_at := v_obs.occurred_at;
+        audience := v_obs.audience;
         return next;
     end loop;
 end
 $$;
-comment on function __tenant__._evidence_spans(text, jsonb) is
-    'Internal: evidence items resolved to (observation, byte span, quote); PR112 when an item cannot be.';
+comment on function __tenant__._evidence_spans(bigint, text, jsonb) is
+    'Internal: evidence items resolved to (observation, byte span, quote, the turn''s audience); PR112 when an item '
+    'cannot be, PR109 when it cites a turn the principal may not see.';
 
 -- Is this name (or the entity it denotes) a human peer? Decides the role policy.
 create or replace function __tenant__._names_human_peer(p_scope text, p_name text)
@@ -6261,7 +6302,8 @@ create or replace function __tenant__.assert_fact(
     p_audience      text default null,           -- one peer who may see it; NULL: the scope
     p_purposes      text[] default null,         -- NULL: all four
     p_subject_type  text default null,
-    p_object_type   text default null
+    p_object_type   text default null,
+    p_widening_reason text default null          -- why it may reach more peers than a turn it cites
 )
 returns table (fact_id bigint, outcome text, closed_facts bigint[])
 language plpgsql
@@ -6276,12 +6318,13 @@ begin
     select a.fact_id, a.outcome, a.closed_facts
       from _assert_fact(v_principal, p_scope, p_subject, p_predicate, p_object, p_evidence, p_statement,
                         p_valid_from, p_valid_to, p_confidence, p_observer, p_audience, p_purposes,
-                        p_subject_type, p_object_type) a;
+                        p_subject_type, p_object_type, p_widening_reason) a;
 end
 $$;
 comment on function __tenant__.assert_fact(text, text[], text, text, text, text, jsonb, text, timestamptz, timestamptz,
-                                           double precision, text, text, text[], text, text) is
-    'Asserts a fact with verbatim evidence; a single-valued predicate''s overlapping current value is closed and split, never overwritten.';
+                                           double precision, text, text, text[], text, text, text) is
+    'Asserts a fact with verbatim evidence; a single-valued predicate''s overlapping current value is closed and split, '
+    'never overwritten. PR116 when it would reach more peers than a turn it cites, unless p_widening_reason says why.';
 
 create or replace function __tenant__._check_fact_fields(p_predicate text, p_subject text, p_object text,
                                                          p_statement text, p_subject_type text, p_object_type text,
@@ -6321,7 +6364,8 @@ comment on function __tenant__._check_fact_fields(text, text, text, text, text, 
                                                   timestamptz) is
     'Internal: the predicate of a fact, or PR111/PR107/PR150/PR151/PR152 naming the field of an assertion that is wrong.';
 
-create or replace function __tenant__._fact_evidence(p_scope text, p_evidence jsonb, p_subject text,
+create or replace function __tenant__._fact_evidence(p_principal_id bigint, p_scope text, p_evidence jsonb,
+                                                     p_subject text,
                                                      p_valid_from timestamptz, p_valid_to timestamptz,
                                                      out o_observations bigint[], out o_starts integer[],
                                                      out o_ends integer[], out o_quotes text[], out o_valid tstzrange)
@@ -6338,8 +6382,8 @@ begin
            array_agg(e.byte_end order by e.n), array_agg(e.quote order by e.n),
            bool_or(e.source_role <> 'assistant'), min(e.occurred_at)
       into o_observations, o_starts, o_ends, o_quotes, v_not_only_assistant, v_from
-      from _evidence_spans(p_scope, p_evidence) with ordinality as e(observation_id, byte_start, byte_end, quote,
-                                                                     source_role, occurred_at, n);
+      from _evidence_spans(p_principal_id, p_scope, p_evidence)
+           with ordinality as e(observation_id, byte_start, byte_end, quote, source_role, occurred_at, audience, n);
     v_from := coalesce(p_valid_from, v_from);
     if p_valid_to is not null and p_valid_to <= v_from then
         perform _fail('PR152', format('the valid range [%s, %s) is empty', v_from, p_valid_to),
@@ -6356,8 +6400,8 @@ begin
 
 end
 $$;
-comment on function __tenant__._fact_evidence(text, jsonb, text, timestamptz, timestamptz) is
-    'Internal: an assertion''s evidence spans, checked (PR108/PR110/PR113), and its valid range (PR152 when empty).';
+comment on function __tenant__._fact_evidence(bigint, text, jsonb, text, timestamptz, timestamptz) is
+    'Internal: an assertion''s evidence spans, checked (PR109/PR112/PR113), and its valid range (PR152 when empty).';
 
 create or replace function __tenant__._add_fact_evidence(p_fact bigint, p_subject bigint, p_object bigint,
                                                          p_observations bigint[], p_starts integer[], p_ends integer[],
@@ -6492,7 +6536,8 @@ create or replace function __tenant__._assert_fact(
     p_audience      text,
     p_purposes      text[],
     p_subject_type  text,
-    p_object_type   text
+    p_object_type   text,
+    p_widening_reason text
 )
 returns table (fact_id bigint, outcome text, closed_facts bigint[])
 language plpgsql
@@ -6500,6 +6545,7 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
+    v_widening text;
     v_saved_plan_mode text := current_setting('plan_cache_mode');
     v_observer bigint := case when p_observer is null then null else _peer_id(p_observer, 'observer') end;
     v_audience bigint := case when p_audience is null then null else _peer_id(p_audience, 'audience') end;
@@ -6526,7 +6572,9 @@ begin
     -- Evidence first: every span checked before anything is written.
     select e.o_observations, e.o_starts, e.o_ends, e.o_quotes, e.o_valid
       into v_ev_obs, v_ev_start, v_ev_end, v_ev_quote, v_valid
-      from _fact_evidence(p_scope, p_evidence, p_subject, p_valid_from, p_valid_to) e;
+      from _fact_evidence(p_principal_id, p_scope, p_evidence, p_subject, p_valid_from, p_valid_to) e;
+    -- Never more public than the turns it cites, unless widened on purpose (PR116).
+    v_widening := _widening(v_audience, v_ev_obs, p_widening_reason, 'fact');
 
     -- One assertion per subject at a time, so conflicting writers queue up
     -- and each sees what the previous one asserted.
@@ -6558,11 +6606,13 @@ begin
             v_closed := _close_overlapping_facts(v_subject, v_pred.name, v_observer, v_valid, v_now);
         end if;
         insert into fact (scope, subject_id, predicate, single_valued, object_id, object_value, statement, valid,
-                          known, confidence, salience, observer_peer_id, audience_peer_id, purposes, asserted_by)
+                          known, confidence, salience, observer_peer_id, audience_peer_id, purposes, asserted_by,
+                          widening_reason)
         values (p_scope, v_subject, v_pred.name, v_pred.single_valued, v_object, v_object_value,
                 coalesce(_trim(p_statement),
                          format('%s %s %s', _trim(p_subject), replace(v_pred.name, '_', ' '), _trim(p_object))),
-                v_valid, tstzrange(v_now, null), p_confidence, 1, v_observer, v_audience, v_purposes, p_principal_id)
+                v_valid, tstzrange(v_now, null), p_confidence, 1, v_observer, v_audience, v_purposes, p_principal_id,
+                v_widening)
         returning id into v_fact;
     end if;
 
@@ -6576,7 +6626,7 @@ begin
 end
 $$;
 comment on function __tenant__._assert_fact(bigint, text, text, text, text, jsonb, text, timestamptz, timestamptz,
-                                            double precision, text, text, text[], text, text) is
+                                            double precision, text, text, text[], text, text, text) is
     'Internal: assert_fact() for a principal and a scope already checked.';
 
 -- Registers a fact and its evidence rows against their observations.
@@ -6784,9 +6834,10 @@ begin
     perform _check_write_scope(p_scope, p_scopes);
     perform _check_object_array(p_items, 'items',
         'Each item: subject, predicate, object, evidence, and optionally statement, valid_from, valid_to, '
-        'confidence, observer, audience, purposes, subject_type, object_type.');
+        'confidence, observer, audience, purposes, subject_type, object_type, widening_reason.');
     perform _check_keys(p_items, array['subject', 'predicate', 'object', 'evidence', 'statement', 'valid_from',
-                        'valid_to', 'confidence', 'observer', 'audience', 'purposes', 'subject_type', 'object_type'],
+                        'valid_to', 'confidence', 'observer', 'audience', 'purposes', 'subject_type', 'object_type',
+                        'widening_reason'],
                         'fact item');
     -- In order, in one transaction: a later item sees (and may close) an
     -- earlier one, and any failure leaves nothing of the batch behind. One
@@ -6803,7 +6854,7 @@ begin
                                v_item ->> 'audience',
                                case when v_item ? 'purposes'
                                     then array(select jsonb_array_elements_text(v_item -> 'purposes')) end,
-                               v_item ->> 'subject_type', v_item ->> 'object_type') a;
+                               v_item ->> 'subject_type', v_item ->> 'object_type', v_item ->> 'widening_reason') a;
         end loop;
     exception when others then
         get stacked diagnostics v_state = returned_sqlstate, v_message = message_text, v_hint = pg_exception_hint;
@@ -6821,7 +6872,7 @@ end
 $$;
 comment on function __tenant__.assert_facts(text, text[], text, jsonb) is
     'assert_fact() for a batch (a JSON array of items), in order and all-or-nothing; one row per item.';
-$pgrecall_04269632767e$)
+$pgrecall_d4d2a09926a9$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -10846,7 +10897,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$, null, $pgrecall_9f743be443be$6b2ed5ca3c78c4ca85522a03fa1fa9a4351e1a0dfd93dcd3d3404a52f5991d3b$pgrecall_9f743be443be$, $pgrecall_6b2ed5ca3c78$-- remember: write what the agent decided to keep, with who may see it, why
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$, null, $pgrecall_62561ad5be6c$b77bee2d205322b9881d3dfcce3464c0de6b73008fb9a19040e599530075c6b0$pgrecall_62561ad5be6c$, $pgrecall_b77bee2d2053$-- remember: write what the agent decided to keep, with who may see it, why
 -- it may be used, and the observations that stated it. Capture writes only
 -- what was explicitly stated: empty or ambiguous input is a no-op that says
 -- why, never an error and never a guess.
@@ -10880,7 +10931,7 @@ comment on function __tenant__._is_only_questions(text) is
 -- NULL when its audience fits every turn it stands on; PR116 when it does
 -- not and no reason is given. (_remember_batch makes the same check set-wise.)
 create or replace function __tenant__._widening(p_audience_peer bigint, p_observation_ids bigint[],
-                                               p_widening_reason text)
+                                               p_widening_reason text, p_what text default 'memory')
 returns text
 language plpgsql stable
 security definer
@@ -10891,8 +10942,8 @@ declare
     v_reason text;
 begin
     if p_widening_reason is not null then
-        v_reason := _check_reason(p_widening_reason, 'a widening reason needs words: say why the memory may reach '
-                                  'more peers than its turns', null, 2000);
+        v_reason := _check_reason(p_widening_reason, format('a widening reason needs words: say why the %s may reach '
+                                  'more peers than its turns', p_what), null, 2000);
     end if;
     select o.* into v_turn from observation o
      where o.id = any (p_observation_ids) and not _audience_within(p_audience_peer, o.audience)
@@ -10901,17 +10952,17 @@ begin
         return null;
     end if;
     if p_widening_reason is null then
-        perform _fail('PR116', format('a memory for %s would reach more peers than turn %s#%s, which only %s may see',
-                                      _audience_shown(p_audience_peer, null, v_turn.scope), v_turn.scope,
+        perform _fail('PR116', format('a %s for %s would reach more peers than turn %s#%s, which only %s may see',
+                                      p_what, _audience_shown(p_audience_peer, null, v_turn.scope), v_turn.scope,
                                       v_turn.log_offset, _audience_shown(null, v_turn.audience, v_turn.scope)),
-                      'Cite turns its audience may see, or widen it on purpose with a widening reason (kept with it '
-                      'and shown in its provenance).');
+                      format('Cite turns its audience may see, or widen it on purpose with a widening reason (kept '
+                             'with it%s).', case when p_what = 'memory' then ' and shown in its provenance' else '' end));
     end if;
     return v_reason;
 end
 $$;
-comment on function __tenant__._widening(bigint, bigint[], text) is
-    'Internal: the widening reason to keep for a memory (NULL when it fits its turns), or PR116.';
+comment on function __tenant__._widening(bigint, bigint[], text, text) is
+    'Internal: the widening reason to keep for a memory or a fact (NULL when it fits its turns), or PR116.';
 
 -- The items of a batch as rows, numbered from 1.
 create or replace function __tenant__._memory_items(p_items jsonb)
@@ -11527,7 +11578,7 @@ comment on function __tenant__.remember_said(text, text[], text, text, text[], t
                                              text[], bigint[], text, jsonb, text) is
     'Appends what was said (as the principal''s note) and remembers it, citing it, in one call; a memory that is a '
     'no-op or refused leaves no turn (log_offset NULL).';
-$pgrecall_6b2ed5ca3c78$)
+$pgrecall_b77bee2d2053$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 

@@ -185,7 +185,8 @@ def test_fact_quotes_are_withheld_from_who_may_not_see_the_turn(acme):
     """Finding 2: a fact's quote is a turn's text."""
     _, [secret, _] = private_session(acme)
     fact = acme.assert_fact("Ana", "likes", "surprise parties", evidence=[
-        {"offset": secret, "quote": "surprise party"}], scope="default")
+        {"offset": secret, "quote": "surprise party"}], scope="default",
+        widening_reason="that she likes them is no secret; this party is")  # test_fact_audience.py: else PR116
     for reader, expected in (("ana", "surprise party"), ("ben", None)):
         [cited] = acme.resolve_citation(fact.fact_id, principal=reader)
         assert cited.quote == expected and (cited.body is None) == (expected is None)

@@ -34,7 +34,8 @@ say_step = st.tuples(st.just("say"), st.one_of(st.none(), st.integers(0, 5)), st
                      st.one_of(st.none(), peers))
 remember_step = st.tuples(st.just("remember"), st.integers(0, 30), st.integers(0, 9), st.one_of(st.none(), peer),
                           st.booleans())
-fact_step = st.tuples(st.just("fact"), st.integers(0, 30), st.integers(0, 9), st.one_of(st.none(), peer))
+fact_step = st.tuples(st.just("fact"), st.integers(0, 30), st.integers(0, 9), st.one_of(st.none(), peer),
+                      st.booleans())
 # mostly turns and the memories that cite them: what is said in sessions, remembered narrower or widened
 step = st.one_of(session_step, join_step, say_step, say_step, remember_step, remember_step, remember_step, fact_step)
 
@@ -109,15 +110,24 @@ def build(acme, steps) -> World:
             writers = [p for p in PEERS if world.sees_turn(p, turn_audience)]
             writer = writers[op[2] % len(writers)]
             audience = op[3]
-            if kind == "fact":
-                word, entity = f"{world.token}f{len(world.facts)}q", f"E{world.token}n{len(world.facts)}q"
-                made = acme.assert_fact(entity, "likes", f"O{entity}", evidence=[{"offset": offset, "quote": turn_word}],
-                                        statement=f"{world.topic} {word} holds", audience=audience, principal=writer)
-                world.facts.append((made.fact_id, word, entity, audience, offset))
-                continue
-            word = f"{world.token}m{len(world.memories) + len(world.refused)}q"  # each attempt its own word
+            # a memory or a fact is never more public than its turn, unless widened on purpose (issue #51)
             fits = turn_audience is None or (audience is not None and audience in turn_audience)
             widen = op[4] and not fits
+            if kind == "fact":
+                n = len(world.facts) + len(world.refused)  # each attempt its own word and entity
+                word, entity = f"{world.token}f{n}q", f"E{world.token}n{n}q"
+                fact_args = {"evidence": [{"offset": offset, "quote": turn_word}], "audience": audience,
+                             "principal": writer, "statement": f"{world.topic} {word} holds",
+                             "widening_reason": "shared on purpose" if widen else None}
+                if fits or widen:
+                    made = acme.assert_fact(entity, "likes", f"O{entity}", **fact_args)
+                    world.facts.append((made.fact_id, word, entity, audience, offset))
+                else:
+                    with pytest.raises(errors.WiderThanEvidence):
+                        acme.assert_fact(entity, "likes", f"O{entity}", **fact_args)
+                    world.refused += [word, entity]
+                continue
+            word = f"{world.token}m{len(world.memories) + len(world.refused)}q"  # each attempt its own word
             args = {"evidence": [offset], "purposes": ["converse"], "audience": audience, "principal": writer,
                     "widening_reason": "shared on purpose" if widen else None}
             if fits or widen:

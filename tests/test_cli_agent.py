@@ -113,8 +113,9 @@ def test_json_output_parses_for_every_command_that_prints_data(shell, acme, tmp_
         [("ana", False), ("sage", True)]
     in_session = data("search", *ana, "--mode", "lexical", "risotto", "--session", sid)
     assert [h["log_offset"] for h in in_session["items"]] == [turn["offset"]]
+    # a turn of the session: the fact is for one of its peers (a fact is no more public than its turn)
     fact = data("fact", "assert", "Ana", "likes", "risotto", "--evidence", str(turn["offset"]), "--quote",
-                "risotto", *ana)
+                "risotto", "--audience", "ana", *ana)
     assert fact["outcome"] == "inserted"
     edges = data("fact", "traverse", "Ana", *ana)
     assert {(e["predicate"], e["object"]) for e in edges["facts"]} >= {("lives_in", "Porto"), ("likes", "risotto")}

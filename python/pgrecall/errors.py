@@ -170,8 +170,8 @@ class FactNotFound(PgrecallError, LookupError, sqlstate="PR115"):
 
 
 class WiderThanEvidence(PgrecallError, ValueError, sqlstate="PR116"):
-    """A memory would reach peers that a turn it cites does not: narrow its audience, or widen it on purpose
-    with a widening reason."""
+    """A memory or a fact would reach peers that a turn it cites does not: narrow its audience, or widen it on
+    purpose with a widening reason."""
 
 
 class AudienceOutsideSession(PgrecallError, ValueError, sqlstate="PR117"):

@@ -39,7 +39,8 @@ def _assert(args: argparse.Namespace, target: list[str]) -> int:
     with _memory(args) as mem:
         r = mem.assert_fact(subject, predicate, object_, evidence=[{"offset": args.evidence, "quote": args.quote}],
                             statement=args.statement, valid_from=args.valid_from, valid_to=args.valid_to,
-                            confidence=args.confidence, observer=args.observer, audience=args.audience)
+                            confidence=args.confidence, observer=args.observer, audience=args.audience,
+                            widening_reason=args.widening_reason)
     if args.json:
         return _print_json(r)
     said = {"inserted": "recorded", "superseded": "recorded", "confirmed": "already known as"}[r.outcome] \
@@ -111,6 +112,8 @@ def add_fact(sub: Subparsers) -> None:
     p.add_argument("--confidence", type=float, default=1.0, help="with assert: 0 to 1 (default: 1)")
     p.add_argument("--observer", help="with assert: whose view it is (default: everyone's)")
     p.add_argument("--audience", help="with assert: the one peer who may see it (default: everyone in the scope)")
+    p.add_argument("--widening-reason", help="with assert: why it may reach more peers than the turn it quotes "
+                   "(recorded; without it such a fact is refused)")
     p.add_argument("--reason", help="with retract: why it is withdrawn")
     p.add_argument("--hops", type=int, default=2, help="with traverse: how far, 1 to 3 (default: 2)")
     p.add_argument("--valid-at", type=_timestamp, help="with traverse: true at this time (default: now)")

@@ -137,17 +137,19 @@ def assert_fact(h: Handle, subject: str, predicate: str, object_: str, *, eviden
                 statement: str | None = None, valid_from: datetime | None = None, valid_to: datetime | None = None,
                 confidence: float = 1.0, observer: str | None = None, audience: str | None = None,
                 purposes: Sequence[str] | None = None, subject_type: str | None = None,
-                object_type: str | None = None, scope: str | None = None, principal: str | None = None,
-                scopes: Sequence[str] | None = None) -> Call[AssertedFact]:
+                object_type: str | None = None, widening_reason: str | None = None, scope: str | None = None,
+                principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[AssertedFact]:
     """Assert a fact with evidence: each item {"offset": n, "quote": "..."} and optionally "start"/"end"
-    UTF-8 byte offsets. A single-valued predicate's overlapping current value is closed, not overwritten."""
+    UTF-8 byte offsets. A single-valued predicate's overlapping current value is closed, not overwritten.
+    A fact reaches no more peers than the turns it cites (WiderThanEvidence otherwise) unless
+    widening_reason says why."""
     principal, scopes = h.who(principal, scopes)
     return one("assert_fact", {
         "principal": principal, "scopes": scopes, "scope": scope or scopes[0], "subject": subject,
         "predicate": predicate, "object": object_, "evidence": Jsonb(list(evidence)),
         "statement": statement, "valid_from": valid_from, "valid_to": valid_to, "confidence": confidence,
         "observer": observer, "audience": audience, "purposes": list(purposes) if purposes is not None else None,
-        "subject_type": subject_type, "object_type": object_type}, AssertedFact)
+        "subject_type": subject_type, "object_type": object_type, "widening_reason": widening_reason}, AssertedFact)
 
 
 def assert_facts(h: Handle, items: Sequence[Mapping[str, Any]], *, scope: str | None = None,
