@@ -447,6 +447,44 @@ $$;
 -- The tenant's three login roles, created if missing (tenants made before
 -- the duty split had only an app role), recorded on its registry row, and
 -- allowed to look up names in its schema. Returns the updated row.
+-- What PostgreSQL gives every role of a database through PUBLIC, a tenant's login roles do not need
+-- and should not have: TEMPORARY (temporary tables, and functions of their own in pg_temp, which
+-- outlive no session but run as their caller). No role-level grant can narrow what PUBLIC holds, so
+-- it is taken from PUBLIC; the database's owner keeps it, and a superuser needs none. Only the owner
+-- (or a superuser) may do this: an installer that is neither is told what to run. CONNECT stays, on
+-- this database: the login roles need it. On other databases of the server it is their owners' to
+-- take (pgrecall server start does, for the embedded server's own; the README's security model).
+create or replace function pgrecall._close_database_defaults()
+returns boolean
+language plpgsql
+set search_path = pg_catalog
+as $$
+declare
+    v_may boolean;
+begin
+    if not has_database_privilege('public', current_database(), 'TEMPORARY') then
+        return true;
+    end if;
+    select pg_has_role(current_user, d.datdba, 'USAGE')
+           or coalesce((select r.rolsuper from pg_roles r where r.rolname = current_user), false)
+      into v_may
+      from pg_database d where d.datname = current_database();
+    if not v_may then
+        raise notice using
+            message = format('every role, the tenants'' login roles among them, may create temporary tables and '
+                             'functions in database %I: PUBLIC holds TEMPORARY on it', current_database()),
+            hint = format('As the database''s owner: REVOKE TEMPORARY ON DATABASE %I FROM PUBLIC; then GRANT '
+                          'TEMPORARY to the roles of other applications that need it.', current_database());
+        return false;
+    end if;
+    execute format('revoke temporary on database %I from public', current_database());
+    return true;
+end
+$$;
+comment on function pgrecall._close_database_defaults() is
+    'Internal: takes TEMPORARY on the current database from PUBLIC (its owner keeps it), so tenant login roles '
+    'have none; false, with a notice saying what to run, when the installer may not.';
+
 create or replace function pgrecall._ensure_login_roles(p_tenant pgrecall.tenant)
 returns pgrecall.tenant
 language plpgsql
@@ -460,6 +498,7 @@ begin
                                   format('pgrecall_%s_admin', p_tenant.name)]::name[] loop
         perform pgrecall._ensure_role(v_role, true);
     end loop;
+    perform pgrecall._close_database_defaults();
     update pgrecall.tenant t
        set app_role = format('pgrecall_%s_app', p_tenant.name),
            worker_role = format('pgrecall_%s_worker', p_tenant.name),

@@ -40,8 +40,9 @@ import platformdirs
 
 from . import errors
 
-if TYPE_CHECKING:
-    import psutil  # imported where used: only the server's start, stop and status need it
+if TYPE_CHECKING:  # both imported where used: only the server's start, stop and status need them
+    import psutil
+    import psycopg
 
 DATABASE = "pgrecall"
 SUPERUSER = "postgres"
@@ -516,11 +517,25 @@ def start() -> ServerInfo:
                 conn.execute("select pg_reload_conf()")
             if not conn.execute("select 1 from pg_database where datname = %s", (DATABASE,)).fetchone():
                 conn.execute(psycopg.sql.SQL("create database {}").format(psycopg.sql.Identifier(DATABASE)))
+            _close_other_databases(conn)
             # A setting read only at server start differs until the next start.
             pending = tuple(name for name, setting in conn.execute(
                 "select name, setting from pg_settings where context = 'postmaster' and name = any (%s) order by name",
                 (list(SETTINGS),)) if setting != SETTINGS[name].strip("'"))
     return ServerInfo(True, data, info.pid, info.socket_dir, info.port, pending)
+
+
+def _close_other_databases(conn: psycopg.Connection) -> None:
+    """The embedded server is pgrecall's alone: a tenant's login role may connect to its database only, not to
+    `postgres` or `template1` (which PUBLIC may connect to by default), nor create temporary objects in any."""
+    import psycopg
+
+    for name in ("postgres", "template1", DATABASE):
+        conn.execute(psycopg.sql.SQL("revoke temporary on database {} from public").format(
+            psycopg.sql.Identifier(name)))
+        if name != DATABASE:
+            conn.execute(psycopg.sql.SQL("revoke connect on database {} from public").format(
+                psycopg.sql.Identifier(name)))
 
 
 def stop() -> bool:
