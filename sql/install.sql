@@ -4754,7 +4754,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b3a06f579721$entities.sql$pgrecall_b3a06f579721$, null, $pgrecall_f91ffa40cee5$9eea4ec5de54cd3c4b22e59617b9d3b58536e2c5c24ff60a529dffe1800f7ae0$pgrecall_f91ffa40cee5$, $pgrecall_9eea4ec5de54$-- Entities: identity is (scope, normalized name); names resolve through
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b3a06f579721$entities.sql$pgrecall_b3a06f579721$, null, $pgrecall_1cd386960366$0416f76b0f83846a2fdfe75a9cb1453f9465d752850185a93259b7adec1dd505$pgrecall_1cd386960366$, $pgrecall_0416f76b0f83$-- Entities: identity is (scope, normalized name); names resolve through
 -- aliases and through merges to the surviving entity. A name is content too:
 -- a principal sees an entity (its name, its aliases, its facts) only through
 -- a memory or a fact it is eligible for that names it (_entity_visible), and
@@ -4910,7 +4910,13 @@ comment on function __tenant__._entity_visible(bigint, text[], bigint) is
 
 -- The entity a name denotes in the authorised scopes that the principal may
 -- see, or PR114: the same error, word for word, whether nothing has that
--- name or only entities the principal may not see do.
+-- name or only entities the principal may not see do. And the same work: one
+-- statement that runs both name probes (the name, the aliases) and the
+-- visibility probes for every scope whatever they find (a missing name is
+-- checked as entity 0, which no row has), so that how long the answer takes
+-- does not tell a hidden entity from a missing one (issue #51). The "offset
+-- 0"s keep each probe an output of its own, computed for every row, rather
+-- than folded into an expression that would skip it.
 create or replace function __tenant__._entity_required(p_principal_id bigint, p_scopes text[], p_name text)
 returns bigint
 language plpgsql stable
@@ -4918,12 +4924,24 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
+    v_key text := _normalize_name(p_name);
     v_id bigint;
 begin
-    select x.id into v_id
-      from (select _entity_named(s, p_name) as id from unnest(p_scopes) s) x
-     where x.id is not null and _entity_visible(p_principal_id, p_scopes, x.id)
-     order by x.id limit 1;
+    select min(v.id) filter (where v.seen) into v_id
+      from (select n.id, _entity_visible(p_principal_id, p_scopes, coalesce(n.id, 0)) as seen
+              from (select coalesce(p.by_name, p.by_alias) as id
+                      from unnest(p_scopes) s
+                     cross join lateral (
+                           select (select coalesce(e.merged_into, e.id) from entity e
+                                    where e.scope = s and e.normalized_name = v_key) as by_name,
+                                  (select a.id
+                                     from (select e.id, e.scope, e.merged_into from entity e
+                                            where e.aliases @> array[v_key] offset 0) a
+                                    where a.scope = s and a.merged_into is null
+                                    order by a.id limit 1) as by_alias
+                           offset 0) p
+                    offset 0) n
+            offset 0) v;
     if v_id is null then
         perform _fail('PR114', format('no entity named %s in scopes %s', coalesce(quote_literal(p_name), 'NULL'),
                                       array_to_string(p_scopes, ', ')),
@@ -5107,7 +5125,7 @@ end
 $$;
 comment on function __tenant__.entities(text, text[], text) is
     'Entities in the authorised scopes that a memory or fact the principal may see names (optionally those a name or alias denotes), with their count of visible current facts.';
-$pgrecall_9eea4ec5de54$)
+$pgrecall_0416f76b0f83$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
