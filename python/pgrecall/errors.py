@@ -266,6 +266,11 @@ class ModelMismatch(PgrecallError):
     """The tenant's embedding model is not the one this process runs (raised by the worker)."""
 
 
+class ServerAtCapacity(PgrecallError, ConnectionError):
+    """The server refused a connection for want of a slot (max_connections, or the role's CONNECTION LIMIT):
+    nothing was sent. Retry later, or put a pooler in front."""
+
+
 class EmbeddedServerError(PgrecallError):
     """The embedded server did not start or stop; the message carries the end of its log."""
 
