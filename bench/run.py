@@ -68,8 +68,7 @@ def cached_embeddings(kind: str, texts: list[str], used: list) -> np.ndarray:
     path.parent.mkdir(parents=True, exist_ok=True)
     log(f"embedding {len(texts)} texts for {kind} (cached as {path.name})")
     started = time.perf_counter()
-    vecs = get_embedder().model.encode(texts, batch_size=128, normalize_embeddings=True, convert_to_numpy=True,
-                                       show_progress_bar=False).astype(np.float32)
+    vecs = get_embedder().encode_array(texts, batch_size=128).astype(np.float32)
     np.save(path, vecs)
     used.append({"file": path.name, "reused": False, "seconds": time.perf_counter() - started})
     return vecs

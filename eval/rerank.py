@@ -63,9 +63,9 @@ def rrf(orders: list[list[int]], k: int) -> list[int]:
 
 def trial(mem, queries: list[dict], memory_dia: dict[int, str], pool: int, rrf_k: int) -> dict[str, list[dict]]:
     """Per question, the scored rows of each re-rank of recall's first ``pool`` items."""
-    from pgrecall.embedder import get_embedder
+    from pgrecall.embedder import Embedder
 
-    model = get_embedder().model
+    model = Embedder(runtime="torch").model  # token-level vectors: sentence-transformers' own API
     rows: dict[str, list[dict]] = {name: [] for name in ("pool order", "own-text cosine", "token maxsim",
                                                          "rrf(recall, own-text cosine)", "rrf(recall, token maxsim)")}
     question_tokens = token_vectors(model, [q["question"] for q in queries])

