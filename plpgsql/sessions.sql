@@ -167,6 +167,40 @@ end
 $$;
 comment on function __tenant__._flag(jsonb, text, text) is 'Internal: a boolean flag of a JSON object (NULL when absent), or PR107.';
 
+-- add_session_peers' step for the peers not in the session yet: they join with their flags, else
+-- the call's defaults, else the tenant's (those already in it conflict and keep their row). Read
+-- first, inserted from arrays: Citus 14 sends an INSERT ... SELECT that reads a table of a
+-- distributed schema to the shard with a filter it cannot spell (`WHERE ( IS NOT NULL)`).
+create or replace function __tenant__._session_peers_join(p_session_id bigint, p_items jsonb, p_observe boolean,
+                                                          p_observed boolean)
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_observe boolean := coalesce(p_observe, (_setting_value('observe_others') #>> '{}')::boolean);
+    v_observed boolean := coalesce(p_observed, (_setting_value('observed_by_others') #>> '{}')::boolean);
+    v_peer_ids bigint[];
+    v_observes boolean[];
+    v_observeds boolean[];
+begin
+    select coalesce(array_agg(p.id order by p.id), '{}'),
+           array_agg(coalesce(_flag(e, 'observe_others', ''), v_observe) order by p.id),
+           array_agg(coalesce(_flag(e, 'observed_by_others', ''), v_observed) order by p.id)
+      into v_peer_ids, v_observes, v_observeds
+      from jsonb_array_elements(p_items) e join peer p on p.name = e ->> 'peer'
+     where not exists (select 1 from session_peer sp where sp.session_id = p_session_id and sp.peer_id = p.id);
+    insert into session_peer (session_id, peer_id, observe_others, observed_by_others)
+    select p_session_id, x.peer_id, x.observe_others, x.observed_by_others
+      from unnest(v_peer_ids, v_observes, v_observeds) as x(peer_id, observe_others, observed_by_others)
+     order by x.peer_id
+    on conflict (session_id, peer_id) do nothing;
+end
+$$;
+comment on function __tenant__._session_peers_join(bigint, jsonb, boolean, boolean) is
+    'Internal: the peers of a list not yet in a session join it, with their flags or the defaults.';
+
 create or replace function __tenant__.add_session_peers(p_principal text, p_scopes text[], p_session bigint,
                                                        p_peers jsonb, p_defaults jsonb default '{}')
 returns table (peer text, observe_others boolean, observed_by_others boolean, joined_at timestamptz)
@@ -182,9 +216,6 @@ declare
     v_default_observe boolean;
     v_default_observed boolean;
     v_now timestamptz := now();  -- taken first: Citus refuses a function that is not immutable in an UPDATE's CASE
-    v_peer_ids bigint[];
-    v_observe boolean[];
-    v_observed boolean[];
 begin
     v_session := _session_of(p_principal, p_scopes, p_session);
     if p_peers is null or jsonb_typeof(p_peers) <> 'array' then
@@ -235,22 +266,7 @@ begin
       from jsonb_array_elements(v_items) e join peer p on p.name = e ->> 'peer'
      where sp.session_id = v_session.id and sp.peer_id = p.id;
 
-    -- The peers not in it yet join (those already in it conflict, and stay as updated above). Read
-    -- first, inserted from arrays: Citus 14 sends an INSERT ... SELECT that reads a table of a
-    -- distributed schema to the shard with a filter it cannot spell (`WHERE ( IS NOT NULL)`).
-    v_default_observe := coalesce(v_default_observe, (_setting_value('observe_others') #>> '{}')::boolean);
-    v_default_observed := coalesce(v_default_observed, (_setting_value('observed_by_others') #>> '{}')::boolean);
-    select coalesce(array_agg(p.id order by p.id), '{}'),
-           array_agg(coalesce(_flag(e, 'observe_others', ''), v_default_observe) order by p.id),
-           array_agg(coalesce(_flag(e, 'observed_by_others', ''), v_default_observed) order by p.id)
-      into v_peer_ids, v_observe, v_observed
-      from jsonb_array_elements(v_items) e join peer p on p.name = e ->> 'peer'
-     where not exists (select 1 from session_peer sp where sp.session_id = v_session.id and sp.peer_id = p.id);
-    insert into session_peer (session_id, peer_id, observe_others, observed_by_others)
-    select v_session.id, x.peer_id, x.observe_others, x.observed_by_others
-      from unnest(v_peer_ids, v_observe, v_observed) as x(peer_id, observe_others, observed_by_others)
-     order by x.peer_id
-    on conflict (session_id, peer_id) do nothing;
+    perform _session_peers_join(v_session.id, v_items, v_default_observe, v_default_observed);
 
     -- The session's name and metadata may speak of anyone in it: each peer's
     -- data subjects join the session's (erasing one clears them, erase.sql).

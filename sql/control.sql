@@ -651,6 +651,102 @@ comment on function pgrecall.create_tenant(text, integer) is
 -- the tenant is at the latest version, every function file whose checksum
 -- changed, then the data steps that migrations requested and that have not
 -- run yet. Returns what it applied, in order.
+-- upgrade_tenant's step for the function files: those whose checksum changed are applied, after
+-- what each defined last time is dropped. Returns the files applied, in order. The tenant's ledger
+-- is read as its owner, who writes it (upgrade_tenant says why).
+create or replace function pgrecall._upgrade_function_files(p_tenant pgrecall.tenant)
+returns setof text
+language plpgsql
+set search_path = pg_catalog
+as $$
+declare
+    v_name text := p_tenant.name;
+    v_caller text := current_setting('role');
+    v_src pgrecall.source;
+    v_sha text;
+    v_defined text[];
+begin
+    -- What every changed file defined last time is dropped first, so a
+    -- function it renamed or re-typed does not linger as a stale overload.
+    -- First for all of them, then the files are applied: a function that
+    -- moved to a file applied earlier than its old one would otherwise be
+    -- dropped by the old file right after the new one created it.
+    for v_src in select * from pgrecall.source s where s.kind = 'function' order by s.name loop
+        perform set_config('role', p_tenant.owner_role, true);
+        execute format('select sha256, functions from %I.function_ledger where file = $1', v_name)
+            into v_sha, v_defined using v_src.name;
+        perform set_config('role', v_caller, true);
+        continue when v_sha = v_src.sha256 or coalesce(cardinality(v_defined), 0) = 0;
+        perform pgrecall._execute_as(p_tenant.owner_role,
+            (select string_agg(format('drop function if exists %s cascade', f), E';\n') from unnest(v_defined) f)
+            || format(E';\nupdate %I.function_ledger set functions = %L where file = %L', v_name, '{}', v_src.name),
+            v_name);
+    end loop;
+    for v_src in select * from pgrecall.source s where s.kind = 'function' order by s.name loop
+        perform set_config('role', p_tenant.owner_role, true);
+        execute format('select sha256 from %I.function_ledger where file = $1', v_name)
+            into v_sha using v_src.name;
+        perform set_config('role', v_caller, true);
+        continue when v_sha = v_src.sha256;
+        perform pgrecall._execute_as(p_tenant.owner_role, pgrecall._render(v_src.body, v_name), v_name);
+        perform set_config('role', p_tenant.owner_role, true);
+        execute format($q$
+            select coalesce(array_agg(f order by f), '{}') from (
+                select p.oid::regprocedure::text as f from pg_proc p where p.pronamespace = %L::regnamespace
+                except
+                select unnest(l.functions) from %I.function_ledger l where l.file <> $1) defined
+            $q$, v_name, v_name) into v_defined using v_src.name;
+        perform set_config('role', v_caller, true);
+        perform pgrecall._execute_as(p_tenant.owner_role, format(
+            -- the time in the inserted row, taken from excluded: Citus refuses a function that is not
+            -- immutable in DO UPDATE SET
+            'insert into %I.function_ledger (file, sha256, functions, applied_at) values (%L, %L, %L, clock_timestamp()) '
+            'on conflict (file) do update set sha256 = excluded.sha256, functions = excluded.functions, '
+            'applied_at = excluded.applied_at', v_name, v_src.name, v_src.sha256, v_defined), v_name);
+        return next v_src.name;
+    end loop;
+
+end
+$$;
+comment on function pgrecall._upgrade_function_files(pgrecall.tenant) is
+    'Internal: upgrade_tenant''s step that applies the changed function files; returns them in order.';
+
+-- upgrade_tenant's last step: the data steps that migrations requested and that have not run.
+-- Returns their names, in the order they ran.
+create or replace function pgrecall._upgrade_data_steps(p_tenant pgrecall.tenant)
+returns setof text
+language plpgsql
+set search_path = pg_catalog
+as $$
+declare
+    v_name text := p_tenant.name;
+    v_caller text := current_setting('role');
+    v_step text;
+    v_steps text[];
+    v_rows bigint;
+begin
+    -- Data steps (migration 0017 made the ledger): work on the tenant's rows
+    -- that a migration asked for but could not do, since it needs functions
+    -- that exist only now. Each runs once, in the order it was requested.
+    perform set_config('role', p_tenant.owner_role, true);
+    execute format('select coalesce(array_agg(d.name order by d.requested_by, d.name), ''{}'') '
+                   'from %I.data_step d where d.done_at is null', v_name) into v_steps;
+    perform set_config('role', v_caller, true);
+    foreach v_step in array v_steps loop
+        -- run first, then recorded with the values: Citus refuses a volatile function in an UPDATE
+        perform set_config('role', p_tenant.owner_role, true);
+        execute format('select %I.%I()', v_name, v_step) into v_rows;
+        perform set_config('role', v_caller, true);
+        perform pgrecall._execute_as(p_tenant.owner_role, format(
+            'update %1$I.data_step set done_at = %2$L, rows_written = %3$L where name = %4$L',
+            v_name, clock_timestamp(), v_rows, v_step), v_name);
+        return next v_step;
+    end loop;
+end
+$$;
+comment on function pgrecall._upgrade_data_steps(pgrecall.tenant) is
+    'Internal: upgrade_tenant''s step that runs the pending data steps; returns their names in order.';
+
 create or replace function pgrecall.upgrade_tenant(p_name text, p_target_version integer default null)
 returns table (kind text, name text)
 language plpgsql
@@ -662,11 +758,6 @@ declare
     v_sha text;
     v_latest integer;
     v_newest_applied integer;
-    v_defined text[];
-    v_fn regprocedure;
-    v_step text;
-    v_steps text[];
-    v_rows bigint;
     v_caller text := current_setting('role');
 begin
     perform pgrecall._lock_tenant(p_name);
@@ -712,65 +803,16 @@ begin
         return;  -- functions are written against the latest schema only
     end if;
 
-    -- What every changed file defined last time is dropped first, so a
-    -- function it renamed or re-typed does not linger as a stale overload.
-    -- First for all of them, then the files are applied: a function that
-    -- moved to a file applied earlier than its old one would otherwise be
-    -- dropped by the old file right after the new one created it.
-    for v_src in select * from pgrecall.source s where s.kind = 'function' order by s.name loop
-        perform set_config('role', v_tenant.owner_role, true);
-        execute format('select sha256, functions from %I.function_ledger where file = $1', p_name)
-            into v_sha, v_defined using v_src.name;
-        perform set_config('role', v_caller, true);
-        continue when v_sha = v_src.sha256 or coalesce(cardinality(v_defined), 0) = 0;
-        perform pgrecall._execute_as(v_tenant.owner_role,
-            (select string_agg(format('drop function if exists %s cascade', f), E';\n') from unnest(v_defined) f)
-            || format(E';\nupdate %I.function_ledger set functions = %L where file = %L', p_name, '{}', v_src.name),
-            p_name);
-    end loop;
-    for v_src in select * from pgrecall.source s where s.kind = 'function' order by s.name loop
-        perform set_config('role', v_tenant.owner_role, true);
-        execute format('select sha256 from %I.function_ledger where file = $1', p_name)
-            into v_sha using v_src.name;
-        perform set_config('role', v_caller, true);
-        continue when v_sha = v_src.sha256;
-        perform pgrecall._execute_as(v_tenant.owner_role, pgrecall._render(v_src.body, p_name), p_name);
-        perform set_config('role', v_tenant.owner_role, true);
-        execute format($q$
-            select coalesce(array_agg(f order by f), '{}') from (
-                select p.oid::regprocedure::text as f from pg_proc p where p.pronamespace = %L::regnamespace
-                except
-                select unnest(l.functions) from %I.function_ledger l where l.file <> $1) defined
-            $q$, p_name, p_name) into v_defined using v_src.name;
-        perform set_config('role', v_caller, true);
-        perform pgrecall._execute_as(v_tenant.owner_role, format(
-            -- the time in the inserted row, taken from excluded: Citus refuses a function that is not
-            -- immutable in DO UPDATE SET
-            'insert into %I.function_ledger (file, sha256, functions, applied_at) values (%L, %L, %L, clock_timestamp()) '
-            'on conflict (file) do update set sha256 = excluded.sha256, functions = excluded.functions, '
-            'applied_at = excluded.applied_at', p_name, v_src.name, v_src.sha256, v_defined), p_name);
-        kind := 'function'; name := v_src.name;
+    -- Function files, then grants, then data steps: each a step of its own below.
+    for name in select f from pgrecall._upgrade_function_files(v_tenant) f loop
+        kind := 'function';
         return next;
     end loop;
 
     perform pgrecall._grant_duties(v_tenant);
 
-    -- Data steps (migration 0017 made the ledger): work on the tenant's rows
-    -- that a migration asked for but could not do, since it needs functions
-    -- that exist only now. Each runs once, in the order it was requested.
-    perform set_config('role', v_tenant.owner_role, true);
-    execute format('select coalesce(array_agg(d.name order by d.requested_by, d.name), ''{}'') '
-                   'from %I.data_step d where d.done_at is null', p_name) into v_steps;
-    perform set_config('role', v_caller, true);
-    foreach v_step in array v_steps loop
-        -- run first, then recorded with the values: Citus refuses a volatile function in an UPDATE
-        perform set_config('role', v_tenant.owner_role, true);
-        execute format('select %I.%I()', p_name, v_step) into v_rows;
-        perform set_config('role', v_caller, true);
-        perform pgrecall._execute_as(v_tenant.owner_role, format(
-            'update %1$I.data_step set done_at = %2$L, rows_written = %3$L where name = %4$L',
-            p_name, clock_timestamp(), v_rows, v_step), p_name);
-        kind := 'data_step'; name := v_step;
+    for name in select d from pgrecall._upgrade_data_steps(v_tenant) d loop
+        kind := 'data_step';
         return next;
     end loop;
 end

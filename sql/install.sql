@@ -676,6 +676,102 @@ comment on function pgrecall.create_tenant(text, integer) is
 -- the tenant is at the latest version, every function file whose checksum
 -- changed, then the data steps that migrations requested and that have not
 -- run yet. Returns what it applied, in order.
+-- upgrade_tenant's step for the function files: those whose checksum changed are applied, after
+-- what each defined last time is dropped. Returns the files applied, in order. The tenant's ledger
+-- is read as its owner, who writes it (upgrade_tenant says why).
+create or replace function pgrecall._upgrade_function_files(p_tenant pgrecall.tenant)
+returns setof text
+language plpgsql
+set search_path = pg_catalog
+as $$
+declare
+    v_name text := p_tenant.name;
+    v_caller text := current_setting('role');
+    v_src pgrecall.source;
+    v_sha text;
+    v_defined text[];
+begin
+    -- What every changed file defined last time is dropped first, so a
+    -- function it renamed or re-typed does not linger as a stale overload.
+    -- First for all of them, then the files are applied: a function that
+    -- moved to a file applied earlier than its old one would otherwise be
+    -- dropped by the old file right after the new one created it.
+    for v_src in select * from pgrecall.source s where s.kind = 'function' order by s.name loop
+        perform set_config('role', p_tenant.owner_role, true);
+        execute format('select sha256, functions from %I.function_ledger where file = $1', v_name)
+            into v_sha, v_defined using v_src.name;
+        perform set_config('role', v_caller, true);
+        continue when v_sha = v_src.sha256 or coalesce(cardinality(v_defined), 0) = 0;
+        perform pgrecall._execute_as(p_tenant.owner_role,
+            (select string_agg(format('drop function if exists %s cascade', f), E';\n') from unnest(v_defined) f)
+            || format(E';\nupdate %I.function_ledger set functions = %L where file = %L', v_name, '{}', v_src.name),
+            v_name);
+    end loop;
+    for v_src in select * from pgrecall.source s where s.kind = 'function' order by s.name loop
+        perform set_config('role', p_tenant.owner_role, true);
+        execute format('select sha256 from %I.function_ledger where file = $1', v_name)
+            into v_sha using v_src.name;
+        perform set_config('role', v_caller, true);
+        continue when v_sha = v_src.sha256;
+        perform pgrecall._execute_as(p_tenant.owner_role, pgrecall._render(v_src.body, v_name), v_name);
+        perform set_config('role', p_tenant.owner_role, true);
+        execute format($q$
+            select coalesce(array_agg(f order by f), '{}') from (
+                select p.oid::regprocedure::text as f from pg_proc p where p.pronamespace = %L::regnamespace
+                except
+                select unnest(l.functions) from %I.function_ledger l where l.file <> $1) defined
+            $q$, v_name, v_name) into v_defined using v_src.name;
+        perform set_config('role', v_caller, true);
+        perform pgrecall._execute_as(p_tenant.owner_role, format(
+            -- the time in the inserted row, taken from excluded: Citus refuses a function that is not
+            -- immutable in DO UPDATE SET
+            'insert into %I.function_ledger (file, sha256, functions, applied_at) values (%L, %L, %L, clock_timestamp()) '
+            'on conflict (file) do update set sha256 = excluded.sha256, functions = excluded.functions, '
+            'applied_at = excluded.applied_at', v_name, v_src.name, v_src.sha256, v_defined), v_name);
+        return next v_src.name;
+    end loop;
+
+end
+$$;
+comment on function pgrecall._upgrade_function_files(pgrecall.tenant) is
+    'Internal: upgrade_tenant''s step that applies the changed function files; returns them in order.';
+
+-- upgrade_tenant's last step: the data steps that migrations requested and that have not run.
+-- Returns their names, in the order they ran.
+create or replace function pgrecall._upgrade_data_steps(p_tenant pgrecall.tenant)
+returns setof text
+language plpgsql
+set search_path = pg_catalog
+as $$
+declare
+    v_name text := p_tenant.name;
+    v_caller text := current_setting('role');
+    v_step text;
+    v_steps text[];
+    v_rows bigint;
+begin
+    -- Data steps (migration 0017 made the ledger): work on the tenant's rows
+    -- that a migration asked for but could not do, since it needs functions
+    -- that exist only now. Each runs once, in the order it was requested.
+    perform set_config('role', p_tenant.owner_role, true);
+    execute format('select coalesce(array_agg(d.name order by d.requested_by, d.name), ''{}'') '
+                   'from %I.data_step d where d.done_at is null', v_name) into v_steps;
+    perform set_config('role', v_caller, true);
+    foreach v_step in array v_steps loop
+        -- run first, then recorded with the values: Citus refuses a volatile function in an UPDATE
+        perform set_config('role', p_tenant.owner_role, true);
+        execute format('select %I.%I()', v_name, v_step) into v_rows;
+        perform set_config('role', v_caller, true);
+        perform pgrecall._execute_as(p_tenant.owner_role, format(
+            'update %1$I.data_step set done_at = %2$L, rows_written = %3$L where name = %4$L',
+            v_name, clock_timestamp(), v_rows, v_step), v_name);
+        return next v_step;
+    end loop;
+end
+$$;
+comment on function pgrecall._upgrade_data_steps(pgrecall.tenant) is
+    'Internal: upgrade_tenant''s step that runs the pending data steps; returns their names in order.';
+
 create or replace function pgrecall.upgrade_tenant(p_name text, p_target_version integer default null)
 returns table (kind text, name text)
 language plpgsql
@@ -687,11 +783,6 @@ declare
     v_sha text;
     v_latest integer;
     v_newest_applied integer;
-    v_defined text[];
-    v_fn regprocedure;
-    v_step text;
-    v_steps text[];
-    v_rows bigint;
     v_caller text := current_setting('role');
 begin
     perform pgrecall._lock_tenant(p_name);
@@ -737,65 +828,16 @@ begin
         return;  -- functions are written against the latest schema only
     end if;
 
-    -- What every changed file defined last time is dropped first, so a
-    -- function it renamed or re-typed does not linger as a stale overload.
-    -- First for all of them, then the files are applied: a function that
-    -- moved to a file applied earlier than its old one would otherwise be
-    -- dropped by the old file right after the new one created it.
-    for v_src in select * from pgrecall.source s where s.kind = 'function' order by s.name loop
-        perform set_config('role', v_tenant.owner_role, true);
-        execute format('select sha256, functions from %I.function_ledger where file = $1', p_name)
-            into v_sha, v_defined using v_src.name;
-        perform set_config('role', v_caller, true);
-        continue when v_sha = v_src.sha256 or coalesce(cardinality(v_defined), 0) = 0;
-        perform pgrecall._execute_as(v_tenant.owner_role,
-            (select string_agg(format('drop function if exists %s cascade', f), E';\n') from unnest(v_defined) f)
-            || format(E';\nupdate %I.function_ledger set functions = %L where file = %L', p_name, '{}', v_src.name),
-            p_name);
-    end loop;
-    for v_src in select * from pgrecall.source s where s.kind = 'function' order by s.name loop
-        perform set_config('role', v_tenant.owner_role, true);
-        execute format('select sha256 from %I.function_ledger where file = $1', p_name)
-            into v_sha using v_src.name;
-        perform set_config('role', v_caller, true);
-        continue when v_sha = v_src.sha256;
-        perform pgrecall._execute_as(v_tenant.owner_role, pgrecall._render(v_src.body, p_name), p_name);
-        perform set_config('role', v_tenant.owner_role, true);
-        execute format($q$
-            select coalesce(array_agg(f order by f), '{}') from (
-                select p.oid::regprocedure::text as f from pg_proc p where p.pronamespace = %L::regnamespace
-                except
-                select unnest(l.functions) from %I.function_ledger l where l.file <> $1) defined
-            $q$, p_name, p_name) into v_defined using v_src.name;
-        perform set_config('role', v_caller, true);
-        perform pgrecall._execute_as(v_tenant.owner_role, format(
-            -- the time in the inserted row, taken from excluded: Citus refuses a function that is not
-            -- immutable in DO UPDATE SET
-            'insert into %I.function_ledger (file, sha256, functions, applied_at) values (%L, %L, %L, clock_timestamp()) '
-            'on conflict (file) do update set sha256 = excluded.sha256, functions = excluded.functions, '
-            'applied_at = excluded.applied_at', p_name, v_src.name, v_src.sha256, v_defined), p_name);
-        kind := 'function'; name := v_src.name;
+    -- Function files, then grants, then data steps: each a step of its own below.
+    for name in select f from pgrecall._upgrade_function_files(v_tenant) f loop
+        kind := 'function';
         return next;
     end loop;
 
     perform pgrecall._grant_duties(v_tenant);
 
-    -- Data steps (migration 0017 made the ledger): work on the tenant's rows
-    -- that a migration asked for but could not do, since it needs functions
-    -- that exist only now. Each runs once, in the order it was requested.
-    perform set_config('role', v_tenant.owner_role, true);
-    execute format('select coalesce(array_agg(d.name order by d.requested_by, d.name), ''{}'') '
-                   'from %I.data_step d where d.done_at is null', p_name) into v_steps;
-    perform set_config('role', v_caller, true);
-    foreach v_step in array v_steps loop
-        -- run first, then recorded with the values: Citus refuses a volatile function in an UPDATE
-        perform set_config('role', v_tenant.owner_role, true);
-        execute format('select %I.%I()', p_name, v_step) into v_rows;
-        perform set_config('role', v_caller, true);
-        perform pgrecall._execute_as(v_tenant.owner_role, format(
-            'update %1$I.data_step set done_at = %2$L, rows_written = %3$L where name = %4$L',
-            p_name, clock_timestamp(), v_rows, v_step), p_name);
-        kind := 'data_step'; name := v_step;
+    for name in select d from pgrecall._upgrade_data_steps(v_tenant) d loop
+        kind := 'data_step';
         return next;
     end loop;
 end
@@ -12268,7 +12310,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_42f49ecc9a30$sessions.sql$pgrecall_42f49ecc9a30$, null, $pgrecall_80ae7f6fd478$3e2124cbf592ac20d945e4bd02e0ea337e14f193edf90bae5382c88c09399014$pgrecall_80ae7f6fd478$, $pgrecall_3e2124cbf592$-- Sessions and the peers in them (design section 5).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_42f49ecc9a30$sessions.sql$pgrecall_42f49ecc9a30$, null, $pgrecall_8e24812938f9$454876b2301851eafff1890b6ff4613ddd43c1056f044f63074c2d8b89562d44$pgrecall_8e24812938f9$, $pgrecall_454876b23018$-- Sessions and the peers in them (design section 5).
 --
 -- A session lives in one scope; its messages are observations of that scope
 -- with its id. Each session peer carries two flags: observe the others
@@ -12437,6 +12479,40 @@ end
 $$;
 comment on function __tenant__._flag(jsonb, text, text) is 'Internal: a boolean flag of a JSON object (NULL when absent), or PR107.';
 
+-- add_session_peers' step for the peers not in the session yet: they join with their flags, else
+-- the call's defaults, else the tenant's (those already in it conflict and keep their row). Read
+-- first, inserted from arrays: Citus 14 sends an INSERT ... SELECT that reads a table of a
+-- distributed schema to the shard with a filter it cannot spell (`WHERE ( IS NOT NULL)`).
+create or replace function __tenant__._session_peers_join(p_session_id bigint, p_items jsonb, p_observe boolean,
+                                                          p_observed boolean)
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_observe boolean := coalesce(p_observe, (_setting_value('observe_others') #>> '{}')::boolean);
+    v_observed boolean := coalesce(p_observed, (_setting_value('observed_by_others') #>> '{}')::boolean);
+    v_peer_ids bigint[];
+    v_observes boolean[];
+    v_observeds boolean[];
+begin
+    select coalesce(array_agg(p.id order by p.id), '{}'),
+           array_agg(coalesce(_flag(e, 'observe_others', ''), v_observe) order by p.id),
+           array_agg(coalesce(_flag(e, 'observed_by_others', ''), v_observed) order by p.id)
+      into v_peer_ids, v_observes, v_observeds
+      from jsonb_array_elements(p_items) e join peer p on p.name = e ->> 'peer'
+     where not exists (select 1 from session_peer sp where sp.session_id = p_session_id and sp.peer_id = p.id);
+    insert into session_peer (session_id, peer_id, observe_others, observed_by_others)
+    select p_session_id, x.peer_id, x.observe_others, x.observed_by_others
+      from unnest(v_peer_ids, v_observes, v_observeds) as x(peer_id, observe_others, observed_by_others)
+     order by x.peer_id
+    on conflict (session_id, peer_id) do nothing;
+end
+$$;
+comment on function __tenant__._session_peers_join(bigint, jsonb, boolean, boolean) is
+    'Internal: the peers of a list not yet in a session join it, with their flags or the defaults.';
+
 create or replace function __tenant__.add_session_peers(p_principal text, p_scopes text[], p_session bigint,
                                                        p_peers jsonb, p_defaults jsonb default '{}')
 returns table (peer text, observe_others boolean, observed_by_others boolean, joined_at timestamptz)
@@ -12452,9 +12528,6 @@ declare
     v_default_observe boolean;
     v_default_observed boolean;
     v_now timestamptz := now();  -- taken first: Citus refuses a function that is not immutable in an UPDATE's CASE
-    v_peer_ids bigint[];
-    v_observe boolean[];
-    v_observed boolean[];
 begin
     v_session := _session_of(p_principal, p_scopes, p_session);
     if p_peers is null or jsonb_typeof(p_peers) <> 'array' then
@@ -12505,22 +12578,7 @@ begin
       from jsonb_array_elements(v_items) e join peer p on p.name = e ->> 'peer'
      where sp.session_id = v_session.id and sp.peer_id = p.id;
 
-    -- The peers not in it yet join (those already in it conflict, and stay as updated above). Read
-    -- first, inserted from arrays: Citus 14 sends an INSERT ... SELECT that reads a table of a
-    -- distributed schema to the shard with a filter it cannot spell (`WHERE ( IS NOT NULL)`).
-    v_default_observe := coalesce(v_default_observe, (_setting_value('observe_others') #>> '{}')::boolean);
-    v_default_observed := coalesce(v_default_observed, (_setting_value('observed_by_others') #>> '{}')::boolean);
-    select coalesce(array_agg(p.id order by p.id), '{}'),
-           array_agg(coalesce(_flag(e, 'observe_others', ''), v_default_observe) order by p.id),
-           array_agg(coalesce(_flag(e, 'observed_by_others', ''), v_default_observed) order by p.id)
-      into v_peer_ids, v_observe, v_observed
-      from jsonb_array_elements(v_items) e join peer p on p.name = e ->> 'peer'
-     where not exists (select 1 from session_peer sp where sp.session_id = v_session.id and sp.peer_id = p.id);
-    insert into session_peer (session_id, peer_id, observe_others, observed_by_others)
-    select v_session.id, x.peer_id, x.observe_others, x.observed_by_others
-      from unnest(v_peer_ids, v_observe, v_observed) as x(peer_id, observe_others, observed_by_others)
-     order by x.peer_id
-    on conflict (session_id, peer_id) do nothing;
+    perform _session_peers_join(v_session.id, v_items, v_default_observe, v_default_observed);
 
     -- The session's name and metadata may speak of anyone in it: each peer's
     -- data subjects join the session's (erasing one clears them, erase.sql).
@@ -12863,7 +12921,7 @@ comment on function __tenant__.log_turn(text, text[], text, text, text, text, te
     'Appends a turn to a turn log: to its newest session, or to a new one after a gap of more than turn_gap_seconds; '
     'p_data_subject_id (else the actor''s, else the session''s) tags the turn, and the session it opens; '
     'p_audience narrows who may see it.';
-$pgrecall_3e2124cbf592$)
+$pgrecall_454876b23018$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
