@@ -6203,7 +6203,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$, null, $pgrecall_1ad1545f9b31$d4d2a09926a9a525fd1928d4a7bc938bc81711e25e10e594b8e19e780e24dea8$pgrecall_1ad1545f9b31$, $pgrecall_d4d2a09926a9$-- Facts: asserting (closing and splitting what it contradicts), retracting,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$, null, $pgrecall_1e8a18b43ad8$fd66274893eaa12960414753ed55857044eaf8195db683f67ddd7d13adff2daa$pgrecall_1e8a18b43ad8$, $pgrecall_fd66274893ea$-- Facts: asserting (closing and splitting what it contradicts), retracting,
 -- citing, and the bitemporal question "what was true at T1 as we knew it at T2".
 -- Errors: PR111 unknown predicate, PR112 evidence does not match its
 -- observation, PR113 role policy (a human's fact on an assistant's word only),
@@ -6466,8 +6466,10 @@ comment on function __tenant__._check_fact_fields(text, text, text, text, text, 
 create or replace function __tenant__._fact_evidence(p_principal_id bigint, p_scope text, p_evidence jsonb,
                                                      p_subject text,
                                                      p_valid_from timestamptz, p_valid_to timestamptz,
+                                                     p_audience bigint, p_widening_reason text,
                                                      out o_observations bigint[], out o_starts integer[],
-                                                     out o_ends integer[], out o_quotes text[], out o_valid tstzrange)
+                                                     out o_ends integer[], out o_quotes text[], out o_valid tstzrange,
+                                                     out o_widening text)
 language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -6496,11 +6498,13 @@ begin
                                       quote_literal(p_subject)),
                       'A fact about a person needs evidence that is not only the assistant''s word (e.g. what they said).');
     end if;
-
+    -- Never more public than the turns it cites, unless widened on purpose (PR116).
+    o_widening := _widening(p_audience, o_observations, p_widening_reason, 'fact');
 end
 $$;
-comment on function __tenant__._fact_evidence(bigint, text, jsonb, text, timestamptz, timestamptz) is
-    'Internal: an assertion''s evidence spans, checked (PR109/PR112/PR113), and its valid range (PR152 when empty).';
+comment on function __tenant__._fact_evidence(bigint, text, jsonb, text, timestamptz, timestamptz, bigint, text) is
+    'Internal: an assertion''s evidence spans, checked (PR109/PR112/PR113/PR116), its valid range (PR152 when empty) '
+    'and the widening reason to keep.';
 
 create or replace function __tenant__._add_fact_evidence(p_fact bigint, p_subject bigint, p_object bigint,
                                                          p_observations bigint[], p_starts integer[], p_ends integer[],
@@ -6644,7 +6648,7 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_widening text;
+    v_widening text;    -- why it may reach more peers than its turns (NULL: it does not)
     v_saved_plan_mode text := current_setting('plan_cache_mode');
     v_observer bigint := case when p_observer is null then null else _peer_id(p_observer, 'observer') end;
     v_audience bigint := case when p_audience is null then null else _peer_id(p_audience, 'audience') end;
@@ -6669,12 +6673,10 @@ begin
     v_purposes := case when p_purposes is null then array(select p from unnest(_purposes()) p order by p)
                        else _check_purposes(p_purposes) end;
     -- Evidence first: every span checked before anything is written.
-    select e.o_observations, e.o_starts, e.o_ends, e.o_quotes, e.o_valid
-      into v_ev_obs, v_ev_start, v_ev_end, v_ev_quote, v_valid
-      from _fact_evidence(p_principal_id, p_scope, p_evidence, p_subject, p_valid_from, p_valid_to) e;
-    -- Never more public than the turns it cites, unless widened on purpose (PR116).
-    v_widening := _widening(v_audience, v_ev_obs, p_widening_reason, 'fact');
-
+    select e.o_observations, e.o_starts, e.o_ends, e.o_quotes, e.o_valid, e.o_widening
+      into v_ev_obs, v_ev_start, v_ev_end, v_ev_quote, v_valid, v_widening
+      from _fact_evidence(p_principal_id, p_scope, p_evidence, p_subject, p_valid_from, p_valid_to, v_audience,
+                          p_widening_reason) e;
     -- One assertion per subject at a time, so conflicting writers queue up
     -- and each sees what the previous one asserted.
     v_subject := _entity_for(p_scope, p_subject, p_subject_type);
@@ -6688,7 +6690,6 @@ begin
     else
         v_object_value := _trim(p_object);
     end if;
-
     -- The same value, already known for at least this long: the assertion confirms it.
     select f.id into v_existing from fact f
      where f.subject_id = v_subject and f.predicate = v_pred.name and upper_inf(f.known)
@@ -6714,7 +6715,6 @@ begin
                 v_widening)
         returning id into v_fact;
     end if;
-
     perform _add_fact_evidence(v_fact, v_subject, v_object, v_ev_obs, v_ev_start, v_ev_end, v_ev_quote);
     if cardinality(v_closed) > 0 then  -- most assertions close nothing: no statement to run
         perform _split_closed_facts(v_closed, v_fact, v_valid, v_now);
@@ -6971,7 +6971,7 @@ end
 $$;
 comment on function __tenant__.assert_facts(text, text[], text, jsonb) is
     'assert_fact() for a batch (a JSON array of items), in order and all-or-nothing; one row per item.';
-$pgrecall_d4d2a09926a9$)
+$pgrecall_fd66274893ea$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
