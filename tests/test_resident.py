@@ -26,12 +26,13 @@ from conftest import wait_until
 from pgrecall import cli, resident
 
 # Runs `pgrecall ARGS` as a process and adds, as the last line of stderr, whether that process loaded
-# the model (imported sentence_transformers or torch).
+# the model (imported a runtime: onnxruntime, or sentence_transformers or torch).
 _CLI = """
 import json, sys
 from pgrecall.cli import main
 code = main(sys.argv[1:])
-print(json.dumps({"loaded_model": "sentence_transformers" in sys.modules or "torch" in sys.modules}), file=sys.stderr)
+print(json.dumps({"loaded_model": any(m in sys.modules for m in ("onnxruntime", "sentence_transformers", "torch"))}),
+      file=sys.stderr)
 sys.exit(code)
 """
 
@@ -49,9 +50,11 @@ def run(env: dict[str, str], *args: str, timeout: float = 600) -> tuple[int, str
 
 
 def resident_env(home: Path, **extra: str) -> dict[str, str]:
-    """The environment of a user's shell: no PGRECALL_EMBEDDER (the command's default: resident)."""
+    """The environment of a user's shell that chose the resident embedder (PGRECALL_EMBEDDER=resident: since
+    the model runs on ONNX Runtime, a command embeds in its own process by default)."""
     env = {k: v for k, v in os.environ.items() if k != "PGRECALL_EMBEDDER"}
     env["PGRECALL_HOME"] = str(home)
+    env["PGRECALL_EMBEDDER"] = "resident"
     return {**env, **extra}
 
 
@@ -295,24 +298,30 @@ def test_server_stop_stops_the_resident_embedder_with_the_embedded_server(home):
         run(env, "server", "stop")
 
 
-def test_the_default_is_the_commands_own_and_can_be_turned_off(home, monkeypatch):
+def test_the_resident_embedder_is_chosen_not_the_default(home, monkeypatch):
+    """Issue #52: the model loads in a fraction of a second on ONNX Runtime, so no command starts a resident
+    process behind the user's back; PGRECALL_EMBEDDER=resident chooses it, for the command and the library."""
     from pgrecall import embedder
 
     monkeypatch.setenv("PGRECALL_HOME", str(home))
+    monkeypatch.delenv("PGRECALL_EMBEDDER", raising=False)
+    assert isinstance(embedder.default_embedder(), embedder.Embedder)
     monkeypatch.setenv("PGRECALL_EMBEDDER", "process")
-    embedder.prefer_resident()
-    try:
-        assert isinstance(embedder.default_embedder(), embedder.Embedder)
-        monkeypatch.delenv("PGRECALL_EMBEDDER")
-        assert isinstance(embedder.default_embedder(), resident.ResidentEmbedder)
-        monkeypatch.setenv("PGRECALL_EMBEDDER", "sometimes")
-        with pytest.raises(Exception, match="PGRECALL_EMBEDDER is 'sometimes'"):
-            embedder.default_embedder()
-    finally:
-        embedder.prefer_resident(False)
-    monkeypatch.delenv("PGRECALL_EMBEDDER")
-    assert isinstance(embedder.default_embedder(), embedder.Embedder)  # a library's default: this process
+    assert isinstance(embedder.default_embedder(), embedder.Embedder)
+    monkeypatch.setenv("PGRECALL_EMBEDDER", "resident")
+    assert isinstance(embedder.default_embedder(), resident.ResidentEmbedder)
+    monkeypatch.setenv("PGRECALL_EMBEDDER", "sometimes")
+    with pytest.raises(Exception, match="PGRECALL_EMBEDDER is 'sometimes'"):
+        embedder.default_embedder()
     assert not resident.status(home)["running"]  # choosing one started nothing
+
+
+def test_a_command_without_a_choice_embeds_in_its_own_process_and_starts_no_resident(acme_shell, home):
+    env = {k: v for k, v in resident_env(home).items() if k != "PGRECALL_EMBEDDER"}
+    code, out, _, loaded = run(env, "recall", "--as", "ana", "what does ana like")
+    assert code == 0, out
+    assert loaded, "the command did not load the model itself"
+    assert _daemon_pids(home) == [] and not resident.status(home)["running"]
 
 
 def test_the_worker_as_a_service_keeps_embeddings_current_and_stops_on_sigterm(acme_shell, home, db):

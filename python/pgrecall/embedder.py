@@ -165,20 +165,11 @@ def get_embedder() -> Embedder:
     return Embedder()
 
 
-_resident_by_default = False
-
-
-def prefer_resident(on: bool = True) -> None:
-    """Make :func:`default_embedder` the resident embedder (pgrecall.resident) unless PGRECALL_EMBEDDER says
-    ``process``: the ``pgrecall`` command does, so that its commands share one loaded model."""
-    global _resident_by_default
-    _resident_by_default = on
-
-
 def default_embedder() -> TextEmbedder:
-    """The embedder of a handle or a worker given none: the resident one (shared by every command, started on
-    first use) when PGRECALL_EMBEDDER is ``resident``, or when it is unset in the ``pgrecall`` command; else
-    the model in this process."""
+    """The embedder of a handle or a worker given none: the model in this process (on ONNX Runtime it loads in
+    a fraction of a second), or the resident one (pgrecall.resident, shared by the commands of one user and
+    started on first use) when PGRECALL_EMBEDDER is ``resident``: it saves about a quarter of a second per
+    command (bench/results/latest-shell.md)."""
     choice = os.environ.get("PGRECALL_EMBEDDER", "").strip().lower()
     if choice not in ("", "resident", "process"):
         from .errors import PgrecallError
@@ -186,7 +177,7 @@ def default_embedder() -> TextEmbedder:
         raise PgrecallError(f"PGRECALL_EMBEDDER is {choice!r}",
                             hint="Set it to resident (one model shared by every command) or process "
                                  "(each command loads its own), or unset it.")
-    if choice == "resident" or (choice == "" and _resident_by_default):
+    if choice == "resident":
         from .resident import client
         from .server import home
 

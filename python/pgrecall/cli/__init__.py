@@ -148,9 +148,6 @@ def _unreachable(exc: BaseException) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..embedder import prefer_resident
-
-    prefer_resident()  # the commands share one loaded model (pgrecall.resident); PGRECALL_EMBEDDER=process: not
     said: dict[str, str | None] = {"tenant": None}  # the tenant named, for hints that say what to type
 
     def failed(message: str, hint: str | None = None, code: int = EXIT_ERROR) -> int:
