@@ -88,9 +88,10 @@ def _intact(onnx: Path) -> bool:
     stamp = onnx.with_suffix(".crc32")
     try:
         recorded = json.loads(stamp.read_text())
-        return bool(recorded == dict(zip(("size", "crc32"), _file_crc(onnx), strict=True)))
+        size, crc = _file_crc(onnx)
     except (OSError, ValueError):
         return False
+    return bool(recorded == {"size": size, "crc32": crc})
 
 
 def onnx_file() -> Path:

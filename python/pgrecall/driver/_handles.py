@@ -80,17 +80,24 @@ class _operation(Generic[P, T]):
         return method
 
 
+def _built(build: Build[P, T], mem: Any, *args: Any, **kwargs: Any) -> Operation[T]:
+    """The operation a method's arguments build; a caller's argument it trips over is InvalidArgument. Only the
+    building is caught: what goes wrong while the operation runs (reading rows back, say) is raised as it is,
+    so that a fault of the driver's is not reported as the caller's."""
+    try:
+        return build(mem, *args, **kwargs)
+    except errors.PgrecallError:
+        raise
+    except boundary.PYTHON_INPUT_ERRORS as exc:
+        raise _input_error(build.__name__, exc) from exc
+
+
 def _sync_method(build: Build[P, T], mem: Memory) -> Callable[P, T]:
     run = mem._runner.run
 
     @functools.wraps(build)
     def method(*args: P.args, **kwargs: P.kwargs) -> T:
-        try:
-            return run(build(mem, *args, **kwargs))
-        except errors.PgrecallError:
-            raise
-        except boundary.PYTHON_INPUT_ERRORS as exc:
-            raise _input_error(build.__name__, exc) from exc
+        return run(_built(build, mem, *args, **kwargs))
 
     return method
 
@@ -100,12 +107,7 @@ def _async_method(build: Build[P, T], mem: AsyncMemory) -> Callable[P, Awaitable
 
     @functools.wraps(build)
     async def method(*args: P.args, **kwargs: P.kwargs) -> T:
-        try:
-            return await run(build(mem, *args, **kwargs))
-        except errors.PgrecallError:
-            raise
-        except boundary.PYTHON_INPUT_ERRORS as exc:
-            raise _input_error(build.__name__, exc) from exc
+        return await run(_built(build, mem, *args, **kwargs))
 
     return method
 

@@ -99,6 +99,18 @@ def _resume(program: Program[Any], sent: Any, failed: Exception | None) -> Step 
         return _Returned(done.value)
 
 
+def _start(program: Program[Any]) -> Step | _Returned:
+    """The program's first step. What it does up to there is building its first call from the caller's
+    arguments: a value it trips over is the caller's (InvalidArgument, naming the method); a fault in a later
+    step, once calls are running (reading rows back, say), is raised as it is."""
+    try:
+        return _resume(program, None, None)
+    except errors.PgrecallError:
+        raise
+    except boundary.PYTHON_INPUT_ERRORS as exc:
+        raise boundary.bad_input(getattr(program, "__name__", "operation"), exc) from exc
+
+
 Conn = TypeVar("Conn")
 Pool = TypeVar("Pool")
 
@@ -172,7 +184,7 @@ class SyncRunner(_Runner[psycopg.Connection[Any], ConnectionPool[Any]]):
     def run(self, op: Operation[T]) -> T:
         if isinstance(op, Call):
             return self.execute(op)
-        current = _resume(op, None, None)
+        current = _start(op)
         while not isinstance(current, _Returned):
             outcome: tuple[Any, Exception | None]
             try:
@@ -246,7 +258,7 @@ class AsyncRunner(_Runner[psycopg.AsyncConnection[Any], AsyncConnectionPool[Any]
     async def run(self, op: Operation[T]) -> T:
         if isinstance(op, Call):
             return await self.execute(op)
-        current = _resume(op, None, None)
+        current = _start(op)
         while not isinstance(current, _Returned):
             outcome: tuple[Any, Exception | None]
             try:
