@@ -1,5 +1,5 @@
-"""``make bench-worker``: the embedding worker's texts/s by thread count, on an idle machine and beside a busy
-PostgreSQL, and what the server still does meanwhile (#31 item 4).
+"""``make bench-worker``: the embedding worker's texts/s by runtime (ONNX Runtime, torch) and thread count, idle
+and beside a busy PostgreSQL, and what the server still does meanwhile (#31 item 4, #52 item 3).
 
 torch's default is a thread per core. On a small machine the worker shares the cores with the PostgreSQL it
 feeds; when the server holds a core, torch's threads wait on each other at every layer. Here the model embeds
@@ -92,27 +92,29 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
 
-    from pgrecall.embedder import embed_threads, get_embedder
+    from pgrecall.embedder import RUNTIMES, Embedder, embed_threads
 
     texts = corpus.memories(args.texts)  # the recall bench's synthetic memories
     cores = os.cpu_count() or 1
     counts = sorted({1, *range(2, cores + 1)})
     default = embed_threads()
-    embedder = get_embedder()
+    embedders = {runtime: Embedder(runtime=runtime) for runtime in RUNTIMES}  # ONNX Runtime and torch, side by side
     rows = []
     with embedded_server("pgrecall-bench-worker-") as info:
         uri = info.uri()
         alone = server_alone(uri, args.busy)
         log(f"server alone: {alone:.1f} statements/s on {args.busy} connections")
         for threads in counts:
-            idle = texts_per_second(embedder, texts, threads, args.rounds)
-            with BusyServer(uri, args.busy) as busy:
-                busy_rate, server_rate = busy.rate_during(
-                    lambda t=threads: texts_per_second(embedder, texts, t, args.rounds))
-            rows.append({"threads": threads, "default": threads == default, "idle_texts_per_s": idle,
-                         "busy_texts_per_s": busy_rate, "server_statements_per_s": server_rate})
-            log(f"{threads} threads: {idle:.0f} texts/s idle, {busy_rate:.0f} beside the busy server, "
-                f"which then ran {server_rate:.1f} statements/s")
+            for runtime, embedder in embedders.items():  # interleaved: a shift in load lands on both
+                idle = texts_per_second(embedder, texts, threads, args.rounds)
+                with BusyServer(uri, args.busy) as busy:
+                    busy_rate, server_rate = busy.rate_during(
+                        lambda t=threads, e=embedder: texts_per_second(e, texts, t, args.rounds))
+                rows.append({"runtime": runtime, "threads": threads, "default": threads == default,
+                             "idle_texts_per_s": idle, "busy_texts_per_s": busy_rate,
+                             "server_statements_per_s": server_rate})
+                log(f"{runtime}, {threads} threads: {idle:.0f} texts/s idle, {busy_rate:.0f} beside the busy "
+                    f"server, which then ran {server_rate:.1f} statements/s")
     report = new_report("python -m bench.worker_threads {args}", argv, texts=args.texts, busy=args.busy,
                         server_alone_statements_per_s=alone, default_threads=default, rows=rows)
     md = [f"# The worker's threads ({report['started']})", "",
@@ -120,11 +122,12 @@ def main(argv=None) -> int:
           f"{args.rounds} rounds; the busy server: {args.busy} connections running `{BUSY_STATEMENT}` back to "
           f"back ({alone:.1f} statements/s with the model idle). The default (PGRECALL_EMBED_THREADS unset) "
           f"is {default} thread(s).", "",
-          "| threads | texts/s idle | texts/s beside the busy server | server statements/s meanwhile |",
-          "|---:|---:|---:|---:|"]
+          "| runtime | threads | texts/s idle | texts/s beside the busy server | server statements/s meanwhile |",
+          "|---|---:|---:|---:|---:|"]
     for r in rows:
         mark = " (default)" if r["default"] else ""
-        md.append(f"| {r['threads']}{mark} | {r['idle_texts_per_s']:.0f} | {r['busy_texts_per_s']:.0f} | "
+        md.append(f"| {r['runtime']} | {r['threads']}{mark} | {r['idle_texts_per_s']:.0f} | "
+                  f"{r['busy_texts_per_s']:.0f} | "
                   f"{r['server_statements_per_s']:.1f} ({r['server_statements_per_s'] / alone:.0%} of alone) |")
     write_report(args.out, "worker", report, "\n".join(md) + "\n")
     print("\n".join(md))
