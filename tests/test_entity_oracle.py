@@ -10,6 +10,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
+from conftest import wait_until
 from test_audience import hidden_entity  # noqa: F401  (the fixture: an entity only ana may see)
 
 CALLS = {
@@ -17,6 +18,18 @@ CALLS = {
     "add_entity_alias": "select * from acme.add_entity_alias('ben', '{default}', 'default', %s, 'probe alias')",
     "neighbourhood": "select * from acme.neighbourhood('ben', '{default}', array[%s])",
 }
+
+
+@pytest.fixture
+def superuser_dsn(superuser_dsn, db):
+    """The superuser's DSN, and after the test no superuser backend left in the test's database: the tester
+    drops it afterwards and may not terminate a superuser's backend that is still closing (on a loaded machine
+    that failed the drop, and every later test of the worker with it)."""
+    yield superuser_dsn
+    wait_until(lambda: db.execute(
+        """select not exists (select 1 from pg_stat_activity a join pg_roles r on r.oid = a.usesysid
+                               where a.datname = current_database() and r.rolsuper)""").fetchone()[0],
+               what="the superuser's backends to end")
 
 
 def work_done(superuser_dsn: str, statement: str, name: str) -> tuple[dict, dict, str]:
