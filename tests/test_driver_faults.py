@@ -26,3 +26,11 @@ def test_a_fault_while_reading_rows_back_is_raised_as_it_is(acme, monkeypatch):
 def test_an_argument_the_call_cannot_be_built_from_is_still_the_callers(acme):
     with pytest.raises(errors.InvalidArgument, match="remember"):
         acme.remember("Ana lives in Lisbon", evidence=5, purposes=["converse"])
+
+
+def test_a_value_the_embedding_step_trips_over_is_still_the_callers(acme):
+    """Found by test_fuzz once the catch was narrowed: a query that is not a text reaches the model in a later
+    step of the program (an Offload step), whose TypeError is the caller's value, not the driver's fault."""
+    for method in (acme.recall, acme.search_messages):
+        with pytest.raises(errors.InvalidArgument, match="invalid argument: TypeError"):
+            method({"k": "\x00"}, limit=5)

@@ -6,7 +6,7 @@ borrowed from the caller's pool) and drives a Program, the sync one inline and t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, NoReturn, TypeVar
@@ -111,6 +111,18 @@ def _start(program: Program[Any]) -> Step | _Returned:
         raise boundary.bad_input(getattr(program, "__name__", "operation"), exc) from exc
 
 
+def _offloaded(fn: Callable[[], Any], where: str) -> Any:
+    """An Offload step: the embedding model, a re-rank hook or an LLM, run on the caller's values (a query, the
+    texts to remember) or the caller's own callable. A value of theirs it trips over (a dict where a text goes) is
+    the caller's: InvalidArgument, as when the call is built. Reading rows back is not an Offload step."""
+    try:
+        return fn()
+    except errors.PgrecallError:
+        raise
+    except boundary.PYTHON_INPUT_ERRORS as exc:
+        raise boundary.bad_input(where, exc) from exc
+
+
 Conn = TypeVar("Conn")
 Pool = TypeVar("Pool")
 
@@ -171,9 +183,9 @@ class SyncRunner(_Runner[psycopg.Connection[Any], ConnectionPool[Any]]):
             _raise(exc)
         return statement.collect(found)
 
-    def _step(self, current: Step) -> Any:
+    def _step(self, current: Step, where: str) -> Any:
         if isinstance(current, Offload):
-            return current.fn()
+            return _offloaded(current.fn, where)
         if isinstance(current, Statement):
             return self.execute_statement(current)
         if isinstance(current, AskConnection):
@@ -185,10 +197,11 @@ class SyncRunner(_Runner[psycopg.Connection[Any], ConnectionPool[Any]]):
         if isinstance(op, Call):
             return self.execute(op)
         current = _start(op)
+        where = getattr(op, "__name__", "operation")
         while not isinstance(current, _Returned):
             outcome: tuple[Any, Exception | None]
             try:
-                outcome = (self._step(current), None)
+                outcome = (self._step(current, where), None)
             except Exception as exc:  # handed to the program, which may catch it (or it propagates from _resume)
                 outcome = (None, exc)
             current = _resume(op, *outcome)
@@ -245,9 +258,9 @@ class AsyncRunner(_Runner[psycopg.AsyncConnection[Any], AsyncConnectionPool[Any]
             _raise(exc)
         return statement.collect(found)
 
-    async def _step(self, current: Step) -> Any:
+    async def _step(self, current: Step, where: str) -> Any:
         if isinstance(current, Offload):
-            return await asyncio.to_thread(current.fn)
+            return await asyncio.to_thread(_offloaded, current.fn, where)
         if isinstance(current, Statement):
             return await self.execute_statement(current)
         if isinstance(current, AskConnection):
@@ -259,10 +272,11 @@ class AsyncRunner(_Runner[psycopg.AsyncConnection[Any], AsyncConnectionPool[Any]
         if isinstance(op, Call):
             return await self.execute(op)
         current = _start(op)
+        where = getattr(op, "__name__", "operation")
         while not isinstance(current, _Returned):
             outcome: tuple[Any, Exception | None]
             try:
-                outcome = (await self._step(current), None)
+                outcome = (await self._step(current, where), None)
             except Exception as exc:
                 outcome = (None, exc)
             current = _resume(op, *outcome)

@@ -1,0 +1,191 @@
+"""``make bench-load``: many agents on one tenant at once, for a while, and whether anything was lost (#51 item 2).
+
+``--clients`` connections of the tenant's app role, each its own thread with its own driver handle, run a mix
+of operations back to back for ``--seconds``: recall (hybrid, with a precomputed query vector, so no model time
+is counted), an append followed by a remember citing it, and a lexical message search. Every operation's
+latency is kept; every error is counted by its class. Afterwards, as the superuser: every acknowledged append
+is in the log with its words, every acknowledged memory is there, and the scope's offsets run from 1 to its
+watermark without a gap. Results: bench/results/latest-load.md, the runs in bench/results/archive/.
+
+    python -m bench.load                                   # 32 clients, 120 s, 70/20/10
+    python -m bench.load --clients 8 --seconds 5 --mix 70,20,10
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+HERE = Path(__file__).resolve().parent
+TENANT = "loadbench"
+USERS = 16
+QUERIES = ["where does ana live", "what does ben like to cook", "the trip to Porto", "a birthday party",
+           "which books were read", "the dog's name", "allergies", "the new job", "a concert next week",
+           "the garden", "a recipe with miso", "the flat by the river"]
+
+
+@dataclass
+class Outcome:
+    latencies: dict[str, list[float]] = field(default_factory=lambda: {"recall": [], "append": [], "remember": [],
+                                                                       "search": []})
+    errors: Counter[str] = field(default_factory=Counter)
+    appended: list[tuple[int, str]] = field(default_factory=list)   # (offset, text) acknowledged
+    remembered: list[int] = field(default_factory=list)             # memory ids acknowledged
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
+
+
+def setup(superuser_uri: str, app_uri: str) -> None:
+    """The tenant, its users and a few hundred memories to recall from."""
+    import pgrecall
+    from pgrecall import install
+
+    with psycopg.connect(superuser_uri, autocommit=True) as conn:
+        install.install(conn, [TENANT])
+    with pgrecall.connect(app_uri, tenant=TENANT, principal="bot", scopes=["default"]) as mem:
+        mem.add_scope("default")
+        mem.add_peer("bot", "agent")
+        for u in range(USERS):
+            mem.add_peer(f"user{u}", "human")
+        rng = random.Random(7)
+        for i in range(300):
+            said = mem.append(f"note {i}: {rng.choice(QUERIES)} came up again", role="user",
+                              actor=f"user{i % USERS}")
+            mem.remember(f"user{i % USERS} mentioned {rng.choice(QUERIES)} (note {i})", evidence=[said],
+                         purposes=["converse"])
+
+
+def client(n: int, app_uri: str, vectors: list[Any], mix: tuple[int, int, int], deadline: float,
+           outcome: Outcome) -> None:
+    import pgrecall
+
+    rng = random.Random(n)
+    user = f"user{n % USERS}"
+    try:
+        mem = pgrecall.connect(app_uri, tenant=TENANT, principal="bot", scopes=["default"])
+    except Exception as exc:
+        with outcome.lock:
+            outcome.errors[f"connect: {type(exc).__name__}"] += 1
+        return
+    with mem:
+        k = 0
+        while time.monotonic() < deadline:
+            k += 1
+            pick = rng.randrange(sum(mix))
+            try:
+                if pick < mix[0]:
+                    q = rng.randrange(len(QUERIES))
+                    started = time.perf_counter()
+                    mem.recall(QUERIES[q], query_embedding=vectors[q], limit=10)
+                    took = {"recall": time.perf_counter() - started}
+                elif pick < mix[0] + mix[1]:
+                    text = f"client {n} turn {k}: {rng.choice(QUERIES)}"
+                    started = time.perf_counter()
+                    offset = mem.append(text, role="user", actor=user)
+                    middle = time.perf_counter()
+                    made = mem.remember(f"{user} said {text}", evidence=[offset], purposes=["converse"])
+                    done = time.perf_counter()
+                    took = {"append": middle - started, "remember": done - middle}
+                    with outcome.lock:
+                        outcome.appended.append((offset, text))
+                        if made.memory_id is not None:
+                            outcome.remembered.append(made.memory_id)
+                else:
+                    started = time.perf_counter()
+                    mem.search_messages(rng.choice(QUERIES), mode="lexical", limit=10)
+                    took = {"search": time.perf_counter() - started}
+            except Exception as exc:  # counted, by class: the load goes on
+                with outcome.lock:
+                    outcome.errors[type(exc).__name__] += 1
+                continue
+            with outcome.lock:
+                for op, seconds in took.items():
+                    outcome.latencies[op].append(seconds)
+
+
+def loss_check(superuser_uri: str, outcome: Outcome) -> dict[str, Any]:
+    with psycopg.connect(superuser_uri, autocommit=True) as conn:
+        logged = dict(conn.execute(f"select log_offset, body from {TENANT}.observation where scope = 'default'")
+                      .fetchall())
+        watermark = conn.execute(f"select log_watermark from {TENANT}.scope where name = 'default'").fetchone()[0]
+        memories = {r[0] for r in conn.execute(f"select id from {TENANT}.memory").fetchall()}
+    missing_turns = [o for o, text in outcome.appended if logged.get(o) != text]
+    missing_memories = [m for m in outcome.remembered if m not in memories]
+    return {"acknowledged_appends": len(outcome.appended), "missing_appends": len(missing_turns),
+            "acknowledged_memories": len(outcome.remembered), "missing_memories": len(missing_memories),
+            "offsets_contiguous": sorted(logged) == list(range(1, watermark + 1)), "watermark": watermark}
+
+
+def run(superuser_uri: str, app_uri: str, clients: int, seconds: float, mix: tuple[int, int, int]) -> dict[str, Any]:
+    from pgrecall.embedder import get_embedder
+
+    vectors = list(get_embedder().encode_array(QUERIES))
+    outcome = Outcome()
+    deadline = time.monotonic() + seconds
+    threads = [threading.Thread(target=client, args=(n, app_uri, vectors, mix, deadline, outcome))
+               for n in range(clients)]
+    load_before = os.getloadavg()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=seconds + 300)
+    ops = {op: {"count": len(v), "per_s": len(v) / seconds, "p50_ms": 1000 * percentile(v, 0.5),
+                "p95_ms": 1000 * percentile(v, 0.95), "p99_ms": 1000 * percentile(v, 0.99),
+                "max_ms": 1000 * max(v) if v else float("nan")}
+           for op, v in outcome.latencies.items()}
+    return {"clients": clients, "seconds": seconds, "mix": list(mix), "ops": ops, "errors": dict(outcome.errors),
+            "hung_clients": sum(t.is_alive() for t in threads), "loss": loss_check(superuser_uri, outcome),
+            "load_average": {"before": load_before, "after": os.getloadavg()}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .harness import embedded_server, new_report, write_report
+
+    parser = argparse.ArgumentParser(prog="make bench-load")
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--seconds", type=float, default=120)
+    parser.add_argument("--mix", default="70,20,10", help="recall,append+remember,message search (weights)")
+    parser.add_argument("--out", type=Path, default=HERE / "results")
+    args = parser.parse_args(argv)
+    mix = tuple(int(x) for x in args.mix.split(","))
+    assert len(mix) == 3, "--mix takes three weights"
+    with embedded_server("pgrecall-bench-load-", {"max_connections": str(max(100, args.clients + 20))}) as info:
+        superuser = info.uri()
+        app = info.uri(user=f"pgrecall_{TENANT}_app")
+        setup(superuser, app)
+        result = run(superuser, app, args.clients, args.seconds, mix)  # type: ignore[arg-type]
+    report = new_report("python -m bench.load {args}", argv, **result)
+    loss = result["loss"]
+    md = [f"# Many agents on one tenant ({report['started']})", "",
+          f"Machine: {report['machine']}. Command: `{report['command']}`. {args.clients} clients for "
+          f"{args.seconds:.0f} s, mix recall / append + remember / message search = {args.mix}; load average "
+          f"{result['load_average']['before'][0]:.1f} before, {result['load_average']['after'][0]:.1f} after.", "",
+          "| operation | count | per s | p50 ms | p95 ms | p99 ms | max ms |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for op, r in result["ops"].items():
+        md.append(f"| {op} | {r['count']} | {r['per_s']:.1f} | {r['p50_ms']:.1f} | {r['p95_ms']:.1f} | "
+                  f"{r['p99_ms']:.1f} | {r['max_ms']:.1f} |")
+    md += ["", f"Errors by class: {result['errors'] or 'none'}; clients still running at the end: "
+               f"{result['hung_clients']}.",
+           f"Loss check: {loss['acknowledged_appends']} acknowledged appends, {loss['missing_appends']} missing; "
+           f"{loss['acknowledged_memories']} acknowledged memories, {loss['missing_memories']} missing; offsets "
+           f"1..{loss['watermark']} {'contiguous' if loss['offsets_contiguous'] else 'WITH GAPS'}."]
+    write_report(args.out, "load", report, "\n".join(md) + "\n")
+    print("\n".join(md))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
