@@ -65,8 +65,8 @@ def cmd_embedder(args: argparse.Namespace) -> int:
         info = resident.start() if args.action == "start" else resident.status()
     except (resident.ResidentUnavailable, ModelUnavailable) as exc:
         return _fail(f"pgrecall: error: the resident embedder did not start: {exc}",
-                     "Commands still embed, each in its own process; PGRECALL_EMBEDDER=process says to "
-                     f"do so without trying (its log: {resident.paths().log}).")
+                     "Commands still embed, each in its own process (the default; PGRECALL_EMBEDDER=resident "
+                     f"sends their texts here) (its log: {resident.paths().log}).")
     if args.json:
         _print_json(info)
     elif info["running"]:
@@ -111,8 +111,9 @@ def add_server(sub: Subparsers) -> None:
 
 
 def add_embedder(sub: Subparsers) -> None:
-    p = sub.add_parser("embedder", help="the resident embedder: the model loaded once for every command "
-                                        "(started by the first that embeds, stopped with the server)")
+    p = sub.add_parser("embedder", help="the resident embedder: the model loaded once for every command, when "
+                                        "PGRECALL_EMBEDDER=resident (else each command loads its own, in a "
+                                        "fraction of a second); stopped with the server")
     p.add_argument("action", choices=["start", "stop", "status"])
     p.add_argument("--json", action="store_true", help="with start or status: one JSON document")
     p.set_defaults(func=cmd_embedder)
