@@ -25,6 +25,8 @@ from typing import Any
 
 import psycopg
 
+from . import run as run_bench
+
 HERE = Path(__file__).resolve().parent
 TENANT = "loadbench"
 USERS = 16
@@ -44,8 +46,7 @@ class Outcome:
 
 
 def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
+    return run_bench.percentile(values, q) if values else float("nan")
 
 
 def setup(superuser_uri: str, app_uri: str) -> None:
