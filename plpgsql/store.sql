@@ -18,6 +18,8 @@
 create or replace function __tenant__._store_text(p_value jsonb)
 returns text
 language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
     select coalesce(nullif(btrim((select string_agg(s #>> '{}', E'\n')
                                     from jsonb_path_query(p_value, 'strict $.**') s
@@ -88,6 +90,8 @@ comment on function __tenant__._check_store_path(text[], text) is
 create or replace function __tenant__._store_path_matches(p_namespace text[], p_path text[], p_suffix boolean)
 returns boolean
 language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
     select p_path is null
         or (cardinality(p_namespace) >= cardinality(p_path)

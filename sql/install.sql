@@ -13087,7 +13087,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d0628d01e244$store.sql$pgrecall_d0628d01e244$, null, $pgrecall_c4a2b32c24fd$b4dfd4ca5011058de62a8f83f805b7f86eb4cd8b3f3edd0bda0664d0a2965568$pgrecall_c4a2b32c24fd$, $pgrecall_b4dfd4ca5011$-- A key-value store on memories, for LangGraph's BaseStore
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d0628d01e244$store.sql$pgrecall_d0628d01e244$, null, $pgrecall_4eb8a8c06e44$5ec5c17803620ad28793b56e1235e56d7b3c073aac132df71f18054af03af893$pgrecall_4eb8a8c06e44$, $pgrecall_5ec5c1780362$-- A key-value store on memories, for LangGraph's BaseStore
 -- (pgrecall.integrations.langgraph; migration 0036). An item is a memory with
 -- a namespace, a key and a JSON object as its value. Its partition is a scope
 -- and an audience: the one principal (p_shared false, the default) or the
@@ -13107,6 +13107,8 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d0628d
 create or replace function __tenant__._store_text(p_value jsonb)
 returns text
 language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
     select coalesce(nullif(btrim((select string_agg(s #>> '{}', E'\n')
                                     from jsonb_path_query(p_value, 'strict $.**') s
@@ -13177,6 +13179,8 @@ comment on function __tenant__._check_store_path(text[], text) is
 create or replace function __tenant__._store_path_matches(p_namespace text[], p_path text[], p_suffix boolean)
 returns boolean
 language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
     select p_path is null
         or (cardinality(p_namespace) >= cardinality(p_path)
@@ -13577,7 +13581,7 @@ comment on function __tenant__.store_list_namespaces(text, text[], text, text[],
                                                      text, boolean) is
     'The namespaces of the store items the principal may use: prefix and suffix conditions ("*" any label), cut to '
     'max_depth labels, distinct, in code-point order.';
-$pgrecall_b4dfd4ca5011$)
+$pgrecall_5ec5c1780362$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
