@@ -11,7 +11,8 @@
 --                                       (supersession ends valid at its time)
 --   corrected after it                  the text it had then: the earliest
 --                                       revision kept after the moment
---                                       (memory_revision.changed_at)
+--                                       (memory_revision.changed_at; read
+--                                       here and by _recall_items)
 -- Who may see it, and for which purpose, is decided by the rule of now: as-of
 -- is history, not a way around eligibility. What was erased is gone from
 -- the history too.
@@ -24,25 +25,6 @@
 -- state); one corrected, superseded or forgotten since is not found by the
 -- dense arm as of then. The lexical arm finds it by the text it had, so
 -- hybrid recall answers with it.
-
--- The text (title, body) a memory had at p_as_of: the earliest revision
--- replaced after it, else the text it has now. Plain SQL, inlined.
-create or replace function __tenant__._text_as_of(p_memory_id bigint, p_title text, p_body text,
-                                                 p_as_of timestamptz)
-returns table (title text, body text)
-language sql stable
-as $$
-    select t.title, t.body
-      from (select r.title, r.body, 0 as current_text, r.revision
-              from __tenant__.memory_revision r
-             where p_as_of is not null and r.memory_id = p_memory_id and r.changed_at > p_as_of
-            union all
-            select p_title, p_body, 1, 0) t
-     order by t.current_text, t.revision
-     limit 1
-$$;
-comment on function __tenant__._text_as_of(bigint, text, text, timestamptz) is
-    'Internal: a memory''s title and body as they were at p_as_of (its current ones when not corrected since).';
 
 -- The memories changed since p_as_of that the principal may see as they
 -- stood at p_as_of: the one eligibility rule applied to their state then.
@@ -67,13 +49,17 @@ begin
         return;
     end if;
     select coalesce(array_agg(m.id order by m.id), '{}'),
-           coalesce(array_agg(to_tsvector('english'::regconfig, coalesce(t.title, '') || ' ' || t.body)
+           coalesce(array_agg(to_tsvector('english'::regconfig,
+                                          coalesce(case when t.body is null then m.title else t.title end, '')
+                                          || ' ' || coalesce(t.body, m.body))
                               order by m.id), '{}'),
-           coalesce(array_agg(m.id order by m.id)
-                    filter (where t.title is not distinct from m.title and t.body = m.body), '{}')
+           coalesce(array_agg(m.id order by m.id) filter (where t.body is null), '{}')
       into ids, tsvs, vector_ids
       from memory m
-      cross join lateral _text_as_of(m.id, m.title, m.body, p_as_of) t
+      -- the text it had then, when corrected since: the earliest revision replaced after the moment
+      left join lateral (select r.title, r.body from memory_revision r
+                          where r.memory_id = m.id and r.changed_at > p_as_of
+                          order by r.revision limit 1) t on true
      where m.updated_at > m.created_at  -- the index memory_changed
        and m.updated_at > p_as_of and m.created_at <= p_as_of
        and _memory_eligible(m.scope, m.audience_peer_id, m.purposes,

@@ -276,12 +276,16 @@ begin
         select c.*, row_number() over (order by c.score desc, c.item, c.pos)::integer as r
           from chosen c
     )
-    select t.r, m.id, m.scope, m.kind, tx.title, tx.body, t.score,
+    select t.r, m.id, m.scope, m.kind, case when tx.body is null then m.title else tx.title end,
+           coalesce(tx.body, m.body), t.score,
            array_position(p_lexical_ids, m.id), array_position(p_dense_ids, m.id),
            p_cosines[array_position(p_dense_ids, m.id)], p_bm25[array_position(p_lexical_ids, m.id)],
            pv.provenance, 'memory'::text, null::bigint, null::integer
       from top t join memory m on m.id = t.id
-      cross join lateral _text_as_of(m.id, m.title, m.body, p_as_of) tx  -- as of a past moment, the text then
+      -- as of a past moment, the text then of a memory corrected since (plpgsql/recall_as_of.sql)
+      left join lateral (select r.title, r.body from memory_revision r
+                          where p_as_of is not null and r.memory_id = m.id and r.changed_at > p_as_of
+                          order by r.revision limit 1) tx on true
       join _provenance_of(array(select t2.id from top t2 where t2.item = 'memory'), p_principal_id, p_scopes) pv
         on pv.memory_id = m.id
      where t.item = 'memory'

@@ -9736,7 +9736,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d809a0ca0c5$recall_as_of.sql$pgrecall_5d809a0ca0c5$, null, $pgrecall_ebe3f7906d4c$6650c7e1dad08336adac94b38069c6028fadff00c5ae8ea4e5ce6b7b8098dbca$pgrecall_ebe3f7906d4c$, $pgrecall_6650c7e1dad0$-- Recall as of a past moment (recall's p_as_of): the memory as it stood
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d809a0ca0c5$recall_as_of.sql$pgrecall_5d809a0ca0c5$, null, $pgrecall_bde5d8bcdb34$a3fed1a77982345550fff5077c3174802408a2290c33b7e0cc5a710a786724b2$pgrecall_bde5d8bcdb34$, $pgrecall_a3fed1a77982$-- Recall as of a past moment (recall's p_as_of): the memory as it stood
 -- then. plpgsql/recall.sql composes the steps; this file holds what only an
 -- as-of recall runs.
 --
@@ -9749,7 +9749,8 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d809a
 --                                       (supersession ends valid at its time)
 --   corrected after it                  the text it had then: the earliest
 --                                       revision kept after the moment
---                                       (memory_revision.changed_at)
+--                                       (memory_revision.changed_at; read
+--                                       here and by _recall_items)
 -- Who may see it, and for which purpose, is decided by the rule of now: as-of
 -- is history, not a way around eligibility. What was erased is gone from
 -- the history too.
@@ -9762,25 +9763,6 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d809a
 -- state); one corrected, superseded or forgotten since is not found by the
 -- dense arm as of then. The lexical arm finds it by the text it had, so
 -- hybrid recall answers with it.
-
--- The text (title, body) a memory had at p_as_of: the earliest revision
--- replaced after it, else the text it has now. Plain SQL, inlined.
-create or replace function __tenant__._text_as_of(p_memory_id bigint, p_title text, p_body text,
-                                                 p_as_of timestamptz)
-returns table (title text, body text)
-language sql stable
-as $$
-    select t.title, t.body
-      from (select r.title, r.body, 0 as current_text, r.revision
-              from __tenant__.memory_revision r
-             where p_as_of is not null and r.memory_id = p_memory_id and r.changed_at > p_as_of
-            union all
-            select p_title, p_body, 1, 0) t
-     order by t.current_text, t.revision
-     limit 1
-$$;
-comment on function __tenant__._text_as_of(bigint, text, text, timestamptz) is
-    'Internal: a memory''s title and body as they were at p_as_of (its current ones when not corrected since).';
 
 -- The memories changed since p_as_of that the principal may see as they
 -- stood at p_as_of: the one eligibility rule applied to their state then.
@@ -9805,13 +9787,17 @@ begin
         return;
     end if;
     select coalesce(array_agg(m.id order by m.id), '{}'),
-           coalesce(array_agg(to_tsvector('english'::regconfig, coalesce(t.title, '') || ' ' || t.body)
+           coalesce(array_agg(to_tsvector('english'::regconfig,
+                                          coalesce(case when t.body is null then m.title else t.title end, '')
+                                          || ' ' || coalesce(t.body, m.body))
                               order by m.id), '{}'),
-           coalesce(array_agg(m.id order by m.id)
-                    filter (where t.title is not distinct from m.title and t.body = m.body), '{}')
+           coalesce(array_agg(m.id order by m.id) filter (where t.body is null), '{}')
       into ids, tsvs, vector_ids
       from memory m
-      cross join lateral _text_as_of(m.id, m.title, m.body, p_as_of) t
+      -- the text it had then, when corrected since: the earliest revision replaced after the moment
+      left join lateral (select r.title, r.body from memory_revision r
+                          where r.memory_id = m.id and r.changed_at > p_as_of
+                          order by r.revision limit 1) t on true
      where m.updated_at > m.created_at  -- the index memory_changed
        and m.updated_at > p_as_of and m.created_at <= p_as_of
        and _memory_eligible(m.scope, m.audience_peer_id, m.purposes,
@@ -9844,7 +9830,7 @@ end
 $$;
 comment on function __tenant__._check_as_of(timestamptz) is
     'Internal: PR152 unless p_as_of is NULL or a finite time not after now.';
-$pgrecall_6650c7e1dad0$)
+$pgrecall_a3fed1a77982$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -10169,7 +10155,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$, null, $pgrecall_49731fe89337$07a878618dcfa7d14fa62412be269ef6da713e049bd29e060c785e4d82e50234$pgrecall_49731fe89337$, $pgrecall_07a878618dcf$-- Recall, steps 4 and 5 (plpgsql/recall.sql composes the steps):
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$, null, $pgrecall_fca0e992f7f9$98117a9ad4ce08d17ac18e48be228890b8fb7f50303202c092f275af2a2a0dcb$pgrecall_fca0e992f7f9$, $pgrecall_98117a9ad4ce$-- Recall, steps 4 and 5 (plpgsql/recall.sql composes the steps):
 --   _rrf_fuse         Reciprocal Rank Fusion of the two arms (message search
 --                     fuses its arms with it too): setting fusion = 'rrf'
 --   _score_fuse       the arms' scores, each over its own best, added:
@@ -10447,12 +10433,16 @@ begin
         select c.*, row_number() over (order by c.score desc, c.item, c.pos)::integer as r
           from chosen c
     )
-    select t.r, m.id, m.scope, m.kind, tx.title, tx.body, t.score,
+    select t.r, m.id, m.scope, m.kind, case when tx.body is null then m.title else tx.title end,
+           coalesce(tx.body, m.body), t.score,
            array_position(p_lexical_ids, m.id), array_position(p_dense_ids, m.id),
            p_cosines[array_position(p_dense_ids, m.id)], p_bm25[array_position(p_lexical_ids, m.id)],
            pv.provenance, 'memory'::text, null::bigint, null::integer
       from top t join memory m on m.id = t.id
-      cross join lateral _text_as_of(m.id, m.title, m.body, p_as_of) tx  -- as of a past moment, the text then
+      -- as of a past moment, the text then of a memory corrected since (plpgsql/recall_as_of.sql)
+      left join lateral (select r.title, r.body from memory_revision r
+                          where p_as_of is not null and r.memory_id = m.id and r.changed_at > p_as_of
+                          order by r.revision limit 1) tx on true
       join _provenance_of(array(select t2.id from top t2 where t2.item = 'memory'), p_principal_id, p_scopes) pv
         on pv.memory_id = m.id
      where t.item = 'memory'
@@ -10474,7 +10464,7 @@ comment on function __tenant__._recall_items(bigint[], bigint[], bigint[], doubl
                                              double precision[], double precision, integer, bigint, text[], text,
                                              double precision, double precision[], timestamptz) is
     'Internal: recall''s rows from the walked memories and the fact list: scored by the tenant''s fusion, best p_limit, with provenance.';
-$pgrecall_07a878618dcf$)
+$pgrecall_98117a9ad4ce$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
