@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: citus test-citus run driver test test-slow test-all check install-script bench bench-peers bench-graph bench-erase bench-worker bench-driver bench-shell bench-citus bench-load eval eval-compare venv clean
+.PHONY: citus test-citus run driver test test-slow test-all check install-script bench bench-peers bench-graph bench-erase bench-worker bench-driver bench-shell bench-citus bench-load bench-as-of eval eval-compare venv clean
 
 venv: $(STAMP)
 
@@ -104,6 +104,10 @@ bench-driver: $(STAMP)
 # Recall and remember through a Citus coordinator against the same tenant on one server (make citus first).
 bench-citus: citus
 	$(PY) -m bench.citus $(BENCH_ARGS)
+
+# Recall as of a past moment against recall now, interleaved, on one tenant: make bench-as-of BENCH_ARGS="--size 10000".
+bench-as-of: $(STAMP)
+	$(PY) -m bench.as_of $(BENCH_ARGS)
 
 # Many agents on one tenant at once (recall, append + remember, message search), p50/p95/p99 per operation,
 # errors by class and a loss check after: make bench-load BENCH_ARGS="--clients 32 --seconds 120 --mix 70,20,10".

@@ -207,14 +207,16 @@ def agent_may_see(i: int) -> bool:
     return i % 10 not in (3, 5)
 
 
-def ingest(app: str, tenant: str, texts: list[str], batch: int = 500) -> tuple[dict, np.ndarray]:
+def ingest(app: str, tenant: str, texts: list[str], batch: int = 500, setup: bool = True) -> tuple[dict, np.ndarray]:
     """Bulk ingest through append_observations + remember_many, batch rows a call, one transaction per
-    batch. Also returns each text's memory id (-1 where remember_many found it a duplicate)."""
+    batch. Also returns each text's memory id (-1 where remember_many found it a duplicate). ``setup``:
+    add the scopes and peers first (a second ingest into the same tenant passes False)."""
     from psycopg.types.json import Jsonb
 
     memory_of_text = np.full(len(texts), -1, dtype=np.int64)
     with psycopg.connect(app, autocommit=False) as conn:
-        _setup(conn, tenant)
+        if setup:
+            _setup(conn, tenant)
         conn.commit()
         started = time.perf_counter()
         created = 0
