@@ -29,13 +29,13 @@ TENANT = "asofbench"
 CHANGED = 0.01  # of the first half, changed after the moment: half corrected, half forgotten
 
 
-def changes_after(app: str, memory_ids: list[int]) -> dict:
+def changes_after(admin: str, app: str, memory_ids: list[int]) -> dict:
     """Correct the first half of memory_ids, forget the rest, as the agent; counts."""
     half = len(memory_ids) // 2
-    with psycopg.connect(app, autocommit=True) as conn:
+    with psycopg.connect(app, autocommit=True) as conn, psycopg.connect(admin, autocommit=True) as superuser:
         for memory_id in memory_ids[:half]:
-            revision = conn.execute(f"select revision from {TENANT}.memory where id = %s",
-                                    (memory_id,)).fetchone()
+            revision = superuser.execute(f"select revision from {TENANT}.memory where id = %s",
+                                         (memory_id,)).fetchone()
             conn.execute(f"select {TENANT}.correct('agent', %s, %s, %s, %s)",
                          (run_bench.SCOPES, memory_id, revision[0], f"corrected later: note {memory_id}"))
         for memory_id in memory_ids[half:]:
@@ -83,9 +83,10 @@ def run(size: int, n_queries: int) -> dict:
         time.sleep(0.05)
         as_of = conn.execute("select clock_timestamp()").fetchone()[0]
         time.sleep(0.05)
-    created = [int(i) for i in memory_of_first if i >= 0]
+    created = [int(memory_of_first[i]) for i in range(half)  # those the agent may change
+               if memory_of_first[i] >= 0 and run_bench.agent_may_see(i)]
     step = max(1, int(1 / CHANGED))
-    changed = changes_after(app, created[::step])
+    changed = changes_after(admin, app, created[::step])
     run_bench.log(f"ingesting the second {size - half} memories")
     second, memory_of_second = run_bench.ingest(app, TENANT, texts[half:], setup=False)
     memory_of_text = np.concatenate([memory_of_first, memory_of_second])
