@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: citus test-citus run driver test test-slow test-all check install-script bench bench-peers bench-graph bench-erase bench-worker bench-driver bench-shell bench-citus bench-load eval eval-compare venv clean
+.PHONY: citus test-citus run driver generate test test-slow test-all check install-script bench bench-peers bench-graph bench-erase bench-worker bench-driver bench-shell bench-citus bench-load bench-as-of eval eval-compare venv clean
 
 venv: $(STAMP)
 
@@ -38,9 +38,15 @@ driver: $(STAMP)
 install-script: $(STAMP)
 	$(PY) -c 'from pgrecall import sources; print(sources.write_install_script())'
 
+# Every generated file, each from what it is generated from: sql/install.sql (sql/, migrations/, plpgsql/),
+# the driver module (a fresh tenant's catalog), and the reference's transcripts and docs/examples.sql (a run
+# of the reference story). They are committed; .ci/run regenerates them and fails when that changes the tree.
+generate: install-script driver
+	$(PY) tests/doc_examples.py --update --write-sql
+
 # The lint and the type check first: seconds, against minutes of tests.
 check: $(STAMP)
-	$(PY) -m ruff check python tests
+	$(PY) -m ruff check python tests bench eval
 	$(PY) -m mypy
 
 # Two workers (pytest-xdist), each with an embedded server of its own: a test mostly waits on its
@@ -104,6 +110,10 @@ bench-driver: $(STAMP)
 # Recall and remember through a Citus coordinator against the same tenant on one server (make citus first).
 bench-citus: citus
 	$(PY) -m bench.citus $(BENCH_ARGS)
+
+# Recall as of a past moment against recall now, interleaved, on one tenant: make bench-as-of BENCH_ARGS="--size 10000".
+bench-as-of: $(STAMP)
+	$(PY) -m bench.as_of $(BENCH_ARGS)
 
 # Many agents on one tenant at once (recall, append + remember, message search), p50/p95/p99 per operation,
 # errors by class and a loss check after: make bench-load BENCH_ARGS="--clients 32 --seconds 120 --mix 70,20,10".

@@ -24,9 +24,27 @@ import psycopg
 
 from . import corpus
 from .harness import embedded_server
-from .run import (BASELINE_SQL, MODES, SCOPES, USERS, _or_query, _recall_sql, assign_users, build_baseline,
-                  cached_embeddings, corpus_for, give_audiences, ingest, install_tenant, log, role_uri,
-                  store_embeddings, summary, tenant_ef, text_of_memory_index)
+from .run import (
+    BASELINE_SQL,
+    MODES,
+    SCOPES,
+    USERS,
+    _or_query,
+    _recall_sql,
+    assign_users,
+    build_baseline,
+    cached_embeddings,
+    corpus_for,
+    give_audiences,
+    ingest,
+    install_tenant,
+    log,
+    role_uri,
+    store_embeddings,
+    summary,
+    tenant_ef,
+    text_of_memory_index,
+)
 
 
 def use_functions(admin: str, tenant: str, root: Path) -> list:
@@ -129,7 +147,8 @@ def main() -> None:
               f"tree and mode, interleaved; load average at the end {os.getloadavg()}")
         print(f"bare statement{'' if user_of is None else ' filtered by user'}: "
               f"p50 {bare['p50_ms']:.2f} / p95 {bare['p95_ms']:.2f} ms")
-        print("| mode | this p50 / p95 ms | other p50 / p95 ms | this / other p50 | this / bare p50 | other / bare p50 |")
+        print("| mode | this p50 / p95 ms | other p50 / p95 ms | this / other p50 | this / bare p50 "
+              "| other / bare p50 |")
         print("|---|---|---|---|---|---|")
         for mode in modes:
             a, b = summary(times[("this", mode)]), summary(times[("other", mode)])

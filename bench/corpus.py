@@ -49,7 +49,8 @@ QUERY_TEMPLATES = [
 
 
 def _people(rng: random.Random, n_people: int) -> list[str]:
-    surnames = [f"{a}{b}" for a in ("Sil", "Cos", "Mar", "Fer", "Lop", "Alv", "Rod", "Per") for b in ("va", "ta", "ez", "es")]
+    surnames = [f"{a}{b}" for a in ("Sil", "Cos", "Mar", "Fer", "Lop", "Alv", "Rod", "Per")
+                for b in ("va", "ta", "ez", "es")]
     return [f"{rng.choice(FIRST)} {rng.choice(surnames)}" for _ in range(n_people)]
 
 

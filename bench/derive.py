@@ -41,13 +41,14 @@ from . import corpus
 SEED = 1729
 CALIBRATION_SAMPLE = 1000
 
-_SURNAMES = [f"{a}{b}" for a in ("Sil", "Cos", "Mar", "Fer", "Lop", "Alv", "Rod", "Per") for b in ("va", "ta", "ez", "es")]
-_PERSON = re.compile(r"\b(?:%s) (?:%s)\b" % ("|".join(corpus.FIRST), "|".join(_SURNAMES)))
+_SURNAMES = [f"{a}{b}" for a in ("Sil", "Cos", "Mar", "Fer", "Lop", "Alv", "Rod", "Per")
+             for b in ("va", "ta", "ez", "es")]
+_PERSON = re.compile(r"\b(?:{}) (?:{})\b".format("|".join(corpus.FIRST), "|".join(_SURNAMES)))
 
 
 def _alternation(words: list[str]) -> re.Pattern:
     # longest first, so that "on Tuesday evenings" wins over anything shorter
-    return re.compile(r"\b(?:%s)\b" % "|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True)))
+    return re.compile(r"\b(?:{})\b".format("|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True))))
 
 
 DETAILS = {

@@ -143,8 +143,8 @@ def parts(admin: str, tenant: str, principal: str, scopes: list[str], calls: int
                 if k >= 2:
                     times.append((time.perf_counter() - started) * 1000)
             out[name + "_median_ms"] = statistics.median(times)
-        out["pairs_plan"] = "\n".join(r[0] for r in conn.execute("explain (analyze, costs off, timing off) " + pairs_sql,
-                                                                   (ids,)).fetchall())
+        plan = conn.execute("explain (analyze, costs off, timing off) " + pairs_sql, (ids,)).fetchall()
+        out["pairs_plan"] = "\n".join(r[0] for r in plan)
     return out
 
 
@@ -164,7 +164,8 @@ def markdown(report: dict) -> str:
         "",
         "## duplicate_proposals_answer(principal, scopes, 20): the window of 500",
         "",
-        "| principal | scopes | sees | CPU ms per call | wall median ms | wall p95 ms | wall min ms | pairs >= 0.80 in the window |",
+        "| principal | scopes | sees | CPU ms per call | wall median ms | wall p95 ms | wall min ms "
+        "| pairs >= 0.80 in the window |",
         "|---|---|---|---:|---:|---:|---:|---:|",
     ]
     for r in report["principals"]:
@@ -180,8 +181,8 @@ def markdown(report: dict) -> str:
     for r in report["windows"]:
         lines.append(f"| {r['window']} | {r['window'] * (r['window'] - 1) // 2} | {r['cpu_ms']:.1f} | "
                      f"{r['median_ms']:.1f} | {r['p95_ms']:.1f} | {r['pairs']} |")
-    lines += ["", "The pair loop (wide principal, window 500):", "", "```", report["principals"][0]["pairs_plan"], "```",
-              ""]
+    lines += ["", "The pair loop (wide principal, window 500):", "", "```", report["principals"][0]["pairs_plan"],
+              "```", ""]
     return "\n".join(lines)
 
 
@@ -225,7 +226,8 @@ def main(argv=None) -> int:
             for window in WINDOWS:
                 conn.execute("select pgrecall.set_tenant_setting(%s, 'duplicate_window', %s)", (tenant, str(window)))
                 r = timed_calls(app, tenant, "agent", SCOPES + [SMALL], args.calls)
-                report["windows"].append({"window": window, **{k: r[k] for k in ("median_ms", "p95_ms", "cpu_ms", "pairs")}})
+                report["windows"].append({"window": window,
+                                          **{k: r[k] for k in ("median_ms", "p95_ms", "cpu_ms", "pairs")}})
             conn.execute("select pgrecall.set_tenant_setting(%s, 'duplicate_window', '500')", (tenant,))
         report["load_after"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
     md = markdown(report)

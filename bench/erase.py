@@ -88,7 +88,8 @@ def main(argv=None) -> int:
             for k in range(args.subjects):
                 subject = f"subject-{(k * 397 + 11) % SUBJECTS}"
                 started = time.perf_counter()
-                row = conn.execute(f"select observations_erased, rows_erased, residual from {tenant}.erase('bench', %s, 'bench')",
+                row = conn.execute(f"select observations_erased, rows_erased, residual "
+                                   f"from {tenant}.erase('bench', %s, 'bench')",
                                    (Jsonb({"data_subject": subject}),)).fetchone()
                 seconds = time.perf_counter() - started
                 runs.append({"subject": subject, "seconds": seconds, "observations": row[0], "rows_erased": row[1],
@@ -108,7 +109,8 @@ def main(argv=None) -> int:
         report["median_seconds"] = statistics.median(r["seconds"] for r in runs)
     lines = [f"# pgrecall erasure benchmark ({report['started']})", "",
              f"Machine: {report['machine']}. Command: `{report['command']}`.", "",
-             f"- corpus: {args.size:,} memories ({report['rows']}), ingest {report['ingest']['per_second']:.0f} memories/s",
+             f"- corpus: {args.size:,} memories ({report['rows']}), "
+             f"ingest {report['ingest']['per_second']:.0f} memories/s",
              *[f"- erase {r['subject']}: {r['seconds'] * 1000:.0f} ms for {r['observations']} observations, "
                f"{r['rows_erased'].get('memory', 0)} memories, {r['rows_erased'].get('memory_embedding', 0)} of their "
                f"vectors, {r['rows_erased'].get('embedding_input', 0)} neighbours' vectors re-queued; "

@@ -149,7 +149,8 @@ def as_of_latency(conn: psycopg.Connection, entities: int, queries: int) -> dict
 
 def markdown(r: dict) -> str:
     a, g = r["assert_fact"], r["graph"]
-    lines = [f"# pgrecall graph benchmark ({r['started']})", "", f"Machine: {r['machine']}. Command: `{r['command']}`.", "",
+    lines = [f"# pgrecall graph benchmark ({r['started']})", "",
+             f"Machine: {r['machine']}. Command: `{r['command']}`.", "",
              f"- assert_fact, single calls with checked quotes: {a['per_second']:.0f} facts/s "
              f"({a['facts']} facts in {a['seconds']:.1f} s; outcomes {a['outcomes']})",
              f"- assert_facts, batches of 500: {a['batched_per_second']:.0f} facts/s; two such writers at once: "
@@ -186,21 +187,21 @@ def main(argv=None) -> int:
     from pgrecall import install
 
     report = new_report("make bench-graph BENCH_ARGS='{args}'", argv)
-    with embedded_server("pgrg-", {"maintenance_work_mem": "1GB", "shared_buffers": "2GB"}) as info:
-        with psycopg.connect(info.uri(), autocommit=True) as conn:
-            install.install(conn, [TENANT])
-            conn.execute(f"select {TENANT}.add_scope('default')")
-            conn.execute(f"select {TENANT}.add_peer('bot', 'agent')")
-            conn.execute(f"select {TENANT}.add_peer('user', 'human')")
-            log(f"assert_fact x {args.asserts}")
-            report["assert_fact"] = assert_throughput(conn, args.asserts)
-            log(f"loading {args.entities} entities and {args.facts} facts")
-            report["graph"] = bulk_graph(conn, args.entities, args.facts)
-            report["traversal"] = {}
-            for hops in (1, 2, 3):
-                log(f"{hops}-hop traversal")
-                report["traversal"][str(hops)] = traversal_latency(conn, args.entities, args.queries, hops)
-            report["facts_as_of"] = as_of_latency(conn, args.entities, args.queries)
+    with (embedded_server("pgrg-", {"maintenance_work_mem": "1GB", "shared_buffers": "2GB"}) as info,
+          psycopg.connect(info.uri(), autocommit=True) as conn):
+        install.install(conn, [TENANT])
+        conn.execute(f"select {TENANT}.add_scope('default')")
+        conn.execute(f"select {TENANT}.add_peer('bot', 'agent')")
+        conn.execute(f"select {TENANT}.add_peer('user', 'human')")
+        log(f"assert_fact x {args.asserts}")
+        report["assert_fact"] = assert_throughput(conn, args.asserts)
+        log(f"loading {args.entities} entities and {args.facts} facts")
+        report["graph"] = bulk_graph(conn, args.entities, args.facts)
+        report["traversal"] = {}
+        for hops in (1, 2, 3):
+            log(f"{hops}-hop traversal")
+            report["traversal"][str(hops)] = traversal_latency(conn, args.entities, args.queries, hops)
+        report["facts_as_of"] = as_of_latency(conn, args.entities, args.queries)
     md = markdown(report)
     write_report(Path(args.out), "graph", report, md)
     print(md)

@@ -11,7 +11,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +46,7 @@ def embedded_server(prefix: str, settings: Mapping[str, str] | None = None) -> I
 def new_report(command: str, argv: Sequence[str] | None, **fields: Any) -> dict[str, Any]:
     """A report's header: when, on what machine, and the command (``{args}`` in it: the arguments given)."""
     given = " ".join(argv if argv is not None else sys.argv[1:])
-    return {"started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    return {"started": datetime.now(UTC).isoformat(timespec="seconds"),
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, PostgreSQL 18 (embedded)",
             "command": command.format(args=given), **fields}
 

@@ -168,7 +168,8 @@ def profile(n: int, batch: int, top: int) -> str:
              "| calls | total ms | ms / call | rows | statement |", "|---:|---:|---:|---:|---|"]
     for calls, total_ms, nrows, query in rows:
         q = query if len(query) <= 160 else query[:157] + "..."
-        lines.append(f"| {calls} | {total_ms:.0f} | {total_ms / max(calls, 1):.2f} | {nrows} | `{q.replace('|', '/')}` |")
+        lines.append(f"| {calls} | {total_ms:.0f} | {total_ms / max(calls, 1):.2f} | {nrows} "
+                     f"| `{q.replace('|', '/')}` |")
     return "\n".join(lines) + "\n"
 
 

@@ -74,7 +74,8 @@ def write_plots(out: Path = RESULTS) -> list[Path]:
         if not acc:
             continue
         sweep = [s for s in acc["sweep"] if s["recall_at_10"] is not None]
-        ax.plot([s["p50_ms"] for s in sweep], [s["recall_at_10"] for s in sweep], marker="o", label=f"{label(n)} memories")
+        ax.plot([s["p50_ms"] for s in sweep], [s["recall_at_10"] for s in sweep], marker="o",
+                label=f"{label(n)} memories")
         for s in sweep:
             bold = s["ef_search"] == acc["tenant_ef_search"]
             ax.annotate(str(s["ef_search"]), (s["p50_ms"], s["recall_at_10"]), fontsize=7, xytext=(3, -9),

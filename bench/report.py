@@ -34,8 +34,10 @@ def markdown(report: dict) -> str:
              f"Wall time {report.get('wall_seconds', 0) / 60:.0f} min. Server: "
              + ", ".join(f"{k} {v}" for k, v in report.get("server_settings", {}).items()) + ".",
              "", "Load average (1, 5, 15 min) at the start and end of each size, a noisy machine shows here: "
-             + "; ".join(f"{r['size']:,}: {_load(r.get('loadavg_start'))} -> {_load(r.get('loadavg_end'))}" for r in sizes)
-             + ".", "", "![latency by corpus size](latest-latency.png) ![dense arm: recall against latency](latest-ef-sweep.png)",
+             + "; ".join(f"{r['size']:,}: {_load(r.get('loadavg_start'))} -> {_load(r.get('loadavg_end'))}"
+                         for r in sizes)
+             + ".", "",
+             "![latency by corpus size](latest-latency.png) ![dense arm: recall against latency](latest-ef-sweep.png)",
              "", "## Recall latency", "",
              f"{sizes[0]['recall']['hybrid']['queries'] if sizes else 0} queries per mode as the agent (80% of "
              "memories eligible), after " + _warmup(sizes) + ". The bare "
@@ -81,7 +83,8 @@ def markdown(report: dict) -> str:
                                ("narrow", f"{p['visible_to_narrow']:,}")):
             s = p[label]
             lines.append(f"| {r['size']:,} | {'one of 50 users' if label == 'users' else 'narrow'} | {visible} "
-                         f"| {s['dense_method']} | {s['pgrecall_hybrid']['p50_ms']:.2f} / {s['pgrecall_hybrid']['p95_ms']:.2f} "
+                         f"| {s['dense_method']} "
+                         f"| {s['pgrecall_hybrid']['p50_ms']:.2f} / {s['pgrecall_hybrid']['p95_ms']:.2f} "
                          f"| {s['bare_filtered']['p50_ms']:.2f} / {s['bare_filtered']['p95_ms']:.2f} "
                          f"| {s['hybrid_vs_bare_p50']:.2f}x, {s['hybrid_vs_bare_p95']:.2f}x "
                          f"| {_pct(s['pgrecall_dense_recall_at_10'])} / {_pct(s['bare_dense_recall_at_10'])} |")
@@ -92,8 +95,8 @@ def markdown(report: dict) -> str:
               "(from 50k) the HNSW index built once. Bare: batched INSERTs of the same rows and vectors into one "
               "table with its GIN and user indexes (500 a transaction), HNSW likewise. Each path's memories/s "
               "counts everything up to a searchable index.", "",
-              "| size | ingest memories/s | embeddings stored/s | HNSW build s | public path memories/s | bare inserts/s "
-              "| bare HNSW build s | bare path memories/s | term stats s | vacuum s | wall min |",
+              "| size | ingest memories/s | embeddings stored/s | HNSW build s | public path memories/s "
+              "| bare inserts/s | bare HNSW build s | bare path memories/s | term stats s | vacuum s | wall min |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in sizes:
         e, b, v = r["embedding_store"], r["baseline"], r["ingest_vs_bare"]
@@ -101,7 +104,8 @@ def markdown(report: dict) -> str:
                      f"| {_num(e.get('index_built_after_load_seconds'))} | {v['pgrecall_per_second']:.0f} "
                      f"| {b['inserts_per_second']:.0f}{'*' if b.get('copied_rows') else ''} "
                      f"| {_num(b.get('hnsw_build_seconds'))} | {v['bare_per_second']:.0f} "
-                     f"| {r['term_stats_refresh_seconds']:.1f} | {r['vacuum_seconds']:.0f} | {r['wall_seconds'] / 60:.1f} |")
+                     f"| {r['term_stats_refresh_seconds']:.1f} | {r['vacuum_seconds']:.0f} "
+                     f"| {r['wall_seconds'] / 60:.1f} |")
     if any(r["baseline"].get("copied_rows") for r in sizes):
         timed = min(r["baseline"]["timed_rows"] for r in sizes if r["baseline"].get("copied_rows"))
         lines += ["", f"\\* measured on the first {timed:,} rows; the rest were copied from the tenant in one "
@@ -120,7 +124,8 @@ def markdown(report: dict) -> str:
             if t["bytes"] > 64 * 1024:
                 lines.append(f"| {t['table']} | {t['bytes'] / MiB:,.1f} | {t['bytes'] / memories:,.0f} | {t['rows']:,} "
                              f"| {(t['purpose'] or '').replace('|', '/')} |")
-        lines += ["", "Indexes (MiB): " + ", ".join(f"{i['index']} {i['bytes'] / MiB:,.1f}" for i in s["indexes"]) + "."]
+        lines += ["", "Indexes (MiB): "
+                  + ", ".join(f"{i['index']} {i['bytes'] / MiB:,.1f}" for i in s["indexes"]) + "."]
     mem = report.get("server_memory")
     if mem:
         lines += ["", "Peak server memory (proportional set size of the postmaster and all its children, sampled "
@@ -164,7 +169,8 @@ def markdown(report: dict) -> str:
                 continue
             lines += [f"What {label} write per memory: {a['rows_per_memory']:.1f} rows (inserted, updated or "
                       f"deleted), "
-                      f"{a['bytes_per_memory']:,.0f} bytes on disk with indexes, {a['wal_bytes_per_memory']:,.0f} bytes of "
+                      f"{a['bytes_per_memory']:,.0f} bytes on disk with indexes, "
+                      f"{a['wal_bytes_per_memory']:,.0f} bytes of "
                       "WAL (the whole server's WAL over the phase; full-page images after a checkpoint included).", "",
                       "| table | inserted / updated / deleted per memory | bytes / memory | what it is for |",
                       "|---|---|---|---|"]

@@ -6,9 +6,9 @@ runs under bench/results/archive/.
 
 What is cached (bench/cache/, git-ignored, keyed by the texts' hash so a changed corpus re-embeds):
 the model's embeddings of the base corpus (100k by default, ~7 min of both cores once), of the
-queries, and, for derived corpora, of the calibration sample and the replaced details. Corpora larger than ``--base`` are derived
-from the base (bench/derive.py says how and why), so the 1M size needs no more model time than
-100k; everything else (ingest, indexes, timings) is measured anew on every run.
+queries, and, for derived corpora, of the calibration sample and the replaced details. Corpora larger
+than ``--base`` are derived from the base (bench/derive.py says how and why), so the 1M size needs no
+more model time than 100k; everything else (ingest, indexes, timings) is measured anew on every run.
 
     python -m bench.run                              # 10k and 100k
     python -m bench.run --sizes 10000                # quicker
@@ -124,7 +124,7 @@ class ServerMemory:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def start(self) -> "ServerMemory":
+    def start(self) -> ServerMemory:
         self._thread.start()
         return self
 
@@ -207,14 +207,16 @@ def agent_may_see(i: int) -> bool:
     return i % 10 not in (3, 5)
 
 
-def ingest(app: str, tenant: str, texts: list[str], batch: int = 500) -> tuple[dict, np.ndarray]:
+def ingest(app: str, tenant: str, texts: list[str], batch: int = 500, setup: bool = True) -> tuple[dict, np.ndarray]:
     """Bulk ingest through append_observations + remember_many, batch rows a call, one transaction per
-    batch. Also returns each text's memory id (-1 where remember_many found it a duplicate)."""
+    batch. Also returns each text's memory id (-1 where remember_many found it a duplicate). ``setup``:
+    add the scopes and peers first (a second ingest into the same tenant passes False)."""
     from psycopg.types.json import Jsonb
 
     memory_of_text = np.full(len(texts), -1, dtype=np.int64)
     with psycopg.connect(app, autocommit=False) as conn:
-        _setup(conn, tenant)
+        if setup:
+            _setup(conn, tenant)
         conn.commit()
         started = time.perf_counter()
         created = 0
@@ -501,7 +503,8 @@ def set_ef(admin: str, tenant: str, ef: int) -> None:
 
 def tenant_ef(admin: str, tenant: str) -> int:
     with psycopg.connect(admin, autocommit=True) as conn:
-        return int(conn.execute(f"select value #>> '{{}}' from {tenant}.setting where key = 'hnsw_ef_search'").fetchone()[0])
+        return int(conn.execute(f"select value #>> '{{}}' from {tenant}.setting "
+                                f"where key = 'hnsw_ef_search'").fetchone()[0])
 
 
 def live_memories(admin: str, tenant: str) -> dict:
@@ -522,7 +525,7 @@ def dense_accuracy(admin: str, app: str, tenant: str, qtexts: list[str], qvecs: 
     eligible = live["ids"][live["converse"] & np.array([a is None for a in live["audience"]], dtype=bool)]
     exact = [eligible[p] for p in exact_top(qvecs, vectors, text_of_memory[eligible])]
     default = tenant_ef(admin, tenant)
-    out = {"queries": len(qtexts), "eligible": int(len(eligible)), "tenant_ef_search": default, "sweep": []}
+    out = {"queries": len(qtexts), "eligible": len(eligible), "tenant_ef_search": default, "sweep": []}
     try:
         for ef in sorted(set(sweep) | {default}):
             set_ef(admin, tenant, ef)
@@ -571,7 +574,7 @@ def per_principal(admin: str, app: str, tenant: str, table: str, assignment: dic
     users = [k % USERS for k in range(len(qtexts))]
     out = {"users": USERS, "reassign_seconds": reassign_seconds,
            "visible_per_user_median": int(statistics.median(len(visible[u]) for u in range(USERS))),
-           "visible_to_narrow": int(len(visible[USERS]))}
+           "visible_to_narrow": len(visible[USERS])}
     for label, principals, user_of_query in (("users", names[:USERS], users),
                                              ("narrow", ["narrow"], [USERS] * len(qtexts))):
         lat = recall_latency(app, tenant, qtexts, qvecs, principals, modes=("hybrid",))
@@ -743,7 +746,8 @@ def worker_throughput(admin: str, sample: int = 2000) -> dict:
     app = install_tenant(admin, "benchworker")
     single = single_call(admin, app, "benchworker", texts)
     with psycopg.connect(admin, autocommit=True) as conn:
-        version = conn.execute("select value::int from benchworker.setting where key = 'embedding_input_version'").fetchone()[0]
+        version = conn.execute("select value::int from benchworker.setting "
+                               "where key = 'embedding_input_version'").fetchone()[0]
         inputs, own = ([r[0] for r in conn.execute(
             "select input from benchworker._embedding_inputs(array(select id from benchworker.memory order by id), %s) "
             "order by memory_id", (v,))] for v in (version, 1))
@@ -921,7 +925,8 @@ def main(argv=None) -> int:
         with psycopg.connect(admin, autocommit=True) as conn:
             report["server_settings"] = dict(conn.execute(
                 "select name, current_setting(name) from pg_settings where name in "
-                "('shared_buffers', 'maintenance_work_mem', 'max_parallel_maintenance_workers', 'work_mem')").fetchall())
+                "('shared_buffers', 'maintenance_work_mem', 'max_parallel_maintenance_workers', 'work_mem')"
+            ).fetchall())
         memory = ServerMemory(info.pid).start()
         try:
             for n in [int(s) for s in args.sizes.split(",") if s]:

@@ -332,7 +332,7 @@ select * from acme.embedding_status();
 select acme.set_embedding_version('all-MiniLM-L6-v2', 3);  -- PR107
 select acme.set_embedding_version('', 2);  -- PR107
 
--- == <tenant>.recall
+-- == As of a past moment
 \c :app
 select rank, memory_id, body, round(score::numeric, 4) as score, lexical_rank, dense_rank,
        round(bm25::numeric, 3) as bm25

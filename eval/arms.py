@@ -17,13 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import locomo  # noqa: E402
+import locomo
 
 DEPTH = 100
 
@@ -61,7 +60,7 @@ def dump(args) -> None:
                                (principal, [scope], q["question"], DEPTH)).fetchone()
             den = conn.execute(f"select ids, cosines from {t}._dense_arm(%s, %s, 'converse', false, null, %s, %s)",
                                (principal, [scope], vec, DEPTH)).fetchone()
-            name = lambda i: by_offset.get(dia.get(i)) if dia.get(i) else None  # noqa: E731
+            name = lambda i: by_offset.get(dia.get(i)) if dia.get(i) else None
             out.append({"query_id": q["query_id"], "conversation": q["conversation_id"], "category": q["category_name"],
                         "evidence": q["evidence"],
                         "lex": [[name(i), s] for i, s in zip(lex[0], lex[1])],
@@ -101,16 +100,16 @@ def scores_fuse(lex, dense, depth=20, floor=0.30, dense_norm="abs", lex_norm="ma
 
 
 RULES = {
-    "rrf20": lambda l, d: rrf(l, d, 20),
-    "rrf10": lambda l, d: rrf(l, d, 10),
-    "rrf50": lambda l, d: rrf(l, d, 50),
-    "rrf100": lambda l, d: rrf(l, d, 100),
-    "lex": lambda l, d: [x for x, _ in l],
-    "dense": lambda l, d: [x for x, _ in d],
-    "sum_max_max": lambda l, d: scores_fuse(l, d, 20, dense_norm="max"),
-    "sum_max_abs": lambda l, d: scores_fuse(l, d, 20, dense_norm="abs"),
-    "sum_max_max100": lambda l, d: scores_fuse(l, d, 100, dense_norm="max"),
-    "sum_max_abs100": lambda l, d: scores_fuse(l, d, 100, dense_norm="abs"),
+    "rrf20": lambda lx, d: rrf(lx, d, 20),
+    "rrf10": lambda lx, d: rrf(lx, d, 10),
+    "rrf50": lambda lx, d: rrf(lx, d, 50),
+    "rrf100": lambda lx, d: rrf(lx, d, 100),
+    "lex": lambda lx, d: [x for x, _ in lx],
+    "dense": lambda lx, d: [x for x, _ in d],
+    "sum_max_max": lambda lx, d: scores_fuse(lx, d, 20, dense_norm="max"),
+    "sum_max_abs": lambda lx, d: scores_fuse(lx, d, 20, dense_norm="abs"),
+    "sum_max_max100": lambda lx, d: scores_fuse(lx, d, 100, dense_norm="max"),
+    "sum_max_abs100": lambda lx, d: scores_fuse(lx, d, 100, dense_norm="abs"),
 }
 
 
@@ -192,8 +191,8 @@ for depth in (20, 50, 100):
     for ln in ("max", "minmax"):
         for dn in ("max", "minmax", "ratio"):
             for comb in ("sum", "mnz"):
-                RULES[f"f{depth}_{ln}_{dn}_{comb}"] = (lambda depth, ln, dn, comb: lambda l, d: fuse_general(
-                    l, d, depth, lex_norm=ln, dense_norm=dn, comb=comb))(depth, ln, dn, comb)
+                RULES[f"f{depth}_{ln}_{dn}_{comb}"] = (lambda depth_, ln_, dn_, comb_: lambda lx, d: fuse_general(
+                    lx, d, depth_, lex_norm=ln_, dense_norm=dn_, comb=comb_))(depth, ln, dn, comb)
 
 
 def weighted_rrf(lex, dense, depth=100, k=60, floor=0.30, power=1.0):
@@ -212,8 +211,8 @@ def weighted_rrf(lex, dense, depth=100, k=60, floor=0.30, power=1.0):
 
 
 for depth in (20, 50, 100):
-    RULES[f"wrrf{depth}"] = (lambda depth: lambda l, d: weighted_rrf(l, d, depth))(depth)
-    RULES[f"f{depth}_max_max_max"] = (lambda depth: lambda l, d: fuse_general(l, d, depth, comb="max"))(depth)
+    RULES[f"wrrf{depth}"] = (lambda depth_: lambda lx, d: weighted_rrf(lx, d, depth_))(depth)
+    RULES[f"f{depth}_max_max_max"] = (lambda depth_: lambda lx, d: fuse_general(lx, d, depth_, comb="max"))(depth)
 
 
 def impute_fuse(lex, dense, depth=100, floor=0.30, half=False):
@@ -234,7 +233,7 @@ def impute_fuse(lex, dense, depth=100, floor=0.30, half=False):
 
 
 for depth in (20, 50, 100):
-    RULES[f"imp{depth}"] = (lambda depth: lambda l, d: impute_fuse(l, d, depth))(depth)
+    RULES[f"imp{depth}"] = (lambda depth_: lambda lx, d: impute_fuse(lx, d, depth_))(depth)
 
 
 
@@ -270,8 +269,8 @@ def evidence_head(lex, dense, head, limit=10):
 
 for lex_depth in (20, 50, 100):
     for dense_depth in (20, 50, 100):
-        RULES[f"rrf_scores_l{lex_depth}_d{dense_depth}"] = (lambda a, b: lambda l, d: rrf_then_evidence(
-            l, d, a, b))(lex_depth, dense_depth)
+        RULES[f"rrf_scores_l{lex_depth}_d{dense_depth}"] = (lambda a, b: lambda lx, d: rrf_then_evidence(
+            lx, d, a, b))(lex_depth, dense_depth)
 RULES["rrf_scores"] = RULES["rrf_scores_l20_d100"]
 
 
@@ -287,10 +286,10 @@ def rrf_then_dense_scaled(lex, dense, scale, floor=0.30, limit=10):
     return sorted(rrf(lex, dense, 20)[:limit], key=lambda d: -s[d])
 
 
-RULES["rrf_scores_dense_abs"] = lambda l, d: rrf_then_dense_scaled(l, d, "abs")
-RULES["rrf_scores_dense_geo"] = lambda l, d: rrf_then_dense_scaled(l, d, "geo")
+RULES["rrf_scores_dense_abs"] = lambda lx, d: rrf_then_dense_scaled(lx, d, "abs")
+RULES["rrf_scores_dense_geo"] = lambda lx, d: rrf_then_dense_scaled(lx, d, "geo")
 for head in (3, 4, 5, 6, 7):
-    RULES[f"head{head}"] = (lambda h: lambda l, d: evidence_head(l, d, h))(head)
+    RULES[f"head{head}"] = (lambda h: lambda lx, d: evidence_head(lx, d, h))(head)
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -120,7 +120,7 @@ def latency(seconds: list[float]) -> dict:
     ms = sorted(s * 1000 for s in seconds)
     if not ms:
         return {}
-    pick = lambda q: ms[min(len(ms) - 1, int(round(q * (len(ms) - 1))))]  # noqa: E731
+    pick = lambda q: ms[min(len(ms) - 1, round(q * (len(ms) - 1)))]
     return {"p50_ms": round(statistics.median(ms), 2), "p95_ms": round(pick(0.95), 2),
             "max_ms": round(ms[-1], 2), "mean_ms": round(statistics.fmean(ms), 2)}
 
@@ -153,7 +153,7 @@ def ingest(mem, turns: list[dict], *, store_questions: bool) -> dict:
                                   principal=PRINCIPAL)
             joined.add(session)
         offset = mem.append(text, role="user", actor=turn["speaker"], session_id=session,
-                            occurred_at=datetime.fromisoformat(turn["session_datetime_iso"]).replace(tzinfo=timezone.utc),
+                            occurred_at=datetime.fromisoformat(turn["session_datetime_iso"]).replace(tzinfo=UTC),
                             scope=scope, scopes=[scope], principal=PRINCIPAL)
         body = f"{turn['speaker']}: {text}"
         got = mem.remember(body, evidence=[offset], purposes=["converse"], scope=scope, scopes=[scope],
@@ -337,7 +337,6 @@ def run_queries(mem, queries: list[dict], memory_dia: dict[int, str], mode: str)
 def evaluate_tenant(tenant: str, turns, queries, versions, *, store_questions: bool, label: str,
                     pruning_diagnostic: bool = False) -> dict:
     import psycopg
-
     from psycopg.types.json import Jsonb
 
     import pgrecall
@@ -539,7 +538,8 @@ def coverage_lines(cov: dict) -> list[str]:
         f"{cov['evidence_refs_stored']}; **unreachable: {cov['evidence_refs_unreachable']}** "
         f"({cov['distinct_evidence_turns_unreachable']} distinct turns)",
         f"- questions with at least one unreachable evidence turn: {cov['questions_with_some_evidence_unreachable']}"
-        f" of {cov['questions']}; with none of their evidence reachable: {cov['questions_with_all_evidence_unreachable']}",
+        f" of {cov['questions']}; with none of their evidence reachable: "
+        f"{cov['questions_with_all_evidence_unreachable']}",
         f"- **evidence coverage (the recall ceiling any ranking could reach): {fmt(cov['recall_ceiling'])}** "
         "(" + ", ".join(f"{c} {fmt(v)}" for c, v in cats.items()) + ")",
     ]
@@ -565,7 +565,8 @@ def write_markdown(path: Path, report: dict) -> None:
         "# pgrecall on LoCoMo (development split)", "",
         f"- date: {report['date']}",
         f"- command: `{report['command']}` (what `make eval` runs)",
-        f"- pgrecall commit: `{report['git']['commit']}`{' plus uncommitted changes outside eval/' if report['git']['dirty_outside_eval'] else ''}",
+        f"- pgrecall commit: `{report['git']['commit']}`"
+        + (" plus uncommitted changes outside eval/" if report["git"]["dirty_outside_eval"] else ""),
         f"- machine: {machine['cpus']} CPUs, {machine['platform']}, Python {machine['python']}; load average (1 min) "
         f"{machine['load_average_1_5_15_at_start'][0]} at start, {machine['load_average_1_5_15_at_end'][0]} at end "
         "(other work shared the machine: timings are noisy, quality numbers are not)",
@@ -577,7 +578,8 @@ def write_markdown(path: Path, report: dict) -> None:
         f"prune_df_ratio {main['settings']['prune_df_ratio']}, arm_candidates {main['settings']['arm_candidates']}, "
         f"bm25 k1 {main['settings']['bm25_k1']} b {main['settings']['bm25_b']}, "
         f"fusion {main['settings'].get('fusion', 'rrf')}"
-        + (f" (changed for this run with --setting: {report['settings_changed']})" if report.get("settings_changed") else ""),
+        + (f" (changed for this run with --setting: {report['settings_changed']})"
+           if report.get("settings_changed") else ""),
         f"- total run time {report['seconds_total']:.0f} s", "",
         "How it was loaded, all through pgrecall's functions: a throwaway embedded server, one tenant, one scope per "
         "conversation, one human peer per speaker and the agent peer `assistant` as principal. Each turn is appended "
@@ -670,7 +672,8 @@ def write_markdown(path: Path, report: dict) -> None:
                          f"| p50 {r['latency']['p50_ms']} ms |")
     lines += ["", "Recall latency per call. For dense and hybrid the driver embeds the question in Python first; "
               "the split shows the database's share and the model's.", "",
-              "| tenant | mode | v | p50 ms | p95 ms | max ms | database p50 / p95 ms | question embedding p50 / p95 ms |",
+              "| tenant | mode | v | p50 ms | p95 ms | max ms | database p50 / p95 ms "
+              "| question embedding p50 / p95 ms |",
               "|---|---|---|---|---|---|---|---|"]
     for result in filter(None, (main, extra)):
         for key, r in result["runs"].items():
@@ -681,12 +684,14 @@ def write_markdown(path: Path, report: dict) -> None:
                          f"{r['latency_without_question_embedding']['p95_ms']} "
                          f"| {(str(qe['p50_ms']) + ' / ' + str(qe['p95_ms'])) if qe else '-'} |")
     lines += ["", "What recall reported (main tenant):", "",
-              "| mode | v | mean items returned | questions with < 10 items | questions with dropped terms | dense method |",
+              "| mode | v | mean items returned | questions with < 10 items | questions with dropped terms "
+              "| dense method |",
               "|---|---|---|---|---|---|"]
     for key, r in main["runs"].items():
         mode, v = key.split("/v")
         lines.append(f"| {mode} | {v} | {r['mean_returned']} | {r['questions_returning_fewer_than_10']} "
-                     f"| {r['questions_with_dropped_terms']} | {', '.join(f'{k} {n}' for k, n in r['dense_method'].items()) or '-'} |")
+                     f"| {r['questions_with_dropped_terms']} "
+                     f"| {', '.join(f'{k} {n}' for k, n in r['dense_method'].items()) or '-'} |")
     lex = main["runs"][f"lexical/v{versions[0]}"]
     lines += ["", "Terms lexical pruning dropped most often (questions): "
               + ", ".join(f"`{t}` {n}" for t, n in lex["most_dropped_terms"].items()) + ".", ""]
@@ -710,8 +715,10 @@ def git_info() -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, help="folder with turns.jsonl and queries.jsonl (required unless --compare)")
-    parser.add_argument("--out", type=Path, help="folder for locomo-dev.json and locomo-dev.md (required unless --compare)")
+    parser.add_argument("--data", type=Path,
+                        help="folder with turns.jsonl and queries.jsonl (required unless --compare)")
+    parser.add_argument("--out", type=Path,
+                        help="folder for locomo-dev.json and locomo-dev.md (required unless --compare)")
     parser.add_argument("--keep-home", action="store_true",
                         help="use $PGRECALL_HOME as it is (else a fresh temporary one) and leave the server "
                              "running and the folder in place afterwards")
@@ -737,7 +744,8 @@ def main(argv=None) -> int:
     parser.add_argument("--baseline", metavar="NAME",
                         help="after the run, print the adoption check (PASS/FAIL per conversation and category) "
                              "of this run against <out>/runs/NAME.json")
-    parser.add_argument("--max-queries", type=int, default=None, help="evaluate only the first N questions (a quick check)")
+    parser.add_argument("--max-queries", type=int, default=None,
+                        help="evaluate only the first N questions (a quick check)")
     args = parser.parse_args(argv)
     if args.compare:
         print(compare(*args.compare))
@@ -809,7 +817,7 @@ def main(argv=None) -> int:
     main_runs = report["main"]["runs"]
     lex = [[r["top10"] for r in report["main"]["details"][f"lexical/v{v}"].values()] for v in versions]
     report.update({
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "command": " ".join([os.path.relpath(sys.executable), *sys.argv]),
         "git": git,
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),

@@ -125,6 +125,20 @@ comment on function __tenant__._memory_eligible(text, bigint, text[], timestampt
                                                 text, boolean, timestamptz) is
     'Internal: whether a memory (its columns) is one the principal may see in the authorised scopes for a purpose. The single eligibility rule.';
 
+-- Recall as of a past moment (p_as_of) reads a memory by the rule above
+-- only when its row has not changed since that moment: it stands now as it
+-- stood then. A memory changed since is read from its history
+-- (_memories_as_of, recall_as_of.sql). NULL: now, where every memory is
+-- read by the rule. Inlined like the rule.
+create or replace function __tenant__._unchanged_since(p_updated_at timestamptz, p_as_of timestamptz)
+returns boolean
+language sql immutable
+as $$
+    select p_as_of is null or p_updated_at <= p_as_of
+$$;
+comment on function __tenant__._unchanged_since(timestamptz, timestamptz) is
+    'Internal: whether a memory''s row is as it stood at p_as_of (true when p_as_of is NULL).';
+
 -- The same rule as a set, for psql and the tests on one server. No tenant
 -- function calls it: on Citus a query whose table comes from an SQL function
 -- cannot be planned (tests/test_citus_helpers_static.py checks it).

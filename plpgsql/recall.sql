@@ -1,6 +1,12 @@
 -- recall: ranked retrieval, in the design's order (section 6). Each step is
 -- a function of its own that a DBA can call and test alone; recall_answer()
 -- runs them in order.
+--   0. as of a past moment (p_as_of; NULL: now): the memories changed since
+--      then, as they stood then (text, forgotten, superseded):
+--        _memories_as_of (recall_as_of.sql); each step below reads the other
+--        memories only when unchanged since (_unchanged_since), and the arms
+--        rank the changed ones by their text (and vector) of then; facts are
+--        those valid and believed then
 --   1. eligibility (the one rule) before anything is ranked:
 --        _memory_eligible (eligibility.sql); every step filters with it;
 --        when the principal may see only a few memories, their ids, read once
@@ -80,7 +86,8 @@ comment on function __tenant__._arm_depth(integer, jsonb) is
 -- (method set). Finding fewer (the estimate was wrong), the read decides.
 create or replace function __tenant__._few_or_dense(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
-    p_query_embedding double precision[], p_depth integer, p_settings jsonb)
+    p_query_embedding double precision[], p_depth integer, p_settings jsonb, p_as_of timestamptz default null,
+    p_as_of_ids bigint[] default null)
 returns table (few bigint[], ids bigint[], cosines double precision[], method text)
 language plpgsql  -- volatile: the dense arm sets (and restores) the HNSW settings
 security definer
@@ -94,16 +101,17 @@ declare
     v_returned integer;
 begin
     if v_exact_below >= c_estimate_from
-       and _eligible_estimate(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) >= 2 * v_exact_below then
+       and _eligible_estimate(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_as_of)
+           >= 2 * v_exact_below then
         select a.ids, a.cosines, a.method, a.returned into ids, cosines, method, v_returned
           from _dense_arm(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_query_embedding,
-                          p_depth, p_settings, true, null, 2 * v_exact_below) a;
+                          p_depth, p_settings, true, null, 2 * v_exact_below, p_as_of, p_as_of_ids) a;
         if v_returned < p_depth then
             method := null;
         end if;
     end if;
     if method is null then
-        few := _few_eligible(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, v_exact_below);
+        few := _few_eligible(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, v_exact_below, p_as_of);
         ids := null;
         cosines := null;
     end if;
@@ -111,7 +119,7 @@ begin
 end
 $$;
 comment on function __tenant__._few_or_dense(bigint, text[], text, boolean, timestamptz, double precision[], integer,
-                                             jsonb) is
+                                             jsonb, timestamptz, bigint[]) is
     'Internal: before recall''s arms, the ids the principal may see when they are few, or else the dense arm''s rows when the index settled it.';
 
 -- Eligible memories still waiting for their vector, counted up to 1001.
@@ -183,7 +191,8 @@ create or replace function __tenant__.recall_answer(
     p_limit               integer default 10,
     p_include_superseded  boolean default false,
     p_at                  timestamptz default null,
-    p_query_model         text default null           -- the model that embedded the query, if known
+    p_query_model         text default null,          -- the model that embedded the query, if known
+    p_as_of               timestamptz default null    -- answer as the memory stood then (NULL: now)
 )
 returns __tenant__.recall_answer
 language plpgsql
@@ -214,6 +223,7 @@ declare
     v_entities text[];
     v_answer recall_answer;
     v_lag record;
+    v_as_of record;              -- as of a past moment: the memories changed since (_memories_as_of)
     v_saved_plan_mode text := current_setting('plan_cache_mode');
 begin
     perform _check_scopes(p_scopes);
@@ -222,29 +232,29 @@ begin
     perform _check_limit(p_limit, (v_set ->> 'walk_depth')::integer);
     perform _check_time(p_at, 'p_at');
     perform _check_text(p_query, 'query', 10000);
+    v_as_of := _memories_as_of(v_principal, p_scopes, p_purpose, v_include, p_at, p_as_of);
     v_depth := _arm_depth(p_limit, v_set);
     perform set_config('plan_cache_mode', _plan_cache_mode(), true);  -- see above
-    if v_mode in ('hybrid', 'dense') then
-        v_dense_reason := _dense_reason(p_query_embedding, p_query_model, v_set);
-    else
-        v_dense_reason := 'mode is lexical';
-    end if;
+    v_dense_reason := case when v_mode in ('hybrid', 'dense') then _dense_reason(p_query_embedding, p_query_model, v_set)
+                           else 'mode is lexical' end;
     if v_dense_reason is null then                                           -- 1.
         select d.few, d.ids, d.cosines, d.method into v_few, v_dense_ids, v_dense_cos, v_dense_method
-          from _few_or_dense(v_principal, p_scopes, p_purpose, v_include, p_at, p_query_embedding, v_depth, v_set) d;
+          from _few_or_dense(v_principal, p_scopes, p_purpose, v_include, p_at, p_query_embedding, v_depth, v_set,
+                             p_as_of, v_as_of.vector_ids) d;
     end if;
     if v_mode in ('hybrid', 'lexical') then                                  -- 2.
         select a.ids, a.scores, a.terms, a.dropped, a.term_stats, a.recruited_by, a.recruited
           into v_lex_ids, v_lex_scores, v_terms, v_dropped, v_stats_source, v_recruited_by, v_recruited
-          from _lexical_arm(v_principal, p_scopes, p_purpose, v_include, p_at, p_query, v_depth, v_set, v_few) a;
+          from _lexical_arm(v_principal, p_scopes, p_purpose, v_include, p_at, p_query, v_depth, v_set, v_few,
+                            p_as_of, v_as_of.ids, v_as_of.tsvs) a;
     end if;
     if v_dense_reason is null and v_dense_method is null then                -- 3.
         select a.ids, a.cosines, a.method into v_dense_ids, v_dense_cos, v_dense_method
           from _dense_arm(v_principal, p_scopes, p_purpose, v_include, p_at, p_query_embedding, v_depth, v_set,
-                          true, v_few) a;
+                          true, v_few, null, p_as_of, v_as_of.vector_ids) a;
     end if;
     select a.fact_ids, a.entities into v_fact_ids, v_entities
-      from _fact_arm(v_principal, p_scopes, p_purpose, p_at, p_query) a;
+      from _fact_arm(v_principal, p_scopes, p_purpose, p_at, p_query, p_as_of) a;
     v_kept_ids := _walk_provenance(_fused_candidates(v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,  -- 4.
                                                      v_principal, p_scopes, p_purpose, v_include, p_at, p_query,
                                                      v_set), v_principal, p_scopes);  -- 5.
@@ -265,12 +275,13 @@ begin
     select coalesce(array_agg(i order by i.rank), '{}') into v_answer.items
       from _recall_items(v_kept_ids, v_fact_ids, v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
                          (v_set ->> 'rrf_k')::double precision, p_limit, v_principal, p_scopes,
-                         v_set ->> 'fusion', (v_set ->> 'dense_floor')::double precision, v_evidence) i;
+                         v_set ->> 'fusion', (v_set ->> 'dense_floor')::double precision, v_evidence, p_as_of) i;
     perform set_config('plan_cache_mode', v_saved_plan_mode, true);
     return v_answer;
 end
 $$;
-comment on function __tenant__.recall_answer(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text) is
+comment on function __tenant__.recall_answer(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text,
+                                             timestamptz) is
     'recall() and its metadata (counts after the walk, dropped terms, dense_available and why not, freshness) in one value: (items recall_item[], meta recall_meta). In psql: select (a.meta).* from recall_answer(...) a.';
 
 create or replace function __tenant__.recall(
@@ -283,7 +294,8 @@ create or replace function __tenant__.recall(
     p_limit               integer default 10,
     p_include_superseded  boolean default false,
     p_at                  timestamptz default null,
-    p_query_model         text default null
+    p_query_model         text default null,
+    p_as_of               timestamptz default null
 )
 returns setof __tenant__.recall_item
 language sql
@@ -292,8 +304,9 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
     select i.*
       from unnest((recall_answer(p_principal, p_scopes, p_query, p_purpose, p_query_embedding, p_mode, p_limit,
-                                 p_include_superseded, p_at, p_query_model)).items) i
+                                 p_include_superseded, p_at, p_query_model, p_as_of)).items) i
      order by i.rank
 $$;
-comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text) is
+comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text,
+                                      timestamptz) is
     'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms'' evidence orders them), permission walk. With its metadata: recall_answer().';

@@ -96,7 +96,7 @@ comment on function __tenant__._exact_dense_limit(integer, jsonb) is
 -- eligible (both arms then work among them), NULL when as many or more.
 create or replace function __tenant__._few_eligible(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
-    p_below integer)
+    p_below integer, p_as_of timestamptz default null)
 returns bigint[]
 language plpgsql stable
 security definer
@@ -110,19 +110,21 @@ begin
     v_result := array(select e.id
                         from memory e where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
                                                              p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
+                         and _unchanged_since(e.updated_at, p_as_of)
                        limit p_below);
     return case when cardinality(v_result) < p_below then v_result end;
 end
 $$;
-comment on function __tenant__._few_eligible(bigint, text[], text, boolean, timestamptz, integer) is
-    'Internal: the ids of the memories the principal may see when there are fewer than p_below, else NULL.';
+comment on function __tenant__._few_eligible(bigint, text[], text, boolean, timestamptz, integer, timestamptz) is
+    'Internal: the ids of the memories the principal may see when there are fewer than p_below, else NULL (as of p_as_of: those unchanged since).';
 
 -- How many memories the planner expects _memory_eligible to admit: it
 -- reads the column statistics (scopes, audiences, purposes), not the rows, so
 -- it costs a plan (~0.1 ms) where _few_eligible reads up to p_below rows. An
 -- estimate only chooses which search to try first; nothing is decided on it.
 create or replace function __tenant__._eligible_estimate(
-    p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz)
+    p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
+    p_as_of timestamptz default null)
 returns double precision
 language plpgsql  -- volatile: PostgreSQL runs EXPLAIN only in a volatile function
 security definer
@@ -133,13 +135,14 @@ declare
 begin
     -- Literals, not parameters: a plan for parameters knows nothing of the values.
     execute format('explain (format json) select 1 from memory e where _memory_eligible(e.scope, e.audience_peer_id, '
-                   'e.purposes, e.invalidated_at, e.superseded_by, e.valid, %s, %L::text[], %L, %L, %L::timestamptz)',
-                   p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
+                   'e.purposes, e.invalidated_at, e.superseded_by, e.valid, %s, %L::text[], %L, %L, %L::timestamptz) '
+                   'and _unchanged_since(e.updated_at, %L::timestamptz)',
+                   p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_as_of)
        into v_plan;
     return (v_plan -> 0 -> 'Plan' ->> 'Plan Rows')::double precision;
 end
 $$;
-comment on function __tenant__._eligible_estimate(bigint, text[], text, boolean, timestamptz) is
+comment on function __tenant__._eligible_estimate(bigint, text[], text, boolean, timestamptz, timestamptz) is
     'Internal: the planner''s estimate of how many memories the principal may see (from statistics, no rows read).';
 
 -- The dense arm over memories: the best p_depth eligible memories by cosine
@@ -154,7 +157,8 @@ comment on function __tenant__._eligible_estimate(bigint, text[], text, boolean,
 create or replace function __tenant__._dense_arm(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
     p_query_embedding double precision[], p_depth integer, p_settings jsonb default null,
-    p_probed boolean default false, p_few bigint[] default null, p_max_scan integer default null)
+    p_probed boolean default false, p_few bigint[] default null, p_max_scan integer default null,
+    p_as_of timestamptz default null, p_as_of_ids bigint[] default null)
 returns table (ids bigint[], cosines double precision[], method text, returned integer)
 language plpgsql  -- volatile: it sets (and restores) the HNSW settings
 security definer
@@ -182,7 +186,7 @@ begin
     -- Many: the HNSW index, iterating past rows the filter rejects.
     if not p_probed then
         v_few := _few_eligible(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at,
-                               _exact_dense_limit(p_depth, v_set));
+                               _exact_dense_limit(p_depth, v_set), p_as_of);
     end if;
     if v_few is not null then
         method := 'exact';
@@ -208,13 +212,31 @@ begin
              where me.model = v_model and me.input_version = v_version
                and exists (select 1 from memory e
                             where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
-                                                   p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) and e.id = me.memory_id offset 0)
+                                                   p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
+                              and _unchanged_since(e.updated_at, p_as_of) and e.id = me.memory_id offset 0)
              order by me.embedding operator(__ext__.<=>) v_embedding
              limit p_depth)
         select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
                coalesce(array_agg(1 - n.distance order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
                count(*)
           into ids, cosines, returned from nearest n;
+    end if;
+    if cardinality(p_as_of_ids) > 0 then
+        -- As of a past moment: the memories changed since whose text then is
+        -- their current one (_memories_as_of), ranked with the rest.
+        with merged as (
+            select u.id, u.cosine from unnest(ids, cosines) u(id, cosine)
+            union all
+            select me.memory_id, 1 - (me.embedding operator(__ext__.<=>) v_embedding)
+              from memory_embedding me
+             where me.memory_id = any (p_as_of_ids) and me.model = v_model and me.input_version = v_version
+               and 1 - (me.embedding operator(__ext__.<=>) v_embedding) >= v_floor
+        ), best as (
+            select m.id, m.cosine from merged m order by m.cosine desc, m.id limit p_depth
+        )
+        select coalesce(array_agg(b.id order by b.cosine desc, b.id), '{}'),
+               coalesce(array_agg(b.cosine order by b.cosine desc, b.id), '{}')
+          into ids, cosines from best b;
     end if;
     perform set_config('hnsw.ef_search', coalesce(v_saved_ef, '40'), true);
     perform set_config('hnsw.iterative_scan', coalesce(v_saved_iterative, 'off'), true);
@@ -223,5 +245,5 @@ begin
 end
 $$;
 comment on function __tenant__._dense_arm(bigint, text[], text, boolean, timestamptz, double precision[], integer, jsonb,
-                                          boolean, bigint[], integer) is
+                                          boolean, bigint[], integer, timestamptz, bigint[]) is
     'Internal: recall''s dense arm: the eligible memories nearest the query embedding (floor dense_floor), exact or HNSW.';

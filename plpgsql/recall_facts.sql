@@ -2,10 +2,11 @@
 -- the entities the query names (by name or alias), valid at the requested
 -- time and currently believed, ranked by how many query terms their
 -- statement shares, then salience and confidence. recall fuses them as a
--- third list.
+-- third list. As of a past moment (p_as_of): the facts valid then (or at
+-- p_at) and believed then.
 
 create or replace function __tenant__._fact_arm(p_principal_id bigint, p_scopes text[], p_purpose text,
-                                               p_at timestamptz, p_query text)
+                                               p_at timestamptz, p_query text, p_as_of timestamptz default null)
 returns table (fact_ids bigint[], entities text[])
 language plpgsql stable
 security definer
@@ -31,12 +32,14 @@ begin
             select f.id, f.statement, f.predicate, f.salience, f.confidence
               from fact f
              where _fact_eligible(f.scope, f.audience_peer_id, f.purposes, f.valid, f.known,
-                                  p_principal_id, p_scopes, p_purpose, coalesce(p_at, now()), null) and f.subject_id = any (v_entities)
+                                  p_principal_id, p_scopes, p_purpose, coalesce(p_at, p_as_of, now()), p_as_of)
+               and f.subject_id = any (v_entities)
             union
             select f.id, f.statement, f.predicate, f.salience, f.confidence
               from fact f
              where _fact_eligible(f.scope, f.audience_peer_id, f.purposes, f.valid, f.known,
-                                  p_principal_id, p_scopes, p_purpose, coalesce(p_at, now()), null) and f.object_id = any (v_entities)
+                                  p_principal_id, p_scopes, p_purpose, coalesce(p_at, p_as_of, now()), p_as_of)
+               and f.object_id = any (v_entities)
         ), ranked as (
             select a.id, coalesce(ts_rank(to_tsvector('english', a.statement || ' ' || replace(a.predicate, '_', ' ')),
                                           v_any_term), 0) as relevance, a.salience, a.confidence
@@ -54,5 +57,5 @@ begin
     return next;
 end
 $$;
-comment on function __tenant__._fact_arm(bigint, text[], text, timestamptz, text) is
+comment on function __tenant__._fact_arm(bigint, text[], text, timestamptz, text, timestamptz) is
     'Internal: recall''s fact arm: eligible current facts about the entities the query names, best first, and those entities'' names.';

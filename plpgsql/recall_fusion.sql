@@ -236,7 +236,7 @@ create or replace function __tenant__._recall_items(
     p_lexical_ids bigint[], p_bm25 double precision[], p_dense_ids bigint[], p_cosines double precision[],
     p_rrf_k double precision, p_limit integer, p_principal_id bigint, p_scopes text[],
     p_fusion text default 'rrf', p_floor double precision default null,
-    p_evidence double precision[] default null)
+    p_evidence double precision[] default null, p_as_of timestamptz default null)
 returns setof __tenant__.recall_item
 language plpgsql stable
 security definer
@@ -276,11 +276,16 @@ begin
         select c.*, row_number() over (order by c.score desc, c.item, c.pos)::integer as r
           from chosen c
     )
-    select t.r, m.id, m.scope, m.kind, m.title, m.body, t.score,
+    select t.r, m.id, m.scope, m.kind, case when tx.body is null then m.title else tx.title end,
+           coalesce(tx.body, m.body), t.score,
            array_position(p_lexical_ids, m.id), array_position(p_dense_ids, m.id),
            p_cosines[array_position(p_dense_ids, m.id)], p_bm25[array_position(p_lexical_ids, m.id)],
            pv.provenance, 'memory'::text, null::bigint, null::integer
       from top t join memory m on m.id = t.id
+      -- as of a past moment, the text then of a memory corrected since (plpgsql/recall_as_of.sql)
+      left join lateral (select r.title, r.body from memory_revision r
+                          where p_as_of is not null and r.memory_id = m.id and r.changed_at > p_as_of
+                          order by r.revision limit 1) tx on true
       join _provenance_of(array(select t2.id from top t2 where t2.item = 'memory'), p_principal_id, p_scopes) pv
         on pv.memory_id = m.id
      where t.item = 'memory'
@@ -300,5 +305,5 @@ end
 $$;
 comment on function __tenant__._recall_items(bigint[], bigint[], bigint[], double precision[], bigint[],
                                              double precision[], double precision, integer, bigint, text[], text,
-                                             double precision, double precision[]) is
+                                             double precision, double precision[], timestamptz) is
     'Internal: recall''s rows from the walked memories and the fact list: scored by the tenant''s fusion, best p_limit, with provenance.';

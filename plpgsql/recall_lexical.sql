@@ -133,7 +133,7 @@ create or replace function __tenant__._lexical_candidates(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
     p_match tsquery, p_term_queries tsquery[], p_terms text[], p_idf double precision[],
     p_k1 double precision, p_b double precision, p_avg_length double precision, p_depth integer,
-    p_among bigint[] default null)
+    p_among bigint[] default null, p_as_of timestamptz default null)
 returns table (id bigint, score double precision)
 language plpgsql stable
 security definer
@@ -172,10 +172,10 @@ begin
     return query execute format($q$
     with matched as (
         select e.id, e.tsv,
-               (%s) * _bm25_tf(1, length(e.tsv), $10, $11, $12) as quick
+               (%1$s) * _bm25_tf(1, length(e.tsv), $10, $11, $12) as quick
           from memory e
          where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
-                                $1, $2, $3, $4, $5)
+                                $1, $2, $3, $4, $5)%2$s
            and e.tsv @@ $6
          order by quick desc, e.id
          limit greatest(2 * $13, 100)
@@ -187,14 +187,16 @@ begin
      order by s desc, m.id
      limit $13$q$,
         array_to_string(array(select format('case when e.tsv @@ $7[%1$s] then $9[%1$s] else 0 end', i)
-                                from generate_subscripts(p_term_queries, 1) i), ' + '))
+                                from generate_subscripts(p_term_queries, 1) i), ' + '),
+        -- as of a past moment, only the memories unchanged since (the rest: _lexical_arm)
+        case when p_as_of is not null then ' and _unchanged_since(e.updated_at, $14)' else '' end)
     using p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_match, p_term_queries, p_terms, p_idf,
-          p_k1, p_b, p_avg_length, p_depth;
+          p_k1, p_b, p_avg_length, p_depth, p_as_of;
 end
 $$;
 comment on function __tenant__._lexical_candidates(bigint, text[], text, boolean, timestamptz, tsquery, tsquery[], text[],
                                                     double precision[], double precision, double precision,
-                                                    double precision, integer, bigint[]) is
+                                                    double precision, integer, bigint[], timestamptz) is
     'Internal: BM25 over the eligible memories matching p_match, best p_depth first.';
 
 -- The lexical arm over memories: the query's terms, pruned by the corpus
@@ -209,7 +211,8 @@ comment on function __tenant__._lexical_candidates(bigint, text[], text, boolean
 -- them (_few_eligible); every kept term then recruits among them at once.
 create or replace function __tenant__._lexical_arm(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
-    p_query text, p_depth integer, p_settings jsonb default null, p_among bigint[] default null)
+    p_query text, p_depth integer, p_settings jsonb default null, p_among bigint[] default null,
+    p_as_of timestamptz default null, p_as_of_ids bigint[] default null, p_as_of_tsv tsvector[] default null)
 returns table (ids bigint[], scores double precision[], terms text[], dropped text[], term_stats text,
                recruited_by tsquery, recruited boolean)
 language plpgsql stable
@@ -260,14 +263,35 @@ begin
           into ids, scores
           from _lexical_candidates(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, v_recruiters[i],
                                    v_term_queries, v_kept, v_idf, (v_set ->> 'bm25_k1')::double precision,
-                                   (v_set ->> 'bm25_b')::double precision, v_avg_length, p_depth, p_among)
+                                   (v_set ->> 'bm25_b')::double precision, v_avg_length, p_depth, p_among, p_as_of)
                with ordinality as c(id, score, ord);
         recruited_by := v_recruiters[i];
         exit when cardinality(ids) >= p_depth;
     end loop;
     recruited := recruited_by is distinct from v_recruiters[cardinality(v_recruiters)];
+    if cardinality(p_as_of_ids) > 0 then
+        -- As of a past moment: the memories changed since, by the text they
+        -- had then (_memories_as_of), scored as the others and ranked with them.
+        with merged as (
+            select u.id, u.score from unnest(ids, scores) u(id, score)
+            union all
+            select h.id, (select sum(v_idf[array_position(v_kept, w.lexeme)]
+                                     * _bm25_tf(cardinality(w.positions), length(h.tsv),
+                                                (v_set ->> 'bm25_k1')::double precision,
+                                                (v_set ->> 'bm25_b')::double precision, v_avg_length))
+                            from unnest(h.tsv) w where w.lexeme = any (v_kept))
+              from unnest(p_as_of_ids, p_as_of_tsv) h(id, tsv)
+             where h.tsv @@ v_recruiters[cardinality(v_recruiters)]
+        ), best as (
+            select m.id, m.score from merged m order by m.score desc, m.id limit p_depth
+        )
+        select coalesce(array_agg(b.id order by b.score desc, b.id), '{}'),
+               coalesce(array_agg(b.score order by b.score desc, b.id), '{}')
+          into ids, scores from best b;
+    end if;
     return next;
 end
 $$;
-comment on function __tenant__._lexical_arm(bigint, text[], text, boolean, timestamptz, text, integer, jsonb, bigint[]) is
+comment on function __tenant__._lexical_arm(bigint, text[], text, boolean, timestamptz, text, integer, jsonb, bigint[],
+                                            timestamptz, bigint[], tsvector[]) is
     'Internal: recall''s lexical arm: pruned query terms, BM25 over the eligible memories, best p_depth first.';

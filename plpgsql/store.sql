@@ -1,5 +1,5 @@
 -- A key-value store on memories, for LangGraph's BaseStore
--- (pgrecall.integrations.langgraph; migration 0036). An item is a memory with
+-- (pgrecall.integrations.langgraph; migration 0037). An item is a memory with
 -- a namespace, a key and a JSON object as its value. Its partition is a scope
 -- and an audience: the one principal (p_shared false, the default) or the
 -- whole scope (p_shared true). Within a partition a key is unique per

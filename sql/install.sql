@@ -1438,7 +1438,7 @@ insert into pgrecall.error_code (code, name, meaning, python_class, builtin, ref
 
 -- The shipped SQL sources.
 
-delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7dec98603573$0034_recall_question_time.sql$pgrecall_7dec98603573$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_520aa42e1005$0035_fact_evidence_audience.sql$pgrecall_520aa42e1005$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_984340604745$0036_store_items.sql$pgrecall_984340604745$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_798a9573254c$append_only.sql$pgrecall_798a9573254c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_53bb5ff8bb48$derive.sql$pgrecall_53bb5ff8bb48$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1be9eb3e3608$eligibility.sql$pgrecall_1be9eb3e3608$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b3a06f579721$entities.sql$pgrecall_b3a06f579721$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6e9f498466c3$erase_rewrite.sql$pgrecall_6e9f498466c3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f1c706e4c0dc$freshness.sql$pgrecall_f1c706e4c0dc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d13f14c9fd0$graph_guards.sql$pgrecall_5d13f14c9fd0$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_418e1cd4054e$leases.sql$pgrecall_418e1cd4054e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ce30f35452f1$locks.sql$pgrecall_ce30f35452f1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_2fd51404a479$memory_count.sql$pgrecall_2fd51404a479$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806dfe2bf8$notifications.sql$pgrecall_a5806dfe2bf8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38f5d7c02e3a$passage_chunks.sql$pgrecall_38f5d7c02e3a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4ac452f78f35$passage_vectors.sql$pgrecall_4ac452f78f35$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1a947d1f52ee$peers_scopes.sql$pgrecall_1a947d1f52ee$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1f61b6a5cfbd$projection.sql$pgrecall_1f61b6a5cfbd$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_26df40b54f4d$recall_facts.sql$pgrecall_26df40b54f4d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a1d8cc5d0106$recall_lexical.sql$pgrecall_a1d8cc5d0106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_85a50786d6bf$recall_people.sql$pgrecall_85a50786d6bf$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bc05ecce9b69$recall_time.sql$pgrecall_bc05ecce9b69$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c244f83ec$representation.sql$pgrecall_837c244f83ec$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87097f8fc081$revise.sql$pgrecall_87097f8fc081$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_093037fa63c6$schema_info.sql$pgrecall_093037fa63c6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_22a26f437ab8$session_bundle.sql$pgrecall_22a26f437ab8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_42f49ecc9a30$sessions.sql$pgrecall_42f49ecc9a30$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea0ae0ad10b8$settings.sql$pgrecall_ea0ae0ad10b8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d0628d01e244$store.sql$pgrecall_d0628d01e244$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a27f9c665b0f$table_statistics.sql$pgrecall_a27f9c665b0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_59205b55f9eb$term_stats.sql$pgrecall_59205b55f9eb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4c35e390e74b$traversal.sql$pgrecall_4c35e390e74b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_af6993231208$work_queue.sql$pgrecall_af6993231208$));
+delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7dec98603573$0034_recall_question_time.sql$pgrecall_7dec98603573$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_520aa42e1005$0035_fact_evidence_audience.sql$pgrecall_520aa42e1005$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_805e70f62199$0036_recall_as_of.sql$pgrecall_805e70f62199$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d93541954a11$0037_store_items.sql$pgrecall_d93541954a11$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_798a9573254c$append_only.sql$pgrecall_798a9573254c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_53bb5ff8bb48$derive.sql$pgrecall_53bb5ff8bb48$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1be9eb3e3608$eligibility.sql$pgrecall_1be9eb3e3608$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b3a06f579721$entities.sql$pgrecall_b3a06f579721$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6e9f498466c3$erase_rewrite.sql$pgrecall_6e9f498466c3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f1c706e4c0dc$freshness.sql$pgrecall_f1c706e4c0dc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d13f14c9fd0$graph_guards.sql$pgrecall_5d13f14c9fd0$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_418e1cd4054e$leases.sql$pgrecall_418e1cd4054e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ce30f35452f1$locks.sql$pgrecall_ce30f35452f1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_2fd51404a479$memory_count.sql$pgrecall_2fd51404a479$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806dfe2bf8$notifications.sql$pgrecall_a5806dfe2bf8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38f5d7c02e3a$passage_chunks.sql$pgrecall_38f5d7c02e3a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4ac452f78f35$passage_vectors.sql$pgrecall_4ac452f78f35$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1a947d1f52ee$peers_scopes.sql$pgrecall_1a947d1f52ee$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1f61b6a5cfbd$projection.sql$pgrecall_1f61b6a5cfbd$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d809a0ca0c5$recall_as_of.sql$pgrecall_5d809a0ca0c5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_26df40b54f4d$recall_facts.sql$pgrecall_26df40b54f4d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a1d8cc5d0106$recall_lexical.sql$pgrecall_a1d8cc5d0106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_85a50786d6bf$recall_people.sql$pgrecall_85a50786d6bf$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bc05ecce9b69$recall_time.sql$pgrecall_bc05ecce9b69$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c244f83ec$representation.sql$pgrecall_837c244f83ec$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87097f8fc081$revise.sql$pgrecall_87097f8fc081$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_093037fa63c6$schema_info.sql$pgrecall_093037fa63c6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_22a26f437ab8$session_bundle.sql$pgrecall_22a26f437ab8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_42f49ecc9a30$sessions.sql$pgrecall_42f49ecc9a30$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea0ae0ad10b8$settings.sql$pgrecall_ea0ae0ad10b8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d0628d01e244$store.sql$pgrecall_d0628d01e244$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a27f9c665b0f$table_statistics.sql$pgrecall_a27f9c665b0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_59205b55f9eb$term_stats.sql$pgrecall_59205b55f9eb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4c35e390e74b$traversal.sql$pgrecall_4c35e390e74b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_af6993231208$work_queue.sql$pgrecall_af6993231208$));
 
 insert into pgrecall.source (kind, name, version, sha256, body)
 values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$, 1, $pgrecall_2388b9dcfc8a$151d1a540dd485519b204d3346bac7970fc2591cb3159b3a06db80b197d71397$pgrecall_2388b9dcfc8a$, $pgrecall_151d1a540dd4$-- Per-tenant settings: the design's constants, one row each, readable by the
@@ -3290,7 +3290,20 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_984340604745$0036_store_items.sql$pgrecall_984340604745$, 36, $pgrecall_331e0a75aaeb$df65c98af5a33458bbbbd84de25c65e6adadd005b8ab50596cee57aae99969dc$pgrecall_331e0a75aaeb$, $pgrecall_df65c98af5a3$-- Items of a key-value store (LangGraph's BaseStore, pgrecall.integrations.langgraph) kept as memories:
+values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_805e70f62199$0036_recall_as_of.sql$pgrecall_805e70f62199$, 36, $pgrecall_4f9b53267e6a$48d39aa05fa8eda68c27fb58c1f57ea1983eb55271c4bb66aed7b4cca47303f9$pgrecall_4f9b53267e6a$, $pgrecall_48d39aa05fa8$-- Recall as of a past moment (issue #50): a memory whose row has not
+-- changed since that moment is read as it stands now; one changed since
+-- (corrected, superseded, forgotten, given back by an erasure) is read from
+-- its history. Those are found through this index: remember() stamps
+-- created_at and updated_at with the same now(), so only rows changed by a
+-- later transaction are in it, and an as-of recall reads only the changes
+-- made after its moment.
+create index memory_changed on __tenant__.memory (updated_at) where updated_at > created_at;
+$pgrecall_48d39aa05fa8$)
+on conflict (kind, name) do update
+   set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, sha256, body)
+values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d93541954a11$0037_store_items.sql$pgrecall_d93541954a11$, 37, $pgrecall_331e0a75aaeb$df65c98af5a33458bbbbd84de25c65e6adadd005b8ab50596cee57aae99969dc$pgrecall_331e0a75aaeb$, $pgrecall_df65c98af5a3$-- Items of a key-value store (LangGraph's BaseStore, pgrecall.integrations.langgraph) kept as memories:
 -- a memory may carry a namespace, a key and the JSON object it holds. The text recall ranks and the
 -- worker embeds is the body, made from the value; the value itself is kept whole beside it. A key
 -- is unique per namespace within its scope and audience (the whole scope, or one peer): a put of an
@@ -4142,7 +4155,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1be9eb3e3608$eligibility.sql$pgrecall_1be9eb3e3608$, null, $pgrecall_2df3f40a200d$e2209bed5c9fb696daf476104cdfa5d2ec914d0931e960e9809c279996542e77$pgrecall_2df3f40a200d$, $pgrecall_e2209bed5c9f$-- The one eligibility rule. Every read path filters with these functions, so
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1be9eb3e3608$eligibility.sql$pgrecall_1be9eb3e3608$, null, $pgrecall_b744bf6d87a5$c3e767a34a7c7a1f6ae079ca37a15922fdf231ffd6853b03095f14b4a235c800$pgrecall_b744bf6d87a5$, $pgrecall_c3e767a34a7c$-- The one eligibility rule. Every read path filters with these functions, so
 -- the rule is written exactly once: who an audience admits
 -- (_audience_admits), and from it the memories (_memory_eligible: read,
 -- derive's sources, the revision checks of correct/supersede/forget, recall)
@@ -4269,6 +4282,20 @@ comment on function __tenant__._memory_eligible(text, bigint, text[], timestampt
                                                 text, boolean, timestamptz) is
     'Internal: whether a memory (its columns) is one the principal may see in the authorised scopes for a purpose. The single eligibility rule.';
 
+-- Recall as of a past moment (p_as_of) reads a memory by the rule above
+-- only when its row has not changed since that moment: it stands now as it
+-- stood then. A memory changed since is read from its history
+-- (_memories_as_of, recall_as_of.sql). NULL: now, where every memory is
+-- read by the rule. Inlined like the rule.
+create or replace function __tenant__._unchanged_since(p_updated_at timestamptz, p_as_of timestamptz)
+returns boolean
+language sql immutable
+as $$
+    select p_as_of is null or p_updated_at <= p_as_of
+$$;
+comment on function __tenant__._unchanged_since(timestamptz, timestamptz) is
+    'Internal: whether a memory''s row is as it stood at p_as_of (true when p_as_of is NULL).';
+
 -- The same rule as a set, for psql and the tests on one server. No tenant
 -- function calls it: on Citus a query whose table comes from an SQL function
 -- cannot be planned (tests/test_citus_helpers_static.py checks it).
@@ -4334,7 +4361,7 @@ end
 $$;
 comment on function __tenant__._check_memory_visible(bigint, text[], bigint) is
     'Internal: PR104 unless the principal may see the memory (for some purpose, history included).';
-$pgrecall_e2209bed5c9f$)
+$pgrecall_c3e767a34a7c$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -9430,9 +9457,15 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$, null, $pgrecall_46ba0f56e373$e2b037aa046fdbb83fc86acdd8786406b0dfa9c279ef919aff621cf543407fe1$pgrecall_46ba0f56e373$, $pgrecall_e2b037aa046f$-- recall: ranked retrieval, in the design's order (section 6). Each step is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$, null, $pgrecall_4ab5b8d9610d$b5690d5ca82573aa48a543f6fc65975f8f24f2df80bb87c8d9e14889585ae272$pgrecall_4ab5b8d9610d$, $pgrecall_b5690d5ca825$-- recall: ranked retrieval, in the design's order (section 6). Each step is
 -- a function of its own that a DBA can call and test alone; recall_answer()
 -- runs them in order.
+--   0. as of a past moment (p_as_of; NULL: now): the memories changed since
+--      then, as they stood then (text, forgotten, superseded):
+--        _memories_as_of (recall_as_of.sql); each step below reads the other
+--        memories only when unchanged since (_unchanged_since), and the arms
+--        rank the changed ones by their text (and vector) of then; facts are
+--        those valid and believed then
 --   1. eligibility (the one rule) before anything is ranked:
 --        _memory_eligible (eligibility.sql); every step filters with it;
 --        when the principal may see only a few memories, their ids, read once
@@ -9512,7 +9545,8 @@ comment on function __tenant__._arm_depth(integer, jsonb) is
 -- (method set). Finding fewer (the estimate was wrong), the read decides.
 create or replace function __tenant__._few_or_dense(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
-    p_query_embedding double precision[], p_depth integer, p_settings jsonb)
+    p_query_embedding double precision[], p_depth integer, p_settings jsonb, p_as_of timestamptz default null,
+    p_as_of_ids bigint[] default null)
 returns table (few bigint[], ids bigint[], cosines double precision[], method text)
 language plpgsql  -- volatile: the dense arm sets (and restores) the HNSW settings
 security definer
@@ -9526,16 +9560,17 @@ declare
     v_returned integer;
 begin
     if v_exact_below >= c_estimate_from
-       and _eligible_estimate(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) >= 2 * v_exact_below then
+       and _eligible_estimate(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_as_of)
+           >= 2 * v_exact_below then
         select a.ids, a.cosines, a.method, a.returned into ids, cosines, method, v_returned
           from _dense_arm(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_query_embedding,
-                          p_depth, p_settings, true, null, 2 * v_exact_below) a;
+                          p_depth, p_settings, true, null, 2 * v_exact_below, p_as_of, p_as_of_ids) a;
         if v_returned < p_depth then
             method := null;
         end if;
     end if;
     if method is null then
-        few := _few_eligible(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, v_exact_below);
+        few := _few_eligible(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, v_exact_below, p_as_of);
         ids := null;
         cosines := null;
     end if;
@@ -9543,7 +9578,7 @@ begin
 end
 $$;
 comment on function __tenant__._few_or_dense(bigint, text[], text, boolean, timestamptz, double precision[], integer,
-                                             jsonb) is
+                                             jsonb, timestamptz, bigint[]) is
     'Internal: before recall''s arms, the ids the principal may see when they are few, or else the dense arm''s rows when the index settled it.';
 
 -- Eligible memories still waiting for their vector, counted up to 1001.
@@ -9615,7 +9650,8 @@ create or replace function __tenant__.recall_answer(
     p_limit               integer default 10,
     p_include_superseded  boolean default false,
     p_at                  timestamptz default null,
-    p_query_model         text default null           -- the model that embedded the query, if known
+    p_query_model         text default null,          -- the model that embedded the query, if known
+    p_as_of               timestamptz default null    -- answer as the memory stood then (NULL: now)
 )
 returns __tenant__.recall_answer
 language plpgsql
@@ -9646,6 +9682,7 @@ declare
     v_entities text[];
     v_answer recall_answer;
     v_lag record;
+    v_as_of record;              -- as of a past moment: the memories changed since (_memories_as_of)
     v_saved_plan_mode text := current_setting('plan_cache_mode');
 begin
     perform _check_scopes(p_scopes);
@@ -9654,29 +9691,29 @@ begin
     perform _check_limit(p_limit, (v_set ->> 'walk_depth')::integer);
     perform _check_time(p_at, 'p_at');
     perform _check_text(p_query, 'query', 10000);
+    v_as_of := _memories_as_of(v_principal, p_scopes, p_purpose, v_include, p_at, p_as_of);
     v_depth := _arm_depth(p_limit, v_set);
     perform set_config('plan_cache_mode', _plan_cache_mode(), true);  -- see above
-    if v_mode in ('hybrid', 'dense') then
-        v_dense_reason := _dense_reason(p_query_embedding, p_query_model, v_set);
-    else
-        v_dense_reason := 'mode is lexical';
-    end if;
+    v_dense_reason := case when v_mode in ('hybrid', 'dense') then _dense_reason(p_query_embedding, p_query_model, v_set)
+                           else 'mode is lexical' end;
     if v_dense_reason is null then                                           -- 1.
         select d.few, d.ids, d.cosines, d.method into v_few, v_dense_ids, v_dense_cos, v_dense_method
-          from _few_or_dense(v_principal, p_scopes, p_purpose, v_include, p_at, p_query_embedding, v_depth, v_set) d;
+          from _few_or_dense(v_principal, p_scopes, p_purpose, v_include, p_at, p_query_embedding, v_depth, v_set,
+                             p_as_of, v_as_of.vector_ids) d;
     end if;
     if v_mode in ('hybrid', 'lexical') then                                  -- 2.
         select a.ids, a.scores, a.terms, a.dropped, a.term_stats, a.recruited_by, a.recruited
           into v_lex_ids, v_lex_scores, v_terms, v_dropped, v_stats_source, v_recruited_by, v_recruited
-          from _lexical_arm(v_principal, p_scopes, p_purpose, v_include, p_at, p_query, v_depth, v_set, v_few) a;
+          from _lexical_arm(v_principal, p_scopes, p_purpose, v_include, p_at, p_query, v_depth, v_set, v_few,
+                            p_as_of, v_as_of.ids, v_as_of.tsvs) a;
     end if;
     if v_dense_reason is null and v_dense_method is null then                -- 3.
         select a.ids, a.cosines, a.method into v_dense_ids, v_dense_cos, v_dense_method
           from _dense_arm(v_principal, p_scopes, p_purpose, v_include, p_at, p_query_embedding, v_depth, v_set,
-                          true, v_few) a;
+                          true, v_few, null, p_as_of, v_as_of.vector_ids) a;
     end if;
     select a.fact_ids, a.entities into v_fact_ids, v_entities
-      from _fact_arm(v_principal, p_scopes, p_purpose, p_at, p_query) a;
+      from _fact_arm(v_principal, p_scopes, p_purpose, p_at, p_query, p_as_of) a;
     v_kept_ids := _walk_provenance(_fused_candidates(v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,  -- 4.
                                                      v_principal, p_scopes, p_purpose, v_include, p_at, p_query,
                                                      v_set), v_principal, p_scopes);  -- 5.
@@ -9697,12 +9734,13 @@ begin
     select coalesce(array_agg(i order by i.rank), '{}') into v_answer.items
       from _recall_items(v_kept_ids, v_fact_ids, v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
                          (v_set ->> 'rrf_k')::double precision, p_limit, v_principal, p_scopes,
-                         v_set ->> 'fusion', (v_set ->> 'dense_floor')::double precision, v_evidence) i;
+                         v_set ->> 'fusion', (v_set ->> 'dense_floor')::double precision, v_evidence, p_as_of) i;
     perform set_config('plan_cache_mode', v_saved_plan_mode, true);
     return v_answer;
 end
 $$;
-comment on function __tenant__.recall_answer(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text) is
+comment on function __tenant__.recall_answer(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text,
+                                             timestamptz) is
     'recall() and its metadata (counts after the walk, dropped terms, dense_available and why not, freshness) in one value: (items recall_item[], meta recall_meta). In psql: select (a.meta).* from recall_answer(...) a.';
 
 create or replace function __tenant__.recall(
@@ -9715,7 +9753,8 @@ create or replace function __tenant__.recall(
     p_limit               integer default 10,
     p_include_superseded  boolean default false,
     p_at                  timestamptz default null,
-    p_query_model         text default null
+    p_query_model         text default null,
+    p_as_of               timestamptz default null
 )
 returns setof __tenant__.recall_item
 language sql
@@ -9724,17 +9763,117 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
     select i.*
       from unnest((recall_answer(p_principal, p_scopes, p_query, p_purpose, p_query_embedding, p_mode, p_limit,
-                                 p_include_superseded, p_at, p_query_model)).items) i
+                                 p_include_superseded, p_at, p_query_model, p_as_of)).items) i
      order by i.rank
 $$;
-comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text) is
+comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text,
+                                      timestamptz) is
     'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms'' evidence orders them), permission walk. With its metadata: recall_answer().';
-$pgrecall_e2b037aa046f$)
+$pgrecall_b5690d5ca825$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$, null, $pgrecall_45d269683fd9$e9a52915a3fccf298c28174d5cd3d57fc5228eb59417d7fa655341946f3ca329$pgrecall_45d269683fd9$, $pgrecall_e9a52915a3fc$-- Recall, step 3: the dense arm (plpgsql/recall.sql composes the steps).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d809a0ca0c5$recall_as_of.sql$pgrecall_5d809a0ca0c5$, null, $pgrecall_bde5d8bcdb34$a3fed1a77982345550fff5077c3174802408a2290c33b7e0cc5a710a786724b2$pgrecall_bde5d8bcdb34$, $pgrecall_a3fed1a77982$-- Recall as of a past moment (recall's p_as_of): the memory as it stood
+-- then. plpgsql/recall.sql composes the steps; this file holds what only an
+-- as-of recall runs.
+--
+-- A memory's row either has not changed since the moment (updated_at at or
+-- before it: _unchanged_since, eligibility.sql) and is read as it is now by
+-- every step, or it has, and its state then is rebuilt from its history:
+--   created after the moment            not there yet
+--   forgotten after it                  still there (invalidated_at later)
+--   superseded after it                 still current, valid without an end
+--                                       (supersession ends valid at its time)
+--   corrected after it                  the text it had then: the earliest
+--                                       revision kept after the moment
+--                                       (memory_revision.changed_at; read
+--                                       here and by _recall_items)
+-- Who may see it, and for which purpose, is decided by the rule of now: as-of
+-- is history, not a way around eligibility. What was erased is gone from
+-- the history too.
+--
+-- Vectors: a memory keeps one, of its current text, and only while it is
+-- live (a superseded or forgotten memory's vector is dropped, and passages
+-- that borrowed it get their own: embedding_queue.sql). So of the memories
+-- changed since the moment, the dense arm ranks those whose current vector
+-- is of the text they had then (live again, or changed in nothing but
+-- state); one corrected, superseded or forgotten since is not found by the
+-- dense arm as of then. The lexical arm finds it by the text it had, so
+-- hybrid recall answers with it.
+
+-- The memories changed since p_as_of that the principal may see as they
+-- stood at p_as_of: the one eligibility rule applied to their state then.
+-- One row: their ids, the tsvectors of their text then (as memory.tsv is
+-- made), and the ids of those whose text then is their current one (so is
+-- their vector). Empty arrays when p_as_of is NULL; PR152 for a p_as_of that
+-- is not a past time.
+create or replace function __tenant__._memories_as_of(
+    p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
+    p_as_of timestamptz, out ids bigint[], out tsvs tsvector[], out vector_ids bigint[])
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+#variable_conflict use_column
+begin
+    perform _check_as_of(p_as_of);
+    ids := '{}';
+    tsvs := '{}';
+    vector_ids := '{}';
+    if p_as_of is null then
+        return;
+    end if;
+    select coalesce(array_agg(m.id order by m.id), '{}'),
+           coalesce(array_agg(to_tsvector('english'::regconfig,
+                                          coalesce(case when t.body is null then m.title else t.title end, '')
+                                          || ' ' || coalesce(t.body, m.body))
+                              order by m.id), '{}'),
+           coalesce(array_agg(m.id order by m.id) filter (where t.body is null), '{}')
+      into ids, tsvs, vector_ids
+      from memory m
+      -- the text it had then, when corrected since: the earliest revision replaced after the moment
+      left join lateral (select r.title, r.body from memory_revision r
+                          where r.memory_id = m.id and r.changed_at > p_as_of
+                          order by r.revision limit 1) t on true
+     where m.updated_at > m.created_at  -- the index memory_changed
+       and m.updated_at > p_as_of and m.created_at <= p_as_of
+       and _memory_eligible(m.scope, m.audience_peer_id, m.purposes,
+                            case when m.invalidated_at <= p_as_of then m.invalidated_at end,
+                            case when upper(m.valid) <= p_as_of then m.superseded_by end,
+                            case when m.superseded_by is not null and upper(m.valid) > p_as_of
+                                 then tstzrange(lower(m.valid), null) else m.valid end,
+                            p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at);
+end
+$$;
+comment on function __tenant__._memories_as_of(bigint, text[], text, boolean, timestamptz, timestamptz) is
+    'Internal: for recall as of p_as_of, the memories changed since then that the principal may see as they stood then, with their text then.';
+
+-- p_as_of itself: a finite time, not after now (what is known later is not
+-- known yet; for what holds at a later time, p_at asks about validity).
+create or replace function __tenant__._check_as_of(p_as_of timestamptz)
+returns void
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    perform _check_time(p_as_of, 'p_as_of');
+    if p_as_of > now() then
+        perform _fail('PR152', format('p_as_of %s is in the future (now is %s)', p_as_of, now()),
+                      'As-of recall answers what was known at a past moment; pass NULL for now, or p_at for '
+                      'what is valid at a time.');
+    end if;
+end
+$$;
+comment on function __tenant__._check_as_of(timestamptz) is
+    'Internal: PR152 unless p_as_of is NULL or a finite time not after now.';
+$pgrecall_a3fed1a77982$)
+on conflict (kind, name) do update
+   set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, sha256, body)
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$, null, $pgrecall_4fe469b15d34$55237eba903e245af771a0ed7dc5bfa654ff8e380abf2aadb2c96a79bb2bfb22$pgrecall_4fe469b15d34$, $pgrecall_55237eba903e$-- Recall, step 3: the dense arm (plpgsql/recall.sql composes the steps).
 --
 --   _check_query_embedding  PR154 unless a query embedding is 384 finite numbers
 --                           (message search checks with it too)
@@ -9832,7 +9971,7 @@ comment on function __tenant__._exact_dense_limit(integer, jsonb) is
 -- eligible (both arms then work among them), NULL when as many or more.
 create or replace function __tenant__._few_eligible(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
-    p_below integer)
+    p_below integer, p_as_of timestamptz default null)
 returns bigint[]
 language plpgsql stable
 security definer
@@ -9846,19 +9985,21 @@ begin
     v_result := array(select e.id
                         from memory e where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
                                                              p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
+                         and _unchanged_since(e.updated_at, p_as_of)
                        limit p_below);
     return case when cardinality(v_result) < p_below then v_result end;
 end
 $$;
-comment on function __tenant__._few_eligible(bigint, text[], text, boolean, timestamptz, integer) is
-    'Internal: the ids of the memories the principal may see when there are fewer than p_below, else NULL.';
+comment on function __tenant__._few_eligible(bigint, text[], text, boolean, timestamptz, integer, timestamptz) is
+    'Internal: the ids of the memories the principal may see when there are fewer than p_below, else NULL (as of p_as_of: those unchanged since).';
 
 -- How many memories the planner expects _memory_eligible to admit: it
 -- reads the column statistics (scopes, audiences, purposes), not the rows, so
 -- it costs a plan (~0.1 ms) where _few_eligible reads up to p_below rows. An
 -- estimate only chooses which search to try first; nothing is decided on it.
 create or replace function __tenant__._eligible_estimate(
-    p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz)
+    p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
+    p_as_of timestamptz default null)
 returns double precision
 language plpgsql  -- volatile: PostgreSQL runs EXPLAIN only in a volatile function
 security definer
@@ -9869,13 +10010,14 @@ declare
 begin
     -- Literals, not parameters: a plan for parameters knows nothing of the values.
     execute format('explain (format json) select 1 from memory e where _memory_eligible(e.scope, e.audience_peer_id, '
-                   'e.purposes, e.invalidated_at, e.superseded_by, e.valid, %s, %L::text[], %L, %L, %L::timestamptz)',
-                   p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
+                   'e.purposes, e.invalidated_at, e.superseded_by, e.valid, %s, %L::text[], %L, %L, %L::timestamptz) '
+                   'and _unchanged_since(e.updated_at, %L::timestamptz)',
+                   p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_as_of)
        into v_plan;
     return (v_plan -> 0 -> 'Plan' ->> 'Plan Rows')::double precision;
 end
 $$;
-comment on function __tenant__._eligible_estimate(bigint, text[], text, boolean, timestamptz) is
+comment on function __tenant__._eligible_estimate(bigint, text[], text, boolean, timestamptz, timestamptz) is
     'Internal: the planner''s estimate of how many memories the principal may see (from statistics, no rows read).';
 
 -- The dense arm over memories: the best p_depth eligible memories by cosine
@@ -9890,7 +10032,8 @@ comment on function __tenant__._eligible_estimate(bigint, text[], text, boolean,
 create or replace function __tenant__._dense_arm(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
     p_query_embedding double precision[], p_depth integer, p_settings jsonb default null,
-    p_probed boolean default false, p_few bigint[] default null, p_max_scan integer default null)
+    p_probed boolean default false, p_few bigint[] default null, p_max_scan integer default null,
+    p_as_of timestamptz default null, p_as_of_ids bigint[] default null)
 returns table (ids bigint[], cosines double precision[], method text, returned integer)
 language plpgsql  -- volatile: it sets (and restores) the HNSW settings
 security definer
@@ -9918,7 +10061,7 @@ begin
     -- Many: the HNSW index, iterating past rows the filter rejects.
     if not p_probed then
         v_few := _few_eligible(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at,
-                               _exact_dense_limit(p_depth, v_set));
+                               _exact_dense_limit(p_depth, v_set), p_as_of);
     end if;
     if v_few is not null then
         method := 'exact';
@@ -9944,13 +10087,31 @@ begin
              where me.model = v_model and me.input_version = v_version
                and exists (select 1 from memory e
                             where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
-                                                   p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at) and e.id = me.memory_id offset 0)
+                                                   p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
+                              and _unchanged_since(e.updated_at, p_as_of) and e.id = me.memory_id offset 0)
              order by me.embedding operator(__ext__.<=>) v_embedding
              limit p_depth)
         select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
                coalesce(array_agg(1 - n.distance order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
                count(*)
           into ids, cosines, returned from nearest n;
+    end if;
+    if cardinality(p_as_of_ids) > 0 then
+        -- As of a past moment: the memories changed since whose text then is
+        -- their current one (_memories_as_of), ranked with the rest.
+        with merged as (
+            select u.id, u.cosine from unnest(ids, cosines) u(id, cosine)
+            union all
+            select me.memory_id, 1 - (me.embedding operator(__ext__.<=>) v_embedding)
+              from memory_embedding me
+             where me.memory_id = any (p_as_of_ids) and me.model = v_model and me.input_version = v_version
+               and 1 - (me.embedding operator(__ext__.<=>) v_embedding) >= v_floor
+        ), best as (
+            select m.id, m.cosine from merged m order by m.cosine desc, m.id limit p_depth
+        )
+        select coalesce(array_agg(b.id order by b.cosine desc, b.id), '{}'),
+               coalesce(array_agg(b.cosine order by b.cosine desc, b.id), '{}')
+          into ids, cosines from best b;
     end if;
     perform set_config('hnsw.ef_search', coalesce(v_saved_ef, '40'), true);
     perform set_config('hnsw.iterative_scan', coalesce(v_saved_iterative, 'off'), true);
@@ -9959,21 +10120,22 @@ begin
 end
 $$;
 comment on function __tenant__._dense_arm(bigint, text[], text, boolean, timestamptz, double precision[], integer, jsonb,
-                                          boolean, bigint[], integer) is
+                                          boolean, bigint[], integer, timestamptz, bigint[]) is
     'Internal: recall''s dense arm: the eligible memories nearest the query embedding (floor dense_floor), exact or HNSW.';
-$pgrecall_e9a52915a3fc$)
+$pgrecall_55237eba903e$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_26df40b54f4d$recall_facts.sql$pgrecall_26df40b54f4d$, null, $pgrecall_c7edad2a5a6f$239e49021fc4360ec6ece9efa51672ee7eb628b7908ffc1e0f6420d776d8191a$pgrecall_c7edad2a5a6f$, $pgrecall_239e49021fc4$-- Recall's fact arm (plpgsql/recall.sql composes the steps): the facts about
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_26df40b54f4d$recall_facts.sql$pgrecall_26df40b54f4d$, null, $pgrecall_c5ab68404a13$69a0ff35568e5254dded3566bd8d8256c29d860103f1f77aa213748a51f07608$pgrecall_c5ab68404a13$, $pgrecall_69a0ff35568e$-- Recall's fact arm (plpgsql/recall.sql composes the steps): the facts about
 -- the entities the query names (by name or alias), valid at the requested
 -- time and currently believed, ranked by how many query terms their
 -- statement shares, then salience and confidence. recall fuses them as a
--- third list.
+-- third list. As of a past moment (p_as_of): the facts valid then (or at
+-- p_at) and believed then.
 
 create or replace function __tenant__._fact_arm(p_principal_id bigint, p_scopes text[], p_purpose text,
-                                               p_at timestamptz, p_query text)
+                                               p_at timestamptz, p_query text, p_as_of timestamptz default null)
 returns table (fact_ids bigint[], entities text[])
 language plpgsql stable
 security definer
@@ -9999,12 +10161,14 @@ begin
             select f.id, f.statement, f.predicate, f.salience, f.confidence
               from fact f
              where _fact_eligible(f.scope, f.audience_peer_id, f.purposes, f.valid, f.known,
-                                  p_principal_id, p_scopes, p_purpose, coalesce(p_at, now()), null) and f.subject_id = any (v_entities)
+                                  p_principal_id, p_scopes, p_purpose, coalesce(p_at, p_as_of, now()), p_as_of)
+               and f.subject_id = any (v_entities)
             union
             select f.id, f.statement, f.predicate, f.salience, f.confidence
               from fact f
              where _fact_eligible(f.scope, f.audience_peer_id, f.purposes, f.valid, f.known,
-                                  p_principal_id, p_scopes, p_purpose, coalesce(p_at, now()), null) and f.object_id = any (v_entities)
+                                  p_principal_id, p_scopes, p_purpose, coalesce(p_at, p_as_of, now()), p_as_of)
+               and f.object_id = any (v_entities)
         ), ranked as (
             select a.id, coalesce(ts_rank(to_tsvector('english', a.statement || ' ' || replace(a.predicate, '_', ' ')),
                                           v_any_term), 0) as relevance, a.salience, a.confidence
@@ -10022,14 +10186,14 @@ begin
     return next;
 end
 $$;
-comment on function __tenant__._fact_arm(bigint, text[], text, timestamptz, text) is
+comment on function __tenant__._fact_arm(bigint, text[], text, timestamptz, text, timestamptz) is
     'Internal: recall''s fact arm: eligible current facts about the entities the query names, best first, and those entities'' names.';
-$pgrecall_239e49021fc4$)
+$pgrecall_69a0ff35568e$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$, null, $pgrecall_0b4113ff5c6c$2686988b5ee6b47f5b386e831e554e145718d9a3c2de16f619fadd534fba5092$pgrecall_0b4113ff5c6c$, $pgrecall_2686988b5ee6$-- Recall, steps 4 and 5 (plpgsql/recall.sql composes the steps):
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$, null, $pgrecall_fca0e992f7f9$98117a9ad4ce08d17ac18e48be228890b8fb7f50303202c092f275af2a2a0dcb$pgrecall_fca0e992f7f9$, $pgrecall_98117a9ad4ce$-- Recall, steps 4 and 5 (plpgsql/recall.sql composes the steps):
 --   _rrf_fuse         Reciprocal Rank Fusion of the two arms (message search
 --                     fuses its arms with it too): setting fusion = 'rrf'
 --   _score_fuse       the arms' scores, each over its own best, added:
@@ -10267,7 +10431,7 @@ create or replace function __tenant__._recall_items(
     p_lexical_ids bigint[], p_bm25 double precision[], p_dense_ids bigint[], p_cosines double precision[],
     p_rrf_k double precision, p_limit integer, p_principal_id bigint, p_scopes text[],
     p_fusion text default 'rrf', p_floor double precision default null,
-    p_evidence double precision[] default null)
+    p_evidence double precision[] default null, p_as_of timestamptz default null)
 returns setof __tenant__.recall_item
 language plpgsql stable
 security definer
@@ -10307,11 +10471,16 @@ begin
         select c.*, row_number() over (order by c.score desc, c.item, c.pos)::integer as r
           from chosen c
     )
-    select t.r, m.id, m.scope, m.kind, m.title, m.body, t.score,
+    select t.r, m.id, m.scope, m.kind, case when tx.body is null then m.title else tx.title end,
+           coalesce(tx.body, m.body), t.score,
            array_position(p_lexical_ids, m.id), array_position(p_dense_ids, m.id),
            p_cosines[array_position(p_dense_ids, m.id)], p_bm25[array_position(p_lexical_ids, m.id)],
            pv.provenance, 'memory'::text, null::bigint, null::integer
       from top t join memory m on m.id = t.id
+      -- as of a past moment, the text then of a memory corrected since (plpgsql/recall_as_of.sql)
+      left join lateral (select r.title, r.body from memory_revision r
+                          where p_as_of is not null and r.memory_id = m.id and r.changed_at > p_as_of
+                          order by r.revision limit 1) tx on true
       join _provenance_of(array(select t2.id from top t2 where t2.item = 'memory'), p_principal_id, p_scopes) pv
         on pv.memory_id = m.id
      where t.item = 'memory'
@@ -10331,14 +10500,14 @@ end
 $$;
 comment on function __tenant__._recall_items(bigint[], bigint[], bigint[], double precision[], bigint[],
                                              double precision[], double precision, integer, bigint, text[], text,
-                                             double precision, double precision[]) is
+                                             double precision, double precision[], timestamptz) is
     'Internal: recall''s rows from the walked memories and the fact list: scored by the tenant''s fusion, best p_limit, with provenance.';
-$pgrecall_2686988b5ee6$)
+$pgrecall_98117a9ad4ce$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a1d8cc5d0106$recall_lexical.sql$pgrecall_a1d8cc5d0106$, null, $pgrecall_bc346572690e$d7fa24aca032f741aad0ec0ec076ac60d5c408bd79212bd97c998429961bede7$pgrecall_bc346572690e$, $pgrecall_d7fa24aca032$-- Recall, step 2: the lexical arm (plpgsql/recall.sql composes the steps).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a1d8cc5d0106$recall_lexical.sql$pgrecall_a1d8cc5d0106$, null, $pgrecall_23893254824b$52db211e591362f31006184ef6851c13d68d68580765adba01682f2180a8a3ca$pgrecall_23893254824b$, $pgrecall_52db211e5913$-- Recall, step 2: the lexical arm (plpgsql/recall.sql composes the steps).
 --
 --   _query_terms        the query's distinct lexemes
 --   _prune_terms        from prune_min_terms terms on, a term in prune_df_ratio
@@ -10473,7 +10642,7 @@ create or replace function __tenant__._lexical_candidates(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
     p_match tsquery, p_term_queries tsquery[], p_terms text[], p_idf double precision[],
     p_k1 double precision, p_b double precision, p_avg_length double precision, p_depth integer,
-    p_among bigint[] default null)
+    p_among bigint[] default null, p_as_of timestamptz default null)
 returns table (id bigint, score double precision)
 language plpgsql stable
 security definer
@@ -10512,10 +10681,10 @@ begin
     return query execute format($q$
     with matched as (
         select e.id, e.tsv,
-               (%s) * _bm25_tf(1, length(e.tsv), $10, $11, $12) as quick
+               (%1$s) * _bm25_tf(1, length(e.tsv), $10, $11, $12) as quick
           from memory e
          where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
-                                $1, $2, $3, $4, $5)
+                                $1, $2, $3, $4, $5)%2$s
            and e.tsv @@ $6
          order by quick desc, e.id
          limit greatest(2 * $13, 100)
@@ -10527,14 +10696,16 @@ begin
      order by s desc, m.id
      limit $13$q$,
         array_to_string(array(select format('case when e.tsv @@ $7[%1$s] then $9[%1$s] else 0 end', i)
-                                from generate_subscripts(p_term_queries, 1) i), ' + '))
+                                from generate_subscripts(p_term_queries, 1) i), ' + '),
+        -- as of a past moment, only the memories unchanged since (the rest: _lexical_arm)
+        case when p_as_of is not null then ' and _unchanged_since(e.updated_at, $14)' else '' end)
     using p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_match, p_term_queries, p_terms, p_idf,
-          p_k1, p_b, p_avg_length, p_depth;
+          p_k1, p_b, p_avg_length, p_depth, p_as_of;
 end
 $$;
 comment on function __tenant__._lexical_candidates(bigint, text[], text, boolean, timestamptz, tsquery, tsquery[], text[],
                                                     double precision[], double precision, double precision,
-                                                    double precision, integer, bigint[]) is
+                                                    double precision, integer, bigint[], timestamptz) is
     'Internal: BM25 over the eligible memories matching p_match, best p_depth first.';
 
 -- The lexical arm over memories: the query's terms, pruned by the corpus
@@ -10549,7 +10720,8 @@ comment on function __tenant__._lexical_candidates(bigint, text[], text, boolean
 -- them (_few_eligible); every kept term then recruits among them at once.
 create or replace function __tenant__._lexical_arm(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
-    p_query text, p_depth integer, p_settings jsonb default null, p_among bigint[] default null)
+    p_query text, p_depth integer, p_settings jsonb default null, p_among bigint[] default null,
+    p_as_of timestamptz default null, p_as_of_ids bigint[] default null, p_as_of_tsv tsvector[] default null)
 returns table (ids bigint[], scores double precision[], terms text[], dropped text[], term_stats text,
                recruited_by tsquery, recruited boolean)
 language plpgsql stable
@@ -10600,18 +10772,39 @@ begin
           into ids, scores
           from _lexical_candidates(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, v_recruiters[i],
                                    v_term_queries, v_kept, v_idf, (v_set ->> 'bm25_k1')::double precision,
-                                   (v_set ->> 'bm25_b')::double precision, v_avg_length, p_depth, p_among)
+                                   (v_set ->> 'bm25_b')::double precision, v_avg_length, p_depth, p_among, p_as_of)
                with ordinality as c(id, score, ord);
         recruited_by := v_recruiters[i];
         exit when cardinality(ids) >= p_depth;
     end loop;
     recruited := recruited_by is distinct from v_recruiters[cardinality(v_recruiters)];
+    if cardinality(p_as_of_ids) > 0 then
+        -- As of a past moment: the memories changed since, by the text they
+        -- had then (_memories_as_of), scored as the others and ranked with them.
+        with merged as (
+            select u.id, u.score from unnest(ids, scores) u(id, score)
+            union all
+            select h.id, (select sum(v_idf[array_position(v_kept, w.lexeme)]
+                                     * _bm25_tf(cardinality(w.positions), length(h.tsv),
+                                                (v_set ->> 'bm25_k1')::double precision,
+                                                (v_set ->> 'bm25_b')::double precision, v_avg_length))
+                            from unnest(h.tsv) w where w.lexeme = any (v_kept))
+              from unnest(p_as_of_ids, p_as_of_tsv) h(id, tsv)
+             where h.tsv @@ v_recruiters[cardinality(v_recruiters)]
+        ), best as (
+            select m.id, m.score from merged m order by m.score desc, m.id limit p_depth
+        )
+        select coalesce(array_agg(b.id order by b.score desc, b.id), '{}'),
+               coalesce(array_agg(b.score order by b.score desc, b.id), '{}')
+          into ids, scores from best b;
+    end if;
     return next;
 end
 $$;
-comment on function __tenant__._lexical_arm(bigint, text[], text, boolean, timestamptz, text, integer, jsonb, bigint[]) is
+comment on function __tenant__._lexical_arm(bigint, text[], text, boolean, timestamptz, text, integer, jsonb, bigint[],
+                                            timestamptz, bigint[], tsvector[]) is
     'Internal: recall''s lexical arm: pruned query terms, BM25 over the eligible memories, best p_depth first.';
-$pgrecall_d7fa24aca032$)
+$pgrecall_52db211e5913$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -13087,8 +13280,8 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d0628d01e244$store.sql$pgrecall_d0628d01e244$, null, $pgrecall_4eb8a8c06e44$5ec5c17803620ad28793b56e1235e56d7b3c073aac132df71f18054af03af893$pgrecall_4eb8a8c06e44$, $pgrecall_5ec5c1780362$-- A key-value store on memories, for LangGraph's BaseStore
--- (pgrecall.integrations.langgraph; migration 0036). An item is a memory with
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d0628d01e244$store.sql$pgrecall_d0628d01e244$, null, $pgrecall_5a0b3c9dd2f3$29030f10210998dd30d8d23056b554e2fcbbe066fd1e5cb7b13474698d2d1b02$pgrecall_5a0b3c9dd2f3$, $pgrecall_29030f102109$-- A key-value store on memories, for LangGraph's BaseStore
+-- (pgrecall.integrations.langgraph; migration 0037). An item is a memory with
 -- a namespace, a key and a JSON object as its value. Its partition is a scope
 -- and an audience: the one principal (p_shared false, the default) or the
 -- whole scope (p_shared true). Within a partition a key is unique per
@@ -13581,7 +13774,7 @@ comment on function __tenant__.store_list_namespaces(text, text[], text, text[],
                                                      text, boolean) is
     'The namespaces of the store items the principal may use: prefix and suffix conditions ("*" any label), cut to '
     'max_depth labels, distinct, in code-point order.';
-$pgrecall_5ec5c1780362$)
+$pgrecall_29030f102109$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import subprocess
 from pathlib import Path
 
 from pgrecall.sources import MIGRATION_NAME
@@ -82,3 +83,37 @@ def problems(directory: Path) -> list[str]:
     if names != sorted(names):
         found.append(f"{SUMS} lists the migrations out of order: one line per migration, in number order")
     return found
+
+
+# main's first-parent history is the record of releases: every version of SHA256SUMS it held from this
+# commit on lists only released migrations, and none of them may change or go. (Before it, numbers of
+# migrations not yet released were renumbered on main itself.)
+RELEASES_FROM = "90858d986a2fc3fd88515c20a28cdc50cccf8a1e"
+
+
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+
+
+def changed_since_release(repo: Path, ref: str, since: str, current: str) -> list[str] | None:
+    """Each migration that some version of SHA256SUMS on ``ref``'s first-parent line (from ``since`` on)
+    listed with another checksum than ``current`` (the list as it is now), or that ``current`` lacks.
+    None when ``since`` is not in this checkout's history (a shallow clone): nothing to compare with."""
+    if _git(repo, "cat-file", "-e", f"{since}^{{commit}}").returncode != 0:
+        return None
+    revs = _git(repo, "rev-list", "--first-parent", ref)
+    if revs.returncode != 0:
+        return None
+    line = revs.stdout.split()
+    if since not in line:
+        return None
+    now = {name: sha for sha, name in read_sums(current)[0]}
+    found: dict[str, str] = {}  # per migration, from newest to oldest: its first release speaks last
+    for rev in line[:line.index(since) + 1]:
+        shown = _git(repo, "show", f"{rev}:migrations/{SUMS}")
+        for sha, name in read_sums(shown.stdout)[0] if shown.returncode == 0 else []:
+            if name not in now:
+                found[name] = f"{name} was released ({rev[:10]}) and is no longer listed"
+            elif now[name] != sha:
+                found[name] = f"{name} was released ({rev[:10]}) with checksum {sha[:12]}, now {now[name][:12]}"
+    return [found[name] for name in sorted(found)]

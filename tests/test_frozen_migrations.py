@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from frozen import SUMS, problems, read_sums
+from frozen import RELEASES_FROM, SUMS, changed_since_release, problems, read_sums
 from pgrecall import sources
 
 MIGRATIONS = Path(sources.sql_root()) / "migrations"
@@ -42,6 +42,52 @@ def test_migrations_released_on_main_are_unchanged_here():
     # A migration released on main that this branch lacks means the branch is behind main, not wrong.
     changed = {name: (sha, here[name]) for name, sha in on_main.items() if name in here and here[name] != sha}
     assert changed == {}, f"released on {ref} with another checksum: {sorted(changed)}"
+
+
+def test_no_migration_released_on_main_ever_changed():
+    """Every version of the list on main's first-parent line since the rule began: a released migration
+    whose text and line were both rewritten in a later commit on main fails here, on a clean checkout too."""
+    repo = MIGRATIONS.parent
+    if not shutil.which("git"):
+        pytest.skip("no git")
+    for ref in ("main", "origin/main", "HEAD"):
+        if subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", ref],
+                          capture_output=True).returncode == 0:
+            break
+    found = changed_since_release(repo, ref, RELEASES_FROM, (MIGRATIONS / SUMS).read_text())
+    if found is None:
+        pytest.skip(f"commit {RELEASES_FROM[:10]} is not in this checkout's history")
+    assert found == []
+
+
+def test_a_release_rewritten_in_a_later_commit_is_found(tmp_path):
+    """The history check on a repository of its own: a line released in one commit and rewritten in the next
+    (the migration edited and its checksum with it) is reported, and so is one removed."""
+    if not shutil.which("git"):
+        pytest.skip("no git")
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                       check=True, capture_output=True)
+
+    def release(text):
+        (tmp_path / "migrations").mkdir(exist_ok=True)
+        (tmp_path / "migrations" / SUMS).write_text(text)
+        git("add", "-A")
+        git("commit", "-q", "-m", "release")
+
+    first, second = "a" * 64, "b" * 64
+    git("init", "-q", "-b", "main")
+    release(f"{first}  0001_one.sql\n")
+    start = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True,
+                           text=True).stdout.strip()
+    release(f"{first}  0001_one.sql\n{second}  0002_two.sql\n")
+    assert changed_since_release(tmp_path, "main", start, (tmp_path / "migrations" / SUMS).read_text()) == []
+    release(f"{second}  0001_one.sql\n{second}  0002_two.sql\n")  # 0001 edited after its release
+    found = changed_since_release(tmp_path, "main", start, (tmp_path / "migrations" / SUMS).read_text())
+    assert len(found) == 1 and "0001_one.sql was released" in found[0], found
+    removed = changed_since_release(tmp_path, "main", start, f"{first}  0001_one.sql\n")
+    assert any("0002_two.sql" in f and "no longer listed" in f for f in removed), removed
 
 
 # -- the check itself, on a copy of the directory with one thing broken ------------------------------

@@ -182,10 +182,10 @@ class AgentMemory:
     # -- the operations ---------------------------------------------------------
 
     def recall(self, query: str, *, limit: int = 10, mode: str | None = None,
-               include_superseded: bool = False) -> dict[str, Any]:
+               include_superseded: bool = False, as_of: datetime | None = None) -> dict[str, Any]:
         self._model_loaded()
         r = self._read(lambda mem: mem.recall(query, purpose=self.purpose, mode=mode, limit=limit,
-                                              include_superseded=include_superseded))
+                                              include_superseded=include_superseded, as_of=as_of))
         return {"items": jsonable(r.items), "meta": jsonable(r.meta)}
 
     def read(self, memory_id: int, *, include_superseded: bool = False) -> dict[str, Any]:

@@ -258,8 +258,11 @@ def _add_memory_reading_tools(tool: ToolMaker, agent: AgentMemory) -> None:
         limit: Annotated[int, Field(ge=1, le=50, description="at most this many rows")] = 10,
         mode: Annotated[Mode | None, Field(description="default: the tenant's (hybrid)")] = None,
         include_superseded: Annotated[bool, Field(description="also memories that were replaced")] = False,
+        as_of: Annotated[datetime | None, Field(
+            description="answer as the memory stood at this past time (ISO 8601; default: now)")] = None,
     ) -> CallToolResult:
-        return _answer(lambda: agent.recall(query, limit=limit, mode=mode, include_superseded=include_superseded))
+        return _answer(lambda: agent.recall(query, limit=limit, mode=mode, include_superseded=include_superseded,
+                                            as_of=as_of))
 
     @tool("read", "reading")
     def read(

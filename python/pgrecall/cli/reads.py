@@ -18,7 +18,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
 
     with _memory(args) as mem:
         r = mem.recall(args.query, purpose=args.purpose, mode=args.mode, limit=args.limit,
-                       include_superseded=args.include_superseded)
+                       include_superseded=args.include_superseded, as_of=args.as_of)
     if args.json:
         return _print_json({"items": r.items, "meta": r.meta})
     m = r.meta
@@ -114,6 +114,9 @@ def add_recall(sub: Subparsers) -> None:
     p.add_argument("--limit", type=int, default=10)
     p.add_argument("--mode", choices=["hybrid", "lexical", "dense"], help="default: the tenant's (hybrid)")
     p.add_argument("--include-superseded", action="store_true")
+    p.add_argument("--as-of", type=_timestamp,
+                   help="answer as the memory stood at this past time (ISO 8601): its text then, nothing "
+                        "written, corrected, superseded or forgotten after it; who may see what is today's rule")
     p.add_argument("--json", action="store_true", help="one JSON document: items and meta")
     p.set_defaults(func=cmd_recall)
 

@@ -790,8 +790,8 @@ SIGNATURES: dict[str, tuple[tuple[str, str, bool], ...]] = {
     'queue_status': (('peer', 'text', False), ('target', 'text', True), ('session', 'bigint', True)),
     'read': (('principal', 'text', False), ('scopes', 'text[]', False), ('memory_id', 'bigint', False), ('purpose', 'text', False), ('include_superseded', 'boolean', True)),
     'rebuild_embeddings': (('everything', 'boolean', True),),
-    'recall': (('principal', 'text', False), ('scopes', 'text[]', False), ('query', 'text', False), ('purpose', 'text', True), ('query_embedding', 'double precision[]', True), ('mode', 'text', True), ('limit', 'integer', True), ('include_superseded', 'boolean', True), ('at', 'timestamp with time zone', True), ('query_model', 'text', True)),
-    'recall_answer': (('principal', 'text', False), ('scopes', 'text[]', False), ('query', 'text', False), ('purpose', 'text', True), ('query_embedding', 'double precision[]', True), ('mode', 'text', True), ('limit', 'integer', True), ('include_superseded', 'boolean', True), ('at', 'timestamp with time zone', True), ('query_model', 'text', True)),
+    'recall': (('principal', 'text', False), ('scopes', 'text[]', False), ('query', 'text', False), ('purpose', 'text', True), ('query_embedding', 'double precision[]', True), ('mode', 'text', True), ('limit', 'integer', True), ('include_superseded', 'boolean', True), ('at', 'timestamp with time zone', True), ('query_model', 'text', True), ('as_of', 'timestamp with time zone', True)),
+    'recall_answer': (('principal', 'text', False), ('scopes', 'text[]', False), ('query', 'text', False), ('purpose', 'text', True), ('query_embedding', 'double precision[]', True), ('mode', 'text', True), ('limit', 'integer', True), ('include_superseded', 'boolean', True), ('at', 'timestamp with time zone', True), ('query_model', 'text', True), ('as_of', 'timestamp with time zone', True)),
     'refresh_erasure_statistics': (('request_id', 'bigint', False),),
     'refresh_term_stats': (),
     'release_embedding_jobs': (('worker', 'text', False), ('memory_ids', 'bigint[]', False)),
@@ -1117,17 +1117,17 @@ def rebuild_embeddings(h: Handle, *, everything: bool | None = None) -> Call[Any
     return _value('rebuild_embeddings', args, int)
 
 
-def recall(h: Handle, query: str, *, purpose: str | None = None, query_embedding: list[float] | None = None, mode: str | None = None, limit: int | None = None, include_superseded: bool | None = None, at: datetime | None = None, query_model: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def recall(h: Handle, query: str, *, purpose: str | None = None, query_embedding: list[float] | None = None, mode: str | None = None, limit: int | None = None, include_superseded: bool | None = None, at: datetime | None = None, query_model: str | None = None, as_of: datetime | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
     """Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms' evidence orders them), permission walk. With its metadata: recall_answer()."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'query': query, 'purpose': purpose, 'query_embedding': query_embedding, 'mode': mode, 'limit': limit, 'include_superseded': include_superseded, 'at': at, 'query_model': query_model}, ('purpose', 'query_embedding', 'mode', 'limit', 'include_superseded', 'at', 'query_model'))
+    args = _given({'principal': principal, 'scopes': scopes, 'query': query, 'purpose': purpose, 'query_embedding': query_embedding, 'mode': mode, 'limit': limit, 'include_superseded': include_superseded, 'at': at, 'query_model': query_model, 'as_of': as_of}, ('purpose', 'query_embedding', 'mode', 'limit', 'include_superseded', 'at', 'query_model', 'as_of'))
     return _rows('recall', args, RecallItem)
 
 
-def recall_answer(h: Handle, query: str, *, purpose: str | None = None, query_embedding: list[float] | None = None, mode: str | None = None, limit: int | None = None, include_superseded: bool | None = None, at: datetime | None = None, query_model: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def recall_answer(h: Handle, query: str, *, purpose: str | None = None, query_embedding: list[float] | None = None, mode: str | None = None, limit: int | None = None, include_superseded: bool | None = None, at: datetime | None = None, query_model: str | None = None, as_of: datetime | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
     """recall() and its metadata (counts after the walk, dropped terms, dense_available and why not, freshness) in one value: (items recall_item[], meta recall_meta). In psql: select (a.meta).* from recall_answer(...) a."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'query': query, 'purpose': purpose, 'query_embedding': query_embedding, 'mode': mode, 'limit': limit, 'include_superseded': include_superseded, 'at': at, 'query_model': query_model}, ('purpose', 'query_embedding', 'mode', 'limit', 'include_superseded', 'at', 'query_model'))
+    args = _given({'principal': principal, 'scopes': scopes, 'query': query, 'purpose': purpose, 'query_embedding': query_embedding, 'mode': mode, 'limit': limit, 'include_superseded': include_superseded, 'at': at, 'query_model': query_model, 'as_of': as_of}, ('purpose', 'query_embedding', 'mode', 'limit', 'include_superseded', 'at', 'query_model', 'as_of'))
     return _one('recall_answer', args, RecallAnswer)
 
 

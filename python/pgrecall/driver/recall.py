@@ -166,13 +166,16 @@ def _reranked(rerank: Reranker, query: str, answer: Recalled) -> Recalled:
 def recall(h: Handle, query: str, *, purpose: str = "converse", mode: str | None = None, limit: int = 10,
            include_superseded: bool = False, at: datetime | None = None, rerank: Reranker | None = None,
            embed: bool = True, query_embedding: QueryEmbedding | None = None, query_model: str | None = None,
-           principal: str | None = None, scopes: Sequence[str] | None = None) -> Program[Recalled]:
+           as_of: datetime | None = None, principal: str | None = None,
+           scopes: Sequence[str] | None = None) -> Program[Recalled]:
     """Ranked recall in the database, with the metadata of the same call.
 
     The query is embedded with the handle's embedder unless ``query_embedding`` (384 numbers, e.g. a numpy
     array; ``query_model`` names its model, which recall checks against the tenant's) is given. Without a
     model (or with ``embed=False``) the answer is lexical and ``dense_available`` is false: recall degrades,
     it does not fail. ``rerank`` may reorder or drop the items that passed the permission walk.
+    ``as_of`` answers as the memory stood at that past moment (revisions, forgets, supersessions and facts
+    as known then), under today's rules of who may see what; ``at`` asks what is valid at a time.
     """
     principal, scopes = h.who(principal, scopes)
     vector, model = yield from query_vector(h, query, mode=mode, embed=embed, query_embedding=query_embedding,
@@ -180,7 +183,7 @@ def recall(h: Handle, query: str, *, purpose: str = "converse", mode: str | None
     answer = yield from step(one("recall_answer", {
         "principal": principal, "scopes": scopes, "query": query, "purpose": purpose,
         "query_embedding": Cast(vector, REAL_ARRAY), "mode": mode, "limit": limit,
-        "include_superseded": include_superseded, "at": at, "query_model": model}, Recalled))
+        "include_superseded": include_superseded, "at": at, "query_model": model, "as_of": as_of}, Recalled))
     if rerank is not None and answer.items:
         answer = yield from offload(_reranked, rerank, query, answer)
     return answer

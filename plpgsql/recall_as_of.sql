@@ -1,0 +1,94 @@
+-- Recall as of a past moment (recall's p_as_of): the memory as it stood
+-- then. plpgsql/recall.sql composes the steps; this file holds what only an
+-- as-of recall runs.
+--
+-- A memory's row either has not changed since the moment (updated_at at or
+-- before it: _unchanged_since, eligibility.sql) and is read as it is now by
+-- every step, or it has, and its state then is rebuilt from its history:
+--   created after the moment            not there yet
+--   forgotten after it                  still there (invalidated_at later)
+--   superseded after it                 still current, valid without an end
+--                                       (supersession ends valid at its time)
+--   corrected after it                  the text it had then: the earliest
+--                                       revision kept after the moment
+--                                       (memory_revision.changed_at; read
+--                                       here and by _recall_items)
+-- Who may see it, and for which purpose, is decided by the rule of now: as-of
+-- is history, not a way around eligibility. What was erased is gone from
+-- the history too.
+--
+-- Vectors: a memory keeps one, of its current text, and only while it is
+-- live (a superseded or forgotten memory's vector is dropped, and passages
+-- that borrowed it get their own: embedding_queue.sql). So of the memories
+-- changed since the moment, the dense arm ranks those whose current vector
+-- is of the text they had then (live again, or changed in nothing but
+-- state); one corrected, superseded or forgotten since is not found by the
+-- dense arm as of then. The lexical arm finds it by the text it had, so
+-- hybrid recall answers with it.
+
+-- The memories changed since p_as_of that the principal may see as they
+-- stood at p_as_of: the one eligibility rule applied to their state then.
+-- One row: their ids, the tsvectors of their text then (as memory.tsv is
+-- made), and the ids of those whose text then is their current one (so is
+-- their vector). Empty arrays when p_as_of is NULL; PR152 for a p_as_of that
+-- is not a past time.
+create or replace function __tenant__._memories_as_of(
+    p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
+    p_as_of timestamptz, out ids bigint[], out tsvs tsvector[], out vector_ids bigint[])
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+#variable_conflict use_column
+begin
+    perform _check_as_of(p_as_of);
+    ids := '{}';
+    tsvs := '{}';
+    vector_ids := '{}';
+    if p_as_of is null then
+        return;
+    end if;
+    select coalesce(array_agg(m.id order by m.id), '{}'),
+           coalesce(array_agg(to_tsvector('english'::regconfig,
+                                          coalesce(case when t.body is null then m.title else t.title end, '')
+                                          || ' ' || coalesce(t.body, m.body))
+                              order by m.id), '{}'),
+           coalesce(array_agg(m.id order by m.id) filter (where t.body is null), '{}')
+      into ids, tsvs, vector_ids
+      from memory m
+      -- the text it had then, when corrected since: the earliest revision replaced after the moment
+      left join lateral (select r.title, r.body from memory_revision r
+                          where r.memory_id = m.id and r.changed_at > p_as_of
+                          order by r.revision limit 1) t on true
+     where m.updated_at > m.created_at  -- the index memory_changed
+       and m.updated_at > p_as_of and m.created_at <= p_as_of
+       and _memory_eligible(m.scope, m.audience_peer_id, m.purposes,
+                            case when m.invalidated_at <= p_as_of then m.invalidated_at end,
+                            case when upper(m.valid) <= p_as_of then m.superseded_by end,
+                            case when m.superseded_by is not null and upper(m.valid) > p_as_of
+                                 then tstzrange(lower(m.valid), null) else m.valid end,
+                            p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at);
+end
+$$;
+comment on function __tenant__._memories_as_of(bigint, text[], text, boolean, timestamptz, timestamptz) is
+    'Internal: for recall as of p_as_of, the memories changed since then that the principal may see as they stood then, with their text then.';
+
+-- p_as_of itself: a finite time, not after now (what is known later is not
+-- known yet; for what holds at a later time, p_at asks about validity).
+create or replace function __tenant__._check_as_of(p_as_of timestamptz)
+returns void
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    perform _check_time(p_as_of, 'p_as_of');
+    if p_as_of > now() then
+        perform _fail('PR152', format('p_as_of %s is in the future (now is %s)', p_as_of, now()),
+                      'As-of recall answers what was known at a past moment; pass NULL for now, or p_at for '
+                      'what is valid at a time.');
+    end if;
+end
+$$;
+comment on function __tenant__._check_as_of(timestamptz) is
+    'Internal: PR152 unless p_as_of is NULL or a finite time not after now.';
