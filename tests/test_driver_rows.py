@@ -32,6 +32,8 @@ ROW_TYPES = {
     "store_get": (_generated.StoreGetRow, set(), {}),
     "store_search": (_generated.StoreSearchRow, set(), {}),
     "store_list_namespaces": (_generated.StoreListNamespacesRow, set(), {}),
+    "agent_session_items": (_generated.AgentSessionItemsRow, set(), {}),
+    "agent_session_pop": (_generated.AgentSessionPopRow, set(), {}),
     "neighbourhood": (graph.Edge, set(), {}),
     "resolve_citation": (graph.Citation, set(), {}),
     "entities": (graph.Entity, set(), {}),

@@ -282,6 +282,22 @@ class AddSessionPeersRow:
 
 
 @dataclass(frozen=True)
+class AgentSessionItemsRow:
+    """A row of AgentSessionItemsRow."""
+
+    log_offset: int | None = field()
+    item: Any = field()
+
+
+@dataclass(frozen=True)
+class AgentSessionPopRow:
+    """A row of AgentSessionPopRow."""
+
+    log_offset: int | None = field()
+    item: Any = field()
+
+
+@dataclass(frozen=True)
 class AppendObservationsRow:
     """A row of AppendObservationsRow."""
 
@@ -752,6 +768,11 @@ SIGNATURES: dict[str, tuple[tuple[str, str, bool], ...]] = {
     'add_peer': (('name', 'text', False), ('kind', 'text', True), ('metadata', 'jsonb', True), ('data_subject_id', 'text', True)),
     'add_scope': (('name', 'text', False), ('description', 'text', True)),
     'add_session_peers': (('principal', 'text', False), ('scopes', 'text[]', False), ('session', 'bigint', False), ('peers', 'jsonb', False), ('defaults', 'jsonb', True)),
+    'agent_session_add': (('principal', 'text', False), ('scopes', 'text[]', False), ('session', 'bigint', False), ('items', 'jsonb', False), ('user', 'text', False)),
+    'agent_session_clear': (('principal', 'text', False), ('scopes', 'text[]', False), ('session', 'bigint', False)),
+    'agent_session_items': (('principal', 'text', False), ('scopes', 'text[]', False), ('session', 'bigint', False), ('limit', 'integer', True)),
+    'agent_session_open': (('principal', 'text', False), ('scopes', 'text[]', False), ('scope', 'text', False), ('name', 'text', False), ('user', 'text', False)),
+    'agent_session_pop': (('principal', 'text', False), ('scopes', 'text[]', False), ('session', 'bigint', False)),
     'append_observation': (('principal', 'text', False), ('scopes', 'text[]', False), ('scope', 'text', False), ('body', 'text', False), ('source_role', 'text', False), ('kind', 'text', True), ('actor', 'text', True), ('session_id', 'bigint', True), ('occurred_at', 'timestamp with time zone', True), ('payload', 'jsonb', True), ('data_subject_id', 'text', True), ('lawful_basis', 'text', True), ('classification', 'text', True), ('retention_until', 'timestamp with time zone', True), ('audience', 'text[]', True)),
     'append_observations': (('principal', 'text', False), ('scopes', 'text[]', False), ('scope', 'text', False), ('rows', 'jsonb', False)),
     'assert_fact': (('principal', 'text', False), ('scopes', 'text[]', False), ('scope', 'text', False), ('subject', 'text', False), ('predicate', 'text', False), ('object', 'text', False), ('evidence', 'jsonb', False), ('statement', 'text', True), ('valid_from', 'timestamp with time zone', True), ('valid_to', 'timestamp with time zone', True), ('confidence', 'double precision', True), ('observer', 'text', True), ('audience', 'text', True), ('purposes', 'text[]', True), ('subject_type', 'text', True), ('object_type', 'text', True), ('widening_reason', 'text', True)),
@@ -865,6 +886,41 @@ def add_session_peers(h: Handle, session: int, peers: Any, *, defaults: Any = No
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'session': session, 'peers': peers, 'defaults': defaults}, ('defaults',))
     return _rows('add_session_peers', args, AddSessionPeersRow)
+
+
+def agent_session_add(h: Handle, session: int, items: Any, user: str, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+    """Appends Agents SDK items to a session as its turns, each kept whole (payload agents_item) with its text as the body; a user message is p_user's turn, the rest the principal's. Returns their log offsets, in order."""
+    principal, scopes = h.who(principal, scopes)
+    args = _given({'principal': principal, 'scopes': scopes, 'session': session, 'items': items, 'user': user}, ())
+    return _value('agent_session_add', args, list)
+
+
+def agent_session_clear(h: Handle, session: int, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+    """Hides every visible item of the session by appending one retraction turn; returns how many it hid."""
+    principal, scopes = h.who(principal, scopes)
+    args = _given({'principal': principal, 'scopes': scopes, 'session': session}, ())
+    return _value('agent_session_clear', args, int)
+
+
+def agent_session_items(h: Handle, session: int, *, limit: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+    """The Agents SDK items of a session the principal may see, less those a retraction hides, in log order (with p_limit, the last p_limit, in order)."""
+    principal, scopes = h.who(principal, scopes)
+    args = _given({'principal': principal, 'scopes': scopes, 'session': session, 'limit': limit}, ('limit',))
+    return _rows('agent_session_items', args, AgentSessionItemsRow)
+
+
+def agent_session_open(h: Handle, scope: str, name: str, user: str, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+    """The session named p_name in the scope (an Agents SDK session id), made with the principal and the user on first use; PR122 when such a session exists and the principal is not in it."""
+    principal, scopes = h.who(principal, scopes)
+    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'name': name, 'user': user}, ())
+    return _value('agent_session_open', args, int)
+
+
+def agent_session_pop(h: Handle, session: int, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+    """Hides the session's last visible item by appending a retraction turn, and returns it (no row when none is left)."""
+    principal, scopes = h.who(principal, scopes)
+    args = _given({'principal': principal, 'scopes': scopes, 'session': session}, ())
+    return _rows('agent_session_pop', args, AgentSessionPopRow)
 
 
 def append_observation(h: Handle, scope: str, body: str, source_role: str, *, kind: str | None = None, actor: str | None = None, session_id: int | None = None, occurred_at: datetime | None = None, payload: Any = None, data_subject_id: str | None = None, lawful_basis: str | None = None, classification: str | None = None, retention_until: datetime | None = None, audience: list[str] | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
@@ -1379,6 +1435,11 @@ BUILDERS: dict[str, Callable[..., Call[Any]]] = {
     'add_peer': add_peer,
     'add_scope': add_scope,
     'add_session_peers': add_session_peers,
+    'agent_session_add': agent_session_add,
+    'agent_session_clear': agent_session_clear,
+    'agent_session_items': agent_session_items,
+    'agent_session_open': agent_session_open,
+    'agent_session_pop': agent_session_pop,
     'append_observation': append_observation,
     'append_observations': append_observations,
     'assert_fact': assert_fact,
