@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +25,14 @@ def test_every_subcommand_says_what_it_does_and_shows_an_example():
         assert p.description and len(p.description) > 20, name
         example = text.split("example:\n", 1)
         assert len(example) == 2 and example[1].startswith(f"  pgrecall {name}"), (name, text)
+
+
+def test_the_help_points_to_the_langgraph_and_openai_agents_sections_of_the_readme():
+    text = " ".join(cli.build_parser().format_help().split())
+    assert cli.INTEGRATIONS in text
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    for heading in ("LangGraph: a store on pgrecall", "OpenAI Agents: a session on pgrecall"):
+        assert f'"{heading}"' in cli.INTEGRATIONS and f"\n## {heading}\n" in readme
 
 
 def test_version(capsys):

@@ -33,7 +33,7 @@ def server(pg_server, cluster_roles_kept):
 def test_the_readme_sessions_print_what_they_show(server, monkeypatch, tmp_path):
     transcripts, python = docs.readme_blocks(docs.README.read_text())
     assert [b.heading for b in transcripts] == ["A psql session", "Facts, and since when"]
-    assert len(python) == 3
+    assert len(python) == 5  # the Python session, asyncio, peers; the LangGraph store, the Agents session
 
     outcomes = docs.run_blocks(transcripts, server, prefix="pgrecall", abbreviated=True, keep=True)
     assert len(outcomes) == sum(len(b.steps) for b in transcripts) == 18
@@ -52,8 +52,12 @@ def test_the_readme_sessions_print_what_they_show(server, monkeypatch, tmp_path)
         checked += sum(1 for _, check in statements if check is not None)
         problems += docs.run_python_checks(statements, namespace, "README.md")
     namespace["mem"].close()
+    namespace["store"].close()
+    namespace["session"].memory.close()
     assert problems == []
-    assert checked == 5  # the recall rows, its metadata, the read, the async recall, queue_status
+    # the recall rows, its metadata, the read, the async recall, queue_status; the store's get, search,
+    # namespaces and LangMem's search; the session's last item, its pop and what is left
+    assert checked == 12
 
 
 def test_comments_that_show_output_are_told_from_prose():

@@ -46,11 +46,18 @@ COMMANDS: tuple[Callable[[Subparsers], None], ...] = (
 )
 
 
+# The one line of `pgrecall --help` that points to the framework adapters (tests/test_cli_agent.py holds it to
+# README's headings).
+INTEGRATIONS = ("From LangGraph or the OpenAI Agents SDK: pgrecall.integrations (README.md, \"LangGraph: a store "
+                "on pgrecall\" and \"OpenAI Agents: a session on pgrecall\").")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pgrecall",
         description="Agent memory inside PostgreSQL. Uses PGRECALL_DSN if set, else an embedded server "
         "under PGRECALL_HOME.",
+        epilog=INTEGRATIONS,
     )
     parser.add_argument("--version", action="version", version=f"pgrecall {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
