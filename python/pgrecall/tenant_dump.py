@@ -9,10 +9,10 @@ functions are not in the file: a restore makes them as ``create_tenant`` does, f
 sources, at the same schema version (a dump from another release is refused, PR016).
 
 A restore runs in one transaction: the tenant is created, its rows loaded with its triggers off (the rows
-are already what the triggers made) and its foreign keys checked, its identity counters moved past the loaded ids, and then every
-erasure the server's ledger holds for the dumped tenant that the dump does not hold is run again
-(``pgrecall.replay_erasures``) before the transaction commits. No call sees the tenant before that. The
-receipt lists the replayed erasures.
+are already what the triggers made) and its foreign keys checked, its identity counters moved past the
+loaded ids, and then every erasure the server's ledger holds for the dumped tenant that the dump does not
+hold is run again (``pgrecall.replay_erasures``) before the transaction commits. No call sees the tenant
+before that. The receipt lists the replayed erasures.
 """
 
 from __future__ import annotations
@@ -54,8 +54,9 @@ def _tables(conn: psycopg.Connection[Any], tenant: str) -> list[str]:
     needs: dict[str, set[str]] = {n: set() for n in names}
     for table, target in conn.execute(
             "select c.relname, t.relname from pg_constraint k join pg_class c on c.oid = k.conrelid "
-            "join pg_class t on t.oid = coalesce((select i.inhparent from pg_inherits i where i.inhrelid = k.confrelid),"
-            " k.confrelid) where k.contype = 'f' and c.relnamespace = %s::regnamespace", (tenant,)).fetchall():
+            "join pg_class t on t.oid = coalesce("
+            "(select i.inhparent from pg_inherits i where i.inhrelid = k.confrelid), k.confrelid) "
+            "where k.contype = 'f' and c.relnamespace = %s::regnamespace", (tenant,)).fetchall():
         if table in needs and target in needs and target != table:
             needs[table].add(target)
     ordered: list[str] = []
