@@ -20,7 +20,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --disable-pip-version-check torch==2.13.0
-	$(PIP) install --quiet --disable-pip-version-check -e '.[embed,dev,review]'
+	$(PIP) install --quiet --disable-pip-version-check -e '.[embed,dev,review,langgraph,openai-agents]'
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -77,7 +77,7 @@ test-citus: citus
 # (matplotlib) draws the figures.
 BENCH_STAMP := $(VENV)/.bench-installed
 $(BENCH_STAMP): $(STAMP)
-	$(PIP) install --quiet --disable-pip-version-check -e '.[embed,dev,review,bench]'
+	$(PIP) install --quiet --disable-pip-version-check -e '.[embed,dev,review,langgraph,openai-agents,bench]'
 	touch $(BENCH_STAMP)
 
 # make bench ends with the side-by-side scenarios of ../shared/bench-peers (10k, 10k x 50 users, 100k:

@@ -1471,6 +1471,11 @@ insert into pgrecall.function_duty (function_name, duties, why) values
     ('remember_said',                    '{app}',              'an operation of the agent: the words and the memory in one call'),
     ('remember_many',                    '{app}',              'an operation of the agent, in batches'),
     ('read',                             '{app}',              'an operation of the agent'),
+    ('store_put',                        '{app}',              'a key-value store on memories (LangGraph): a put is a memory or its revision'),
+    ('store_get',                        '{app}',              'the store: one item, eligibility applied'),
+    ('store_delete',                     '{app}',              'the store: a delete forgets the item''s memory'),
+    ('store_search',                     '{app}',              'the store: items by prefix and filter, or by recall'),
+    ('store_list_namespaces',            '{app}',              'the store: the namespaces of the items the principal may use'),
     ('memory_count',                     '{app}',              'how many memories the principal may see, eligibility applied'),
     ('recall',                           '{app}',              'an operation of the agent'),
     ('recall_answer',                    '{app}',              'recall with its metadata, in one call'),
@@ -1619,6 +1624,9 @@ insert into pgrecall.error_code (code, name, meaning, python_class, builtin, ref
     ('PR153', 'invalid_selector',      'a malformed erasure selector',                           'InvalidSelector',       'ValueError',      'PR107'),
     ('PR154', 'wrong_dimensions',      'an embedding that is not 384 finite numbers',            'WrongDimensions',       'ValueError',      'PR107'),
     ('PR155', 'wrong_embedding_stamp', 'a vector stamped with another model or input version than the tenant embeds with', 'WrongEmbeddingStamp', 'ValueError', 'PR107'),
+    ('PR160', 'invalid_namespace',     'a store namespace that is not 1 to 16 non-empty labels without a dot', 'InvalidNamespace', 'ValueError', 'PR107'),
+    ('PR161', 'value_not_object',      'a store value that is not a JSON object',                'ValueNotObject',        'ValueError',      'PR107'),
+    ('PR162', 'store_key_taken',       'a store key held by an item that may not be used for the put''s purposes', 'StoreKeyTaken', 'ValueError', null),
     ('PR180', 'duplicate_decided',     'the duplicate pair was decided first',                   'DuplicateDecided',      'RuntimeError',    null),
     ('PR181', 'narrower_replacement',  'a duplicate''s replacement reaches fewer people or purposes', 'NarrowerReplacement', 'ValueError',    null),
     ('PR182', 'not_a_pair',            'two memories with no purpose in common are no duplicate pair', 'NotAPair',         'ValueError',      null),
@@ -1627,7 +1635,7 @@ insert into pgrecall.error_code (code, name, meaning, python_class, builtin, ref
 
 -- The shipped SQL sources.
 
-delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7dec98603573$0034_recall_question_time.sql$pgrecall_7dec98603573$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_520aa42e1005$0035_fact_evidence_audience.sql$pgrecall_520aa42e1005$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_805e70f62199$0036_recall_as_of.sql$pgrecall_805e70f62199$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_798a9573254c$append_only.sql$pgrecall_798a9573254c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_53bb5ff8bb48$derive.sql$pgrecall_53bb5ff8bb48$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1be9eb3e3608$eligibility.sql$pgrecall_1be9eb3e3608$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b3a06f579721$entities.sql$pgrecall_b3a06f579721$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6e9f498466c3$erase_rewrite.sql$pgrecall_6e9f498466c3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f1c706e4c0dc$freshness.sql$pgrecall_f1c706e4c0dc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d13f14c9fd0$graph_guards.sql$pgrecall_5d13f14c9fd0$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_418e1cd4054e$leases.sql$pgrecall_418e1cd4054e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ce30f35452f1$locks.sql$pgrecall_ce30f35452f1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_2fd51404a479$memory_count.sql$pgrecall_2fd51404a479$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806dfe2bf8$notifications.sql$pgrecall_a5806dfe2bf8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38f5d7c02e3a$passage_chunks.sql$pgrecall_38f5d7c02e3a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4ac452f78f35$passage_vectors.sql$pgrecall_4ac452f78f35$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1a947d1f52ee$peers_scopes.sql$pgrecall_1a947d1f52ee$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1f61b6a5cfbd$projection.sql$pgrecall_1f61b6a5cfbd$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d809a0ca0c5$recall_as_of.sql$pgrecall_5d809a0ca0c5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_26df40b54f4d$recall_facts.sql$pgrecall_26df40b54f4d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a1d8cc5d0106$recall_lexical.sql$pgrecall_a1d8cc5d0106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_85a50786d6bf$recall_people.sql$pgrecall_85a50786d6bf$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bc05ecce9b69$recall_time.sql$pgrecall_bc05ecce9b69$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c244f83ec$representation.sql$pgrecall_837c244f83ec$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87097f8fc081$revise.sql$pgrecall_87097f8fc081$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_093037fa63c6$schema_info.sql$pgrecall_093037fa63c6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_22a26f437ab8$session_bundle.sql$pgrecall_22a26f437ab8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_42f49ecc9a30$sessions.sql$pgrecall_42f49ecc9a30$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea0ae0ad10b8$settings.sql$pgrecall_ea0ae0ad10b8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a27f9c665b0f$table_statistics.sql$pgrecall_a27f9c665b0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_59205b55f9eb$term_stats.sql$pgrecall_59205b55f9eb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4c35e390e74b$traversal.sql$pgrecall_4c35e390e74b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_af6993231208$work_queue.sql$pgrecall_af6993231208$));
+delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7dec98603573$0034_recall_question_time.sql$pgrecall_7dec98603573$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_520aa42e1005$0035_fact_evidence_audience.sql$pgrecall_520aa42e1005$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_805e70f62199$0036_recall_as_of.sql$pgrecall_805e70f62199$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d93541954a11$0037_store_items.sql$pgrecall_d93541954a11$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_798a9573254c$append_only.sql$pgrecall_798a9573254c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_53bb5ff8bb48$derive.sql$pgrecall_53bb5ff8bb48$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1be9eb3e3608$eligibility.sql$pgrecall_1be9eb3e3608$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b3a06f579721$entities.sql$pgrecall_b3a06f579721$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6e9f498466c3$erase_rewrite.sql$pgrecall_6e9f498466c3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f1c706e4c0dc$freshness.sql$pgrecall_f1c706e4c0dc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d13f14c9fd0$graph_guards.sql$pgrecall_5d13f14c9fd0$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_418e1cd4054e$leases.sql$pgrecall_418e1cd4054e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ce30f35452f1$locks.sql$pgrecall_ce30f35452f1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_2fd51404a479$memory_count.sql$pgrecall_2fd51404a479$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806dfe2bf8$notifications.sql$pgrecall_a5806dfe2bf8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38f5d7c02e3a$passage_chunks.sql$pgrecall_38f5d7c02e3a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4ac452f78f35$passage_vectors.sql$pgrecall_4ac452f78f35$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1a947d1f52ee$peers_scopes.sql$pgrecall_1a947d1f52ee$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1f61b6a5cfbd$projection.sql$pgrecall_1f61b6a5cfbd$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d809a0ca0c5$recall_as_of.sql$pgrecall_5d809a0ca0c5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_26df40b54f4d$recall_facts.sql$pgrecall_26df40b54f4d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a1d8cc5d0106$recall_lexical.sql$pgrecall_a1d8cc5d0106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_85a50786d6bf$recall_people.sql$pgrecall_85a50786d6bf$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bc05ecce9b69$recall_time.sql$pgrecall_bc05ecce9b69$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c244f83ec$representation.sql$pgrecall_837c244f83ec$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87097f8fc081$revise.sql$pgrecall_87097f8fc081$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_093037fa63c6$schema_info.sql$pgrecall_093037fa63c6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_22a26f437ab8$session_bundle.sql$pgrecall_22a26f437ab8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_42f49ecc9a30$sessions.sql$pgrecall_42f49ecc9a30$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea0ae0ad10b8$settings.sql$pgrecall_ea0ae0ad10b8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d0628d01e244$store.sql$pgrecall_d0628d01e244$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a27f9c665b0f$table_statistics.sql$pgrecall_a27f9c665b0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_59205b55f9eb$term_stats.sql$pgrecall_59205b55f9eb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4c35e390e74b$traversal.sql$pgrecall_4c35e390e74b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_af6993231208$work_queue.sql$pgrecall_af6993231208$));
 
 insert into pgrecall.source (kind, name, version, sha256, body)
 values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$, 1, $pgrecall_2388b9dcfc8a$151d1a540dd485519b204d3346bac7970fc2591cb3159b3a06db80b197d71397$pgrecall_2388b9dcfc8a$, $pgrecall_151d1a540dd4$-- Per-tenant settings: the design's constants, one row each, readable by the
@@ -3488,6 +3496,36 @@ values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_805e7
 -- made after its moment.
 create index memory_changed on __tenant__.memory (updated_at) where updated_at > created_at;
 $pgrecall_48d39aa05fa8$)
+on conflict (kind, name) do update
+   set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, sha256, body)
+values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d93541954a11$0037_store_items.sql$pgrecall_d93541954a11$, 37, $pgrecall_331e0a75aaeb$df65c98af5a33458bbbbd84de25c65e6adadd005b8ab50596cee57aae99969dc$pgrecall_331e0a75aaeb$, $pgrecall_df65c98af5a3$-- Items of a key-value store (LangGraph's BaseStore, pgrecall.integrations.langgraph) kept as memories:
+-- a memory may carry a namespace, a key and the JSON object it holds. The text recall ranks and the
+-- worker embeds is the body, made from the value; the value itself is kept whole beside it. A key
+-- is unique per namespace within its scope and audience (the whole scope, or one peer): a put of an
+-- existing key revises that memory (revision + 1, the old value kept in memory_revision), never a
+-- second memory. A forgotten or superseded item frees its key; its row stays as history.
+alter table __tenant__.memory
+    add column store_namespace text[],
+    add column store_key text,
+    add column store_value jsonb,
+    add constraint memory_store_item_whole check (
+        (store_key is null and store_namespace is null and store_value is null)
+        or (store_key is not null and cardinality(store_namespace) >= 1
+            and jsonb_typeof(store_value) = 'object'));
+comment on column __tenant__.memory.store_value is
+    'A store item''s value, whole (NULL: the memory is no store item); store_namespace and store_key name it.';
+
+alter table __tenant__.memory_revision add column store_value jsonb;
+comment on column __tenant__.memory_revision.store_value is 'A store item''s value at that revision.';
+
+-- The database decides uniqueness: one live item per (scope, audience, namespace, key). The
+-- index also serves get (all four given) and namespace listing within one scope and audience.
+create unique index memory_store_key on __tenant__.memory
+    (scope, coalesce(audience_peer_id, 0), store_namespace, store_key)
+    where store_key is not null and invalidated_at is null and superseded_by is null;
+$pgrecall_df65c98af5a3$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -13441,6 +13479,505 @@ $$;
 comment on function __tenant__._plan_cache_mode() is
     'Internal: force_generic_plan on one server; the session''s own plan_cache_mode on a Citus node (which routes by parameter values).';
 $pgrecall_2161a45c4700$)
+on conflict (kind, name) do update
+   set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, sha256, body)
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d0628d01e244$store.sql$pgrecall_d0628d01e244$, null, $pgrecall_5a0b3c9dd2f3$29030f10210998dd30d8d23056b554e2fcbbe066fd1e5cb7b13474698d2d1b02$pgrecall_5a0b3c9dd2f3$, $pgrecall_29030f102109$-- A key-value store on memories, for LangGraph's BaseStore
+-- (pgrecall.integrations.langgraph; migration 0037). An item is a memory with
+-- a namespace, a key and a JSON object as its value. Its partition is a scope
+-- and an audience: the one principal (p_shared false, the default) or the
+-- whole scope (p_shared true). Within a partition a key is unique per
+-- namespace (the index memory_store_key decides): a put of a live key is a
+-- revision of that memory, a delete forgets it. Reads apply the one
+-- eligibility rule (scope, audience, purpose, live), so another principal's
+-- private items answer as nothing, exactly like items that do not exist.
+--
+-- Every put is also written to the log: a note of the principal's, seen by
+-- the item's audience, whose body is the item's text and whose payload names
+-- the namespace and key. The memory cites it and is registered against it, so
+-- erasing any write of an item erases the item (and its history) whole.
+
+-- The text of a value that recall ranks and the worker embeds: its string
+-- leaves, in document order, one a line; the JSON text when it has none.
+create or replace function __tenant__._store_text(p_value jsonb)
+returns text
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select coalesce(nullif(btrim((select string_agg(s #>> '{}', E'\n')
+                                    from jsonb_path_query(p_value, 'strict $.**') s
+                                   where jsonb_typeof(s) = 'string')), ''),
+                    p_value::text)
+$$;
+comment on function __tenant__._store_text(jsonb) is
+    'Internal: a store value''s searchable text: its string leaves one a line, else its JSON text.';
+
+-- PR160 unless a namespace is 1 to 16 labels, each a non-empty text of at
+-- most 200 bytes without a dot, the first not "langgraph" (LangGraph's rules,
+-- whose "." joins labels and whose "langgraph" root is reserved).
+create or replace function __tenant__._check_store_namespace(p_namespace text[], p_what text default 'namespace')
+returns text[]
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_label text;
+begin
+    if p_namespace is null or cardinality(p_namespace) = 0 then
+        perform _fail('PR160', format('a %s needs at least one label', p_what),
+                      'A namespace is a tuple of non-empty strings, e.g. ("memories", "ana").');
+    end if;
+    if cardinality(p_namespace) > 16 or array_ndims(p_namespace) <> 1 then
+        perform _fail('PR160', format('a %s has at most 16 labels, not %s', p_what, cardinality(p_namespace)));
+    end if;
+    foreach v_label in array p_namespace loop
+        if v_label is null or v_label = '' then
+            perform _fail('PR160', format('a %s label must be a non-empty string', p_what),
+                          'A namespace is a tuple of non-empty strings, e.g. ("memories", "ana").');
+        end if;
+        perform _check_length(v_label, p_what || ' label', 200);
+        if strpos(v_label, '.') > 0 then
+            perform _fail('PR160', format('a %s label may not contain a dot: %s', p_what, quote_literal(_clip(v_label))));
+        end if;
+    end loop;
+    if p_namespace[1] = 'langgraph' then
+        perform _fail('PR160', format('a %s may not start with "langgraph", which LangGraph reserves', p_what));
+    end if;
+    return p_namespace;
+end
+$$;
+comment on function __tenant__._check_store_namespace(text[], text) is
+    'Internal: PR160 unless the namespace is 1-16 non-empty labels without a dot, not under "langgraph"; PR151 for a label over 200 bytes.';
+
+-- A path of a namespace listing (a prefix or a suffix, "*" any one label):
+-- NULL is no condition; otherwise labels as for a namespace, "*" allowed.
+create or replace function __tenant__._check_store_path(p_path text[], p_what text)
+returns text[]
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    if p_path is null or cardinality(p_path) = 0 then
+        return null;
+    end if;
+    perform _check_store_namespace(array(select replace(l, '*', 'x') from unnest(p_path) l), p_what);
+    return p_path;
+end
+$$;
+comment on function __tenant__._check_store_path(text[], text) is
+    'Internal: a listing condition''s labels, checked as a namespace''s ("*" allowed); NULL or empty: none.';
+
+-- Whether a namespace matches a prefix or a suffix path, "*" matching any one label.
+create or replace function __tenant__._store_path_matches(p_namespace text[], p_path text[], p_suffix boolean)
+returns boolean
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select p_path is null
+        or (cardinality(p_namespace) >= cardinality(p_path)
+            and not exists (
+                select 1 from generate_subscripts(p_path, 1) i
+                 where p_path[i] <> '*'
+                   and p_path[i] is distinct from p_namespace[case when p_suffix
+                                                                   then cardinality(p_namespace) - cardinality(p_path) + i
+                                                                   else i end]))
+$$;
+comment on function __tenant__._store_path_matches(text[], text[], boolean) is
+    'Internal: whether a namespace starts (or ends) with the path, "*" matching any one label.';
+
+-- One value against one condition, as LangGraph's stores compare: an object
+-- of "$" operators ($eq, $ne, $gt, $gte, $lt, $lte; the ordering ones on
+-- numbers), an object of conditions on the fields of an object value, an
+-- array equal element by element, anything else by equality. A missing field
+-- is JSON null.
+create or replace function __tenant__._store_value_matches(p_value jsonb, p_condition jsonb)
+returns boolean
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_key text;
+    v_operand jsonb;
+    v_sign numeric;
+    v_value jsonb := coalesce(p_value, 'null');
+begin
+    if jsonb_typeof(p_condition) = 'object' and exists (select 1 from jsonb_object_keys(p_condition) k where k like '$%') then
+        for v_key, v_operand in select * from jsonb_each(p_condition) loop
+            if v_key = '$eq' or v_key = '$ne' then
+                if (v_value = v_operand) = (v_key = '$ne') then
+                    return false;
+                end if;
+            elsif v_key in ('$gt', '$gte', '$lt', '$lte') then
+                if jsonb_typeof(v_value) <> 'number' or jsonb_typeof(v_operand) <> 'number' then
+                    perform _fail('PR107', format('filter operator %s compares numbers, not %s and %s', v_key,
+                                                  jsonb_typeof(v_value), jsonb_typeof(v_operand)));
+                end if;
+                v_sign := sign((v_value #>> '{}')::numeric - (v_operand #>> '{}')::numeric);
+                if not (v_sign = any (case v_key when '$gt' then array[1] when '$gte' then array[0, 1]
+                                                 when '$lt' then array[-1] else array[-1, 0] end)) then
+                    return false;
+                end if;
+            else
+                perform _fail('PR107', format('unknown filter operator %s', quote_literal(_clip(v_key, 50))),
+                              'The operators are $eq, $ne, $gt, $gte, $lt and $lte.');
+            end if;
+        end loop;
+        return true;
+    elsif jsonb_typeof(p_condition) = 'object' then
+        if jsonb_typeof(v_value) <> 'object' then
+            return false;
+        end if;
+        return not exists (select 1 from jsonb_each(p_condition) c
+                            where not _store_value_matches(v_value -> c.key, c.value));
+    elsif jsonb_typeof(p_condition) = 'array' then
+        return jsonb_typeof(v_value) = 'array' and jsonb_array_length(v_value) = jsonb_array_length(p_condition)
+           and not exists (select 1 from generate_series(0, jsonb_array_length(p_condition) - 1) i
+                            where not _store_value_matches(v_value -> i, p_condition -> i));
+    end if;
+    return v_value = p_condition;
+end
+$$;
+comment on function __tenant__._store_value_matches(jsonb, jsonb) is
+    'Internal: whether a value meets a store filter condition (LangGraph''s operators and nested equality).';
+
+-- The arguments every store call shares: the scopes, the partition's scope
+-- among them, and the purpose (reads) or purposes (puts).
+create or replace function __tenant__._check_store_call(p_scopes text[], p_scope text, p_filter jsonb default null)
+returns void
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    perform _check_scopes(p_scopes);
+    perform _check_write_scope(p_scope, p_scopes);
+    perform _check_json_size(p_filter, 'filter', 65536);
+    if p_filter is not null and jsonb_typeof(p_filter) <> 'object' then
+        perform _fail('PR107', format('a filter is a JSON object, not %s', jsonb_typeof(p_filter)));
+    end if;
+end
+$$;
+comment on function __tenant__._check_store_call(text[], text, jsonb) is
+    'Internal: the scopes and the partition''s scope of a store call (PR103), and its filter (PR107, PR151).';
+
+-- A put: the item at (scope, audience, namespace, key) gets this value. A new
+-- key is a new memory (kind note, origin told, the given purposes); a live key
+-- is a revision of its memory (status 'revised'; 'unchanged', with nothing
+-- written, when the value is the same); a key whose live item may not be used
+-- for every one of these purposes is refused (PR162) rather than changed.
+create or replace function __tenant__.store_put(
+    p_principal    text,
+    p_scopes       text[],
+    p_scope        text,
+    p_namespace    text[],
+    p_key          text,
+    p_value        jsonb,
+    p_purposes     text[],
+    p_shared       boolean default false,   -- true: the whole scope's item; false: the principal's own
+    p_source_role  text default 'assistant' -- the role the write is logged in
+)
+returns table (memory_id bigint, revision integer, status text)
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_principal bigint := _peer_id(p_principal);
+    v_audience bigint := case when p_shared then null else v_principal end;
+    v_old memory;
+    v_text text;
+    v_offset bigint;
+    v_obs bigint;
+    v_id bigint;
+    v_row bigint;
+begin
+    perform _check_store_call(p_scopes, p_scope);
+    perform _check_store_namespace(p_namespace);
+    perform _check_text(p_key, 'key', 1024);
+    perform _check_purposes(p_purposes);
+    perform _check_json_size(p_value, 'value', (_setting_value('max_memory_bytes') #>> '{}')::bigint * 4);
+    if p_value is null or jsonb_typeof(p_value) <> 'object' then
+        perform _fail('PR161', format('a store value is a JSON object, not %s', coalesce(jsonb_typeof(p_value), 'NULL')),
+                      'Put a dict, e.g. {"content": "..."}; to delete an item, delete it.');
+    end if;
+    v_text := _store_text(p_value);
+    perform _check_memory_fields(v_text, null, 1);
+    -- Two puts of one key wait for each other here, so the second revises what the first wrote.
+    perform _lock('store', array[p_scope || ':' || coalesce(v_audience, 0) || ':' || md5(p_namespace::text || p_key)]);
+    select m.* into v_old from memory m
+     where m.scope = p_scope and coalesce(m.audience_peer_id, 0) = coalesce(v_audience, 0)
+       and m.store_namespace = p_namespace and m.store_key = p_key
+       and m.invalidated_at is null and m.superseded_by is null
+       for update;
+    if v_old.id is not null and not (p_purposes <@ v_old.purposes) then
+        perform _fail('PR162', format('key %s of namespace %s is held by memory %s, which may be used for %s only',
+                                      quote_literal(_clip(p_key, 100)), _clip(p_namespace::text, 200), v_old.id,
+                                      array_to_string(v_old.purposes, ', ')),
+                      'Put it through a store whose purposes the item allows, or delete the item first.');
+    end if;
+    if v_old.id is not null and v_old.store_value = p_value then
+        return query select v_old.id, v_old.revision, 'unchanged'::text;
+        return;
+    end if;
+    select b.log_offset into v_offset
+      from _append_batch(p_principal, p_scope, jsonb_build_array(jsonb_build_object(
+               'body', v_text, 'source_role', p_source_role, 'kind', 'note',
+               'payload', jsonb_build_object('store', jsonb_build_object('namespace', p_namespace, 'key', p_key)),
+               'audience', case when not p_shared then jsonb_build_array(p_principal) end))) b;
+    select o.id into v_obs from observation o where o.scope = p_scope and o.log_offset = v_offset;
+    if v_old.id is null then
+        insert into memory (scope, kind, body, origin, audience_peer_id, purposes, created_by,
+                            store_namespace, store_key, store_value)
+        values (p_scope, 'note', _trim(v_text), 'told', v_audience, p_purposes, v_principal,
+                p_namespace, p_key, p_value)
+        returning id into v_id;
+    else
+        v_id := v_old.id;
+        insert into memory_revision (memory_id, revision, kind, title, body, confidence, changed_by, reason, store_value)
+        values (v_old.id, v_old.revision, v_old.kind, v_old.title, v_old.body, v_old.confidence, v_principal,
+                'put through the store', v_old.store_value);
+        perform _register('memory_revision', v_old.id || ':' || v_old.revision,
+                          _memory_observations(array[v_old.id]) || v_obs);
+        update memory m
+           set body = _trim(v_text), store_value = p_value, revision = m.revision + 1, updated_at = now()
+         where m.id = v_old.id;
+    end if;
+    -- The item comes from each write of it: erasing any of them erases the item.
+    perform _register('memory', v_id::text, array[v_obs]);
+    insert into memory_link (memory_id, link_type, target_observation_id)
+    values (v_id, 'derived_from', v_obs) returning id into v_row;
+    perform _register('memory_link', v_row::text, array[v_obs]);
+    return query select m.id, m.revision, case when v_old.id is null then 'created' else 'revised' end
+                   from memory m where m.id = v_id;
+end
+$$;
+comment on function __tenant__.store_put(text, text[], text, text[], text, jsonb, text[], boolean, text) is
+    'Puts a store item (LangGraph''s BaseStore): a new key is a new memory, a live key a revision of its memory '
+    '(its old value kept); the write is logged as a note and cited. PR160 bad namespace, PR161 value not a JSON '
+    'object, PR151 key over 1024 bytes, PR162 key held by an item not usable for these purposes.';
+
+-- Whether a memory (its columns) is a live store item of a partition (a
+-- scope, and the principal's own or the whole scope's) that the principal may
+-- use for the purpose (NULL: any): the store's reads apply eligibility here.
+-- An expression on the row's columns, as _memory_eligible, so the planner
+-- inlines it and the caller's query names the memory table itself.
+create or replace function __tenant__._store_item_usable(
+    p_scope text, p_audience_peer_id bigint, p_purposes text[], p_invalidated_at timestamptz,
+    p_superseded_by bigint, p_valid tstzrange, p_store_key text,
+    p_principal_id bigint, p_scopes text[], p_partition_scope text, p_shared boolean, p_purpose text)
+returns boolean
+language sql stable
+as $$
+    select p_store_key is not null
+       and p_scope = p_partition_scope
+       and coalesce(p_audience_peer_id, 0) = case when p_shared then 0 else p_principal_id end
+       and __tenant__._memory_eligible(p_scope, p_audience_peer_id, p_purposes, p_invalidated_at, p_superseded_by,
+                                       p_valid, p_principal_id, p_scopes, p_purpose, false, null)
+$$;
+comment on function __tenant__._store_item_usable(text, bigint, text[], timestamptz, bigint, tstzrange, text, bigint,
+                                                  text[], text, boolean, text) is
+    'Internal: whether a memory is a live store item of the partition that the principal may use for the purpose.';
+
+create or replace function __tenant__.store_get(
+    p_principal  text,
+    p_scopes     text[],
+    p_scope      text,
+    p_namespace  text[],
+    p_key        text,
+    p_purpose    text default 'converse',
+    p_shared     boolean default false
+)
+returns table (namespace text[], key text, value jsonb, created_at timestamptz, updated_at timestamptz,
+               memory_id bigint, revision integer)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_principal bigint := _peer_id(p_principal);
+begin
+    perform _check_store_call(p_scopes, p_scope);
+    perform _check_purpose(p_purpose);
+    perform _check_texts(p_namespace, 'namespace label', 200, 16);
+    perform _check_length(p_key, 'key', 1024);
+    return query
+    select m.store_namespace, m.store_key, m.store_value, m.created_at, m.updated_at, m.id, m.revision
+      from memory m
+     where _store_item_usable(m.scope, m.audience_peer_id, m.purposes, m.invalidated_at, m.superseded_by, m.valid,
+                              m.store_key, v_principal, p_scopes, p_scope, p_shared, p_purpose)
+       and m.store_namespace = p_namespace and m.store_key = p_key;
+end
+$$;
+comment on function __tenant__.store_get(text, text[], text, text[], text, text, boolean) is
+    'A store item by namespace and key, if the principal may use it for the purpose; none otherwise (a hidden '
+    'item answers exactly as a missing one).';
+
+create or replace function __tenant__.store_delete(
+    p_principal  text,
+    p_scopes     text[],
+    p_scope      text,
+    p_namespace  text[],
+    p_key        text,
+    p_shared     boolean default false,
+    p_reason     text default 'deleted through the store'
+)
+returns bigint
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_principal bigint := _peer_id(p_principal);
+    v_id bigint;
+begin
+    perform _check_store_call(p_scopes, p_scope);
+    perform _check_texts(p_namespace, 'namespace label', 200, 16);
+    perform _check_length(p_key, 'key', 1024);
+    perform _check_reason(p_reason, 'a delete needs a reason', null, 2000);
+    select m.id into v_id from memory m
+     where _store_item_usable(m.scope, m.audience_peer_id, m.purposes, m.invalidated_at, m.superseded_by, m.valid,
+                              m.store_key, v_principal, p_scopes, p_scope, p_shared, null)
+       and m.store_namespace = p_namespace and m.store_key = p_key;
+    if v_id is null then
+        return null;  -- nothing there (or nothing this principal may see): as LangGraph, not an error
+    end if;
+    perform forget(p_principal, p_scopes, v_id, p_reason);
+    return v_id;
+end
+$$;
+comment on function __tenant__.store_delete(text, text[], text, text[], text, boolean, text) is
+    'Deletes a store item: forgets its memory (kept as history, its key free again). Returns the memory id, '
+    'NULL when there was no such item the principal may see.';
+
+-- The items under a namespace prefix that meet a filter. Without a query, the
+-- most recently changed first (as LangGraph's PostgresStore). With one, in
+-- the order of recall (hybrid: BM25 and the dense arm fused, the permission
+-- walk applied), recall's score as the item's: recall ranks the principal's
+-- memories of the partition's scope, and the store keeps its items among the
+-- first min(walk_depth, max(100, 5 x (offset + limit))) of them.
+create or replace function __tenant__.store_search(
+    p_principal         text,
+    p_scopes            text[],
+    p_scope             text,
+    p_namespace_prefix  text[] default '{}',
+    p_filter            jsonb default null,
+    p_limit             integer default 10,
+    p_offset            integer default 0,
+    p_query             text default null,
+    p_purpose           text default 'converse',
+    p_shared            boolean default false,
+    p_query_embedding   double precision[] default null,
+    p_query_model       text default null
+)
+returns table (namespace text[], key text, value jsonb, created_at timestamptz, updated_at timestamptz,
+               score double precision, memory_id bigint, revision integer)
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_principal bigint := _peer_id(p_principal);
+    v_prefix text[] := coalesce(p_namespace_prefix, '{}');
+    v_depth integer;
+begin
+    perform _check_store_call(p_scopes, p_scope, p_filter);
+    perform _check_purpose(p_purpose);
+    perform _check_texts(v_prefix, 'namespace label', 200, 16);
+    perform _check_limit(p_limit, 1000);
+    perform _check_length(p_query_model, 'query model', 800);  -- recall reads it only with an embedding
+    if p_offset is null or p_offset < 0 or p_offset > 1000000 then
+        perform _fail('PR150', format('offset must be 0 to 1000000, not %s', coalesce(p_offset::text, 'NULL')));
+    end if;
+    if p_query is null or _trim(p_query) = '' then
+        return query
+        select m.store_namespace, m.store_key, m.store_value, m.created_at, m.updated_at, null::double precision,
+               m.id, m.revision
+          from memory m
+         where _store_item_usable(m.scope, m.audience_peer_id, m.purposes, m.invalidated_at, m.superseded_by, m.valid,
+                                  m.store_key, v_principal, p_scopes, p_scope, p_shared, p_purpose)
+           and m.store_namespace[1:cardinality(v_prefix)] = v_prefix
+           and (p_filter is null or _store_value_matches(m.store_value, p_filter))
+         order by m.updated_at desc, m.id desc
+         offset p_offset limit p_limit;
+        return;
+    end if;
+    v_depth := least((_setting_value('walk_depth') #>> '{}')::integer, greatest(100, 5 * (p_offset + p_limit)));
+    return query
+    select m.store_namespace, m.store_key, m.store_value, m.created_at, m.updated_at, r.score, m.id, m.revision
+      from unnest((recall_answer(p_principal, array[p_scope], p_query, p_purpose, p_query_embedding, null, v_depth,
+                                 false, null, p_query_model)).items) r
+      join memory m on m.id = r.memory_id
+     where r.item = 'memory'
+       and _store_item_usable(m.scope, m.audience_peer_id, m.purposes, m.invalidated_at, m.superseded_by, m.valid,
+                              m.store_key, v_principal, p_scopes, p_scope, p_shared, p_purpose)
+       and m.store_namespace[1:cardinality(v_prefix)] = v_prefix
+       and (p_filter is null or _store_value_matches(m.store_value, p_filter))
+     order by r.rank
+     offset p_offset limit p_limit;
+end
+$$;
+comment on function __tenant__.store_search(text, text[], text, text[], jsonb, integer, integer, text, text, boolean,
+                                            double precision[], text) is
+    'Store items under a namespace prefix that meet a filter (LangGraph''s operators): newest first, or with a '
+    'query in the order of hybrid recall over the principal''s memories of the scope.';
+
+-- The namespaces that hold items the principal may use, as LangGraph lists
+-- them: each meeting the prefix and suffix conditions ("*" any one label),
+-- cut to max_depth labels, distinct, sorted label by label in code-point order.
+create or replace function __tenant__.store_list_namespaces(
+    p_principal  text,
+    p_scopes     text[],
+    p_scope      text,
+    p_prefix     text[] default null,
+    p_suffix     text[] default null,
+    p_max_depth  integer default null,
+    p_limit      integer default 100,
+    p_offset     integer default 0,
+    p_purpose    text default 'converse',
+    p_shared     boolean default false
+)
+returns table (namespace text[])
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_principal bigint := _peer_id(p_principal);
+    v_prefix text[] := _check_store_path(p_prefix, 'prefix');
+    v_suffix text[] := _check_store_path(p_suffix, 'suffix');
+begin
+    perform _check_store_call(p_scopes, p_scope);
+    perform _check_purpose(p_purpose);
+    perform _check_limit(p_limit, 10000);
+    if p_max_depth is not null and (p_max_depth < 1 or p_max_depth > 16) then
+        perform _fail('PR150', format('max_depth must be 1 to 16, not %s', p_max_depth));
+    end if;
+    if p_offset is null or p_offset < 0 or p_offset > 1000000 then
+        perform _fail('PR150', format('offset must be 0 to 1000000, not %s', coalesce(p_offset::text, 'NULL')));
+    end if;
+    return query
+    select n.ns
+      from (select distinct m.store_namespace[1:coalesce(p_max_depth, 16)] collate "C" as ns
+              from memory m
+             where _store_item_usable(m.scope, m.audience_peer_id, m.purposes, m.invalidated_at, m.superseded_by,
+                                      m.valid, m.store_key, v_principal, p_scopes, p_scope, p_shared, p_purpose)
+               and _store_path_matches(m.store_namespace, v_prefix, false)
+               and _store_path_matches(m.store_namespace, v_suffix, true)) n
+     order by n.ns
+     offset p_offset limit p_limit;
+end
+$$;
+comment on function __tenant__.store_list_namespaces(text, text[], text, text[], text[], integer, integer, integer,
+                                                     text, boolean) is
+    'The namespaces of the store items the principal may use: prefix and suffix conditions ("*" any label), cut to '
+    'max_depth labels, distinct, in code-point order.';
+$pgrecall_29030f102109$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pgrecall.driver import _calls, admin, duplicates, embeddings, graph, memories, recall, sessions
+from pgrecall.driver import _calls, _generated, admin, duplicates, embeddings, graph, memories, recall, sessions
 
 # function -> (row type, columns the row type does not carry on purpose, attribute -> column renames)
 ROW_TYPES = {
@@ -28,6 +28,10 @@ ROW_TYPES = {
     "task_assert_fact": (graph.AssertedFact, set(), {}),
     "retract_fact": (graph.RetractedFact, set(), {}),
     "facts_as_of": (graph.FactRow, set(), {}),
+    "store_put": (_generated.StorePutRow, set(), {}),
+    "store_get": (_generated.StoreGetRow, set(), {}),
+    "store_search": (_generated.StoreSearchRow, set(), {}),
+    "store_list_namespaces": (_generated.StoreListNamespacesRow, set(), {}),
     "neighbourhood": (graph.Edge, set(), {}),
     "resolve_citation": (graph.Citation, set(), {}),
     "entities": (graph.Entity, set(), {}),

@@ -25,7 +25,9 @@ FUNCTION_HEADER = re.compile(
 # indexes apply): inlining is impossible for SECURITY DEFINER or SET functions.
 INLINED_HELPERS = {"_eligible_memories", "_eligible_facts", "_eligible_observations", "_audience_admits",
                    "_audience_within", "_normalize_name", "_passages_in", "_bm25_tf", "_memory_eligible",
-                   "_fact_eligible", "_observation_eligible", "_passage_eligible", "_unchanged_since"}
+                   "_fact_eligible", "_observation_eligible", "_passage_eligible", "_unchanged_since",
+                   # the store's eligibility, an expression on a memory's columns (plpgsql/store.sql)
+                   "_store_item_usable"}
 
 
 def test_every_tenant_function_is_definer_with_pinned_path_and_a_comment():

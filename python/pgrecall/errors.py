@@ -251,6 +251,18 @@ class WrongEmbeddingStamp(InvalidArgument, sqlstate="PR155"):
     they would be of another text or another space than the tenant's other vectors."""
 
 
+class InvalidNamespace(InvalidArgument, sqlstate="PR160"):
+    """A store namespace that is not 1 to 16 non-empty labels without a dot (or one under "langgraph")."""
+
+
+class ValueNotObject(InvalidArgument, sqlstate="PR161"):
+    """A store value that is not a JSON object."""
+
+
+class StoreKeyTaken(PgrecallError, ValueError, sqlstate="PR162"):
+    """The store key is held by an item that may not be used for every purpose of the put."""
+
+
 class DuplicateDecided(ConcurrencyError, sqlstate="PR180"):
     """decide_duplicate: someone decided this pair, at the revisions the caller saw, first."""
 

@@ -658,6 +658,49 @@ class SettingsRow:
 
 
 @dataclass(frozen=True)
+class StoreGetRow:
+    """A row of StoreGetRow."""
+
+    namespace: list[str] | None = field()
+    key: str | None = field()
+    value: Any = field()
+    created_at: datetime | None = field(metadata=parse(timestamp))
+    updated_at: datetime | None = field(metadata=parse(timestamp))
+    memory_id: int | None = field()
+    revision: int | None = field()
+
+
+@dataclass(frozen=True)
+class StoreListNamespacesRow:
+    """A row of StoreListNamespacesRow."""
+
+    namespace: list[str] | None = field()
+
+
+@dataclass(frozen=True)
+class StorePutRow:
+    """A row of StorePutRow."""
+
+    memory_id: int | None = field()
+    revision: int | None = field()
+    status: str | None = field()
+
+
+@dataclass(frozen=True)
+class StoreSearchRow:
+    """A row of StoreSearchRow."""
+
+    namespace: list[str] | None = field()
+    key: str | None = field()
+    value: Any = field()
+    created_at: datetime | None = field(metadata=parse(timestamp))
+    updated_at: datetime | None = field(metadata=parse(timestamp))
+    score: float | None = field()
+    memory_id: int | None = field()
+    revision: int | None = field()
+
+
+@dataclass(frozen=True)
 class TableStatisticsRow:
     """A row of TableStatisticsRow."""
 
@@ -774,6 +817,11 @@ SIGNATURES: dict[str, tuple[tuple[str, str, bool], ...]] = {
     'set_session_peer_config': (('principal', 'text', False), ('scopes', 'text[]', False), ('session', 'bigint', False), ('peer', 'text', False), ('config', 'jsonb', False)),
     'set_setting': (('key', 'text', False), ('value', 'jsonb', False)),
     'settings': (),
+    'store_delete': (('principal', 'text', False), ('scopes', 'text[]', False), ('scope', 'text', False), ('namespace', 'text[]', False), ('key', 'text', False), ('shared', 'boolean', True), ('reason', 'text', True)),
+    'store_get': (('principal', 'text', False), ('scopes', 'text[]', False), ('scope', 'text', False), ('namespace', 'text[]', False), ('key', 'text', False), ('purpose', 'text', True), ('shared', 'boolean', True)),
+    'store_list_namespaces': (('principal', 'text', False), ('scopes', 'text[]', False), ('scope', 'text', False), ('prefix', 'text[]', True), ('suffix', 'text[]', True), ('max_depth', 'integer', True), ('limit', 'integer', True), ('offset', 'integer', True), ('purpose', 'text', True), ('shared', 'boolean', True)),
+    'store_put': (('principal', 'text', False), ('scopes', 'text[]', False), ('scope', 'text', False), ('namespace', 'text[]', False), ('key', 'text', False), ('value', 'jsonb', False), ('purposes', 'text[]', False), ('shared', 'boolean', True), ('source_role', 'text', True)),
+    'store_search': (('principal', 'text', False), ('scopes', 'text[]', False), ('scope', 'text', False), ('namespace_prefix', 'text[]', True), ('filter', 'jsonb', True), ('limit', 'integer', True), ('offset', 'integer', True), ('query', 'text', True), ('purpose', 'text', True), ('shared', 'boolean', True), ('query_embedding', 'double precision[]', True), ('query_model', 'text', True)),
     'supersede': (('principal', 'text', False), ('scopes', 'text[]', False), ('memory_id', 'bigint', False), ('expected_revision', 'integer', False), ('body', 'text', False), ('evidence', 'bigint[]', False), ('title', 'text', True), ('confidence', 'double precision', True), ('about', 'text[]', True), ('widening_reason', 'text', True)),
     'table_statistics': (),
     'task_assert_fact': (('worker', 'text', False), ('task_id', 'bigint', False), ('lease_token', 'uuid', False), ('predicate', 'text', False), ('object', 'text', False), ('evidence', 'jsonb', False), ('statement', 'text', True), ('confidence', 'double precision', True), ('purposes', 'text[]', True)),
@@ -1246,6 +1294,41 @@ def settings(h: Handle) -> Call[Any]:
     return _rows('settings', args, SettingsRow)
 
 
+def store_delete(h: Handle, scope: str, namespace: list[str], key: str, *, shared: bool | None = None, reason: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+    """Deletes a store item: forgets its memory (kept as history, its key free again). Returns the memory id, NULL when there was no such item the principal may see."""
+    principal, scopes = h.who(principal, scopes)
+    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'namespace': namespace, 'key': key, 'shared': shared, 'reason': reason}, ('shared', 'reason'))
+    return _value('store_delete', args, int)
+
+
+def store_get(h: Handle, scope: str, namespace: list[str], key: str, *, purpose: str | None = None, shared: bool | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+    """A store item by namespace and key, if the principal may use it for the purpose; none otherwise (a hidden item answers exactly as a missing one)."""
+    principal, scopes = h.who(principal, scopes)
+    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'namespace': namespace, 'key': key, 'purpose': purpose, 'shared': shared}, ('purpose', 'shared'))
+    return _rows('store_get', args, StoreGetRow)
+
+
+def store_list_namespaces(h: Handle, scope: str, *, prefix: list[str] | None = None, suffix: list[str] | None = None, max_depth: int | None = None, limit: int | None = None, offset: int | None = None, purpose: str | None = None, shared: bool | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+    """The namespaces of the store items the principal may use: prefix and suffix conditions ("*" any label), cut to max_depth labels, distinct, in code-point order."""
+    principal, scopes = h.who(principal, scopes)
+    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'prefix': prefix, 'suffix': suffix, 'max_depth': max_depth, 'limit': limit, 'offset': offset, 'purpose': purpose, 'shared': shared}, ('prefix', 'suffix', 'max_depth', 'limit', 'offset', 'purpose', 'shared'))
+    return _rows('store_list_namespaces', args, StoreListNamespacesRow)
+
+
+def store_put(h: Handle, scope: str, namespace: list[str], key: str, value: Any, purposes: list[str], *, shared: bool | None = None, source_role: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+    """Puts a store item (LangGraph's BaseStore): a new key is a new memory, a live key a revision of its memory (its old value kept); the write is logged as a note and cited. PR160 bad namespace, PR161 value not a JSON object, PR151 key over 1024 bytes, PR162 key held by an item not usable for these purposes."""
+    principal, scopes = h.who(principal, scopes)
+    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'namespace': namespace, 'key': key, 'value': value, 'purposes': purposes, 'shared': shared, 'source_role': source_role}, ('shared', 'source_role'))
+    return _rows('store_put', args, StorePutRow)
+
+
+def store_search(h: Handle, scope: str, *, namespace_prefix: list[str] | None = None, filter: Any = None, limit: int | None = None, offset: int | None = None, query: str | None = None, purpose: str | None = None, shared: bool | None = None, query_embedding: list[float] | None = None, query_model: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+    """Store items under a namespace prefix that meet a filter (LangGraph's operators): newest first, or with a query in the order of hybrid recall over the principal's memories of the scope."""
+    principal, scopes = h.who(principal, scopes)
+    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'namespace_prefix': namespace_prefix, 'filter': filter, 'limit': limit, 'offset': offset, 'query': query, 'purpose': purpose, 'shared': shared, 'query_embedding': query_embedding, 'query_model': query_model}, ('namespace_prefix', 'filter', 'limit', 'offset', 'query', 'purpose', 'shared', 'query_embedding', 'query_model'))
+    return _rows('store_search', args, StoreSearchRow)
+
+
 def supersede(h: Handle, memory_id: int, expected_revision: int, body: str, evidence: list[int], *, title: str | None = None, confidence: float | None = None, about: list[str] | None = None, widening_reason: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
     """The world changed: a new memory replaces the old one, which points to it and stops being valid now (PR116 if the new evidence is seen by fewer peers than the memory, unless p_widening_reason says why)."""
     principal, scopes = h.who(principal, scopes)
@@ -1361,6 +1444,11 @@ BUILDERS: dict[str, Callable[..., Call[Any]]] = {
     'set_session_peer_config': set_session_peer_config,
     'set_setting': set_setting,
     'settings': settings,
+    'store_delete': store_delete,
+    'store_get': store_get,
+    'store_list_namespaces': store_list_namespaces,
+    'store_put': store_put,
+    'store_search': store_search,
     'supersede': supersede,
     'table_statistics': table_statistics,
     'task_assert_fact': task_assert_fact,
