@@ -376,10 +376,13 @@ create or replace function __tenant__._store_recalled(p_items __tenant__.recall_
                                                       p_purpose text, p_prefix text[], p_filter jsonb)
 returns table (namespace text[], key text, value jsonb, created_at timestamptz, updated_at timestamptz,
                score double precision, memory_id bigint, revision integer, rank integer)
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+begin
+    -- PL/pgSQL, not SQL: Citus cannot plan an SQL function with parameters that reads a table
+    return query
     select m.store_namespace, m.store_key, m.store_value, m.created_at, m.updated_at, r.score, m.id, m.revision,
            r.rank
       from unnest(p_items) r
@@ -388,7 +391,8 @@ as $$
        and _store_item_usable(m.scope, m.audience_peer_id, m.purposes, m.invalidated_at, m.superseded_by, m.valid,
                               m.store_key, p_principal_id, p_scopes, p_scope, p_shared, p_purpose)
        and m.store_namespace[1:cardinality(p_prefix)] = p_prefix
-       and (p_filter is null or _store_value_matches(m.store_value, p_filter))
+       and (p_filter is null or _store_value_matches(m.store_value, p_filter));
+end
 $$;
 comment on function __tenant__._store_recalled(__tenant__.recall_item[], bigint, text[], text, boolean, text, text[],
                                                jsonb) is

@@ -13714,7 +13714,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d0628d01e244$store.sql$pgrecall_d0628d01e244$, null, $pgrecall_20c4bddf3503$8d98404635fb059e7ed830eb8f6603aec36112faf87c840a39a8c148d7cc1475$pgrecall_20c4bddf3503$, $pgrecall_8d98404635fb$-- A key-value store on memories, for LangGraph's BaseStore
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d0628d01e244$store.sql$pgrecall_d0628d01e244$, null, $pgrecall_bea007c9e427$ede8c7f9e407db49c4c78df57af9f42985f5e144e0f134e67bd333a50dc29954$pgrecall_bea007c9e427$, $pgrecall_ede8c7f9e407$-- A key-value store on memories, for LangGraph's BaseStore
 -- (pgrecall.integrations.langgraph; migration 0037). An item is a memory with
 -- a namespace, a key and a JSON object as its value. Its partition is a scope
 -- and an audience: the one principal (p_shared false, the default) or the
@@ -14092,10 +14092,13 @@ create or replace function __tenant__._store_recalled(p_items __tenant__.recall_
                                                       p_purpose text, p_prefix text[], p_filter jsonb)
 returns table (namespace text[], key text, value jsonb, created_at timestamptz, updated_at timestamptz,
                score double precision, memory_id bigint, revision integer, rank integer)
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+begin
+    -- PL/pgSQL, not SQL: Citus cannot plan an SQL function with parameters that reads a table
+    return query
     select m.store_namespace, m.store_key, m.store_value, m.created_at, m.updated_at, r.score, m.id, m.revision,
            r.rank
       from unnest(p_items) r
@@ -14104,7 +14107,8 @@ as $$
        and _store_item_usable(m.scope, m.audience_peer_id, m.purposes, m.invalidated_at, m.superseded_by, m.valid,
                               m.store_key, p_principal_id, p_scopes, p_scope, p_shared, p_purpose)
        and m.store_namespace[1:cardinality(p_prefix)] = p_prefix
-       and (p_filter is null or _store_value_matches(m.store_value, p_filter))
+       and (p_filter is null or _store_value_matches(m.store_value, p_filter));
+end
 $$;
 comment on function __tenant__._store_recalled(__tenant__.recall_item[], bigint, text[], text, boolean, text, text[],
                                                jsonb) is
@@ -14241,7 +14245,7 @@ comment on function __tenant__.store_list_namespaces(text, text[], text, text[],
                                                      text, boolean) is
     'The namespaces of the store items the principal may use: prefix and suffix conditions ("*" any label), cut to '
     'max_depth labels, distinct, in code-point order.';
-$pgrecall_8d98404635fb$)
+$pgrecall_ede8c7f9e407$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
