@@ -687,11 +687,17 @@ begin
            rows_erased = p_erased, residual = p_residual, tables_touched = v_tables_touched
      where r.id = p_request_id
     returning * into v_request;
+    -- The server's erasure ledger keeps that it happened (a keyed hash of what it named, never the
+    -- content), so that a restore of a dump taken before it runs it again (pgrecall.replay_erasures).
+    -- Where the control plane is not installed (a Citus worker running a delegated call), there is none.
+    if to_regprocedure('pgrecall.record_erasure(text, bigint, jsonb, timestamptz)') is not null then
+        perform pgrecall.record_erasure('__tenant__', v_request.id, v_request.selector, v_request.completed_at);
+    end if;
     return v_request;
 end
 $$;
 comment on function __tenant__._complete_erasure(bigint, bigint, jsonb, jsonb) is
-    'Internal (erasure): the request''s receipt, written once everything is deleted.';
+    'Internal (erasure): the request''s receipt, written once everything is deleted, and its entry in the server''s erasure ledger.';
 
 create or replace function __tenant__._erase(p_actor text, p_selector jsonb, p_reason text, p_requested_by text)
 returns __tenant__.erasure_request

@@ -36,6 +36,8 @@ insert into pgrecall.error_code (code, name, meaning, python_class, builtin, ref
     ('PR011', 'tenant_not_distributed', 'the tenant is not a distributed schema yet (pgrecall.distribute_tenant)', 'TenantNotDistributed', null, null),
     ('PR013', 'flush_not_permitted',   'the role may not flush an erasure to disk (pgrecall.flush_erasure needs a superuser, or pg_maintain, pg_checkpoint and pg_switch_wal)', 'FlushNotPermitted', 'PermissionError', null),
     ('PR014', 'erasure_not_rewritten', 'the tables of the erasure are not rewritten yet (rewrite_erased first)', 'ErasureNotRewritten', null,  null),
+    ('PR015', 'erasure_record_refused', 'a role records an erasure in the ledger for a tenant not its own', 'ErasureRecordRefused', 'PermissionError', null),
+    ('PR016', 'dump_version_mismatch', 'a tenant dump from another pgrecall release than the server''s (its format or schema version)', 'DumpVersionMismatch', null, null),
     -- PostgreSQL's own, raised when a login role calls outside its duty
     ('42501', 'insufficient_privilege', 'the login role lacks the duty this call needs',         'NotPermitted',          'PermissionError', null),
     -- tenant functions

@@ -573,6 +573,10 @@ begin
     if v_sql is not null then
         perform pgrecall._execute_as(p_tenant.owner_role, v_sql, p_tenant.name);
     end if;
+    -- The tenant's erasures record themselves in the server's ledger (the owner runs its definer functions).
+    execute format('grant usage on schema pgrecall to %I', p_tenant.owner_role);
+    execute format('grant execute on function pgrecall.record_erasure(text, bigint, jsonb, timestamptz) to %I',
+                   p_tenant.owner_role);
     -- The admin's one table privilege: MAINTAIN (PostgreSQL 17+), so that
     -- `pgrecall erase --vacuum` can VACUUM what an erasure left as dead rows.
     -- VACUUM cannot run inside a function, so no SECURITY DEFINER function
@@ -1233,6 +1237,197 @@ $$;
 comment on function pgrecall.set_tenant_setting(text, text, jsonb) is
     'Sets one per-tenant setting; the value must have the JSON type of the current one and pass its range check.';
 
+-- The erasure ledger. A tenant's erasure receipts live in its own schema, so a
+-- dump taken before an erasure, restored later, would bring the erased person
+-- back. The control plane therefore keeps, per erasure, what it named as a
+-- keyed hash (never the name, the subject id or any content) and when it
+-- completed; a restore replays every erasure of the dumped tenant whose
+-- receipt the dump does not hold (pgrecall.replay_erasures) before the
+-- restored tenant answers a call. The key never leaves this database: only
+-- record_erasure and replay_erasures use it.
+create table if not exists pgrecall.erasure_ledger (
+    id              bigint generated always as identity primary key,
+    tenant          text not null,         -- the tenant's name when it erased; kept after a drop
+    request_id      bigint not null,       -- its erasure_request id there
+    kind            text not null check (kind in ('observation', 'data_subject', 'peer', 'scope', 'expired_before')),
+    subject_hash    text check (subject_hash ~ '^[0-9a-f]{64}$'),  -- keyed sha256 of what the selector named
+    expired_before  timestamptz,           -- an expiry names a time, not a person: kept as it is
+    erased_at       timestamptz not null,  -- the receipt's completed_at
+    recorded_at     timestamptz not null default now(),
+    check ((kind = 'expired_before') = (subject_hash is null) and (kind = 'expired_before') = (expired_before is not null))
+);
+create index if not exists erasure_ledger_tenant on pgrecall.erasure_ledger (tenant, erased_at);
+comment on table pgrecall.erasure_ledger is
+    'Every erasure of every tenant: a keyed hash of what it named and when; replayed by a restore of an older dump.';
+
+create table if not exists pgrecall.ledger_key (
+    only_row  boolean primary key default true check (only_row),
+    key       bytea not null check (octet_length(key) = 32)
+);
+comment on table pgrecall.ledger_key is 'The key of the erasure ledger''s hashes (one row; never leaves the database).';
+insert into pgrecall.ledger_key (key)
+select sha256(convert_to(gen_random_uuid()::text || gen_random_uuid()::text || clock_timestamp()::text, 'UTF8'))
+on conflict (only_row) do nothing;
+revoke all on pgrecall.erasure_ledger, pgrecall.ledger_key from public;
+
+-- What an erasure selector names, as the ledger keeps it: its kind and the
+-- value the keyed hash is taken of (an observation: its scope and offset).
+create or replace function pgrecall._erasure_subject(p_selector jsonb, out kind text, out subject text)
+language sql immutable
+set search_path = pg_catalog
+as $$
+    select k, case k when 'observation' then (p_selector -> 'observation' ->> 'scope') || ':'
+                                              || (p_selector -> 'observation' ->> 'offset')
+                     else p_selector ->> k end
+      from (select min(j) as k from jsonb_object_keys(p_selector) j) s
+$$;
+comment on function pgrecall._erasure_subject(jsonb) is
+    'Internal: the kind of an erasure selector and the value the ledger hashes (observation: scope:offset).';
+
+create or replace function pgrecall._erasure_hash(p_kind text, p_subject text)
+returns text
+language sql stable
+set search_path = pg_catalog
+as $$
+    select encode(sha256(k.key || convert_to(p_kind || ':' || p_subject, 'UTF8')), 'hex') from pgrecall.ledger_key k
+$$;
+comment on function pgrecall._erasure_hash(text, text) is 'Internal: the ledger''s keyed hash of what an erasure named.';
+revoke all on function pgrecall._erasure_hash(text, text) from public;
+
+-- Called by a tenant's erasure when it completes. SECURITY DEFINER, unlike the
+-- rest of this file: the tenant's roles may not read the key or write the
+-- ledger, only record their own tenant's erasures through this function
+-- (granted to each tenant's owner role by _grant_duties).
+create or replace function pgrecall.record_erasure(p_tenant text, p_request_id bigint, p_selector jsonb,
+                                                   p_erased_at timestamptz)
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog
+as $$
+declare
+    v_kind text;
+    v_subject text;
+begin
+    -- The tenant's own login roles, or whoever may act as its owner (the installer, a superuser).
+    if not exists (select 1 from pgrecall.tenant t
+                    where t.name = p_tenant
+                      and (session_user in (t.app_role, t.worker_role, t.admin_role)
+                           or pg_has_role(session_user, t.owner_role, 'MEMBER'))) then
+        raise exception using errcode = 'PR015',
+            message = format('role %s may not record an erasure of tenant %s', session_user, quote_literal(p_tenant));
+    end if;
+    select s.kind, s.subject into v_kind, v_subject from pgrecall._erasure_subject(p_selector) s;
+    insert into pgrecall.erasure_ledger (tenant, request_id, kind, subject_hash, expired_before, erased_at)
+    values (p_tenant, p_request_id, v_kind,
+            case when v_kind <> 'expired_before' then pgrecall._erasure_hash(v_kind, v_subject) end,
+            case when v_kind = 'expired_before' then v_subject::timestamptz end, p_erased_at);
+end
+$$;
+comment on function pgrecall.record_erasure(text, bigint, jsonb, timestamptz) is
+    'Records a completed erasure of tenant p_tenant in the ledger (a keyed hash of what it named); called by the tenant''s erasure.';
+revoke all on function pgrecall.record_erasure(text, bigint, jsonb, timestamptz) from public;
+
+-- After a restore of a dump of p_source into p_tenant: every erasure the
+-- ledger holds for p_source whose receipt the restored data does not hold
+-- (same request id, same completion time) is run again on p_tenant, for what
+-- in the restored data hashes to what it named. In order of completion.
+-- One row per erasure in the ledger that was considered: replayed (with the
+-- new receipt's id and the rows it erased) or already in the dump.
+create or replace function pgrecall.replay_erasures(p_tenant text, p_source text)
+returns table (ledger_id bigint, kind text, erased_at timestamptz, outcome text, request_id bigint,
+               observations_erased bigint)
+language plpgsql
+set search_path = pg_catalog
+as $$
+declare
+    v_tenant pgrecall.tenant := pgrecall._require_tenant(p_tenant);
+    v_entries pgrecall.erasure_ledger[];
+    v_entry pgrecall.erasure_ledger;
+    v_selector jsonb;
+    v_receipt record;
+    v_in_dump boolean;
+    v_caller text := current_setting('role');
+begin
+    v_entries := array(select l from pgrecall.erasure_ledger l where l.tenant = p_source order by l.erased_at, l.id);
+    foreach v_entry in array v_entries loop
+        ledger_id := v_entry.id; kind := v_entry.kind; erased_at := v_entry.erased_at;
+        request_id := null; observations_erased := null;
+        -- The tenant's tables and functions are read and run as its owner (as upgrade_tenant does).
+        perform set_config('role', v_tenant.owner_role, true);
+        execute format('select exists (select 1 from %I.erasure_request r where r.id = $1 and r.completed_at = $2)',
+                       p_tenant) into v_in_dump using v_entry.request_id, v_entry.erased_at;
+        perform set_config('role', v_caller, true);
+        if v_in_dump then
+            outcome := 'in the dump';
+            return next;
+            continue;
+        end if;
+        v_selector := pgrecall._replay_selector(v_tenant, v_entry);
+        if v_selector is null then
+            outcome := 'nothing it named is in the dump';
+        else
+            perform set_config('role', v_tenant.owner_role, true);
+            execute format('select r.id, r.observations_erased from %I._erase($1, $2, $3, $4) r', p_tenant)
+               into v_receipt
+              using 'pgrecall restore', v_selector,
+                    format('replayed erasure %s of tenant %s, completed %s', v_entry.id, p_source, v_entry.erased_at),
+                    'pgrecall.replay_erasures';
+            perform set_config('role', v_caller, true);
+            outcome := 'replayed';
+            request_id := v_receipt.id;
+            observations_erased := v_receipt.observations_erased;
+        end if;
+        return next;
+    end loop;
+end
+$$;
+comment on function pgrecall.replay_erasures(text, text) is
+    'After a restore of a dump of p_source as p_tenant: runs again every erasure the ledger holds for p_source that the dump does not hold.';
+
+-- The selector that erases, in tenant p_tenant, what a ledger entry named:
+-- found by hashing the candidates the restored data holds (NULL: none). The
+-- candidates are read as the tenant's owner, hashed as the caller (who may
+-- read the key).
+create or replace function pgrecall._replay_selector(p_tenant pgrecall.tenant, p_entry pgrecall.erasure_ledger)
+returns jsonb
+language plpgsql
+set search_path = pg_catalog
+as $$
+declare
+    v_candidates text[];
+    v_found text;
+    v_caller text := current_setting('role');
+begin
+    if p_entry.kind = 'expired_before' then
+        return jsonb_build_object('expired_before', p_entry.expired_before);
+    end if;
+    perform set_config('role', p_tenant.owner_role, true);
+    execute format(case p_entry.kind
+                       when 'data_subject' then 'select array_agg(distinct o.data_subject_id) from %1$I.observation o'
+                       when 'peer' then 'select array_agg(p.name) from %1$I.peer p'
+                       when 'scope' then 'select array_agg(s.name) from %1$I.scope s'
+                       else 'select array_agg(o.scope || '':'' || o.log_offset) from %1$I.observation o' end,
+                   p_tenant.name)
+       into v_candidates;
+    perform set_config('role', v_caller, true);
+    select c into v_found from unnest(v_candidates) c
+     where c is not null and pgrecall._erasure_hash(p_entry.kind, c) = p_entry.subject_hash
+     limit 1;
+    if v_found is null then
+        return null;
+    end if;
+    if p_entry.kind = 'observation' then
+        return jsonb_build_object('observation', jsonb_build_object(
+            'scope', left(v_found, length(v_found) - strpos(reverse(v_found), ':')),
+            'offset', split_part(v_found, ':', -1)::bigint));
+    end if;
+    return jsonb_build_object(p_entry.kind, v_found);
+end
+$$;
+comment on function pgrecall._replay_selector(pgrecall.tenant, pgrecall.erasure_ledger) is
+    'Internal: the erasure selector that names, in a restored tenant, what a ledger entry named (NULL: nothing there).';
+
 
 -- Which login role may call which tenant function.
 
@@ -1397,6 +1592,8 @@ insert into pgrecall.error_code (code, name, meaning, python_class, builtin, ref
     ('PR011', 'tenant_not_distributed', 'the tenant is not a distributed schema yet (pgrecall.distribute_tenant)', 'TenantNotDistributed', null, null),
     ('PR013', 'flush_not_permitted',   'the role may not flush an erasure to disk (pgrecall.flush_erasure needs a superuser, or pg_maintain, pg_checkpoint and pg_switch_wal)', 'FlushNotPermitted', 'PermissionError', null),
     ('PR014', 'erasure_not_rewritten', 'the tables of the erasure are not rewritten yet (rewrite_erased first)', 'ErasureNotRewritten', null,  null),
+    ('PR015', 'erasure_record_refused', 'a role records an erasure in the ledger for a tenant not its own', 'ErasureRecordRefused', 'PermissionError', null),
+    ('PR016', 'dump_version_mismatch', 'a tenant dump from another pgrecall release than the server''s (its format or schema version)', 'DumpVersionMismatch', null, null),
     -- PostgreSQL's own, raised when a login role calls outside its duty
     ('42501', 'insufficient_privilege', 'the login role lacks the duty this call needs',         'NotPermitted',          'PermissionError', null),
     -- tenant functions
@@ -5468,7 +5665,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$, null, $pgrecall_2e6b19a33299$ca56bb3fe7e2afc833261634bcddeb15b6452aa2cf40bba64ce9aabedb7cd42b$pgrecall_2e6b19a33299$, $pgrecall_ca56bb3fe7e2$-- Erasure: delete observations and, through the projection registry,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$, null, $pgrecall_319e8c7fb7c3$c2ac5b91c4c6b7c7e48c7272001f5f67dfb9e9e77d30529821fc05cda38c0d87$pgrecall_319e8c7fb7c3$, $pgrecall_c2ac5b91c4c6$-- Erasure: delete observations and, through the projection registry,
 -- everything derived from them; rebuild what depended on them from what
 -- survives; and in the same transaction store, per projection kind, how many
 -- derived rows remain (the residual, zero when erasure worked).
@@ -6157,11 +6354,17 @@ begin
            rows_erased = p_erased, residual = p_residual, tables_touched = v_tables_touched
      where r.id = p_request_id
     returning * into v_request;
+    -- The server's erasure ledger keeps that it happened (a keyed hash of what it named, never the
+    -- content), so that a restore of a dump taken before it runs it again (pgrecall.replay_erasures).
+    -- Where the control plane is not installed (a Citus worker running a delegated call), there is none.
+    if to_regprocedure('pgrecall.record_erasure(text, bigint, jsonb, timestamptz)') is not null then
+        perform pgrecall.record_erasure('__tenant__', v_request.id, v_request.selector, v_request.completed_at);
+    end if;
     return v_request;
 end
 $$;
 comment on function __tenant__._complete_erasure(bigint, bigint, jsonb, jsonb) is
-    'Internal (erasure): the request''s receipt, written once everything is deleted.';
+    'Internal (erasure): the request''s receipt, written once everything is deleted, and its entry in the server''s erasure ledger.';
 
 create or replace function __tenant__._erase(p_actor text, p_selector jsonb, p_reason text, p_requested_by text)
 returns __tenant__.erasure_request
@@ -6384,7 +6587,7 @@ $$;
 comment on function __tenant__.refresh_erasure_statistics(bigint) is
     'Takes the planner statistics of the tables an erasure touched again, so pg_stats holds none of the erased values, '
     'and stamps the receipt; run it after the erasure commits (pgrecall erase does).';
-$pgrecall_ca56bb3fe7e2$)
+$pgrecall_c2ac5b91c4c6$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 

@@ -101,6 +101,10 @@ def changed_since_release(repo: Path, ref: str, since: str, current: str) -> lis
     None when ``since`` is not in this checkout's history (a shallow clone): nothing to compare with."""
     if _git(repo, "cat-file", "-e", f"{since}^{{commit}}").returncode != 0:
         return None
+    # Only the history this checkout shares with ref: a branch behind main lacks main's newer releases.
+    base = _git(repo, "merge-base", "HEAD", ref)
+    if base.returncode == 0 and base.stdout.strip():
+        ref = base.stdout.strip()
     revs = _git(repo, "rev-list", "--first-parent", ref)
     if revs.returncode != 0:
         return None

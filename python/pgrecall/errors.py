@@ -102,6 +102,15 @@ class ErasureNotRewritten(PgrecallError, sqlstate="PR014"):
     """pgrecall.flush_erasure(): the tenant's admin has not rewritten the erasure's tables yet (rewrite_erased)."""
 
 
+class ErasureRecordRefused(PgrecallError, PermissionError, sqlstate="PR015"):
+    """pgrecall.record_erasure(): the calling role is not one of the tenant's own."""
+
+
+class DumpVersionMismatch(PgrecallError, sqlstate="PR016"):
+    """pgrecall tenant restore: the dump comes from another pgrecall release (format or schema version) than
+    the server's; nothing was restored."""
+
+
 class NotPermitted(PgrecallError, PermissionError, sqlstate="42501"):
     """The login role lacks the duty this call needs (e.g. erase is the admin's, claiming work the worker's)."""
 

@@ -169,8 +169,10 @@ def main(argv: list[str] | None = None) -> int:
         # Every command that names a tenant, checked before anything connects or composes SQL.
         if getattr(args, "tenant", None) is not None:
             names.check_tenant_name(args.tenant)
-        if args.command == "tenant" and args.action not in ("list", "rebalance"):
-            names.check_tenant_name(args.name)
+        if args.command == "tenant" and args.action not in ("list", "rebalance", "restore"):
+            names.check_tenant_name(args.name)  # (restore names its file there)
+        if args.command == "tenant" and getattr(args, "as_name", None) is not None:
+            names.check_tenant_name(args.as_name)
         result: int = args.func(args)
         return result
     except KeyboardInterrupt:

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -20,6 +21,8 @@ from ._common import PEER_KINDS, Subparsers, _fail, _print_json, _print_rows
 def cmd_tenant(args: argparse.Namespace) -> int:
     from .. import db
 
+    if args.action in ("dump", "restore"):
+        return _dump_or_restore(args)
     with db.connect_admin(autocommit=True) as conn:
         if args.action == "list":
             return _list(conn, args)
@@ -52,6 +55,37 @@ def cmd_tenant(args: argparse.Namespace) -> int:
     if args.json:
         return _print_json(done)
     print(said)
+    return 0
+
+
+def _dump_or_restore(args: argparse.Namespace) -> int:
+    """tenant dump NAME FILE, tenant restore FILE [--as NAME] (pgrecall.tenant_dump)."""
+    from .. import db, tenant_dump
+
+    if args.action == "dump":
+        if not args.name or not args.file:
+            raise SystemExit("pgrecall tenant dump: name the tenant and the file, e.g. pgrecall tenant dump acme "
+                             "acme.dump")
+        header = tenant_dump.dump_to_file(db.admin_conninfo(), args.name, Path(args.file))
+        if args.json:
+            return _print_json(header)
+        print(f"pgrecall: dumped tenant {args.name} (schema version {header['schema_version']}, taken at "
+              f"{header['taken_at']}) to {args.file}: {sum(header['rows'].values())} rows in "
+              f"{len(header['rows'])} tables")
+        return 0
+    if not args.name:
+        raise SystemExit("pgrecall tenant restore: name the dump file, e.g. pgrecall tenant restore acme.dump "
+                         "--as acme2")
+    receipt = tenant_dump.restore_from_file(db.admin_conninfo(), Path(args.name), args.as_name)
+    if args.json:
+        return _print_json(receipt)
+    source = receipt["from"]
+    replayed = [e for e in receipt["erasures"] if e["outcome"] == "replayed"]
+    print(f"pgrecall: restored tenant {receipt['tenant']} from the dump of {source['tenant']} taken at "
+          f"{source['taken_at']}: {sum(receipt['rows'].values())} rows; {len(replayed)} later erasure(s) replayed")
+    for e in receipt["erasures"]:
+        print(f"  erasure {e['ledger_id']} ({e['kind']}, completed {e['erased_at']}): {e['outcome']}"
+              + (f", {e['observations_erased']} observation(s) erased" if e["outcome"] == "replayed" else ""))
     return 0
 
 
@@ -240,9 +274,14 @@ def _scope(mem: Any, args: argparse.Namespace) -> int:
 
 
 def add_tenant(sub: Subparsers) -> None:
-    p = sub.add_parser("tenant", help="create, upgrade, list, drop, move or rebalance tenants")
-    p.add_argument("action", choices=["create", "upgrade", "drop", "list", "settings", "move", "rebalance"])
-    p.add_argument("name", nargs="?")
+    p = sub.add_parser("tenant", help="create, upgrade, list, drop, move, rebalance, dump or restore tenants")
+    p.add_argument("action", choices=["create", "upgrade", "drop", "list", "settings", "move", "rebalance", "dump",
+                                      "restore"])
+    p.add_argument("name", nargs="?", help="the tenant (with restore: the dump file)")
+    p.add_argument("file", nargs="?", help="with dump: the file to write")
+    p.add_argument("--as", dest="as_name", metavar="NAME",
+                   help="with restore: the tenant's name here (default: the dumped tenant's); later erasures of "
+                        "the dumped tenant are replayed either way")
     p.add_argument("--yes", action="store_true", help="with drop: do not ask for confirmation")
     p.add_argument("--set", action="append", type=_setting, metavar="KEY=VALUE",
                    help="with settings: change one setting (repeatable), e.g. --set max_peers_in_session=20")

@@ -349,7 +349,16 @@ class Offload:
     fn: Callable[[], Any]
 
 
-Step: TypeAlias = Call[Any] | Statement[Any] | AskConnection | Offload
+@dataclass(frozen=True)
+class Snapshot:
+    """A step that begins (``begin``) or ends the one snapshot the steps between read: one connection (a pool's
+    is held until the end) in a REPEATABLE READ READ ONLY transaction. Inside a caller's own transaction
+    block, that transaction is the snapshot. Only reads go between."""
+
+    begin: bool
+
+
+Step: TypeAlias = Call[Any] | Statement[Any] | AskConnection | Offload | Snapshot
 Program: TypeAlias = Generator[Step, Any, T]
 Operation: TypeAlias = Call[T] | Program[T]
 
@@ -362,6 +371,20 @@ def step(call: Call[T] | Statement[T]) -> Program[T]:
 def connection_state() -> Program[ConnectionState]:
     """Inside a Program: ``state = yield from connection_state()``."""
     return cast(ConnectionState, (yield AskConnection()))
+
+
+def one_snapshot(program: Program[T]) -> Program[T]:
+    """Inside a Program: ``result = yield from one_snapshot(reads(...))``: the reads of ``program`` see one
+    snapshot of the tenant, as if they were one statement, whatever commits between them (with a pool, each
+    step would otherwise borrow a connection of its own, each call in autocommit its own snapshot)."""
+    yield Snapshot(begin=True)
+    try:
+        result = yield from program
+    except Exception:
+        yield Snapshot(begin=False)  # the runner rolls the read-only transaction back and lets the connection go
+        raise
+    yield Snapshot(begin=False)
+    return result
 
 
 def offload(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Program[T]:

@@ -18,7 +18,7 @@ from psycopg.types import TypeInfo
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from .. import boundary, errors
-from ._calls import AskConnection, Call, ConnectionState, Offload, Operation, Program, Statement, Step
+from ._calls import AskConnection, Call, ConnectionState, Offload, Operation, Program, Snapshot, Statement, Step
 
 T = TypeVar("T")
 
@@ -126,6 +126,23 @@ def _offloaded(fn: Callable[[], Any], where: str) -> Any:
 Conn = TypeVar("Conn")
 Pool = TypeVar("Pool")
 
+_REPEATABLE_READ_ONLY = "set transaction isolation level repeatable read, read only"
+
+
+class _Pin:
+    """The one snapshot a running program reads (Snapshot steps): the connection it holds, the pool's borrowing
+    to give back, and the transaction to end. One per run, so that threads sharing a handle never share it."""
+
+    def __init__(self) -> None:
+        self.conn: Any = None
+        self.borrowed: Any = None  # the pool's connection context, exited when the snapshot ends
+        self.transaction: Any = None  # None: the caller's own transaction block is the snapshot
+
+    def begun(self, current: Snapshot) -> bool:
+        if current.begin and self.conn is not None:
+            raise RuntimeError("a program began a snapshot inside its snapshot")
+        return current.begin
+
 
 class _Runner(Generic[Conn, Pool]):
     """The tenant, and either the one connection every Call runs on or the pool each Call borrows one from."""
@@ -142,18 +159,47 @@ class SyncRunner(_Runner[psycopg.Connection[Any], ConnectionPool[Any]]):
     """Runs Calls on one connection, or on a connection borrowed from a pool for each Call."""
 
     @contextmanager
-    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
-        if self.pool is not None:
+    def _connection(self, pin: _Pin | None = None) -> Iterator[psycopg.Connection[Any]]:
+        if pin is not None and pin.conn is not None:
+            yield pin.conn
+        elif self.pool is not None:
             with self.pool.connection() as conn:
                 yield conn
         else:
             assert self.conn is not None
             yield self.conn
 
-    def execute(self, call: Call[T]) -> T:
+    def _snapshot(self, current: Snapshot, pin: _Pin) -> None:
+        if pin.begun(current):
+            if self.pool is not None:
+                pin.borrowed = self.pool.connection()
+                pin.conn = pin.borrowed.__enter__()
+            else:
+                pin.conn = self.conn
+            if pin.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                pin.transaction = pin.conn.transaction()
+                pin.transaction.__enter__()
+                pin.conn.execute(_REPEATABLE_READ_ONLY)
+        else:
+            self._release(pin, None)
+
+    @staticmethod
+    def _release(pin: _Pin, failed: BaseException | None) -> None:
+        """End the snapshot: its transaction (read only: committed, or rolled back on a failure) and the pool's
+        connection. Idempotent."""
+        transaction, borrowed = pin.transaction, pin.borrowed
+        pin.conn = pin.transaction = pin.borrowed = None
+        try:
+            if transaction is not None:
+                transaction.__exit__(type(failed) if failed else None, failed, None)
+        finally:
+            if borrowed is not None:
+                borrowed.__exit__(type(failed) if failed else None, failed, None)
+
+    def execute(self, call: Call[T], pin: _Pin | None = None) -> T:
         boundary.check_arguments(call.function, call.params)
         try:
-            with self._connection() as conn:
+            with self._connection(pin) as conn:
                 if call.sends_vectors and not _registered(conn):
                     configure(conn)  # the caller's connection or pool did not register pgvector's types
                 own_block = self.pool is not None and _wraps_in_a_block(conn)
@@ -170,10 +216,10 @@ class SyncRunner(_Runner[psycopg.Connection[Any], ConnectionPool[Any]]):
             _raise(exc, call.function, call.params)
         return call.collect(found)
 
-    def execute_statement(self, statement: Statement[T]) -> T:
+    def execute_statement(self, statement: Statement[T], pin: _Pin | None = None) -> T:
         found: list[Any] = []
         try:
-            with self._connection() as conn:
+            with self._connection(pin) as conn:
                 if statement.row_factory is None:
                     conn.execute(statement.query, statement.params)
                 else:
@@ -183,29 +229,38 @@ class SyncRunner(_Runner[psycopg.Connection[Any], ConnectionPool[Any]]):
             _raise(exc)
         return statement.collect(found)
 
-    def _step(self, current: Step, where: str) -> Any:
+    def _step(self, current: Step, where: str, pin: _Pin) -> Any:
         if isinstance(current, Offload):
             return _offloaded(current.fn, where)
+        if isinstance(current, Snapshot):
+            return self._snapshot(current, pin)
         if isinstance(current, Statement):
-            return self.execute_statement(current)
+            return self.execute_statement(current, pin)
         if isinstance(current, AskConnection):
-            with self._connection() as conn:
+            with self._connection(pin) as conn:
                 return _state(conn)
-        return self.execute(current)
+        return self.execute(current, pin)
 
     def run(self, op: Operation[T]) -> T:
         if isinstance(op, Call):
             return self.execute(op)
-        current = _start(op)
-        where = getattr(op, "__name__", "operation")
-        while not isinstance(current, _Returned):
-            outcome: tuple[Any, Exception | None]
-            try:
-                outcome = (self._step(current, where), None)
-            except Exception as exc:  # handed to the program, which may catch it (or it propagates from _resume)
-                outcome = (None, exc)
-            current = _resume(op, *outcome)
-        return current.value  # type: ignore[no-any-return]
+        pin = _Pin()
+        try:
+            current = _start(op)
+            where = getattr(op, "__name__", "operation")
+            while not isinstance(current, _Returned):
+                outcome: tuple[Any, Exception | None]
+                try:
+                    outcome = (self._step(current, where, pin), None)
+                except Exception as exc:  # handed to the program, which may catch it (or it propagates from _resume)
+                    outcome = (None, exc)
+                current = _resume(op, *outcome)
+            return current.value  # type: ignore[no-any-return]
+        except BaseException as exc:
+            self._release(pin, exc)  # a program that stopped inside its snapshot
+            raise
+        finally:
+            self._release(pin, None)
 
     def close(self) -> None:
         if self.conn is not None:
@@ -217,18 +272,45 @@ class AsyncRunner(_Runner[psycopg.AsyncConnection[Any], AsyncConnectionPool[Any]
     embedding model, re-rank hooks, LLMs) run in a thread so the event loop keeps serving."""
 
     @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        if self.pool is not None:
+    async def _connection(self, pin: _Pin | None = None) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        if pin is not None and pin.conn is not None:
+            yield pin.conn
+        elif self.pool is not None:
             async with self.pool.connection() as conn:
                 yield conn
         else:
             assert self.conn is not None
             yield self.conn
 
-    async def execute(self, call: Call[T]) -> T:
+    async def _snapshot(self, current: Snapshot, pin: _Pin) -> None:
+        if pin.begun(current):
+            if self.pool is not None:
+                pin.borrowed = self.pool.connection()
+                pin.conn = await pin.borrowed.__aenter__()
+            else:
+                pin.conn = self.conn
+            if pin.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                pin.transaction = pin.conn.transaction()
+                await pin.transaction.__aenter__()
+                await pin.conn.execute(_REPEATABLE_READ_ONLY)
+        else:
+            await self._release(pin, None)
+
+    @staticmethod
+    async def _release(pin: _Pin, failed: BaseException | None) -> None:
+        transaction, borrowed = pin.transaction, pin.borrowed
+        pin.conn = pin.transaction = pin.borrowed = None
+        try:
+            if transaction is not None:
+                await transaction.__aexit__(type(failed) if failed else None, failed, None)
+        finally:
+            if borrowed is not None:
+                await borrowed.__aexit__(type(failed) if failed else None, failed, None)
+
+    async def execute(self, call: Call[T], pin: _Pin | None = None) -> T:
         boundary.check_arguments(call.function, call.params)
         try:
-            async with self._connection() as conn:
+            async with self._connection(pin) as conn:
                 if call.sends_vectors and not _registered(conn):
                     await configure_async(conn)
                 own_block = self.pool is not None and _wraps_in_a_block(conn)
@@ -245,10 +327,10 @@ class AsyncRunner(_Runner[psycopg.AsyncConnection[Any], AsyncConnectionPool[Any]
             _raise(exc, call.function, call.params)
         return call.collect(found)
 
-    async def execute_statement(self, statement: Statement[T]) -> T:
+    async def execute_statement(self, statement: Statement[T], pin: _Pin | None = None) -> T:
         found: list[Any] = []
         try:
-            async with self._connection() as conn:
+            async with self._connection(pin) as conn:
                 if statement.row_factory is None:
                     await conn.execute(statement.query, statement.params)
                 else:
@@ -258,29 +340,38 @@ class AsyncRunner(_Runner[psycopg.AsyncConnection[Any], AsyncConnectionPool[Any]
             _raise(exc)
         return statement.collect(found)
 
-    async def _step(self, current: Step, where: str) -> Any:
+    async def _step(self, current: Step, where: str, pin: _Pin) -> Any:
         if isinstance(current, Offload):
             return await asyncio.to_thread(_offloaded, current.fn, where)
+        if isinstance(current, Snapshot):
+            return await self._snapshot(current, pin)
         if isinstance(current, Statement):
-            return await self.execute_statement(current)
+            return await self.execute_statement(current, pin)
         if isinstance(current, AskConnection):
-            async with self._connection() as conn:
+            async with self._connection(pin) as conn:
                 return _state(conn)
-        return await self.execute(current)
+        return await self.execute(current, pin)
 
     async def run(self, op: Operation[T]) -> T:
         if isinstance(op, Call):
             return await self.execute(op)
-        current = _start(op)
-        where = getattr(op, "__name__", "operation")
-        while not isinstance(current, _Returned):
-            outcome: tuple[Any, Exception | None]
-            try:
-                outcome = (await self._step(current, where), None)
-            except Exception as exc:
-                outcome = (None, exc)
-            current = _resume(op, *outcome)
-        return current.value  # type: ignore[no-any-return]
+        pin = _Pin()
+        try:
+            current = _start(op)
+            where = getattr(op, "__name__", "operation")
+            while not isinstance(current, _Returned):
+                outcome: tuple[Any, Exception | None]
+                try:
+                    outcome = (await self._step(current, where, pin), None)
+                except Exception as exc:
+                    outcome = (None, exc)
+                current = _resume(op, *outcome)
+            return current.value  # type: ignore[no-any-return]
+        except BaseException as exc:
+            await self._release(pin, exc)
+            raise
+        finally:
+            await self._release(pin, None)
 
     async def close(self) -> None:
         if self.conn is not None:

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from ._calls import Handle, Program, offload, step
+from ._calls import Handle, Program, offload, one_snapshot, step
 from .recall import RecallItem, RecallMeta, recall
 from .sessions import RepresentationItem, WorkingRepresentation, get_representation, representation
 
@@ -68,6 +69,19 @@ def build_prompt(question: str, observer: str | None, target: str, representatio
     return "\n".join(lines)
 
 
+def _context(h: Handle, observer: str | None, target: str, question: str, session: int | None, purpose: str,
+             limit: int, who: str | None, scopes: Sequence[str] | None) -> Program[tuple[Any, Any, Any]]:
+    """What chat reads: the representation, recall for the question and, with a session, the working one."""
+    about = yield from step(representation(h, target, observer=observer, purpose=purpose, principal=who,
+                                           scopes=scopes))
+    recalled = yield from recall(h, question, purpose=purpose, limit=limit, principal=who, scopes=scopes)
+    working = None
+    if session is not None:
+        working = yield from step(get_representation(h, session, observer or target, target, principal=who,
+                                                     scopes=scopes))
+    return about, recalled, working
+
+
 def chat(h: Handle, observer: str | None, target: str, question: str, *, session: int | None = None,
          llm: Callable[[str], str] | None = None, purpose: str = "converse", limit: int = 10,
          principal: str | None = None, scopes: Sequence[str] | None = None) -> Program[Chat]:
@@ -78,14 +92,11 @@ def chat(h: Handle, observer: str | None, target: str, question: str, *, session
     taking the prompt), asks it to answer from that context only; without one, returns the context.
     """
     who = observer or principal or h.principal
-    about = yield from step(representation(h, target, observer=observer, purpose=purpose, principal=who,
-                                           scopes=scopes))
-    recalled = yield from recall(h, question, purpose=purpose, limit=limit, principal=who, scopes=scopes)
+    # The three reads see one snapshot (released before the LLM is asked): what was remembered between them
+    # cannot make the representation and the evidence disagree.
+    about, recalled, working = yield from one_snapshot(_context(h, observer, target, question, session, purpose,
+                                                                limit, who, scopes))
     evidence = [ChatEvidence.of(i) for i in recalled.items]
-    working = None
-    if session is not None:
-        working = yield from step(get_representation(h, session, observer or target, target, principal=who,
-                                                     scopes=scopes))
     prompt = build_prompt(question, observer, target, about, evidence, working)
     answer = (yield from offload(llm, prompt)) if llm is not None else None
     return Chat(question, observer, target, about, evidence, working, prompt, recalled.meta, answer)
