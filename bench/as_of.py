@@ -92,8 +92,10 @@ def run(size: int, n_queries: int) -> dict:
     memory_of_text = np.concatenate([memory_of_first, memory_of_second])
     run_bench.store_embeddings(worker, TENANT, run_bench.text_of_memory_index(memory_of_text), vectors)
     with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"analyze {TENANT}.memory")
-        conn.execute(f"analyze {TENANT}.memory_embedding")
+        # As make bench does before it times recall: the term statistics' snapshot (without it every
+        # lexical arm counts document frequencies live) and a vacuum (the visibility map, fresh statistics).
+        conn.execute(f"select * from {TENANT}.refresh_term_stats()")
+        conn.execute("vacuum analyze")
         history = conn.execute(f"select count(*) from {TENANT}.memory where updated_at > created_at "
                                f"and updated_at > %s and created_at <= %s", (as_of, as_of)).fetchone()[0]
     modes = {}

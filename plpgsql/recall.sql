@@ -29,7 +29,7 @@
 --      with recall_people_arm on, the memories said by the peers or about the
 --      entities the question names, a list of its own fused by RRF; with
 --      recall_question_time on, those said within the time the question names:
---        _fused_candidates = _people_arm, _time_arm, _rrf_fuse3, _rrf_fuse4
+--        _fused_candidates = _people_arm, _time_arm, _rrf_fuse4
 --        (recall_people.sql, recall_time.sql, recall_fusion.sql)
 --   5. permission walk over the fused list: a candidate whose provenance the
 --      principal may not see is dropped:
@@ -263,15 +263,16 @@ begin
                                      v_set);
     -- 7. Metadata, with counts taken after the walk (the tables are read apart: _recall_freshness).
     v_lag := _recall_freshness(v_principal, p_scopes, p_purpose, v_include, p_at);
-    v_answer.meta := (select row(
-        p_query, v_mode, p_purpose, v_terms, v_dropped, v_stats_source, v_recruited, v_recruited_by::text,
-        v_mode in ('hybrid', 'dense') and v_dense_reason is null, v_dense_reason, v_dense_method,
-        (select count(*) from unnest(v_lex_ids) i where i = any (v_kept_ids))::integer,
-        (select count(*) from unnest(v_dense_ids) i where i = any (v_kept_ids))::integer,
-        cardinality(v_kept_ids), cardinality(v_fact_ids), v_entities,
-        least(p_limit, cardinality(v_kept_ids) + cardinality(v_fact_ids)),
-        least(v_lag.missing, 1000)::integer, v_lag.missing > 1000, v_lag.watermarks,
-        v_lag.queued)::recall_meta);
+    v_answer.meta := jsonb_populate_record(null::recall_meta, jsonb_build_object(  -- by field name
+        'query', p_query, 'mode', v_mode, 'purpose', p_purpose, 'terms', v_terms, 'dropped_terms', v_dropped,
+        'term_stats', v_stats_source, 'recruited_by_rare_terms', v_recruited, 'recruited_by', v_recruited_by::text,
+        'dense_available', v_mode in ('hybrid', 'dense') and v_dense_reason is null, 'dense_reason', v_dense_reason,
+        'dense_method', v_dense_method, 'fused_count', cardinality(v_kept_ids), 'entities', v_entities,
+        'lexical_count', (select count(*) from unnest(v_lex_ids) i where i = any (v_kept_ids)),
+        'dense_count', (select count(*) from unnest(v_dense_ids) i where i = any (v_kept_ids)),
+        'returned', least(p_limit, cardinality(v_kept_ids) + cardinality(v_fact_ids)),
+        'missing_embeddings', least(v_lag.missing, 1000), 'missing_embeddings_more', v_lag.missing > 1000,
+        'watermarks', v_lag.watermarks, 'embedding_queue', v_lag.queued, 'fact_count', cardinality(v_fact_ids)));
     select coalesce(array_agg(i order by i.rank), '{}') into v_answer.items
       from _recall_items(v_kept_ids, v_fact_ids, v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
                          (v_set ->> 'rrf_k')::double precision, p_limit, v_principal, p_scopes,

@@ -12,33 +12,10 @@
 --                     provenance (step 7's items; step 6, the re-rank, is the
 --                     caller's, on these rows)
 
--- Reciprocal Rank Fusion of two ranked lists: score = sum of 1 / (k + rank)
--- over the lists an id is in; best p_limit ids first (ties by id).
-create or replace function __tenant__._rrf_fuse(p_first bigint[], p_second bigint[], p_k double precision,
-                                               p_limit integer)
-returns bigint[]
-language sql immutable
-security definer
-set search_path = pg_catalog, __tenant__, __ext__, pg_temp
-as $$
-    with a as (
-        select x.id, x.ord::integer as r from unnest(p_first) with ordinality as x(id, ord)
-    ), b as (
-        select x.id, x.ord::integer as r from unnest(p_second) with ordinality as x(id, ord)
-    ), fused as (
-        select coalesce(a.id, b.id) as id,
-               coalesce(1.0 / (p_k + a.r), 0) + coalesce(1.0 / (p_k + b.r), 0) as s
-          from a full join b on b.id = a.id
-    )
-    select coalesce(array_agg(f.id order by f.s desc, f.id), '{}')
-      from (select * from fused order by s desc, id limit p_limit) f
-$$;
-comment on function __tenant__._rrf_fuse(bigint[], bigint[], double precision, integer) is
-    'Internal: Reciprocal Rank Fusion of two ranked id lists, best p_limit first.';
-
--- Recall's lexical, dense, people and time lists (_fused_candidates): each
--- id scores the sum of 1 / (k + rank) over the lists it is in; with the last
--- two empty it is _rrf_fuse.
+-- Reciprocal Rank Fusion, written once: each id scores the sum of 1 / (k +
+-- rank) over the lists it is in; best p_limit ids first (ties by id). Four
+-- lists: recall's lexical, dense, people and time lists (_fused_candidates);
+-- an empty list adds nothing, so two lists are _rrf_fuse below.
 create or replace function __tenant__._rrf_fuse4(p_first bigint[], p_second bigint[], p_third bigint[],
                                                 p_fourth bigint[], p_k double precision, p_limit integer)
 returns bigint[]
@@ -61,21 +38,21 @@ as $$
       from (select * from fused order by s desc, id limit p_limit) f
 $$;
 comment on function __tenant__._rrf_fuse4(bigint[], bigint[], bigint[], bigint[], double precision, integer) is
-    'Internal: Reciprocal Rank Fusion of four ranked id lists, best p_limit first.';
+    'Internal: Reciprocal Rank Fusion of up to four ranked id lists (an empty one adds nothing), best p_limit first.';
 
--- The fusion over three lists: _rrf_fuse4 with the fourth empty (kept for
--- callers of the three-list form; recall itself calls _rrf_fuse4).
-create or replace function __tenant__._rrf_fuse3(p_first bigint[], p_second bigint[], p_third bigint[],
-                                                p_k double precision, p_limit integer)
+-- Two lists (recall's arms under fusion rrf, message search's): _rrf_fuse4
+-- with the other two empty.
+create or replace function __tenant__._rrf_fuse(p_first bigint[], p_second bigint[], p_k double precision,
+                                               p_limit integer)
 returns bigint[]
 language sql immutable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select _rrf_fuse4(p_first, p_second, p_third, '{}', p_k, p_limit)
+    select _rrf_fuse4(p_first, p_second, '{}', '{}', p_k, p_limit)
 $$;
-comment on function __tenant__._rrf_fuse3(bigint[], bigint[], bigint[], double precision, integer) is
-    'Internal: Reciprocal Rank Fusion of three ranked id lists, best p_limit first.';
+comment on function __tenant__._rrf_fuse(bigint[], bigint[], double precision, integer) is
+    'Internal: Reciprocal Rank Fusion of two ranked id lists, best p_limit first.';
 
 -- Score fusion: each arm's evidence, measured against that arm's best for
 -- this query, added. BM25 has no scale of its own (it grows with the query's

@@ -9891,7 +9891,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$, null, $pgrecall_4ab5b8d9610d$b5690d5ca82573aa48a543f6fc65975f8f24f2df80bb87c8d9e14889585ae272$pgrecall_4ab5b8d9610d$, $pgrecall_b5690d5ca825$-- recall: ranked retrieval, in the design's order (section 6). Each step is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$, null, $pgrecall_182ce4152ef0$37aaa10817f7a53cbc905c3232166069051145af7e8f2144f746e5fa3814734d$pgrecall_182ce4152ef0$, $pgrecall_37aaa10817f7$-- recall: ranked retrieval, in the design's order (section 6). Each step is
 -- a function of its own that a DBA can call and test alone; recall_answer()
 -- runs them in order.
 --   0. as of a past moment (p_as_of; NULL: now): the memories changed since
@@ -9922,7 +9922,7 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a
 --      with recall_people_arm on, the memories said by the peers or about the
 --      entities the question names, a list of its own fused by RRF; with
 --      recall_question_time on, those said within the time the question names:
---        _fused_candidates = _people_arm, _time_arm, _rrf_fuse3, _rrf_fuse4
+--        _fused_candidates = _people_arm, _time_arm, _rrf_fuse4
 --        (recall_people.sql, recall_time.sql, recall_fusion.sql)
 --   5. permission walk over the fused list: a candidate whose provenance the
 --      principal may not see is dropped:
@@ -10156,15 +10156,16 @@ begin
                                      v_set);
     -- 7. Metadata, with counts taken after the walk (the tables are read apart: _recall_freshness).
     v_lag := _recall_freshness(v_principal, p_scopes, p_purpose, v_include, p_at);
-    v_answer.meta := (select row(
-        p_query, v_mode, p_purpose, v_terms, v_dropped, v_stats_source, v_recruited, v_recruited_by::text,
-        v_mode in ('hybrid', 'dense') and v_dense_reason is null, v_dense_reason, v_dense_method,
-        (select count(*) from unnest(v_lex_ids) i where i = any (v_kept_ids))::integer,
-        (select count(*) from unnest(v_dense_ids) i where i = any (v_kept_ids))::integer,
-        cardinality(v_kept_ids), cardinality(v_fact_ids), v_entities,
-        least(p_limit, cardinality(v_kept_ids) + cardinality(v_fact_ids)),
-        least(v_lag.missing, 1000)::integer, v_lag.missing > 1000, v_lag.watermarks,
-        v_lag.queued)::recall_meta);
+    v_answer.meta := jsonb_populate_record(null::recall_meta, jsonb_build_object(  -- by field name
+        'query', p_query, 'mode', v_mode, 'purpose', p_purpose, 'terms', v_terms, 'dropped_terms', v_dropped,
+        'term_stats', v_stats_source, 'recruited_by_rare_terms', v_recruited, 'recruited_by', v_recruited_by::text,
+        'dense_available', v_mode in ('hybrid', 'dense') and v_dense_reason is null, 'dense_reason', v_dense_reason,
+        'dense_method', v_dense_method, 'fused_count', cardinality(v_kept_ids), 'entities', v_entities,
+        'lexical_count', (select count(*) from unnest(v_lex_ids) i where i = any (v_kept_ids)),
+        'dense_count', (select count(*) from unnest(v_dense_ids) i where i = any (v_kept_ids)),
+        'returned', least(p_limit, cardinality(v_kept_ids) + cardinality(v_fact_ids)),
+        'missing_embeddings', least(v_lag.missing, 1000), 'missing_embeddings_more', v_lag.missing > 1000,
+        'watermarks', v_lag.watermarks, 'embedding_queue', v_lag.queued, 'fact_count', cardinality(v_fact_ids)));
     select coalesce(array_agg(i order by i.rank), '{}') into v_answer.items
       from _recall_items(v_kept_ids, v_fact_ids, v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
                          (v_set ->> 'rrf_k')::double precision, p_limit, v_principal, p_scopes,
@@ -10203,7 +10204,7 @@ $$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text,
                                       timestamptz) is
     'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms'' evidence orders them), permission walk. With its metadata: recall_answer().';
-$pgrecall_b5690d5ca825$)
+$pgrecall_37aaa10817f7$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -10627,7 +10628,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$, null, $pgrecall_fca0e992f7f9$98117a9ad4ce08d17ac18e48be228890b8fb7f50303202c092f275af2a2a0dcb$pgrecall_fca0e992f7f9$, $pgrecall_98117a9ad4ce$-- Recall, steps 4 and 5 (plpgsql/recall.sql composes the steps):
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$, null, $pgrecall_23852eb1079c$8431226b953b6a2c98d1f9d321693541850d918a2748dc4be740ea1e7500b9a6$pgrecall_23852eb1079c$, $pgrecall_8431226b953b$-- Recall, steps 4 and 5 (plpgsql/recall.sql composes the steps):
 --   _rrf_fuse         Reciprocal Rank Fusion of the two arms (message search
 --                     fuses its arms with it too): setting fusion = 'rrf'
 --   _score_fuse       the arms' scores, each over its own best, added:
@@ -10641,33 +10642,10 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e238
 --                     provenance (step 7's items; step 6, the re-rank, is the
 --                     caller's, on these rows)
 
--- Reciprocal Rank Fusion of two ranked lists: score = sum of 1 / (k + rank)
--- over the lists an id is in; best p_limit ids first (ties by id).
-create or replace function __tenant__._rrf_fuse(p_first bigint[], p_second bigint[], p_k double precision,
-                                               p_limit integer)
-returns bigint[]
-language sql immutable
-security definer
-set search_path = pg_catalog, __tenant__, __ext__, pg_temp
-as $$
-    with a as (
-        select x.id, x.ord::integer as r from unnest(p_first) with ordinality as x(id, ord)
-    ), b as (
-        select x.id, x.ord::integer as r from unnest(p_second) with ordinality as x(id, ord)
-    ), fused as (
-        select coalesce(a.id, b.id) as id,
-               coalesce(1.0 / (p_k + a.r), 0) + coalesce(1.0 / (p_k + b.r), 0) as s
-          from a full join b on b.id = a.id
-    )
-    select coalesce(array_agg(f.id order by f.s desc, f.id), '{}')
-      from (select * from fused order by s desc, id limit p_limit) f
-$$;
-comment on function __tenant__._rrf_fuse(bigint[], bigint[], double precision, integer) is
-    'Internal: Reciprocal Rank Fusion of two ranked id lists, best p_limit first.';
-
--- Recall's lexical, dense, people and time lists (_fused_candidates): each
--- id scores the sum of 1 / (k + rank) over the lists it is in; with the last
--- two empty it is _rrf_fuse.
+-- Reciprocal Rank Fusion, written once: each id scores the sum of 1 / (k +
+-- rank) over the lists it is in; best p_limit ids first (ties by id). Four
+-- lists: recall's lexical, dense, people and time lists (_fused_candidates);
+-- an empty list adds nothing, so two lists are _rrf_fuse below.
 create or replace function __tenant__._rrf_fuse4(p_first bigint[], p_second bigint[], p_third bigint[],
                                                 p_fourth bigint[], p_k double precision, p_limit integer)
 returns bigint[]
@@ -10690,21 +10668,21 @@ as $$
       from (select * from fused order by s desc, id limit p_limit) f
 $$;
 comment on function __tenant__._rrf_fuse4(bigint[], bigint[], bigint[], bigint[], double precision, integer) is
-    'Internal: Reciprocal Rank Fusion of four ranked id lists, best p_limit first.';
+    'Internal: Reciprocal Rank Fusion of up to four ranked id lists (an empty one adds nothing), best p_limit first.';
 
--- The fusion over three lists: _rrf_fuse4 with the fourth empty (kept for
--- callers of the three-list form; recall itself calls _rrf_fuse4).
-create or replace function __tenant__._rrf_fuse3(p_first bigint[], p_second bigint[], p_third bigint[],
-                                                p_k double precision, p_limit integer)
+-- Two lists (recall's arms under fusion rrf, message search's): _rrf_fuse4
+-- with the other two empty.
+create or replace function __tenant__._rrf_fuse(p_first bigint[], p_second bigint[], p_k double precision,
+                                               p_limit integer)
 returns bigint[]
 language sql immutable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select _rrf_fuse4(p_first, p_second, p_third, '{}', p_k, p_limit)
+    select _rrf_fuse4(p_first, p_second, '{}', '{}', p_k, p_limit)
 $$;
-comment on function __tenant__._rrf_fuse3(bigint[], bigint[], bigint[], double precision, integer) is
-    'Internal: Reciprocal Rank Fusion of three ranked id lists, best p_limit first.';
+comment on function __tenant__._rrf_fuse(bigint[], bigint[], double precision, integer) is
+    'Internal: Reciprocal Rank Fusion of two ranked id lists, best p_limit first.';
 
 -- Score fusion: each arm's evidence, measured against that arm's best for
 -- this query, added. BM25 has no scale of its own (it grows with the query's
@@ -10936,7 +10914,7 @@ comment on function __tenant__._recall_items(bigint[], bigint[], bigint[], doubl
                                              double precision[], double precision, integer, bigint, text[], text,
                                              double precision, double precision[], timestamptz) is
     'Internal: recall''s rows from the walked memories and the fact list: scored by the tenant''s fusion, best p_limit, with provenance.';
-$pgrecall_98117a9ad4ce$)
+$pgrecall_8431226b953b$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 

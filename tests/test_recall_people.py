@@ -75,13 +75,13 @@ def test_the_arm_never_returns_what_the_principal_may_not_see(db, acme, conninfo
     assert ids(acme.recall(query, limit=10, principal="ana")) == []  # audience bot: not ana's either
 
 
-def test_rrf_fuse3_sums_reciprocal_ranks_over_three_lists(db, acme):
-    assert one(db, "select acme._rrf_fuse3('{1,2,3}', '{3,4}', '{}', 60, 10)")[0] == \
+def test_rrf_fuse4_sums_reciprocal_ranks_over_the_lists_and_two_lists_are_rrf_fuse(db, acme):
+    assert one(db, "select acme._rrf_fuse4('{1,2,3}', '{3,4}', '{}', '{}', 60, 10)")[0] == \
         one(db, "select acme._rrf_fuse('{1,2,3}', '{3,4}', 60, 10)")[0] == [3, 1, 2, 4]
     # 4 is in two lists at ranks 2 and 1: above 3 (ranks 3 and 1) and 1 (rank 1 alone)
-    assert one(db, "select acme._rrf_fuse3('{1,2,3}', '{3,4}', '{4}', 60, 10)")[0] == [4, 3, 1, 2]
-    assert one(db, "select acme._rrf_fuse3('{1,2,3}', '{3,4}', '{4}', 60, 2)")[0] == [4, 3]
-    assert one(db, "select acme._rrf_fuse3('{}', '{}', '{}', 60, 10)")[0] == []
+    assert one(db, "select acme._rrf_fuse4('{1,2,3}', '{3,4}', '{4}', '{}', 60, 10)")[0] == [4, 3, 1, 2]
+    assert one(db, "select acme._rrf_fuse4('{1,2,3}', '{3,4}', '{4}', '{}', 60, 2)")[0] == [4, 3]
+    assert one(db, "select acme._rrf_fuse4('{}', '{}', '{}', '{}', 60, 10)")[0] == []
 
 
 def test_the_setting_is_off_by_default_boolean_and_recall_with_it_on_is_the_three_list_walk(db, acme, conninfo,
@@ -106,7 +106,7 @@ def test_the_setting_is_off_by_default_boolean_and_recall_with_it_on_is_the_thre
     fused = one(db, "select acme._rrf_fuse(%s, %s, 60, 500)", (lexical, dense))[0]
     people = arm(db, fused, query)
     assert people and set(people) <= set(ben)
-    walked = one(db, "select acme._walk_provenance(acme._rrf_fuse3(%s, %s, %s, 60, 500), %s, '{default}')",
+    walked = one(db, "select acme._walk_provenance(acme._rrf_fuse4(%s, %s, %s, '{}', 60, 500), %s, '{default}')",
                  (lexical, dense, people, bot))[0]
     assert set(ids(on)) == set(walked[:5]) and on.meta.fused_count == len(walked)
     people_arm_on(conninfo, False)

@@ -164,7 +164,7 @@ def test_a_question_naming_a_month_ranks_that_months_memory_above_an_otherwise_e
 
 def test_rrf_fuse4_sums_reciprocal_ranks_over_four_lists(db, acme):
     assert one(db, "select acme._rrf_fuse4('{1,2,3}', '{3,4}', '{}', '{}', 60, 10)")[0] == \
-        one(db, "select acme._rrf_fuse3('{1,2,3}', '{3,4}', '{}', 60, 10)")[0] == [3, 1, 2, 4]
+        one(db, "select acme._rrf_fuse('{1,2,3}', '{3,4}', 60, 10)")[0] == [3, 1, 2, 4]
     # 4 is in three lists: above 3 (two lists); 2, in two lists at ranks 2 and 1, above 1 (one list)
     assert one(db, "select acme._rrf_fuse4('{1,2,3}', '{3,4}', '{4}', '{2,4}', 60, 10)")[0] == [4, 2, 3, 1]
     assert one(db, "select acme._rrf_fuse4('{}', '{}', '{}', '{}', 60, 10)")[0] == []
