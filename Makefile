@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: citus test-citus run driver generate test test-slow test-all check install-script bench bench-peers bench-graph bench-erase bench-worker bench-driver bench-shell bench-citus bench-load bench-as-of eval eval-compare venv clean
+.PHONY: citus test-citus run driver generate test test-slow test-all check install-script bench bench-peers bench-graph bench-erase bench-worker bench-driver bench-shell bench-citus bench-load bench-as-of bench-langgraph eval eval-compare venv clean
 
 venv: $(STAMP)
 
@@ -114,6 +114,11 @@ bench-citus: citus
 # Recall as of a past moment against recall now, interleaved, on one tenant: make bench-as-of BENCH_ARGS="--size 10000".
 bench-as-of: $(STAMP)
 	$(PY) -m bench.as_of $(BENCH_ARGS)
+
+# A LangGraph search through pgrecall's store against LangGraph's PostgresStore, same vectors, the peers bench's
+# corpus (10k): make bench-langgraph BENCH_ARGS="--size 2000".
+bench-langgraph: $(BENCH_STAMP)
+	$(PY) -m bench.langgraph_store $(BENCH_ARGS)
 
 # Many agents on one tenant at once (recall, append + remember, message search), p50/p95/p99 per operation,
 # errors by class and a loss check after: make bench-load BENCH_ARGS="--clients 32 --seconds 120 --mix 70,20,10".

@@ -370,12 +370,41 @@ comment on function __tenant__.store_delete(text, text[], text, text[], text, bo
     'Deletes a store item: forgets its memory (kept as history, its key free again). Returns the memory id, '
     'NULL when there was no such item the principal may see.';
 
+-- The store's items among recall's answer, in its order (rank), with recall's score.
+create or replace function __tenant__._store_recalled(p_items __tenant__.recall_item[], p_principal_id bigint,
+                                                      p_scopes text[], p_scope text, p_shared boolean,
+                                                      p_purpose text, p_prefix text[], p_filter jsonb)
+returns table (namespace text[], key text, value jsonb, created_at timestamptz, updated_at timestamptz,
+               score double precision, memory_id bigint, revision integer, rank integer)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    -- PL/pgSQL, not SQL: Citus cannot plan an SQL function with parameters that reads a table
+    return query
+    select m.store_namespace, m.store_key, m.store_value, m.created_at, m.updated_at, r.score, m.id, m.revision,
+           r.rank
+      from unnest(p_items) r
+      join memory m on m.id = r.memory_id
+     where r.item = 'memory'
+       and _store_item_usable(m.scope, m.audience_peer_id, m.purposes, m.invalidated_at, m.superseded_by, m.valid,
+                              m.store_key, p_principal_id, p_scopes, p_scope, p_shared, p_purpose)
+       and m.store_namespace[1:cardinality(p_prefix)] = p_prefix
+       and (p_filter is null or _store_value_matches(m.store_value, p_filter));
+end
+$$;
+comment on function __tenant__._store_recalled(__tenant__.recall_item[], bigint, text[], text, boolean, text, text[],
+                                               jsonb) is
+    'Internal: the live store items of a partition among recall''s items, with their rank and score.';
+
 -- The items under a namespace prefix that meet a filter. Without a query, the
 -- most recently changed first (as LangGraph's PostgresStore). With one, in
 -- the order of recall (hybrid: BM25 and the dense arm fused, the permission
 -- walk applied), recall's score as the item's: recall ranks the principal's
--- memories of the partition's scope, and the store keeps its items among the
--- first min(walk_depth, max(100, 5 x (offset + limit))) of them.
+-- memories of the partition's scope, and the store keeps its items among
+-- them: recall's first max(20, 2 x (offset + limit)) rows, or when other
+-- memories crowd the page out, its first walk_depth rows.
 create or replace function __tenant__.store_search(
     p_principal         text,
     p_scopes            text[],
@@ -399,7 +428,9 @@ as $$
 declare
     v_principal bigint := _peer_id(p_principal);
     v_prefix text[] := coalesce(p_namespace_prefix, '{}');
+    v_walk integer;
     v_depth integer;
+    v_items recall_item[];
 begin
     perform _check_store_call(p_scopes, p_scope, p_filter);
     perform _check_purpose(p_purpose);
@@ -422,17 +453,23 @@ begin
          offset p_offset limit p_limit;
         return;
     end if;
-    v_depth := least((_setting_value('walk_depth') #>> '{}')::integer, greatest(100, 5 * (p_offset + p_limit)));
+    -- Recall first as deep as the page needs (twice it, at least 20): in a scope that holds mostly store
+    -- items that is enough, and recall's cost grows with its depth. When recall filled that depth but the
+    -- store's items among it do not fill the page, other memories crowded them out: recall again, as deep
+    -- as the permission walk goes.
+    v_walk := (_setting_value('walk_depth') #>> '{}')::integer;
+    v_depth := least(v_walk, greatest(20, 2 * (p_offset + p_limit)));
+    v_items := (recall_answer(p_principal, array[p_scope], p_query, p_purpose, p_query_embedding, null, v_depth,
+                              false, null, p_query_model)).items;
+    if v_depth < v_walk and cardinality(v_items) >= v_depth
+       and (select count(*) from _store_recalled(v_items, v_principal, p_scopes, p_scope, p_shared, p_purpose,
+                                                 v_prefix, p_filter)) < p_offset + p_limit then
+        v_items := (recall_answer(p_principal, array[p_scope], p_query, p_purpose, p_query_embedding, null, v_walk,
+                                  false, null, p_query_model)).items;
+    end if;
     return query
-    select m.store_namespace, m.store_key, m.store_value, m.created_at, m.updated_at, r.score, m.id, m.revision
-      from unnest((recall_answer(p_principal, array[p_scope], p_query, p_purpose, p_query_embedding, null, v_depth,
-                                 false, null, p_query_model)).items) r
-      join memory m on m.id = r.memory_id
-     where r.item = 'memory'
-       and _store_item_usable(m.scope, m.audience_peer_id, m.purposes, m.invalidated_at, m.superseded_by, m.valid,
-                              m.store_key, v_principal, p_scopes, p_scope, p_shared, p_purpose)
-       and m.store_namespace[1:cardinality(v_prefix)] = v_prefix
-       and (p_filter is null or _store_value_matches(m.store_value, p_filter))
+    select r.namespace, r.key, r.value, r.created_at, r.updated_at, r.score, r.memory_id, r.revision
+      from _store_recalled(v_items, v_principal, p_scopes, p_scope, p_shared, p_purpose, v_prefix, p_filter) r
      order by r.rank
      offset p_offset limit p_limit;
 end

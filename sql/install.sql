@@ -13692,7 +13692,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d0628d01e244$store.sql$pgrecall_d0628d01e244$, null, $pgrecall_5a0b3c9dd2f3$29030f10210998dd30d8d23056b554e2fcbbe066fd1e5cb7b13474698d2d1b02$pgrecall_5a0b3c9dd2f3$, $pgrecall_29030f102109$-- A key-value store on memories, for LangGraph's BaseStore
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d0628d01e244$store.sql$pgrecall_d0628d01e244$, null, $pgrecall_bea007c9e427$ede8c7f9e407db49c4c78df57af9f42985f5e144e0f134e67bd333a50dc29954$pgrecall_bea007c9e427$, $pgrecall_ede8c7f9e407$-- A key-value store on memories, for LangGraph's BaseStore
 -- (pgrecall.integrations.langgraph; migration 0037). An item is a memory with
 -- a namespace, a key and a JSON object as its value. Its partition is a scope
 -- and an audience: the one principal (p_shared false, the default) or the
@@ -14064,12 +14064,41 @@ comment on function __tenant__.store_delete(text, text[], text, text[], text, bo
     'Deletes a store item: forgets its memory (kept as history, its key free again). Returns the memory id, '
     'NULL when there was no such item the principal may see.';
 
+-- The store's items among recall's answer, in its order (rank), with recall's score.
+create or replace function __tenant__._store_recalled(p_items __tenant__.recall_item[], p_principal_id bigint,
+                                                      p_scopes text[], p_scope text, p_shared boolean,
+                                                      p_purpose text, p_prefix text[], p_filter jsonb)
+returns table (namespace text[], key text, value jsonb, created_at timestamptz, updated_at timestamptz,
+               score double precision, memory_id bigint, revision integer, rank integer)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    -- PL/pgSQL, not SQL: Citus cannot plan an SQL function with parameters that reads a table
+    return query
+    select m.store_namespace, m.store_key, m.store_value, m.created_at, m.updated_at, r.score, m.id, m.revision,
+           r.rank
+      from unnest(p_items) r
+      join memory m on m.id = r.memory_id
+     where r.item = 'memory'
+       and _store_item_usable(m.scope, m.audience_peer_id, m.purposes, m.invalidated_at, m.superseded_by, m.valid,
+                              m.store_key, p_principal_id, p_scopes, p_scope, p_shared, p_purpose)
+       and m.store_namespace[1:cardinality(p_prefix)] = p_prefix
+       and (p_filter is null or _store_value_matches(m.store_value, p_filter));
+end
+$$;
+comment on function __tenant__._store_recalled(__tenant__.recall_item[], bigint, text[], text, boolean, text, text[],
+                                               jsonb) is
+    'Internal: the live store items of a partition among recall''s items, with their rank and score.';
+
 -- The items under a namespace prefix that meet a filter. Without a query, the
 -- most recently changed first (as LangGraph's PostgresStore). With one, in
 -- the order of recall (hybrid: BM25 and the dense arm fused, the permission
 -- walk applied), recall's score as the item's: recall ranks the principal's
--- memories of the partition's scope, and the store keeps its items among the
--- first min(walk_depth, max(100, 5 x (offset + limit))) of them.
+-- memories of the partition's scope, and the store keeps its items among
+-- them: recall's first max(20, 2 x (offset + limit)) rows, or when other
+-- memories crowd the page out, its first walk_depth rows.
 create or replace function __tenant__.store_search(
     p_principal         text,
     p_scopes            text[],
@@ -14093,7 +14122,9 @@ as $$
 declare
     v_principal bigint := _peer_id(p_principal);
     v_prefix text[] := coalesce(p_namespace_prefix, '{}');
+    v_walk integer;
     v_depth integer;
+    v_items recall_item[];
 begin
     perform _check_store_call(p_scopes, p_scope, p_filter);
     perform _check_purpose(p_purpose);
@@ -14116,17 +14147,23 @@ begin
          offset p_offset limit p_limit;
         return;
     end if;
-    v_depth := least((_setting_value('walk_depth') #>> '{}')::integer, greatest(100, 5 * (p_offset + p_limit)));
+    -- Recall first as deep as the page needs (twice it, at least 20): in a scope that holds mostly store
+    -- items that is enough, and recall's cost grows with its depth. When recall filled that depth but the
+    -- store's items among it do not fill the page, other memories crowded them out: recall again, as deep
+    -- as the permission walk goes.
+    v_walk := (_setting_value('walk_depth') #>> '{}')::integer;
+    v_depth := least(v_walk, greatest(20, 2 * (p_offset + p_limit)));
+    v_items := (recall_answer(p_principal, array[p_scope], p_query, p_purpose, p_query_embedding, null, v_depth,
+                              false, null, p_query_model)).items;
+    if v_depth < v_walk and cardinality(v_items) >= v_depth
+       and (select count(*) from _store_recalled(v_items, v_principal, p_scopes, p_scope, p_shared, p_purpose,
+                                                 v_prefix, p_filter)) < p_offset + p_limit then
+        v_items := (recall_answer(p_principal, array[p_scope], p_query, p_purpose, p_query_embedding, null, v_walk,
+                                  false, null, p_query_model)).items;
+    end if;
     return query
-    select m.store_namespace, m.store_key, m.store_value, m.created_at, m.updated_at, r.score, m.id, m.revision
-      from unnest((recall_answer(p_principal, array[p_scope], p_query, p_purpose, p_query_embedding, null, v_depth,
-                                 false, null, p_query_model)).items) r
-      join memory m on m.id = r.memory_id
-     where r.item = 'memory'
-       and _store_item_usable(m.scope, m.audience_peer_id, m.purposes, m.invalidated_at, m.superseded_by, m.valid,
-                              m.store_key, v_principal, p_scopes, p_scope, p_shared, p_purpose)
-       and m.store_namespace[1:cardinality(v_prefix)] = v_prefix
-       and (p_filter is null or _store_value_matches(m.store_value, p_filter))
+    select r.namespace, r.key, r.value, r.created_at, r.updated_at, r.score, r.memory_id, r.revision
+      from _store_recalled(v_items, v_principal, p_scopes, p_scope, p_shared, p_purpose, v_prefix, p_filter) r
      order by r.rank
      offset p_offset limit p_limit;
 end
@@ -14186,7 +14223,7 @@ comment on function __tenant__.store_list_namespaces(text, text[], text, text[],
                                                      text, boolean) is
     'The namespaces of the store items the principal may use: prefix and suffix conditions ("*" any label), cut to '
     'max_depth labels, distinct, in code-point order.';
-$pgrecall_29030f102109$)
+$pgrecall_ede8c7f9e407$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 

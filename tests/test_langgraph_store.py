@@ -232,6 +232,17 @@ def test_search_with_a_query_ranks_the_expected_item_first(store, conninfo):
     assert store.search(("memories",), query="golden retriever", filter={"content": "x"}) == []
 
 
+def test_a_search_finds_the_stores_items_when_other_memories_of_the_scope_rank_first(store, acme):
+    # 30 memories that are no store items, each a better lexical match than the one item: recall's first
+    # rows are all theirs, and the store recalls again as deep as the permission walk goes
+    for n in range(30):
+        acme.remember(f"Golden retriever walk number {n}: golden retriever, golden retriever",
+                      said=f"walk {n} with the golden retriever", purposes=["converse"])
+    store.put(("memories", "ana"), "dog", {"content": "Ana has a golden retriever"})
+    [found] = store.search(("memories",), query="golden retriever", limit=1)
+    assert found.value == {"content": "Ana has a golden retriever"}
+
+
 def test_the_async_forms_work(store):
     async def story():
         await store.aput(("memories", "ana"), "tea", {"content": "Ana drinks green tea"})
