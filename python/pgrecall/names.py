@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from . import errors
+from . import _catalog, errors
 
 MAX_LENGTH = 47  # pgrecall_<name>_worker must fit 63-byte identifiers
 
@@ -25,20 +25,9 @@ _SHAPE = re.compile(r"[a-z][a-z0-9_]*", re.ASCII)
 
 _RESERVED_SCHEMAS = frozenset({"public", "information_schema", "extensions"})
 
-# PostgreSQL's reserved keywords and type/function-name keywords (pg_get_keywords(),
-# catcode R and T, PostgreSQL 18): a schema of that name would have to be quoted
-# everywhere. The SQL rule reads the server's own list; this copy may only be
-# stricter (a test checks it covers the server's).
-RESERVED_KEYWORDS = frozenset("""
-all analyse analyze and any array as asc asymmetric authorization binary both case cast check collate
-collation column concurrently constraint create cross current_catalog current_date current_role
-current_schema current_time current_timestamp current_user default deferrable desc distinct do else end
-except false fetch for foreign freeze from full grant group having ilike in initially inner intersect into
-is isnull join lateral leading left like limit localtime localtimestamp natural not notnull null offset on
-only or order outer overlaps placing primary references returning right select session_user similar some
-symmetric system_user table tablesample then to trailing true union unique user using variadic verbose when
-where window with
-""".split())
+# PostgreSQL's reserved keywords and type/function-name keywords, as the server that generated _catalog.py
+# lists them; the SQL rule reads the server's own list, so a test checks this copy covers it.
+RESERVED_KEYWORDS = _catalog.RESERVED_KEYWORDS
 
 HINT = "Use 1 to 47 characters: a lowercase letter, then lowercase letters, digits or underscores."
 
