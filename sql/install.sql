@@ -3761,7 +3761,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$, null, $pgrecall_0d8c92583966$995ab91bad547fa7548a0dd32ed57dc695527176fd2f9a04802f1c9acf07cf00$pgrecall_0d8c92583966$, $pgrecall_995ab91bad54$-- Appending to the log. Offsets come from the scope's counter under its row
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$, null, $pgrecall_d5e43abbb79a$4b62d9d5a13cd5f146393230665a5c1b2a6de9a4e75807432371d5073c8e585f$pgrecall_d5e43abbb79a$, $pgrecall_4b62d9d5a13c$-- Appending to the log. Offsets come from the scope's counter under its row
 -- lock, held to commit: concurrent writers queue per scope, a rolled-back
 -- append gives its offsets back, and offsets are contiguous with no
 -- duplicates. append_observation() appends one row and append_observations()
@@ -3776,6 +3776,7 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a5
 -- descheduled in the middle of it, and every append of the scope queued.
 -- Held from the tail to commit, the lock still orders writers, so the log's
 -- promise is unchanged: a rolled-back append rolls back its counter too.
+-- Writers wait for the tail in line, on a lock stripe (see _append_batch).
 
 create or replace function __tenant__._observation_rows(p_rows jsonb)
 returns table (body text, source_role text, kind text, actor text, session_id bigint, occurred_at timestamptz,
@@ -4024,7 +4025,12 @@ begin
      where o.scope = p_scope and o.log_offset > v_base and o.log_offset <= v_base + v_count;
 
     -- The tail: the scope's row (and its passage_stat row) stay locked from here to commit, so
-    -- nothing but these three short statements runs under them.
+    -- nothing but these short statements runs under them. Appends queue first on the scope's lock
+    -- stripe (locks.sql), a row only ever locked: a commit wakes the next in line alone. Queued on
+    -- the scope's row, which each of them updates, every waiter woke at every commit to find it
+    -- updated again (measured: 32 appenders on 2 cores, 106 appends/s and p99 1.5 s against 172/s
+    -- and 0.33 s), and they get their offsets in the order they came.
+    perform _lock('log offset', array[p_scope]);
     update scope s set log_watermark = s.log_watermark + v_count
      where s.name = p_scope
     returning s.log_watermark into v_last;
@@ -4123,7 +4129,7 @@ end
 $$;
 comment on function __tenant__.log_watermark(text, text[], text) is
     'The largest offset below which the scope''s log has no hole (committed appends only).';
-$pgrecall_995ab91bad54$)
+$pgrecall_4b62d9d5a13c$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -9098,7 +9104,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$, null, $pgrecall_5ed38fd7d5c3$a9c881a9615c1e0e048490a5d9018a388bf4621868d8e4ff419ed5311916aef9$pgrecall_5ed38fd7d5c3$, $pgrecall_a9c881a9615c$-- Passages: every observation is split into chunks (passage_chunks.sql) in
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$, null, $pgrecall_766c606507fd$6c3bc6e94d53ad11aaee2ba370f91a6912cc3a5cea66b9eef1426c9ae9a4000f$pgrecall_766c606507fd$, $pgrecall_6c3bc6e94d53$-- Passages: every observation is split into chunks (passage_chunks.sql) in
 -- the transaction that appends it (a statement trigger, so one append and a
 -- batch share the path), each chunk registered in the projection registry and
 -- queued for the embedding worker (embedding_queue.sql). A passage copies
@@ -9317,8 +9323,11 @@ begin
         select array_agg(g.scope), array_agg(g.n), array_agg(g.l) into v_scopes, v_passages, v_lexemes
           from (select a.scope, count(*) as n, sum(a.l) as l
                   from unnest(v_scopes, v_observations, v_lexemes) a(scope, observation_id, l)
-                 where not exists (select 1 from observation o where o.id = a.observation_id
-                                      and o.log_offset >= 4611686018427387904)
+                  -- one probe per passage ("limit 1" keeps it one): as an anti-join, the plan made
+                  -- once per session on a small log hashed the whole log
+                 cross join lateral (select o.log_offset from observation o
+                                      where o.id = a.observation_id limit 1) o
+                 where o.log_offset < 4611686018427387904
                  group by a.scope) g;
         insert into passage_stat as s (scope, passages, lexemes)
         select g.scope, g.n, g.l from unnest(v_scopes, v_passages, v_lexemes) g(scope, n, l)
@@ -9399,7 +9408,7 @@ as $$
 $$;
 comment on function __tenant__._backfill_passages() is
     'Internal data step (migration 0017): writes the passages of observations that have none; returns how many.';
-$pgrecall_a9c881a9615c$)
+$pgrecall_6c3bc6e94d53$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
