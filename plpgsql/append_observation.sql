@@ -13,6 +13,7 @@
 -- descheduled in the middle of it, and every append of the scope queued.
 -- Held from the tail to commit, the lock still orders writers, so the log's
 -- promise is unchanged: a rolled-back append rolls back its counter too.
+-- Writers wait for the tail in line, on a lock stripe (see _append_batch).
 
 create or replace function __tenant__._observation_rows(p_rows jsonb)
 returns table (body text, source_role text, kind text, actor text, session_id bigint, occurred_at timestamptz,
@@ -261,7 +262,12 @@ begin
      where o.scope = p_scope and o.log_offset > v_base and o.log_offset <= v_base + v_count;
 
     -- The tail: the scope's row (and its passage_stat row) stay locked from here to commit, so
-    -- nothing but these three short statements runs under them.
+    -- nothing but these short statements runs under them. Appends queue first on the scope's lock
+    -- stripe (locks.sql), a row only ever locked: a commit wakes the next in line alone. Queued on
+    -- the scope's row, which each of them updates, every waiter woke at every commit to find it
+    -- updated again (measured: 32 appenders on 2 cores, 106 appends/s and p99 1.5 s against 172/s
+    -- and 0.33 s), and they get their offsets in the order they came.
+    perform _lock('log offset', array[p_scope]);
     update scope s set log_watermark = s.log_watermark + v_count
      where s.name = p_scope
     returning s.log_watermark into v_last;

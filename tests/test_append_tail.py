@@ -88,6 +88,43 @@ def test_passages_of_an_append_are_counted_once(acme, db):
     assert counted == actual
 
 
+def test_appends_waiting_for_the_counter_queue_in_turn_on_a_lock_stripe(acme, conninfo, db):
+    """Appends waiting for a scope's counter queue on the tenant's lock stripe for the scope, a row only ever
+    locked, never updated, rather than on the scope's row: a commit then wakes the next in line only (32
+    waiters on an updated row all woke at each commit, to find it updated again, and fought for two cores).
+    They get their offsets in the order they came."""
+    app = conninfo.dsn(user="pgrecall_acme_app")
+    with psycopg.connect(app, autocommit=False) as first:
+        m1 = pgrecall.connect(tenant="acme", conn=first, principal="ana", scopes=["default"])
+        assert m1.append("the holder", role="user") == 1
+        waiting = [psycopg.connect(app, autocommit=True) for _ in range(2)]
+        outcome = {}
+
+        def append(n):
+            m = pgrecall.connect(tenant="acme", conn=waiting[n], principal="ana", scopes=["default"])
+            outcome[n] = m.append(f"waiter {n}", role="user")
+
+        threads = []
+        try:
+            for n in range(2):
+                threads.append(threading.Thread(target=append, args=(n,)))
+                threads[-1].start()
+                assert _backend_waiting_on_a_lock(db, waiting[n].info.backend_pid)
+            pids = [c.info.backend_pid for c in waiting]
+            tuple_locks = db.execute(
+                "select l.pid, c.relname, l.granted from pg_locks l join pg_class c on c.oid = l.relation"
+                " where l.locktype = 'tuple' and l.pid = any (%s) order by l.granted desc", (pids,)).fetchall()
+            # the first in line holds the stripe's tuple lock and waits for the holder; the next waits for it
+            assert tuple_locks == [(pids[0], "lock_stripe", True), (pids[1], "lock_stripe", False)]
+        finally:
+            first.commit()
+            for t in threads:
+                t.join(timeout=30)
+            for c in waiting:
+                c.close()
+    assert outcome == {0: 2, 1: 3}
+
+
 WRITERS, ROUNDS = 8, 60
 
 
