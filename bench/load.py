@@ -177,8 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     loss = result["loss"]
     md = [f"# Many agents on one tenant ({report['started']})", "",
           f"Machine: {report['machine']}. Command: `{report['command']}`. {args.clients} clients for "
-          f"{args.seconds:.0f} s, mix recall / append{' + remember' if args.remember else ' (alone)'} / message search = "
-          f"{args.mix}; load average "
+          f"{args.seconds:.0f} s, mix recall / append{' + remember' if args.remember else ' (alone)'} / message "
+          f"search = {args.mix}; load average "
           f"{result['load_average']['before'][0]:.1f} before, {result['load_average']['after'][0]:.1f} after.", "",
           "| operation | count | per s | p50 ms | p95 ms | p99 ms | max ms |", "|---|---:|---:|---:|---:|---:|---:|"]
     for op, r in result["ops"].items():
