@@ -562,7 +562,13 @@ select session_id, opened from acme.log_turn('assistant', '{default}', 'default'
                                              'Hi, my order never arrived', p_data_subject_id => 'u-7');
 select * from acme.add_entity_alias('assistant', '{default}', 'default', 'Kenji', 'Kenji-kun',
                                     p_data_subject_id => 'u-7');
+
+-- == <tenant>.export
 \c :admin
+select kind, row_key, coalesce(record ->> 'body', record ->> 'name', record ->> 'alias') as words
+  from acme.export('{"data_subject": "u-7"}');
+
+-- == <tenant>.erase
 select observations_erased, rows_erased -> 'peer' as peers, rows_erased -> 'session' as sessions,
        rows_erased -> 'entity_alias' as aliases,
        (select count(*) from jsonb_each(residual) r where r.value <> '0') as nonzero_residuals
@@ -572,7 +578,12 @@ select peer, kind from acme.session_peers('assistant', '{default}', 2);
 select session_id, opened from acme.log_turn('assistant', '{default}', 'default', 'support:carol', 'assistant',
                                              'Hello?');
 
+-- == <tenant>.export
+\c :admin
+select count(*) from acme.export('{"data_subject": "u-7"}');
+
 -- == <tenant>.expire
+\c :app
 select acme.append_observation('assistant', '{work}', 'work', 'Can you cover my Saturday shift?', 'user',
                                p_actor => 'ana', p_retention_until => now() - interval '1 day') as log_offset;
 select memory_id, status from acme.remember('assistant', '{work}', 'work', 'Ana asked for cover on Saturday.', '{2}', '{act}');

@@ -3,6 +3,9 @@
 -- survives; and in the same transaction store, per projection kind, how many
 -- derived rows remain (the residual, zero when erasure worked).
 --
+-- What an erasure deletes or strips is decided once, by the erasure plan (erasure_plan.sql), which
+-- export() reads too: a data subject's export covers exactly what this removes.
+--
 -- Rules:
 --  * a memory, link, revision or embedding registered against ANY erased
 --    observation is deleted: its text may carry the erased content, and
@@ -438,8 +441,7 @@ $$;
 comment on function __tenant__._erasure_keys(text, text[], jsonb, bigint[], bigint[]) is
     'Internal: the row keys of one projection kind that an erasure deletes.';
 
-create or replace function __tenant__._erase_projections(p_observations bigint[], p_selector jsonb,
-                                                         p_memories bigint[], p_facts bigint[])
+create or replace function __tenant__._erase_projections(p_plan jsonb)
 returns jsonb
 language plpgsql
 security definer
@@ -452,9 +454,8 @@ declare
     v_erased jsonb := '{}';
 begin
     for v_kind in select * from projection_kind order by delete_order, kind loop
-        v_keys := _erasure_keys(v_kind.kind, array(
-            select distinct d.row_key from projection_dependency d
-             where d.kind = v_kind.kind and d.observation_id = any (p_observations)), p_selector, p_memories, p_facts);
+        -- The rows of the kind the erasure plan names (erasure_plan.sql).
+        v_keys := _planned(p_plan, v_kind.kind);
         if v_kind.kept_while is not null then
             execute format('select array(select k from unnest($1) k where not exists '
                            '(select 1 from %I t where %s and (%s)))',
@@ -476,8 +477,8 @@ begin
     return v_erased;
 end
 $$;
-comment on function __tenant__._erase_projections(bigint[], jsonb, bigint[], bigint[]) is
-    'Internal: erasure deletes each projection kind in its registry order; the rows deleted, per kind.';
+comment on function __tenant__._erase_projections(jsonb) is
+    'Internal: erasure deletes the rows of each projection kind its plan names, in the registry''s order; the rows deleted, per kind.';
 
 create or replace function __tenant__._reinstate_facts(p_facts bigint[])
 returns void
@@ -585,8 +586,9 @@ $$;
 comment on function __tenant__._term_residual(text[]) is
     'Internal: the term statistics an erasure left behind that no surviving memory justifies.';
 
-create or replace function __tenant__._erase_words(p_selector jsonb, p_absorbed bigint[], p_absorbed_into bigint[],
-                                                   p_absorbed_names text[], out o_erased jsonb, out o_residual jsonb)
+create or replace function __tenant__._erase_words(p_selector jsonb, p_plan jsonb, p_absorbed bigint[],
+                                                   p_absorbed_into bigint[], p_absorbed_names text[],
+                                                   out o_erased jsonb, out o_residual jsonb)
 language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -597,29 +599,25 @@ declare
     v_peer bigint;
     v_count bigint;
 begin
-    -- Words written without an observation: names, metadata, aliases.
+    -- Words written without an observation: names, metadata, aliases, as the erasure plan names them
+    -- (erasure_plan.sql). The peer row stays (other rows name it as author) but loses its name and metadata.
     if p_selector ? 'peer' then
-        -- The peer row stays (other rows name it as author) but loses its name and metadata.
         v_peer := _peer_id(p_selector ->> 'peer', 'erased');
-        update peer p set name = _erased_peer_name(p.id), metadata = '{}', data_subject_ids = '{}'
-         where p.id = v_peer;
-    else
-        update peer p set name = _erased_peer_name(p.id), metadata = '{}', data_subject_ids = '{}'
-         where p.data_subject_ids @> array[v_subject];
     end if;
+    update peer p set name = _erased_peer_name(p.id), metadata = '{}', data_subject_ids = '{}'
+     where p.id = any (_planned(p_plan, 'peer')::bigint[]);
     get diagnostics v_count = row_count;
     o_erased := jsonb_build_object('peer', v_count);
-    if v_scope is null then
-        update session s set name = null, turn_log = null, metadata = '{}', data_subject_ids = '{}'
-         where s.data_subject_ids @> array[v_subject];
-    else
-        update session s set name = null, turn_log = null, metadata = '{}', data_subject_ids = '{}'
-         where s.scope = v_scope and (s.name is not null or s.turn_log is not null or s.metadata <> '{}');
-    end if;
+    update session s set name = null, turn_log = null, metadata = '{}', data_subject_ids = '{}'
+     where s.id = any (_planned(p_plan, 'session')::bigint[]);
     get diagnostics v_count = row_count;
     o_erased := o_erased || jsonb_build_object('session', v_count);
     with said as (
-        select distinct x.entity_id, x.alias from entity_alias_subject x where x.data_subject_id = v_subject
+        select split_part(k, ':', 1)::bigint as entity_id, substr(k, strpos(k, ':') + 1) as alias
+          from unnest(_planned(p_plan, 'entity_alias')) k
+         -- the names of absorbed entities are taken off their survivors by _drop_absorbed_aliases
+         where not exists (select 1 from unnest(p_absorbed_into, p_absorbed_names) u(keep, name)
+                            where k = u.keep || ':' || u.name)
     ), stripped as (
         update entity e
            set aliases = array(select a from unnest(e.aliases) a
@@ -645,7 +643,7 @@ begin
                          where u.name = any (k.aliases) and not exists (select 1 from entity e where e.id = u.id)));
 end
 $$;
-comment on function __tenant__._erase_words(jsonb, bigint[], bigint[], text[]) is
+comment on function __tenant__._erase_words(jsonb, jsonb, bigint[], bigint[], text[]) is
     'Internal: erasure strips the words kept outside observations (peer and session names, metadata, aliases); the counts erased and left.';
 
 create or replace function __tenant__._erasure_tables_touched()
@@ -716,7 +714,7 @@ declare
     v_terms text[];
     v_undo_memories bigint[];
     v_undo_revisions integer[];
-    v_earlier_text_lost bigint[];
+    v_plan jsonb;
     v_neighbours bigint[];
     v_unembedded integer;
     v_absorbed bigint[];
@@ -737,32 +735,33 @@ begin
      where s.name in (select o.scope from observation o where o.id = any (v_observations))
      order by s.name for update;
 
-    -- Corrections to undo (applied below, once the doomed memories are known),
-    -- and memories whose text from before them is gone, which go.
+    -- What goes, decided once (erasure_plan.sql, which export() reads too), now that no append can add to it.
+    v_plan := _erasure_plan_document(p_selector);
+    v_observations := _planned(v_plan, 'observation')::bigint[];
+    v_memories := _planned(v_plan, 'memory')::bigint[];
+    v_facts := _planned(v_plan, 'fact')::bigint[];
+    -- Corrections to undo (applied below; the plan lets a memory whose earlier text is gone go).
     select coalesce(array_agg(u.memory_id order by u.memory_id) filter (where u.restorable), '{}'),
-           coalesce(array_agg(u.restore_revision order by u.memory_id) filter (where u.restorable), '{}'),
-           coalesce(array_agg(u.memory_id) filter (where not u.restorable), '{}')
-      into v_undo_memories, v_undo_revisions, v_earlier_text_lost
+           coalesce(array_agg(u.restore_revision order by u.memory_id) filter (where u.restorable), '{}')
+      into v_undo_memories, v_undo_revisions
       from _corrections_to_undo(v_observations) u;
-    v_memories := _doomed_memories(v_observations, p_selector, v_earlier_text_lost);
     select n.o_neighbours, n.o_unembedded into v_neighbours, v_unembedded
       from _unembed_neighbours(v_observations, v_memories) n;
 
     v_terms := _release_doomed_memories(v_observations, v_memories, v_undo_memories, v_undo_revisions);
 
-    v_facts := _doomed_facts(v_observations, p_selector);
     -- Older facts that a doomed assertion closed: what they said is believed again.
     v_reinstate := array(select f.id from fact f where f.closed_by = any (v_facts) and not (f.id = any (v_facts)));
     -- Entities merged into another that the projections may delete (their names are aliases).
     select coalesce(array_agg(e.id order by e.id), '{}'), coalesce(array_agg(e.merged_into order by e.id), '{}'),
            coalesce(array_agg(e.normalized_name order by e.id), '{}')
       into v_absorbed, v_absorbed_into, v_absorbed_names
-      from entity e join _registered(v_observations, 'entity') k on k.row_key = e.id::text
-     where e.merged_into is not null;
+      from entity e
+     where e.id = any (_planned(v_plan, 'entity')::bigint[]) and e.merged_into is not null;
 
     v_erased := jsonb_build_object('embedding_input', v_unembedded, 'memories_reverted',
                     (select count(*) from unnest(v_undo_memories) u(m) where not (u.m = any (v_memories))))
-                || _erase_projections(v_observations, p_selector, v_memories, v_facts);
+                || _erase_projections(v_plan);
     perform _reinstate_facts(v_reinstate);
     v_aliases := _drop_absorbed_aliases(v_absorbed, v_absorbed_into, v_absorbed_names);
     v_erased := v_erased || jsonb_build_object('facts_reinstated', cardinality(v_reinstate));
@@ -787,7 +786,7 @@ begin
         (select count(*) from observation o where o.id = any (v_observations)));
     select w.o_erased || jsonb_build_object('entity_alias', v_aliases + (w.o_erased ->> 'entity_alias')::bigint),
            w.o_residual into v_words_erased, v_words_left
-      from _erase_words(p_selector, v_absorbed, v_absorbed_into, v_absorbed_names) w;
+      from _erase_words(p_selector, v_plan, v_absorbed, v_absorbed_into, v_absorbed_names) w;
 
     return _complete_erasure(v_request.id, v_count_observations, v_erased || v_words_erased,
                              v_residual || v_words_left);

@@ -112,6 +112,7 @@ insert into pgrecall.function_duty (function_name, duties, why) values
     ('erase',                            '{admin}',            'deletes a data subject, peer, scope or observation for every principal'),
     ('expire',                           '{admin}',            'erases what passed its retention date'),
     ('erasure_requests',                 '{admin}',            'the receipts name data subjects'),
+    ('export',                           '{admin}',            'hands over everything an erasure of the subject would remove, for every principal'),
     ('refresh_erasure_statistics',       '{admin}',            'ANALYZE after an erasure, so pg_stats forgets the erased values'),
     ('rewrite_erased',                   '{admin}',            'rewrites the tables an erasure touched (exclusive locks while each is copied)'),
     ('table_statistics',                 '{admin}',            'row counts and activity of the tenant''s tables, for its operators only'),

@@ -1545,6 +1545,7 @@ insert into pgrecall.function_duty (function_name, duties, why) values
     ('erase',                            '{admin}',            'deletes a data subject, peer, scope or observation for every principal'),
     ('expire',                           '{admin}',            'erases what passed its retention date'),
     ('erasure_requests',                 '{admin}',            'the receipts name data subjects'),
+    ('export',                           '{admin}',            'hands over everything an erasure of the subject would remove, for every principal'),
     ('refresh_erasure_statistics',       '{admin}',            'ANALYZE after an erasure, so pg_stats forgets the erased values'),
     ('rewrite_erased',                   '{admin}',            'rewrites the tables an erasure touched (exclusive locks while each is copied)'),
     ('table_statistics',                 '{admin}',            'row counts and activity of the tenant''s tables, for its operators only'),
@@ -1640,7 +1641,7 @@ insert into pgrecall.error_code (code, name, meaning, python_class, builtin, ref
 
 -- The shipped SQL sources.
 
-delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7dec98603573$0034_recall_question_time.sql$pgrecall_7dec98603573$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_520aa42e1005$0035_fact_evidence_audience.sql$pgrecall_520aa42e1005$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_805e70f62199$0036_recall_as_of.sql$pgrecall_805e70f62199$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d93541954a11$0037_store_items.sql$pgrecall_d93541954a11$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5af16b2394d7$agent_sessions.sql$pgrecall_5af16b2394d7$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_798a9573254c$append_only.sql$pgrecall_798a9573254c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_53bb5ff8bb48$derive.sql$pgrecall_53bb5ff8bb48$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1be9eb3e3608$eligibility.sql$pgrecall_1be9eb3e3608$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b3a06f579721$entities.sql$pgrecall_b3a06f579721$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6e9f498466c3$erase_rewrite.sql$pgrecall_6e9f498466c3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f1c706e4c0dc$freshness.sql$pgrecall_f1c706e4c0dc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d13f14c9fd0$graph_guards.sql$pgrecall_5d13f14c9fd0$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_418e1cd4054e$leases.sql$pgrecall_418e1cd4054e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ce30f35452f1$locks.sql$pgrecall_ce30f35452f1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_2fd51404a479$memory_count.sql$pgrecall_2fd51404a479$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806dfe2bf8$notifications.sql$pgrecall_a5806dfe2bf8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38f5d7c02e3a$passage_chunks.sql$pgrecall_38f5d7c02e3a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4ac452f78f35$passage_vectors.sql$pgrecall_4ac452f78f35$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1a947d1f52ee$peers_scopes.sql$pgrecall_1a947d1f52ee$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1f61b6a5cfbd$projection.sql$pgrecall_1f61b6a5cfbd$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d809a0ca0c5$recall_as_of.sql$pgrecall_5d809a0ca0c5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_26df40b54f4d$recall_facts.sql$pgrecall_26df40b54f4d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a1d8cc5d0106$recall_lexical.sql$pgrecall_a1d8cc5d0106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_85a50786d6bf$recall_people.sql$pgrecall_85a50786d6bf$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bc05ecce9b69$recall_time.sql$pgrecall_bc05ecce9b69$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c244f83ec$representation.sql$pgrecall_837c244f83ec$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87097f8fc081$revise.sql$pgrecall_87097f8fc081$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_093037fa63c6$schema_info.sql$pgrecall_093037fa63c6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_22a26f437ab8$session_bundle.sql$pgrecall_22a26f437ab8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_42f49ecc9a30$sessions.sql$pgrecall_42f49ecc9a30$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea0ae0ad10b8$settings.sql$pgrecall_ea0ae0ad10b8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d0628d01e244$store.sql$pgrecall_d0628d01e244$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a27f9c665b0f$table_statistics.sql$pgrecall_a27f9c665b0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_59205b55f9eb$term_stats.sql$pgrecall_59205b55f9eb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4c35e390e74b$traversal.sql$pgrecall_4c35e390e74b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_af6993231208$work_queue.sql$pgrecall_af6993231208$));
+delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7dec98603573$0034_recall_question_time.sql$pgrecall_7dec98603573$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_520aa42e1005$0035_fact_evidence_audience.sql$pgrecall_520aa42e1005$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_805e70f62199$0036_recall_as_of.sql$pgrecall_805e70f62199$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d93541954a11$0037_store_items.sql$pgrecall_d93541954a11$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5af16b2394d7$agent_sessions.sql$pgrecall_5af16b2394d7$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_798a9573254c$append_only.sql$pgrecall_798a9573254c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_53bb5ff8bb48$derive.sql$pgrecall_53bb5ff8bb48$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1be9eb3e3608$eligibility.sql$pgrecall_1be9eb3e3608$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b3a06f579721$entities.sql$pgrecall_b3a06f579721$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6e9f498466c3$erase_rewrite.sql$pgrecall_6e9f498466c3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_2006c6b54633$erasure_plan.sql$pgrecall_2006c6b54633$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fbabc1e2f076$export.sql$pgrecall_fbabc1e2f076$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f1c706e4c0dc$freshness.sql$pgrecall_f1c706e4c0dc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d13f14c9fd0$graph_guards.sql$pgrecall_5d13f14c9fd0$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_418e1cd4054e$leases.sql$pgrecall_418e1cd4054e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ce30f35452f1$locks.sql$pgrecall_ce30f35452f1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_2fd51404a479$memory_count.sql$pgrecall_2fd51404a479$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806dfe2bf8$notifications.sql$pgrecall_a5806dfe2bf8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38f5d7c02e3a$passage_chunks.sql$pgrecall_38f5d7c02e3a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4ac452f78f35$passage_vectors.sql$pgrecall_4ac452f78f35$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1a947d1f52ee$peers_scopes.sql$pgrecall_1a947d1f52ee$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1f61b6a5cfbd$projection.sql$pgrecall_1f61b6a5cfbd$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d809a0ca0c5$recall_as_of.sql$pgrecall_5d809a0ca0c5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_26df40b54f4d$recall_facts.sql$pgrecall_26df40b54f4d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a1d8cc5d0106$recall_lexical.sql$pgrecall_a1d8cc5d0106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_85a50786d6bf$recall_people.sql$pgrecall_85a50786d6bf$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bc05ecce9b69$recall_time.sql$pgrecall_bc05ecce9b69$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c244f83ec$representation.sql$pgrecall_837c244f83ec$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87097f8fc081$revise.sql$pgrecall_87097f8fc081$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_093037fa63c6$schema_info.sql$pgrecall_093037fa63c6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_22a26f437ab8$session_bundle.sql$pgrecall_22a26f437ab8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_42f49ecc9a30$sessions.sql$pgrecall_42f49ecc9a30$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea0ae0ad10b8$settings.sql$pgrecall_ea0ae0ad10b8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d0628d01e244$store.sql$pgrecall_d0628d01e244$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a27f9c665b0f$table_statistics.sql$pgrecall_a27f9c665b0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_59205b55f9eb$term_stats.sql$pgrecall_59205b55f9eb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4c35e390e74b$traversal.sql$pgrecall_4c35e390e74b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_af6993231208$work_queue.sql$pgrecall_af6993231208$));
 
 insert into pgrecall.source (kind, name, version, sha256, body)
 values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$, 1, $pgrecall_2388b9dcfc8a$151d1a540dd485519b204d3346bac7970fc2591cb3159b3a06db80b197d71397$pgrecall_2388b9dcfc8a$, $pgrecall_151d1a540dd4$-- Per-tenant settings: the design's constants, one row each, readable by the
@@ -5721,10 +5722,13 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$, null, $pgrecall_319e8c7fb7c3$c2ac5b91c4c6b7c7e48c7272001f5f67dfb9e9e77d30529821fc05cda38c0d87$pgrecall_319e8c7fb7c3$, $pgrecall_c2ac5b91c4c6$-- Erasure: delete observations and, through the projection registry,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$, null, $pgrecall_f6b3f22c85d2$5f6d2277b23cf7bb778baff9b4bebc1d64c7430b7182ba6939762cc947774ca0$pgrecall_f6b3f22c85d2$, $pgrecall_5f6d2277b23c$-- Erasure: delete observations and, through the projection registry,
 -- everything derived from them; rebuild what depended on them from what
 -- survives; and in the same transaction store, per projection kind, how many
 -- derived rows remain (the residual, zero when erasure worked).
+--
+-- What an erasure deletes or strips is decided once, by the erasure plan (erasure_plan.sql), which
+-- export() reads too: a data subject's export covers exactly what this removes.
 --
 -- Rules:
 --  * a memory, link, revision or embedding registered against ANY erased
@@ -6161,8 +6165,7 @@ $$;
 comment on function __tenant__._erasure_keys(text, text[], jsonb, bigint[], bigint[]) is
     'Internal: the row keys of one projection kind that an erasure deletes.';
 
-create or replace function __tenant__._erase_projections(p_observations bigint[], p_selector jsonb,
-                                                         p_memories bigint[], p_facts bigint[])
+create or replace function __tenant__._erase_projections(p_plan jsonb)
 returns jsonb
 language plpgsql
 security definer
@@ -6175,9 +6178,8 @@ declare
     v_erased jsonb := '{}';
 begin
     for v_kind in select * from projection_kind order by delete_order, kind loop
-        v_keys := _erasure_keys(v_kind.kind, array(
-            select distinct d.row_key from projection_dependency d
-             where d.kind = v_kind.kind and d.observation_id = any (p_observations)), p_selector, p_memories, p_facts);
+        -- The rows of the kind the erasure plan names (erasure_plan.sql).
+        v_keys := _planned(p_plan, v_kind.kind);
         if v_kind.kept_while is not null then
             execute format('select array(select k from unnest($1) k where not exists '
                            '(select 1 from %I t where %s and (%s)))',
@@ -6199,8 +6201,8 @@ begin
     return v_erased;
 end
 $$;
-comment on function __tenant__._erase_projections(bigint[], jsonb, bigint[], bigint[]) is
-    'Internal: erasure deletes each projection kind in its registry order; the rows deleted, per kind.';
+comment on function __tenant__._erase_projections(jsonb) is
+    'Internal: erasure deletes the rows of each projection kind its plan names, in the registry''s order; the rows deleted, per kind.';
 
 create or replace function __tenant__._reinstate_facts(p_facts bigint[])
 returns void
@@ -6308,8 +6310,9 @@ $$;
 comment on function __tenant__._term_residual(text[]) is
     'Internal: the term statistics an erasure left behind that no surviving memory justifies.';
 
-create or replace function __tenant__._erase_words(p_selector jsonb, p_absorbed bigint[], p_absorbed_into bigint[],
-                                                   p_absorbed_names text[], out o_erased jsonb, out o_residual jsonb)
+create or replace function __tenant__._erase_words(p_selector jsonb, p_plan jsonb, p_absorbed bigint[],
+                                                   p_absorbed_into bigint[], p_absorbed_names text[],
+                                                   out o_erased jsonb, out o_residual jsonb)
 language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -6320,29 +6323,25 @@ declare
     v_peer bigint;
     v_count bigint;
 begin
-    -- Words written without an observation: names, metadata, aliases.
+    -- Words written without an observation: names, metadata, aliases, as the erasure plan names them
+    -- (erasure_plan.sql). The peer row stays (other rows name it as author) but loses its name and metadata.
     if p_selector ? 'peer' then
-        -- The peer row stays (other rows name it as author) but loses its name and metadata.
         v_peer := _peer_id(p_selector ->> 'peer', 'erased');
-        update peer p set name = _erased_peer_name(p.id), metadata = '{}', data_subject_ids = '{}'
-         where p.id = v_peer;
-    else
-        update peer p set name = _erased_peer_name(p.id), metadata = '{}', data_subject_ids = '{}'
-         where p.data_subject_ids @> array[v_subject];
     end if;
+    update peer p set name = _erased_peer_name(p.id), metadata = '{}', data_subject_ids = '{}'
+     where p.id = any (_planned(p_plan, 'peer')::bigint[]);
     get diagnostics v_count = row_count;
     o_erased := jsonb_build_object('peer', v_count);
-    if v_scope is null then
-        update session s set name = null, turn_log = null, metadata = '{}', data_subject_ids = '{}'
-         where s.data_subject_ids @> array[v_subject];
-    else
-        update session s set name = null, turn_log = null, metadata = '{}', data_subject_ids = '{}'
-         where s.scope = v_scope and (s.name is not null or s.turn_log is not null or s.metadata <> '{}');
-    end if;
+    update session s set name = null, turn_log = null, metadata = '{}', data_subject_ids = '{}'
+     where s.id = any (_planned(p_plan, 'session')::bigint[]);
     get diagnostics v_count = row_count;
     o_erased := o_erased || jsonb_build_object('session', v_count);
     with said as (
-        select distinct x.entity_id, x.alias from entity_alias_subject x where x.data_subject_id = v_subject
+        select split_part(k, ':', 1)::bigint as entity_id, substr(k, strpos(k, ':') + 1) as alias
+          from unnest(_planned(p_plan, 'entity_alias')) k
+         -- the names of absorbed entities are taken off their survivors by _drop_absorbed_aliases
+         where not exists (select 1 from unnest(p_absorbed_into, p_absorbed_names) u(keep, name)
+                            where k = u.keep || ':' || u.name)
     ), stripped as (
         update entity e
            set aliases = array(select a from unnest(e.aliases) a
@@ -6368,7 +6367,7 @@ begin
                          where u.name = any (k.aliases) and not exists (select 1 from entity e where e.id = u.id)));
 end
 $$;
-comment on function __tenant__._erase_words(jsonb, bigint[], bigint[], text[]) is
+comment on function __tenant__._erase_words(jsonb, jsonb, bigint[], bigint[], text[]) is
     'Internal: erasure strips the words kept outside observations (peer and session names, metadata, aliases); the counts erased and left.';
 
 create or replace function __tenant__._erasure_tables_touched()
@@ -6439,7 +6438,7 @@ declare
     v_terms text[];
     v_undo_memories bigint[];
     v_undo_revisions integer[];
-    v_earlier_text_lost bigint[];
+    v_plan jsonb;
     v_neighbours bigint[];
     v_unembedded integer;
     v_absorbed bigint[];
@@ -6460,32 +6459,33 @@ begin
      where s.name in (select o.scope from observation o where o.id = any (v_observations))
      order by s.name for update;
 
-    -- Corrections to undo (applied below, once the doomed memories are known),
-    -- and memories whose text from before them is gone, which go.
+    -- What goes, decided once (erasure_plan.sql, which export() reads too), now that no append can add to it.
+    v_plan := _erasure_plan_document(p_selector);
+    v_observations := _planned(v_plan, 'observation')::bigint[];
+    v_memories := _planned(v_plan, 'memory')::bigint[];
+    v_facts := _planned(v_plan, 'fact')::bigint[];
+    -- Corrections to undo (applied below; the plan lets a memory whose earlier text is gone go).
     select coalesce(array_agg(u.memory_id order by u.memory_id) filter (where u.restorable), '{}'),
-           coalesce(array_agg(u.restore_revision order by u.memory_id) filter (where u.restorable), '{}'),
-           coalesce(array_agg(u.memory_id) filter (where not u.restorable), '{}')
-      into v_undo_memories, v_undo_revisions, v_earlier_text_lost
+           coalesce(array_agg(u.restore_revision order by u.memory_id) filter (where u.restorable), '{}')
+      into v_undo_memories, v_undo_revisions
       from _corrections_to_undo(v_observations) u;
-    v_memories := _doomed_memories(v_observations, p_selector, v_earlier_text_lost);
     select n.o_neighbours, n.o_unembedded into v_neighbours, v_unembedded
       from _unembed_neighbours(v_observations, v_memories) n;
 
     v_terms := _release_doomed_memories(v_observations, v_memories, v_undo_memories, v_undo_revisions);
 
-    v_facts := _doomed_facts(v_observations, p_selector);
     -- Older facts that a doomed assertion closed: what they said is believed again.
     v_reinstate := array(select f.id from fact f where f.closed_by = any (v_facts) and not (f.id = any (v_facts)));
     -- Entities merged into another that the projections may delete (their names are aliases).
     select coalesce(array_agg(e.id order by e.id), '{}'), coalesce(array_agg(e.merged_into order by e.id), '{}'),
            coalesce(array_agg(e.normalized_name order by e.id), '{}')
       into v_absorbed, v_absorbed_into, v_absorbed_names
-      from entity e join _registered(v_observations, 'entity') k on k.row_key = e.id::text
-     where e.merged_into is not null;
+      from entity e
+     where e.id = any (_planned(v_plan, 'entity')::bigint[]) and e.merged_into is not null;
 
     v_erased := jsonb_build_object('embedding_input', v_unembedded, 'memories_reverted',
                     (select count(*) from unnest(v_undo_memories) u(m) where not (u.m = any (v_memories))))
-                || _erase_projections(v_observations, p_selector, v_memories, v_facts);
+                || _erase_projections(v_plan);
     perform _reinstate_facts(v_reinstate);
     v_aliases := _drop_absorbed_aliases(v_absorbed, v_absorbed_into, v_absorbed_names);
     v_erased := v_erased || jsonb_build_object('facts_reinstated', cardinality(v_reinstate));
@@ -6510,7 +6510,7 @@ begin
         (select count(*) from observation o where o.id = any (v_observations)));
     select w.o_erased || jsonb_build_object('entity_alias', v_aliases + (w.o_erased ->> 'entity_alias')::bigint),
            w.o_residual into v_words_erased, v_words_left
-      from _erase_words(p_selector, v_absorbed, v_absorbed_into, v_absorbed_names) w;
+      from _erase_words(p_selector, v_plan, v_absorbed, v_absorbed_into, v_absorbed_names) w;
 
     return _complete_erasure(v_request.id, v_count_observations, v_erased || v_words_erased,
                              v_residual || v_words_left);
@@ -6643,7 +6643,7 @@ $$;
 comment on function __tenant__.refresh_erasure_statistics(bigint) is
     'Takes the planner statistics of the tables an erasure touched again, so pg_stats holds none of the erased values, '
     'and stamps the receipt; run it after the erasure commits (pgrecall erase does).';
-$pgrecall_c2ac5b91c4c6$)
+$pgrecall_5f6d2277b23c$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -6754,6 +6754,340 @@ comment on function __tenant__.rewrite_erased(bigint, text[]) is
     'the erased rows; once all are done, takes their statistics again and stamps rewritten_at. Each table is locked '
     'exclusively until the transaction ends. The operator finishes with pgrecall.flush_erasure().';
 $pgrecall_12ad787dce78$)
+on conflict (kind, name) do update
+   set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, sha256, body)
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_2006c6b54633$erasure_plan.sql$pgrecall_2006c6b54633$, null, $pgrecall_777d821cab1a$88d53ca6743546842fe0f798ec83bc00f50cc176730b42c4eca711a027554cc2$pgrecall_777d821cab1a$, $pgrecall_88d53ca67435$-- The erasure plan: every row an erasure of a selector deletes or strips, as (kind, row_key). One
+-- registry decides both what erase() removes and what export() hands a data subject, so an export
+-- covers exactly what an erasure of the same selector would remove (tests/test_export.py holds the
+-- two to each other: the rows exported, per kind, are the rows the receipt says were erased).
+--
+-- The kinds and their row keys:
+--   observation                   the turns themselves: observation.id
+--   each projection kind          (projection_kind: memory, memory_revision, memory_link, fact, passage,
+--                                  ...) its key_expression; the rules are erase.sql's
+--   memory_reverted               a surviving memory whose current text a correction justified by an
+--                                  erased observation wrote: it returns to its earlier text (memory.id)
+--   peer                          a peer whose name and metadata the subject's calls wrote, or the
+--                                  erased peer itself: anonymised (peer.id)
+--   session                       a session whose name, turn log or metadata goes (session.id)
+--   entity_alias                  an alias the subject gave an entity that stays (entity_id:alias)
+--   working_representation        a working representation holding an item from an erased turn, or the
+--                                  erased peer's own (session_id:peer_id)
+--
+-- A key may name a row that is already gone (a memory without a vector yet): erase deletes nothing
+-- for it and export writes nothing. The plan is read before anything changes.
+
+-- The entities an erasure deletes: registered ones that no surviving memory link or fact names. This
+-- is projection_kind.kept_while for 'entity' with the planned links and facts already gone (erase
+-- still applies kept_while when it deletes; a difference would show as a receipt that disagrees with
+-- the export).
+create or replace function __tenant__._entities_not_kept(p_entities text[], p_links text[], p_facts text[])
+returns text[]
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    return array(
+        select k from unnest(p_entities) k
+         where not exists (select 1 from memory_link l
+                            where l.target_entity_id = k::bigint and not (l.id::text = any (p_links)))
+           and not exists (select 1 from fact f
+                            where k::bigint in (f.subject_id, f.object_id) and not (f.id::text = any (p_facts)))
+         order by k::bigint);
+end
+$$;
+comment on function __tenant__._entities_not_kept(text[], text[], text[]) is
+    'Internal (erasure plan): of these entities, those no surviving memory link or fact names.';
+
+create or replace function __tenant__._erasure_plan_words(p_selector jsonb, p_observations bigint[],
+                                                          p_entities text[])
+returns table (kind text, row_key text)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    v_subject text := case when p_selector ? 'data_subject' then p_selector ->> 'data_subject' end;
+    v_scope text := case when p_selector ? 'scope' then p_selector ->> 'scope' end;
+    v_peer bigint := case when p_selector ? 'peer' then _peer_id(p_selector ->> 'peer', 'erased') end;
+begin
+    -- Words written without an observation (erase.sql's _erase_words), and working representations.
+    return query
+    select 'peer', p.id::text from peer p
+     where p.id = v_peer or (v_peer is null and p.data_subject_ids @> array[v_subject])
+    union all
+    select 'session', s.id::text from session s
+     where (v_scope is null and s.data_subject_ids @> array[v_subject])
+        or (s.scope = v_scope and (s.name is not null or s.turn_log is not null or s.metadata <> '{}'))
+    union all
+    -- an alias of an entity the erasure deletes goes with its entity
+    select distinct 'entity_alias', x.entity_id || ':' || x.alias from entity_alias_subject x
+     where x.data_subject_id = v_subject and not (x.entity_id::text = any (p_entities))
+    union all
+    -- the name of a deleted entity merged into another: the survivor stops answering to it
+    select 'entity_alias', e.merged_into || ':' || e.normalized_name from entity e
+     where e.id::text = any (p_entities) and e.merged_into is not null
+       and exists (select 1 from entity k where k.id = e.merged_into and e.normalized_name = any (k.aliases))
+    union all
+    select 'working_representation', sp.session_id || ':' || sp.peer_id from session_peer sp
+     where sp.working_representation <> '{}'
+       and (sp.peer_id = v_peer or _working_cites(sp.working_representation, p_observations));
+end
+$$;
+comment on function __tenant__._erasure_plan_words(jsonb, bigint[], text[]) is
+    'Internal (erasure plan): the peers, sessions, aliases and working representations an erasure strips.';
+
+create or replace function __tenant__._erasure_plan(p_selector jsonb)
+returns table (kind text, row_key text)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    v_observations bigint[] := _selected_observations(p_selector);
+    v_reverted bigint[];
+    v_lost bigint[];
+    v_memories bigint[];
+    v_facts bigint[];
+    v_kind projection_kind;
+    v_keys text[];
+    v_planned jsonb := '{}';
+begin
+    -- Corrections an erased observation justified: the memory returns to its earlier text, or goes
+    -- when that text is lost (erase.sql's rules).
+    select coalesce(array_agg(u.memory_id) filter (where u.restorable), '{}'),
+           coalesce(array_agg(u.memory_id) filter (where not u.restorable), '{}')
+      into v_reverted, v_lost
+      from _corrections_to_undo(v_observations) u;
+    v_memories := _doomed_memories(v_observations, p_selector, v_lost);
+    v_facts := _doomed_facts(v_observations, p_selector);
+    return query select 'observation', x::text from unnest(v_observations) x order by x;
+    for v_kind in select * from projection_kind order by delete_order, kind loop
+        v_keys := _erasure_keys(v_kind.kind, array(select r.row_key from _registered(v_observations, v_kind.kind) r),
+                                p_selector, v_memories, v_facts);
+        if v_kind.kind = 'entity' then
+            v_keys := _entities_not_kept(v_keys, array(select jsonb_array_elements_text(v_planned -> 'memory_link')),
+                                         array(select jsonb_array_elements_text(v_planned -> 'fact')));
+        elsif v_kind.kind = 'memory_embedding' then
+            -- a reverted memory's vector goes with its text (the embedding trigger), not as a row of its own
+            v_keys := array(select k from unnest(v_keys) k
+                             where not (k = any (array(select x::text from unnest(v_reverted) x
+                                                        where not (x = any (v_memories))))));
+        end if;
+        v_keys := array(select distinct k from unnest(v_keys) k order by k);
+        v_planned := v_planned || jsonb_build_object(v_kind.kind, to_jsonb(v_keys));
+        return query select v_kind.kind, k from unnest(v_keys) k;
+    end loop;
+    return query select 'memory_reverted', x::text from unnest(v_reverted) x where not (x = any (v_memories)) order by x;
+    return query select * from _erasure_plan_words(p_selector, v_observations,
+                                                   array(select jsonb_array_elements_text(v_planned -> 'entity')));
+end
+$$;
+comment on function __tenant__._erasure_plan(jsonb) is
+    'Internal: every row an erasure of the selector deletes or strips, as (kind, row_key); erase() and export() both read it.';
+
+-- The plan as one document, {kind: [row_key, ...]}, for erase() to carry through its steps.
+create or replace function __tenant__._erasure_plan_document(p_selector jsonb)
+returns jsonb
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_result jsonb;
+begin
+    select coalesce(jsonb_object_agg(g.kind, g.keys), '{}')
+      from (select p.kind, jsonb_agg(p.row_key) as keys from _erasure_plan(p_selector) p group by p.kind) g
+    into v_result;
+    return v_result;
+end
+$$;
+comment on function __tenant__._erasure_plan_document(jsonb) is
+    'Internal: the erasure plan as {kind: [row_key, ...]}.';
+
+create or replace function __tenant__._planned(p_plan jsonb, p_kind text)
+returns text[]
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select coalesce(array(select jsonb_array_elements_text(p_plan -> p_kind)), '{}')
+$$;
+comment on function __tenant__._planned(jsonb, text) is 'Internal: the row keys of one kind in an erasure plan.';
+$pgrecall_88d53ca67435$)
+on conflict (kind, name) do update
+   set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, sha256, body)
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fbabc1e2f076$export.sql$pgrecall_fbabc1e2f076$, null, $pgrecall_7220617e195b$f2aecb6ac3d5956b5d16a43d030728c58261d54a646c3b649d0f60b0beeee635$pgrecall_7220617e195b$, $pgrecall_f2aecb6ac3d5$-- A data subject's export (right of access and portability): every row an erasure of the same
+-- selector would delete or strip, read from the one erasure plan (erasure_plan.sql), so that what an
+-- export covers is exactly what erase() removes. One row per planned row: its kind, its key and the
+-- row as stored (docs/reference.md, "The export format"), less what is not the subject's words but
+-- an index of them (vectors, tsvectors, text keys); peer ids are named (a "names" object) and
+-- observation ids are given with their scope and offset (an "observations" object), so that the
+-- export reads without the tenant. `pgrecall export` writes it as JSON lines after a header line.
+--
+-- Admin duty, like erase(): it reads every principal's rows. An unknown data subject is no error:
+-- it has no rows, and its export is empty (a subject nobody wrote is indistinguishable from one
+-- already erased, which is the answer the subject is owed). A peer selector names a peer (PR101).
+
+-- The peer and observation ids a row names, resolved: {"names": {column: peer name},
+-- "observations": {column: {"scope", "offset"}}}.
+create or replace function __tenant__._export_record(p_row jsonb)
+returns jsonb
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    v_names jsonb;
+    v_observations jsonb;
+begin
+    select coalesce(jsonb_object_agg(c.key, p.name), '{}') into v_names
+      from jsonb_each(p_row) c join peer p on p.id = (c.value #>> '{}')::bigint
+     where c.key in ('actor_id', 'created_by', 'audience_peer_id', 'observer_peer_id', 'changed_by', 'asserted_by',
+                     'sender_id', 'observer_id', 'peer_id', 'decided_by')
+       and jsonb_typeof(c.value) = 'number';
+    select coalesce(jsonb_object_agg(c.key, jsonb_build_object('scope', o.scope, 'offset', o.log_offset)), '{}')
+      into v_observations
+      from jsonb_each(p_row) c join observation o on o.id = (c.value #>> '{}')::bigint
+     where c.key in ('observation_id', 'target_observation_id') and jsonb_typeof(c.value) = 'number';
+    return (p_row - array['tsv', 'embedding', 'text_embedding', 'text_key'])
+           || jsonb_build_object('names', v_names, 'observations', v_observations);
+end
+$$;
+comment on function __tenant__._export_record(jsonb) is
+    'Internal (export): a row as exported: without vectors and search columns, its peers named, its observations placed.';
+
+-- A memory's evidence and subjects, as remember() takes them: the log offsets it was derived from and
+-- the names of the entities it is about.
+create or replace function __tenant__._export_memory(p_row jsonb)
+returns jsonb
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    return p_row || jsonb_build_object(
+        'evidence', coalesce((select jsonb_agg(o.log_offset order by o.log_offset) from memory_link l
+                                join observation o on o.id = l.target_observation_id
+                               where l.memory_id = (p_row ->> 'id')::bigint and l.link_type = 'derived_from'), '[]'),
+        'about', coalesce((select jsonb_agg(e.name order by e.name) from memory_link l
+                             join entity e on e.id = l.target_entity_id
+                            where l.memory_id = (p_row ->> 'id')::bigint and l.link_type = 'about'), '[]'),
+        'derived_from', coalesce((select jsonb_agg(l.target_memory_id order by l.target_memory_id) from memory_link l
+                                   where l.memory_id = (p_row ->> 'id')::bigint and l.target_memory_id is not null), '[]'));
+end
+$$;
+comment on function __tenant__._export_memory(jsonb) is
+    'Internal (export): a memory row with the log offsets it was derived from and the entities it is about, by name.';
+
+-- Where each kind of the plan is stored, and how a key finds its row.
+create or replace function __tenant__._export_source(p_kind text, out o_table text, out o_key text)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    select k.table_name, k.key_expression into o_table, o_key from projection_kind k where k.kind = p_kind;
+    if o_table is null then
+        select s.t, s.k into o_table, o_key
+          from (values ('observation', 'observation', 'id::text'), ('memory_reverted', 'memory', 'id::text'),
+                       ('peer', 'peer', 'id::text'), ('session', 'session', 'id::text'),
+                       ('working_representation', 'session_peer', 'session_id || '':'' || peer_id'),
+                       ('entity_alias', 'entity', 'id::text')) s(kind, t, k)
+         where s.kind = p_kind;
+    end if;
+end
+$$;
+comment on function __tenant__._export_source(text) is 'Internal (export): the table of a plan kind and its key expression.';
+
+create or replace function __tenant__.export(p_selector jsonb)
+returns table (kind text, row_key text, record jsonb)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    v_plan record;
+    v_table text;
+    v_key text;
+    v_observations bigint[];
+begin
+    perform _check_json_size(p_selector, 'an export selector', 4096);
+    if jsonb_typeof(p_selector) = 'object' and p_selector ? 'expired_before' then
+        perform _fail('PR153', 'expired_before selects for expire(), not for an export',
+                      'E.g. {"data_subject": "u-42"} or {"peer": "ana"}.');
+    end if;
+    for v_plan in
+        select p.kind, array_agg(p.row_key) as keys from _erasure_plan(p_selector) p group by p.kind
+         order by array_position(array['observation', 'passage', 'memory', 'memory_revision', 'memory_link',
+                                       'memory_correction_evidence', 'memory_embedding', 'memory_reverted', 'entity',
+                                       'entity_alias', 'fact', 'fact_evidence', 'duplicate_decision', 'work_task',
+                                       'working_representation', 'peer', 'session'], p.kind), p.kind
+    loop
+        if v_plan.kind = 'observation' then
+            v_observations := v_plan.keys::bigint[];
+        end if;
+        select s.o_table, s.o_key into v_table, v_key from _export_source(v_plan.kind) s;
+        if v_plan.kind = 'entity_alias' then
+            -- entity_id:alias; the alias, with the entity it names
+            return query
+            select v_plan.kind, k, jsonb_build_object('entity_id', e.id, 'entity', e.name, 'scope', e.scope,
+                                                      'alias', substr(k, strpos(k, ':') + 1))
+              from unnest(v_plan.keys) k join entity e on e.id = split_part(k, ':', 1)::bigint
+             order by k;
+        elsif v_plan.kind = 'working_representation' then
+            -- only the items an erasure takes: those from the erased turns (all of an erased peer's own)
+            return query
+            select v_plan.kind, k, _export_record(to_jsonb(sp) - 'working_representation')
+                   || jsonb_build_object('working_representation',
+                          case when p_selector ? 'peer' and sp.peer_id = _peer_id(p_selector ->> 'peer', 'erased')
+                               then sp.working_representation
+                               else _working_items(sp.working_representation, v_observations) end)
+              from unnest(v_plan.keys) k
+              join session_peer sp on sp.session_id = split_part(k, ':', 1)::bigint
+                                  and sp.peer_id = split_part(k, ':', 2)::bigint
+             order by k;
+        else
+            return query execute format(
+                'select $1, %1$s, %2$s from %3$I t where %4$s order by 2',
+                v_key,
+                case when v_plan.kind in ('memory', 'memory_reverted') then '_export_memory(_export_record(to_jsonb(t)))'
+                     else '_export_record(to_jsonb(t))' end,
+                v_table, _registry_key_match(v_key, '$2', true))
+              using v_plan.kind, v_plan.keys;
+        end if;
+    end loop;
+end
+$$;
+comment on function __tenant__.export(jsonb) is
+    'Everything an erasure of the same selector (a data subject or a peer, as erase() takes it) would remove, '
+    'one row per stored row: its kind, key and record (vectors left out, peers named); empty for an unknown subject.';
+
+create or replace function __tenant__._working_items(p_document jsonb, p_observation_ids bigint[])
+returns jsonb
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select coalesce(jsonb_object_agg(d.key, d.items), '{}')
+      from (select t.key, jsonb_agg(i.item order by i.n) as items
+              from jsonb_each(p_document) t
+             cross join lateral jsonb_array_elements(t.value) with ordinality as i(item, n)
+             where (i.item ->> 'observation_id')::bigint = any (p_observation_ids)
+             group by t.key) d
+$$;
+comment on function __tenant__._working_items(jsonb, bigint[]) is
+    'Internal (export): the items of a working representation derived from these observations.';
+$pgrecall_f2aecb6ac3d5$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 

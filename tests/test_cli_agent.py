@@ -27,10 +27,10 @@ def test_every_subcommand_says_what_it_does_and_shows_an_example():
         assert len(example) == 2 and example[1].startswith(f"  pgrecall {name}"), (name, text)
 
 
-def test_the_help_points_to_the_langgraph_and_openai_agents_sections_of_the_readme():
+def test_the_help_points_to_the_langgraph_and_openai_agents_sections_of_the_docs():
     text = " ".join(cli.build_parser().format_help().split())
     assert cli.INTEGRATIONS in text
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "agents.md").read_text()
     for heading in ("LangGraph: a store on pgrecall", "OpenAI Agents: a session on pgrecall"):
         assert f'"{heading}"' in cli.INTEGRATIONS and f"\n## {heading}\n" in readme
 

@@ -1,5 +1,5 @@
 """The command line never ends in a traceback: every failure is one line on stderr and an exit code
-from README's table (usage 2, server down 3, not found 4, conflict 5, not permitted 6, Ctrl-C 130)."""
+from docs/cli.md's table (usage 2, server down 3, not found 4, conflict 5, not permitted 6, Ctrl-C 130)."""
 
 import os
 import signal
@@ -105,14 +105,14 @@ def test_an_unknown_scope_exits_4_and_says_how_to_add_it(acme, app_env):
                              env=app_env, check=False), 6)
 
 
-def test_the_readme_table_lists_exactly_the_codes_the_command_line_returns():
-    """Every row of README's exit-code table is a code of pgrecall.cli, and every code has its row."""
+def test_the_documented_table_lists_exactly_the_codes_the_command_line_returns():
+    """Every row of docs/cli.md's exit-code table is a code of pgrecall.cli, and every code has its row."""
     import re
     from pathlib import Path
 
     from pgrecall import cli
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text()
     table = readme.split("| exit | meaning |", 1)[1].split("\n\n", 1)[0]
     rows = {int(code): meaning for code, meaning in re.findall(r"^\| (\d+) \| (.+) \|$", table, flags=re.M)}
     codes = {getattr(cli, name) for name in cli.__all__ if name.startswith("EXIT_")}

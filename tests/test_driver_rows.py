@@ -61,6 +61,7 @@ ROW_TYPES = {
     "claim_passage_embedding_jobs": (embeddings.EmbeddingJob, set(), {"id": "passage_id"}),
     "erase": (admin.ErasureReceipt, set(), {}),
     "expire": (admin.ErasureReceipt, set(), {}),
+    "export": (admin.ExportedRow, set(), {}),
     "erasure_requests": (admin.ErasureReceipt, set(), {}),
     "refresh_erasure_statistics": (admin.ErasureReceipt, set(), {}),
     "rewrite_erased": (admin.ErasureReceipt, set(), {}),

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from pgrecall import errors
 from pgrecall.deriver import Deriver
 from pgrecall.worker import Worker
+from test_export import erased_counts, exported_counts
 
 
 def tables(db, tenant="acme"):
@@ -336,9 +337,13 @@ def workload_then_erase(acme, db, conninfo, steps, victim, acme_admin):
         deriver.close()
     worker.drain(refresh_stats=False)  # the worker has caught up, as it usually has: every live memory has a vector
     analyze(db)  # the planner statistics hold the subjects' words, as they would after autovacuum
+    exported = acme_admin.export({"data_subject": subject[victim]})
     receipt = acme_admin.erase({"data_subject": subject[victim]}, reason="property test", actor="dpo")
 
     assert set(receipt.residual.values()) == {0}, receipt
+    # one plan decides both: the rows exported are the rows erased, and nothing is left to export
+    assert exported_counts(exported) == erased_counts(receipt), (exported_counts(exported), receipt.rows_erased)
+    assert acme_admin.export({"data_subject": subject[victim]}) == []
     assert rows_mentioning(db, token[victim]) == {}
     assert_vectors_free_of(db, worker, token[victim], started)
     # what `pgrecall erase` does after the commit

@@ -183,8 +183,8 @@ def test_a_neighbour_can_neither_listen_to_nor_wake_this_tenants_queues(acme, ma
 
 
 def test_what_another_tenant_can_still_learn_from_the_catalog(acme, make_tenant, db, conninfo, acme_admin):
-    """Finding 3, and the README's security model: what tenant b's roles learn about acme from what
-    PostgreSQL shows every role, pinned, so that the README's list stays exact. Each key is one question;
+    """Finding 3, and docs/security.md: what tenant b's roles learn about acme from what
+    PostgreSQL shows every role, pinned, so that the documented list stays exact. Each key is one question;
     True means b learns the answer."""
     make_tenant("b")
     for i in range(5):

@@ -313,7 +313,7 @@ def test_a_server_that_cannot_serve_says_why_and_exits(acme, conninfo):
 
     env = {**os.environ, **server_env(conninfo)}
     # One line naming what is wrong, nothing on stdout (an MCP client would read it as the protocol).
-    # Exit codes as README's table: 4 an unknown peer or scope (not found, PR131; it was 6, issue #33).
+    # Exit codes as docs/cli.md's table: 4 an unknown peer or scope (not found, PR131; it was 6, issue #33).
     for args, named, code in ((["--as", "nobody"], "'nobody'", 4), (["--as", "ana", "--scopes", "nope"], "'nope'", 4),
                               (["--as", "ana", "--purpose", "review", "--scopes", "default,nope"], "'nope'", 4)):
         proc = subprocess.run([sys.executable, "-m", "pgrecall.cli", "mcp", "--tenant", "acme", *args],

@@ -1,5 +1,6 @@
-"""README.md's sessions, run: its psql session (and the facts that continue it), then its two Python
-sessions, in one fresh tenant acme, checking what each shows.
+"""The documented sessions, run: README.md's psql session (and the facts that continue it) and its
+Python session, then docs/python.md's and docs/agents.md's Python blocks that continue it, in one
+fresh tenant acme, checking what each shows.
 
 The README abbreviates: a psql statement may show no output, and shown tables leave out psql's
 `(N rows)` line. A statement that shows output must print exactly that (times read from the clock
@@ -30,10 +31,21 @@ def server(pg_server, cluster_roles_kept):
     server.drop_database(DATABASE)
 
 
+# The pages whose Python blocks continue the README's session, in the order they run.
+CONTINUED_IN = [docs.ROOT / "docs" / "python.md", docs.ROOT / "docs" / "agents.md"]
+
+
 def test_the_readme_sessions_print_what_they_show(server, monkeypatch, tmp_path):
     transcripts, python = docs.readme_blocks(docs.README.read_text())
+    python = [(docs.README, first, code) for first, code in python]
+    for page in CONTINUED_IN:
+        more_transcripts, more_python = docs.readme_blocks(page.read_text())
+        assert more_transcripts == [], f"{page.name} holds a psql transcript nothing runs"
+        python += [(page, first, code) for first, code in more_python]
     assert [b.heading for b in transcripts] == ["A psql session", "Facts, and since when"]
-    assert len(python) == 5  # the Python session, asyncio, peers; the LangGraph store, the Agents session
+    # the Python session; asyncio, peers (docs/python.md); the LangGraph store, the Agents session (docs/agents.md)
+    assert [(page.name, len([b for b in python if b[0] == page])) for page in [docs.README, *CONTINUED_IN]] == \
+        [("README.md", 1), ("python.md", 2), ("agents.md", 2)]
 
     outcomes = docs.run_blocks(transcripts, server, prefix="pgrecall", abbreviated=True, keep=True)
     assert len(outcomes) == sum(len(b.steps) for b in transcripts) == 18
@@ -47,10 +59,10 @@ def test_the_readme_sessions_print_what_they_show(server, monkeypatch, tmp_path)
     namespace: dict = {}
     problems: list[str] = []
     checked = 0
-    for first_line, code in python:
+    for page, first_line, code in python:
         statements = docs.python_checks(code, first_line)
         checked += sum(1 for _, check in statements if check is not None)
-        problems += docs.run_python_checks(statements, namespace, "README.md")
+        problems += docs.run_python_checks(statements, namespace, str(page.relative_to(docs.ROOT)))
     namespace["mem"].close()
     namespace["store"].close()
     namespace["session"].memory.close()

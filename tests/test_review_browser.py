@@ -7,7 +7,7 @@ memory's text and the turns around its evidence), as `make run` embeds them.
 Outside CI, these tests skip when no Chromium is installed (``apt-get install -y chromium``), and the run
 ends with a banner that says so and how to get it (conftest.py); in CI (``CI`` set) a missing browser fails
 them. PGRECALL_CHROMIUM names another browser binary (a path that does not exist: none). Set PGRECALL_REVIEW_SCREENSHOT to a path to keep the
-screenshot the scenario takes (README's docs/review-screen.png was taken so).
+screenshot the scenario takes (docs/review.md's review-screen.png was taken so).
 """
 
 from __future__ import annotations

@@ -47,9 +47,9 @@ COMMANDS: tuple[Callable[[Subparsers], None], ...] = (
 
 
 # The one line of `pgrecall --help` that points to the framework adapters (tests/test_cli_agent.py holds it to
-# README's headings).
-INTEGRATIONS = ("From LangGraph or the OpenAI Agents SDK: pgrecall.integrations (README.md, \"LangGraph: a store "
-                "on pgrecall\" and \"OpenAI Agents: a session on pgrecall\").")
+# docs/agents.md's headings).
+INTEGRATIONS = ("From LangGraph or the OpenAI Agents SDK: pgrecall.integrations (docs/agents.md, \"LangGraph: a "
+                "store on pgrecall\" and \"OpenAI Agents: a session on pgrecall\").")
 
 
 def build_parser() -> argparse.ArgumentParser:

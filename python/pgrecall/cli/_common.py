@@ -44,7 +44,7 @@ def one_line(text: str) -> str:
     return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text.strip())
 
 
-# Exit codes, documented in README's command-line section: a script tells a typo from a missing
+# Exit codes, documented in docs/cli.md: a script tells a typo from a missing
 # memory, a lost race, a server that is down, and an erasure that did not finish, by the code alone.
 EXIT_ERROR = 1            # any other refusal: bad input, a failed import, ...
 EXIT_USAGE = 2            # the command line itself is wrong (argparse's code)

@@ -430,6 +430,15 @@ class ErasureRequestRow:
 
 
 @dataclass(frozen=True)
+class ExportRow:
+    """A row of ExportRow."""
+
+    kind: str | None = field()
+    row_key: str | None = field()
+    record: Any = field()
+
+
+@dataclass(frozen=True)
 class FactsAsOfRow:
     """A row of FactsAsOfRow."""
 
@@ -794,6 +803,7 @@ SIGNATURES: dict[str, tuple[tuple[str, str, bool], ...]] = {
     'erase': (('actor', 'text', False), ('selector', 'jsonb', False), ('reason', 'text', False), ('requested_by', 'text', True)),
     'erasure_requests': (('limit', 'integer', True),),
     'expire': (('actor', 'text', True),),
+    'export': (('selector', 'jsonb', False),),
     'facts_as_of': (('principal', 'text', False), ('scopes', 'text[]', False), ('subject', 'text', False), ('predicate', 'text', True), ('valid_at', 'timestamp with time zone', True), ('known_at', 'timestamp with time zone', True), ('purpose', 'text', True)),
     'fail_task': (('worker', 'text', False), ('task_id', 'bigint', False), ('lease_token', 'uuid', False), ('error', 'text', False)),
     'forget': (('principal', 'text', False), ('scopes', 'text[]', False), ('memory_id', 'bigint', False), ('reason', 'text', False), ('expected_revision', 'integer', True)),
@@ -1058,6 +1068,12 @@ def expire(h: Handle, *, actor: str | None = None) -> Call[Any]:
     """With the tenant's expiry gate on, erases observations past retention_until (and what derives from them); off by default."""
     args = _given({'actor': actor}, ('actor',))
     return _rows('expire', args, ErasureRequestRow)
+
+
+def export(h: Handle, selector: Any) -> Call[Any]:
+    """Everything an erasure of the same selector (a data subject or a peer, as erase() takes it) would remove, one row per stored row: its kind, key and record (vectors left out, peers named); empty for an unknown subject."""
+    args = _given({'selector': selector}, ())
+    return _rows('export', args, ExportRow)
 
 
 def facts_as_of(h: Handle, subject: str, *, predicate: str | None = None, valid_at: datetime | None = None, known_at: datetime | None = None, purpose: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
@@ -1461,6 +1477,7 @@ BUILDERS: dict[str, Callable[..., Call[Any]]] = {
     'erase': erase,
     'erasure_requests': erasure_requests,
     'expire': expire,
+    'export': export,
     'facts_as_of': facts_as_of,
     'fail_task': fail_task,
     'forget': forget,

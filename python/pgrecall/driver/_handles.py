@@ -186,6 +186,7 @@ class _Operations(Handle):
     # the back office
     erase = _operation(_admin.erase)
     expire = _operation(_admin.expire)
+    export = _operation(_admin.export)
     refresh_erasure_statistics = _operation(_admin.refresh_erasure_statistics)
     vacuum_erased = _operation(_admin.vacuum_erased)
     rewrite_erased = _operation(_admin.rewrite_erased)

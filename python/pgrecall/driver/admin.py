@@ -91,6 +91,23 @@ def erase(h: Handle, selector: Mapping[str, Any], *, reason: str, actor: str,
                          "requested_by": requested_by}, ErasureReceipt)
 
 
+@dataclass(frozen=True)
+class ExportedRow:
+    """One stored row of a data subject's export: its kind (``observation``, ``memory``, ``fact``, ...), its key
+    in that kind, and the row as stored (vectors left out, peers named, observations placed)."""
+
+    kind: str
+    row_key: str
+    record: dict[str, Any]
+
+
+def export(h: Handle, selector: Mapping[str, Any]) -> Call[list[ExportedRow]]:
+    """Everything an erasure of the same selector (``{"data_subject": ...}`` or ``{"peer": ...}``) would remove,
+    one row per stored row (admin role). Empty for an unknown data subject. ``pgrecall export`` writes it as
+    JSON lines; run it in a REPEATABLE READ transaction for one consistent picture."""
+    return rows("export", {"selector": Jsonb(selector)}, ExportedRow)
+
+
 def expire(h: Handle, *, actor: str = "expiry gate") -> Call[list[ErasureReceipt]]:
     """With the tenant's expiry gate on, erase what passed its retention date (admin role); the receipts."""
     return rows("expire", {"actor": actor}, ErasureReceipt)

@@ -83,4 +83,4 @@ def _check_capacity(exc: psycopg.OperationalError, tenant: str, role: str) -> No
         f"the server refused a connection of {login}: every connection slot is taken, {limit} "
         f"({said.strip().splitlines()[-1]})",
         hint="Nothing was sent or stored. Retry later, raise the limit, or put a pooler in front of the server "
-             "(pgbouncer in transaction mode: the README's 'Many clients' section).") from exc
+             "(pgbouncer in transaction mode: docs/operations.md, 'Many clients').") from exc
