@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: citus test-citus run driver generate test test-slow test-all check install-script bench bench-peers bench-graph bench-erase bench-worker bench-driver bench-shell bench-citus bench-load bench-as-of bench-langgraph eval eval-compare venv clean
+.PHONY: citus test-citus run driver generate test test-slow test-all check install-script bench bench-peers bench-recall-phases bench-graph bench-erase bench-worker bench-driver bench-shell bench-citus bench-load bench-as-of bench-langgraph eval eval-compare venv clean
 
 venv: $(STAMP)
 
@@ -90,6 +90,10 @@ bench: $(BENCH_STAMP)
 # The side-by-side scenarios alone: make bench-peers PEERS_ARGS="--scenarios 10k,10kx50".
 bench-peers: $(STAMP)
 	$(PY) -m bench.peers $(if $(BENCH_PEERS),--peers $(BENCH_PEERS)) $(PEERS_ARGS)
+
+# Where an everything-eligible recall's time goes, statement by statement (after one make bench-peers).
+bench-recall-phases: $(STAMP)
+	$(PY) -m bench.recall_phases $(BENCH_ARGS)
 
 # pgrecall recall from the shell: the first and the second call, with the resident embedder and without.
 bench-shell: $(STAMP)
