@@ -9,6 +9,7 @@ watermark without a gap. Results: bench/results/latest-load.md, the runs in benc
 
     python -m bench.load                                   # 32 clients, 120 s, 70/20/10
     python -m bench.load --clients 8 --seconds 5 --mix 70,20,10
+    python -m bench.load --mix 0,100,0 --no-remember       # appends alone: the log's own throughput
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def setup(superuser_uri: str, app_uri: str) -> None:
 
 
 def client(n: int, app_uri: str, vectors: list[Any], mix: tuple[int, int, int], deadline: float,
-           outcome: Outcome) -> None:
+           outcome: Outcome, remember: bool = True) -> None:
     import pgrecall
 
     rng = random.Random(n)
@@ -97,12 +98,13 @@ def client(n: int, app_uri: str, vectors: list[Any], mix: tuple[int, int, int], 
                     started = time.perf_counter()
                     offset = mem.append(text, role="user", actor=user)
                     middle = time.perf_counter()
-                    made = mem.remember(f"{user} said {text}", evidence=[offset], purposes=["converse"])
+                    made = (mem.remember(f"{user} said {text}", evidence=[offset], purposes=["converse"])
+                            if remember else None)
                     done = time.perf_counter()
-                    took = {"append": middle - started, "remember": done - middle}
+                    took = {"append": middle - started} | ({"remember": done - middle} if remember else {})
                     with outcome.lock:
                         outcome.appended.append((offset, text))
-                        if made.memory_id is not None:
+                        if made is not None and made.memory_id is not None:
                             outcome.remembered.append(made.memory_id)
                 else:
                     started = time.perf_counter()
@@ -130,13 +132,14 @@ def loss_check(superuser_uri: str, outcome: Outcome) -> dict[str, Any]:
             "offsets_contiguous": sorted(logged) == list(range(1, watermark + 1)), "watermark": watermark}
 
 
-def run(superuser_uri: str, app_uri: str, clients: int, seconds: float, mix: tuple[int, int, int]) -> dict[str, Any]:
+def run(superuser_uri: str, app_uri: str, clients: int, seconds: float, mix: tuple[int, int, int],
+        remember: bool = True) -> dict[str, Any]:
     from pgrecall.embedder import get_embedder
 
     vectors = list(get_embedder().encode_array(QUERIES))
     outcome = Outcome()
     deadline = time.monotonic() + seconds
-    threads = [threading.Thread(target=client, args=(n, app_uri, vectors, mix, deadline, outcome))
+    threads = [threading.Thread(target=client, args=(n, app_uri, vectors, mix, deadline, outcome, remember))
                for n in range(clients)]
     load_before = os.getloadavg()
     for t in threads:
@@ -159,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=120)
     parser.add_argument("--mix", default="70,20,10", help="recall,append+remember,message search (weights)")
+    parser.add_argument("--no-remember", dest="remember", action="store_false",
+                        help="the append operation appends only, without the remember citing it")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
     mix = tuple(int(x) for x in args.mix.split(","))
@@ -167,12 +172,13 @@ def main(argv: list[str] | None = None) -> int:
         superuser = info.uri()
         app = info.uri(user=f"pgrecall_{TENANT}_app")
         setup(superuser, app)
-        result = run(superuser, app, args.clients, args.seconds, mix)  # type: ignore[arg-type]
+        result = run(superuser, app, args.clients, args.seconds, mix, args.remember)  # type: ignore[arg-type]
     report = new_report("python -m bench.load {args}", argv, **result)
     loss = result["loss"]
     md = [f"# Many agents on one tenant ({report['started']})", "",
           f"Machine: {report['machine']}. Command: `{report['command']}`. {args.clients} clients for "
-          f"{args.seconds:.0f} s, mix recall / append + remember / message search = {args.mix}; load average "
+          f"{args.seconds:.0f} s, mix recall / append{' + remember' if args.remember else ' (alone)'} / message "
+          f"search = {args.mix}; load average "
           f"{result['load_average']['before'][0]:.1f} before, {result['load_average']['after'][0]:.1f} after.", "",
           "| operation | count | per s | p50 ms | p95 ms | p99 ms | max ms |", "|---|---:|---:|---:|---:|---:|---:|"]
     for op, r in result["ops"].items():

@@ -3,6 +3,17 @@
 -- append gives its offsets back, and offsets are contiguous with no
 -- duplicates. append_observation() appends one row and append_observations()
 -- a batch; both run _append_batch (one implementation).
+--
+-- The counter is taken last (issue #51): the rows are inserted first with
+-- provisional offsets, their passages written (chunks, tsvectors, GIN
+-- entries, registry rows, embedding jobs), and only then is the counter
+-- moved and each row given its real offset, with passage_stat counted in the
+-- same tail. Measured on a quiet server, 0.7 ms of a 1.3 ms append ran under
+-- the lock before; on 2 cores with 32 busy backends the holder was
+-- descheduled in the middle of it, and every append of the scope queued.
+-- Held from the tail to commit, the lock still orders writers, so the log's
+-- promise is unchanged: a rolled-back append rolls back its counter too.
+-- Writers wait for the tail in line, on a lock stripe (see _append_batch).
 
 create or replace function __tenant__._observation_rows(p_rows jsonb)
 returns table (body text, source_role text, kind text, actor text, session_id bigint, occurred_at timestamptz,
@@ -183,6 +194,21 @@ $$;
 comment on function __tenant__._check_observation_rows(text, text, jsonb) is
     'Internal: PR101/PR107/PR117/PR120/PR150/PR151/PR152 for the first appended row (in order) that is wrong, with a hint.';
 
+-- Where this transaction's provisional offsets start: 2^62 + (its xid mod 2^32) * 2^28, so that
+-- row r of a batch (fewer than 2^28 rows: a jsonb array holds no more) is at base + r, below 2^63,
+-- above any real offset, and unique among the transactions open at once (their 32-bit xids
+-- differ). A row stays at its provisional offset only inside _append_batch, invisible to others.
+create or replace function __tenant__._provisional_offset_base()
+returns bigint
+language sql volatile
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select 4611686018427387904 + (pg_current_xact_id()::text::bigint % 4294967296) * 268435456
+$$;
+comment on function __tenant__._provisional_offset_base() is
+    'Internal: the first provisional log offset of this transaction (2^62 and above): rows get their real offsets last.';
+
 -- Planned once per session, not per call (plan_cache_mode), as _remember_batch.
 create or replace function __tenant__._append_batch(p_principal text, p_scope text, p_rows jsonb)
 returns table (ordinal integer, log_offset bigint)
@@ -194,7 +220,10 @@ as $$
 declare
     v_saved_plan_mode text := current_setting('plan_cache_mode');
     v_count integer := jsonb_array_length(p_rows);
+    v_base bigint := _provisional_offset_base();
     v_last bigint;
+    v_passages bigint;
+    v_lexemes bigint;
 begin
     perform set_config('plan_cache_mode', _plan_cache_mode(), true);
     perform _check_keys(p_rows, array['body', 'source_role', 'kind', 'actor', 'session_id', 'occurred_at', 'payload',
@@ -212,13 +241,12 @@ begin
     end;
     perform _check_observation_rows(p_principal, p_scope, p_rows);
 
-    update scope s set log_watermark = s.log_watermark + v_count
-     where s.name = p_scope
-    returning s.log_watermark into v_last;
-
+    -- Row r is inserted at provisional offset v_base + r: above every real offset, and unique among
+    -- the transactions open at once (_provisional_offset_base). The statement trigger writes its
+    -- passages now, before the counter, and leaves them uncounted (passages.sql).
     insert into observation (scope, log_offset, kind, occurred_at, source_role, actor_id, session_id, body,
                              payload, data_subject_id, lawful_basis, classification, retention_until, audience)
-    select p_scope, v_last - v_count + r.ord, r.kind, coalesce(r.occurred_at, now()), r.source_role,
+    select p_scope, v_base + r.ord, r.kind, coalesce(r.occurred_at, now()), r.source_role,
            (select p.id from peer p where p.name = coalesce(r.actor, normalize(p_principal, NFC))), r.session_id, r.body,
            r.payload,
            -- none named: the speaker's data subject, else the session's (a peer passes its subject on, issue #28)
@@ -229,6 +257,27 @@ begin
       from _observation_rows(p_rows) r
       join _turn_audiences(p_principal, p_rows) a on a.ord = r.ord
      order by r.ord;
+    select count(*), coalesce(sum(length(p.tsv)), 0) into v_passages, v_lexemes
+      from observation o join passage p on p.scope = o.scope and p.observation_id = o.id
+     where o.scope = p_scope and o.log_offset > v_base and o.log_offset <= v_base + v_count;
+
+    -- The tail: the scope's row (and its passage_stat row) stay locked from here to commit, so
+    -- nothing but these short statements runs under them. Appends queue first on the scope's lock
+    -- stripe (locks.sql), a row only ever locked: a commit wakes the next in line alone. Queued on
+    -- the scope's row, which each of them updates, every waiter woke at every commit to find it
+    -- updated again (measured: 32 appenders on 2 cores, 106 appends/s and p99 1.5 s against 172/s
+    -- and 0.33 s), and they get their offsets in the order they came.
+    perform _lock('log offset', array[p_scope]);
+    update scope s set log_watermark = s.log_watermark + v_count
+     where s.name = p_scope
+    returning s.log_watermark into v_last;
+    update observation o set log_offset = o.log_offset - v_base + v_last - v_count
+     where o.scope = p_scope and o.log_offset > v_base and o.log_offset <= v_base + v_count;
+    if v_passages > 0 then
+        insert into passage_stat as s (scope, passages, lexemes) values (p_scope, v_passages, v_lexemes)
+        on conflict (scope) do update
+            set passages = s.passages + excluded.passages, lexemes = s.lexemes + excluded.lexemes;
+    end if;
     -- Row r got offset v_last - v_count + r: told without a RETURNING clause, which Citus does not
     -- carry to the shard with its parameters ("there is no parameter").
     return query select g, v_last - v_count + g from generate_series(1, v_count) g;

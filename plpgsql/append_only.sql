@@ -16,8 +16,15 @@ end
 $$;
 comment on function __tenant__._refuse_update() is 'Internal trigger: history tables refuse UPDATE.';
 
+-- One update of the log is the append's own: _append_batch inserts its rows at provisional offsets
+-- (2^62 and above) and, holding the scope's counter, gives each its real offset last
+-- (append_observation.sql). That, and only that, passes: a provisional offset replaced by a real
+-- one, every other column as it was. A row is per row so that it can tell.
 create or replace trigger observation_append_only before update on __tenant__.observation
-    for each statement execute function __tenant__._refuse_update();
+    for each row
+    when (not (old.log_offset >= 4611686018427387904 and new.log_offset < 4611686018427387904
+               and (to_jsonb(old) - 'log_offset') = (to_jsonb(new) - 'log_offset')))
+    execute function __tenant__._refuse_update();
 create or replace trigger memory_link_append_only before update on __tenant__.memory_link
     for each statement execute function __tenant__._refuse_update();
 create or replace trigger memory_revision_append_only before update on __tenant__.memory_revision

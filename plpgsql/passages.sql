@@ -201,14 +201,28 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_scopes text[];
+    v_observations bigint[];
     v_passages bigint[];
     v_lexemes bigint[];
 begin
     -- The transition table is read alone first: on Citus a statement that joins it to a table of
     -- the tenant is sent to the shard, where the transition table does not exist.
     if tg_op = 'INSERT' then
+        select array_agg(n.scope), array_agg(n.observation_id), array_agg(length(n.tsv))
+          into v_scopes, v_observations, v_lexemes
+          from added n;
+        -- Passages of rows still at a provisional offset (2^62 and above) are counted by
+        -- _append_batch when it gives them their offsets, with the scope's counter, at the end of
+        -- the append: this row of passage_stat is locked to commit once updated.
         select array_agg(g.scope), array_agg(g.n), array_agg(g.l) into v_scopes, v_passages, v_lexemes
-          from (select n.scope, count(*) as n, sum(length(n.tsv)) as l from added n group by n.scope) g;
+          from (select a.scope, count(*) as n, sum(a.l) as l
+                  from unnest(v_scopes, v_observations, v_lexemes) a(scope, observation_id, l)
+                  -- one probe per passage ("limit 1" keeps it one): as an anti-join, the plan made
+                  -- once per session on a small log hashed the whole log
+                 cross join lateral (select o.log_offset from observation o
+                                      where o.id = a.observation_id limit 1) o
+                 where o.log_offset < 4611686018427387904
+                 group by a.scope) g;
         insert into passage_stat as s (scope, passages, lexemes)
         select g.scope, g.n, g.l from unnest(v_scopes, v_passages, v_lexemes) g(scope, n, l)
         on conflict (scope) do update
