@@ -10,8 +10,8 @@
 -- it has no rows, and its export is empty (a subject nobody wrote is indistinguishable from one
 -- already erased, which is the answer the subject is owed). A peer selector names a peer (PR101).
 
--- The peer and observation ids a row names, resolved: {"names": {column: peer name},
--- "observations": {column: {"scope", "offset"}}}.
+-- The peer, entity and observation ids a row names, resolved: {"names": {column: peer name, "audience":
+-- [peer names]}, "entities": {column: entity name}, "observations": {column: {"scope", "offset"}}}.
 create or replace function __tenant__._export_record(p_row jsonb)
 returns jsonb
 language plpgsql stable
@@ -21,6 +21,7 @@ as $$
 #variable_conflict use_column
 declare
     v_names jsonb;
+    v_entities jsonb;
     v_observations jsonb;
 begin
     select coalesce(jsonb_object_agg(c.key, p.name), '{}') into v_names
@@ -28,16 +29,24 @@ begin
      where c.key in ('actor_id', 'created_by', 'audience_peer_id', 'observer_peer_id', 'changed_by', 'asserted_by',
                      'sender_id', 'observer_id', 'peer_id', 'decided_by')
        and jsonb_typeof(c.value) = 'number';
+    if jsonb_typeof(p_row -> 'audience') = 'array' then  -- a turn's or a passage's peers
+        v_names := v_names || jsonb_build_object('audience', (
+            select coalesce(jsonb_agg(p.name order by p.name), '[]') from jsonb_array_elements_text(p_row -> 'audience') a
+              join peer p on p.id = a::bigint));
+    end if;
+    select coalesce(jsonb_object_agg(c.key, e.name), '{}') into v_entities
+      from jsonb_each(p_row) c join entity e on e.id = (c.value #>> '{}')::bigint
+     where c.key in ('subject_id', 'object_id', 'target_entity_id', 'merged_into') and jsonb_typeof(c.value) = 'number';
     select coalesce(jsonb_object_agg(c.key, jsonb_build_object('scope', o.scope, 'offset', o.log_offset)), '{}')
       into v_observations
       from jsonb_each(p_row) c join observation o on o.id = (c.value #>> '{}')::bigint
      where c.key in ('observation_id', 'target_observation_id') and jsonb_typeof(c.value) = 'number';
     return (p_row - array['tsv', 'embedding', 'text_embedding', 'text_key'])
-           || jsonb_build_object('names', v_names, 'observations', v_observations);
+           || jsonb_build_object('names', v_names, 'entities', v_entities, 'observations', v_observations);
 end
 $$;
 comment on function __tenant__._export_record(jsonb) is
-    'Internal (export): a row as exported: without vectors and search columns, its peers named, its observations placed.';
+    'Internal (export): a row as exported: without vectors and search columns, its peers and entities named, its observations placed.';
 
 -- A memory's evidence and subjects, as remember() takes them: the log offsets it was derived from and
 -- the names of the entities it is about.

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import psycopg
 
 from .. import errors, names
-from . import erase, facts, memory, reads, server, sessions, tenant, work
+from . import erase, export, facts, memory, reads, server, sessions, tenant, work
 from ._common import (
     EXIT_CONFLICT,
     EXIT_ERROR,
@@ -39,7 +39,7 @@ __all__ = ["EXIT_CONFLICT", "EXIT_ERROR", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "
 COMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     server.add_server, server.add_embedder, tenant.add_tenant, server.add_sql, tenant.add_peer, tenant.add_scope,
     memory.add_remember, memory.add_read, memory.add_correct, memory.add_forget,
-    work.add_import, work.add_worker, work.add_deriver, work.add_embeddings, erase.add_erase,
+    work.add_import, work.add_worker, work.add_deriver, work.add_embeddings, erase.add_erase, export.add_export,
     server.add_review, server.add_demo,
     reads.add_recall, reads.add_search, memory.add_supersede, memory.add_derive, reads.add_facts, reads.add_bundle,
     reads.add_mcp, sessions.add_session, sessions.add_document, facts.add_fact,
@@ -102,6 +102,8 @@ EXAMPLES = {
     "deriver": "pgrecall deriver --tenant acme --once",
     "embeddings": "pgrecall embeddings rebuild --tenant acme --all",
     "erase": "pgrecall erase --tenant acme --subject u-42 --reason \"request #7\"",
+    "export": "pgrecall export --tenant acme --subject u-42 --out u-42.jsonl\n"
+              "  pgrecall import --export u-42.jsonl --tenant acme2   # into another tenant",
     "demo": "pgrecall demo\n  pgrecall demo --explain      # how each answer was ranked",
     "recall": "pgrecall recall --tenant demo --as Ana --scopes flat \"Where do Ana and Ben live?\"",
     "search": "pgrecall search --tenant demo --as Ana --scopes flat \"moved to Porto\" --json",

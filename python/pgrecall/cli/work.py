@@ -38,6 +38,17 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     from .. import importer
 
+    if args.export is not None:  # a data subject's export (pgrecall export), replayed
+        from .export import cmd_import_export
+
+        if args.file is not None:
+            return _fail("pgrecall: error: give a conversation FILE or --export FILE, not both")
+        if not Path(args.export).is_file():
+            return _fail(f"pgrecall: error: no file {args.export!r} to import",
+                         "Give the path of a file pgrecall export wrote.")
+        return cmd_import_export(args)
+    if args.file is None:
+        return _fail("pgrecall: error: nothing to import", "Give a conversation FILE, or --export FILE.")
     if not Path(args.file).is_file():
         return _fail(f"pgrecall: error: no file {args.file!r} to import",
                      "Give the path of a JSON lines file, one turn a line (pgrecall import --help shows the format); "
@@ -144,7 +155,10 @@ def add_import(sub: Subparsers) -> None:
     p = sub.add_parser("import", help="load a conversation (JSON lines) as observations",
                        description="Load a conversation into a scope's log.\n\n" + IMPORT_FORMAT)
     tenant_args(p, principal=False)
-    p.add_argument("file", help="a JSON lines file, one turn a line (the format is above)")
+    p.add_argument("file", nargs="?", help="a JSON lines file, one turn a line (the format is above)")
+    p.add_argument("--export", metavar="FILE",
+                   help="instead, a data subject's export (pgrecall export), replayed into --tenant in one "
+                        "transaction: its turns, memories with their revisions, facts, aliases, peers, sessions")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="one JSON document")
     p.set_defaults(func=cmd_import)

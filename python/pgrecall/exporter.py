@@ -1,0 +1,363 @@
+"""A data subject's export, and its import into another tenant (issue #50, item 2).
+
+``pgrecall export --subject u-42`` writes JSON lines: a header line, then one line per stored row that
+``<tenant>.export()`` returns, i.e. every row an erasure of the same subject would remove (the erasure plan
+decides both). The format (docs/reference.md, "The export format"), version 1::
+
+    {"format": "pgrecall-export", "format_version": 1, "tenant": "acme", "schema_version": 37,
+     "pgrecall_version": "...", "selector": {"data_subject": "u-42"}, "exported_at": "...",
+     "rows": 12, "kinds": {"observation": 3, ...}}
+    {"kind": "observation", "key": "41", "record": {...the row as stored...}}
+    ...
+
+``pgrecall import --export FILE`` replays an export into a tenant through the app's own operations, in one
+transaction (all of it, or nothing): the peers and scopes it names, the turns (appended in their order,
+with their data subject, so that an erasure there removes them again), the sessions and peers' words, the
+memories (their first text, then each correction, with the turns they cite), the facts believed now, and
+the aliases. What a tenant derives for itself (passages, vectors, links, work, working representations) is
+derived again there; what the export holds that is another subject's (``memory_reverted``: a memory of
+someone else that a correction of this subject's rewrote) is not imported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+import psycopg
+
+from . import db, errors
+from .importer import ImportFileError
+from .names import check_tenant_name
+
+FORMAT = "pgrecall-export"
+FORMAT_VERSION = 1
+
+
+class ExportFileError(ImportFileError):
+    """An export file that cannot be imported; the message names the line and nothing was written."""
+
+
+# -- export -----------------------------------------------------------------------------------------------------
+
+
+def header(tenant: str, schema_version: int, selector: Mapping[str, Any], counts: Mapping[str, int]) -> dict[str, Any]:
+    from . import __version__
+
+    return {"format": FORMAT, "format_version": FORMAT_VERSION, "tenant": tenant, "schema_version": schema_version,
+            "pgrecall_version": __version__, "selector": dict(selector),
+            "exported_at": datetime.now(UTC).isoformat(), "rows": sum(counts.values()), "kinds": dict(counts)}
+
+
+def export_rows(tenant: str, selector: Mapping[str, Any], *,
+                conninfo: str | None = None) -> tuple[dict[str, Any], list[Any]]:
+    """The header and the rows of an export, read as the tenant's admin role in one REPEATABLE READ
+    transaction (one consistent picture, however long it takes)."""
+    from .driver import Memory
+
+    check_tenant_name(tenant)
+    with psycopg.connect(conninfo or db.tenant_conninfo(tenant, "admin"), autocommit=False) as conn:
+        conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        conn.read_only = True
+        mem = Memory(tenant, conn=conn, role="admin")
+        rows = mem.export(selector)
+        schema_version = conn.execute(f'select schema_version from "{tenant}".schema_info()').fetchone()
+        conn.rollback()
+    counts = Counter(r.kind for r in rows)
+    return header(tenant, schema_version[0] if schema_version else 0, selector, counts), rows
+
+
+def write_export(out: IO[str], head: Mapping[str, Any], rows: Iterable[Any]) -> None:
+    out.write(json.dumps(head, ensure_ascii=False, sort_keys=True) + "\n")
+    for r in rows:
+        out.write(json.dumps({"kind": r.kind, "key": r.row_key, "record": r.record}, ensure_ascii=False,
+                             sort_keys=True, default=str) + "\n")
+
+
+def write_export_file(path: str | Path, head: Mapping[str, Any], rows: Iterable[Any]) -> None:
+    """Written beside the target and renamed over it: a reader never sees half an export."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or Path("."))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            write_export(out, head, rows)
+        os.chmod(tmp, 0o600)  # personal data: the operator's to share
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# -- reading an export ------------------------------------------------------------------------------------------
+
+
+def read_export(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The header and the rows of an export file, checked whole: ExportFileError names the first bad line."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except UnicodeDecodeError as exc:
+        raise ExportFileError(f"{path}: not UTF-8 text (byte {exc.start} cannot be decoded)") from exc
+    parsed = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            parsed.append((number, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise ExportFileError(f"{path}:{number}: not JSON ({exc.msg})") from exc
+    if not parsed:
+        raise ExportFileError(f"{path}: empty: an export starts with its header line")
+    number, head = parsed[0]
+    if not isinstance(head, dict) or head.get("format") != FORMAT:
+        raise ExportFileError(f"{path}:{number}: not a pgrecall export (the first line has no "
+                              f'"format": "{FORMAT}")')
+    version = head.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= FORMAT_VERSION:
+        raise ExportFileError(f"{path}:{number}: export format version {version!r}; this pgrecall reads versions "
+                              f"1 to {FORMAT_VERSION} (a newer pgrecall wrote it: upgrade to import it)")
+    rows = []
+    for number, row in parsed[1:]:
+        if (not isinstance(row, dict) or not isinstance(row.get("kind"), str) or not isinstance(row.get("key"), str)
+                or not isinstance(row.get("record"), dict)):
+            raise ExportFileError(f"{path}:{number}: a row is an object with a kind, a key and a record")
+        rows.append({**row, "_line": number})
+    declared = head.get("rows")
+    if declared is not None and declared != len(rows):
+        raise ExportFileError(f"{path}: the header says {declared} rows and the file has {len(rows)}: "
+                              "the file is cut short or was edited")
+    return head, rows
+
+
+# -- import -----------------------------------------------------------------------------------------------------
+
+
+def _range(text: Any) -> tuple[datetime | None, datetime | None]:
+    """A tstzrange as PostgreSQL prints it ('["2026-01-01 00:00:00+00",)'): its bounds, None where open."""
+    if not isinstance(text, str) or len(text) < 3:
+        return None, None
+    low, _, high = text[1:-1].partition(",")
+
+    def bound(s: str) -> datetime | None:
+        s = s.strip().strip('"')
+        return datetime.fromisoformat(s) if s else None
+
+    return bound(low), bound(high)
+
+
+def _at(record: Mapping[str, Any], column: str) -> tuple[str, int] | None:
+    placed = (record.get("observations") or {}).get(column)
+    return (placed["scope"], int(placed["offset"])) if isinstance(placed, dict) else None
+
+
+class _Replay:
+    """The export's rows replayed through the app's operations, kind by kind; ``line`` is the row at work."""
+
+    def __init__(self, mem: Any, conn: psycopg.Connection[Any], head: Mapping[str, Any],
+                 rows: list[dict[str, Any]]) -> None:
+        self.mem, self.conn, self.rows = mem, conn, rows
+        self.subject = (head.get("selector") or {}).get("data_subject")
+        self.by_kind: dict[str, list[dict[str, Any]]] = {}
+        for r in rows:
+            self.by_kind.setdefault(r["kind"], []).append(r)
+        self.offsets: dict[tuple[str, int], int] = {}     # (scope, offset there) -> offset here
+        self.memories: dict[int, int] = {}                  # memory id there -> id here
+        self.done: Counter[str] = Counter()
+        self.skipped: Counter[str] = Counter()
+        self.line = 0
+
+    def kind(self, kind: str) -> list[dict[str, Any]]:
+        return sorted(self.by_kind.get(kind, []), key=lambda r: r["record"].get("id") or 0)
+
+    def run(self) -> None:
+        self.scopes_and_peers()
+        self.observations()
+        self.sessions()
+        self.memories_with_revisions()
+        self.facts()
+        self.aliases()
+        for kind, rows in self.by_kind.items():
+            if kind not in {"observation", "peer", "session", "memory", "memory_revision", "fact", "fact_evidence",
+                            "entity_alias"}:
+                self.skipped[kind] += len(rows)
+
+    def scopes_and_peers(self) -> None:
+        scopes = sorted({r["record"]["scope"] for r in self.rows if isinstance(r["record"].get("scope"), str)})
+        for scope in scopes:
+            self.mem.add_scope(scope)
+        kinds: dict[str, str] = {}
+        for r in self.kind("peer"):
+            kinds[r["record"]["name"]] = r["record"].get("kind", "human")
+        for r in self.rows:
+            for column, name in (r["record"].get("names") or {}).items():
+                for n in name if isinstance(name, list) else [name]:
+                    role = r["record"].get("source_role") if column == "actor_id" else None
+                    kinds.setdefault(n, "agent" if role in ("assistant", "tool") or column == "created_by" else "human")
+        for r in self.kind("peer"):
+            self.line = r["_line"]
+            rec = r["record"]
+            self.mem.add_peer(rec["name"], kind=rec.get("kind"), metadata=rec.get("metadata") or {},
+                              data_subject_id=self.subject)
+            self.done["peer"] += 1
+        exported = {r["record"]["name"] for r in self.kind("peer")}
+        for name, kind in kinds.items():
+            if "\u00a0" in name or name in exported:  # an erased peer's name is no name a peer can be given
+                continue
+            try:
+                with self.conn.transaction():  # the kind is a guess: a peer of that name already here stays as it is
+                    self.mem.add_peer(name, kind=kind)
+            except errors.InvalidArgument:
+                pass
+
+    def observations(self) -> None:
+        turns = sorted(self.kind("observation"), key=lambda r: (r["record"]["scope"], r["record"]["log_offset"]))
+        for scope in dict.fromkeys(r["record"]["scope"] for r in turns):
+            batch = [r for r in turns if r["record"]["scope"] == scope]
+            for start in range(0, len(batch), 500):
+                chunk = batch[start:start + 500]
+                self.line = chunk[0]["_line"]
+                rows = [{"body": r["record"]["body"], "source_role": r["record"]["source_role"],
+                         "kind": r["record"]["kind"], "actor": r["record"]["names"]["actor_id"],
+                         "occurred_at": r["record"]["occurred_at"], "payload": r["record"].get("payload") or {},
+                         "data_subject_id": r["record"].get("data_subject_id"),
+                         "lawful_basis": r["record"].get("lawful_basis"),
+                         "classification": r["record"].get("classification") or "internal",
+                         "retention_until": r["record"].get("retention_until"),
+                         "audience": (r["record"].get("names") or {}).get("audience")} for r in chunk]
+                new = self.mem.append_many(rows, scope=scope, principal=rows[0]["actor"])
+                for r, offset in zip(chunk, new, strict=True):
+                    self.offsets[(scope, int(r["record"]["log_offset"]))] = offset
+                self.done["observation"] += len(chunk)
+
+    def sessions(self) -> None:
+        for r in self.kind("session"):
+            self.line, rec = r["_line"], r["record"]
+            if rec.get("name"):
+                principal = next(iter(self.mem_peers()), None)
+                self.mem.create_session(rec["name"], scope=rec["scope"], metadata=rec.get("metadata") or {},
+                                        data_subject_id=self.subject, principal=principal)
+                self.done["session"] += 1
+
+    def mem_peers(self) -> list[str]:
+        return [r["record"]["names"]["actor_id"] for r in self.kind("observation")] + \
+               [r["record"]["name"] for r in self.kind("peer")]
+
+    def mapped(self, places: Iterable[tuple[str, int] | None]) -> list[int]:
+        return sorted({self.offsets[p] for p in places if p is not None and p in self.offsets})
+
+    def memories_with_revisions(self) -> None:
+        revisions: dict[int, dict[int, Mapping[str, Any]]] = {}
+        for r in self.kind("memory_revision"):
+            revisions.setdefault(r["record"]["memory_id"], {})[r["record"]["revision"]] = r["record"]
+        cited: dict[int, dict[int, list[tuple[str, int] | None]]] = {}
+        for r in self.kind("memory_correction_evidence"):
+            rec = r["record"]
+            cited.setdefault(rec["memory_id"], {}).setdefault(rec["revision"], []).append(_at(rec, "observation_id"))
+        for r in self.kind("memory"):
+            self.line, rec = r["_line"], r["record"]
+            self.memory(rec, revisions.get(rec["id"], {}), cited.get(rec["id"], {}))
+
+    def memory(self, rec: Mapping[str, Any], revisions: Mapping[int, Mapping[str, Any]],
+               cited: Mapping[int, list[tuple[str, int] | None]]) -> None:
+        names = rec.get("names") or {}
+        principal = names.get("created_by")
+        # the texts it had, first to current: revision n's text is kept in memory_revision n
+        texts = [revisions.get(n) or {} for n in range(1, rec["revision"])] + [rec]
+        corrected = {p for places in cited.values() for p in places if p is not None}
+        told = [(rec["scope"], o) for o in rec.get("evidence") or [] if (rec["scope"], o) not in corrected]
+        sources = [self.memories[m] for m in rec.get("derived_from") or [] if m in self.memories]
+        first = texts[0] if texts[0].get("body") else rec
+        if rec.get("origin") == "derived" and sources:
+            memory_id = self.mem.derive(sources, first["body"], kind=rec["kind"], title=first.get("title"),
+                                        confidence=rec.get("confidence"), about=rec.get("about") or [],
+                                        widening_reason=rec.get("widening_reason"), principal=principal)
+        else:
+            made = self.mem.remember(first["body"], evidence=self.mapped(told), purposes=rec["purposes"],
+                                     scope=rec["scope"], audience=names.get("audience_peer_id"), kind=rec["kind"],
+                                     title=first.get("title"), confidence=rec.get("confidence", 1.0),
+                                     about=rec.get("about") or [], observer=names.get("observer_peer_id"),
+                                     widening_reason=rec.get("widening_reason"), embed=False, principal=principal)
+            if made.memory_id is None:
+                self.skipped["memory"] += 1  # e.g. no turn it cites is in the export
+                return
+            memory_id = made.memory_id
+        self.memories[rec["id"]] = memory_id
+        self.done["memory"] += 1
+        for n in range(2, rec["revision"] + 1):
+            text = texts[n - 1]
+            if not text.get("body"):
+                continue
+            self.mem.correct(memory_id, text["body"], revision=n - 1, title=text.get("title"),
+                             reason=(revisions.get(n - 1) or {}).get("reason"),
+                             evidence=self.mapped(cited.get(n, [])) or None,
+                             widening_reason=rec.get("widening_reason"), principal=principal)
+            self.done["memory_revision"] += 1
+        if rec.get("invalidated_at") or rec.get("superseded_by"):
+            reason = rec.get("invalidation_reason") or f"superseded by memory {rec['superseded_by']} of the export"
+            self.mem.forget(memory_id, reason=reason, principal=principal)
+
+    def facts(self) -> None:
+        evidence: dict[int, list[dict[str, Any]]] = {}
+        for r in self.kind("fact_evidence"):
+            rec = r["record"]
+            place = _at(rec, "observation_id")
+            if place in self.offsets:
+                evidence.setdefault(rec["fact_id"], []).append(
+                    {"offset": self.offsets[place], "quote": rec["quote"], "start": rec["byte_start"],
+                     "end": rec["byte_end"]})
+        for r in self.kind("fact"):
+            self.line, rec = r["_line"], r["record"]
+            names, entities = rec.get("names") or {}, rec.get("entities") or {}
+            if _range(rec.get("known"))[1] is not None or rec["id"] not in evidence:
+                self.skipped["fact"] += 1  # no longer believed, or no quote of it is in the export
+                continue
+            valid_from, valid_to = _range(rec.get("valid"))
+            self.mem.assert_fact(entities.get("subject_id"), rec["predicate"],
+                                 entities.get("object_id") or rec.get("object_value"), evidence=evidence[rec["id"]],
+                                 statement=rec.get("statement"), valid_from=valid_from, valid_to=valid_to,
+                                 confidence=rec.get("confidence", 1.0), observer=names.get("observer_peer_id"),
+                                 audience=names.get("audience_peer_id"), purposes=rec.get("purposes"),
+                                 widening_reason=rec.get("widening_reason"), scope=rec["scope"],
+                                 principal=names.get("asserted_by"))
+            self.done["fact"] += 1
+
+    def aliases(self) -> None:
+        principal = next(iter(self.mem_peers()), None)
+        for r in self.kind("entity_alias"):
+            self.line, rec = r["_line"], r["record"]
+            try:
+                with self.conn.transaction():  # an entity that nothing imported names is not here
+                    self.mem.add_entity_alias(rec["entity"], rec["alias"], scope=rec["scope"],
+                                              data_subject_id=self.subject, principal=principal)
+                self.done["entity_alias"] += 1
+            except errors.UnknownEntity:
+                self.skipped["entity_alias"] += 1
+
+
+def import_export(path: str | Path, *, tenant: str, conninfo: str | None = None) -> dict[str, Any]:
+    """Replay an export file into a tenant as its app role, in one transaction: all of it or nothing.
+    Returns what was imported and what was not, per kind."""
+    from .driver import Memory
+
+    check_tenant_name(tenant)
+    head, rows = read_export(path)
+    with psycopg.connect(conninfo or db.tenant_conninfo(tenant), autocommit=False) as conn:
+        replay = _Replay(Memory(tenant, conn=conn, scopes=_scopes(rows)), conn, head, rows)
+        try:
+            replay.run()
+        except (errors.PgrecallError, psycopg.Error) as exc:
+            conn.rollback()
+            raise ExportFileError(f"{path}:{replay.line}: {exc} (nothing was imported)") from exc
+        conn.commit()
+    return {"imported": dict(replay.done), "not_imported": dict(replay.skipped), "tenant": tenant,
+            "from_tenant": head.get("tenant"), "selector": head.get("selector")}
+
+
+def _scopes(rows: list[dict[str, Any]]) -> list[str]:
+    return sorted({r["record"]["scope"] for r in rows if isinstance(r["record"].get("scope"), str)}) or ["default"]

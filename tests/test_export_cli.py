@@ -1,0 +1,119 @@
+"""pgrecall export and pgrecall import --export (issue #50, item 2): the JSON lines format with its header, and
+an export replayed into a fresh tenant, where recall answers the same questions with the same memories."""
+
+import json
+
+import pgrecall
+from pgrecall.worker import Worker
+from test_export import story
+from test_install_paths import run_cli
+
+QUESTIONS = ["Where does zqpeer live?", "zqporto", "Who enjoys a quiet game?", "zqpeer"]
+
+
+def export_file(conninfo, tmp_path, *selector):
+    out = tmp_path / "export.jsonl"
+    done = run_cli("export", "--tenant", "acme", *selector, "--out", str(out),
+                   env={"PGRECALL_DSN": conninfo.dsn(user="pgrecall_acme_admin")})
+    return out, done
+
+
+def import_file(conninfo, path, tenant="fresh", check=True):
+    return run_cli("import", "--export", str(path), "--tenant", tenant,
+                   env={"PGRECALL_DSN": conninfo.dsn(user=f"pgrecall_{tenant}_app")}, check=check)
+
+
+def recalled(mem, question, mode, keep=None):
+    return [i.body for i in mem.recall(question, mode=mode, limit=10).items
+            if i.item == "memory" and (keep is None or i.memory_id in keep)]
+
+
+def test_the_export_file_has_a_versioned_header_and_a_line_per_row(acme, acme_admin, conninfo, tmp_path):
+    story(acme, conninfo)
+    out, done = export_file(conninfo, tmp_path, "--subject", "u-42")
+    lines = out.read_text(encoding="utf-8").splitlines()
+    head = json.loads(lines[0])
+    assert head["format"] == "pgrecall-export" and head["format_version"] == 1
+    assert head["tenant"] == "acme" and head["selector"] == {"data_subject": "u-42"}
+    assert head["schema_version"] == acme.schema_info().schema_version
+    assert head["exported_at"] and head["pgrecall_version"] == pgrecall.__version__
+    rows = [json.loads(line) for line in lines[1:]]
+    assert head["rows"] == len(rows) == len(acme_admin.export({"data_subject": "u-42"}))
+    assert head["kinds"] == {k: sum(1 for r in rows if r["kind"] == k) for k in {r["kind"] for r in rows}}
+    assert all(set(r) == {"kind", "key", "record"} for r in rows)
+    assert f"exported {len(rows)} rows" in done.stderr
+    assert out.stat().st_mode & 0o077 == 0  # personal data: not readable by others
+    # to stdout without --out
+    printed = run_cli("export", "--tenant", "acme", "--subject", "u-42",
+                      env={"PGRECALL_DSN": conninfo.dsn(user="pgrecall_acme_admin")}).stdout.splitlines()
+    assert len(printed) == len(lines) and json.loads(printed[0])["rows"] == head["rows"]
+
+
+def test_an_unknown_subject_exports_a_header_and_nothing_else(acme, conninfo, tmp_path):
+    out, _ = export_file(conninfo, tmp_path, "--subject", "nobody-by-this-name")
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["rows"] == 0
+
+
+def test_an_export_imports_into_a_fresh_tenant_and_recall_answers_the_same(acme, acme_admin, conninfo, tmp_path,
+                                                                           make_tenant):
+    story(acme, conninfo)
+    out, _ = export_file(conninfo, tmp_path, "--subject", "u-42")
+    exported = {r.record["id"] for r in acme_admin.export({"data_subject": "u-42"}) if r.kind == "memory"}
+    make_tenant("fresh")
+    with pgrecall.connect(conninfo.dsn(user="pgrecall_fresh_app"), tenant="fresh") as fresh:
+        fresh.add_peer("ana", "agent")  # a peer of that name is there already, of another kind: it stays
+    done = import_file(conninfo, out)
+    assert "3 observation" in done.stdout and "2 memory" in done.stdout, done.stdout
+    # u-42's alias of Ben: nothing imported names Ben (u-43's memory of him stays in acme), so it has no entity here
+    assert "not imported:" in done.stdout and "1 entity_alias" in done.stdout.split("not imported:")[1]
+    Worker("fresh", conninfo=conninfo.dsn(user="pgrecall_fresh_worker")).drain()
+    with pgrecall.connect(conninfo.dsn(user="pgrecall_fresh_app"), tenant="fresh", principal="bot",
+                          scopes=["default"]) as fresh:
+        for question in QUESTIONS:
+            for mode in ("lexical", "hybrid"):
+                there = recalled(acme, question, mode, keep=exported)
+                assert there, (question, mode)
+                assert recalled(fresh, question, mode) == there, (question, mode)
+        # the memory with its history, the fact and the alias, under the same data subject
+        memory = next(i for i in fresh.recall("zqporto", mode="lexical").items
+                      if i.item == "memory" and i.body == "zqpeer lives in zqporto")
+        assert fresh.read(memory.memory_id, purpose="converse").revision == 2
+        assert [f.object for f in fresh.facts_as_of("zqpeer", "lives_in")] == ["zqporto"]
+        # and what came from u-42 there is erased with u-42 there
+        with pgrecall.connect(conninfo.dsn(user="pgrecall_fresh_admin"), tenant="fresh") as admin:
+            again = admin.export({"data_subject": "u-42"})
+            assert {r.kind for r in again} >= {"observation", "memory", "memory_revision", "fact", "peer", "session"}
+            receipt = admin.erase({"data_subject": "u-42"}, reason="request", actor="dpo")
+            assert set(receipt.residual.values()) == {0} and receipt.observations_erased == 3
+
+
+def test_a_bad_export_file_imports_nothing(acme, conninfo, tmp_path, make_tenant, db):
+    story(acme, conninfo)
+    out, _ = export_file(conninfo, tmp_path, "--subject", "u-42")
+    make_tenant("fresh")
+    lines = out.read_text(encoding="utf-8").splitlines()
+    observations = "select count(*) from fresh.observation"
+
+    # a memory the tenant refuses, after the turns went in: the whole import is rolled back
+    rows = [json.loads(line) for line in lines]
+    for r in rows[1:]:
+        if r["kind"] == "memory":
+            r["record"]["purposes"] = ["gossip"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    failed = import_file(conninfo, bad, check=False)
+    assert failed.returncode == 1 and "nothing was imported" in failed.stderr, failed.stderr
+    assert db.execute(observations).fetchone()[0] == 0
+
+    # cut short, from a newer pgrecall, not an export at all
+    short = tmp_path / "short.jsonl"
+    short.write_text("\n".join(lines[:-1]) + "\n", encoding="utf-8")
+    newer = tmp_path / "newer.jsonl"
+    newer.write_text(json.dumps({**json.loads(lines[0]), "format_version": 99}) + "\n", encoding="utf-8")
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text(json.dumps({"speaker": "ana", "role": "user", "text": "hi"}) + "\n", encoding="utf-8")
+    for path, said in ((short, "cut short"), (newer, "version 99"), (chat, "not a pgrecall export")):
+        refused = import_file(conninfo, path, check=False)
+        assert refused.returncode == 1 and said in refused.stderr, refused.stderr
+    assert db.execute(observations).fetchone()[0] == 0
