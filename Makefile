@@ -27,8 +27,9 @@ run: $(STAMP)
 	$(VENV)/bin/pgrecall demo
 
 # The driver's dataclasses and call builders, generated from the catalog of a fresh tenant into a committed
-# module (tests/test_driver_generated.py fails when the two disagree): run it after changing a public function
-# or a declared type.
+# module, and pgrecall/_catalog.py, the constants Python needs before it reaches a database (the embedding's
+# size and default model, the keywords no tenant name may be); tests/test_driver_generated.py fails when
+# either disagrees with the catalog. Run it after changing a public function, a declared type or a vector column.
 driver: $(STAMP)
 	$(PY) -m pgrecall.driver._codegen
 

@@ -42,6 +42,9 @@ select n as name, pgrecall.tenant_name_problem(n) as problem
 select pgrecall.check_tenant_name('team_2');
 select pgrecall.check_tenant_name('Team-2');  -- PR001
 
+-- == pgrecall.tenant_name_rules, pgrecall.tenant_name_hint
+select kind, argument from pgrecall.tenant_name_rules() order by ord;
+
 -- == pgrecall.create_tenant
 select * from pgrecall.create_tenant('scratch');
 select * from pgrecall.create_tenant('acme');  -- PR002

@@ -192,7 +192,7 @@ create or replace function __tenant__.recall_answer(
     p_scopes              text[],
     p_query               text,
     p_purpose             text default 'converse',
-    p_query_embedding     double precision[] default null,  -- 384 numbers; a vector casts with ::real[]
+    p_query_embedding     double precision[] default null,  -- _embedding_dimensions() numbers; a vector casts with ::real[]
     p_mode                text default null,          -- hybrid, lexical or dense; NULL: the tenant's default
     p_limit               integer default 10,
     p_include_superseded  boolean default false,

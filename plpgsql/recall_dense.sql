@@ -1,6 +1,6 @@
 -- Recall, step 3: the dense arm (plpgsql/recall.sql composes the steps).
 --
---   _check_query_embedding  PR154 unless a query embedding is 384 finite numbers
+--   _check_query_embedding  PR154 unless a query embedding is _embedding_dimensions() finite numbers
 --                           (message search checks with it too)
 --   _dense_reason           why the arm cannot run (no query embedding, another
 --                           model, no embeddings yet), or NULL when it can
@@ -22,21 +22,22 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 begin
     if p_query_embedding is not null
-       and (cardinality(p_query_embedding) <> 384 or array_ndims(p_query_embedding) <> 1
+       and (cardinality(p_query_embedding) <> _embedding_dimensions() or array_ndims(p_query_embedding) <> 1
             or array_position(p_query_embedding, null) is not null
             -- array_position scans in C (NaN equals NaN for float8), where
-            -- unnesting the 384 numbers into rows cost ~0.1 ms a recall
+            -- unnesting the numbers into rows cost ~0.1 ms a recall
             or array_position(p_query_embedding, 'NaN'::float8) is not null
             or array_position(p_query_embedding, 'Infinity'::float8) is not null
             or array_position(p_query_embedding, '-Infinity'::float8) is not null) then
-        perform _fail('PR154', format('the query embedding must be 384 finite numbers, not %s',
-                                      coalesce(array_dims(p_query_embedding), 'empty')),
-                      'Embed the query with the tenant''s model (all-MiniLM-L6-v2 gives 384 numbers), or pass NULL.');
+        perform _fail('PR154', format('the query embedding must be %s finite numbers, not %s',
+                                      _embedding_dimensions(), coalesce(array_dims(p_query_embedding), 'empty')),
+                      format('Embed the query with the tenant''s model (its setting embedding_model; %s numbers), '
+                             'or pass NULL.', _embedding_dimensions()));
     end if;
 end
 $$;
 comment on function __tenant__._check_query_embedding(double precision[]) is
-    'Internal: PR154 unless a query embedding is NULL or 384 finite numbers.';
+    'Internal: PR154 unless a query embedding is NULL or _embedding_dimensions() finite numbers.';
 
 -- Degrade contract (design section 6): when the dense arm cannot contribute,
 -- recall answers with the lexical rows and says why.

@@ -123,34 +123,73 @@ comment on table pgrecall.source is
 
 
 -- Returns NULL when p_name may name a tenant, otherwise the rule it breaks.
+-- The tenant-name rule, as data: each row one check, in order, and what a
+-- name that fails it is told. pgrecall.tenant_name_problem() applies it here;
+-- the driver's generated copy (python/pgrecall/_catalog.py, make driver)
+-- applies it in Python before any SQL is composed with a name. Kinds:
+-- nonempty; max_length (characters and bytes); pattern (an ASCII regular
+-- expression the whole name matches); not_prefix; not_one_of (names split by
+-- spaces); not_keyword (pg_get_keywords() of those catcodes). In a problem,
+-- %s is the name.
+create or replace function pgrecall.tenant_name_rules()
+returns table (ord integer, kind text, argument text, problem text)
+language sql immutable
+set search_path = pg_catalog
+as $$
+    values (1, 'nonempty', null, 'a tenant name must not be empty'),
+           -- 47: the longest role name built from it, pgrecall_<name>_worker,
+           -- must fit PostgreSQL's 63-byte identifiers.
+           (2, 'max_length', '47', 'a tenant name has at most 47 characters'),
+           (3, 'pattern', '^[a-z][a-z0-9_]*$',
+            'a tenant name starts with a lowercase ASCII letter and holds only lowercase ASCII letters, digits and underscores'),
+           (4, 'not_prefix', 'pg_', 'names beginning with pg_ are reserved for PostgreSQL'),
+           (5, 'not_prefix', 'pgrecall', 'names beginning with pgrecall are reserved for pgrecall itself'),
+           (6, 'not_one_of', 'public information_schema extensions', '%s is a reserved schema name'),
+           (7, 'not_keyword', 'R T', '%s is a reserved SQL keyword')
+$$;
+comment on function pgrecall.tenant_name_rules() is
+    'The checks a tenant name must pass, in order, each with what a name that fails it is told.';
+
+create or replace function pgrecall.tenant_name_hint()
+returns text
+language sql immutable
+set search_path = pg_catalog
+as $$
+    select 'Use 1 to 47 characters: a lowercase letter, then lowercase letters, digits or underscores.'::text
+$$;
+comment on function pgrecall.tenant_name_hint() is 'What to do about a name tenant_name_rules() refuses.';
+
 create or replace function pgrecall.tenant_name_problem(p_name text)
 returns text
 language plpgsql immutable
 set search_path = pg_catalog
 as $$
+declare
+    r record;
+    v_fails boolean;
 begin
-    if p_name is null or p_name = '' then
-        return 'a tenant name must not be empty';
-    -- 47: the longest role name built from it, pgrecall_<name>_worker, must
-    -- fit PostgreSQL's 63-byte identifiers.
-    elsif char_length(p_name) > 47 or octet_length(p_name) > 47 then
-        return 'a tenant name has at most 47 characters';
-    elsif octet_length(p_name) <> char_length(p_name) or p_name !~ '^[a-z][a-z0-9_]*$' then
-        return 'a tenant name starts with a lowercase ASCII letter and holds only lowercase ASCII letters, digits and underscores';
-    elsif left(p_name, 3) = 'pg_' then  -- not LIKE 'pg\_%', whose backslash standard_conforming_strings = off eats
-        return 'names beginning with pg_ are reserved for PostgreSQL';
-    elsif p_name like 'pgrecall%' then
-        return 'names beginning with pgrecall are reserved for pgrecall itself';
-    elsif p_name in ('public', 'information_schema', 'extensions') then
-        return format('%s is a reserved schema name', p_name);
-    elsif exists (select 1 from pg_get_keywords() where word = p_name and catcode in ('R', 'T')) then
-        return format('%s is a reserved SQL keyword', p_name);
-    end if;
+    for r in select * from pgrecall.tenant_name_rules() order by ord loop
+        v_fails := case r.kind
+            when 'nonempty' then coalesce(p_name, '') = ''
+            when 'max_length' then char_length(p_name) > r.argument::integer or octet_length(p_name) > r.argument::integer
+            when 'pattern' then octet_length(p_name) <> char_length(p_name) or p_name !~ r.argument
+            -- left(), not LIKE: a prefix holding _ or % means itself
+            when 'not_prefix' then left(p_name, char_length(r.argument)) = r.argument
+            when 'not_one_of' then p_name = any (string_to_array(r.argument, ' '))
+            when 'not_keyword' then exists (select 1 from pg_get_keywords() k
+                                             where k.word = p_name and k.catcode = any (string_to_array(r.argument, ' ')))
+        end;
+        if v_fails is null then
+            raise exception 'tenant_name_rules() names an unknown kind of check: %', r.kind;
+        elsif v_fails then
+            return format(r.problem, p_name);
+        end if;
+    end loop;
     return null;
 end
 $$;
 comment on function pgrecall.tenant_name_problem(text) is
-    'NULL if the text may name a tenant, else the rule it breaks.';
+    'NULL if the text may name a tenant, else the rule it breaks (tenant_name_rules(), in order).';
 
 create or replace function pgrecall.check_tenant_name(p_name text)
 returns text
@@ -167,7 +206,7 @@ begin
                              coalesce(quote_literal(left(p_name, 100)) || case when length(p_name) > 100
                                       then format(' (%s characters in all)', length(p_name)) else '' end, 'NULL'),
                              v_problem),
-            hint = 'Use 1 to 47 characters: a lowercase letter, then lowercase letters, digits or underscores.';
+            hint = pgrecall.tenant_name_hint();
     end if;
     return p_name;
 end

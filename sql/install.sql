@@ -148,34 +148,73 @@ comment on table pgrecall.source is
 
 
 -- Returns NULL when p_name may name a tenant, otherwise the rule it breaks.
+-- The tenant-name rule, as data: each row one check, in order, and what a
+-- name that fails it is told. pgrecall.tenant_name_problem() applies it here;
+-- the driver's generated copy (python/pgrecall/_catalog.py, make driver)
+-- applies it in Python before any SQL is composed with a name. Kinds:
+-- nonempty; max_length (characters and bytes); pattern (an ASCII regular
+-- expression the whole name matches); not_prefix; not_one_of (names split by
+-- spaces); not_keyword (pg_get_keywords() of those catcodes). In a problem,
+-- %s is the name.
+create or replace function pgrecall.tenant_name_rules()
+returns table (ord integer, kind text, argument text, problem text)
+language sql immutable
+set search_path = pg_catalog
+as $$
+    values (1, 'nonempty', null, 'a tenant name must not be empty'),
+           -- 47: the longest role name built from it, pgrecall_<name>_worker,
+           -- must fit PostgreSQL's 63-byte identifiers.
+           (2, 'max_length', '47', 'a tenant name has at most 47 characters'),
+           (3, 'pattern', '^[a-z][a-z0-9_]*$',
+            'a tenant name starts with a lowercase ASCII letter and holds only lowercase ASCII letters, digits and underscores'),
+           (4, 'not_prefix', 'pg_', 'names beginning with pg_ are reserved for PostgreSQL'),
+           (5, 'not_prefix', 'pgrecall', 'names beginning with pgrecall are reserved for pgrecall itself'),
+           (6, 'not_one_of', 'public information_schema extensions', '%s is a reserved schema name'),
+           (7, 'not_keyword', 'R T', '%s is a reserved SQL keyword')
+$$;
+comment on function pgrecall.tenant_name_rules() is
+    'The checks a tenant name must pass, in order, each with what a name that fails it is told.';
+
+create or replace function pgrecall.tenant_name_hint()
+returns text
+language sql immutable
+set search_path = pg_catalog
+as $$
+    select 'Use 1 to 47 characters: a lowercase letter, then lowercase letters, digits or underscores.'::text
+$$;
+comment on function pgrecall.tenant_name_hint() is 'What to do about a name tenant_name_rules() refuses.';
+
 create or replace function pgrecall.tenant_name_problem(p_name text)
 returns text
 language plpgsql immutable
 set search_path = pg_catalog
 as $$
+declare
+    r record;
+    v_fails boolean;
 begin
-    if p_name is null or p_name = '' then
-        return 'a tenant name must not be empty';
-    -- 47: the longest role name built from it, pgrecall_<name>_worker, must
-    -- fit PostgreSQL's 63-byte identifiers.
-    elsif char_length(p_name) > 47 or octet_length(p_name) > 47 then
-        return 'a tenant name has at most 47 characters';
-    elsif octet_length(p_name) <> char_length(p_name) or p_name !~ '^[a-z][a-z0-9_]*$' then
-        return 'a tenant name starts with a lowercase ASCII letter and holds only lowercase ASCII letters, digits and underscores';
-    elsif left(p_name, 3) = 'pg_' then  -- not LIKE 'pg\_%', whose backslash standard_conforming_strings = off eats
-        return 'names beginning with pg_ are reserved for PostgreSQL';
-    elsif p_name like 'pgrecall%' then
-        return 'names beginning with pgrecall are reserved for pgrecall itself';
-    elsif p_name in ('public', 'information_schema', 'extensions') then
-        return format('%s is a reserved schema name', p_name);
-    elsif exists (select 1 from pg_get_keywords() where word = p_name and catcode in ('R', 'T')) then
-        return format('%s is a reserved SQL keyword', p_name);
-    end if;
+    for r in select * from pgrecall.tenant_name_rules() order by ord loop
+        v_fails := case r.kind
+            when 'nonempty' then coalesce(p_name, '') = ''
+            when 'max_length' then char_length(p_name) > r.argument::integer or octet_length(p_name) > r.argument::integer
+            when 'pattern' then octet_length(p_name) <> char_length(p_name) or p_name !~ r.argument
+            -- left(), not LIKE: a prefix holding _ or % means itself
+            when 'not_prefix' then left(p_name, char_length(r.argument)) = r.argument
+            when 'not_one_of' then p_name = any (string_to_array(r.argument, ' '))
+            when 'not_keyword' then exists (select 1 from pg_get_keywords() k
+                                             where k.word = p_name and k.catcode = any (string_to_array(r.argument, ' ')))
+        end;
+        if v_fails is null then
+            raise exception 'tenant_name_rules() names an unknown kind of check: %', r.kind;
+        elsif v_fails then
+            return format(r.problem, p_name);
+        end if;
+    end loop;
     return null;
 end
 $$;
 comment on function pgrecall.tenant_name_problem(text) is
-    'NULL if the text may name a tenant, else the rule it breaks.';
+    'NULL if the text may name a tenant, else the rule it breaks (tenant_name_rules(), in order).';
 
 create or replace function pgrecall.check_tenant_name(p_name text)
 returns text
@@ -192,7 +231,7 @@ begin
                              coalesce(quote_literal(left(p_name, 100)) || case when length(p_name) > 100
                                       then format(' (%s characters in all)', length(p_name)) else '' end, 'NULL'),
                              v_problem),
-            hint = 'Use 1 to 47 characters: a lowercase letter, then lowercase letters, digits or underscores.';
+            hint = pgrecall.tenant_name_hint();
     end if;
     return p_name;
 end
@@ -10304,7 +10343,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$, null, $pgrecall_1a81d7711ad3$3726fe3429a83a00ab945f5a867a73e052b7bc69b1f95c413a7f9aaa79d89131$pgrecall_1a81d7711ad3$, $pgrecall_3726fe3429a8$-- recall: ranked retrieval, in the design's order (section 6). Each step is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$, null, $pgrecall_e5f08bffa0ac$873741e80730e6e8c82891e50f763dec97315f79d3bdbdd4a3cbefb6b7bcf32f$pgrecall_e5f08bffa0ac$, $pgrecall_873741e80730$-- recall: ranked retrieval, in the design's order (section 6). Each step is
 -- a function of its own that a DBA can call and test alone; recall_answer()
 -- runs them in order.
 --   0. as of a past moment (p_as_of; NULL: now): the memories changed since
@@ -10498,7 +10537,7 @@ create or replace function __tenant__.recall_answer(
     p_scopes              text[],
     p_query               text,
     p_purpose             text default 'converse',
-    p_query_embedding     double precision[] default null,  -- 384 numbers; a vector casts with ::real[]
+    p_query_embedding     double precision[] default null,  -- _embedding_dimensions() numbers; a vector casts with ::real[]
     p_mode                text default null,          -- hybrid, lexical or dense; NULL: the tenant's default
     p_limit               integer default 10,
     p_include_superseded  boolean default false,
@@ -10623,7 +10662,7 @@ $$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text,
                                       timestamptz) is
     'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms'' evidence orders them), permission walk. With its metadata: recall_answer().';
-$pgrecall_3726fe3429a8$)
+$pgrecall_873741e80730$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -10727,9 +10766,9 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$, null, $pgrecall_4fe469b15d34$55237eba903e245af771a0ed7dc5bfa654ff8e380abf2aadb2c96a79bb2bfb22$pgrecall_4fe469b15d34$, $pgrecall_55237eba903e$-- Recall, step 3: the dense arm (plpgsql/recall.sql composes the steps).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$, null, $pgrecall_cee3e26a5235$bd928ac2e6f797bc55d61880c1e9c5d5144ce9802703cd05f755f26c6aa43494$pgrecall_cee3e26a5235$, $pgrecall_bd928ac2e6f7$-- Recall, step 3: the dense arm (plpgsql/recall.sql composes the steps).
 --
---   _check_query_embedding  PR154 unless a query embedding is 384 finite numbers
+--   _check_query_embedding  PR154 unless a query embedding is _embedding_dimensions() finite numbers
 --                           (message search checks with it too)
 --   _dense_reason           why the arm cannot run (no query embedding, another
 --                           model, no embeddings yet), or NULL when it can
@@ -10751,21 +10790,22 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 begin
     if p_query_embedding is not null
-       and (cardinality(p_query_embedding) <> 384 or array_ndims(p_query_embedding) <> 1
+       and (cardinality(p_query_embedding) <> _embedding_dimensions() or array_ndims(p_query_embedding) <> 1
             or array_position(p_query_embedding, null) is not null
             -- array_position scans in C (NaN equals NaN for float8), where
-            -- unnesting the 384 numbers into rows cost ~0.1 ms a recall
+            -- unnesting the numbers into rows cost ~0.1 ms a recall
             or array_position(p_query_embedding, 'NaN'::float8) is not null
             or array_position(p_query_embedding, 'Infinity'::float8) is not null
             or array_position(p_query_embedding, '-Infinity'::float8) is not null) then
-        perform _fail('PR154', format('the query embedding must be 384 finite numbers, not %s',
-                                      coalesce(array_dims(p_query_embedding), 'empty')),
-                      'Embed the query with the tenant''s model (all-MiniLM-L6-v2 gives 384 numbers), or pass NULL.');
+        perform _fail('PR154', format('the query embedding must be %s finite numbers, not %s',
+                                      _embedding_dimensions(), coalesce(array_dims(p_query_embedding), 'empty')),
+                      format('Embed the query with the tenant''s model (its setting embedding_model; %s numbers), '
+                             'or pass NULL.', _embedding_dimensions()));
     end if;
 end
 $$;
 comment on function __tenant__._check_query_embedding(double precision[]) is
-    'Internal: PR154 unless a query embedding is NULL or 384 finite numbers.';
+    'Internal: PR154 unless a query embedding is NULL or _embedding_dimensions() finite numbers.';
 
 -- Degrade contract (design section 6): when the dense arm cannot contribute,
 -- recall answers with the lexical rows and says why.
@@ -10976,7 +11016,7 @@ $$;
 comment on function __tenant__._dense_arm(bigint, text[], text, boolean, timestamptz, double precision[], integer, jsonb,
                                           boolean, bigint[], integer, timestamptz, bigint[]) is
     'Internal: recall''s dense arm: the eligible memories nearest the query embedding (floor dense_floor), exact or HNSW.';
-$pgrecall_55237eba903e$)
+$pgrecall_bd928ac2e6f7$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -15032,7 +15072,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$, null, $pgrecall_2a8b80e0158e$1ca9cbea73859fa19b13a59d7f435ec02e128a1020a981dd9af7d9e86b314277$pgrecall_2a8b80e0158e$, $pgrecall_1ca9cbea7385$-- Argument checks shared by every operation. Each failure raises a PR-class
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$, null, $pgrecall_01ef1a7220c6$27b0748c2d2f42963ed5b8484be1fdc971a4512f2d6014d9155852a40d9224fc$pgrecall_01ef1a7220c6$, $pgrecall_27b0748c2d2f$-- Argument checks shared by every operation. Each failure raises a PR-class
 -- SQLSTATE whose message names the offending value; the codes are listed,
 -- with what each means, in sql/errors.sql (pgrecall.error_code).
 
@@ -15576,12 +15616,27 @@ $$;
 comment on function __tenant__._embedding_results_usable(text, bigint[], bigint[], text[], text, integer) is
     'Internal: PR107 unless a worker''s results are arrays of one length; false when the tenant switched model or input version.';
 
+-- How many numbers every vector of the tenant holds: the type of its vector
+-- columns (halfvec(384) since migration 0032), named once here for the
+-- checks that refuse a vector of another size before pgvector would. A test
+-- holds it to the columns' types, and the driver's generated module copies
+-- it (python/pgrecall/_catalog.py). Inlined: a constant in every plan.
+create or replace function __tenant__._embedding_dimensions()
+returns integer
+language sql immutable
+as $$
+    select 384
+$$;
+comment on function __tenant__._embedding_dimensions() is
+    'Internal: the number of dimensions of every vector the tenant stores (its vector columns'' type).';
+
 -- Vector literals as the halfvecs they are stored as, parsed once: the
 -- worker's results and a caller's vectors are read here and nowhere else
 -- (each parse of 500 literals of 384 numbers is some 20 ms). PR154 for a
 -- literal pgvector refuses (not a vector, NaN or infinity, beyond halfvec's
--- range) and for any other count of dimensions than 384. A NULL element is
--- refused too, unless p_nulls_allowed (remember_many: an item without one).
+-- range) and for any other count of dimensions than _embedding_dimensions().
+-- A NULL element is refused too, unless p_nulls_allowed (remember_many: an
+-- item without one).
 create or replace function __tenant__._embedding_vectors(p_embeddings text[], p_nulls_allowed boolean default false)
 returns __ext__.halfvec[]
 language plpgsql stable
@@ -15596,17 +15651,20 @@ begin
         v_vectors := p_embeddings::__ext__.halfvec[];
     exception when data_exception then
         -- pgvector's own refusals: not a vector literal, NaN or infinity, too many dimensions
-        perform _fail('PR154', format('an embedding is not a vector of 384 finite numbers: %s', sqlerrm));
+        perform _fail('PR154', format('an embedding is not a vector of %s finite numbers: %s',
+                                      _embedding_dimensions(), sqlerrm));
     end;
-    select min(__ext__.vector_dims(e)) into v_bad from unnest(v_vectors) e where __ext__.vector_dims(e) <> 384;
+    select min(__ext__.vector_dims(e)) into v_bad
+      from unnest(v_vectors) e where __ext__.vector_dims(e) <> _embedding_dimensions();
     if v_bad is not null or (not p_nulls_allowed and array_position(v_vectors, null) is not null) then
-        perform _fail('PR154', format('an embedding has %s dimensions, not 384', coalesce(v_bad::text, 'no')));
+        perform _fail('PR154', format('an embedding has %s dimensions, not %s', coalesce(v_bad::text, 'no'),
+                                      _embedding_dimensions()));
     end if;
     return v_vectors;
 end
 $$;
 comment on function __tenant__._embedding_vectors(text[], boolean) is
-    'Internal: vector literals as halfvecs, parsed once; PR154 unless each is 384 finite numbers (or NULL, where allowed).';
+    'Internal: vector literals as halfvecs, parsed once; PR154 unless each is _embedding_dimensions() finite numbers (or NULL, where allowed).';
 
 -- PostgreSQL stores times from 4713 BC to 294276 AD, and infinity; Python's
 -- datetime, ISO 8601 and most clients hold years 1 to 9999 only. A time
@@ -15685,7 +15743,7 @@ as $$
 $$;
 comment on function __tenant__._whole_in_range(jsonb, numeric, numeric) is
     'Internal: true when the JSON value is a whole number from p_min to p_max.';
-$pgrecall_1ca9cbea7385$)
+$pgrecall_27b0748c2d2f$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 

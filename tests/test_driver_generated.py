@@ -23,6 +23,23 @@ def test_the_generated_module_is_what_the_catalog_says(acme, db):
         "python/pgrecall/driver/_generated.py differs from the catalog: run make driver and commit it")
 
 
+def test_the_catalog_constants_are_what_the_catalog_says(acme, db):
+    """pgrecall/_catalog.py: the embedding's size (every vector column's, and _embedding_dimensions()), a new
+    tenant's model, the keywords no tenant name may be; the embedder and the name rule read them there."""
+    from pgrecall import _catalog, embedder, names
+
+    assert _codegen.render_catalog(db, "acme") == _codegen.CATALOG_TARGET.read_text(), (
+        "python/pgrecall/_catalog.py differs from the catalog: run make driver and commit it")
+    assert (embedder.DIMENSIONS, embedder.MODEL_NAME) == (_catalog.EMBEDDING_DIMENSIONS, _catalog.EMBEDDING_MODEL)
+    assert names.RESERVED_KEYWORDS is _catalog.RESERVED_KEYWORDS
+
+
+def test_a_vector_column_of_another_size_is_caught(acme, db):
+    db.execute("alter table acme.memory_embedding add column other_embedding public.vector(768)")
+    with pytest.raises(AssertionError, match="768"):
+        _codegen.render_catalog(db, "acme")
+
+
 def test_a_catalog_that_changes_is_caught(acme, db):
     db.execute("alter type acme.recall_meta add attribute added_later integer")
     changed = _render(db)

@@ -26,6 +26,7 @@ FUNCTION_HEADER = re.compile(
 INLINED_HELPERS = {"_eligible_memories", "_eligible_facts", "_eligible_observations", "_audience_admits",
                    "_audience_within", "_normalize_name", "_passages_in", "_bm25_tf", "_memory_eligible",
                    "_fact_eligible", "_observation_eligible", "_passage_eligible", "_unchanged_since",
+                   "_embedding_dimensions",
                    # the store's eligibility, an expression on a memory's columns (plpgsql/store.sql)
                    "_store_item_usable"}
 

@@ -15,14 +15,15 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from ._catalog import EMBEDDING_DIMENSIONS, EMBEDDING_MODEL
 from .errors import InvalidSetting
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-MODEL_NAME = "all-MiniLM-L6-v2"
-DIMENSIONS = 384
+MODEL_NAME = EMBEDDING_MODEL        # the local model is the one a new tenant names
+DIMENSIONS = EMBEDDING_DIMENSIONS
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

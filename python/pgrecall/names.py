@@ -16,52 +16,47 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from . import errors
+from . import _catalog, errors
 
-MAX_LENGTH = 47  # pgrecall_<name>_worker must fit 63-byte identifiers
+# The rule is the database's (pgrecall.tenant_name_rules(), sql/control.sql), copied by make driver into
+# _catalog.py: each check in order, with what a name that fails it is told.
+RULES = _catalog.TENANT_NAME_RULES
+HINT = _catalog.TENANT_NAME_HINT
 
-# fullmatch, ASCII only: "$" in re.match would also accept a trailing newline.
-_SHAPE = re.compile(r"[a-z][a-z0-9_]*", re.ASCII)
+# PostgreSQL's reserved keywords and type/function-name keywords, as the server that generated _catalog.py
+# lists them; the SQL rule reads the server's own list, so a test checks this copy covers it.
+RESERVED_KEYWORDS = _catalog.RESERVED_KEYWORDS
 
-_RESERVED_SCHEMAS = frozenset({"public", "information_schema", "extensions"})
 
-# PostgreSQL's reserved keywords and type/function-name keywords (pg_get_keywords(),
-# catcode R and T, PostgreSQL 18): a schema of that name would have to be quoted
-# everywhere. The SQL rule reads the server's own list; this copy may only be
-# stricter (a test checks it covers the server's).
-RESERVED_KEYWORDS = frozenset("""
-all analyse analyze and any array as asc asymmetric authorization binary both case cast check collate
-collation column concurrently constraint create cross current_catalog current_date current_role
-current_schema current_time current_timestamp current_user default deferrable desc distinct do else end
-except false fetch for foreign freeze from full grant group having ilike in initially inner intersect into
-is isnull join lateral leading left like limit localtime localtimestamp natural not notnull null offset on
-only or order outer overlaps placing primary references returning right select session_user similar some
-symmetric system_user table tablesample then to trailing true union unique user using variadic verbose when
-where window with
-""".split())
-
-HINT = "Use 1 to 47 characters: a lowercase letter, then lowercase letters, digits or underscores."
+def _fails(kind: str, argument: str | None, name: str) -> bool:
+    """Whether ``name`` (a non-empty str) fails one check of the rule, read as pgrecall.tenant_name_problem reads it."""
+    if kind == "max_length":
+        assert argument is not None
+        return len(name) > int(argument) or len(name.encode("utf-8", "surrogatepass")) > int(argument)
+    if kind == "pattern":
+        assert argument is not None and argument.startswith("^") and argument.endswith("$")
+        # fullmatch on the ASCII text: "$" in re.match would also accept a trailing newline
+        return not name.isascii() or re.fullmatch(argument[1:-1], name) is None
+    if kind == "not_prefix":
+        assert argument is not None
+        return name.startswith(argument)
+    if kind == "not_one_of":
+        assert argument is not None
+        return name in argument.split(" ")
+    if kind == "not_keyword":
+        return name in RESERVED_KEYWORDS
+    raise AssertionError(f"_catalog.TENANT_NAME_RULES names an unknown kind of check: {kind}")
 
 
 def tenant_name_problem(name: object) -> str | None:
     """None if ``name`` may name a tenant, otherwise the rule it breaks (as pgrecall.tenant_name_problem says it)."""
-    if name is None or name == "":
-        return "a tenant name must not be empty"
-    if not isinstance(name, str):
+    if not isinstance(name, str) and name is not None:
         return f"a tenant name is a string, not {type(name).__name__}"
-    if len(name) > MAX_LENGTH or len(name.encode("utf-8", "surrogatepass")) > MAX_LENGTH:
-        return f"a tenant name has at most {MAX_LENGTH} characters"
-    if not _SHAPE.fullmatch(name):
-        return ("a tenant name starts with a lowercase ASCII letter and holds only lowercase ASCII letters, "
-                "digits and underscores")
-    if name.startswith("pg_"):
-        return "names beginning with pg_ are reserved for PostgreSQL"
-    if name.startswith("pgrecall"):
-        return "names beginning with pgrecall are reserved for pgrecall itself"
-    if name in _RESERVED_SCHEMAS:
-        return f"{name} is a reserved schema name"
-    if name in RESERVED_KEYWORDS:
-        return f"{name} is a reserved SQL keyword"
+    for kind, argument, problem in RULES:
+        if kind == "nonempty" and not name:
+            return problem
+        if kind != "nonempty" and name and _fails(kind, argument, name):
+            return problem.replace("%s", name)
     return None
 
 
