@@ -54,7 +54,11 @@ def test_import_loads_a_conversation_all_or_nothing(acme, conninfo, db, tmp_path
 def test_peers_and_scopes_from_the_shell(make_tenant, conninfo, db):
     make_tenant("acme")
     env = {"PGRECALL_DSN": conninfo.dsn(user="pgrecall_acme_app"), "PGRECALL_TENANT": "acme"}
-    assert "scope default exists" in run_cli("scope", "add", "default", env=env).stdout
+    # a new scope is said to be added; one that is there, to exist ("exists" for both read as "it was there")
+    assert run_cli("scope", "add", "default", env=env).stdout.strip() == "scope default added to tenant acme"
+    assert run_cli("scope", "add", "default", env=env).stdout.strip() == "scope default exists in tenant acme"
+    assert run_cli("scope", "add", "travel", env=env).stdout.strip() == "scope travel added to tenant acme"
+    assert "its description is now" in run_cli("scope", "add", "travel", "--description", "trips", env=env).stdout
     assert "peer ana (human)" in run_cli("peer", "add", "ana", env=env).stdout
     out = run_cli("remember", "--as", "ana", "--purpose", "converse", "Ana is vegetarian", env=env).stdout
     assert "remembered as memory 1" in out

@@ -256,10 +256,16 @@ def _scope(mem: Any, args: argparse.Namespace) -> int:
         return 0
     _needs_name(args)
     if args.action == "add":
+        # add_scope keeps a scope that is there; say which it was, so "exists" is never read as "already existed"
+        known = {s.name for s in mem.list_scopes()}
         mem.add_scope(args.name, args.description)
         if args.json:
             return _print_json({"scope": args.name, "description": args.description})
-        print(f"scope {args.name} exists in tenant {args.tenant}")
+        if args.name not in known:
+            print(f"scope {args.name} added to tenant {args.tenant}")
+        else:
+            updated = "; its description is now the one given" if args.description is not None else ""
+            print(f"scope {args.name} exists in tenant {args.tenant}{updated}")
         return 0
     if args.embed is None:
         raise errors.InvalidArgument("pgrecall scope passages needs --embed all, messages, none or default",
