@@ -1,11 +1,14 @@
 """`make run`'s demo, end to end: import, remember, correct, supersede, embed, recall."""
 
 import re
+from pathlib import Path
 
 import pytest
 
 from test_install_paths import run_cli
 from test_mcp import check_the_demo_over_mcp
+
+DOCS_AGENTS = Path(__file__).resolve().parents[1] / "docs" / "agents.md"
 
 
 @pytest.mark.slow
@@ -77,5 +80,15 @@ def test_demo_answers_from_current_facts_and_keeps_secrets(conninfo, tmp_path):
                      r"score \d\.\d{4}\)", where)
     assert "from turn 47, Ana (user): We've moved." in where
     assert "[explain] work queue" in again
+    # docs/agents.md shows what the session-start bundle prints after make run: a new user found it stale once
+    command = "pgrecall bundle --tenant demo --as Ana --recent 2"
+    shown = DOCS_AGENTS.read_text().split(f"$ {command}\n", 1)[1].split("\n```", 1)[0]
+    printed = run_cli(*command.split()[1:], env={"PGRECALL_DSN": conninfo.dsn()}).stdout.rstrip("\n")
+    assert _undated(printed) == _undated(shown), "docs/agents.md's bundle is not what the command prints"
     # and an MCP client reaches the same memory as its principals
     check_the_demo_over_mcp(conninfo.dsn(user="pgrecall_demo_app"), tmp_path)
+
+
+def _undated(bundle: str) -> str:
+    """A bundle without the day its memories changed (the day the demo ran)."""
+    return re.sub(r"changed \d{4}-\d{2}-\d{2}", "changed <day>", bundle)
