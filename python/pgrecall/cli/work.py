@@ -142,7 +142,7 @@ def cmd_embeddings(args: argparse.Namespace) -> int:
     from ..worker import Worker
 
     worker = Worker(args.tenant, batch_size=args.batch_size)
-    with tqdm(total=status.queued + status.passages_queued, desc="embedding", unit="memory",
+    with tqdm(total=status.queued + status.passages_queued, desc="embedding", unit="text",
               disable=args.quiet or args.json) as bar:
         stats = worker.drain(progress=bar.update)
     if args.json:
