@@ -92,3 +92,29 @@ end
 $$;
 comment on function __tenant__._check_as_of(timestamptz) is
     'Internal: PR152 unless p_as_of is NULL or a finite time not after now.';
+
+-- A ranked list with the memories changed since the moment scored alike,
+-- the best p_depth of both, best first (ties by id): how the lexical and
+-- the dense arm merge what _memories_as_of rebuilt into their own ranking.
+create or replace function __tenant__._merge_ranked(p_ids bigint[], p_scores double precision[],
+                                                   p_more_ids bigint[], p_more_scores double precision[],
+                                                   p_depth integer)
+returns table (merged_ids bigint[], merged_scores double precision[])
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    with best as (
+        select u.id, u.score
+          from (select a.id, a.score from unnest(p_ids, p_scores) a(id, score)
+                union all
+                select b.id, b.score from unnest(p_more_ids, p_more_scores) b(id, score)) u
+         order by u.score desc, u.id
+         limit p_depth
+    )
+    select coalesce(array_agg(b.id order by b.score desc, b.id), '{}'),
+           coalesce(array_agg(b.score order by b.score desc, b.id), '{}')
+      from best b
+$$;
+comment on function __tenant__._merge_ranked(bigint[], double precision[], bigint[], double precision[], integer) is
+    'Internal (as of a past moment): two ranked lists as one, the best p_depth first.';

@@ -225,19 +225,14 @@ begin
     if cardinality(p_as_of_ids) > 0 then
         -- As of a past moment: the memories changed since whose text then is
         -- their current one (_memories_as_of), ranked with the rest.
-        with merged as (
-            select u.id, u.cosine from unnest(ids, cosines) u(id, cosine)
-            union all
-            select me.memory_id, 1 - (me.embedding operator(__ext__.<=>) v_embedding)
-              from memory_embedding me
-             where me.memory_id = any (p_as_of_ids) and me.model = v_model and me.input_version = v_version
-               and 1 - (me.embedding operator(__ext__.<=>) v_embedding) >= v_floor
-        ), best as (
-            select m.id, m.cosine from merged m order by m.cosine desc, m.id limit p_depth
-        )
-        select coalesce(array_agg(b.id order by b.cosine desc, b.id), '{}'),
-               coalesce(array_agg(b.cosine order by b.cosine desc, b.id), '{}')
-          into ids, cosines from best b;
+        select r.merged_ids, r.merged_scores into ids, cosines
+          from (select coalesce(array_agg(c.id), '{}') as more_ids, coalesce(array_agg(c.cosine), '{}') as more
+                  from (select me.memory_id as id, 1 - (me.embedding operator(__ext__.<=>) v_embedding) as cosine
+                          from memory_embedding me
+                         where me.memory_id = any (p_as_of_ids) and me.model = v_model
+                           and me.input_version = v_version) c
+                 where c.cosine >= v_floor) then_
+         cross join lateral _merge_ranked(ids, cosines, then_.more_ids, then_.more, p_depth) r;
     end if;
     perform set_config('hnsw.ef_search', coalesce(v_saved_ef, '40'), true);
     perform set_config('hnsw.iterative_scan', coalesce(v_saved_iterative, 'off'), true);

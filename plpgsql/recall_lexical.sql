@@ -272,22 +272,16 @@ begin
     if cardinality(p_as_of_ids) > 0 then
         -- As of a past moment: the memories changed since, by the text they
         -- had then (_memories_as_of), scored as the others and ranked with them.
-        with merged as (
-            select u.id, u.score from unnest(ids, scores) u(id, score)
-            union all
-            select h.id, (select sum(v_idf[array_position(v_kept, w.lexeme)]
-                                     * _bm25_tf(cardinality(w.positions), length(h.tsv),
-                                                (v_set ->> 'bm25_k1')::double precision,
-                                                (v_set ->> 'bm25_b')::double precision, v_avg_length))
-                            from unnest(h.tsv) w where w.lexeme = any (v_kept))
-              from unnest(p_as_of_ids, p_as_of_tsv) h(id, tsv)
-             where h.tsv @@ v_recruiters[cardinality(v_recruiters)]
-        ), best as (
-            select m.id, m.score from merged m order by m.score desc, m.id limit p_depth
-        )
-        select coalesce(array_agg(b.id order by b.score desc, b.id), '{}'),
-               coalesce(array_agg(b.score order by b.score desc, b.id), '{}')
-          into ids, scores from best b;
+        select r.merged_ids, r.merged_scores into ids, scores
+          from (select coalesce(array_agg(h.id), '{}') as more_ids,
+                       coalesce(array_agg((select sum(v_idf[array_position(v_kept, w.lexeme)]
+                                                      * _bm25_tf(cardinality(w.positions), length(h.tsv),
+                                                                 (v_set ->> 'bm25_k1')::double precision,
+                                                                 (v_set ->> 'bm25_b')::double precision, v_avg_length))
+                                             from unnest(h.tsv) w where w.lexeme = any (v_kept))), '{}') as more
+                  from unnest(p_as_of_ids, p_as_of_tsv) h(id, tsv)
+                 where h.tsv @@ v_recruiters[cardinality(v_recruiters)]) then_
+         cross join lateral _merge_ranked(ids, scores, then_.more_ids, then_.more, p_depth) r;
     end if;
     return next;
 end

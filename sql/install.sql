@@ -10667,7 +10667,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d809a0ca0c5$recall_as_of.sql$pgrecall_5d809a0ca0c5$, null, $pgrecall_bde5d8bcdb34$a3fed1a77982345550fff5077c3174802408a2290c33b7e0cc5a710a786724b2$pgrecall_bde5d8bcdb34$, $pgrecall_a3fed1a77982$-- Recall as of a past moment (recall's p_as_of): the memory as it stood
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d809a0ca0c5$recall_as_of.sql$pgrecall_5d809a0ca0c5$, null, $pgrecall_29e1be670343$ca18ca71af0cbc6cde2f59d9ba656084eae897445dcb27370d13bb2fbc5dc4fd$pgrecall_29e1be670343$, $pgrecall_ca18ca71af0c$-- Recall as of a past moment (recall's p_as_of): the memory as it stood
 -- then. plpgsql/recall.sql composes the steps; this file holds what only an
 -- as-of recall runs.
 --
@@ -10761,12 +10761,38 @@ end
 $$;
 comment on function __tenant__._check_as_of(timestamptz) is
     'Internal: PR152 unless p_as_of is NULL or a finite time not after now.';
-$pgrecall_a3fed1a77982$)
+
+-- A ranked list with the memories changed since the moment scored alike,
+-- the best p_depth of both, best first (ties by id): how the lexical and
+-- the dense arm merge what _memories_as_of rebuilt into their own ranking.
+create or replace function __tenant__._merge_ranked(p_ids bigint[], p_scores double precision[],
+                                                   p_more_ids bigint[], p_more_scores double precision[],
+                                                   p_depth integer)
+returns table (merged_ids bigint[], merged_scores double precision[])
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    with best as (
+        select u.id, u.score
+          from (select a.id, a.score from unnest(p_ids, p_scores) a(id, score)
+                union all
+                select b.id, b.score from unnest(p_more_ids, p_more_scores) b(id, score)) u
+         order by u.score desc, u.id
+         limit p_depth
+    )
+    select coalesce(array_agg(b.id order by b.score desc, b.id), '{}'),
+           coalesce(array_agg(b.score order by b.score desc, b.id), '{}')
+      from best b
+$$;
+comment on function __tenant__._merge_ranked(bigint[], double precision[], bigint[], double precision[], integer) is
+    'Internal (as of a past moment): two ranked lists as one, the best p_depth first.';
+$pgrecall_ca18ca71af0c$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$, null, $pgrecall_cee3e26a5235$bd928ac2e6f797bc55d61880c1e9c5d5144ce9802703cd05f755f26c6aa43494$pgrecall_cee3e26a5235$, $pgrecall_bd928ac2e6f7$-- Recall, step 3: the dense arm (plpgsql/recall.sql composes the steps).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$, null, $pgrecall_7bcf408da860$337540a89119d3405f99153d3651ee9463ac8205ad0aa695ca80d225aaedac0a$pgrecall_7bcf408da860$, $pgrecall_337540a89119$-- Recall, step 3: the dense arm (plpgsql/recall.sql composes the steps).
 --
 --   _check_query_embedding  PR154 unless a query embedding is _embedding_dimensions() finite numbers
 --                           (message search checks with it too)
@@ -10993,19 +11019,14 @@ begin
     if cardinality(p_as_of_ids) > 0 then
         -- As of a past moment: the memories changed since whose text then is
         -- their current one (_memories_as_of), ranked with the rest.
-        with merged as (
-            select u.id, u.cosine from unnest(ids, cosines) u(id, cosine)
-            union all
-            select me.memory_id, 1 - (me.embedding operator(__ext__.<=>) v_embedding)
-              from memory_embedding me
-             where me.memory_id = any (p_as_of_ids) and me.model = v_model and me.input_version = v_version
-               and 1 - (me.embedding operator(__ext__.<=>) v_embedding) >= v_floor
-        ), best as (
-            select m.id, m.cosine from merged m order by m.cosine desc, m.id limit p_depth
-        )
-        select coalesce(array_agg(b.id order by b.cosine desc, b.id), '{}'),
-               coalesce(array_agg(b.cosine order by b.cosine desc, b.id), '{}')
-          into ids, cosines from best b;
+        select r.merged_ids, r.merged_scores into ids, cosines
+          from (select coalesce(array_agg(c.id), '{}') as more_ids, coalesce(array_agg(c.cosine), '{}') as more
+                  from (select me.memory_id as id, 1 - (me.embedding operator(__ext__.<=>) v_embedding) as cosine
+                          from memory_embedding me
+                         where me.memory_id = any (p_as_of_ids) and me.model = v_model
+                           and me.input_version = v_version) c
+                 where c.cosine >= v_floor) then_
+         cross join lateral _merge_ranked(ids, cosines, then_.more_ids, then_.more, p_depth) r;
     end if;
     perform set_config('hnsw.ef_search', coalesce(v_saved_ef, '40'), true);
     perform set_config('hnsw.iterative_scan', coalesce(v_saved_iterative, 'off'), true);
@@ -11016,7 +11037,7 @@ $$;
 comment on function __tenant__._dense_arm(bigint, text[], text, boolean, timestamptz, double precision[], integer, jsonb,
                                           boolean, bigint[], integer, timestamptz, bigint[]) is
     'Internal: recall''s dense arm: the eligible memories nearest the query embedding (floor dense_floor), exact or HNSW.';
-$pgrecall_bd928ac2e6f7$)
+$pgrecall_337540a89119$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -11378,7 +11399,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a1d8cc5d0106$recall_lexical.sql$pgrecall_a1d8cc5d0106$, null, $pgrecall_23893254824b$52db211e591362f31006184ef6851c13d68d68580765adba01682f2180a8a3ca$pgrecall_23893254824b$, $pgrecall_52db211e5913$-- Recall, step 2: the lexical arm (plpgsql/recall.sql composes the steps).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a1d8cc5d0106$recall_lexical.sql$pgrecall_a1d8cc5d0106$, null, $pgrecall_f105587b5415$a41e510938b4e2b161f473f6b18ae9c7c5868b56f901d421443b98da00806a3b$pgrecall_f105587b5415$, $pgrecall_a41e510938b4$-- Recall, step 2: the lexical arm (plpgsql/recall.sql composes the steps).
 --
 --   _query_terms        the query's distinct lexemes
 --   _prune_terms        from prune_min_terms terms on, a term in prune_df_ratio
@@ -11652,22 +11673,16 @@ begin
     if cardinality(p_as_of_ids) > 0 then
         -- As of a past moment: the memories changed since, by the text they
         -- had then (_memories_as_of), scored as the others and ranked with them.
-        with merged as (
-            select u.id, u.score from unnest(ids, scores) u(id, score)
-            union all
-            select h.id, (select sum(v_idf[array_position(v_kept, w.lexeme)]
-                                     * _bm25_tf(cardinality(w.positions), length(h.tsv),
-                                                (v_set ->> 'bm25_k1')::double precision,
-                                                (v_set ->> 'bm25_b')::double precision, v_avg_length))
-                            from unnest(h.tsv) w where w.lexeme = any (v_kept))
-              from unnest(p_as_of_ids, p_as_of_tsv) h(id, tsv)
-             where h.tsv @@ v_recruiters[cardinality(v_recruiters)]
-        ), best as (
-            select m.id, m.score from merged m order by m.score desc, m.id limit p_depth
-        )
-        select coalesce(array_agg(b.id order by b.score desc, b.id), '{}'),
-               coalesce(array_agg(b.score order by b.score desc, b.id), '{}')
-          into ids, scores from best b;
+        select r.merged_ids, r.merged_scores into ids, scores
+          from (select coalesce(array_agg(h.id), '{}') as more_ids,
+                       coalesce(array_agg((select sum(v_idf[array_position(v_kept, w.lexeme)]
+                                                      * _bm25_tf(cardinality(w.positions), length(h.tsv),
+                                                                 (v_set ->> 'bm25_k1')::double precision,
+                                                                 (v_set ->> 'bm25_b')::double precision, v_avg_length))
+                                             from unnest(h.tsv) w where w.lexeme = any (v_kept))), '{}') as more
+                  from unnest(p_as_of_ids, p_as_of_tsv) h(id, tsv)
+                 where h.tsv @@ v_recruiters[cardinality(v_recruiters)]) then_
+         cross join lateral _merge_ranked(ids, scores, then_.more_ids, then_.more, p_depth) r;
     end if;
     return next;
 end
@@ -11675,7 +11690,7 @@ $$;
 comment on function __tenant__._lexical_arm(bigint, text[], text, boolean, timestamptz, text, integer, jsonb, bigint[],
                                             timestamptz, bigint[], tsvector[]) is
     'Internal: recall''s lexical arm: pruned query terms, BM25 over the eligible memories, best p_depth first.';
-$pgrecall_52db211e5913$)
+$pgrecall_a41e510938b4$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
