@@ -132,6 +132,20 @@ def loss_check(superuser_uri: str, outcome: Outcome) -> dict[str, Any]:
             "offsets_contiguous": sorted(logged) == list(range(1, watermark + 1)), "watermark": watermark}
 
 
+def sample_waits(superuser_uri: str, deadline: float, waits: Counter[str], every: float = 0.1) -> None:
+    """What the tenant's busy backends wait on, sampled every ``every`` s until the deadline: per sample, one count
+    per backend by its wait event (``CPU`` when it waits on none: running, or runnable on a busy core)."""
+    with psycopg.connect(superuser_uri, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            for event, n in conn.execute(
+                    "select coalesce(wait_event_type || ':' || wait_event, 'CPU'), count(*) from pg_stat_activity"
+                    " where state = 'active' and usename = %s and pid <> pg_backend_pid() group by 1",
+                    (f"pgrecall_{TENANT}_app",)).fetchall():
+                waits[event] += n
+            waits["(samples)"] += 1
+            time.sleep(every)
+
+
 def run(superuser_uri: str, app_uri: str, clients: int, seconds: float, mix: tuple[int, int, int],
         remember: bool = True) -> dict[str, Any]:
     from pgrecall.embedder import get_embedder
@@ -141,17 +155,22 @@ def run(superuser_uri: str, app_uri: str, clients: int, seconds: float, mix: tup
     deadline = time.monotonic() + seconds
     threads = [threading.Thread(target=client, args=(n, app_uri, vectors, mix, deadline, outcome, remember))
                for n in range(clients)]
+    waits: Counter[str] = Counter()
+    sampler = threading.Thread(target=sample_waits, args=(superuser_uri, deadline, waits), daemon=True)
     load_before = os.getloadavg()
     for t in threads:
         t.start()
+    sampler.start()
     for t in threads:
         t.join(timeout=seconds + 300)
+    sampler.join(timeout=5)
     ops = {op: {"count": len(v), "per_s": len(v) / seconds, "p50_ms": 1000 * percentile(v, 0.5),
                 "p95_ms": 1000 * percentile(v, 0.95), "p99_ms": 1000 * percentile(v, 0.99),
                 "max_ms": 1000 * max(v) if v else float("nan")}
            for op, v in outcome.latencies.items()}
     return {"clients": clients, "seconds": seconds, "mix": list(mix), "ops": ops, "errors": dict(outcome.errors),
-            "hung_clients": sum(t.is_alive() for t in threads), "loss": loss_check(superuser_uri, outcome),
+            "hung_clients": sum(t.is_alive() for t in threads),
+            "waits": dict(waits.most_common(12)), "loss": loss_check(superuser_uri, outcome),
             "load_average": {"before": load_before, "after": os.getloadavg()}}
 
 
@@ -188,7 +207,10 @@ def main(argv: list[str] | None = None) -> int:
                f"{result['hung_clients']}.",
            f"Loss check: {loss['acknowledged_appends']} acknowledged appends, {loss['missing_appends']} missing; "
            f"{loss['acknowledged_memories']} acknowledged memories, {loss['missing_memories']} missing; offsets "
-           f"1..{loss['watermark']} {'contiguous' if loss['offsets_contiguous'] else 'WITH GAPS'}."]
+           f"1..{loss['watermark']} {'contiguous' if loss['offsets_contiguous'] else 'WITH GAPS'}.",
+           "", "Backends of the app role at work, by wait event (counts over "
+               f"{result['waits'].get('(samples)', 0)} samples, 10 a second): "
+               + ", ".join(f"{k} {v}" for k, v in result["waits"].items() if k != "(samples)") + "."]
     write_report(args.out, "load", report, "\n".join(md) + "\n")
     print("\n".join(md))
     return 0
