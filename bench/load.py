@@ -10,6 +10,12 @@ watermark without a gap. Results: bench/results/latest-load.md, the runs in benc
     python -m bench.load                                   # 32 clients, 120 s, 70/20/10
     python -m bench.load --clients 8 --seconds 5 --mix 70,20,10
     python -m bench.load --mix 0,100,0 --no-remember       # appends alone: the log's own throughput
+    python -m bench.load --rate 120                        # paced: 120 operations/s offered, whatever they take
+
+Each client runs back to back by default, so the load is closed: an operation that waits less leaves its
+client more time for the others, and on saturated cores they get slower. ``--rate`` offers a fixed load
+(each client starts one operation every clients/rate seconds, at once when late) to compare latencies at
+the same throughput; the wait sampler counts, ten times a second, what the busy backends wait on.
 """
 
 from __future__ import annotations
@@ -71,7 +77,7 @@ def setup(superuser_uri: str, app_uri: str) -> None:
 
 
 def client(n: int, app_uri: str, vectors: list[Any], mix: tuple[int, int, int], deadline: float,
-           outcome: Outcome, remember: bool = True) -> None:
+           outcome: Outcome, remember: bool = True, every: float = 0.0) -> None:
     import pgrecall
 
     rng = random.Random(n)
@@ -84,8 +90,12 @@ def client(n: int, app_uri: str, vectors: list[Any], mix: tuple[int, int, int], 
         return
     with mem:
         k = 0
+        due = time.monotonic() + rng.uniform(0, every)
         while time.monotonic() < deadline:
             k += 1
+            if every:  # paced: one operation every `every` s, whenever the last one ended
+                time.sleep(max(0.0, due - time.monotonic()))
+                due += every
             pick = rng.randrange(sum(mix))
             try:
                 if pick < mix[0]:
@@ -147,13 +157,14 @@ def sample_waits(superuser_uri: str, deadline: float, waits: Counter[str], every
 
 
 def run(superuser_uri: str, app_uri: str, clients: int, seconds: float, mix: tuple[int, int, int],
-        remember: bool = True) -> dict[str, Any]:
+        remember: bool = True, rate: float = 0.0) -> dict[str, Any]:
     from pgrecall.embedder import get_embedder
 
     vectors = list(get_embedder().encode_array(QUERIES))
     outcome = Outcome()
     deadline = time.monotonic() + seconds
-    threads = [threading.Thread(target=client, args=(n, app_uri, vectors, mix, deadline, outcome, remember))
+    every = clients / rate if rate else 0.0
+    threads = [threading.Thread(target=client, args=(n, app_uri, vectors, mix, deadline, outcome, remember, every))
                for n in range(clients)]
     waits: Counter[str] = Counter()
     sampler = threading.Thread(target=sample_waits, args=(superuser_uri, deadline, waits), daemon=True)
@@ -183,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mix", default="70,20,10", help="recall,append+remember,message search (weights)")
     parser.add_argument("--no-remember", dest="remember", action="store_false",
                         help="the append operation appends only, without the remember citing it")
+    parser.add_argument("--rate", type=float, default=0.0,
+                        help="operations per second offered, all clients together (default: each as fast as it can)")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
     mix = tuple(int(x) for x in args.mix.split(","))
@@ -191,12 +204,14 @@ def main(argv: list[str] | None = None) -> int:
         superuser = info.uri()
         app = info.uri(user=f"pgrecall_{TENANT}_app")
         setup(superuser, app)
-        result = run(superuser, app, args.clients, args.seconds, mix, args.remember)  # type: ignore[arg-type]
+        result = run(superuser, app, args.clients, args.seconds, mix, args.remember,  # type: ignore[arg-type]
+                     args.rate)
     report = new_report("python -m bench.load {args}", argv, **result)
     loss = result["loss"]
     md = [f"# Many agents on one tenant ({report['started']})", "",
           f"Machine: {report['machine']}. Command: `{report['command']}`. {args.clients} clients for "
-          f"{args.seconds:.0f} s, mix recall / append{' + remember' if args.remember else ' (alone)'} / message "
+          f"{args.seconds:.0f} s{f' offering {args.rate:g} operations/s' if args.rate else ''}, mix recall / "
+          f"append{' + remember' if args.remember else ' (alone)'} / message "
           f"search = {args.mix}; load average "
           f"{result['load_average']['before'][0]:.1f} before, {result['load_average']['after'][0]:.1f} after.", "",
           "| operation | count | per s | p50 ms | p95 ms | p99 ms | max ms |", "|---|---:|---:|---:|---:|---:|---:|"]
