@@ -135,6 +135,8 @@ declare
     v_set jsonb := (select jsonb_object_agg(s.key, s.value) from setting s where left(s.key, 8) = 'passage_');
     v_count bigint;
     v_queued bigint;
+    -- No notification when work waits already (notifications.sql), asked before these jobs are queued.
+    v_waiting boolean := _embed_work_waiting();
 begin
     perform set_config('plan_cache_mode', _plan_cache_mode(), true);
     with written as (
@@ -164,7 +166,7 @@ begin
         returning 1
     )
     select count(*), (select count(*) from queued) into v_count, v_queued from written;
-    if v_queued > 0 then
+    if v_queued > 0 and not v_waiting then
         perform _notify('embed');
     end if;
     perform set_config('plan_cache_mode', v_saved_plan_mode, true);

@@ -4890,7 +4890,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$, null, $pgrecall_52bffc3342f6$b5f98102c710352ca48897b86e371dd5ff0d9b6ded4f9c4e4da9541dae750ec8$pgrecall_52bffc3342f6$, $pgrecall_b5f98102c710$-- Embeddings are a derived index: the write path queues work here, the
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$, null, $pgrecall_36fe11b2dd36$32b99730e025ee48c2aab8d87e8fca7169d3224a3f0615b3c80cc439d04c6065$pgrecall_36fe11b2dd36$, $pgrecall_32b99730e025$-- Embeddings are a derived index: the write path queues work here, the
 -- worker (pgrecall worker) claims it with SKIP LOCKED under a lease, embeds
 -- the text this file chooses, and stores the vector stamped with the model
 -- and input version. A result computed from text that has since changed, or
@@ -4905,6 +4905,7 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_live boolean := new.superseded_by is null and new.invalidated_at is null;
+    v_waiting boolean;
 begin
     if tg_op = 'UPDATE' and new.body is not distinct from old.body and new.title is not distinct from old.title
        and v_live = (old.superseded_by is null and old.invalidated_at is null) then
@@ -4915,12 +4916,16 @@ begin
         delete from projection_dependency d where d.kind = 'memory_embedding' and d.row_key = new.id::text;
     end if;
     if v_live then
+        -- No notification when work waits already (notifications.sql), asked before this job is queued.
+        v_waiting := _embed_work_waiting();
         -- The time is inserted and taken from excluded: Citus refuses a function that is not
         -- immutable in DO UPDATE SET, and evaluates one in the inserted row.
         insert into embedding_job as j (memory_id, enqueued_at) values (new.id, clock_timestamp())
         on conflict (memory_id) do update
             set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null;
-        perform _notify('embed');
+        if not v_waiting then
+            perform _notify('embed');
+        end if;
     else
         delete from embedding_job j where j.memory_id = new.id;
     end if;
@@ -5378,7 +5383,7 @@ end
 $$;
 comment on function __tenant__.set_embedding_version(text, integer) is
     'Switches the embedding model or input version and queues every live memory; stale vectors are ignored until rebuilt.';
-$pgrecall_b5f98102c710$)
+$pgrecall_32b99730e025$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -9246,7 +9251,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806dfe2bf8$notifications.sql$pgrecall_a5806dfe2bf8$, null, $pgrecall_31f9c3be5dca$52e7bd94540e417d8e1067aa87ccb9a621f857c2889f3ded3b0c27a9005a7872$pgrecall_31f9c3be5dca$, $pgrecall_52e7bd94540e$-- Wake-ups for the tenant's workers: a NOTIFY, with an empty payload, on a
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806dfe2bf8$notifications.sql$pgrecall_a5806dfe2bf8$, null, $pgrecall_4fe27ba484e4$7791005cd4b55711e6c97d75b8a619c08d484e7bc4f046ad99de234ba0cb5eb7$pgrecall_4fe27ba484e4$, $pgrecall_7791005cd4b5$-- Wake-ups for the tenant's workers: a NOTIFY, with an empty payload, on a
 -- channel whose name is a per-tenant secret (table notification_channel).
 --
 -- LISTEN and NOTIFY take no privilege: any role may listen on, or notify,
@@ -9256,6 +9261,17 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806d
 -- and by the worker role through listen_channel(). A notification is a hint:
 -- the worker polls anyway, and a flood of them costs it at most one empty
 -- claim per poll interval (python/pgrecall/loop.py).
+--
+-- The writes that queue embedding work on the hot path (an append's
+-- passages, a remembered memory) send no notification when work is waiting
+-- already, unleased (_embed_work_waiting, asked before their own jobs are
+-- queued): a worker will come for it, and a NOTIFY is not free. PostgreSQL
+-- serialises the commits of every transaction that notified, database-wide
+-- (a lock taken at commit and held through its WAL flush), so under load an
+-- append queued behind the commits of remembers that notified (issue #51).
+-- Nothing waits for it: the worker that takes the waiting job looks again
+-- after its busy round, once the transactions in flight then have ended
+-- (pgrecall.loop), and so finds the jobs of a transaction that skipped.
 
 create or replace function __tenant__._notify(p_kind text)
 returns void
@@ -9282,6 +9298,29 @@ $$;
 comment on function __tenant__._notify(text) is
     'Internal: wakes the workers of one queue kind (embed, derive) on the tenant''s secret channel.';
 
+-- Whether embedding work is waiting that no worker holds: a job of either
+-- queue with no lease. Asked before a write queues its own jobs; a job this
+-- transaction queued earlier counts, as its write either notified (the
+-- commit notifies once for all) or found other work waiting. False on a
+-- Citus node, where _notify sends nothing anyway (and the question would
+-- reach every shard).
+create or replace function __tenant__._embed_work_waiting()
+returns boolean
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    if current_setting('citus.version', true) is not null then
+        return false;
+    end if;
+    return exists (select 1 from passage_embedding_job j where j.leased_by is null)
+        or exists (select 1 from embedding_job j where j.leased_by is null);
+end
+$$;
+comment on function __tenant__._embed_work_waiting() is
+    'Internal: whether an embedding job waits unleased (a write that queues more then need not notify: a worker will come).';
+
 -- SQLSTATE: PR107 unknown kind.
 create or replace function __tenant__.listen_channel(p_kind text)
 returns text
@@ -9299,7 +9338,7 @@ end
 $$;
 comment on function __tenant__.listen_channel(text) is
     'The channel a worker LISTENs on to be woken when work of a kind (embed, derive) is queued; a secret of the tenant.';
-$pgrecall_52e7bd94540e$)
+$pgrecall_7791005cd4b5$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -9575,7 +9614,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$, null, $pgrecall_766c606507fd$6c3bc6e94d53ad11aaee2ba370f91a6912cc3a5cea66b9eef1426c9ae9a4000f$pgrecall_766c606507fd$, $pgrecall_6c3bc6e94d53$-- Passages: every observation is split into chunks (passage_chunks.sql) in
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$, null, $pgrecall_68ec1add56ff$9ec723f17f470b5f30681cd35e3a512a9992a14488dc7b0c2114fc05df1c702d$pgrecall_68ec1add56ff$, $pgrecall_9ec723f17f47$-- Passages: every observation is split into chunks (passage_chunks.sql) in
 -- the transaction that appends it (a statement trigger, so one append and a
 -- batch share the path), each chunk registered in the projection registry and
 -- queued for the embedding worker (embedding_queue.sql). A passage copies
@@ -9712,6 +9751,8 @@ declare
     v_set jsonb := (select jsonb_object_agg(s.key, s.value) from setting s where left(s.key, 8) = 'passage_');
     v_count bigint;
     v_queued bigint;
+    -- No notification when work waits already (notifications.sql), asked before these jobs are queued.
+    v_waiting boolean := _embed_work_waiting();
 begin
     perform set_config('plan_cache_mode', _plan_cache_mode(), true);
     with written as (
@@ -9741,7 +9782,7 @@ begin
         returning 1
     )
     select count(*), (select count(*) from queued) into v_count, v_queued from written;
-    if v_queued > 0 then
+    if v_queued > 0 and not v_waiting then
         perform _notify('embed');
     end if;
     perform set_config('plan_cache_mode', v_saved_plan_mode, true);
@@ -9879,7 +9920,7 @@ as $$
 $$;
 comment on function __tenant__._backfill_passages() is
     'Internal data step (migration 0017): writes the passages of observations that have none; returns how many.';
-$pgrecall_6c3bc6e94d53$)
+$pgrecall_9ec723f17f47$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
