@@ -400,6 +400,7 @@ def evaluate_tenant(tenant: str, turns, queries, versions, *, store_questions: b
 # turned on, "hybrid-people" when it is on and turned off), and checks it
 # against the default hybrid run under RULE.
 STEPS = {"people": "recall_people_arm", "time": "recall_question_time", "spread": "recall_session_spread",
+         "neighbours": "recall_neighbour_turns",
          "second": "recall_second_round"}
 
 

@@ -36,11 +36,14 @@
 --        _walk_provenance (recall_fusion.sql)
 --   5b. an answer spread over the conversation: with recall_second_round
 --      on, the query's terms the first rows do not hold are searched for
---      again and that list fused with the walk's; with recall_session_spread
---      on, a session gives at most 30% of the rows while another session's
---      row waits close by:
+--      again and those rows take turns with the walk's; with
+--      recall_neighbour_turns on, the turns next to the first hits come in
+--      below the rows that outscore them; with recall_session_spread on, a
+--      session gives at most 30% of the rows while another session's row
+--      waits close by:
 --        _spread_over_answer = _uncovered_terms, _lexical_arm, _interleave_rounds,
---        _walk_provenance, _session_spread (recall_spread.sql)
+--        _neighbour_turns, _walk_provenance, _session_spread
+--        (recall_spread.sql, recall_neighbours.sql)
 --   6. under rrf_scores, the chosen rows ordered by their evidence (with
 --      recall_question_time on, a row of the question's time counts as an
 --      arm's first more): _ordering_evidence (recall_time.sql); any further

@@ -94,7 +94,8 @@ comment on function __tenant__._interleave_rounds(bigint[], bigint[], integer) i
 -- the second round's rows are in the first round's list too, further down,
 -- and counted twice they pushed out every first-round row. A query whose
 -- every kept term is held, or none, is left as it was.
--- Then recall_session_spread (_session_spread above).
+-- Then recall_neighbour_turns (_neighbour_turns, recall_neighbours.sql), and
+-- recall_session_spread (_session_spread above).
 create or replace function __tenant__._spread_over_answer(
     p_kept_ids bigint[], p_limit integer, p_terms text[], p_dropped text[], p_principal_id bigint, p_scopes text[],
     p_purpose text, p_include_superseded boolean, p_at timestamptz, p_depth integer, p_settings jsonb,
@@ -123,6 +124,11 @@ begin
             end if;
         end if;
     end if;
+    if (p_settings -> 'recall_neighbour_turns')::boolean and p_as_of is null then
+        v_ids := _walk_provenance(_neighbour_turns(v_ids, p_limit, (p_settings ->> 'rrf_k')::double precision,
+                                                   p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at),
+                                  p_principal_id, p_scopes);
+    end if;
     if (p_settings -> 'recall_session_spread')::boolean then
         v_ids := _session_spread(v_ids, p_limit);
     end if;
@@ -132,4 +138,4 @@ $$;
 comment on function __tenant__._spread_over_answer(bigint[], integer, text[], text[], bigint, text[], text, boolean,
                                                    timestamptz, integer, jsonb, bigint[], timestamptz, bigint[],
                                                    tsvector[]) is
-    'Internal: recall step 5b: with recall_second_round, the query''s terms the first rows lack searched for again and fused in; with recall_session_spread, a session''s share of the rows bounded.';
+    'Internal: recall step 5b: with recall_second_round, the query''s terms the first rows lack searched for again and taking turns with the first round''s rows; with recall_neighbour_turns, the turns next to the first hits; with recall_session_spread, a session''s share of the rows bounded.';

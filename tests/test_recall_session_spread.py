@@ -113,3 +113,46 @@ def test_the_second_round_keeps_to_what_the_principal_may_see(acme, conninfo, tw
     second_round(conninfo, True)
     got = [i.memory_id for i in acme.recall("painting pottery", mode="lexical", limit=4, principal="ben").items]
     assert len(got) == 4 and set(got) <= set(pottery)
+
+
+def neighbours(conninfo, on: bool) -> None:
+    with conninfo.connect(user="pgrecall_acme_admin") as admin:
+        admin.execute("select acme.set_setting('recall_neighbour_turns', %s::jsonb)", ("true" if on else "false",))
+
+
+@pytest.fixture
+def gallery(acme):
+    """A session where the answer is the turn after the hit and the turn before it, and twelve other turns that
+    match the question's commonest word."""
+    fillers = []
+    for n in range(12):
+        said = f"Studio note {n}: the studio was busy with visitors."
+        offset = acme.append(said, role="user", actor="ben")
+        fillers.append(acme.remember(said, evidence=[offset], purposes=["converse"]).memory_id)
+    s = acme.create_session("the gallery")
+    acme.add_session_peers(s, ["ana", "bot"])
+    before, hit, after = remembered(acme, s, ["Ben asked me about the gallery opening on Sunday.",
+                                              "I finished the studio piece yesterday, at last.",
+                                              "It is a large canvas of sunflowers for my mother."])
+    return fillers, before, hit, after
+
+
+def test_the_turns_next_to_a_hit_come_in_below_the_rows_that_outscore_them(acme, conninfo, gallery):
+    fillers, before, hit, after = gallery
+    question = "studio yesterday"  # two terms: below prune_min_terms, the common one is kept
+    off = [i.memory_id for i in acme.recall(question, mode="lexical", limit=10).items]
+    assert off[0] == hit and before not in off and after not in off and len(off) == 10
+    neighbours(conninfo, True)
+    on = [i.memory_id for i in acme.recall(question, mode="lexical", limit=10).items]
+    assert set(on) - set(off) == {before, after}, on
+    assert on[0] == hit and set(off[:7]) <= set(on), "no row the arms ranked in the first seven is pushed out"
+    # the first three of four: with rrf_k 60 a neighbour counts as a row ranked 8th; four rows leave it out
+    assert [i.memory_id for i in acme.recall(question, mode="lexical", limit=4).items] == off[:4]
+
+
+def test_a_neighbour_the_principal_may_not_see_is_not_brought(acme, conninfo, gallery):
+    fillers, before, hit, after = gallery
+    neighbours(conninfo, True)
+    got = [i.memory_id for i in acme.recall("studio yesterday", mode="lexical", limit=10,
+                                            principal="ben").items]
+    assert set(got) <= set(fillers) and len(got) == 10
