@@ -192,7 +192,7 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_stamp record := _embedding_stamp();
-    v_claimed bigint[] := array(select _lease_claim('embedding', p_worker, p_limit));
+    v_claimed bigint[] := array(select _lease_claim_embedding(p_worker, p_limit));
 begin
     return query
     select j.memory_id, j.generation, i.input, v_stamp.model, v_stamp.input_version, t.input
@@ -246,7 +246,7 @@ begin
     -- until the transaction ends: a re-worded memory, a lease taken over by
     -- another worker, or a caller who wrote the vector with the memory
     -- (remember's p_embeddings, which settles the job) drops the result.
-    v_held := array(select _lease_held('embedding', p_worker, p_memory_ids, p_generations));
+    v_held := array(select _lease_held_embedding(p_worker, p_memory_ids, p_generations));
     -- One statement stores the batch, registers what the vectors came from and
     -- settles the jobs (issue #46: a statement per step cost a plan and a pass
     -- over the batch each).
@@ -296,7 +296,7 @@ language sql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select _lease_release('embedding', coalesce(p_worker, ''), p_memory_ids)
+    select _lease_release_embedding(coalesce(p_worker, ''), p_memory_ids)
 $$;
 comment on function __tenant__.release_embedding_jobs(text, bigint[]) is
     'Gives leased jobs back to the queue at once (a worker that failed or is stopping).';
@@ -312,7 +312,7 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_stamp record := _embedding_stamp();
-    v_claimed bigint[] := array(select _lease_claim('passage_embedding', p_worker, p_limit));
+    v_claimed bigint[] := array(select _lease_claim_passage_embedding(p_worker, p_limit));
 begin
     return query
     -- Every input version embeds a passage's own text.
@@ -350,7 +350,7 @@ begin
     end if;
     v_vectors := _embedding_vectors(p_embeddings);
     -- Only jobs this worker still holds at the generation it was given.
-    v_held := array(select _lease_held('passage_embedding', p_worker, p_passage_ids, p_generations));
+    v_held := array(select _lease_held_passage_embedding(p_worker, p_passage_ids, p_generations));
     with stored as (
         update passage p
            set embedding = x.embedding, embedding_model = p_model, embedding_input_version = p_input_version,
@@ -361,7 +361,7 @@ begin
         returning p.id
     )
     select coalesce(array_agg(st.id), '{}') into v_stored from stored st;
-    return _lease_done('passage_embedding', v_stored);
+    return _lease_done_passage_embedding(v_stored);
 end
 $$;
 comment on function __tenant__.complete_passage_embedding_jobs(text, bigint[], bigint[], text[], text, integer) is
@@ -373,7 +373,7 @@ language sql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select _lease_release('passage_embedding', coalesce(p_worker, ''), p_passage_ids)
+    select _lease_release_passage_embedding(coalesce(p_worker, ''), p_passage_ids)
 $$;
 comment on function __tenant__.release_passage_embedding_jobs(text, bigint[]) is
     'Gives leased passage jobs back to the queue at once (a worker that failed or is stopping).';
@@ -415,21 +415,19 @@ language sql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select (select c.open from _lease_counts('embedding') c),
-           (select c.leased from _lease_counts('embedding') c)
-             + (select c.leased from _lease_counts('passage_embedding') c),
+    select mj.open, mj.leased + pj.leased,
            (select count(*) from memory_embedding me where me.model = st.model and me.input_version = st.input_version),
            (select count(*) from memory_embedding me where me.model <> st.model or me.input_version <> st.input_version),
            st.model, st.input_version,
            -- passages: vectors live on the passage row, or are a memory's (passage_vectors.sql)
-           (select c.open from _lease_counts('passage_embedding') c),
+           pj.open,
            (select count(*) from passage p
              where p.embedding_model = st.model and p.embedding_input_version = st.input_version)
              + (select count(*) from passage p join memory_embedding me on me.memory_id = p.vector_memory_id
                  where me.model = st.model and me.input_version = st.input_version),
            (select count(*) from passage p
              where p.embedding_model <> st.model or p.embedding_input_version <> st.input_version)
-      from _embedding_stamp() st
+      from _embedding_stamp() st, _lease_counts_embedding() mj, _lease_counts_passage_embedding() pj
 $$;
 comment on function __tenant__.embedding_status() is
     'Queue length, leased jobs, current and stale embeddings, and the model and input version in force; the same for passages.';

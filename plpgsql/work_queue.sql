@@ -95,7 +95,7 @@ begin
         perform _fail('PR107', format('task types %s are not a subset of representation, summary', p_task_types::text));
     end if;
     -- First, so that a dead-lettered head no longer holds up its lane.
-    perform _lease_dead_letter('task');
+    perform _lease_dead_letter_task();
 
     -- The head of every lane that has open tasks: one index probe per lane
     -- (a skip scan over work_task_open_lane), whatever the backlog. A head
@@ -126,7 +126,7 @@ begin
      where p_task_types is null or h.task_type = any (p_task_types);
     -- Ready heads (pending and due, or under a lease that is over) are leased
     -- as every queue's items are (leases.sql).
-    v_claimed := array(select _lease_claim('task', p_worker, p_limit, v_heads));
+    v_claimed := array(select _lease_claim_task(p_worker, p_limit, v_heads));
 
     return query
     select c.id, c.lease_token, c.task_type, c.session_id, s.scope, sp.name, op.name, c.message_offset,
@@ -407,7 +407,7 @@ begin
     end if;
 
     update work_task t set result = p_result, leased_by = coalesce(p_worker, t.leased_by) where t.id = v_task.id;
-    perform _lease_done('task', array[v_task.id]);
+    perform _lease_done_task(array[v_task.id]);
     return 'done';
 end
 $$;
@@ -428,7 +428,7 @@ begin
     perform _check_length(p_error, 'a task''s error', 65536);  -- kept cut to 2000 characters
     v_task := _leased_task(p_task_id, p_lease_token);
     -- the token proved the lease: released whoever the worker says it is
-    perform _lease_release('task', null, array[v_task.id], p_error);
+    perform _lease_release_task(null, array[v_task.id], p_error);
     return query select t.status, t.attempts, t.available_at from work_task t where t.id = v_task.id;
 end
 $$;

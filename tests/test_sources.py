@@ -28,7 +28,9 @@ INLINED_HELPERS = {"_eligible_memories", "_eligible_facts", "_eligible_observati
                    "_fact_eligible", "_observation_eligible", "_passage_eligible", "_unchanged_since",
                    "_embedding_dimensions",
                    # the store's eligibility, an expression on a memory's columns (plpgsql/store.sql)
-                   "_store_item_usable"}
+                   "_store_item_usable",
+                   # the lease rule, an expression on a queue row's columns (plpgsql/leases.sql)
+                   "_lease_over", "_lease_over_now"}
 
 
 def test_every_tenant_function_is_definer_with_pinned_path_and_a_comment():
