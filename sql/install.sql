@@ -9609,7 +9609,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$, null, $pgrecall_766c606507fd$6c3bc6e94d53ad11aaee2ba370f91a6912cc3a5cea66b9eef1426c9ae9a4000f$pgrecall_766c606507fd$, $pgrecall_6c3bc6e94d53$-- Passages: every observation is split into chunks (passage_chunks.sql) in
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$, null, $pgrecall_110d0516decd$4b8dcb22a1ebd0b8c178bf1acd5503db7abed3c9116ab1a0fdca9eca587f0fec$pgrecall_110d0516decd$, $pgrecall_4b8dcb22a1eb$-- Passages: every observation is split into chunks (passage_chunks.sql) in
 -- the transaction that appends it (a statement trigger, so one append and a
 -- batch share the path), each chunk registered in the projection registry and
 -- queued for the embedding worker (embedding_queue.sql). A passage copies
@@ -9731,8 +9731,13 @@ comment on function __tenant__.set_scope_passage_embedding(text, text) is
     'Which of a scope''s passages are embedded for semantic message search: all, messages, none, or NULL for the tenant setting passage_embedding (admin duty); queues or drops passage jobs to match.';
 
 -- Writes the passages of these observations with their registry rows and
--- embedding jobs (for the passages their scope's policy embeds), in one
--- statement. Returns how many passages were written.
+-- embedding jobs (for the passages their scope's policy embeds). Returns how
+-- many passages were written. The observations have no passage yet (a new
+-- turn, or the backfill's), so the registry and the queue read the passages
+-- back by their observations: three statements, not one with data-modifying
+-- CTEs, which Citus plans as subplans whose results it sends to every worker,
+-- so that a turn on one worker failed while another worker was down (and
+-- paid a round trip to each worker while all were up).
 -- Planned once per session, not per call (plan_cache_mode), as _remember_batch.
 create or replace function __tenant__._write_passages(p_observation_ids bigint[])
 returns bigint
@@ -9748,33 +9753,31 @@ declare
     v_queued bigint;
 begin
     perform set_config('plan_cache_mode', _plan_cache_mode(), true);
-    with written as (
-        insert into passage (scope, observation_id, ordinal, start_byte, end_byte, body, session_id, actor_id,
-                             occurred_at, audience)
-        select o.scope, o.id, s.ordinal, s.start_byte, s.end_byte, s.body, o.session_id, o.actor_id, o.occurred_at,
-               o.audience
-          from observation o
-         cross join lateral _passage_spans(o.body, (v_set ->> 'passage_max_chars')::integer,
-                                           (v_set ->> 'passage_target_chars')::integer,
-                                           (v_set ->> 'passage_overlap_chars')::integer) s
-         where o.id = any (p_observation_ids)
-         order by o.id, s.ordinal
-        returning passage.id, passage.scope, passage.observation_id
-    ), registered as (
-        insert into projection_dependency (kind, row_key, observation_id)
-        select 'passage', w.id::text, w.observation_id from written w
-    ), queued as (
-        insert into passage_embedding_job (passage_id, scope)
-        select w.id, w.scope from written w
-          join scope s on s.name = w.scope
-          -- one probe per passage ("limit 1" keeps it one): as a join, the plan
-          -- made once per session on stale statistics hashed the whole log
-          cross join lateral (select o.kind from observation o where o.id = w.observation_id limit 1) o
-         where coalesce(s.passage_embedding, v_set ->> 'passage_embedding') = 'all'
-            or (coalesce(s.passage_embedding, v_set ->> 'passage_embedding') = 'messages' and o.kind = 'message')
-        returning 1
-    )
-    select count(*), (select count(*) from queued) into v_count, v_queued from written;
+    insert into passage (scope, observation_id, ordinal, start_byte, end_byte, body, session_id, actor_id,
+                         occurred_at, audience)
+    select o.scope, o.id, s.ordinal, s.start_byte, s.end_byte, s.body, o.session_id, o.actor_id, o.occurred_at,
+           o.audience
+      from observation o
+     cross join lateral _passage_spans(o.body, (v_set ->> 'passage_max_chars')::integer,
+                                       (v_set ->> 'passage_target_chars')::integer,
+                                       (v_set ->> 'passage_overlap_chars')::integer) s
+     where o.id = any (p_observation_ids)
+     order by o.id, s.ordinal;
+    get diagnostics v_count = row_count;
+    insert into projection_dependency (kind, row_key, observation_id)
+    select 'passage', p.id::text, p.observation_id
+      from observation o
+      join passage p on p.scope = o.scope and p.observation_id = o.id
+     where o.id = any (p_observation_ids);
+    insert into passage_embedding_job (passage_id, scope)
+    select p.id, p.scope
+      from observation o
+      join scope s on s.name = o.scope
+      join passage p on p.scope = o.scope and p.observation_id = o.id
+     where o.id = any (p_observation_ids)
+       and (coalesce(s.passage_embedding, v_set ->> 'passage_embedding') = 'all'
+            or (coalesce(s.passage_embedding, v_set ->> 'passage_embedding') = 'messages' and o.kind = 'message'));
+    get diagnostics v_queued = row_count;
     if v_queued > 0 then
         perform _notify('embed');
     end if;
@@ -9913,7 +9916,7 @@ as $$
 $$;
 comment on function __tenant__._backfill_passages() is
     'Internal data step (migration 0017): writes the passages of observations that have none; returns how many.';
-$pgrecall_6c3bc6e94d53$)
+$pgrecall_4b8dcb22a1eb$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
