@@ -568,7 +568,7 @@ def _agent(cluster, tenant, stop, log):
                     else:
                         mem.recall("zqlantern", mode="lexical")
                         log.append((kind, time.monotonic() - started, time.monotonic(), None, None))
-                except Exception as exc:  # noqa: BLE001 (each error is a result here)
+                except Exception as exc:
                     log.append((kind, time.monotonic() - started, time.monotonic(), exc, None))
                     time.sleep(0.05)
             i += 1
@@ -612,7 +612,7 @@ def test_a_worker_lost_stops_only_its_tenants_and_loses_no_acknowledged_write():
             for a in agents:
                 a.join(120)
         assert not any(a.is_alive() for a in agents), "an agent hung"
-        during = lambda log: [e for e in log if killed_at + 0.5 < e[2] < restarted_at]  # noqa: E731
+        during = lambda log: [e for e in log if killed_at + 0.5 < e[2] < restarted_at]
         # the other worker's tenant never failed, and kept answering during the outage
         assert [e[3] for e in logs[kept] if e[3] is not None] == []
         assert len(during(logs[kept])) >= 4
