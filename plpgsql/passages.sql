@@ -153,19 +153,22 @@ begin
      where o.id = any (p_observation_ids)
      order by o.id, s.ordinal;
     get diagnostics v_count = row_count;
+    -- Each observation and its passages probed by key ("limit 1" and the
+    -- laterals keep them probes): as joins, the plan made once per session
+    -- on stale statistics read the whole log (test_plans_stay_probes).
     insert into projection_dependency (kind, row_key, observation_id)
-    select 'passage', p.id::text, p.observation_id
-      from observation o
-      join passage p on p.scope = o.scope and p.observation_id = o.id
-     where o.id = any (p_observation_ids);
+    select 'passage', p.id::text, i.id
+      from unnest(p_observation_ids) i(id)
+     cross join lateral (select o.scope from observation o where o.id = i.id limit 1) o
+     cross join lateral (select p.id from passage p where p.scope = o.scope and p.observation_id = i.id) p;
     insert into passage_embedding_job (passage_id, scope)
-    select p.id, p.scope
-      from observation o
-      join scope s on s.name = o.scope
-      join passage p on p.scope = o.scope and p.observation_id = o.id
-     where o.id = any (p_observation_ids)
-       and (coalesce(s.passage_embedding, v_set ->> 'passage_embedding') = 'all'
-            or (coalesce(s.passage_embedding, v_set ->> 'passage_embedding') = 'messages' and o.kind = 'message'));
+    select p.id, o.scope
+      from unnest(p_observation_ids) i(id)
+     cross join lateral (select o.scope, o.kind from observation o where o.id = i.id limit 1) o
+     cross join lateral (select s.passage_embedding from scope s where s.name = o.scope limit 1) s
+     cross join lateral (select p.id from passage p where p.scope = o.scope and p.observation_id = i.id) p
+     where coalesce(s.passage_embedding, v_set ->> 'passage_embedding') = 'all'
+        or (coalesce(s.passage_embedding, v_set ->> 'passage_embedding') = 'messages' and o.kind = 'message');
     get diagnostics v_queued = row_count;
     if v_queued > 0 then
         perform _notify('embed');

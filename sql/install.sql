@@ -9609,7 +9609,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$, null, $pgrecall_110d0516decd$4b8dcb22a1ebd0b8c178bf1acd5503db7abed3c9116ab1a0fdca9eca587f0fec$pgrecall_110d0516decd$, $pgrecall_4b8dcb22a1eb$-- Passages: every observation is split into chunks (passage_chunks.sql) in
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$, null, $pgrecall_f6b1432edfc3$732c57cc015ed74ba6308dedc7e0eea4bf915c1fee0f62039b55deccddcebf10$pgrecall_f6b1432edfc3$, $pgrecall_732c57cc015e$-- Passages: every observation is split into chunks (passage_chunks.sql) in
 -- the transaction that appends it (a statement trigger, so one append and a
 -- batch share the path), each chunk registered in the projection registry and
 -- queued for the embedding worker (embedding_queue.sql). A passage copies
@@ -9764,19 +9764,22 @@ begin
      where o.id = any (p_observation_ids)
      order by o.id, s.ordinal;
     get diagnostics v_count = row_count;
+    -- Each observation and its passages probed by key ("limit 1" and the
+    -- laterals keep them probes): as joins, the plan made once per session
+    -- on stale statistics read the whole log (test_plans_stay_probes).
     insert into projection_dependency (kind, row_key, observation_id)
-    select 'passage', p.id::text, p.observation_id
-      from observation o
-      join passage p on p.scope = o.scope and p.observation_id = o.id
-     where o.id = any (p_observation_ids);
+    select 'passage', p.id::text, i.id
+      from unnest(p_observation_ids) i(id)
+     cross join lateral (select o.scope from observation o where o.id = i.id limit 1) o
+     cross join lateral (select p.id from passage p where p.scope = o.scope and p.observation_id = i.id) p;
     insert into passage_embedding_job (passage_id, scope)
-    select p.id, p.scope
-      from observation o
-      join scope s on s.name = o.scope
-      join passage p on p.scope = o.scope and p.observation_id = o.id
-     where o.id = any (p_observation_ids)
-       and (coalesce(s.passage_embedding, v_set ->> 'passage_embedding') = 'all'
-            or (coalesce(s.passage_embedding, v_set ->> 'passage_embedding') = 'messages' and o.kind = 'message'));
+    select p.id, o.scope
+      from unnest(p_observation_ids) i(id)
+     cross join lateral (select o.scope, o.kind from observation o where o.id = i.id limit 1) o
+     cross join lateral (select s.passage_embedding from scope s where s.name = o.scope limit 1) s
+     cross join lateral (select p.id from passage p where p.scope = o.scope and p.observation_id = i.id) p
+     where coalesce(s.passage_embedding, v_set ->> 'passage_embedding') = 'all'
+        or (coalesce(s.passage_embedding, v_set ->> 'passage_embedding') = 'messages' and o.kind = 'message');
     get diagnostics v_queued = row_count;
     if v_queued > 0 then
         perform _notify('embed');
@@ -9916,7 +9919,7 @@ as $$
 $$;
 comment on function __tenant__._backfill_passages() is
     'Internal data step (migration 0017): writes the passages of observations that have none; returns how many.';
-$pgrecall_4b8dcb22a1eb$)
+$pgrecall_732c57cc015e$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
