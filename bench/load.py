@@ -10,6 +10,12 @@ watermark without a gap. Results: bench/results/latest-load.md, the runs in benc
     python -m bench.load                                   # 32 clients, 120 s, 70/20/10
     python -m bench.load --clients 8 --seconds 5 --mix 70,20,10
     python -m bench.load --mix 0,100,0 --no-remember       # appends alone: the log's own throughput
+    python -m bench.load --rate 120                        # paced: 120 operations/s offered, whatever they take
+
+Each client runs back to back by default, so the load is closed: an operation that waits less leaves its
+client more time for the others, and on saturated cores they get slower. ``--rate`` offers a fixed load
+(each client starts one operation every clients/rate seconds, at once when late) to compare latencies at
+the same throughput; the wait sampler counts, ten times a second, what the busy backends wait on.
 """
 
 from __future__ import annotations
@@ -71,7 +77,7 @@ def setup(superuser_uri: str, app_uri: str) -> None:
 
 
 def client(n: int, app_uri: str, vectors: list[Any], mix: tuple[int, int, int], deadline: float,
-           outcome: Outcome, remember: bool = True) -> None:
+           outcome: Outcome, remember: bool = True, every: float = 0.0) -> None:
     import pgrecall
 
     rng = random.Random(n)
@@ -84,8 +90,12 @@ def client(n: int, app_uri: str, vectors: list[Any], mix: tuple[int, int, int], 
         return
     with mem:
         k = 0
+        due = time.monotonic() + rng.uniform(0, every)
         while time.monotonic() < deadline:
             k += 1
+            if every:  # paced: one operation every `every` s, whenever the last one ended
+                time.sleep(max(0.0, due - time.monotonic()))
+                due += every
             pick = rng.randrange(sum(mix))
             try:
                 if pick < mix[0]:
@@ -132,26 +142,46 @@ def loss_check(superuser_uri: str, outcome: Outcome) -> dict[str, Any]:
             "offsets_contiguous": sorted(logged) == list(range(1, watermark + 1)), "watermark": watermark}
 
 
+def sample_waits(superuser_uri: str, deadline: float, waits: Counter[str], every: float = 0.1) -> None:
+    """What the tenant's busy backends wait on, sampled every ``every`` s until the deadline: per sample, one count
+    per backend by its wait event (``CPU`` when it waits on none: running, or runnable on a busy core)."""
+    with psycopg.connect(superuser_uri, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            for event, n in conn.execute(
+                    "select coalesce(wait_event_type || ':' || wait_event, 'CPU'), count(*) from pg_stat_activity"
+                    " where state = 'active' and usename = %s and pid <> pg_backend_pid() group by 1",
+                    (f"pgrecall_{TENANT}_app",)).fetchall():
+                waits[event] += n
+            waits["(samples)"] += 1
+            time.sleep(every)
+
+
 def run(superuser_uri: str, app_uri: str, clients: int, seconds: float, mix: tuple[int, int, int],
-        remember: bool = True) -> dict[str, Any]:
+        remember: bool = True, rate: float = 0.0) -> dict[str, Any]:
     from pgrecall.embedder import get_embedder
 
     vectors = list(get_embedder().encode_array(QUERIES))
     outcome = Outcome()
     deadline = time.monotonic() + seconds
-    threads = [threading.Thread(target=client, args=(n, app_uri, vectors, mix, deadline, outcome, remember))
+    every = clients / rate if rate else 0.0
+    threads = [threading.Thread(target=client, args=(n, app_uri, vectors, mix, deadline, outcome, remember, every))
                for n in range(clients)]
+    waits: Counter[str] = Counter()
+    sampler = threading.Thread(target=sample_waits, args=(superuser_uri, deadline, waits), daemon=True)
     load_before = os.getloadavg()
     for t in threads:
         t.start()
+    sampler.start()
     for t in threads:
         t.join(timeout=seconds + 300)
+    sampler.join(timeout=5)
     ops = {op: {"count": len(v), "per_s": len(v) / seconds, "p50_ms": 1000 * percentile(v, 0.5),
                 "p95_ms": 1000 * percentile(v, 0.95), "p99_ms": 1000 * percentile(v, 0.99),
                 "max_ms": 1000 * max(v) if v else float("nan")}
            for op, v in outcome.latencies.items()}
     return {"clients": clients, "seconds": seconds, "mix": list(mix), "ops": ops, "errors": dict(outcome.errors),
-            "hung_clients": sum(t.is_alive() for t in threads), "loss": loss_check(superuser_uri, outcome),
+            "hung_clients": sum(t.is_alive() for t in threads),
+            "waits": dict(waits.most_common(12)), "loss": loss_check(superuser_uri, outcome),
             "load_average": {"before": load_before, "after": os.getloadavg()}}
 
 
@@ -164,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mix", default="70,20,10", help="recall,append+remember,message search (weights)")
     parser.add_argument("--no-remember", dest="remember", action="store_false",
                         help="the append operation appends only, without the remember citing it")
+    parser.add_argument("--rate", type=float, default=0.0,
+                        help="operations per second offered, all clients together (default: each as fast as it can)")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
     mix = tuple(int(x) for x in args.mix.split(","))
@@ -172,12 +204,14 @@ def main(argv: list[str] | None = None) -> int:
         superuser = info.uri()
         app = info.uri(user=f"pgrecall_{TENANT}_app")
         setup(superuser, app)
-        result = run(superuser, app, args.clients, args.seconds, mix, args.remember)  # type: ignore[arg-type]
+        result = run(superuser, app, args.clients, args.seconds, mix, args.remember,  # type: ignore[arg-type]
+                     args.rate)
     report = new_report("python -m bench.load {args}", argv, **result)
     loss = result["loss"]
     md = [f"# Many agents on one tenant ({report['started']})", "",
           f"Machine: {report['machine']}. Command: `{report['command']}`. {args.clients} clients for "
-          f"{args.seconds:.0f} s, mix recall / append{' + remember' if args.remember else ' (alone)'} / message "
+          f"{args.seconds:.0f} s{f' offering {args.rate:g} operations/s' if args.rate else ''}, mix recall / "
+          f"append{' + remember' if args.remember else ' (alone)'} / message "
           f"search = {args.mix}; load average "
           f"{result['load_average']['before'][0]:.1f} before, {result['load_average']['after'][0]:.1f} after.", "",
           "| operation | count | per s | p50 ms | p95 ms | p99 ms | max ms |", "|---|---:|---:|---:|---:|---:|---:|"]
@@ -188,7 +222,10 @@ def main(argv: list[str] | None = None) -> int:
                f"{result['hung_clients']}.",
            f"Loss check: {loss['acknowledged_appends']} acknowledged appends, {loss['missing_appends']} missing; "
            f"{loss['acknowledged_memories']} acknowledged memories, {loss['missing_memories']} missing; offsets "
-           f"1..{loss['watermark']} {'contiguous' if loss['offsets_contiguous'] else 'WITH GAPS'}."]
+           f"1..{loss['watermark']} {'contiguous' if loss['offsets_contiguous'] else 'WITH GAPS'}.",
+           "", "Backends of the app role at work, by wait event (counts over "
+               f"{result['waits'].get('(samples)', 0)} samples, 10 a second): "
+               + ", ".join(f"{k} {v}" for k, v in result["waits"].items() if k != "(samples)") + "."]
     write_report(args.out, "load", report, "\n".join(md) + "\n")
     print("\n".join(md))
     return 0

@@ -399,7 +399,9 @@ def evaluate_tenant(tenant: str, turns, queries, versions, *, store_questions: b
 # as a line of its own ("hybrid+people" when the step is off by default and
 # turned on, "hybrid-people" when it is on and turned off), and checks it
 # against the default hybrid run under RULE.
-STEPS = {"people": "recall_people_arm", "time": "recall_question_time"}
+STEPS = {"people": "recall_people_arm", "time": "recall_question_time", "spread": "recall_session_spread",
+         "neighbours": "recall_neighbour_turns",
+         "second": "recall_second_round"}
 
 
 def step_runs(tenant: str, mem, queries, memory_dia, version: int, label: str, settings: dict,

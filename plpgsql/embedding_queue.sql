@@ -13,6 +13,7 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_live boolean := new.superseded_by is null and new.invalidated_at is null;
+    v_waiting boolean;
 begin
     if tg_op = 'UPDATE' and new.body is not distinct from old.body and new.title is not distinct from old.title
        and v_live = (old.superseded_by is null and old.invalidated_at is null) then
@@ -23,12 +24,16 @@ begin
         delete from projection_dependency d where d.kind = 'memory_embedding' and d.row_key = new.id::text;
     end if;
     if v_live then
+        -- No notification when work waits already (notifications.sql), asked before this job is queued.
+        v_waiting := _embed_work_waiting();
         -- The time is inserted and taken from excluded: Citus refuses a function that is not
         -- immutable in DO UPDATE SET, and evaluates one in the inserted row.
         insert into embedding_job as j (memory_id, enqueued_at) values (new.id, clock_timestamp())
         on conflict (memory_id) do update
             set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null;
-        perform _notify('embed');
+        if not v_waiting then
+            perform _notify('embed');
+        end if;
     else
         delete from embedding_job j where j.memory_id = new.id;
     end if;

@@ -8,6 +8,17 @@
 -- and by the worker role through listen_channel(). A notification is a hint:
 -- the worker polls anyway, and a flood of them costs it at most one empty
 -- claim per poll interval (python/pgrecall/loop.py).
+--
+-- The writes that queue embedding work on the hot path (an append's
+-- passages, a remembered memory) send no notification when work is waiting
+-- already, unleased (_embed_work_waiting, asked before their own jobs are
+-- queued): a worker will come for it, and a NOTIFY is not free. PostgreSQL
+-- serialises the commits of every transaction that notified, database-wide
+-- (a lock taken at commit and held through its WAL flush), so under load an
+-- append queued behind the commits of remembers that notified (issue #51).
+-- Nothing waits for it: the worker that takes the waiting job looks again
+-- after its busy round, once the transactions in flight then have ended
+-- (pgrecall.loop), and so finds the jobs of a transaction that skipped.
 
 create or replace function __tenant__._notify(p_kind text)
 returns void
@@ -33,6 +44,29 @@ end
 $$;
 comment on function __tenant__._notify(text) is
     'Internal: wakes the workers of one queue kind (embed, derive) on the tenant''s secret channel.';
+
+-- Whether embedding work is waiting that no worker holds: a job of either
+-- queue with no lease. Asked before a write queues its own jobs; a job this
+-- transaction queued earlier counts, as its write either notified (the
+-- commit notifies once for all) or found other work waiting. False on a
+-- Citus node, where _notify sends nothing anyway (and the question would
+-- reach every shard).
+create or replace function __tenant__._embed_work_waiting()
+returns boolean
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    if current_setting('citus.version', true) is not null then
+        return false;
+    end if;
+    return exists (select 1 from passage_embedding_job j where j.leased_by is null)
+        or exists (select 1 from embedding_job j where j.leased_by is null);
+end
+$$;
+comment on function __tenant__._embed_work_waiting() is
+    'Internal: whether an embedding job waits unleased (a write that queues more then need not notify: a worker will come).';
 
 -- SQLSTATE: PR107 unknown kind.
 create or replace function __tenant__.listen_channel(p_kind text)

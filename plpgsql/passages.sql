@@ -120,8 +120,13 @@ comment on function __tenant__.set_scope_passage_embedding(text, text) is
     'Which of a scope''s passages are embedded for semantic message search: all, messages, none, or NULL for the tenant setting passage_embedding (admin duty); queues or drops passage jobs to match.';
 
 -- Writes the passages of these observations with their registry rows and
--- embedding jobs (for the passages their scope's policy embeds), in one
--- statement. Returns how many passages were written.
+-- embedding jobs (for the passages their scope's policy embeds). Returns how
+-- many passages were written. The observations have no passage yet (a new
+-- turn, or the backfill's), so the registry and the queue read the passages
+-- back by their observations: three statements, not one with data-modifying
+-- CTEs, which Citus plans as subplans whose results it sends to every worker,
+-- so that a turn on one worker failed while another worker was down (and
+-- paid a round trip to each worker while all were up).
 -- Planned once per session, not per call (plan_cache_mode), as _remember_batch.
 create or replace function __tenant__._write_passages(p_observation_ids bigint[])
 returns bigint
@@ -135,36 +140,39 @@ declare
     v_set jsonb := (select jsonb_object_agg(s.key, s.value) from setting s where left(s.key, 8) = 'passage_');
     v_count bigint;
     v_queued bigint;
+    -- No notification when work waits already (notifications.sql), asked before these jobs are queued.
+    v_waiting boolean := _embed_work_waiting();
 begin
     perform set_config('plan_cache_mode', _plan_cache_mode(), true);
-    with written as (
-        insert into passage (scope, observation_id, ordinal, start_byte, end_byte, body, session_id, actor_id,
-                             occurred_at, audience)
-        select o.scope, o.id, s.ordinal, s.start_byte, s.end_byte, s.body, o.session_id, o.actor_id, o.occurred_at,
-               o.audience
-          from observation o
-         cross join lateral _passage_spans(o.body, (v_set ->> 'passage_max_chars')::integer,
-                                           (v_set ->> 'passage_target_chars')::integer,
-                                           (v_set ->> 'passage_overlap_chars')::integer) s
-         where o.id = any (p_observation_ids)
-         order by o.id, s.ordinal
-        returning passage.id, passage.scope, passage.observation_id
-    ), registered as (
-        insert into projection_dependency (kind, row_key, observation_id)
-        select 'passage', w.id::text, w.observation_id from written w
-    ), queued as (
-        insert into passage_embedding_job (passage_id, scope)
-        select w.id, w.scope from written w
-          join scope s on s.name = w.scope
-          -- one probe per passage ("limit 1" keeps it one): as a join, the plan
-          -- made once per session on stale statistics hashed the whole log
-          cross join lateral (select o.kind from observation o where o.id = w.observation_id limit 1) o
-         where coalesce(s.passage_embedding, v_set ->> 'passage_embedding') = 'all'
-            or (coalesce(s.passage_embedding, v_set ->> 'passage_embedding') = 'messages' and o.kind = 'message')
-        returning 1
-    )
-    select count(*), (select count(*) from queued) into v_count, v_queued from written;
-    if v_queued > 0 then
+    insert into passage (scope, observation_id, ordinal, start_byte, end_byte, body, session_id, actor_id,
+                         occurred_at, audience)
+    select o.scope, o.id, s.ordinal, s.start_byte, s.end_byte, s.body, o.session_id, o.actor_id, o.occurred_at,
+           o.audience
+      from observation o
+     cross join lateral _passage_spans(o.body, (v_set ->> 'passage_max_chars')::integer,
+                                       (v_set ->> 'passage_target_chars')::integer,
+                                       (v_set ->> 'passage_overlap_chars')::integer) s
+     where o.id = any (p_observation_ids)
+     order by o.id, s.ordinal;
+    get diagnostics v_count = row_count;
+    -- Each observation and its passages probed by key ("limit 1" and the
+    -- laterals keep them probes): as joins, the plan made once per session
+    -- on stale statistics read the whole log (test_plans_stay_probes).
+    insert into projection_dependency (kind, row_key, observation_id)
+    select 'passage', p.id::text, i.id
+      from unnest(p_observation_ids) i(id)
+     cross join lateral (select o.scope from observation o where o.id = i.id limit 1) o
+     cross join lateral (select p.id from passage p where p.scope = o.scope and p.observation_id = i.id) p;
+    insert into passage_embedding_job (passage_id, scope)
+    select p.id, o.scope
+      from unnest(p_observation_ids) i(id)
+     cross join lateral (select o.scope, o.kind from observation o where o.id = i.id limit 1) o
+     cross join lateral (select s.passage_embedding from scope s where s.name = o.scope limit 1) s
+     cross join lateral (select p.id from passage p where p.scope = o.scope and p.observation_id = i.id) p
+     where coalesce(s.passage_embedding, v_set ->> 'passage_embedding') = 'all'
+        or (coalesce(s.passage_embedding, v_set ->> 'passage_embedding') = 'messages' and o.kind = 'message');
+    get diagnostics v_queued = row_count;
+    if v_queued > 0 and not v_waiting then
         perform _notify('embed');
     end if;
     perform set_config('plan_cache_mode', v_saved_plan_mode, true);

@@ -34,6 +34,16 @@
 --   5. permission walk over the fused list: a candidate whose provenance the
 --      principal may not see is dropped:
 --        _walk_provenance (recall_fusion.sql)
+--   5b. an answer spread over the conversation: with recall_second_round
+--      on, the query's terms the first rows do not hold are searched for
+--      again and those rows take turns with the walk's; with
+--      recall_neighbour_turns on, the turns next to the first hits come in
+--      below the rows that outscore them; with recall_session_spread on, a
+--      session gives at most 30% of the rows while another session's row
+--      waits close by:
+--        _spread_over_answer = _uncovered_terms, _lexical_arm, _interleave_rounds,
+--        _neighbour_turns, _walk_provenance, _session_spread
+--        (recall_spread.sql, recall_neighbours.sql)
 --   6. under rrf_scores, the chosen rows ordered by their evidence (with
 --      recall_question_time on, a row of the question's time counts as an
 --      arm's first more): _ordering_evidence (recall_time.sql); any further
@@ -216,13 +226,11 @@ declare
     v_stats_source text;
     v_recruited_by tsquery;
     v_recruited boolean := false;
-    v_lex_ids bigint[] := '{}';
-    v_lex_scores double precision[] := '{}';
+    v_lex_ids bigint[] := '{}'; v_lex_scores double precision[] := '{}';     -- the lexical arm's rows
     v_dense_reason text;
     v_few bigint[];              -- the ids the principal may see, when they are few
     v_dense_method text;
-    v_dense_ids bigint[] := '{}';
-    v_dense_cos double precision[] := '{}';
+    v_dense_ids bigint[] := '{}'; v_dense_cos double precision[] := '{}';  -- the dense arm's rows
     v_kept_ids bigint[];
     v_evidence double precision[];  -- fusion rrf_scores: the order of the rows RRF chose
     v_fact_ids bigint[];
@@ -264,6 +272,8 @@ begin
     v_kept_ids := _walk_provenance(_fused_candidates(v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,  -- 4.
                                                      v_principal, p_scopes, p_purpose, v_include, p_at, p_query,
                                                      v_set), v_principal, p_scopes);  -- 5.
+    v_kept_ids := _spread_over_answer(v_kept_ids, p_limit, v_terms, v_dropped, v_principal, p_scopes, p_purpose,  -- 5b.
+                                      v_include, p_at, v_depth, v_set, v_few, p_as_of, v_as_of.ids, v_as_of.tsvs);
     v_evidence := _ordering_evidence(v_kept_ids[1:p_limit], v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
                                      p_query_embedding, v_principal, p_scopes, p_purpose, v_include, p_at, p_query,
                                      v_set);

@@ -1743,7 +1743,7 @@ update pgrecall.error_code e set explanation = x.explanation from (values
 
 -- The shipped SQL sources.
 
-delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7dec98603573$0034_recall_question_time.sql$pgrecall_7dec98603573$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_520aa42e1005$0035_fact_evidence_audience.sql$pgrecall_520aa42e1005$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_805e70f62199$0036_recall_as_of.sql$pgrecall_805e70f62199$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d93541954a11$0037_store_items.sql$pgrecall_d93541954a11$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5af16b2394d7$agent_sessions.sql$pgrecall_5af16b2394d7$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_798a9573254c$append_only.sql$pgrecall_798a9573254c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_53bb5ff8bb48$derive.sql$pgrecall_53bb5ff8bb48$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1be9eb3e3608$eligibility.sql$pgrecall_1be9eb3e3608$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b3a06f579721$entities.sql$pgrecall_b3a06f579721$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6e9f498466c3$erase_rewrite.sql$pgrecall_6e9f498466c3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_2006c6b54633$erasure_plan.sql$pgrecall_2006c6b54633$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fbabc1e2f076$export.sql$pgrecall_fbabc1e2f076$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f1c706e4c0dc$freshness.sql$pgrecall_f1c706e4c0dc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d13f14c9fd0$graph_guards.sql$pgrecall_5d13f14c9fd0$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_418e1cd4054e$leases.sql$pgrecall_418e1cd4054e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ce30f35452f1$locks.sql$pgrecall_ce30f35452f1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_2fd51404a479$memory_count.sql$pgrecall_2fd51404a479$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806dfe2bf8$notifications.sql$pgrecall_a5806dfe2bf8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38f5d7c02e3a$passage_chunks.sql$pgrecall_38f5d7c02e3a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4ac452f78f35$passage_vectors.sql$pgrecall_4ac452f78f35$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1a947d1f52ee$peers_scopes.sql$pgrecall_1a947d1f52ee$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1f61b6a5cfbd$projection.sql$pgrecall_1f61b6a5cfbd$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d809a0ca0c5$recall_as_of.sql$pgrecall_5d809a0ca0c5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_26df40b54f4d$recall_facts.sql$pgrecall_26df40b54f4d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a1d8cc5d0106$recall_lexical.sql$pgrecall_a1d8cc5d0106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_85a50786d6bf$recall_people.sql$pgrecall_85a50786d6bf$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bc05ecce9b69$recall_time.sql$pgrecall_bc05ecce9b69$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c244f83ec$representation.sql$pgrecall_837c244f83ec$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87097f8fc081$revise.sql$pgrecall_87097f8fc081$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_093037fa63c6$schema_info.sql$pgrecall_093037fa63c6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_22a26f437ab8$session_bundle.sql$pgrecall_22a26f437ab8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_42f49ecc9a30$sessions.sql$pgrecall_42f49ecc9a30$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea0ae0ad10b8$settings.sql$pgrecall_ea0ae0ad10b8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d0628d01e244$store.sql$pgrecall_d0628d01e244$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a27f9c665b0f$table_statistics.sql$pgrecall_a27f9c665b0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_59205b55f9eb$term_stats.sql$pgrecall_59205b55f9eb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4c35e390e74b$traversal.sql$pgrecall_4c35e390e74b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_af6993231208$work_queue.sql$pgrecall_af6993231208$));
+delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7dec98603573$0034_recall_question_time.sql$pgrecall_7dec98603573$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_520aa42e1005$0035_fact_evidence_audience.sql$pgrecall_520aa42e1005$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_805e70f62199$0036_recall_as_of.sql$pgrecall_805e70f62199$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d93541954a11$0037_store_items.sql$pgrecall_d93541954a11$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_40cf676c8fce$0038_recall_spread.sql$pgrecall_40cf676c8fce$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5af16b2394d7$agent_sessions.sql$pgrecall_5af16b2394d7$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_97d7a57bfa1c$append_observation.sql$pgrecall_97d7a57bfa1c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_798a9573254c$append_only.sql$pgrecall_798a9573254c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_53bb5ff8bb48$derive.sql$pgrecall_53bb5ff8bb48$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9dd6ed0de8f9$duplicates.sql$pgrecall_9dd6ed0de8f9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1be9eb3e3608$eligibility.sql$pgrecall_1be9eb3e3608$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b3a06f579721$entities.sql$pgrecall_b3a06f579721$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bea01fd41742$erase.sql$pgrecall_bea01fd41742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6e9f498466c3$erase_rewrite.sql$pgrecall_6e9f498466c3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_2006c6b54633$erasure_plan.sql$pgrecall_2006c6b54633$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fbabc1e2f076$export.sql$pgrecall_fbabc1e2f076$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_191d61d88e8e$facts.sql$pgrecall_191d61d88e8e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f1c706e4c0dc$freshness.sql$pgrecall_f1c706e4c0dc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d13f14c9fd0$graph_guards.sql$pgrecall_5d13f14c9fd0$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_418e1cd4054e$leases.sql$pgrecall_418e1cd4054e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ce30f35452f1$locks.sql$pgrecall_ce30f35452f1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_2fd51404a479$memory_count.sql$pgrecall_2fd51404a479$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9248e260ad88$message_search.sql$pgrecall_9248e260ad88$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806dfe2bf8$notifications.sql$pgrecall_a5806dfe2bf8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38f5d7c02e3a$passage_chunks.sql$pgrecall_38f5d7c02e3a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4ac452f78f35$passage_vectors.sql$pgrecall_4ac452f78f35$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1a947d1f52ee$peers_scopes.sql$pgrecall_1a947d1f52ee$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1f61b6a5cfbd$projection.sql$pgrecall_1f61b6a5cfbd$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_481ebd4dcc19$read.sql$pgrecall_481ebd4dcc19$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d809a0ca0c5$recall_as_of.sql$pgrecall_5d809a0ca0c5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e2a2631a0762$recall_dense.sql$pgrecall_e2a2631a0762$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_26df40b54f4d$recall_facts.sql$pgrecall_26df40b54f4d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_31e23856c301$recall_fusion.sql$pgrecall_31e23856c301$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a1d8cc5d0106$recall_lexical.sql$pgrecall_a1d8cc5d0106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_0682030cf0a6$recall_neighbours.sql$pgrecall_0682030cf0a6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_85a50786d6bf$recall_people.sql$pgrecall_85a50786d6bf$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5a5064f422df$recall_spread.sql$pgrecall_5a5064f422df$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bc05ecce9b69$recall_time.sql$pgrecall_bc05ecce9b69$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_abc5aee76e5d$remember.sql$pgrecall_abc5aee76e5d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_837c244f83ec$representation.sql$pgrecall_837c244f83ec$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87097f8fc081$revise.sql$pgrecall_87097f8fc081$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_093037fa63c6$schema_info.sql$pgrecall_093037fa63c6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_22a26f437ab8$session_bundle.sql$pgrecall_22a26f437ab8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_42f49ecc9a30$sessions.sql$pgrecall_42f49ecc9a30$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea0ae0ad10b8$settings.sql$pgrecall_ea0ae0ad10b8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d0628d01e244$store.sql$pgrecall_d0628d01e244$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a27f9c665b0f$table_statistics.sql$pgrecall_a27f9c665b0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_59205b55f9eb$term_stats.sql$pgrecall_59205b55f9eb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4c35e390e74b$traversal.sql$pgrecall_4c35e390e74b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6a5d3ab6bb38$validation.sql$pgrecall_6a5d3ab6bb38$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_af6993231208$work_queue.sql$pgrecall_af6993231208$));
 
 insert into pgrecall.source (kind, name, version, sha256, body)
 values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$, 1, $pgrecall_2388b9dcfc8a$151d1a540dd485519b204d3346bac7970fc2591cb3159b3a06db80b197d71397$pgrecall_2388b9dcfc8a$, $pgrecall_151d1a540dd4$-- Per-tenant settings: the design's constants, one row each, readable by the
@@ -3638,6 +3638,40 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
+values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_40cf676c8fce$0038_recall_spread.sql$pgrecall_40cf676c8fce$, 38, $pgrecall_d58512534dcb$10be0073a935218b2b423c6b0f50324ece5c0960fa6ca638d4cdc7a259d7cecd$pgrecall_d58512534dcb$, $pgrecall_10be0073a935$-- Three optional steps of recall for an answer spread over a conversation
+-- (plpgsql/recall_spread.sql), both off: each becomes a default only when
+-- make eval's per-cell check passes on every development conversation and
+-- category (issue #48).
+--   recall_session_spread: the rows a recall returns are kept from coming all
+--     from one conversation session while another session's row scores close.
+--   recall_second_round: the query's terms that the first rows lack are
+--     searched for again, and those rows take turns with the first round's
+--     after its first half.
+--   recall_neighbour_turns: the memories of the turns just before and after
+--     the first hits' turns, each below the rows that outscore it.
+
+alter table __tenant__.setting add constraint setting_recall_session_spread_boolean check (
+    key <> 'recall_session_spread' or jsonb_typeof(value) = 'boolean'
+);
+alter table __tenant__.setting add constraint setting_recall_second_round_boolean check (
+    key <> 'recall_second_round' or jsonb_typeof(value) = 'boolean'
+);
+alter table __tenant__.setting add constraint setting_recall_neighbour_turns_boolean check (
+    key <> 'recall_neighbour_turns' or jsonb_typeof(value) = 'boolean'
+);
+
+insert into __tenant__.setting (key, value, description) values
+    ('recall_session_spread', 'false',
+     'Recall: of the fused rows, one conversation session gives at most 30% of the rows asked for (at least 2) while another session''s row waits within the first twice as many'),
+    ('recall_second_round', 'false',
+     'Recall: when the first half of the rows holds some of the query''s kept terms and not others, the others are searched for alone and those rows take turns with the first round''s after its first half'),
+    ('recall_neighbour_turns', 'false',
+     'Recall: each of the first half of the rows brings the memories of the turns just before and after its turn, each counting nine tenths of its source''s RRF score, so placed after every row that scores more');
+$pgrecall_10be0073a935$)
+on conflict (kind, name) do update
+   set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, sha256, body)
 values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5af16b2394d7$agent_sessions.sql$pgrecall_5af16b2394d7$, null, $pgrecall_6011eb684208$212d4e7b8f9824aa78761cde2a33a713b6bc463b9e660e649674465871147aef$pgrecall_6011eb684208$, $pgrecall_212d4e7b8f98$-- Conversation history for the OpenAI Agents SDK's Session protocol
 -- (pgrecall.integrations.openai_agents): its items are turns of a pgrecall
 -- session, in log order. Each item is kept whole in its turn's payload
@@ -4953,7 +4987,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$, null, $pgrecall_52bffc3342f6$b5f98102c710352ca48897b86e371dd5ff0d9b6ded4f9c4e4da9541dae750ec8$pgrecall_52bffc3342f6$, $pgrecall_b5f98102c710$-- Embeddings are a derived index: the write path queues work here, the
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$, null, $pgrecall_36fe11b2dd36$32b99730e025ee48c2aab8d87e8fca7169d3224a3f0615b3c80cc439d04c6065$pgrecall_36fe11b2dd36$, $pgrecall_32b99730e025$-- Embeddings are a derived index: the write path queues work here, the
 -- worker (pgrecall worker) claims it with SKIP LOCKED under a lease, embeds
 -- the text this file chooses, and stores the vector stamped with the model
 -- and input version. A result computed from text that has since changed, or
@@ -4968,6 +5002,7 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_live boolean := new.superseded_by is null and new.invalidated_at is null;
+    v_waiting boolean;
 begin
     if tg_op = 'UPDATE' and new.body is not distinct from old.body and new.title is not distinct from old.title
        and v_live = (old.superseded_by is null and old.invalidated_at is null) then
@@ -4978,12 +5013,16 @@ begin
         delete from projection_dependency d where d.kind = 'memory_embedding' and d.row_key = new.id::text;
     end if;
     if v_live then
+        -- No notification when work waits already (notifications.sql), asked before this job is queued.
+        v_waiting := _embed_work_waiting();
         -- The time is inserted and taken from excluded: Citus refuses a function that is not
         -- immutable in DO UPDATE SET, and evaluates one in the inserted row.
         insert into embedding_job as j (memory_id, enqueued_at) values (new.id, clock_timestamp())
         on conflict (memory_id) do update
             set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null;
-        perform _notify('embed');
+        if not v_waiting then
+            perform _notify('embed');
+        end if;
     else
         delete from embedding_job j where j.memory_id = new.id;
     end if;
@@ -5441,7 +5480,7 @@ end
 $$;
 comment on function __tenant__.set_embedding_version(text, integer) is
     'Switches the embedding model or input version and queues every live memory; stale vectors are ignored until rebuilt.';
-$pgrecall_b5f98102c710$)
+$pgrecall_32b99730e025$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -9309,7 +9348,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806dfe2bf8$notifications.sql$pgrecall_a5806dfe2bf8$, null, $pgrecall_31f9c3be5dca$52e7bd94540e417d8e1067aa87ccb9a621f857c2889f3ded3b0c27a9005a7872$pgrecall_31f9c3be5dca$, $pgrecall_52e7bd94540e$-- Wake-ups for the tenant's workers: a NOTIFY, with an empty payload, on a
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806dfe2bf8$notifications.sql$pgrecall_a5806dfe2bf8$, null, $pgrecall_4fe27ba484e4$7791005cd4b55711e6c97d75b8a619c08d484e7bc4f046ad99de234ba0cb5eb7$pgrecall_4fe27ba484e4$, $pgrecall_7791005cd4b5$-- Wake-ups for the tenant's workers: a NOTIFY, with an empty payload, on a
 -- channel whose name is a per-tenant secret (table notification_channel).
 --
 -- LISTEN and NOTIFY take no privilege: any role may listen on, or notify,
@@ -9319,6 +9358,17 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a5806d
 -- and by the worker role through listen_channel(). A notification is a hint:
 -- the worker polls anyway, and a flood of them costs it at most one empty
 -- claim per poll interval (python/pgrecall/loop.py).
+--
+-- The writes that queue embedding work on the hot path (an append's
+-- passages, a remembered memory) send no notification when work is waiting
+-- already, unleased (_embed_work_waiting, asked before their own jobs are
+-- queued): a worker will come for it, and a NOTIFY is not free. PostgreSQL
+-- serialises the commits of every transaction that notified, database-wide
+-- (a lock taken at commit and held through its WAL flush), so under load an
+-- append queued behind the commits of remembers that notified (issue #51).
+-- Nothing waits for it: the worker that takes the waiting job looks again
+-- after its busy round, once the transactions in flight then have ended
+-- (pgrecall.loop), and so finds the jobs of a transaction that skipped.
 
 create or replace function __tenant__._notify(p_kind text)
 returns void
@@ -9345,6 +9395,29 @@ $$;
 comment on function __tenant__._notify(text) is
     'Internal: wakes the workers of one queue kind (embed, derive) on the tenant''s secret channel.';
 
+-- Whether embedding work is waiting that no worker holds: a job of either
+-- queue with no lease. Asked before a write queues its own jobs; a job this
+-- transaction queued earlier counts, as its write either notified (the
+-- commit notifies once for all) or found other work waiting. False on a
+-- Citus node, where _notify sends nothing anyway (and the question would
+-- reach every shard).
+create or replace function __tenant__._embed_work_waiting()
+returns boolean
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    if current_setting('citus.version', true) is not null then
+        return false;
+    end if;
+    return exists (select 1 from passage_embedding_job j where j.leased_by is null)
+        or exists (select 1 from embedding_job j where j.leased_by is null);
+end
+$$;
+comment on function __tenant__._embed_work_waiting() is
+    'Internal: whether an embedding job waits unleased (a write that queues more then need not notify: a worker will come).';
+
 -- SQLSTATE: PR107 unknown kind.
 create or replace function __tenant__.listen_channel(p_kind text)
 returns text
@@ -9362,7 +9435,7 @@ end
 $$;
 comment on function __tenant__.listen_channel(text) is
     'The channel a worker LISTENs on to be woken when work of a kind (embed, derive) is queued; a secret of the tenant.';
-$pgrecall_52e7bd94540e$)
+$pgrecall_7791005cd4b5$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -9638,7 +9711,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$, null, $pgrecall_766c606507fd$6c3bc6e94d53ad11aaee2ba370f91a6912cc3a5cea66b9eef1426c9ae9a4000f$pgrecall_766c606507fd$, $pgrecall_6c3bc6e94d53$-- Passages: every observation is split into chunks (passage_chunks.sql) in
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7eb1ebe4e751$passages.sql$pgrecall_7eb1ebe4e751$, null, $pgrecall_0125d863fb6b$03144cc0ff92d6266f38006496875fc98c57953ac587b118a1bc882319206424$pgrecall_0125d863fb6b$, $pgrecall_03144cc0ff92$-- Passages: every observation is split into chunks (passage_chunks.sql) in
 -- the transaction that appends it (a statement trigger, so one append and a
 -- batch share the path), each chunk registered in the projection registry and
 -- queued for the embedding worker (embedding_queue.sql). A passage copies
@@ -9760,8 +9833,13 @@ comment on function __tenant__.set_scope_passage_embedding(text, text) is
     'Which of a scope''s passages are embedded for semantic message search: all, messages, none, or NULL for the tenant setting passage_embedding (admin duty); queues or drops passage jobs to match.';
 
 -- Writes the passages of these observations with their registry rows and
--- embedding jobs (for the passages their scope's policy embeds), in one
--- statement. Returns how many passages were written.
+-- embedding jobs (for the passages their scope's policy embeds). Returns how
+-- many passages were written. The observations have no passage yet (a new
+-- turn, or the backfill's), so the registry and the queue read the passages
+-- back by their observations: three statements, not one with data-modifying
+-- CTEs, which Citus plans as subplans whose results it sends to every worker,
+-- so that a turn on one worker failed while another worker was down (and
+-- paid a round trip to each worker while all were up).
 -- Planned once per session, not per call (plan_cache_mode), as _remember_batch.
 create or replace function __tenant__._write_passages(p_observation_ids bigint[])
 returns bigint
@@ -9775,36 +9853,39 @@ declare
     v_set jsonb := (select jsonb_object_agg(s.key, s.value) from setting s where left(s.key, 8) = 'passage_');
     v_count bigint;
     v_queued bigint;
+    -- No notification when work waits already (notifications.sql), asked before these jobs are queued.
+    v_waiting boolean := _embed_work_waiting();
 begin
     perform set_config('plan_cache_mode', _plan_cache_mode(), true);
-    with written as (
-        insert into passage (scope, observation_id, ordinal, start_byte, end_byte, body, session_id, actor_id,
-                             occurred_at, audience)
-        select o.scope, o.id, s.ordinal, s.start_byte, s.end_byte, s.body, o.session_id, o.actor_id, o.occurred_at,
-               o.audience
-          from observation o
-         cross join lateral _passage_spans(o.body, (v_set ->> 'passage_max_chars')::integer,
-                                           (v_set ->> 'passage_target_chars')::integer,
-                                           (v_set ->> 'passage_overlap_chars')::integer) s
-         where o.id = any (p_observation_ids)
-         order by o.id, s.ordinal
-        returning passage.id, passage.scope, passage.observation_id
-    ), registered as (
-        insert into projection_dependency (kind, row_key, observation_id)
-        select 'passage', w.id::text, w.observation_id from written w
-    ), queued as (
-        insert into passage_embedding_job (passage_id, scope)
-        select w.id, w.scope from written w
-          join scope s on s.name = w.scope
-          -- one probe per passage ("limit 1" keeps it one): as a join, the plan
-          -- made once per session on stale statistics hashed the whole log
-          cross join lateral (select o.kind from observation o where o.id = w.observation_id limit 1) o
-         where coalesce(s.passage_embedding, v_set ->> 'passage_embedding') = 'all'
-            or (coalesce(s.passage_embedding, v_set ->> 'passage_embedding') = 'messages' and o.kind = 'message')
-        returning 1
-    )
-    select count(*), (select count(*) from queued) into v_count, v_queued from written;
-    if v_queued > 0 then
+    insert into passage (scope, observation_id, ordinal, start_byte, end_byte, body, session_id, actor_id,
+                         occurred_at, audience)
+    select o.scope, o.id, s.ordinal, s.start_byte, s.end_byte, s.body, o.session_id, o.actor_id, o.occurred_at,
+           o.audience
+      from observation o
+     cross join lateral _passage_spans(o.body, (v_set ->> 'passage_max_chars')::integer,
+                                       (v_set ->> 'passage_target_chars')::integer,
+                                       (v_set ->> 'passage_overlap_chars')::integer) s
+     where o.id = any (p_observation_ids)
+     order by o.id, s.ordinal;
+    get diagnostics v_count = row_count;
+    -- Each observation and its passages probed by key ("limit 1" and the
+    -- laterals keep them probes): as joins, the plan made once per session
+    -- on stale statistics read the whole log (test_plans_stay_probes).
+    insert into projection_dependency (kind, row_key, observation_id)
+    select 'passage', p.id::text, i.id
+      from unnest(p_observation_ids) i(id)
+     cross join lateral (select o.scope from observation o where o.id = i.id limit 1) o
+     cross join lateral (select p.id from passage p where p.scope = o.scope and p.observation_id = i.id) p;
+    insert into passage_embedding_job (passage_id, scope)
+    select p.id, o.scope
+      from unnest(p_observation_ids) i(id)
+     cross join lateral (select o.scope, o.kind from observation o where o.id = i.id limit 1) o
+     cross join lateral (select s.passage_embedding from scope s where s.name = o.scope limit 1) s
+     cross join lateral (select p.id from passage p where p.scope = o.scope and p.observation_id = i.id) p
+     where coalesce(s.passage_embedding, v_set ->> 'passage_embedding') = 'all'
+        or (coalesce(s.passage_embedding, v_set ->> 'passage_embedding') = 'messages' and o.kind = 'message');
+    get diagnostics v_queued = row_count;
+    if v_queued > 0 and not v_waiting then
         perform _notify('embed');
     end if;
     perform set_config('plan_cache_mode', v_saved_plan_mode, true);
@@ -9942,7 +10023,7 @@ as $$
 $$;
 comment on function __tenant__._backfill_passages() is
     'Internal data step (migration 0017): writes the passages of observations that have none; returns how many.';
-$pgrecall_6c3bc6e94d53$)
+$pgrecall_03144cc0ff92$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -10495,7 +10576,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$, null, $pgrecall_e5f08bffa0ac$873741e80730e6e8c82891e50f763dec97315f79d3bdbdd4a3cbefb6b7bcf32f$pgrecall_e5f08bffa0ac$, $pgrecall_873741e80730$-- recall: ranked retrieval, in the design's order (section 6). Each step is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a48a742$recall.sql$pgrecall_b4893a48a742$, null, $pgrecall_e6e3496e9f64$d7e39b232405ca68cdd9497a65dc080e394ec326bda08d5ac670577e68a93d97$pgrecall_e6e3496e9f64$, $pgrecall_d7e39b232405$-- recall: ranked retrieval, in the design's order (section 6). Each step is
 -- a function of its own that a DBA can call and test alone; recall_answer()
 -- runs them in order.
 --   0. as of a past moment (p_as_of; NULL: now): the memories changed since
@@ -10531,6 +10612,16 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b4893a
 --   5. permission walk over the fused list: a candidate whose provenance the
 --      principal may not see is dropped:
 --        _walk_provenance (recall_fusion.sql)
+--   5b. an answer spread over the conversation: with recall_second_round
+--      on, the query's terms the first rows do not hold are searched for
+--      again and those rows take turns with the walk's; with
+--      recall_neighbour_turns on, the turns next to the first hits come in
+--      below the rows that outscore them; with recall_session_spread on, a
+--      session gives at most 30% of the rows while another session's row
+--      waits close by:
+--        _spread_over_answer = _uncovered_terms, _lexical_arm, _interleave_rounds,
+--        _neighbour_turns, _walk_provenance, _session_spread
+--        (recall_spread.sql, recall_neighbours.sql)
 --   6. under rrf_scores, the chosen rows ordered by their evidence (with
 --      recall_question_time on, a row of the question's time counts as an
 --      arm's first more): _ordering_evidence (recall_time.sql); any further
@@ -10713,13 +10804,11 @@ declare
     v_stats_source text;
     v_recruited_by tsquery;
     v_recruited boolean := false;
-    v_lex_ids bigint[] := '{}';
-    v_lex_scores double precision[] := '{}';
+    v_lex_ids bigint[] := '{}'; v_lex_scores double precision[] := '{}';     -- the lexical arm's rows
     v_dense_reason text;
     v_few bigint[];              -- the ids the principal may see, when they are few
     v_dense_method text;
-    v_dense_ids bigint[] := '{}';
-    v_dense_cos double precision[] := '{}';
+    v_dense_ids bigint[] := '{}'; v_dense_cos double precision[] := '{}';  -- the dense arm's rows
     v_kept_ids bigint[];
     v_evidence double precision[];  -- fusion rrf_scores: the order of the rows RRF chose
     v_fact_ids bigint[];
@@ -10761,6 +10850,8 @@ begin
     v_kept_ids := _walk_provenance(_fused_candidates(v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,  -- 4.
                                                      v_principal, p_scopes, p_purpose, v_include, p_at, p_query,
                                                      v_set), v_principal, p_scopes);  -- 5.
+    v_kept_ids := _spread_over_answer(v_kept_ids, p_limit, v_terms, v_dropped, v_principal, p_scopes, p_purpose,  -- 5b.
+                                      v_include, p_at, v_depth, v_set, v_few, p_as_of, v_as_of.ids, v_as_of.tsvs);
     v_evidence := _ordering_evidence(v_kept_ids[1:p_limit], v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
                                      p_query_embedding, v_principal, p_scopes, p_purpose, v_include, p_at, p_query,
                                      v_set);
@@ -10814,7 +10905,7 @@ $$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text,
                                       timestamptz) is
     'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms'' evidence orders them), permission walk. With its metadata: recall_answer().';
-$pgrecall_873741e80730$)
+$pgrecall_d7e39b232405$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
@@ -11847,6 +11938,76 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_0682030cf0a6$recall_neighbours.sql$pgrecall_0682030cf0a6$, null, $pgrecall_ec68c628d04b$860345ae3cb9b8ad21a2eb74bc54de9230dfdbc92f88e2bc6d6cc1e8cd1b349b$pgrecall_ec68c628d04b$, $pgrecall_860345ae3cb9$-- Recall, step 5b, with the setting recall_neighbour_turns on: the turn next
+-- to a hit. A question often matches the turn that asked ("what did you
+-- paint?") while the answer is the reply, or the other way round. So each of
+-- the first half of the rows brings the memories derived from the turn just
+-- before and just after its own turn (in its session, or, outside any
+-- session, in its scope's log), when the principal may see them.
+--
+-- Scored so that it never passes a row that outscores it: a neighbour counts
+-- nine tenths of its source's RRF score, 1 / (rrf_k + rank), and takes its
+-- place after every row of the list that scores more. With rrf_k 60 the
+-- neighbours of the first three rows of ten come in at ranks 8 to 10, after
+-- the rows the arms ranked higher; a neighbour already in the list keeps the
+-- better of its two places. Not as of a past moment: the turns and memories
+-- next to a hit then are not asked for (the list is left as it was).
+create or replace function __tenant__._neighbour_turns(
+    p_ids bigint[], p_limit integer, p_rrf_k double precision, p_principal_id bigint, p_scopes text[],
+    p_purpose text, p_include_superseded boolean, p_at timestamptz)
+returns bigint[]
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    c_share constant double precision := 0.9;
+    v_result bigint[];
+begin
+    with source as (
+        select s.ord, o.scope, o.session_id, o.log_offset
+          from unnest(p_ids[1:greatest(1, p_limit / 2)]) with ordinality s(id, ord)
+          cross join lateral (select o.scope, o.session_id, o.log_offset
+                                from memory_link l join observation o on o.id = l.target_observation_id
+                               where l.memory_id = s.id and l.link_type = 'derived_from'
+                               order by o.log_offset limit 1) o
+    ), adjacent as (
+        select s.ord, n.id as observation_id
+          from source s
+          cross join lateral (
+              (select o.id from observation o
+                where o.scope = s.scope and o.log_offset < s.log_offset
+                  and (o.session_id = s.session_id or (s.session_id is null and o.session_id is null))
+                order by o.log_offset desc limit 1)
+              union all
+              (select o.id from observation o
+                where o.scope = s.scope and o.log_offset > s.log_offset
+                  and (o.session_id = s.session_id or (s.session_id is null and o.session_id is null))
+                order by o.log_offset limit 1)) n
+    ), placed as (
+        select k.id, k.ord::double precision as place from unnest(p_ids) with ordinality k(id, ord)
+        union all
+        select e.id, (p_rrf_k + a.ord) / c_share - p_rrf_k + 0.5
+          from adjacent a
+          join memory_link l on l.target_observation_id = a.observation_id and l.link_type = 'derived_from'
+          join memory e on e.id = l.memory_id
+         where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
+    )
+    select coalesce(array_agg(b.id order by b.place, b.id), '{}') into v_result
+      from (select p.id, min(p.place) as place from placed p group by p.id) b;
+    return v_result;
+end
+$$;
+comment on function __tenant__._neighbour_turns(bigint[], integer, double precision, bigint, text[], text, boolean,
+                                               timestamptz) is
+    'Internal: recall''s rows with the memories of the turns next to the first half''s turns, each placed where nine tenths of its source''s RRF score ranks (setting recall_neighbour_turns).';
+$pgrecall_860345ae3cb9$)
+on conflict (kind, name) do update
+   set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, sha256, body)
 values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_85a50786d6bf$recall_people.sql$pgrecall_85a50786d6bf$, null, $pgrecall_0008c028e7af$501215de4e949e58949724a55dc4374c60c0589fe4efd43e04095facd3be20f3$pgrecall_0008c028e7af$, $pgrecall_501215de4e94$-- Recall's people-and-things arm (plpgsql/recall.sql composes the steps;
 -- setting recall_people_arm, migration 0031). When the question names a
 -- peer (by its name) or an entity (by name or alias), the memories that peer
@@ -11991,6 +12152,152 @@ comment on function __tenant__._fused_candidates(bigint[], double precision[], b
                                                  text[], text, boolean, timestamptz, text, jsonb) is
     'Internal: recall''s fused candidate ids: _fused_ids, or with recall_people_arm or recall_question_time on, RRF of the lexical and dense lists and the people and time lists.';
 $pgrecall_501215de4e94$)
+on conflict (kind, name) do update
+   set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, sha256, body)
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5a5064f422df$recall_spread.sql$pgrecall_5a5064f422df$, null, $pgrecall_b3ce61abafff$1ff95b0601a43b114ddb463bd8a29513938a14994baa5c7123f2bf6bfeba9dd7$pgrecall_b3ce61abafff$, $pgrecall_1ff95b0601a4$-- Recall, step 5b, between the permission walk (step 5) and the rows' order
+-- (step 6): an answer spread over a conversation ("what has she painted?",
+-- "how did Jon and Gina each lose their jobs?") is found in pieces, each in
+-- a session of its own, and the first piece that matches well can fill the
+-- list. Two optional steps, each a tenant setting (issue #48).
+--
+-- recall_session_spread: the rows a recall returns are not all taken from
+-- one conversation session when others score close. An answer spread over several sessions ("what has she painted?") is lost
+-- when the first session that matches well fills the whole list with its
+-- neighbouring turns. So of the fused list, in order, a session gives at most
+-- greatest(2, 30% of p_limit) rows (3 of 10) while another session's row
+-- waits within the first 2 x p_limit: "close" is that window, which is what
+-- the arms read for a recall of p_limit rows (_arm_depth). A row over its
+-- session's share moves after the window's other rows, not out: when the
+-- window holds too few others, it still fills the list. A memory's session
+-- is the one of the turn it was derived from (the earliest); a memory that
+-- cites no turn in a session (a note, a document) has no share to exceed.
+create or replace function __tenant__._session_spread(p_ids bigint[], p_limit integer)
+returns bigint[]
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_window integer := 2 * p_limit;
+    v_share integer := greatest(2, (3 * p_limit) / 10);
+    v_result bigint[];
+begin
+    if cardinality(p_ids) <= p_limit then
+        return p_ids;  -- every row is returned anyway
+    end if;
+    with heads as (
+        select c.id, c.ord,
+               (select o.session_id from memory_link l join observation o on o.id = l.target_observation_id
+                 where l.memory_id = c.id and l.link_type = 'derived_from' and o.session_id is not null
+                 order by o.log_offset limit 1) as session_id
+          from unnest(p_ids[1:v_window]) with ordinality c(id, ord)
+    ), numbered as (
+        select h.id, h.ord,
+               h.session_id is not null
+               and row_number() over (partition by h.session_id order by h.ord) > v_share as over_share
+          from heads h
+    )
+    select array_agg(n.id order by n.over_share, n.ord) into v_result from numbered n;
+    return v_result || coalesce(p_ids[v_window + 1:], '{}');
+end
+$$;
+comment on function __tenant__._session_spread(bigint[], integer) is
+    'Internal: recall''s fused rows, in order, a session giving at most 30% of p_limit (at least 2) while another session''s row waits within the first 2 x p_limit (setting recall_session_spread).';
+
+-- The query's kept terms that none of p_ids' memories holds (by their text
+-- now; as of a past moment a changed memory's text of then is not asked).
+create or replace function __tenant__._uncovered_terms(p_ids bigint[], p_terms text[])
+returns text[]
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    return array(select t.term from unnest(p_terms) with ordinality t(term, ord)
+                  where not exists (select 1 from memory m
+                                     where m.id = any (p_ids) and m.tsv @@ quote_literal(t.term)::tsquery)
+                  order by t.ord);
+end
+$$;
+comment on function __tenant__._uncovered_terms(bigint[], text[]) is
+    'Internal: of p_terms (lexemes), those that none of the memories p_ids holds.';
+
+-- The first p_head ids of p_first, then the rest of p_first and the ids of
+-- p_second taking turns (p_second first), each id once, at its first place.
+create or replace function __tenant__._interleave_rounds(p_first bigint[], p_second bigint[], p_head integer)
+returns bigint[]
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select coalesce(array_agg(p.id order by p.place), '{}')
+      from (select distinct on (m.id) m.id, m.place
+              from (select f.id, case when f.ord <= p_head then f.ord else p_head + 2 * (f.ord - p_head) end as place
+                      from unnest(p_first) with ordinality f(id, ord)
+                    union all
+                    select s.id, p_head + 2 * s.ord - 1 from unnest(p_second) with ordinality s(id, ord)) m
+             order by m.id, m.place) p
+$$;
+comment on function __tenant__._interleave_rounds(bigint[], bigint[], integer) is
+    'Internal: p_first''s first p_head ids, then the rest of p_first and p_second taking turns (p_second first), each id once.';
+
+-- recall_second_round: when the first half of the rows holds some of the
+-- query's kept terms and not others, those others are searched for alone
+-- (the lexical arm, as eligible as the first round); the first half stays,
+-- and after it the second round's rows and the first round's rest take turns
+-- (_interleave_rounds), then the list is walked: a piece of the answer that
+-- shares only the words the first hits lack comes next to them. Not by RRF:
+-- the second round's rows are in the first round's list too, further down,
+-- and counted twice they pushed out every first-round row. A query whose
+-- every kept term is held, or none, is left as it was.
+-- Then recall_neighbour_turns (_neighbour_turns, recall_neighbours.sql), and
+-- recall_session_spread (_session_spread above).
+create or replace function __tenant__._spread_over_answer(
+    p_kept_ids bigint[], p_limit integer, p_terms text[], p_dropped text[], p_principal_id bigint, p_scopes text[],
+    p_purpose text, p_include_superseded boolean, p_at timestamptz, p_depth integer, p_settings jsonb,
+    p_few bigint[], p_as_of timestamptz, p_as_of_ids bigint[], p_as_of_tsv tsvector[])
+returns bigint[]
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_kept text[] := array(select t from unnest(p_terms) t where not t = any (p_dropped));
+    v_uncovered text[];
+    v_second bigint[];
+    v_ids bigint[] := p_kept_ids;
+begin
+    if (p_settings -> 'recall_second_round')::boolean and cardinality(v_kept) > 1 then
+        v_uncovered := _uncovered_terms(p_kept_ids[1:greatest(1, p_limit / 2)], v_kept);
+        if cardinality(v_uncovered) between 1 and cardinality(v_kept) - 1 then
+            select a.ids into v_second
+              from _lexical_arm(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at,
+                                array_to_string(v_uncovered, ' '), p_depth, p_settings, p_few, p_as_of, p_as_of_ids,
+                                p_as_of_tsv) a;
+            if cardinality(v_second) > 0 then
+                v_ids := _walk_provenance(_interleave_rounds(p_kept_ids, v_second, greatest(1, p_limit / 2)),
+                                          p_principal_id, p_scopes);
+            end if;
+        end if;
+    end if;
+    if (p_settings -> 'recall_neighbour_turns')::boolean and p_as_of is null then
+        v_ids := _walk_provenance(_neighbour_turns(v_ids, p_limit, (p_settings ->> 'rrf_k')::double precision,
+                                                   p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at),
+                                  p_principal_id, p_scopes);
+    end if;
+    if (p_settings -> 'recall_session_spread')::boolean then
+        v_ids := _session_spread(v_ids, p_limit);
+    end if;
+    return v_ids;
+end
+$$;
+comment on function __tenant__._spread_over_answer(bigint[], integer, text[], text[], bigint, text[], text, boolean,
+                                                   timestamptz, integer, jsonb, bigint[], timestamptz, bigint[],
+                                                   tsvector[]) is
+    'Internal: recall step 5b: with recall_second_round, the query''s terms the first rows lack searched for again and taking turns with the first round''s rows; with recall_neighbour_turns, the turns next to the first hits; with recall_session_spread, a session''s share of the rows bounded.';
+$pgrecall_1ff95b0601a4$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 

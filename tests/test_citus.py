@@ -550,3 +550,89 @@ def test_a_call_through_the_driver_is_one_task_on_the_tenants_worker(cluster, te
                     f"{name} through {where}: {coordinator} tasks on the coordinator, {on_holder} statements on " \
                     f"the tenant's worker, {on_other} on the other"
             mem.close()
+
+
+def _agent(cluster, tenant, stop, log):
+    """Appends and remembers, then recalls, until stopped; logs (kind, seconds, error or None, memory id)."""
+    with handle(cluster, tenant) as mem:
+        i = 0
+        while not stop.is_set():
+            for kind in ("write", "recall"):
+                started = time.monotonic()
+                try:
+                    if kind == "write":
+                        turn = mem.append(f"{tenant} turn {i} about zqlantern", role="user", actor="ana")
+                        made = mem.remember(f"{tenant} fact {i} about zqlantern", evidence=[turn],
+                                            purposes=["converse"])
+                        log.append((kind, time.monotonic() - started, time.monotonic(), None, made.memory_id))
+                    else:
+                        mem.recall("zqlantern", mode="lexical")
+                        log.append((kind, time.monotonic() - started, time.monotonic(), None, None))
+                except Exception as exc:
+                    log.append((kind, time.monotonic() - started, time.monotonic(), exc, None))
+                    time.sleep(0.05)
+            i += 1
+
+
+def test_a_worker_lost_stops_only_its_tenants_and_loses_no_acknowledged_write():
+    """Kill one worker while agents of a tenant on each worker run: the other worker's tenant keeps answering,
+    the lost worker's calls fail at once with NodeUnavailable naming the node, and after its restart every
+    write it acknowledged is there."""
+    with LocalCluster(find_citus_build(), workers=2, settings={"synchronous_commit": "on"}) as cluster:
+        with psycopg.connect(cluster.coordinator.dsn()) as conn:
+            install.install(conn)
+        by_node: dict[str, str] = {}
+        for n in range(8):  # a tenant on each worker
+            with psycopg.connect(cluster.coordinator.dsn()) as conn:
+                install.install(conn, [f"lost{n}"])
+                by_node.setdefault(conn.execute("select pgrecall.tenant_node(%s)", (f"lost{n}",)).fetchone()[0],
+                                   f"lost{n}")
+            if len(by_node) == 2:
+                break
+        victim = cluster.worker_nodes[1]
+        lost_node = f"127.0.0.1:{victim.port}"
+        lost, kept = by_node[lost_node], next(t for node, t in by_node.items() if node != lost_node)
+        for t in (lost, kept):
+            populated(cluster, t)
+        stop, logs = threading.Event(), {lost: [], kept: []}
+        agents = [threading.Thread(target=_agent, args=(cluster, t, stop, logs[t])) for t in (lost, kept)
+                  for _ in range(2)]
+        for a in agents:
+            a.start()
+        try:
+            time.sleep(2.0)
+            killed_at = time.monotonic()
+            cluster.kill(victim)
+            time.sleep(4.0)
+            restarted_at = time.monotonic()
+            cluster.restart(victim)
+            time.sleep(2.0)
+        finally:
+            stop.set()
+            for a in agents:
+                a.join(120)
+        assert not any(a.is_alive() for a in agents), "an agent hung"
+        during = lambda log: [e for e in log if killed_at + 0.5 < e[2] < restarted_at]
+        # the other worker's tenant never failed, and kept answering during the outage
+        assert [e[3] for e in logs[kept] if e[3] is not None] == []
+        assert len(during(logs[kept])) >= 4
+        # the lost worker's tenant: every call during the outage failed, quickly, naming the node; so did the
+        # calls the kill cut short
+        assert all(e[3] is not None for e in during(logs[lost]))
+        failed = [e for e in logs[lost] if e[3] is not None]
+        assert len(failed) >= 4 and all(isinstance(e[3], errors.NodeUnavailable) for e in failed), \
+            {type(e[3]).__name__: str(e[3])[:300] for e in failed}
+        assert all(e[3].node == lost_node and lost_node in str(e[3]) for e in failed)
+        assert max(e[1] for e in failed) < 10.0
+        # after the restart it answers again, and every write it acknowledged is there
+        with handle(cluster, lost) as mem:
+            assert mem.recall("zqlantern", mode="lexical").items
+        for t in (lost, kept):
+            acknowledged = {e[4] for e in logs[t] if e[0] == "write" and e[3] is None}
+            with psycopg.connect(cluster.coordinator.dsn()) as conn:
+                stored = {r[0] for r in conn.execute(f"select id from {t}.memory").fetchall()}
+            assert acknowledged and acknowledged <= stored, (t, sorted(acknowledged - stored))
+        kept_p99 = sorted(e[1] for e in during(logs[kept]))[max(0, int(len(during(logs[kept])) * 0.99) - 1)]
+        print(f"\nworker lost: {len(failed)} calls of {lost} failed during the outage (slowest "
+              f"{max(e[1] for e in failed) * 1000:.0f} ms); {kept}: {len(during(logs[kept]))} calls, p99 "
+              f"{kept_p99 * 1000:.0f} ms")

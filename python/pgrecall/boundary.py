@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -78,6 +79,12 @@ def call_error(where: str, exc: psycopg.Error, args: Mapping[str, Any] | None = 
     if translated is not exc:
         return translated
     state = exc.sqlstate
+    node = _unreachable_node(exc)
+    if node is not None:
+        return _chained(errors.NodeUnavailable(
+            f"{where}: the Citus node {node} that holds this tenant cannot be reached", node=node,
+            hint="Its tenants answer again once it is back, or once its standby is promoted and named to the "
+                 "coordinator (citus_update_node); tenants on other nodes are not affected."), exc)
     if state is None and isinstance(exc, (psycopg.ProgrammingError, psycopg.DataError)):
         # psycopg refused to send a value (cannot adapt it, or a NUL in a text)
         return _chained(errors.InvalidArgument(f"{where}: an argument cannot be sent to PostgreSQL: {exc}",
@@ -96,6 +103,27 @@ def call_error(where: str, exc: psycopg.Error, args: Mapping[str, Any] | None = 
             state, errors.InvalidArgument)
         return _chained(cls(f"{where}: {exc.diag.message_primary or exc}", hint=exc.diag.message_hint), exc)
     return exc
+
+
+# How Citus names a worker it could not reach from the coordinator: "connection to the remote node
+# postgres@127.0.0.1:9701 failed with the following error: ...", "connection error: 127.0.0.1:9701"; and a
+# worker that went away during a call: "server closed the connection unexpectedly", the node in the context
+# ("while executing command on 127.0.0.1:9701").
+_REMOTE_NODE = re.compile(r"(?:connection to the remote node (?:[^@\s]+@)?|connection error: )([\w.\-\[\]:]+:\d+)")
+_LOST_DURING = ("server closed the connection unexpectedly", "connection not open", "could not receive data",
+                "could not send data", "connection to server was lost")
+_EXECUTING_ON = re.compile(r"while executing command on ([\w.\-\[\]:]+:\d+)")
+
+
+def _unreachable_node(exc: psycopg.Error) -> str | None:
+    """host:port of the Citus worker a failed statement could not reach, if that is why it failed."""
+    if not (exc.sqlstate or "").startswith(("08", "XX")):
+        return None
+    primary = exc.diag.message_primary or str(exc)
+    found = _REMOTE_NODE.search(primary)
+    if found is None and any(said in primary for said in _LOST_DURING):
+        found = _EXECUTING_ON.search(exc.diag.context or "")
+    return found.group(1) if found else None
 
 
 def bad_input(where: str, exc: BaseException) -> errors.InvalidArgument:

@@ -79,6 +79,9 @@ class LocalCluster:
     pginstall: Path
     workers: int = 2
     root: Path | None = None
+    # Settings over NODE_SETTINGS: a cluster whose workers are killed keeps acknowledged commits only with
+    # synchronous_commit on (off, a commit is acknowledged before its WAL leaves the server's memory).
+    settings: dict[str, str] = field(default_factory=dict)
     nodes: list[Node] = field(default_factory=list)
 
     @property
@@ -126,7 +129,7 @@ class LocalCluster:
         bin_dir = self.pginstall / "bin"
         self._run(str(bin_dir / "initdb"), "-D", str(node.data), "-U", SUPERUSER, "--auth=trust",
                   "--encoding=utf8", "--no-sync")
-        settings = dict(NODE_SETTINGS, port=str(node.port), unix_socket_directories=f"'{node.data}'")
+        settings = dict(NODE_SETTINGS, **self.settings, port=str(node.port), unix_socket_directories=f"'{node.data}'")
         with open(node.data / "postgresql.conf", "a") as conf:
             conf.write("".join(f"{k} = {v}\n" for k, v in settings.items()))
         self._run(str(bin_dir / "pg_ctl"), "-D", str(node.data), "-l", str(node.data / "server.log"),
@@ -160,6 +163,17 @@ class LocalCluster:
         with psycopg.connect(self.coordinator.dsn(), autocommit=True) as conn:
             conn.execute("create extension if not exists vector")
             conn.execute("create extension if not exists btree_gist")
+
+    def kill(self, node: Node) -> None:
+        """Stop one node as a crash does (immediate shutdown: no checkpoint, clients cut off)."""
+        self._run(str(self.pginstall / "bin" / "pg_ctl"), "-D", str(node.data), "-m", "immediate", "-w", "-t", "60",
+                  "stop")
+
+    def restart(self, node: Node) -> None:
+        """Start a node stopped by kill() again, on its port; it recovers from its WAL."""
+        self._run(str(self.pginstall / "bin" / "pg_ctl"), "-D", str(node.data), "-l", str(node.data / "server.log"),
+                  "-w", "-t", "120", "start")
+        self.wait_for_node(node)
 
     def stop(self) -> None:
         for node in reversed(self.nodes):

@@ -293,6 +293,16 @@ class ServerAtCapacity(PgrecallError, ConnectionError):
     nothing was sent. Retry later, or put a pooler in front."""
 
 
+class NodeUnavailable(PgrecallError, ConnectionError):
+    """Citus: the worker holding the tenant could not be reached through the coordinator (the message names the
+    node). Nothing of the call was done; tenants on the other workers keep answering. Retry once the node is back
+    (or its standby promoted and named to Citus with citus_update_node)."""
+
+    def __init__(self, message: str, *, node: str, hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.node = node
+
+
 class EmbeddedServerError(PgrecallError):
     """The embedded server did not start or stop; the message carries the end of its log."""
 

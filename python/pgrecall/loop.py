@@ -11,6 +11,12 @@ while they keep coming and the polls keep finding nothing; so a flood costs at m
 claims per poll interval (the poll itself), and work queued during it waits at most one interval. A
 round that finds work, or a poll interval without a notification, makes it heed them again at once.
 
+Work may come without a notification: a write that queues embedding work while work waits unleased
+sends none (plpgsql/notifications.sql: the commits of notifying transactions are serialised). So a round
+that did something is followed by another at once, once the transactions in flight when it ended have
+ended too (at most ``SETTLE_SECONDS``): one of them may have queued work, seen the work this round took
+waiting, and notified nobody. A job is left for the poll only behind a transaction that stays open longer.
+
 A lost connection (a server restart, a terminated backend, a network cut) is not the end: the loop
 reconnects, waiting 0.5 s, 1 s, 2 s ... up to ``max_delay`` between attempts, and goes on; whatever
 the process held was leased to the session that died, and comes back to the queue with it
@@ -78,6 +84,26 @@ def _sleep(seconds: float, stop: Callable[[], bool]) -> None:
         time.sleep(min(0.1, max(0.0, until - time.monotonic())))
 
 
+# How long the loop waits, after a round that did something, for the transactions then in flight to end.
+SETTLE_SECONDS = 2.0
+
+
+def _settle(conn: psycopg.Connection, listener: psycopg.Connection, most: float, stop: Callable[[], bool]) -> None:
+    """Wait until every transaction in flight now has ended (its work, if it queued any, is then visible to a
+    claim), a notification comes, ``most`` seconds pass or stop(): whichever is first."""
+    row = conn.execute("select pg_current_snapshot()::text").fetchone()
+    until = time.monotonic() + most
+    while row is not None and not stop():
+        ended = conn.execute("select pg_snapshot_xmin(pg_current_snapshot()) >= pg_snapshot_xmax(%s::pg_snapshot)",
+                             (row[0],)).fetchone()
+        left = until - time.monotonic()
+        if (ended and ended[0]) or left <= 0:
+            return
+        ready, _, _ = select.select([listener.fileno()], [], [], min(0.02, left))
+        if ready:
+            return
+
+
 def _drain(listener: psycopg.Connection) -> None:
     for _ in listener.notifies(timeout=0):
         pass
@@ -112,8 +138,9 @@ def run(conninfo: str, tenant: str, channel: str, work: Callable[[psycopg.Connec
         poll_seconds: float = 5.0, stop: Callable[[], bool] = lambda: False,
         between: Callable[[psycopg.Connection], object] | None = None,
         on_disconnect: Callable[[], object] | None = None, backoff: Backoff | None = None) -> None:
-    """Run ``work(conn)`` until it has nothing left, ``between(conn)`` after it, then wait for a NOTIFY on
-    the tenant's ``channel`` or ``poll_seconds``; again, until ``stop()``. ``work`` returns how much it did
+    """Run ``work(conn)`` until it has nothing left, ``between(conn)`` after it, then (after a round that did
+    nothing: see the module's docstring) wait for a NOTIFY on the tenant's ``channel`` or ``poll_seconds``;
+    again, until ``stop()``. ``work`` returns how much it did
     (falsy: nothing): a round woken by a notification that did nothing makes the waits ignore
     notifications while they keep coming for nothing (see the module's docstring). A lost connection is
     retried with ``backoff`` (``on_disconnect()`` first, to drop what was bound to it); any other error
@@ -133,6 +160,10 @@ def run(conninfo: str, tenant: str, channel: str, work: Callable[[psycopg.Connec
                         return
                     if between is not None:
                         between(conn)
+                    if did:  # look again at once: work may have been queued without a notification
+                        _settle(conn, listener, min(poll_seconds, SETTLE_SECONDS), stop)
+                        woken = deaf = ignored = False
+                        continue
                     # deaf after a notification that found nothing, and while they keep coming for nothing
                     deaf = not did and (woken or (deaf and ignored))
                     woken, ignored = _wait(listener, poll_seconds, heed_notifications=not deaf, stop=stop)
