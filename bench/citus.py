@@ -12,6 +12,7 @@ model is not what is compared, and both sides search the same graph.
 
     python -m bench.citus                         # 10k memories, 200 queries a mode
     python -m bench.citus --memories 2000 --queries 100
+    python -m bench.citus --load 120              # sustained load, 32 agents on 4 tenants (bench/citus_load.py)
 """
 
 from __future__ import annotations
@@ -147,7 +148,18 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=str(HERE / "results"))
     parser.add_argument("--single-only", action="store_true",
                         help="the one-server side alone, printed as JSON (e.g. for another checkout's SQL)")
+    parser.add_argument("--load", type=float, metavar="SECONDS",
+                        help="instead: bench/load.py's agents for SECONDS a side, through the coordinator on tenants "
+                             "spread over both workers, then on one server (bench/citus_load.py)")
+    parser.add_argument("--clients", type=int, default=32, help="with --load: concurrent agents")
+    parser.add_argument("--tenants", type=int, default=4, help="with --load: tenants the agents are spread over")
+    parser.add_argument("--mix", default="70,20,10", help="with --load: recall,append+remember,message search")
+    parser.add_argument("--rate", type=float, default=0.0, help="with --load: operations/s offered (default: closed)")
     args = parser.parse_args(argv)
+    if args.load:
+        from . import citus_load
+
+        return citus_load.main(args, argv)
     build = find_citus_build()
     if build is None:
         raise SystemExit("no Citus build in .citus/: run make citus")

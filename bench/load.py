@@ -56,14 +56,20 @@ def percentile(values: list[float], q: float) -> float:
     return run_bench.percentile(values, q) if values else float("nan")
 
 
-def setup(superuser_uri: str, app_uri: str) -> None:
+def setup(superuser_uri: str, app_uri: str, tenant: str = TENANT) -> None:
     """The tenant, its users and a few hundred memories to recall from."""
-    import pgrecall
     from pgrecall import install
 
     with psycopg.connect(superuser_uri, autocommit=True) as conn:
-        install.install(conn, [TENANT])
-    with pgrecall.connect(app_uri, tenant=TENANT, principal="bot", scopes=["default"]) as mem:
+        install.install(conn, [tenant])
+    populate(app_uri, tenant)
+
+
+def populate(app_uri: str, tenant: str = TENANT) -> None:
+    """An installed tenant's scope, its users and a few hundred memories to recall from."""
+    import pgrecall
+
+    with pgrecall.connect(app_uri, tenant=tenant, principal="bot", scopes=["default"]) as mem:
         mem.add_scope("default")
         mem.add_peer("bot", "agent")
         for u in range(USERS):
@@ -77,13 +83,13 @@ def setup(superuser_uri: str, app_uri: str) -> None:
 
 
 def client(n: int, app_uri: str, vectors: list[Any], mix: tuple[int, int, int], deadline: float,
-           outcome: Outcome, remember: bool = True, every: float = 0.0) -> None:
+           outcome: Outcome, remember: bool = True, every: float = 0.0, tenant: str = TENANT) -> None:
     import pgrecall
 
     rng = random.Random(n)
     user = f"user{n % USERS}"
     try:
-        mem = pgrecall.connect(app_uri, tenant=TENANT, principal="bot", scopes=["default"])
+        mem = pgrecall.connect(app_uri, tenant=tenant, principal="bot", scopes=["default"])
     except Exception as exc:
         with outcome.lock:
             outcome.errors[f"connect: {type(exc).__name__}"] += 1
@@ -129,12 +135,12 @@ def client(n: int, app_uri: str, vectors: list[Any], mix: tuple[int, int, int], 
                     outcome.latencies[op].append(seconds)
 
 
-def loss_check(superuser_uri: str, outcome: Outcome) -> dict[str, Any]:
+def loss_check(superuser_uri: str, outcome: Outcome, tenant: str = TENANT) -> dict[str, Any]:
     with psycopg.connect(superuser_uri, autocommit=True) as conn:
-        logged = dict(conn.execute(f"select log_offset, body from {TENANT}.observation where scope = 'default'")
+        logged = dict(conn.execute(f"select log_offset, body from {tenant}.observation where scope = 'default'")
                       .fetchall())
-        watermark = conn.execute(f"select log_watermark from {TENANT}.scope where name = 'default'").fetchone()[0]
-        memories = {r[0] for r in conn.execute(f"select id from {TENANT}.memory").fetchall()}
+        watermark = conn.execute(f"select log_watermark from {tenant}.scope where name = 'default'").fetchone()[0]
+        memories = {r[0] for r in conn.execute(f"select id from {tenant}.memory").fetchall()}
     missing_turns = [o for o, text in outcome.appended if logged.get(o) != text]
     missing_memories = [m for m in outcome.remembered if m not in memories]
     return {"acknowledged_appends": len(outcome.appended), "missing_appends": len(missing_turns),
@@ -142,47 +148,76 @@ def loss_check(superuser_uri: str, outcome: Outcome) -> dict[str, Any]:
             "offsets_contiguous": sorted(logged) == list(range(1, watermark + 1)), "watermark": watermark}
 
 
-def sample_waits(superuser_uri: str, deadline: float, waits: Counter[str], every: float = 0.1) -> None:
-    """What the tenant's busy backends wait on, sampled every ``every`` s until the deadline: per sample, one count
-    per backend by its wait event (``CPU`` when it waits on none: running, or runnable on a busy core)."""
+def sample_waits(superuser_uri: str, deadline: float, waits: Counter[str], every: float = 0.1,
+                 tenants: list[str] | None = None) -> None:
+    """What the tenants' busy backends (their app roles') wait on, sampled every ``every`` s until the deadline: per
+    sample, one count per backend by its wait event (``CPU`` when it waits on none: running, or runnable on a busy
+    core)."""
+    roles = [f"pgrecall_{t}_app" for t in tenants or [TENANT]]
     with psycopg.connect(superuser_uri, autocommit=True) as conn:
         while time.monotonic() < deadline:
             for event, n in conn.execute(
                     "select coalesce(wait_event_type || ':' || wait_event, 'CPU'), count(*) from pg_stat_activity"
-                    " where state = 'active' and usename = %s and pid <> pg_backend_pid() group by 1",
-                    (f"pgrecall_{TENANT}_app",)).fetchall():
+                    " where state = 'active' and usename = any(%s) and pid <> pg_backend_pid() group by 1",
+                    (roles,)).fetchall():
                 waits[event] += n
             waits["(samples)"] += 1
             time.sleep(every)
 
 
-def run(superuser_uri: str, app_uri: str, clients: int, seconds: float, mix: tuple[int, int, int],
-        remember: bool = True, rate: float = 0.0) -> dict[str, Any]:
-    from pgrecall.embedder import get_embedder
+def summarise(latencies: dict[str, list[float]], seconds: float) -> dict[str, dict[str, float]]:
+    """Per operation: how many, per second, p50/p95/p99 and the longest, in ms."""
+    return {op: {"count": len(v), "per_s": len(v) / seconds, "p50_ms": 1000 * percentile(v, 0.5),
+                 "p95_ms": 1000 * percentile(v, 0.95), "p99_ms": 1000 * percentile(v, 0.99),
+                 "max_ms": 1000 * max(v) if v else float("nan")}
+            for op, v in latencies.items()}
 
-    vectors = list(get_embedder().encode_array(QUERIES))
-    outcome = Outcome()
+
+def run_tenants(superuser_uri: str, apps: dict[str, str], clients: int, seconds: float, mix: tuple[int, int, int],
+                remember: bool = True, rate: float = 0.0, wait_uris: list[str] | None = None,
+                vectors: list[Any] | None = None) -> dict[str, Any]:
+    """The load on several tenants at once (``apps``: each tenant's app-role URI): client n works on the n-th
+    tenant, round robin. Latencies and errors of all tenants together; the loss check per tenant. The wait
+    sampler looks at ``wait_uris`` (superuser URIs; by default the one given), one thread each."""
+    if vectors is None:
+        from pgrecall.embedder import get_embedder
+
+        vectors = list(get_embedder().encode_array(QUERIES))
+    tenants = list(apps)
+    outcomes = {t: Outcome() for t in tenants}
     deadline = time.monotonic() + seconds
     every = clients / rate if rate else 0.0
-    threads = [threading.Thread(target=client, args=(n, app_uri, vectors, mix, deadline, outcome, remember, every))
-               for n in range(clients)]
+    threads = [threading.Thread(target=client, args=(n, apps[t], vectors, mix, deadline, outcomes[t], remember,
+                                                     every, t))
+               for n in range(clients) for t in [tenants[n % len(tenants)]]]
     waits: Counter[str] = Counter()
-    sampler = threading.Thread(target=sample_waits, args=(superuser_uri, deadline, waits), daemon=True)
+    samplers = [threading.Thread(target=sample_waits, args=(uri, deadline, waits, 0.1, tenants), daemon=True)
+                for uri in wait_uris or [superuser_uri]]
     load_before = os.getloadavg()
-    for t in threads:
+    for t in threads + samplers:
         t.start()
-    sampler.start()
     for t in threads:
         t.join(timeout=seconds + 300)
-    sampler.join(timeout=5)
-    ops = {op: {"count": len(v), "per_s": len(v) / seconds, "p50_ms": 1000 * percentile(v, 0.5),
-                "p95_ms": 1000 * percentile(v, 0.95), "p99_ms": 1000 * percentile(v, 0.99),
-                "max_ms": 1000 * max(v) if v else float("nan")}
-           for op, v in outcome.latencies.items()}
-    return {"clients": clients, "seconds": seconds, "mix": list(mix), "ops": ops, "errors": dict(outcome.errors),
+    load_after = os.getloadavg()
+    for t in samplers:
+        t.join(timeout=5)
+    latencies = {op: [x for o in outcomes.values() for x in o.latencies[op]] for op in Outcome().latencies}
+    return {"clients": clients, "seconds": seconds, "mix": list(mix), "tenants": tenants,
+            "ops": summarise(latencies, seconds),
+            "errors": dict(sum((o.errors for o in outcomes.values()), Counter())),
             "hung_clients": sum(t.is_alive() for t in threads),
-            "waits": dict(waits.most_common(12)), "loss": loss_check(superuser_uri, outcome),
-            "load_average": {"before": load_before, "after": os.getloadavg()}}
+            "waits": dict(waits.most_common(12)),
+            "loss": {t: loss_check(superuser_uri, outcomes[t], t) for t in tenants},
+            "load_average": {"before": load_before, "after": load_after}}
+
+
+def run(superuser_uri: str, app_uri: str, clients: int, seconds: float, mix: tuple[int, int, int],
+        remember: bool = True, rate: float = 0.0) -> dict[str, Any]:
+    """The load on bench/load.py's one tenant (TENANT)."""
+    result = run_tenants(superuser_uri, {TENANT: app_uri}, clients, seconds, mix, remember, rate)
+    result["loss"] = result["loss"][TENANT]
+    del result["tenants"]
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
