@@ -102,8 +102,10 @@ create table if not exists pgrecall.error_code (
     builtin       text check (builtin in ('ValueError', 'LookupError', 'PermissionError', 'RuntimeError')),
     refines       text references pgrecall.error_code (code)
 );
+-- Added after the table was released: an older control plane gains it here.
+alter table pgrecall.error_code add column if not exists explanation text check (explanation <> '');
 comment on table pgrecall.error_code is
-    'Every SQLSTATE pgrecall raises on purpose: its name, meaning, the Python exception class (and the built-in it also is), and the broader code it refines. Source: sql/errors.sql.';
+    'Every SQLSTATE pgrecall raises on purpose: its name, meaning, the Python exception class (and the built-in it also is), the broader code it refines, and what the class''s docstring explains. Source: sql/errors.sql; python/pgrecall/errors.py''s classes are generated from it.';
 
 -- The SQL a tenant is built from, loaded by the installer (Python or the psql
 -- script) so that tenants can be created and upgraded from SQL alone.

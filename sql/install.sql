@@ -127,8 +127,10 @@ create table if not exists pgrecall.error_code (
     builtin       text check (builtin in ('ValueError', 'LookupError', 'PermissionError', 'RuntimeError')),
     refines       text references pgrecall.error_code (code)
 );
+-- Added after the table was released: an older control plane gains it here.
+alter table pgrecall.error_code add column if not exists explanation text check (explanation <> '');
 comment on table pgrecall.error_code is
-    'Every SQLSTATE pgrecall raises on purpose: its name, meaning, the Python exception class (and the built-in it also is), and the broader code it refines. Source: sql/errors.sql.';
+    'Every SQLSTATE pgrecall raises on purpose: its name, meaning, the Python exception class (and the built-in it also is), the broader code it refines, and what the class''s docstring explains. Source: sql/errors.sql; python/pgrecall/errors.py''s classes are generated from it.';
 
 -- The SQL a tenant is built from, loaded by the installer (Python or the psql
 -- script) so that tenants can be created and upgraded from SQL alone.
@@ -1676,6 +1678,67 @@ insert into pgrecall.error_code (code, name, meaning, python_class, builtin, ref
     ('PR181', 'narrower_replacement',  'a duplicate''s replacement reaches fewer people or purposes', 'NarrowerReplacement', 'ValueError',    null),
     ('PR182', 'not_a_pair',            'two memories with no purpose in common are no duplicate pair', 'NotAPair',         'ValueError',      null),
     ('PR195', 'unknown_erasure_request', 'no completed erasure request has that id',             'UnknownErasureRequest', 'LookupError',     null);
+
+-- What the Python class of each code says beyond its meaning (its docstring, generated into
+-- python/pgrecall/errors.py by make generate): when the code is raised, and what a caller does about it.
+update pgrecall.error_code e set explanation = x.explanation from (values
+    ('42501', 'The login role lacks the duty this call needs (e.g. erase is the admin''s, claiming work the worker''s).'),
+    ('PR001', 'The text may not name a tenant (the message names the rule it breaks: names.py).'),
+    ('PR002', 'The tenant already exists (or its schema, or one of its roles).'),
+    ('PR003', 'No such tenant.'),
+    ('PR004', 'A released migration changed after a tenant applied it.'),
+    ('PR005', 'The server lacks a prerequisite (version, encoding, extension).'),
+    ('PR006', 'An unknown setting, or a value it does not take.'),
+    ('PR007', 'The tenant''s schema is newer than the installed sources.'),
+    ('PR008', 'A tenant function has no row in the duty matrix (sql/duties.sql): the install stops.'),
+    ('PR009', 'A Citus operation (distribute_tenant, tenant_node, move_tenant) on a database without the citus extension.'),
+    ('PR010', 'pgrecall.move_tenant(): the node named is not an active worker of this Citus cluster; nothing moved.'),
+    ('PR011', 'The tenant is not a distributed schema yet (pgrecall.distribute_tenant).'),
+    ('PR013', 'pgrecall.flush_erasure(): the role lacks what it needs (superuser, or pg_maintain, pg_checkpoint and EXECUTE on pg_switch_wal(), with the rights of the tenant''s installer); the message names what is missing.'),
+    ('PR014', 'pgrecall.flush_erasure(): the tenant''s admin has not rewritten the erasure''s tables yet (rewrite_erased).'),
+    ('PR015', 'pgrecall.record_erasure(): the calling role is not one of the tenant''s own.'),
+    ('PR016', 'pgrecall tenant restore: the dump comes from another pgrecall release (format or schema version) than the server''s; nothing was restored.'),
+    ('PR101', 'An unknown peer, or none given.'),
+    ('PR102', 'A purpose that is not one of the tenant''s, or an empty set of purposes.'),
+    ('PR103', 'The scope is unknown, or not in the caller''s authorised set.'),
+    ('PR104', 'The memory does not exist, or the principal may not see it: the two are not told apart.'),
+    ('PR105', 'Someone changed the memory after the caller read it.'),
+    ('PR106', 'derive: the sources share no scope, audience or purpose.'),
+    ('PR107', 'An argument that is missing or malformed (the precise cases below refine it).'),
+    ('PR108', 'The memory was superseded or forgotten (or the fact is no longer current).'),
+    ('PR109', 'No observation at that offset.'),
+    ('PR110', 'An append-only row was to be changed.'),
+    ('PR111', 'The predicate is not in the tenant''s ontology.'),
+    ('PR112', 'The quote is not exactly the bytes of its span, or the span is not in the observation.'),
+    ('PR113', 'A fact about a human peer whose only evidence is what an assistant said.'),
+    ('PR114', 'No entity has that name or alias, or the principal may see none that has: the two are not told apart.'),
+    ('PR115', 'The fact does not exist, or the principal may not see it.'),
+    ('PR116', 'A memory or a fact would reach peers that a turn it cites does not: narrow its audience, or widen it on purpose with a widening reason.'),
+    ('PR117', 'A turn''s audience names a peer who is not in its session (a turn is seen by at most who is there).'),
+    ('PR120', 'No such session, or an observation names a session of another scope.'),
+    ('PR121', 'The session already holds max_peers_in_session peers.'),
+    ('PR122', 'The peer is not (or no longer) in the session.'),
+    ('PR123', 'The task is not leased with this token (the lease expired and it was claimed again, or it is finished).'),
+    ('PR124', 'No queued task has that id.'),
+    ('PR130', 'search_messages: the tenant switched off every arm the call asked for.'),
+    ('PR131', 'No scope of that name exists in the tenant: a precise case of ScopeNotAuthorised (``except ScopeNotAuthorised`` still catches it), and a LookupError, so the command line exits 4 (not found).'),
+    ('PR140', 'A peer or scope name breaks the name rules (control, format or invisible characters, odd spacing, mixed Latin/Cyrillic/Greek letters in a word, length). An InvalidArgument, as it was before it had a code.'),
+    ('PR141', 'add_peer: a peer whose name differs only in case (or Unicode form) exists; names are unique regardless.'),
+    ('PR150', 'A number outside its range: a limit, hops, a confidence, an id or an offset (bigger than a bigint too).'),
+    ('PR151', 'A text longer than its limit (some limits are tenant settings, named in the hint).'),
+    ('PR152', 'A time that is infinite or outside years 1 to 9999 (what ISO 8601 and Python''s datetime hold), or an empty time range.'),
+    ('PR153', 'erase: the selector is not one of the four shapes (observation, data_subject, peer, scope).'),
+    ('PR154', 'An embedding that is not 384 finite numbers: the vectors come from another model.'),
+    ('PR155', 'remember() was given vectors stamped with another model or input version than the tenant embeds with: they would be of another text or another space than the tenant''s other vectors.'),
+    ('PR160', 'A store namespace that is not 1 to 16 non-empty labels without a dot (or one under "langgraph").'),
+    ('PR161', 'A store value that is not a JSON object.'),
+    ('PR162', 'The store key is held by an item that may not be used for every purpose of the put.'),
+    ('PR180', 'decide_duplicate: someone decided this pair, at the revisions the caller saw, first.'),
+    ('PR181', 'decide_duplicate: the replacement does not reach everyone (scope, audience, purposes, perspective) the superseded memory reaches.'),
+    ('PR182', 'decide_duplicate: the two memories share no purpose, so they are never proposed as duplicates.'),
+    ('PR195', 'refresh_erasure_statistics: no completed erasure request has that id.')
+) x(code, explanation)
+ where e.code = x.code;
 
 
 -- The shipped SQL sources.

@@ -75,3 +75,25 @@ def reference_table() -> dict[str, str]:
 
 def test_the_reference_error_table_is_the_list(db):
     assert reference_table() == {code: row["python_class"] for code, row in error_codes(db).items()}
+
+
+def test_the_classes_with_a_sqlstate_are_generated_from_the_list(db):
+    """errors.py's classes are what pgrecall.error_code says, region and all: make generate rewrites them."""
+    from pgrecall.driver import _codegen
+
+    assert _codegen.render_error_classes(db) == _codegen.errors_region(), (
+        "python/pgrecall/errors.py's classes differ from sql/errors.sql: run make generate and commit it")
+
+
+def test_a_code_added_to_the_list_becomes_a_class_that_refines_its_parent(db):
+    from pgrecall.driver import _codegen
+
+    db.execute("""insert into pgrecall.error_code (code, name, meaning, python_class, builtin, refines, explanation)
+                  values ('PR198', 'made_up', 'a made-up case', 'MadeUp', 'ValueError', 'PR107', null),
+                         ('PR199', 'made_up_race', 'a made-up race', 'MadeUpRace', 'RuntimeError', null,
+                          'Someone made it up first: read again.')""")
+    rendered = _codegen.render_error_classes(db)
+    assert 'class MadeUp(InvalidArgument, sqlstate="PR198"):\n    """A made-up case."""' in rendered
+    assert 'class MadeUpRace(ConcurrencyError, sqlstate="PR199"):\n    """Someone made it up first: read again."""' \
+        in rendered
+    assert rendered != _codegen.errors_region()
