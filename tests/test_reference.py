@@ -5,7 +5,8 @@ which may name several functions), and each entry states its duty on one line,
 `**Duty**: app, worker` (roles in the order app, worker, admin), which must be the duty
 sql/duties.sql declares (loaded into pgrecall.function_duty; tests/test_duties.py holds the
 catalog's grants to the same table). The control plane's entries say `dba`. The duty matrix
-table of the reference says the same, and every link of the page leads to a heading.
+table of the reference says the same, and every link of the page leads to a heading. The parameters
+each entry's signature shows (names, order, types, which have a default) are the catalog's.
 """
 
 from __future__ import annotations
@@ -113,3 +114,85 @@ def test_every_link_within_the_reference_leads_to_a_heading_and_every_entry_is_i
     entry_anchors = {github_anchor(line.lstrip("#")) for line in text.split("\n")
                      if line.startswith("### ") and ("\\<tenant\\>." in line or "pgrecall." in line)}
     assert sorted(entry_anchors - listed) == [], "entries the table of contents does not link"
+
+
+# -- the signatures an entry shows are the catalog's -------------------------------------------------------
+
+TYPE_SPELLINGS = {"timestamp with time zone": "timestamptz", "character varying": "varchar"}
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split on the commas that are not inside parentheses, brackets or quotes."""
+    parts, depth, quoted, current = [], 0, False, []
+    for ch in text:
+        if ch == "'":
+            quoted = not quoted
+        elif not quoted and ch in "([":
+            depth += 1
+        elif not quoted and ch in ")]":
+            depth -= 1
+        if ch == "," and depth == 0 and not quoted:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    if "".join(current).strip():
+        parts.append("".join(current))
+    return parts
+
+
+def _parameters(arguments: str, schema: str) -> tuple[tuple[str, str, bool], ...]:
+    """(name, type, has a default) of each parameter of an argument list, spelt alike in both sources."""
+    found = []
+    for part in _split_top_level(" ".join(arguments.split())):
+        head, _, default = re.split(r"\s+(default)\s+", part.strip(), maxsplit=1, flags=re.I) \
+            if re.search(r"\s+default\s+", part, re.I) else (part.strip(), "", "")
+        name, _, sql_type = head.strip().partition(" ")
+        sql_type = sql_type.strip().lower().replace(f"{schema}.", "<tenant>.").replace("__tenant__.", "<tenant>.")
+        for long, short in TYPE_SPELLINGS.items():
+            sql_type = sql_type.replace(long, short)
+        found.append((name, sql_type, bool(default)))
+    return tuple(found)
+
+
+def shown_signatures(text: str) -> dict[str, list[tuple]]:
+    """Each function an entry's first sql block shows: its parameters as _parameters spells them."""
+    shown: dict[str, list[tuple]] = {}
+    for block in re.findall(r"^### .*?\n```sql\n(.*?)```", text, re.S | re.M):
+        for match in re.finditer(r"(?:<tenant>|pgrecall)\.(\w+)\(", block):
+            depth, end = 1, match.end()
+            while depth:
+                depth += {"(": 1, ")": -1}.get(block[end], 0)
+                end += 1
+            shown.setdefault(match.group(1), []).append(_parameters(block[match.end():end - 1], "acme"))
+    return shown
+
+
+def catalog_signatures(db, schema: str) -> dict[str, list[tuple]]:
+    rows = db.execute("select proname::text, pg_get_function_arguments(oid) from pg_proc "
+                      "where pronamespace = %s::regnamespace and left(proname, 1) <> '_'", (schema,)).fetchall()
+    found: dict[str, list[tuple]] = {}
+    for name, arguments in rows:
+        found.setdefault(name, []).append(_parameters(arguments, schema))
+    return found
+
+
+def test_every_signature_an_entry_shows_is_the_catalogs(acme, db):
+    """A parameter added, renamed, retyped or given a default in SQL and not in the reference fails here."""
+    catalog = {**catalog_signatures(db, "pgrecall"), **catalog_signatures(db, "acme")}
+    shown = shown_signatures(REFERENCE.read_text())
+    wrong = {name: signatures for name, signatures in shown.items()
+             if name in catalog and any(s not in catalog[name] for s in signatures)}
+    assert wrong == {}, "\n".join(f"{n}: shown {s}\n  catalog {catalog[n]}" for n, s in wrong.items())
+    assert len(shown) > 80
+
+
+def test_a_signature_that_drifted_from_the_catalog_is_caught(acme, db):
+    catalog = catalog_signatures(db, "acme")
+    text = REFERENCE.read_text()
+    assert "p_embedding_input_version integer default null)" in text
+    drifted = shown_signatures(text.replace("p_embedding_input_version integer default null)",
+                                            "p_embedding_version integer default null)", 1))
+    assert drifted["remember"][0] not in catalog["remember"]
+    retyped = shown_signatures(text.replace("p_body text, p_evidence bigint[]", "p_body text, p_evidence integer[]", 1))
+    assert retyped["remember"][0] not in catalog["remember"]
