@@ -22,6 +22,10 @@
 -- Tasks carry a message reference and results: they are a projection
 -- (kind work_task) registered against their message, so erasure deletes them.
 
+-- The tasks and their registry rows are written by statements of their own,
+-- not by data-modifying CTEs: Citus plans those as subplans and sends their
+-- results to every worker, so that a session message of a tenant on one
+-- worker failed while another worker was down.
 create or replace function __tenant__._enqueue_messages(p_session_id bigint, p_offsets bigint[])
 returns table (ordinal integer, log_offset bigint, tasks integer)
 language plpgsql
@@ -33,44 +37,43 @@ declare
     v_session session;
     v_every bigint := (_setting_value('summary_every_messages') #>> '{}')::bigint;
     v_global_default boolean := (_setting_value('observed_globally') #>> '{}')::boolean;
+    v_messages bigint[];
 begin
     select * into v_session from session s where s.id = p_session_id;
     update session s set messages = s.messages + cardinality(p_offsets) where s.id = p_session_id;
     perform _notify('derive');
+    -- the messages' observations, in the order given (each probed by its offset)
+    v_messages := array(select o.id from unnest(p_offsets) with ordinality as m(off, n)
+                          cross join lateral (select o.id from observation o
+                                               where o.scope = v_session.scope and o.log_offset = m.off limit 1) o
+                         order by m.n);
+    insert into work_task (task_type, session_id, sender_id, observer_id, observation_id, message_offset)
+    select w.task_type, p_session_id, w.sender_id, w.observer_id, w.id, w.log_offset
+      from (select 'representation' as task_type, m.actor_id as sender_id, null::bigint as observer_id, m.id,
+                   m.log_offset
+              from observation m join peer p on p.id = m.actor_id
+             where m.id = any (v_messages) and coalesce(p.observed_globally, v_global_default)
+            union all
+            select 'representation', m.actor_id, o.peer_id, m.id, m.log_offset
+              from observation m
+              join session_peer me on me.session_id = p_session_id and me.peer_id = m.actor_id
+              join session_peer o on o.session_id = p_session_id and o.peer_id <> m.actor_id
+             where m.id = any (v_messages) and me.observed_by_others and o.observe_others and o.left_at is null
+               and _audience_admits(o.peer_id, null, m.audience)
+            union all
+            select 'summary', null, null, m.id, m.log_offset
+              from unnest(v_messages) with ordinality as k(id, ord)
+              join observation m on m.id = k.id
+             where v_every > 0 and (v_session.messages + k.ord) % v_every = 0) w
+     order by w.log_offset, w.task_type, w.observer_id nulls first;
+    -- the tasks of these messages are the ones just written: the messages are new
+    insert into projection_dependency (kind, row_key, observation_id)
+    select 'work_task', t.id::text, t.observation_id from work_task t where t.observation_id = any (v_messages);
     return query
-    with msg as (
-        select o.id, o.log_offset, o.actor_id, o.audience, m.n::integer as ord
-          from unnest(p_offsets) with ordinality as m(off, n)
-          join observation o on o.scope = v_session.scope and o.log_offset = m.off
-    ), wanted as (
-        select 'representation' as task_type, m.actor_id as sender_id, null::bigint as observer_id, m.id, m.log_offset
-          from msg m join peer p on p.id = m.actor_id
-         where coalesce(p.observed_globally, v_global_default)
-        union all
-        select 'representation', m.actor_id, o.peer_id, m.id, m.log_offset
-          from msg m
-          join session_peer me on me.session_id = p_session_id and me.peer_id = m.actor_id
-          join session_peer o on o.session_id = p_session_id and o.peer_id <> m.actor_id
-         where me.observed_by_others and o.observe_others and o.left_at is null
-           and _audience_admits(o.peer_id, null, m.audience)
-        union all
-        select 'summary', null, null, m.id, m.log_offset
-          from msg m
-         where v_every > 0 and (v_session.messages + m.ord) % v_every = 0
-    ), inserted as (
-        insert into work_task (task_type, session_id, sender_id, observer_id, observation_id, message_offset)
-        select w.task_type, p_session_id, w.sender_id, w.observer_id, w.id, w.log_offset
-          from wanted w
-         order by w.log_offset, w.task_type, w.observer_id nulls first
-        returning work_task.id, work_task.observation_id
-    ), registered as (
-        insert into projection_dependency (kind, row_key, observation_id)
-        select 'work_task', i.id::text, i.observation_id from inserted i
-        returning 1
-    )
-    select m.ord, m.log_offset, (select count(*)::integer from inserted i where i.observation_id = m.id)
-      from msg m
-     order by m.ord;
+    select k.ord::integer, m.log_offset, (select count(*)::integer from work_task t where t.observation_id = m.id)
+      from unnest(v_messages) with ordinality as k(id, ord)
+      join observation m on m.id = k.id
+     order by k.ord;
 end
 $$;
 comment on function __tenant__._enqueue_messages(bigint, bigint[]) is

@@ -553,8 +553,11 @@ def test_a_call_through_the_driver_is_one_task_on_the_tenants_worker(cluster, te
 
 
 def _agent(cluster, tenant, stop, log):
-    """Appends and remembers, then recalls, until stopped; logs (kind, seconds, error or None, memory id)."""
+    """Appends and remembers, adds a message to a session, then recalls, until stopped; logs (kind, seconds, end,
+    error or None, memory id)."""
     with handle(cluster, tenant) as mem:
+        session = mem.create_session(f"{tenant} lantern talk")
+        mem.add_session_peers(session, ["ana", "bot"])
         i = 0
         while not stop.is_set():
             for kind in ("write", "recall"):
@@ -564,6 +567,7 @@ def _agent(cluster, tenant, stop, log):
                         turn = mem.append(f"{tenant} turn {i} about zqlantern", role="user", actor="ana")
                         made = mem.remember(f"{tenant} fact {i} about zqlantern", evidence=[turn],
                                             purposes=["converse"])
+                        mem.add_messages(session, [{"actor": "ana", "body": f"{tenant} message {i}"}])
                         log.append((kind, time.monotonic() - started, time.monotonic(), None, made.memory_id))
                     else:
                         mem.recall("zqlantern", mode="lexical")
