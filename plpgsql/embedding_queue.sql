@@ -393,6 +393,9 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_count bigint;
+    -- Read into a variable, not joined as a function in the delete's USING: Citus cannot send a function's
+    -- anonymous record to the worker ("input of anonymous composite types is not implemented").
+    v_stamp record := _embedding_stamp();
 begin
     insert into passage_embedding_job as j (passage_id, scope, enqueued_at)
     select w.passage_id, w.scope, clock_timestamp() from _passages_wanting_vectors(null, p_everything) w
@@ -401,11 +404,11 @@ begin
     get diagnostics v_count = row_count;
     -- A job whose passage already has a vector of the current stamp is done (version switched back).
     if not p_everything then
-        delete from passage_embedding_job j using passage p, _embedding_stamp() st
+        delete from passage_embedding_job j using passage p
          where p.id = j.passage_id and p.scope = j.scope
-           and ((p.embedding_model = st.model and p.embedding_input_version = st.input_version)
+           and ((p.embedding_model = v_stamp.model and p.embedding_input_version = v_stamp.input_version)
                 or exists (select 1 from memory_embedding me where me.memory_id = p.vector_memory_id
-                              and me.model = st.model and me.input_version = st.input_version));
+                              and me.model = v_stamp.model and me.input_version = v_stamp.input_version));
     end if;
     return v_count;
 end

@@ -4987,7 +4987,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$, null, $pgrecall_36fe11b2dd36$32b99730e025ee48c2aab8d87e8fca7169d3224a3f0615b3c80cc439d04c6065$pgrecall_36fe11b2dd36$, $pgrecall_32b99730e025$-- Embeddings are a derived index: the write path queues work here, the
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ceda007175a1$embedding_queue.sql$pgrecall_ceda007175a1$, null, $pgrecall_c5acd35c1b36$7ce7e08e78bc05542d20b325489a0da72dafff9d1f18829f19bd7c10d05d825d$pgrecall_c5acd35c1b36$, $pgrecall_7ce7e08e78bc$-- Embeddings are a derived index: the write path queues work here, the
 -- worker (pgrecall worker) claims it with SKIP LOCKED under a lease, embeds
 -- the text this file chooses, and stores the vector stamped with the model
 -- and input version. A result computed from text that has since changed, or
@@ -5382,6 +5382,9 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_count bigint;
+    -- Read into a variable, not joined as a function in the delete's USING: Citus cannot send a function's
+    -- anonymous record to the worker ("input of anonymous composite types is not implemented").
+    v_stamp record := _embedding_stamp();
 begin
     insert into passage_embedding_job as j (passage_id, scope, enqueued_at)
     select w.passage_id, w.scope, clock_timestamp() from _passages_wanting_vectors(null, p_everything) w
@@ -5390,11 +5393,11 @@ begin
     get diagnostics v_count = row_count;
     -- A job whose passage already has a vector of the current stamp is done (version switched back).
     if not p_everything then
-        delete from passage_embedding_job j using passage p, _embedding_stamp() st
+        delete from passage_embedding_job j using passage p
          where p.id = j.passage_id and p.scope = j.scope
-           and ((p.embedding_model = st.model and p.embedding_input_version = st.input_version)
+           and ((p.embedding_model = v_stamp.model and p.embedding_input_version = v_stamp.input_version)
                 or exists (select 1 from memory_embedding me where me.memory_id = p.vector_memory_id
-                              and me.model = st.model and me.input_version = st.input_version));
+                              and me.model = v_stamp.model and me.input_version = v_stamp.input_version));
     end if;
     return v_count;
 end
@@ -5480,7 +5483,7 @@ end
 $$;
 comment on function __tenant__.set_embedding_version(text, integer) is
     'Switches the embedding model or input version and queues every live memory; stale vectors are ignored until rebuilt.';
-$pgrecall_32b99730e025$)
+$pgrecall_7ce7e08e78bc$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
