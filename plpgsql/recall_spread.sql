@@ -106,13 +106,15 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_kept text[] := array(select t from unnest(p_terms) t where not t = any (p_dropped));
+    v_kept text[];
     v_uncovered text[];
     v_second bigint[];
     v_ids bigint[] := p_kept_ids;
 begin
-    if (p_settings -> 'recall_second_round')::boolean and cardinality(v_kept) > 1 then
-        v_uncovered := _uncovered_terms(p_kept_ids[1:greatest(1, p_limit / 2)], v_kept);
+    if (p_settings -> 'recall_second_round')::boolean then  -- off (the default), every recall skips all of it
+        v_kept := array(select t from unnest(p_terms) t where not t = any (p_dropped));
+        v_uncovered := case when cardinality(v_kept) > 1
+                            then _uncovered_terms(p_kept_ids[1:greatest(1, p_limit / 2)], v_kept) end;
         if cardinality(v_uncovered) between 1 and cardinality(v_kept) - 1 then
             select a.ids into v_second
               from _lexical_arm(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at,

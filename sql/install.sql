@@ -12159,7 +12159,7 @@ on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5a5064f422df$recall_spread.sql$pgrecall_5a5064f422df$, null, $pgrecall_b3ce61abafff$1ff95b0601a43b114ddb463bd8a29513938a14994baa5c7123f2bf6bfeba9dd7$pgrecall_b3ce61abafff$, $pgrecall_1ff95b0601a4$-- Recall, step 5b, between the permission walk (step 5) and the rows' order
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5a5064f422df$recall_spread.sql$pgrecall_5a5064f422df$, null, $pgrecall_62256cd7e83e$811f215478c74d499249b04afbc2ce05bd76c1490646d273db4c2c6458d92816$pgrecall_62256cd7e83e$, $pgrecall_811f215478c7$-- Recall, step 5b, between the permission walk (step 5) and the rows' order
 -- (step 6): an answer spread over a conversation ("what has she painted?",
 -- "how did Jon and Gina each lose their jobs?") is found in pieces, each in
 -- a session of its own, and the first piece that matches well can fill the
@@ -12267,13 +12267,15 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_kept text[] := array(select t from unnest(p_terms) t where not t = any (p_dropped));
+    v_kept text[];
     v_uncovered text[];
     v_second bigint[];
     v_ids bigint[] := p_kept_ids;
 begin
-    if (p_settings -> 'recall_second_round')::boolean and cardinality(v_kept) > 1 then
-        v_uncovered := _uncovered_terms(p_kept_ids[1:greatest(1, p_limit / 2)], v_kept);
+    if (p_settings -> 'recall_second_round')::boolean then  -- off (the default), every recall skips all of it
+        v_kept := array(select t from unnest(p_terms) t where not t = any (p_dropped));
+        v_uncovered := case when cardinality(v_kept) > 1
+                            then _uncovered_terms(p_kept_ids[1:greatest(1, p_limit / 2)], v_kept) end;
         if cardinality(v_uncovered) between 1 and cardinality(v_kept) - 1 then
             select a.ids into v_second
               from _lexical_arm(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at,
@@ -12300,7 +12302,7 @@ comment on function __tenant__._spread_over_answer(bigint[], integer, text[], te
                                                    timestamptz, integer, jsonb, bigint[], timestamptz, bigint[],
                                                    tsvector[]) is
     'Internal: recall step 5b: with recall_second_round, the query''s terms the first rows lack searched for again and taking turns with the first round''s rows; with recall_neighbour_turns, the turns next to the first hits; with recall_session_spread, a session''s share of the rows bounded.';
-$pgrecall_1ff95b0601a4$)
+$pgrecall_811f215478c7$)
 on conflict (kind, name) do update
    set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;
 
