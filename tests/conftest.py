@@ -247,7 +247,25 @@ def postgresql(request, pg_server, pg_template):
             yield conn
         finally:
             conn.close()
+            _end_sessions(pg_server, template.dbname)
     _restore_pgrecall_roles(pg_server, roles_before)
+
+
+def _end_sessions(server: ServerEndpoint, dbname: str, wait_s: float = 30.0) -> None:
+    """End every session in the test's database, as the superuser, and wait until they are gone.
+
+    The janitor drops the database as the tester, whose pg_terminate_backend refuses a superuser's
+    session; a superuser connection a test closed a moment ago may still be exiting then (a CI run
+    failed so, and every later test found the database still there).
+    """
+    deadline = time.monotonic() + wait_s
+    with _admin_conn(server) as conn:
+        while True:
+            left = conn.execute("select count(pg_terminate_backend(pid)) from pg_stat_activity "
+                                "where datname = %s and pid <> pg_backend_pid()", (dbname,)).fetchone()[0]
+            if not left or time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
 
 
 # -- the cluster's pgrecall roles, put back after each test -------------------------------------------
