@@ -1,4 +1,4 @@
-"""The argument checks several operations share (plpgsql/validation.sql, eligibility.sql): each caller
+"""The argument checks several operations share (plpgsql/shared/validation.sql, eligibility.sql): each caller
 still refuses what it refused, with the same SQLSTATE, and writes nothing."""
 
 import pytest

@@ -1,4 +1,4 @@
--- Recall, step 2: the lexical arm (plpgsql/recall.sql composes the steps).
+-- Recall, step 2: the lexical arm (plpgsql/recall/recall.sql composes the steps).
 --
 --   _query_terms        the query's distinct lexemes
 --   _prune_terms        from prune_min_terms terms on, a term in prune_df_ratio
