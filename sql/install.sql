@@ -1764,7 +1764,7 @@ update pgrecall.error_code e set explanation = x.explanation from (values
 
 -- The shipped SQL sources.
 
-delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7dec98603573$0034_recall_question_time.sql$pgrecall_7dec98603573$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_520aa42e1005$0035_fact_evidence_audience.sql$pgrecall_520aa42e1005$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_805e70f62199$0036_recall_as_of.sql$pgrecall_805e70f62199$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d93541954a11$0037_store_items.sql$pgrecall_d93541954a11$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_40cf676c8fce$0038_recall_spread.sql$pgrecall_40cf676c8fce$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_42579dd0005a$0039_memory_keys.sql$pgrecall_42579dd0005a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3c977fa87790$shared/validation.sql$pgrecall_3c977fa87790$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea28f6e9696f$shared/settings.sql$pgrecall_ea28f6e9696f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_34db4d4fd308$shared/locks.sql$pgrecall_34db4d4fd308$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_32be9315e548$shared/eligibility.sql$pgrecall_32be9315e548$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_cadea1e07eb4$shared/schema_info.sql$pgrecall_cadea1e07eb4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3990910386e$shared/table_statistics.sql$pgrecall_a3990910386e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4359a26b56e8$shared/notifications.sql$pgrecall_4359a26b56e8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f12ea39847bb$shared/append_only.sql$pgrecall_f12ea39847bb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b520323bc$log/append_observation.sql$pgrecall_ab1b520323bc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9850d333d0ac$log/passage_chunks.sql$pgrecall_9850d333d0ac$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f9b529325e72$log/passages.sql$pgrecall_f9b529325e72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81bbdd0f15d9$log/passage_vectors.sql$pgrecall_81bbdd0f15d9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81adc12402ef$log/message_search.sql$pgrecall_81adc12402ef$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fbc5a661f2c9$log/projection.sql$pgrecall_fbc5a661f2c9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7e4eb4c25106$memory/revise.sql$pgrecall_7e4eb4c25106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ade638cdff09$memory/derive.sql$pgrecall_ade638cdff09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d16be3eadf22$memory/keys.sql$pgrecall_d16be3eadf22$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d972660a90f6$memory/read.sql$pgrecall_d972660a90f6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_aa87d72eaca5$memory/memory_count.sql$pgrecall_aa87d72eaca5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3c214ddced3$memory/freshness.sql$pgrecall_a3c214ddced3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_19370c65adc8$memory/duplicates.sql$pgrecall_19370c65adc8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fcbacefcb268$graph/graph_guards.sql$pgrecall_fcbacefcb268$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d44fea25fa34$graph/traversal.sql$pgrecall_d44fea25fa34$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bde667a4f43c$sessions/peers_scopes.sql$pgrecall_bde667a4f43c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33a3f5a05d39$sessions/sessions.sql$pgrecall_33a3f5a05d39$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c37736e808ad$sessions/session_bundle.sql$pgrecall_c37736e808ad$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87a1832ebe6a$sessions/representation.sql$pgrecall_87a1832ebe6a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3e9bcbe2bcd1$queues/leases.sql$pgrecall_3e9bcbe2bcd1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_719a349f8506$queues/work_queue.sql$pgrecall_719a349f8506$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1b652fe88c09$recall/as_of.sql$pgrecall_1b652fe88c09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ec92d55b8c2b$recall/key_arm.sql$pgrecall_ec92d55b8c2b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_77fe7e11f674$recall/fact_arm.sql$pgrecall_77fe7e11f674$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33520068bb0f$recall/people_arm.sql$pgrecall_33520068bb0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_8eca96aab0a4$recall/time_arm.sql$pgrecall_8eca96aab0a4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3047a1d41f72$recall/fusion.sql$pgrecall_3047a1d41f72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a7605aa9c43a$recall/permission_walk.sql$pgrecall_a7605aa9c43a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_89bc99f0db89$recall/spread.sql$pgrecall_89bc99f0db89$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c5c917068264$recall/neighbour_turns.sql$pgrecall_c5c917068264$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_568d0e42ed78$recall/ordering.sql$pgrecall_568d0e42ed78$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33e7d9c571c5$recall/rows.sql$pgrecall_33e7d9c571c5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e19049384fca$erasure/erasure_plan.sql$pgrecall_e19049384fca$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8a87770fa93$erasure/erase.sql$pgrecall_b8a87770fa93$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b462b2a6cded$erasure/erase_rewrite.sql$pgrecall_b462b2a6cded$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f5d59c318372$erasure/export.sql$pgrecall_f5d59c318372$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1923336c08e9$integrations/agent_sessions.sql$pgrecall_1923336c08e9$));
+delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7dec98603573$0034_recall_question_time.sql$pgrecall_7dec98603573$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_520aa42e1005$0035_fact_evidence_audience.sql$pgrecall_520aa42e1005$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_805e70f62199$0036_recall_as_of.sql$pgrecall_805e70f62199$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d93541954a11$0037_store_items.sql$pgrecall_d93541954a11$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_40cf676c8fce$0038_recall_spread.sql$pgrecall_40cf676c8fce$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_42579dd0005a$0039_memory_keys.sql$pgrecall_42579dd0005a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_93c4e117d98a$shared/fail.sql$pgrecall_93c4e117d98a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_35447ded19e5$shared/closed_sets.sql$pgrecall_35447ded19e5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6beaea322b2e$shared/value_checks.sql$pgrecall_6beaea322b2e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7b838905899d$shared/references.sql$pgrecall_7b838905899d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a769738e7545$shared/embedding_input.sql$pgrecall_a769738e7545$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea28f6e9696f$shared/settings.sql$pgrecall_ea28f6e9696f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_34db4d4fd308$shared/locks.sql$pgrecall_34db4d4fd308$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_32be9315e548$shared/eligibility.sql$pgrecall_32be9315e548$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_cadea1e07eb4$shared/schema_info.sql$pgrecall_cadea1e07eb4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3990910386e$shared/table_statistics.sql$pgrecall_a3990910386e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4359a26b56e8$shared/notifications.sql$pgrecall_4359a26b56e8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f12ea39847bb$shared/append_only.sql$pgrecall_f12ea39847bb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b520323bc$log/append_observation.sql$pgrecall_ab1b520323bc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9850d333d0ac$log/passage_chunks.sql$pgrecall_9850d333d0ac$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f9b529325e72$log/passages.sql$pgrecall_f9b529325e72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81bbdd0f15d9$log/passage_vectors.sql$pgrecall_81bbdd0f15d9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81adc12402ef$log/message_search.sql$pgrecall_81adc12402ef$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fbc5a661f2c9$log/projection.sql$pgrecall_fbc5a661f2c9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7e4eb4c25106$memory/revise.sql$pgrecall_7e4eb4c25106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ade638cdff09$memory/derive.sql$pgrecall_ade638cdff09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d16be3eadf22$memory/keys.sql$pgrecall_d16be3eadf22$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d972660a90f6$memory/read.sql$pgrecall_d972660a90f6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_aa87d72eaca5$memory/memory_count.sql$pgrecall_aa87d72eaca5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3c214ddced3$memory/freshness.sql$pgrecall_a3c214ddced3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_19370c65adc8$memory/duplicates.sql$pgrecall_19370c65adc8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fcbacefcb268$graph/graph_guards.sql$pgrecall_fcbacefcb268$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d44fea25fa34$graph/traversal.sql$pgrecall_d44fea25fa34$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bde667a4f43c$sessions/peers_scopes.sql$pgrecall_bde667a4f43c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33a3f5a05d39$sessions/sessions.sql$pgrecall_33a3f5a05d39$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c37736e808ad$sessions/session_bundle.sql$pgrecall_c37736e808ad$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87a1832ebe6a$sessions/representation.sql$pgrecall_87a1832ebe6a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3e9bcbe2bcd1$queues/leases.sql$pgrecall_3e9bcbe2bcd1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_719a349f8506$queues/work_queue.sql$pgrecall_719a349f8506$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1b652fe88c09$recall/as_of.sql$pgrecall_1b652fe88c09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ec92d55b8c2b$recall/key_arm.sql$pgrecall_ec92d55b8c2b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_77fe7e11f674$recall/fact_arm.sql$pgrecall_77fe7e11f674$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33520068bb0f$recall/people_arm.sql$pgrecall_33520068bb0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_8eca96aab0a4$recall/time_arm.sql$pgrecall_8eca96aab0a4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3047a1d41f72$recall/fusion.sql$pgrecall_3047a1d41f72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a7605aa9c43a$recall/permission_walk.sql$pgrecall_a7605aa9c43a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_89bc99f0db89$recall/spread.sql$pgrecall_89bc99f0db89$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c5c917068264$recall/neighbour_turns.sql$pgrecall_c5c917068264$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_568d0e42ed78$recall/ordering.sql$pgrecall_568d0e42ed78$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33e7d9c571c5$recall/rows.sql$pgrecall_33e7d9c571c5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e19049384fca$erasure/erasure_plan.sql$pgrecall_e19049384fca$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8a87770fa93$erasure/erase.sql$pgrecall_b8a87770fa93$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b462b2a6cded$erasure/erase_rewrite.sql$pgrecall_b462b2a6cded$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f5d59c318372$erasure/export.sql$pgrecall_f5d59c318372$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1923336c08e9$integrations/agent_sessions.sql$pgrecall_1923336c08e9$));
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
 values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$, 1, null, $pgrecall_2388b9dcfc8a$151d1a540dd485519b204d3346bac7970fc2591cb3159b3a06db80b197d71397$pgrecall_2388b9dcfc8a$, $pgrecall_151d1a540dd4$-- Per-tenant settings: the design's constants, one row each, readable by the
@@ -3733,9 +3733,8 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3c977fa87790$shared/validation.sql$pgrecall_3c977fa87790$, null, 1, $pgrecall_01ef1a7220c6$27b0748c2d2f42963ed5b8484be1fdc971a4512f2d6014d9155852a40d9224fc$pgrecall_01ef1a7220c6$, $pgrecall_27b0748c2d2f$-- Argument checks shared by every operation. Each failure raises a PR-class
--- SQLSTATE whose message names the offending value; the codes are listed,
--- with what each means, in sql/errors.sql (pgrecall.error_code).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_93c4e117d98a$shared/fail.sql$pgrecall_93c4e117d98a$, null, 1, $pgrecall_0c267f61e7ff$e13edc3d7647dee1370547f13ce56918d13a29471714915be75bf7eb707f3149$pgrecall_0c267f61e7ff$, $pgrecall_e13edc3d7647$-- Raising pgrecall's errors: a PR-class SQLSTATE whose message names the offending value (the codes,
+-- with what each means, are in sql/errors.sql: pgrecall.error_code).
 
 -- A message quotes the offending value, and the caller chose its size: a 10 MB
 -- name would go back to the client, and into the server log, 10 MB long. The
@@ -3767,81 +3766,13 @@ end
 $$;
 comment on function __tenant__._fail(text, text, text) is
     'Internal: raise a pgrecall error with our SQLSTATE; message and hint cut to 500 characters.';
+$pgrecall_e13edc3d7647$)
+on conflict (kind, name) do update
+   set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
-create or replace function __tenant__._peer_id(p_name text, p_role text default 'principal')
-returns bigint
-language plpgsql stable
-security definer
-set search_path = pg_catalog, __tenant__, __ext__, pg_temp
-as $$
-declare
-    v_id bigint;
-    v_stored text;
-begin
-    if p_name is null then
-        perform _fail('PR101', format('the %s peer is required', p_role),
-                      'Pass the name of a peer created with add_peer().');
-    end if;
-    -- A peer name has at most 200 characters (peers_scopes.sql): a longer one names no peer, and is not
-    -- normalised or looked up.
-    perform _check_length(p_name, format('the %s peer''s name', p_role), 800);
-    -- Exact after NFC: another case is another (unknown) name, see peers_scopes.sql.
-    select p.id into v_id from peer p where p.name = normalize(p_name, NFC);
-    if v_id is null then
-        select p.name into v_stored from peer p where lower(p.name) = lower(normalize(p_name, NFC)) limit 1;
-        perform _fail('PR101', format('unknown %s peer %s', p_role, _shown(p_name)),
-                      case when v_stored is null then 'Create it first with add_peer(name, kind).'
-                           else format('Peer names are matched exactly: the peer is %s.', _shown(v_stored)) end);
-    end if;
-    return v_id;
-end
-$$;
-comment on function __tenant__._peer_id(text, text) is 'Internal: the id of a named peer, or PR101.';
-
--- The authorised set must be non-empty and name existing scopes only: a typo
--- in a scope name is an error, not an empty answer.
-create or replace function __tenant__._check_scopes(p_scopes text[])
-returns text[]
-language plpgsql stable
-security definer
-set search_path = pg_catalog, __tenant__, __ext__, pg_temp
-as $$
-declare
-    v_unknown text;
-begin
-    if p_scopes is null or cardinality(p_scopes) = 0 then
-        perform _fail('PR103', 'the set of authorised scopes is empty',
-                      'Pass the scopes the principal may read, e.g. array[''default''].');
-    end if;
-    perform _check_texts(p_scopes, 'scope name', 64);  -- a scope name has at most 64 characters, all ASCII
-    select s into v_unknown from unnest(p_scopes) s
-     where s is null or not exists (select 1 from scope sc where sc.name = s) limit 1;
-    if found then
-        perform _fail('PR131', format('unknown scope %s', coalesce(quote_literal(v_unknown), 'NULL')),
-                      'Create it first with add_scope(name).');
-    end if;
-    return p_scopes;
-end
-$$;
-comment on function __tenant__._check_scopes(text[]) is 'Internal: PR103 for an empty authorised set, PR131 for a scope that does not exist.';
-
-create or replace function __tenant__._check_write_scope(p_scope text, p_scopes text[])
-returns text
-language plpgsql stable
-security definer
-set search_path = pg_catalog, __tenant__, __ext__, pg_temp
-as $$
-begin
-    perform _check_scopes(p_scopes);
-    if p_scope is null or not (p_scope = any (p_scopes)) then
-        perform _fail('PR103', format('scope %s is not in the authorised set %s',
-                                      coalesce(quote_literal(p_scope), 'NULL'), p_scopes::text),
-                      'Write only to a scope the principal is authorised for.');
-    end if;
-    return p_scope;
-end
-$$;
-comment on function __tenant__._check_write_scope(text, text[]) is 'Internal: PR103 unless the scope written is authorised.';
+insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_35447ded19e5$shared/closed_sets.sql$pgrecall_35447ded19e5$, null, 2, $pgrecall_d4d0edf2c542$e9304f59d84118ada77f15d3fa97216d25da9a8a4871f463813d0b6c6551a332$pgrecall_d4d0edf2c542$, $pgrecall_e9304f59d841$-- The closed sets of words (purposes, kinds, roles...): the catalog defines each once, every check
+-- reads it from here, and the driver reads the same list (python/pgrecall/vocabulary.py).
 
 -- The four purposes a memory or fact may be used for: the one definition of the closed set. The
 -- memory and fact tables' CHECK constraints (migrations 0003, 0008) spell the same four, and
@@ -3931,6 +3862,32 @@ begin
 end
 $$;
 comment on function __tenant__._check_purposes(text[]) is 'Internal: PR102 unless every purpose is known; returns them sorted and distinct.';
+
+create or replace function __tenant__._check_one_of(p_value text, p_what text, p_allowed text[])
+returns text
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    if p_value is null then
+        perform _fail('PR107', format('%s is required', p_what),
+                      format('One of: %s.', array_to_string(p_allowed, ', ')));
+    elsif not (p_value = any (p_allowed)) then
+        perform _fail('PR107', format('%s %s is not one of %s', p_what, quote_literal(p_value),
+                                      array_to_string(p_allowed, ', ')));
+    end if;
+    return p_value;
+end
+$$;
+comment on function __tenant__._check_one_of(text, text, text[]) is 'Internal: PR107 unless the value is one of the allowed.';
+$pgrecall_e9304f59d841$)
+on conflict (kind, name) do update
+   set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6beaea322b2e$shared/value_checks.sql$pgrecall_6beaea322b2e$, null, 3, $pgrecall_09ef5f465383$ad2fa4ec368629ebc0c321ea199c4ab56f2babce9597f37f76bae2e1b05a8b5b$pgrecall_09ef5f465383$, $pgrecall_ad2fa4ec3686$-- Argument checks shared by every operation: sizes of texts and documents, ids, limits, times,
+-- confidences. Each failure raises a PR-class SQLSTATE (fail.sql) naming the value.
 
 -- p_blank: for a name or a fact's end, whitespace alone is no value either:
 -- the PR107 message to raise then.
@@ -4027,28 +3984,6 @@ $$;
 comment on function __tenant__._check_json_size(jsonb, text, bigint) is
     'Internal: PR151 if the JSON value (NULL allowed) takes more than p_max_bytes.';
 
--- A data subject id: whose personal data a row is (NULL: none named).
-create or replace function __tenant__._check_subject(p_data_subject_id text)
-returns text
-language sql immutable
-security definer
-set search_path = pg_catalog, __tenant__, __ext__, pg_temp
-as $$
-    select _check_length(p_data_subject_id, 'data subject id', 200)
-$$;
-comment on function __tenant__._check_subject(text) is 'Internal: PR151 unless a data subject id fits 200 bytes.';
-
--- Who claims, holds or gives back queued work (recorded as leased_by).
-create or replace function __tenant__._check_worker(p_worker text)
-returns text
-language sql immutable
-security definer
-set search_path = pg_catalog, __tenant__, __ext__, pg_temp
-as $$
-    select _check_length(p_worker, 'worker name', 200)
-$$;
-comment on function __tenant__._check_worker(text) is 'Internal: PR151 unless a worker name fits 200 bytes.';
-
 create or replace function __tenant__._check_id(p_id bigint, p_what text)
 returns bigint
 language plpgsql immutable
@@ -4064,25 +3999,6 @@ begin
 end
 $$;
 comment on function __tenant__._check_id(bigint, text) is 'Internal: PR107 if the id is missing, PR150 unless it is positive.';
-
-create or replace function __tenant__._check_one_of(p_value text, p_what text, p_allowed text[])
-returns text
-language plpgsql immutable
-security definer
-set search_path = pg_catalog, __tenant__, __ext__, pg_temp
-as $$
-begin
-    if p_value is null then
-        perform _fail('PR107', format('%s is required', p_what),
-                      format('One of: %s.', array_to_string(p_allowed, ', ')));
-    elsif not (p_value = any (p_allowed)) then
-        perform _fail('PR107', format('%s %s is not one of %s', p_what, quote_literal(p_value),
-                                      array_to_string(p_allowed, ', ')));
-    end if;
-    return p_value;
-end
-$$;
-comment on function __tenant__._check_one_of(text, text, text[]) is 'Internal: PR107 unless the value is one of the allowed.';
 
 -- Every change that cannot be taken back by its author (forget, a duplicate
 -- decision, a retraction, an erasure) records why, in words a person reads
@@ -4106,37 +4022,6 @@ end
 $$;
 comment on function __tenant__._check_reason(text, text, text, bigint) is
     'Internal: PR107 (message p_missing) unless a reason has words, PR151 when longer than p_max_bytes; returns it trimmed.';
-
--- Observation offsets in one scope to observation ids, in the order given.
--- With a principal, a turn it may not see is reported as missing: evidence is
--- cited only by who may read it.
-create or replace function __tenant__._observation_ids(p_scope text, p_offsets bigint[],
-                                                      p_principal_id bigint default null)
-returns bigint[]
-language plpgsql stable
-security definer
-set search_path = pg_catalog, __tenant__, __ext__, pg_temp
-as $$
-declare
-    v_ids bigint[];
-    v_missing bigint;
-begin
-    select o into v_missing from unnest(p_offsets) o
-     where o is null or not exists (select 1 from observation ob where ob.scope = p_scope and ob.log_offset = o
-                                       and (p_principal_id is null or _audience_admits(p_principal_id, null, ob.audience)))
-     limit 1;
-    if found then
-        perform _fail('PR109', format('scope %s has no observation at offset %s', quote_literal(p_scope),
-                                      coalesce(v_missing::text, 'NULL')),
-                      'Evidence is given as log offsets returned by append_observation() in the same scope.');
-    end if;
-    select array_agg(ob.id order by ob.log_offset) into v_ids
-      from observation ob where ob.scope = p_scope and ob.log_offset = any (p_offsets);
-    return v_ids;
-end
-$$;
-comment on function __tenant__._observation_ids(text, bigint[], bigint) is
-    'Internal: ids of the observations at these offsets of one scope, or PR109 (also for one the principal, if given, may not see).';
 
 -- btrim() only strips spaces; text from people and models ends in newlines and tabs too.
 create or replace function __tenant__._trim(p_text text)
@@ -4252,81 +4137,6 @@ end
 $$;
 comment on function __tenant__._check_claim(text, integer) is 'Internal: PR107 unless a claim names its worker, PR150 unless it asks for 1 to 10000 jobs.';
 
--- What both embedding queues check before storing a worker's results: one
--- array length, and that the tenant still embeds with this model and input
--- version. False when it has switched meanwhile (the jobs were re-queued,
--- so these results are dropped, not an error). The vectors themselves are
--- checked as they are parsed (_embedding_vectors).
-create or replace function __tenant__._embedding_results_usable(
-    p_what text, p_ids bigint[], p_generations bigint[], p_embeddings text[], p_model text, p_input_version integer)
-returns boolean
-language plpgsql stable
-security definer
-set search_path = pg_catalog, __tenant__, __ext__, pg_temp
-as $$
-begin
-    if p_ids is null or cardinality(p_ids) is distinct from cardinality(p_generations)
-       or cardinality(p_ids) is distinct from cardinality(p_embeddings) then
-        perform _fail('PR107', format('%s ids, generations and embeddings must be arrays of one length', p_what));
-    end if;
-    perform _check_length(p_model, 'model name', 200);
-    return p_model is not distinct from (_setting_value('embedding_model') #>> '{}')
-       and p_input_version is not distinct from (_setting_value('embedding_input_version') #>> '{}')::integer;
-end
-$$;
-comment on function __tenant__._embedding_results_usable(text, bigint[], bigint[], text[], text, integer) is
-    'Internal: PR107 unless a worker''s results are arrays of one length; false when the tenant switched model or input version.';
-
--- How many numbers every vector of the tenant holds: the type of its vector
--- columns (halfvec(384) since migration 0032), named once here for the
--- checks that refuse a vector of another size before pgvector would. A test
--- holds it to the columns' types, and the driver's generated module copies
--- it (python/pgrecall/_catalog.py). Inlined: a constant in every plan.
-create or replace function __tenant__._embedding_dimensions()
-returns integer
-language sql immutable
-as $$
-    select 384
-$$;
-comment on function __tenant__._embedding_dimensions() is
-    'Internal: the number of dimensions of every vector the tenant stores (its vector columns'' type).';
-
--- Vector literals as the halfvecs they are stored as, parsed once: the
--- worker's results and a caller's vectors are read here and nowhere else
--- (each parse of 500 literals of 384 numbers is some 20 ms). PR154 for a
--- literal pgvector refuses (not a vector, NaN or infinity, beyond halfvec's
--- range) and for any other count of dimensions than _embedding_dimensions().
--- A NULL element is refused too, unless p_nulls_allowed (remember_many: an
--- item without one).
-create or replace function __tenant__._embedding_vectors(p_embeddings text[], p_nulls_allowed boolean default false)
-returns __ext__.halfvec[]
-language plpgsql stable
-security definer
-set search_path = pg_catalog, __tenant__, __ext__, pg_temp
-as $$
-declare
-    v_vectors __ext__.halfvec[];
-    v_bad integer;
-begin
-    begin
-        v_vectors := p_embeddings::__ext__.halfvec[];
-    exception when data_exception then
-        -- pgvector's own refusals: not a vector literal, NaN or infinity, too many dimensions
-        perform _fail('PR154', format('an embedding is not a vector of %s finite numbers: %s',
-                                      _embedding_dimensions(), sqlerrm));
-    end;
-    select min(__ext__.vector_dims(e)) into v_bad
-      from unnest(v_vectors) e where __ext__.vector_dims(e) <> _embedding_dimensions();
-    if v_bad is not null or (not p_nulls_allowed and array_position(v_vectors, null) is not null) then
-        perform _fail('PR154', format('an embedding has %s dimensions, not %s', coalesce(v_bad::text, 'no'),
-                                      _embedding_dimensions()));
-    end if;
-    return v_vectors;
-end
-$$;
-comment on function __tenant__._embedding_vectors(text[], boolean) is
-    'Internal: vector literals as halfvecs, parsed once; PR154 unless each is _embedding_dimensions() finite numbers (or NULL, where allowed).';
-
 -- PostgreSQL stores times from 4713 BC to 294276 AD, and infinity; Python's
 -- datetime, ISO 8601 and most clients hold years 1 to 9999 only. A time
 -- outside those is refused on the way in, so that every stored time can be
@@ -4404,12 +4214,229 @@ as $$
 $$;
 comment on function __tenant__._whole_in_range(jsonb, numeric, numeric) is
     'Internal: true when the JSON value is a whole number from p_min to p_max.';
-$pgrecall_27b0748c2d2f$)
+$pgrecall_ad2fa4ec3686$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea28f6e9696f$shared/settings.sql$pgrecall_ea28f6e9696f$, null, 2, $pgrecall_f556421df3ae$2161a45c4700d25c0cf0f27e1092bcdc3e472b5ff756cc969f79df065ac2d438$pgrecall_f556421df3ae$, $pgrecall_2161a45c4700$-- Reading per-tenant settings from inside the tenant's functions.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7b838905899d$shared/references.sql$pgrecall_7b838905899d$, null, 4, $pgrecall_7673c80b8a4c$5da4a927061a6caf2d9676a968d609ac81f2a7e6262edc74b6d401ba2cd13abd$pgrecall_7673c80b8a4c$, $pgrecall_5da4a927061a$-- Names a call passes that must name something the tenant has: a peer, the scopes the caller is
+-- authorised for, observations by offset, a data subject, a worker.
+
+create or replace function __tenant__._peer_id(p_name text, p_role text default 'principal')
+returns bigint
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_id bigint;
+    v_stored text;
+begin
+    if p_name is null then
+        perform _fail('PR101', format('the %s peer is required', p_role),
+                      'Pass the name of a peer created with add_peer().');
+    end if;
+    -- A peer name has at most 200 characters (peers_scopes.sql): a longer one names no peer, and is not
+    -- normalised or looked up.
+    perform _check_length(p_name, format('the %s peer''s name', p_role), 800);
+    -- Exact after NFC: another case is another (unknown) name, see peers_scopes.sql.
+    select p.id into v_id from peer p where p.name = normalize(p_name, NFC);
+    if v_id is null then
+        select p.name into v_stored from peer p where lower(p.name) = lower(normalize(p_name, NFC)) limit 1;
+        perform _fail('PR101', format('unknown %s peer %s', p_role, _shown(p_name)),
+                      case when v_stored is null then 'Create it first with add_peer(name, kind).'
+                           else format('Peer names are matched exactly: the peer is %s.', _shown(v_stored)) end);
+    end if;
+    return v_id;
+end
+$$;
+comment on function __tenant__._peer_id(text, text) is 'Internal: the id of a named peer, or PR101.';
+
+-- The authorised set must be non-empty and name existing scopes only: a typo
+-- in a scope name is an error, not an empty answer.
+create or replace function __tenant__._check_scopes(p_scopes text[])
+returns text[]
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_unknown text;
+begin
+    if p_scopes is null or cardinality(p_scopes) = 0 then
+        perform _fail('PR103', 'the set of authorised scopes is empty',
+                      'Pass the scopes the principal may read, e.g. array[''default''].');
+    end if;
+    perform _check_texts(p_scopes, 'scope name', 64);  -- a scope name has at most 64 characters, all ASCII
+    select s into v_unknown from unnest(p_scopes) s
+     where s is null or not exists (select 1 from scope sc where sc.name = s) limit 1;
+    if found then
+        perform _fail('PR131', format('unknown scope %s', coalesce(quote_literal(v_unknown), 'NULL')),
+                      'Create it first with add_scope(name).');
+    end if;
+    return p_scopes;
+end
+$$;
+comment on function __tenant__._check_scopes(text[]) is 'Internal: PR103 for an empty authorised set, PR131 for a scope that does not exist.';
+
+create or replace function __tenant__._check_write_scope(p_scope text, p_scopes text[])
+returns text
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    perform _check_scopes(p_scopes);
+    if p_scope is null or not (p_scope = any (p_scopes)) then
+        perform _fail('PR103', format('scope %s is not in the authorised set %s',
+                                      coalesce(quote_literal(p_scope), 'NULL'), p_scopes::text),
+                      'Write only to a scope the principal is authorised for.');
+    end if;
+    return p_scope;
+end
+$$;
+comment on function __tenant__._check_write_scope(text, text[]) is 'Internal: PR103 unless the scope written is authorised.';
+
+-- A data subject id: whose personal data a row is (NULL: none named).
+create or replace function __tenant__._check_subject(p_data_subject_id text)
+returns text
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select _check_length(p_data_subject_id, 'data subject id', 200)
+$$;
+comment on function __tenant__._check_subject(text) is 'Internal: PR151 unless a data subject id fits 200 bytes.';
+
+-- Who claims, holds or gives back queued work (recorded as leased_by).
+create or replace function __tenant__._check_worker(p_worker text)
+returns text
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select _check_length(p_worker, 'worker name', 200)
+$$;
+comment on function __tenant__._check_worker(text) is 'Internal: PR151 unless a worker name fits 200 bytes.';
+
+-- Observation offsets in one scope to observation ids, in the order given.
+-- With a principal, a turn it may not see is reported as missing: evidence is
+-- cited only by who may read it.
+create or replace function __tenant__._observation_ids(p_scope text, p_offsets bigint[],
+                                                      p_principal_id bigint default null)
+returns bigint[]
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_ids bigint[];
+    v_missing bigint;
+begin
+    select o into v_missing from unnest(p_offsets) o
+     where o is null or not exists (select 1 from observation ob where ob.scope = p_scope and ob.log_offset = o
+                                       and (p_principal_id is null or _audience_admits(p_principal_id, null, ob.audience)))
+     limit 1;
+    if found then
+        perform _fail('PR109', format('scope %s has no observation at offset %s', quote_literal(p_scope),
+                                      coalesce(v_missing::text, 'NULL')),
+                      'Evidence is given as log offsets returned by append_observation() in the same scope.');
+    end if;
+    select array_agg(ob.id order by ob.log_offset) into v_ids
+      from observation ob where ob.scope = p_scope and ob.log_offset = any (p_offsets);
+    return v_ids;
+end
+$$;
+comment on function __tenant__._observation_ids(text, bigint[], bigint) is
+    'Internal: ids of the observations at these offsets of one scope, or PR109 (also for one the principal, if given, may not see).';
+$pgrecall_5da4a927061a$)
+on conflict (kind, name) do update
+   set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a769738e7545$shared/embedding_input.sql$pgrecall_a769738e7545$, null, 5, $pgrecall_2fba718f89ab$8cb13b50d3be343779d4efa3e2c48b4b2e87ff344cbb996ec26e7c6b6bb0a506$pgrecall_2fba718f89ab$, $pgrecall_8cb13b50d3be$-- Vectors a caller or the worker hands in: their size (the tenant's vector column decides it) and
+-- whether a batch of results can be stored.
+
+-- What both embedding queues check before storing a worker's results: one
+-- array length, and that the tenant still embeds with this model and input
+-- version. False when it has switched meanwhile (the jobs were re-queued,
+-- so these results are dropped, not an error). The vectors themselves are
+-- checked as they are parsed (_embedding_vectors).
+create or replace function __tenant__._embedding_results_usable(
+    p_what text, p_ids bigint[], p_generations bigint[], p_embeddings text[], p_model text, p_input_version integer)
+returns boolean
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    if p_ids is null or cardinality(p_ids) is distinct from cardinality(p_generations)
+       or cardinality(p_ids) is distinct from cardinality(p_embeddings) then
+        perform _fail('PR107', format('%s ids, generations and embeddings must be arrays of one length', p_what));
+    end if;
+    perform _check_length(p_model, 'model name', 200);
+    return p_model is not distinct from (_setting_value('embedding_model') #>> '{}')
+       and p_input_version is not distinct from (_setting_value('embedding_input_version') #>> '{}')::integer;
+end
+$$;
+comment on function __tenant__._embedding_results_usable(text, bigint[], bigint[], text[], text, integer) is
+    'Internal: PR107 unless a worker''s results are arrays of one length; false when the tenant switched model or input version.';
+
+-- How many numbers every vector of the tenant holds: the type of its vector
+-- columns (halfvec(384) since migration 0032), named once here for the
+-- checks that refuse a vector of another size before pgvector would. A test
+-- holds it to the columns' types, and the driver's generated module copies
+-- it (python/pgrecall/_catalog.py). Inlined: a constant in every plan.
+create or replace function __tenant__._embedding_dimensions()
+returns integer
+language sql immutable
+as $$
+    select 384
+$$;
+comment on function __tenant__._embedding_dimensions() is
+    'Internal: the number of dimensions of every vector the tenant stores (its vector columns'' type).';
+
+-- Vector literals as the halfvecs they are stored as, parsed once: the
+-- worker's results and a caller's vectors are read here and nowhere else
+-- (each parse of 500 literals of 384 numbers is some 20 ms). PR154 for a
+-- literal pgvector refuses (not a vector, NaN or infinity, beyond halfvec's
+-- range) and for any other count of dimensions than _embedding_dimensions().
+-- A NULL element is refused too, unless p_nulls_allowed (remember_many: an
+-- item without one).
+create or replace function __tenant__._embedding_vectors(p_embeddings text[], p_nulls_allowed boolean default false)
+returns __ext__.halfvec[]
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_vectors __ext__.halfvec[];
+    v_bad integer;
+begin
+    begin
+        v_vectors := p_embeddings::__ext__.halfvec[];
+    exception when data_exception then
+        -- pgvector's own refusals: not a vector literal, NaN or infinity, too many dimensions
+        perform _fail('PR154', format('an embedding is not a vector of %s finite numbers: %s',
+                                      _embedding_dimensions(), sqlerrm));
+    end;
+    select min(__ext__.vector_dims(e)) into v_bad
+      from unnest(v_vectors) e where __ext__.vector_dims(e) <> _embedding_dimensions();
+    if v_bad is not null or (not p_nulls_allowed and array_position(v_vectors, null) is not null) then
+        perform _fail('PR154', format('an embedding has %s dimensions, not %s', coalesce(v_bad::text, 'no'),
+                                      _embedding_dimensions()));
+    end if;
+    return v_vectors;
+end
+$$;
+comment on function __tenant__._embedding_vectors(text[], boolean) is
+    'Internal: vector literals as halfvecs, parsed once; PR154 unless each is _embedding_dimensions() finite numbers (or NULL, where allowed).';
+$pgrecall_8cb13b50d3be$)
+on conflict (kind, name) do update
+   set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea28f6e9696f$shared/settings.sql$pgrecall_ea28f6e9696f$, null, 6, $pgrecall_f556421df3ae$2161a45c4700d25c0cf0f27e1092bcdc3e472b5ff756cc969f79df065ac2d438$pgrecall_f556421df3ae$, $pgrecall_2161a45c4700$-- Reading per-tenant settings from inside the tenant's functions.
 
 -- Returns the setting's value; a missing key is a bug in pgrecall, not user
 -- input, so it raises rather than returning a default that hides the bug.
@@ -4532,7 +4559,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_34db4d4fd308$shared/locks.sql$pgrecall_34db4d4fd308$, null, 3, $pgrecall_d5a30f6d776d$fe6a1d50eb54cfddf5d026d12a4e1d34ee73bb0644560aa525f2477bd011eb7d$pgrecall_d5a30f6d776d$, $pgrecall_fe6a1d50eb54$-- Serialising writers inside a tenant.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_34db4d4fd308$shared/locks.sql$pgrecall_34db4d4fd308$, null, 7, $pgrecall_d5a30f6d776d$fe6a1d50eb54cfddf5d026d12a4e1d34ee73bb0644560aa525f2477bd011eb7d$pgrecall_d5a30f6d776d$, $pgrecall_fe6a1d50eb54$-- Serialising writers inside a tenant.
 --
 -- Row locks on the tenant's own lock_stripe rows, held to the end of the
 -- transaction. Advisory locks would not do: they are one namespace for the
@@ -4572,7 +4599,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_32be9315e548$shared/eligibility.sql$pgrecall_32be9315e548$, null, 4, $pgrecall_5db1b2fda847$3aeca50b118fa465802fae13f0c7b25aca06a6e5f0df7e1eed5b038fca2740da$pgrecall_5db1b2fda847$, $pgrecall_3aeca50b118f$-- The one eligibility rule. Every read path filters with these functions, so
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_32be9315e548$shared/eligibility.sql$pgrecall_32be9315e548$, null, 8, $pgrecall_5db1b2fda847$3aeca50b118fa465802fae13f0c7b25aca06a6e5f0df7e1eed5b038fca2740da$pgrecall_5db1b2fda847$, $pgrecall_3aeca50b118f$-- The one eligibility rule. Every read path filters with these functions, so
 -- the rule is written exactly once: who an audience admits
 -- (_audience_admits), and from it the memories (_memory_eligible: read,
 -- derive's sources, the revision checks of correct/supersede/forget, recall)
@@ -4783,7 +4810,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_cadea1e07eb4$shared/schema_info.sql$pgrecall_cadea1e07eb4$, null, 5, $pgrecall_da5a14f939e3$9f6c7fbe00f05bb09d4412a5ffd90ef85806fb684638ef2bdb02f06beb02f60c$pgrecall_da5a14f939e3$, $pgrecall_9f6c7fbe00f0$-- What an application role may learn about its tenant's installation: enough
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_cadea1e07eb4$shared/schema_info.sql$pgrecall_cadea1e07eb4$, null, 9, $pgrecall_da5a14f939e3$9f6c7fbe00f05bb09d4412a5ffd90ef85806fb684638ef2bdb02f06beb02f60c$pgrecall_da5a14f939e3$, $pgrecall_9f6c7fbe00f0$-- What an application role may learn about its tenant's installation: enough
 -- for the driver to refuse to run against a schema older than itself.
 
 create or replace function __tenant__.schema_info()
@@ -4804,7 +4831,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3990910386e$shared/table_statistics.sql$pgrecall_a3990910386e$, null, 6, $pgrecall_02f8a72cbdb3$6f0e408a7ab0812334d03bfafd0db5cf790e2a1079969fdb3002d32b5e7e9e8d$pgrecall_02f8a72cbdb3$, $pgrecall_6f0e408a7ab0$-- The tenant's own view of its tables' statistics, for its admin role.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3990910386e$shared/table_statistics.sql$pgrecall_a3990910386e$, null, 10, $pgrecall_02f8a72cbdb3$6f0e408a7ab0812334d03bfafd0db5cf790e2a1079969fdb3002d32b5e7e9e8d$pgrecall_02f8a72cbdb3$, $pgrecall_6f0e408a7ab0$-- The tenant's own view of its tables' statistics, for its admin role.
 --
 -- PostgreSQL shows every role the row estimates and activity counters of
 -- every table in the database (pg_stat_user_tables, pg_class.reltuples):
@@ -4841,7 +4868,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4359a26b56e8$shared/notifications.sql$pgrecall_4359a26b56e8$, null, 7, $pgrecall_4fe27ba484e4$7791005cd4b55711e6c97d75b8a619c08d484e7bc4f046ad99de234ba0cb5eb7$pgrecall_4fe27ba484e4$, $pgrecall_7791005cd4b5$-- Wake-ups for the tenant's workers: a NOTIFY, with an empty payload, on a
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4359a26b56e8$shared/notifications.sql$pgrecall_4359a26b56e8$, null, 11, $pgrecall_4fe27ba484e4$7791005cd4b55711e6c97d75b8a619c08d484e7bc4f046ad99de234ba0cb5eb7$pgrecall_4fe27ba484e4$, $pgrecall_7791005cd4b5$-- Wake-ups for the tenant's workers: a NOTIFY, with an empty payload, on a
 -- channel whose name is a per-tenant secret (table notification_channel).
 --
 -- LISTEN and NOTIFY take no privilege: any role may listen on, or notify,
@@ -4933,7 +4960,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f12ea39847bb$shared/append_only.sql$pgrecall_f12ea39847bb$, null, 8, $pgrecall_55f3ddbd4b2b$37798d512b3cbda6da229571bbc34e0391053375f32d543e829beab213912ef6$pgrecall_55f3ddbd4b2b$, $pgrecall_37798d512b3c$-- Rows that are history are never edited: the log, links, revisions, the
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f12ea39847bb$shared/append_only.sql$pgrecall_f12ea39847bb$, null, 12, $pgrecall_55f3ddbd4b2b$37798d512b3cbda6da229571bbc34e0391053375f32d543e829beab213912ef6$pgrecall_55f3ddbd4b2b$, $pgrecall_37798d512b3c$-- Rows that are history are never edited: the log, links, revisions, the
 -- evidence corrections cited, and the projection registry. (Erasure deletes
 -- them; nothing updates them.)
 
@@ -4973,7 +5000,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b520323bc$log/append_observation.sql$pgrecall_ab1b520323bc$, null, 9, $pgrecall_d5e43abbb79a$4b62d9d5a13cd5f146393230665a5c1b2a6de9a4e75807432371d5073c8e585f$pgrecall_d5e43abbb79a$, $pgrecall_4b62d9d5a13c$-- Appending to the log. Offsets come from the scope's counter under its row
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b520323bc$log/append_observation.sql$pgrecall_ab1b520323bc$, null, 13, $pgrecall_d5e43abbb79a$4b62d9d5a13cd5f146393230665a5c1b2a6de9a4e75807432371d5073c8e585f$pgrecall_d5e43abbb79a$, $pgrecall_4b62d9d5a13c$-- Appending to the log. Offsets come from the scope's counter under its row
 -- lock, held to commit: concurrent writers queue per scope, a rolled-back
 -- append gives its offsets back, and offsets are contiguous with no
 -- duplicates. append_observation() appends one row and append_observations()
@@ -5346,7 +5373,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9850d333d0ac$log/passage_chunks.sql$pgrecall_9850d333d0ac$, null, 10, $pgrecall_2cbf5f996dc3$2db8683a6db09793a0d1f4217eb228d5869cfc59ee0fda73a8e15b05ac61bb9b$pgrecall_2cbf5f996dc3$, $pgrecall_2db8683a6db0$-- Passages, the chunking rule (passages.sql writes the passages of each
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9850d333d0ac$log/passage_chunks.sql$pgrecall_9850d333d0ac$, null, 14, $pgrecall_2cbf5f996dc3$2db8683a6db09793a0d1f4217eb228d5869cfc59ee0fda73a8e15b05ac61bb9b$pgrecall_2cbf5f996dc3$, $pgrecall_2db8683a6db0$-- Passages, the chunking rule (passages.sql writes the passages of each
 -- appended observation with it).
 --
 --   * an observation of at most passage_max_chars characters (a conversation
@@ -5486,7 +5513,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f9b529325e72$log/passages.sql$pgrecall_f9b529325e72$, null, 11, $pgrecall_0125d863fb6b$03144cc0ff92d6266f38006496875fc98c57953ac587b118a1bc882319206424$pgrecall_0125d863fb6b$, $pgrecall_03144cc0ff92$-- Passages: every observation is split into chunks (passage_chunks.sql) in
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f9b529325e72$log/passages.sql$pgrecall_f9b529325e72$, null, 15, $pgrecall_0125d863fb6b$03144cc0ff92d6266f38006496875fc98c57953ac587b118a1bc882319206424$pgrecall_0125d863fb6b$, $pgrecall_03144cc0ff92$-- Passages: every observation is split into chunks (passage_chunks.sql) in
 -- the transaction that appends it (a statement trigger, so one append and a
 -- batch share the path), each chunk registered in the projection registry and
 -- queued for the embedding worker (embedding_queue.sql). A passage copies
@@ -5803,7 +5830,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81bbdd0f15d9$log/passage_vectors.sql$pgrecall_81bbdd0f15d9$, null, 12, $pgrecall_98722453bcb7$d8d639e2526a47a915930f85fcbd8f5729cc22cebbe21bc910654e1d5c4812f5$pgrecall_98722453bcb7$, $pgrecall_d8d639e2526a$-- A passage that says exactly what a memory's vector was computed from uses
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81bbdd0f15d9$log/passage_vectors.sql$pgrecall_81bbdd0f15d9$, null, 16, $pgrecall_98722453bcb7$d8d639e2526a47a915930f85fcbd8f5729cc22cebbe21bc910654e1d5c4812f5$pgrecall_98722453bcb7$, $pgrecall_d8d639e2526a$-- A passage that says exactly what a memory's vector was computed from uses
 -- that vector (migration 0033): a turn quoted by the memory that cites it is
 -- embedded and indexed once. Lending happens when the worker stores the
 -- memory's vector (complete_embedding_jobs) and takes the passage's job off
@@ -5934,7 +5961,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81adc12402ef$log/message_search.sql$pgrecall_81adc12402ef$, null, 13, $pgrecall_f275101f7ea8$11b1822dca3ad0371416f6743008f0288ea662e81b3046d5c3300b731ff0dabb$pgrecall_f275101f7ea8$, $pgrecall_11b1822dca3a$-- Message search: the passages of the log, at tenant level (every authorised
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81adc12402ef$log/message_search.sql$pgrecall_81adc12402ef$, null, 17, $pgrecall_f275101f7ea8$11b1822dca3ad0371416f6743008f0288ea662e81b3046d5c3300b731ff0dabb$pgrecall_f275101f7ea8$, $pgrecall_11b1822dca3a$-- Message search: the passages of the log, at tenant level (every authorised
 -- scope), session level (p_session_id) or peer level (what p_peer sent).
 --   * lexical arm: BM25 over passages, document frequencies counted live in
 --     the authorised scopes, corpus size from passage_stat; from
@@ -6422,7 +6449,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fbc5a661f2c9$log/projection.sql$pgrecall_fbc5a661f2c9$, null, 14, $pgrecall_c7b78832f7cf$6e861fa37e5b860dc2d9ae7832dbb510b6f642cfb0be55a620ed542018932fcf$pgrecall_c7b78832f7cf$, $pgrecall_6e861fa37e5b$-- Registering projection rows against the observations they came from.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fbc5a661f2c9$log/projection.sql$pgrecall_fbc5a661f2c9$, null, 18, $pgrecall_c7b78832f7cf$6e861fa37e5b860dc2d9ae7832dbb510b6f642cfb0be55a620ed542018932fcf$pgrecall_c7b78832f7cf$, $pgrecall_6e861fa37e5b$-- Registering projection rows against the observations they came from.
 
 create or replace function __tenant__._register(p_kind text, p_row_key text, p_observation_ids bigint[])
 returns void
@@ -6524,7 +6551,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 15, $pgrecall_62561ad5be6c$b77bee2d205322b9881d3dfcce3464c0de6b73008fb9a19040e599530075c6b0$pgrecall_62561ad5be6c$, $pgrecall_b77bee2d2053$-- remember: write what the agent decided to keep, with who may see it, why
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 19, $pgrecall_62561ad5be6c$b77bee2d205322b9881d3dfcce3464c0de6b73008fb9a19040e599530075c6b0$pgrecall_62561ad5be6c$, $pgrecall_b77bee2d2053$-- remember: write what the agent decided to keep, with who may see it, why
 -- it may be used, and the observations that stated it. Capture writes only
 -- what was explicitly stated: empty or ambiguous input is a no-op that says
 -- why, never an error and never a guess.
@@ -7210,7 +7237,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7e4eb4c25106$memory/revise.sql$pgrecall_7e4eb4c25106$, null, 16, $pgrecall_0d8863ea2a3c$a9822688ce8969da5cc9d7e893d033db59d60f4ce8abff60359f221a9f627d61$pgrecall_0d8863ea2a3c$, $pgrecall_a9822688ce89$-- correct, supersede and forget: the three ways a memory changes after it is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7e4eb4c25106$memory/revise.sql$pgrecall_7e4eb4c25106$, null, 20, $pgrecall_0d8863ea2a3c$a9822688ce8969da5cc9d7e893d033db59d60f4ce8abff60359f221a9f627d61$pgrecall_0d8863ea2a3c$, $pgrecall_a9822688ce89$-- correct, supersede and forget: the three ways a memory changes after it is
 -- written. Each takes the revision the caller read; the loser of a race gets
 -- PR105 and nothing it sent is written. correct and supersede cite the
 -- observations they stand on, like every other write, and as remember()
@@ -7515,7 +7542,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ade638cdff09$memory/derive.sql$pgrecall_ade638cdff09$, null, 17, $pgrecall_2a42b23453e0$d6d2af9ce4c898f67720467cf2e02bf621929923d8a6bb86799309f0dd854684$pgrecall_2a42b23453e0$, $pgrecall_d6d2af9ce4c8$-- derive: a new memory from other memories. The new row may be seen by and
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ade638cdff09$memory/derive.sql$pgrecall_ade638cdff09$, null, 21, $pgrecall_2a42b23453e0$d6d2af9ce4c898f67720467cf2e02bf621929923d8a6bb86799309f0dd854684$pgrecall_2a42b23453e0$, $pgrecall_d6d2af9ce4c8$-- derive: a new memory from other memories. The new row may be seen by and
 -- used for only what EVERY source allows: scopes, audiences and purposes
 -- intersect, and an empty intersection is refused (PR106), never widened.
 -- Like every memory it is never more public than the turns it stands on
@@ -7625,7 +7652,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d16be3eadf22$memory/keys.sql$pgrecall_d16be3eadf22$, null, 18, $pgrecall_3221caf5c66d$62a0ffd566c16b0728886ed2af0878f83f58af7000f41c2de4025267055e0fba$pgrecall_3221caf5c66d$, $pgrecall_62a0ffd566c1$-- Keys from what was said (migration 0039): statements derived from the turns
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d16be3eadf22$memory/keys.sql$pgrecall_d16be3eadf22$, null, 22, $pgrecall_3221caf5c66d$62a0ffd566c16b0728886ed2af0878f83f58af7000f41c2de4025267055e0fba$pgrecall_3221caf5c66d$, $pgrecall_62a0ffd566c1$-- Keys from what was said (migration 0039): statements derived from the turns
 -- a memory cites, under which recall (with recall_memory_keys on) finds the
 -- memory too. A key never widens who may find its memory: recall reaches a
 -- key only through its memory's eligibility. Whoever may see the memory may
@@ -7690,7 +7717,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d972660a90f6$memory/read.sql$pgrecall_d972660a90f6$, null, 19, $pgrecall_90d99c4ff804$ff4d9e70377ef793c88746504ebe6d7b3bc0667358f24aa0c745715dbf130313$pgrecall_90d99c4ff804$, $pgrecall_ff4d9e70377e$-- read: one memory with its provenance, only if the principal may see it for
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d972660a90f6$memory/read.sql$pgrecall_d972660a90f6$, null, 23, $pgrecall_90d99c4ff804$ff4d9e70377ef793c88746504ebe6d7b3bc0667358f24aa0c745715dbf130313$pgrecall_90d99c4ff804$, $pgrecall_ff4d9e70377e$-- read: one memory with its provenance, only if the principal may see it for
 -- the purpose named. A memory the principal may not see is reported exactly
 -- like one that does not exist.
 
@@ -7853,7 +7880,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_aa87d72eaca5$memory/memory_count.sql$pgrecall_aa87d72eaca5$, null, 20, $pgrecall_c28ccbd4e5f7$1ac44caa09545c575464cd8608153396a805258157706a2b8f5baba9e137fe48$pgrecall_c28ccbd4e5f7$, $pgrecall_1ac44caa0954$-- memory_count: how many memories the principal may see in the authorised
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_aa87d72eaca5$memory/memory_count.sql$pgrecall_aa87d72eaca5$, null, 24, $pgrecall_c28ccbd4e5f7$1ac44caa09545c575464cd8608153396a805258157706a2b8f5baba9e137fe48$pgrecall_c28ccbd4e5f7$, $pgrecall_1ac44caa0954$-- memory_count: how many memories the principal may see in the authorised
 -- scopes for a purpose, by the one eligibility rule (_memory_eligible):
 -- what recall and read would consider, counted, nothing of it shown.
 
@@ -7886,7 +7913,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$, null, 21, $pgrecall_1e8a18b43ad8$fd66274893eaa12960414753ed55857044eaf8195db683f67ddd7d13adff2daa$pgrecall_1e8a18b43ad8$, $pgrecall_fd66274893ea$-- Facts: asserting (closing and splitting what it contradicts), retracting,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$, null, 25, $pgrecall_1e8a18b43ad8$fd66274893eaa12960414753ed55857044eaf8195db683f67ddd7d13adff2daa$pgrecall_1e8a18b43ad8$, $pgrecall_fd66274893ea$-- Facts: asserting (closing and splitting what it contradicts), retracting,
 -- citing, and the bitemporal question "what was true at T1 as we knew it at T2".
 -- Errors: PR111 unknown predicate, PR112 evidence does not match its
 -- observation, PR113 role policy (a human's fact on an assistant's word only),
@@ -8659,7 +8686,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3c214ddced3$memory/freshness.sql$pgrecall_a3c214ddced3$, null, 22, $pgrecall_551679dc5cf8$1a7303054e23b3dc352837d4dbce9954095d8510f2af96262a6e4f2685e4ea87$pgrecall_551679dc5cf8$, $pgrecall_1a7303054e23$-- Freshness: how far the log and each asynchronous projection are current,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3c214ddced3$memory/freshness.sql$pgrecall_a3c214ddced3$, null, 26, $pgrecall_551679dc5cf8$1a7303054e23b3dc352837d4dbce9954095d8510f2af96262a6e4f2685e4ea87$pgrecall_551679dc5cf8$, $pgrecall_1a7303054e23$-- Freshness: how far the log and each asynchronous projection are current,
 -- so a caller that wrote offset N can wait until what it wrote is visible.
 
 create or replace function __tenant__.freshness(p_principal text, p_scopes text[], p_scope text)
@@ -8729,7 +8756,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_19370c65adc8$memory/duplicates.sql$pgrecall_19370c65adc8$, null, 23, $pgrecall_c19f2c2b7af4$b942348d5046f5f48752eca9f5f85d836dc8adf540a82a54973951141c29606f$pgrecall_c19f2c2b7af4$, $pgrecall_b942348d5046$-- Duplicates: the database proposes pairs of similar memories, a person
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_19370c65adc8$memory/duplicates.sql$pgrecall_19370c65adc8$, null, 27, $pgrecall_c19f2c2b7af4$b942348d5046f5f48752eca9f5f85d836dc8adf540a82a54973951141c29606f$pgrecall_c19f2c2b7af4$, $pgrecall_b942348d5046$-- Duplicates: the database proposes pairs of similar memories, a person
 -- decides. Other memory stores merge on their own (an LLM judges, or an exact
 -- hash matches); here nothing changes because two memories are alike, only
 -- because someone looked at both, with their provenance, and said so.
@@ -9084,7 +9111,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$, null, 24, $pgrecall_b54c45ff8b43$7c2f31ac4db9b797d92bdc1e8a25df877e46239c6358f47a60cfae569b25b263$pgrecall_b54c45ff8b43$, $pgrecall_7c2f31ac4db9$-- Entities: identity is (scope, normalized name); names resolve through
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$, null, 28, $pgrecall_b54c45ff8b43$7c2f31ac4db9b797d92bdc1e8a25df877e46239c6358f47a60cfae569b25b263$pgrecall_b54c45ff8b43$, $pgrecall_7c2f31ac4db9$-- Entities: identity is (scope, normalized name); names resolve through
 -- aliases and through merges to the surviving entity. A name is content too:
 -- a principal sees an entity (its name, its aliases, its facts) only through
 -- a memory or a fact it is eligible for that names it (_entity_visible), and
@@ -9460,7 +9487,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fcbacefcb268$graph/graph_guards.sql$pgrecall_fcbacefcb268$, null, 25, $pgrecall_fa3906f524ca$896cdec761cf820f7bd4d70486a1fdfa8e1d79f8024ef7cc28d82795178460cc$pgrecall_fa3906f524ca$, $pgrecall_896cdec761cf$-- What the database itself guarantees about the graph, whoever writes to it:
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fcbacefcb268$graph/graph_guards.sql$pgrecall_fcbacefcb268$, null, 29, $pgrecall_fa3906f524ca$896cdec761cf820f7bd4d70486a1fdfa8e1d79f8024ef7cc28d82795178460cc$pgrecall_fa3906f524ca$, $pgrecall_896cdec761cf$-- What the database itself guarantees about the graph, whoever writes to it:
 --  * evidence quotes are exactly the bytes they claim to be;
 --  * a fact's history is not rewritten: only its known range may end (once),
 --    the closing and splitting references be set, its salience change, and
@@ -9567,7 +9594,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d44fea25fa34$graph/traversal.sql$pgrecall_d44fea25fa34$, null, 26, $pgrecall_cef02ebb0cb9$8f4829afed0adcef1796a83cf97c0796b485e4efbf14478863936d7d80ceea38$pgrecall_cef02ebb0cb9$, $pgrecall_8f4829afed0a$-- Traversal: from seed entities outwards along facts, in both directions,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d44fea25fa34$graph/traversal.sql$pgrecall_d44fea25fa34$, null, 30, $pgrecall_cef02ebb0cb9$8f4829afed0adcef1796a83cf97c0796b485e4efbf14478863936d7d80ceea38$pgrecall_cef02ebb0cb9$, $pgrecall_8f4829afed0a$-- Traversal: from seed entities outwards along facts, in both directions,
 -- one hop at a time. Each hop is two index probes (facts whose subject is in
 -- the frontier, facts whose object is), never an OR over both columns, and at
 -- most traversal_fanout facts per hop, so the cost follows the neighbourhood.
@@ -9668,7 +9695,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bde667a4f43c$sessions/peers_scopes.sql$pgrecall_bde667a4f43c$, null, 27, $pgrecall_cfa04406aeaf$f7b0e0ba24ec8f33439d003b993b6801919ff319f6479309dda7b7007c9703b2$pgrecall_cfa04406aeaf$, $pgrecall_f7b0e0ba24ec$-- Creating the peers and scopes that every operation names, and the rules
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bde667a4f43c$sessions/peers_scopes.sql$pgrecall_bde667a4f43c$, null, 31, $pgrecall_cfa04406aeaf$f7b0e0ba24ec8f33439d003b993b6801919ff319f6479309dda7b7007c9703b2$pgrecall_cfa04406aeaf$, $pgrecall_f7b0e0ba24ec$-- Creating the peers and scopes that every operation names, and the rules
 -- their names follow.
 --
 -- A scope name is a lowercase ASCII slug (the table's CHECK), so it has one
@@ -9951,7 +9978,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33a3f5a05d39$sessions/sessions.sql$pgrecall_33a3f5a05d39$, null, 28, $pgrecall_8740ea38dd1d$dd0f4e522c78dbdad641f09ff16afad34fa47c8d7c2716f172e9e605b0b7a9a9$pgrecall_8740ea38dd1d$, $pgrecall_dd0f4e522c78$-- Sessions and the peers in them (design section 5).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33a3f5a05d39$sessions/sessions.sql$pgrecall_33a3f5a05d39$, null, 32, $pgrecall_8740ea38dd1d$dd0f4e522c78dbdad641f09ff16afad34fa47c8d7c2716f172e9e605b0b7a9a9$pgrecall_8740ea38dd1d$, $pgrecall_dd0f4e522c78$-- Sessions and the peers in them (design section 5).
 --
 -- A session lives in one scope; its messages are observations of that scope
 -- with its id. Each session peer carries two flags: observe the others
@@ -10567,7 +10594,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c37736e808ad$sessions/session_bundle.sql$pgrecall_c37736e808ad$, null, 29, $pgrecall_4ded7f69d735$8e81489b32cb573bbade2cd272f8b068d56ed4b686a3576bb43bfaab97a5e248$pgrecall_4ded7f69d735$, $pgrecall_8e81489b32cb$-- The session-start bundle: what an agent starts a conversation with before
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c37736e808ad$sessions/session_bundle.sql$pgrecall_c37736e808ad$, null, 33, $pgrecall_4ded7f69d735$8e81489b32cb573bbade2cd272f8b068d56ed4b686a3576bb43bfaab97a5e248$pgrecall_4ded7f69d735$, $pgrecall_8e81489b32cb$-- The session-start bundle: what an agent starts a conversation with before
 -- it recalls anything (recent memories, pinned procedural notes, the entities
 -- most written about), all through the same eligibility rule, each memory
 -- with its provenance as read and recall give it.
@@ -10668,7 +10695,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87a1832ebe6a$sessions/representation.sql$pgrecall_87a1832ebe6a$, null, 30, $pgrecall_0ca456b8f534$0d7908775152c1ace4183d49c899cc055bf2a23d5ed208519dcf9d21d03fc5fd$pgrecall_0ca456b8f534$, $pgrecall_0d7908775152$-- Representations (design section 5): what is believed about a peer, and
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87a1832ebe6a$sessions/representation.sql$pgrecall_87a1832ebe6a$, null, 34, $pgrecall_0ca456b8f534$0d7908775152c1ace4183d49c899cc055bf2a23d5ed208519dcf9d21d03fc5fd$pgrecall_0ca456b8f534$, $pgrecall_0d7908775152$-- Representations (design section 5): what is believed about a peer, and
 -- from whose perspective.
 --
 -- A memory about a peer is one linked (about) to the entity named as the
@@ -10869,7 +10896,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3e9bcbe2bcd1$queues/leases.sql$pgrecall_3e9bcbe2bcd1$, null, 31, $pgrecall_edc07003eb38$9826b87889be9a2a2214c5f5f02fd328caa6cebfa0bcaeb9cb0f894ba6a602ff$pgrecall_edc07003eb38$, $pgrecall_9826b87889be$-- Leases of the three queues (embedding_job, passage_embedding_job, work_task)
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3e9bcbe2bcd1$queues/leases.sql$pgrecall_3e9bcbe2bcd1$, null, 35, $pgrecall_edc07003eb38$9826b87889be9a2a2214c5f5f02fd328caa6cebfa0bcaeb9cb0f894ba6a602ff$pgrecall_edc07003eb38$, $pgrecall_9826b87889be$-- Leases of the three queues (embedding_job, passage_embedding_job, work_task)
 -- end at lease_until or, sooner, when the database session that took them
 -- ends: a worker that is killed keeps nothing for long (design section 5: a
 -- crashed worker's tasks return). Every claim takes
@@ -11466,7 +11493,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$, null, 32, $pgrecall_c5acd35c1b36$7ce7e08e78bc05542d20b325489a0da72dafff9d1f18829f19bd7c10d05d825d$pgrecall_c5acd35c1b36$, $pgrecall_7ce7e08e78bc$-- Embeddings are a derived index: the write path queues work here, the
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$, null, 36, $pgrecall_c5acd35c1b36$7ce7e08e78bc05542d20b325489a0da72dafff9d1f18829f19bd7c10d05d825d$pgrecall_c5acd35c1b36$, $pgrecall_7ce7e08e78bc$-- Embeddings are a derived index: the write path queues work here, the
 -- worker (pgrecall worker) claims it with SKIP LOCKED under a lease, embeds
 -- the text this file chooses, and stores the vector stamped with the model
 -- and input version. A result computed from text that has since changed, or
@@ -11967,7 +11994,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_719a349f8506$queues/work_queue.sql$pgrecall_719a349f8506$, null, 33, $pgrecall_a8158b062016$820bfed0317532f364a89db47b845085d075e0b30d688dbe36fea64e6407b93b$pgrecall_a8158b062016$, $pgrecall_820bfed03175$-- The derivation work queue (design section 5).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_719a349f8506$queues/work_queue.sql$pgrecall_719a349f8506$, null, 37, $pgrecall_a8158b062016$820bfed0317532f364a89db47b845085d075e0b30d688dbe36fea64e6407b93b$pgrecall_a8158b062016$, $pgrecall_820bfed03175$-- The derivation work queue (design section 5).
 --
 -- Each message queues, as the flags say, one task per lane, where a lane is
 -- (session, task type, sender, observer):
@@ -12451,7 +12478,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1b652fe88c09$recall/as_of.sql$pgrecall_1b652fe88c09$, null, 34, $pgrecall_23fd888a932c$65d50cce6302924a05a0a56d8eb3757790b02fba886c6dbbaa36375ac5dfddaa$pgrecall_23fd888a932c$, $pgrecall_65d50cce6302$-- Recall as of a past moment (recall's p_as_of): the memory as it stood
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1b652fe88c09$recall/as_of.sql$pgrecall_1b652fe88c09$, null, 38, $pgrecall_23fd888a932c$65d50cce6302924a05a0a56d8eb3757790b02fba886c6dbbaa36375ac5dfddaa$pgrecall_23fd888a932c$, $pgrecall_65d50cce6302$-- Recall as of a past moment (recall's p_as_of): the memory as it stood
 -- then. plpgsql/recall/recall.sql composes the steps; this file holds what only an
 -- as-of recall runs.
 --
@@ -12576,7 +12603,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$, null, 35, $pgrecall_1200b7cbc6e6$abfaba3587033fa4038e8534c252c041f3a42b8a30b11eb96be3ef4daf48e4a4$pgrecall_1200b7cbc6e6$, $pgrecall_abfaba358703$-- Corpus statistics for BM25 and term pruning.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$, null, 39, $pgrecall_1200b7cbc6e6$abfaba3587033fa4038e8534c252c041f3a42b8a30b11eb96be3ef4daf48e4a4$pgrecall_1200b7cbc6e6$, $pgrecall_abfaba358703$-- Corpus statistics for BM25 and term pruning.
 --
 -- Document frequencies come from a snapshot (term_stat, corpus_stat) taken by
 -- refresh_term_stats(), which the worker runs when the corpus has grown by
@@ -12823,7 +12850,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$, null, 36, $pgrecall_60ba411e05bd$8b5c13fa749abc3fb381a5713614611c5d80179586deab06e50eb100a9955d23$pgrecall_60ba411e05bd$, $pgrecall_8b5c13fa749a$-- Recall, step 2: the lexical arm (plpgsql/recall/recall.sql composes the steps).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$, null, 40, $pgrecall_60ba411e05bd$8b5c13fa749abc3fb381a5713614611c5d80179586deab06e50eb100a9955d23$pgrecall_60ba411e05bd$, $pgrecall_8b5c13fa749a$-- Recall, step 2: the lexical arm (plpgsql/recall/recall.sql composes the steps).
 --
 --   _query_terms        the query's distinct lexemes
 --   _prune_terms        from prune_min_terms terms on, a term in prune_df_ratio
@@ -13127,7 +13154,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ec92d55b8c2b$recall/key_arm.sql$pgrecall_ec92d55b8c2b$, null, 37, $pgrecall_901ba8323228$f1308cdf59db36105f5fa1e8644e92f0e5a74af885e75ed692fc99841f77a129$pgrecall_901ba8323228$, $pgrecall_f1308cdf59db$-- Keys from what was said (migration 0039, setting recall_memory_keys): the
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ec92d55b8c2b$recall/key_arm.sql$pgrecall_ec92d55b8c2b$, null, 41, $pgrecall_901ba8323228$f1308cdf59db36105f5fa1e8644e92f0e5a74af885e75ed692fc99841f77a129$pgrecall_901ba8323228$, $pgrecall_f1308cdf59db$-- Keys from what was said (migration 0039, setting recall_memory_keys): the
 -- lexical arm also scores the keys of the memories the principal may see
 -- (remember_keys), each by BM25 with the arm's terms and weights, its own
 -- length against the memories' average. A key's hit counts for its memory:
@@ -13201,7 +13228,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$, null, 38, $pgrecall_fabbbabe5be4$b07926b316f5e219c5ba02a9fa8c074b4205927acddb7bd73dde0436ba65ec8e$pgrecall_fabbbabe5be4$, $pgrecall_b07926b316f5$-- Recall, step 3: the dense arm (plpgsql/recall/recall.sql composes the steps).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$, null, 42, $pgrecall_fabbbabe5be4$b07926b316f5e219c5ba02a9fa8c074b4205927acddb7bd73dde0436ba65ec8e$pgrecall_fabbbabe5be4$, $pgrecall_b07926b316f5$-- Recall, step 3: the dense arm (plpgsql/recall/recall.sql composes the steps).
 --
 --   _check_query_embedding  PR154 unless a query embedding is _embedding_dimensions() finite numbers
 --                           (message search checks with it too)
@@ -13451,7 +13478,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_77fe7e11f674$recall/fact_arm.sql$pgrecall_77fe7e11f674$, null, 39, $pgrecall_49b3ee50083e$9d1617a0e2b46cd690abd618763b0948b7511c2772cca12f37f9f109bd03be27$pgrecall_49b3ee50083e$, $pgrecall_9d1617a0e2b4$-- Recall's fact arm (plpgsql/recall/recall.sql composes the steps): the facts about
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_77fe7e11f674$recall/fact_arm.sql$pgrecall_77fe7e11f674$, null, 43, $pgrecall_49b3ee50083e$9d1617a0e2b46cd690abd618763b0948b7511c2772cca12f37f9f109bd03be27$pgrecall_49b3ee50083e$, $pgrecall_9d1617a0e2b4$-- Recall's fact arm (plpgsql/recall/recall.sql composes the steps): the facts about
 -- the entities the query names (by name or alias), valid at the requested
 -- time and currently believed, ranked by how many query terms their
 -- statement shares, then salience and confidence. recall fuses them as a
@@ -13517,7 +13544,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33520068bb0f$recall/people_arm.sql$pgrecall_33520068bb0f$, null, 40, $pgrecall_bbed6420cd81$d053f96590e4ed993d86d885f5669430886b6730c51b4131b87ec03b81831859$pgrecall_bbed6420cd81$, $pgrecall_d053f96590e4$-- Recall's people-and-things arm (plpgsql/recall/recall.sql composes the steps;
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33520068bb0f$recall/people_arm.sql$pgrecall_33520068bb0f$, null, 44, $pgrecall_bbed6420cd81$d053f96590e4ed993d86d885f5669430886b6730c51b4131b87ec03b81831859$pgrecall_bbed6420cd81$, $pgrecall_d053f96590e4$-- Recall's people-and-things arm (plpgsql/recall/recall.sql composes the steps;
 -- setting recall_people_arm, migration 0031). When the question names a
 -- peer (by its name) or an entity (by name or alias), the memories that peer
 -- said (a memory derived from an observation whose actor it is) and the
@@ -13625,7 +13652,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_8eca96aab0a4$recall/time_arm.sql$pgrecall_8eca96aab0a4$, null, 41, $pgrecall_318141d25aa4$6e6d9a8b5bc9c0fc6b925cce203ff484f6f80d2ad3a623dcaf531d43627de919$pgrecall_318141d25aa4$, $pgrecall_6e6d9a8b5bc9$-- Time in the question (setting recall_question_time, migration 0034;
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_8eca96aab0a4$recall/time_arm.sql$pgrecall_8eca96aab0a4$, null, 45, $pgrecall_318141d25aa4$6e6d9a8b5bc9c0fc6b925cce203ff484f6f80d2ad3a623dcaf531d43627de919$pgrecall_318141d25aa4$, $pgrecall_6e6d9a8b5bc9$-- Time in the question (setting recall_question_time, migration 0034;
 -- plpgsql/recall/recall.sql composes the steps). A question that names when
 -- ("in May 2023", "on 3 June, 2023", "last week", "two years ago") is
 -- answered first by what was said then: of the candidates the lexical and
@@ -13857,7 +13884,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3047a1d41f72$recall/fusion.sql$pgrecall_3047a1d41f72$, null, 42, $pgrecall_f64d2e41e834$d2b1c9f497d902714502b18347bd6b0c6fb31ed1cfecf76704c5dbb3b898a913$pgrecall_f64d2e41e834$, $pgrecall_d2b1c9f497d9$-- Recall, step 4 (plpgsql/recall/recall.sql composes the steps): the fused list.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3047a1d41f72$recall/fusion.sql$pgrecall_3047a1d41f72$, null, 46, $pgrecall_f64d2e41e834$d2b1c9f497d902714502b18347bd6b0c6fb31ed1cfecf76704c5dbb3b898a913$pgrecall_f64d2e41e834$, $pgrecall_d2b1c9f497d9$-- Recall, step 4 (plpgsql/recall/recall.sql composes the steps): the fused list.
 --   _rrf_fuse          Reciprocal Rank Fusion of the two arms (message search
 --                      fuses its arms with it too): setting fusion = 'rrf'
 --   _score_fuse        the arms' scores, each over its own best, added:
@@ -14058,7 +14085,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a7605aa9c43a$recall/permission_walk.sql$pgrecall_a7605aa9c43a$, null, 43, $pgrecall_f6c920b2de50$70e5fd32bf5d0122123dcbc03362c5d343b00d46f0eb2f2fef17f7f93a46561c$pgrecall_f6c920b2de50$, $pgrecall_70e5fd32bf5d$-- Recall, step 5 (plpgsql/recall/recall.sql composes the steps): the permission walk over the fused
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a7605aa9c43a$recall/permission_walk.sql$pgrecall_a7605aa9c43a$, null, 47, $pgrecall_f6c920b2de50$70e5fd32bf5d0122123dcbc03362c5d343b00d46f0eb2f2fef17f7f93a46561c$pgrecall_f6c920b2de50$, $pgrecall_70e5fd32bf5d$-- Recall, step 5 (plpgsql/recall/recall.sql composes the steps): the permission walk over the fused
 -- list.
 
 -- Keeps, in order, the candidates whose whole derived_from chain the
@@ -14105,7 +14132,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_89bc99f0db89$recall/spread.sql$pgrecall_89bc99f0db89$, null, 44, $pgrecall_3fc88a9517b9$52cb0f83762c3deaad98abcf2db71b078bddef83954ff12f3feea165835a0247$pgrecall_3fc88a9517b9$, $pgrecall_52cb0f83762c$-- Recall, step 5b, between the permission walk (step 5) and the rows' order
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_89bc99f0db89$recall/spread.sql$pgrecall_89bc99f0db89$, null, 48, $pgrecall_3fc88a9517b9$52cb0f83762c3deaad98abcf2db71b078bddef83954ff12f3feea165835a0247$pgrecall_3fc88a9517b9$, $pgrecall_52cb0f83762c$-- Recall, step 5b, between the permission walk (step 5) and the rows' order
 -- (step 6): an answer spread over a conversation ("what has she painted?",
 -- "how did Jon and Gina each lose their jobs?") is found in pieces, each in
 -- a session of its own, and the first piece that matches well can fill the
@@ -14253,7 +14280,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c5c917068264$recall/neighbour_turns.sql$pgrecall_c5c917068264$, null, 45, $pgrecall_ec68c628d04b$860345ae3cb9b8ad21a2eb74bc54de9230dfdbc92f88e2bc6d6cc1e8cd1b349b$pgrecall_ec68c628d04b$, $pgrecall_860345ae3cb9$-- Recall, step 5b, with the setting recall_neighbour_turns on: the turn next
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c5c917068264$recall/neighbour_turns.sql$pgrecall_c5c917068264$, null, 49, $pgrecall_ec68c628d04b$860345ae3cb9b8ad21a2eb74bc54de9230dfdbc92f88e2bc6d6cc1e8cd1b349b$pgrecall_ec68c628d04b$, $pgrecall_860345ae3cb9$-- Recall, step 5b, with the setting recall_neighbour_turns on: the turn next
 -- to a hit. A question often matches the turn that asked ("what did you
 -- paint?") while the answer is the reply, or the other way round. So each of
 -- the first half of the rows brings the memories derived from the turn just
@@ -14323,7 +14350,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_568d0e42ed78$recall/ordering.sql$pgrecall_568d0e42ed78$, null, 46, $pgrecall_4699d483f91b$009ab3a1ec1e8d46f9d17b3569f94061645494a7818b641d3093855991570bd3$pgrecall_4699d483f91b$, $pgrecall_009ab3a1ec1e$-- Recall, step 6 (plpgsql/recall/recall.sql composes the steps): under the fusion rrf_scores, what
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_568d0e42ed78$recall/ordering.sql$pgrecall_568d0e42ed78$, null, 50, $pgrecall_4699d483f91b$009ab3a1ec1e8d46f9d17b3569f94061645494a7818b641d3093855991570bd3$pgrecall_4699d483f91b$, $pgrecall_009ab3a1ec1e$-- Recall, step 6 (plpgsql/recall/recall.sql composes the steps): under the fusion rrf_scores, what
 -- orders the rows the permission walk passed.
 
 -- What orders the rows RRF chose under fusion rrf_scores (NULL under the
@@ -14368,7 +14395,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33e7d9c571c5$recall/rows.sql$pgrecall_33e7d9c571c5$, null, 47, $pgrecall_5c05335c8fd4$61ed18306c58f68e689c47837f9bf818c89d7eeb4f4d826ae4a072da5c5dd095$pgrecall_5c05335c8fd4$, $pgrecall_61ed18306c58$-- Recall, step 7 (plpgsql/recall/recall.sql composes the steps): the rows recall returns.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33e7d9c571c5$recall/rows.sql$pgrecall_33e7d9c571c5$, null, 51, $pgrecall_5c05335c8fd4$61ed18306c58f68e689c47837f9bf818c89d7eeb4f4d826ae4a072da5c5dd095$pgrecall_5c05335c8fd4$, $pgrecall_61ed18306c58$-- Recall, step 7 (plpgsql/recall/recall.sql composes the steps): the rows recall returns.
 
 -- Recall's rows: the memories that passed the walk (already in fused order,
 -- so only the first p_limit can be returned) and the fact arm's facts, each
@@ -14461,7 +14488,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 48, $pgrecall_c1999cf2a463$77b2e3ba6eebac67dd6bc99ae8b772a4b17b2eb58a0a60ff5103b6098575216a$pgrecall_c1999cf2a463$, $pgrecall_77b2e3ba6eeb$-- recall: ranked retrieval, in the design's order (section 6). Each step is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 52, $pgrecall_c1999cf2a463$77b2e3ba6eebac67dd6bc99ae8b772a4b17b2eb58a0a60ff5103b6098575216a$pgrecall_c1999cf2a463$, $pgrecall_77b2e3ba6eeb$-- recall: ranked retrieval, in the design's order (section 6). Each step is
 -- a function of its own that a DBA can call and test alone; recall_answer()
 -- runs them in order. Each step's file is in this folder (plpgsql/recall/),
 -- named for the step, and plpgsql/install_order lists them in this order.
@@ -14796,7 +14823,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e19049384fca$erasure/erasure_plan.sql$pgrecall_e19049384fca$, null, 49, $pgrecall_777d821cab1a$88d53ca6743546842fe0f798ec83bc00f50cc176730b42c4eca711a027554cc2$pgrecall_777d821cab1a$, $pgrecall_88d53ca67435$-- The erasure plan: every row an erasure of a selector deletes or strips, as (kind, row_key). One
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e19049384fca$erasure/erasure_plan.sql$pgrecall_e19049384fca$, null, 53, $pgrecall_777d821cab1a$88d53ca6743546842fe0f798ec83bc00f50cc176730b42c4eca711a027554cc2$pgrecall_777d821cab1a$, $pgrecall_88d53ca67435$-- The erasure plan: every row an erasure of a selector deletes or strips, as (kind, row_key). One
 -- registry decides both what erase() removes and what export() hands a data subject, so an export
 -- covers exactly what an erasure of the same selector would remove (tests/test_export.py holds the
 -- two to each other: the rows exported, per kind, are the rows the receipt says were erased).
@@ -14962,7 +14989,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8a87770fa93$erasure/erase.sql$pgrecall_b8a87770fa93$, null, 50, $pgrecall_4f2c264b473c$0d992464d826e015235d0500e7d9fa6b2e37a0f3a1a9e55b533be2c563a0f702$pgrecall_4f2c264b473c$, $pgrecall_0d992464d826$-- Erasure: delete observations and, through the projection registry,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8a87770fa93$erasure/erase.sql$pgrecall_b8a87770fa93$, null, 54, $pgrecall_4f2c264b473c$0d992464d826e015235d0500e7d9fa6b2e37a0f3a1a9e55b533be2c563a0f702$pgrecall_4f2c264b473c$, $pgrecall_0d992464d826$-- Erasure: delete observations and, through the projection registry,
 -- everything derived from them; rebuild what depended on them from what
 -- survives; and in the same transaction store, per projection kind, how many
 -- derived rows remain (the residual, zero when erasure worked).
@@ -15892,7 +15919,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b462b2a6cded$erasure/erase_rewrite.sql$pgrecall_b462b2a6cded$, null, 51, $pgrecall_8576523c9c86$12ad787dce784a14c8e3da8c08a989197e0795fb40177bc1cacd4f07b1a0b06f$pgrecall_8576523c9c86$, $pgrecall_12ad787dce78$-- Erasure down to the bytes: the tables an erasure touched are rewritten,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b462b2a6cded$erasure/erase_rewrite.sql$pgrecall_b462b2a6cded$, null, 55, $pgrecall_8576523c9c86$12ad787dce784a14c8e3da8c08a989197e0795fb40177bc1cacd4f07b1a0b06f$pgrecall_8576523c9c86$, $pgrecall_12ad787dce78$-- Erasure down to the bytes: the tables an erasure touched are rewritten,
 -- so that no page of theirs keeps the erased words.
 --
 -- erase() deletes rows; VACUUM then marks their space free, but PostgreSQL
@@ -16002,7 +16029,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f5d59c318372$erasure/export.sql$pgrecall_f5d59c318372$, null, 52, $pgrecall_97e918b5db82$42eef48ebb003328b888ff4bad1c3fd5cdb0cb7b4032ffb489d58f7c1edabbe6$pgrecall_97e918b5db82$, $pgrecall_42eef48ebb00$-- A data subject's export (right of access and portability): every row an erasure of the same
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f5d59c318372$erasure/export.sql$pgrecall_f5d59c318372$, null, 56, $pgrecall_97e918b5db82$42eef48ebb003328b888ff4bad1c3fd5cdb0cb7b4032ffb489d58f7c1edabbe6$pgrecall_97e918b5db82$, $pgrecall_42eef48ebb00$-- A data subject's export (right of access and portability): every row an erasure of the same
 -- selector would delete or strip, read from the one erasure plan (erasure_plan.sql), so that what an
 -- export covers is exactly what erase() removes. One row per planned row: its kind, its key and the
 -- row as stored (docs/reference.md, "The export format"), less what is not the subject's words but
@@ -16179,7 +16206,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$, null, 53, $pgrecall_bea007c9e427$ede8c7f9e407db49c4c78df57af9f42985f5e144e0f134e67bd333a50dc29954$pgrecall_bea007c9e427$, $pgrecall_ede8c7f9e407$-- A key-value store on memories, for LangGraph's BaseStore
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$, null, 57, $pgrecall_bea007c9e427$ede8c7f9e407db49c4c78df57af9f42985f5e144e0f134e67bd333a50dc29954$pgrecall_bea007c9e427$, $pgrecall_ede8c7f9e407$-- A key-value store on memories, for LangGraph's BaseStore
 -- (pgrecall.integrations.langgraph; migration 0037). An item is a memory with
 -- a namespace, a key and a JSON object as its value. Its partition is a scope
 -- and an audience: the one principal (p_shared false, the default) or the
@@ -16715,7 +16742,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1923336c08e9$integrations/agent_sessions.sql$pgrecall_1923336c08e9$, null, 54, $pgrecall_6011eb684208$212d4e7b8f9824aa78761cde2a33a713b6bc463b9e660e649674465871147aef$pgrecall_6011eb684208$, $pgrecall_212d4e7b8f98$-- Conversation history for the OpenAI Agents SDK's Session protocol
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1923336c08e9$integrations/agent_sessions.sql$pgrecall_1923336c08e9$, null, 58, $pgrecall_6011eb684208$212d4e7b8f9824aa78761cde2a33a713b6bc463b9e660e649674465871147aef$pgrecall_6011eb684208$, $pgrecall_212d4e7b8f98$-- Conversation history for the OpenAI Agents SDK's Session protocol
 -- (pgrecall.integrations.openai_agents): its items are turns of a pgrecall
 -- session, in log order. Each item is kept whole in its turn's payload
 -- ({"agents_item": ...}) and its text is the turn's body, so message search

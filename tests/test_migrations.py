@@ -258,5 +258,5 @@ def test_function_files_are_applied_in_the_listed_order_not_by_name(db):
                if kind == "function"]
     assert applied == sources.function_order()
     assert applied != sorted(applied)
-    assert applied[0] == "shared/validation.sql"
+    assert applied[0] == "shared/fail.sql"
     assert applied.index("recall/lexical_arm.sql") < applied.index("recall/recall.sql")

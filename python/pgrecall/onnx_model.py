@@ -139,81 +139,67 @@ def read_safetensors(path: Path) -> dict[str, npt.NDArray[Any]]:
     return tensors
 
 
-def _graph(weights_dir: Path) -> Any:
-    """BERT's encoder as an ONNX graph (opset 17), from the weights and config.json alone: embeddings (word +
-    position + token type, then LayerNorm), the encoder layers (self-attention over the attention mask, then the
-    GELU feed-forward, each followed by residual + LayerNorm), and last_hidden_state out, float32 of (batch,
-    tokens, hidden). What transformers' BertModel computes in eval mode (dropout off)."""
-    import numpy as np
-    from onnx import TensorProto, helper, numpy_helper
+class _Bert:
+    """The graph's parts, named after BERT's weights: each method adds its nodes and returns its output's name."""
 
-    config = json.loads((weights_dir / "config.json").read_text())
-    if config.get("model_type") != "bert" or config.get("hidden_act") != "gelu" \
-            or config.get("position_embedding_type", "absolute") != "absolute":
-        raise ValueError(f"{weights_dir}: not a BERT encoder with GELU and absolute positions, which this builds")
-    hidden = int(config["hidden_size"])
-    heads = int(config["num_attention_heads"])
-    head_size = hidden // heads
-    eps = float(config["layer_norm_eps"])
-    weights = read_safetensors(weights_dir / "model.safetensors")
-    prefix = "bert." if "bert.embeddings.word_embeddings.weight" in weights else ""
+    def __init__(self, weights: dict[str, Any], prefix: str, eps: float) -> None:
+        self.weights, self.prefix, self.eps = weights, prefix, eps
+        self.initializers: list[Any] = []
+        self.nodes: list[Any] = []
 
-    initializers: list[Any] = []
-    nodes: list[Any] = []
+    def constant(self, name: str, value: npt.NDArray[Any]) -> str:
+        import numpy as np
+        from onnx import numpy_helper
 
-    def constant(name: str, value: npt.NDArray[Any]) -> str:
-        initializers.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
+        self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
         return name
 
-    def weight(name: str, transpose: bool = False) -> str:
-        value = weights[prefix + name].astype(np.float32)
-        return constant(name, value.T if transpose else value)
+    def weight(self, name: str, transpose: bool = False) -> str:
+        import numpy as np
 
-    def node(op: str, inputs: list[str], output: str, **attrs: Any) -> str:
-        nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
+        value = self.weights[self.prefix + name].astype(np.float32)
+        return self.constant(name, value.T if transpose else value)
+
+    def node(self, op: str, inputs: list[str], output: str, **attrs: Any) -> str:
+        from onnx import helper
+
+        self.nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
         return output
 
-    def linear(x: str, name: str, out: str) -> str:
-        product = node("MatMul", [x, weight(f"{name}.weight", transpose=True)], f"{out}/matmul")
-        return node("Add", [product, weight(f"{name}.bias")], out)
+    def linear(self, x: str, name: str, out: str) -> str:
+        product = self.node("MatMul", [x, self.weight(f"{name}.weight", transpose=True)], f"{out}/matmul")
+        return self.node("Add", [product, self.weight(f"{name}.bias")], out)
 
-    def layer_norm(x: str, name: str, out: str) -> str:
-        return node("LayerNormalization", [x, weight(f"{name}.weight"), weight(f"{name}.bias")], out,
-                    axis=-1, epsilon=eps)
+    def layer_norm(self, x: str, name: str, out: str) -> str:
+        return self.node("LayerNormalization", [x, self.weight(f"{name}.weight"), self.weight(f"{name}.bias")], out,
+                         axis=-1, epsilon=self.eps)
 
-    one = constant("one_i64", np.array([1], dtype=np.int64))
-    zero = constant("zero_i64", np.array([0], dtype=np.int64))
-    constant("float_one", np.array(1.0, dtype=np.float32))
-    constant("mask_min", np.array(np.finfo(np.float32).min, dtype=np.float32))
-    constant("head_scale", np.array(1.0 / np.sqrt(head_size), dtype=np.float32))
-    constant("split_heads", np.array([0, 0, heads, head_size], dtype=np.int64))
-    constant("merge_heads", np.array([0, 0, hidden], dtype=np.int64))
-    constant("mask_axes", np.array([1, 2], dtype=np.int64))
-    constant("sqrt_half", np.array(1.0 / np.sqrt(2.0), dtype=np.float32))
-    constant("half", np.array(0.5, dtype=np.float32))
+    def embeddings(self) -> str:
+        """word + position + token type, then LayerNorm: the first `tokens` rows of the position table."""
+        node, weight = self.node, self.weight
+        shape = node("Shape", ["input_ids"], "embeddings/shape")
+        tokens = node("Gather", [shape, "one_i64"], "embeddings/tokens", axis=0)
+        positions = node("Slice", [weight("embeddings.position_embeddings.weight"), "zero_i64", tokens, "zero_i64"],
+                         "embeddings/positions")
+        words = node("Gather", [weight("embeddings.word_embeddings.weight"), "input_ids"], "embeddings/words", axis=0)
+        types = node("Gather", [weight("embeddings.token_type_embeddings.weight"), "token_type_ids"],
+                     "embeddings/types", axis=0)
+        summed = node("Add", [node("Add", [words, types], "embeddings/words_types"), positions], "embeddings/sum")
+        return self.layer_norm(summed, "embeddings.LayerNorm", "embeddings/out")
 
-    # embeddings: the first `tokens` rows of the position table, one per position
-    shape = node("Shape", ["input_ids"], "embeddings/shape")
-    tokens = node("Gather", [shape, one], "embeddings/tokens", axis=0)
-    positions = node("Slice", [weight("embeddings.position_embeddings.weight"), zero, tokens, zero],
-                     "embeddings/positions")
-    words = node("Gather", [weight("embeddings.word_embeddings.weight"), "input_ids"], "embeddings/words", axis=0)
-    types = node("Gather", [weight("embeddings.token_type_embeddings.weight"), "token_type_ids"],
-                 "embeddings/types", axis=0)
-    summed = node("Add", [node("Add", [words, types], "embeddings/words_types"), positions], "embeddings/sum")
-    x = layer_norm(summed, "embeddings.LayerNorm", "embeddings/out")
+    def additive_mask(self) -> str:
+        """Added to every head's scores: 0 where a token is, float32's minimum where padding is."""
+        from onnx import TensorProto
 
-    # the attention mask, added to every head's scores: 0 where a token is, float32's minimum where padding is
-    mask = node("Cast", ["attention_mask"], "mask/float", to=TensorProto.FLOAT)
-    mask = node("Unsqueeze", [mask, "mask_axes"], "mask/unsqueezed")
-    mask = node("Mul", [node("Sub", ["float_one", mask], "mask/inverted"), "mask_min"], "mask/additive")
+        mask = self.node("Cast", ["attention_mask"], "mask/float", to=TensorProto.FLOAT)
+        mask = self.node("Unsqueeze", [mask, "mask_axes"], "mask/unsqueezed")
+        return self.node("Mul", [self.node("Sub", ["float_one", mask], "mask/inverted"), "mask_min"], "mask/additive")
 
-    for i in range(int(config["num_hidden_layers"])):
-        name = f"encoder.layer.{i}"
-        at = f"layer{i}/attention"
+    def attention(self, i: int, x: str, mask: str) -> str:
+        node, name, at = self.node, f"encoder.layer.{i}", f"layer{i}/attention"
 
-        def heads_of(part: str, perm: list[int], *, x: str = x, name: str = name, at: str = at) -> str:
-            projected = linear(x, f"{name}.attention.self.{part}", f"{at}/{part}")
+        def heads_of(part: str, perm: list[int]) -> str:
+            projected = self.linear(x, f"{name}.attention.self.{part}", f"{at}/{part}")
             split = node("Reshape", [projected, "split_heads"], f"{at}/{part}/split")
             return node("Transpose", [split], f"{at}/{part}/heads", perm=perm)
 
@@ -225,25 +211,63 @@ def _graph(weights_dir: Path) -> Any:
         context = node("Transpose", [node("MatMul", [probs, value], f"{at}/context")], f"{at}/context/t",
                        perm=[0, 2, 1, 3])
         context = node("Reshape", [context, "merge_heads"], f"{at}/context/merged")
-        attended = linear(context, f"{name}.attention.output.dense", f"{at}/output")
-        x = layer_norm(node("Add", [attended, x], f"{at}/residual"), f"{name}.attention.output.LayerNorm",
-                       f"{at}/out")
+        attended = self.linear(context, f"{name}.attention.output.dense", f"{at}/output")
+        return self.layer_norm(node("Add", [attended, x], f"{at}/residual"), f"{name}.attention.output.LayerNorm",
+                               f"{at}/out")
 
-        ff = f"layer{i}/ffn"
-        inner = linear(x, f"{name}.intermediate.dense", f"{ff}/inner")
+    def feed_forward(self, i: int, x: str, out: str) -> str:
+        """The GELU (erf) feed-forward, then residual + LayerNorm."""
+        node, name, ff = self.node, f"encoder.layer.{i}", f"layer{i}/ffn"
+        inner = self.linear(x, f"{name}.intermediate.dense", f"{ff}/inner")
         erf = node("Erf", [node("Mul", [inner, "sqrt_half"], f"{ff}/scaled")], f"{ff}/erf")
         gelu = node("Mul", [node("Mul", [inner, "half"], f"{ff}/half"),
                             node("Add", [erf, "float_one"], f"{ff}/erf_plus_one")], f"{ff}/gelu")
-        outer = linear(gelu, f"{name}.output.dense", f"{ff}/outer")
-        x = layer_norm(node("Add", [outer, x], f"{ff}/residual"), f"{name}.output.LayerNorm",
-                       "last_hidden_state" if i == int(config["num_hidden_layers"]) - 1 else f"{ff}/out")
+        outer = self.linear(gelu, f"{name}.output.dense", f"{ff}/outer")
+        return self.layer_norm(node("Add", [outer, x], f"{ff}/residual"), f"{name}.output.LayerNorm", out)
+
+
+def _graph(weights_dir: Path) -> Any:
+    """BERT's encoder as an ONNX graph (opset 17), from the weights and config.json alone: embeddings (word +
+    position + token type, then LayerNorm), the encoder layers (self-attention over the attention mask, then the
+    GELU feed-forward, each followed by residual + LayerNorm), and last_hidden_state out, float32 of (batch,
+    tokens, hidden). What transformers' BertModel computes in eval mode (dropout off)."""
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    config = json.loads((weights_dir / "config.json").read_text())
+    if config.get("model_type") != "bert" or config.get("hidden_act") != "gelu" \
+            or config.get("position_embedding_type", "absolute") != "absolute":
+        raise ValueError(f"{weights_dir}: not a BERT encoder with GELU and absolute positions, which this builds")
+    hidden = int(config["hidden_size"])
+    heads = int(config["num_attention_heads"])
+    head_size = hidden // heads
+    weights = read_safetensors(weights_dir / "model.safetensors")
+    bert = _Bert(weights, "bert." if "bert.embeddings.word_embeddings.weight" in weights else "",
+                 float(config["layer_norm_eps"]))
+    for name, value in (("one_i64", np.array([1], dtype=np.int64)), ("zero_i64", np.array([0], dtype=np.int64)),
+                        ("float_one", np.array(1.0, dtype=np.float32)),
+                        ("mask_min", np.array(np.finfo(np.float32).min, dtype=np.float32)),
+                        ("head_scale", np.array(1.0 / np.sqrt(head_size), dtype=np.float32)),
+                        ("split_heads", np.array([0, 0, heads, head_size], dtype=np.int64)),
+                        ("merge_heads", np.array([0, 0, hidden], dtype=np.int64)),
+                        ("mask_axes", np.array([1, 2], dtype=np.int64)),
+                        ("sqrt_half", np.array(1.0 / np.sqrt(2.0), dtype=np.float32)),
+                        ("half", np.array(0.5, dtype=np.float32))):
+        bert.constant(name, value)
+
+    x = bert.embeddings()
+    mask = bert.additive_mask()
+    layers = int(config["num_hidden_layers"])
+    for i in range(layers):
+        x = bert.attention(i, x, mask)
+        x = bert.feed_forward(i, x, "last_hidden_state" if i == layers - 1 else f"layer{i}/ffn/out")
 
     dims = ["batch", "tokens"]
     graph = helper.make_graph(
-        nodes, "all-MiniLM-L6-v2",
+        bert.nodes, "all-MiniLM-L6-v2",
         [helper.make_tensor_value_info(n, TensorProto.INT64, dims) for n in INPUTS],
         [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, [*dims, hidden])],
-        initializers)
+        bert.initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="pgrecall")
     model.ir_version = 8  # what ONNX Runtime releases since 1.14 read
     return model
