@@ -1531,6 +1531,7 @@ insert into pgrecall.function_duty (function_name, duties, why) values
     ('remember',                         '{app}',              'an operation of the agent'),
     ('remember_said',                    '{app}',              'an operation of the agent: the words and the memory in one call'),
     ('remember_many',                    '{app}',              'an operation of the agent, in batches'),
+    ('remember_keys',                    '{app}',              'the agent adds the statements a memory is also found under'),
     ('read',                             '{app}',              'an operation of the agent'),
     ('store_put',                        '{app}',              'a key-value store on memories (LangGraph): a put is a memory or its revision'),
     ('store_get',                        '{app}',              'the store: one item, eligibility applied'),
@@ -1763,7 +1764,7 @@ update pgrecall.error_code e set explanation = x.explanation from (values
 
 -- The shipped SQL sources.
 
-delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7dec98603573$0034_recall_question_time.sql$pgrecall_7dec98603573$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_520aa42e1005$0035_fact_evidence_audience.sql$pgrecall_520aa42e1005$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_805e70f62199$0036_recall_as_of.sql$pgrecall_805e70f62199$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d93541954a11$0037_store_items.sql$pgrecall_d93541954a11$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_40cf676c8fce$0038_recall_spread.sql$pgrecall_40cf676c8fce$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_93c4e117d98a$shared/fail.sql$pgrecall_93c4e117d98a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_35447ded19e5$shared/closed_sets.sql$pgrecall_35447ded19e5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6beaea322b2e$shared/value_checks.sql$pgrecall_6beaea322b2e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7b838905899d$shared/references.sql$pgrecall_7b838905899d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a769738e7545$shared/embedding_input.sql$pgrecall_a769738e7545$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea28f6e9696f$shared/settings.sql$pgrecall_ea28f6e9696f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_34db4d4fd308$shared/locks.sql$pgrecall_34db4d4fd308$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_32be9315e548$shared/eligibility.sql$pgrecall_32be9315e548$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_cadea1e07eb4$shared/schema_info.sql$pgrecall_cadea1e07eb4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3990910386e$shared/table_statistics.sql$pgrecall_a3990910386e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4359a26b56e8$shared/notifications.sql$pgrecall_4359a26b56e8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f12ea39847bb$shared/append_only.sql$pgrecall_f12ea39847bb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b520323bc$log/append_observation.sql$pgrecall_ab1b520323bc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9850d333d0ac$log/passage_chunks.sql$pgrecall_9850d333d0ac$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f9b529325e72$log/passages.sql$pgrecall_f9b529325e72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81bbdd0f15d9$log/passage_vectors.sql$pgrecall_81bbdd0f15d9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81adc12402ef$log/message_search.sql$pgrecall_81adc12402ef$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fbc5a661f2c9$log/projection.sql$pgrecall_fbc5a661f2c9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7e4eb4c25106$memory/revise.sql$pgrecall_7e4eb4c25106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ade638cdff09$memory/derive.sql$pgrecall_ade638cdff09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d972660a90f6$memory/read.sql$pgrecall_d972660a90f6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_aa87d72eaca5$memory/memory_count.sql$pgrecall_aa87d72eaca5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3c214ddced3$memory/freshness.sql$pgrecall_a3c214ddced3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_19370c65adc8$memory/duplicates.sql$pgrecall_19370c65adc8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fcbacefcb268$graph/graph_guards.sql$pgrecall_fcbacefcb268$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d44fea25fa34$graph/traversal.sql$pgrecall_d44fea25fa34$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bde667a4f43c$sessions/peers_scopes.sql$pgrecall_bde667a4f43c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33a3f5a05d39$sessions/sessions.sql$pgrecall_33a3f5a05d39$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c37736e808ad$sessions/session_bundle.sql$pgrecall_c37736e808ad$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87a1832ebe6a$sessions/representation.sql$pgrecall_87a1832ebe6a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3e9bcbe2bcd1$queues/leases.sql$pgrecall_3e9bcbe2bcd1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_719a349f8506$queues/work_queue.sql$pgrecall_719a349f8506$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1b652fe88c09$recall/as_of.sql$pgrecall_1b652fe88c09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_77fe7e11f674$recall/fact_arm.sql$pgrecall_77fe7e11f674$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33520068bb0f$recall/people_arm.sql$pgrecall_33520068bb0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_8eca96aab0a4$recall/time_arm.sql$pgrecall_8eca96aab0a4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3047a1d41f72$recall/fusion.sql$pgrecall_3047a1d41f72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a7605aa9c43a$recall/permission_walk.sql$pgrecall_a7605aa9c43a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_89bc99f0db89$recall/spread.sql$pgrecall_89bc99f0db89$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c5c917068264$recall/neighbour_turns.sql$pgrecall_c5c917068264$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_568d0e42ed78$recall/ordering.sql$pgrecall_568d0e42ed78$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33e7d9c571c5$recall/rows.sql$pgrecall_33e7d9c571c5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e19049384fca$erasure/erasure_plan.sql$pgrecall_e19049384fca$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8a87770fa93$erasure/erase.sql$pgrecall_b8a87770fa93$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b462b2a6cded$erasure/erase_rewrite.sql$pgrecall_b462b2a6cded$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f5d59c318372$erasure/export.sql$pgrecall_f5d59c318372$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1923336c08e9$integrations/agent_sessions.sql$pgrecall_1923336c08e9$));
+delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7dec98603573$0034_recall_question_time.sql$pgrecall_7dec98603573$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_520aa42e1005$0035_fact_evidence_audience.sql$pgrecall_520aa42e1005$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_805e70f62199$0036_recall_as_of.sql$pgrecall_805e70f62199$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d93541954a11$0037_store_items.sql$pgrecall_d93541954a11$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_40cf676c8fce$0038_recall_spread.sql$pgrecall_40cf676c8fce$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_42579dd0005a$0039_memory_keys.sql$pgrecall_42579dd0005a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_93c4e117d98a$shared/fail.sql$pgrecall_93c4e117d98a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_35447ded19e5$shared/closed_sets.sql$pgrecall_35447ded19e5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6beaea322b2e$shared/value_checks.sql$pgrecall_6beaea322b2e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7b838905899d$shared/references.sql$pgrecall_7b838905899d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a769738e7545$shared/embedding_input.sql$pgrecall_a769738e7545$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea28f6e9696f$shared/settings.sql$pgrecall_ea28f6e9696f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_34db4d4fd308$shared/locks.sql$pgrecall_34db4d4fd308$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_32be9315e548$shared/eligibility.sql$pgrecall_32be9315e548$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_cadea1e07eb4$shared/schema_info.sql$pgrecall_cadea1e07eb4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3990910386e$shared/table_statistics.sql$pgrecall_a3990910386e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4359a26b56e8$shared/notifications.sql$pgrecall_4359a26b56e8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f12ea39847bb$shared/append_only.sql$pgrecall_f12ea39847bb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b520323bc$log/append_observation.sql$pgrecall_ab1b520323bc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9850d333d0ac$log/passage_chunks.sql$pgrecall_9850d333d0ac$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f9b529325e72$log/passages.sql$pgrecall_f9b529325e72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81bbdd0f15d9$log/passage_vectors.sql$pgrecall_81bbdd0f15d9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81adc12402ef$log/message_search.sql$pgrecall_81adc12402ef$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fbc5a661f2c9$log/projection.sql$pgrecall_fbc5a661f2c9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7e4eb4c25106$memory/revise.sql$pgrecall_7e4eb4c25106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ade638cdff09$memory/derive.sql$pgrecall_ade638cdff09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d16be3eadf22$memory/keys.sql$pgrecall_d16be3eadf22$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d972660a90f6$memory/read.sql$pgrecall_d972660a90f6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_aa87d72eaca5$memory/memory_count.sql$pgrecall_aa87d72eaca5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3c214ddced3$memory/freshness.sql$pgrecall_a3c214ddced3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_19370c65adc8$memory/duplicates.sql$pgrecall_19370c65adc8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fcbacefcb268$graph/graph_guards.sql$pgrecall_fcbacefcb268$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d44fea25fa34$graph/traversal.sql$pgrecall_d44fea25fa34$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bde667a4f43c$sessions/peers_scopes.sql$pgrecall_bde667a4f43c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33a3f5a05d39$sessions/sessions.sql$pgrecall_33a3f5a05d39$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c37736e808ad$sessions/session_bundle.sql$pgrecall_c37736e808ad$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87a1832ebe6a$sessions/representation.sql$pgrecall_87a1832ebe6a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3e9bcbe2bcd1$queues/leases.sql$pgrecall_3e9bcbe2bcd1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_719a349f8506$queues/work_queue.sql$pgrecall_719a349f8506$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1b652fe88c09$recall/as_of.sql$pgrecall_1b652fe88c09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ec92d55b8c2b$recall/key_arm.sql$pgrecall_ec92d55b8c2b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_77fe7e11f674$recall/fact_arm.sql$pgrecall_77fe7e11f674$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33520068bb0f$recall/people_arm.sql$pgrecall_33520068bb0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_8eca96aab0a4$recall/time_arm.sql$pgrecall_8eca96aab0a4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3047a1d41f72$recall/fusion.sql$pgrecall_3047a1d41f72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a7605aa9c43a$recall/permission_walk.sql$pgrecall_a7605aa9c43a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_89bc99f0db89$recall/spread.sql$pgrecall_89bc99f0db89$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c5c917068264$recall/neighbour_turns.sql$pgrecall_c5c917068264$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_568d0e42ed78$recall/ordering.sql$pgrecall_568d0e42ed78$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33e7d9c571c5$recall/rows.sql$pgrecall_33e7d9c571c5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e19049384fca$erasure/erasure_plan.sql$pgrecall_e19049384fca$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8a87770fa93$erasure/erase.sql$pgrecall_b8a87770fa93$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b462b2a6cded$erasure/erase_rewrite.sql$pgrecall_b462b2a6cded$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f5d59c318372$erasure/export.sql$pgrecall_f5d59c318372$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1923336c08e9$integrations/agent_sessions.sql$pgrecall_1923336c08e9$));
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
 values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$, 1, null, $pgrecall_2388b9dcfc8a$151d1a540dd485519b204d3346bac7970fc2591cb3159b3a06db80b197d71397$pgrecall_2388b9dcfc8a$, $pgrecall_151d1a540dd4$-- Per-tenant settings: the design's constants, one row each, readable by the
@@ -3688,6 +3689,46 @@ insert into __tenant__.setting (key, value, description) values
     ('recall_neighbour_turns', 'false',
      'Recall: each of the first half of the rows brings the memories of the turns just before and after its turn, each counting nine tenths of its source''s RRF score, so placed after every row that scores more');
 $pgrecall_10be0073a935$)
+on conflict (kind, name) do update
+   set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
+values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_42579dd0005a$0039_memory_keys.sql$pgrecall_42579dd0005a$, 39, null, $pgrecall_b46f36421236$fd2494fb57a6c8b16387799f7ab2069709399e76e857606733920d5c84b1a314$pgrecall_b46f36421236$, $pgrecall_fd2494fb57a6$-- Keys from what was said (issue #48 item 1): a memory is also found under
+-- statements derived from the turn it cites (the deriver's first-person
+-- statements, the speaker's name in place of "I"), each a row of its own that
+-- points at the memory. A key has no eligibility of its own: recall reaches
+-- it only through its memory's (_memory_eligible on the memory it points
+-- at), and returns the memory, never the key. A key is a projection of the
+-- memory's turns: registered against them, erased with them (and with its
+-- memory). Recall searches keys only with recall_memory_keys on (off: each
+-- setting becomes a default only when make eval's per-cell check passes on
+-- every development conversation and category).
+
+create table __tenant__.memory_key (
+    id          bigint generated always as identity primary key,
+    memory_id   bigint not null references __tenant__.memory (id) on delete cascade,
+    body        text not null check (body <> ''),
+    tsv         tsvector generated always as (to_tsvector('english'::regconfig, body)) stored,
+    created_by  bigint not null references __tenant__.peer (id),
+    created_at  timestamptz not null default now(),
+    unique (memory_id, body)
+);
+comment on table __tenant__.memory_key is
+    'Search keys of memories: statements derived from the turns a memory cites; recall maps a key''s hit to its memory.';
+create index memory_key_tsv on __tenant__.memory_key using gin (tsv);
+
+-- A key goes before its memory (delete_order 40) and with the turns it was derived from.
+insert into __tenant__.projection_kind (kind, table_name, description, key_expression, delete_order) values
+    ('memory_key', 'memory_key', 'search keys of memories, derived from their turns', 'id::text', 36);
+
+alter table __tenant__.setting add constraint setting_recall_memory_keys_boolean check (
+    key <> 'recall_memory_keys' or jsonb_typeof(value) = 'boolean'
+);
+
+insert into __tenant__.setting (key, value, description) values
+    ('recall_memory_keys', 'false',
+     'Recall: the lexical arm also searches the memories'' keys (remember_keys); a key''s hit counts for its memory, which comes once, with the better of its own score and its keys''');
+$pgrecall_fd2494fb57a6$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -7611,7 +7652,72 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d972660a90f6$memory/read.sql$pgrecall_d972660a90f6$, null, 22, $pgrecall_90d99c4ff804$ff4d9e70377ef793c88746504ebe6d7b3bc0667358f24aa0c745715dbf130313$pgrecall_90d99c4ff804$, $pgrecall_ff4d9e70377e$-- read: one memory with its provenance, only if the principal may see it for
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d16be3eadf22$memory/keys.sql$pgrecall_d16be3eadf22$, null, 22, $pgrecall_3221caf5c66d$62a0ffd566c16b0728886ed2af0878f83f58af7000f41c2de4025267055e0fba$pgrecall_3221caf5c66d$, $pgrecall_62a0ffd566c1$-- Keys from what was said (migration 0039): statements derived from the turns
+-- a memory cites, under which recall (with recall_memory_keys on) finds the
+-- memory too. A key never widens who may find its memory: recall reaches a
+-- key only through its memory's eligibility. Whoever may see the memory may
+-- add keys to it; each is registered against the memory's turns, so erasing
+-- a turn erases the keys too.
+
+create or replace function __tenant__.remember_keys(
+    p_principal  text,
+    p_scopes     text[],
+    p_memory_id  bigint,
+    p_keys       text[]          -- e.g. {"Ana lives in Porto"}: at most 50, each at most 1000 bytes
+)
+returns integer                 -- the keys added (a key the memory already has is not added again)
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_principal bigint := _peer_id(p_principal);
+    v_observations bigint[];
+    v_key text;
+    v_id bigint;
+    v_added integer := 0;
+begin
+    perform _check_scopes(p_scopes);
+    perform _check_id(p_memory_id, 'memory id');
+    if p_keys is null or cardinality(p_keys) = 0 then
+        perform _fail('PR107', 'remember_keys needs at least one key');
+    end if;
+    perform _check_texts(p_keys, 'key', 1000, 50);
+    if exists (select 1 from unnest(p_keys) k where k is null or _trim(k) = '') then
+        perform _fail('PR107', 'a key is empty', 'Each key is a statement, e.g. ''Ana lives in Porto''.');
+    end if;
+    -- The memory must be live and visible to the principal (for some purpose).
+    if not exists (select 1 from memory e
+                    where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by,
+                                           e.valid, v_principal, p_scopes, null, false, null)
+                      and e.id = p_memory_id) then
+        perform _fail('PR104', format('memory %s not found', p_memory_id),
+                      'The memory must exist, be live, and be visible to the principal.');
+    end if;
+    perform 1 from memory m where m.id = p_memory_id for share;
+    v_observations := _memory_text_observations(array[p_memory_id]);
+    for v_key in select distinct _trim(k) from unnest(p_keys) k order by 1 loop
+        v_id := null;
+        insert into memory_key (memory_id, body, created_by)
+        values (p_memory_id, v_key, v_principal)
+        on conflict (memory_id, body) do nothing
+        returning id into v_id;
+        if v_id is not null then
+            perform _register('memory_key', v_id::text, v_observations);
+            v_added := v_added + 1;
+        end if;
+    end loop;
+    return v_added;
+end
+$$;
+comment on function __tenant__.remember_keys(text, text[], bigint, text[]) is
+    'Search keys for a memory the principal may see: statements derived from its turns, under which recall (setting recall_memory_keys) finds the memory too, never the key; erased with the turns. Returns how many were added.';
+$pgrecall_62a0ffd566c1$)
+on conflict (kind, name) do update
+   set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d972660a90f6$memory/read.sql$pgrecall_d972660a90f6$, null, 23, $pgrecall_90d99c4ff804$ff4d9e70377ef793c88746504ebe6d7b3bc0667358f24aa0c745715dbf130313$pgrecall_90d99c4ff804$, $pgrecall_ff4d9e70377e$-- read: one memory with its provenance, only if the principal may see it for
 -- the purpose named. A memory the principal may not see is reported exactly
 -- like one that does not exist.
 
@@ -7774,7 +7880,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_aa87d72eaca5$memory/memory_count.sql$pgrecall_aa87d72eaca5$, null, 23, $pgrecall_c28ccbd4e5f7$1ac44caa09545c575464cd8608153396a805258157706a2b8f5baba9e137fe48$pgrecall_c28ccbd4e5f7$, $pgrecall_1ac44caa0954$-- memory_count: how many memories the principal may see in the authorised
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_aa87d72eaca5$memory/memory_count.sql$pgrecall_aa87d72eaca5$, null, 24, $pgrecall_c28ccbd4e5f7$1ac44caa09545c575464cd8608153396a805258157706a2b8f5baba9e137fe48$pgrecall_c28ccbd4e5f7$, $pgrecall_1ac44caa0954$-- memory_count: how many memories the principal may see in the authorised
 -- scopes for a purpose, by the one eligibility rule (_memory_eligible):
 -- what recall and read would consider, counted, nothing of it shown.
 
@@ -7807,7 +7913,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$, null, 24, $pgrecall_1e8a18b43ad8$fd66274893eaa12960414753ed55857044eaf8195db683f67ddd7d13adff2daa$pgrecall_1e8a18b43ad8$, $pgrecall_fd66274893ea$-- Facts: asserting (closing and splitting what it contradicts), retracting,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$, null, 25, $pgrecall_1e8a18b43ad8$fd66274893eaa12960414753ed55857044eaf8195db683f67ddd7d13adff2daa$pgrecall_1e8a18b43ad8$, $pgrecall_fd66274893ea$-- Facts: asserting (closing and splitting what it contradicts), retracting,
 -- citing, and the bitemporal question "what was true at T1 as we knew it at T2".
 -- Errors: PR111 unknown predicate, PR112 evidence does not match its
 -- observation, PR113 role policy (a human's fact on an assistant's word only),
@@ -8580,7 +8686,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3c214ddced3$memory/freshness.sql$pgrecall_a3c214ddced3$, null, 25, $pgrecall_551679dc5cf8$1a7303054e23b3dc352837d4dbce9954095d8510f2af96262a6e4f2685e4ea87$pgrecall_551679dc5cf8$, $pgrecall_1a7303054e23$-- Freshness: how far the log and each asynchronous projection are current,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3c214ddced3$memory/freshness.sql$pgrecall_a3c214ddced3$, null, 26, $pgrecall_551679dc5cf8$1a7303054e23b3dc352837d4dbce9954095d8510f2af96262a6e4f2685e4ea87$pgrecall_551679dc5cf8$, $pgrecall_1a7303054e23$-- Freshness: how far the log and each asynchronous projection are current,
 -- so a caller that wrote offset N can wait until what it wrote is visible.
 
 create or replace function __tenant__.freshness(p_principal text, p_scopes text[], p_scope text)
@@ -8650,7 +8756,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_19370c65adc8$memory/duplicates.sql$pgrecall_19370c65adc8$, null, 26, $pgrecall_c19f2c2b7af4$b942348d5046f5f48752eca9f5f85d836dc8adf540a82a54973951141c29606f$pgrecall_c19f2c2b7af4$, $pgrecall_b942348d5046$-- Duplicates: the database proposes pairs of similar memories, a person
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_19370c65adc8$memory/duplicates.sql$pgrecall_19370c65adc8$, null, 27, $pgrecall_c19f2c2b7af4$b942348d5046f5f48752eca9f5f85d836dc8adf540a82a54973951141c29606f$pgrecall_c19f2c2b7af4$, $pgrecall_b942348d5046$-- Duplicates: the database proposes pairs of similar memories, a person
 -- decides. Other memory stores merge on their own (an LLM judges, or an exact
 -- hash matches); here nothing changes because two memories are alike, only
 -- because someone looked at both, with their provenance, and said so.
@@ -9005,7 +9111,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$, null, 27, $pgrecall_b54c45ff8b43$7c2f31ac4db9b797d92bdc1e8a25df877e46239c6358f47a60cfae569b25b263$pgrecall_b54c45ff8b43$, $pgrecall_7c2f31ac4db9$-- Entities: identity is (scope, normalized name); names resolve through
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$, null, 28, $pgrecall_b54c45ff8b43$7c2f31ac4db9b797d92bdc1e8a25df877e46239c6358f47a60cfae569b25b263$pgrecall_b54c45ff8b43$, $pgrecall_7c2f31ac4db9$-- Entities: identity is (scope, normalized name); names resolve through
 -- aliases and through merges to the surviving entity. A name is content too:
 -- a principal sees an entity (its name, its aliases, its facts) only through
 -- a memory or a fact it is eligible for that names it (_entity_visible), and
@@ -9381,7 +9487,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fcbacefcb268$graph/graph_guards.sql$pgrecall_fcbacefcb268$, null, 28, $pgrecall_fa3906f524ca$896cdec761cf820f7bd4d70486a1fdfa8e1d79f8024ef7cc28d82795178460cc$pgrecall_fa3906f524ca$, $pgrecall_896cdec761cf$-- What the database itself guarantees about the graph, whoever writes to it:
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fcbacefcb268$graph/graph_guards.sql$pgrecall_fcbacefcb268$, null, 29, $pgrecall_fa3906f524ca$896cdec761cf820f7bd4d70486a1fdfa8e1d79f8024ef7cc28d82795178460cc$pgrecall_fa3906f524ca$, $pgrecall_896cdec761cf$-- What the database itself guarantees about the graph, whoever writes to it:
 --  * evidence quotes are exactly the bytes they claim to be;
 --  * a fact's history is not rewritten: only its known range may end (once),
 --    the closing and splitting references be set, its salience change, and
@@ -9488,7 +9594,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d44fea25fa34$graph/traversal.sql$pgrecall_d44fea25fa34$, null, 29, $pgrecall_cef02ebb0cb9$8f4829afed0adcef1796a83cf97c0796b485e4efbf14478863936d7d80ceea38$pgrecall_cef02ebb0cb9$, $pgrecall_8f4829afed0a$-- Traversal: from seed entities outwards along facts, in both directions,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d44fea25fa34$graph/traversal.sql$pgrecall_d44fea25fa34$, null, 30, $pgrecall_cef02ebb0cb9$8f4829afed0adcef1796a83cf97c0796b485e4efbf14478863936d7d80ceea38$pgrecall_cef02ebb0cb9$, $pgrecall_8f4829afed0a$-- Traversal: from seed entities outwards along facts, in both directions,
 -- one hop at a time. Each hop is two index probes (facts whose subject is in
 -- the frontier, facts whose object is), never an OR over both columns, and at
 -- most traversal_fanout facts per hop, so the cost follows the neighbourhood.
@@ -9589,7 +9695,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bde667a4f43c$sessions/peers_scopes.sql$pgrecall_bde667a4f43c$, null, 30, $pgrecall_cfa04406aeaf$f7b0e0ba24ec8f33439d003b993b6801919ff319f6479309dda7b7007c9703b2$pgrecall_cfa04406aeaf$, $pgrecall_f7b0e0ba24ec$-- Creating the peers and scopes that every operation names, and the rules
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bde667a4f43c$sessions/peers_scopes.sql$pgrecall_bde667a4f43c$, null, 31, $pgrecall_cfa04406aeaf$f7b0e0ba24ec8f33439d003b993b6801919ff319f6479309dda7b7007c9703b2$pgrecall_cfa04406aeaf$, $pgrecall_f7b0e0ba24ec$-- Creating the peers and scopes that every operation names, and the rules
 -- their names follow.
 --
 -- A scope name is a lowercase ASCII slug (the table's CHECK), so it has one
@@ -9872,7 +9978,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33a3f5a05d39$sessions/sessions.sql$pgrecall_33a3f5a05d39$, null, 31, $pgrecall_8740ea38dd1d$dd0f4e522c78dbdad641f09ff16afad34fa47c8d7c2716f172e9e605b0b7a9a9$pgrecall_8740ea38dd1d$, $pgrecall_dd0f4e522c78$-- Sessions and the peers in them (design section 5).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33a3f5a05d39$sessions/sessions.sql$pgrecall_33a3f5a05d39$, null, 32, $pgrecall_8740ea38dd1d$dd0f4e522c78dbdad641f09ff16afad34fa47c8d7c2716f172e9e605b0b7a9a9$pgrecall_8740ea38dd1d$, $pgrecall_dd0f4e522c78$-- Sessions and the peers in them (design section 5).
 --
 -- A session lives in one scope; its messages are observations of that scope
 -- with its id. Each session peer carries two flags: observe the others
@@ -10488,7 +10594,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c37736e808ad$sessions/session_bundle.sql$pgrecall_c37736e808ad$, null, 32, $pgrecall_4ded7f69d735$8e81489b32cb573bbade2cd272f8b068d56ed4b686a3576bb43bfaab97a5e248$pgrecall_4ded7f69d735$, $pgrecall_8e81489b32cb$-- The session-start bundle: what an agent starts a conversation with before
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c37736e808ad$sessions/session_bundle.sql$pgrecall_c37736e808ad$, null, 33, $pgrecall_4ded7f69d735$8e81489b32cb573bbade2cd272f8b068d56ed4b686a3576bb43bfaab97a5e248$pgrecall_4ded7f69d735$, $pgrecall_8e81489b32cb$-- The session-start bundle: what an agent starts a conversation with before
 -- it recalls anything (recent memories, pinned procedural notes, the entities
 -- most written about), all through the same eligibility rule, each memory
 -- with its provenance as read and recall give it.
@@ -10589,7 +10695,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87a1832ebe6a$sessions/representation.sql$pgrecall_87a1832ebe6a$, null, 33, $pgrecall_0ca456b8f534$0d7908775152c1ace4183d49c899cc055bf2a23d5ed208519dcf9d21d03fc5fd$pgrecall_0ca456b8f534$, $pgrecall_0d7908775152$-- Representations (design section 5): what is believed about a peer, and
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87a1832ebe6a$sessions/representation.sql$pgrecall_87a1832ebe6a$, null, 34, $pgrecall_0ca456b8f534$0d7908775152c1ace4183d49c899cc055bf2a23d5ed208519dcf9d21d03fc5fd$pgrecall_0ca456b8f534$, $pgrecall_0d7908775152$-- Representations (design section 5): what is believed about a peer, and
 -- from whose perspective.
 --
 -- A memory about a peer is one linked (about) to the entity named as the
@@ -10790,7 +10896,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3e9bcbe2bcd1$queues/leases.sql$pgrecall_3e9bcbe2bcd1$, null, 34, $pgrecall_edc07003eb38$9826b87889be9a2a2214c5f5f02fd328caa6cebfa0bcaeb9cb0f894ba6a602ff$pgrecall_edc07003eb38$, $pgrecall_9826b87889be$-- Leases of the three queues (embedding_job, passage_embedding_job, work_task)
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3e9bcbe2bcd1$queues/leases.sql$pgrecall_3e9bcbe2bcd1$, null, 35, $pgrecall_edc07003eb38$9826b87889be9a2a2214c5f5f02fd328caa6cebfa0bcaeb9cb0f894ba6a602ff$pgrecall_edc07003eb38$, $pgrecall_9826b87889be$-- Leases of the three queues (embedding_job, passage_embedding_job, work_task)
 -- end at lease_until or, sooner, when the database session that took them
 -- ends: a worker that is killed keeps nothing for long (design section 5: a
 -- crashed worker's tasks return). Every claim takes
@@ -11387,7 +11493,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$, null, 35, $pgrecall_c5acd35c1b36$7ce7e08e78bc05542d20b325489a0da72dafff9d1f18829f19bd7c10d05d825d$pgrecall_c5acd35c1b36$, $pgrecall_7ce7e08e78bc$-- Embeddings are a derived index: the write path queues work here, the
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$, null, 36, $pgrecall_c5acd35c1b36$7ce7e08e78bc05542d20b325489a0da72dafff9d1f18829f19bd7c10d05d825d$pgrecall_c5acd35c1b36$, $pgrecall_7ce7e08e78bc$-- Embeddings are a derived index: the write path queues work here, the
 -- worker (pgrecall worker) claims it with SKIP LOCKED under a lease, embeds
 -- the text this file chooses, and stores the vector stamped with the model
 -- and input version. A result computed from text that has since changed, or
@@ -11888,7 +11994,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_719a349f8506$queues/work_queue.sql$pgrecall_719a349f8506$, null, 36, $pgrecall_a8158b062016$820bfed0317532f364a89db47b845085d075e0b30d688dbe36fea64e6407b93b$pgrecall_a8158b062016$, $pgrecall_820bfed03175$-- The derivation work queue (design section 5).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_719a349f8506$queues/work_queue.sql$pgrecall_719a349f8506$, null, 37, $pgrecall_a8158b062016$820bfed0317532f364a89db47b845085d075e0b30d688dbe36fea64e6407b93b$pgrecall_a8158b062016$, $pgrecall_820bfed03175$-- The derivation work queue (design section 5).
 --
 -- Each message queues, as the flags say, one task per lane, where a lane is
 -- (session, task type, sender, observer):
@@ -12372,7 +12478,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1b652fe88c09$recall/as_of.sql$pgrecall_1b652fe88c09$, null, 37, $pgrecall_23fd888a932c$65d50cce6302924a05a0a56d8eb3757790b02fba886c6dbbaa36375ac5dfddaa$pgrecall_23fd888a932c$, $pgrecall_65d50cce6302$-- Recall as of a past moment (recall's p_as_of): the memory as it stood
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1b652fe88c09$recall/as_of.sql$pgrecall_1b652fe88c09$, null, 38, $pgrecall_23fd888a932c$65d50cce6302924a05a0a56d8eb3757790b02fba886c6dbbaa36375ac5dfddaa$pgrecall_23fd888a932c$, $pgrecall_65d50cce6302$-- Recall as of a past moment (recall's p_as_of): the memory as it stood
 -- then. plpgsql/recall/recall.sql composes the steps; this file holds what only an
 -- as-of recall runs.
 --
@@ -12497,7 +12603,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$, null, 38, $pgrecall_1200b7cbc6e6$abfaba3587033fa4038e8534c252c041f3a42b8a30b11eb96be3ef4daf48e4a4$pgrecall_1200b7cbc6e6$, $pgrecall_abfaba358703$-- Corpus statistics for BM25 and term pruning.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$, null, 39, $pgrecall_1200b7cbc6e6$abfaba3587033fa4038e8534c252c041f3a42b8a30b11eb96be3ef4daf48e4a4$pgrecall_1200b7cbc6e6$, $pgrecall_abfaba358703$-- Corpus statistics for BM25 and term pruning.
 --
 -- Document frequencies come from a snapshot (term_stat, corpus_stat) taken by
 -- refresh_term_stats(), which the worker runs when the corpus has grown by
@@ -12744,7 +12850,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$, null, 39, $pgrecall_be31cb84da9f$6608a1a36d1f9b0019fef32266bf45dda789b86caeedc15a686ccfb8eceafc7d$pgrecall_be31cb84da9f$, $pgrecall_6608a1a36d1f$-- Recall, step 2: the lexical arm (plpgsql/recall/recall.sql composes the steps).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$, null, 40, $pgrecall_60ba411e05bd$8b5c13fa749abc3fb381a5713614611c5d80179586deab06e50eb100a9955d23$pgrecall_60ba411e05bd$, $pgrecall_8b5c13fa749a$-- Recall, step 2: the lexical arm (plpgsql/recall/recall.sql composes the steps).
 --
 --   _query_terms        the query's distinct lexemes
 --   _prune_terms        from prune_min_terms terms on, a term in prune_df_ratio
@@ -13015,6 +13121,14 @@ begin
         exit when cardinality(ids) >= p_depth;
     end loop;
     recruited := recruited_by is distinct from v_recruiters[cardinality(v_recruiters)];
+    if (v_set ->> 'recall_memory_keys')::boolean and recruited_by is not null then
+        -- The memories' keys (key_arm.sql): a key's hit counts for its memory, once.
+        select r.merged_ids, r.merged_scores into ids, scores
+          from _key_hits(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, recruited_by, v_kept, v_idf,
+                         (v_set ->> 'bm25_k1')::double precision, (v_set ->> 'bm25_b')::double precision,
+                         v_avg_length, p_depth, p_among, p_as_of) k
+         cross join lateral _merge_best(ids, scores, k.key_ids, k.key_scores, p_depth) r;
+    end if;
     if cardinality(p_as_of_ids) > 0 then
         -- As of a past moment: the memories changed since, by the text they
         -- had then (_memories_as_of), scored as the others and ranked with them.
@@ -13035,12 +13149,86 @@ $$;
 comment on function __tenant__._lexical_arm(bigint, text[], text, boolean, timestamptz, text, integer, jsonb, bigint[],
                                             timestamptz, bigint[], tsvector[]) is
     'Internal: recall''s lexical arm: pruned query terms, BM25 over the eligible memories, best p_depth first.';
-$pgrecall_6608a1a36d1f$)
+$pgrecall_8b5c13fa749a$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$, null, 40, $pgrecall_fabbbabe5be4$b07926b316f5e219c5ba02a9fa8c074b4205927acddb7bd73dde0436ba65ec8e$pgrecall_fabbbabe5be4$, $pgrecall_b07926b316f5$-- Recall, step 3: the dense arm (plpgsql/recall/recall.sql composes the steps).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ec92d55b8c2b$recall/key_arm.sql$pgrecall_ec92d55b8c2b$, null, 41, $pgrecall_901ba8323228$f1308cdf59db36105f5fa1e8644e92f0e5a74af885e75ed692fc99841f77a129$pgrecall_901ba8323228$, $pgrecall_f1308cdf59db$-- Keys from what was said (migration 0039, setting recall_memory_keys): the
+-- lexical arm also scores the keys of the memories the principal may see
+-- (remember_keys), each by BM25 with the arm's terms and weights, its own
+-- length against the memories' average. A key's hit counts for its memory:
+-- the memory comes once, with the best of its own score and its keys'.
+-- Eligibility is the memory's: a key is read only through a memory that
+-- _memory_eligible admits (and among p_among, when the caller holds the few
+-- the principal may see). As of a past moment, only the keys written by then
+-- of memories unchanged since.
+create or replace function __tenant__._key_hits(
+    p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
+    p_match tsquery, p_terms text[], p_idf double precision[], p_k1 double precision, p_b double precision,
+    p_avg_length double precision, p_depth integer, p_among bigint[] default null, p_as_of timestamptz default null)
+returns table (key_ids bigint[], key_scores double precision[])
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    with hits as (
+        select k.memory_id,
+               (select sum(p_idf[array_position(p_terms, u.lexeme)]
+                           * _bm25_tf(cardinality(u.positions), length(k.tsv), p_k1, p_b, p_avg_length))
+                  from unnest(k.tsv) u where u.lexeme = any (p_terms)) as score
+          from memory_key k
+          join memory e on e.id = k.memory_id
+         where k.tsv @@ p_match
+           and _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
+           and (p_among is null or e.id = any (p_among))
+           and (p_as_of is null or (k.created_at <= p_as_of and _unchanged_since(e.updated_at, p_as_of)))
+    ), best as (
+        select h.memory_id, max(h.score) as score from hits h
+         group by h.memory_id
+         order by 2 desc, 1
+         limit p_depth
+    )
+    select coalesce(array_agg(b.memory_id order by b.score desc, b.memory_id), '{}'),
+           coalesce(array_agg(b.score order by b.score desc, b.memory_id), '{}')
+      from best b
+$$;
+comment on function __tenant__._key_hits(bigint, text[], text, boolean, timestamptz, tsquery, text[], double precision[],
+                                         double precision, double precision, double precision, integer, bigint[],
+                                         timestamptz) is
+    'Internal (recall_memory_keys): the memories whose keys match, by their best key''s BM25, best p_depth first; only memories the principal may see.';
+
+-- Two ranked lists of memories as one, each memory once with its better score.
+create or replace function __tenant__._merge_best(p_ids bigint[], p_scores double precision[],
+                                                 p_more_ids bigint[], p_more_scores double precision[],
+                                                 p_depth integer)
+returns table (merged_ids bigint[], merged_scores double precision[])
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    with best as (
+        select u.id, max(u.score) as score
+          from (select a.id, a.score from unnest(p_ids, p_scores) a(id, score)
+                union all
+                select b.id, b.score from unnest(p_more_ids, p_more_scores) b(id, score)) u
+         group by u.id
+         order by 2 desc, 1
+         limit p_depth
+    )
+    select coalesce(array_agg(b.id order by b.score desc, b.id), '{}'),
+           coalesce(array_agg(b.score order by b.score desc, b.id), '{}')
+      from best b
+$$;
+comment on function __tenant__._merge_best(bigint[], double precision[], bigint[], double precision[], integer) is
+    'Internal (recall_memory_keys): two ranked lists as one, each id once with its better score, the best p_depth first.';
+$pgrecall_f1308cdf59db$)
+on conflict (kind, name) do update
+   set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$, null, 42, $pgrecall_fabbbabe5be4$b07926b316f5e219c5ba02a9fa8c074b4205927acddb7bd73dde0436ba65ec8e$pgrecall_fabbbabe5be4$, $pgrecall_b07926b316f5$-- Recall, step 3: the dense arm (plpgsql/recall/recall.sql composes the steps).
 --
 --   _check_query_embedding  PR154 unless a query embedding is _embedding_dimensions() finite numbers
 --                           (message search checks with it too)
@@ -13290,7 +13478,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_77fe7e11f674$recall/fact_arm.sql$pgrecall_77fe7e11f674$, null, 41, $pgrecall_49b3ee50083e$9d1617a0e2b46cd690abd618763b0948b7511c2772cca12f37f9f109bd03be27$pgrecall_49b3ee50083e$, $pgrecall_9d1617a0e2b4$-- Recall's fact arm (plpgsql/recall/recall.sql composes the steps): the facts about
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_77fe7e11f674$recall/fact_arm.sql$pgrecall_77fe7e11f674$, null, 43, $pgrecall_49b3ee50083e$9d1617a0e2b46cd690abd618763b0948b7511c2772cca12f37f9f109bd03be27$pgrecall_49b3ee50083e$, $pgrecall_9d1617a0e2b4$-- Recall's fact arm (plpgsql/recall/recall.sql composes the steps): the facts about
 -- the entities the query names (by name or alias), valid at the requested
 -- time and currently believed, ranked by how many query terms their
 -- statement shares, then salience and confidence. recall fuses them as a
@@ -13356,7 +13544,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33520068bb0f$recall/people_arm.sql$pgrecall_33520068bb0f$, null, 42, $pgrecall_bbed6420cd81$d053f96590e4ed993d86d885f5669430886b6730c51b4131b87ec03b81831859$pgrecall_bbed6420cd81$, $pgrecall_d053f96590e4$-- Recall's people-and-things arm (plpgsql/recall/recall.sql composes the steps;
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33520068bb0f$recall/people_arm.sql$pgrecall_33520068bb0f$, null, 44, $pgrecall_bbed6420cd81$d053f96590e4ed993d86d885f5669430886b6730c51b4131b87ec03b81831859$pgrecall_bbed6420cd81$, $pgrecall_d053f96590e4$-- Recall's people-and-things arm (plpgsql/recall/recall.sql composes the steps;
 -- setting recall_people_arm, migration 0031). When the question names a
 -- peer (by its name) or an entity (by name or alias), the memories that peer
 -- said (a memory derived from an observation whose actor it is) and the
@@ -13464,7 +13652,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_8eca96aab0a4$recall/time_arm.sql$pgrecall_8eca96aab0a4$, null, 43, $pgrecall_318141d25aa4$6e6d9a8b5bc9c0fc6b925cce203ff484f6f80d2ad3a623dcaf531d43627de919$pgrecall_318141d25aa4$, $pgrecall_6e6d9a8b5bc9$-- Time in the question (setting recall_question_time, migration 0034;
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_8eca96aab0a4$recall/time_arm.sql$pgrecall_8eca96aab0a4$, null, 45, $pgrecall_318141d25aa4$6e6d9a8b5bc9c0fc6b925cce203ff484f6f80d2ad3a623dcaf531d43627de919$pgrecall_318141d25aa4$, $pgrecall_6e6d9a8b5bc9$-- Time in the question (setting recall_question_time, migration 0034;
 -- plpgsql/recall/recall.sql composes the steps). A question that names when
 -- ("in May 2023", "on 3 June, 2023", "last week", "two years ago") is
 -- answered first by what was said then: of the candidates the lexical and
@@ -13696,7 +13884,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3047a1d41f72$recall/fusion.sql$pgrecall_3047a1d41f72$, null, 44, $pgrecall_f64d2e41e834$d2b1c9f497d902714502b18347bd6b0c6fb31ed1cfecf76704c5dbb3b898a913$pgrecall_f64d2e41e834$, $pgrecall_d2b1c9f497d9$-- Recall, step 4 (plpgsql/recall/recall.sql composes the steps): the fused list.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3047a1d41f72$recall/fusion.sql$pgrecall_3047a1d41f72$, null, 46, $pgrecall_f64d2e41e834$d2b1c9f497d902714502b18347bd6b0c6fb31ed1cfecf76704c5dbb3b898a913$pgrecall_f64d2e41e834$, $pgrecall_d2b1c9f497d9$-- Recall, step 4 (plpgsql/recall/recall.sql composes the steps): the fused list.
 --   _rrf_fuse          Reciprocal Rank Fusion of the two arms (message search
 --                      fuses its arms with it too): setting fusion = 'rrf'
 --   _score_fuse        the arms' scores, each over its own best, added:
@@ -13897,7 +14085,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a7605aa9c43a$recall/permission_walk.sql$pgrecall_a7605aa9c43a$, null, 45, $pgrecall_f6c920b2de50$70e5fd32bf5d0122123dcbc03362c5d343b00d46f0eb2f2fef17f7f93a46561c$pgrecall_f6c920b2de50$, $pgrecall_70e5fd32bf5d$-- Recall, step 5 (plpgsql/recall/recall.sql composes the steps): the permission walk over the fused
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a7605aa9c43a$recall/permission_walk.sql$pgrecall_a7605aa9c43a$, null, 47, $pgrecall_f6c920b2de50$70e5fd32bf5d0122123dcbc03362c5d343b00d46f0eb2f2fef17f7f93a46561c$pgrecall_f6c920b2de50$, $pgrecall_70e5fd32bf5d$-- Recall, step 5 (plpgsql/recall/recall.sql composes the steps): the permission walk over the fused
 -- list.
 
 -- Keeps, in order, the candidates whose whole derived_from chain the
@@ -13944,7 +14132,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_89bc99f0db89$recall/spread.sql$pgrecall_89bc99f0db89$, null, 46, $pgrecall_3fc88a9517b9$52cb0f83762c3deaad98abcf2db71b078bddef83954ff12f3feea165835a0247$pgrecall_3fc88a9517b9$, $pgrecall_52cb0f83762c$-- Recall, step 5b, between the permission walk (step 5) and the rows' order
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_89bc99f0db89$recall/spread.sql$pgrecall_89bc99f0db89$, null, 48, $pgrecall_3fc88a9517b9$52cb0f83762c3deaad98abcf2db71b078bddef83954ff12f3feea165835a0247$pgrecall_3fc88a9517b9$, $pgrecall_52cb0f83762c$-- Recall, step 5b, between the permission walk (step 5) and the rows' order
 -- (step 6): an answer spread over a conversation ("what has she painted?",
 -- "how did Jon and Gina each lose their jobs?") is found in pieces, each in
 -- a session of its own, and the first piece that matches well can fill the
@@ -14092,7 +14280,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c5c917068264$recall/neighbour_turns.sql$pgrecall_c5c917068264$, null, 47, $pgrecall_ec68c628d04b$860345ae3cb9b8ad21a2eb74bc54de9230dfdbc92f88e2bc6d6cc1e8cd1b349b$pgrecall_ec68c628d04b$, $pgrecall_860345ae3cb9$-- Recall, step 5b, with the setting recall_neighbour_turns on: the turn next
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c5c917068264$recall/neighbour_turns.sql$pgrecall_c5c917068264$, null, 49, $pgrecall_ec68c628d04b$860345ae3cb9b8ad21a2eb74bc54de9230dfdbc92f88e2bc6d6cc1e8cd1b349b$pgrecall_ec68c628d04b$, $pgrecall_860345ae3cb9$-- Recall, step 5b, with the setting recall_neighbour_turns on: the turn next
 -- to a hit. A question often matches the turn that asked ("what did you
 -- paint?") while the answer is the reply, or the other way round. So each of
 -- the first half of the rows brings the memories derived from the turn just
@@ -14162,7 +14350,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_568d0e42ed78$recall/ordering.sql$pgrecall_568d0e42ed78$, null, 48, $pgrecall_4699d483f91b$009ab3a1ec1e8d46f9d17b3569f94061645494a7818b641d3093855991570bd3$pgrecall_4699d483f91b$, $pgrecall_009ab3a1ec1e$-- Recall, step 6 (plpgsql/recall/recall.sql composes the steps): under the fusion rrf_scores, what
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_568d0e42ed78$recall/ordering.sql$pgrecall_568d0e42ed78$, null, 50, $pgrecall_4699d483f91b$009ab3a1ec1e8d46f9d17b3569f94061645494a7818b641d3093855991570bd3$pgrecall_4699d483f91b$, $pgrecall_009ab3a1ec1e$-- Recall, step 6 (plpgsql/recall/recall.sql composes the steps): under the fusion rrf_scores, what
 -- orders the rows the permission walk passed.
 
 -- What orders the rows RRF chose under fusion rrf_scores (NULL under the
@@ -14207,7 +14395,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33e7d9c571c5$recall/rows.sql$pgrecall_33e7d9c571c5$, null, 49, $pgrecall_5c05335c8fd4$61ed18306c58f68e689c47837f9bf818c89d7eeb4f4d826ae4a072da5c5dd095$pgrecall_5c05335c8fd4$, $pgrecall_61ed18306c58$-- Recall, step 7 (plpgsql/recall/recall.sql composes the steps): the rows recall returns.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33e7d9c571c5$recall/rows.sql$pgrecall_33e7d9c571c5$, null, 51, $pgrecall_5c05335c8fd4$61ed18306c58f68e689c47837f9bf818c89d7eeb4f4d826ae4a072da5c5dd095$pgrecall_5c05335c8fd4$, $pgrecall_61ed18306c58$-- Recall, step 7 (plpgsql/recall/recall.sql composes the steps): the rows recall returns.
 
 -- Recall's rows: the memories that passed the walk (already in fused order,
 -- so only the first p_limit can be returned) and the fact arm's facts, each
@@ -14300,7 +14488,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 50, $pgrecall_c1999cf2a463$77b2e3ba6eebac67dd6bc99ae8b772a4b17b2eb58a0a60ff5103b6098575216a$pgrecall_c1999cf2a463$, $pgrecall_77b2e3ba6eeb$-- recall: ranked retrieval, in the design's order (section 6). Each step is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 52, $pgrecall_c1999cf2a463$77b2e3ba6eebac67dd6bc99ae8b772a4b17b2eb58a0a60ff5103b6098575216a$pgrecall_c1999cf2a463$, $pgrecall_77b2e3ba6eeb$-- recall: ranked retrieval, in the design's order (section 6). Each step is
 -- a function of its own that a DBA can call and test alone; recall_answer()
 -- runs them in order. Each step's file is in this folder (plpgsql/recall/),
 -- named for the step, and plpgsql/install_order lists them in this order.
@@ -14635,7 +14823,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e19049384fca$erasure/erasure_plan.sql$pgrecall_e19049384fca$, null, 51, $pgrecall_777d821cab1a$88d53ca6743546842fe0f798ec83bc00f50cc176730b42c4eca711a027554cc2$pgrecall_777d821cab1a$, $pgrecall_88d53ca67435$-- The erasure plan: every row an erasure of a selector deletes or strips, as (kind, row_key). One
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e19049384fca$erasure/erasure_plan.sql$pgrecall_e19049384fca$, null, 53, $pgrecall_777d821cab1a$88d53ca6743546842fe0f798ec83bc00f50cc176730b42c4eca711a027554cc2$pgrecall_777d821cab1a$, $pgrecall_88d53ca67435$-- The erasure plan: every row an erasure of a selector deletes or strips, as (kind, row_key). One
 -- registry decides both what erase() removes and what export() hands a data subject, so an export
 -- covers exactly what an erasure of the same selector would remove (tests/test_export.py holds the
 -- two to each other: the rows exported, per kind, are the rows the receipt says were erased).
@@ -14801,7 +14989,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8a87770fa93$erasure/erase.sql$pgrecall_b8a87770fa93$, null, 52, $pgrecall_f6b3f22c85d2$5f6d2277b23cf7bb778baff9b4bebc1d64c7430b7182ba6939762cc947774ca0$pgrecall_f6b3f22c85d2$, $pgrecall_5f6d2277b23c$-- Erasure: delete observations and, through the projection registry,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8a87770fa93$erasure/erase.sql$pgrecall_b8a87770fa93$, null, 54, $pgrecall_4f2c264b473c$0d992464d826e015235d0500e7d9fa6b2e37a0f3a1a9e55b533be2c563a0f702$pgrecall_4f2c264b473c$, $pgrecall_0d992464d826$-- Erasure: delete observations and, through the projection registry,
 -- everything derived from them; rebuild what depended on them from what
 -- survives; and in the same transaction store, per projection kind, how many
 -- derived rows remain (the residual, zero when erasure worked).
@@ -15222,6 +15410,10 @@ begin
                                    where c.memory_id = any (p_memories))
         when 'memory_embedding' then
             p_registered || array(select x::text from unnest(p_memories) x)
+        when 'memory_key' then
+            -- the keys of doomed memories
+            array(select distinct k from unnest(p_registered || array(
+                    select x.id::text from memory_key x where x.memory_id = any (p_memories))) k)
         when 'duplicate_decision' then
             -- decisions about a doomed memory (their reason may speak of it)
             p_registered || array(select d.id::text from duplicate_decision d
@@ -15722,12 +15914,12 @@ $$;
 comment on function __tenant__.refresh_erasure_statistics(bigint) is
     'Takes the planner statistics of the tables an erasure touched again, so pg_stats holds none of the erased values, '
     'and stamps the receipt; run it after the erasure commits (pgrecall erase does).';
-$pgrecall_5f6d2277b23c$)
+$pgrecall_0d992464d826$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b462b2a6cded$erasure/erase_rewrite.sql$pgrecall_b462b2a6cded$, null, 53, $pgrecall_8576523c9c86$12ad787dce784a14c8e3da8c08a989197e0795fb40177bc1cacd4f07b1a0b06f$pgrecall_8576523c9c86$, $pgrecall_12ad787dce78$-- Erasure down to the bytes: the tables an erasure touched are rewritten,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b462b2a6cded$erasure/erase_rewrite.sql$pgrecall_b462b2a6cded$, null, 55, $pgrecall_8576523c9c86$12ad787dce784a14c8e3da8c08a989197e0795fb40177bc1cacd4f07b1a0b06f$pgrecall_8576523c9c86$, $pgrecall_12ad787dce78$-- Erasure down to the bytes: the tables an erasure touched are rewritten,
 -- so that no page of theirs keeps the erased words.
 --
 -- erase() deletes rows; VACUUM then marks their space free, but PostgreSQL
@@ -15837,7 +16029,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f5d59c318372$erasure/export.sql$pgrecall_f5d59c318372$, null, 54, $pgrecall_1c4b22f8f603$f661fa41a1024bc6c323974fbd36dd36c58690f05eed093afc35a1ae21dd429f$pgrecall_1c4b22f8f603$, $pgrecall_f661fa41a102$-- A data subject's export (right of access and portability): every row an erasure of the same
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f5d59c318372$erasure/export.sql$pgrecall_f5d59c318372$, null, 56, $pgrecall_97e918b5db82$42eef48ebb003328b888ff4bad1c3fd5cdb0cb7b4032ffb489d58f7c1edabbe6$pgrecall_97e918b5db82$, $pgrecall_42eef48ebb00$-- A data subject's export (right of access and portability): every row an erasure of the same
 -- selector would delete or strip, read from the one erasure plan (erasure_plan.sql), so that what an
 -- export covers is exactly what erase() removes. One row per planned row: its kind, its key and the
 -- row as stored (docs/reference.md, "The export format"), less what is not the subject's words but
@@ -15950,7 +16142,7 @@ begin
     end if;
     for v_plan in
         select p.kind, array_agg(p.row_key) as keys from _erasure_plan(p_selector) p group by p.kind
-         order by array_position(array['observation', 'passage', 'memory', 'memory_revision', 'memory_link',
+         order by array_position(array['observation', 'passage', 'memory', 'memory_revision', 'memory_link', 'memory_key',
                                        'memory_correction_evidence', 'memory_embedding', 'memory_reverted', 'entity',
                                        'entity_alias', 'fact', 'fact_evidence', 'duplicate_decision', 'work_task',
                                        'working_representation', 'peer', 'session'], p.kind), p.kind
@@ -16009,12 +16201,12 @@ as $$
 $$;
 comment on function __tenant__._working_items(jsonb, bigint[]) is
     'Internal (export): the items of a working representation derived from these observations.';
-$pgrecall_f661fa41a102$)
+$pgrecall_42eef48ebb00$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$, null, 55, $pgrecall_bea007c9e427$ede8c7f9e407db49c4c78df57af9f42985f5e144e0f134e67bd333a50dc29954$pgrecall_bea007c9e427$, $pgrecall_ede8c7f9e407$-- A key-value store on memories, for LangGraph's BaseStore
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$, null, 57, $pgrecall_bea007c9e427$ede8c7f9e407db49c4c78df57af9f42985f5e144e0f134e67bd333a50dc29954$pgrecall_bea007c9e427$, $pgrecall_ede8c7f9e407$-- A key-value store on memories, for LangGraph's BaseStore
 -- (pgrecall.integrations.langgraph; migration 0037). An item is a memory with
 -- a namespace, a key and a JSON object as its value. Its partition is a scope
 -- and an audience: the one principal (p_shared false, the default) or the
@@ -16550,7 +16742,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1923336c08e9$integrations/agent_sessions.sql$pgrecall_1923336c08e9$, null, 56, $pgrecall_6011eb684208$212d4e7b8f9824aa78761cde2a33a713b6bc463b9e660e649674465871147aef$pgrecall_6011eb684208$, $pgrecall_212d4e7b8f98$-- Conversation history for the OpenAI Agents SDK's Session protocol
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1923336c08e9$integrations/agent_sessions.sql$pgrecall_1923336c08e9$, null, 58, $pgrecall_6011eb684208$212d4e7b8f9824aa78761cde2a33a713b6bc463b9e660e649674465871147aef$pgrecall_6011eb684208$, $pgrecall_212d4e7b8f98$-- Conversation history for the OpenAI Agents SDK's Session protocol
 -- (pgrecall.integrations.openai_agents): its items are turns of a pgrecall
 -- session, in log order. Each item is kept whole in its turn's payload
 -- ({"agents_item": ...}) and its text is the turn's body, so message search
