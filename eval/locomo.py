@@ -144,7 +144,7 @@ def ingest(mem, turns: list[dict], *, store_questions: bool) -> dict:
     joined: set[int] = set()
     memory_dia: dict[int, str] = {}
     statuses: Counter = Counter()
-    keyed: Counter = Counter()  # the keys written (remember_keys) and the memories that have some
+    keyed_memories: list[tuple[int, str, list[str]]] = []  # each memory's keys (statement_keys), written after
     refused: list[dict] = []
     reworded: list[str] = []
     started = time.perf_counter()
@@ -177,16 +177,30 @@ def ingest(mem, turns: list[dict], *, store_questions: bool) -> dict:
             # the speaker's name for "I", written always (recall reads them only with the setting on).
             keys = statement_keys({"body": text, "actor": turn["speaker"], "offset": offset})
             if keys:
-                mem.remember_keys(got.memory_id, keys, scopes=[scope], principal=PRINCIPAL)
-                keyed["keys"] += len(keys)
-                keyed["memories"] += 1
+                keyed_memories.append((got.memory_id, scope, keys))
         else:
             refused.append({"conversation_id": turn["conversation_id"], "dia_id": turn["dia_id"], "body": body,
                             "reason": got.reason, "existing_memory_id": got.memory_id})
+    keyed = write_keys(mem, keyed_memories)
     elapsed = time.perf_counter() - started
-    return {"memory_dia": memory_dia, "statuses": dict(statuses), "keys": dict(keyed), "refused": refused,
+    return {"memory_dia": memory_dia, "statuses": dict(statuses), "keys": keyed, "refused": refused,
             "reworded": reworded,
             "seconds": elapsed, "turns": len(turns), "created": len(memory_dia)}
+
+
+def write_keys(mem, keyed: list[tuple[int, str, list[str]]]) -> dict:
+    """Each memory's keys through remember_keys, with the vector of each key's text by the tenant's model (the
+    driver's embedder, in one batch): recall_memory_keys searches their words, recall_memory_keys_dense their
+    vectors."""
+    from pgrecall.embedder import get_embedder
+
+    embedder = get_embedder()
+    vectors = iter(embedder.embed([k for _, _, keys in keyed for k in keys]))
+    for memory_id, scope, keys in keyed:
+        given = ["[" + ",".join(repr(float(x)) for x in next(vectors)) + "]" for _ in keys]
+        mem.remember_keys(memory_id, keys, embeddings=given, embedding_model=embedder.name, scopes=[scope],
+                          principal=PRINCIPAL)
+    return {"keys": sum(len(keys) for _, _, keys in keyed), "memories": len(keyed)}
 
 
 def coverage(queries: list[dict], stored: set[tuple[str, str]]) -> dict:
@@ -413,7 +427,8 @@ def evaluate_tenant(tenant: str, turns, queries, versions, *, store_questions: b
 # against the default hybrid run under RULE.
 STEPS = {"people": "recall_people_arm", "time": "recall_question_time", "spread": "recall_session_spread",
          "neighbours": "recall_neighbour_turns",
-         "second": "recall_second_round", "keys": "recall_memory_keys"}
+         "second": "recall_second_round", "keys": "recall_memory_keys",
+         "keys_dense": "recall_memory_keys_dense"}
 
 
 def step_runs(tenant: str, mem, queries, memory_dia, version: int, label: str, settings: dict,
@@ -609,7 +624,8 @@ def write_markdown(path: Path, report: dict) -> None:
         f"Keys from what was said (`remember_keys`, searched with `recall_memory_keys` on): "
         f"{ing.get('keys', {}).get('keys', 0)} keys on {ing.get('keys', {}).get('memories', 0)} memories, each "
         "sentence of the turn that speaks in the first person with the speaker's name for \"I\" "
-        "(`pgrecall.deriver.statement_keys`).", "",
+        "(`pgrecall.deriver.statement_keys`), each with the vector of its own text (searched with "
+        "`recall_memory_keys_dense` on).", "",
         "A turn that remember() answers with a no-op (for a text that only asks questions, or a duplicate) is "
         "not stored, so evidence pointing at it cannot be found:", "",
         *coverage_lines(main["coverage"]),

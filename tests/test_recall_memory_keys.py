@@ -138,3 +138,67 @@ def test_bad_input_to_remember_keys_is_a_pgrecall_error(acme, cheered):
         acme.remember_keys(999999, ["a key"])
     with pytest.raises(errors.ScopeNotAuthorised):
         acme.remember_keys(ana, ["a key"], scopes=[])
+
+
+# -- by meaning: recall_memory_keys_dense (migration 0040) ------------------------------------------------
+
+PLAY = "Finally did it: the teacher says my bow hold on the zqviolin is perfect now, after two whole years."
+PLAY_KEY = "Ana plays the violin."
+PLAY_QUESTION = "What instrument does Ana play?"
+
+
+def dense_setting(conninfo, key: str, value: str) -> None:
+    with conninfo.connect(user="pgrecall_acme_admin") as admin:
+        admin.execute(f"select acme.set_setting('{key}', %s::jsonb)", (value,))
+
+
+def vector_text(vector) -> str:
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+def test_a_keys_vector_finds_the_memory_by_meaning_with_the_setting_on(acme, conninfo):
+    from pgrecall.embedder import get_embedder
+
+    embedder = get_embedder()
+    _, play = turn(acme, PLAY, "ana")
+    _, other = turn(acme, BEN, "ben")
+    _, private = turn(acme, PLAY, "ana", audience="ana")
+    Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker")).drain()
+    [vector] = embedder.embed([PLAY_KEY])
+    for memory_id, principal in ((play, "bot"), (private, "ana")):
+        assert acme.remember_keys(memory_id, [PLAY_KEY, "Ana practises"], embeddings=[vector_text(vector), None],
+                                  embedding_model=embedder.name, principal=principal) == 2
+    off = {i.memory_id: i.cosine for i in acme.recall(PLAY_QUESTION, mode="dense", limit=10).items}
+    [question] = embedder.embed([PLAY_QUESTION])
+    key_cosine = sum(a * b for a, b in zip(question, vector, strict=True))  # the model's vectors are unit length
+    assert key_cosine > off.get(play, -1) + 0.05, "the key says it the way the question asks"
+    # a floor between the memory's own cosine and its key's: without keys it is not found at all
+    dense_setting(conninfo, "dense_floor", str(round((key_cosine + max(off.get(play, 0), 0)) / 2, 4)))
+    assert play not in ids(acme.recall(PLAY_QUESTION, mode="dense"))
+    dense_setting(conninfo, "recall_memory_keys_dense", "true")
+    r = acme.recall(PLAY_QUESTION, mode="dense")
+    assert ids(r).count(play) == 1 and r.items[ids(r).index(play)].body == PLAY, "the memory, once, never the key"
+    assert abs(r.items[ids(r).index(play)].cosine - key_cosine) < 0.01
+    assert private not in ids(r) and other not in ids(r), "bot may not see the private memory: not through its key"
+    assert private in ids(acme.recall(PLAY_QUESTION, mode="dense", principal="ana"))
+    assert ids(acme.recall(PLAY_QUESTION, mode="hybrid")).count(play) == 1
+
+
+def test_bad_embeddings_to_remember_keys_are_pgrecall_errors(acme, cheered):
+    from pgrecall.embedder import get_embedder
+
+    ana, _ = cheered
+    good = vector_text([1.0] + [0.0] * 383)
+    name = get_embedder().name
+    with pytest.raises(errors.InvalidArgument, match="1 embeddings for 2 keys"):
+        acme.remember_keys(ana, ["a", "b"], embeddings=[good], embedding_model=name)
+    with pytest.raises(errors.InvalidArgument, match="with the model that made them"):
+        acme.remember_keys(ana, ["a"], embeddings=[good])
+    with pytest.raises(errors.WrongEmbeddingStamp):
+        acme.remember_keys(ana, ["a"], embeddings=[good], embedding_model="another-model")
+    with pytest.raises(errors.WrongDimensions):
+        acme.remember_keys(ana, ["a"], embeddings=["[1,2,3]"], embedding_model=name)
+    with pytest.raises(errors.WrongDimensions):
+        acme.remember_keys(ana, ["a"], embeddings=["not a vector"], embedding_model=name)
+    with pytest.raises(errors.TextTooLong):
+        acme.remember_keys(ana, ["a"], embeddings=[good], embedding_model="m" * 201)

@@ -234,6 +234,13 @@ begin
                  where c.cosine >= v_floor) then_
          cross join lateral _merge_ranked(ids, cosines, then_.more_ids, then_.more, p_depth) r;
     end if;
+    if (v_set ->> 'recall_memory_keys_dense')::boolean then
+        -- The memories' keys by meaning (key_arm.sql): a key's cosine counts for its memory, once.
+        select r.merged_ids, r.merged_scores into ids, cosines
+          from _key_nearest(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, v_embedding, v_model,
+                            v_floor, p_depth, v_few, p_as_of) k
+         cross join lateral _merge_best(ids, cosines, k.key_ids, k.key_cosines, p_depth) r;
+    end if;
     perform set_config('hnsw.ef_search', coalesce(v_saved_ef, '40'), true);
     perform set_config('hnsw.iterative_scan', coalesce(v_saved_iterative, 'off'), true);
     perform set_config('hnsw.max_scan_tuples', coalesce(v_saved_max_scan, '20000'), true);

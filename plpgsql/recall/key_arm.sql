@@ -67,3 +67,47 @@ as $$
 $$;
 comment on function __tenant__._merge_best(bigint[], double precision[], bigint[], double precision[], integer) is
     'Internal (recall_memory_keys): two ranked lists as one, each id once with its better score, the best p_depth first.';
+
+-- The dense arm's part (setting recall_memory_keys_dense, migration 0040): the
+-- keys of the memories the principal may see whose vector (of the key's own
+-- text, by the tenant's model p_model) is nearest the question, each key's
+-- cosine counting for its memory, at least p_floor; among p_few when the
+-- caller holds the few the principal may see, else by the HNSW index (its
+-- iterative scan, as _dense_arm sets it, continues past keys eligibility
+-- rejects). Best p_depth memories first.
+create or replace function __tenant__._key_nearest(
+    p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
+    p_embedding __ext__.halfvec, p_model text, p_floor double precision, p_depth integer,
+    p_few bigint[] default null, p_as_of timestamptz default null)
+returns table (key_ids bigint[], key_cosines double precision[])
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    with nearest as (
+        select k.memory_id, 1 - (k.embedding operator(__ext__.<=>) p_embedding) as cosine
+          from memory_key k
+         where k.embedding_model = p_model
+           and (p_few is null or k.memory_id = any (p_few))
+           and exists (select 1 from memory e
+                        where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at,
+                                               e.superseded_by, e.valid, p_principal_id, p_scopes, p_purpose,
+                                               p_include_superseded, p_at)
+                          and (p_as_of is null or (k.created_at <= p_as_of and _unchanged_since(e.updated_at, p_as_of)))
+                          and e.id = k.memory_id offset 0)
+         order by k.embedding operator(__ext__.<=>) p_embedding
+         limit 4 * p_depth
+    ), best as (
+        select n.memory_id, max(n.cosine) as cosine from nearest n
+         where n.cosine >= p_floor
+         group by n.memory_id
+         order by 2 desc, 1
+         limit p_depth
+    )
+    select coalesce(array_agg(b.memory_id order by b.cosine desc, b.memory_id), '{}'),
+           coalesce(array_agg(b.cosine order by b.cosine desc, b.memory_id), '{}')
+      from best b
+$$;
+comment on function __tenant__._key_nearest(bigint, text[], text, boolean, timestamptz, __ext__.halfvec, text,
+                                            double precision, integer, bigint[], timestamptz) is
+    'Internal (recall_memory_keys_dense): the memories whose keys'' vectors are nearest the query, by their best key''s cosine (at least p_floor), best p_depth first; only memories the principal may see.';

@@ -828,7 +828,7 @@ SIGNATURES: dict[str, tuple[tuple[str, str, bool], ...]] = {
     'release_embedding_jobs': (('worker', 'text', False), ('memory_ids', 'bigint[]', False)),
     'release_passage_embedding_jobs': (('worker', 'text', False), ('passage_ids', 'bigint[]', False)),
     'remember': (('principal', 'text', False), ('scopes', 'text[]', False), ('scope', 'text', False), ('body', 'text', False), ('evidence', 'bigint[]', False), ('purposes', 'text[]', False), ('audience', 'text', True), ('kind', 'text', True), ('title', 'text', True), ('confidence', 'double precision', True), ('about', 'text[]', True), ('observer', 'text', True), ('widening_reason', 'text', True), ('embedding', 'text', True), ('embedding_model', 'text', True), ('embedding_input_version', 'integer', True)),
-    'remember_keys': (('principal', 'text', False), ('scopes', 'text[]', False), ('memory_id', 'bigint', False), ('keys', 'text[]', False)),
+    'remember_keys': (('principal', 'text', False), ('scopes', 'text[]', False), ('memory_id', 'bigint', False), ('keys', 'text[]', False), ('embeddings', 'text[]', True), ('embedding_model', 'text', True)),
     'remember_many': (('principal', 'text', False), ('scopes', 'text[]', False), ('scope', 'text', False), ('items', 'jsonb', False), ('embeddings', 'text[]', True), ('embedding_model', 'text', True), ('embedding_input_version', 'integer', True)),
     'remember_said': (('principal', 'text', False), ('scopes', 'text[]', False), ('scope', 'text', False), ('said', 'text', False), ('purposes', 'text[]', False), ('body', 'text', True), ('audience', 'text', True), ('kind', 'text', True), ('title', 'text', True), ('confidence', 'double precision', True), ('about', 'text[]', True), ('evidence', 'bigint[]', True), ('source_role', 'text', True), ('payload', 'jsonb', True), ('widening_reason', 'text', True)),
     'remove_session_peers': (('principal', 'text', False), ('scopes', 'text[]', False), ('session', 'bigint', False), ('peers', 'text[]', False)),
@@ -1235,10 +1235,10 @@ def remember(h: Handle, scope: str, body: str, evidence: list[int], purposes: li
     return _rows('remember', args, RememberRow)
 
 
-def remember_keys(h: Handle, memory_id: int, keys: list[str], *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
-    """Search keys for a memory the principal may see: statements derived from its turns, under which recall (setting recall_memory_keys) finds the memory too, never the key; erased with the turns. Returns how many were added."""
+def remember_keys(h: Handle, memory_id: int, keys: list[str], *, embeddings: list[str] | None = None, embedding_model: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+    """Search keys for a memory the principal may see: statements derived from its turns, under which recall (settings recall_memory_keys, and recall_memory_keys_dense for keys given with the vector of their text) finds the memory too, never the key; erased with the turns. Returns how many were added."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'memory_id': memory_id, 'keys': keys}, ())
+    args = _given({'principal': principal, 'scopes': scopes, 'memory_id': memory_id, 'keys': keys, 'embeddings': embeddings, 'embedding_model': embedding_model}, ('embeddings', 'embedding_model'))
     return _value('remember_keys', args, int)
 
 
