@@ -103,33 +103,37 @@ def _field_names(cls: type[Any]) -> frozenset[str]:
 
 
 def _maker(cls: type[R]) -> Callable[[dict[str, Any]], R]:
-    """A constructor of ``cls`` from a dict of its fields that the caller owns (it is filled in place).
+    """A constructor of ``cls`` from a dict of its fields that the caller owns and whose keys are all fields (it
+    is filled in place and becomes the instance's ``__dict__``).
 
     A result is read into some thirty frozen dataclasses per recall, and a frozen dataclass's ``__init__`` pays
     an ``object.__setattr__`` per field plus two copies of the keyword arguments: the driver's largest cost
     after the statement. The row types have no ``__post_init__``, no slots and no default factories (checked
-    here), so the instance's ``__dict__`` is filled directly, defaults first. A dict missing a required field
-    goes through ``cls(**values)``, which raises the dataclass's own TypeError."""
+    here), so the dict is parsed in place, completed with the defaults it lacks and adopted as the instance's
+    ``__dict__``, with no further copy. A dict missing a required field goes through ``cls(**values)``, which
+    raises the dataclass's own TypeError."""
     specs = fields(cls)
     if hasattr(cls, "__post_init__") or hasattr(cls, "__slots__") or any(
             f.default_factory is not MISSING or not f.init for f in specs):
         return lambda values: cls(**values)
-    defaults = {f.name: f.default for f in specs if f.default is not MISSING}
-    required = frozenset(f.name for f in specs if f.default is MISSING)
+    count = len(specs)
+    defaults = tuple((f.name, f.default) for f in specs if f.default is not MISSING)
     parsers = tuple(_parsers(cls).items())
     new = object.__new__
+    adopt = object.__setattr__  # a frozen dataclass's own __setattr__ refuses even __dict__
 
     def make(values: dict[str, Any]) -> R:
         for name, fn in parsers:
             value = values.get(name)
             if value is not None:
                 values[name] = fn(value)
-        if not required <= values.keys():
-            return cls(**values)
+        if len(values) != count:  # keys are fields: some are missing
+            for name, default in defaults:
+                values.setdefault(name, default)
+            if len(values) != count:
+                return cls(**values)
         obj = new(cls)
-        if defaults:
-            obj.__dict__.update(defaults)
-        obj.__dict__.update(values)
+        adopt(obj, "__dict__", values)
         return obj
     return make
 
@@ -137,11 +141,16 @@ def _maker(cls: type[R]) -> Callable[[dict[str, Any]], R]:
 _MAKERS: dict[type[Any], Callable[[dict[str, Any]], Any]] = {}
 
 
-def _build(cls: type[R], **values: Any) -> R:
+def _maker_of(cls: type[R]) -> Callable[[dict[str, Any]], R]:
     make = _MAKERS.get(cls)
     if make is None:
         make = _MAKERS[cls] = _maker(cls)
-    return make(values)  # type: ignore[no-any-return]
+    return make
+
+
+def _build(cls: type[R], **values: Any) -> R:
+    """``cls`` from keyword arguments named after its fields (a row read by column name)."""
+    return _maker_of(cls)(values)
 
 
 def row_factory(cls: type[R]) -> BaseRowFactory[R]:
@@ -152,25 +161,66 @@ def row_factory(cls: type[R]) -> BaseRowFactory[R]:
     return kwargs_row(functools.partial(_build, cls))
 
 
+@functools.cache
+def _reader(cls: type[R], owned: bool = False) -> Callable[[Mapping[str, Any]], R]:
+    """The reader of JSON objects as ``cls``, made once per class (a recall reads some thirty objects): the
+    object is copied once (the caller's dict stays as it was; ``owned``: not copied, the caller gives the dict
+    away), parsed in place and adopted by :func:`_maker`'s rule, inlined here: it is the driver's hottest loop."""
+    known = _field_names(cls)
+    make = _maker_of(cls)
+    specs = fields(cls)
+    count = len(specs)
+    defaults = tuple((f.name, f.default) for f in specs if f.default is not MISSING)
+    parsers = tuple(_parsers(cls).items())
+    new = object.__new__
+    adopt = object.__setattr__
+    fast = not (hasattr(cls, "__post_init__") or hasattr(cls, "__slots__") or any(
+        f.default_factory is not MISSING or not f.init for f in specs))
+
+    def read(obj: Mapping[str, Any]) -> R:
+        if obj.keys() <= known:  # the usual case: every key is a field
+            values = cast(dict[str, Any], obj) if owned else dict(obj)
+        elif _strict_rows():
+            raise TypeError(f"{cls.__name__} has no field for the JSON key(s) {sorted(obj.keys() - known)}")
+        else:
+            values = {k: v for k, v in obj.items() if k in known}
+        if not fast:
+            return make(values)
+        for name, fn in parsers:
+            value = values.get(name)
+            if value is not None:
+                values[name] = fn(value)
+        if len(values) != count:
+            for name, default in defaults:
+                values.setdefault(name, default)
+            if len(values) != count:
+                return cls(**values)
+        made = new(cls)
+        adopt(made, "__dict__", values)
+        return made
+    return read
+
+
 def from_json(cls: type[R], obj: Mapping[str, Any]) -> R:
     """A JSON object (a dict) as the row type ``cls``; nested values go through the field parsers."""
-    known = _NAMES[cls] if cls in _NAMES else _field_names(cls)
-    make = _MAKERS.get(cls)
-    if make is None:
-        make = _MAKERS[cls] = _maker(cls)
-    if obj.keys() <= known:  # the usual case: every key is a field, one copy (the caller's dict stays as it was)
-        return make(dict(obj))  # type: ignore[no-any-return]
-    if _strict_rows():
-        raise TypeError(f"{cls.__name__} has no field for the JSON key(s) {sorted(obj.keys() - known)}")
-    return make({k: v for k, v in obj.items() if k in known})  # type: ignore[no-any-return]
+    return _reader(cls)(obj)  # type: ignore[no-any-return]
+
+
+def from_own_json(cls: type[R], obj: dict[str, Any]) -> R:
+    """:func:`from_json` of a dict the caller made for it and gives away (filled in place, no copy)."""
+    return _reader(cls, True)(obj)  # type: ignore[no-any-return]
 
 
 def json_list(cls: type[R]) -> Callable[[Sequence[Mapping[str, Any]]], list[R]]:
-    return lambda items: [from_json(cls, item) for item in items]
+    """A field parser: a JSON array of objects as a list of ``cls``."""
+    def parse(items: Sequence[Mapping[str, Any]]) -> list[R]:
+        return list(map(_reader(cls), items)) if items else []  # most provenance lists are empty
+    return parse
 
 
 def json_object(cls: type[R]) -> Callable[[Mapping[str, Any]], R]:
-    return lambda obj: from_json(cls, obj)
+    """A field parser: a JSON object as ``cls``."""
+    return lambda obj: _reader(cls)(obj)
 
 
 def given(args: Mapping[str, Any], defaulted: Sequence[str]) -> dict[str, Any]:

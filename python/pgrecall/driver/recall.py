@@ -26,6 +26,7 @@ from ._calls import (
     Handle,
     Program,
     from_json,
+    from_own_json,
     json_list,
     json_object,
     offload,
@@ -80,7 +81,7 @@ class RecallItem:
 
 def _recall_item(obj: Mapping[str, Any]) -> RecallItem:
     kind = FactProvenance if obj.get("item") == "fact" else Provenance
-    return from_json(RecallItem, {**obj, "provenance": from_json(kind, obj["provenance"])})
+    return from_own_json(RecallItem, {**obj, "provenance": from_json(kind, obj["provenance"])})
 
 
 @dataclass(frozen=True)
