@@ -290,6 +290,21 @@ class Call(Generic[T]):
         it anew on every call cost a recall a third of a millisecond (bench/driver_overhead.py)."""
         return _query(tenant, self.function, self._arguments, self.columns, self.composites, self.ordered_by)
 
+    def bound(self, tenant: str) -> tuple[str, dict[str, Any], bool]:
+        """The statement's text, its parameters and whether any is a vector, in one pass over the arguments
+        (what the runner needs of every call; the properties above each walk them again)."""
+        params: dict[str, Any] = {}
+        casts: list[tuple[str, str]] = []
+        vectors = False
+        for name, v in self.args.items():
+            if isinstance(v, Cast):
+                casts.append((name, v.to))
+                v = v.value
+                vectors = vectors or v is not None
+            params[name] = v
+        return (_query_of_shape(tenant, self.function, tuple(params), tuple(casts), self.columns, self.composites,
+                                self.ordered_by), params, vectors)
+
     @property
     def _arguments(self) -> tuple[tuple[str, str | None], ...]:
         """(name, the cast written after its placeholder or None) of each argument."""
@@ -327,6 +342,16 @@ def _query(tenant: str, function: str, arguments: tuple[tuple[str, str | None], 
     return _compose(tenant, function, arguments, columns, composites, ordered_by).as_string(None)
 
 
+@functools.lru_cache(maxsize=4096)
+def _query_of_shape(tenant: str, function: str, names: tuple[str, ...], casts: tuple[tuple[str, str], ...],
+                    columns: tuple[tuple[str, str], ...] | None, composites: frozenset[str],
+                    ordered_by: str | None) -> str:
+    """:func:`_query` keyed by the argument names and the casts alone (cheaper to build and hash per call)."""
+    cast_of = dict(casts)
+    return _query(tenant, function, tuple((name, cast_of.get(name)) for name in names), columns, composites,
+                  ordered_by)
+
+
 def _selected(cls: type[Any], renamed: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
     columns = _columns(cls)
     if not renamed:
@@ -342,13 +367,16 @@ def rows(function: str, args: Mapping[str, Any], row: type[R], *, renamed: Mappi
 
 def one(function: str, args: Mapping[str, Any], row: type[R]) -> Call[R]:
     """A function that returns exactly one row (or raises)."""
+    return Call(function, args, _columns(row), row_factory(row), _only_row(function), None, _composites(row))
 
-    def only(found: list[R]) -> R:
+
+@functools.cache
+def _only_row(function: str) -> Callable[[list[Any]], Any]:
+    def only(found: list[Any]) -> Any:
         if len(found) != 1:
             raise RuntimeError(f"{function}() returned {len(found)} rows where the driver expects one")
         return found[0]
-
-    return Call(function, args, _columns(row), row_factory(row), only, None, _composites(row))
+    return only
 
 
 def value(function: str, args: Mapping[str, Any], kind: type[T]) -> Call[T]:
@@ -416,6 +444,13 @@ Operation: TypeAlias = Call[T] | Program[T]
 def step(call: Call[T] | Statement[T]) -> Program[T]:
     """Inside a Program: ``result = yield from step(call)``."""
     return cast(T, (yield call))
+
+
+def steps(op: Operation[T]) -> Program[T]:
+    """Inside a Program: ``result = yield from steps(operation)``, a Call or a Program alike."""
+    if isinstance(op, Call):
+        return (yield from step(op))
+    return (yield from op)
 
 
 def connection_state() -> Program[ConnectionState]:

@@ -197,29 +197,30 @@ class SyncRunner(_Runner[psycopg.Connection[Any], ConnectionPool[Any]]):
                 borrowed.__exit__(type(failed) if failed else None, failed, None)
 
     def execute(self, call: Call[T], pin: _Pin | None = None) -> T:
-        params = call.params
+        query, params, vectors = call.bound(self.tenant)
         boundary.check_arguments(call.function, params)
         conn = pin.conn if pin is not None and pin.conn is not None else self.conn
         try:
             if conn is not None:  # the handle's connection, or the snapshot's: no context to enter
-                found = self._fetch(conn, call, params)
+                found = self._fetch(conn, call, query, params, vectors)
             else:
                 assert self.pool is not None
                 with self.pool.connection() as conn:
-                    found = self._fetch(conn, call, params)
+                    found = self._fetch(conn, call, query, params, vectors)
         except psycopg.Error as exc:
             _raise(exc, call.function, params)
         return call.collect(found)
 
-    def _fetch(self, conn: psycopg.Connection[Any], call: Call[Any], params: dict[str, Any]) -> list[Any]:
-        if call.sends_vectors and not _registered(conn):
+    def _fetch(self, conn: psycopg.Connection[Any], call: Call[Any], query: str, params: dict[str, Any],
+               vectors: bool) -> list[Any]:
+        if vectors and not _registered(conn):
             configure(conn)  # the caller's connection or pool did not register pgvector's types
         own_block = self.pool is not None and _wraps_in_a_block(conn)
         if own_block:
             conn.autocommit = True
         try:
             with conn.cursor(row_factory=call.row_factory) as cur:
-                cur.execute(call.query(self.tenant), params)
+                cur.execute(query, params)
                 return cur.fetchall()
         finally:
             if own_block and not (conn.closed or conn.broken):
@@ -317,29 +318,30 @@ class AsyncRunner(_Runner[psycopg.AsyncConnection[Any], AsyncConnectionPool[Any]
                 await borrowed.__aexit__(type(failed) if failed else None, failed, None)
 
     async def execute(self, call: Call[T], pin: _Pin | None = None) -> T:
-        params = call.params
+        query, params, vectors = call.bound(self.tenant)
         boundary.check_arguments(call.function, params)
         conn = pin.conn if pin is not None and pin.conn is not None else self.conn
         try:
             if conn is not None:
-                found = await self._fetch(conn, call, params)
+                found = await self._fetch(conn, call, query, params, vectors)
             else:
                 assert self.pool is not None
                 async with self.pool.connection() as conn:
-                    found = await self._fetch(conn, call, params)
+                    found = await self._fetch(conn, call, query, params, vectors)
         except psycopg.Error as exc:
             _raise(exc, call.function, params)
         return call.collect(found)
 
-    async def _fetch(self, conn: psycopg.AsyncConnection[Any], call: Call[Any], params: dict[str, Any]) -> list[Any]:
-        if call.sends_vectors and not _registered(conn):
+    async def _fetch(self, conn: psycopg.AsyncConnection[Any], call: Call[Any], query: str, params: dict[str, Any],
+                     vectors: bool) -> list[Any]:
+        if vectors and not _registered(conn):
             await configure_async(conn)
         own_block = self.pool is not None and _wraps_in_a_block(conn)
         if own_block:
             await conn.set_autocommit(True)
         try:
             async with conn.cursor(row_factory=call.row_factory) as cur:
-                await cur.execute(call.query(self.tenant), params)
+                await cur.execute(query, params)
                 return await cur.fetchall()
         finally:
             if own_block and not (conn.closed or conn.broken):
