@@ -30,6 +30,8 @@ from ._calls import (
     Handle,
     Operation,
     Program,
+    _own_reader,
+    _reader,
     from_json,
     from_own_json,
     json_list,
@@ -89,11 +91,18 @@ def _recall_item(obj: Mapping[str, Any]) -> RecallItem:
     return from_own_json(RecallItem, {**obj, "provenance": from_json(kind, obj["provenance"])})
 
 
+def _recall_items(items: Sequence[Mapping[str, Any]]) -> list[RecallItem]:
+    """_recall_item of each, its readers found once per list (a recall reads some thirty objects)."""
+    read_item, read_provenance, read_fact = _own_reader(RecallItem), _reader(Provenance), _reader(FactProvenance)
+    return [read_item({**obj, "provenance": (read_fact if obj.get("item") == "fact" else read_provenance)(
+        obj["provenance"])}) for obj in items]
+
+
 @dataclass(frozen=True)
 class Recalled:
     """Recall's answer: the items (after the permission walk) and the metadata of the same call."""
 
-    items: list[RecallItem] = field(metadata=parse(lambda items: [_recall_item(i) for i in items], composite=True))
+    items: list[RecallItem] = field(metadata=parse(_recall_items, composite=True))
     meta: RecallMeta = field(metadata=parse(json_object(RecallMeta), composite=True))
 
     @property
