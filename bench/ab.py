@@ -54,8 +54,14 @@ def use_functions(admin: str, tenant: str, root: Path) -> list:
     original = sources.functions
 
     def functions():
-        return [sources.Source("function", p.name, None, p.read_text(encoding="utf-8"))
-                for p in sorted((root / "plpgsql").glob("*.sql"))]
+        # the other checkout may predate plpgsql/install_order (a flat folder applied by name)
+        folder = root / "plpgsql"
+        order = folder / sources.INSTALL_ORDER
+        named = ([line.strip() for line in order.read_text().splitlines()
+                  if line.strip() and not line.startswith("#")] if order.exists()
+                 else sorted(p.name for p in folder.glob("*.sql")))
+        return [sources.Source("function", name, None, (folder / name).read_text(encoding="utf-8"), position)
+                for position, name in enumerate(named, start=1)]
 
     sources.functions = functions
     try:

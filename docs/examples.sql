@@ -202,6 +202,11 @@ select audience, purposes from acme.read('ana', '{default}', 6, 'act');
 select acme.derive('ana', '{default}', '{3,4}', 'Tell Ana briefly about peanut-free dishes.');  -- PR106
 select acme.derive('assistant', '{default}', '{1,3}', 'Ana eats vegetarian and never peanuts.');  -- PR104
 
+-- == <tenant>.remember_keys
+select acme.remember_keys('assistant', '{default}', 1, '{"Ana eats no meat"}');
+select acme.remember_keys('assistant', '{default}', 3, '{"Ana avoids peanuts"}');  -- PR104
+select acme.remember_keys('assistant', '{default}', 1, '{"  "}');  -- PR107
+
 -- == <tenant>.correct
 select acme.correct('assistant', '{default}', 1, 1, 'Ana is vegetarian.',
                     p_reason => 'typo', p_evidence => '{1}') as revision;

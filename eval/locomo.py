@@ -129,7 +129,10 @@ def latency(seconds: list[float]) -> dict:
 
 
 def ingest(mem, turns: list[dict], *, store_questions: bool) -> dict:
-    """Append every turn and remember it; returns the memory_id -> dia_id map and what remember said."""
+    """Append every turn and remember it, with its keys; returns the memory_id -> dia_id map and what remember
+    said."""
+    from pgrecall.deriver import statement_keys
+
     conversations = sorted({t["conversation_id"] for t in turns})
     for conv in conversations:
         mem.add_scope(scope_name(conv), f"LoCoMo {conv}")
@@ -141,6 +144,7 @@ def ingest(mem, turns: list[dict], *, store_questions: bool) -> dict:
     joined: set[int] = set()
     memory_dia: dict[int, str] = {}
     statuses: Counter = Counter()
+    keyed: Counter = Counter()  # the keys written (remember_keys) and the memories that have some
     refused: list[dict] = []
     reworded: list[str] = []
     started = time.perf_counter()
@@ -169,11 +173,19 @@ def ingest(mem, turns: list[dict], *, store_questions: bool) -> dict:
         statuses[got.status if got.created else f"noop:{reason}"] += 1
         if got.created:
             memory_dia[got.memory_id] = turn["dia_id"]
+            # Keys from what was said (recall_memory_keys, issue #48): the turn's first-person statements with
+            # the speaker's name for "I", written always (recall reads them only with the setting on).
+            keys = statement_keys({"body": text, "actor": turn["speaker"], "offset": offset})
+            if keys:
+                mem.remember_keys(got.memory_id, keys, scopes=[scope], principal=PRINCIPAL)
+                keyed["keys"] += len(keys)
+                keyed["memories"] += 1
         else:
             refused.append({"conversation_id": turn["conversation_id"], "dia_id": turn["dia_id"], "body": body,
                             "reason": got.reason, "existing_memory_id": got.memory_id})
     elapsed = time.perf_counter() - started
-    return {"memory_dia": memory_dia, "statuses": dict(statuses), "refused": refused, "reworded": reworded,
+    return {"memory_dia": memory_dia, "statuses": dict(statuses), "keys": dict(keyed), "refused": refused,
+            "reworded": reworded,
             "seconds": elapsed, "turns": len(turns), "created": len(memory_dia)}
 
 
@@ -401,7 +413,7 @@ def evaluate_tenant(tenant: str, turns, queries, versions, *, store_questions: b
 # against the default hybrid run under RULE.
 STEPS = {"people": "recall_people_arm", "time": "recall_question_time", "spread": "recall_session_spread",
          "neighbours": "recall_neighbour_turns",
-         "second": "recall_second_round"}
+         "second": "recall_second_round", "keys": "recall_memory_keys"}
 
 
 def step_runs(tenant: str, mem, queries, memory_dia, version: int, label: str, settings: dict,
@@ -594,6 +606,10 @@ def write_markdown(path: Path, report: dict) -> None:
         "## What pgrecall stores", "",
         f"remember() on {ing['turns']} turns: "
         + ", ".join(f"{k} {v}" for k, v in sorted(ing["statuses"].items())) + ".", "",
+        f"Keys from what was said (`remember_keys`, searched with `recall_memory_keys` on): "
+        f"{ing.get('keys', {}).get('keys', 0)} keys on {ing.get('keys', {}).get('memories', 0)} memories, each "
+        "sentence of the turn that speaks in the first person with the speaker's name for \"I\" "
+        "(`pgrecall.deriver.statement_keys`).", "",
         "A turn that remember() answers with a no-op (for a text that only asks questions, or a duplicate) is "
         "not stored, so evidence pointing at it cannot be found:", "",
         *coverage_lines(main["coverage"]),

@@ -120,6 +120,9 @@ create table if not exists pgrecall.source (
 );
 create unique index if not exists source_migration_version
     on pgrecall.source (version) where kind = 'migration';
+-- Added after the table was released. A function file's place in plpgsql/install_order: files are applied
+-- in that order, not by name.
+alter table pgrecall.source add column if not exists apply_order integer check (apply_order > 0);
 comment on table pgrecall.source is
     'Migration and function files as shipped; __tenant__ and __ext__ are replaced at apply time.';
 
@@ -529,7 +532,7 @@ begin
         'grant usage on schema %I to %I, %I, %I',
         v_row.owner_role, v_row.name, v_row.app_role, v_row.worker_role, v_row.admin_role), v_row.name);
     -- A queue lease is alive while the backend that took it runs, known by
-    -- its pid, role and start time in pg_stat_activity (plpgsql/leases.sql),
+    -- its pid, role and start time in pg_stat_activity (plpgsql/queues/leases.sql),
     -- which shows the start time only to the backend's role and its members.
     -- So the owner, whose functions check leases, is a member of the login
     -- roles: inherit only, no SET ROLE. It gains nothing else: they hold only
@@ -710,13 +713,30 @@ declare
     v_src pgrecall.source;
     v_sha text;
     v_defined text[];
+    v_stale text;
+    v_shipped text[] := array(select s.name from pgrecall.source s where s.kind = 'function');
 begin
     -- What every changed file defined last time is dropped first, so a
     -- function it renamed or re-typed does not linger as a stale overload.
     -- First for all of them, then the files are applied: a function that
     -- moved to a file applied earlier than its old one would otherwise be
     -- dropped by the old file right after the new one created it.
-    for v_src in select * from pgrecall.source s where s.kind = 'function' order by s.name loop
+    -- A file no longer shipped (removed, or renamed: plpgsql/ moved into folders) takes what it defined
+    -- with it, and its ledger row goes: left, the row would claim functions a shipped file now defines.
+    perform set_config('role', p_tenant.owner_role, true);
+    execute format($q$
+        select concat_ws(E';\n', string_agg(format('drop function if exists %%s cascade', f), E';\n')
+                                      filter (where f is not null),
+                         format('delete from %I.function_ledger where file <> all (%%L)', $1))
+          from %I.function_ledger l left join unnest(l.functions) f on true
+         where l.file <> all ($1)
+        having count(*) > 0
+        $q$, v_name, v_name) into v_stale using v_shipped;
+    perform set_config('role', v_caller, true);
+    if v_stale is not null then
+        perform pgrecall._execute_as(p_tenant.owner_role, v_stale, v_name);
+    end if;
+    for v_src in select * from pgrecall.source s where s.kind = 'function' order by s.apply_order, s.name loop
         perform set_config('role', p_tenant.owner_role, true);
         execute format('select sha256, functions from %I.function_ledger where file = $1', v_name)
             into v_sha, v_defined using v_src.name;
@@ -727,7 +747,7 @@ begin
             || format(E';\nupdate %I.function_ledger set functions = %L where file = %L', v_name, '{}', v_src.name),
             v_name);
     end loop;
-    for v_src in select * from pgrecall.source s where s.kind = 'function' order by s.name loop
+    for v_src in select * from pgrecall.source s where s.kind = 'function' order by s.apply_order, s.name loop
         perform set_config('role', p_tenant.owner_role, true);
         execute format('select sha256 from %I.function_ledger where file = $1', v_name)
             into v_sha using v_src.name;

@@ -37,6 +37,7 @@ insert into pgrecall.function_duty (function_name, duties, why) values
     ('remember',                         '{app}',              'an operation of the agent'),
     ('remember_said',                    '{app}',              'an operation of the agent: the words and the memory in one call'),
     ('remember_many',                    '{app}',              'an operation of the agent, in batches'),
+    ('remember_keys',                    '{app}',              'the agent adds the statements a memory is also found under'),
     ('read',                             '{app}',              'an operation of the agent'),
     ('store_put',                        '{app}',              'a key-value store on memories (LangGraph): a put is a memory or its revision'),
     ('store_get',                        '{app}',              'the store: one item, eligibility applied'),

@@ -46,7 +46,7 @@ def python_functions(path: Path) -> list[tuple[str, int, int]]:
 
 
 def all_sql() -> list[tuple[str, str, int, int]]:
-    files = sorted((REPO / "plpgsql").glob("*.sql")) + sorted(
+    files = sorted((REPO / "plpgsql").rglob("*.sql")) + sorted(
         p for p in (REPO / "sql").glob("*.sql") if p.name != "install.sql")  # generated from the others
     return [(str(p.relative_to(REPO)), *f) for p in files for f in sql_functions(p)]
 

@@ -477,10 +477,10 @@ def test_pgrecall_tenant_upgrade_of_a_distributed_tenant(cluster, tenant_factory
         conn.execute(f"delete from {acme}.setting where key = 'recall_question_time'")
         conn.execute(f"delete from {acme}.schema_migration where version = 34")
         conn.execute(f"update {acme}.function_ledger set sha256 = repeat('0', 64) "
-                     "where file in ('recall.sql', 'remember.sql')")
+                     "where file in ('recall/recall.sql', 'memory/remember.sql')")
     assert cli.main(["tenant", "upgrade", acme]) == 0
     said = capsys.readouterr().out
-    assert "0034_recall_question_time.sql" in said and "recall.sql" in said and "remember.sql" in said, said
+    assert "0034_recall_question_time.sql" in said and "recall/recall.sql" in said and "memory/remember.sql" in said, said
     assert cli.main(["tenant", "upgrade", acme]) == 0
     assert "already current" in capsys.readouterr().out
     with psycopg.connect(cluster.coordinator.dsn(), autocommit=True) as conn:

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _sources() -> str:
-    return "\n".join(p.read_text() for p in sorted((ROOT / "plpgsql").glob("*.sql")))
+    return "\n".join(p.read_text() for p in sorted((ROOT / "plpgsql").rglob("*.sql")))
 
 
 def test_every_mapped_text_is_still_said_by_the_sql_and_is_mapped_to_no_sql():

@@ -25,7 +25,7 @@ def test_every_code_the_sql_sources_raise_is_listed(db):
     listed = set(error_codes(db))
     raised = {}
     for folder in ("sql", "plpgsql", "migrations"):
-        for path in (ROOT / folder).glob("*.sql"):
+        for path in (ROOT / folder).rglob("*.sql"):
             if path.name == "errors.sql":
                 continue
             for code in re.findall(r"'(PR[0-9A-Z]{3})'", path.read_text()):

@@ -196,7 +196,7 @@ def test_the_lease_engine_runs_no_sql_assembled_from_text(acme, db):
         assert not re.search(r"\bexecute\b", bodies[name], re.I), f"{name} runs dynamic SQL"
     for name in sorted(lease):
         assert not re.search(r"\bformat\s*\(", bodies[name], re.I), f"{name} assembles text"
-    source = scaleout.strip_comments((Path(__file__).resolve().parents[1] / "plpgsql" / "leases.sql").read_text())
+    source = scaleout.strip_comments((Path(__file__).resolve().parents[1] / "plpgsql" / "queues" / "leases.sql").read_text())
     assert not re.search(r"\bexecute\b|\bformat\s*\(", source, re.I)
     assert {"_lease_claim_embedding", "_lease_claim_passage_embedding", "_lease_claim_task"} <= lease
     assert {"claim_embedding_jobs", "claim_passage_embedding_jobs", "claim_tasks", "fail_task"} <= callers

@@ -1,5 +1,6 @@
 """Forward-only migrations: a ledger, frozen checksums, serialised and idempotent installs."""
 
+import dataclasses
 import threading
 
 import psycopg
@@ -48,9 +49,9 @@ def edit_settings_file(monkeypatch, change, before=()):
 
     def edited():
         fs = original()
-        i = next(i for i, f in enumerate(fs) if f.name == "settings.sql")
-        fs[i] = sources.Source("function", "settings.sql", None, change(fs[i].body))
-        return [*before, *fs]
+        i = next(i for i, f in enumerate(fs) if f.name == "shared/settings.sql")
+        fs[i] = sources.Source("function", "shared/settings.sql", None, change(fs[i].body))
+        return [dataclasses.replace(f, position=n) for n, f in enumerate([*before, *fs], start=1)]
 
     monkeypatch.setattr(sources, "functions", edited)
 
@@ -58,7 +59,7 @@ def edit_settings_file(monkeypatch, change, before=()):
 def test_changed_function_file_is_reapplied_alone(db, monkeypatch):
     install.install(db, ["acme"])
     edit_settings_file(monkeypatch, lambda body: body + "\n-- reworded\n")
-    assert install.install(db, ["acme"]) == [("function", "settings.sql")]
+    assert install.install(db, ["acme"]) == [("function", "shared/settings.sql")]
     assert install.install(db, ["acme"]) == []
 
 
@@ -193,8 +194,8 @@ def test_a_tenant_upgraded_from_0009_gets_the_passages_of_its_logged_observation
         [(17, True, len(written))]
 
     # Done once: a later upgrade, even one that re-applies passages.sql, writes no passage twice.
-    db.execute("update older.function_ledger set sha256 = repeat('0', 64) where file = 'passages.sql'")
-    assert db.execute("select * from pgrecall.upgrade_tenant('older')").fetchall() == [("function", "passages.sql")]
+    db.execute("update older.function_ledger set sha256 = repeat('0', 64) where file = 'log/passages.sql'")
+    assert db.execute("select * from pgrecall.upgrade_tenant('older')").fetchall() == [("function", "log/passages.sql")]
     assert _passages(db, "older") == written
 
 
@@ -202,15 +203,60 @@ def test_a_function_moved_to_a_file_applied_earlier_survives_the_upgrade(db, mon
     """Splitting a file moves functions between files. A function moved into a file that is applied before
     its old one used to be created by the new file and then dropped by the old one's re-application."""
     install.install(db, ["acme"])
-    body = next(f.body for f in sources.functions() if f.name == "settings.sql")
+    body = next(f.body for f in sources.functions() if f.name == "shared/settings.sql")
     start = body.index("create or replace function __tenant__._settings()")
     end = body.index("comment on function __tenant__._settings()", start)
     end = body.index(";\n", end) + 2
     edit_settings_file(monkeypatch, lambda body: body[:start] + body[end:],
-                       before=[sources.Source("function", "a_settings_moved.sql", None, body[start:end])])
-    assert ("function", "a_settings_moved.sql") in install.install(db, ["acme"])
+                       before=[sources.Source("function", "a/settings_moved.sql", None, body[start:end])])
+    assert ("function", "a/settings_moved.sql") in install.install(db, ["acme"])
     assert db.execute("select to_regprocedure('acme._settings()') is not null").fetchone()[0]
     ledger_of = dict(db.execute("select file, functions from acme.function_ledger").fetchall())
-    assert ledger_of["a_settings_moved.sql"] == ["acme._settings()"]
-    assert "acme._settings()" not in ledger_of["settings.sql"]
+    assert ledger_of["a/settings_moved.sql"] == ["acme._settings()"]
+    assert "acme._settings()" not in ledger_of["shared/settings.sql"]
     assert install.install(db, ["acme"]) == []
+
+
+def test_a_renamed_function_file_leaves_no_stale_ledger_row_and_a_removed_one_takes_its_functions(db, monkeypatch):
+    """Renaming a file (plpgsql/ moved into folders, old names gone) applies it under its new name; the ledger
+    row of the old name went, so a later change to the file still drops what it defined. A file no longer
+    shipped at all takes its functions with it."""
+    install.install(db, ["acme"])
+    original = sources.functions
+    extra = sources.Source("function", "zz/gone_soon.sql", None, (
+        "create or replace function __tenant__._gone_soon() returns integer language sql immutable\n"
+        "set search_path = pg_catalog, __tenant__, __ext__, pg_temp as $$ select 1 $$;\n"
+        "comment on function __tenant__._gone_soon() is 'Internal: a file that is removed later.';\n"))
+
+    def shipped(rename=None, with_extra=True):
+        fs = [f if f.name != "shared/settings.sql" or rename is None else dataclasses.replace(f, name=rename)
+              for f in original()]
+        return [dataclasses.replace(f, position=n) for n, f in enumerate([*fs, *([extra] if with_extra else [])], 1)]
+
+    monkeypatch.setattr(sources, "functions", lambda: shipped())
+    assert install.install(db, ["acme"]) == [("function", "zz/gone_soon.sql")]
+    assert db.execute("select acme._gone_soon()").fetchone()[0] == 1
+
+    monkeypatch.setattr(sources, "functions", lambda: shipped(rename="shared/renamed_settings.sql"))
+    assert install.install(db, ["acme"]) == [("function", "shared/renamed_settings.sql")]
+    ledger_of = dict(db.execute("select file, functions from acme.function_ledger").fetchall())
+    assert "shared/settings.sql" not in ledger_of
+    assert "acme._settings()" in ledger_of["shared/renamed_settings.sql"]
+    assert db.execute("select acme._settings() is not null").fetchone()[0]
+
+    monkeypatch.setattr(sources, "functions", lambda: shipped(rename="shared/renamed_settings.sql", with_extra=False))
+    assert install.install(db, ["acme"]) == []
+    assert db.execute("select to_regprocedure('acme._gone_soon()')").fetchone()[0] is None
+    assert "zz/gone_soon.sql" not in dict(db.execute("select file, functions from acme.function_ledger").fetchall())
+    assert db.execute("select acme._settings() is not null").fetchone()[0]
+
+
+def test_function_files_are_applied_in_the_listed_order_not_by_name(db):
+    install.install(db, ["acme"])
+    db.execute("update acme.function_ledger set sha256 = repeat('0', 64)")
+    applied = [name for kind, name in db.execute("select * from pgrecall.upgrade_tenant('acme')").fetchall()
+               if kind == "function"]
+    assert applied == sources.function_order()
+    assert applied != sorted(applied)
+    assert applied[0] == "shared/fail.sql"
+    assert applied.index("recall/lexical_arm.sql") < applied.index("recall/recall.sql")

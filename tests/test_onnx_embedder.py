@@ -83,3 +83,30 @@ def test_a_process_with_the_cache_made_embeds_without_importing_torch():
     seconds, imported = done.stdout.strip().splitlines()
     assert imported == "False False", "the ONNX runtime imported torch or sentence-transformers"
     assert float(seconds) < time.perf_counter() - started  # measured inside the process, reported for the note
+
+
+def test_the_onnx_file_is_built_and_run_where_torch_cannot_be_imported(tmp_path):
+    """Issue #52, item 4: make run installs no torch, sentence-transformers or transformers. With those imports
+    made to fail, a process builds the ONNX file from the packaged weights (a fresh cache), embeds with it, and
+    the torch runtime says what to install."""
+    code = ("import sys\n"
+            "for name in ('torch', 'transformers', 'sentence_transformers'): sys.modules[name] = None\n"
+            "import numpy as np\n"
+            "from pgrecall import embedder, onnx_model\n"
+            "path = onnx_model.onnx_file()\n"
+            "vectors = embedder.Embedder(runtime='onnx').encode_array(['I live in Lisbon', 'x'])\n"
+            "np.save(sys.argv[1], vectors)\n"
+            "print(path.name, onnx_model._intact(path))\n"
+            "try:\n"
+            "    embedder.Embedder(runtime='torch')\n"
+            "except embedder.ModelUnavailable as exc:\n"
+            "    print(exc)\n")
+    out = tmp_path / "vectors.npy"
+    done = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, onnx_model.CACHE_VARIABLE: str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stderr
+    built, unavailable = done.stdout.strip().splitlines()
+    assert built.endswith(f"-g{onnx_model.GRAPH_VERSION}.onnx True")
+    assert "torch==2.13.0" in unavailable and "pgrecall[embed]" in unavailable, unavailable
+    torch = embedder.Embedder(runtime="torch").encode_array(["I live in Lisbon", "x"])
+    assert (np.load(out) * torch).sum(axis=1).min() >= 0.9999

@@ -1,4 +1,4 @@
-"""Recall as of a past moment (recall's p_as_of, plpgsql/recall_as_of.sql): the memory as it stood then.
+"""Recall as of a past moment (recall's p_as_of, plpgsql/recall/as_of.sql): the memory as it stood then.
 
 A story with known moments: memories written, then corrected, superseded, forgotten, erased and added to,
 and facts asserted and retracted. As of each moment, every mode answers with exactly the memories of that

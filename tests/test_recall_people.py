@@ -1,4 +1,4 @@
-"""Recall's people-and-things arm (setting recall_people_arm, plpgsql/recall_people.sql): the memories said by the
+"""Recall's people-and-things arm (setting recall_people_arm, plpgsql/recall/people_arm.sql): the memories said by the
 peers or about the entities a question names, a ranked list of their own fused by RRF, never outside eligibility."""
 
 import psycopg

@@ -1,4 +1,4 @@
-"""Answers spread over sessions (setting recall_session_spread, plpgsql/recall_spread.sql): the rows a recall
+"""Answers spread over sessions (setting recall_session_spread, plpgsql/recall/spread.sql): the rows a recall
 returns do not all come from one conversation session while another session's row scores close."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""Time in the question (setting recall_question_time, plpgsql/recall_time.sql): a question naming a date or a time
+"""Time in the question (setting recall_question_time, plpgsql/recall/time_arm.sql): a question naming a date or a time
 relative to the recall's clock prefers the memories said within it, never outside eligibility."""
 
 from datetime import UTC, datetime

@@ -1,5 +1,5 @@
-"""The argument checks several operations share (plpgsql/validation.sql, eligibility.sql): each caller
-still refuses what it refused, with the same SQLSTATE, and writes nothing."""
+"""The argument checks several operations share (plpgsql/shared/: value_checks.sql, references.sql,
+closed_sets.sql, eligibility.sql): each caller still refuses what it refused, with the same SQLSTATE, and writes nothing."""
 
 import pytest
 

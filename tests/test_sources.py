@@ -27,9 +27,9 @@ INLINED_HELPERS = {"_eligible_memories", "_eligible_facts", "_eligible_observati
                    "_audience_within", "_normalize_name", "_passages_in", "_bm25_tf", "_memory_eligible",
                    "_fact_eligible", "_observation_eligible", "_passage_eligible", "_unchanged_since",
                    "_embedding_dimensions",
-                   # the store's eligibility, an expression on a memory's columns (plpgsql/store.sql)
+                   # the store's eligibility, an expression on a memory's columns (plpgsql/integrations/store.sql)
                    "_store_item_usable",
-                   # the lease rule, an expression on a queue row's columns (plpgsql/leases.sql)
+                   # the lease rule, an expression on a queue row's columns (plpgsql/queues/leases.sql)
                    "_lease_over", "_lease_over_now"}
 
 
@@ -58,3 +58,29 @@ def test_every_tenant_function_is_definer_with_pinned_path_and_a_comment():
                 f"{f.name}: {name} does not pin search_path to pg_catalog, __tenant__, __ext__, pg_temp"
             )
     assert seen > 0
+
+
+def _defined_in() -> dict[str, str]:
+    where = {}
+    for f in sources.functions():
+        for name, _args, _rest in FUNCTION_HEADER.findall(f.body):
+            where[name] = f.name
+    return where
+
+
+def test_every_step_recall_answer_runs_is_in_the_recall_folder_or_shared():
+    """A reader follows one recall from recall_answer() to each step without opening a feature file: each
+    function it calls is in plpgsql/recall/ (a file named for the step) or plpgsql/shared/ (argument checks)."""
+    where = _defined_in()
+    body = next(f.body for f in sources.functions() if f.name == "recall/recall.sql")
+    body = body[body.index("create or replace function __tenant__.recall_answer("):]
+    body = body[body.index("$$") + 2:]
+    body = body[:body.index("$$")]
+    called = set(re.findall(r"\b(_\w+)\(", body)) & set(where)
+    assert len(called) > 15, called
+    elsewhere = {name: where[name] for name in called
+                 if not where[name].startswith(("recall/", "shared/"))}
+    assert elsewhere == {}, f"recall_answer calls steps defined outside plpgsql/recall/ and shared/: {elsewhere}"
+    step_files = {where[name] for name in called if where[name].startswith("recall/")}
+    feature_files = {"recall/people_arm.sql", "recall/time_arm.sql", "recall/neighbour_turns.sql"}
+    assert not step_files & feature_files, step_files & feature_files

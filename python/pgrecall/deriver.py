@@ -99,6 +99,40 @@ def first_person(messages: list[Message]) -> list[Claim]:
     return claims
 
 
+# First-person words and what each becomes with the speaker's name in their place ("I'm" -> "Ana is").
+_APOSTROPHE = "['’]"
+_FIRST_PERSON = [
+    (re.compile(r"\bI" + _APOSTROPHE + r"m\b|\bI\s+am\b"), "{s} is"),
+    (re.compile(r"\bI" + _APOSTROPHE + r"ve\b|\bI\s+have\b"), "{s} has"),
+    (re.compile(r"\bI" + _APOSTROPHE + r"d\b"), "{s} would"),
+    (re.compile(r"\bI" + _APOSTROPHE + r"ll\b"), "{s} will"),
+    (re.compile(r"\bI\b"), "{s}"),
+    (re.compile(r"\b[Mm]y\b|\b[Mm]ine\b"), "{s}'s"),
+    (re.compile(r"\b[Mm]yself\b|\b[Mm]e\b"), "{s}"),
+]
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
+MAX_KEYS = 10
+MAX_KEY_CHARS = 300
+
+
+def statement_keys(message: Message) -> list[str]:
+    """Search keys for a message's memory (``remember_keys``): its first-person statements about its
+    sender, each sentence that speaks in the first person with the sender's name in place of "I", "my"
+    and "me" ("I've been painting my lake" from ana -> "ana has been painting ana's lake"), and the
+    statements :func:`first_person` derives. Questions are not statements; at most ``MAX_KEYS`` keys,
+    each at most ``MAX_KEY_CHARS`` characters."""
+    body, actor = message["body"], message["actor"]
+    keys = [c.statement for c in first_person([message])]
+    for match in _SENTENCE.finditer(body):
+        sentence = re.sub(r"\s+", " ", match.group()).strip()
+        if sentence.endswith("?") or not any(p.search(sentence) for p, _ in _FIRST_PERSON):
+            continue
+        for pattern, template in _FIRST_PERSON:
+            sentence = pattern.sub(template.format(s=actor).replace("\\", "\\\\"), sentence)
+        keys.append(sentence[:MAX_KEY_CHARS].strip())
+    return list(dict.fromkeys(k for k in keys if k))[:MAX_KEYS]
+
+
 @dataclass
 class DeriveStats:
     claimed: int = 0

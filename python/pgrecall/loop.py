@@ -12,7 +12,7 @@ claims per poll interval (the poll itself), and work queued during it waits at m
 round that finds work, or a poll interval without a notification, makes it heed them again at once.
 
 Work may come without a notification: a write that queues embedding work while work waits unleased
-sends none (plpgsql/notifications.sql: the commits of notifying transactions are serialised). So a round
+sends none (plpgsql/shared/notifications.sql: the commits of notifying transactions are serialised). So a round
 that did something is followed by another at once, once the transactions in flight when it ended have
 ended too (at most ``SETTLE_SECONDS``): one of them may have queued work, seen the work this round took
 waiting, and notified nobody. A job is left for the poll only behind a transaction that stays open longer.
@@ -20,7 +20,7 @@ waiting, and notified nobody. A job is left for the poll only behind a transacti
 A lost connection (a server restart, a terminated backend, a network cut) is not the end: the loop
 reconnects, waiting 0.5 s, 1 s, 2 s ... up to ``max_delay`` between attempts, and goes on; whatever
 the process held was leased to the session that died, and comes back to the queue with it
-(plpgsql/leases.sql). Any other error is permanent (the role may not claim, the worker runs another
+(plpgsql/queues/leases.sql). Any other error is permanent (the role may not claim, the worker runs another
 model, a bug) and stops the loop: it propagates, so the CLI prints it as one line with its hint.
 """
 

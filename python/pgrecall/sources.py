@@ -2,7 +2,8 @@
 
 Layout on disk (a checkout) or inside the wheel (``pgrecall/sqlsrc/``):
 ``sql/control.sql`` is the control plane, ``migrations/NNNN_name.sql`` are the
-forward-only tenant migrations, ``plpgsql/*.sql`` the tenant's functions.
+forward-only tenant migrations, ``plpgsql/<subsystem>/*.sql`` the tenant's functions, installed in the
+order ``plpgsql/install_order`` lists them.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from pathlib import Path
 from . import names
 
 MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9]+(?:_[a-z0-9]+)*\.sql$")
-FUNCTION_FILE_NAME = re.compile(r"^_?[a-z0-9]+(?:_[a-z0-9]+)*\.sql$")
+FUNCTION_FILE_NAME = re.compile(r"^[a-z0-9]+(?:_[a-z0-9]+)*/_?[a-z0-9]+(?:_[a-z0-9]+)*\.sql$")
+INSTALL_ORDER = "install_order"
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,7 @@ class Source:
     name: str
     version: int | None
     body: str
+    position: int | None = None  # a function file's place in the install order
 
     @property
     def sha256(self) -> str:
@@ -68,10 +71,33 @@ def migrations() -> list[Source]:
     return found
 
 
+def function_order() -> list[str]:
+    """The function files, as paths under plpgsql/, in the order ``plpgsql/install_order`` installs them.
+
+    A file on disk that the list leaves out, or a listed file that is not there, is an error: the order is
+    written down, never guessed from names.
+    """
+    folder = sql_root() / "plpgsql"
+    listed = [line.strip() for line in (folder / INSTALL_ORDER).read_text(encoding="utf-8").splitlines()
+              if line.strip() and not line.lstrip().startswith("#")]
+    on_disk = {p.relative_to(folder).as_posix() for p in folder.rglob("*.sql")}
+    twice = sorted({name for name in listed if listed.count(name) > 1})
+    unlisted, missing = sorted(on_disk - set(listed)), sorted(set(listed) - on_disk)
+    if twice or unlisted or missing:
+        raise ValueError(f"plpgsql/{INSTALL_ORDER} must list every function file once: listed twice {twice}, "
+                         f"not listed {unlisted}, listed but missing {missing}")
+    bad = [name for name in listed if not FUNCTION_FILE_NAME.match(name)]
+    if bad:
+        raise ValueError(f"function files must be plpgsql/<folder>/<lower_snake>.sql: {bad}")
+    return listed
+
+
 def functions() -> list[Source]:
+    """The tenant's function files, in install order (``Source.position``)."""
+    folder = sql_root() / "plpgsql"
     return [
-        Source("function", path.name, None, path.read_text(encoding="utf-8"))
-        for path in sorted((sql_root() / "plpgsql").glob("*.sql"))
+        Source("function", name, None, (folder / name).read_text(encoding="utf-8"), position)
+        for position, name in enumerate(function_order(), start=1)
     ]
 
 
@@ -102,12 +128,14 @@ def load_sources_sql() -> str:
     rows = [f"delete from pgrecall.source where (kind, name) not in ({names});"]
     for src in shipped:
         version = "null" if src.version is None else str(src.version)
+        position = "null" if src.position is None else str(src.position)
         rows.append(
-            f"insert into pgrecall.source (kind, name, version, sha256, body)\n"
-            f"values ({sql_literal(src.kind)}, {sql_literal(src.name)}, {version}, {sql_literal(src.sha256)}, "
-            f"{_dollar_quote(src.body, src.sha256)})\n"
+            f"insert into pgrecall.source (kind, name, version, apply_order, sha256, body)\n"
+            f"values ({sql_literal(src.kind)}, {sql_literal(src.name)}, {version}, {position}, "
+            f"{sql_literal(src.sha256)}, {_dollar_quote(src.body, src.sha256)})\n"
             f"on conflict (kind, name) do update\n"
-            f"   set version = excluded.version, sha256 = excluded.sha256, body = excluded.body;"
+            f"   set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, "
+            f"body = excluded.body;"
         )
     return "\n\n".join(rows)
 

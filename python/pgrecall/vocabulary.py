@@ -1,6 +1,6 @@
 """The closed sets of words a caller passes (purposes, kinds, roles), as Python reads them.
 
-The catalog defines each once (the tenant's ``_closed_set()``, plpgsql/validation.sql), and the functions
+The catalog defines each once (the tenant's ``_closed_set()``, plpgsql/shared/closed_sets.sql), and the functions
 that check input read it there. These constants are Python's copy, for argparse choices and MCP schemas that
 must exist before any connection; tests/test_vocabulary.py fails when a copy and the catalog disagree.
 """

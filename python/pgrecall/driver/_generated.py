@@ -828,6 +828,7 @@ SIGNATURES: dict[str, tuple[tuple[str, str, bool], ...]] = {
     'release_embedding_jobs': (('worker', 'text', False), ('memory_ids', 'bigint[]', False)),
     'release_passage_embedding_jobs': (('worker', 'text', False), ('passage_ids', 'bigint[]', False)),
     'remember': (('principal', 'text', False), ('scopes', 'text[]', False), ('scope', 'text', False), ('body', 'text', False), ('evidence', 'bigint[]', False), ('purposes', 'text[]', False), ('audience', 'text', True), ('kind', 'text', True), ('title', 'text', True), ('confidence', 'double precision', True), ('about', 'text[]', True), ('observer', 'text', True), ('widening_reason', 'text', True), ('embedding', 'text', True), ('embedding_model', 'text', True), ('embedding_input_version', 'integer', True)),
+    'remember_keys': (('principal', 'text', False), ('scopes', 'text[]', False), ('memory_id', 'bigint', False), ('keys', 'text[]', False)),
     'remember_many': (('principal', 'text', False), ('scopes', 'text[]', False), ('scope', 'text', False), ('items', 'jsonb', False), ('embeddings', 'text[]', True), ('embedding_model', 'text', True), ('embedding_input_version', 'integer', True)),
     'remember_said': (('principal', 'text', False), ('scopes', 'text[]', False), ('scope', 'text', False), ('said', 'text', False), ('purposes', 'text[]', False), ('body', 'text', True), ('audience', 'text', True), ('kind', 'text', True), ('title', 'text', True), ('confidence', 'double precision', True), ('about', 'text[]', True), ('evidence', 'bigint[]', True), ('source_role', 'text', True), ('payload', 'jsonb', True), ('widening_reason', 'text', True)),
     'remove_session_peers': (('principal', 'text', False), ('scopes', 'text[]', False), ('session', 'bigint', False), ('peers', 'text[]', False)),
@@ -1234,6 +1235,13 @@ def remember(h: Handle, scope: str, body: str, evidence: list[int], purposes: li
     return _rows('remember', args, RememberRow)
 
 
+def remember_keys(h: Handle, memory_id: int, keys: list[str], *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+    """Search keys for a memory the principal may see: statements derived from its turns, under which recall (setting recall_memory_keys) finds the memory too, never the key; erased with the turns. Returns how many were added."""
+    principal, scopes = h.who(principal, scopes)
+    args = _given({'principal': principal, 'scopes': scopes, 'memory_id': memory_id, 'keys': keys}, ())
+    return _value('remember_keys', args, int)
+
+
 def remember_many(h: Handle, scope: str, items: Any, *, embeddings: list[str] | None = None, embedding_model: str | None = None, embedding_input_version: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
     """remember() for a batch: items as a JSON array; all are validated before any is written. One row per item. p_embeddings: the caller's vector of each item (NULL for one without), stamped with the tenant's model and input version (PR155 otherwise), written with the memories."""
     principal, scopes = h.who(principal, scopes)
@@ -1502,6 +1510,7 @@ BUILDERS: dict[str, Callable[..., Call[Any]]] = {
     'release_embedding_jobs': release_embedding_jobs,
     'release_passage_embedding_jobs': release_passage_embedding_jobs,
     'remember': remember,
+    'remember_keys': remember_keys,
     'remember_many': remember_many,
     'remember_said': remember_said,
     'remove_session_peers': remove_session_peers,

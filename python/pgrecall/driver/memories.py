@@ -356,7 +356,7 @@ def remember_many(h: Handle, items: Sequence[Mapping[str, Any]], *, scope: str |
 
 VectorLike = Sequence[float] | npt.NDArray[Any]
 
-# What _trim() strips in the tenant (plpgsql/validation.sql): the body is stored without it.
+# What _trim() strips in the tenant (plpgsql/shared/value_checks.sql): the body is stored without it.
 _WHITESPACE = " \t\n\r\f\v\u00a0\u2028\u2029\ufeff"
 
 

@@ -6,7 +6,7 @@ authorised set (the handle's first unless ``scope=`` names another) and to one p
 only what the principal may use for it, and every put gives the item the store's purposes (``[purpose]``
 unless ``purposes=`` says more).
 
-How LangGraph's words map onto pgrecall's (the SQL is ``store_*`` in plpgsql/store.sql, migration 0037):
+How LangGraph's words map onto pgrecall's (the SQL is ``store_*`` in plpgsql/integrations/store.sql, migration 0037):
 
 - an **item** is a memory of the scope. Its **value** (a dict) is kept whole, as jsonb, beside the text that
   recall ranks and the worker embeds: the value's string leaves, one a line (its JSON text if it has none).

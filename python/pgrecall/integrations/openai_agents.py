@@ -18,8 +18,8 @@ another, reads the same history.
   ``clear_session`` appends one retraction of every visible item. The retracted turns and the retractions
   themselves stay in the log, searchable and erasable like any other turn (only ``erase`` deletes).
 
-The SQL is ``agent_session_*`` in plpgsql/agent_sessions.sql. The SDK's methods are coroutines; each runs its
-one stored call in a thread (the handle's psycopg connection serialises its users).
+The SQL is ``agent_session_*`` in plpgsql/integrations/agent_sessions.sql. The SDK's methods are coroutines;
+each runs its one stored call in a thread (the handle's psycopg connection serialises its users).
 """
 
 from __future__ import annotations

@@ -102,7 +102,7 @@ create or replace trigger session_peer_counted after insert or update of left_at
     for each row execute function __tenant__._session_peer_counted();
 
 -- p_data_subject_id: whose personal data the name and metadata are; erasing
--- that subject clears them (plpgsql/erase.sql). Without it, the principal's
+-- that subject clears them (plpgsql/erasure/erase.sql). Without it, the principal's
 -- data subject (a peer created with one passes it on), and every peer that
 -- joins adds its own (add_session_peers): a session's name may speak of
 -- anyone in it.

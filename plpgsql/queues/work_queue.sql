@@ -12,7 +12,7 @@
 -- Tasks of one lane are handed out strictly in message order: a task is
 -- claimable only when every earlier task of its lane is done or dead.
 -- Different lanes proceed in parallel. Tasks are leased, finished and given
--- back through the lease queue of plpgsql/leases.sql, as the embedding jobs
+-- back through the lease queue of plpgsql/queues/leases.sql, as the embedding jobs
 -- are: SKIP LOCKED, a lease that ends when it expires or its session ends,
 -- retries after exponential backoff, dead-lettered after task_max_attempts.
 -- This file chooses which tasks may be claimed (the lanes' heads). A task is

@@ -73,7 +73,7 @@ comment on function __tenant__._passages_in(bigint, text[], bigint, bigint) is
 -- The lexical arm over passages: BM25, document frequencies counted live in
 -- the scopes, corpus size from passage_stat. As in recall, a cheap presence
 -- score bounds the candidates and the best 2 x p_depth get exact BM25 term
--- frequencies (_bm25_tf, recall_lexical.sql). One row: ids and scores best first, the terms, those dropped.
+-- frequencies (_bm25_tf, recall/lexical_arm.sql). One row: ids and scores best first, the terms, those dropped.
 create or replace function __tenant__._passage_lexical_arm(p_principal_id bigint, p_scopes text[], p_session_id bigint,
                                                           p_actor_id bigint, p_query text, p_depth integer,
                                                           p_settings jsonb default null)

@@ -94,7 +94,7 @@ comment on function __tenant__._interleave_rounds(bigint[], bigint[], integer) i
 -- the second round's rows are in the first round's list too, further down,
 -- and counted twice they pushed out every first-round row. A query whose
 -- every kept term is held, or none, is left as it was.
--- Then recall_neighbour_turns (_neighbour_turns, recall_neighbours.sql), and
+-- Then recall_neighbour_turns (_neighbour_turns, recall/neighbour_turns.sql), and
 -- recall_session_spread (_session_spread above).
 create or replace function __tenant__._spread_over_answer(
     p_kept_ids bigint[], p_limit integer, p_terms text[], p_dropped text[], p_principal_id bigint, p_scopes text[],

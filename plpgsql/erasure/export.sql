@@ -111,7 +111,7 @@ begin
     end if;
     for v_plan in
         select p.kind, array_agg(p.row_key) as keys from _erasure_plan(p_selector) p group by p.kind
-         order by array_position(array['observation', 'passage', 'memory', 'memory_revision', 'memory_link',
+         order by array_position(array['observation', 'passage', 'memory', 'memory_revision', 'memory_link', 'memory_key',
                                        'memory_correction_evidence', 'memory_embedding', 'memory_reverted', 'entity',
                                        'entity_alias', 'fact', 'fact_evidence', 'duplicate_decision', 'work_task',
                                        'working_representation', 'peer', 'session'], p.kind), p.kind

@@ -1,4 +1,4 @@
--- Recall's fact arm (plpgsql/recall.sql composes the steps): the facts about
+-- Recall's fact arm (plpgsql/recall/recall.sql composes the steps): the facts about
 -- the entities the query names (by name or alias), valid at the requested
 -- time and currently believed, ranked by how many query terms their
 -- statement shares, then salience and confidence. recall fuses them as a

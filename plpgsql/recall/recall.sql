@@ -1,39 +1,40 @@
 -- recall: ranked retrieval, in the design's order (section 6). Each step is
 -- a function of its own that a DBA can call and test alone; recall_answer()
--- runs them in order.
+-- runs them in order. Each step's file is in this folder (plpgsql/recall/),
+-- named for the step, and plpgsql/install_order lists them in this order.
 --   0. as of a past moment (p_as_of; NULL: now): the memories changed since
 --      then, as they stood then (text, forgotten, superseded):
---        _memories_as_of (recall_as_of.sql); each step below reads the other
+--        _memories_as_of (recall/as_of.sql); each step below reads the other
 --        memories only when unchanged since (_unchanged_since), and the arms
 --        rank the changed ones by their text (and vector) of then; facts are
 --        those valid and believed then
 --   1. eligibility (the one rule) before anything is ranked:
---        _memory_eligible (eligibility.sql); every step filters with it;
+--        _memory_eligible (shared/eligibility.sql); every step filters with it;
 --        when the principal may see only a few memories, their ids, read once
---        and shared by both arms: _few_eligible (recall_dense.sql)
+--        and shared by both arms: _few_eligible (recall/dense_arm.sql)
 --   2. lexical arm: BM25 from document frequencies; from prune_min_terms query
 --      terms on, terms in prune_df_ratio or more of memories are dropped:
 --        _lexical_arm = _query_terms, _prune_terms, _lexical_recruiters,
---        _lexical_candidates (recall_lexical.sql)
+--        _lexical_candidates (recall/lexical_arm.sql)
 --   3. dense arm: cosine against current embeddings, floor dense_floor; exact
 --      when few memories are eligible, HNSW with iterative scan otherwise:
---        _dense_reason, _dense_arm (recall_dense.sql)
+--        _dense_reason, _dense_arm (recall/dense_arm.sql)
 --      facts about the entities the query names, a third list:
---        _fact_arm (recall_facts.sql)
+--        _fact_arm (recall/fact_arm.sql)
 --   4. fusion, by the setting fusion: Reciprocal Rank Fusion (rrf), sum of
 --      1 / (rrf_k + rank) over each arm's first max(arm_candidates, 2 x limit);
 --      or score fusion (scores), each arm's scores over its best, added, over
 --      each arm's first max(arm_candidates, 10 x limit); or both (rrf_scores):
 --      RRF chooses the rows, the arms' evidence orders them:
---        _fused_ids = _rrf_fuse or _score_fuse, _evidence_scores (recall_fusion.sql);
+--        _fused_ids = _rrf_fuse or _score_fuse, _evidence_scores (recall/fusion.sql);
 --      with recall_people_arm on, the memories said by the peers or about the
 --      entities the question names, a list of its own fused by RRF; with
 --      recall_question_time on, those said within the time the question names:
 --        _fused_candidates = _people_arm, _time_arm, _rrf_fuse4
---        (recall_people.sql, recall_time.sql, recall_fusion.sql)
+--        (recall/people_arm.sql, recall/time_arm.sql, recall/fusion.sql)
 --   5. permission walk over the fused list: a candidate whose provenance the
 --      principal may not see is dropped:
---        _walk_provenance (recall_fusion.sql)
+--        _walk_provenance (recall/permission_walk.sql)
 --   5b. an answer spread over the conversation: with recall_second_round
 --      on, the query's terms the first rows do not hold are searched for
 --      again and those rows take turns with the walk's; with
@@ -43,14 +44,14 @@
 --      waits close by:
 --        _spread_over_answer = _uncovered_terms, _lexical_arm, _interleave_rounds,
 --        _neighbour_turns, _walk_provenance, _session_spread
---        (recall_spread.sql, recall_neighbours.sql)
+--        (recall/spread.sql, recall/neighbour_turns.sql)
 --   6. under rrf_scores, the chosen rows ordered by their evidence (with
 --      recall_question_time on, a row of the question's time counts as an
---      arm's first more): _ordering_evidence (recall_time.sql); any further
+--      arm's first more): _ordering_evidence (recall/ordering.sql); any further
 --      re-rank happens in the caller, on rows that passed
 --   7. rows, plus metadata (counts after the walk, dropped terms,
 --      dense_available, embeddings missing, freshness):
---        _recall_items (recall_fusion.sql), _missing_embeddings and the
+--        _recall_items (recall/rows.sql), _missing_embeddings and the
 --        metadata here (recall_meta)
 --
 -- Each step takes and returns whole arrays and is called once per recall:

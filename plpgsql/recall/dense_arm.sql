@@ -1,4 +1,4 @@
--- Recall, step 3: the dense arm (plpgsql/recall.sql composes the steps).
+-- Recall, step 3: the dense arm (plpgsql/recall/recall.sql composes the steps).
 --
 --   _check_query_embedding  PR154 unless a query embedding is _embedding_dimensions() finite numbers
 --                           (message search checks with it too)

@@ -1,4 +1,4 @@
--- Recall, step 2: the lexical arm (plpgsql/recall.sql composes the steps).
+-- Recall, step 2: the lexical arm (plpgsql/recall/recall.sql composes the steps).
 --
 --   _query_terms        the query's distinct lexemes
 --   _prune_terms        from prune_min_terms terms on, a term in prune_df_ratio
@@ -269,6 +269,14 @@ begin
         exit when cardinality(ids) >= p_depth;
     end loop;
     recruited := recruited_by is distinct from v_recruiters[cardinality(v_recruiters)];
+    if (v_set ->> 'recall_memory_keys')::boolean and recruited_by is not null then
+        -- The memories' keys (key_arm.sql): a key's hit counts for its memory, once.
+        select r.merged_ids, r.merged_scores into ids, scores
+          from _key_hits(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, recruited_by, v_kept, v_idf,
+                         (v_set ->> 'bm25_k1')::double precision, (v_set ->> 'bm25_b')::double precision,
+                         v_avg_length, p_depth, p_among, p_as_of) k
+         cross join lateral _merge_best(ids, scores, k.key_ids, k.key_scores, p_depth) r;
+    end if;
     if cardinality(p_as_of_ids) > 0 then
         -- As of a past moment: the memories changed since, by the text they
         -- had then (_memories_as_of), scored as the others and ranked with them.

@@ -199,7 +199,7 @@ comment on function __tenant__._entity_required(bigint, text[], text) is
     'Internal: the entity a name denotes in the authorised scopes that the principal may see, or PR114 (hidden or missing alike).';
 
 -- p_data_subject_id: whose personal data the alias is (a nickname, a
--- maiden name); erasing that subject removes the alias (plpgsql/erase.sql).
+-- maiden name); erasing that subject removes the alias (plpgsql/erasure/erase.sql).
 -- Without it, the alias is the data of the peers it is about (a peer named
 -- like the entity, or like one of its names) and of the principal who gave
 -- it: each passes its data subjects on (issue #28).

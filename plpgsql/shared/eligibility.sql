@@ -128,7 +128,7 @@ comment on function __tenant__._memory_eligible(text, bigint, text[], timestampt
 -- Recall as of a past moment (p_as_of) reads a memory by the rule above
 -- only when its row has not changed since that moment: it stands now as it
 -- stood then. A memory changed since is read from its history
--- (_memories_as_of, recall_as_of.sql). NULL: now, where every memory is
+-- (_memories_as_of, recall/as_of.sql). NULL: now, where every memory is
 -- read by the rule. Inlined like the rule.
 create or replace function __tenant__._unchanged_since(p_updated_at timestamptz, p_as_of timestamptz)
 returns boolean

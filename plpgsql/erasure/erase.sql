@@ -419,6 +419,10 @@ begin
                                    where c.memory_id = any (p_memories))
         when 'memory_embedding' then
             p_registered || array(select x::text from unnest(p_memories) x)
+        when 'memory_key' then
+            -- the keys of doomed memories
+            array(select distinct k from unnest(p_registered || array(
+                    select x.id::text from memory_key x where x.memory_id = any (p_memories))) k)
         when 'duplicate_decision' then
             -- decisions about a doomed memory (their reason may speak of it)
             p_registered || array(select d.id::text from duplicate_decision d

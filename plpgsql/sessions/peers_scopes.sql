@@ -219,7 +219,7 @@ comment on function __tenant__.scopes() is
     'The tenant''s scopes with their descriptions, by name.';
 
 -- p_data_subject_id: whose personal data the name and metadata are; erasing
--- that subject anonymises the peer (plpgsql/erase.sql).
+-- that subject anonymises the peer (plpgsql/erasure/erase.sql).
 create or replace function __tenant__.add_peer(p_name text, p_kind text default 'human',
                                               p_metadata jsonb default '{}', p_data_subject_id text default null)
 returns bigint

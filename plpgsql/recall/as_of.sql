@@ -1,5 +1,5 @@
 -- Recall as of a past moment (recall's p_as_of): the memory as it stood
--- then. plpgsql/recall.sql composes the steps; this file holds what only an
+-- then. plpgsql/recall/recall.sql composes the steps; this file holds what only an
 -- as-of recall runs.
 --
 -- A memory's row either has not changed since the moment (updated_at at or

@@ -1,10 +1,10 @@
--- Recall's people-and-things arm (plpgsql/recall.sql composes the steps;
+-- Recall's people-and-things arm (plpgsql/recall/recall.sql composes the steps;
 -- setting recall_people_arm, migration 0031). When the question names a
 -- peer (by its name) or an entity (by name or alias), the memories that peer
 -- said (a memory derived from an observation whose actor it is) and the
 -- memories about that entity (about-links, to it or to an entity merged into
 -- it) are a ranked list of their own, fused with the lexical and dense lists
--- by RRF (_rrf_fuse4, recall_fusion.sql): a candidate that the question's
+-- by RRF (_rrf_fuse4, recall/fusion.sql): a candidate that the question's
 -- people said, or that is about the things it names, rises above one that
 -- only shares its words or meaning.
 --   _text_grams    the lower-cased word groups of one to four words of a text
@@ -12,7 +12,7 @@
 --   _people_arm    of the fused candidates, in order, the eligible ones said
 --                  by the named peers or about the named entities
 --   _fused_candidates  the fused list recall walks: _fused_ids, or with this
---                  arm or the time list (recall_time.sql) on and a list to
+--                  arm or the time list (recall/time_arm.sql) on and a list to
 --                  add, RRF of the lists
 
 -- The same word groups _entities_in_text matches entity names against.
@@ -101,43 +101,3 @@ end
 $$;
 comment on function __tenant__._people_arm(bigint[], bigint, text[], text, boolean, timestamptz, text) is
     'Internal: recall''s people-and-things arm: of the fused candidates, in order, the eligible ones said by the peers or about the entities the query names.';
-
--- The fused list recall's permission walk reads. With recall_people_arm on
--- and an RRF fusion (rrf, rrf_scores), the arm's list is fused with the
--- other two; so is, with recall_question_time on, the list of the candidates
--- said within the time the question names (_time_arm, recall_time.sql).
--- Score fusion has no scale for a list without scores of its own, so there
--- neither is added.
-create or replace function __tenant__._fused_candidates(
-    p_lexical_ids bigint[], p_bm25 double precision[], p_dense_ids bigint[], p_cosines double precision[],
-    p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
-    p_query text, p_settings jsonb)
-returns bigint[]
-language plpgsql stable
-security definer
-set search_path = pg_catalog, __tenant__, __ext__, pg_temp
-as $$
-declare
-    v_fused bigint[] := _fused_ids(p_lexical_ids, p_bm25, p_dense_ids, p_cosines, p_settings);
-    v_people bigint[] := '{}';
-    v_time bigint[] := '{}';
-begin
-    if p_settings ->> 'fusion' not in ('rrf', 'rrf_scores') then
-        return v_fused;
-    end if;
-    if (p_settings -> 'recall_people_arm')::boolean then
-        v_people := _people_arm(v_fused, p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_query);
-    end if;
-    if (p_settings -> 'recall_question_time')::boolean then
-        v_time := _time_arm(v_fused, p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_query);
-    end if;
-    if cardinality(v_people) + cardinality(v_time) = 0 then
-        return v_fused;
-    end if;
-    return _rrf_fuse4(p_lexical_ids, p_dense_ids, v_people, v_time, (p_settings ->> 'rrf_k')::double precision,
-                      (p_settings ->> 'walk_depth')::integer);
-end
-$$;
-comment on function __tenant__._fused_candidates(bigint[], double precision[], bigint[], double precision[], bigint,
-                                                 text[], text, boolean, timestamptz, text, jsonb) is
-    'Internal: recall''s fused candidate ids: _fused_ids, or with recall_people_arm or recall_question_time on, RRF of the lexical and dense lists and the people and time lists.';

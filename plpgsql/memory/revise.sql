@@ -5,7 +5,7 @@
 -- they may cite only turns the principal may see and that the memory's
 -- audience may see (PR116 otherwise, unless a widening reason says why); a
 -- correction's evidence is undone by erasure rather than deleting the memory
--- (plpgsql/erase.sql).
+-- (plpgsql/erasure/erase.sql).
 
 -- Locks a memory the principal may see and checks the caller's revision.
 create or replace function __tenant__._lock_for_revision(p_principal_id bigint, p_scopes text[], p_memory_id bigint,

@@ -1,0 +1,42 @@
+-- Recall, step 5 (plpgsql/recall/recall.sql composes the steps): the permission walk over the fused
+-- list.
+
+-- Keeps, in order, the candidates whose whole derived_from chain the
+-- principal may see (superseded sources are history and stay visible;
+-- forgotten or other-audience sources are not).
+create or replace function __tenant__._walk_provenance(p_candidates bigint[], p_principal_id bigint, p_scopes text[])
+returns bigint[]
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    v_result bigint[];
+begin
+    with recursive reach (root, source, depth) as (
+        select c.id, l.target_memory_id, 1
+          from unnest(p_candidates) c(id)
+          join memory_link l on l.memory_id = c.id and l.link_type = 'derived_from' and l.target_memory_id is not null
+        union
+        select r.root, l.target_memory_id, r.depth + 1
+          from reach r
+          join memory_link l on l.memory_id = r.source and l.link_type = 'derived_from' and l.target_memory_id is not null
+         where r.depth < 32
+    ), hidden as (
+        -- (Observation links need no check: evidence is always in the memory's
+        -- own scope, which eligibility has already authorised.)
+        select distinct r.root from reach r
+         where not exists (select 1 from memory e
+                            where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                                   p_principal_id, p_scopes, null, true, null) and e.id = r.source)
+    )
+    select coalesce(array_agg(c.id order by c.ord), '{}')
+      from unnest(p_candidates) with ordinality c(id, ord)
+     where c.id not in (select h.root from hidden h)
+    into v_result;
+    return v_result;
+end
+$$;
+comment on function __tenant__._walk_provenance(bigint[], bigint, text[]) is
+    'Internal: the candidates, in order, whose provenance the principal may see.';
