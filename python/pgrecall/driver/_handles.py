@@ -10,6 +10,7 @@ import asyncio
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
+from types import MethodType
 from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar, overload
 
 import psycopg
@@ -56,6 +57,10 @@ class _operation(Generic[P, T]):
         self.build = build
         self.__doc__ = build.__doc__
         self.signature = _signature_without_handle(build)
+        # One function each for both handles, bound to the handle on every access (a bound method costs little
+        # beside a new closure with functools.wraps per call); its signature, less the handle, is the method's.
+        self._sync = _sync_function(build)
+        self._async = _async_function(build)
 
     @overload
     def __call__(self, obj: Memory, *args: P.args, **kwargs: P.kwargs) -> T: ...
@@ -75,9 +80,7 @@ class _operation(Generic[P, T]):
                 owner: type[Any]) -> Self | Callable[P, T] | Callable[P, Awaitable[T]]:
         if obj is None:
             return self
-        method = _async_method(self.build, obj) if isinstance(obj, AsyncMemory) else _sync_method(self.build, obj)
-        method.__signature__ = self.signature  # type: ignore[union-attr]
-        return method
+        return MethodType(self._async if isinstance(obj, AsyncMemory) else self._sync, obj)
 
 
 def _built(build: Build[P, T], mem: Any, *args: Any, **kwargs: Any) -> Operation[T]:
@@ -92,23 +95,21 @@ def _built(build: Build[P, T], mem: Any, *args: Any, **kwargs: Any) -> Operation
         raise _input_error(build.__name__, exc) from exc
 
 
-def _sync_method(build: Build[P, T], mem: Memory) -> Callable[P, T]:
-    run = mem._runner.run
-
+def _sync_function(build: Build[P, T]) -> Callable[..., T]:
     @functools.wraps(build)
-    def method(*args: P.args, **kwargs: P.kwargs) -> T:
-        return run(_built(build, mem, *args, **kwargs))
+    def method(mem: Memory, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return mem._runner.run(_built(build, mem, *args, **kwargs))
 
+    method.__signature__ = inspect.signature(build)  # type: ignore[attr-defined]
     return method
 
 
-def _async_method(build: Build[P, T], mem: AsyncMemory) -> Callable[P, Awaitable[T]]:
-    run = mem._runner.run
-
+def _async_function(build: Build[P, T]) -> Callable[..., Awaitable[T]]:
     @functools.wraps(build)
-    async def method(*args: P.args, **kwargs: P.kwargs) -> T:
-        return await run(_built(build, mem, *args, **kwargs))
+    async def method(mem: AsyncMemory, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await mem._runner.run(_built(build, mem, *args, **kwargs))
 
+    method.__signature__ = inspect.signature(build)  # type: ignore[attr-defined]
     return method
 
 

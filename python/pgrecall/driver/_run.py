@@ -76,6 +76,11 @@ def _raise(exc: psycopg.Error, where: str = "statement", args: Mapping[str, Any]
     raise translated from exc
 
 
+def _idle(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    """Open and outside a transaction: where a connection's characteristics may be set."""
+    return not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
 def _wraps_in_a_block(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
     """Whether a connection borrowed from a pool would run a call in a transaction block of its own: not in
     autocommit, idle, and with no transaction characteristic set (read only, isolation, deferrable), which
@@ -126,7 +131,10 @@ def _offloaded(fn: Callable[[], Any], where: str) -> Any:
 Conn = TypeVar("Conn")
 Pool = TypeVar("Pool")
 
-_REPEATABLE_READ_ONLY = "set transaction isolation level repeatable read, read only"
+# A snapshot's transaction is begun as REPEATABLE READ, READ ONLY in its BEGIN (one round trip, where BEGIN and
+# then SET TRANSACTION took two): psycopg writes the connection's characteristics into the BEGIN it sends, so they
+# are set on the connection just before and given back as they were when the snapshot ends.
+_SNAPSHOT_ISOLATION = psycopg.IsolationLevel.REPEATABLE_READ
 
 
 class _Pin:
@@ -137,6 +145,7 @@ class _Pin:
         self.conn: Any = None
         self.borrowed: Any = None  # the pool's connection context, exited when the snapshot ends
         self.transaction: Any = None  # None: the caller's own transaction block is the snapshot
+        self.characteristics: tuple[Any, Any] | None = None  # the connection's (isolation level, read only) before
 
     def begun(self, current: Snapshot) -> bool:
         if current.begin and self.conn is not None:
@@ -177,9 +186,11 @@ class SyncRunner(_Runner[psycopg.Connection[Any], ConnectionPool[Any]]):
             else:
                 pin.conn = self.conn
             if pin.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                pin.characteristics = (pin.conn.isolation_level, pin.conn.read_only)
+                pin.conn.isolation_level = _SNAPSHOT_ISOLATION
+                pin.conn.read_only = True
                 pin.transaction = pin.conn.transaction()
-                pin.transaction.__enter__()
-                pin.conn.execute(_REPEATABLE_READ_ONLY)
+                pin.transaction.__enter__()  # BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY
         else:
             self._release(pin, None)
 
@@ -187,34 +198,48 @@ class SyncRunner(_Runner[psycopg.Connection[Any], ConnectionPool[Any]]):
     def _release(pin: _Pin, failed: BaseException | None) -> None:
         """End the snapshot: its transaction (read only: committed, or rolled back on a failure) and the pool's
         connection. Idempotent."""
-        transaction, borrowed = pin.transaction, pin.borrowed
-        pin.conn = pin.transaction = pin.borrowed = None
+        conn, transaction, borrowed, characteristics = pin.conn, pin.transaction, pin.borrowed, pin.characteristics
+        pin.conn = pin.transaction = pin.borrowed = pin.characteristics = None
         try:
             if transaction is not None:
                 transaction.__exit__(type(failed) if failed else None, failed, None)
         finally:
-            if borrowed is not None:
-                borrowed.__exit__(type(failed) if failed else None, failed, None)
+            try:
+                if characteristics is not None and _idle(conn):
+                    conn.isolation_level, conn.read_only = characteristics
+            finally:
+                if borrowed is not None:
+                    borrowed.__exit__(type(failed) if failed else None, failed, None)
 
     def execute(self, call: Call[T], pin: _Pin | None = None) -> T:
-        boundary.check_arguments(call.function, call.params)
+        query, params, vectors = call.bound(self.tenant)
+        boundary.check_arguments(call.function, params)
+        conn = pin.conn if pin is not None and pin.conn is not None else self.conn
         try:
-            with self._connection(pin) as conn:
-                if call.sends_vectors and not _registered(conn):
-                    configure(conn)  # the caller's connection or pool did not register pgvector's types
-                own_block = self.pool is not None and _wraps_in_a_block(conn)
-                if own_block:
-                    conn.autocommit = True
-                try:
-                    with conn.cursor(row_factory=call.row_factory) as cur:
-                        cur.execute(call.query(self.tenant), call.params)
-                        found = cur.fetchall()
-                finally:
-                    if own_block and not (conn.closed or conn.broken):
-                        conn.autocommit = False  # the pool's connection as it was lent
+            if conn is not None:  # the handle's connection, or the snapshot's: no context to enter
+                found = self._fetch(conn, call, query, params, vectors)
+            else:
+                assert self.pool is not None
+                with self.pool.connection() as conn:
+                    found = self._fetch(conn, call, query, params, vectors)
         except psycopg.Error as exc:
-            _raise(exc, call.function, call.params)
+            _raise(exc, call.function, params)
         return call.collect(found)
+
+    def _fetch(self, conn: psycopg.Connection[Any], call: Call[Any], query: str, params: dict[str, Any],
+               vectors: bool) -> list[Any]:
+        if vectors and not _registered(conn):
+            configure(conn)  # the caller's connection or pool did not register pgvector's types
+        own_block = self.pool is not None and _wraps_in_a_block(conn)
+        if own_block:
+            conn.autocommit = True
+        try:
+            with conn.cursor(row_factory=call.row_factory) as cur:
+                cur.execute(query, params)
+                return cur.fetchall()
+        finally:
+            if own_block and not (conn.closed or conn.broken):
+                conn.autocommit = False  # the pool's connection as it was lent
 
     def execute_statement(self, statement: Statement[T], pin: _Pin | None = None) -> T:
         found: list[Any] = []
@@ -290,42 +315,59 @@ class AsyncRunner(_Runner[psycopg.AsyncConnection[Any], AsyncConnectionPool[Any]
             else:
                 pin.conn = self.conn
             if pin.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                pin.characteristics = (pin.conn.isolation_level, pin.conn.read_only)
+                await pin.conn.set_isolation_level(_SNAPSHOT_ISOLATION)
+                await pin.conn.set_read_only(True)
                 pin.transaction = pin.conn.transaction()
-                await pin.transaction.__aenter__()
-                await pin.conn.execute(_REPEATABLE_READ_ONLY)
+                await pin.transaction.__aenter__()  # BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY
         else:
             await self._release(pin, None)
 
     @staticmethod
     async def _release(pin: _Pin, failed: BaseException | None) -> None:
-        transaction, borrowed = pin.transaction, pin.borrowed
-        pin.conn = pin.transaction = pin.borrowed = None
+        conn, transaction, borrowed, characteristics = pin.conn, pin.transaction, pin.borrowed, pin.characteristics
+        pin.conn = pin.transaction = pin.borrowed = pin.characteristics = None
         try:
             if transaction is not None:
                 await transaction.__aexit__(type(failed) if failed else None, failed, None)
         finally:
-            if borrowed is not None:
-                await borrowed.__aexit__(type(failed) if failed else None, failed, None)
+            try:
+                if characteristics is not None and _idle(conn):
+                    await conn.set_isolation_level(characteristics[0])
+                    await conn.set_read_only(characteristics[1])
+            finally:
+                if borrowed is not None:
+                    await borrowed.__aexit__(type(failed) if failed else None, failed, None)
 
     async def execute(self, call: Call[T], pin: _Pin | None = None) -> T:
-        boundary.check_arguments(call.function, call.params)
+        query, params, vectors = call.bound(self.tenant)
+        boundary.check_arguments(call.function, params)
+        conn = pin.conn if pin is not None and pin.conn is not None else self.conn
         try:
-            async with self._connection(pin) as conn:
-                if call.sends_vectors and not _registered(conn):
-                    await configure_async(conn)
-                own_block = self.pool is not None and _wraps_in_a_block(conn)
-                if own_block:
-                    await conn.set_autocommit(True)
-                try:
-                    async with conn.cursor(row_factory=call.row_factory) as cur:
-                        await cur.execute(call.query(self.tenant), call.params)
-                        found = await cur.fetchall()
-                finally:
-                    if own_block and not (conn.closed or conn.broken):
-                        await conn.set_autocommit(False)  # the pool's connection as it was lent
+            if conn is not None:
+                found = await self._fetch(conn, call, query, params, vectors)
+            else:
+                assert self.pool is not None
+                async with self.pool.connection() as conn:
+                    found = await self._fetch(conn, call, query, params, vectors)
         except psycopg.Error as exc:
-            _raise(exc, call.function, call.params)
+            _raise(exc, call.function, params)
         return call.collect(found)
+
+    async def _fetch(self, conn: psycopg.AsyncConnection[Any], call: Call[Any], query: str, params: dict[str, Any],
+                     vectors: bool) -> list[Any]:
+        if vectors and not _registered(conn):
+            await configure_async(conn)
+        own_block = self.pool is not None and _wraps_in_a_block(conn)
+        if own_block:
+            await conn.set_autocommit(True)
+        try:
+            async with conn.cursor(row_factory=call.row_factory) as cur:
+                await cur.execute(query, params)
+                return await cur.fetchall()
+        finally:
+            if own_block and not (conn.closed or conn.broken):
+                await conn.set_autocommit(False)  # the pool's connection as it was lent
 
     async def execute_statement(self, statement: Statement[T], pin: _Pin | None = None) -> T:
         found: list[Any] = []

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._calls import Handle, Program, offload, one_snapshot, step
+from ._calls import Handle, Program, offload, one_snapshot, step, steps
 from .recall import RecallItem, RecallMeta, recall
 from .sessions import RepresentationItem, WorkingRepresentation, get_representation, representation
 
@@ -74,7 +74,7 @@ def _context(h: Handle, observer: str | None, target: str, question: str, sessio
     """What chat reads: the representation, recall for the question and, with a session, the working one."""
     about = yield from step(representation(h, target, observer=observer, purpose=purpose, principal=who,
                                            scopes=scopes))
-    recalled = yield from recall(h, question, purpose=purpose, limit=limit, principal=who, scopes=scopes)
+    recalled = yield from steps(recall(h, question, purpose=purpose, limit=limit, principal=who, scopes=scopes))
     working = None
     if session is not None:
         working = yield from step(get_representation(h, session, observer or target, target, principal=who,

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ._calls import Call, Handle, from_json, json_object, one, parse, timestamp
+from ._calls import Call, Handle, from_own_json, json_object, one, parse, timestamp
 from ._generated import DuplicateMeta as DuplicateMeta  # re-exported
 from .memories import Provenance
 
@@ -52,10 +52,10 @@ _PAIR_KEYS = ("rank", "cosine", "b_may_replace_a", "a_may_replace_b")
 
 def _pair(obj: Mapping[str, Any]) -> DuplicatePair:
     """duplicate_proposals()' flat columns (a_id, a_body, ..., b_id, ...) as a pair of two sides."""
-    sides = {prefix: from_json(DuplicateSide, {k[2:]: v for k, v in obj.items()
+    sides = {prefix: from_own_json(DuplicateSide, {k[2:]: v for k, v in obj.items()
                                                if k.startswith(prefix + "_") and k not in _PAIR_KEYS})
              for prefix in ("a", "b")}
-    return from_json(DuplicatePair, {**{k: v for k, v in obj.items() if k in _PAIR_KEYS}, **sides})
+    return from_own_json(DuplicatePair, {**{k: v for k, v in obj.items() if k in _PAIR_KEYS}, **sides})
 
 
 @dataclass(frozen=True)

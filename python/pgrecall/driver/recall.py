@@ -1,14 +1,17 @@
 """Recall and message search: the query is embedded here (or given), then one stored function ranks in the
 database and returns its items with the metadata of that very call.
 
-Both go through :func:`query_vector`, the one embed-and-call step: a precomputed ``query_embedding`` is used
-as given; otherwise the handle's embedder runs (as an :class:`Offload`, so the async driver runs it in a
-thread); an embedder that is down (ModelUnavailable) leaves the dense arm out and the answer says why.
-The vector travels in binary as pgvector's type and is read by the function as ``real[]``.
+A precomputed ``query_embedding`` is used as given, and then (with no re-rank hook) the operation is the one
+Call, run without a Program around it; otherwise the handle's embedder runs (an :class:`Offload` step of
+:func:`query_vector`, so the async driver runs it in a thread); an embedder that is down (ModelUnavailable)
+leaves the dense arm out and the answer says why. The vector travels in binary as pgvector's type and is read
+by the function as ``real[]``.
 """
 
 from __future__ import annotations
 
+import math
+from array import array
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,10 +25,15 @@ from .. import errors
 from ..embedder import DIMENSIONS, ModelUnavailable
 from ._calls import (
     REAL_ARRAY,
+    Call,
     Cast,
     Handle,
+    Operation,
     Program,
+    _own_reader,
+    _reader,
     from_json,
+    from_own_json,
     json_list,
     json_object,
     offload,
@@ -80,14 +88,21 @@ class RecallItem:
 
 def _recall_item(obj: Mapping[str, Any]) -> RecallItem:
     kind = FactProvenance if obj.get("item") == "fact" else Provenance
-    return from_json(RecallItem, {**obj, "provenance": from_json(kind, obj["provenance"])})
+    return from_own_json(RecallItem, {**obj, "provenance": from_json(kind, obj["provenance"])})
+
+
+def _recall_items(items: Sequence[Mapping[str, Any]]) -> list[RecallItem]:
+    """_recall_item of each, its readers found once per list (a recall reads some thirty objects)."""
+    read_item, read_provenance, read_fact = _own_reader(RecallItem), _reader(Provenance), _reader(FactProvenance)
+    return [read_item({**obj, "provenance": (read_fact if obj.get("item") == "fact" else read_provenance)(
+        obj["provenance"])}) for obj in items]
 
 
 @dataclass(frozen=True)
 class Recalled:
     """Recall's answer: the items (after the permission walk) and the metadata of the same call."""
 
-    items: list[RecallItem] = field(metadata=parse(lambda items: [_recall_item(i) for i in items], composite=True))
+    items: list[RecallItem] = field(metadata=parse(_recall_items, composite=True))
     meta: RecallMeta = field(metadata=parse(json_object(RecallMeta), composite=True))
 
     @property
@@ -117,8 +132,33 @@ QueryEmbedding = Sequence[float] | npt.NDArray[Any]
 # -- the embed-and-call step ----------------------------------------------------------------------------------
 
 
+def _plain_vector(embedding: QueryEmbedding) -> Vector | None:
+    """The vector of an embedding that is plainly DIMENSIONS finite numbers (a float32 numpy array, or a list of
+    floats), checked without numpy: numpy's calls, cold between two recalls, cost a recall 60-100 us
+    (make bench-driver); None for anything else, which :func:`as_vector` converts or refuses with numpy."""
+    try:
+        if isinstance(embedding, np.ndarray):
+            if embedding.dtype != np.float32 or embedding.shape != (DIMENSIONS,):
+                return None
+            values = array("f")
+            values.frombytes(embedding.data.cast("B"))  # TypeError unless C-contiguous
+        elif isinstance(embedding, list):
+            values = array("f", embedding)
+        else:
+            return None
+    except (TypeError, ValueError, OverflowError, BufferError):
+        return None
+    # a NaN or an infinity makes the sum NaN or infinite; 384 finite float32s cannot overflow a double
+    if len(values) != DIMENSIONS or not math.isfinite(sum(values)):
+        return None
+    return Vector(embedding)
+
+
 def as_vector(embedding: QueryEmbedding, what: str = "query_embedding") -> Vector:
     """A query embedding as pgvector's type: DIMENSIONS finite numbers (InvalidArgument otherwise)."""
+    plain = _plain_vector(embedding)
+    if plain is not None:
+        return plain
     try:
         array = np.asarray(embedding, dtype=np.float32)
     except (TypeError, ValueError) as exc:
@@ -145,11 +185,22 @@ def _embed(h: Handle, query: str) -> tuple[Vector | None, str | None]:
 def query_vector(h: Handle, query: str, *, mode: str | None, embed: bool, query_embedding: QueryEmbedding | None,
                  query_model: str | None) -> Program[tuple[Vector | None, str | None]]:
     """The query's vector and the model that made it: the caller's, else the handle's embedder's, else none."""
+    if not _embeds(mode, embed, query_embedding):
+        return _unembedded(query_embedding, query_model)
+    return (yield from offload(_embed, h, query))
+
+
+def _embeds(mode: str | None, embed: bool, query_embedding: QueryEmbedding | None) -> bool:
+    """Whether the query is embedded here (an Offload step): no vector was given and one is wanted."""
+    return query_embedding is None and embed and mode != "lexical"
+
+
+def _unembedded(query_embedding: QueryEmbedding | None,
+                query_model: str | None) -> tuple[Vector | None, str | None]:
+    """The query's vector when it is not embedded here: the caller's, or none."""
     if query_embedding is not None:
         return as_vector(query_embedding), query_model
-    if not embed or mode == "lexical":
-        return None, None
-    return (yield from offload(_embed, h, query))
+    return None, None
 
 
 def _reranked(rerank: Reranker, query: str, answer: Recalled) -> Recalled:
@@ -167,7 +218,7 @@ def recall(h: Handle, query: str, *, purpose: str = "converse", mode: str | None
            include_superseded: bool = False, at: datetime | None = None, rerank: Reranker | None = None,
            embed: bool = True, query_embedding: QueryEmbedding | None = None, query_model: str | None = None,
            as_of: datetime | None = None, principal: str | None = None,
-           scopes: Sequence[str] | None = None) -> Program[Recalled]:
+           scopes: Sequence[str] | None = None) -> Operation[Recalled]:
     """Ranked recall in the database, with the metadata of the same call.
 
     The query is embedded with the handle's embedder unless ``query_embedding`` (384 numbers, e.g. a numpy
@@ -178,21 +229,44 @@ def recall(h: Handle, query: str, *, purpose: str = "converse", mode: str | None
     as known then), under today's rules of who may see what; ``at`` asks what is valid at a time.
     """
     principal, scopes = h.who(principal, scopes)
-    vector, model = yield from query_vector(h, query, mode=mode, embed=embed, query_embedding=query_embedding,
-                                            query_model=query_model)
-    answer = yield from step(one("recall_answer", {
+    if rerank is None and not _embeds(mode, embed, query_embedding):  # one call, no step between: no Program
+        vector, model = _unembedded(query_embedding, query_model)
+        return _recall_call(principal, scopes, query, purpose, vector, mode, limit, include_superseded, at, model,
+                            as_of)
+    return _recall(h, query, principal, scopes, purpose, mode, limit, include_superseded, at, rerank, embed,
+                   query_embedding, query_model, as_of)
+
+
+def _recall_call(principal: str, scopes: list[str], query: str, purpose: str, vector: Vector | None,
+                 mode: str | None, limit: int, include_superseded: bool, at: datetime | None, model: str | None,
+                 as_of: datetime | None) -> Call[Recalled]:
+    return one("recall_answer", {
         "principal": principal, "scopes": scopes, "query": query, "purpose": purpose,
         "query_embedding": Cast(vector, REAL_ARRAY), "mode": mode, "limit": limit,
-        "include_superseded": include_superseded, "at": at, "query_model": model, "as_of": as_of}, Recalled))
+        "include_superseded": include_superseded, "at": at, "query_model": model, "as_of": as_of}, Recalled)
+
+
+def _recall(h: Handle, query: str, principal: str, scopes: list[str], purpose: str, mode: str | None, limit: int,
+            include_superseded: bool, at: datetime | None, rerank: Reranker | None, embed: bool,
+            query_embedding: QueryEmbedding | None, query_model: str | None,
+            as_of: datetime | None) -> Program[Recalled]:
+    """recall() as a Program: the query embedded (an Offload step), and/or the answer re-ranked."""
+    vector, model = yield from query_vector(h, query, mode=mode, embed=embed, query_embedding=query_embedding,
+                                            query_model=query_model)
+    answer = yield from step(_recall_call(principal, scopes, query, purpose, vector, mode, limit,
+                                          include_superseded, at, model, as_of))
     if rerank is not None and answer.items:
         answer = yield from offload(_reranked, rerank, query, answer)
     return answer
 
 
+_recall.__name__ = "recall"  # a Program is named after its method in the errors raised while it is built
+
+
 def search_messages(h: Handle, query: str, *, mode: str | None = None, session_id: int | None = None,
                     peer: str | None = None, limit: int = 10, embed: bool = True,
                     query_embedding: QueryEmbedding | None = None, query_model: str | None = None,
-                    principal: str | None = None, scopes: Sequence[str] | None = None) -> Program[MessagesFound]:
+                    principal: str | None = None, scopes: Sequence[str] | None = None) -> Operation[MessagesFound]:
     """Search the passages of the log in every authorised scope, one session (``session_id``) or what one
     peer sent (``peer``): lexical and/or semantic as the tenant's settings allow, fused by RRF.
 
@@ -200,9 +274,25 @@ def search_messages(h: Handle, query: str, *, mode: str | None = None, session_i
     lexical and ``semantic_available`` is false.
     """
     principal, scopes = h.who(principal, scopes)
-    vector, model = yield from query_vector(h, query, mode=mode, embed=embed, query_embedding=query_embedding,
-                                            query_model=query_model)
-    return (yield from step(one("search_messages_answer", {
+    if not _embeds(mode, embed, query_embedding):  # one call: no Program
+        vector, model = _unembedded(query_embedding, query_model)
+        return _search_call(principal, scopes, query, vector, mode, session_id, peer, limit, model)
+    return _search_messages(h, query, principal, scopes, mode, session_id, peer, limit)
+
+
+def _search_call(principal: str, scopes: list[str], query: str, vector: Vector | None, mode: str | None,
+                 session_id: int | None, peer: str | None, limit: int, model: str | None) -> Call[MessagesFound]:
+    return one("search_messages_answer", {
         "principal": principal, "scopes": scopes, "query": query, "query_embedding": Cast(vector, REAL_ARRAY),
         "mode": mode, "session_id": session_id, "peer": peer, "limit": limit, "query_model": model},
-        MessagesFound)))
+        MessagesFound)
+
+
+def _search_messages(h: Handle, query: str, principal: str, scopes: list[str], mode: str | None,
+                     session_id: int | None, peer: str | None, limit: int) -> Program[MessagesFound]:
+    """search_messages() as a Program: the query embedded (an Offload step), then the call."""
+    vector, model = yield from offload(_embed, h, query)
+    return (yield from step(_search_call(principal, scopes, query, vector, mode, session_id, peer, limit, model)))
+
+
+_search_messages.__name__ = "search_messages"
