@@ -20,6 +20,8 @@ from typing import Any
 
 import psycopg
 
+from ._surface import PUBLIC_ROWS
+
 TARGET = Path(__file__).with_name("_generated.py")
 CATALOG_TARGET = Path(__file__).parent.parent / "_catalog.py"
 ERRORS_TARGET = Path(__file__).parent.parent / "errors.py"
@@ -149,6 +151,11 @@ def read_catalog(conn: psycopg.Connection[Any], schema: str,
         row: str | None = None
         if outputs:
             row = camel(name) + "Row"
+            refined = PUBLIC_ROWS.get(row)
+            if refined is not None:  # written under its public name, its never-NULL columns not optional
+                row = refined.name
+                outputs = [Column(c.name, c.sql_type, c.name not in refined.not_null) for c in outputs]
+            assert rows.get(row, outputs) == outputs, f"{row}: two functions' rows differ"
             rows[row] = outputs
         elif rettype in types:
             row = camel(rettype)
@@ -211,8 +218,12 @@ def render(conn: psycopg.Connection[Any], schema: str, public: list[str]) -> str
         comment, cols = types[name]
         parts.append("\n\n" + _dataclass(camel(name), comment, cols, types))
     parts.append("\n# -- rows of the functions that return a table " + "-" * 60 + "\n")
+    docs = {public.name: public.doc for public in PUBLIC_ROWS.values() if public.doc}
+    made_by: dict[str, str] = {}
+    for fn in functions:
+        made_by.setdefault(fn.row or "", fn.name)
     for name, cols in rows.items():
-        parts.append("\n\n" + _dataclass(name, "", cols, types))
+        parts.append("\n\n" + _dataclass(name, docs.get(name, f"A row of {made_by[name]}()."), cols, types))
     parts.append("\n# -- signatures: (argument, type, has a default) " + "-" * 60 + "\n\n")
     parts.append("SIGNATURES: dict[str, tuple[tuple[str, str, bool], ...]] = {\n")
     parts += [f"    {fn.name!r}: {fn.args!r},\n" for fn in functions]

@@ -254,17 +254,17 @@ class SessionPeerConfig:
 
 
 @dataclass(frozen=True)
-class AddEntityAliasRow:
-    """A row of AddEntityAliasRow."""
+class EntityAliases:
+    """A row of add_entity_alias()."""
 
-    entity_id: int | None = field()
-    name: str | None = field()
-    aliases: list[str] | None = field()
+    entity_id: int = field()
+    name: str = field()
+    aliases: list[str] = field()
 
 
 @dataclass(frozen=True)
 class AddMessagesRow:
-    """A row of AddMessagesRow."""
+    """A row of add_messages()."""
 
     ordinal: int | None = field()
     log_offset: int | None = field()
@@ -272,18 +272,18 @@ class AddMessagesRow:
 
 
 @dataclass(frozen=True)
-class AddSessionPeersRow:
-    """A row of AddSessionPeersRow."""
+class SessionPeerAdded:
+    """A row of add_session_peers()."""
 
-    peer: str | None = field()
-    observe_others: bool | None = field()
-    observed_by_others: bool | None = field()
-    joined_at: datetime | None = field(metadata=parse(timestamp))
+    peer: str = field()
+    observe_others: bool = field()
+    observed_by_others: bool = field()
+    joined_at: datetime = field(metadata=parse(timestamp))
 
 
 @dataclass(frozen=True)
 class AgentSessionItemsRow:
-    """A row of AgentSessionItemsRow."""
+    """A row of agent_session_items()."""
 
     log_offset: int | None = field()
     item: Any = field()
@@ -291,7 +291,7 @@ class AgentSessionItemsRow:
 
 @dataclass(frozen=True)
 class AgentSessionPopRow:
-    """A row of AgentSessionPopRow."""
+    """A row of agent_session_pop()."""
 
     log_offset: int | None = field()
     item: Any = field()
@@ -299,24 +299,25 @@ class AgentSessionPopRow:
 
 @dataclass(frozen=True)
 class AppendObservationsRow:
-    """A row of AppendObservationsRow."""
+    """A row of append_observations()."""
 
     ordinal: int | None = field()
     log_offset: int | None = field()
 
 
 @dataclass(frozen=True)
-class AssertFactRow:
-    """A row of AssertFactRow."""
+class AssertedFact:
+    """A fact asserted: ``outcome`` is inserted, superseded (closed contradicting facts) or confirmed
+    (already known)."""
 
-    fact_id: int | None = field()
-    outcome: str | None = field()
-    closed_facts: list[int] | None = field()
+    fact_id: int = field()
+    outcome: str = field()
+    closed_facts: list[int] = field()
 
 
 @dataclass(frozen=True)
 class AssertFactsRow:
-    """A row of AssertFactsRow."""
+    """A row of assert_facts()."""
 
     ordinal: int | None = field()
     fact_id: int | None = field()
@@ -326,7 +327,7 @@ class AssertFactsRow:
 
 @dataclass(frozen=True)
 class ClaimEmbeddingJobsRow:
-    """A row of ClaimEmbeddingJobsRow."""
+    """A row of claim_embedding_jobs()."""
 
     memory_id: int | None = field()
     generation: int | None = field()
@@ -338,7 +339,7 @@ class ClaimEmbeddingJobsRow:
 
 @dataclass(frozen=True)
 class ClaimPassageEmbeddingJobsRow:
-    """A row of ClaimPassageEmbeddingJobsRow."""
+    """A row of claim_passage_embedding_jobs()."""
 
     passage_id: int | None = field()
     generation: int | None = field()
@@ -349,7 +350,7 @@ class ClaimPassageEmbeddingJobsRow:
 
 @dataclass(frozen=True)
 class ClaimTasksRow:
-    """A row of ClaimTasksRow."""
+    """A row of claim_tasks()."""
 
     task_id: int | None = field()
     lease_token: UUID | None = field()
@@ -365,46 +366,47 @@ class ClaimTasksRow:
 
 
 @dataclass(frozen=True)
-class DecideDuplicateRow:
-    """A row of DecideDuplicateRow."""
+class DuplicateDecision:
+    """A decision on a proposed pair: ``decision`` is distinct, supersede or forget; ``retired_memory`` the memory
+    superseded or forgotten (a), None when both are kept, and ``retired_revision`` its revision now."""
 
-    decision_id: int | None = field()
-    decision: str | None = field()
+    decision_id: int = field()
+    decision: str = field()
     retired_memory: int | None = field()
     retired_revision: int | None = field()
 
 
 @dataclass(frozen=True)
-class EmbeddingStatusRow:
-    """A row of EmbeddingStatusRow."""
+class EmbeddingStatus:
+    """A row of embedding_status()."""
 
-    queued: int | None = field()
-    leased: int | None = field()
-    current: int | None = field()
-    stale: int | None = field()
-    model: str | None = field()
-    input_version: int | None = field()
-    passages_queued: int | None = field()
-    passages_current: int | None = field()
-    passages_stale: int | None = field()
+    queued: int = field()
+    leased: int = field()
+    current: int = field()
+    stale: int = field()
+    model: str = field()
+    input_version: int = field()
+    passages_queued: int = field()
+    passages_current: int = field()
+    passages_stale: int = field()
 
 
 @dataclass(frozen=True)
-class EntitiesRow:
-    """A row of EntitiesRow."""
+class Entity:
+    """An entity; ``facts``: how many facts about it the principal may see."""
 
-    entity_id: int | None = field()
-    scope: str | None = field()
-    name: str | None = field()
+    entity_id: int = field()
+    scope: str = field()
+    name: str = field()
     entity_type: str | None = field()
-    aliases: list[str] | None = field()
+    aliases: list[str] = field()
     merged_into: int | None = field()
-    facts: int | None = field()
+    facts: int = field()
 
 
 @dataclass(frozen=True)
 class ErasureRequestRow:
-    """A row of ErasureRequestRow."""
+    """A row of erase()."""
 
     id: int | None = field()
     selector: Any = field()
@@ -431,7 +433,7 @@ class ErasureRequestRow:
 
 @dataclass(frozen=True)
 class ExportRow:
-    """A row of ExportRow."""
+    """A row of export()."""
 
     kind: str | None = field()
     row_key: str | None = field()
@@ -440,7 +442,7 @@ class ExportRow:
 
 @dataclass(frozen=True)
 class FactsAsOfRow:
-    """A row of FactsAsOfRow."""
+    """A row of facts_as_of()."""
 
     fact_id: int | None = field()
     subject: str | None = field()
@@ -456,27 +458,27 @@ class FactsAsOfRow:
 
 
 @dataclass(frozen=True)
-class FailTaskRow:
-    """A row of FailTaskRow."""
+class TaskFailure:
+    """A failed task: ``status`` is queued (again, with backoff) or dead."""
 
-    status: str | None = field()
-    attempts: int | None = field()
+    status: str = field()
+    attempts: int = field()
     available_at: datetime | None = field(metadata=parse(timestamp))
 
 
 @dataclass(frozen=True)
-class FreshnessRow:
-    """A row of FreshnessRow."""
+class Freshness:
+    """A row of freshness()."""
 
-    scope: str | None = field()
-    log_watermark: int | None = field()
-    embeddings_current_to: int | None = field()
-    embedding_jobs: int | None = field()
+    scope: str = field()
+    log_watermark: int = field()
+    embeddings_current_to: int = field()
+    embedding_jobs: int = field()
 
 
 @dataclass(frozen=True)
 class LogTurnRow:
-    """A row of LogTurnRow."""
+    """A row of log_turn()."""
 
     session_id: int | None = field()
     log_offset: int | None = field()
@@ -484,19 +486,19 @@ class LogTurnRow:
 
 
 @dataclass(frozen=True)
-class MergeEntitiesRow:
-    """A row of MergeEntitiesRow."""
+class EntityMerge:
+    """A row of merge_entities()."""
 
-    merge_id: int | None = field()
-    kept_id: int | None = field()
-    absorbed_id: int | None = field()
-    facts_moved: int | None = field()
-    facts_closed: int | None = field()
+    merge_id: int = field()
+    kept_id: int = field()
+    absorbed_id: int = field()
+    facts_moved: int = field()
+    facts_closed: int = field()
 
 
 @dataclass(frozen=True)
 class NeighbourhoodRow:
-    """A row of NeighbourhoodRow."""
+    """A row of neighbourhood()."""
 
     depth: int | None = field()
     fact_id: int | None = field()
@@ -511,29 +513,29 @@ class NeighbourhoodRow:
 
 
 @dataclass(frozen=True)
-class PredicatesRow:
-    """A row of PredicatesRow."""
+class Predicate:
+    """A row of predicates()."""
 
-    name: str | None = field()
-    single_valued: bool | None = field()
+    name: str = field()
+    single_valued: bool = field()
     object_type: str | None = field()
     description: str | None = field()
 
 
 @dataclass(frozen=True)
-class QueueStatusRow:
-    """A row of QueueStatusRow."""
+class QueueStatus:
+    """A session's derivation queue: ``status`` is 'current' or 'pending'."""
 
-    status: str | None = field()
-    remaining: int | None = field()
-    in_progress: int | None = field()
-    done: int | None = field()
-    dead: int | None = field()
+    status: str = field()
+    remaining: int = field()
+    in_progress: int = field()
+    done: int = field()
+    dead: int = field()
 
 
 @dataclass(frozen=True)
 class ReadRow:
-    """A row of ReadRow."""
+    """A row of read()."""
 
     id: int | None = field()
     scope: str | None = field()
@@ -555,16 +557,16 @@ class ReadRow:
 
 
 @dataclass(frozen=True)
-class RefreshTermStatsRow:
-    """A row of RefreshTermStatsRow."""
+class TermStats:
+    """A row of refresh_term_stats()."""
 
-    documents: int | None = field()
-    terms: int | None = field()
+    documents: int = field()
+    terms: int = field()
 
 
 @dataclass(frozen=True)
 class RememberRow:
-    """A row of RememberRow."""
+    """A row of remember()."""
 
     memory_id: int | None = field()
     status: str | None = field()
@@ -573,7 +575,7 @@ class RememberRow:
 
 @dataclass(frozen=True)
 class RememberManyRow:
-    """A row of RememberManyRow."""
+    """A row of remember_many()."""
 
     ordinal: int | None = field()
     memory_id: int | None = field()
@@ -583,7 +585,7 @@ class RememberManyRow:
 
 @dataclass(frozen=True)
 class RememberSaidRow:
-    """A row of RememberSaidRow."""
+    """A row of remember_said()."""
 
     memory_id: int | None = field()
     status: str | None = field()
@@ -592,28 +594,30 @@ class RememberSaidRow:
 
 
 @dataclass(frozen=True)
-class RepresentationRow:
-    """A row of RepresentationRow."""
+class RepresentationItem:
+    """A memory or a currently believed fact about the target (``item``: memory or fact; ``kind``: the memory
+    kind or the predicate; ``evidence``: log offsets)."""
 
-    item: str | None = field()
-    id: int | None = field()
-    scope: str | None = field()
-    kind: str | None = field()
-    body: str | None = field()
-    confidence: float | None = field()
+    item: str = field()
+    id: int = field()
+    scope: str = field()
+    kind: str = field()
+    body: str = field()
+    confidence: float = field()
     observer: str | None = field()
-    created_at: datetime | None = field(metadata=parse(timestamp))
-    evidence: list[int] | None = field()
+    created_at: datetime = field(metadata=parse(timestamp))
+    evidence: list[int] = field()
 
 
 @dataclass(frozen=True)
-class ResolveCitationRow:
-    """A row of ResolveCitationRow."""
+class Citation:
+    """A fact's quote resolved back to its observation; ``withheld`` when the principal may not see that turn
+    (then only the evidence id, scope, offset and observation id are given)."""
 
-    evidence_id: int | None = field()
-    scope: str | None = field()
-    log_offset: int | None = field()
-    observation_id: int | None = field()
+    evidence_id: int = field()
+    scope: str = field()
+    log_offset: int = field()
+    observation_id: int = field()
     byte_start: int | None = field()
     byte_end: int | None = field()
     quote: str | None = field()
@@ -621,70 +625,71 @@ class ResolveCitationRow:
     source_role: str | None = field()
     occurred_at: datetime | None = field(metadata=parse(timestamp))
     body: str | None = field()
-    withheld: bool | None = field()
+    withheld: bool = field()
 
 
 @dataclass(frozen=True)
 class RetractFactRow:
-    """A row of RetractFactRow."""
+    """A row of retract_fact()."""
 
     fact_id: int | None = field()
     known: Any = field()
 
 
 @dataclass(frozen=True)
-class SchemaInfoRow:
-    """A row of SchemaInfoRow."""
+class SchemaInfo:
+    """A row of schema_info()."""
 
-    tenant: str | None = field()
+    tenant: str = field()
     schema_version: int | None = field()
-    migrations: int | None = field()
-    function_files: int | None = field()
+    migrations: int = field()
+    function_files: int = field()
 
 
 @dataclass(frozen=True)
-class ScopesRow:
-    """A row of ScopesRow."""
+class Scope:
+    """A row of scopes()."""
 
-    name: str | None = field()
+    name: str = field()
     description: str | None = field()
-    created_at: datetime | None = field(metadata=parse(timestamp))
+    created_at: datetime = field(metadata=parse(timestamp))
 
 
 @dataclass(frozen=True)
-class SessionPeersRow:
-    """A row of SessionPeersRow."""
+class SessionPeer:
+    """A row of session_peers()."""
 
-    peer: str | None = field()
-    kind: str | None = field()
-    joined_at: datetime | None = field(metadata=parse(timestamp))
+    peer: str = field()
+    kind: str = field()
+    joined_at: datetime = field(metadata=parse(timestamp))
     left_at: datetime | None = field(metadata=parse(timestamp))
-    observe_others: bool | None = field()
-    observed_by_others: bool | None = field()
+    observe_others: bool = field()
+    observed_by_others: bool = field()
 
 
 @dataclass(frozen=True)
-class SetScopePassageEmbeddingRow:
-    """A row of SetScopePassageEmbeddingRow."""
+class PassageEmbeddingChoice:
+    """A scope's passage embedding after a change: its own policy (or the tenant's, when it has none), and
+    how many passage jobs the change queued and dropped."""
 
-    scope: str | None = field()
-    policy: str | None = field()
-    queued: int | None = field()
-    dropped: int | None = field()
+    scope: str = field()
+    policy: str = field()
+    queued: int = field()
+    dropped: int = field()
 
 
 @dataclass(frozen=True)
-class SettingsRow:
-    """A row of SettingsRow."""
+class Setting:
+    """A tenant setting: its key, its value (JSON) and what it means."""
 
-    key: str | None = field()
+    key: str = field()
     value: Any = field()
     description: str | None = field()
 
 
 @dataclass(frozen=True)
 class StoreGetRow:
-    """A row of StoreGetRow."""
+    """A row of store_get()."""
 
     namespace: list[str] | None = field()
     key: str | None = field()
@@ -697,14 +702,14 @@ class StoreGetRow:
 
 @dataclass(frozen=True)
 class StoreListNamespacesRow:
-    """A row of StoreListNamespacesRow."""
+    """A row of store_list_namespaces()."""
 
     namespace: list[str] | None = field()
 
 
 @dataclass(frozen=True)
 class StorePutRow:
-    """A row of StorePutRow."""
+    """A row of store_put()."""
 
     memory_id: int | None = field()
     revision: int | None = field()
@@ -713,7 +718,7 @@ class StorePutRow:
 
 @dataclass(frozen=True)
 class StoreSearchRow:
-    """A row of StoreSearchRow."""
+    """A row of store_search()."""
 
     namespace: list[str] | None = field()
     key: str | None = field()
@@ -726,34 +731,25 @@ class StoreSearchRow:
 
 
 @dataclass(frozen=True)
-class TableStatisticsRow:
-    """A row of TableStatisticsRow."""
+class TableStatistics:
+    """One of the tenant's tables as PostgreSQL's statistics see it (table_statistics(), admin role)."""
 
-    table_name: str | None = field()
-    live_rows: int | None = field()
-    dead_rows: int | None = field()
-    inserted: int | None = field()
-    updated: int | None = field()
-    deleted: int | None = field()
-    seq_scans: int | None = field()
-    index_scans: int | None = field()
-    total_bytes: int | None = field()
+    table_name: str = field()
+    live_rows: int = field()
+    dead_rows: int = field()
+    inserted: int = field()
+    updated: int = field()
+    deleted: int = field()
+    seq_scans: int = field()
+    index_scans: int = field()
+    total_bytes: int = field()
     last_vacuum: datetime | None = field(metadata=parse(timestamp))
     last_analyze: datetime | None = field(metadata=parse(timestamp))
 
 
 @dataclass(frozen=True)
-class TaskAssertFactRow:
-    """A row of TaskAssertFactRow."""
-
-    fact_id: int | None = field()
-    outcome: str | None = field()
-    closed_facts: list[int] | None = field()
-
-
-@dataclass(frozen=True)
 class TaskRememberRow:
-    """A row of TaskRememberRow."""
+    """A row of task_remember()."""
 
     ordinal: int | None = field()
     memory_id: int | None = field()
@@ -762,12 +758,12 @@ class TaskRememberRow:
 
 
 @dataclass(frozen=True)
-class WorkQueueStatusRow:
-    """A row of WorkQueueStatusRow."""
+class QueueCount:
+    """A row of work_queue_status()."""
 
-    task_type: str | None = field()
-    status: str | None = field()
-    tasks: int | None = field()
+    task_type: str = field()
+    status: str = field()
+    tasks: int = field()
 
 # -- signatures: (argument, type, has a default) ------------------------------------------------------------
 
@@ -870,7 +866,7 @@ def add_entity_alias(h: Handle, scope: str, entity: str, alias: str, *, data_sub
     """Adds an alias under which an entity the principal may see is found (by recall, traversal and fact lookups); erasing its data subject (p_data_subject_id, else those of the peers it is about and of the principal) removes it."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'entity': entity, 'alias': alias, 'data_subject_id': data_subject_id}, ('data_subject_id',))
-    return _rows('add_entity_alias', args, AddEntityAliasRow)
+    return _rows('add_entity_alias', args, EntityAliases)
 
 
 def add_messages(h: Handle, session: int, messages: Any, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
@@ -896,7 +892,7 @@ def add_session_peers(h: Handle, session: int, peers: Any, *, defaults: Any = No
     """Adds peers to a session (names, or objects with per-peer flags), with defaults for flags not given; at most max_peers_in_session."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'session': session, 'peers': peers, 'defaults': defaults}, ('defaults',))
-    return _rows('add_session_peers', args, AddSessionPeersRow)
+    return _rows('add_session_peers', args, SessionPeerAdded)
 
 
 def agent_session_add(h: Handle, session: int, items: Any, user: str, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
@@ -952,7 +948,7 @@ def assert_fact(h: Handle, scope: str, subject: str, predicate: str, object: str
     """Asserts a fact with verbatim evidence; a single-valued predicate's overlapping current value is closed and split, never overwritten. PR116 when it would reach more peers than a turn it cites, unless p_widening_reason says why."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'subject': subject, 'predicate': predicate, 'object': object, 'evidence': evidence, 'statement': statement, 'valid_from': valid_from, 'valid_to': valid_to, 'confidence': confidence, 'observer': observer, 'audience': audience, 'purposes': purposes, 'subject_type': subject_type, 'object_type': object_type, 'widening_reason': widening_reason}, ('statement', 'valid_from', 'valid_to', 'confidence', 'observer', 'audience', 'purposes', 'subject_type', 'object_type', 'widening_reason'))
-    return _rows('assert_fact', args, AssertFactRow)
+    return _rows('assert_fact', args, AssertedFact)
 
 
 def assert_facts(h: Handle, scope: str, items: Any, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
@@ -1016,7 +1012,7 @@ def decide_duplicate(h: Handle, a: int, b: int, decision: str, reason: str, *, r
     """A person's decision about a proposed pair: distinct (keep both), supersede (b replaces a) or forget (a); recorded with who, when and why. PR180 if someone decided it first."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'a': a, 'b': b, 'decision': decision, 'reason': reason, 'revision_a': revision_a, 'revision_b': revision_b}, ('revision_a', 'revision_b'))
-    return _rows('decide_duplicate', args, DecideDuplicateRow)
+    return _rows('decide_duplicate', args, DuplicateDecision)
 
 
 def derive(h: Handle, sources: list[int], body: str, *, kind: str | None = None, title: str | None = None, confidence: float | None = None, about: list[str] | None = None, widening_reason: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
@@ -1043,14 +1039,14 @@ def duplicate_proposals_answer(h: Handle, *, limit: int | None = None, principal
 def embedding_status(h: Handle) -> Call[Any]:
     """Queue length, leased jobs, current and stale embeddings, and the model and input version in force; the same for passages."""
     args = _given({}, ())
-    return _rows('embedding_status', args, EmbeddingStatusRow)
+    return _rows('embedding_status', args, EmbeddingStatus)
 
 
 def entities(h: Handle, *, name: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
     """Entities in the authorised scopes that a memory or fact the principal may see names (optionally those a name or alias denotes), with their count of visible current facts."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'name': name}, ('name',))
-    return _rows('entities', args, EntitiesRow)
+    return _rows('entities', args, Entity)
 
 
 def erase(h: Handle, actor: str, selector: Any, reason: str, *, requested_by: str | None = None) -> Call[Any]:
@@ -1087,7 +1083,7 @@ def facts_as_of(h: Handle, subject: str, *, predicate: str | None = None, valid_
 def fail_task(h: Handle, worker: str, task_id: int, lease_token: UUID, error: str) -> Call[Any]:
     """Gives a leased task back after a failure: retried after task_backoff_seconds * 2^(attempts-1), dead after task_max_attempts."""
     args = _given({'worker': worker, 'task_id': task_id, 'lease_token': lease_token, 'error': error}, ())
-    return _rows('fail_task', args, FailTaskRow)
+    return _rows('fail_task', args, TaskFailure)
 
 
 def forget(h: Handle, memory_id: int, reason: str, *, expected_revision: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
@@ -1101,7 +1097,7 @@ def freshness(h: Handle, scope: str, *, principal: str | None = None, scopes: Se
     """The scope's log watermark, and the offset up to which every memory derived from the log has its embedding."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'scope': scope}, ())
-    return _rows('freshness', args, FreshnessRow)
+    return _rows('freshness', args, Freshness)
 
 
 def get_representation(h: Handle, session: int, peer: str, *, target: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
@@ -1142,7 +1138,7 @@ def merge_entities(h: Handle, scope: str, keep: str, absorb: str, *, principal: 
     """Merges p_absorb into p_keep: facts move, names become aliases, contradictions are closed; logged in entity_merge."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'keep': keep, 'absorb': absorb}, ())
-    return _rows('merge_entities', args, MergeEntitiesRow)
+    return _rows('merge_entities', args, EntityMerge)
 
 
 def neighbourhood(h: Handle, seeds: list[str], *, hops: int | None = None, valid_at: datetime | None = None, known_at: datetime | None = None, purpose: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
@@ -1168,13 +1164,13 @@ def pin(h: Handle, memory_id: int, *, pinned: bool | None = None, principal: str
 def predicates(h: Handle) -> Call[Any]:
     """The predicate ontology: each predicate, whether it holds one value at a time, and its object type."""
     args = _given({}, ())
-    return _rows('predicates', args, PredicatesRow)
+    return _rows('predicates', args, Predicate)
 
 
 def queue_status(h: Handle, peer: str, *, target: str | None = None, session: int | None = None) -> Call[Any]:
     """Whether a representation is current: pending/current, tasks remaining, in progress, done and dead (global without a target, local with one)."""
     args = _given({'peer': peer, 'target': target, 'session': session}, ('target', 'session'))
-    return _rows('queue_status', args, QueueStatusRow)
+    return _rows('queue_status', args, QueueStatus)
 
 
 def read(h: Handle, memory_id: int, purpose: str, *, include_superseded: bool | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
@@ -1213,7 +1209,7 @@ def refresh_erasure_statistics(h: Handle, request_id: int) -> Call[Any]:
 def refresh_term_stats(h: Handle) -> Call[Any]:
     """Recomputes the document frequencies that lexical ranking and pruning use (a snapshot of live memories)."""
     args = _given({}, ())
-    return _rows('refresh_term_stats', args, RefreshTermStatsRow)
+    return _rows('refresh_term_stats', args, TermStats)
 
 
 def release_embedding_jobs(h: Handle, worker: str, memory_ids: list[int]) -> Call[Any]:
@@ -1267,14 +1263,14 @@ def representation(h: Handle, target: str, *, observer: str | None = None, purpo
     """The memories and current facts about a peer from one perspective (global when observer is NULL) that the principal may see for the purpose."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'target': target, 'observer': observer, 'purpose': purpose, 'limit': limit}, ('observer', 'purpose', 'limit'))
-    return _rows('representation', args, RepresentationRow)
+    return _rows('representation', args, RepresentationItem)
 
 
 def resolve_citation(h: Handle, fact_id: int, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
     """The observations and byte spans that prove a fact: each quote with where it was said, by whom and when (withheld where the principal may not see the turn)."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'fact_id': fact_id}, ())
-    return _rows('resolve_citation', args, ResolveCitationRow)
+    return _rows('resolve_citation', args, Citation)
 
 
 def retract_fact(h: Handle, fact_id: int, reason: str, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
@@ -1293,13 +1289,13 @@ def rewrite_erased(h: Handle, request_id: int, *, tables: list[str] | None = Non
 def schema_info(h: Handle) -> Call[Any]:
     """The tenant name and its applied migration version; the driver checks it at connect."""
     args = _given({}, ())
-    return _rows('schema_info', args, SchemaInfoRow)
+    return _rows('schema_info', args, SchemaInfo)
 
 
 def scopes(h: Handle) -> Call[Any]:
     """The tenant's scopes with their descriptions, by name."""
     args = _given({}, ())
-    return _rows('scopes', args, ScopesRow)
+    return _rows('scopes', args, Scope)
 
 
 def search_messages(h: Handle, query: str, *, query_embedding: list[float] | None = None, mode: str | None = None, session_id: int | None = None, peer: str | None = None, limit: int | None = None, query_model: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
@@ -1334,7 +1330,7 @@ def session_peers(h: Handle, session: int, *, include_left: bool | None = None, 
     """The peers in a session with their flags (and, if asked, those who left)."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'session': session, 'include_left': include_left}, ('include_left',))
-    return _rows('session_peers', args, SessionPeersRow)
+    return _rows('session_peers', args, SessionPeer)
 
 
 def set_embedding_version(h: Handle, model: str, input_version: int) -> Call[Any]:
@@ -1352,7 +1348,7 @@ def set_peer_config(h: Handle, peer: str, config: Any) -> Call[Any]:
 def set_scope_passage_embedding(h: Handle, scope: str, policy: str) -> Call[Any]:
     """Which of a scope's passages are embedded for semantic message search: all, messages, none, or NULL for the tenant setting passage_embedding (admin duty); queues or drops passage jobs to match."""
     args = _given({'scope': scope, 'policy': policy}, ())
-    return _rows('set_scope_passage_embedding', args, SetScopePassageEmbeddingRow)
+    return _rows('set_scope_passage_embedding', args, PassageEmbeddingChoice)
 
 
 def set_session_peer_config(h: Handle, session: int, peer: str, config: Any, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
@@ -1371,7 +1367,7 @@ def set_setting(h: Handle, key: str, value: Any) -> Call[Any]:
 def settings(h: Handle) -> Call[Any]:
     """This tenant's settings (the design's constants); the admin role changes them with set_setting()."""
     args = _given({}, ())
-    return _rows('settings', args, SettingsRow)
+    return _rows('settings', args, Setting)
 
 
 def store_delete(h: Handle, scope: str, namespace: list[str], key: str, *, shared: bool | None = None, reason: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
@@ -1419,13 +1415,13 @@ def supersede(h: Handle, memory_id: int, expected_revision: int, body: str, evid
 def table_statistics(h: Handle) -> Call[Any]:
     """Row counts, activity and size of each of the tenant's tables (partitions each apart), for its admin role."""
     args = _given({}, ())
-    return _rows('table_statistics', args, TableStatisticsRow)
+    return _rows('table_statistics', args, TableStatistics)
 
 
 def task_assert_fact(h: Handle, worker: str, task_id: int, lease_token: UUID, predicate: str, object: str, evidence: Any, *, statement: str | None = None, confidence: float | None = None, purposes: list[str] | None = None) -> Call[Any]:
     """Asserts a fact about a leased representation task's sender, in its perspective and scope, quoting its message (worker duty)."""
     args = _given({'worker': worker, 'task_id': task_id, 'lease_token': lease_token, 'predicate': predicate, 'object': object, 'evidence': evidence, 'statement': statement, 'confidence': confidence, 'purposes': purposes}, ('statement', 'confidence', 'purposes'))
-    return _rows('task_assert_fact', args, TaskAssertFactRow)
+    return _rows('task_assert_fact', args, AssertedFact)
 
 
 def task_remember(h: Handle, worker: str, task_id: int, lease_token: UUID, items: Any) -> Call[Any]:
@@ -1450,7 +1446,7 @@ def wait_for(h: Handle, scope: str, offset: int, *, projection: str | None = Non
 def work_queue_status(h: Handle) -> Call[Any]:
     """Derivation tasks by type and status."""
     args = _given({}, ())
-    return _rows('work_queue_status', args, WorkQueueStatusRow)
+    return _rows('work_queue_status', args, QueueCount)
 
 
 BUILDERS: dict[str, Callable[..., Call[Any]]] = {

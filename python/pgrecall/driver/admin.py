@@ -28,6 +28,9 @@ from ._calls import (
     step,
 )
 from ._calls import value as single_value
+from ._generated import Setting as Setting  # re-exported
+from ._generated import TableStatistics as TableStatistics  # re-exported
+from ._generated import TermStats as TermStats  # re-exported
 
 
 @dataclass(frozen=True)
@@ -65,19 +68,6 @@ class ErasureReceipt:
     def clean(self) -> bool:
         """Completed with nothing derived from the erased observations left behind."""
         return self.residual is not None and not any(self.residual.values())
-
-
-@dataclass(frozen=True)
-class Setting:
-    key: str
-    value: Any
-    description: str | None
-
-
-@dataclass(frozen=True)
-class TermStats:
-    documents: int
-    terms: int
 
 
 def erase(h: Handle, selector: Mapping[str, Any], *, reason: str, actor: str,
@@ -153,23 +143,6 @@ def flush_erasure(conn: Any, tenant: str, request_id: int) -> Flushed:
         raise errors.translate(exc) from exc
     assert isinstance(row, Flushed)
     return row
-
-
-@dataclass(frozen=True)
-class TableStatistics:
-    """One of the tenant's tables as PostgreSQL's statistics see it (table_statistics(), admin role)."""
-
-    table_name: str
-    live_rows: int
-    dead_rows: int
-    inserted: int
-    updated: int
-    deleted: int
-    seq_scans: int
-    index_scans: int
-    total_bytes: int
-    last_vacuum: datetime | None
-    last_analyze: datetime | None
 
 
 def table_statistics(h: Handle) -> Call[list[TableStatistics]]:

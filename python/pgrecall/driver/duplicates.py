@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from ._calls import Call, Handle, from_own_json, json_object, one, parse, timestamp
+from ._generated import DuplicateDecision as DuplicateDecision  # re-exported
 from ._generated import DuplicateMeta as DuplicateMeta  # re-exported
 from .memories import Provenance
 
@@ -65,14 +66,6 @@ class DuplicateProposals:
     pairs: list[DuplicatePair] = field(metadata=parse(lambda items: [_pair(i) for i in items], column="items",
                                                       composite=True))
     meta: DuplicateMeta = field(metadata=parse(json_object(DuplicateMeta), composite=True))
-
-
-@dataclass(frozen=True)
-class DuplicateDecision:
-    decision_id: int
-    decision: str  # distinct, supersede or forget
-    retired_memory: int | None  # the memory superseded or forgotten (a); None when both are kept
-    retired_revision: int | None  # its revision now
 
 
 # -- calls --------------------------------------------------------------------------------------------------

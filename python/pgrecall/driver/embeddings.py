@@ -17,22 +17,11 @@ import numpy.typing as npt
 
 from ._calls import TEXT_ARRAY, Call, Cast, Handle, one, rows
 from ._calls import value as single_value
+from ._generated import EmbeddingStatus as EmbeddingStatus  # re-exported
+from ._generated import PassageEmbeddingChoice as PassageEmbeddingChoice  # re-exported
 
 Queue = Literal["embedding", "passage_embedding"]
 _ID = {"embedding": "memory_id", "passage_embedding": "passage_id"}
-
-
-@dataclass(frozen=True)
-class EmbeddingStatus:
-    queued: int
-    leased: int
-    current: int
-    stale: int
-    model: str
-    input_version: int
-    passages_queued: int
-    passages_current: int
-    passages_stale: int
 
 
 @dataclass(frozen=True)
@@ -68,17 +57,6 @@ def rebuild_embeddings(h: Handle, everything: bool = False) -> Call[int]:
 def set_embedding_version(h: Handle, model: str, input_version: int) -> Call[int]:
     """Switch the embedding model or input version; queues everything (admin role). Returns jobs queued."""
     return single_value("set_embedding_version", {"model": model, "input_version": input_version}, int)
-
-
-@dataclass(frozen=True)
-class PassageEmbeddingChoice:
-    """A scope's passage embedding after a change: its own policy (or the tenant's, when it has none), and
-    how many passage jobs the change queued and dropped."""
-
-    scope: str
-    policy: str
-    queued: int
-    dropped: int
 
 
 def set_scope_passage_embedding(h: Handle, scope: str, policy: str | None) -> Call[PassageEmbeddingChoice]:

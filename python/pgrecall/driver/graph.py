@@ -14,6 +14,12 @@ from psycopg.types.json import Jsonb
 from psycopg.types.range import Range
 
 from ._calls import Call, Handle, json_items, json_list, one, parse, rows
+from ._generated import AssertedFact as AssertedFact  # re-exported
+from ._generated import Citation as Citation  # re-exported
+from ._generated import Entity as Entity  # re-exported
+from ._generated import EntityAliases as EntityAliases  # re-exported
+from ._generated import EntityMerge as EntityMerge  # re-exported
+from ._generated import Predicate as Predicate  # re-exported
 
 # -- row types ----------------------------------------------------------------------------------------------
 
@@ -30,13 +36,6 @@ class Evidence:
     quote: str | None
     source_role: str | None
     withheld: bool = False
-
-
-@dataclass(frozen=True)
-class AssertedFact:
-    fact_id: int
-    outcome: str  # inserted, superseded (closed contradicting facts) or confirmed (already known)
-    closed_facts: list[int]
 
 
 @dataclass(frozen=True)
@@ -74,60 +73,6 @@ class Edge:
     known: Range[datetime]
     from_entity: int
     to_entity: int | None
-
-
-@dataclass(frozen=True)
-class Citation:
-    """A fact's quote resolved back to its observation; ``withheld`` when the principal may not see that turn
-    (then only the evidence id, scope, offset and observation id are given)."""
-
-    evidence_id: int
-    scope: str
-    log_offset: int
-    observation_id: int
-    byte_start: int | None
-    byte_end: int | None
-    quote: str | None
-    actor: str | None
-    source_role: str | None
-    occurred_at: datetime | None
-    body: str | None
-    withheld: bool
-
-
-@dataclass(frozen=True)
-class Entity:
-    entity_id: int
-    scope: str
-    name: str
-    entity_type: str | None
-    aliases: list[str]
-    merged_into: int | None
-    facts: int  # facts about it the principal may see
-
-
-@dataclass(frozen=True)
-class EntityAliases:
-    entity_id: int
-    name: str
-    aliases: list[str]
-
-
-@dataclass(frozen=True)
-class EntityMerge:
-    merge_id: int
-    kept_id: int
-    absorbed_id: int
-    facts_moved: int
-    facts_closed: int
-
-
-@dataclass(frozen=True)
-class Predicate:
-    name: str
-    single_valued: bool  # a subject holds one value at a time
-    object_type: str | None
-    description: str | None
 
 
 # -- calls --------------------------------------------------------------------------------------------------

@@ -39,18 +39,14 @@ from ._calls import (
     timestamp,
     value,
 )
+from ._generated import Freshness as Freshness  # re-exported
+from ._generated import SchemaInfo as SchemaInfo  # re-exported
+from ._generated import Scope as Scope  # re-exported
+from ._generated import Setting
 
 T = TypeVar("T")
 
 # -- row types ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SchemaInfo:
-    tenant: str
-    schema_version: int | None
-    migrations: int
-    function_files: int
 
 
 @dataclass(frozen=True)
@@ -163,21 +159,6 @@ class MemoryRecord:
     valid: Range[datetime]
     provenance: Provenance = field(metadata=parse(json_object(Provenance)))
     revisions: list[Revision] = field(metadata=parse(json_list(Revision)))
-
-
-@dataclass(frozen=True)
-class Scope:
-    name: str
-    description: str | None
-    created_at: datetime
-
-
-@dataclass(frozen=True)
-class Freshness:
-    scope: str
-    log_watermark: int
-    embeddings_current_to: int
-    embedding_jobs: int
 
 
 def _list(items: Sequence[Any] | None) -> list[Any] | None:
@@ -378,17 +359,10 @@ def _as_vector(value: VectorLike | None) -> Vector | None:
                                      hint="Pass a sequence of floats or a 1-D numpy array.") from exc
 
 
-@dataclass(frozen=True)
-class _Setting:
-    key: str
-    value: Any
-    description: str | None
-
-
 def _tenant_stamp(h: Handle) -> Program[tuple[str, int]]:
     """The tenant's embedding model and input version, read once per handle (again after a PR155)."""
     if h.embedding_stamp is None:
-        found = yield from step(rows("settings", {}, _Setting))
+        found = yield from step(rows("settings", {}, Setting))
         values = {s.key: s.value for s in found}
         h.embedding_stamp = (str(values["embedding_model"]), int(values["embedding_input_version"]))
     return h.embedding_stamp

@@ -16,29 +16,17 @@ from psycopg.types.json import Jsonb
 from ._calls import Call, Handle, column, json_items, json_list, json_object, one, parse, rows, timestamp, value
 from ._generated import BundleEntity as BundleEntity  # re-exported
 from ._generated import PeerConfig as PeerConfig
+from ._generated import QueueCount as QueueCount  # re-exported
+from ._generated import QueueStatus as QueueStatus  # re-exported
+from ._generated import RepresentationItem as RepresentationItem  # re-exported
+from ._generated import SessionPeer as SessionPeer  # re-exported
+from ._generated import SessionPeerAdded as SessionPeerAdded  # re-exported
 from ._generated import SessionPeerConfig as SessionPeerConfig
+from ._generated import TaskFailure as TaskFailure  # re-exported
 from .graph import AssertedFact
 from .memories import Provenance, Remembered, peer_names
 
 # -- row types ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SessionPeerAdded:
-    peer: str
-    observe_others: bool
-    observed_by_others: bool
-    joined_at: datetime
-
-
-@dataclass(frozen=True)
-class SessionPeer:
-    peer: str
-    kind: str
-    joined_at: datetime
-    left_at: datetime | None
-    observe_others: bool
-    observed_by_others: bool
 
 
 @dataclass(frozen=True)
@@ -52,21 +40,6 @@ class Turn:
     session_id: int
     offset: int = field(metadata=column("log_offset"))
     opened: bool = field()  # a new session was opened for this turn
-
-
-@dataclass(frozen=True)
-class RepresentationItem:
-    """A memory or a currently believed fact about the target (``kind``: the memory kind or the predicate)."""
-
-    item: str  # memory or fact
-    id: int
-    scope: str
-    kind: str
-    body: str
-    confidence: float
-    observer: str | None
-    created_at: datetime
-    evidence: list[int]  # log offsets
 
 
 @dataclass(frozen=True)
@@ -138,29 +111,6 @@ class Task:
     messages: list[dict[str, Any]]
     attempts: int
     lease_until: datetime
-
-
-@dataclass(frozen=True)
-class TaskFailure:
-    status: str  # queued again (with backoff) or dead
-    attempts: int
-    available_at: datetime | None
-
-
-@dataclass(frozen=True)
-class QueueStatus:
-    status: str  # 'current' or 'pending'
-    remaining: int
-    in_progress: int
-    done: int
-    dead: int
-
-
-@dataclass(frozen=True)
-class QueueCount:
-    task_type: str
-    status: str
-    tasks: int
 
 
 # -- peers --------------------------------------------------------------------------------------------------
