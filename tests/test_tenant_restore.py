@@ -137,3 +137,13 @@ def test_the_cli_dumps_and_restores(acme, conninfo, tmp_path, db):
     assert done.returncode == 0, done.stderr
     assert "restored tenant acme_r4 from the dump of acme" in done.stdout
     assert recall_as_app(conninfo, "acme_r4", "jazz") == ["zqecho likes jazz"]
+
+
+def test_a_dump_file_is_its_owners_alone_and_a_failed_dump_leaves_nothing(acme, tmp_path, conninfo, dumped):
+    """A dump holds every person's data, erased ones included once they are erased after it: not readable by
+    other users of the machine, and never half written."""
+    path, _header = dumped
+    assert oct(path.stat().st_mode & 0o777) == oct(0o600)
+    with pytest.raises(errors.PgrecallError):
+        tenant_dump.dump_to_file(conninfo.dsn(), "nosuchtenant", tmp_path / "other.dump")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["acme.dump"]

@@ -18,6 +18,8 @@ before that. The receipt lists the replayed erasures.
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -220,8 +222,18 @@ def _move_identities(conn: psycopg.Connection[Any], tenant: str) -> None:
 
 
 def dump_to_file(dsn: str, tenant: str, path: Path) -> dict[str, Any]:
-    with open(path, "w", encoding="utf-8", newline="\n") as out:
-        return dump(dsn, tenant, out)
+    """Written beside the target, readable by its owner only (a dump holds every person's data), and renamed
+    over the target when complete: a reader never sees half a dump, a failed dump leaves nothing."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)  # mode 0600
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
+            header = dump(dsn, tenant, out)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return header
 
 
 def restore_from_file(dsn: str, path: Path, as_name: str | None = None) -> dict[str, Any]:
