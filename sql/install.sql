@@ -13204,7 +13204,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ec92d55b8c2b$recall/key_arm.sql$pgrecall_ec92d55b8c2b$, null, 41, $pgrecall_420c9cc4457b$b370dd6971e55fa35dfea4478b7ad439c1024fe4c43a87a11ac0a39156b52222$pgrecall_420c9cc4457b$, $pgrecall_b370dd6971e5$-- Keys from what was said (migration 0039, setting recall_memory_keys): the
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ec92d55b8c2b$recall/key_arm.sql$pgrecall_ec92d55b8c2b$, null, 41, $pgrecall_7146781901a4$2e3258e03b5f705b78d6f54107acf637a52ceccc1d5d4f1a55c4d8583b795312$pgrecall_7146781901a4$, $pgrecall_2e3258e03b5f$-- Keys from what was said (migration 0039, setting recall_memory_keys): the
 -- lexical arm also scores the keys of the memories the principal may see
 -- (remember_keys), each by BM25 with the arm's terms and weights, its own
 -- length against the memories' average. A key's hit counts for its memory:
@@ -13218,10 +13218,12 @@ create or replace function __tenant__._key_hits(
     p_match tsquery, p_terms text[], p_idf double precision[], p_k1 double precision, p_b double precision,
     p_avg_length double precision, p_depth integer, p_among bigint[] default null, p_as_of timestamptz default null)
 returns table (key_ids bigint[], key_scores double precision[])
-language sql stable
+language plpgsql stable  -- not SQL: Citus cannot plan an SQL function with parameters that reads a table
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+begin
+    return query
     with hits as (
         select k.memory_id,
                (select sum(p_idf[array_position(p_terms, u.lexeme)]
@@ -13242,7 +13244,8 @@ as $$
     )
     select coalesce(array_agg(b.memory_id order by b.score desc, b.memory_id), '{}'),
            coalesce(array_agg(b.score order by b.score desc, b.memory_id), '{}')
-      from best b
+      from best b;
+end
 $$;
 comment on function __tenant__._key_hits(bigint, text[], text, boolean, timestamptz, tsquery, text[], double precision[],
                                          double precision, double precision, double precision, integer, bigint[],
@@ -13286,10 +13289,12 @@ create or replace function __tenant__._key_nearest(
     p_embedding __ext__.halfvec, p_model text, p_floor double precision, p_depth integer,
     p_few bigint[] default null, p_as_of timestamptz default null)
 returns table (key_ids bigint[], key_cosines double precision[])
-language sql stable
+language plpgsql stable  -- not SQL: Citus cannot plan an SQL function with parameters that reads a table
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+begin
+    return query
     with nearest as (
         select k.memory_id, 1 - (k.embedding operator(__ext__.<=>) p_embedding) as cosine
           from memory_key k
@@ -13312,12 +13317,13 @@ as $$
     )
     select coalesce(array_agg(b.memory_id order by b.cosine desc, b.memory_id), '{}'),
            coalesce(array_agg(b.cosine order by b.cosine desc, b.memory_id), '{}')
-      from best b
+      from best b;
+end
 $$;
 comment on function __tenant__._key_nearest(bigint, text[], text, boolean, timestamptz, __ext__.halfvec, text,
                                             double precision, integer, bigint[], timestamptz) is
     'Internal (recall_memory_keys_dense): the memories whose keys'' vectors are nearest the query, by their best key''s cosine (at least p_floor), best p_depth first; only memories the principal may see.';
-$pgrecall_b370dd6971e5$)
+$pgrecall_2e3258e03b5f$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

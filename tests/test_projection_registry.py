@@ -11,6 +11,8 @@ def workload(acme):
     a = acme.remember("Ana lives in Lisbon", evidence=[o1], purposes=["converse"], about=["Ana", "Lisbon"]).memory_id
     b = acme.remember("Ana works at Acme", evidence=[o2], purposes=["converse", "act"], about=["Ana", "Acme"]).memory_id
     d = acme.derive([a, b], "Ana: Lisbon, Acme", about=["Ana"])
+    # search keys from what was said (memory_key rows)
+    acme.remember_keys(b, ["ana works at Acme"])
     # a correction citing what justified it (memory_correction_evidence rows)
     o4 = said(acme, "It is Acme Corp, by the way")
     acme.correct(b, "Ana works at Acme Corp", revision=1, reason="full name", evidence=[o4])

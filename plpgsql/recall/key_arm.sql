@@ -12,10 +12,12 @@ create or replace function __tenant__._key_hits(
     p_match tsquery, p_terms text[], p_idf double precision[], p_k1 double precision, p_b double precision,
     p_avg_length double precision, p_depth integer, p_among bigint[] default null, p_as_of timestamptz default null)
 returns table (key_ids bigint[], key_scores double precision[])
-language sql stable
+language plpgsql stable  -- not SQL: Citus cannot plan an SQL function with parameters that reads a table
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+begin
+    return query
     with hits as (
         select k.memory_id,
                (select sum(p_idf[array_position(p_terms, u.lexeme)]
@@ -36,7 +38,8 @@ as $$
     )
     select coalesce(array_agg(b.memory_id order by b.score desc, b.memory_id), '{}'),
            coalesce(array_agg(b.score order by b.score desc, b.memory_id), '{}')
-      from best b
+      from best b;
+end
 $$;
 comment on function __tenant__._key_hits(bigint, text[], text, boolean, timestamptz, tsquery, text[], double precision[],
                                          double precision, double precision, double precision, integer, bigint[],
@@ -80,10 +83,12 @@ create or replace function __tenant__._key_nearest(
     p_embedding __ext__.halfvec, p_model text, p_floor double precision, p_depth integer,
     p_few bigint[] default null, p_as_of timestamptz default null)
 returns table (key_ids bigint[], key_cosines double precision[])
-language sql stable
+language plpgsql stable  -- not SQL: Citus cannot plan an SQL function with parameters that reads a table
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+begin
+    return query
     with nearest as (
         select k.memory_id, 1 - (k.embedding operator(__ext__.<=>) p_embedding) as cosine
           from memory_key k
@@ -106,7 +111,8 @@ as $$
     )
     select coalesce(array_agg(b.memory_id order by b.cosine desc, b.memory_id), '{}'),
            coalesce(array_agg(b.cosine order by b.cosine desc, b.memory_id), '{}')
-      from best b
+      from best b;
+end
 $$;
 comment on function __tenant__._key_nearest(bigint, text[], text, boolean, timestamptz, __ext__.halfvec, text,
                                             double precision, integer, bigint[], timestamptz) is
