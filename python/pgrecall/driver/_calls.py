@@ -277,7 +277,7 @@ def as_list(values: Sequence[Any] | None) -> list[Any] | None:
 
 def as_json(value: Any) -> Jsonb | None:
     """A value sent as jsonb (None stays None: SQL NULL, or the function's default; a Jsonb as it is)."""
-    return None if value is None or isinstance(value, Jsonb) else Jsonb(value)
+    return value if value is None or isinstance(value, Jsonb) else Jsonb(value)
 
 
 def json_items(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
