@@ -9,7 +9,7 @@ import importlib
 import inspect
 
 import pgrecall
-from pgrecall.driver import _generated, _surface
+from pgrecall.driver import _generated, _operation, _Operations, _surface
 
 AREAS = ["admin", "dialectic", "duplicates", "embeddings", "graph", "memories", "recall", "sessions"]
 
@@ -52,3 +52,11 @@ def test_a_generated_row_reads_as_its_public_class(acme):
     scopes = acme.list_scopes()
     assert scopes and all(type(s) is pgrecall.driver.Scope is _generated.Scope for s in scopes)
     assert type(acme.schema_info()) is pgrecall.driver.SchemaInfo
+
+
+def test_every_hand_written_builder_is_listed_with_its_reason():
+    hand_written = {name for name, op in vars(_Operations).items()
+                    if isinstance(op, _operation) and op.build.__module__ != _generated.__name__}
+    assert hand_written - set(_surface.HANDWRITTEN) == set(), "list it in driver/_surface.py HANDWRITTEN, or use the generated builder"
+    assert set(_surface.HANDWRITTEN) - hand_written == set(), "listed in driver/_surface.py HANDWRITTEN, no longer hand-written"
+    assert all(_surface.HANDWRITTEN.values())

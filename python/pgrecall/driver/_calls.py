@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Generic, ParamSpec, Protocol, TypeAlias, TypeV
 from psycopg import sql
 from psycopg.adapt import PyFormat
 from psycopg.rows import BaseRowFactory, class_row, kwargs_row, scalar_row
+from psycopg.types.json import Jsonb
 
 from .. import embedder as embedding_model
 from .. import errors
@@ -267,6 +268,16 @@ def given(args: Mapping[str, Any], defaulted: Sequence[str]) -> dict[str, Any]:
     """A call's named arguments without those left None that the function has a default for (so the SQL
     default applies): what a generated builder sends."""
     return {k: v for k, v in args.items() if v is not None or k not in defaulted}
+
+
+def as_list(values: Sequence[Any] | None) -> list[Any] | None:
+    """A sequence sent as an array (psycopg adapts a list, not a tuple)."""
+    return None if values is None else list(values)
+
+
+def as_json(value: Any) -> Jsonb | None:
+    """A value sent as jsonb (None stays None: SQL NULL, or the function's default; a Jsonb as it is)."""
+    return value if value is None or isinstance(value, Jsonb) else Jsonb(value)
 
 
 def json_items(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

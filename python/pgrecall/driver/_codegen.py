@@ -105,23 +105,47 @@ def _dataclass(name: str, doc: str, columns: list[Column], types: dict[str, Any]
     return f'@dataclass(frozen=True)\nclass {name}:\n    """{doc}"""\n\n{body}\n'
 
 
+def _argument(sql_type: str, optional: bool) -> str:
+    """An argument's annotation: an array is any sequence (sent as a list), jsonb any JSON value."""
+    annotation = _annotation(sql_type, optional, {})
+    return annotation.replace("list[", "Sequence[", 1) if sql_type.endswith("[]") else annotation
+
+
+def _sent(name: str, sql_type: str) -> str:
+    """What a builder sends for an argument: a sequence as a list, a JSON value wrapped as jsonb."""
+    if sql_type.endswith("[]"):
+        return f"_as_list({name})"
+    if sql_type == "jsonb":
+        return f"_as_json({name})"
+    return name
+
+
+def _returns(fn: Function) -> str:
+    if fn.shape == "rows":
+        return f"list[{fn.row}]"
+    if fn.shape == "one":
+        return str(fn.row)
+    return "Any" if fn.value_type in ("object", "list") else str(fn.value_type)
+
+
 def _builder(fn: Function) -> str:
     required = [a for a in fn.args if not a[2] and a[0] not in ("principal", "scopes")]
     optional = [a for a in fn.args if a[2] and a[0] not in ("principal", "scopes")]
     who = {a[0] for a in fn.args} >= {"principal", "scopes"}
     params = ["h: Handle"]
-    params += [f"{a[0]}: {_annotation(a[1], False, {})}" for a in required]
-    keywords = [f"{a[0]}: {_annotation(a[1], True, {})} = None" for a in optional]
+    params += [f"{a[0]}: {_argument(a[1], False)}" for a in required]
+    keywords = [f"{a[0]}: {_argument(a[1], True)} = None" for a in optional]
     if who:
         keywords += ["principal: str | None = None", "scopes: Sequence[str] | None = None"]
     if keywords:
         params.append("*")
         params += keywords
-    lines = [f"def {fn.name}({', '.join(params)}) -> Call[Any]:",
+    lines = [f"def {fn.name}({', '.join(params)}) -> Call[{_returns(fn)}]:",
              f'    """{fn.comment.replace(chr(34) * 3, chr(39) * 3)}"""']
     if who:
         lines.append("    principal, scopes = h.who(principal, scopes)")
-    given = ", ".join(f"{a[0]!r}: {a[0]}" for a in fn.args)
+    given = ", ".join(f"{a[0]!r}: {_sent(a[0], a[1]) if a[0] not in ('principal', 'scopes') else a[0]}"
+                      for a in fn.args)
     lines.append(f"    args = _given({{{given}}}, {tuple(a[0] for a in optional)!r})")
     if fn.shape == "value":
         lines.append(f"    return _value({fn.name!r}, args, {fn.value_type})")
@@ -185,6 +209,8 @@ from typing import Any
 from uuid import UUID
 
 from ._calls import Call, Handle, json_list, json_object, parse, timestamp
+from ._calls import as_json as _as_json
+from ._calls import as_list as _as_list
 from ._calls import given as _given
 from ._calls import one as _one
 from ._calls import rows as _rows

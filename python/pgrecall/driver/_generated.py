@@ -11,6 +11,8 @@ from typing import Any
 from uuid import UUID
 
 from ._calls import Call, Handle, json_list, json_object, parse, timestamp
+from ._calls import as_json as _as_json
+from ._calls import as_list as _as_list
 from ._calls import given as _given
 from ._calls import one as _one
 from ._calls import rows as _rows
@@ -862,588 +864,588 @@ SIGNATURES: dict[str, tuple[tuple[str, str, bool], ...]] = {
 # -- call builders ------------------------------------------------------------------------------------------
 
 
-def add_entity_alias(h: Handle, scope: str, entity: str, alias: str, *, data_subject_id: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def add_entity_alias(h: Handle, scope: str, entity: str, alias: str, *, data_subject_id: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[EntityAliases]]:
     """Adds an alias under which an entity the principal may see is found (by recall, traversal and fact lookups); erasing its data subject (p_data_subject_id, else those of the peers it is about and of the principal) removes it."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'entity': entity, 'alias': alias, 'data_subject_id': data_subject_id}, ('data_subject_id',))
     return _rows('add_entity_alias', args, EntityAliases)
 
 
-def add_messages(h: Handle, session: int, messages: Any, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def add_messages(h: Handle, session: int, messages: Any, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[AddMessagesRow]]:
     """Appends messages to a session (each by a peer in it) and queues their derivation work as the flags say."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'session': session, 'messages': messages}, ())
+    args = _given({'principal': principal, 'scopes': scopes, 'session': session, 'messages': _as_json(messages)}, ())
     return _rows('add_messages', args, AddMessagesRow)
 
 
-def add_peer(h: Handle, name: str, *, kind: str | None = None, metadata: Any = None, data_subject_id: str | None = None) -> Call[Any]:
+def add_peer(h: Handle, name: str, *, kind: str | None = None, metadata: Any = None, data_subject_id: str | None = None) -> Call[int]:
     """Creates a peer (human, agent or other), or merges metadata into an existing one of the same kind. Returns its id. The name is stored in NFC; PR140 if it breaks the name rules, PR141 if a peer of that name in another case exists. With p_data_subject_id, erasing that subject anonymises the peer."""
-    args = _given({'name': name, 'kind': kind, 'metadata': metadata, 'data_subject_id': data_subject_id}, ('kind', 'metadata', 'data_subject_id'))
+    args = _given({'name': name, 'kind': kind, 'metadata': _as_json(metadata), 'data_subject_id': data_subject_id}, ('kind', 'metadata', 'data_subject_id'))
     return _value('add_peer', args, int)
 
 
-def add_scope(h: Handle, name: str, *, description: str | None = None) -> Call[Any]:
+def add_scope(h: Handle, name: str, *, description: str | None = None) -> Call[str]:
     """Creates a scope (a project inside the tenant), or updates its description. Idempotent."""
     args = _given({'name': name, 'description': description}, ('description',))
     return _value('add_scope', args, str)
 
 
-def add_session_peers(h: Handle, session: int, peers: Any, *, defaults: Any = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def add_session_peers(h: Handle, session: int, peers: Any, *, defaults: Any = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[SessionPeerAdded]]:
     """Adds peers to a session (names, or objects with per-peer flags), with defaults for flags not given; at most max_peers_in_session."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'session': session, 'peers': peers, 'defaults': defaults}, ('defaults',))
+    args = _given({'principal': principal, 'scopes': scopes, 'session': session, 'peers': _as_json(peers), 'defaults': _as_json(defaults)}, ('defaults',))
     return _rows('add_session_peers', args, SessionPeerAdded)
 
 
 def agent_session_add(h: Handle, session: int, items: Any, user: str, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
     """Appends Agents SDK items to a session as its turns, each kept whole (payload agents_item) with its text as the body; a user message is p_user's turn, the rest the principal's. Returns their log offsets, in order."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'session': session, 'items': items, 'user': user}, ())
+    args = _given({'principal': principal, 'scopes': scopes, 'session': session, 'items': _as_json(items), 'user': user}, ())
     return _value('agent_session_add', args, list)
 
 
-def agent_session_clear(h: Handle, session: int, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def agent_session_clear(h: Handle, session: int, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
     """Hides every visible item of the session by appending one retraction turn; returns how many it hid."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'session': session}, ())
     return _value('agent_session_clear', args, int)
 
 
-def agent_session_items(h: Handle, session: int, *, limit: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def agent_session_items(h: Handle, session: int, *, limit: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[AgentSessionItemsRow]]:
     """The Agents SDK items of a session the principal may see, less those a retraction hides, in log order (with p_limit, the last p_limit, in order)."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'session': session, 'limit': limit}, ('limit',))
     return _rows('agent_session_items', args, AgentSessionItemsRow)
 
 
-def agent_session_open(h: Handle, scope: str, name: str, user: str, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def agent_session_open(h: Handle, scope: str, name: str, user: str, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
     """The session named p_name in the scope (an Agents SDK session id), made with the principal and the user on first use; PR122 when such a session exists and the principal is not in it."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'name': name, 'user': user}, ())
     return _value('agent_session_open', args, int)
 
 
-def agent_session_pop(h: Handle, session: int, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def agent_session_pop(h: Handle, session: int, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[AgentSessionPopRow]]:
     """Hides the session's last visible item by appending a retraction turn, and returns it (no row when none is left)."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'session': session}, ())
     return _rows('agent_session_pop', args, AgentSessionPopRow)
 
 
-def append_observation(h: Handle, scope: str, body: str, source_role: str, *, kind: str | None = None, actor: str | None = None, session_id: int | None = None, occurred_at: datetime | None = None, payload: Any = None, data_subject_id: str | None = None, lawful_basis: str | None = None, classification: str | None = None, retention_until: datetime | None = None, audience: list[str] | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def append_observation(h: Handle, scope: str, body: str, source_role: str, *, kind: str | None = None, actor: str | None = None, session_id: int | None = None, occurred_at: datetime | None = None, payload: Any = None, data_subject_id: str | None = None, lawful_basis: str | None = None, classification: str | None = None, retention_until: datetime | None = None, audience: Sequence[str] | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
     """Appends what was said, written or returned to the scope's log and returns its offset (contiguous per scope); it is seen by its session's peers (the scope outside a session), or the narrower audience named."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'body': body, 'source_role': source_role, 'kind': kind, 'actor': actor, 'session_id': session_id, 'occurred_at': occurred_at, 'payload': payload, 'data_subject_id': data_subject_id, 'lawful_basis': lawful_basis, 'classification': classification, 'retention_until': retention_until, 'audience': audience}, ('kind', 'actor', 'session_id', 'occurred_at', 'payload', 'data_subject_id', 'lawful_basis', 'classification', 'retention_until', 'audience'))
+    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'body': body, 'source_role': source_role, 'kind': kind, 'actor': actor, 'session_id': session_id, 'occurred_at': occurred_at, 'payload': _as_json(payload), 'data_subject_id': data_subject_id, 'lawful_basis': lawful_basis, 'classification': classification, 'retention_until': retention_until, 'audience': _as_list(audience)}, ('kind', 'actor', 'session_id', 'occurred_at', 'payload', 'data_subject_id', 'lawful_basis', 'classification', 'retention_until', 'audience'))
     return _value('append_observation', args, int)
 
 
-def append_observations(h: Handle, scope: str, rows: Any, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def append_observations(h: Handle, scope: str, rows: Any, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[AppendObservationsRow]]:
     """append_observation() for a batch: rows as a JSON array; all are validated before any is written; offsets in order."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'rows': rows}, ())
+    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'rows': _as_json(rows)}, ())
     return _rows('append_observations', args, AppendObservationsRow)
 
 
-def assert_fact(h: Handle, scope: str, subject: str, predicate: str, object: str, evidence: Any, *, statement: str | None = None, valid_from: datetime | None = None, valid_to: datetime | None = None, confidence: float | None = None, observer: str | None = None, audience: str | None = None, purposes: list[str] | None = None, subject_type: str | None = None, object_type: str | None = None, widening_reason: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def assert_fact(h: Handle, scope: str, subject: str, predicate: str, object: str, evidence: Any, *, statement: str | None = None, valid_from: datetime | None = None, valid_to: datetime | None = None, confidence: float | None = None, observer: str | None = None, audience: str | None = None, purposes: Sequence[str] | None = None, subject_type: str | None = None, object_type: str | None = None, widening_reason: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[AssertedFact]]:
     """Asserts a fact with verbatim evidence; a single-valued predicate's overlapping current value is closed and split, never overwritten. PR116 when it would reach more peers than a turn it cites, unless p_widening_reason says why."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'subject': subject, 'predicate': predicate, 'object': object, 'evidence': evidence, 'statement': statement, 'valid_from': valid_from, 'valid_to': valid_to, 'confidence': confidence, 'observer': observer, 'audience': audience, 'purposes': purposes, 'subject_type': subject_type, 'object_type': object_type, 'widening_reason': widening_reason}, ('statement', 'valid_from', 'valid_to', 'confidence', 'observer', 'audience', 'purposes', 'subject_type', 'object_type', 'widening_reason'))
+    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'subject': subject, 'predicate': predicate, 'object': object, 'evidence': _as_json(evidence), 'statement': statement, 'valid_from': valid_from, 'valid_to': valid_to, 'confidence': confidence, 'observer': observer, 'audience': audience, 'purposes': _as_list(purposes), 'subject_type': subject_type, 'object_type': object_type, 'widening_reason': widening_reason}, ('statement', 'valid_from', 'valid_to', 'confidence', 'observer', 'audience', 'purposes', 'subject_type', 'object_type', 'widening_reason'))
     return _rows('assert_fact', args, AssertedFact)
 
 
-def assert_facts(h: Handle, scope: str, items: Any, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def assert_facts(h: Handle, scope: str, items: Any, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[AssertFactsRow]]:
     """assert_fact() for a batch (a JSON array of items), in order and all-or-nothing; one row per item."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'items': items}, ())
+    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'items': _as_json(items)}, ())
     return _rows('assert_facts', args, AssertFactsRow)
 
 
-def claim_embedding_jobs(h: Handle, worker: str, *, limit: int | None = None) -> Call[Any]:
+def claim_embedding_jobs(h: Handle, worker: str, *, limit: int | None = None) -> Call[list[ClaimEmbeddingJobsRow]]:
     """Leases up to p_limit embedding jobs to a worker (SKIP LOCKED) and returns the texts to embed for each: the input of the tenant's version, and the memory's own text; a lease ends at embedding_lease_seconds or with the claiming session."""
     args = _given({'worker': worker, 'limit': limit}, ('limit',))
     return _rows('claim_embedding_jobs', args, ClaimEmbeddingJobsRow)
 
 
-def claim_passage_embedding_jobs(h: Handle, worker: str, *, limit: int | None = None) -> Call[Any]:
+def claim_passage_embedding_jobs(h: Handle, worker: str, *, limit: int | None = None) -> Call[list[ClaimPassageEmbeddingJobsRow]]:
     """Leases up to p_limit passage embedding jobs to a worker (SKIP LOCKED) and returns each passage's text; a lease ends at embedding_lease_seconds or with the claiming session."""
     args = _given({'worker': worker, 'limit': limit}, ('limit',))
     return _rows('claim_passage_embedding_jobs', args, ClaimPassageEmbeddingJobsRow)
 
 
-def claim_tasks(h: Handle, worker: str, *, limit: int | None = None, task_types: list[str] | None = None) -> Call[Any]:
+def claim_tasks(h: Handle, worker: str, *, limit: int | None = None, task_types: Sequence[str] | None = None) -> Call[list[ClaimTasksRow]]:
     """Leases up to p_limit derivation tasks (SKIP LOCKED), at most one per lane and only a lane's head; returns each with its message(s)."""
-    args = _given({'worker': worker, 'limit': limit, 'task_types': task_types}, ('limit', 'task_types'))
+    args = _given({'worker': worker, 'limit': limit, 'task_types': _as_list(task_types)}, ('limit', 'task_types'))
     return _rows('claim_tasks', args, ClaimTasksRow)
 
 
-def complete_embedding_jobs(h: Handle, worker: str, memory_ids: list[int], generations: list[int], embeddings: list[str], model: str, input_version: int, *, text_embeddings: list[str] | None = None) -> Call[Any]:
+def complete_embedding_jobs(h: Handle, worker: str, memory_ids: Sequence[int], generations: Sequence[int], embeddings: Sequence[str], model: str, input_version: int, *, text_embeddings: Sequence[str] | None = None) -> Call[int]:
     """Stores the worker's embeddings (and those of the memories' own texts) for jobs it still holds at the same generation; returns how many were stored."""
-    args = _given({'worker': worker, 'memory_ids': memory_ids, 'generations': generations, 'embeddings': embeddings, 'model': model, 'input_version': input_version, 'text_embeddings': text_embeddings}, ('text_embeddings',))
+    args = _given({'worker': worker, 'memory_ids': _as_list(memory_ids), 'generations': _as_list(generations), 'embeddings': _as_list(embeddings), 'model': model, 'input_version': input_version, 'text_embeddings': _as_list(text_embeddings)}, ('text_embeddings',))
     return _value('complete_embedding_jobs', args, int)
 
 
-def complete_passage_embedding_jobs(h: Handle, worker: str, passage_ids: list[int], generations: list[int], embeddings: list[str], model: str, input_version: int) -> Call[Any]:
+def complete_passage_embedding_jobs(h: Handle, worker: str, passage_ids: Sequence[int], generations: Sequence[int], embeddings: Sequence[str], model: str, input_version: int) -> Call[int]:
     """Stores the worker's passage embeddings for jobs it still holds at the same generation; returns how many."""
-    args = _given({'worker': worker, 'passage_ids': passage_ids, 'generations': generations, 'embeddings': embeddings, 'model': model, 'input_version': input_version}, ())
+    args = _given({'worker': worker, 'passage_ids': _as_list(passage_ids), 'generations': _as_list(generations), 'embeddings': _as_list(embeddings), 'model': model, 'input_version': input_version}, ())
     return _value('complete_passage_embedding_jobs', args, int)
 
 
-def complete_task(h: Handle, worker: str, task_id: int, lease_token: UUID, *, result: Any = None) -> Call[Any]:
+def complete_task(h: Handle, worker: str, task_id: int, lease_token: UUID, *, result: Any = None) -> Call[str]:
     """Completes a leased task with its result (checked; a representation result updates the working representation)."""
-    args = _given({'worker': worker, 'task_id': task_id, 'lease_token': lease_token, 'result': result}, ('result',))
+    args = _given({'worker': worker, 'task_id': task_id, 'lease_token': lease_token, 'result': _as_json(result)}, ('result',))
     return _value('complete_task', args, str)
 
 
-def correct(h: Handle, memory_id: int, expected_revision: int, body: str, *, title: str | None = None, reason: str | None = None, evidence: list[int] | None = None, widening_reason: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def correct(h: Handle, memory_id: int, expected_revision: int, body: str, *, title: str | None = None, reason: str | None = None, evidence: Sequence[int] | None = None, widening_reason: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
     """Fixes a wrong memory in place, citing the observations that justify it: revision + 1, the old text kept in its history. PR105 if the revision moved; PR116 if the evidence is seen by fewer peers than the memory, unless p_widening_reason says why."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'memory_id': memory_id, 'expected_revision': expected_revision, 'body': body, 'title': title, 'reason': reason, 'evidence': evidence, 'widening_reason': widening_reason}, ('title', 'reason', 'evidence', 'widening_reason'))
+    args = _given({'principal': principal, 'scopes': scopes, 'memory_id': memory_id, 'expected_revision': expected_revision, 'body': body, 'title': title, 'reason': reason, 'evidence': _as_list(evidence), 'widening_reason': widening_reason}, ('title', 'reason', 'evidence', 'widening_reason'))
     return _value('correct', args, int)
 
 
-def create_session(h: Handle, scope: str, *, name: str | None = None, metadata: Any = None, data_subject_id: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def create_session(h: Handle, scope: str, *, name: str | None = None, metadata: Any = None, data_subject_id: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
     """Creates a session in a scope (or, for an existing name, merges metadata into it) and returns its id; erasing its data subject (p_data_subject_id, else the principal's, and those of the peers who join) clears the name and metadata."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'name': name, 'metadata': metadata, 'data_subject_id': data_subject_id}, ('name', 'metadata', 'data_subject_id'))
+    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'name': name, 'metadata': _as_json(metadata), 'data_subject_id': data_subject_id}, ('name', 'metadata', 'data_subject_id'))
     return _value('create_session', args, int)
 
 
-def decide_duplicate(h: Handle, a: int, b: int, decision: str, reason: str, *, revision_a: int | None = None, revision_b: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def decide_duplicate(h: Handle, a: int, b: int, decision: str, reason: str, *, revision_a: int | None = None, revision_b: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[DuplicateDecision]]:
     """A person's decision about a proposed pair: distinct (keep both), supersede (b replaces a) or forget (a); recorded with who, when and why. PR180 if someone decided it first."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'a': a, 'b': b, 'decision': decision, 'reason': reason, 'revision_a': revision_a, 'revision_b': revision_b}, ('revision_a', 'revision_b'))
     return _rows('decide_duplicate', args, DuplicateDecision)
 
 
-def derive(h: Handle, sources: list[int], body: str, *, kind: str | None = None, title: str | None = None, confidence: float | None = None, about: list[str] | None = None, widening_reason: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def derive(h: Handle, sources: Sequence[int], body: str, *, kind: str | None = None, title: str | None = None, confidence: float | None = None, about: Sequence[str] | None = None, widening_reason: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
     """A memory derived from other memories; its scope, audience and purposes are the intersection of the sources' (PR106 if empty); PR116 if that reaches more peers than the turns they stand on, unless p_widening_reason says why."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'sources': sources, 'body': body, 'kind': kind, 'title': title, 'confidence': confidence, 'about': about, 'widening_reason': widening_reason}, ('kind', 'title', 'confidence', 'about', 'widening_reason'))
+    args = _given({'principal': principal, 'scopes': scopes, 'sources': _as_list(sources), 'body': body, 'kind': kind, 'title': title, 'confidence': confidence, 'about': _as_list(about), 'widening_reason': widening_reason}, ('kind', 'title', 'confidence', 'about', 'widening_reason'))
     return _value('derive', args, int)
 
 
-def duplicate_proposals(h: Handle, *, limit: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def duplicate_proposals(h: Handle, *, limit: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[DuplicatePair]]:
     """Pairs of current memories the principal may see for a common purpose, among its duplicate_window newest, with cosine >= duplicate_cosine and not yet decided at these revisions; best first, with both texts and provenance. Nothing is merged: decide_duplicate() records a person's decision."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'limit': limit}, ('limit',))
     return _rows('duplicate_proposals', args, DuplicatePair)
 
 
-def duplicate_proposals_answer(h: Handle, *, limit: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def duplicate_proposals_answer(h: Handle, *, limit: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[DuplicateProposalsAnswer]:
     """duplicate_proposals() and its metadata (window, embedded, threshold, why nothing is proposed) in one value: (items duplicate_pair[], meta duplicate_meta). In psql: select (a.meta).* from duplicate_proposals_answer(...) a."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'limit': limit}, ('limit',))
     return _one('duplicate_proposals_answer', args, DuplicateProposalsAnswer)
 
 
-def embedding_status(h: Handle) -> Call[Any]:
+def embedding_status(h: Handle) -> Call[list[EmbeddingStatus]]:
     """Queue length, leased jobs, current and stale embeddings, and the model and input version in force; the same for passages."""
     args = _given({}, ())
     return _rows('embedding_status', args, EmbeddingStatus)
 
 
-def entities(h: Handle, *, name: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def entities(h: Handle, *, name: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[Entity]]:
     """Entities in the authorised scopes that a memory or fact the principal may see names (optionally those a name or alias denotes), with their count of visible current facts."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'name': name}, ('name',))
     return _rows('entities', args, Entity)
 
 
-def erase(h: Handle, actor: str, selector: Any, reason: str, *, requested_by: str | None = None) -> Call[Any]:
+def erase(h: Handle, actor: str, selector: Any, reason: str, *, requested_by: str | None = None) -> Call[ErasureRequestRow]:
     """Erases an observation, a data subject, a peer or a scope and everything derived; returns the receipt (with who ran it) and its residual."""
-    args = _given({'actor': actor, 'selector': selector, 'reason': reason, 'requested_by': requested_by}, ('requested_by',))
+    args = _given({'actor': actor, 'selector': _as_json(selector), 'reason': reason, 'requested_by': requested_by}, ('requested_by',))
     return _one('erase', args, ErasureRequestRow)
 
 
-def erasure_requests(h: Handle, *, limit: int | None = None) -> Call[Any]:
+def erasure_requests(h: Handle, *, limit: int | None = None) -> Call[list[ErasureRequestRow]]:
     """The newest erasure receipts."""
     args = _given({'limit': limit}, ('limit',))
     return _rows('erasure_requests', args, ErasureRequestRow)
 
 
-def expire(h: Handle, *, actor: str | None = None) -> Call[Any]:
+def expire(h: Handle, *, actor: str | None = None) -> Call[list[ErasureRequestRow]]:
     """With the tenant's expiry gate on, erases observations past retention_until (and what derives from them); off by default."""
     args = _given({'actor': actor}, ('actor',))
     return _rows('expire', args, ErasureRequestRow)
 
 
-def export(h: Handle, selector: Any) -> Call[Any]:
+def export(h: Handle, selector: Any) -> Call[list[ExportRow]]:
     """Everything an erasure of the same selector (a data subject or a peer, as erase() takes it) would remove, one row per stored row: its kind, key and record (vectors left out, peers named); empty for an unknown subject."""
-    args = _given({'selector': selector}, ())
+    args = _given({'selector': _as_json(selector)}, ())
     return _rows('export', args, ExportRow)
 
 
-def facts_as_of(h: Handle, subject: str, *, predicate: str | None = None, valid_at: datetime | None = None, known_at: datetime | None = None, purpose: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def facts_as_of(h: Handle, subject: str, *, predicate: str | None = None, valid_at: datetime | None = None, known_at: datetime | None = None, purpose: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[FactsAsOfRow]]:
     """What was true of a subject at p_valid_at as we believed it at p_known_at (defaults: now, current belief), with evidence."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'subject': subject, 'predicate': predicate, 'valid_at': valid_at, 'known_at': known_at, 'purpose': purpose}, ('predicate', 'valid_at', 'known_at', 'purpose'))
     return _rows('facts_as_of', args, FactsAsOfRow)
 
 
-def fail_task(h: Handle, worker: str, task_id: int, lease_token: UUID, error: str) -> Call[Any]:
+def fail_task(h: Handle, worker: str, task_id: int, lease_token: UUID, error: str) -> Call[list[TaskFailure]]:
     """Gives a leased task back after a failure: retried after task_backoff_seconds * 2^(attempts-1), dead after task_max_attempts."""
     args = _given({'worker': worker, 'task_id': task_id, 'lease_token': lease_token, 'error': error}, ())
     return _rows('fail_task', args, TaskFailure)
 
 
-def forget(h: Handle, memory_id: int, reason: str, *, expected_revision: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def forget(h: Handle, memory_id: int, reason: str, *, expected_revision: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
     """Invalidates a memory with a reason; it is no longer read or recalled. Nothing is forgotten unless asked."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'memory_id': memory_id, 'reason': reason, 'expected_revision': expected_revision}, ('expected_revision',))
     return _value('forget', args, int)
 
 
-def freshness(h: Handle, scope: str, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def freshness(h: Handle, scope: str, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[Freshness]]:
     """The scope's log watermark, and the offset up to which every memory derived from the log has its embedding."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'scope': scope}, ())
     return _rows('freshness', args, Freshness)
 
 
-def get_representation(h: Handle, session: int, peer: str, *, target: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def get_representation(h: Handle, session: int, peer: str, *, target: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[WorkingRepresentation]:
     """A peer's working representation in a session: per observed peer, the newest derived observations (one target if named), those from turns the principal may not see left out."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'session': session, 'peer': peer, 'target': target}, ('target',))
     return _one('get_representation', args, WorkingRepresentation)
 
 
-def listen_channel(h: Handle, kind: str) -> Call[Any]:
+def listen_channel(h: Handle, kind: str) -> Call[str]:
     """The channel a worker LISTENs on to be woken when work of a kind (embed, derive) is queued; a secret of the tenant."""
     args = _given({'kind': kind}, ())
     return _value('listen_channel', args, str)
 
 
-def log_turn(h: Handle, scope: str, log: str, actor: str, body: str, *, source_role: str | None = None, occurred_at: datetime | None = None, data_subject_id: str | None = None, audience: list[str] | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def log_turn(h: Handle, scope: str, log: str, actor: str, body: str, *, source_role: str | None = None, occurred_at: datetime | None = None, data_subject_id: str | None = None, audience: Sequence[str] | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[LogTurnRow]]:
     """Appends a turn to a turn log: to its newest session, or to a new one after a gap of more than turn_gap_seconds; p_data_subject_id (else the actor's, else the session's) tags the turn, and the session it opens; p_audience narrows who may see it."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'log': log, 'actor': actor, 'body': body, 'source_role': source_role, 'occurred_at': occurred_at, 'data_subject_id': data_subject_id, 'audience': audience}, ('source_role', 'occurred_at', 'data_subject_id', 'audience'))
+    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'log': log, 'actor': actor, 'body': body, 'source_role': source_role, 'occurred_at': occurred_at, 'data_subject_id': data_subject_id, 'audience': _as_list(audience)}, ('source_role', 'occurred_at', 'data_subject_id', 'audience'))
     return _rows('log_turn', args, LogTurnRow)
 
 
-def log_watermark(h: Handle, scope: str, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def log_watermark(h: Handle, scope: str, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
     """The largest offset below which the scope's log has no hole (committed appends only)."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'scope': scope}, ())
     return _value('log_watermark', args, int)
 
 
-def memory_count(h: Handle, *, purpose: str | None = None, include_superseded: bool | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def memory_count(h: Handle, *, purpose: str | None = None, include_superseded: bool | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
     """How many memories the principal may see in the authorised scopes for a purpose (superseded ones too if asked), eligibility applied."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'purpose': purpose, 'include_superseded': include_superseded}, ('purpose', 'include_superseded'))
     return _value('memory_count', args, int)
 
 
-def merge_entities(h: Handle, scope: str, keep: str, absorb: str, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def merge_entities(h: Handle, scope: str, keep: str, absorb: str, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[EntityMerge]]:
     """Merges p_absorb into p_keep: facts move, names become aliases, contradictions are closed; logged in entity_merge."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'keep': keep, 'absorb': absorb}, ())
     return _rows('merge_entities', args, EntityMerge)
 
 
-def neighbourhood(h: Handle, seeds: list[str], *, hops: int | None = None, valid_at: datetime | None = None, known_at: datetime | None = None, purpose: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def neighbourhood(h: Handle, seeds: Sequence[str], *, hops: int | None = None, valid_at: datetime | None = None, known_at: datetime | None = None, purpose: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[NeighbourhoodRow]]:
     """Facts within p_hops (1 to max_hops) of the seed entities, both directions, valid and known at the given times; cycle-safe and bounded per hop."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'seeds': seeds, 'hops': hops, 'valid_at': valid_at, 'known_at': known_at, 'purpose': purpose}, ('hops', 'valid_at', 'known_at', 'purpose'))
+    args = _given({'principal': principal, 'scopes': scopes, 'seeds': _as_list(seeds), 'hops': hops, 'valid_at': valid_at, 'known_at': known_at, 'purpose': purpose}, ('hops', 'valid_at', 'known_at', 'purpose'))
     return _rows('neighbourhood', args, NeighbourhoodRow)
 
 
-def peer_config(h: Handle, peer: str) -> Call[Any]:
+def peer_config(h: Handle, peer: str) -> Call[PeerConfig]:
     """A peer's own flags: observed_globally (and whether it follows the tenant default)."""
     args = _given({'peer': peer}, ())
     return _one('peer_config', args, PeerConfig)
 
 
-def pin(h: Handle, memory_id: int, *, pinned: bool | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def pin(h: Handle, memory_id: int, *, pinned: bool | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[bool]:
     """Pins (or unpins) a live memory the principal may see, so it is in every session-start bundle."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'memory_id': memory_id, 'pinned': pinned}, ('pinned',))
     return _value('pin', args, bool)
 
 
-def predicates(h: Handle) -> Call[Any]:
+def predicates(h: Handle) -> Call[list[Predicate]]:
     """The predicate ontology: each predicate, whether it holds one value at a time, and its object type."""
     args = _given({}, ())
     return _rows('predicates', args, Predicate)
 
 
-def queue_status(h: Handle, peer: str, *, target: str | None = None, session: int | None = None) -> Call[Any]:
+def queue_status(h: Handle, peer: str, *, target: str | None = None, session: int | None = None) -> Call[list[QueueStatus]]:
     """Whether a representation is current: pending/current, tasks remaining, in progress, done and dead (global without a target, local with one)."""
     args = _given({'peer': peer, 'target': target, 'session': session}, ('target', 'session'))
     return _rows('queue_status', args, QueueStatus)
 
 
-def read(h: Handle, memory_id: int, purpose: str, *, include_superseded: bool | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def read(h: Handle, memory_id: int, purpose: str, *, include_superseded: bool | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[ReadRow]]:
     """One memory with its provenance and revision history, if the principal may see it for the purpose."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'memory_id': memory_id, 'purpose': purpose, 'include_superseded': include_superseded}, ('include_superseded',))
     return _rows('read', args, ReadRow)
 
 
-def rebuild_embeddings(h: Handle, *, everything: bool | None = None) -> Call[Any]:
+def rebuild_embeddings(h: Handle, *, everything: bool | None = None) -> Call[int]:
     """Queues every live memory and passage without a current embedding (or all of them) for the worker. Returns how many."""
     args = _given({'everything': everything}, ('everything',))
     return _value('rebuild_embeddings', args, int)
 
 
-def recall(h: Handle, query: str, *, purpose: str | None = None, query_embedding: list[float] | None = None, mode: str | None = None, limit: int | None = None, include_superseded: bool | None = None, at: datetime | None = None, query_model: str | None = None, as_of: datetime | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def recall(h: Handle, query: str, *, purpose: str | None = None, query_embedding: Sequence[float] | None = None, mode: str | None = None, limit: int | None = None, include_superseded: bool | None = None, at: datetime | None = None, query_model: str | None = None, as_of: datetime | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[RecallItem]]:
     """Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms' evidence orders them), permission walk. With its metadata: recall_answer()."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'query': query, 'purpose': purpose, 'query_embedding': query_embedding, 'mode': mode, 'limit': limit, 'include_superseded': include_superseded, 'at': at, 'query_model': query_model, 'as_of': as_of}, ('purpose', 'query_embedding', 'mode', 'limit', 'include_superseded', 'at', 'query_model', 'as_of'))
+    args = _given({'principal': principal, 'scopes': scopes, 'query': query, 'purpose': purpose, 'query_embedding': _as_list(query_embedding), 'mode': mode, 'limit': limit, 'include_superseded': include_superseded, 'at': at, 'query_model': query_model, 'as_of': as_of}, ('purpose', 'query_embedding', 'mode', 'limit', 'include_superseded', 'at', 'query_model', 'as_of'))
     return _rows('recall', args, RecallItem)
 
 
-def recall_answer(h: Handle, query: str, *, purpose: str | None = None, query_embedding: list[float] | None = None, mode: str | None = None, limit: int | None = None, include_superseded: bool | None = None, at: datetime | None = None, query_model: str | None = None, as_of: datetime | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def recall_answer(h: Handle, query: str, *, purpose: str | None = None, query_embedding: Sequence[float] | None = None, mode: str | None = None, limit: int | None = None, include_superseded: bool | None = None, at: datetime | None = None, query_model: str | None = None, as_of: datetime | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[RecallAnswer]:
     """recall() and its metadata (counts after the walk, dropped terms, dense_available and why not, freshness) in one value: (items recall_item[], meta recall_meta). In psql: select (a.meta).* from recall_answer(...) a."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'query': query, 'purpose': purpose, 'query_embedding': query_embedding, 'mode': mode, 'limit': limit, 'include_superseded': include_superseded, 'at': at, 'query_model': query_model, 'as_of': as_of}, ('purpose', 'query_embedding', 'mode', 'limit', 'include_superseded', 'at', 'query_model', 'as_of'))
+    args = _given({'principal': principal, 'scopes': scopes, 'query': query, 'purpose': purpose, 'query_embedding': _as_list(query_embedding), 'mode': mode, 'limit': limit, 'include_superseded': include_superseded, 'at': at, 'query_model': query_model, 'as_of': as_of}, ('purpose', 'query_embedding', 'mode', 'limit', 'include_superseded', 'at', 'query_model', 'as_of'))
     return _one('recall_answer', args, RecallAnswer)
 
 
-def refresh_erasure_statistics(h: Handle, request_id: int) -> Call[Any]:
+def refresh_erasure_statistics(h: Handle, request_id: int) -> Call[ErasureRequestRow]:
     """Takes the planner statistics of the tables an erasure touched again, so pg_stats holds none of the erased values, and stamps the receipt; run it after the erasure commits (pgrecall erase does)."""
     args = _given({'request_id': request_id}, ())
     return _one('refresh_erasure_statistics', args, ErasureRequestRow)
 
 
-def refresh_term_stats(h: Handle) -> Call[Any]:
+def refresh_term_stats(h: Handle) -> Call[list[TermStats]]:
     """Recomputes the document frequencies that lexical ranking and pruning use (a snapshot of live memories)."""
     args = _given({}, ())
     return _rows('refresh_term_stats', args, TermStats)
 
 
-def release_embedding_jobs(h: Handle, worker: str, memory_ids: list[int]) -> Call[Any]:
+def release_embedding_jobs(h: Handle, worker: str, memory_ids: Sequence[int]) -> Call[int]:
     """Gives leased jobs back to the queue at once (a worker that failed or is stopping)."""
-    args = _given({'worker': worker, 'memory_ids': memory_ids}, ())
+    args = _given({'worker': worker, 'memory_ids': _as_list(memory_ids)}, ())
     return _value('release_embedding_jobs', args, int)
 
 
-def release_passage_embedding_jobs(h: Handle, worker: str, passage_ids: list[int]) -> Call[Any]:
+def release_passage_embedding_jobs(h: Handle, worker: str, passage_ids: Sequence[int]) -> Call[int]:
     """Gives leased passage jobs back to the queue at once (a worker that failed or is stopping)."""
-    args = _given({'worker': worker, 'passage_ids': passage_ids}, ())
+    args = _given({'worker': worker, 'passage_ids': _as_list(passage_ids)}, ())
     return _value('release_passage_embedding_jobs', args, int)
 
 
-def remember(h: Handle, scope: str, body: str, evidence: list[int], purposes: list[str], *, audience: str | None = None, kind: str | None = None, title: str | None = None, confidence: float | None = None, about: list[str] | None = None, observer: str | None = None, widening_reason: str | None = None, embedding: str | None = None, embedding_model: str | None = None, embedding_input_version: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def remember(h: Handle, scope: str, body: str, evidence: Sequence[int], purposes: Sequence[str], *, audience: str | None = None, kind: str | None = None, title: str | None = None, confidence: float | None = None, about: Sequence[str] | None = None, observer: str | None = None, widening_reason: str | None = None, embedding: str | None = None, embedding_model: str | None = None, embedding_input_version: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[RememberRow]]:
     """Writes a memory with its audience, purposes and evidence; empty or ambiguous input is a no-op with a reason; PR116 when it would reach more peers than a turn it cites, unless p_widening_reason says why. With p_embedding (stamped with the tenant's model and input version, PR155 otherwise) its vector is written too."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'body': body, 'evidence': evidence, 'purposes': purposes, 'audience': audience, 'kind': kind, 'title': title, 'confidence': confidence, 'about': about, 'observer': observer, 'widening_reason': widening_reason, 'embedding': embedding, 'embedding_model': embedding_model, 'embedding_input_version': embedding_input_version}, ('audience', 'kind', 'title', 'confidence', 'about', 'observer', 'widening_reason', 'embedding', 'embedding_model', 'embedding_input_version'))
+    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'body': body, 'evidence': _as_list(evidence), 'purposes': _as_list(purposes), 'audience': audience, 'kind': kind, 'title': title, 'confidence': confidence, 'about': _as_list(about), 'observer': observer, 'widening_reason': widening_reason, 'embedding': embedding, 'embedding_model': embedding_model, 'embedding_input_version': embedding_input_version}, ('audience', 'kind', 'title', 'confidence', 'about', 'observer', 'widening_reason', 'embedding', 'embedding_model', 'embedding_input_version'))
     return _rows('remember', args, RememberRow)
 
 
-def remember_keys(h: Handle, memory_id: int, keys: list[str], *, embeddings: list[str] | None = None, embedding_model: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def remember_keys(h: Handle, memory_id: int, keys: Sequence[str], *, embeddings: Sequence[str] | None = None, embedding_model: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
     """Search keys for a memory the principal may see: statements derived from its turns, under which recall (settings recall_memory_keys, and recall_memory_keys_dense for keys given with the vector of their text) finds the memory too, never the key; erased with the turns. Returns how many were added."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'memory_id': memory_id, 'keys': keys, 'embeddings': embeddings, 'embedding_model': embedding_model}, ('embeddings', 'embedding_model'))
+    args = _given({'principal': principal, 'scopes': scopes, 'memory_id': memory_id, 'keys': _as_list(keys), 'embeddings': _as_list(embeddings), 'embedding_model': embedding_model}, ('embeddings', 'embedding_model'))
     return _value('remember_keys', args, int)
 
 
-def remember_many(h: Handle, scope: str, items: Any, *, embeddings: list[str] | None = None, embedding_model: str | None = None, embedding_input_version: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def remember_many(h: Handle, scope: str, items: Any, *, embeddings: Sequence[str] | None = None, embedding_model: str | None = None, embedding_input_version: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[RememberManyRow]]:
     """remember() for a batch: items as a JSON array; all are validated before any is written. One row per item. p_embeddings: the caller's vector of each item (NULL for one without), stamped with the tenant's model and input version (PR155 otherwise), written with the memories."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'items': items, 'embeddings': embeddings, 'embedding_model': embedding_model, 'embedding_input_version': embedding_input_version}, ('embeddings', 'embedding_model', 'embedding_input_version'))
+    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'items': _as_json(items), 'embeddings': _as_list(embeddings), 'embedding_model': embedding_model, 'embedding_input_version': embedding_input_version}, ('embeddings', 'embedding_model', 'embedding_input_version'))
     return _rows('remember_many', args, RememberManyRow)
 
 
-def remember_said(h: Handle, scope: str, said: str, purposes: list[str], *, body: str | None = None, audience: str | None = None, kind: str | None = None, title: str | None = None, confidence: float | None = None, about: list[str] | None = None, evidence: list[int] | None = None, source_role: str | None = None, payload: Any = None, widening_reason: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def remember_said(h: Handle, scope: str, said: str, purposes: Sequence[str], *, body: str | None = None, audience: str | None = None, kind: str | None = None, title: str | None = None, confidence: float | None = None, about: Sequence[str] | None = None, evidence: Sequence[int] | None = None, source_role: str | None = None, payload: Any = None, widening_reason: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[RememberSaidRow]]:
     """Appends what was said (as the principal's note) and remembers it, citing it, in one call; a memory that is a no-op or refused leaves no turn (log_offset NULL)."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'said': said, 'purposes': purposes, 'body': body, 'audience': audience, 'kind': kind, 'title': title, 'confidence': confidence, 'about': about, 'evidence': evidence, 'source_role': source_role, 'payload': payload, 'widening_reason': widening_reason}, ('body', 'audience', 'kind', 'title', 'confidence', 'about', 'evidence', 'source_role', 'payload', 'widening_reason'))
+    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'said': said, 'purposes': _as_list(purposes), 'body': body, 'audience': audience, 'kind': kind, 'title': title, 'confidence': confidence, 'about': _as_list(about), 'evidence': _as_list(evidence), 'source_role': source_role, 'payload': _as_json(payload), 'widening_reason': widening_reason}, ('body', 'audience', 'kind', 'title', 'confidence', 'about', 'evidence', 'source_role', 'payload', 'widening_reason'))
     return _rows('remember_said', args, RememberSaidRow)
 
 
-def remove_session_peers(h: Handle, session: int, peers: list[str], *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def remove_session_peers(h: Handle, session: int, peers: Sequence[str], *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
     """Peers leave a session (their rows stay, with left_at); returns how many left."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'session': session, 'peers': peers}, ())
+    args = _given({'principal': principal, 'scopes': scopes, 'session': session, 'peers': _as_list(peers)}, ())
     return _value('remove_session_peers', args, int)
 
 
-def representation(h: Handle, target: str, *, observer: str | None = None, purpose: str | None = None, limit: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def representation(h: Handle, target: str, *, observer: str | None = None, purpose: str | None = None, limit: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[RepresentationItem]]:
     """The memories and current facts about a peer from one perspective (global when observer is NULL) that the principal may see for the purpose."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'target': target, 'observer': observer, 'purpose': purpose, 'limit': limit}, ('observer', 'purpose', 'limit'))
     return _rows('representation', args, RepresentationItem)
 
 
-def resolve_citation(h: Handle, fact_id: int, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def resolve_citation(h: Handle, fact_id: int, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[Citation]]:
     """The observations and byte spans that prove a fact: each quote with where it was said, by whom and when (withheld where the principal may not see the turn)."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'fact_id': fact_id}, ())
     return _rows('resolve_citation', args, Citation)
 
 
-def retract_fact(h: Handle, fact_id: int, reason: str, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def retract_fact(h: Handle, fact_id: int, reason: str, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[RetractFactRow]]:
     """Ends a fact's known range now: we no longer believe it. The row stays, so earlier beliefs can still be asked about."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'fact_id': fact_id, 'reason': reason}, ())
     return _rows('retract_fact', args, RetractFactRow)
 
 
-def rewrite_erased(h: Handle, request_id: int, *, tables: list[str] | None = None) -> Call[Any]:
+def rewrite_erased(h: Handle, request_id: int, *, tables: Sequence[str] | None = None) -> Call[ErasureRequestRow]:
     """Rewrites the tables an erasure touched (or p_tables of them): new files, TOAST and indexes rebuilt, so no page keeps the erased rows; once all are done, takes their statistics again and stamps rewritten_at. Each table is locked exclusively until the transaction ends. The operator finishes with pgrecall.flush_erasure()."""
-    args = _given({'request_id': request_id, 'tables': tables}, ('tables',))
+    args = _given({'request_id': request_id, 'tables': _as_list(tables)}, ('tables',))
     return _one('rewrite_erased', args, ErasureRequestRow)
 
 
-def schema_info(h: Handle) -> Call[Any]:
+def schema_info(h: Handle) -> Call[list[SchemaInfo]]:
     """The tenant name and its applied migration version; the driver checks it at connect."""
     args = _given({}, ())
     return _rows('schema_info', args, SchemaInfo)
 
 
-def scopes(h: Handle) -> Call[Any]:
+def scopes(h: Handle) -> Call[list[Scope]]:
     """The tenant's scopes with their descriptions, by name."""
     args = _given({}, ())
     return _rows('scopes', args, Scope)
 
 
-def search_messages(h: Handle, query: str, *, query_embedding: list[float] | None = None, mode: str | None = None, session_id: int | None = None, peer: str | None = None, limit: int | None = None, query_model: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def search_messages(h: Handle, query: str, *, query_embedding: Sequence[float] | None = None, mode: str | None = None, session_id: int | None = None, peer: str | None = None, limit: int | None = None, query_model: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[MessageHit]]:
     """Searches the passages of the log in the authorised scopes (optionally one session or one sender): BM25 and/or cosine, fused by RRF. With its metadata: search_messages_answer()."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'query': query, 'query_embedding': query_embedding, 'mode': mode, 'session_id': session_id, 'peer': peer, 'limit': limit, 'query_model': query_model}, ('query_embedding', 'mode', 'session_id', 'peer', 'limit', 'query_model'))
+    args = _given({'principal': principal, 'scopes': scopes, 'query': query, 'query_embedding': _as_list(query_embedding), 'mode': mode, 'session_id': session_id, 'peer': peer, 'limit': limit, 'query_model': query_model}, ('query_embedding', 'mode', 'session_id', 'peer', 'limit', 'query_model'))
     return _rows('search_messages', args, MessageHit)
 
 
-def search_messages_answer(h: Handle, query: str, *, query_embedding: list[float] | None = None, mode: str | None = None, session_id: int | None = None, peer: str | None = None, limit: int | None = None, query_model: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def search_messages_answer(h: Handle, query: str, *, query_embedding: Sequence[float] | None = None, mode: str | None = None, session_id: int | None = None, peer: str | None = None, limit: int | None = None, query_model: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[SearchMessagesAnswer]:
     """search_messages() and its metadata (arms that ran, why the semantic arm did not, terms, counts) in one value: (items message_hit[], meta message_search_meta). In psql: select (a.meta).* from search_messages_answer(...) a."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'query': query, 'query_embedding': query_embedding, 'mode': mode, 'session_id': session_id, 'peer': peer, 'limit': limit, 'query_model': query_model}, ('query_embedding', 'mode', 'session_id', 'peer', 'limit', 'query_model'))
+    args = _given({'principal': principal, 'scopes': scopes, 'query': query, 'query_embedding': _as_list(query_embedding), 'mode': mode, 'session_id': session_id, 'peer': peer, 'limit': limit, 'query_model': query_model}, ('query_embedding', 'mode', 'session_id', 'peer', 'limit', 'query_model'))
     return _one('search_messages_answer', args, SearchMessagesAnswer)
 
 
-def session_bundle(h: Handle, *, purpose: str | None = None, recent: int | None = None, entities: int | None = None, session: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def session_bundle(h: Handle, *, purpose: str | None = None, recent: int | None = None, entities: int | None = None, session: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[SessionBundle]:
     """What an agent starts with: recent memories, pinned procedural notes, top entities, the working representation."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'purpose': purpose, 'recent': recent, 'entities': entities, 'session': session}, ('purpose', 'recent', 'entities', 'session'))
     return _one('session_bundle', args, SessionBundle)
 
 
-def session_peer_config(h: Handle, session: int, peer: str, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def session_peer_config(h: Handle, session: int, peer: str, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[SessionPeerConfig]:
     """One peer's configuration in a session: observe_others, observed_by_others, joined_at, left_at."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'session': session, 'peer': peer}, ())
     return _one('session_peer_config', args, SessionPeerConfig)
 
 
-def session_peers(h: Handle, session: int, *, include_left: bool | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def session_peers(h: Handle, session: int, *, include_left: bool | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[SessionPeer]]:
     """The peers in a session with their flags (and, if asked, those who left)."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'session': session, 'include_left': include_left}, ('include_left',))
     return _rows('session_peers', args, SessionPeer)
 
 
-def set_embedding_version(h: Handle, model: str, input_version: int) -> Call[Any]:
+def set_embedding_version(h: Handle, model: str, input_version: int) -> Call[int]:
     """Switches the embedding model or input version and queues every live memory; stale vectors are ignored until rebuilt."""
     args = _given({'model': model, 'input_version': input_version}, ())
     return _value('set_embedding_version', args, int)
 
 
-def set_peer_config(h: Handle, peer: str, config: Any) -> Call[Any]:
+def set_peer_config(h: Handle, peer: str, config: Any) -> Call[PeerConfig]:
     """Sets a peer's observed_globally flag (null: follow the tenant setting); returns the peer's config."""
-    args = _given({'peer': peer, 'config': config}, ())
+    args = _given({'peer': peer, 'config': _as_json(config)}, ())
     return _one('set_peer_config', args, PeerConfig)
 
 
-def set_scope_passage_embedding(h: Handle, scope: str, policy: str) -> Call[Any]:
+def set_scope_passage_embedding(h: Handle, scope: str, policy: str) -> Call[list[PassageEmbeddingChoice]]:
     """Which of a scope's passages are embedded for semantic message search: all, messages, none, or NULL for the tenant setting passage_embedding (admin duty); queues or drops passage jobs to match."""
     args = _given({'scope': scope, 'policy': policy}, ())
     return _rows('set_scope_passage_embedding', args, PassageEmbeddingChoice)
 
 
-def set_session_peer_config(h: Handle, session: int, peer: str, config: Any, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def set_session_peer_config(h: Handle, session: int, peer: str, config: Any, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[SessionPeerConfig]:
     """Changes one peer's flags in a session (keys given change, others stay); returns the new configuration."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'session': session, 'peer': peer, 'config': config}, ())
+    args = _given({'principal': principal, 'scopes': scopes, 'session': session, 'peer': peer, 'config': _as_json(config)}, ())
     return _one('set_session_peer_config', args, SessionPeerConfig)
 
 
 def set_setting(h: Handle, key: str, value: Any) -> Call[Any]:
     """Sets one setting; the value must have the JSON type of the current one and pass its range check (admin duty)."""
-    args = _given({'key': key, 'value': value}, ())
+    args = _given({'key': key, 'value': _as_json(value)}, ())
     return _value('set_setting', args, object)
 
 
-def settings(h: Handle) -> Call[Any]:
+def settings(h: Handle) -> Call[list[Setting]]:
     """This tenant's settings (the design's constants); the admin role changes them with set_setting()."""
     args = _given({}, ())
     return _rows('settings', args, Setting)
 
 
-def store_delete(h: Handle, scope: str, namespace: list[str], key: str, *, shared: bool | None = None, reason: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def store_delete(h: Handle, scope: str, namespace: Sequence[str], key: str, *, shared: bool | None = None, reason: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
     """Deletes a store item: forgets its memory (kept as history, its key free again). Returns the memory id, NULL when there was no such item the principal may see."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'namespace': namespace, 'key': key, 'shared': shared, 'reason': reason}, ('shared', 'reason'))
+    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'namespace': _as_list(namespace), 'key': key, 'shared': shared, 'reason': reason}, ('shared', 'reason'))
     return _value('store_delete', args, int)
 
 
-def store_get(h: Handle, scope: str, namespace: list[str], key: str, *, purpose: str | None = None, shared: bool | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def store_get(h: Handle, scope: str, namespace: Sequence[str], key: str, *, purpose: str | None = None, shared: bool | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[StoreGetRow]]:
     """A store item by namespace and key, if the principal may use it for the purpose; none otherwise (a hidden item answers exactly as a missing one)."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'namespace': namespace, 'key': key, 'purpose': purpose, 'shared': shared}, ('purpose', 'shared'))
+    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'namespace': _as_list(namespace), 'key': key, 'purpose': purpose, 'shared': shared}, ('purpose', 'shared'))
     return _rows('store_get', args, StoreGetRow)
 
 
-def store_list_namespaces(h: Handle, scope: str, *, prefix: list[str] | None = None, suffix: list[str] | None = None, max_depth: int | None = None, limit: int | None = None, offset: int | None = None, purpose: str | None = None, shared: bool | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def store_list_namespaces(h: Handle, scope: str, *, prefix: Sequence[str] | None = None, suffix: Sequence[str] | None = None, max_depth: int | None = None, limit: int | None = None, offset: int | None = None, purpose: str | None = None, shared: bool | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[StoreListNamespacesRow]]:
     """The namespaces of the store items the principal may use: prefix and suffix conditions ("*" any label), cut to max_depth labels, distinct, in code-point order."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'prefix': prefix, 'suffix': suffix, 'max_depth': max_depth, 'limit': limit, 'offset': offset, 'purpose': purpose, 'shared': shared}, ('prefix', 'suffix', 'max_depth', 'limit', 'offset', 'purpose', 'shared'))
+    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'prefix': _as_list(prefix), 'suffix': _as_list(suffix), 'max_depth': max_depth, 'limit': limit, 'offset': offset, 'purpose': purpose, 'shared': shared}, ('prefix', 'suffix', 'max_depth', 'limit', 'offset', 'purpose', 'shared'))
     return _rows('store_list_namespaces', args, StoreListNamespacesRow)
 
 
-def store_put(h: Handle, scope: str, namespace: list[str], key: str, value: Any, purposes: list[str], *, shared: bool | None = None, source_role: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def store_put(h: Handle, scope: str, namespace: Sequence[str], key: str, value: Any, purposes: Sequence[str], *, shared: bool | None = None, source_role: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[StorePutRow]]:
     """Puts a store item (LangGraph's BaseStore): a new key is a new memory, a live key a revision of its memory (its old value kept); the write is logged as a note and cited. PR160 bad namespace, PR161 value not a JSON object, PR151 key over 1024 bytes, PR162 key held by an item not usable for these purposes."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'namespace': namespace, 'key': key, 'value': value, 'purposes': purposes, 'shared': shared, 'source_role': source_role}, ('shared', 'source_role'))
+    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'namespace': _as_list(namespace), 'key': key, 'value': _as_json(value), 'purposes': _as_list(purposes), 'shared': shared, 'source_role': source_role}, ('shared', 'source_role'))
     return _rows('store_put', args, StorePutRow)
 
 
-def store_search(h: Handle, scope: str, *, namespace_prefix: list[str] | None = None, filter: Any = None, limit: int | None = None, offset: int | None = None, query: str | None = None, purpose: str | None = None, shared: bool | None = None, query_embedding: list[float] | None = None, query_model: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def store_search(h: Handle, scope: str, *, namespace_prefix: Sequence[str] | None = None, filter: Any = None, limit: int | None = None, offset: int | None = None, query: str | None = None, purpose: str | None = None, shared: bool | None = None, query_embedding: Sequence[float] | None = None, query_model: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[StoreSearchRow]]:
     """Store items under a namespace prefix that meet a filter (LangGraph's operators): newest first, or with a query in the order of hybrid recall over the principal's memories of the scope."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'namespace_prefix': namespace_prefix, 'filter': filter, 'limit': limit, 'offset': offset, 'query': query, 'purpose': purpose, 'shared': shared, 'query_embedding': query_embedding, 'query_model': query_model}, ('namespace_prefix', 'filter', 'limit', 'offset', 'query', 'purpose', 'shared', 'query_embedding', 'query_model'))
+    args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'namespace_prefix': _as_list(namespace_prefix), 'filter': _as_json(filter), 'limit': limit, 'offset': offset, 'query': query, 'purpose': purpose, 'shared': shared, 'query_embedding': _as_list(query_embedding), 'query_model': query_model}, ('namespace_prefix', 'filter', 'limit', 'offset', 'query', 'purpose', 'shared', 'query_embedding', 'query_model'))
     return _rows('store_search', args, StoreSearchRow)
 
 
-def supersede(h: Handle, memory_id: int, expected_revision: int, body: str, evidence: list[int], *, title: str | None = None, confidence: float | None = None, about: list[str] | None = None, widening_reason: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def supersede(h: Handle, memory_id: int, expected_revision: int, body: str, evidence: Sequence[int], *, title: str | None = None, confidence: float | None = None, about: Sequence[str] | None = None, widening_reason: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
     """The world changed: a new memory replaces the old one, which points to it and stops being valid now (PR116 if the new evidence is seen by fewer peers than the memory, unless p_widening_reason says why)."""
     principal, scopes = h.who(principal, scopes)
-    args = _given({'principal': principal, 'scopes': scopes, 'memory_id': memory_id, 'expected_revision': expected_revision, 'body': body, 'evidence': evidence, 'title': title, 'confidence': confidence, 'about': about, 'widening_reason': widening_reason}, ('title', 'confidence', 'about', 'widening_reason'))
+    args = _given({'principal': principal, 'scopes': scopes, 'memory_id': memory_id, 'expected_revision': expected_revision, 'body': body, 'evidence': _as_list(evidence), 'title': title, 'confidence': confidence, 'about': _as_list(about), 'widening_reason': widening_reason}, ('title', 'confidence', 'about', 'widening_reason'))
     return _value('supersede', args, int)
 
 
-def table_statistics(h: Handle) -> Call[Any]:
+def table_statistics(h: Handle) -> Call[list[TableStatistics]]:
     """Row counts, activity and size of each of the tenant's tables (partitions each apart), for its admin role."""
     args = _given({}, ())
     return _rows('table_statistics', args, TableStatistics)
 
 
-def task_assert_fact(h: Handle, worker: str, task_id: int, lease_token: UUID, predicate: str, object: str, evidence: Any, *, statement: str | None = None, confidence: float | None = None, purposes: list[str] | None = None) -> Call[Any]:
+def task_assert_fact(h: Handle, worker: str, task_id: int, lease_token: UUID, predicate: str, object: str, evidence: Any, *, statement: str | None = None, confidence: float | None = None, purposes: Sequence[str] | None = None) -> Call[list[AssertedFact]]:
     """Asserts a fact about a leased representation task's sender, in its perspective and scope, quoting its message (worker duty)."""
-    args = _given({'worker': worker, 'task_id': task_id, 'lease_token': lease_token, 'predicate': predicate, 'object': object, 'evidence': evidence, 'statement': statement, 'confidence': confidence, 'purposes': purposes}, ('statement', 'confidence', 'purposes'))
+    args = _given({'worker': worker, 'task_id': task_id, 'lease_token': lease_token, 'predicate': predicate, 'object': object, 'evidence': _as_json(evidence), 'statement': statement, 'confidence': confidence, 'purposes': _as_list(purposes)}, ('statement', 'confidence', 'purposes'))
     return _rows('task_assert_fact', args, AssertedFact)
 
 
-def task_remember(h: Handle, worker: str, task_id: int, lease_token: UUID, items: Any) -> Call[Any]:
+def task_remember(h: Handle, worker: str, task_id: int, lease_token: UUID, items: Any) -> Call[list[TaskRememberRow]]:
     """Writes memories for a leased derivation task, in its perspective and scope, citing only its messages (worker duty)."""
-    args = _given({'worker': worker, 'task_id': task_id, 'lease_token': lease_token, 'items': items}, ())
+    args = _given({'worker': worker, 'task_id': task_id, 'lease_token': lease_token, 'items': _as_json(items)}, ())
     return _rows('task_remember', args, TaskRememberRow)
 
 
-def term_stats_stale(h: Handle) -> Call[Any]:
+def term_stats_stale(h: Handle) -> Call[bool]:
     """True when there is no snapshot, or memories grew by more than stats_refresh_ratio since it was taken."""
     args = _given({}, ())
     return _value('term_stats_stale', args, bool)
 
 
-def wait_for(h: Handle, scope: str, offset: int, *, projection: str | None = None, timeout_ms: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Any]:
+def wait_for(h: Handle, scope: str, offset: int, *, projection: str | None = None, timeout_ms: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[bool]:
     """Waits (up to p_timeout_ms) until the log or the embeddings are current to p_offset; true if they are."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'offset': offset, 'projection': projection, 'timeout_ms': timeout_ms}, ('projection', 'timeout_ms'))
     return _value('wait_for', args, bool)
 
 
-def work_queue_status(h: Handle) -> Call[Any]:
+def work_queue_status(h: Handle) -> Call[list[QueueCount]]:
     """Derivation tasks by type and status."""
     args = _given({}, ())
     return _rows('work_queue_status', args, QueueCount)

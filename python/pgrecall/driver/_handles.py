@@ -19,6 +19,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from .. import boundary, db, errors
 from ..embedder import TextEmbedder
 from ..names import check_tenant_name
+from . import _generated
 from . import admin as _admin
 from . import duplicates as _duplicates
 from . import embeddings as _embeddings
@@ -152,20 +153,20 @@ class _Operations(Handle):
     retract_fact = _operation(_graph.retract_fact)
     facts_as_of = _operation(_graph.facts_as_of)
     neighbourhood = _operation(_graph.neighbourhood)
-    resolve_citation = _operation(_graph.resolve_citation)
+    resolve_citation = _operation(_generated.resolve_citation)
     entities = _operation(_graph.entities)
     add_entity_alias = _operation(_graph.add_entity_alias)
-    predicates = _operation(_graph.predicates)
+    predicates = _operation(_generated.predicates)
     merge_entities = _operation(_graph.merge_entities)
     # peers, sessions, representations, the work queue
-    peer_config = _operation(_sessions.peer_config)
+    peer_config = _operation(_generated.peer_config)
     set_peer_config = _operation(_sessions.set_peer_config)
     create_session = _operation(_sessions.create_session)
     add_session_peers = _operation(_sessions.add_session_peers)
-    remove_session_peers = _operation(_sessions.remove_session_peers)
+    remove_session_peers = _operation(_generated.remove_session_peers)
     session_peers = _operation(_sessions.session_peers)
-    session_peer_config = _operation(_sessions.session_peer_config)
-    set_session_peer_config = _operation(_sessions.set_session_peer_config)
+    session_peer_config = _operation(_generated.session_peer_config)
+    set_session_peer_config = _operation(_generated.set_session_peer_config)
     add_messages = _operation(_sessions.add_messages)
     log_turn = _operation(_sessions.log_turn)
     representation = _operation(_sessions.representation)
@@ -182,7 +183,7 @@ class _Operations(Handle):
     # embeddings
     embedding_status = _operation(_embeddings.embedding_status)
     rebuild_embeddings = _operation(_embeddings.rebuild_embeddings)
-    set_embedding_version = _operation(_embeddings.set_embedding_version)
+    set_embedding_version = _operation(_generated.set_embedding_version)
     set_scope_passage_embedding = _operation(_embeddings.set_scope_passage_embedding)
     # the back office
     erase = _operation(_admin.erase)
@@ -191,13 +192,13 @@ class _Operations(Handle):
     refresh_erasure_statistics = _operation(_admin.refresh_erasure_statistics)
     vacuum_erased = _operation(_admin.vacuum_erased)
     rewrite_erased = _operation(_admin.rewrite_erased)
-    table_statistics = _operation(_admin.table_statistics)
+    table_statistics = _operation(_generated.table_statistics)
     erasure_requests = _operation(_admin.erasure_requests)
     settings = _operation(_admin.settings)
     setting_descriptions = _operation(_admin.setting_descriptions)
     set_setting = _operation(_admin.set_setting)
     refresh_term_stats = _operation(_admin.refresh_term_stats)
-    term_stats_stale = _operation(_admin.term_stats_stale)
+    term_stats_stale = _operation(_generated.term_stats_stale)
 
 
 

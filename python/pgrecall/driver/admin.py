@@ -27,7 +27,6 @@ from ._calls import (
     rows,
     step,
 )
-from ._calls import value as single_value
 from ._generated import Setting as Setting  # re-exported
 from ._generated import TableStatistics as TableStatistics  # re-exported
 from ._generated import TermStats as TermStats  # re-exported
@@ -145,11 +144,6 @@ def flush_erasure(conn: Any, tenant: str, request_id: int) -> Flushed:
     return row
 
 
-def table_statistics(h: Handle) -> Call[list[TableStatistics]]:
-    """Row counts, activity and size of each of the tenant's tables: what every role of the database can read
-    in pg_stat_user_tables, for the tenant's operators alone (admin role)."""
-    return rows("table_statistics", {}, TableStatistics)
-
 
 @dataclass(frozen=True)
 class VacuumRight:
@@ -226,8 +220,3 @@ def set_setting(h: Handle, key: str, value: Any) -> Call[Any]:
 def refresh_term_stats(h: Handle) -> Call[TermStats]:
     """Recompute the lexical statistics (worker or admin role)."""
     return one("refresh_term_stats", {}, TermStats)
-
-
-def term_stats_stale(h: Handle) -> Call[bool]:
-    """Whether the lexical statistics lag the memories enough to recompute them (worker or admin role)."""
-    return single_value("term_stats_stale", {}, bool)

@@ -54,10 +54,6 @@ def rebuild_embeddings(h: Handle, everything: bool = False) -> Call[int]:
     return single_value("rebuild_embeddings", {"everything": everything}, int)
 
 
-def set_embedding_version(h: Handle, model: str, input_version: int) -> Call[int]:
-    """Switch the embedding model or input version; queues everything (admin role). Returns jobs queued."""
-    return single_value("set_embedding_version", {"model": model, "input_version": input_version}, int)
-
 
 def set_scope_passage_embedding(h: Handle, scope: str, policy: str | None) -> Call[PassageEmbeddingChoice]:
     """Which of a scope's passages are embedded for semantic message search: ``all``, ``messages`` (each

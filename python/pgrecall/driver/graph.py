@@ -132,12 +132,6 @@ def neighbourhood(h: Handle, seeds: Sequence[str], *, hops: int = 2, valid_at: d
                                   "valid_at": valid_at, "known_at": known_at, "purpose": purpose}, Edge)
 
 
-def resolve_citation(h: Handle, fact_id: int, *, principal: str | None = None,
-                     scopes: Sequence[str] | None = None) -> Call[list[Citation]]:
-    """A fact's quotes back to the observations they are the bytes of."""
-    principal, scopes = h.who(principal, scopes)
-    return rows("resolve_citation", {"principal": principal, "scopes": scopes, "fact_id": fact_id}, Citation)
-
 
 def entities(h: Handle, name: str | None = None, *, principal: str | None = None,
              scopes: Sequence[str] | None = None) -> Call[list[Entity]]:
@@ -157,10 +151,6 @@ def add_entity_alias(h: Handle, entity: str, alias: str, *, scope: str | None = 
                                     "entity": entity, "alias": alias, "data_subject_id": data_subject_id},
                EntityAliases)
 
-
-def predicates(h: Handle) -> Call[list[Predicate]]:
-    """The closed ontology: each predicate and whether a subject holds one value of it at a time."""
-    return rows("predicates", {}, Predicate)
 
 
 def merge_entities(h: Handle, keep: str, absorb: str, *, scope: str | None = None, principal: str | None = None,

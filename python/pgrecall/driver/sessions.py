@@ -116,10 +116,6 @@ class Task:
 # -- peers --------------------------------------------------------------------------------------------------
 
 
-def peer_config(h: Handle, peer: str) -> Call[PeerConfig]:
-    """A peer's own flags: ``observed_globally`` (and whether it follows the tenant default)."""
-    return one("peer_config", {"peer": peer}, PeerConfig)
-
 
 def set_peer_config(h: Handle, peer: str, *, observed_globally: bool | None) -> Call[PeerConfig]:
     """Set whether a global representation of the peer is derived (None: the tenant default)."""
@@ -154,13 +150,6 @@ def add_session_peers(h: Handle, session: int, peers: Sequence[str | Mapping[str
                                       "defaults": Jsonb(defaults if defaults is not None else {})}, SessionPeerAdded)
 
 
-def remove_session_peers(h: Handle, session: int, peers: Sequence[str], *, principal: str | None = None,
-                         scopes: Sequence[str] | None = None) -> Call[int]:
-    """Peers leave the session (their history stays). Returns how many left."""
-    principal, scopes = h.who(principal, scopes)
-    return value("remove_session_peers", {"principal": principal, "scopes": scopes, "session": session,
-                                          "peers": list(peers)}, int)
-
 
 def session_peers(h: Handle, session: int, *, include_left: bool = False, principal: str | None = None,
                   scopes: Sequence[str] | None = None) -> Call[list[SessionPeer]]:
@@ -170,21 +159,6 @@ def session_peers(h: Handle, session: int, *, include_left: bool = False, princi
                                   "include_left": include_left}, SessionPeer)
 
 
-def session_peer_config(h: Handle, session: int, peer: str, *, principal: str | None = None,
-                        scopes: Sequence[str] | None = None) -> Call[SessionPeerConfig]:
-    """One peer's flags in a session."""
-    principal, scopes = h.who(principal, scopes)
-    return one("session_peer_config", {"principal": principal, "scopes": scopes, "session": session,
-                                       "peer": peer}, SessionPeerConfig)
-
-
-def set_session_peer_config(h: Handle, session: int, peer: str, config: Mapping[str, Any], *,
-                            principal: str | None = None,
-                            scopes: Sequence[str] | None = None) -> Call[SessionPeerConfig]:
-    """Change ``observe_others`` and/or ``observed_by_others`` of one peer in a session."""
-    principal, scopes = h.who(principal, scopes)
-    return one("set_session_peer_config", {"principal": principal, "scopes": scopes, "session": session,
-                                           "peer": peer, "config": Jsonb(config)}, SessionPeerConfig)
 
 
 def add_messages(h: Handle, session: int, messages: Sequence[Mapping[str, Any]], *, principal: str | None = None,
