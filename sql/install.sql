@@ -5861,7 +5861,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81bbdd0f15d9$log/passage_vectors.sql$pgrecall_81bbdd0f15d9$, null, 16, $pgrecall_98722453bcb7$d8d639e2526a47a915930f85fcbd8f5729cc22cebbe21bc910654e1d5c4812f5$pgrecall_98722453bcb7$, $pgrecall_d8d639e2526a$-- A passage that says exactly what a memory's vector was computed from uses
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81bbdd0f15d9$log/passage_vectors.sql$pgrecall_81bbdd0f15d9$, null, 16, $pgrecall_a9c4a455e83a$65a24282b2ae09752e0fb4109cca87bb49f54370abff5bf85cc6ec8e5715318b$pgrecall_a9c4a455e83a$, $pgrecall_65a24282b2ae$-- A passage that says exactly what a memory's vector was computed from uses
 -- that vector (migration 0033): a turn quoted by the memory that cites it is
 -- embedded and indexed once. Lending happens when the worker stores the
 -- memory's vector (complete_embedding_jobs) and takes the passage's job off
@@ -5883,6 +5883,17 @@ as $$
 declare
     v_count bigint;
 begin
+    -- The queue rows first, in passage order, then the passages: the order in which a worker storing the
+    -- passages' own vectors takes them (_lease_held_passage_embedding, then the passage). The other order
+    -- deadlocked with it when both were stored at once (tests/test_embedding_lock_order.py).
+    perform 1 from passage_embedding_job j
+     where j.passage_id in (select p.id
+                              from memory_link l
+                              join observation o on o.id = l.target_observation_id
+                              join passage p on p.scope = o.scope and p.observation_id = o.id and p.ordinal = 1
+                             where l.memory_id = any (p_memory_ids) and l.link_type = 'derived_from')
+     order by j.passage_id
+       for update of j;
     with lenders as (
         select distinct on (p.id) p.id, p.scope, me.memory_id
           from memory_embedding me
@@ -5987,7 +5998,7 @@ create or replace trigger memory_embedding_withdrawn after delete on __tenant__.
 create or replace trigger memory_embedding_replaced after update on __tenant__.memory_embedding
     referencing old table as removed new table as added
     for each statement execute function __tenant__._memory_vectors_changed();
-$pgrecall_d8d639e2526a$)
+$pgrecall_65a24282b2ae$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

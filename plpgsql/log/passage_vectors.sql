@@ -20,6 +20,17 @@ as $$
 declare
     v_count bigint;
 begin
+    -- The queue rows first, in passage order, then the passages: the order in which a worker storing the
+    -- passages' own vectors takes them (_lease_held_passage_embedding, then the passage). The other order
+    -- deadlocked with it when both were stored at once (tests/test_embedding_lock_order.py).
+    perform 1 from passage_embedding_job j
+     where j.passage_id in (select p.id
+                              from memory_link l
+                              join observation o on o.id = l.target_observation_id
+                              join passage p on p.scope = o.scope and p.observation_id = o.id and p.ordinal = 1
+                             where l.memory_id = any (p_memory_ids) and l.link_type = 'derived_from')
+     order by j.passage_id
+       for update of j;
     with lenders as (
         select distinct on (p.id) p.id, p.scope, me.memory_id
           from memory_embedding me
