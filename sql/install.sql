@@ -12723,7 +12723,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$, null, 39, $pgrecall_6d600f79cdbb$52a616b3be3ecc7e2645edfc23287c7aad6f824026e1b2fb2949b8759b40a357$pgrecall_6d600f79cdbb$, $pgrecall_52a616b3be3e$-- Corpus statistics for BM25 and term pruning.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$, null, 39, $pgrecall_4ad33071044b$bf3d7c92960d6f8f2262add7b98c21d4bd216aaa781665403d4906beed067c75$pgrecall_4ad33071044b$, $pgrecall_bf3d7c92960d$-- Corpus statistics for BM25 and term pruning.
 --
 -- Document frequencies come from a snapshot (term_stat, corpus_stat) taken by
 -- refresh_term_stats(), which the worker runs when the corpus has grown by
@@ -12768,7 +12768,7 @@ begin
 end
 $$;
 comment on function __tenant__.refresh_term_stats() is
-    'Recomputes the document frequencies that lexical ranking and pruning use (a snapshot of live memories).';
+    'Recomputes the document frequencies that lexical ranking and pruning use (a snapshot of live memories), and takes the planner statistics of tables never analyzed.';
 
 create or replace function __tenant__.term_stats_stale()
 returns boolean
@@ -12967,7 +12967,7 @@ end
 $$;
 comment on function __tenant__._retext_terms(bigint[], jsonb, bigint[]) is
     'Internal: move the term statistics from memories'' old texts (_term_uses before) to their new ones; returns the terms they dropped.';
-$pgrecall_52a616b3be3e$)
+$pgrecall_bf3d7c92960d$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

@@ -43,7 +43,7 @@ begin
 end
 $$;
 comment on function __tenant__.refresh_term_stats() is
-    'Recomputes the document frequencies that lexical ranking and pruning use (a snapshot of live memories).';
+    'Recomputes the document frequencies that lexical ranking and pruning use (a snapshot of live memories), and takes the planner statistics of tables never analyzed.';
 
 create or replace function __tenant__.term_stats_stale()
 returns boolean
