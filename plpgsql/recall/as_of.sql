@@ -33,8 +33,7 @@
 -- with a vector of their text then: live now (a memory that is not keeps no
 -- vector: _memory_changed, queues/embedding_queue.sql) and not corrected
 -- since. Empty arrays when p_as_of is NULL; PR152 for a p_as_of that is not
--- a past time. p_texts false (no lexical step will read them): tsvs is NULL,
--- and no text is parsed.
+-- a past time. p_texts false (no lexical step will read them): tsvs is NULL.
 create or replace function __tenant__._memories_as_of(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
     p_as_of timestamptz, p_texts boolean default true, out ids bigint[], out tsvs tsvector[], out vector_ids bigint[])
@@ -71,18 +70,17 @@ begin
         return;
     end if;
     -- The text of those corrected since: the earliest revision replaced
-    -- after the moment, the revisions of all of them read at once. A lookup
-    -- per memory (a lateral join) was planned as a scan of the revisions for
-    -- each: 7.5 ms of a 21 ms dense recall as of a moment 394 changes ago
-    -- (100k memories, bench.as_of); parsing every text then, 2.8 ms more.
+    -- after the moment (its tsvector kept with it, migration 0041), the
+    -- revisions of all of them read at once. A lookup per memory (a lateral
+    -- join) was planned as a scan of the revisions for each: 7.5 ms of a 21
+    -- ms dense recall as of a moment 394 changes ago (100k memories,
+    -- bench.as_of); parsing every text then, 2.8 ms more.
     with then_ as (
-        select distinct on (r.memory_id) r.memory_id, r.title, r.body
+        select distinct on (r.memory_id) r.memory_id, r.tsv
           from memory_revision r
          where r.memory_id = any (ids) and r.changed_at > p_as_of
          order by r.memory_id, r.revision)
-    select case when p_texts
-                then array_agg(coalesce(to_tsvector('english'::regconfig, coalesce(t.title, '') || ' ' || t.body), u.tsv)
-                               order by u.id) filter (where p_texts) end,
+    select case when p_texts then array_agg(coalesce(t.tsv, u.tsv) order by u.id) filter (where p_texts) end,
            coalesce(array_agg(u.id order by u.id) filter (where u.live and t.memory_id is null), '{}')
       into tsvs, vector_ids
       from unnest(ids, tsvs, v_live) u(id, tsv, live)
