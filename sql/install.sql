@@ -14639,7 +14639,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 52, $pgrecall_5773d51fb958$09ebfbfc36d4f42272942a95d651eaccffdf3e03cee4244e19b2034810fda331$pgrecall_5773d51fb958$, $pgrecall_09ebfbfc36d4$-- recall: ranked retrieval, in the design's order (section 6). Each step is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 52, $pgrecall_5fe7edfb9c40$b3f8079830005554650fe165e35dfa5c99ac4bcfa3174a6baafa50fa5ecf59e9$pgrecall_5fe7edfb9c40$, $pgrecall_b3f807983000$-- recall: ranked retrieval, in the design's order (section 6). Each step is
 -- a function of its own that a DBA can call and test alone; recall_answer()
 -- runs them in order. Each step's file is in this folder (plpgsql/recall/),
 -- named for the step, and plpgsql/install_order lists them in this order.
@@ -14888,8 +14888,7 @@ begin
     perform _check_limit(p_limit, (v_set ->> 'walk_depth')::integer);
     perform _check_time(p_at, 'p_at');
     perform _check_text(p_query, 'query', 10000);
-    v_as_of := _memories_as_of(v_principal, p_scopes, p_purpose, v_include, p_at, p_as_of,
-                               v_mode in ('hybrid', 'lexical'));  -- their text, for the lexical arm
+    v_as_of := _memories_as_of(v_principal, p_scopes, p_purpose, v_include, p_at, p_as_of, v_mode <> 'dense');
     v_depth := _arm_depth(p_limit, v_set);
     perform set_config('plan_cache_mode', _plan_cache_mode(), true);  -- see above
     v_dense_reason := case when v_mode in ('hybrid', 'dense') then _dense_reason(p_query_embedding, p_query_model, v_set)
@@ -14970,7 +14969,7 @@ $$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text,
                                       timestamptz) is
     'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms'' evidence orders them), permission walk. With its metadata: recall_answer().';
-$pgrecall_09ebfbfc36d4$)
+$pgrecall_b3f807983000$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
