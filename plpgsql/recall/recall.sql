@@ -247,7 +247,7 @@ begin
     perform _check_limit(p_limit, (v_set ->> 'walk_depth')::integer);
     perform _check_time(p_at, 'p_at');
     perform _check_text(p_query, 'query', 10000);
-    v_as_of := _memories_as_of(v_principal, p_scopes, p_purpose, v_include, p_at, p_as_of);
+    v_as_of := _memories_as_of(v_principal, p_scopes, p_purpose, v_include, p_at, p_as_of, v_mode <> 'dense');
     v_depth := _arm_depth(p_limit, v_set);
     perform set_config('plan_cache_mode', _plan_cache_mode(), true);  -- see above
     v_dense_reason := case when v_mode in ('hybrid', 'dense') then _dense_reason(p_query_embedding, p_query_model, v_set)
