@@ -1,6 +1,6 @@
-"""Where the embedding worker's drain spends its time storing vectors (issue #46 item 1), model excluded.
+"""Where ingest spends its time, statement by statement (issue #46 items 1 and 4), model excluded.
 
-    python -m bench.ingest_profile [--n 5000] [--batch 500] [--top 15] [--out FILE.md]
+    python -m bench.ingest_profile [--n 5000] [--batch 500] [--top 15] [--phase write|drain] [--out FILE.md]
 
 The side-by-side bench's ingest (bench/peers.py), alone and on a throwaway embedded server with
 pg_stat_statements (track = all, so the statements inside the tenant's functions are counted too): per
@@ -8,7 +8,8 @@ batch of --batch items, append_many + remember_many as the application role, the
 worker role, at input version 1, with the model replaced by a lookup of precomputed MiniLM vectors (the
 peers bench's cache in bench/cache/peers when it is there, else seeded random unit vectors). Reports the
 client-side split (the worker's _store timed as the peers bench times it) and the statements that took
-the server's time while the vectors were stored.
+the server's time in one phase: the application's writes (append_many + remember_many, where a memory's
+vector is stored since remember takes it inline) or the worker's drains.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def statements(conn: psycopg.Connection[Any]) -> dict[tuple[int, int], tuple[int
         "from pg_stat_statements where queryid is not null")}
 
 
-def profile(n: int, batch: int, top: int) -> str:
+def profile(n: int, batch: int, top: int, phase: str = "write") -> str:
     import pgrecall
     import pgrecall.worker
     from pgrecall import install
@@ -119,10 +120,19 @@ def profile(n: int, batch: int, top: int) -> str:
 
         worker = TimedWorker(TENANT, conninfo=role["worker"], batch_size=batch, name="profile", embedder=lookup)
         admin.execute("select pg_stat_statements_reset()")
-        drain: dict[tuple[int, int], list[Any]] = {}  # what the server did during the drains, by statement
+        seen: dict[tuple[int, int], list[Any]] = {}  # what the server did during the phase, by statement
+
+        def add_since(before: dict[tuple[int, int], tuple[int, float, int, str]]) -> None:
+            for key, (calls, ms, nrows, query) in statements(admin).items():
+                was = before.get(key, (0, 0.0, 0, query))
+                acc = seen.setdefault(key, [0, 0.0, 0, query])
+                acc[0] += calls - was[0]
+                acc[1] += ms - was[1]
+                acc[2] += nrows - was[2]
         load0 = os.getloadavg()[0]
         for start in range(0, n, batch):
             chunk = texts[start:start + batch]
+            before = statements(admin) if phase == "write" else {}
             c0 = backend_cpu(app_pid)
             t0 = time.perf_counter()
             offsets = mem.append_many([{"body": x, "source_role": "user", "actor": "user-0"} for x in chunk])
@@ -133,26 +143,28 @@ def profile(n: int, batch: int, top: int) -> str:
             t2 = time.perf_counter()
             cpu["append_many"] += c1 - c0
             cpu["remember_many"] += backend_cpu(app_pid) - c1
+            if phase == "write":
+                add_since(before)
             before = statements(admin)
             worker.drain()
             t3 = time.perf_counter()
-            for key, (calls, ms, nrows, query) in statements(admin).items():
-                was = before.get(key, (0, 0.0, 0, query))
-                acc = drain.setdefault(key, [0, 0.0, 0, query])
-                acc[0] += calls - was[0]
-                acc[1] += ms - was[1]
-                acc[2] += nrows - was[2]
+            if phase == "drain":
+                add_since(before)
             t["append_many"] += t1 - t0
             t["remember_many"] += t2 - t1
             t["worker_drain"] += t3 - t2
         load1 = os.getloadavg()[0]
         status = mem.embedding_status()
-        rows = sorted(drain.values(), key=lambda r: -r[1])[:top]
+        rows = sorted(seen.values(), key=lambda r: -r[1])[:top]
+        # A plan made on an empty table and kept for the session shows here: rows read by whole-table scans.
+        scanned = admin.execute(
+            "select relname, seq_scan, seq_tup_read, coalesce(idx_scan, 0) from pg_stat_user_tables "
+            "where schemaname = %s and seq_tup_read > 0 order by seq_tup_read desc limit 8", (TENANT,)).fetchall()
         mem.close()
         app.close()
         admin.close()
     total = sum(t.values()) - t["store"]
-    lines = [f"`python -m bench.ingest_profile --n {n} --batch {batch}` on "
+    lines = [f"`python -m bench.ingest_profile --n {n} --batch {batch} --phase {phase}` on "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; vectors: {source}; load average "
              f"{load0:.1f} -> {load1:.1f}.", "",
              f"Client side, s: append_many {t['append_many']:.2f}, remember_many {t['remember_many']:.2f}, "
@@ -163,13 +175,17 @@ def profile(n: int, batch: int, top: int) -> str:
              f"({1000 * cpu['worker_drain'] / n:.2f} ms a vector); all told {1000 * sum(cpu.values()) / n:.2f} ms "
              "an item.", "",
              f"embedding status after: {status}", "",
-             f"The server's statements during the drains, by time (pg_stat_statements deltas around each "
-             f"drain, track = all: a function's time includes its statements'), top {top}:", "",
+             f"The server's statements during the {'writes' if phase == 'write' else 'drains'}, by time "
+             f"(pg_stat_statements deltas around each {'batch' if phase == 'write' else 'drain'}, track = all: "
+             f"a function's time includes its statements'), top {top}:", "",
              "| calls | total ms | ms / call | rows | statement |", "|---:|---:|---:|---:|---|"]
     for calls, total_ms, nrows, query in rows:
         q = query if len(query) <= 160 else query[:157] + "..."
         lines.append(f"| {calls} | {total_ms:.0f} | {total_ms / max(calls, 1):.2f} | {nrows} "
                      f"| `{q.replace('|', '/')}` |")
+    lines += ["", "The tenant's tables read by whole-table scans during the run (pg_stat_user_tables):", "",
+              "| table | seq scans | rows read by them | index scans |", "|---|---:|---:|---:|"]
+    lines += [f"| {name} | {n_seq} | {n_read} | {n_idx} |" for name, n_seq, n_read, n_idx in scanned]
     return "\n".join(lines) + "\n"
 
 
@@ -178,9 +194,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--n", type=int, default=5000)
     ap.add_argument("--batch", type=int, default=500)
     ap.add_argument("--top", type=int, default=15)
+    ap.add_argument("--phase", choices=("write", "drain"), default="write",
+                    help="whose statements to list: the application's append_many + remember_many, or the drains")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
-    text = profile(args.n, args.batch, args.top)
+    text = profile(args.n, args.batch, args.top, args.phase)
     if args.out:
         args.out.write_text(text)
     print(text)

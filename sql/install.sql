@@ -4878,7 +4878,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3990910386e$shared/table_statistics.sql$pgrecall_a3990910386e$, null, 10, $pgrecall_02f8a72cbdb3$6f0e408a7ab0812334d03bfafd0db5cf790e2a1079969fdb3002d32b5e7e9e8d$pgrecall_02f8a72cbdb3$, $pgrecall_6f0e408a7ab0$-- The tenant's own view of its tables' statistics, for its admin role.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3990910386e$shared/table_statistics.sql$pgrecall_a3990910386e$, null, 10, $pgrecall_4c8bb4f920b7$a824bf1f3fcc7ebd3d340b2701c0fe6f0ddace491917eb984b0721448f44da11$pgrecall_4c8bb4f920b7$, $pgrecall_a824bf1f3fcc$-- The tenant's own view of its tables' statistics, for its admin role.
 --
 -- PostgreSQL shows every role the row estimates and activity counters of
 -- every table in the database (pg_stat_user_tables, pg_class.reltuples):
@@ -4910,7 +4910,45 @@ as $$
 $$;
 comment on function __tenant__.table_statistics() is
     'Row counts, activity and size of each of the tenant''s tables (partitions each apart), for its admin role.';
-$pgrecall_6f0e408a7ab0$)
+
+-- The planner's statistics of the tenant's tables that have rows and were
+-- never analyzed (autovacuum analyzes a table only once its naptime comes
+-- round and 50 rows have changed, which leaves a new tenant's first minute
+-- of writes without them). Plans made before that are kept for the session
+-- (generic plans, and PostgreSQL's own for foreign keys), and on a table
+-- without statistics a lookup by key ties with any index on the scope: the
+-- passage table's foreign-key check, made so on a new tenant, read every
+-- passage of the scope on each append until autovacuum came
+-- (test_plans_stay_probes). Analyzing replans them. Skipped on a Citus node,
+-- where the tables are shards that Citus analyzes.
+create or replace function __tenant__._analyze_unseen_tables()
+returns integer
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_table regclass;
+    v_count integer := 0;
+begin
+    if current_setting('citus.version', true) is not null then
+        return 0;
+    end if;
+    for v_table in
+        select c.oid::regclass from pg_class c
+         where c.relnamespace = '__tenant__'::regnamespace and c.relkind = 'r' and c.reltuples < 0
+           and pg_relation_size(c.oid) > 0
+         order by c.relname
+    loop
+        execute format('analyze (skip_locked) %s', v_table);
+        v_count := v_count + 1;
+    end loop;
+    return v_count;
+end
+$$;
+comment on function __tenant__._analyze_unseen_tables() is
+    'Internal: ANALYZE of each tenant table that has rows and no planner statistics yet; how many.';
+$pgrecall_a824bf1f3fcc$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -5047,7 +5085,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b520323bc$log/append_observation.sql$pgrecall_ab1b520323bc$, null, 13, $pgrecall_d5e43abbb79a$4b62d9d5a13cd5f146393230665a5c1b2a6de9a4e75807432371d5073c8e585f$pgrecall_d5e43abbb79a$, $pgrecall_4b62d9d5a13c$-- Appending to the log. Offsets come from the scope's counter under its row
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b520323bc$log/append_observation.sql$pgrecall_ab1b520323bc$, null, 13, $pgrecall_b4496c0e12ad$8da2f57d937e98c1b91334fafe42f4f5ee66f169b167f57a3d347750683ccf29$pgrecall_b4496c0e12ad$, $pgrecall_8da2f57d937e$-- Appending to the log. Offsets come from the scope's counter under its row
 -- lock, held to commit: concurrent writers queue per scope, a rolled-back
 -- append gives its offsets back, and offsets are contiguous with no
 -- duplicates. append_observation() appends one row and append_observations()
@@ -5306,8 +5344,14 @@ begin
       from _observation_rows(p_rows) r
       join _turn_audiences(p_principal, p_rows) a on a.ord = r.ord
      order by r.ord;
-    select count(*), coalesce(sum(length(p.tsv)), 0) into v_passages, v_lexemes
-      from observation o join passage p on p.scope = o.scope and p.observation_id = o.id
+    -- Each turn's passages probed by it, in the order of the passage_observation index: a plan made
+    -- while the table was nearly empty otherwise took the scope's passages by another index and
+    -- filtered them, reading every passage of the scope on each append (test_plans_stay_probes).
+    select count(*), coalesce(sum(p.lexemes), 0) into v_passages, v_lexemes
+      from observation o
+     cross join lateral (select length(p.tsv) as lexemes from passage p
+                          where p.scope = o.scope and p.observation_id = o.id
+                          order by p.scope, p.observation_id, p.ordinal offset 0) p
      where o.scope = p_scope and o.log_offset > v_base and o.log_offset <= v_base + v_count;
 
     -- The tail: the scope's row (and its passage_stat row) stay locked from here to commit, so
@@ -5415,7 +5459,7 @@ end
 $$;
 comment on function __tenant__.log_watermark(text, text[], text) is
     'The largest offset below which the scope''s log has no hole (committed appends only).';
-$pgrecall_4b62d9d5a13c$)
+$pgrecall_8da2f57d937e$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -5560,7 +5604,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f9b529325e72$log/passages.sql$pgrecall_f9b529325e72$, null, 15, $pgrecall_0125d863fb6b$03144cc0ff92d6266f38006496875fc98c57953ac587b118a1bc882319206424$pgrecall_0125d863fb6b$, $pgrecall_03144cc0ff92$-- Passages: every observation is split into chunks (passage_chunks.sql) in
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f9b529325e72$log/passages.sql$pgrecall_f9b529325e72$, null, 15, $pgrecall_d7da2b462ea7$3f4c0bb46da312b10c44cfc6e121fd3d6502679f8632946f61e6ef18dfa86ed8$pgrecall_d7da2b462ea7$, $pgrecall_3f4c0bb46da3$-- Passages: every observation is split into chunks (passage_chunks.sql) in
 -- the transaction that appends it (a statement trigger, so one append and a
 -- batch share the path), each chunk registered in the projection registry and
 -- queued for the embedding worker (embedding_queue.sql). A passage copies
@@ -5684,11 +5728,10 @@ comment on function __tenant__.set_scope_passage_embedding(text, text) is
 -- Writes the passages of these observations with their registry rows and
 -- embedding jobs (for the passages their scope's policy embeds). Returns how
 -- many passages were written. The observations have no passage yet (a new
--- turn, or the backfill's), so the registry and the queue read the passages
--- back by their observations: three statements, not one with data-modifying
--- CTEs, which Citus plans as subplans whose results it sends to every worker,
--- so that a turn on one worker failed while another worker was down (and
--- paid a round trip to each worker while all were up).
+-- turn, or the backfill's). Separate statements over arrays, not one with
+-- data-modifying CTEs, which Citus plans as subplans whose results it sends
+-- to every worker, so that a turn on one worker failed while another worker
+-- was down (and paid a round trip to each worker while all were up).
 -- Planned once per session, not per call (plan_cache_mode), as _remember_batch.
 create or replace function __tenant__._write_passages(p_observation_ids bigint[])
 returns bigint
@@ -5702,37 +5745,53 @@ declare
     v_set jsonb := (select jsonb_object_agg(s.key, s.value) from setting s where left(s.key, 8) = 'passage_');
     v_count bigint;
     v_queued bigint;
+    v_ids bigint[];
+    v_observations bigint[];
+    v_scopes text[];
+    v_ordinals integer[];
+    v_starts integer[];
+    v_ends integer[];
+    v_bodies text[];
+    v_queue boolean[];
     -- No notification when work waits already (notifications.sql), asked before these jobs are queued.
     v_waiting boolean := _embed_work_waiting();
 begin
     perform set_config('plan_cache_mode', _plan_cache_mode(), true);
-    insert into passage (scope, observation_id, ordinal, start_byte, end_byte, body, session_id, actor_id,
+    -- The spans first, each with the id its passage will have: the passages,
+    -- their registry rows and their jobs are then written from these arrays.
+    -- Read back by their turns instead, under a plan made while the passage
+    -- table was nearly empty, each turn's passages were looked for among every
+    -- passage of its scope (test_plans_stay_probes).
+    select coalesce(array_agg(nextval(pg_get_serial_sequence('__tenant__.passage', 'id'))), '{}'),
+           array_agg(x.observation_id), array_agg(x.scope), array_agg(x.ordinal), array_agg(x.start_byte),
+           array_agg(x.end_byte), array_agg(x.body), array_agg(x.queued)
+      into v_ids, v_observations, v_scopes, v_ordinals, v_starts, v_ends, v_bodies, v_queue
+      from (select o.id as observation_id, o.scope, s.ordinal, s.start_byte, s.end_byte, s.body,
+                   coalesce(c.passage_embedding, v_set ->> 'passage_embedding') = 'all'
+                   or (coalesce(c.passage_embedding, v_set ->> 'passage_embedding') = 'messages'
+                       and o.kind = 'message') as queued
+              from observation o
+             cross join lateral _passage_spans(o.body, (v_set ->> 'passage_max_chars')::integer,
+                                               (v_set ->> 'passage_target_chars')::integer,
+                                               (v_set ->> 'passage_overlap_chars')::integer) s
+             cross join lateral (select c.passage_embedding from scope c where c.name = o.scope limit 1) c
+             where o.id = any (p_observation_ids)
+             order by o.id, s.ordinal) x;
+    -- Each turn probed by key ("limit 1" keeps it a probe) for what its passages copy.
+    insert into passage (id, scope, observation_id, ordinal, start_byte, end_byte, body, session_id, actor_id,
                          occurred_at, audience)
-    select o.scope, o.id, s.ordinal, s.start_byte, s.end_byte, s.body, o.session_id, o.actor_id, o.occurred_at,
-           o.audience
-      from observation o
-     cross join lateral _passage_spans(o.body, (v_set ->> 'passage_max_chars')::integer,
-                                       (v_set ->> 'passage_target_chars')::integer,
-                                       (v_set ->> 'passage_overlap_chars')::integer) s
-     where o.id = any (p_observation_ids)
-     order by o.id, s.ordinal;
-    get diagnostics v_count = row_count;
-    -- Each observation and its passages probed by key ("limit 1" and the
-    -- laterals keep them probes): as joins, the plan made once per session
-    -- on stale statistics read the whole log (test_plans_stay_probes).
+    select u.id, u.scope, u.observation_id, u.ordinal, u.start_byte, u.end_byte, u.body, o.session_id,
+           o.actor_id, o.occurred_at, o.audience
+      from unnest(v_ids, v_observations, v_scopes, v_ordinals, v_starts, v_ends, v_bodies)
+           u(id, observation_id, scope, ordinal, start_byte, end_byte, body)
+     cross join lateral (select o.session_id, o.actor_id, o.occurred_at, o.audience
+                           from observation o where o.id = u.observation_id limit 1) o
+     order by u.id;
+    v_count := cardinality(v_ids);
     insert into projection_dependency (kind, row_key, observation_id)
-    select 'passage', p.id::text, i.id
-      from unnest(p_observation_ids) i(id)
-     cross join lateral (select o.scope from observation o where o.id = i.id limit 1) o
-     cross join lateral (select p.id from passage p where p.scope = o.scope and p.observation_id = i.id) p;
+    select 'passage', u.id::text, u.observation_id from unnest(v_ids, v_observations) u(id, observation_id);
     insert into passage_embedding_job (passage_id, scope)
-    select p.id, o.scope
-      from unnest(p_observation_ids) i(id)
-     cross join lateral (select o.scope, o.kind from observation o where o.id = i.id limit 1) o
-     cross join lateral (select s.passage_embedding from scope s where s.name = o.scope limit 1) s
-     cross join lateral (select p.id from passage p where p.scope = o.scope and p.observation_id = i.id) p
-     where coalesce(s.passage_embedding, v_set ->> 'passage_embedding') = 'all'
-        or (coalesce(s.passage_embedding, v_set ->> 'passage_embedding') = 'messages' and o.kind = 'message');
+    select u.id, u.scope from unnest(v_ids, v_scopes, v_queue) u(id, scope, queued) where u.queued;
     get diagnostics v_queued = row_count;
     if v_queued > 0 and not v_waiting then
         perform _notify('embed');
@@ -5872,7 +5931,7 @@ as $$
 $$;
 comment on function __tenant__._backfill_passages() is
     'Internal data step (migration 0017): writes the passages of observations that have none; returns how many.';
-$pgrecall_03144cc0ff92$)
+$pgrecall_3f4c0bb46da3$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -12697,7 +12756,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$, null, 39, $pgrecall_1200b7cbc6e6$abfaba3587033fa4038e8534c252c041f3a42b8a30b11eb96be3ef4daf48e4a4$pgrecall_1200b7cbc6e6$, $pgrecall_abfaba358703$-- Corpus statistics for BM25 and term pruning.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$, null, 39, $pgrecall_4ad33071044b$bf3d7c92960d6f8f2262add7b98c21d4bd216aaa781665403d4906beed067c75$pgrecall_4ad33071044b$, $pgrecall_bf3d7c92960d$-- Corpus statistics for BM25 and term pruning.
 --
 -- Document frequencies come from a snapshot (term_stat, corpus_stat) taken by
 -- refresh_term_stats(), which the worker runs when the corpus has grown by
@@ -12721,6 +12780,8 @@ declare
 begin
     -- One refresher at a time; a second caller waits and then refreshes again.
     perform _lock('term_stats', array['refresh']);
+    -- The first refresh comes after a new tenant's first writes: the planner's statistics too.
+    perform _analyze_unseen_tables();
     select count(*), coalesce(avg(length(m.tsv)), 0), coalesce(max(m.id), 0)
       into v_documents, v_avg, v_max
       from memory m where m.superseded_by is null and m.invalidated_at is null;
@@ -12740,7 +12801,7 @@ begin
 end
 $$;
 comment on function __tenant__.refresh_term_stats() is
-    'Recomputes the document frequencies that lexical ranking and pruning use (a snapshot of live memories).';
+    'Recomputes the document frequencies that lexical ranking and pruning use (a snapshot of live memories), and takes the planner statistics of tables never analyzed.';
 
 create or replace function __tenant__.term_stats_stale()
 returns boolean
@@ -12939,7 +13000,7 @@ end
 $$;
 comment on function __tenant__._retext_terms(bigint[], jsonb, bigint[]) is
     'Internal: move the term statistics from memories'' old texts (_term_uses before) to their new ones; returns the terms they dropped.';
-$pgrecall_abfaba358703$)
+$pgrecall_bf3d7c92960d$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

@@ -74,3 +74,58 @@ def test_a_new_name_is_looked_up_among_aliases_not_among_every_entity(app):
     app.execute("select count(*) from acme.assert_facts('bot', array['default'], 'default', %s)", (Jsonb(items),))
     read = read_by(app, "acme.entity", assert_fact, ("thing 1", Jsonb([{"offset": said, "quote": "I like"}])))
     assert read <= READ_AT_MOST, f"assert_fact() read {read} of {GROWN} entities to find one new name"
+
+
+def passages_read(conn: psycopg.Connection) -> int:
+    """Rows of the tenant's passages read so far in this transaction, over every partition of the table."""
+    parts = [r[0] for r in conn.execute(
+        "select inhrelid::regclass::text from pg_inherits where inhparent = 'acme.passage'::regclass").fetchall()]
+    return sum(rows_read(conn, part) for part in parts)
+
+
+def passages_read_by(conn: psycopg.Connection, statement: str, params: tuple) -> int:
+    with conn.transaction():
+        before = passages_read(conn)
+        conn.execute(statement, params).fetchall()
+        return passages_read(conn) - before
+
+
+def refresh_as_the_worker_does(conninfo) -> None:
+    """What the worker runs after a drain when the statistics are stale (the first time: always)."""
+    with psycopg.connect(conninfo.dsn(user="pgrecall_acme_worker"), autocommit=True) as worker:
+        worker.execute("select * from acme.refresh_term_stats()").fetchall()
+
+
+def test_append_registers_and_queues_its_passages_without_reading_the_scopes_passages(app, conninfo):
+    """The session's plans, PostgreSQL's foreign-key checks among them, are made on an empty passage table;
+    the scope grows and the worker refreshes the statistics once, as after its first drain."""
+    app.execute(APPEND, ("the first turn",)).fetchone()  # plans made now, on an empty passage table
+    grow_the_log(app)
+    refresh_as_the_worker_does(conninfo)
+    read = passages_read_by(app, APPEND, ("one more turn",))
+    assert read <= READ_AT_MOST, f"append_observation() read {read} passages of a {GROWN}-turn scope"
+
+
+def test_a_vector_given_with_a_memory_finds_the_passage_it_lends_to_by_key(acme, app, db, conninfo):
+    """At input version 1 a memory's vector is lent to the turn it quotes word for word (passage_vectors.sql):
+    the passage is found by its turn, not among every passage of the scope."""
+    import pgrecall
+
+    with pgrecall.connect(conninfo.dsn(user="pgrecall_acme_admin"), tenant="acme", role="admin") as admin:
+        admin.set_embedding_version("all-MiniLM-L6-v2", 1)
+    vector = "[" + ",".join(["0.05"] * 384) + "]"
+    remember = ("select * from acme.remember_many('bot', '{default}', 'default', %s::jsonb, %s, "
+                "'all-MiniLM-L6-v2', 1)")
+
+    def quoted(text: str) -> tuple:
+        offset = app.execute(APPEND, (text,)).fetchone()[0]
+        return (Jsonb([{"body": text, "evidence": [offset], "purposes": ["converse"]}]), [vector])
+
+    app.execute(remember, quoted("Ana likes tea")).fetchall()  # plans made now, on a one-turn scope
+    grow_the_log(app)
+    refresh_as_the_worker_does(conninfo)
+    args = quoted("Ben likes coffee")
+    read = passages_read_by(app, remember, args)
+    assert read <= READ_AT_MOST, f"remember_many() with a vector read {read} passages of a {GROWN}-turn scope"
+    lent = db.execute("select count(*) from acme.passage where vector_memory_id is not null").fetchone()[0]
+    assert lent == 2, "each memory's vector is lent to the turn it quotes"

@@ -257,8 +257,14 @@ begin
       from _observation_rows(p_rows) r
       join _turn_audiences(p_principal, p_rows) a on a.ord = r.ord
      order by r.ord;
-    select count(*), coalesce(sum(length(p.tsv)), 0) into v_passages, v_lexemes
-      from observation o join passage p on p.scope = o.scope and p.observation_id = o.id
+    -- Each turn's passages probed by it, in the order of the passage_observation index: a plan made
+    -- while the table was nearly empty otherwise took the scope's passages by another index and
+    -- filtered them, reading every passage of the scope on each append (test_plans_stay_probes).
+    select count(*), coalesce(sum(p.lexemes), 0) into v_passages, v_lexemes
+      from observation o
+     cross join lateral (select length(p.tsv) as lexemes from passage p
+                          where p.scope = o.scope and p.observation_id = o.id
+                          order by p.scope, p.observation_id, p.ordinal offset 0) p
      where o.scope = p_scope and o.log_offset > v_base and o.log_offset <= v_base + v_count;
 
     -- The tail: the scope's row (and its passage_stat row) stay locked from here to commit, so

@@ -122,11 +122,10 @@ comment on function __tenant__.set_scope_passage_embedding(text, text) is
 -- Writes the passages of these observations with their registry rows and
 -- embedding jobs (for the passages their scope's policy embeds). Returns how
 -- many passages were written. The observations have no passage yet (a new
--- turn, or the backfill's), so the registry and the queue read the passages
--- back by their observations: three statements, not one with data-modifying
--- CTEs, which Citus plans as subplans whose results it sends to every worker,
--- so that a turn on one worker failed while another worker was down (and
--- paid a round trip to each worker while all were up).
+-- turn, or the backfill's). Separate statements over arrays, not one with
+-- data-modifying CTEs, which Citus plans as subplans whose results it sends
+-- to every worker, so that a turn on one worker failed while another worker
+-- was down (and paid a round trip to each worker while all were up).
 -- Planned once per session, not per call (plan_cache_mode), as _remember_batch.
 create or replace function __tenant__._write_passages(p_observation_ids bigint[])
 returns bigint
@@ -140,37 +139,53 @@ declare
     v_set jsonb := (select jsonb_object_agg(s.key, s.value) from setting s where left(s.key, 8) = 'passage_');
     v_count bigint;
     v_queued bigint;
+    v_ids bigint[];
+    v_observations bigint[];
+    v_scopes text[];
+    v_ordinals integer[];
+    v_starts integer[];
+    v_ends integer[];
+    v_bodies text[];
+    v_queue boolean[];
     -- No notification when work waits already (notifications.sql), asked before these jobs are queued.
     v_waiting boolean := _embed_work_waiting();
 begin
     perform set_config('plan_cache_mode', _plan_cache_mode(), true);
-    insert into passage (scope, observation_id, ordinal, start_byte, end_byte, body, session_id, actor_id,
+    -- The spans first, each with the id its passage will have: the passages,
+    -- their registry rows and their jobs are then written from these arrays.
+    -- Read back by their turns instead, under a plan made while the passage
+    -- table was nearly empty, each turn's passages were looked for among every
+    -- passage of its scope (test_plans_stay_probes).
+    select coalesce(array_agg(nextval(pg_get_serial_sequence('__tenant__.passage', 'id'))), '{}'),
+           array_agg(x.observation_id), array_agg(x.scope), array_agg(x.ordinal), array_agg(x.start_byte),
+           array_agg(x.end_byte), array_agg(x.body), array_agg(x.queued)
+      into v_ids, v_observations, v_scopes, v_ordinals, v_starts, v_ends, v_bodies, v_queue
+      from (select o.id as observation_id, o.scope, s.ordinal, s.start_byte, s.end_byte, s.body,
+                   coalesce(c.passage_embedding, v_set ->> 'passage_embedding') = 'all'
+                   or (coalesce(c.passage_embedding, v_set ->> 'passage_embedding') = 'messages'
+                       and o.kind = 'message') as queued
+              from observation o
+             cross join lateral _passage_spans(o.body, (v_set ->> 'passage_max_chars')::integer,
+                                               (v_set ->> 'passage_target_chars')::integer,
+                                               (v_set ->> 'passage_overlap_chars')::integer) s
+             cross join lateral (select c.passage_embedding from scope c where c.name = o.scope limit 1) c
+             where o.id = any (p_observation_ids)
+             order by o.id, s.ordinal) x;
+    -- Each turn probed by key ("limit 1" keeps it a probe) for what its passages copy.
+    insert into passage (id, scope, observation_id, ordinal, start_byte, end_byte, body, session_id, actor_id,
                          occurred_at, audience)
-    select o.scope, o.id, s.ordinal, s.start_byte, s.end_byte, s.body, o.session_id, o.actor_id, o.occurred_at,
-           o.audience
-      from observation o
-     cross join lateral _passage_spans(o.body, (v_set ->> 'passage_max_chars')::integer,
-                                       (v_set ->> 'passage_target_chars')::integer,
-                                       (v_set ->> 'passage_overlap_chars')::integer) s
-     where o.id = any (p_observation_ids)
-     order by o.id, s.ordinal;
-    get diagnostics v_count = row_count;
-    -- Each observation and its passages probed by key ("limit 1" and the
-    -- laterals keep them probes): as joins, the plan made once per session
-    -- on stale statistics read the whole log (test_plans_stay_probes).
+    select u.id, u.scope, u.observation_id, u.ordinal, u.start_byte, u.end_byte, u.body, o.session_id,
+           o.actor_id, o.occurred_at, o.audience
+      from unnest(v_ids, v_observations, v_scopes, v_ordinals, v_starts, v_ends, v_bodies)
+           u(id, observation_id, scope, ordinal, start_byte, end_byte, body)
+     cross join lateral (select o.session_id, o.actor_id, o.occurred_at, o.audience
+                           from observation o where o.id = u.observation_id limit 1) o
+     order by u.id;
+    v_count := cardinality(v_ids);
     insert into projection_dependency (kind, row_key, observation_id)
-    select 'passage', p.id::text, i.id
-      from unnest(p_observation_ids) i(id)
-     cross join lateral (select o.scope from observation o where o.id = i.id limit 1) o
-     cross join lateral (select p.id from passage p where p.scope = o.scope and p.observation_id = i.id) p;
+    select 'passage', u.id::text, u.observation_id from unnest(v_ids, v_observations) u(id, observation_id);
     insert into passage_embedding_job (passage_id, scope)
-    select p.id, o.scope
-      from unnest(p_observation_ids) i(id)
-     cross join lateral (select o.scope, o.kind from observation o where o.id = i.id limit 1) o
-     cross join lateral (select s.passage_embedding from scope s where s.name = o.scope limit 1) s
-     cross join lateral (select p.id from passage p where p.scope = o.scope and p.observation_id = i.id) p
-     where coalesce(s.passage_embedding, v_set ->> 'passage_embedding') = 'all'
-        or (coalesce(s.passage_embedding, v_set ->> 'passage_embedding') = 'messages' and o.kind = 'message');
+    select u.id, u.scope from unnest(v_ids, v_scopes, v_queue) u(id, scope, queued) where u.queued;
     get diagnostics v_queued = row_count;
     if v_queued > 0 and not v_waiting then
         perform _notify('embed');

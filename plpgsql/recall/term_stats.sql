@@ -22,6 +22,8 @@ declare
 begin
     -- One refresher at a time; a second caller waits and then refreshes again.
     perform _lock('term_stats', array['refresh']);
+    -- The first refresh comes after a new tenant's first writes: the planner's statistics too.
+    perform _analyze_unseen_tables();
     select count(*), coalesce(avg(length(m.tsv)), 0), coalesce(max(m.id), 0)
       into v_documents, v_avg, v_max
       from memory m where m.superseded_by is null and m.invalidated_at is null;
@@ -41,7 +43,7 @@ begin
 end
 $$;
 comment on function __tenant__.refresh_term_stats() is
-    'Recomputes the document frequencies that lexical ranking and pruning use (a snapshot of live memories).';
+    'Recomputes the document frequencies that lexical ranking and pruning use (a snapshot of live memories), and takes the planner statistics of tables never analyzed.';
 
 create or replace function __tenant__.term_stats_stale()
 returns boolean

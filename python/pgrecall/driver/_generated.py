@@ -1209,7 +1209,7 @@ def refresh_erasure_statistics(h: Handle, request_id: int) -> Call[ErasureReques
 
 
 def refresh_term_stats(h: Handle) -> Call[list[TermStats]]:
-    """Recomputes the document frequencies that lexical ranking and pruning use (a snapshot of live memories)."""
+    """Recomputes the document frequencies that lexical ranking and pruning use (a snapshot of live memories), and takes the planner statistics of tables never analyzed."""
     args = _given({}, ())
     return _rows('refresh_term_stats', args, TermStats)
 
