@@ -167,3 +167,14 @@ def test_the_cli_refuses_a_file_that_is_not_a_dump_or_whose_header_is_cut(acme, 
     with pytest.raises(errors.DumpVersionMismatch, match="not a pgrecall tenant dump"):
         tenant_dump.restore_from_file(conninfo.dsn(), tmp_path / "binary.dump", "junk2")
     assert db.execute("select to_regnamespace('junk2')").fetchone()[0] is None
+
+
+def test_the_cli_restoring_over_an_existing_tenant_says_to_choose_another_name(acme, conninfo, dumped):
+    path, _ = dumped
+    done = subprocess.run([sys.executable, "-m", "pgrecall.cli", "tenant", "restore", str(path), "--as", "acme"],
+                          env={**os.environ, "PGRECALL_DSN": conninfo.dsn()}, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert "tenant 'acme' already exists" in done.stderr
+    assert "another name (--as OTHER), or drop tenant acme first" in done.stderr, done.stderr
+    assert "upgrade" not in done.stderr, done.stderr

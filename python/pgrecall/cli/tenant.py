@@ -76,7 +76,15 @@ def _dump_or_restore(args: argparse.Namespace) -> int:
     if not args.name:
         raise SystemExit("pgrecall tenant restore: name the dump file, e.g. pgrecall tenant restore acme.dump "
                          "--as acme2")
-    receipt = tenant_dump.restore_from_file(db.admin_conninfo(), Path(args.name), args.as_name)
+    try:
+        receipt = tenant_dump.restore_from_file(db.admin_conninfo(), Path(args.name), args.as_name)
+    except errors.TenantExists as exc:
+        if "upgrade_tenant" not in (exc.hint or ""):  # a schema or role of that name: its own hint stands
+            raise
+        name = args.as_name or "NAME"
+        raise errors.TenantExists(exc.args[0], hint=(
+            f"Restore it under another name (--as OTHER), or drop tenant {name} first "
+            f"(pgrecall tenant drop {name}); nothing was restored.")) from exc
     if args.json:
         return _print_json(receipt)
     source = receipt["from"]
