@@ -15,7 +15,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from .. import errors
-from ._common import PEER_KINDS, Subparsers, _fail, _print_json, _print_rows
+from ._common import EXIT_USAGE, PEER_KINDS, Subparsers, _fail, _print_json, _print_rows
 
 
 def cmd_tenant(args: argparse.Namespace) -> int:
@@ -64,8 +64,8 @@ def _dump_or_restore(args: argparse.Namespace) -> int:
 
     if args.action == "dump":
         if not args.name or not args.file:
-            raise SystemExit("pgrecall tenant dump: name the tenant and the file, e.g. pgrecall tenant dump acme "
-                             "acme.dump")
+            return _fail("pgrecall tenant dump: error: name the tenant and the file, e.g. pgrecall tenant dump "
+                         "acme acme.dump", code=EXIT_USAGE)
         header = tenant_dump.dump_to_file(db.admin_conninfo(), args.name, Path(args.file))
         if args.json:
             return _print_json(header)
@@ -74,8 +74,8 @@ def _dump_or_restore(args: argparse.Namespace) -> int:
               f"{len(header['rows'])} tables")
         return 0
     if not args.name:
-        raise SystemExit("pgrecall tenant restore: name the dump file, e.g. pgrecall tenant restore acme.dump "
-                         "--as acme2")
+        return _fail("pgrecall tenant restore: error: name the dump file, e.g. pgrecall tenant restore acme.dump "
+                     "--as acme2", code=EXIT_USAGE)
     try:
         receipt = tenant_dump.restore_from_file(db.admin_conninfo(), Path(args.name), args.as_name)
     except errors.TenantExists as exc:
