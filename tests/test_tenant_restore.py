@@ -178,3 +178,7 @@ def test_the_cli_restoring_over_an_existing_tenant_says_to_choose_another_name(a
     assert "tenant 'acme' already exists" in done.stderr
     assert "another name (--as OTHER), or drop tenant acme first" in done.stderr, done.stderr
     assert "upgrade" not in done.stderr, done.stderr
+    done = subprocess.run([sys.executable, "-m", "pgrecall.cli", "tenant", "restore", str(path)],
+                          env={**os.environ, "PGRECALL_DSN": conninfo.dsn()}, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 1 and "or drop tenant acme first (pgrecall tenant drop acme)" in done.stderr, done.stderr

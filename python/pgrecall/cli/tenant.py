@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -81,7 +82,8 @@ def _dump_or_restore(args: argparse.Namespace) -> int:
     except errors.TenantExists as exc:
         if "upgrade_tenant" not in (exc.hint or ""):  # a schema or role of that name: its own hint stands
             raise
-        name = args.as_name or "NAME"
+        said = re.search(r"tenant '(.+)' already exists", exc.args[0] if exc.args else "")
+        name = args.as_name or (said.group(1) if said else "NAME")
         raise errors.TenantExists(exc.args[0], hint=(
             f"Restore it under another name (--as OTHER), or drop tenant {name} first "
             f"(pgrecall tenant drop {name}); nothing was restored.")) from exc
