@@ -28,6 +28,17 @@ def test_usage_errors_exit_2(app_env):
     assert run_cli("recall", "--as", "ana", "tea", "--limit", "ten", env=app_env, check=False).returncode == 2
 
 
+def test_a_time_that_does_not_parse_and_a_missing_dump_file_are_usage_errors(app_env, conninfo):
+    """docs/cli.md: a value of the wrong form (--as-of yesterday) and a missing argument (tenant dump's FILE)
+    are the command line's own mistakes, exit 2, as argparse exits; a time the server refuses is exit 1."""
+    proc = run_cli("recall", "--as", "ana", "tea", "--as-of", "yesterday", env=app_env, check=False)
+    assert proc.returncode == 2 and "not an ISO 8601 time: 'yesterday'" in proc.stderr, proc.stderr
+    proc = run_cli("tenant", "dump", "acme", env={"PGRECALL_DSN": conninfo.dsn()}, check=False)
+    one_line_failure(proc, 2)
+    assert "name the tenant and the file" in proc.stderr
+    one_line_failure(run_cli("recall", "--as", "ana", "tea", "--as-of", "2030-01-01", env=app_env, check=False), 1)
+
+
 def test_not_found_exits_4(app_env):
     one_line_failure(run_cli("read", "--as", "ana", "--purpose", "converse", "424242", env=app_env, check=False), 4)
     one_line_failure(run_cli("remember", "--as", "mallory", "--purpose", "converse", "hi", env=app_env,

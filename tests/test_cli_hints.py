@@ -2,6 +2,7 @@
 (`create_session()`, `p_include_superseded => true`), the command line names its own command or flag instead
 (pgrecall.cli._hints), and a real failure of each kind shows it."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _sources() -> str:
-    return "\n".join(p.read_text() for p in sorted((ROOT / "plpgsql").rglob("*.sql")))
+    """The PL/pgSQL sources, a literal continued on the next line ('one ' newline 'two') joined as SQL joins it."""
+    text = "\n".join(p.read_text() for p in sorted((ROOT / "plpgsql").rglob("*.sql")))
+    return re.sub(r"'[ \t]*\n\s*'", "", text)
 
 
 def test_every_mapped_text_is_still_said_by_the_sql_and_is_mapped_to_no_sql():
@@ -56,3 +59,11 @@ def test_failures_name_the_commands_flags(acme, app_env):
         assert proc.returncode == code, (args, proc.stderr)
         assert flag in proc.stderr, (args, proc.stderr)
         assert sql_words(proc.stderr.split("(hint:", 1)[-1]) == [], proc.stderr
+
+
+def test_recall_as_of_in_the_future_names_the_flag(acme, app_env):
+    proc = run_cli("recall", "--as", "ana", "anything", "--as-of", "2030-01-01", env=app_env, check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert "--as-of 2030-01-01" in proc.stderr and "is in the future" in proc.stderr, proc.stderr
+    assert "leave out --as-of to recall as of now" in proc.stderr, proc.stderr
+    assert "p_as_of" not in proc.stderr and "NULL" not in proc.stderr and "p_at" not in proc.stderr, proc.stderr

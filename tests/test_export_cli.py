@@ -117,3 +117,16 @@ def test_a_bad_export_file_imports_nothing(acme, conninfo, tmp_path, make_tenant
         refused = import_file(conninfo, path, check=False)
         assert refused.returncode == 1 and said in refused.stderr, refused.stderr
     assert db.execute(observations).fetchone()[0] == 0
+
+
+def test_export_and_import_name_a_tenant_that_does_not_exist_as_such(acme, conninfo, tmp_path):
+    """Its login role does not exist: the tenant does not exist (exit 4, as tenant dump says), not a database
+    that cannot be reached (exit 3)."""
+    done = run_cli("export", "--tenant", "nosuch", "--subject", "u-42",
+                   env={"PGRECALL_DSN": conninfo.dsn(user="pgrecall_nosuch_admin")}, check=False)
+    assert done.returncode == 4, done.stderr
+    assert "tenant 'nosuch' does not exist" in done.stderr and "cannot reach" not in done.stderr
+    out, _ = export_file(conninfo, tmp_path, "--subject", "u-42")
+    done = import_file(conninfo, out, tenant="nosuch", check=False)
+    assert done.returncode == 4, done.stderr
+    assert "tenant 'nosuch' does not exist" in done.stderr and "cannot reach" not in done.stderr

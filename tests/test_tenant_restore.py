@@ -147,3 +147,38 @@ def test_a_dump_file_is_its_owners_alone_and_a_failed_dump_leaves_nothing(acme, 
     with pytest.raises(errors.PgrecallError):
         tenant_dump.dump_to_file(conninfo.dsn(), "nosuchtenant", tmp_path / "other.dump")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["acme.dump"]
+
+
+def test_the_cli_refuses_a_file_that_is_not_a_dump_or_whose_header_is_cut(acme, conninfo, dumped, tmp_path, db):
+    """Not JSON at all, a header line cut short, an empty file, a JSON line that is not an object: the same
+    refusal as any other non-dump file (exit 1), never an internal error."""
+    path, _ = dumped
+    files = {"readme.md": "# pgrecall\n\nAgent memory.\n", "cut.dump": path.read_text()[:300], "empty.dump": "",
+             "list.dump": "[1, 2]\n"}
+    env = {**os.environ, "PGRECALL_DSN": conninfo.dsn()}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+        done = subprocess.run([sys.executable, "-m", "pgrecall.cli", "tenant", "restore", str(tmp_path / name),
+                               "--as", "junk2"], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 1, (name, done.stderr)
+        assert "not a pgrecall tenant dump of format 1" in done.stderr and "nothing was restored" in done.stderr
+        assert "internal error" not in done.stderr
+    (tmp_path / "binary.dump").write_bytes(b"\xff\xfe\x00garbage\n")
+    with pytest.raises(errors.DumpVersionMismatch, match="not a pgrecall tenant dump"):
+        tenant_dump.restore_from_file(conninfo.dsn(), tmp_path / "binary.dump", "junk2")
+    assert db.execute("select to_regnamespace('junk2')").fetchone()[0] is None
+
+
+def test_the_cli_restoring_over_an_existing_tenant_says_to_choose_another_name(acme, conninfo, dumped):
+    path, _ = dumped
+    done = subprocess.run([sys.executable, "-m", "pgrecall.cli", "tenant", "restore", str(path), "--as", "acme"],
+                          env={**os.environ, "PGRECALL_DSN": conninfo.dsn()}, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert "tenant 'acme' already exists" in done.stderr
+    assert "another name (--as OTHER), or drop tenant acme first" in done.stderr, done.stderr
+    assert "upgrade" not in done.stderr, done.stderr
+    done = subprocess.run([sys.executable, "-m", "pgrecall.cli", "tenant", "restore", str(path)],
+                          env={**os.environ, "PGRECALL_DSN": conninfo.dsn()}, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 1 and "or drop tenant acme first (pgrecall tenant drop acme)" in done.stderr, done.stderr

@@ -55,6 +55,18 @@ def header(tenant: str, schema_version: int, selector: Mapping[str, Any], counts
             "exported_at": datetime.now(UTC).isoformat(), "rows": sum(counts.values()), "kinds": dict(counts)}
 
 
+def _connect(conninfo: str, tenant: str, role: str) -> psycopg.Connection[Any]:
+    """A connection (not autocommit) as the tenant's role; a login refused because that role does not exist
+    is a tenant that does not exist (TenantNotFound), as everywhere else."""
+    from .driver.connections import check_role
+
+    try:
+        return psycopg.connect(conninfo, autocommit=False)
+    except psycopg.OperationalError as exc:
+        check_role(exc, tenant, role)
+        raise
+
+
 def export_rows(tenant: str, selector: Mapping[str, Any], *,
                 conninfo: str | None = None) -> tuple[dict[str, Any], list[Any]]:
     """The header and the rows of an export, read as the tenant's admin role in one REPEATABLE READ
@@ -62,7 +74,7 @@ def export_rows(tenant: str, selector: Mapping[str, Any], *,
     from .driver import Memory
 
     check_tenant_name(tenant)
-    with psycopg.connect(conninfo or db.tenant_conninfo(tenant, "admin"), autocommit=False) as conn:
+    with _connect(conninfo or db.tenant_conninfo(tenant, "admin"), tenant, "admin") as conn:
         conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         conn.read_only = True
         mem = Memory(tenant, conn=conn, role="admin")
@@ -347,7 +359,7 @@ def import_export(path: str | Path, *, tenant: str, conninfo: str | None = None)
 
     check_tenant_name(tenant)
     head, rows = read_export(path)
-    with psycopg.connect(conninfo or db.tenant_conninfo(tenant), autocommit=False) as conn:
+    with _connect(conninfo or db.tenant_conninfo(tenant), tenant, "app") as conn:
         replay = _Replay(Memory(tenant, conn=conn, scopes=_scopes(rows)), conn, head, rows)
         try:
             replay.run()

@@ -141,11 +141,31 @@ def _sections(lines: Iterator[str]) -> Iterator[tuple[dict[str, Any], Iterator[s
             yield section, _rows(lines, section["table"])
 
 
+def _not_a_dump(header_text: str) -> errors.DumpVersionMismatch:
+    return errors.DumpVersionMismatch(
+        f"the file is not a pgrecall tenant dump of format {FORMAT} (its header: "
+        f"{header_text[:200]}); nothing was restored")
+
+
+def _read_header(lines: Iterator[str]) -> dict[str, Any]:
+    """The dump's first line as a dict; any other file (empty, not JSON, not text, a cut header) is refused
+    the same way."""
+    first = ""
+    try:
+        first = next(lines, "")
+        header = json.loads(first)
+    except UnicodeDecodeError:
+        raise _not_a_dump("not UTF-8 text") from None
+    except ValueError:  # json.JSONDecodeError: not JSON, or a header cut short
+        raise _not_a_dump(repr(first.rstrip("\n"))) from None
+    if not isinstance(header, dict):
+        raise _not_a_dump(json.dumps(header))
+    return header
+
+
 def _check_header(conn: psycopg.Connection[Any], header: dict[str, Any]) -> None:
     if header.get("pgrecall_dump") != FORMAT:
-        raise errors.DumpVersionMismatch(
-            f"the file is not a pgrecall tenant dump of format {FORMAT} (its header: "
-            f"{json.dumps(header)[:200]}); nothing was restored")
+        raise _not_a_dump(json.dumps(header))
     latest = _value(conn, "select max(version) from pgrecall.source where kind = 'migration'")
     version = header.get("schema_version")
     if version != latest:
@@ -169,7 +189,7 @@ def restore(dsn: str, source: IO[str], as_name: str | None = None) -> dict[str, 
 
 def _restore(dsn: str, source: IO[str], as_name: str | None) -> dict[str, Any]:
     lines = iter(source)
-    header = json.loads(next(lines))
+    header = _read_header(lines)
     with psycopg.connect(dsn) as conn:
         _check_header(conn, header)
         name = as_name or header["tenant"]

@@ -14,6 +14,8 @@ import re
 SAID_FOR_CLI: tuple[tuple[str, str], ...] = (
     ("(pass p_include_superseded => true to read history)", "(add --include-superseded to read history)"),
     ("p_include_superseded => true", "--include-superseded"),
+    ("pass NULL for now, or p_at for what is valid at a time.", "leave out --as-of to recall as of now."),
+    ("p_as_of", "--as-of"),
     ("(p_expected_revision)", "(--revision; pgrecall read shows it)"),
     ("Create a session with create_session().",
      "Create one: pgrecall session create NAME --tenant {tenant} --as PEER (it prints the session id)."),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from .. import errors
-from ._common import PEER_KINDS, Subparsers, _fail, _print_json, _print_rows
+from ._common import EXIT_USAGE, PEER_KINDS, Subparsers, _fail, _print_json, _print_rows
 
 
 def cmd_tenant(args: argparse.Namespace) -> int:
@@ -64,8 +65,8 @@ def _dump_or_restore(args: argparse.Namespace) -> int:
 
     if args.action == "dump":
         if not args.name or not args.file:
-            raise SystemExit("pgrecall tenant dump: name the tenant and the file, e.g. pgrecall tenant dump acme "
-                             "acme.dump")
+            return _fail("pgrecall tenant dump: error: name the tenant and the file, e.g. pgrecall tenant dump "
+                         "acme acme.dump", code=EXIT_USAGE)
         header = tenant_dump.dump_to_file(db.admin_conninfo(), args.name, Path(args.file))
         if args.json:
             return _print_json(header)
@@ -74,9 +75,18 @@ def _dump_or_restore(args: argparse.Namespace) -> int:
               f"{len(header['rows'])} tables")
         return 0
     if not args.name:
-        raise SystemExit("pgrecall tenant restore: name the dump file, e.g. pgrecall tenant restore acme.dump "
-                         "--as acme2")
-    receipt = tenant_dump.restore_from_file(db.admin_conninfo(), Path(args.name), args.as_name)
+        return _fail("pgrecall tenant restore: error: name the dump file, e.g. pgrecall tenant restore acme.dump "
+                     "--as acme2", code=EXIT_USAGE)
+    try:
+        receipt = tenant_dump.restore_from_file(db.admin_conninfo(), Path(args.name), args.as_name)
+    except errors.TenantExists as exc:
+        if "upgrade_tenant" not in (exc.hint or ""):  # a schema or role of that name: its own hint stands
+            raise
+        said = re.search(r"tenant '(.+)' already exists", exc.args[0] if exc.args else "")
+        name = args.as_name or (said.group(1) if said else "NAME")
+        raise errors.TenantExists(exc.args[0], hint=(
+            f"Restore it under another name (--as OTHER), or drop tenant {name} first "
+            f"(pgrecall tenant drop {name}); nothing was restored.")) from exc
     if args.json:
         return _print_json(receipt)
     source = receipt["from"]

@@ -22,7 +22,7 @@ def open_connection(conninfo: str, tenant: str, role: str) -> psycopg.Connection
     try:
         conn = psycopg.connect(conninfo, autocommit=True, prepare_threshold=None)
     except psycopg.OperationalError as exc:
-        _check_role(exc, tenant, role)
+        check_role(exc, tenant, role)
         _check_capacity(exc, tenant, role)
         raise
     try:
@@ -37,7 +37,7 @@ async def _open_async(conninfo: str, tenant: str, role: str) -> psycopg.AsyncCon
     try:
         conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True, prepare_threshold=None)
     except psycopg.OperationalError as exc:
-        _check_role(exc, tenant, role)
+        check_role(exc, tenant, role)
         _check_capacity(exc, tenant, role)
         raise
     try:
@@ -48,7 +48,7 @@ async def _open_async(conninfo: str, tenant: str, role: str) -> psycopg.AsyncCon
     return conn
 
 
-def _check_role(exc: psycopg.OperationalError, tenant: str, role: str) -> None:
+def check_role(exc: psycopg.OperationalError, tenant: str, role: str) -> None:
     """A refused login whose role does not exist: the tenant does not exist (TenantNotFound, chaining it)."""
     if f'role "{db.role_name(tenant, role)}" does not exist' in str(exc):
         raise errors.TenantNotFound(f"tenant {tenant!r} does not exist on this server",
