@@ -7853,7 +7853,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d972660a90f6$memory/read.sql$pgrecall_d972660a90f6$, null, 23, $pgrecall_90d99c4ff804$ff4d9e70377ef793c88746504ebe6d7b3bc0667358f24aa0c745715dbf130313$pgrecall_90d99c4ff804$, $pgrecall_ff4d9e70377e$-- read: one memory with its provenance, only if the principal may see it for
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d972660a90f6$memory/read.sql$pgrecall_d972660a90f6$, null, 23, $pgrecall_1ddba9bab1c4$fd2b3703e2a59df38981ba6193a60651ff417434d96c33152c06064fdb59c888$pgrecall_1ddba9bab1c4$, $pgrecall_fd2b3703e2a5$-- read: one memory with its provenance, only if the principal may see it for
 -- the purpose named. A memory the principal may not see is reported exactly
 -- like one that does not exist.
 
@@ -7924,8 +7924,11 @@ comment on function __tenant__.read(text, text[], bigint, text, boolean) is
 -- says who may see it (its audience's names, NULL for the scope); a memory
 -- that reaches more peers than its turns says why (widening_reason).
 -- Set-based so that recall builds the provenance of all its rows in four
--- queries rather than four per row.
-create or replace function __tenant__._provenance_of(p_memory_ids bigint[], p_principal_id bigint, p_scopes text[])
+-- queries rather than four per row. As of a past moment (p_as_of), only the
+-- links and corrections made by then: a turn that corrected the memory later
+-- is not yet its source.
+create or replace function __tenant__._provenance_of(p_memory_ids bigint[], p_principal_id bigint, p_scopes text[],
+                                                   p_as_of timestamptz default null)
 returns table (memory_id bigint, provenance jsonb)
 language plpgsql stable
 security definer
@@ -7949,7 +7952,8 @@ begin
                            'source_role', null, 'actor', null, 'occurred_at', null, 'audience', null,
                            'corrections', coalesce((select jsonb_agg(c.revision order by c.revision)
                                                       from memory_correction_evidence c
-                                                     where c.memory_id = l.memory_id and c.observation_id = o.id),
+                                                     where c.memory_id = l.memory_id and c.observation_id = o.id
+                                                       and _unchanged_since(c.created_at, p_as_of)),
                                                    '[]'::jsonb))
                    else jsonb_build_object(
                        'scope', o.scope, 'offset', o.log_offset, 'withheld', false, 'source_role', o.source_role,
@@ -7962,7 +7966,8 @@ begin
                        -- the revisions produced by corrections that cited it ([] when none did)
                        'corrections', coalesce((select jsonb_agg(c.revision order by c.revision)
                                                   from memory_correction_evidence c
-                                                 where c.memory_id = l.memory_id and c.observation_id = o.id),
+                                                 where c.memory_id = l.memory_id and c.observation_id = o.id
+                                                   and _unchanged_since(c.created_at, p_as_of)),
                                                '[]'::jsonb)) end
                      order by o.log_offset) as list
               from memory_link l
@@ -7971,7 +7976,7 @@ begin
               left join observation seen on _observation_eligible(seen.scope, seen.audience,
                                                                   p_principal_id, p_scopes) and seen.id = o.id
              where l.memory_id = any (p_memory_ids) and l.link_type = 'derived_from'
-               and o.scope = any (p_scopes)
+               and o.scope = any (p_scopes) and _unchanged_since(l.created_at, p_as_of)
              group by l.memory_id) obs on obs.memory_id = i.id
       left join (
             select l.memory_id,
@@ -7980,12 +7985,13 @@ begin
               join memory e on _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
                                                 p_principal_id, p_scopes, null, true, null) and e.id = l.target_memory_id
              where l.memory_id = any (p_memory_ids) and l.link_type = 'derived_from'
+               and _unchanged_since(l.created_at, p_as_of)
              group by l.memory_id) src on src.memory_id = i.id
       left join (
             select l.memory_id, count(*) as n
               from memory_link l
              where l.memory_id = any (p_memory_ids) and l.link_type = 'derived_from'
-               and l.target_memory_id is not null
+               and l.target_memory_id is not null and _unchanged_since(l.created_at, p_as_of)
                and not exists (select 1 from memory e
                                 where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
                                                        p_principal_id, p_scopes, null, true, null) and e.id = l.target_memory_id)
@@ -7995,11 +8001,12 @@ begin
                    jsonb_agg(jsonb_build_object('entity', en.name, 'type', en.entity_type) order by en.name) as list
               from memory_link l join entity en on en.id = l.target_entity_id
              where l.memory_id = any (p_memory_ids) and l.link_type = 'about'
+               and _unchanged_since(l.created_at, p_as_of)
              group by l.memory_id) ab on ab.memory_id = i.id;
 end
 $$;
-comment on function __tenant__._provenance_of(bigint[], bigint, text[]) is
-    'Internal: for each memory, its observations (withheld where the principal may not see them), visible source memories, hidden-source count, entities and widening reason, as JSON.';
+comment on function __tenant__._provenance_of(bigint[], bigint, text[], timestamptz) is
+    'Internal: for each memory, its observations (withheld where the principal may not see them), visible source memories, hidden-source count, entities and widening reason, as JSON (as of p_as_of: the links and corrections made by then).';
 
 create or replace function __tenant__._provenance(p_memory_id bigint, p_principal_id bigint, p_scopes text[])
 returns jsonb
@@ -8011,7 +8018,7 @@ as $$
 $$;
 comment on function __tenant__._provenance(bigint, bigint, text[]) is
     'Internal: a memory''s observations, visible source memories, hidden-source count and entities, as JSON.';
-$pgrecall_ff4d9e70377e$)
+$pgrecall_fd2b3703e2a5$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -14607,7 +14614,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33e7d9c571c5$recall/rows.sql$pgrecall_33e7d9c571c5$, null, 51, $pgrecall_5c05335c8fd4$61ed18306c58f68e689c47837f9bf818c89d7eeb4f4d826ae4a072da5c5dd095$pgrecall_5c05335c8fd4$, $pgrecall_61ed18306c58$-- Recall, step 7 (plpgsql/recall/recall.sql composes the steps): the rows recall returns.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33e7d9c571c5$recall/rows.sql$pgrecall_33e7d9c571c5$, null, 51, $pgrecall_091d66528f7e$3f1d034c19ac7c3274567fb85c83a583d7ab94afbb7b2af778969898a3f6a63f$pgrecall_091d66528f7e$, $pgrecall_3f1d034c19ac$-- Recall, step 7 (plpgsql/recall/recall.sql composes the steps): the rows recall returns.
 
 -- Recall's rows: the memories that passed the walk (already in fused order,
 -- so only the first p_limit can be returned) and the fact arm's facts, each
@@ -14674,7 +14681,8 @@ begin
       left join lateral (select r.title, r.body from memory_revision r
                           where p_as_of is not null and r.memory_id = m.id and r.changed_at > p_as_of
                           order by r.revision limit 1) tx on true
-      join _provenance_of(array(select t2.id from top t2 where t2.item = 'memory'), p_principal_id, p_scopes) pv
+      join _provenance_of(array(select t2.id from top t2 where t2.item = 'memory'), p_principal_id, p_scopes,
+                          p_as_of) pv
         on pv.memory_id = m.id
      where t.item = 'memory'
     union all
@@ -14695,7 +14703,7 @@ comment on function __tenant__._recall_items(bigint[], bigint[], bigint[], doubl
                                              double precision[], double precision, integer, bigint, text[], text,
                                              double precision, double precision[], timestamptz) is
     'Internal: recall''s rows from the walked memories and the fact list: scored by the tenant''s fusion, best p_limit, with provenance.';
-$pgrecall_61ed18306c58$)
+$pgrecall_3f1d034c19ac$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

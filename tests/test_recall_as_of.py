@@ -167,3 +167,19 @@ def test_current_recall_is_unchanged_by_the_as_of_steps(acme, story, db):
     latest = moment(db)
     for query in (EVERY, "office cat", "Ana drinks"):
         assert state(acme, None, query=query)[0] == state(acme, latest, query=query)[0]
+
+
+def test_a_memory_as_of_a_moment_cites_only_the_turns_it_was_drawn_from_by_then(acme, story):
+    """The correction's turn became a source of the memory when it corrected it: as of before, the memory
+    stands on the turn it was remembered from alone (a new user saw the later correction listed under the
+    old text)."""
+    tea = story["m"]["tea"]
+
+    def sources(as_of):
+        _, got = state(acme, as_of)
+        item = next(i for i in got.items if i.memory_id == tea)
+        return [(o.text, o.corrections) for o in item.provenance.observations]
+
+    assert sources(story["t1"]) == [("ana: Ana drinks green tea every morning", [])]
+    assert sources(story["t2"]) == [("ana: Ana drinks green tea every morning", []),
+                                    ("ana: I switched to black coffee", [2])]

@@ -69,8 +69,11 @@ comment on function __tenant__.read(text, text[], bigint, text, boolean) is
 -- says who may see it (its audience's names, NULL for the scope); a memory
 -- that reaches more peers than its turns says why (widening_reason).
 -- Set-based so that recall builds the provenance of all its rows in four
--- queries rather than four per row.
-create or replace function __tenant__._provenance_of(p_memory_ids bigint[], p_principal_id bigint, p_scopes text[])
+-- queries rather than four per row. As of a past moment (p_as_of), only the
+-- links and corrections made by then: a turn that corrected the memory later
+-- is not yet its source.
+create or replace function __tenant__._provenance_of(p_memory_ids bigint[], p_principal_id bigint, p_scopes text[],
+                                                   p_as_of timestamptz default null)
 returns table (memory_id bigint, provenance jsonb)
 language plpgsql stable
 security definer
@@ -94,7 +97,8 @@ begin
                            'source_role', null, 'actor', null, 'occurred_at', null, 'audience', null,
                            'corrections', coalesce((select jsonb_agg(c.revision order by c.revision)
                                                       from memory_correction_evidence c
-                                                     where c.memory_id = l.memory_id and c.observation_id = o.id),
+                                                     where c.memory_id = l.memory_id and c.observation_id = o.id
+                                                       and _unchanged_since(c.created_at, p_as_of)),
                                                    '[]'::jsonb))
                    else jsonb_build_object(
                        'scope', o.scope, 'offset', o.log_offset, 'withheld', false, 'source_role', o.source_role,
@@ -107,7 +111,8 @@ begin
                        -- the revisions produced by corrections that cited it ([] when none did)
                        'corrections', coalesce((select jsonb_agg(c.revision order by c.revision)
                                                   from memory_correction_evidence c
-                                                 where c.memory_id = l.memory_id and c.observation_id = o.id),
+                                                 where c.memory_id = l.memory_id and c.observation_id = o.id
+                                                   and _unchanged_since(c.created_at, p_as_of)),
                                                '[]'::jsonb)) end
                      order by o.log_offset) as list
               from memory_link l
@@ -116,7 +121,7 @@ begin
               left join observation seen on _observation_eligible(seen.scope, seen.audience,
                                                                   p_principal_id, p_scopes) and seen.id = o.id
              where l.memory_id = any (p_memory_ids) and l.link_type = 'derived_from'
-               and o.scope = any (p_scopes)
+               and o.scope = any (p_scopes) and _unchanged_since(l.created_at, p_as_of)
              group by l.memory_id) obs on obs.memory_id = i.id
       left join (
             select l.memory_id,
@@ -125,12 +130,13 @@ begin
               join memory e on _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
                                                 p_principal_id, p_scopes, null, true, null) and e.id = l.target_memory_id
              where l.memory_id = any (p_memory_ids) and l.link_type = 'derived_from'
+               and _unchanged_since(l.created_at, p_as_of)
              group by l.memory_id) src on src.memory_id = i.id
       left join (
             select l.memory_id, count(*) as n
               from memory_link l
              where l.memory_id = any (p_memory_ids) and l.link_type = 'derived_from'
-               and l.target_memory_id is not null
+               and l.target_memory_id is not null and _unchanged_since(l.created_at, p_as_of)
                and not exists (select 1 from memory e
                                 where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
                                                        p_principal_id, p_scopes, null, true, null) and e.id = l.target_memory_id)
@@ -140,11 +146,12 @@ begin
                    jsonb_agg(jsonb_build_object('entity', en.name, 'type', en.entity_type) order by en.name) as list
               from memory_link l join entity en on en.id = l.target_entity_id
              where l.memory_id = any (p_memory_ids) and l.link_type = 'about'
+               and _unchanged_since(l.created_at, p_as_of)
              group by l.memory_id) ab on ab.memory_id = i.id;
 end
 $$;
-comment on function __tenant__._provenance_of(bigint[], bigint, text[]) is
-    'Internal: for each memory, its observations (withheld where the principal may not see them), visible source memories, hidden-source count, entities and widening reason, as JSON.';
+comment on function __tenant__._provenance_of(bigint[], bigint, text[], timestamptz) is
+    'Internal: for each memory, its observations (withheld where the principal may not see them), visible source memories, hidden-source count, entities and widening reason, as JSON (as of p_as_of: the links and corrections made by then).';
 
 create or replace function __tenant__._provenance(p_memory_id bigint, p_principal_id bigint, p_scopes text[])
 returns jsonb

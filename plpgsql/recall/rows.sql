@@ -65,7 +65,8 @@ begin
       left join lateral (select r.title, r.body from memory_revision r
                           where p_as_of is not null and r.memory_id = m.id and r.changed_at > p_as_of
                           order by r.revision limit 1) tx on true
-      join _provenance_of(array(select t2.id from top t2 where t2.item = 'memory'), p_principal_id, p_scopes) pv
+      join _provenance_of(array(select t2.id from top t2 where t2.item = 'memory'), p_principal_id, p_scopes,
+                          p_as_of) pv
         on pv.memory_id = m.id
      where t.item = 'memory'
     union all
