@@ -67,6 +67,10 @@ def test_an_export_imports_into_a_fresh_tenant_and_recall_answers_the_same(acme,
     assert "3 observation" in done.stdout and "2 memory" in done.stdout, done.stdout
     # u-42's alias of Ben: nothing imported names Ben (u-43's memory of him stays in acme), so it has no entity here
     assert "not imported:" in done.stdout and "1 entity_alias" in done.stdout.split("not imported:")[1]
+    # the turn that justified the correction of u-42's memory goes in with the correction (a new user read it
+    # under "not imported"); the one that corrected u-43's memory, another subject's, does not
+    imported, skipped = done.stdout.split("not imported:")
+    assert "1 memory_correction_evidence" in imported and "1 memory_correction_evidence" in skipped, done.stdout
     Worker("fresh", conninfo=conninfo.dsn(user="pgrecall_fresh_worker")).drain()
     with pgrecall.connect(conninfo.dsn(user="pgrecall_fresh_app"), tenant="fresh", principal="bot",
                           scopes=["default"]) as fresh:

@@ -196,8 +196,12 @@ class _Replay:
         self.aliases()
         for kind, rows in self.by_kind.items():
             if kind not in {"observation", "peer", "session", "memory", "memory_revision", "fact", "fact_evidence",
-                            "entity_alias"}:
+                            "entity_alias", "memory_correction_evidence"}:
                 self.skipped[kind] += len(rows)
+        # a correction's cited turns go in with the correction; another subject's memory's do not
+        left = len(self.kind("memory_correction_evidence")) - self.done["memory_correction_evidence"]
+        if left > 0:
+            self.skipped["memory_correction_evidence"] += left
 
     def scopes_and_peers(self) -> None:
         scopes = sorted({r["record"]["scope"] for r in self.rows if isinstance(r["record"].get("scope"), str)})
@@ -310,6 +314,7 @@ class _Replay:
                              evidence=self.mapped(cited.get(n, [])) or None,
                              widening_reason=rec.get("widening_reason"), principal=principal)
             self.done["memory_revision"] += 1
+            self.done["memory_correction_evidence"] += len(self.mapped(cited.get(n, [])))
         if rec.get("invalidated_at") or rec.get("superseded_by"):
             reason = rec.get("invalidation_reason") or f"superseded by memory {rec['superseded_by']} of the export"
             self.mem.forget(memory_id, reason=reason, principal=principal)
