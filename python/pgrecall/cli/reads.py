@@ -116,8 +116,8 @@ def add_recall(sub: Subparsers) -> None:
     p.add_argument("--mode", choices=["hybrid", "lexical", "dense"], help="default: the tenant's (hybrid)")
     p.add_argument("--include-superseded", action="store_true")
     p.add_argument("--as-of", type=_timestamp,
-                   help="answer as the memory stood at this past time (ISO 8601, UTC without an offset): its text then, nothing "
-                        "written, corrected, superseded or forgotten after it; who may see what is today's rule")
+                   help="answer as the memory stood at this past time (ISO 8601, UTC without an offset): its "
+                        "text then, nothing written, corrected, superseded or forgotten after it; who may see what is today's rule")
     p.add_argument("--json", action="store_true", help="one JSON document: items and meta")
     p.set_defaults(func=cmd_recall)
 
@@ -139,7 +139,8 @@ def add_facts(sub: Subparsers) -> None:
     tenant_args(p, reads=True)
     p.add_argument("subject", help="an entity name or alias")
     p.add_argument("predicate", nargs="?", help="one predicate, e.g. lives_in (default: all)")
-    p.add_argument("--valid-at", type=_timestamp, help="true at this time (ISO 8601, UTC without an offset; default: now)")
+    p.add_argument("--valid-at", type=_timestamp,
+                   help="true at this time (ISO 8601, UTC without an offset; default: now)")
     p.add_argument("--known-at", type=_timestamp, help="as believed at this time (default: now)")
     p.add_argument("--purpose", default="converse", choices=PURPOSES)
     p.add_argument("--json", action="store_true", help="one JSON document")
