@@ -117,7 +117,8 @@ def add_recall(sub: Subparsers) -> None:
     p.add_argument("--include-superseded", action="store_true")
     p.add_argument("--as-of", type=_timestamp,
                    help="answer as the memory stood at this past time (ISO 8601, UTC without an offset): its "
-                        "text then, nothing written, corrected, superseded or forgotten after it; who may see what is today's rule")
+                        "text then, nothing written, corrected, superseded or forgotten after it; who may see "
+                        "what is today's rule")
     p.add_argument("--json", action="store_true", help="one JSON document: items and meta")
     p.set_defaults(func=cmd_recall)
 
