@@ -11643,7 +11643,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$, null, 36, $pgrecall_c5acd35c1b36$7ce7e08e78bc05542d20b325489a0da72dafff9d1f18829f19bd7c10d05d825d$pgrecall_c5acd35c1b36$, $pgrecall_7ce7e08e78bc$-- Embeddings are a derived index: the write path queues work here, the
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$, null, 36, $pgrecall_2970017c6e4f$5696718e58d85bd7bcd79bb09730b94cf6a01b6a6c008ad723e08d3aa9e91e3c$pgrecall_2970017c6e4f$, $pgrecall_5696718e58d8$-- Embeddings are a derived index: the write path queues work here, the
 -- worker (pgrecall worker) claims it with SKIP LOCKED under a lease, embeds
 -- the text this file chooses, and stores the vector stamped with the model
 -- and input version. A result computed from text that has since changed, or
@@ -11841,9 +11841,17 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_stamp record := _embedding_stamp();
-    v_claimed bigint[] := array(select _lease_claim_embedding(p_worker, p_limit));
+    v_stamp record;
+    v_claimed bigint[];
 begin
+    -- An empty queue answers at once (checked as the claim checks): a worker that drains after each
+    -- batch of writes, on a connection of its own, otherwise plans the lease machinery to find nothing.
+    perform _check_claim(p_worker, p_limit);
+    if not exists (select 1 from embedding_job) then
+        return;
+    end if;
+    v_stamp := _embedding_stamp();
+    v_claimed := array(select _lease_claim_embedding(p_worker, p_limit));
     return query
     select j.memory_id, j.generation, i.input, v_stamp.model, v_stamp.input_version, t.input
       from embedding_job j
@@ -11961,9 +11969,15 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_stamp record := _embedding_stamp();
-    v_claimed bigint[] := array(select _lease_claim_passage_embedding(p_worker, p_limit));
+    v_stamp record;
+    v_claimed bigint[];
 begin
+    perform _check_claim(p_worker, p_limit);
+    if not exists (select 1 from passage_embedding_job) then  -- as claim_embedding_jobs
+        return;
+    end if;
+    v_stamp := _embedding_stamp();
+    v_claimed := array(select _lease_claim_passage_embedding(p_worker, p_limit));
     return query
     -- Every input version embeds a passage's own text.
     select j.passage_id, j.generation, p.body, v_stamp.model, v_stamp.input_version
@@ -12139,7 +12153,7 @@ end
 $$;
 comment on function __tenant__.set_embedding_version(text, integer) is
     'Switches the embedding model or input version and queues every live memory; stale vectors are ignored until rebuilt.';
-$pgrecall_7ce7e08e78bc$)
+$pgrecall_5696718e58d8$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

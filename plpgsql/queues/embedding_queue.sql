@@ -196,9 +196,17 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_stamp record := _embedding_stamp();
-    v_claimed bigint[] := array(select _lease_claim_embedding(p_worker, p_limit));
+    v_stamp record;
+    v_claimed bigint[];
 begin
+    -- An empty queue answers at once (checked as the claim checks): a worker that drains after each
+    -- batch of writes, on a connection of its own, otherwise plans the lease machinery to find nothing.
+    perform _check_claim(p_worker, p_limit);
+    if not exists (select 1 from embedding_job) then
+        return;
+    end if;
+    v_stamp := _embedding_stamp();
+    v_claimed := array(select _lease_claim_embedding(p_worker, p_limit));
     return query
     select j.memory_id, j.generation, i.input, v_stamp.model, v_stamp.input_version, t.input
       from embedding_job j
@@ -316,9 +324,15 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_stamp record := _embedding_stamp();
-    v_claimed bigint[] := array(select _lease_claim_passage_embedding(p_worker, p_limit));
+    v_stamp record;
+    v_claimed bigint[];
 begin
+    perform _check_claim(p_worker, p_limit);
+    if not exists (select 1 from passage_embedding_job) then  -- as claim_embedding_jobs
+        return;
+    end if;
+    v_stamp := _embedding_stamp();
+    v_claimed := array(select _lease_claim_passage_embedding(p_worker, p_limit));
     return query
     -- Every input version embeds a passage's own text.
     select j.passage_id, j.generation, p.body, v_stamp.model, v_stamp.input_version
