@@ -17,6 +17,7 @@ import pytest
 
 import pgrecall
 from conftest import wait_until
+from pgrecall import errors
 
 TEXT = "I keep my spare key under the blue flowerpot"
 
@@ -82,7 +83,9 @@ def test_inside_the_callers_transaction_the_lost_deadlock_is_the_callers(acme, c
         mem = pgrecall.connect(conn=conn, tenant="acme", principal="bot", scopes=["default"])
         outcome = _deadlock_an_append(superuser_dsn, lambda: mem.append(TEXT, role="user", actor="ana"))
         assert outcome.get("other_waited_it_out")
-        assert "deadlock detected" in str(outcome.get("error"))
+        lost = outcome.get("error")
+        assert isinstance(lost, errors.LostRace) and isinstance(lost, RuntimeError), lost
+        assert lost.__cause__.sqlstate == "40P01" and "deadlock detected" in str(lost)
         conn.rollback()
     assert _stored(db, TEXT) == 0
 

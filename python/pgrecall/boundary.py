@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg.types.json import Json, Jsonb
 
-from . import errors
+from . import errors, retry
 
 BIGINT_MAX = 2**63 - 1
 INTEGER_MAX = 2**31 - 1
@@ -88,6 +88,9 @@ def call_error(where: str, exc: psycopg.Error, args: Mapping[str, Any] | None = 
     if translated is not exc:
         return translated
     state = exc.sqlstate
+    if state in retry.LOST_A_RACE:
+        return _chained(errors.LostRace(f"{where}: {exc.diag.message_primary or exc}",
+                                        hint="The transaction was rolled back whole: run it again."), exc)
     node = _unreachable_node(exc)
     if node is not None:
         return _chained(errors.NodeUnavailable(

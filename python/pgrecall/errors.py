@@ -293,6 +293,13 @@ class ServerAtCapacity(PgrecallError, ConnectionError):
     nothing was sent. Retry later, or put a pooler in front."""
 
 
+class LostRace(ConcurrencyError):
+    """PostgreSQL ended the caller's transaction to break a deadlock, or for a serialization conflict (SQLSTATE
+    40P01, 40001): everything the transaction did is rolled back. Run it again. The driver does so itself for a
+    call that was a statement of its own; this reaches the caller only from inside their own transaction (the
+    server's error, with its SQLSTATE, is the exception's cause)."""
+
+
 class NodeUnavailable(PgrecallError, ConnectionError):
     """Citus: the worker holding the tenant could not be reached through the coordinator (the message names the
     node). Nothing of the call was done; tenants on the other workers keep answering. Retry once the node is back
