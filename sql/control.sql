@@ -1410,6 +1410,13 @@ begin
                     format('replayed erasure %s of tenant %s, completed %s', v_entry.id, p_source, v_entry.erased_at),
                     'pgrecall.replay_erasures';
             perform set_config('role', v_caller, true);
+            -- Under the dumped tenant's own name the ledger already holds this erasure: the replay's
+            -- record (made by _erase) would be a second entry for it, replayed again by the next restore.
+            if p_tenant = p_source then
+                delete from pgrecall.erasure_ledger l
+                 where l.tenant = p_tenant and l.request_id = v_receipt.id
+                   and l.id <> all (array(select (e).id from unnest(v_entries) e));
+            end if;
             outcome := 'replayed';
             request_id := v_receipt.id;
             observations_erased := v_receipt.observations_erased;

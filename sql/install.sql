@@ -1435,6 +1435,13 @@ begin
                     format('replayed erasure %s of tenant %s, completed %s', v_entry.id, p_source, v_entry.erased_at),
                     'pgrecall.replay_erasures';
             perform set_config('role', v_caller, true);
+            -- Under the dumped tenant's own name the ledger already holds this erasure: the replay's
+            -- record (made by _erase) would be a second entry for it, replayed again by the next restore.
+            if p_tenant = p_source then
+                delete from pgrecall.erasure_ledger l
+                 where l.tenant = p_tenant and l.request_id = v_receipt.id
+                   and l.id <> all (array(select (e).id from unnest(v_entries) e));
+            end if;
             outcome := 'replayed';
             request_id := v_receipt.id;
             observations_erased := v_receipt.observations_erased;
@@ -14354,13 +14361,16 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a7605aa9c43a$recall/permission_walk.sql$pgrecall_a7605aa9c43a$, null, 47, $pgrecall_f6c920b2de50$70e5fd32bf5d0122123dcbc03362c5d343b00d46f0eb2f2fef17f7f93a46561c$pgrecall_f6c920b2de50$, $pgrecall_70e5fd32bf5d$-- Recall, step 5 (plpgsql/recall/recall.sql composes the steps): the permission walk over the fused
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a7605aa9c43a$recall/permission_walk.sql$pgrecall_a7605aa9c43a$, null, 47, $pgrecall_5915a40e5974$fc5634d4fdc582549328c4279d3a2b1df405a67f80aa5efa112460188a3f3e0d$pgrecall_5915a40e5974$, $pgrecall_fc5634d4fdc5$-- Recall, step 5 (plpgsql/recall/recall.sql composes the steps): the permission walk over the fused
 -- list.
 
 -- Keeps, in order, the candidates whose whole derived_from chain the
 -- principal may see (superseded sources are history and stay visible;
--- forgotten or other-audience sources are not).
-create or replace function __tenant__._walk_provenance(p_candidates bigint[], p_principal_id bigint, p_scopes text[])
+-- forgotten or other-audience sources are not). As of a past moment
+-- (p_as_of), the chain is the links made by then, and a source forgotten
+-- after it is not forgotten yet; who may see it is today's rule.
+create or replace function __tenant__._walk_provenance(p_candidates bigint[], p_principal_id bigint, p_scopes text[],
+                                                       p_as_of timestamptz default null)
 returns bigint[]
 language plpgsql stable
 security definer
@@ -14374,18 +14384,21 @@ begin
         select c.id, l.target_memory_id, 1
           from unnest(p_candidates) c(id)
           join memory_link l on l.memory_id = c.id and l.link_type = 'derived_from' and l.target_memory_id is not null
+         where p_as_of is null or l.created_at <= p_as_of
         union
         select r.root, l.target_memory_id, r.depth + 1
           from reach r
           join memory_link l on l.memory_id = r.source and l.link_type = 'derived_from' and l.target_memory_id is not null
-         where r.depth < 32
+         where r.depth < 32 and (p_as_of is null or l.created_at <= p_as_of)
     ), hidden as (
         -- (Observation links need no check: evidence is always in the memory's
         -- own scope, which eligibility has already authorised.)
         select distinct r.root from reach r
          where not exists (select 1 from memory e
-                            where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
-                                                   p_principal_id, p_scopes, null, true, null) and e.id = r.source)
+                            where _memory_eligible(e.scope, e.audience_peer_id, e.purposes,
+                                                   case when e.invalidated_at > p_as_of then null else e.invalidated_at end,
+                                                   e.superseded_by, e.valid, p_principal_id, p_scopes, null, true, null)
+                              and e.id = r.source)
     )
     select coalesce(array_agg(c.id order by c.ord), '{}')
       from unnest(p_candidates) with ordinality c(id, ord)
@@ -14394,14 +14407,14 @@ begin
     return v_result;
 end
 $$;
-comment on function __tenant__._walk_provenance(bigint[], bigint, text[]) is
-    'Internal: the candidates, in order, whose provenance the principal may see.';
-$pgrecall_70e5fd32bf5d$)
+comment on function __tenant__._walk_provenance(bigint[], bigint, text[], timestamptz) is
+    'Internal: the candidates, in order, whose provenance the principal may see (as of p_as_of when given).';
+$pgrecall_fc5634d4fdc5$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_89bc99f0db89$recall/spread.sql$pgrecall_89bc99f0db89$, null, 48, $pgrecall_3fc88a9517b9$52cb0f83762c3deaad98abcf2db71b078bddef83954ff12f3feea165835a0247$pgrecall_3fc88a9517b9$, $pgrecall_52cb0f83762c$-- Recall, step 5b, between the permission walk (step 5) and the rows' order
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_89bc99f0db89$recall/spread.sql$pgrecall_89bc99f0db89$, null, 48, $pgrecall_c3438e61fdc0$776818a8b0c5003cfb60efc035b6b356cf1c84a635927dd0308299920c4d0918$pgrecall_c3438e61fdc0$, $pgrecall_776818a8b0c5$-- Recall, step 5b, between the permission walk (step 5) and the rows' order
 -- (step 6): an answer spread over a conversation ("what has she painted?",
 -- "how did Jon and Gina each lose their jobs?") is found in pieces, each in
 -- a session of its own, and the first piece that matches well can fill the
@@ -14525,7 +14538,7 @@ begin
                                 p_as_of_tsv) a;
             if cardinality(v_second) > 0 then
                 v_ids := _walk_provenance(_interleave_rounds(p_kept_ids, v_second, greatest(1, p_limit / 2)),
-                                          p_principal_id, p_scopes);
+                                          p_principal_id, p_scopes, p_as_of);
             end if;
         end if;
     end if;
@@ -14544,7 +14557,7 @@ comment on function __tenant__._spread_over_answer(bigint[], integer, text[], te
                                                    timestamptz, integer, jsonb, bigint[], timestamptz, bigint[],
                                                    tsvector[]) is
     'Internal: recall step 5b: with recall_second_round, the query''s terms the first rows lack searched for again and taking turns with the first round''s rows; with recall_neighbour_turns, the turns next to the first hits; with recall_session_spread, a session''s share of the rows bounded.';
-$pgrecall_52cb0f83762c$)
+$pgrecall_776818a8b0c5$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -14758,7 +14771,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 52, $pgrecall_5fe7edfb9c40$b3f8079830005554650fe165e35dfa5c99ac4bcfa3174a6baafa50fa5ecf59e9$pgrecall_5fe7edfb9c40$, $pgrecall_b3f807983000$-- recall: ranked retrieval, in the design's order (section 6). Each step is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 52, $pgrecall_c6dd720fe117$625ae64d259bfcfcd6ca7047871217c75b5a4da45c529a573dffeba8974cc867$pgrecall_c6dd720fe117$, $pgrecall_625ae64d259b$-- recall: ranked retrieval, in the design's order (section 6). Each step is
 -- a function of its own that a DBA can call and test alone; recall_answer()
 -- runs them in order. Each step's file is in this folder (plpgsql/recall/),
 -- named for the step, and plpgsql/install_order lists them in this order.
@@ -15032,7 +15045,7 @@ begin
       from _fact_arm(v_principal, p_scopes, p_purpose, p_at, p_query, p_as_of) a;
     v_kept_ids := _walk_provenance(_fused_candidates(v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,  -- 4.
                                                      v_principal, p_scopes, p_purpose, v_include, p_at, p_query,
-                                                     v_set), v_principal, p_scopes);  -- 5.
+                                                     v_set), v_principal, p_scopes, p_as_of);  -- 5.
     v_kept_ids := _spread_over_answer(v_kept_ids, p_limit, v_terms, v_dropped, v_principal, p_scopes, p_purpose,  -- 5b.
                                       v_include, p_at, v_depth, v_set, v_few, p_as_of, v_as_of.ids, v_as_of.tsvs);
     v_evidence := _ordering_evidence(v_kept_ids[1:p_limit], v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
@@ -15088,7 +15101,7 @@ $$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text,
                                       timestamptz) is
     'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms'' evidence orders them), permission walk. With its metadata: recall_answer().';
-$pgrecall_b3f807983000$)
+$pgrecall_625ae64d259b$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

@@ -2,7 +2,9 @@
 (`create_session()`, `p_include_superseded => true`), the command line names its own command or flag instead
 (pgrecall.cli._hints), and a real failure of each kind shows it."""
 
+import json
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _sources() -> str:
     """The PL/pgSQL sources, a literal continued on the next line ('one ' newline 'two') joined as SQL joins it."""
-    text = "\n".join(p.read_text() for p in sorted((ROOT / "plpgsql").rglob("*.sql")))
+    files = [*sorted((ROOT / "plpgsql").rglob("*.sql")), ROOT / "sql" / "control.sql"]
+    text = "\n".join(p.read_text() for p in files)
     return re.sub(r"'[ \t]*\n\s*'", "", text)
 
 
@@ -67,3 +70,41 @@ def test_recall_as_of_in_the_future_names_the_flag(acme, app_env):
     assert "--as-of 2030-01-01" in proc.stderr and "is in the future" in proc.stderr, proc.stderr
     assert "leave out --as-of to recall as of now" in proc.stderr, proc.stderr
     assert "p_as_of" not in proc.stderr and "NULL" not in proc.stderr and "p_at" not in proc.stderr, proc.stderr
+
+
+def test_creating_a_tenant_that_exists_names_the_upgrade_command(acme, conninfo):
+    proc = run_cli("tenant", "create", "acme", env={"PGRECALL_DSN": conninfo.dsn()}, check=False)
+    assert proc.returncode != 0 and "tenant 'acme' already exists" in proc.stderr, proc.stderr
+    assert "pgrecall tenant upgrade acme brings an existing tenant up to date" in proc.stderr, proc.stderr
+    assert sql_words(proc.stderr.split("(hint:", 1)[-1]) == [], proc.stderr
+
+
+def test_commands_of_the_whole_tenant_offer_no_scopes_they_would_ignore(app_env, conninfo):
+    """export, erase, worker, deriver and embeddings act on the whole tenant: a --scopes they printed in their
+    help and then ignored let a user believe `erase --subject u-42 --scopes work` kept to one scope."""
+    for command in (["export"], ["erase"], ["worker"], ["deriver"], ["embeddings", "status"]):
+        assert "--scopes" not in run_cli(*command, "--help", env=app_env).stdout, command
+    admin = {"PGRECALL_DSN": conninfo.dsn(user="pgrecall_acme_admin"), "PGRECALL_TENANT": "acme"}
+    proc = run_cli("erase", "--subject", "u-42", "--scopes", "work", "--reason", "asked", env=admin, check=False)
+    assert proc.returncode == 2 and "unrecognized arguments: --scopes work" in proc.stderr, proc.stderr
+    assert "--scopes" in run_cli("recall", "--help", env=app_env).stdout  # where it means something, it stays
+
+
+def test_a_time_without_an_offset_is_utc_whatever_the_sessions_time_zone(acme, app_env):
+    """docs/cli.md says a time without a zone is UTC; it was read in the database session's time zone (PGTZ or
+    the server's), so at UTC+14 a time two hours ahead passed as twelve hours ago."""
+    ahead = (datetime.now(UTC) + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%S")
+    env = {**app_env, "PGTZ": "Pacific/Kiritimati"}
+    proc = run_cli("recall", "--as", "ana", "anything", "--as-of", ahead, env=env, check=False)
+    assert proc.returncode == 1 and "is in the future" in proc.stderr, (proc.returncode, proc.stderr)
+    before = (datetime.now(UTC) - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%S")
+    proc = run_cli("recall", "--as", "ana", "anything", "--as-of", before, "--json", env=env)
+    assert json.loads(proc.stdout)["meta"]["as_of"] == before + "+00:00"
+
+
+def test_recall_json_says_which_moment_it_answers_for(acme, app_env):
+    now = json.loads(run_cli("recall", "--as", "ana", "anything", "--json", env=app_env).stdout)
+    assert now["meta"]["as_of"] is None and now["meta"]["mode"] == "hybrid"
+    then = json.loads(run_cli("recall", "--as", "ana", "anything", "--json", "--as-of", "2026-01-02T03:04:05+01:00",
+                              env=app_env).stdout)
+    assert then["meta"]["as_of"] == "2026-01-02T03:04:05+01:00"

@@ -147,3 +147,36 @@ def test_a_row_read_from_json_is_the_frozen_dataclass_the_class_itself_would_bui
     with pytest.raises(TypeError, match="body"):
         _calls.from_json(recall.RecallItem, {k: v for k, v in item.items() if k not in ("body", "provenance")}
                          | {"provenance": built.provenance})
+
+
+def test_a_query_embedding_is_the_same_vector_whatever_its_layout():
+    """The quick check of a plain float32 array must read the same numbers numpy would: a big-endian array, a
+    float64 one, a strided view and a list of floats are one vector; NaN or the wrong size is refused."""
+    import numpy as np
+    import pytest
+
+    from pgrecall import errors
+
+    numbers = np.linspace(-1, 1, 384, dtype=np.float32)
+    expected = recall.as_vector(numbers.tolist()).to_list()
+    for layout in (numbers, numbers.astype(">f4"), numbers.astype(np.float64), np.repeat(numbers, 2)[::2],
+                   numbers[::-1][::-1], list(map(float, numbers))):
+        assert recall.as_vector(layout).to_list() == expected, layout
+    for bad in (np.append(numbers[:-1], np.float32("nan")), numbers[:-1], np.append(numbers[:-1], np.inf)):
+        with pytest.raises(errors.InvalidArgument):
+            recall.as_vector(bad)
+
+
+def test_a_row_read_twice_from_the_same_json_reads_the_same():
+    """A row's JSON is filled in place as it is read (the driver owns it); a caller's JSON read with from_json
+    is not, so reading it again gives the same row."""
+    observation = {"text": "Ana moved to Lisbon", "actor": "ana", "scope": "s", "offset": 3, "audience": None,
+                   "withheld": False, "corrections": [], "occurred_at": "2026-12-04T02:56:38.485503+00:00",
+                   "source_role": "user"}
+    provenance = {"about": [], "memories": [], "observations": [observation], "hidden_sources": 0,
+                  "widening_reason": None}
+    first = _calls.from_json(memories.Provenance, provenance)
+    assert provenance["observations"][0] is observation and isinstance(observation["occurred_at"], str)
+    assert _calls.from_json(memories.Provenance, provenance) == first
+    owned = _calls.from_own_json(memories.Provenance, {**provenance, "observations": [dict(observation)]})
+    assert owned == first and owned.memories == [] and owned.about == []

@@ -183,3 +183,16 @@ def test_a_memory_as_of_a_moment_cites_only_the_turns_it_was_drawn_from_by_then(
     assert sources(story["t1"]) == [("ana: Ana drinks green tea every morning", [])]
     assert sources(story["t2"]) == [("ana: Ana drinks green tea every morning", []),
                                     ("ana: I switched to black coffee", [2])]
+
+
+def test_a_memory_drawn_from_one_forgotten_later_is_answered_as_of_before(acme, db):
+    """The permission walk (recall's step 5) judged a memory's sources as they stand now: as of a moment
+    before its source was forgotten, a summary drawn from it was dropped, though the forget was not made yet
+    (and the source itself was answered)."""
+    source = put(acme, "the team standup is at nine")
+    summary = acme.derive([source], f"{EVERY} note: standups start at nine sharp", kind="summary")
+    before = moment(db)
+    acme.forget(source, reason="the standup moved")
+    assert state(acme, before)[0] == {source: f"{EVERY} note: the team standup is at nine",
+                                      summary: f"{EVERY} note: standups start at nine sharp"}
+    assert state(acme, None)[0] == {}

@@ -92,6 +92,16 @@ def test_a_restore_under_the_same_name_after_a_drop_replays_the_erasure_once(acm
     assert [e["outcome"] for e in restored["erasures"]] == ["replayed"]
     assert recall_as_app(conninfo, "acme", "chess") == []  # every turn was ana's
     assert db.execute("select count(*) from acme.observation").fetchone()[0] == 0
+    # the ledger keeps the one erasure there was, not a second entry for its replay
+    ledger = "select kind, erased_at from pgrecall.erasure_ledger where tenant = 'acme' order by id"
+    assert [kind for kind, _ in db.execute(ledger).fetchall()] == ["peer"]
+    before = db.execute(ledger).fetchall()
+    # and the same dump restored again replays it once more, the ledger unchanged
+    db.execute("select pgrecall.drop_tenant('acme')")
+    again = tenant_dump.restore_from_file(conninfo.dsn(), path)
+    assert [e["outcome"] for e in again["erasures"]] == ["replayed"]
+    assert db.execute(ledger).fetchall() == before
+    assert db.execute("select count(*) from acme.observation").fetchone()[0] == 0
 
 
 def test_a_dump_from_another_release_is_refused_and_nothing_is_restored(acme, conninfo, dumped, db, tmp_path):

@@ -272,7 +272,7 @@ begin
       from _fact_arm(v_principal, p_scopes, p_purpose, p_at, p_query, p_as_of) a;
     v_kept_ids := _walk_provenance(_fused_candidates(v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,  -- 4.
                                                      v_principal, p_scopes, p_purpose, v_include, p_at, p_query,
-                                                     v_set), v_principal, p_scopes);  -- 5.
+                                                     v_set), v_principal, p_scopes, p_as_of);  -- 5.
     v_kept_ids := _spread_over_answer(v_kept_ids, p_limit, v_terms, v_dropped, v_principal, p_scopes, p_purpose,  -- 5b.
                                       v_include, p_at, v_depth, v_set, v_few, p_as_of, v_as_of.ids, v_as_of.tsvs);
     v_evidence := _ordering_evidence(v_kept_ids[1:p_limit], v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,

@@ -122,7 +122,7 @@ begin
                                 p_as_of_tsv) a;
             if cardinality(v_second) > 0 then
                 v_ids := _walk_provenance(_interleave_rounds(p_kept_ids, v_second, greatest(1, p_limit / 2)),
-                                          p_principal_id, p_scopes);
+                                          p_principal_id, p_scopes, p_as_of);
             end if;
         end if;
     end if;

@@ -36,10 +36,19 @@ E = TypeVar("E", bound=errors.PgrecallError)
 PYTHON_INPUT_ERRORS = (TypeError, AttributeError, ValueError, OverflowError, KeyError, IndexError, UnicodeError)
 
 
+# Values PostgreSQL takes as they are: not looked at (every call's arguments are checked, a recall's eleven).
+_TAKEN_AS_THEY_ARE = frozenset({type(None), bool, float})
+
+
 def check_arguments(where: str, args: Mapping[str, Any]) -> None:
     """OutOfRange or InvalidArgument for the first argument PostgreSQL could not take as it is."""
     for name, value in args.items():
-        _check_value(where, name, value)
+        kind = type(value)
+        if kind is str:  # the commonest, checked here
+            if "\x00" in value:
+                _check_value(where, name, value)
+        elif kind not in _TAKEN_AS_THEY_ARE:
+            _check_value(where, name, value)
 
 
 def _check_value(where: str, name: str, value: Any) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from .. import errors
@@ -64,15 +64,18 @@ def _fail(message: str, hint: str | None = None, code: int = EXIT_ERROR) -> int:
     return code
 
 
-def tenant_args(p: argparse.ArgumentParser, principal: bool = True, reads: bool = False) -> None:
-    """--tenant, and unless principal is False --as, and --scopes: the default scope, or with reads
-    (a question asked of the whole memory, as bundle and mcp ask it) every scope of the tenant."""
+def tenant_args(p: argparse.ArgumentParser, principal: bool = True, reads: bool = False, scopes: bool = True) -> None:
+    """--tenant, and unless principal is False --as, and unless scopes is False (a command of the whole tenant,
+    which would ignore it) --scopes: the default scope, or with reads (a question asked of the whole memory, as
+    bundle and mcp ask it) every scope of the tenant."""
     p.add_argument("--tenant", default=os.environ.get("PGRECALL_TENANT", "demo"),
                    help="tenant (default: $PGRECALL_TENANT or demo)")
     if principal:
         p.add_argument("--as", dest="principal", default=os.environ.get("PGRECALL_PRINCIPAL"),
                        required=not os.environ.get("PGRECALL_PRINCIPAL"),
                        help="the peer acting (default: $PGRECALL_PRINCIPAL)")
+    if not scopes:
+        return
     if reads:
         p.add_argument("--scopes", type=lambda v: [s for s in v.split(",") if s] or None, default=None,
                        help="authorised scopes, comma-separated (default: every scope of the tenant)")
@@ -96,10 +99,13 @@ def _principal_args(p: argparse.ArgumentParser) -> None:
 
 
 def _timestamp(value: str) -> datetime:
+    """An ISO 8601 time; one without an offset is UTC, as the docs say, not the database session's time zone
+    (which PGTZ or the server's configuration decide, out of the user's sight)."""
     try:
-        return datetime.fromisoformat(value)
+        parsed = datetime.fromisoformat(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {value!r}") from None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
 def _memory(args: argparse.Namespace) -> Memory:

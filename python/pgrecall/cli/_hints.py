@@ -17,6 +17,8 @@ SAID_FOR_CLI: tuple[tuple[str, str], ...] = (
     ("pass NULL for now, or p_at for what is valid at a time.", "leave out --as-of to recall as of now."),
     ("p_as_of", "--as-of"),
     ("(p_expected_revision)", "(--revision; pgrecall read shows it)"),
+    ("pgrecall.upgrade_tenant(name) brings an existing tenant up to date.",
+     "pgrecall tenant upgrade {tenant} brings an existing tenant up to date."),
     ("Create a session with create_session().",
      "Create one: pgrecall session create NAME --tenant {tenant} --as PEER (it prints the session id)."),
     ("Add it with add_session_peers() first.", "Add it first: pgrecall session add-peers SESSION PEER --tenant {tenant}"

@@ -149,7 +149,7 @@ def cmd_erase(args: argparse.Namespace) -> int:
 def add_erase(sub: Subparsers) -> None:
     p = sub.add_parser("erase", help="erase a data subject, a peer, a scope or one observation (as the tenant's "
                                      "admin role); prints the receipt")
-    tenant_args(p, principal=False)
+    tenant_args(p, principal=False, scopes=False)
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--subject", help="a data subject id")
     which.add_argument("--peer")

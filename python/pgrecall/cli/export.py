@@ -42,7 +42,7 @@ def cmd_import_export(args: argparse.Namespace) -> int:
 def add_export(sub: Subparsers) -> None:
     p = sub.add_parser("export", help="everything stored about a data subject (or a peer), as JSON lines: what an "
                                       "erasure of it would remove (as the tenant's admin role)")
-    tenant_args(p, principal=False)
+    tenant_args(p, principal=False, scopes=False)
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--subject", help="a data subject id")
     which.add_argument("--peer", help="a peer: its turns, private memories and facts, its name")

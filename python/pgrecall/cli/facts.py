@@ -107,7 +107,8 @@ def add_fact(sub: Subparsers) -> None:
     p.add_argument("--evidence", type=int, help="with assert: the offset of the turn that says it")
     p.add_argument("--quote", help="with assert: the words of that turn that say it, exactly")
     p.add_argument("--statement", help="with assert: the fact as a sentence (default: made from its parts)")
-    p.add_argument("--valid-from", type=_timestamp, help="with assert: true from this time (ISO 8601; default: now)")
+    p.add_argument("--valid-from", type=_timestamp,
+                   help="with assert: true from this time (ISO 8601, UTC without an offset; default: now)")
     p.add_argument("--valid-to", type=_timestamp, help="with assert: true until this time (default: open)")
     p.add_argument("--confidence", type=float, default=1.0, help="with assert: 0 to 1 (default: 1)")
     p.add_argument("--observer", help="with assert: whose view it is (default: everyone's)")

@@ -20,7 +20,8 @@ def cmd_recall(args: argparse.Namespace) -> int:
         r = mem.recall(args.query, purpose=args.purpose, mode=args.mode, limit=args.limit,
                        include_superseded=args.include_superseded, as_of=args.as_of)
     if args.json:
-        return _print_json({"items": r.items, "meta": r.meta})
+        # the moment asked about beside the meta, so that a saved answer says which memory it was
+        return _print_json({"items": r.items, "meta": {**jsonable(r.meta), "as_of": args.as_of}})
     m = r.meta
     dense = "dense arm on" if m.dense_available else f"dense arm off ({m.dense_reason})"
     dropped = f"; dropped terms {', '.join(m.dropped_terms)}" if m.dropped_terms else ""
@@ -115,8 +116,9 @@ def add_recall(sub: Subparsers) -> None:
     p.add_argument("--mode", choices=["hybrid", "lexical", "dense"], help="default: the tenant's (hybrid)")
     p.add_argument("--include-superseded", action="store_true")
     p.add_argument("--as-of", type=_timestamp,
-                   help="answer as the memory stood at this past time (ISO 8601): its text then, nothing "
-                        "written, corrected, superseded or forgotten after it; who may see what is today's rule")
+                   help="answer as the memory stood at this past time (ISO 8601, UTC without an offset): its "
+                        "text then, nothing written, corrected, superseded or forgotten after it; who may see "
+                        "what is today's rule")
     p.add_argument("--json", action="store_true", help="one JSON document: items and meta")
     p.set_defaults(func=cmd_recall)
 
@@ -138,7 +140,8 @@ def add_facts(sub: Subparsers) -> None:
     tenant_args(p, reads=True)
     p.add_argument("subject", help="an entity name or alias")
     p.add_argument("predicate", nargs="?", help="one predicate, e.g. lives_in (default: all)")
-    p.add_argument("--valid-at", type=_timestamp, help="true at this time (ISO 8601; default: now)")
+    p.add_argument("--valid-at", type=_timestamp,
+                   help="true at this time (ISO 8601, UTC without an offset; default: now)")
     p.add_argument("--known-at", type=_timestamp, help="as believed at this time (default: now)")
     p.add_argument("--purpose", default="converse", choices=PURPOSES)
     p.add_argument("--json", action="store_true", help="one JSON document")

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from .. import errors
+from .. import errors, retry
 from ._common import EXIT_USAGE, PEER_KINDS, Subparsers, _fail, _print_json, _print_rows
 
 
@@ -126,17 +127,42 @@ def _move(conn: psycopg.Connection[Any], args: argparse.Namespace) -> int:
     if not host or not port.isdigit():
         return _fail(f"pgrecall: error: tenant move needs --to HOST:PORT of a Citus worker, not {args.to!r}",
                      code=2)
-    node = conn.execute("select pgrecall.move_tenant(%s, %s, %s)", (args.name, host, int(port))).fetchone()
+    node = _run_again_when_cancelled(conn, "select pgrecall.move_tenant(%s, %s, %s)", (args.name, host, int(port)),
+                                     f"the move of {args.name}")
     if args.json:
         return _print_json({"tenant": args.name, "node": node[0] if node else args.to})
     print(f"pgrecall: tenant {args.name} is on {node[0] if node else args.to}")
     return 0
 
 
+# Waits before the second, third and fourth attempt of a move that a deadlock cancelled.
+MOVE_PAUSES_S = (1.0, 3.0, 9.0)
+
+
+def _run_again_when_cancelled(conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...], what: str,
+                              all_rows: bool = False) -> Any:
+    """A move or rebalance, run again when it lost a deadlock to the tenant's own writers: at its last step
+    citus_schema_move locks the tenant's shards in their order, a writer's transaction takes them in the order
+    of its statements, and Citus cancels one side (40P01). A cancelled move rolled back whole (the tenant stays
+    where it was, the copy is cleaned up), so trying again is what the operator would do."""
+    for attempt, pause_s in enumerate((*MOVE_PAUSES_S, None), start=1):
+        try:
+            cur = conn.execute(query, params)
+            return cur.fetchall() if all_rows else cur.fetchone()
+        except psycopg.Error as exc:
+            if pause_s is None or not retry.may_run_again(exc, conn):
+                raise
+            print(f"pgrecall: {what} lost a deadlock to the tenant's writers and was rolled back "
+                  f"(attempt {attempt} of {len(MOVE_PAUSES_S) + 1}); trying again", file=sys.stderr)
+            time.sleep(retry.jittered(pause_s))
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
 def _rebalance(conn: psycopg.Connection[Any], args: argparse.Namespace) -> int:
     """Citus's rebalancer over the workers (after adding one): each tenant moves whole, online."""
     try:
-        rows = conn.execute("select tenant, node from pgrecall.rebalance_tenants()").fetchall()
+        rows = _run_again_when_cancelled(conn, "select tenant, node from pgrecall.rebalance_tenants()", (),
+                                         "the rebalance", all_rows=True)
     except psycopg.Error as exc:
         raise errors.translate(exc) from exc
     if args.json:

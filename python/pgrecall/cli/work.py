@@ -176,7 +176,7 @@ def _threads(value: str) -> int:
 
 def add_worker(sub: Subparsers) -> None:
     p = sub.add_parser("worker", help="embed queued memories (LISTEN/NOTIFY wakes it)")
-    tenant_args(p, principal=False)
+    tenant_args(p, principal=False, scopes=False)
     p.add_argument("--once", action="store_true", help="drain the queue and exit")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--threads", type=_threads, help="threads the model may use (default: $PGRECALL_EMBED_THREADS, "
@@ -187,7 +187,7 @@ def add_worker(sub: Subparsers) -> None:
 
 def add_deriver(sub: Subparsers) -> None:
     p = sub.add_parser("deriver", help="process the derivation queue with the first-person extractor")
-    tenant_args(p, principal=False)
+    tenant_args(p, principal=False, scopes=False)
     p.add_argument("--once", action="store_true", help="drain the queue and exit")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--json", action="store_true", help="with --once: one JSON document")
@@ -196,7 +196,7 @@ def add_deriver(sub: Subparsers) -> None:
 
 def add_embeddings(sub: Subparsers) -> None:
     p = sub.add_parser("embeddings", help="embedding status, or re-embed (rebuild) with a progress bar")
-    tenant_args(p, principal=False)
+    tenant_args(p, principal=False, scopes=False)
     p.add_argument("action", choices=["status", "rebuild"])
     p.add_argument("--all", action="store_true", help="re-embed every memory, not only missing or stale ones")
     p.add_argument("--model", help="switch the embedding model name (queues everything)")

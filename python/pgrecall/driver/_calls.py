@@ -84,6 +84,19 @@ def _parsers(cls: type[Any]) -> dict[str, Callable[[Any], Any]]:
     return _PARSERS[cls]
 
 
+def with_owned(parse: Callable[[T], U], owned: Callable[[T], U]) -> Callable[[T], U]:
+    """A field parser of JSON and its twin for JSON the driver owns (just parsed from a row: nobody else holds
+    it), which fills the dicts in place instead of copying them; a reader of owned values uses the twin."""
+    parse.owned = owned  # type: ignore[attr-defined]
+    return parse
+
+
+def _owned_parsers(cls: type[Any], owned: bool) -> dict[str, Callable[[Any], Any]]:
+    """The field parsers of ``cls``; ``owned``: the twins of those that have one (:func:`with_owned`)."""
+    parsers = _parsers(cls)
+    return {name: getattr(fn, "owned", fn) for name, fn in parsers.items()} if owned else parsers
+
+
 def _columns(cls: type[Any]) -> tuple[tuple[str, str], ...]:
     """(column, attribute) of each field of a row type."""
     if cls not in _COLUMNS:
@@ -103,9 +116,10 @@ def _field_names(cls: type[Any]) -> frozenset[str]:
     return _NAMES[cls]
 
 
-def _maker(cls: type[R]) -> Callable[[dict[str, Any]], R]:
+def _maker(cls: type[R], owned: bool = True) -> Callable[[dict[str, Any]], R]:
     """A constructor of ``cls`` from a dict of its fields that the caller owns and whose keys are all fields (it
-    is filled in place and becomes the instance's ``__dict__``).
+    is filled in place and becomes the instance's ``__dict__``); ``owned``: its nested JSON is the driver's too
+    (a row's), parsed in place (:func:`with_owned`).
 
     A result is read into some thirty frozen dataclasses per recall, and a frozen dataclass's ``__init__`` pays
     an ``object.__setattr__`` per field plus two copies of the keyword arguments: the driver's largest cost
@@ -119,7 +133,7 @@ def _maker(cls: type[R]) -> Callable[[dict[str, Any]], R]:
         return lambda values: cls(**values)
     count = len(specs)
     defaults = tuple((f.name, f.default) for f in specs if f.default is not MISSING)
-    parsers = tuple(_parsers(cls).items())
+    parsers = tuple(_owned_parsers(cls, owned).items())
     new = object.__new__
     adopt = object.__setattr__  # a frozen dataclass's own __setattr__ refuses even __dict__
 
@@ -139,13 +153,13 @@ def _maker(cls: type[R]) -> Callable[[dict[str, Any]], R]:
     return make
 
 
-_MAKERS: dict[type[Any], Callable[[dict[str, Any]], Any]] = {}
+_MAKERS: dict[tuple[type[Any], bool], Callable[[dict[str, Any]], Any]] = {}
 
 
-def _maker_of(cls: type[R]) -> Callable[[dict[str, Any]], R]:
-    make = _MAKERS.get(cls)
+def _maker_of(cls: type[R], owned: bool = True) -> Callable[[dict[str, Any]], R]:
+    make = _MAKERS.get((cls, owned))
     if make is None:
-        make = _MAKERS[cls] = _maker(cls)
+        make = _MAKERS[cls, owned] = _maker(cls, owned)
     return make
 
 
@@ -154,12 +168,17 @@ def _build(cls: type[R], **values: Any) -> R:
     return _maker_of(cls)(values)
 
 
+@functools.cache
 def row_factory(cls: type[R]) -> BaseRowFactory[R]:
     """psycopg's class_row, or kwargs_row through the field parsers when the row type has any: keyed by
-    column name, so a column that moves cannot land in the wrong attribute."""
+    column name, so a column that moves cannot land in the wrong attribute (made once per class: every call
+    asks)."""
     if not _parsers(cls):
         return class_row(cls)
-    return kwargs_row(functools.partial(_build, cls))
+
+    def build(**values: Any) -> R:
+        return _build(cls, **values)  # _build looked up on every row: the factory outlives a replaced one
+    return kwargs_row(build)
 
 
 @functools.cache
@@ -173,7 +192,7 @@ def _reader(cls: type[R], owned: bool = False) -> Callable[[Mapping[str, Any]], 
     specs = fields(cls)
     if hasattr(cls, "__post_init__") or hasattr(cls, "__slots__") or any(
             f.default_factory is not MISSING or not f.init for f in specs):
-        make = _maker_of(cls)
+        make = _maker_of(cls, owned)
         return lambda obj: make(_known_values(cls, known, obj, owned))
     defaults = tuple((f.name, f.default) for f in specs if f.default is not MISSING)
     scope: dict[str, Any] = {"cls": cls, "known": known, "new": object.__new__, "adopt": object.__setattr__,
@@ -185,10 +204,14 @@ def _reader(cls: type[R], owned: bool = False) -> Callable[[Mapping[str, Any]], 
              "        values = obj" if owned else "        values = dict(obj)",
              "    else:",
              "        values = unknown(obj)"]
-    for i, (name, fn) in enumerate(_parsers(cls).items()):
-        lines += [f"    v = values.get({name!r})", "    if v is not None:"]
+    for i, (name, fn) in enumerate(_owned_parsers(cls, owned).items()):
+        listed = _list_of(fn)
+        lines += [f"    v = values.get({name!r})", "    if v:" if owned and listed else "    if v is not None:"]
         if fn is timestamp:
             lines.append(f"        values[{name!r}] = v if isinstance(v, datetime) else fromisoformat(v)")
+        elif listed is not None:  # read each object here (an owned empty list is kept as it is)
+            scope[f"read{i}"] = _reader(cast(Any, listed), owned)
+            lines.append(f"        values[{name!r}] = [read{i}(x) for x in v]")
         else:
             scope[f"parse{i}"] = fn
             lines.append(f"        values[{name!r}] = parse{i}(v)")
@@ -237,9 +260,7 @@ def from_own_json(cls: type[R], obj: dict[str, Any]) -> R:
     return _reader(cls, True)(obj)  # type: ignore[no-any-return]
 
 
-def json_list(cls: type[R]) -> Callable[[Sequence[Mapping[str, Any]]], list[R]]:
-    """A field parser: a JSON array of objects as a list of ``cls`` (its reader found at the first call, when
-    every class exists, and kept)."""
+def _list_parser(cls: type[R], owned: bool) -> Callable[[Sequence[Mapping[str, Any]]], list[R]]:
     read: Callable[[Mapping[str, Any]], R] | None = None
 
     def parse(items: Sequence[Mapping[str, Any]]) -> list[R]:
@@ -247,21 +268,38 @@ def json_list(cls: type[R]) -> Callable[[Sequence[Mapping[str, Any]]], list[R]]:
         if not items:
             return []  # most provenance lists are empty
         if read is None:
-            read = _reader(cls)
+            read = _reader(cls, owned)
         return [read(item) for item in items]
     return parse
 
 
-def json_object(cls: type[R]) -> Callable[[Mapping[str, Any]], R]:
-    """A field parser: a JSON object as ``cls``."""
+def json_list(cls: type[R]) -> Callable[[Sequence[Mapping[str, Any]]], list[R]]:
+    """A field parser: a JSON array of objects as a list of ``cls`` (its reader found at the first call, when
+    every class exists, and kept; a reader of a class with such a field reads the list itself)."""
+    parse = with_owned(_list_parser(cls, False), _list_parser(cls, True))
+    parse.list_of = cls  # type: ignore[attr-defined]
+    return parse
+
+
+def _list_of(fn: Callable[[Any], Any]) -> type[Any] | None:
+    """The class of a :func:`json_list` parser's objects (None: another parser)."""
+    return getattr(fn, "list_of", None)
+
+
+def _object_parser(cls: type[R], owned: bool) -> Callable[[Mapping[str, Any]], R]:
     read: Callable[[Mapping[str, Any]], R] | None = None
 
     def parse(obj: Mapping[str, Any]) -> R:
         nonlocal read
         if read is None:
-            read = _reader(cls)
+            read = _reader(cls, owned)
         return read(obj)
     return parse
+
+
+def json_object(cls: type[R]) -> Callable[[Mapping[str, Any]], R]:
+    """A field parser: a JSON object as ``cls``."""
+    return with_owned(_object_parser(cls, False), _object_parser(cls, True))
 
 
 def given(args: Mapping[str, Any], defaulted: Sequence[str]) -> dict[str, Any]:
@@ -308,7 +346,7 @@ class Cast:
     to: str  # REAL_ARRAY, TEXT_ARRAY or TEXT
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Call(Generic[T]):
     """``select <columns> from <tenant>.<function>(p_name => %(name)s, ...)`` and how its rows become ``T``."""
 

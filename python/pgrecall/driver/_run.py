@@ -6,6 +6,7 @@ borrowed from the caller's pool) and drives a Program, the sync one inline and t
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from psycopg import sql
 from psycopg.types import TypeInfo
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from .. import boundary, errors
+from .. import boundary, errors, retry
 from ._calls import AskConnection, Call, ConnectionState, Offload, Operation, Program, Snapshot, Statement, Step
 
 T = TypeVar("T")
@@ -234,9 +235,16 @@ class SyncRunner(_Runner[psycopg.Connection[Any], ConnectionPool[Any]]):
         if own_block:
             conn.autocommit = True
         try:
-            with conn.cursor(row_factory=call.row_factory) as cur:
-                cur.execute(query, params)
-                return cur.fetchall()
+            for pause_s in (*retry.CALL_PAUSES_S, None):
+                try:
+                    with conn.cursor(row_factory=call.row_factory) as cur:
+                        cur.execute(query, params)
+                        return cur.fetchall()
+                except psycopg.Error as exc:  # a deadlock's loser, a statement of its own: run it again
+                    if pause_s is None or not retry.may_run_again(exc, conn):
+                        raise
+                    time.sleep(retry.jittered(pause_s))
+            raise AssertionError("unreachable: the last attempt returns or raises")
         finally:
             if own_block and not (conn.closed or conn.broken):
                 conn.autocommit = False  # the pool's connection as it was lent
@@ -362,9 +370,16 @@ class AsyncRunner(_Runner[psycopg.AsyncConnection[Any], AsyncConnectionPool[Any]
         if own_block:
             await conn.set_autocommit(True)
         try:
-            async with conn.cursor(row_factory=call.row_factory) as cur:
-                await cur.execute(query, params)
-                return await cur.fetchall()
+            for pause_s in (*retry.CALL_PAUSES_S, None):
+                try:
+                    async with conn.cursor(row_factory=call.row_factory) as cur:
+                        await cur.execute(query, params)
+                        return await cur.fetchall()
+                except psycopg.Error as exc:  # as the sync runner: a deadlock's loser runs again
+                    if pause_s is None or not retry.may_run_again(exc, conn):
+                        raise
+                    await asyncio.sleep(retry.jittered(pause_s))
+            raise AssertionError("unreachable: the last attempt returns or raises")
         finally:
             if own_block and not (conn.closed or conn.broken):
                 await conn.set_autocommit(False)  # the pool's connection as it was lent

@@ -40,6 +40,7 @@ from ._calls import (
     one,
     parse,
     step,
+    with_owned,
 )
 from ._generated import MessageHit as MessageHit  # re-exported
 from ._generated import MessageSearchMeta as MessageSearchMeta
@@ -98,11 +99,20 @@ def _recall_items(items: Sequence[Mapping[str, Any]]) -> list[RecallItem]:
         obj["provenance"])}) for obj in items]
 
 
+def _own_recall_items(items: list[dict[str, Any]]) -> list[RecallItem]:
+    """:func:`_recall_items` of a row's items, which the driver owns: each dict filled in place."""
+    read_item, read_provenance = _own_reader(RecallItem), _own_reader(Provenance)
+    read_fact = _own_reader(FactProvenance)
+    for obj in items:
+        obj["provenance"] = (read_fact if obj.get("item") == "fact" else read_provenance)(obj["provenance"])
+    return [read_item(obj) for obj in items]
+
+
 @dataclass(frozen=True)
 class Recalled:
     """Recall's answer: the items (after the permission walk) and the metadata of the same call."""
 
-    items: list[RecallItem] = field(metadata=parse(_recall_items, composite=True))
+    items: list[RecallItem] = field(metadata=parse(with_owned(_recall_items, _own_recall_items), composite=True))
     meta: RecallMeta = field(metadata=parse(json_object(RecallMeta), composite=True))
 
     @property
@@ -132,26 +142,35 @@ QueryEmbedding = Sequence[float] | npt.NDArray[Any]
 # -- the embed-and-call step ----------------------------------------------------------------------------------
 
 
+# pgvector-python (0.5) keeps a Vector's numbers as array('f'): a vector checked here is adopted as it is, where
+# Vector(ndarray) would convert it again through numpy (cold between two recalls, 25 us of one; make bench-driver).
+_ARRAY_BACKED = isinstance(getattr(Vector([0.0]), "_value", None), array)
+_FLOAT32 = np.dtype(np.float32)  # the native one (a big-endian float32 is another dtype)
+
+
 def _plain_vector(embedding: QueryEmbedding) -> Vector | None:
     """The vector of an embedding that is plainly DIMENSIONS finite numbers (a float32 numpy array, or a list of
-    floats), checked without numpy: numpy's calls, cold between two recalls, cost a recall 60-100 us
+    floats), checked with the fewest numpy calls: numpy's calls, cold between two recalls, cost a recall 60-100 us
     (make bench-driver); None for anything else, which :func:`as_vector` converts or refuses with numpy."""
     try:
-        if isinstance(embedding, np.ndarray):
-            if embedding.dtype != np.float32 or embedding.shape != (DIMENSIONS,):
+        if type(embedding) is np.ndarray:
+            if embedding.dtype is not _FLOAT32 or embedding.shape != (DIMENSIONS,):  # native float32 alone
                 return None
-            values = array("f")
-            values.frombytes(embedding.data.cast("B"))  # TypeError unless C-contiguous
+            values = array("f", embedding.tobytes())  # its numbers in C order, whatever its strides
         elif isinstance(embedding, list):
             values = array("f", embedding)
         else:
             return None
-    except (TypeError, ValueError, OverflowError, BufferError):
+    except (TypeError, ValueError, OverflowError):
         return None
     # a NaN or an infinity makes the sum NaN or infinite; 384 finite float32s cannot overflow a double
     if len(values) != DIMENSIONS or not math.isfinite(sum(values)):
         return None
-    return Vector(embedding)
+    if not _ARRAY_BACKED:
+        return Vector(values.tolist())
+    vector = Vector.__new__(Vector)
+    vector._value = values
+    return vector
 
 
 def as_vector(embedding: QueryEmbedding, what: str = "query_embedding") -> Vector:
