@@ -6675,7 +6675,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 19, $pgrecall_62561ad5be6c$b77bee2d205322b9881d3dfcce3464c0de6b73008fb9a19040e599530075c6b0$pgrecall_62561ad5be6c$, $pgrecall_b77bee2d2053$-- remember: write what the agent decided to keep, with who may see it, why
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 19, $pgrecall_1857ebfa4f23$3fb0a7113256a926b37ba7213a3d956e40f46125df505f5ae5625aabdfed0a6e$pgrecall_1857ebfa4f23$, $pgrecall_3fb0a7113256$-- remember: write what the agent decided to keep, with who may see it, why
 -- it may be used, and the observations that stated it. Capture writes only
 -- what was explicitly stated: empty or ambiguous input is a no-op that says
 -- why, never an error and never a guess.
@@ -7109,10 +7109,36 @@ $$;
 comment on function __tenant__._given_vectors(jsonb, text[], text, integer) is
     'Internal: a caller''s vectors for a remember batch, parsed; PR107/PR154 if malformed, PR155 unless stamped with the tenant''s model and input version.';
 
+-- The new memories of a batch (p_rows as _remember_numbered numbers them):
+-- those the caller gave a vector for (p_given), or the others.
+create or replace function __tenant__._remember_insert(p_principal_id bigint, p_scope text, p_rows jsonb,
+                                                      p_vectors __ext__.halfvec[], p_given boolean)
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    insert into memory (id, scope, kind, title, body, confidence, origin, audience_peer_id, purposes, created_by,
+                        observer_peer_id, widening_reason)
+    overriding system value
+    select r.new_id, p_scope, r.kind, r.title, r.body, r.confidence, 'told', r.audience_id, r.purposes,
+           p_principal_id, r.observer_id, r.widening_reason
+      from jsonb_to_recordset(p_rows) r(ord integer, new_id bigint, kind text, title text, body text,
+                                        confidence double precision, audience_id bigint, purposes text[],
+                                        observer_id bigint, widening_reason text)
+     where r.new_id is not null and (p_vectors[r.ord] is not null) = p_given
+     order by r.new_id;
+end
+$$;
+comment on function __tenant__._remember_insert(bigint, text, jsonb, __ext__.halfvec[], boolean) is
+    'Internal: inserts a remember batch''s new memories, those with a given vector or those without.';
+
 -- The given vectors of the memories a batch created (p_rows as
 -- _remember_numbered numbers them; p_memory/p_observation the turns they
--- cite): stored, registered against those turns, their jobs (queued by the
--- insert's trigger a moment ago) settled. Under input version 1 the turns
+-- cite): stored, registered against those turns, and any job of theirs
+-- settled (the insert queued none, but on Citus the trigger runs on the
+-- shard, where the setting that skips them is not seen). Under input version 1 the turns
 -- they quote word for word borrow them, as from the worker's
 -- (passage_vectors.sql). A duplicate or a no-op takes no vector. Each write
 -- is a statement of its own, as in _remember_links.
@@ -7193,15 +7219,16 @@ begin
           cross join lateral (select ob.id from observation ob
                                where ob.scope = p_scope and ob.log_offset = e.off limit 1) o
          where r.new_id is not null;
-        insert into memory (id, scope, kind, title, body, confidence, origin, audience_peer_id, purposes, created_by,
-                            observer_peer_id, widening_reason)
-        overriding system value
-        select r.new_id, p_scope, r.kind, r.title, r.body, r.confidence, 'told', r.audience_id, r.purposes,
-               p_principal_id, r.observer_id, r.widening_reason
-          from jsonb_to_recordset(v_rows) r(new_id bigint, kind text, title text, body text, confidence double precision,
-                                            audience_id bigint, purposes text[], observer_id bigint, widening_reason text)
-         where r.new_id is not null
-         order by r.new_id;
+        -- The memories whose vectors the caller gave are written first and not queued for the worker: the
+        -- trigger that queues a new memory passes over them while the setting is on (_memory_changed), and
+        -- _remember_vectors stores their vectors below. Each was queued and unqueued at once (issue #46).
+        -- Off for the others whatever the session says: set by a caller, it would leave them unqueued.
+        if v_vectors is not null then
+            perform set_config('pgrecall.memory_vectors_given', 'on', true);
+            perform _remember_insert(p_principal_id, p_scope, v_rows, v_vectors, true);
+        end if;
+        perform set_config('pgrecall.memory_vectors_given', 'off', true);
+        perform _remember_insert(p_principal_id, p_scope, v_rows, v_vectors, false);
         perform _remember_links(p_scope, v_rows, v_memory, v_observation);
         if v_vectors is not null then
             perform _remember_vectors(v_rows, v_vectors, p_embedding_model, p_embedding_input_version, v_memory,
@@ -7356,7 +7383,7 @@ comment on function __tenant__.remember_said(text, text[], text, text, text[], t
                                              text[], bigint[], text, jsonb, text) is
     'Appends what was said (as the principal''s note) and remembers it, citing it, in one call; a memory that is a '
     'no-op or refused leaves no turn (log_offset NULL).';
-$pgrecall_b77bee2d2053$)
+$pgrecall_3fb0a7113256$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -11643,7 +11670,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$, null, 36, $pgrecall_2970017c6e4f$5696718e58d85bd7bcd79bb09730b94cf6a01b6a6c008ad723e08d3aa9e91e3c$pgrecall_2970017c6e4f$, $pgrecall_5696718e58d8$-- Embeddings are a derived index: the write path queues work here, the
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$, null, 36, $pgrecall_0be54ada2535$8ad232f8a727c7ae33a905932e0fe0a2cdf075bbc7bda013887d9288231d8528$pgrecall_0be54ada2535$, $pgrecall_8ad232f8a727$-- Embeddings are a derived index: the write path queues work here, the
 -- worker (pgrecall worker) claims it with SKIP LOCKED under a lease, embeds
 -- the text this file chooses, and stores the vector stamped with the model
 -- and input version. A result computed from text that has since changed, or
@@ -11688,8 +11715,17 @@ $$;
 comment on function __tenant__._memory_changed() is
     'Internal trigger: a new or re-worded memory is queued for embedding; a corrected, superseded or forgotten one loses its stale vector.';
 
-create or replace trigger memory_embedding_queue after insert or update on __tenant__.memory
+-- A new memory whose vector its writer gives in the same transaction is not
+-- queued: _remember_batch turns pgrecall.memory_vectors_given on around its
+-- insert (and off around every other). A caller who turns it on in its own
+-- session leaves the memories it writes elsewhere without a vector or a job,
+-- which is no more than giving them a vector of its choosing already does;
+-- an update (a re-worded or retired memory) is always seen.
+create or replace trigger memory_embedding_queue after update on __tenant__.memory
     for each row execute function __tenant__._memory_changed();
+create or replace trigger memory_embedding_queue_new after insert on __tenant__.memory
+    for each row when (current_setting('pgrecall.memory_vectors_given', true) is distinct from 'on')
+    execute function __tenant__._memory_changed();
 
 -- The model and input version vectors are stamped with now.
 create or replace function __tenant__._embedding_stamp(out model text, out input_version integer)
@@ -12153,7 +12189,7 @@ end
 $$;
 comment on function __tenant__.set_embedding_version(text, integer) is
     'Switches the embedding model or input version and queues every live memory; stale vectors are ignored until rebuilt.';
-$pgrecall_5696718e58d8$)
+$pgrecall_8ad232f8a727$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

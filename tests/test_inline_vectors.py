@@ -103,6 +103,33 @@ def test_an_item_without_a_vector_is_queued_and_a_noop_takes_none(db, conninfo):
     assert _jobs(db, "iv", [results[1].memory_id]) == 1
 
 
+def test_a_memory_whose_vector_is_given_is_never_queued_and_one_without_is_whatever_the_session_says(db, conninfo):
+    """No job row is written for a memory whose vector comes with it (it was queued and unqueued in the same
+    call, issue #46); the item beside it without one is queued, and so is every memory of a caller who turns
+    the setting that skips the queue on in its own session."""
+    _tenant(db, conninfo, "iv")
+    texts = ["Ana grows tomatoes", "Ana's tomatoes ripen in August", "Ana waters them at dawn"]
+    vectors = list(np.asarray(get_embedder().embed(texts), dtype=np.float32))
+    vectors[1] = None
+    with psycopg.connect(conninfo.dsn(user="pgrecall_iv_app")) as conn:
+        mem = pgrecall.connect(tenant="iv", conn=conn, principal="bot", scopes=["default"])
+        offsets = _turns(mem, texts)
+        conn.commit()
+        results = mem.remember_many(_items(texts, offsets), embeddings=vectors, embedding_model=MODEL,
+                                    embedding_input_version=1)
+        written = conn.execute("select pg_stat_get_xact_tuples_inserted('iv.embedding_job'::regclass)").fetchone()[0]
+        conn.commit()
+        assert [r.status for r in results] == ["created"] * 3
+        assert written == 1
+        assert _jobs(db, "iv", [r.memory_id for r in results]) == 1
+        conn.execute("set pgrecall.memory_vectors_given = on")
+        [offset] = _turns(mem, ["Ana's greenhouse is made of old windows"])
+        r = mem.remember("Ana's greenhouse is made of old windows", evidence=[offset], purposes=["converse"])
+        conn.commit()
+    assert _jobs(db, "iv", [r.memory_id]) == 1
+    assert _stored(db, "iv", [r.memory_id]) == {}
+
+
 def test_a_handle_with_a_model_sends_its_own_vectors_under_input_version_1_only(db, conninfo):
     model = get_embedder()
     mem = _tenant(db, conninfo, "iv", embedder=model)

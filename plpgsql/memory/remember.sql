@@ -432,10 +432,36 @@ $$;
 comment on function __tenant__._given_vectors(jsonb, text[], text, integer) is
     'Internal: a caller''s vectors for a remember batch, parsed; PR107/PR154 if malformed, PR155 unless stamped with the tenant''s model and input version.';
 
+-- The new memories of a batch (p_rows as _remember_numbered numbers them):
+-- those the caller gave a vector for (p_given), or the others.
+create or replace function __tenant__._remember_insert(p_principal_id bigint, p_scope text, p_rows jsonb,
+                                                      p_vectors __ext__.halfvec[], p_given boolean)
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    insert into memory (id, scope, kind, title, body, confidence, origin, audience_peer_id, purposes, created_by,
+                        observer_peer_id, widening_reason)
+    overriding system value
+    select r.new_id, p_scope, r.kind, r.title, r.body, r.confidence, 'told', r.audience_id, r.purposes,
+           p_principal_id, r.observer_id, r.widening_reason
+      from jsonb_to_recordset(p_rows) r(ord integer, new_id bigint, kind text, title text, body text,
+                                        confidence double precision, audience_id bigint, purposes text[],
+                                        observer_id bigint, widening_reason text)
+     where r.new_id is not null and (p_vectors[r.ord] is not null) = p_given
+     order by r.new_id;
+end
+$$;
+comment on function __tenant__._remember_insert(bigint, text, jsonb, __ext__.halfvec[], boolean) is
+    'Internal: inserts a remember batch''s new memories, those with a given vector or those without.';
+
 -- The given vectors of the memories a batch created (p_rows as
 -- _remember_numbered numbers them; p_memory/p_observation the turns they
--- cite): stored, registered against those turns, their jobs (queued by the
--- insert's trigger a moment ago) settled. Under input version 1 the turns
+-- cite): stored, registered against those turns, and any job of theirs
+-- settled (the insert queued none, but on Citus the trigger runs on the
+-- shard, where the setting that skips them is not seen). Under input version 1 the turns
 -- they quote word for word borrow them, as from the worker's
 -- (passage_vectors.sql). A duplicate or a no-op takes no vector. Each write
 -- is a statement of its own, as in _remember_links.
@@ -516,15 +542,16 @@ begin
           cross join lateral (select ob.id from observation ob
                                where ob.scope = p_scope and ob.log_offset = e.off limit 1) o
          where r.new_id is not null;
-        insert into memory (id, scope, kind, title, body, confidence, origin, audience_peer_id, purposes, created_by,
-                            observer_peer_id, widening_reason)
-        overriding system value
-        select r.new_id, p_scope, r.kind, r.title, r.body, r.confidence, 'told', r.audience_id, r.purposes,
-               p_principal_id, r.observer_id, r.widening_reason
-          from jsonb_to_recordset(v_rows) r(new_id bigint, kind text, title text, body text, confidence double precision,
-                                            audience_id bigint, purposes text[], observer_id bigint, widening_reason text)
-         where r.new_id is not null
-         order by r.new_id;
+        -- The memories whose vectors the caller gave are written first and not queued for the worker: the
+        -- trigger that queues a new memory passes over them while the setting is on (_memory_changed), and
+        -- _remember_vectors stores their vectors below. Each was queued and unqueued at once (issue #46).
+        -- Off for the others whatever the session says: set by a caller, it would leave them unqueued.
+        if v_vectors is not null then
+            perform set_config('pgrecall.memory_vectors_given', 'on', true);
+            perform _remember_insert(p_principal_id, p_scope, v_rows, v_vectors, true);
+        end if;
+        perform set_config('pgrecall.memory_vectors_given', 'off', true);
+        perform _remember_insert(p_principal_id, p_scope, v_rows, v_vectors, false);
         perform _remember_links(p_scope, v_rows, v_memory, v_observation);
         if v_vectors is not null then
             perform _remember_vectors(v_rows, v_vectors, p_embedding_model, p_embedding_input_version, v_memory,

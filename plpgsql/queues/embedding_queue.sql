@@ -43,8 +43,17 @@ $$;
 comment on function __tenant__._memory_changed() is
     'Internal trigger: a new or re-worded memory is queued for embedding; a corrected, superseded or forgotten one loses its stale vector.';
 
-create or replace trigger memory_embedding_queue after insert or update on __tenant__.memory
+-- A new memory whose vector its writer gives in the same transaction is not
+-- queued: _remember_batch turns pgrecall.memory_vectors_given on around its
+-- insert (and off around every other). A caller who turns it on in its own
+-- session leaves the memories it writes elsewhere without a vector or a job,
+-- which is no more than giving them a vector of its choosing already does;
+-- an update (a re-worded or retired memory) is always seen.
+create or replace trigger memory_embedding_queue after update on __tenant__.memory
     for each row execute function __tenant__._memory_changed();
+create or replace trigger memory_embedding_queue_new after insert on __tenant__.memory
+    for each row when (current_setting('pgrecall.memory_vectors_given', true) is distinct from 'on')
+    execute function __tenant__._memory_changed();
 
 -- The model and input version vectors are stamped with now.
 create or replace function __tenant__._embedding_stamp(out model text, out input_version integer)
