@@ -327,6 +327,29 @@ comment on function __tenant__._remember_numbered(text, jsonb) is
 -- Citus a chain of writing CTEs is planned as subplans whose results are
 -- written out and read back (~25 ms a remember, measured), a plain INSERT
 -- ... SELECT from arrays is one local step.
+-- What the new memories and their links depend on (the turns they cite), as the projection registry
+-- keeps it: the rows _remember_links inserts, computed from its arrays alone (no table read).
+create or replace function __tenant__._remember_dependencies(
+    p_memory bigint[], p_observation bigint[], p_link bigint[], p_link_memory bigint[], p_about bigint[],
+    p_about_memory bigint[], p_about_entity bigint[])
+returns table (kind text, row_key text, observation_id bigint)
+language sql immutable
+as $$
+    select 'memory', ev.m::text, ev.o from unnest(p_memory, p_observation) ev(m, o)
+    union
+    select 'memory_link', l.id::text, ev.o from unnest(p_link, p_link_memory) l(id, m)
+      join unnest(p_memory, p_observation) ev(m, o) on ev.m = l.m
+    union
+    select 'memory_link', ab.id::text, ev.o from unnest(p_about, p_about_memory) ab(id, m)
+      join unnest(p_memory, p_observation) ev(m, o) on ev.m = ab.m
+    union
+    select 'entity', ab.e::text, ev.o from unnest(p_about_entity, p_about_memory) ab(e, m)
+      join unnest(p_memory, p_observation) ev(m, o) on ev.m = ab.m
+$$;
+comment on function __tenant__._remember_dependencies(bigint[], bigint[], bigint[], bigint[], bigint[], bigint[],
+                                                      bigint[]) is
+    'Internal: the projection dependencies of new memories and their links (kind, row key, the turn cited).';
+
 create or replace function __tenant__._remember_links(p_scope text, p_rows jsonb, p_memory bigint[],
                                                      p_observation bigint[])
 returns void
@@ -341,14 +364,26 @@ declare
     v_about bigint[] := '{}';
     v_about_memory bigint[] := '{}';
     v_about_entity bigint[] := '{}';
+    -- A few rows are inserted one VALUES row at a time: on Citus an INSERT ... SELECT from arrays is
+    -- evaluated apart and copied into the shard (intermediate results), while an INSERT ... VALUES is a
+    -- fast-path statement planned once; on one server a few single-row inserts cost what one set does.
+    c_row_by_row constant integer := 16;
+    v_dependency record;
 begin
     select coalesce(array_agg(d.m order by d.m, d.o), '{}'), coalesce(array_agg(d.o order by d.m, d.o), '{}')
       into v_link_memory, v_link_target
       from (select distinct u.m, u.o from unnest(p_memory, p_observation) u(m, o)) d;
     v_link := array(select nextval(pg_get_serial_sequence('__tenant__.memory_link', 'id')) from unnest(v_link_memory));
-    insert into memory_link (id, memory_id, link_type, target_observation_id)
-    overriding system value
-    select u.id, u.m, 'derived_from', u.o from unnest(v_link, v_link_memory, v_link_target) u(id, m, o);
+    if cardinality(v_link) <= c_row_by_row then
+        for i in 1 .. cardinality(v_link) loop
+            insert into memory_link (id, memory_id, link_type, target_observation_id)
+            overriding system value values (v_link[i], v_link_memory[i], 'derived_from', v_link_target[i]);
+        end loop;
+    else
+        insert into memory_link (id, memory_id, link_type, target_observation_id)
+        overriding system value
+        select u.id, u.m, 'derived_from', u.o from unnest(v_link, v_link_memory, v_link_target) u(id, m, o);
+    end if;
     if jsonb_path_exists(p_rows, '$[*] ? (@.new_id != null && @.about.size() > 0)') then
         insert into entity as en (scope, name)
         select distinct on (lower(regexp_replace(btrim(_trim(a.name)), '[[:space:]]+', ' ', 'g'))) p_scope, _trim(a.name)
@@ -369,18 +404,21 @@ begin
         overriding system value
         select u.id, u.m, 'about', u.e from unnest(v_about, v_about_memory, v_about_entity) u(id, m, e);
     end if;
-    insert into projection_dependency (kind, row_key, observation_id)
-    select 'memory', ev.m::text, ev.o from unnest(p_memory, p_observation) ev(m, o)
-    union
-    select 'memory_link', l.id::text, ev.o from unnest(v_link, v_link_memory) l(id, m)
-      join unnest(p_memory, p_observation) ev(m, o) on ev.m = l.m
-    union
-    select 'memory_link', ab.id::text, ev.o from unnest(v_about, v_about_memory) ab(id, m)
-      join unnest(p_memory, p_observation) ev(m, o) on ev.m = ab.m
-    union
-    select 'entity', ab.e::text, ev.o from unnest(v_about_entity, v_about_memory) ab(e, m)
-      join unnest(p_memory, p_observation) ev(m, o) on ev.m = ab.m
-    on conflict do nothing;
+    if cardinality(v_link) + cardinality(v_about) <= c_row_by_row then
+        for v_dependency in select d.* from _remember_dependencies(p_memory, p_observation, v_link, v_link_memory,
+                                                                 v_about, v_about_memory, v_about_entity) d
+                                order by d.kind, d.row_key, d.observation_id loop
+            insert into projection_dependency (kind, row_key, observation_id)
+            values (v_dependency.kind, v_dependency.row_key, v_dependency.observation_id)
+            on conflict do nothing;
+        end loop;
+    else
+        insert into projection_dependency (kind, row_key, observation_id)
+        select d.kind, d.row_key, d.observation_id
+          from _remember_dependencies(p_memory, p_observation, v_link, v_link_memory, v_about, v_about_memory,
+                                      v_about_entity) d
+        on conflict do nothing;
+    end if;
 end
 $$;
 comment on function __tenant__._remember_links(text, jsonb, bigint[], bigint[]) is
