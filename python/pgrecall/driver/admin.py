@@ -144,7 +144,6 @@ def flush_erasure(conn: Any, tenant: str, request_id: int) -> Flushed:
     return row
 
 
-
 @dataclass(frozen=True)
 class VacuumRight:
     name: str  # a table of the tenant
@@ -216,7 +215,3 @@ def set_setting(h: Handle, key: str, value: Any) -> Call[Any]:
     Returns the value stored."""
     return json_value("set_setting", {"key": key, "value": Jsonb(value)})
 
-
-def refresh_term_stats(h: Handle) -> Call[TermStats]:
-    """Recompute the lexical statistics (worker or admin role)."""
-    return one("refresh_term_stats", {}, TermStats)

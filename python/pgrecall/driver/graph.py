@@ -132,30 +132,3 @@ def neighbourhood(h: Handle, seeds: Sequence[str], *, hops: int = 2, valid_at: d
                                   "valid_at": valid_at, "known_at": known_at, "purpose": purpose}, Edge)
 
 
-
-def entities(h: Handle, name: str | None = None, *, principal: str | None = None,
-             scopes: Sequence[str] | None = None) -> Call[list[Entity]]:
-    """The entities in the authorised scopes (one name or alias if given), with how many facts about each
-    the principal may see."""
-    principal, scopes = h.who(principal, scopes)
-    return rows("entities", {"principal": principal, "scopes": scopes, "name": name}, Entity)
-
-
-def add_entity_alias(h: Handle, entity: str, alias: str, *, scope: str | None = None,
-                     data_subject_id: str | None = None, principal: str | None = None,
-                     scopes: Sequence[str] | None = None) -> Call[EntityAliases]:
-    """Another name for an entity (the lookup every recall issues finds it by either). With
-    ``data_subject_id``, erasing that subject removes the alias."""
-    principal, scopes = h.who(principal, scopes)
-    return one("add_entity_alias", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
-                                    "entity": entity, "alias": alias, "data_subject_id": data_subject_id},
-               EntityAliases)
-
-
-
-def merge_entities(h: Handle, keep: str, absorb: str, *, scope: str | None = None, principal: str | None = None,
-                   scopes: Sequence[str] | None = None) -> Call[EntityMerge]:
-    """Fold ``absorb`` into ``keep`` (admin role): facts move, contradictions close, the merge is logged."""
-    principal, scopes = h.who(principal, scopes)
-    return one("merge_entities", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
-                                  "keep": keep, "absorb": absorb}, EntityMerge)
