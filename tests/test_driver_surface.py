@@ -64,7 +64,8 @@ def test_every_hand_written_builder_is_listed_with_its_reason():
 
 def test_every_shape_is_the_generated_method_with_that_shape():
     """A method _surface.SHAPES lists is the generated builder, written as the shape says: those arguments by
-    position too, those by name only, the scope left to the handle, one row rather than a list."""
+    position too, those by name only, the scope left to the handle, one row rather than a list, read into the
+    refined dataclass."""
     kinds = inspect.Parameter
     for name, shape in _surface.SHAPES.items():
         op = vars(_Operations)[name]
@@ -76,6 +77,7 @@ def test_every_shape_is_the_generated_method_with_that_shape():
                    for p in shape.keyword_only), name
         assert not shape.handle_scope or parameters["scope"].default is None, name
         assert not shape.one_row or not str(op.signature.return_annotation).startswith("Call[list["), name
+        assert not shape.row or shape.row in str(op.signature.return_annotation), name  # _module.Class
 
 
 def test_a_generated_method_shows_the_functions_defaults(acme):
@@ -84,5 +86,5 @@ def test_a_generated_method_shows_the_functions_defaults(acme):
     assert inspect.signature(acme.representation).parameters["limit"].default == 100
     assert inspect.signature(acme.rebuild_embeddings).parameters["everything"].default is False
     acme.add_peer("Rosa")
-    assert acme.add_peer("Rosa", "human") == acme.add_peer("Rosa", kind=None)
+    assert acme.add_peer("Rosa", "human") == acme.add_peer("Rosa")
     assert acme.freshness() == acme.freshness(acme.scopes[0])

@@ -193,9 +193,15 @@ def _builder(fn: Function) -> str:
     if who:
         after += ["principal: str | None = None", "scopes: Sequence[str] | None = None"]
     params = ["h: Handle", *before] + (["*", *after] if after else [])
-    returns = str(fn.row) if shape.one_row else _returns(fn)
+    row = fn.row
+    if shape.row:  # a hand-written dataclass that refines the generated row, imported when the builder runs
+        module, cls = shape.row.split(".")
+        row = f"_{module}.{cls}"
+    returns = _returns(Function(fn.name, fn.args, "one" if shape.one_row else fn.shape, row, fn.value_type, ""))
     lines = [f"def {fn.name}({', '.join(params)}) -> Call[{returns}]:",
              f'    """{fn.comment.replace(chr(34) * 3, chr(39) * 3)}"""']
+    if shape.row:
+        lines.append(f"    from . import {module} as _{module}")
     if who:
         lines.append("    principal, scopes = h.who(principal, scopes)")
     if shape.handle_scope:
@@ -206,7 +212,7 @@ def _builder(fn: Function) -> str:
     if fn.shape == "value":
         lines.append(f"    return _value({fn.name!r}, args, {fn.value_type})")
     else:
-        lines.append(f"    return _{'one' if shape.one_row else fn.shape}({fn.name!r}, args, {fn.row})")
+        lines.append(f"    return _{'one' if shape.one_row else fn.shape}({fn.name!r}, args, {row})")
     return "\n".join(lines) + "\n"
 
 
@@ -264,7 +270,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from ._calls import Call, Handle, json_list, json_object, parse, timestamp
@@ -298,7 +304,10 @@ def _dependencies_first(types: dict[str, tuple[str, list[Column]]]) -> list[str]
 
 def render(conn: psycopg.Connection[Any], schema: str, public: list[str]) -> str:
     types, functions, rows = read_catalog(conn, schema, public)
-    parts = [HEADER, "# -- declared types (migrations) " + "-" * 80 + "\n"]
+    refining = sorted({shape.row.split(".")[0] for shape in SHAPES.values() if shape.row})
+    parts = [HEADER, "if TYPE_CHECKING:  # the modules of the refined rows (_surface.SHAPES), which import this one\n"]
+    parts += [f"    from . import {module} as _{module}\n" for module in refining]
+    parts.append("\n# -- declared types (migrations) " + "-" * 80 + "\n")
     for name in _dependencies_first(types):
         comment, cols = types[name]
         parts.append("\n\n" + _dataclass(camel(name), comment, cols, types))

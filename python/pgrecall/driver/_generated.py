@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from ._calls import Call, Handle, json_list, json_object, parse, timestamp
@@ -17,6 +17,11 @@ from ._calls import given as _given
 from ._calls import one as _one
 from ._calls import rows as _rows
 from ._calls import value as _value
+
+if TYPE_CHECKING:  # the modules of the refined rows (_surface.SHAPES), which import this one
+    from . import admin as _admin
+    from . import graph as _graph
+    from . import sessions as _sessions
 
 # -- declared types (migrations) --------------------------------------------------------------------------------
 
@@ -1059,16 +1064,18 @@ def erase(h: Handle, actor: str, selector: Any, reason: str, *, requested_by: st
     return _one('erase', args, ErasureRequestRow)
 
 
-def erasure_requests(h: Handle, *, limit: int | None = 20) -> Call[list[ErasureRequestRow]]:
+def erasure_requests(h: Handle, limit: int | None = 20) -> Call[list[_admin.ErasureReceipt]]:
     """The newest erasure receipts."""
+    from . import admin as _admin
     args = _given({'limit': limit}, ('limit',))
-    return _rows('erasure_requests', args, ErasureRequestRow)
+    return _rows('erasure_requests', args, _admin.ErasureReceipt)
 
 
-def expire(h: Handle, *, actor: str | None = 'expiry gate') -> Call[list[ErasureRequestRow]]:
+def expire(h: Handle, *, actor: str | None = 'expiry gate') -> Call[list[_admin.ErasureReceipt]]:
     """With the tenant's expiry gate on, erases observations past retention_until (and what derives from them); off by default."""
+    from . import admin as _admin
     args = _given({'actor': actor}, ('actor',))
-    return _rows('expire', args, ErasureRequestRow)
+    return _rows('expire', args, _admin.ErasureReceipt)
 
 
 def export(h: Handle, selector: Any) -> Call[list[ExportRow]]:
@@ -1077,11 +1084,12 @@ def export(h: Handle, selector: Any) -> Call[list[ExportRow]]:
     return _rows('export', args, ExportRow)
 
 
-def facts_as_of(h: Handle, subject: str, *, predicate: str | None = None, valid_at: datetime | None = None, known_at: datetime | None = None, purpose: str | None = 'converse', principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[FactsAsOfRow]]:
+def facts_as_of(h: Handle, subject: str, predicate: str | None = None, *, valid_at: datetime | None = None, known_at: datetime | None = None, purpose: str | None = 'converse', principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[_graph.FactRow]]:
     """What was true of a subject at p_valid_at as we believed it at p_known_at (defaults: now, current belief), with evidence."""
+    from . import graph as _graph
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'subject': subject, 'predicate': predicate, 'valid_at': valid_at, 'known_at': known_at, 'purpose': purpose}, ('predicate', 'valid_at', 'known_at', 'purpose'))
-    return _rows('facts_as_of', args, FactsAsOfRow)
+    return _rows('facts_as_of', args, _graph.FactRow)
 
 
 def fail_task(h: Handle, worker: str, task_id: int, lease_token: UUID, error: str) -> Call[list[TaskFailure]]:
@@ -1105,11 +1113,12 @@ def freshness(h: Handle, scope: str | None = None, *, principal: str | None = No
     return _one('freshness', args, Freshness)
 
 
-def get_representation(h: Handle, session: int, peer: str, *, target: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[WorkingRepresentation]:
+def get_representation(h: Handle, session: int, peer: str, target: str | None = None, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[_sessions.WorkingRepresentation]:
     """A peer's working representation in a session: per observed peer, the newest derived observations (one target if named), those from turns the principal may not see left out."""
+    from . import sessions as _sessions
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'session': session, 'peer': peer, 'target': target}, ('target',))
-    return _one('get_representation', args, WorkingRepresentation)
+    return _one('get_representation', args, _sessions.WorkingRepresentation)
 
 
 def listen_channel(h: Handle, kind: str) -> Call[str]:
@@ -1206,10 +1215,11 @@ def recall_answer(h: Handle, query: str, *, purpose: str | None = 'converse', qu
     return _one('recall_answer', args, RecallAnswer)
 
 
-def refresh_erasure_statistics(h: Handle, request_id: int) -> Call[ErasureRequestRow]:
+def refresh_erasure_statistics(h: Handle, request_id: int) -> Call[_admin.ErasureReceipt]:
     """Takes the planner statistics of the tables an erasure touched again, so pg_stats holds none of the erased values, and stamps the receipt; run it after the erasure commits (pgrecall erase does)."""
+    from . import admin as _admin
     args = _given({'request_id': request_id}, ())
-    return _one('refresh_erasure_statistics', args, ErasureRequestRow)
+    return _one('refresh_erasure_statistics', args, _admin.ErasureReceipt)
 
 
 def refresh_term_stats(h: Handle) -> Call[TermStats]:
@@ -1279,17 +1289,19 @@ def resolve_citation(h: Handle, fact_id: int, *, principal: str | None = None, s
     return _rows('resolve_citation', args, Citation)
 
 
-def retract_fact(h: Handle, fact_id: int, reason: str, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[RetractFactRow]]:
+def retract_fact(h: Handle, fact_id: int, *, reason: str, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[_graph.RetractedFact]:
     """Ends a fact's known range now: we no longer believe it. The row stays, so earlier beliefs can still be asked about."""
+    from . import graph as _graph
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'fact_id': fact_id, 'reason': reason}, ())
-    return _rows('retract_fact', args, RetractFactRow)
+    return _one('retract_fact', args, _graph.RetractedFact)
 
 
-def rewrite_erased(h: Handle, request_id: int, *, tables: Sequence[str] | None = None) -> Call[ErasureRequestRow]:
+def rewrite_erased(h: Handle, request_id: int, *, tables: Sequence[str] | None = None) -> Call[_admin.ErasureReceipt]:
     """Rewrites the tables an erasure touched (or p_tables of them): new files, TOAST and indexes rebuilt, so no page keeps the erased rows; once all are done, takes their statistics again and stamps rewritten_at. Each table is locked exclusively until the transaction ends. The operator finishes with pgrecall.flush_erasure()."""
+    from . import admin as _admin
     args = _given({'request_id': request_id, 'tables': _as_list(tables)}, ('tables',))
-    return _one('rewrite_erased', args, ErasureRequestRow)
+    return _one('rewrite_erased', args, _admin.ErasureReceipt)
 
 
 def schema_info(h: Handle) -> Call[SchemaInfo]:
@@ -1318,11 +1330,12 @@ def search_messages_answer(h: Handle, query: str, *, query_embedding: Sequence[f
     return _one('search_messages_answer', args, SearchMessagesAnswer)
 
 
-def session_bundle(h: Handle, *, purpose: str | None = 'converse', recent: int | None = 10, entities: int | None = 5, session: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[SessionBundle]:
+def session_bundle(h: Handle, *, purpose: str | None = 'converse', recent: int | None = 10, entities: int | None = 5, session: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[_sessions.SessionBundle]:
     """What an agent starts with: recent memories, pinned procedural notes, top entities, the working representation."""
+    from . import sessions as _sessions
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'purpose': purpose, 'recent': recent, 'entities': entities, 'session': session}, ('purpose', 'recent', 'entities', 'session'))
-    return _one('session_bundle', args, SessionBundle)
+    return _one('session_bundle', args, _sessions.SessionBundle)
 
 
 def session_peer_config(h: Handle, session: int, peer: str, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[SessionPeerConfig]:

@@ -107,6 +107,7 @@ class Shape(NamedTuple):
     positional: tuple[str, ...] = ()  # arguments with a default that may be passed by position too, in order
     keyword_only: tuple[str, ...] = ()  # required arguments passed by name only
     handle_scope: bool = False  # ``scope`` may be left out: the first of the call's authorised scopes
+    row: str = ""  # "module.Class": the hand-written dataclass (REFINED) its rows are read into
 
 
 SHAPES: dict[str, Shape] = {
@@ -128,6 +129,18 @@ SHAPES: dict[str, Shape] = {
     "rebuild_embeddings": Shape("everything may be passed by position", positional=("everything",)),
     "set_scope_passage_embedding": Shape("one row", one_row=True),
     "refresh_term_stats": Shape("one row", one_row=True),
+    "retract_fact": Shape("one row, known as a Range; the reason by name", one_row=True, keyword_only=("reason",),
+                          row="graph.RetractedFact"),
+    "facts_as_of": Shape("predicate by position; the refined FactRow", positional=("predicate",),
+                         row="graph.FactRow"),
+    "get_representation": Shape("target by position; the refined WorkingRepresentation", positional=("target",),
+                                row="sessions.WorkingRepresentation"),
+    "session_bundle": Shape("the refined SessionBundle", row="sessions.SessionBundle"),
+    "expire": Shape("the refined ErasureReceipt", row="admin.ErasureReceipt"),
+    "refresh_erasure_statistics": Shape("the refined ErasureReceipt", row="admin.ErasureReceipt"),
+    "rewrite_erased": Shape("the refined ErasureReceipt", row="admin.ErasureReceipt"),
+    "erasure_requests": Shape("limit by position; the refined ErasureReceipt", positional=("limit",),
+                              row="admin.ErasureReceipt"),
 }
 
 # The methods whose call builder is written by hand (the others are _generated's builders, unchanged), each with
@@ -156,16 +169,13 @@ HANDWRITTEN: dict[str, str] = {
     # the graph
     "assert_fact": "object_ for object, evidence as jsonb; the scope defaults to the handle's; one row",
     "assert_facts": "datetimes in the items as ISO text, results in order; the scope defaults to the handle's",
-    "retract_fact": "reason keyword-only; one row, known as a Range",
-    "facts_as_of": "predicate by position, purpose 'converse'; the refined FactRow",
-    "neighbourhood": "hops 2, purpose 'converse'; the refined Edge",
+    "neighbourhood": "the refined Edge; hops=None is refused as NULL (a generated builder leaves a None to the "
+                     "function's default)",
     # peers, sessions, representations, the work queue
     "set_peer_config": "observed_globally as a keyword for the jsonb config",
     "add_session_peers": "peers any iterable of names or dicts, sent as a list",
     "add_messages": "datetimes in the messages as ISO text, results in order",
     "log_turn": "text and role for body and source_role; audience checked as peer names; one row",
-    "get_representation": "target may be passed by position; the refined WorkingRepresentation",
-    "session_bundle": "purpose 'converse', recent 10, entities 5; the refined SessionBundle",
     "chat": "a dialectic over recall and the representations, with the caller's LLM (several steps)",
     "claim_tasks": "limit 10; the refined Task",
     "task_remember": "takes the claimed Task (its id and lease), results in order",
@@ -175,12 +185,8 @@ HANDWRITTEN: dict[str, str] = {
     "work_queue_status": "the rows as a dict by task type and status",
     # the back office
     "erase": "the selector first, the actor and reason keyword-only; the refined ErasureReceipt",
-    "expire": "actor defaults to 'expiry gate'; the refined ErasureReceipt",
     "export": "the refined ExportedRow",
-    "refresh_erasure_statistics": "the refined ErasureReceipt",
     "vacuum_erased": "VACUUMs the tables a receipt names (several statements, outside a transaction)",
-    "rewrite_erased": "the refined ErasureReceipt",
-    "erasure_requests": "limit by position; the refined ErasureReceipt",
     "settings": "the rows as a dict of key: value",
     "setting_descriptions": "settings() rows with what each does (no function of its own)",
     "set_setting": "the value back as JSON",

@@ -97,26 +97,6 @@ def export(h: Handle, selector: Mapping[str, Any]) -> Call[list[ExportedRow]]:
     return rows("export", {"selector": Jsonb(selector)}, ExportedRow)
 
 
-def expire(h: Handle, *, actor: str = "expiry gate") -> Call[list[ErasureReceipt]]:
-    """With the tenant's expiry gate on, erase what passed its retention date (admin role); the receipts."""
-    return rows("expire", {"actor": actor}, ErasureReceipt)
-
-
-def refresh_erasure_statistics(h: Handle, request_id: int) -> Call[ErasureReceipt]:
-    """ANALYZE the tables an erasure touched, so that the planner statistics (``pg_stats``) hold none of the
-    erased values, and stamp the receipt (``statistics_refreshed_at``). Call it after the erasure committed
-    (admin role); returns the receipt (UnknownErasureRequest for an id that is not a completed one)."""
-    return one("refresh_erasure_statistics", {"request_id": request_id}, ErasureReceipt)
-
-
-def rewrite_erased(h: Handle, request_id: int, *, tables: list[str] | None = None) -> Call[ErasureReceipt]:
-    """Rewrite the tables an erasure touched (or ``tables`` of them): new files, their TOAST and indexes
-    rebuilt, so no page keeps the erased rows; once all are, their statistics are taken again and the receipt
-    stamped (``rewritten_at``). Each table is locked exclusively until the transaction ends: one table per call
-    keeps each lock short (``pgrecall erase --rewrite`` does so). Admin role; after the erasure committed."""
-    return one("rewrite_erased", {"request_id": request_id, "tables": tables}, ErasureReceipt)
-
-
 @dataclass(frozen=True)
 class Flushed:
     """What pgrecall.flush_erasure() did: when, the redo point of its checkpoint and its WAL segment, and what may
@@ -189,11 +169,6 @@ def vacuum_erased(h: Handle, receipt: ErasureReceipt) -> Program[list[str]]:
     yield from step(Statement(sql.SQL("vacuum {}").format(
         sql.SQL(", ").join(sql.Identifier(h.tenant, t) for t in present)), {}, None, list))
     return present
-
-
-def erasure_requests(h: Handle, limit: int = 20) -> Call[list[ErasureReceipt]]:
-    """The newest erasure receipts (admin role)."""
-    return rows("erasure_requests", {"limit": limit}, ErasureReceipt)
 
 
 def _as_dict(settings: list[Setting]) -> dict[str, Any]:

@@ -166,24 +166,6 @@ def log_turn(h: Handle, log: str, actor: str, text: str, *, role: str | None = N
 # -- representations ----------------------------------------------------------------------------------------
 
 
-def get_representation(h: Handle, session: int, peer: str, target: str | None = None, *,
-                       principal: str | None = None,
-                       scopes: Sequence[str] | None = None) -> Call[WorkingRepresentation]:
-    """A peer's working representation in a session (one observed peer if ``target`` is given)."""
-    principal, scopes = h.who(principal, scopes)
-    return one("get_representation", {"principal": principal, "scopes": scopes, "session": session,
-                                       "peer": peer, "target": target}, WorkingRepresentation)
-
-
-def session_bundle(h: Handle, *, purpose: str = "converse", recent: int = 10, entities: int = 5,
-                   session: int | None = None, principal: str | None = None,
-                   scopes: Sequence[str] | None = None) -> Call[SessionBundle]:
-    """What an agent starts with; with ``session``, also its working representation there."""
-    principal, scopes = h.who(principal, scopes)
-    return one("session_bundle", {"principal": principal, "scopes": scopes, "purpose": purpose,
-                                  "recent": recent, "entities": entities, "session": session}, SessionBundle)
-
-
 # -- the derivation work queue (the worker role) ------------------------------------------------------------
 
 
