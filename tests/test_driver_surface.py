@@ -60,3 +60,31 @@ def test_every_hand_written_builder_is_listed_with_its_reason():
     assert hand_written - set(_surface.HANDWRITTEN) == set(), "list it in driver/_surface.py HANDWRITTEN, or use the generated builder"
     assert set(_surface.HANDWRITTEN) - hand_written == set(), "listed in driver/_surface.py HANDWRITTEN, no longer hand-written"
     assert all(_surface.HANDWRITTEN.values())
+
+
+def test_every_shape_is_the_generated_method_with_that_shape():
+    """A method _surface.SHAPES lists is the generated builder, written as the shape says: those arguments by
+    position too, those by name only, the scope left to the handle, one row rather than a list, read into the
+    refined dataclass."""
+    kinds = inspect.Parameter
+    for name, shape in _surface.SHAPES.items():
+        op = vars(_Operations)[name]
+        assert isinstance(op, _operation) and op.build is getattr(_generated, name), name
+        assert shape.reason, name
+        parameters = op.signature.parameters
+        assert all(parameters[p].kind is kinds.POSITIONAL_OR_KEYWORD for p in shape.positional), name
+        assert all(parameters[p].kind is kinds.KEYWORD_ONLY and parameters[p].default is kinds.empty
+                   for p in shape.keyword_only), name
+        assert not shape.handle_scope or parameters["scope"].default is None, name
+        assert not shape.one_row or not str(op.signature.return_annotation).startswith("Call[list["), name
+        assert not shape.row or shape.row in str(op.signature.return_annotation), name  # _module.Class
+
+
+def test_a_generated_method_shows_the_functions_defaults(acme):
+    """The defaults a caller sees are the SQL function's (the catalog's), and leaving one out is the same call."""
+    assert inspect.signature(acme.add_peer).parameters["kind"].default == "human"
+    assert inspect.signature(acme.representation).parameters["limit"].default == 100
+    assert inspect.signature(acme.rebuild_embeddings).parameters["everything"].default is False
+    acme.add_peer("Rosa")
+    assert acme.add_peer("Rosa", "human") == acme.add_peer("Rosa")
+    assert acme.freshness() == acme.freshness(acme.scopes[0])

@@ -31,7 +31,7 @@ import numpy.typing as npt
 import psycopg
 
 from . import db, errors, loop, names
-from .driver import _generated, admin, configure
+from .driver import _generated, configure
 from .driver._calls import Handle
 from .driver._run import SyncRunner
 from .driver.embeddings import EmbeddingJob, MemoryEmbeddingJob, Queue, claim_jobs, complete_jobs, release_jobs
@@ -175,7 +175,7 @@ class Worker:
     def refresh_stats_if_stale(self, conn: psycopg.Connection[Any]) -> bool:
         runner = SyncRunner(self.tenant, conn=conn)
         if runner.run(_generated.term_stats_stale(self._handle)):
-            runner.run(admin.refresh_term_stats(self._handle))
+            runner.run(_generated.refresh_term_stats(self._handle))
             return True
         return False
 

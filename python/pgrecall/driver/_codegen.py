@@ -20,7 +20,7 @@ from typing import Any
 
 import psycopg
 
-from ._surface import PUBLIC_ROWS
+from ._surface import PUBLIC_ROWS, SHAPES, Shape
 
 TARGET = Path(__file__).with_name("_generated.py")
 CATALOG_TARGET = Path(__file__).parent.parent / "_catalog.py"
@@ -49,7 +49,8 @@ _FUNCTIONS = """
 select p.proname, p.proretset, format_type(p.prorettype, null), rt.typrelid,
        coalesce(p.proargnames, '{}'), coalesce(p.proargmodes::text[], '{}'),
        array(select format_type(x, null) from unnest(coalesce(p.proallargtypes, p.proargtypes::oid[])) x),
-       p.pronargs, p.pronargdefaults, coalesce(obj_description(p.oid, 'pg_proc'), '')
+       p.pronargs, p.pronargdefaults, coalesce(obj_description(p.oid, 'pg_proc'), ''),
+       coalesce(pg_get_expr(p.proargdefaults, 0), '')
   from pg_proc p join pg_type rt on rt.oid = p.prorettype
  where p.pronamespace = %(schema)s::regnamespace and p.proname = any (%(public)s)
  order by p.proname
@@ -71,6 +72,7 @@ class Function:
     row: str | None  # the dataclass of a row, None for a value
     value_type: str | None
     comment: str
+    defaults: tuple[tuple[str, str], ...] = ()  # (argument, its SQL default as a Python literal) when it is one
 
 
 def camel(name: str) -> str:
@@ -128,29 +130,89 @@ def _returns(fn: Function) -> str:
     return "Any" if fn.value_type in ("object", "list") else str(fn.value_type)
 
 
+_LITERALS = (
+    (re.compile(r"^'((?:[^']|'')*)'::text$"), lambda m: repr(m.group(1).replace("''", "'"))),
+    (re.compile(r"^\(?(-?\d+)\)?$"), lambda m: m.group(1)),
+    (re.compile(r"^(true|false)$"), lambda m: m.group(1).capitalize()),
+)
+
+
+def _literal(expression: str, sql_type: str) -> str | None:
+    """A SQL default as a Python literal (text, integer, boolean; a whole number of a float type as a float);
+    None for NULL or anything else (a jsonb or an array default, an expression), which the builder leaves to the
+    function by not sending it."""
+    for pattern, literal in _LITERALS:
+        found = pattern.match(expression)
+        if found:
+            text = literal(found)
+            return repr(float(text)) if _PY.get(sql_type) == "float" and text.lstrip("-").isdigit() else text
+    return None
+
+
+def _split_defaults(text: str) -> list[str]:
+    """pg_get_expr(proargdefaults)'s expressions, split at the commas outside quotes and parentheses."""
+    parts, depth, quoted, start = [], 0, False, 0
+    for i, char in enumerate(text):
+        if char == "'":
+            quoted = not quoted
+        elif not quoted and char in "([":
+            depth += 1
+        elif not quoted and char in ")]":
+            depth -= 1
+        elif not quoted and depth == 0 and char == ",":
+            parts.append(text[start:i].strip())
+            start = i + 1
+    return parts + [text[start:].strip()] if text else parts
+
+
+def _parameters(fn: Function, shape: Shape) -> tuple[list[str], list[str]]:
+    """A builder's parameters before and after its ``*``: the required arguments (less keyword_only), then those
+    the shape lets be passed by position, in the function's order; the rest by name, each with the function's
+    default when it is a plain literal (the scope, with handle_scope, defaulting to the handle's)."""
+    defaults = dict(fn.defaults)
+    own = [a for a in fn.args if a[0] not in ("principal", "scopes")]
+    optional = {a[0] for a in own if a[2]} | ({"scope"} if shape.handle_scope else set())
+
+    def param(a: tuple[str, str, bool]) -> str:
+        if a[0] not in optional:
+            return f"{a[0]}: {_argument(a[1], False)}"
+        return f"{a[0]}: {_argument(a[1], True)} = {defaults.get(a[0], 'None')}"
+
+    before = [param(a) for a in own if a[0] not in optional and a[0] not in shape.keyword_only]
+    before += [param(a) for name in shape.positional for a in own if a[0] == name]
+    after = [param(a) for a in own if a[0] in shape.keyword_only]
+    after += [param(a) for a in own if a[0] in optional and a[0] not in shape.positional]
+    return before, after
+
+
 def _builder(fn: Function) -> str:
-    required = [a for a in fn.args if not a[2] and a[0] not in ("principal", "scopes")]
+    shape = SHAPES.get(fn.name, Shape(""))
     optional = [a for a in fn.args if a[2] and a[0] not in ("principal", "scopes")]
     who = {a[0] for a in fn.args} >= {"principal", "scopes"}
-    params = ["h: Handle"]
-    params += [f"{a[0]}: {_argument(a[1], False)}" for a in required]
-    keywords = [f"{a[0]}: {_argument(a[1], True)} = None" for a in optional]
+    before, after = _parameters(fn, shape)
     if who:
-        keywords += ["principal: str | None = None", "scopes: Sequence[str] | None = None"]
-    if keywords:
-        params.append("*")
-        params += keywords
-    lines = [f"def {fn.name}({', '.join(params)}) -> Call[{_returns(fn)}]:",
+        after += ["principal: str | None = None", "scopes: Sequence[str] | None = None"]
+    params = ["h: Handle", *before] + (["*", *after] if after else [])
+    row = fn.row
+    if shape.row:  # a hand-written dataclass that refines the generated row, imported when the builder runs
+        module, cls = shape.row.split(".")
+        row = f"_{module}.{cls}"
+    returns = _returns(Function(fn.name, fn.args, "one" if shape.one_row else fn.shape, row, fn.value_type, ""))
+    lines = [f"def {fn.name}({', '.join(params)}) -> Call[{returns}]:",
              f'    """{fn.comment.replace(chr(34) * 3, chr(39) * 3)}"""']
+    if shape.row:
+        lines.append(f"    from . import {module} as _{module}")
     if who:
         lines.append("    principal, scopes = h.who(principal, scopes)")
+    if shape.handle_scope:
+        lines.append("    scope = scope or scopes[0]")
     given = ", ".join(f"{a[0]!r}: {_sent(a[0], a[1]) if a[0] not in ('principal', 'scopes') else a[0]}"
                       for a in fn.args)
     lines.append(f"    args = _given({{{given}}}, {tuple(a[0] for a in optional)!r})")
     if fn.shape == "value":
         lines.append(f"    return _value({fn.name!r}, args, {fn.value_type})")
     else:
-        lines.append(f"    return _{fn.shape}({fn.name!r}, args, {fn.row})")
+        lines.append(f"    return _{'one' if shape.one_row else fn.shape}({fn.name!r}, args, {row})")
     return "\n".join(lines) + "\n"
 
 
@@ -167,7 +229,7 @@ def read_catalog(conn: psycopg.Connection[Any], schema: str,
     functions: list[Function] = []
     rows: dict[str, list[Column]] = {}
     for (name, retset, rettype, relid, names, modes, argtypes, nargs, ndefaults,
-         comment) in conn.execute(_FUNCTIONS, {"schema": schema, "public": public}).fetchall():
+         comment, default_text) in conn.execute(_FUNCTIONS, {"schema": schema, "public": public}).fetchall():
         modes = modes or ["i"] * len(argtypes)
         inputs = [(n, t) for n, t, m in zip(names, argtypes, modes, strict=True) if m in ("i", "b", "v")]
         outputs = [Column(n, t, True) for n, t, m in zip(names, argtypes, modes, strict=True) if m in ("o", "b", "t")]
@@ -192,7 +254,10 @@ def read_catalog(conn: psycopg.Connection[Any], schema: str,
             value_type = "list"
         if value_type == "Any":
             value_type = "object"
-        functions.append(Function(name, args, shape, row, value_type, comment))
+        defaulted = args[len(args) - ndefaults:] if ndefaults else ()
+        literals = [_literal(e, a[1]) for a, e in zip(defaulted, _split_defaults(default_text), strict=True)]
+        defaults = tuple((a[0], lit) for a, lit in zip(defaulted, literals, strict=True) if lit is not None)
+        functions.append(Function(name, args, shape, row, value_type, comment, defaults))
     return types, functions, rows
 
 
@@ -205,7 +270,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from ._calls import Call, Handle, json_list, json_object, parse, timestamp
@@ -239,7 +304,10 @@ def _dependencies_first(types: dict[str, tuple[str, list[Column]]]) -> list[str]
 
 def render(conn: psycopg.Connection[Any], schema: str, public: list[str]) -> str:
     types, functions, rows = read_catalog(conn, schema, public)
-    parts = [HEADER, "# -- declared types (migrations) " + "-" * 80 + "\n"]
+    refining = sorted({shape.row.split(".")[0] for shape in SHAPES.values() if shape.row})
+    parts = [HEADER, "if TYPE_CHECKING:  # the modules of the refined rows (_surface.SHAPES), which import this one\n"]
+    parts += [f"    from . import {module} as _{module}\n" for module in refining]
+    parts.append("\n# -- declared types (migrations) " + "-" * 80 + "\n")
     for name in _dependencies_first(types):
         comment, cols = types[name]
         parts.append("\n\n" + _dataclass(camel(name), comment, cols, types))

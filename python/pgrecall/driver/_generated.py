@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from ._calls import Call, Handle, json_list, json_object, parse, timestamp
@@ -17,6 +17,11 @@ from ._calls import given as _given
 from ._calls import one as _one
 from ._calls import rows as _rows
 from ._calls import value as _value
+
+if TYPE_CHECKING:  # the modules of the refined rows (_surface.SHAPES), which import this one
+    from . import admin as _admin
+    from . import graph as _graph
+    from . import sessions as _sessions
 
 # -- declared types (migrations) --------------------------------------------------------------------------------
 
@@ -864,11 +869,12 @@ SIGNATURES: dict[str, tuple[tuple[str, str, bool], ...]] = {
 # -- call builders ------------------------------------------------------------------------------------------
 
 
-def add_entity_alias(h: Handle, scope: str, entity: str, alias: str, *, data_subject_id: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[EntityAliases]]:
+def add_entity_alias(h: Handle, entity: str, alias: str, *, scope: str | None = None, data_subject_id: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[EntityAliases]:
     """Adds an alias under which an entity the principal may see is found (by recall, traversal and fact lookups); erasing its data subject (p_data_subject_id, else those of the peers it is about and of the principal) removes it."""
     principal, scopes = h.who(principal, scopes)
+    scope = scope or scopes[0]
     args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'entity': entity, 'alias': alias, 'data_subject_id': data_subject_id}, ('data_subject_id',))
-    return _rows('add_entity_alias', args, EntityAliases)
+    return _one('add_entity_alias', args, EntityAliases)
 
 
 def add_messages(h: Handle, session: int, messages: Any, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[AddMessagesRow]]:
@@ -878,13 +884,13 @@ def add_messages(h: Handle, session: int, messages: Any, *, principal: str | Non
     return _rows('add_messages', args, AddMessagesRow)
 
 
-def add_peer(h: Handle, name: str, *, kind: str | None = None, metadata: Any = None, data_subject_id: str | None = None) -> Call[int]:
+def add_peer(h: Handle, name: str, kind: str | None = 'human', metadata: Any = None, *, data_subject_id: str | None = None) -> Call[int]:
     """Creates a peer (human, agent or other), or merges metadata into an existing one of the same kind. Returns its id. The name is stored in NFC; PR140 if it breaks the name rules, PR141 if a peer of that name in another case exists. With p_data_subject_id, erasing that subject anonymises the peer."""
     args = _given({'name': name, 'kind': kind, 'metadata': _as_json(metadata), 'data_subject_id': data_subject_id}, ('kind', 'metadata', 'data_subject_id'))
     return _value('add_peer', args, int)
 
 
-def add_scope(h: Handle, name: str, *, description: str | None = None) -> Call[str]:
+def add_scope(h: Handle, name: str, description: str | None = None) -> Call[str]:
     """Creates a scope (a project inside the tenant), or updates its description. Idempotent."""
     args = _given({'name': name, 'description': description}, ('description',))
     return _value('add_scope', args, str)
@@ -932,7 +938,7 @@ def agent_session_pop(h: Handle, session: int, *, principal: str | None = None, 
     return _rows('agent_session_pop', args, AgentSessionPopRow)
 
 
-def append_observation(h: Handle, scope: str, body: str, source_role: str, *, kind: str | None = None, actor: str | None = None, session_id: int | None = None, occurred_at: datetime | None = None, payload: Any = None, data_subject_id: str | None = None, lawful_basis: str | None = None, classification: str | None = None, retention_until: datetime | None = None, audience: Sequence[str] | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
+def append_observation(h: Handle, scope: str, body: str, source_role: str, *, kind: str | None = 'message', actor: str | None = None, session_id: int | None = None, occurred_at: datetime | None = None, payload: Any = None, data_subject_id: str | None = None, lawful_basis: str | None = None, classification: str | None = 'internal', retention_until: datetime | None = None, audience: Sequence[str] | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
     """Appends what was said, written or returned to the scope's log and returns its offset (contiguous per scope); it is seen by its session's peers (the scope outside a session), or the narrower audience named."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'body': body, 'source_role': source_role, 'kind': kind, 'actor': actor, 'session_id': session_id, 'occurred_at': occurred_at, 'payload': _as_json(payload), 'data_subject_id': data_subject_id, 'lawful_basis': lawful_basis, 'classification': classification, 'retention_until': retention_until, 'audience': _as_list(audience)}, ('kind', 'actor', 'session_id', 'occurred_at', 'payload', 'data_subject_id', 'lawful_basis', 'classification', 'retention_until', 'audience'))
@@ -946,7 +952,7 @@ def append_observations(h: Handle, scope: str, rows: Any, *, principal: str | No
     return _rows('append_observations', args, AppendObservationsRow)
 
 
-def assert_fact(h: Handle, scope: str, subject: str, predicate: str, object: str, evidence: Any, *, statement: str | None = None, valid_from: datetime | None = None, valid_to: datetime | None = None, confidence: float | None = None, observer: str | None = None, audience: str | None = None, purposes: Sequence[str] | None = None, subject_type: str | None = None, object_type: str | None = None, widening_reason: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[AssertedFact]]:
+def assert_fact(h: Handle, scope: str, subject: str, predicate: str, object: str, evidence: Any, *, statement: str | None = None, valid_from: datetime | None = None, valid_to: datetime | None = None, confidence: float | None = 1.0, observer: str | None = None, audience: str | None = None, purposes: Sequence[str] | None = None, subject_type: str | None = None, object_type: str | None = None, widening_reason: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[AssertedFact]]:
     """Asserts a fact with verbatim evidence; a single-valued predicate's overlapping current value is closed and split, never overwritten. PR116 when it would reach more peers than a turn it cites, unless p_widening_reason says why."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'subject': subject, 'predicate': predicate, 'object': object, 'evidence': _as_json(evidence), 'statement': statement, 'valid_from': valid_from, 'valid_to': valid_to, 'confidence': confidence, 'observer': observer, 'audience': audience, 'purposes': _as_list(purposes), 'subject_type': subject_type, 'object_type': object_type, 'widening_reason': widening_reason}, ('statement', 'valid_from', 'valid_to', 'confidence', 'observer', 'audience', 'purposes', 'subject_type', 'object_type', 'widening_reason'))
@@ -960,19 +966,19 @@ def assert_facts(h: Handle, scope: str, items: Any, *, principal: str | None = N
     return _rows('assert_facts', args, AssertFactsRow)
 
 
-def claim_embedding_jobs(h: Handle, worker: str, *, limit: int | None = None) -> Call[list[ClaimEmbeddingJobsRow]]:
+def claim_embedding_jobs(h: Handle, worker: str, *, limit: int | None = 64) -> Call[list[ClaimEmbeddingJobsRow]]:
     """Leases up to p_limit embedding jobs to a worker (SKIP LOCKED) and returns the texts to embed for each: the input of the tenant's version, and the memory's own text; a lease ends at embedding_lease_seconds or with the claiming session."""
     args = _given({'worker': worker, 'limit': limit}, ('limit',))
     return _rows('claim_embedding_jobs', args, ClaimEmbeddingJobsRow)
 
 
-def claim_passage_embedding_jobs(h: Handle, worker: str, *, limit: int | None = None) -> Call[list[ClaimPassageEmbeddingJobsRow]]:
+def claim_passage_embedding_jobs(h: Handle, worker: str, *, limit: int | None = 64) -> Call[list[ClaimPassageEmbeddingJobsRow]]:
     """Leases up to p_limit passage embedding jobs to a worker (SKIP LOCKED) and returns each passage's text; a lease ends at embedding_lease_seconds or with the claiming session."""
     args = _given({'worker': worker, 'limit': limit}, ('limit',))
     return _rows('claim_passage_embedding_jobs', args, ClaimPassageEmbeddingJobsRow)
 
 
-def claim_tasks(h: Handle, worker: str, *, limit: int | None = None, task_types: Sequence[str] | None = None) -> Call[list[ClaimTasksRow]]:
+def claim_tasks(h: Handle, worker: str, *, limit: int | None = 10, task_types: Sequence[str] | None = None) -> Call[list[ClaimTasksRow]]:
     """Leases up to p_limit derivation tasks (SKIP LOCKED), at most one per lane and only a lane's head; returns each with its message(s)."""
     args = _given({'worker': worker, 'limit': limit, 'task_types': _as_list(task_types)}, ('limit', 'task_types'))
     return _rows('claim_tasks', args, ClaimTasksRow)
@@ -1003,48 +1009,49 @@ def correct(h: Handle, memory_id: int, expected_revision: int, body: str, *, tit
     return _value('correct', args, int)
 
 
-def create_session(h: Handle, scope: str, *, name: str | None = None, metadata: Any = None, data_subject_id: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
+def create_session(h: Handle, name: str | None = None, *, scope: str | None = None, metadata: Any = None, data_subject_id: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
     """Creates a session in a scope (or, for an existing name, merges metadata into it) and returns its id; erasing its data subject (p_data_subject_id, else the principal's, and those of the peers who join) clears the name and metadata."""
     principal, scopes = h.who(principal, scopes)
+    scope = scope or scopes[0]
     args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'name': name, 'metadata': _as_json(metadata), 'data_subject_id': data_subject_id}, ('name', 'metadata', 'data_subject_id'))
     return _value('create_session', args, int)
 
 
-def decide_duplicate(h: Handle, a: int, b: int, decision: str, reason: str, *, revision_a: int | None = None, revision_b: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[DuplicateDecision]]:
+def decide_duplicate(h: Handle, a: int, b: int, decision: str, *, reason: str, revision_a: int | None = None, revision_b: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[DuplicateDecision]:
     """A person's decision about a proposed pair: distinct (keep both), supersede (b replaces a) or forget (a); recorded with who, when and why. PR180 if someone decided it first."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'a': a, 'b': b, 'decision': decision, 'reason': reason, 'revision_a': revision_a, 'revision_b': revision_b}, ('revision_a', 'revision_b'))
-    return _rows('decide_duplicate', args, DuplicateDecision)
+    return _one('decide_duplicate', args, DuplicateDecision)
 
 
-def derive(h: Handle, sources: Sequence[int], body: str, *, kind: str | None = None, title: str | None = None, confidence: float | None = None, about: Sequence[str] | None = None, widening_reason: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
+def derive(h: Handle, sources: Sequence[int], body: str, *, kind: str | None = 'summary', title: str | None = None, confidence: float | None = None, about: Sequence[str] | None = None, widening_reason: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
     """A memory derived from other memories; its scope, audience and purposes are the intersection of the sources' (PR106 if empty); PR116 if that reaches more peers than the turns they stand on, unless p_widening_reason says why."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'sources': _as_list(sources), 'body': body, 'kind': kind, 'title': title, 'confidence': confidence, 'about': _as_list(about), 'widening_reason': widening_reason}, ('kind', 'title', 'confidence', 'about', 'widening_reason'))
     return _value('derive', args, int)
 
 
-def duplicate_proposals(h: Handle, *, limit: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[DuplicatePair]]:
+def duplicate_proposals(h: Handle, *, limit: int | None = 20, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[DuplicatePair]]:
     """Pairs of current memories the principal may see for a common purpose, among its duplicate_window newest, with cosine >= duplicate_cosine and not yet decided at these revisions; best first, with both texts and provenance. Nothing is merged: decide_duplicate() records a person's decision."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'limit': limit}, ('limit',))
     return _rows('duplicate_proposals', args, DuplicatePair)
 
 
-def duplicate_proposals_answer(h: Handle, *, limit: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[DuplicateProposalsAnswer]:
+def duplicate_proposals_answer(h: Handle, *, limit: int | None = 20, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[DuplicateProposalsAnswer]:
     """duplicate_proposals() and its metadata (window, embedded, threshold, why nothing is proposed) in one value: (items duplicate_pair[], meta duplicate_meta). In psql: select (a.meta).* from duplicate_proposals_answer(...) a."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'limit': limit}, ('limit',))
     return _one('duplicate_proposals_answer', args, DuplicateProposalsAnswer)
 
 
-def embedding_status(h: Handle) -> Call[list[EmbeddingStatus]]:
+def embedding_status(h: Handle) -> Call[EmbeddingStatus]:
     """Queue length, leased jobs, current and stale embeddings, and the model and input version in force; the same for passages."""
     args = _given({}, ())
-    return _rows('embedding_status', args, EmbeddingStatus)
+    return _one('embedding_status', args, EmbeddingStatus)
 
 
-def entities(h: Handle, *, name: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[Entity]]:
+def entities(h: Handle, name: str | None = None, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[Entity]]:
     """Entities in the authorised scopes that a memory or fact the principal may see names (optionally those a name or alias denotes), with their count of visible current facts."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'name': name}, ('name',))
@@ -1057,16 +1064,18 @@ def erase(h: Handle, actor: str, selector: Any, reason: str, *, requested_by: st
     return _one('erase', args, ErasureRequestRow)
 
 
-def erasure_requests(h: Handle, *, limit: int | None = None) -> Call[list[ErasureRequestRow]]:
+def erasure_requests(h: Handle, limit: int | None = 20) -> Call[list[_admin.ErasureReceipt]]:
     """The newest erasure receipts."""
+    from . import admin as _admin
     args = _given({'limit': limit}, ('limit',))
-    return _rows('erasure_requests', args, ErasureRequestRow)
+    return _rows('erasure_requests', args, _admin.ErasureReceipt)
 
 
-def expire(h: Handle, *, actor: str | None = None) -> Call[list[ErasureRequestRow]]:
+def expire(h: Handle, *, actor: str | None = 'expiry gate') -> Call[list[_admin.ErasureReceipt]]:
     """With the tenant's expiry gate on, erases observations past retention_until (and what derives from them); off by default."""
+    from . import admin as _admin
     args = _given({'actor': actor}, ('actor',))
-    return _rows('expire', args, ErasureRequestRow)
+    return _rows('expire', args, _admin.ErasureReceipt)
 
 
 def export(h: Handle, selector: Any) -> Call[list[ExportRow]]:
@@ -1075,11 +1084,12 @@ def export(h: Handle, selector: Any) -> Call[list[ExportRow]]:
     return _rows('export', args, ExportRow)
 
 
-def facts_as_of(h: Handle, subject: str, *, predicate: str | None = None, valid_at: datetime | None = None, known_at: datetime | None = None, purpose: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[FactsAsOfRow]]:
+def facts_as_of(h: Handle, subject: str, predicate: str | None = None, *, valid_at: datetime | None = None, known_at: datetime | None = None, purpose: str | None = 'converse', principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[_graph.FactRow]]:
     """What was true of a subject at p_valid_at as we believed it at p_known_at (defaults: now, current belief), with evidence."""
+    from . import graph as _graph
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'subject': subject, 'predicate': predicate, 'valid_at': valid_at, 'known_at': known_at, 'purpose': purpose}, ('predicate', 'valid_at', 'known_at', 'purpose'))
-    return _rows('facts_as_of', args, FactsAsOfRow)
+    return _rows('facts_as_of', args, _graph.FactRow)
 
 
 def fail_task(h: Handle, worker: str, task_id: int, lease_token: UUID, error: str) -> Call[list[TaskFailure]]:
@@ -1095,18 +1105,20 @@ def forget(h: Handle, memory_id: int, reason: str, *, expected_revision: int | N
     return _value('forget', args, int)
 
 
-def freshness(h: Handle, scope: str, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[Freshness]]:
+def freshness(h: Handle, scope: str | None = None, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[Freshness]:
     """The scope's log watermark, and the offset up to which every memory derived from the log has its embedding."""
     principal, scopes = h.who(principal, scopes)
+    scope = scope or scopes[0]
     args = _given({'principal': principal, 'scopes': scopes, 'scope': scope}, ())
-    return _rows('freshness', args, Freshness)
+    return _one('freshness', args, Freshness)
 
 
-def get_representation(h: Handle, session: int, peer: str, *, target: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[WorkingRepresentation]:
+def get_representation(h: Handle, session: int, peer: str, target: str | None = None, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[_sessions.WorkingRepresentation]:
     """A peer's working representation in a session: per observed peer, the newest derived observations (one target if named), those from turns the principal may not see left out."""
+    from . import sessions as _sessions
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'session': session, 'peer': peer, 'target': target}, ('target',))
-    return _one('get_representation', args, WorkingRepresentation)
+    return _one('get_representation', args, _sessions.WorkingRepresentation)
 
 
 def listen_channel(h: Handle, kind: str) -> Call[str]:
@@ -1129,21 +1141,22 @@ def log_watermark(h: Handle, scope: str, *, principal: str | None = None, scopes
     return _value('log_watermark', args, int)
 
 
-def memory_count(h: Handle, *, purpose: str | None = None, include_superseded: bool | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
+def memory_count(h: Handle, *, purpose: str | None = 'converse', include_superseded: bool | None = False, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
     """How many memories the principal may see in the authorised scopes for a purpose (superseded ones too if asked), eligibility applied."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'purpose': purpose, 'include_superseded': include_superseded}, ('purpose', 'include_superseded'))
     return _value('memory_count', args, int)
 
 
-def merge_entities(h: Handle, scope: str, keep: str, absorb: str, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[EntityMerge]]:
+def merge_entities(h: Handle, keep: str, absorb: str, *, scope: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[EntityMerge]:
     """Merges p_absorb into p_keep: facts move, names become aliases, contradictions are closed; logged in entity_merge."""
     principal, scopes = h.who(principal, scopes)
+    scope = scope or scopes[0]
     args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'keep': keep, 'absorb': absorb}, ())
-    return _rows('merge_entities', args, EntityMerge)
+    return _one('merge_entities', args, EntityMerge)
 
 
-def neighbourhood(h: Handle, seeds: Sequence[str], *, hops: int | None = None, valid_at: datetime | None = None, known_at: datetime | None = None, purpose: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[NeighbourhoodRow]]:
+def neighbourhood(h: Handle, seeds: Sequence[str], *, hops: int | None = 2, valid_at: datetime | None = None, known_at: datetime | None = None, purpose: str | None = 'converse', principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[NeighbourhoodRow]]:
     """Facts within p_hops (1 to max_hops) of the seed entities, both directions, valid and known at the given times; cycle-safe and bounded per hop."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'seeds': _as_list(seeds), 'hops': hops, 'valid_at': valid_at, 'known_at': known_at, 'purpose': purpose}, ('hops', 'valid_at', 'known_at', 'purpose'))
@@ -1156,7 +1169,7 @@ def peer_config(h: Handle, peer: str) -> Call[PeerConfig]:
     return _one('peer_config', args, PeerConfig)
 
 
-def pin(h: Handle, memory_id: int, *, pinned: bool | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[bool]:
+def pin(h: Handle, memory_id: int, pinned: bool | None = True, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[bool]:
     """Pins (or unpins) a live memory the principal may see, so it is in every session-start bundle."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'memory_id': memory_id, 'pinned': pinned}, ('pinned',))
@@ -1169,49 +1182,50 @@ def predicates(h: Handle) -> Call[list[Predicate]]:
     return _rows('predicates', args, Predicate)
 
 
-def queue_status(h: Handle, peer: str, *, target: str | None = None, session: int | None = None) -> Call[list[QueueStatus]]:
+def queue_status(h: Handle, peer: str, target: str | None = None, *, session: int | None = None) -> Call[QueueStatus]:
     """Whether a representation is current: pending/current, tasks remaining, in progress, done and dead (global without a target, local with one)."""
     args = _given({'peer': peer, 'target': target, 'session': session}, ('target', 'session'))
-    return _rows('queue_status', args, QueueStatus)
+    return _one('queue_status', args, QueueStatus)
 
 
-def read(h: Handle, memory_id: int, purpose: str, *, include_superseded: bool | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[ReadRow]]:
+def read(h: Handle, memory_id: int, purpose: str, *, include_superseded: bool | None = False, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[ReadRow]]:
     """One memory with its provenance and revision history, if the principal may see it for the purpose."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'memory_id': memory_id, 'purpose': purpose, 'include_superseded': include_superseded}, ('include_superseded',))
     return _rows('read', args, ReadRow)
 
 
-def rebuild_embeddings(h: Handle, *, everything: bool | None = None) -> Call[int]:
+def rebuild_embeddings(h: Handle, everything: bool | None = False) -> Call[int]:
     """Queues every live memory and passage without a current embedding (or all of them) for the worker. Returns how many."""
     args = _given({'everything': everything}, ('everything',))
     return _value('rebuild_embeddings', args, int)
 
 
-def recall(h: Handle, query: str, *, purpose: str | None = None, query_embedding: Sequence[float] | None = None, mode: str | None = None, limit: int | None = None, include_superseded: bool | None = None, at: datetime | None = None, query_model: str | None = None, as_of: datetime | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[RecallItem]]:
+def recall(h: Handle, query: str, *, purpose: str | None = 'converse', query_embedding: Sequence[float] | None = None, mode: str | None = None, limit: int | None = 10, include_superseded: bool | None = False, at: datetime | None = None, query_model: str | None = None, as_of: datetime | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[RecallItem]]:
     """Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms' evidence orders them), permission walk. With its metadata: recall_answer()."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'query': query, 'purpose': purpose, 'query_embedding': _as_list(query_embedding), 'mode': mode, 'limit': limit, 'include_superseded': include_superseded, 'at': at, 'query_model': query_model, 'as_of': as_of}, ('purpose', 'query_embedding', 'mode', 'limit', 'include_superseded', 'at', 'query_model', 'as_of'))
     return _rows('recall', args, RecallItem)
 
 
-def recall_answer(h: Handle, query: str, *, purpose: str | None = None, query_embedding: Sequence[float] | None = None, mode: str | None = None, limit: int | None = None, include_superseded: bool | None = None, at: datetime | None = None, query_model: str | None = None, as_of: datetime | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[RecallAnswer]:
+def recall_answer(h: Handle, query: str, *, purpose: str | None = 'converse', query_embedding: Sequence[float] | None = None, mode: str | None = None, limit: int | None = 10, include_superseded: bool | None = False, at: datetime | None = None, query_model: str | None = None, as_of: datetime | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[RecallAnswer]:
     """recall() and its metadata (counts after the walk, dropped terms, dense_available and why not, freshness) in one value: (items recall_item[], meta recall_meta). In psql: select (a.meta).* from recall_answer(...) a."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'query': query, 'purpose': purpose, 'query_embedding': _as_list(query_embedding), 'mode': mode, 'limit': limit, 'include_superseded': include_superseded, 'at': at, 'query_model': query_model, 'as_of': as_of}, ('purpose', 'query_embedding', 'mode', 'limit', 'include_superseded', 'at', 'query_model', 'as_of'))
     return _one('recall_answer', args, RecallAnswer)
 
 
-def refresh_erasure_statistics(h: Handle, request_id: int) -> Call[ErasureRequestRow]:
+def refresh_erasure_statistics(h: Handle, request_id: int) -> Call[_admin.ErasureReceipt]:
     """Takes the planner statistics of the tables an erasure touched again, so pg_stats holds none of the erased values, and stamps the receipt; run it after the erasure commits (pgrecall erase does)."""
+    from . import admin as _admin
     args = _given({'request_id': request_id}, ())
-    return _one('refresh_erasure_statistics', args, ErasureRequestRow)
+    return _one('refresh_erasure_statistics', args, _admin.ErasureReceipt)
 
 
-def refresh_term_stats(h: Handle) -> Call[list[TermStats]]:
+def refresh_term_stats(h: Handle) -> Call[TermStats]:
     """Recomputes the document frequencies that lexical ranking and pruning use (a snapshot of live memories), and takes the planner statistics of tables never analyzed."""
     args = _given({}, ())
-    return _rows('refresh_term_stats', args, TermStats)
+    return _one('refresh_term_stats', args, TermStats)
 
 
 def release_embedding_jobs(h: Handle, worker: str, memory_ids: Sequence[int]) -> Call[int]:
@@ -1226,7 +1240,7 @@ def release_passage_embedding_jobs(h: Handle, worker: str, passage_ids: Sequence
     return _value('release_passage_embedding_jobs', args, int)
 
 
-def remember(h: Handle, scope: str, body: str, evidence: Sequence[int], purposes: Sequence[str], *, audience: str | None = None, kind: str | None = None, title: str | None = None, confidence: float | None = None, about: Sequence[str] | None = None, observer: str | None = None, widening_reason: str | None = None, embedding: str | None = None, embedding_model: str | None = None, embedding_input_version: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[RememberRow]]:
+def remember(h: Handle, scope: str, body: str, evidence: Sequence[int], purposes: Sequence[str], *, audience: str | None = None, kind: str | None = 'note', title: str | None = None, confidence: float | None = 1.0, about: Sequence[str] | None = None, observer: str | None = None, widening_reason: str | None = None, embedding: str | None = None, embedding_model: str | None = None, embedding_input_version: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[RememberRow]]:
     """Writes a memory with its audience, purposes and evidence; empty or ambiguous input is a no-op with a reason; PR116 when it would reach more peers than a turn it cites, unless p_widening_reason says why. With p_embedding (stamped with the tenant's model and input version, PR155 otherwise) its vector is written too."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'body': body, 'evidence': _as_list(evidence), 'purposes': _as_list(purposes), 'audience': audience, 'kind': kind, 'title': title, 'confidence': confidence, 'about': _as_list(about), 'observer': observer, 'widening_reason': widening_reason, 'embedding': embedding, 'embedding_model': embedding_model, 'embedding_input_version': embedding_input_version}, ('audience', 'kind', 'title', 'confidence', 'about', 'observer', 'widening_reason', 'embedding', 'embedding_model', 'embedding_input_version'))
@@ -1247,7 +1261,7 @@ def remember_many(h: Handle, scope: str, items: Any, *, embeddings: Sequence[str
     return _rows('remember_many', args, RememberManyRow)
 
 
-def remember_said(h: Handle, scope: str, said: str, purposes: Sequence[str], *, body: str | None = None, audience: str | None = None, kind: str | None = None, title: str | None = None, confidence: float | None = None, about: Sequence[str] | None = None, evidence: Sequence[int] | None = None, source_role: str | None = None, payload: Any = None, widening_reason: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[RememberSaidRow]]:
+def remember_said(h: Handle, scope: str, said: str, purposes: Sequence[str], *, body: str | None = None, audience: str | None = None, kind: str | None = 'note', title: str | None = None, confidence: float | None = 1.0, about: Sequence[str] | None = None, evidence: Sequence[int] | None = None, source_role: str | None = 'user', payload: Any = None, widening_reason: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[RememberSaidRow]]:
     """Appends what was said (as the principal's note) and remembers it, citing it, in one call; a memory that is a no-op or refused leaves no turn (log_offset NULL)."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'said': said, 'purposes': _as_list(purposes), 'body': body, 'audience': audience, 'kind': kind, 'title': title, 'confidence': confidence, 'about': _as_list(about), 'evidence': _as_list(evidence), 'source_role': source_role, 'payload': _as_json(payload), 'widening_reason': widening_reason}, ('body', 'audience', 'kind', 'title', 'confidence', 'about', 'evidence', 'source_role', 'payload', 'widening_reason'))
@@ -1261,7 +1275,7 @@ def remove_session_peers(h: Handle, session: int, peers: Sequence[str], *, princ
     return _value('remove_session_peers', args, int)
 
 
-def representation(h: Handle, target: str, *, observer: str | None = None, purpose: str | None = None, limit: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[RepresentationItem]]:
+def representation(h: Handle, target: str, *, observer: str | None = None, purpose: str | None = 'converse', limit: int | None = 100, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[RepresentationItem]]:
     """The memories and current facts about a peer from one perspective (global when observer is NULL) that the principal may see for the purpose."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'target': target, 'observer': observer, 'purpose': purpose, 'limit': limit}, ('observer', 'purpose', 'limit'))
@@ -1275,23 +1289,25 @@ def resolve_citation(h: Handle, fact_id: int, *, principal: str | None = None, s
     return _rows('resolve_citation', args, Citation)
 
 
-def retract_fact(h: Handle, fact_id: int, reason: str, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[RetractFactRow]]:
+def retract_fact(h: Handle, fact_id: int, *, reason: str, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[_graph.RetractedFact]:
     """Ends a fact's known range now: we no longer believe it. The row stays, so earlier beliefs can still be asked about."""
+    from . import graph as _graph
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'fact_id': fact_id, 'reason': reason}, ())
-    return _rows('retract_fact', args, RetractFactRow)
+    return _one('retract_fact', args, _graph.RetractedFact)
 
 
-def rewrite_erased(h: Handle, request_id: int, *, tables: Sequence[str] | None = None) -> Call[ErasureRequestRow]:
+def rewrite_erased(h: Handle, request_id: int, *, tables: Sequence[str] | None = None) -> Call[_admin.ErasureReceipt]:
     """Rewrites the tables an erasure touched (or p_tables of them): new files, TOAST and indexes rebuilt, so no page keeps the erased rows; once all are done, takes their statistics again and stamps rewritten_at. Each table is locked exclusively until the transaction ends. The operator finishes with pgrecall.flush_erasure()."""
+    from . import admin as _admin
     args = _given({'request_id': request_id, 'tables': _as_list(tables)}, ('tables',))
-    return _one('rewrite_erased', args, ErasureRequestRow)
+    return _one('rewrite_erased', args, _admin.ErasureReceipt)
 
 
-def schema_info(h: Handle) -> Call[list[SchemaInfo]]:
+def schema_info(h: Handle) -> Call[SchemaInfo]:
     """The tenant name and its applied migration version; the driver checks it at connect."""
     args = _given({}, ())
-    return _rows('schema_info', args, SchemaInfo)
+    return _one('schema_info', args, SchemaInfo)
 
 
 def scopes(h: Handle) -> Call[list[Scope]]:
@@ -1300,25 +1316,26 @@ def scopes(h: Handle) -> Call[list[Scope]]:
     return _rows('scopes', args, Scope)
 
 
-def search_messages(h: Handle, query: str, *, query_embedding: Sequence[float] | None = None, mode: str | None = None, session_id: int | None = None, peer: str | None = None, limit: int | None = None, query_model: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[MessageHit]]:
+def search_messages(h: Handle, query: str, *, query_embedding: Sequence[float] | None = None, mode: str | None = None, session_id: int | None = None, peer: str | None = None, limit: int | None = 10, query_model: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[MessageHit]]:
     """Searches the passages of the log in the authorised scopes (optionally one session or one sender): BM25 and/or cosine, fused by RRF. With its metadata: search_messages_answer()."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'query': query, 'query_embedding': _as_list(query_embedding), 'mode': mode, 'session_id': session_id, 'peer': peer, 'limit': limit, 'query_model': query_model}, ('query_embedding', 'mode', 'session_id', 'peer', 'limit', 'query_model'))
     return _rows('search_messages', args, MessageHit)
 
 
-def search_messages_answer(h: Handle, query: str, *, query_embedding: Sequence[float] | None = None, mode: str | None = None, session_id: int | None = None, peer: str | None = None, limit: int | None = None, query_model: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[SearchMessagesAnswer]:
+def search_messages_answer(h: Handle, query: str, *, query_embedding: Sequence[float] | None = None, mode: str | None = None, session_id: int | None = None, peer: str | None = None, limit: int | None = 10, query_model: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[SearchMessagesAnswer]:
     """search_messages() and its metadata (arms that ran, why the semantic arm did not, terms, counts) in one value: (items message_hit[], meta message_search_meta). In psql: select (a.meta).* from search_messages_answer(...) a."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'query': query, 'query_embedding': _as_list(query_embedding), 'mode': mode, 'session_id': session_id, 'peer': peer, 'limit': limit, 'query_model': query_model}, ('query_embedding', 'mode', 'session_id', 'peer', 'limit', 'query_model'))
     return _one('search_messages_answer', args, SearchMessagesAnswer)
 
 
-def session_bundle(h: Handle, *, purpose: str | None = None, recent: int | None = None, entities: int | None = None, session: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[SessionBundle]:
+def session_bundle(h: Handle, *, purpose: str | None = 'converse', recent: int | None = 10, entities: int | None = 5, session: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[_sessions.SessionBundle]:
     """What an agent starts with: recent memories, pinned procedural notes, top entities, the working representation."""
+    from . import sessions as _sessions
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'purpose': purpose, 'recent': recent, 'entities': entities, 'session': session}, ('purpose', 'recent', 'entities', 'session'))
-    return _one('session_bundle', args, SessionBundle)
+    return _one('session_bundle', args, _sessions.SessionBundle)
 
 
 def session_peer_config(h: Handle, session: int, peer: str, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[SessionPeerConfig]:
@@ -1328,7 +1345,7 @@ def session_peer_config(h: Handle, session: int, peer: str, *, principal: str | 
     return _one('session_peer_config', args, SessionPeerConfig)
 
 
-def session_peers(h: Handle, session: int, *, include_left: bool | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[SessionPeer]]:
+def session_peers(h: Handle, session: int, *, include_left: bool | None = False, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[SessionPeer]]:
     """The peers in a session with their flags (and, if asked, those who left)."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'session': session, 'include_left': include_left}, ('include_left',))
@@ -1347,10 +1364,10 @@ def set_peer_config(h: Handle, peer: str, config: Any) -> Call[PeerConfig]:
     return _one('set_peer_config', args, PeerConfig)
 
 
-def set_scope_passage_embedding(h: Handle, scope: str, policy: str) -> Call[list[PassageEmbeddingChoice]]:
+def set_scope_passage_embedding(h: Handle, scope: str, policy: str) -> Call[PassageEmbeddingChoice]:
     """Which of a scope's passages are embedded for semantic message search: all, messages, none, or NULL for the tenant setting passage_embedding (admin duty); queues or drops passage jobs to match."""
     args = _given({'scope': scope, 'policy': policy}, ())
-    return _rows('set_scope_passage_embedding', args, PassageEmbeddingChoice)
+    return _one('set_scope_passage_embedding', args, PassageEmbeddingChoice)
 
 
 def set_session_peer_config(h: Handle, session: int, peer: str, config: Any, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[SessionPeerConfig]:
@@ -1372,35 +1389,35 @@ def settings(h: Handle) -> Call[list[Setting]]:
     return _rows('settings', args, Setting)
 
 
-def store_delete(h: Handle, scope: str, namespace: Sequence[str], key: str, *, shared: bool | None = None, reason: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
+def store_delete(h: Handle, scope: str, namespace: Sequence[str], key: str, *, shared: bool | None = False, reason: str | None = 'deleted through the store', principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
     """Deletes a store item: forgets its memory (kept as history, its key free again). Returns the memory id, NULL when there was no such item the principal may see."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'namespace': _as_list(namespace), 'key': key, 'shared': shared, 'reason': reason}, ('shared', 'reason'))
     return _value('store_delete', args, int)
 
 
-def store_get(h: Handle, scope: str, namespace: Sequence[str], key: str, *, purpose: str | None = None, shared: bool | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[StoreGetRow]]:
+def store_get(h: Handle, scope: str, namespace: Sequence[str], key: str, *, purpose: str | None = 'converse', shared: bool | None = False, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[StoreGetRow]]:
     """A store item by namespace and key, if the principal may use it for the purpose; none otherwise (a hidden item answers exactly as a missing one)."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'namespace': _as_list(namespace), 'key': key, 'purpose': purpose, 'shared': shared}, ('purpose', 'shared'))
     return _rows('store_get', args, StoreGetRow)
 
 
-def store_list_namespaces(h: Handle, scope: str, *, prefix: Sequence[str] | None = None, suffix: Sequence[str] | None = None, max_depth: int | None = None, limit: int | None = None, offset: int | None = None, purpose: str | None = None, shared: bool | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[StoreListNamespacesRow]]:
+def store_list_namespaces(h: Handle, scope: str, *, prefix: Sequence[str] | None = None, suffix: Sequence[str] | None = None, max_depth: int | None = None, limit: int | None = 100, offset: int | None = 0, purpose: str | None = 'converse', shared: bool | None = False, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[StoreListNamespacesRow]]:
     """The namespaces of the store items the principal may use: prefix and suffix conditions ("*" any label), cut to max_depth labels, distinct, in code-point order."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'prefix': _as_list(prefix), 'suffix': _as_list(suffix), 'max_depth': max_depth, 'limit': limit, 'offset': offset, 'purpose': purpose, 'shared': shared}, ('prefix', 'suffix', 'max_depth', 'limit', 'offset', 'purpose', 'shared'))
     return _rows('store_list_namespaces', args, StoreListNamespacesRow)
 
 
-def store_put(h: Handle, scope: str, namespace: Sequence[str], key: str, value: Any, purposes: Sequence[str], *, shared: bool | None = None, source_role: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[StorePutRow]]:
+def store_put(h: Handle, scope: str, namespace: Sequence[str], key: str, value: Any, purposes: Sequence[str], *, shared: bool | None = False, source_role: str | None = 'assistant', principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[StorePutRow]]:
     """Puts a store item (LangGraph's BaseStore): a new key is a new memory, a live key a revision of its memory (its old value kept); the write is logged as a note and cited. PR160 bad namespace, PR161 value not a JSON object, PR151 key over 1024 bytes, PR162 key held by an item not usable for these purposes."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'namespace': _as_list(namespace), 'key': key, 'value': _as_json(value), 'purposes': _as_list(purposes), 'shared': shared, 'source_role': source_role}, ('shared', 'source_role'))
     return _rows('store_put', args, StorePutRow)
 
 
-def store_search(h: Handle, scope: str, *, namespace_prefix: Sequence[str] | None = None, filter: Any = None, limit: int | None = None, offset: int | None = None, query: str | None = None, purpose: str | None = None, shared: bool | None = None, query_embedding: Sequence[float] | None = None, query_model: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[StoreSearchRow]]:
+def store_search(h: Handle, scope: str, *, namespace_prefix: Sequence[str] | None = None, filter: Any = None, limit: int | None = 10, offset: int | None = 0, query: str | None = None, purpose: str | None = 'converse', shared: bool | None = False, query_embedding: Sequence[float] | None = None, query_model: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[StoreSearchRow]]:
     """Store items under a namespace prefix that meet a filter (LangGraph's operators): newest first, or with a query in the order of hybrid recall over the principal's memories of the scope."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'namespace_prefix': _as_list(namespace_prefix), 'filter': _as_json(filter), 'limit': limit, 'offset': offset, 'query': query, 'purpose': purpose, 'shared': shared, 'query_embedding': _as_list(query_embedding), 'query_model': query_model}, ('namespace_prefix', 'filter', 'limit', 'offset', 'query', 'purpose', 'shared', 'query_embedding', 'query_model'))
@@ -1420,7 +1437,7 @@ def table_statistics(h: Handle) -> Call[list[TableStatistics]]:
     return _rows('table_statistics', args, TableStatistics)
 
 
-def task_assert_fact(h: Handle, worker: str, task_id: int, lease_token: UUID, predicate: str, object: str, evidence: Any, *, statement: str | None = None, confidence: float | None = None, purposes: Sequence[str] | None = None) -> Call[list[AssertedFact]]:
+def task_assert_fact(h: Handle, worker: str, task_id: int, lease_token: UUID, predicate: str, object: str, evidence: Any, *, statement: str | None = None, confidence: float | None = 1.0, purposes: Sequence[str] | None = None) -> Call[list[AssertedFact]]:
     """Asserts a fact about a leased representation task's sender, in its perspective and scope, quoting its message (worker duty)."""
     args = _given({'worker': worker, 'task_id': task_id, 'lease_token': lease_token, 'predicate': predicate, 'object': object, 'evidence': _as_json(evidence), 'statement': statement, 'confidence': confidence, 'purposes': _as_list(purposes)}, ('statement', 'confidence', 'purposes'))
     return _rows('task_assert_fact', args, AssertedFact)
@@ -1438,7 +1455,7 @@ def term_stats_stale(h: Handle) -> Call[bool]:
     return _value('term_stats_stale', args, bool)
 
 
-def wait_for(h: Handle, scope: str, offset: int, *, projection: str | None = None, timeout_ms: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[bool]:
+def wait_for(h: Handle, scope: str, offset: int, *, projection: str | None = 'embeddings', timeout_ms: int | None = 5000, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[bool]:
     """Waits (up to p_timeout_ms) until the log or the embeddings are current to p_offset; true if they are."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'offset': offset, 'projection': projection, 'timeout_ms': timeout_ms}, ('projection', 'timeout_ms'))

@@ -22,7 +22,6 @@ from ..names import check_tenant_name
 from . import _generated
 from . import admin as _admin
 from . import duplicates as _duplicates
-from . import embeddings as _embeddings
 from . import graph as _graph
 from . import memories as _memories
 from . import recall as _recall
@@ -123,10 +122,10 @@ class _Operations(Handle):
     """The operations, declared once for both handles: ``Memory`` runs each, ``AsyncMemory`` awaits it."""
 
     # setup and the log
-    schema_info = _operation(_memories.schema_info)
-    add_scope = _operation(_memories.add_scope)
+    schema_info = _operation(_generated.schema_info)
+    add_scope = _operation(_generated.add_scope)
     list_scopes = _operation(_memories.list_scopes)
-    add_peer = _operation(_memories.add_peer)
+    add_peer = _operation(_generated.add_peer)
     append = _operation(_memories.append)
     append_many = _operation(_memories.append_many)
     watermark = _operation(_memories.watermark)
@@ -140,9 +139,9 @@ class _Operations(Handle):
     forget = _operation(_memories.forget)
     # duplicates: proposed by the database, decided by a person
     duplicate_proposals = _operation(_duplicates.duplicate_proposals)
-    decide_duplicate = _operation(_duplicates.decide_duplicate)
-    pin = _operation(_memories.pin)
-    freshness = _operation(_memories.freshness)
+    decide_duplicate = _operation(_generated.decide_duplicate)
+    pin = _operation(_generated.pin)
+    freshness = _operation(_generated.freshness)
     wait_for = _operation(_memories.wait_for)
     # recall and message search
     recall = _operation(_recall.recall)
@@ -150,54 +149,54 @@ class _Operations(Handle):
     # the graph
     assert_fact = _operation(_graph.assert_fact)
     assert_facts = _operation(_graph.assert_facts)
-    retract_fact = _operation(_graph.retract_fact)
-    facts_as_of = _operation(_graph.facts_as_of)
+    retract_fact = _operation(_generated.retract_fact)
+    facts_as_of = _operation(_generated.facts_as_of)
     neighbourhood = _operation(_graph.neighbourhood)
     resolve_citation = _operation(_generated.resolve_citation)
-    entities = _operation(_graph.entities)
-    add_entity_alias = _operation(_graph.add_entity_alias)
+    entities = _operation(_generated.entities)
+    add_entity_alias = _operation(_generated.add_entity_alias)
     predicates = _operation(_generated.predicates)
-    merge_entities = _operation(_graph.merge_entities)
+    merge_entities = _operation(_generated.merge_entities)
     # peers, sessions, representations, the work queue
     peer_config = _operation(_generated.peer_config)
     set_peer_config = _operation(_sessions.set_peer_config)
-    create_session = _operation(_sessions.create_session)
+    create_session = _operation(_generated.create_session)
     add_session_peers = _operation(_sessions.add_session_peers)
     remove_session_peers = _operation(_generated.remove_session_peers)
-    session_peers = _operation(_sessions.session_peers)
+    session_peers = _operation(_generated.session_peers)
     session_peer_config = _operation(_generated.session_peer_config)
     set_session_peer_config = _operation(_generated.set_session_peer_config)
     add_messages = _operation(_sessions.add_messages)
     log_turn = _operation(_sessions.log_turn)
-    representation = _operation(_sessions.representation)
-    get_representation = _operation(_sessions.get_representation)
-    session_bundle = _operation(_sessions.session_bundle)
+    representation = _operation(_generated.representation)
+    get_representation = _operation(_generated.get_representation)
+    session_bundle = _operation(_generated.session_bundle)
     chat = _operation(_chat)
     claim_tasks = _operation(_sessions.claim_tasks)
     task_remember = _operation(_sessions.task_remember)
     task_assert_fact = _operation(_sessions.task_assert_fact)
     complete_task = _operation(_sessions.complete_task)
     fail_task = _operation(_sessions.fail_task)
-    queue_status = _operation(_sessions.queue_status)
+    queue_status = _operation(_generated.queue_status)
     work_queue_status = _operation(_sessions.work_queue_status)
     # embeddings
-    embedding_status = _operation(_embeddings.embedding_status)
-    rebuild_embeddings = _operation(_embeddings.rebuild_embeddings)
+    embedding_status = _operation(_generated.embedding_status)
+    rebuild_embeddings = _operation(_generated.rebuild_embeddings)
     set_embedding_version = _operation(_generated.set_embedding_version)
-    set_scope_passage_embedding = _operation(_embeddings.set_scope_passage_embedding)
+    set_scope_passage_embedding = _operation(_generated.set_scope_passage_embedding)
     # the back office
     erase = _operation(_admin.erase)
-    expire = _operation(_admin.expire)
+    expire = _operation(_generated.expire)
     export = _operation(_admin.export)
-    refresh_erasure_statistics = _operation(_admin.refresh_erasure_statistics)
+    refresh_erasure_statistics = _operation(_generated.refresh_erasure_statistics)
     vacuum_erased = _operation(_admin.vacuum_erased)
-    rewrite_erased = _operation(_admin.rewrite_erased)
+    rewrite_erased = _operation(_generated.rewrite_erased)
     table_statistics = _operation(_generated.table_statistics)
-    erasure_requests = _operation(_admin.erasure_requests)
+    erasure_requests = _operation(_generated.erasure_requests)
     settings = _operation(_admin.settings)
     setting_descriptions = _operation(_admin.setting_descriptions)
     set_setting = _operation(_admin.set_setting)
-    refresh_term_stats = _operation(_admin.refresh_term_stats)
+    refresh_term_stats = _operation(_generated.refresh_term_stats)
     term_stats_stale = _operation(_generated.term_stats_stale)
 
 

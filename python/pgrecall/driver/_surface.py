@@ -1,6 +1,7 @@
 """What the catalog cannot say about the Python surface, in one place (issue #47 item 1): the public names of
-generated rows (PUBLIC_ROWS), the hand-written dataclasses that refine a generated row (REFINED) and the methods
-whose call builder is hand-written (HANDWRITTEN), each with its reason.
+generated rows (PUBLIC_ROWS), the hand-written dataclasses that refine a generated row (REFINED), how some
+generated builders depart from the generator's rule (SHAPES) and the methods whose call builder is hand-written
+(HANDWRITTEN), each with its reason.
 
 ``PUBLIC_ROWS``: the rows of functions that return a table, whose dataclass ``make driver`` writes under its
 public name (``_generated.py``), with the columns that are never NULL (a function's output column carries no
@@ -96,15 +97,58 @@ REFINED: dict[str, str] = {
     "recall.MessagesFound": "the semantic_available property",
 }
 
+class Shape(NamedTuple):
+    """How ``make driver`` writes one function's builder where the generator's rule (the required arguments by
+    position, the rest by name with the function's defaults, every row a list) is not the method a caller
+    expects. The catalog says the rest: the arguments, their defaults, the row and the docstring."""
+
+    reason: str
+    one_row: bool = False  # the function returns a table of one row: the method returns that row
+    positional: tuple[str, ...] = ()  # arguments with a default that may be passed by position too, in order
+    keyword_only: tuple[str, ...] = ()  # required arguments passed by name only
+    handle_scope: bool = False  # ``scope`` may be left out: the first of the call's authorised scopes
+    row: str = ""  # "module.Class": the hand-written dataclass (REFINED) its rows are read into
+
+
+SHAPES: dict[str, Shape] = {
+    "schema_info": Shape("one row", one_row=True),
+    "add_scope": Shape("description may be passed by position", positional=("description",)),
+    "add_peer": Shape("kind and metadata may be passed by position", positional=("kind", "metadata")),
+    "pin": Shape("pinned may be passed by position", positional=("pinned",)),
+    "freshness": Shape("one row; the scope defaults to the handle's, by position", one_row=True,
+                       positional=("scope",), handle_scope=True),
+    "decide_duplicate": Shape("one row; the reason by name (it says why, apart from the decision)", one_row=True,
+                              keyword_only=("reason",)),
+    "entities": Shape("name may be passed by position", positional=("name",)),
+    "add_entity_alias": Shape("one row; the scope defaults to the handle's", one_row=True, handle_scope=True),
+    "merge_entities": Shape("one row; the scope defaults to the handle's", one_row=True, handle_scope=True),
+    "create_session": Shape("the scope defaults to the handle's; name by position", positional=("name",),
+                            handle_scope=True),
+    "queue_status": Shape("one row; target may be passed by position", one_row=True, positional=("target",)),
+    "embedding_status": Shape("one row", one_row=True),
+    "rebuild_embeddings": Shape("everything may be passed by position", positional=("everything",)),
+    "set_scope_passage_embedding": Shape("one row", one_row=True),
+    "refresh_term_stats": Shape("one row", one_row=True),
+    "retract_fact": Shape("one row, known as a Range; the reason by name", one_row=True, keyword_only=("reason",),
+                          row="graph.RetractedFact"),
+    "facts_as_of": Shape("predicate by position; the refined FactRow", positional=("predicate",),
+                         row="graph.FactRow"),
+    "get_representation": Shape("target by position; the refined WorkingRepresentation", positional=("target",),
+                                row="sessions.WorkingRepresentation"),
+    "session_bundle": Shape("the refined SessionBundle", row="sessions.SessionBundle"),
+    "expire": Shape("the refined ErasureReceipt", row="admin.ErasureReceipt"),
+    "refresh_erasure_statistics": Shape("the refined ErasureReceipt", row="admin.ErasureReceipt"),
+    "rewrite_erased": Shape("the refined ErasureReceipt", row="admin.ErasureReceipt"),
+    "erasure_requests": Shape("limit by position; the refined ErasureReceipt", positional=("limit",),
+                              row="admin.ErasureReceipt"),
+}
+
 # The methods whose call builder is written by hand (the others are _generated's builders, unchanged), each with
 # what it adds to the generated one. tests/test_driver_surface.py fails when a hand-written builder is not here,
 # or one listed here no longer is. "One row": the function returns a table of one row, the method that row.
 HANDWRITTEN: dict[str, str] = {
     # setup and the log
-    "schema_info": "one row",
-    "add_scope": "description may be passed by position",
     "list_scopes": "a rename of scopes() (Memory.scopes is the handle's authorised set)",
-    "add_peer": "kind defaults to 'human'; kind and metadata may be passed by position",
     "append": "a rename of append_observation: the text first, the scope the handle's, the payload as jsonb",
     "append_many": "a rename of append_observations: datetimes in the rows sent as ISO text, offsets in order",
     "watermark": "a rename of log_watermark; the scope defaults to the handle's",
@@ -118,9 +162,6 @@ HANDWRITTEN: dict[str, str] = {
     "supersede": "the refined arguments of a supersession (revision, evidence), one id back",
     "forget": "revision= for expected_revision",
     "duplicate_proposals": "the pairs and the metadata of one call (duplicate_proposals_answer); limit 20",
-    "decide_duplicate": "reason keyword-only; one row",
-    "pin": "pinned defaults to True and may be passed by position",
-    "freshness": "the scope defaults to the handle's; one row",
     "wait_for": "timeout in seconds (checked, at most 600) for timeout_ms; the scope defaults to the handle's",
     # recall and message search
     "recall": "the embedder's part (the question's vector), a re-rank hook; recall_answer's rows and metadata",
@@ -128,44 +169,25 @@ HANDWRITTEN: dict[str, str] = {
     # the graph
     "assert_fact": "object_ for object, evidence as jsonb; the scope defaults to the handle's; one row",
     "assert_facts": "datetimes in the items as ISO text, results in order; the scope defaults to the handle's",
-    "retract_fact": "reason keyword-only; one row, known as a Range",
-    "facts_as_of": "predicate by position, purpose 'converse'; the refined FactRow",
-    "neighbourhood": "hops 2, purpose 'converse'; the refined Edge",
-    "entities": "name may be passed by position",
-    "add_entity_alias": "the scope defaults to the handle's; one row",
-    "merge_entities": "the scope defaults to the handle's; one row",
+    "neighbourhood": "the refined Edge; hops=None is refused as NULL (a generated builder leaves a None to the "
+                     "function's default)",
     # peers, sessions, representations, the work queue
     "set_peer_config": "observed_globally as a keyword for the jsonb config",
-    "create_session": "the scope defaults to the handle's; metadata {} when not given",
-    "add_session_peers": "defaults {} when not given",
-    "session_peers": "include_left defaults to False",
+    "add_session_peers": "peers any iterable of names or dicts, sent as a list",
     "add_messages": "datetimes in the messages as ISO text, results in order",
     "log_turn": "text and role for body and source_role; audience checked as peer names; one row",
-    "representation": "purpose 'converse', limit 100",
-    "get_representation": "target may be passed by position; the refined WorkingRepresentation",
-    "session_bundle": "purpose 'converse', recent 10, entities 5; the refined SessionBundle",
     "chat": "a dialectic over recall and the representations, with the caller's LLM (several steps)",
     "claim_tasks": "limit 10; the refined Task",
     "task_remember": "takes the claimed Task (its id and lease), results in order",
     "task_assert_fact": "takes the claimed Task; object_ for object; one row",
     "complete_task": "takes the claimed Task; result as jsonb",
     "fail_task": "takes the claimed Task; one row",
-    "queue_status": "target may be passed by position",
     "work_queue_status": "the rows as a dict by task type and status",
-    # embeddings
-    "embedding_status": "one row",
-    "rebuild_embeddings": "everything defaults to False and may be passed by position",
-    "set_scope_passage_embedding": "one row",
     # the back office
     "erase": "the selector first, the actor and reason keyword-only; the refined ErasureReceipt",
-    "expire": "actor defaults to 'expiry gate'; the refined ErasureReceipt",
     "export": "the refined ExportedRow",
-    "refresh_erasure_statistics": "the refined ErasureReceipt",
     "vacuum_erased": "VACUUMs the tables a receipt names (several statements, outside a transaction)",
-    "rewrite_erased": "the refined ErasureReceipt",
-    "erasure_requests": "limit 20, by position",
     "settings": "the rows as a dict of key: value",
     "setting_descriptions": "settings() rows with what each does (no function of its own)",
     "set_setting": "the value back as JSON",
-    "refresh_term_stats": "one row",
 }

@@ -97,26 +97,6 @@ def export(h: Handle, selector: Mapping[str, Any]) -> Call[list[ExportedRow]]:
     return rows("export", {"selector": Jsonb(selector)}, ExportedRow)
 
 
-def expire(h: Handle, *, actor: str = "expiry gate") -> Call[list[ErasureReceipt]]:
-    """With the tenant's expiry gate on, erase what passed its retention date (admin role); the receipts."""
-    return rows("expire", {"actor": actor}, ErasureReceipt)
-
-
-def refresh_erasure_statistics(h: Handle, request_id: int) -> Call[ErasureReceipt]:
-    """ANALYZE the tables an erasure touched, so that the planner statistics (``pg_stats``) hold none of the
-    erased values, and stamp the receipt (``statistics_refreshed_at``). Call it after the erasure committed
-    (admin role); returns the receipt (UnknownErasureRequest for an id that is not a completed one)."""
-    return one("refresh_erasure_statistics", {"request_id": request_id}, ErasureReceipt)
-
-
-def rewrite_erased(h: Handle, request_id: int, *, tables: list[str] | None = None) -> Call[ErasureReceipt]:
-    """Rewrite the tables an erasure touched (or ``tables`` of them): new files, their TOAST and indexes
-    rebuilt, so no page keeps the erased rows; once all are, their statistics are taken again and the receipt
-    stamped (``rewritten_at``). Each table is locked exclusively until the transaction ends: one table per call
-    keeps each lock short (``pgrecall erase --rewrite`` does so). Admin role; after the erasure committed."""
-    return one("rewrite_erased", {"request_id": request_id, "tables": tables}, ErasureReceipt)
-
-
 @dataclass(frozen=True)
 class Flushed:
     """What pgrecall.flush_erasure() did: when, the redo point of its checkpoint and its WAL segment, and what may
@@ -142,7 +122,6 @@ def flush_erasure(conn: Any, tenant: str, request_id: int) -> Flushed:
         raise errors.translate(exc) from exc
     assert isinstance(row, Flushed)
     return row
-
 
 
 @dataclass(frozen=True)
@@ -192,11 +171,6 @@ def vacuum_erased(h: Handle, receipt: ErasureReceipt) -> Program[list[str]]:
     return present
 
 
-def erasure_requests(h: Handle, limit: int = 20) -> Call[list[ErasureReceipt]]:
-    """The newest erasure receipts (admin role)."""
-    return rows("erasure_requests", {"limit": limit}, ErasureReceipt)
-
-
 def _as_dict(settings: list[Setting]) -> dict[str, Any]:
     return {s.key: s.value for s in settings}
 
@@ -216,7 +190,3 @@ def set_setting(h: Handle, key: str, value: Any) -> Call[Any]:
     Returns the value stored."""
     return json_value("set_setting", {"key": key, "value": Jsonb(value)})
 
-
-def refresh_term_stats(h: Handle) -> Call[TermStats]:
-    """Recompute the lexical statistics (worker or admin role)."""
-    return one("refresh_term_stats", {}, TermStats)

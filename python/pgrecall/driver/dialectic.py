@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._calls import Handle, Program, offload, one_snapshot, step, steps
+from ._generated import get_representation, representation
 from .recall import RecallItem, RecallMeta, recall
-from .sessions import RepresentationItem, WorkingRepresentation, get_representation, representation
+from .sessions import RepresentationItem, WorkingRepresentation
 
 
 @dataclass(frozen=True)

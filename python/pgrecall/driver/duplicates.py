@@ -80,13 +80,3 @@ def duplicate_proposals(h: Handle, *, limit: int = 20, principal: str | None = N
     return one("duplicate_proposals_answer", {"principal": principal, "scopes": scopes, "limit": limit},
                DuplicateProposals)
 
-
-def decide_duplicate(h: Handle, a: int, b: int, decision: str, *, reason: str, revision_a: int | None = None,
-                     revision_b: int | None = None, principal: str | None = None,
-                     scopes: Sequence[str] | None = None) -> Call[DuplicateDecision]:
-    """Record a person's decision about a pair: ``distinct`` (keep both), ``supersede`` (b replaces a) or
-    ``forget`` (a). Pass the revisions you were shown; someone deciding first is DuplicateDecided."""
-    principal, scopes = h.who(principal, scopes)
-    return one("decide_duplicate", {"principal": principal, "scopes": scopes, "a": a, "b": b, "decision": decision,
-                                    "reason": reason, "revision_a": revision_a, "revision_b": revision_b},
-               DuplicateDecision)

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from ._calls import TEXT_ARRAY, Call, Cast, Handle, one, rows
+from ._calls import TEXT_ARRAY, Call, Cast, Handle, rows
 from ._calls import value as single_value
 from ._generated import EmbeddingStatus as EmbeddingStatus  # re-exported
 from ._generated import PassageEmbeddingChoice as PassageEmbeddingChoice  # re-exported
@@ -42,23 +42,6 @@ class MemoryEmbeddingJob(EmbeddingJob):
     version 1 it is the input itself)."""
 
     text_input: str
-
-
-def embedding_status(h: Handle) -> Call[EmbeddingStatus]:
-    """Queue and index counts of both embedding kinds, and the tenant's model (no content)."""
-    return one("embedding_status", {}, EmbeddingStatus)
-
-
-def rebuild_embeddings(h: Handle, everything: bool = False) -> Call[int]:
-    """Queue missing or stale embeddings (all of them with ``everything``) for the worker (admin role)."""
-    return single_value("rebuild_embeddings", {"everything": everything}, int)
-
-
-
-def set_scope_passage_embedding(h: Handle, scope: str, policy: str | None) -> Call[PassageEmbeddingChoice]:
-    """Which of a scope's passages are embedded for semantic message search: ``all``, ``messages`` (each
-    turn), ``none``, or None to follow the tenant setting ``passage_embedding`` (admin role)."""
-    return one("set_scope_passage_embedding", {"scope": scope, "policy": policy}, PassageEmbeddingChoice)
 
 
 _JOB: dict[Queue, type[EmbeddingJob]] = {"embedding": MemoryEmbeddingJob, "passage_embedding": EmbeddingJob}

@@ -97,32 +97,6 @@ def assert_fact(h: Handle, subject: str, predicate: str, object_: str, *, eviden
         "subject_type": subject_type, "object_type": object_type, "widening_reason": widening_reason}, AssertedFact)
 
 
-def assert_facts(h: Handle, items: Sequence[Mapping[str, Any]], *, scope: str | None = None,
-                 principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[AssertedFact]]:
-    """assert_fact() for a batch: dicts with subject, predicate, object, evidence (and the optional
-    keyword arguments of assert_fact). In order, all-or-nothing; one result per item."""
-    principal, scopes = h.who(principal, scopes)
-    return rows("assert_facts", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
-                                 "items": Jsonb(json_items(items))}, AssertedFact, ordered_by="ordinal")
-
-
-def retract_fact(h: Handle, fact_id: int, *, reason: str, principal: str | None = None,
-                 scopes: Sequence[str] | None = None) -> Call[RetractedFact]:
-    """Withdraw a fact the principal asserted: its known range closes now (history keeps it)."""
-    principal, scopes = h.who(principal, scopes)
-    return one("retract_fact", {"principal": principal, "scopes": scopes, "fact_id": fact_id, "reason": reason},
-               RetractedFact)
-
-
-def facts_as_of(h: Handle, subject: str, predicate: str | None = None, *, valid_at: datetime | None = None,
-                known_at: datetime | None = None, purpose: str = "converse", principal: str | None = None,
-                scopes: Sequence[str] | None = None) -> Call[list[FactRow]]:
-    """What was true of ``subject`` at ``valid_at`` as believed at ``known_at`` (defaults: now)."""
-    principal, scopes = h.who(principal, scopes)
-    return rows("facts_as_of", {"principal": principal, "scopes": scopes, "subject": subject, "predicate": predicate,
-                                "valid_at": valid_at, "known_at": known_at, "purpose": purpose}, FactRow)
-
-
 def neighbourhood(h: Handle, seeds: Sequence[str], *, hops: int = 2, valid_at: datetime | None = None,
                   known_at: datetime | None = None, purpose: str = "converse", principal: str | None = None,
                   scopes: Sequence[str] | None = None) -> Call[list[Edge]]:
@@ -132,30 +106,12 @@ def neighbourhood(h: Handle, seeds: Sequence[str], *, hops: int = 2, valid_at: d
                                   "valid_at": valid_at, "known_at": known_at, "purpose": purpose}, Edge)
 
 
-
-def entities(h: Handle, name: str | None = None, *, principal: str | None = None,
-             scopes: Sequence[str] | None = None) -> Call[list[Entity]]:
-    """The entities in the authorised scopes (one name or alias if given), with how many facts about each
-    the principal may see."""
+def assert_facts(h: Handle, items: Sequence[Mapping[str, Any]], *, scope: str | None = None,
+                 principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[AssertedFact]]:
+    """assert_fact() for a batch: dicts with subject, predicate, object, evidence (and the optional
+    keyword arguments of assert_fact). In order, all-or-nothing; one result per item."""
     principal, scopes = h.who(principal, scopes)
-    return rows("entities", {"principal": principal, "scopes": scopes, "name": name}, Entity)
+    return rows("assert_facts", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
+                                 "items": Jsonb(json_items(items))}, AssertedFact, ordered_by="ordinal")
 
 
-def add_entity_alias(h: Handle, entity: str, alias: str, *, scope: str | None = None,
-                     data_subject_id: str | None = None, principal: str | None = None,
-                     scopes: Sequence[str] | None = None) -> Call[EntityAliases]:
-    """Another name for an entity (the lookup every recall issues finds it by either). With
-    ``data_subject_id``, erasing that subject removes the alias."""
-    principal, scopes = h.who(principal, scopes)
-    return one("add_entity_alias", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
-                                    "entity": entity, "alias": alias, "data_subject_id": data_subject_id},
-               EntityAliases)
-
-
-
-def merge_entities(h: Handle, keep: str, absorb: str, *, scope: str | None = None, principal: str | None = None,
-                   scopes: Sequence[str] | None = None) -> Call[EntityMerge]:
-    """Fold ``absorb`` into ``keep`` (admin role): facts move, contradictions close, the merge is logged."""
-    principal, scopes = h.who(principal, scopes)
-    return one("merge_entities", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
-                                  "keep": keep, "absorb": absorb}, EntityMerge)

@@ -20,6 +20,7 @@ from psycopg.types.range import Range
 
 from .. import boundary, errors, sources
 from ..embedder import DIMENSIONS, ModelUnavailable
+from . import _generated
 from ._calls import (
     TEXT,
     TEXT_ARRAY,
@@ -176,16 +177,11 @@ def peer_names(what: str, names: Sequence[str] | None) -> list[str] | None:
 # -- setup --------------------------------------------------------------------------------------------------
 
 
-def schema_info(h: Handle) -> Call[SchemaInfo]:
-    """The tenant's name, migration version and counts of what is installed."""
-    return one("schema_info", {}, SchemaInfo)
-
-
 def check_schema(h: Handle) -> Program[SchemaInfo]:
     """Fail fast, at connect, when the tenant is missing, this role may not use it, or its schema is older
     than this driver."""
     try:
-        info = yield from step(schema_info(h))
+        info = yield from step(_generated.schema_info(h))
     except psycopg.errors.InvalidSchemaName as exc:
         raise errors.TenantNotFound(f"tenant {h.tenant!r} is not installed in this database",
                                     hint=f"Create it: pgrecall tenant create {h.tenant}") from exc
@@ -199,23 +195,9 @@ def check_schema(h: Handle) -> Program[SchemaInfo]:
     return info
 
 
-def add_scope(h: Handle, name: str, description: str | None = None) -> Call[str]:
-    """A scope (a project inside the tenant); an existing name is kept. Returns the name."""
-    return value("add_scope", {"name": name, "description": description}, str)
-
-
 def list_scopes(h: Handle) -> Call[list[Scope]]:
     """The tenant's scopes with their descriptions, by name (what a client may authorise)."""
     return rows("scopes", {}, Scope)
-
-
-def add_peer(h: Handle, name: str, kind: str = "human", metadata: Mapping[str, Any] | None = None, *,
-             data_subject_id: str | None = None) -> Call[int]:
-    """A peer (human, agent, ...); an existing name returns its id (its metadata merged). With
-    ``data_subject_id``, erasing that subject anonymises the peer (its name and metadata are the subject's
-    personal data)."""
-    return value("add_peer", {"name": name, "kind": kind, "metadata": Jsonb(metadata if metadata is not None else {}),
-                              "data_subject_id": data_subject_id}, int)
 
 
 # -- the log ------------------------------------------------------------------------------------------------
@@ -470,21 +452,7 @@ def forget(h: Handle, memory_id: int, *, reason: str, revision: int | None = Non
                             "expected_revision": revision}, int)
 
 
-def pin(h: Handle, memory_id: int, pinned: bool = True, *, principal: str | None = None,
-        scopes: Sequence[str] | None = None) -> Call[bool]:
-    """Pin (or unpin) a memory: pinned notes start every session bundle."""
-    principal, scopes = h.who(principal, scopes)
-    return value("pin", {"principal": principal, "scopes": scopes, "memory_id": memory_id, "pinned": pinned}, bool)
-
-
 # -- freshness ----------------------------------------------------------------------------------------------
-
-
-def freshness(h: Handle, scope: str | None = None, *, principal: str | None = None,
-              scopes: Sequence[str] | None = None) -> Call[Freshness]:
-    """How far the log and the embeddings of a scope are current."""
-    principal, scopes = h.who(principal, scopes)
-    return one("freshness", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0]}, Freshness)
 
 
 def wait_for(h: Handle, offset: int, *, scope: str | None = None, projection: str = "embeddings",

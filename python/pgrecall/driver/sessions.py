@@ -116,7 +116,6 @@ class Task:
 # -- peers --------------------------------------------------------------------------------------------------
 
 
-
 def set_peer_config(h: Handle, peer: str, *, observed_globally: bool | None) -> Call[PeerConfig]:
     """Set whether a global representation of the peer is derived (None: the tenant default)."""
     return one("set_peer_config", {"peer": peer, "config": Jsonb({"observed_globally": observed_globally})},
@@ -124,17 +123,6 @@ def set_peer_config(h: Handle, peer: str, *, observed_globally: bool | None) -> 
 
 
 # -- sessions and messages ----------------------------------------------------------------------------------
-
-
-def create_session(h: Handle, name: str | None = None, *, scope: str | None = None,
-                   metadata: Mapping[str, Any] | None = None, data_subject_id: str | None = None,
-                   principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
-    """A session in a scope (an existing name returns its id). Returns the session id. With
-    ``data_subject_id``, erasing that subject clears the session's name and metadata."""
-    principal, scopes = h.who(principal, scopes)
-    return value("create_session", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
-                                    "name": name, "metadata": Jsonb(metadata if metadata is not None else {}),
-                                    "data_subject_id": data_subject_id}, int)
 
 
 def add_session_peers(h: Handle, session: int, peers: Sequence[str | Mapping[str, Any]], *,
@@ -148,17 +136,6 @@ def add_session_peers(h: Handle, session: int, peers: Sequence[str | Mapping[str
     return rows("add_session_peers", {"principal": principal, "scopes": scopes, "session": session,
                                       "peers": Jsonb(list(peers)),
                                       "defaults": Jsonb(defaults if defaults is not None else {})}, SessionPeerAdded)
-
-
-
-def session_peers(h: Handle, session: int, *, include_left: bool = False, principal: str | None = None,
-                  scopes: Sequence[str] | None = None) -> Call[list[SessionPeer]]:
-    """The peers of a session with their flags (and those who left, with ``include_left``)."""
-    principal, scopes = h.who(principal, scopes)
-    return rows("session_peers", {"principal": principal, "scopes": scopes, "session": session,
-                                  "include_left": include_left}, SessionPeer)
-
-
 
 
 def add_messages(h: Handle, session: int, messages: Sequence[Mapping[str, Any]], *, principal: str | None = None,
@@ -187,35 +164,6 @@ def log_turn(h: Handle, log: str, actor: str, text: str, *, role: str | None = N
 
 
 # -- representations ----------------------------------------------------------------------------------------
-
-
-def representation(h: Handle, target: str, *, observer: str | None = None, purpose: str = "converse",
-                   limit: int = 100, principal: str | None = None,
-                   scopes: Sequence[str] | None = None) -> Call[list[RepresentationItem]]:
-    """What is believed about ``target`` from ``observer``'s view (None: the global representation): the
-    memories, then the currently believed facts (``item`` says which; ``kind`` is the memory kind or the
-    fact's predicate), newest first, through the eligibility rules for the principal."""
-    principal, scopes = h.who(principal, scopes)
-    return rows("representation", {"principal": principal, "scopes": scopes, "target": target,
-                                   "observer": observer, "purpose": purpose, "limit": limit}, RepresentationItem)
-
-
-def get_representation(h: Handle, session: int, peer: str, target: str | None = None, *,
-                       principal: str | None = None,
-                       scopes: Sequence[str] | None = None) -> Call[WorkingRepresentation]:
-    """A peer's working representation in a session (one observed peer if ``target`` is given)."""
-    principal, scopes = h.who(principal, scopes)
-    return one("get_representation", {"principal": principal, "scopes": scopes, "session": session,
-                                       "peer": peer, "target": target}, WorkingRepresentation)
-
-
-def session_bundle(h: Handle, *, purpose: str = "converse", recent: int = 10, entities: int = 5,
-                   session: int | None = None, principal: str | None = None,
-                   scopes: Sequence[str] | None = None) -> Call[SessionBundle]:
-    """What an agent starts with; with ``session``, also its working representation there."""
-    principal, scopes = h.who(principal, scopes)
-    return one("session_bundle", {"principal": principal, "scopes": scopes, "purpose": purpose,
-                                  "recent": recent, "entities": entities, "session": session}, SessionBundle)
 
 
 # -- the derivation work queue (the worker role) ------------------------------------------------------------
@@ -258,13 +206,6 @@ def fail_task(h: Handle, task: Task, error: str, *, worker: str | None = None) -
     """Give a leased task back with the error (worker role): retried with backoff, then dead-lettered."""
     return one("fail_task", {"worker": worker, "task_id": task.task_id, "lease_token": task.lease_token,
                              "error": error}, TaskFailure)
-
-
-def queue_status(h: Handle, peer: str, target: str | None = None, *,
-                 session: int | None = None) -> Call[QueueStatus]:
-    """Is a representation current? Without ``target``: ``peer``'s global one; with it: ``peer``'s view
-    of ``target``. Returns status ('current' or 'pending'), remaining, in_progress, done, dead."""
-    return one("queue_status", {"peer": peer, "target": target, "session": session}, QueueStatus)
 
 
 def _by_type(counts: list[QueueCount]) -> dict[str, dict[str, int]]:
