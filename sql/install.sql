@@ -6675,7 +6675,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 19, $pgrecall_5680cab4642d$7257dcd6ee317b82c147b5d548be5436bea400f0e4d4247e2820b3a4bbeb6c13$pgrecall_5680cab4642d$, $pgrecall_7257dcd6ee31$-- remember: write what the agent decided to keep, with who may see it, why
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 19, $pgrecall_2a8a167cb5c7$92a4982cc4437a90626543c05d7e7ab14fde939ad9601b75d96156a74c1ce98c$pgrecall_2a8a167cb5c7$, $pgrecall_92a4982cc443$-- remember: write what the agent decided to keep, with who may see it, why
 -- it may be used, and the observations that stated it. Capture writes only
 -- what was explicitly stated: empty or ambiguous input is a no-op that says
 -- why, never an error and never a guess.
@@ -7011,6 +7011,8 @@ create or replace function __tenant__._remember_dependencies(
     p_about_memory bigint[], p_about_entity bigint[])
 returns table (kind text, row_key text, observation_id bigint)
 language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
     select 'memory', ev.m::text, ev.o from unnest(p_memory, p_observation) ev(m, o)
     union
@@ -7421,7 +7423,7 @@ comment on function __tenant__.remember_said(text, text[], text, text, text[], t
                                              text[], bigint[], text, jsonb, text) is
     'Appends what was said (as the principal''s note) and remembers it, citing it, in one call; a memory that is a '
     'no-op or refused leaves no turn (log_offset NULL).';
-$pgrecall_7257dcd6ee31$)
+$pgrecall_92a4982cc443$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

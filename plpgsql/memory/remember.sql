@@ -334,6 +334,8 @@ create or replace function __tenant__._remember_dependencies(
     p_about_memory bigint[], p_about_entity bigint[])
 returns table (kind text, row_key text, observation_id bigint)
 language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
     select 'memory', ev.m::text, ev.o from unnest(p_memory, p_observation) ev(m, o)
     union
