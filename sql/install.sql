@@ -7927,7 +7927,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d972660a90f6$memory/read.sql$pgrecall_d972660a90f6$, null, 23, $pgrecall_1ddba9bab1c4$fd2b3703e2a59df38981ba6193a60651ff417434d96c33152c06064fdb59c888$pgrecall_1ddba9bab1c4$, $pgrecall_fd2b3703e2a5$-- read: one memory with its provenance, only if the principal may see it for
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d972660a90f6$memory/read.sql$pgrecall_d972660a90f6$, null, 23, $pgrecall_438a1dc934e9$f7d90fd9e448cdc1fdcfe55e3cc3e2c98ac445e2178d0d593a2af0994290a2e5$pgrecall_438a1dc934e9$, $pgrecall_f7d90fd9e448$-- read: one memory with its provenance, only if the principal may see it for
 -- the purpose named. A memory the principal may not see is reported exactly
 -- like one that does not exist.
 
@@ -8056,8 +8056,10 @@ begin
             select l.memory_id,
                    jsonb_agg(jsonb_build_object('id', e.id, 'title', e.title, 'kind', e.kind) order by e.id) as list
               from memory_link l
-              join memory e on _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
-                                                p_principal_id, p_scopes, null, true, null) and e.id = l.target_memory_id
+              join memory e on _memory_eligible(e.scope, e.audience_peer_id, e.purposes,
+                                                case when e.invalidated_at > p_as_of then null else e.invalidated_at end,
+                                                e.superseded_by, e.valid, p_principal_id, p_scopes, null, true, null)
+                             and e.id = l.target_memory_id
              where l.memory_id = any (p_memory_ids) and l.link_type = 'derived_from'
                and _unchanged_since(l.created_at, p_as_of)
              group by l.memory_id) src on src.memory_id = i.id
@@ -8067,8 +8069,10 @@ begin
              where l.memory_id = any (p_memory_ids) and l.link_type = 'derived_from'
                and l.target_memory_id is not null and _unchanged_since(l.created_at, p_as_of)
                and not exists (select 1 from memory e
-                                where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
-                                                       p_principal_id, p_scopes, null, true, null) and e.id = l.target_memory_id)
+                                where _memory_eligible(e.scope, e.audience_peer_id, e.purposes,
+                                                       case when e.invalidated_at > p_as_of then null else e.invalidated_at end,
+                                                       e.superseded_by, e.valid, p_principal_id, p_scopes, null, true, null)
+                                  and e.id = l.target_memory_id)
              group by l.memory_id) hid on hid.memory_id = i.id
       left join (
             select l.memory_id,
@@ -8080,7 +8084,7 @@ begin
 end
 $$;
 comment on function __tenant__._provenance_of(bigint[], bigint, text[], timestamptz) is
-    'Internal: for each memory, its observations (withheld where the principal may not see them), visible source memories, hidden-source count, entities and widening reason, as JSON (as of p_as_of: the links and corrections made by then).';
+    'Internal: for each memory, its observations (withheld where the principal may not see them), visible source memories, hidden-source count, entities and widening reason, as JSON (as of p_as_of: the links and corrections made by then, a source forgotten since not yet forgotten).';
 
 create or replace function __tenant__._provenance(p_memory_id bigint, p_principal_id bigint, p_scopes text[])
 returns jsonb
@@ -8092,7 +8096,7 @@ as $$
 $$;
 comment on function __tenant__._provenance(bigint, bigint, text[]) is
     'Internal: a memory''s observations, visible source memories, hidden-source count and entities, as JSON.';
-$pgrecall_fd2b3703e2a5$)
+$pgrecall_f7d90fd9e448$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

@@ -193,6 +193,11 @@ def test_a_memory_drawn_from_one_forgotten_later_is_answered_as_of_before(acme, 
     summary = acme.derive([source], f"{EVERY} note: standups start at nine sharp", kind="summary")
     before = moment(db)
     acme.forget(source, reason="the standup moved")
-    assert state(acme, before)[0] == {source: f"{EVERY} note: the team standup is at nine",
-                                      summary: f"{EVERY} note: standups start at nine sharp"}
+    then, got = state(acme, before)
+    assert then == {source: f"{EVERY} note: the team standup is at nine",
+                    summary: f"{EVERY} note: standups start at nine sharp"}
+    # and its provenance as of then names the source, hidden from no one (it said "1 source memories you may
+    # not see" under a source it listed first)
+    provenance = next(i.provenance for i in got.items if i.memory_id == summary)
+    assert [m.id for m in provenance.memories] == [source] and provenance.hidden_sources == 0
     assert state(acme, None)[0] == {}

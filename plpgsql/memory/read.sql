@@ -127,8 +127,10 @@ begin
             select l.memory_id,
                    jsonb_agg(jsonb_build_object('id', e.id, 'title', e.title, 'kind', e.kind) order by e.id) as list
               from memory_link l
-              join memory e on _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
-                                                p_principal_id, p_scopes, null, true, null) and e.id = l.target_memory_id
+              join memory e on _memory_eligible(e.scope, e.audience_peer_id, e.purposes,
+                                                case when e.invalidated_at > p_as_of then null else e.invalidated_at end,
+                                                e.superseded_by, e.valid, p_principal_id, p_scopes, null, true, null)
+                             and e.id = l.target_memory_id
              where l.memory_id = any (p_memory_ids) and l.link_type = 'derived_from'
                and _unchanged_since(l.created_at, p_as_of)
              group by l.memory_id) src on src.memory_id = i.id
@@ -138,8 +140,10 @@ begin
              where l.memory_id = any (p_memory_ids) and l.link_type = 'derived_from'
                and l.target_memory_id is not null and _unchanged_since(l.created_at, p_as_of)
                and not exists (select 1 from memory e
-                                where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
-                                                       p_principal_id, p_scopes, null, true, null) and e.id = l.target_memory_id)
+                                where _memory_eligible(e.scope, e.audience_peer_id, e.purposes,
+                                                       case when e.invalidated_at > p_as_of then null else e.invalidated_at end,
+                                                       e.superseded_by, e.valid, p_principal_id, p_scopes, null, true, null)
+                                  and e.id = l.target_memory_id)
              group by l.memory_id) hid on hid.memory_id = i.id
       left join (
             select l.memory_id,
@@ -151,7 +155,7 @@ begin
 end
 $$;
 comment on function __tenant__._provenance_of(bigint[], bigint, text[], timestamptz) is
-    'Internal: for each memory, its observations (withheld where the principal may not see them), visible source memories, hidden-source count, entities and widening reason, as JSON (as of p_as_of: the links and corrections made by then).';
+    'Internal: for each memory, its observations (withheld where the principal may not see them), visible source memories, hidden-source count, entities and widening reason, as JSON (as of p_as_of: the links and corrections made by then, a source forgotten since not yet forgotten).';
 
 create or replace function __tenant__._provenance(p_memory_id bigint, p_principal_id bigint, p_scopes text[])
 returns jsonb

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import UTC
 from typing import TYPE_CHECKING
 
 from ._common import PURPOSES, Subparsers, _memory, _principal_args, _print_json, _range_text, _timestamp, tenant_args
@@ -21,7 +22,8 @@ def cmd_recall(args: argparse.Namespace) -> int:
                        include_superseded=args.include_superseded, as_of=args.as_of)
     if args.json:
         # the moment asked about beside the meta, so that a saved answer says which memory it was
-        return _print_json({"items": r.items, "meta": {**jsonable(r.meta), "as_of": args.as_of}})
+        as_of = args.as_of.astimezone(UTC) if args.as_of is not None else None  # one spelling per moment
+        return _print_json({"items": r.items, "meta": {**jsonable(r.meta), "as_of": as_of}})
     m = r.meta
     dense = "dense arm on" if m.dense_available else f"dense arm off ({m.dense_reason})"
     dropped = f"; dropped terms {', '.join(m.dropped_terms)}" if m.dropped_terms else ""
