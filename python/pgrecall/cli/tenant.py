@@ -95,8 +95,9 @@ def _dump_or_restore(args: argparse.Namespace) -> int:
     print(f"pgrecall: restored tenant {receipt['tenant']} from the dump of {source['tenant']} taken at "
           f"{source['taken_at']}: {sum(receipt['rows'].values())} rows; {len(replayed)} later erasure(s) replayed")
     for e in receipt["erasures"]:
-        print(f"  erasure {e['ledger_id']} ({e['kind']}, completed {e['erased_at']}): {e['outcome']}"
-              + (f", {e['observations_erased']} observation(s) erased" if e["outcome"] == "replayed" else ""))
+        replay = f" as erasure {e['request_id']} here, {e['observations_erased']} observation(s) erased"
+        print(f"  erasure {e['source_request_id']} of tenant {source['tenant']} ({e['kind']}, completed "
+              f"{e['erased_at']}): {e['outcome']}" + (replay if e["outcome"] == "replayed" else ""))
     return 0
 
 
