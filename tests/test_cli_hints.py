@@ -140,3 +140,14 @@ def test_export_says_what_it_wrote_in_words_or_as_json(acme, conninfo, tmp_path)
     assert said["rows"] == len(out.read_text().splitlines()) - 1  # the header line, then one line a row
     proc = run_cli("export", "--subject", "u-42", "--json", env=admin, check=False)
     assert proc.returncode == 2 and "give --out FILE" in proc.stderr and proc.stdout == "", proc
+
+
+def test_embeddings_help_says_what_each_action_does_and_status_refuses_rebuilds_flags(acme, app_env):
+    """`pgrecall embeddings status --help` showed a bare {status,rebuild} and a rebuild example only; and
+    `embeddings status --all` read the status as if --all meant something there."""
+    shown = run_cli("embeddings", "status", "--help", env=app_env).stdout
+    assert "status: how many memories and passages have a current" in " ".join(shown.split()), shown
+    assert "pgrecall embeddings status --tenant acme" in shown and "with rebuild: re-embed every memory" in shown
+    proc = run_cli("embeddings", "status", "--all", env=app_env, check=False)
+    assert proc.returncode == 2 and "go with rebuild, not status" in proc.stderr, proc.stderr
+    assert "current" in run_cli("embeddings", "status", env=app_env).stdout
