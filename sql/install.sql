@@ -7445,7 +7445,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7e4eb4c25106$memory/revise.sql$pgrecall_7e4eb4c25106$, null, 20, $pgrecall_0d8863ea2a3c$a9822688ce8969da5cc9d7e893d033db59d60f4ce8abff60359f221a9f627d61$pgrecall_0d8863ea2a3c$, $pgrecall_a9822688ce89$-- correct, supersede and forget: the three ways a memory changes after it is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7e4eb4c25106$memory/revise.sql$pgrecall_7e4eb4c25106$, null, 20, $pgrecall_ed887388cefd$62c4a1ff293c42cef3d0626c57a482129d44d6c162c5a84fa842c86ff018fb78$pgrecall_ed887388cefd$, $pgrecall_62c4a1ff293c$-- correct, supersede and forget: the three ways a memory changes after it is
 -- written. Each takes the revision the caller read; the loser of a race gets
 -- PR105 and nothing it sent is written. correct and supersede cite the
 -- observations they stand on, like every other write, and as remember()
@@ -7679,6 +7679,7 @@ begin
     v_observations := _observation_ids(v_old.scope, p_evidence, v_principal);
 
     -- The replacement keeps the old audience: it must fit the new evidence.
+    perform set_config('pgrecall.memory_vectors_given', 'off', true);  -- queued whatever the session set (_memory_changed)
     insert into memory (scope, kind, title, body, confidence, origin, audience_peer_id, purposes, created_by,
                         widening_reason)
     values (v_old.scope, v_old.kind, coalesce(p_title, v_old.title), _trim(p_body),
@@ -7745,12 +7746,12 @@ end
 $$;
 comment on function __tenant__.forget(text, text[], bigint, text, integer) is
     'Invalidates a memory with a reason; it is no longer read or recalled. Nothing is forgotten unless asked.';
-$pgrecall_a9822688ce89$)
+$pgrecall_62c4a1ff293c$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ade638cdff09$memory/derive.sql$pgrecall_ade638cdff09$, null, 21, $pgrecall_2a42b23453e0$d6d2af9ce4c898f67720467cf2e02bf621929923d8a6bb86799309f0dd854684$pgrecall_2a42b23453e0$, $pgrecall_d6d2af9ce4c8$-- derive: a new memory from other memories. The new row may be seen by and
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ade638cdff09$memory/derive.sql$pgrecall_ade638cdff09$, null, 21, $pgrecall_52d704536180$cfd66e52627ee42b68139c27179db7edac471c51789145a17b54f9d15201a513$pgrecall_52d704536180$, $pgrecall_cfd66e52627e$-- derive: a new memory from other memories. The new row may be seen by and
 -- used for only what EVERY source allows: scopes, audiences and purposes
 -- intersect, and an empty intersection is refused (PR106), never widened.
 -- Like every memory it is never more public than the turns it stands on
@@ -7836,6 +7837,7 @@ begin
 
     -- The sources' current text, corrections included, is what this is concluded from.
     v_observations := _memory_text_observations(v_sources);
+    perform set_config('pgrecall.memory_vectors_given', 'off', true);  -- queued whatever the session set (_memory_changed)
     insert into memory (scope, kind, title, body, confidence, origin, audience_peer_id, purposes, created_by,
                         widening_reason)
     values (v_scopes[1], p_kind, p_title, _trim(p_body), coalesce(p_confidence, v_confidence), 'derived',
@@ -7855,7 +7857,7 @@ $$;
 comment on function __tenant__.derive(text, text[], bigint[], text, text, text, double precision, text[], text) is
     'A memory derived from other memories; its scope, audience and purposes are the intersection of the sources'' (PR106 if empty); '
     'PR116 if that reaches more peers than the turns they stand on, unless p_widening_reason says why.';
-$pgrecall_d6d2af9ce4c8$)
+$pgrecall_cfd66e52627e$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -11733,7 +11735,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$, null, 36, $pgrecall_0be54ada2535$8ad232f8a727c7ae33a905932e0fe0a2cdf075bbc7bda013887d9288231d8528$pgrecall_0be54ada2535$, $pgrecall_8ad232f8a727$-- Embeddings are a derived index: the write path queues work here, the
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$, null, 36, $pgrecall_ef5ddf90cc34$316f66d02e1d621288088a776cb6b433338af50ad2f256fed6a1b6fe38fea538$pgrecall_ef5ddf90cc34$, $pgrecall_316f66d02e1d$-- Embeddings are a derived index: the write path queues work here, the
 -- worker (pgrecall worker) claims it with SKIP LOCKED under a lease, embeds
 -- the text this file chooses, and stores the vector stamped with the model
 -- and input version. A result computed from text that has since changed, or
@@ -11780,10 +11782,11 @@ comment on function __tenant__._memory_changed() is
 
 -- A new memory whose vector its writer gives in the same transaction is not
 -- queued: _remember_batch turns pgrecall.memory_vectors_given on around its
--- insert (and off around every other). A caller who turns it on in its own
--- session leaves the memories it writes elsewhere without a vector or a job,
--- which is no more than giving them a vector of its choosing already does;
--- an update (a re-worded or retired memory) is always seen.
+-- insert. Any role may set the setting in its own session, so every other
+-- statement that inserts memories turns it off just before (derive, supersede,
+-- store_put and _remember_batch's other insert; tests/test_sources.py holds
+-- each insert into memory to it): a caller's setting queues nothing less. An
+-- update (a re-worded or retired memory) is always seen.
 create or replace trigger memory_embedding_queue after update on __tenant__.memory
     for each row execute function __tenant__._memory_changed();
 create or replace trigger memory_embedding_queue_new after insert on __tenant__.memory
@@ -12252,7 +12255,7 @@ end
 $$;
 comment on function __tenant__.set_embedding_version(text, integer) is
     'Switches the embedding model or input version and queues every live memory; stale vectors are ignored until rebuilt.';
-$pgrecall_8ad232f8a727$)
+$pgrecall_316f66d02e1d$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -16576,7 +16579,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$, null, 57, $pgrecall_bea007c9e427$ede8c7f9e407db49c4c78df57af9f42985f5e144e0f134e67bd333a50dc29954$pgrecall_bea007c9e427$, $pgrecall_ede8c7f9e407$-- A key-value store on memories, for LangGraph's BaseStore
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$, null, 57, $pgrecall_1fe3f29bde30$7a9206687c9e46dca8cb9e56e229f8d4967c8f46fb93e7004cf4bc27ea30cab3$pgrecall_1fe3f29bde30$, $pgrecall_7a9206687c9e$-- A key-value store on memories, for LangGraph's BaseStore
 -- (pgrecall.integrations.langgraph; migration 0037). An item is a memory with
 -- a namespace, a key and a JSON object as its value. Its partition is a scope
 -- and an audience: the one principal (p_shared false, the default) or the
@@ -16825,6 +16828,7 @@ begin
                'audience', case when not p_shared then jsonb_build_array(p_principal) end))) b;
     select o.id into v_obs from observation o where o.scope = p_scope and o.log_offset = v_offset;
     if v_old.id is null then
+        perform set_config('pgrecall.memory_vectors_given', 'off', true);  -- queued whatever the session set (_memory_changed)
         insert into memory (scope, kind, body, origin, audience_peer_id, purposes, created_by,
                             store_namespace, store_key, store_value)
         values (p_scope, 'note', _trim(v_text), 'told', v_audience, p_purposes, v_principal,
@@ -17107,7 +17111,7 @@ comment on function __tenant__.store_list_namespaces(text, text[], text, text[],
                                                      text, boolean) is
     'The namespaces of the store items the principal may use: prefix and suffix conditions ("*" any label), cut to '
     'max_depth labels, distinct, in code-point order.';
-$pgrecall_ede8c7f9e407$)
+$pgrecall_7a9206687c9e$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
