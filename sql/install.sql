@@ -14915,7 +14915,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 52, $pgrecall_ea1cb79eadcb$b6e6972e377bd4f37eb197608081c17e7da39cde644cf00d4b1b7f79c2a296b5$pgrecall_ea1cb79eadcb$, $pgrecall_b6e6972e377b$-- recall: ranked retrieval, in the design's order (section 6). Each step is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 52, $pgrecall_bd6e978f45b6$540bf01c862cb6d495ab50c2f1d238474046ade6002d277248db4bf36f962ca3$pgrecall_bd6e978f45b6$, $pgrecall_540bf01c862c$-- recall: ranked retrieval, in the design's order (section 6). Each step is
 -- a function of its own that a DBA can call and test alone; recall_answer()
 -- runs them in order. Each step's file is in this folder (plpgsql/recall/),
 -- named for the step, and plpgsql/install_order lists them in this order.
@@ -15205,9 +15205,8 @@ begin
         'lexical_count', (select count(*) from unnest(v_lex_ids) i where i = any (v_kept_ids)),
         'dense_count', (select count(*) from unnest(v_dense_ids) i where i = any (v_kept_ids)),
         'returned', least(p_limit, cardinality(v_kept_ids) + cardinality(v_fact_ids)),
-        'missing_embeddings', least(v_lag.missing, 1000), 'missing_embeddings_more', v_lag.missing > 1000,
         'watermarks', v_lag.watermarks, 'embedding_queue', v_lag.queued, 'fact_count', cardinality(v_fact_ids),
-        'as_of', p_as_of));
+        'as_of', p_as_of, 'missing_embeddings', least(v_lag.missing, 1000), 'missing_embeddings_more', v_lag.missing > 1000));
     select coalesce(array_agg(i order by i.rank), '{}') into v_answer.items
       from _recall_items(v_kept_ids, v_fact_ids, v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
                          (v_set ->> 'rrf_k')::double precision, p_limit, v_principal, p_scopes,
@@ -15246,7 +15245,7 @@ $$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text,
                                       timestamptz) is
     'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms'' evidence orders them), permission walk. With its metadata: recall_answer().';
-$pgrecall_b6e6972e377b$)
+$pgrecall_540bf01c862c$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
