@@ -77,6 +77,27 @@ def test_lexical_candidates_rank_eligible_matches_by_bm25(db, acme):
                           (ana,)).fetchall()) == 2
 
 
+def test_lexical_candidates_score_alike_up_to_twelve_terms_and_past(db, acme):
+    """Up to 12 terms one planned statement scores the candidates, past 12 a statement written for the
+    terms does. Only the best 100 by the quick score are scored exactly, so the one rare match must get
+    the weight of its term in the 12th slot as in the 13th: it comes first either way."""
+    apples = [put(acme, f"apple and other words here {i}") for i in range(101)]
+    cherry = put(acme, "cherry and other words here")
+    ana = peer(db, "ana")
+    absent = [f"aa{i:02d}" for i in range(10)]     # sorted before the others, as the arm sorts its terms
+
+    def candidates(words):
+        return db.execute(
+            "select id, score from acme._lexical_candidates(%s, '{default}', 'converse', false, null, "
+            "'appl | cherri'::tsquery, array(select quote_literal(w)::tsquery from unnest(%s::text[]) w), %s, %s, "
+            "1.2, 0.75, 6.0, 10)", (ana, words, words, [1.0] * (len(words) - 1) + [2.0])).fetchall()
+
+    twelve = candidates(absent + ["appl", "cherri"])
+    thirteen = candidates(absent + ["aa99", "appl", "cherri"])
+    assert twelve[0][0] == cherry and {i for i, _ in twelve[1:]} <= set(apples) and len(twelve) == 10
+    assert twelve == thirteen
+
+
 def test_lexical_arm_reports_terms_pruning_statistics_and_recruitment(db, acme):
     db.execute("select pgrecall.set_tenant_setting('acme', 'lexical_match_budget', '3')")
     made = [put(acme, f"coffee note {i}") for i in range(10)]
