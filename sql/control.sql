@@ -1369,10 +1369,14 @@ revoke all on function pgrecall.record_erasure(text, bigint, jsonb, timestamptz)
 -- (same request id, same completion time) is run again on p_tenant, for what
 -- in the restored data hashes to what it named. In order of completion.
 -- One row per erasure in the ledger that was considered: replayed (with the
--- new receipt's id and the rows it erased) or already in the dump.
+-- new receipt's id and the rows it erased) or already in the dump, named by
+-- the receipt id the erasure had in p_source (what its user was shown).
+-- Dropped first: source_request_id was added to its result (a changed result
+-- type is not something create or replace can do).
+drop function if exists pgrecall.replay_erasures(text, text);
 create or replace function pgrecall.replay_erasures(p_tenant text, p_source text)
 returns table (ledger_id bigint, kind text, erased_at timestamptz, outcome text, request_id bigint,
-               observations_erased bigint)
+               observations_erased bigint, source_request_id bigint)
 language plpgsql
 set search_path = pg_catalog
 as $$
@@ -1388,6 +1392,7 @@ begin
     v_entries := array(select l from pgrecall.erasure_ledger l where l.tenant = p_source order by l.erased_at, l.id);
     foreach v_entry in array v_entries loop
         ledger_id := v_entry.id; kind := v_entry.kind; erased_at := v_entry.erased_at;
+        source_request_id := v_entry.request_id;
         request_id := null; observations_erased := null;
         -- The tenant's tables and functions are read and run as its owner (as upgrade_tenant does).
         perform set_config('role', v_tenant.owner_role, true);

@@ -1394,10 +1394,14 @@ revoke all on function pgrecall.record_erasure(text, bigint, jsonb, timestamptz)
 -- (same request id, same completion time) is run again on p_tenant, for what
 -- in the restored data hashes to what it named. In order of completion.
 -- One row per erasure in the ledger that was considered: replayed (with the
--- new receipt's id and the rows it erased) or already in the dump.
+-- new receipt's id and the rows it erased) or already in the dump, named by
+-- the receipt id the erasure had in p_source (what its user was shown).
+-- Dropped first: source_request_id was added to its result (a changed result
+-- type is not something create or replace can do).
+drop function if exists pgrecall.replay_erasures(text, text);
 create or replace function pgrecall.replay_erasures(p_tenant text, p_source text)
 returns table (ledger_id bigint, kind text, erased_at timestamptz, outcome text, request_id bigint,
-               observations_erased bigint)
+               observations_erased bigint, source_request_id bigint)
 language plpgsql
 set search_path = pg_catalog
 as $$
@@ -1413,6 +1417,7 @@ begin
     v_entries := array(select l from pgrecall.erasure_ledger l where l.tenant = p_source order by l.erased_at, l.id);
     foreach v_entry in array v_entries loop
         ledger_id := v_entry.id; kind := v_entry.kind; erased_at := v_entry.erased_at;
+        source_request_id := v_entry.request_id;
         request_id := null; observations_erased := null;
         -- The tenant's tables and functions are read and run as its owner (as upgrade_tenant does).
         perform set_config('role', v_tenant.owner_role, true);
@@ -1771,7 +1776,7 @@ update pgrecall.error_code e set explanation = x.explanation from (values
 
 -- The shipped SQL sources.
 
-delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7dec98603573$0034_recall_question_time.sql$pgrecall_7dec98603573$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_520aa42e1005$0035_fact_evidence_audience.sql$pgrecall_520aa42e1005$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_805e70f62199$0036_recall_as_of.sql$pgrecall_805e70f62199$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d93541954a11$0037_store_items.sql$pgrecall_d93541954a11$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_40cf676c8fce$0038_recall_spread.sql$pgrecall_40cf676c8fce$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_42579dd0005a$0039_memory_keys.sql$pgrecall_42579dd0005a$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_33f0be6f3348$0040_memory_key_vectors.sql$pgrecall_33f0be6f3348$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5f9ca04eb737$0041_revision_tsv.sql$pgrecall_5f9ca04eb737$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_93c4e117d98a$shared/fail.sql$pgrecall_93c4e117d98a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_35447ded19e5$shared/closed_sets.sql$pgrecall_35447ded19e5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6beaea322b2e$shared/value_checks.sql$pgrecall_6beaea322b2e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7b838905899d$shared/references.sql$pgrecall_7b838905899d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a769738e7545$shared/embedding_input.sql$pgrecall_a769738e7545$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea28f6e9696f$shared/settings.sql$pgrecall_ea28f6e9696f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_34db4d4fd308$shared/locks.sql$pgrecall_34db4d4fd308$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_32be9315e548$shared/eligibility.sql$pgrecall_32be9315e548$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_cadea1e07eb4$shared/schema_info.sql$pgrecall_cadea1e07eb4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3990910386e$shared/table_statistics.sql$pgrecall_a3990910386e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4359a26b56e8$shared/notifications.sql$pgrecall_4359a26b56e8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f12ea39847bb$shared/append_only.sql$pgrecall_f12ea39847bb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b520323bc$log/append_observation.sql$pgrecall_ab1b520323bc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9850d333d0ac$log/passage_chunks.sql$pgrecall_9850d333d0ac$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f9b529325e72$log/passages.sql$pgrecall_f9b529325e72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81bbdd0f15d9$log/passage_vectors.sql$pgrecall_81bbdd0f15d9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81adc12402ef$log/message_search.sql$pgrecall_81adc12402ef$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fbc5a661f2c9$log/projection.sql$pgrecall_fbc5a661f2c9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7e4eb4c25106$memory/revise.sql$pgrecall_7e4eb4c25106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ade638cdff09$memory/derive.sql$pgrecall_ade638cdff09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d16be3eadf22$memory/keys.sql$pgrecall_d16be3eadf22$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d972660a90f6$memory/read.sql$pgrecall_d972660a90f6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_aa87d72eaca5$memory/memory_count.sql$pgrecall_aa87d72eaca5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3c214ddced3$memory/freshness.sql$pgrecall_a3c214ddced3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_19370c65adc8$memory/duplicates.sql$pgrecall_19370c65adc8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fcbacefcb268$graph/graph_guards.sql$pgrecall_fcbacefcb268$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d44fea25fa34$graph/traversal.sql$pgrecall_d44fea25fa34$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bde667a4f43c$sessions/peers_scopes.sql$pgrecall_bde667a4f43c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33a3f5a05d39$sessions/sessions.sql$pgrecall_33a3f5a05d39$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c37736e808ad$sessions/session_bundle.sql$pgrecall_c37736e808ad$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87a1832ebe6a$sessions/representation.sql$pgrecall_87a1832ebe6a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3e9bcbe2bcd1$queues/leases.sql$pgrecall_3e9bcbe2bcd1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_719a349f8506$queues/work_queue.sql$pgrecall_719a349f8506$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1b652fe88c09$recall/as_of.sql$pgrecall_1b652fe88c09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ec92d55b8c2b$recall/key_arm.sql$pgrecall_ec92d55b8c2b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_77fe7e11f674$recall/fact_arm.sql$pgrecall_77fe7e11f674$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33520068bb0f$recall/people_arm.sql$pgrecall_33520068bb0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_8eca96aab0a4$recall/time_arm.sql$pgrecall_8eca96aab0a4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3047a1d41f72$recall/fusion.sql$pgrecall_3047a1d41f72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a7605aa9c43a$recall/permission_walk.sql$pgrecall_a7605aa9c43a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_89bc99f0db89$recall/spread.sql$pgrecall_89bc99f0db89$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c5c917068264$recall/neighbour_turns.sql$pgrecall_c5c917068264$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_568d0e42ed78$recall/ordering.sql$pgrecall_568d0e42ed78$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33e7d9c571c5$recall/rows.sql$pgrecall_33e7d9c571c5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e19049384fca$erasure/erasure_plan.sql$pgrecall_e19049384fca$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8a87770fa93$erasure/erase.sql$pgrecall_b8a87770fa93$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b462b2a6cded$erasure/erase_rewrite.sql$pgrecall_b462b2a6cded$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f5d59c318372$erasure/export.sql$pgrecall_f5d59c318372$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1923336c08e9$integrations/agent_sessions.sql$pgrecall_1923336c08e9$));
+delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7dec98603573$0034_recall_question_time.sql$pgrecall_7dec98603573$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_520aa42e1005$0035_fact_evidence_audience.sql$pgrecall_520aa42e1005$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_805e70f62199$0036_recall_as_of.sql$pgrecall_805e70f62199$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d93541954a11$0037_store_items.sql$pgrecall_d93541954a11$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_40cf676c8fce$0038_recall_spread.sql$pgrecall_40cf676c8fce$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_42579dd0005a$0039_memory_keys.sql$pgrecall_42579dd0005a$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_33f0be6f3348$0040_memory_key_vectors.sql$pgrecall_33f0be6f3348$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5f9ca04eb737$0041_revision_tsv.sql$pgrecall_5f9ca04eb737$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c896649290eb$0042_recall_meta_as_of.sql$pgrecall_c896649290eb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_cd1266496dcb$0043_memory_tsv_fastupdate.sql$pgrecall_cd1266496dcb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_93c4e117d98a$shared/fail.sql$pgrecall_93c4e117d98a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_35447ded19e5$shared/closed_sets.sql$pgrecall_35447ded19e5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6beaea322b2e$shared/value_checks.sql$pgrecall_6beaea322b2e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7b838905899d$shared/references.sql$pgrecall_7b838905899d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a769738e7545$shared/embedding_input.sql$pgrecall_a769738e7545$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea28f6e9696f$shared/settings.sql$pgrecall_ea28f6e9696f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_34db4d4fd308$shared/locks.sql$pgrecall_34db4d4fd308$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_32be9315e548$shared/eligibility.sql$pgrecall_32be9315e548$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_cadea1e07eb4$shared/schema_info.sql$pgrecall_cadea1e07eb4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3990910386e$shared/table_statistics.sql$pgrecall_a3990910386e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4359a26b56e8$shared/notifications.sql$pgrecall_4359a26b56e8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f12ea39847bb$shared/append_only.sql$pgrecall_f12ea39847bb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b520323bc$log/append_observation.sql$pgrecall_ab1b520323bc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9850d333d0ac$log/passage_chunks.sql$pgrecall_9850d333d0ac$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f9b529325e72$log/passages.sql$pgrecall_f9b529325e72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81bbdd0f15d9$log/passage_vectors.sql$pgrecall_81bbdd0f15d9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81adc12402ef$log/message_search.sql$pgrecall_81adc12402ef$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fbc5a661f2c9$log/projection.sql$pgrecall_fbc5a661f2c9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7e4eb4c25106$memory/revise.sql$pgrecall_7e4eb4c25106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ade638cdff09$memory/derive.sql$pgrecall_ade638cdff09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d16be3eadf22$memory/keys.sql$pgrecall_d16be3eadf22$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d972660a90f6$memory/read.sql$pgrecall_d972660a90f6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_aa87d72eaca5$memory/memory_count.sql$pgrecall_aa87d72eaca5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3c214ddced3$memory/freshness.sql$pgrecall_a3c214ddced3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_19370c65adc8$memory/duplicates.sql$pgrecall_19370c65adc8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fcbacefcb268$graph/graph_guards.sql$pgrecall_fcbacefcb268$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d44fea25fa34$graph/traversal.sql$pgrecall_d44fea25fa34$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bde667a4f43c$sessions/peers_scopes.sql$pgrecall_bde667a4f43c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33a3f5a05d39$sessions/sessions.sql$pgrecall_33a3f5a05d39$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c37736e808ad$sessions/session_bundle.sql$pgrecall_c37736e808ad$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87a1832ebe6a$sessions/representation.sql$pgrecall_87a1832ebe6a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3e9bcbe2bcd1$queues/leases.sql$pgrecall_3e9bcbe2bcd1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_719a349f8506$queues/work_queue.sql$pgrecall_719a349f8506$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1b652fe88c09$recall/as_of.sql$pgrecall_1b652fe88c09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ec92d55b8c2b$recall/key_arm.sql$pgrecall_ec92d55b8c2b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_77fe7e11f674$recall/fact_arm.sql$pgrecall_77fe7e11f674$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33520068bb0f$recall/people_arm.sql$pgrecall_33520068bb0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_8eca96aab0a4$recall/time_arm.sql$pgrecall_8eca96aab0a4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3047a1d41f72$recall/fusion.sql$pgrecall_3047a1d41f72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a7605aa9c43a$recall/permission_walk.sql$pgrecall_a7605aa9c43a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_89bc99f0db89$recall/spread.sql$pgrecall_89bc99f0db89$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c5c917068264$recall/neighbour_turns.sql$pgrecall_c5c917068264$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_568d0e42ed78$recall/ordering.sql$pgrecall_568d0e42ed78$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33e7d9c571c5$recall/rows.sql$pgrecall_33e7d9c571c5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e19049384fca$erasure/erasure_plan.sql$pgrecall_e19049384fca$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8a87770fa93$erasure/erase.sql$pgrecall_b8a87770fa93$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b462b2a6cded$erasure/erase_rewrite.sql$pgrecall_b462b2a6cded$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f5d59c318372$erasure/export.sql$pgrecall_f5d59c318372$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1923336c08e9$integrations/agent_sessions.sql$pgrecall_1923336c08e9$));
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
 values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$, 1, null, $pgrecall_2388b9dcfc8a$151d1a540dd485519b204d3346bac7970fc2591cb3159b3a06db80b197d71397$pgrecall_2388b9dcfc8a$, $pgrecall_151d1a540dd4$-- Per-tenant settings: the design's constants, one row each, readable by the
@@ -3783,6 +3788,33 @@ alter table __tenant__.memory_revision
 comment on column __tenant__.memory_revision.tsv is
     'The revision''s text as memory.tsv is made (recall as of a moment before the correction ranks it).';
 $pgrecall_489555c881ff$)
+on conflict (kind, name) do update
+   set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
+values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c896649290eb$0042_recall_meta_as_of.sql$pgrecall_c896649290eb$, 42, null, $pgrecall_e86ffa68aaf3$a6375db4772df4959f6385146eb36506628e31c95cfd0f3c32f6e791cdd31f56$pgrecall_e86ffa68aaf3$, $pgrecall_a6375db4772d$-- A recall's metadata says which moment it answers for: as_of is the moment
+-- given (NULL: now). A saved answer then tells by itself whether it was the
+-- memory as it stood then or as it stands; the command line printed this
+-- beside the metadata, the Python and SQL callers had to remember it.
+alter type __tenant__.recall_meta add attribute as_of timestamptz;
+comment on column __tenant__.recall_meta.as_of is
+    'The past moment the answer is for (recall''s p_as_of); NULL: as of now.';
+$pgrecall_a6375db4772d$)
+on conflict (kind, name) do update
+   set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
+values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_cd1266496dcb$0043_memory_tsv_fastupdate.sql$pgrecall_cd1266496dcb$, 43, null, $pgrecall_5bc75d4038fa$bfde41f7ab3005cba9d3d107e1b4ec3969cf1bf8da9f024992c297eef7b6464a$pgrecall_5bc75d4038fa$, $pgrecall_bfde41f7ab30$-- Recall's lexical arm searches memory_tsv on every recall. With GIN's fast
+-- update each new memory went to the index's pending list, which every search
+-- reads whole and which only a vacuum (or 4 MB of it) empties: a tenant that
+-- had just written its 10,000 memories held all of them there, so the planner
+-- read the whole table instead of the index, and the lexical arm cost 4-5 ms of
+-- a 9 ms recall instead of ~1 ms (bench/results/recall10k.md). Each memory now
+-- goes straight into the index as it is written (10-16 us more per memory).
+alter index __tenant__.memory_tsv set (fastupdate = off);
+-- What is pending now moves into the index at once, not at the next vacuum.
+select pg_catalog.gin_clean_pending_list('__tenant__.memory_tsv'::pg_catalog.regclass);
+$pgrecall_bfde41f7ab30$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -7504,7 +7536,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7e4eb4c25106$memory/revise.sql$pgrecall_7e4eb4c25106$, null, 20, $pgrecall_0d8863ea2a3c$a9822688ce8969da5cc9d7e893d033db59d60f4ce8abff60359f221a9f627d61$pgrecall_0d8863ea2a3c$, $pgrecall_a9822688ce89$-- correct, supersede and forget: the three ways a memory changes after it is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7e4eb4c25106$memory/revise.sql$pgrecall_7e4eb4c25106$, null, 20, $pgrecall_ed887388cefd$62c4a1ff293c42cef3d0626c57a482129d44d6c162c5a84fa842c86ff018fb78$pgrecall_ed887388cefd$, $pgrecall_62c4a1ff293c$-- correct, supersede and forget: the three ways a memory changes after it is
 -- written. Each takes the revision the caller read; the loser of a race gets
 -- PR105 and nothing it sent is written. correct and supersede cite the
 -- observations they stand on, like every other write, and as remember()
@@ -7738,6 +7770,7 @@ begin
     v_observations := _observation_ids(v_old.scope, p_evidence, v_principal);
 
     -- The replacement keeps the old audience: it must fit the new evidence.
+    perform set_config('pgrecall.memory_vectors_given', 'off', true);  -- queued whatever the session set (_memory_changed)
     insert into memory (scope, kind, title, body, confidence, origin, audience_peer_id, purposes, created_by,
                         widening_reason)
     values (v_old.scope, v_old.kind, coalesce(p_title, v_old.title), _trim(p_body),
@@ -7804,12 +7837,12 @@ end
 $$;
 comment on function __tenant__.forget(text, text[], bigint, text, integer) is
     'Invalidates a memory with a reason; it is no longer read or recalled. Nothing is forgotten unless asked.';
-$pgrecall_a9822688ce89$)
+$pgrecall_62c4a1ff293c$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ade638cdff09$memory/derive.sql$pgrecall_ade638cdff09$, null, 21, $pgrecall_2a42b23453e0$d6d2af9ce4c898f67720467cf2e02bf621929923d8a6bb86799309f0dd854684$pgrecall_2a42b23453e0$, $pgrecall_d6d2af9ce4c8$-- derive: a new memory from other memories. The new row may be seen by and
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ade638cdff09$memory/derive.sql$pgrecall_ade638cdff09$, null, 21, $pgrecall_52d704536180$cfd66e52627ee42b68139c27179db7edac471c51789145a17b54f9d15201a513$pgrecall_52d704536180$, $pgrecall_cfd66e52627e$-- derive: a new memory from other memories. The new row may be seen by and
 -- used for only what EVERY source allows: scopes, audiences and purposes
 -- intersect, and an empty intersection is refused (PR106), never widened.
 -- Like every memory it is never more public than the turns it stands on
@@ -7895,6 +7928,7 @@ begin
 
     -- The sources' current text, corrections included, is what this is concluded from.
     v_observations := _memory_text_observations(v_sources);
+    perform set_config('pgrecall.memory_vectors_given', 'off', true);  -- queued whatever the session set (_memory_changed)
     insert into memory (scope, kind, title, body, confidence, origin, audience_peer_id, purposes, created_by,
                         widening_reason)
     values (v_scopes[1], p_kind, p_title, _trim(p_body), coalesce(p_confidence, v_confidence), 'derived',
@@ -7914,7 +7948,7 @@ $$;
 comment on function __tenant__.derive(text, text[], bigint[], text, text, text, double precision, text[], text) is
     'A memory derived from other memories; its scope, audience and purposes are the intersection of the sources'' (PR106 if empty); '
     'PR116 if that reaches more peers than the turns they stand on, unless p_widening_reason says why.';
-$pgrecall_d6d2af9ce4c8$)
+$pgrecall_cfd66e52627e$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -8210,7 +8244,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$, null, 25, $pgrecall_1e8a18b43ad8$fd66274893eaa12960414753ed55857044eaf8195db683f67ddd7d13adff2daa$pgrecall_1e8a18b43ad8$, $pgrecall_fd66274893ea$-- Facts: asserting (closing and splitting what it contradicts), retracting,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$, null, 25, $pgrecall_c7ed0f05577a$0332d030c33ce3bfe20238379931176c05b3ec5b1999dedbababca244e7985c6$pgrecall_c7ed0f05577a$, $pgrecall_0332d030c33c$-- Facts: asserting (closing and splitting what it contradicts), retracting,
 -- citing, and the bitemporal question "what was true at T1 as we knew it at T2".
 -- Errors: PR111 unknown predicate, PR112 evidence does not match its
 -- observation, PR113 role policy (a human's fact on an assistant's word only),
@@ -8889,7 +8923,7 @@ begin
     perform _check_scopes(p_scopes);
     perform _check_purpose(p_purpose);
     perform _check_time(p_valid_at, 'valid_at');
-    perform _check_time(p_known_at, 'known_at');
+    perform _check_known_at(p_known_at);
     if p_predicate is not null and not exists (select 1 from predicate pr where pr.name = p_predicate) then
         perform _fail('PR111', format('unknown predicate %s', quote_literal(p_predicate)),
                       'predicates() lists the ontology.');
@@ -8978,7 +9012,7 @@ end
 $$;
 comment on function __tenant__.assert_facts(text, text[], text, jsonb) is
     'assert_fact() for a batch (a JSON array of items), in order and all-or-nothing; one row per item.';
-$pgrecall_fd66274893ea$)
+$pgrecall_0332d030c33c$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -9891,7 +9925,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d44fea25fa34$graph/traversal.sql$pgrecall_d44fea25fa34$, null, 30, $pgrecall_cef02ebb0cb9$8f4829afed0adcef1796a83cf97c0796b485e4efbf14478863936d7d80ceea38$pgrecall_cef02ebb0cb9$, $pgrecall_8f4829afed0a$-- Traversal: from seed entities outwards along facts, in both directions,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d44fea25fa34$graph/traversal.sql$pgrecall_d44fea25fa34$, null, 30, $pgrecall_9c804e36168e$0ede4586f8382ffaa2362e17094c8370c9680eaa308c4945ceec7093a2035227$pgrecall_9c804e36168e$, $pgrecall_0ede4586f838$-- Traversal: from seed entities outwards along facts, in both directions,
 -- one hop at a time. Each hop is two index probes (facts whose subject is in
 -- the frontier, facts whose object is), never an OR over both columns, and at
 -- most traversal_fanout facts per hop, so the cost follows the neighbourhood.
@@ -9930,6 +9964,8 @@ declare
 begin
     perform _check_scopes(p_scopes);
     perform _check_purpose(p_purpose);
+    perform _check_time(p_valid_at, 'valid_at');
+    perform _check_known_at(p_known_at);
     if p_hops is null or p_hops < 1 or p_hops > v_max_hops then
         perform _fail('PR150', format('hops must be 1 to %s, not %s', v_max_hops, coalesce(p_hops::text, 'NULL')));
     end if;
@@ -9987,7 +10023,7 @@ end
 $$;
 comment on function __tenant__.neighbourhood(text, text[], text[], integer, timestamptz, timestamptz, text) is
     'Facts within p_hops (1 to max_hops) of the seed entities, both directions, valid and known at the given times; cycle-safe and bounded per hop.';
-$pgrecall_8f4829afed0a$)
+$pgrecall_0ede4586f838$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -11790,7 +11826,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$, null, 36, $pgrecall_0be54ada2535$8ad232f8a727c7ae33a905932e0fe0a2cdf075bbc7bda013887d9288231d8528$pgrecall_0be54ada2535$, $pgrecall_8ad232f8a727$-- Embeddings are a derived index: the write path queues work here, the
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$, null, 36, $pgrecall_ef5ddf90cc34$316f66d02e1d621288088a776cb6b433338af50ad2f256fed6a1b6fe38fea538$pgrecall_ef5ddf90cc34$, $pgrecall_316f66d02e1d$-- Embeddings are a derived index: the write path queues work here, the
 -- worker (pgrecall worker) claims it with SKIP LOCKED under a lease, embeds
 -- the text this file chooses, and stores the vector stamped with the model
 -- and input version. A result computed from text that has since changed, or
@@ -11837,10 +11873,11 @@ comment on function __tenant__._memory_changed() is
 
 -- A new memory whose vector its writer gives in the same transaction is not
 -- queued: _remember_batch turns pgrecall.memory_vectors_given on around its
--- insert (and off around every other). A caller who turns it on in its own
--- session leaves the memories it writes elsewhere without a vector or a job,
--- which is no more than giving them a vector of its choosing already does;
--- an update (a re-worded or retired memory) is always seen.
+-- insert. Any role may set the setting in its own session, so every other
+-- statement that inserts memories turns it off just before (derive, supersede,
+-- store_put and _remember_batch's other insert; tests/test_sources.py holds
+-- each insert into memory to it): a caller's setting queues nothing less. An
+-- update (a re-worded or retired memory) is always seen.
 create or replace trigger memory_embedding_queue after update on __tenant__.memory
     for each row execute function __tenant__._memory_changed();
 create or replace trigger memory_embedding_queue_new after insert on __tenant__.memory
@@ -12309,7 +12346,7 @@ end
 $$;
 comment on function __tenant__.set_embedding_version(text, integer) is
     'Switches the embedding model or input version and queues every live memory; stale vectors are ignored until rebuilt.';
-$pgrecall_8ad232f8a727$)
+$pgrecall_316f66d02e1d$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -12798,7 +12835,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1b652fe88c09$recall/as_of.sql$pgrecall_1b652fe88c09$, null, 38, $pgrecall_5d2ec624f29e$455598f649347e1fcaf739c9740289eeb4fd4bc2537b587db6201af90cc70b21$pgrecall_5d2ec624f29e$, $pgrecall_455598f64934$-- Recall as of a past moment (recall's p_as_of): the memory as it stood
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1b652fe88c09$recall/as_of.sql$pgrecall_1b652fe88c09$, null, 38, $pgrecall_b7c4c3603138$06d6be0675bd1a316c90c8e61ad13552087e297a301f781ad9875ddf4b41d1d0$pgrecall_b7c4c3603138$, $pgrecall_06d6be0675bd$-- Recall as of a past moment (recall's p_as_of): the memory as it stood
 -- then. plpgsql/recall/recall.sql composes the steps; this file holds what only an
 -- as-of recall runs.
 --
@@ -12891,7 +12928,9 @@ comment on function __tenant__._memories_as_of(bigint, text[], text, boolean, ti
     'Internal: for recall as of p_as_of, the memories changed since then that the principal may see as they stood then, with their text then.';
 
 -- p_as_of itself: a finite time, not after now (what is known later is not
--- known yet; for what holds at a later time, p_at asks about validity).
+-- known yet; for what holds at a later time, p_at asks about validity). The
+-- words name as_of, as the driver and the MCP tool call it, not p_as_of: a
+-- psql user reads them as well, a Python user is not shown the SQL's names.
 create or replace function __tenant__._check_as_of(p_as_of timestamptz)
 returns void
 language plpgsql stable
@@ -12899,16 +12938,37 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 begin
-    perform _check_time(p_as_of, 'p_as_of');
+    perform _check_time(p_as_of, 'as_of');
     if p_as_of > now() then
-        perform _fail('PR152', format('p_as_of %s is in the future (now is %s)', p_as_of, now()),
-                      'As-of recall answers what was known at a past moment; pass NULL for now, or p_at for '
-                      'what is valid at a time.');
+        perform _fail('PR152', format('as_of %s is in the future (now is %s)', p_as_of, now()),
+                      'An as-of read answers what was known at a past moment: leave as_of out to read as of now.');
     end if;
 end
 $$;
 comment on function __tenant__._check_as_of(timestamptz) is
     'Internal: PR152 unless p_as_of is NULL or a finite time not after now.';
+
+-- A read of facts as believed at p_known_at: what is believed at a later time
+-- is not known yet, so a future known_at is refused as a future as_of is (it
+-- answered what is believed now, silently). A future valid_at is a question
+-- about the world and stays allowed.
+create or replace function __tenant__._check_known_at(p_known_at timestamptz)
+returns void
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    perform _check_time(p_known_at, 'known_at');
+    if p_known_at > now() then
+        perform _fail('PR152', format('known_at %s is in the future (now is %s)', p_known_at, now()),
+                      'What will be believed later is not known yet: leave known_at out for what is believed now, '
+                      'or give valid_at to ask what holds at a later time.');
+    end if;
+end
+$$;
+comment on function __tenant__._check_known_at(timestamptz) is
+    'Internal: PR152 unless p_known_at is NULL or a finite time not after now.';
 
 -- A ranked list with the memories changed since the moment scored alike,
 -- the best p_depth of both, best first (ties by id): how the lexical and
@@ -12935,7 +12995,7 @@ as $$
 $$;
 comment on function __tenant__._merge_ranked(bigint[], double precision[], bigint[], double precision[], integer) is
     'Internal (as of a past moment): two ranked lists as one, the best p_depth first.';
-$pgrecall_455598f64934$)
+$pgrecall_06d6be0675bd$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -14891,7 +14951,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 52, $pgrecall_c6dd720fe117$625ae64d259bfcfcd6ca7047871217c75b5a4da45c529a573dffeba8974cc867$pgrecall_c6dd720fe117$, $pgrecall_625ae64d259b$-- recall: ranked retrieval, in the design's order (section 6). Each step is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 52, $pgrecall_bd6e978f45b6$540bf01c862cb6d495ab50c2f1d238474046ade6002d277248db4bf36f962ca3$pgrecall_bd6e978f45b6$, $pgrecall_540bf01c862c$-- recall: ranked retrieval, in the design's order (section 6). Each step is
 -- a function of its own that a DBA can call and test alone; recall_answer()
 -- runs them in order. Each step's file is in this folder (plpgsql/recall/),
 -- named for the step, and plpgsql/install_order lists them in this order.
@@ -15181,8 +15241,8 @@ begin
         'lexical_count', (select count(*) from unnest(v_lex_ids) i where i = any (v_kept_ids)),
         'dense_count', (select count(*) from unnest(v_dense_ids) i where i = any (v_kept_ids)),
         'returned', least(p_limit, cardinality(v_kept_ids) + cardinality(v_fact_ids)),
-        'missing_embeddings', least(v_lag.missing, 1000), 'missing_embeddings_more', v_lag.missing > 1000,
-        'watermarks', v_lag.watermarks, 'embedding_queue', v_lag.queued, 'fact_count', cardinality(v_fact_ids)));
+        'watermarks', v_lag.watermarks, 'embedding_queue', v_lag.queued, 'fact_count', cardinality(v_fact_ids),
+        'as_of', p_as_of, 'missing_embeddings', least(v_lag.missing, 1000), 'missing_embeddings_more', v_lag.missing > 1000));
     select coalesce(array_agg(i order by i.rank), '{}') into v_answer.items
       from _recall_items(v_kept_ids, v_fact_ids, v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
                          (v_set ->> 'rrf_k')::double precision, p_limit, v_principal, p_scopes,
@@ -15221,7 +15281,7 @@ $$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text,
                                       timestamptz) is
     'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms'' evidence orders them), permission walk. With its metadata: recall_answer().';
-$pgrecall_625ae64d259b$)
+$pgrecall_540bf01c862c$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -16609,7 +16669,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$, null, 57, $pgrecall_bea007c9e427$ede8c7f9e407db49c4c78df57af9f42985f5e144e0f134e67bd333a50dc29954$pgrecall_bea007c9e427$, $pgrecall_ede8c7f9e407$-- A key-value store on memories, for LangGraph's BaseStore
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$, null, 57, $pgrecall_1fe3f29bde30$7a9206687c9e46dca8cb9e56e229f8d4967c8f46fb93e7004cf4bc27ea30cab3$pgrecall_1fe3f29bde30$, $pgrecall_7a9206687c9e$-- A key-value store on memories, for LangGraph's BaseStore
 -- (pgrecall.integrations.langgraph; migration 0037). An item is a memory with
 -- a namespace, a key and a JSON object as its value. Its partition is a scope
 -- and an audience: the one principal (p_shared false, the default) or the
@@ -16858,6 +16918,7 @@ begin
                'audience', case when not p_shared then jsonb_build_array(p_principal) end))) b;
     select o.id into v_obs from observation o where o.scope = p_scope and o.log_offset = v_offset;
     if v_old.id is null then
+        perform set_config('pgrecall.memory_vectors_given', 'off', true);  -- queued whatever the session set (_memory_changed)
         insert into memory (scope, kind, body, origin, audience_peer_id, purposes, created_by,
                             store_namespace, store_key, store_value)
         values (p_scope, 'note', _trim(v_text), 'told', v_audience, p_purposes, v_principal,
@@ -17140,7 +17201,7 @@ comment on function __tenant__.store_list_namespaces(text, text[], text, text[],
                                                      text, boolean) is
     'The namespaces of the store items the principal may use: prefix and suffix conditions ("*" any label), cut to '
     'max_depth labels, distinct, in code-point order.';
-$pgrecall_ede8c7f9e407$)
+$pgrecall_7a9206687c9e$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

@@ -82,6 +82,25 @@ SET_STORAGE = re.compile(
 TRIGGERS = re.compile(r"alter\s+table\s+(?P<table>[\w.]+)\s+(disable|enable)\s+trigger\s+(user|\w+)\s*;?\s*$", re.I)
 
 
+# And "alter type ... add attribute name type" (0042 adds as_of to recall_meta): the type altered is the
+# tenant's, the attribute's type built in or qualified.
+ADD_ATTRIBUTE = re.compile(
+    r"alter\s+type\s+(?P<table>[\w.]+)\s+add\s+attribute\s+\w+\s+(?P<type>[\w.\[\]() ,]+?)\s*;?\s*$", re.I)
+
+
+def _attribute_type_violation(file: str, line: int, type_text: str) -> list[Violation]:
+    dtype = exp.DataType.build(type_text, dialect="postgres", udt=True)
+    if dtype.this != exp.DataType.Type.USERDEFINED:
+        return []
+    schema, name = _schema_of_type(dtype)
+    if schema is None and name.lower() not in BUILTIN_TYPES:
+        return [Violation(file, line, f"unqualified type {name!r}: qualify it with {TENANT} or {EXTENSIONS}")]
+    if schema is not None and schema not in ALLOWED_SCHEMAS:
+        return [Violation(file, line, f"type in schema {schema!r}: only {TENANT}, {EXTENSIONS} and pg_catalog are "
+                                      "allowed")]
+    return []
+
+
 def check(file: str, text: str) -> list[Violation]:
     found: list[Violation] = []
     try:
@@ -93,6 +112,12 @@ def check(file: str, text: str) -> list[Violation]:
             tree = sqlglot.parse_one(stmt, read="postgres", error_level=sqlglot.ErrorLevel.RAISE)
         except ParseError as exc:
             found.append(Violation(file, first_line, f"does not parse as PostgreSQL: {str(exc).splitlines()[0]}"))
+            continue
+        if isinstance(tree, exp.Command) and (attribute := ADD_ATTRIBUTE.match(stmt.strip())):
+            if not attribute["table"].startswith(TENANT + "."):
+                found.append(Violation(file, first_line,
+                                       f"unqualified reference {attribute['table']!r}: qualify it with {TENANT}"))
+            found.extend(_attribute_type_violation(file, first_line, attribute["type"]))
             continue
         if isinstance(tree, exp.Command) and (storage := SET_STORAGE.match(stmt.strip())
                                               or TRIGGERS.match(stmt.strip())):

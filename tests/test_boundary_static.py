@@ -57,6 +57,15 @@ def test_checker_accepts_a_storage_change_of_a_tenant_table():
     assert check("ok.sql", text) == []
 
 
+def test_checker_reads_an_added_attribute_and_holds_it_to_the_boundary():
+    assert check("ok.sql", "alter type __tenant__.recall_meta add attribute as_of timestamptz;") == []
+    assert check("ok.sql", "alter type __tenant__.t add attribute v __ext__.halfvec(384);") == []
+    [outside] = check("bad.sql", "alter type recall_meta add attribute as_of timestamptz;")
+    assert "unqualified reference 'recall_meta'" in outside.rule
+    [foreign] = check("bad.sql", "alter type __tenant__.t add attribute x public.secret_type;")
+    assert "type in schema 'public'" in foreign.rule
+
+
 # What a function file may say. Anything that reads or writes rows (select,
 # insert, update, delete, do, call, ...) would run whenever the file's checksum
 # changes, before the files that sort after it: data work is a data step.

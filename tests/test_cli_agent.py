@@ -147,6 +147,8 @@ def test_json_output_parses_for_every_command_that_prints_data(shell, acme, tmp_
     assert data("tenant", "drop", "beta", "--yes") == {"dropped": True, "tenant": "beta"}
     erased = data("erase", "--subject", "u-nobody", "--reason", "a request")
     assert erased["receipt"]["observations_erased"] == 0 and erased["vacuum_problem"] is None
+    exported = data("export", "--subject", "u-nobody", "--out", str(tmp_path / "u-nobody.jsonl"))
+    assert (exported["rows"], exported["kinds"]) == (0, {})
     from pgrecall import resident
 
     where = resident.paths()  # under PGRECALL_HOME

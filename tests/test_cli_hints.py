@@ -108,3 +108,46 @@ def test_recall_json_says_which_moment_it_answers_for(acme, app_env):
     then = json.loads(run_cli("recall", "--as", "ana", "anything", "--json", "--as-of", "2026-01-02T03:04:05+01:00",
                               env=app_env).stdout)
     assert then["meta"]["as_of"] == "2026-01-02T02:04:05+00:00"  # the moment, in UTC whatever offset it was given
+
+
+def test_a_lowercase_z_is_utc_as_rfc_3339_allows(acme, app_env):
+    """`2026-01-02t03:04:05z` is a time RFC 3339 allows (and some tools print); it was refused as not ISO 8601."""
+    then = json.loads(run_cli("recall", "--as", "ana", "anything", "--json", "--as-of", "2026-01-02t03:04:05z",
+                              env=app_env).stdout)
+    assert then["meta"]["as_of"] == "2026-01-02T03:04:05+00:00"
+
+
+def test_facts_known_at_a_later_time_is_refused_naming_the_flags(acme, app_env):
+    later = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    proc = run_cli("facts", "--as", "ana", "Ana", "--known-at", later, env=app_env, check=False)
+    assert proc.returncode == 1 and "--known-at" in proc.stderr and "is in the future" in proc.stderr, proc.stderr
+    assert "give --valid-at to ask what holds at a later time" in proc.stderr, proc.stderr
+    assert sql_words(proc.stderr) == [], proc.stderr
+
+
+def test_export_says_what_it_wrote_in_words_or_as_json(acme, conninfo, tmp_path):
+    """The summary printed a Python dict ({'data_subject': 'u-42'}); --json, which docs/cli.md promises every
+    command but four, was refused."""
+    acme.append("I live in Porto", role="user", actor="ana", data_subject_id="u-42")
+    admin = {"PGRECALL_DSN": conninfo.dsn(user="pgrecall_acme_admin"), "PGRECALL_TENANT": "acme"}
+    out = tmp_path / "u-42.jsonl"
+    proc = run_cli("export", "--subject", "u-42", "--out", str(out), env=admin)
+    assert "exported 2 rows of data subject u-42 from tenant acme" in proc.stderr, proc.stderr  # a turn, its passage
+    assert "{" not in proc.stderr, proc.stderr
+    proc = run_cli("export", "--peer", "ana", "--out", str(out), "--json", env=admin)
+    said = json.loads(proc.stdout)
+    assert said["selector"] == {"peer": "ana"} and said["out"] == str(out) and said["rows"] >= 1, said
+    assert said["rows"] == len(out.read_text().splitlines()) - 1  # the header line, then one line a row
+    proc = run_cli("export", "--subject", "u-42", "--json", env=admin, check=False)
+    assert proc.returncode == 2 and "give --out FILE" in proc.stderr and proc.stdout == "", proc
+
+
+def test_embeddings_help_says_what_each_action_does_and_status_refuses_rebuilds_flags(acme, app_env):
+    """`pgrecall embeddings status --help` showed a bare {status,rebuild} and a rebuild example only; and
+    `embeddings status --all` read the status as if --all meant something there."""
+    shown = run_cli("embeddings", "status", "--help", env=app_env).stdout
+    assert "status: how many memories and passages have a current" in " ".join(shown.split()), shown
+    assert "pgrecall embeddings status --tenant acme" in shown and "with rebuild: re-embed every memory" in shown
+    proc = run_cli("embeddings", "status", "--all", env=app_env, check=False)
+    assert proc.returncode == 2 and "go with rebuild, not status" in proc.stderr, proc.stderr
+    assert "current" in run_cli("embeddings", "status", env=app_env).stdout

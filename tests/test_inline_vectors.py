@@ -288,3 +288,21 @@ def test_a_worker_never_stores_a_vector_of_a_stamp_the_tenant_has_left(db, conni
     assert old.memory_id not in vectors
     assert vectors[new.memory_id][1:] == (MODEL, 2)
     assert np.array_equal(vectors[new.memory_id][0], _halfvec(given))
+
+
+def test_a_session_that_turns_the_skip_on_still_gets_derived_superseded_and_stored_memories_queued(db, conninfo):
+    """pgrecall.memory_vectors_given is any role's to set in its own session: the other statements that write
+    memories (derive, supersede, store_put) left theirs with neither a vector nor a job while it was on."""
+    _tenant(db, conninfo, "iv")
+    with psycopg.connect(conninfo.dsn(user="pgrecall_iv_app"), autocommit=True) as conn:
+        mem = pgrecall.connect(tenant="iv", conn=conn, principal="bot", scopes=["default"])
+        [o1, o2, o3] = _turns(mem, ["Ana rows on Tuesdays", "Ana rows on Thursdays now", "Ana's boat is red"])
+        rowing = mem.remember("Ana rows on Tuesdays", evidence=[o1], purposes=["converse"]).memory_id
+        boat = mem.remember("Ana's boat is red", evidence=[o3], purposes=["converse"]).memory_id
+        conn.execute("set pgrecall.memory_vectors_given = on")
+        moved = mem.supersede(rowing, "Ana rows on Thursdays now", revision=1, evidence=[o2])
+        drawn = mem.derive([moved, boat], "Ana rows a red boat on Thursdays")
+        [put] = mem.store_put("default", ["prefs"], "colour", {"colour": "red"}, ["converse"])
+        assert conn.execute("show pgrecall.memory_vectors_given").fetchone()[0] == "on"
+    for memory_id in (moved, drawn, put.memory_id):
+        assert _jobs(db, "iv", [memory_id]) == 1, memory_id

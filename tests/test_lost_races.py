@@ -121,3 +121,31 @@ def test_a_move_cancelled_by_a_deadlock_is_run_again(db, superuser_dsn, capsys):
     assert "error" not in outcome, outcome.get("error")
     assert outcome["row"] == ("moved",)
     assert "the move of acme lost a deadlock" in capsys.readouterr().err
+
+
+def test_a_move_that_finds_the_last_attempts_copy_not_yet_cleaned_up_is_run_again(db, superuser_dsn, capsys):
+    """After a move lost a deadlock, Citus's cleaner drops the copy it left on the target in its own time; the
+    next attempt, started before, refuses with XX000 "shard move failed as the orphaned shard ... leftover from
+    the previous move could not be cleaned up" (make test-citus under load: the move exited 1). Nothing was
+    moved, so the runner tries again after a pause; any other internal error is raised at once. Shown on a
+    statement that raises that error on its first attempt."""
+    from pgrecall.cli.tenant import _run_again_when_cancelled
+
+    with psycopg.connect(superuser_dsn, autocommit=True) as cli_conn:
+        cli_conn.execute("create temporary sequence attempts")
+        cli_conn.execute("""
+            create function pg_temp.move_once(p_message text) returns text language plpgsql as $$
+            begin
+                if nextval('attempts') = 1 then
+                    raise exception using errcode = 'XX000', message = p_message;
+                end if;
+                return 'moved';
+            end $$""")
+        orphan = ("shard move failed as the orphaned shard acme.corpus_stat_102412 leftover from the previous move "
+                  "could not be cleaned up")
+        row = _run_again_when_cancelled(cli_conn, "select pg_temp.move_once(%s)", (orphan,), "the move of acme")
+        assert row == ("moved",)
+        assert "the move of acme found the copy its previous attempt left not yet cleaned up" in capsys.readouterr().err
+        cli_conn.execute("select setval('attempts', 1, false)")
+        with pytest.raises(psycopg.errors.InternalError, match="something else"):
+            _run_again_when_cancelled(cli_conn, "select pg_temp.move_once(%s)", ("something else",), "the move")

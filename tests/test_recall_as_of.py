@@ -155,8 +155,11 @@ def test_what_was_erased_stays_erased_as_of_any_moment(acme, acme_admin, story):
 
 def test_a_moment_in_the_future_is_refused_and_one_before_the_tenant_answers_empty(acme, story, db):
     later = db.execute("select now() + interval '1 hour'").fetchone()[0]
-    with pytest.raises(errors.InvalidTime, match="in the future"):
+    with pytest.raises(errors.InvalidTime, match="in the future") as refused:
         acme.recall(EVERY, as_of=later, embed=False)
+    # in words a Python caller can act on: its own argument's name, not the SQL's parameters or NULL
+    said = f"{refused.value} {refused.value.hint}"
+    assert "as_of" in said and "p_as_of" not in said and "NULL" not in said and "p_at" not in said, said
     long_ago = db.execute("select '2001-01-01 00:00+00'::timestamptz").fetchone()[0]
     got = acme.recall(EVERY, as_of=long_ago, embed=False)
     assert got.items == []
@@ -201,3 +204,30 @@ def test_a_memory_drawn_from_one_forgotten_later_is_answered_as_of_before(acme, 
     provenance = next(i.provenance for i in got.items if i.memory_id == summary)
     assert [m.id for m in provenance.memories] == [source] and provenance.hidden_sources == 0
     assert state(acme, None)[0] == {}
+
+
+def test_the_answers_metadata_says_which_moment_it_is_for(acme, story, db):
+    """A saved answer tells by itself whether it is the memory as it stood then or as it stands (the command
+    line printed the moment beside the metadata; a Python or SQL caller had nothing)."""
+    t = story["t1"]
+    assert acme.recall(EVERY, as_of=t, embed=False).meta.as_of == t
+    assert acme.recall(EVERY, embed=False).meta.as_of is None
+    [(as_of,)] = db.execute("select (a.meta).as_of from acme.recall_answer('bot', '{default}', %s, "
+                            "p_mode => 'lexical', p_as_of => %s) a", (EVERY, t)).fetchall()
+    assert as_of == t
+
+
+def test_facts_as_believed_at_a_later_time_are_refused_not_answered_as_now(acme, db):
+    """What will be believed later is not known yet: a future known_at answered what is believed now, silently
+    (a future valid_at asks about the world, and stays allowed)."""
+    offset = said(acme, "I like green tea")
+    acme.assert_fact("Ana", "likes", "green tea", evidence=[{"offset": offset, "quote": "green tea"}])
+    later = db.execute("select now() + interval '1 hour'").fetchone()[0]
+    with pytest.raises(errors.InvalidTime, match=r"known_at .* is in the future") as refused:
+        acme.facts_as_of("Ana", known_at=later)
+    assert "valid_at" in (refused.value.hint or "")
+    with pytest.raises(errors.InvalidTime, match=r"known_at .* is in the future"):
+        acme.neighbourhood(["Ana"], known_at=later)
+    assert [f.object for f in acme.facts_as_of("Ana", valid_at=later)] == ["green tea"]
+    assert [f.object for f in acme.facts_as_of("Ana", known_at=db.execute("select now()").fetchone()[0])] == [
+        "green tea"]

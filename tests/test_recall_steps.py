@@ -381,7 +381,7 @@ def test_recall_metadata_keys_are_unchanged(acme):
         "query", "mode", "purpose", "terms", "dropped_terms", "term_stats", "recruited_by_rare_terms",
         "recruited_by", "dense_available", "dense_reason", "dense_method", "lexical_count", "dense_count",
         "fused_count", "fact_count", "entities", "returned", "missing_embeddings", "missing_embeddings_more",
-        "watermarks", "embedding_queue"}
+        "watermarks", "embedding_queue", "as_of"}
 
 
 # -- message search's arms over passages ---------------------------------------------------------

@@ -84,3 +84,28 @@ def test_every_step_recall_answer_runs_is_in_the_recall_folder_or_shared():
     step_files = {where[name] for name in called if where[name].startswith("recall/")}
     feature_files = {"recall/people_arm.sql", "recall/time_arm.sql", "recall/neighbour_turns.sql"}
     assert not step_files & feature_files, step_files & feature_files
+
+
+# The functions that insert memories without turning pgrecall.memory_vectors_given off first, each with why.
+QUEUES_WHATEVER_THE_SESSION_SAYS = {
+    "_remember_insert": "its one caller, _remember_batch, sets the setting on or off just before each call",
+}
+
+
+def test_every_insert_of_a_memory_turns_off_the_setting_that_skips_the_queue():
+    """Any role may set pgrecall.memory_vectors_given in its own session; a statement inserting memories under
+    it would leave them with neither a vector nor a queue job (the insert trigger passes over them)."""
+    checked = 0
+    for f in sources.functions():
+        starts = [m.start() for m in re.finditer(r"create or replace function __tenant__\.(\w+)", f.body)]
+        for start, end in zip(starts, [*starts[1:], len(f.body)]):
+            body = f.body[start:end]
+            if not re.search(r"\binsert\s+into\s+memory\s*\(", body, re.I):
+                continue
+            name = re.match(r"create or replace function __tenant__\.(\w+)", body).group(1)
+            checked += 1
+            if name in QUEUES_WHATEVER_THE_SESSION_SAYS:
+                continue
+            assert "set_config('pgrecall.memory_vectors_given', 'off', true)" in body, (
+                f"{f.name}: {name} inserts memories under whatever pgrecall.memory_vectors_given the session set")
+    assert checked >= 4

@@ -53,6 +53,8 @@ def test_a_restore_of_a_dump_taken_before_an_erasure_replays_it(acme, acme_admin
     assert restored["tenant"] == "acme_r1" and restored["from"]["tenant"] == "acme"
     assert [(e["kind"], e["outcome"], e["observations_erased"]) for e in restored["erasures"]] == [
         ("data_subject", "replayed", 1)]
+    # named by the receipt id its user was shown, not by the ledger's row
+    assert restored["erasures"][0]["source_request_id"] == receipt.id
     # the subject is gone there too, the rest is back, and what came after the dump is not there
     assert rows_mentioning(db, "zqalpha", "acme_r1") == {}
     assert recall_as_app(conninfo, "acme_r1", "chess") == ["zqbravo likes chess"]
@@ -146,6 +148,15 @@ def test_the_cli_dumps_and_restores(acme, conninfo, tmp_path, db):
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "restored tenant acme_r4 from the dump of acme" in done.stdout
+    # an erasure after the dump is named, in the restore's receipt, by the id `pgrecall erase` printed
+    with conninfo.connect(user="pgrecall_acme_admin") as admin:
+        erased = admin.execute("select id from acme.erase('dpo', '{\"data_subject\": \"subj-e\"}', 'asked')"
+                               ).fetchone()[0]
+    done = subprocess.run([*run, "tenant", "restore", str(path), "--as", "acme_r5"], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert f"erasure {erased} of tenant acme (data_subject, completed" in done.stdout, done.stdout
+    assert "): replayed as erasure " in done.stdout and "1 observation(s) erased" in done.stdout, done.stdout
     assert recall_as_app(conninfo, "acme_r4", "jazz") == ["zqecho likes jazz"]
 
 

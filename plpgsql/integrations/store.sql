@@ -247,6 +247,7 @@ begin
                'audience', case when not p_shared then jsonb_build_array(p_principal) end))) b;
     select o.id into v_obs from observation o where o.scope = p_scope and o.log_offset = v_offset;
     if v_old.id is null then
+        perform set_config('pgrecall.memory_vectors_given', 'off', true);  -- queued whatever the session set (_memory_changed)
         insert into memory (scope, kind, body, origin, audience_peer_id, purposes, created_by,
                             store_namespace, store_key, store_value)
         values (p_scope, 'note', _trim(v_text), 'told', v_audience, p_purposes, v_principal,

@@ -84,6 +84,7 @@ begin
 
     -- The sources' current text, corrections included, is what this is concluded from.
     v_observations := _memory_text_observations(v_sources);
+    perform set_config('pgrecall.memory_vectors_given', 'off', true);  -- queued whatever the session set (_memory_changed)
     insert into memory (scope, kind, title, body, confidence, origin, audience_peer_id, purposes, created_by,
                         widening_reason)
     values (v_scopes[1], p_kind, p_title, _trim(p_body), coalesce(p_confidence, v_confidence), 'derived',

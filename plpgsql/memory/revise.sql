@@ -232,6 +232,7 @@ begin
     v_observations := _observation_ids(v_old.scope, p_evidence, v_principal);
 
     -- The replacement keeps the old audience: it must fit the new evidence.
+    perform set_config('pgrecall.memory_vectors_given', 'off', true);  -- queued whatever the session set (_memory_changed)
     insert into memory (scope, kind, title, body, confidence, origin, audience_peer_id, purposes, created_by,
                         widening_reason)
     values (v_old.scope, v_old.kind, coalesce(p_title, v_old.title), _trim(p_body),

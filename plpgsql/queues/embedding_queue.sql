@@ -45,10 +45,11 @@ comment on function __tenant__._memory_changed() is
 
 -- A new memory whose vector its writer gives in the same transaction is not
 -- queued: _remember_batch turns pgrecall.memory_vectors_given on around its
--- insert (and off around every other). A caller who turns it on in its own
--- session leaves the memories it writes elsewhere without a vector or a job,
--- which is no more than giving them a vector of its choosing already does;
--- an update (a re-worded or retired memory) is always seen.
+-- insert. Any role may set the setting in its own session, so every other
+-- statement that inserts memories turns it off just before (derive, supersede,
+-- store_put and _remember_batch's other insert; tests/test_sources.py holds
+-- each insert into memory to it): a caller's setting queues nothing less. An
+-- update (a re-worded or retired memory) is always seen.
 create or replace trigger memory_embedding_queue after update on __tenant__.memory
     for each row execute function __tenant__._memory_changed();
 create or replace trigger memory_embedding_queue_new after insert on __tenant__.memory

@@ -91,7 +91,9 @@ comment on function __tenant__._memories_as_of(bigint, text[], text, boolean, ti
     'Internal: for recall as of p_as_of, the memories changed since then that the principal may see as they stood then, with their text then.';
 
 -- p_as_of itself: a finite time, not after now (what is known later is not
--- known yet; for what holds at a later time, p_at asks about validity).
+-- known yet; for what holds at a later time, p_at asks about validity). The
+-- words name as_of, as the driver and the MCP tool call it, not p_as_of: a
+-- psql user reads them as well, a Python user is not shown the SQL's names.
 create or replace function __tenant__._check_as_of(p_as_of timestamptz)
 returns void
 language plpgsql stable
@@ -99,16 +101,37 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 begin
-    perform _check_time(p_as_of, 'p_as_of');
+    perform _check_time(p_as_of, 'as_of');
     if p_as_of > now() then
-        perform _fail('PR152', format('p_as_of %s is in the future (now is %s)', p_as_of, now()),
-                      'As-of recall answers what was known at a past moment; pass NULL for now, or p_at for '
-                      'what is valid at a time.');
+        perform _fail('PR152', format('as_of %s is in the future (now is %s)', p_as_of, now()),
+                      'An as-of read answers what was known at a past moment: leave as_of out to read as of now.');
     end if;
 end
 $$;
 comment on function __tenant__._check_as_of(timestamptz) is
     'Internal: PR152 unless p_as_of is NULL or a finite time not after now.';
+
+-- A read of facts as believed at p_known_at: what is believed at a later time
+-- is not known yet, so a future known_at is refused as a future as_of is (it
+-- answered what is believed now, silently). A future valid_at is a question
+-- about the world and stays allowed.
+create or replace function __tenant__._check_known_at(p_known_at timestamptz)
+returns void
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    perform _check_time(p_known_at, 'known_at');
+    if p_known_at > now() then
+        perform _fail('PR152', format('known_at %s is in the future (now is %s)', p_known_at, now()),
+                      'What will be believed later is not known yet: leave known_at out for what is believed now, '
+                      'or give valid_at to ask what holds at a later time.');
+    end if;
+end
+$$;
+comment on function __tenant__._check_known_at(timestamptz) is
+    'Internal: PR152 unless p_known_at is NULL or a finite time not after now.';
 
 -- A ranked list with the memories changed since the moment scored alike,
 -- the best p_depth of both, best first (ties by id): how the lexical and

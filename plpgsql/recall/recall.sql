@@ -288,8 +288,8 @@ begin
         'lexical_count', (select count(*) from unnest(v_lex_ids) i where i = any (v_kept_ids)),
         'dense_count', (select count(*) from unnest(v_dense_ids) i where i = any (v_kept_ids)),
         'returned', least(p_limit, cardinality(v_kept_ids) + cardinality(v_fact_ids)),
-        'missing_embeddings', least(v_lag.missing, 1000), 'missing_embeddings_more', v_lag.missing > 1000,
-        'watermarks', v_lag.watermarks, 'embedding_queue', v_lag.queued, 'fact_count', cardinality(v_fact_ids)));
+        'watermarks', v_lag.watermarks, 'embedding_queue', v_lag.queued, 'fact_count', cardinality(v_fact_ids),
+        'as_of', p_as_of, 'missing_embeddings', least(v_lag.missing, 1000), 'missing_embeddings_more', v_lag.missing > 1000));
     select coalesce(array_agg(i order by i.rank), '{}') into v_answer.items
       from _recall_items(v_kept_ids, v_fact_ids, v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
                          (v_set ->> 'rrf_k')::double precision, p_limit, v_principal, p_scopes,

@@ -100,7 +100,7 @@ EXAMPLES = {
     "worker": "pgrecall worker --tenant acme --once",
     "review": "pgrecall review --tenant demo --as Ana --scopes flat --port 8765   # then open http://127.0.0.1:8765/",
     "deriver": "pgrecall deriver --tenant acme --once",
-    "embeddings": "pgrecall embeddings rebuild --tenant acme --all",
+    "embeddings": "pgrecall embeddings status --tenant acme\n  pgrecall embeddings rebuild --tenant acme --all",
     "erase": "pgrecall erase --tenant acme --subject u-42 --reason \"request #7\"",
     "export": "pgrecall export --tenant acme --subject u-42 --out u-42.jsonl\n"
               "  pgrecall import --export u-42.jsonl --tenant acme2   # into another tenant",

@@ -101,8 +101,10 @@ def _principal_args(p: argparse.ArgumentParser) -> None:
 def _timestamp(value: str) -> datetime:
     """An ISO 8601 time; one without an offset is UTC, as the docs say, not the database session's time zone
     (which PGTZ or the server's configuration decide, out of the user's sight)."""
+    # RFC 3339 allows a lowercase t and z, which Python's parser does not take
+    spelled = value[:-1] + "+00:00" if value.endswith(("z", "Z")) else value
     try:
-        parsed = datetime.fromisoformat(value)
+        parsed = datetime.fromisoformat(spelled.replace("t", "T", 1) if "t" in spelled[8:11] else spelled)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {value!r}") from None
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)

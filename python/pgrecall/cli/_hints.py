@@ -14,8 +14,9 @@ import re
 SAID_FOR_CLI: tuple[tuple[str, str], ...] = (
     ("(pass p_include_superseded => true to read history)", "(add --include-superseded to read history)"),
     ("p_include_superseded => true", "--include-superseded"),
-    ("pass NULL for now, or p_at for what is valid at a time.", "leave out --as-of to recall as of now."),
-    ("p_as_of", "--as-of"),
+    ("leave as_of out to read as of now.", "leave out --as-of to recall as of now."),
+    ("leave known_at out for what is believed now, or give valid_at to ask what holds at a later time.",
+     "leave out --known-at for what is believed now, or give --valid-at to ask what holds at a later time."),
     ("(p_expected_revision)", "(--revision; pgrecall read shows it)"),
     ("pgrecall.upgrade_tenant(name) brings an existing tenant up to date.",
      "pgrecall tenant upgrade {tenant} brings an existing tenant up to date."),
@@ -49,6 +50,11 @@ SAID_FOR_CLI: tuple[tuple[str, str], ...] = (
      "Name the scopes with --scopes, e.g. --scopes default."),
     ("Write only to a scope the principal is authorised for.",
      "Write to a scope named in --scopes (the first one named is written, default if none is)."),
+    # a time's own name, as the message starts with it ("as_of 2030-01-01 ... is in the future"); last, so that
+    # the sentences above are matched whole first
+    ("as_of ", "--as-of "),
+    ("known_at ", "--known-at "),
+    ("valid_at ", "--valid-at "),
 )
 
 # What is still SQL or Python after the mapping: a call such as name() or name(...), a p_ parameter, a => argument.

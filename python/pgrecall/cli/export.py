@@ -5,21 +5,28 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._common import Subparsers, _print_json, tenant_args
+from ._common import Subparsers, _fail, _print_json, tenant_args
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     from .. import exporter
 
     selector = {"data_subject": args.subject} if args.subject is not None else {"peer": args.peer}
+    if args.json and args.out in (None, "-"):
+        return _fail("pgrecall: error: --json describes an export written to a file: give --out FILE",
+                     "Without --out the export itself is printed, one JSON document a line.", 2)
     head, rows = exporter.export_rows(args.tenant, selector)
     if args.out in (None, "-"):
         exporter.write_export(sys.stdout, head, rows)
-    else:
-        exporter.write_export_file(args.out, head, rows)
-        kinds = ", ".join(f"{n} {k}" for k, n in sorted(head["kinds"].items())) or "nothing stored"
-        print(f"exported {head['rows']} rows of {selector} from tenant {args.tenant} to {args.out}: {kinds}",
-              file=sys.stderr)
+        return 0
+    exporter.write_export_file(args.out, head, rows)
+    if args.json:
+        return _print_json({"tenant": args.tenant, "selector": selector, "out": args.out, "rows": head["rows"],
+                            "kinds": head["kinds"]})
+    kinds = ", ".join(f"{n} {k}" for k, n in sorted(head["kinds"].items())) or "nothing stored"
+    whose = f"data subject {args.subject}" if args.subject is not None else f"peer {args.peer}"
+    print(f"exported {head['rows']} rows of {whose} from tenant {args.tenant} to {args.out}: {kinds}",
+          file=sys.stderr)
     return 0
 
 
@@ -47,4 +54,5 @@ def add_export(sub: Subparsers) -> None:
     which.add_argument("--subject", help="a data subject id")
     which.add_argument("--peer", help="a peer: its turns, private memories and facts, its name")
     p.add_argument("--out", help="write to this file (created mode 600, complete or not at all); default: stdout")
+    p.add_argument("--json", action="store_true", help="with --out: one JSON document saying what was written")
     p.set_defaults(func=cmd_export)

@@ -95,8 +95,9 @@ def _dump_or_restore(args: argparse.Namespace) -> int:
     print(f"pgrecall: restored tenant {receipt['tenant']} from the dump of {source['tenant']} taken at "
           f"{source['taken_at']}: {sum(receipt['rows'].values())} rows; {len(replayed)} later erasure(s) replayed")
     for e in receipt["erasures"]:
-        print(f"  erasure {e['ledger_id']} ({e['kind']}, completed {e['erased_at']}): {e['outcome']}"
-              + (f", {e['observations_erased']} observation(s) erased" if e["outcome"] == "replayed" else ""))
+        replay = f" as erasure {e['request_id']} here, {e['observations_erased']} observation(s) erased"
+        print(f"  erasure {e['source_request_id']} of tenant {source['tenant']} ({e['kind']}, completed "
+              f"{e['erased_at']}): {e['outcome']}" + (replay if e["outcome"] == "replayed" else ""))
     return 0
 
 
@@ -144,18 +145,31 @@ def _run_again_when_cancelled(conn: psycopg.Connection[Any], query: str, params:
     """A move or rebalance, run again when it lost a deadlock to the tenant's own writers: at its last step
     citus_schema_move locks the tenant's shards in their order, a writer's transaction takes them in the order
     of its statements, and Citus cancels one side (40P01). A cancelled move rolled back whole (the tenant stays
-    where it was, the copy is cleaned up), so trying again is what the operator would do."""
+    where it was), so trying again is what the operator would do. The cancelled attempt's copy on the target
+    is dropped by Citus's cleaner, which may not have got it yet when the next attempt starts: that attempt
+    refuses to start (shard_transfer.c, ErrorIfCleanupRecordForShardExists) and is run again after a pause."""
     for attempt, pause_s in enumerate((*MOVE_PAUSES_S, None), start=1):
         try:
             cur = conn.execute(query, params)
             return cur.fetchall() if all_rows else cur.fetchone()
         except psycopg.Error as exc:
-            if pause_s is None or not retry.may_run_again(exc, conn):
+            orphan_left = _previous_copy_not_cleaned_up(exc, conn)
+            if pause_s is None or not (orphan_left or retry.may_run_again(exc, conn)):
                 raise
-            print(f"pgrecall: {what} lost a deadlock to the tenant's writers and was rolled back "
-                  f"(attempt {attempt} of {len(MOVE_PAUSES_S) + 1}); trying again", file=sys.stderr)
+            why = ("found the copy its previous attempt left not yet cleaned up" if orphan_left
+                   else "lost a deadlock to the tenant's writers and was rolled back")
+            print(f"pgrecall: {what} {why} (attempt {attempt} of {len(MOVE_PAUSES_S) + 1}); trying again",
+                  file=sys.stderr)
             time.sleep(retry.jittered(pause_s))
     raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _previous_copy_not_cleaned_up(exc: psycopg.Error, conn: psycopg.Connection[Any]) -> bool:
+    """Citus refused to start a move because an earlier, cancelled one left a shard copy its cleaner has not
+    dropped yet (XX000; nothing was moved)."""
+    message = exc.diag.message_primary or ""
+    return (exc.sqlstate == "XX000" and "leftover from the previous move could not be cleaned up" in message
+            and conn.autocommit and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE)
 
 
 def _rebalance(conn: psycopg.Connection[Any], args: argparse.Namespace) -> int:

@@ -123,6 +123,9 @@ def cmd_embeddings(args: argparse.Namespace) -> int:
 
     import pgrecall
 
+    if args.action == "status" and (args.all or args.model or args.input_version):
+        return _fail("pgrecall: error: --all, --model and --input-version go with rebuild, not status",
+                     "pgrecall embeddings rebuild --all re-embeds everything; status only reads.", 2)
     # Reading the status is the app's; queueing a rebuild or switching versions the admin's.
     with pgrecall.connect(tenant=args.tenant, role="app" if args.action == "status" else "admin") as mem:
         status = mem.embedding_status()
@@ -197,10 +200,15 @@ def add_deriver(sub: Subparsers) -> None:
 def add_embeddings(sub: Subparsers) -> None:
     p = sub.add_parser("embeddings", help="embedding status, or re-embed (rebuild) with a progress bar")
     tenant_args(p, principal=False, scopes=False)
-    p.add_argument("action", choices=["status", "rebuild"])
-    p.add_argument("--all", action="store_true", help="re-embed every memory, not only missing or stale ones")
-    p.add_argument("--model", help="switch the embedding model name (queues everything)")
-    p.add_argument("--input-version", type=int, choices=[1, 2], help="switch the embedded text version")
+    p.add_argument("action", choices=["status", "rebuild"],
+                   help="status: how many memories and passages have a current vector, a stale one or are queued "
+                        "(the app role); rebuild: queue what is missing or stale (--all: everything) and embed it "
+                        "now, with a progress bar (the admin role)")
+    p.add_argument("--all", action="store_true",
+                   help="with rebuild: re-embed every memory, not only missing or stale ones")
+    p.add_argument("--model", help="with rebuild: switch the embedding model name (queues everything)")
+    p.add_argument("--input-version", type=int, choices=[1, 2],
+                   help="with rebuild: switch the embedded text version")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--json", action="store_true", help="one JSON document")

@@ -207,6 +207,7 @@ class RecallMeta:
     missing_embeddings_more: bool = field()
     watermarks: Any = field()
     embedding_queue: int = field()
+    as_of: datetime = field(metadata=parse(timestamp))
 
 
 @dataclass(frozen=True)
