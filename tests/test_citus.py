@@ -281,6 +281,37 @@ def test_a_remember_on_the_worker_writes_without_subplans(cluster, tenant_factor
     assert registered == [("entity", 2), ("memory", 1), ("memory_link", 3)]
 
 
+def test_a_remember_on_the_worker_reads_each_table_alone_and_writes_rows_as_values(cluster, tenant_factory):
+    # Inside a delegated call Citus plans each statement on a tenant table, then deparses its shard query and plans
+    # it again to run it locally, unless the statement takes its fast path: one table and no subquery, CTE or join,
+    # or an INSERT ... VALUES (an INSERT ... SELECT is evaluated apart and its rows copied into the shard). A
+    # remember's reads are each such a statement of one table, and it writes its rows as values.
+    acme = tenant_factory("acme")
+    populated(cluster, acme)
+    with handle(cluster, acme, principal="ana") as ana:
+        turn = ana.append("Ana rides her bike to work on Mondays", role="user", actor="ana")
+    node = placements(cluster, acme)[0][0]
+    holder = next(w for w in cluster.worker_nodes if w.port == node)
+    said: list[str] = []
+    # as the coordinator's delegated call does: the app role, on the worker holding the tenant
+    with psycopg.connect(holder.dsn(user=f"pgrecall_{acme}_app"), autocommit=True) as conn:
+        conn.add_notice_handler(lambda d: said.append(d.message_primary or ""))
+        conn.execute("set citus.log_local_commands = on")
+        made = conn.execute(f"""select * from {acme}.remember('ana', array['default'], 'default',
+                                    'Ana rides her bike to work on Mondays', array[%s]::bigint[], array['converse'],
+                                    p_audience => 'ana')""", (turn,)).fetchall()
+    assert [r[1] for r in made] == ["created"]
+    local = [m.removeprefix("executing the command locally: ") for m in said
+             if m.startswith("executing the command locally: ")]
+    assert [m for m in said if m.startswith("executing the copy locally")] == [], said
+    assert [q for q in local if not q.startswith(("SELECT", "INSERT"))] == [], local
+    reads = [q for q in local if q.startswith("SELECT")]
+    assert [q for q in reads if q.count("SELECT") > 1 or " JOIN " in q or "unnest(" in q] == [], reads
+    writes = [q for q in local if q.startswith("INSERT")]
+    # the memory, its queue row (by trigger), its link to the turn and the link's and the memory's registry rows
+    assert len(writes) == 5 and all(" VALUES " in q for q in writes), writes
+
+
 def test_a_tenant_moves_while_writers_append_and_a_reader_recalls(cluster, tenant_factory, monkeypatch, capsys):
     acme = tenant_factory("acme")
     populated(cluster, acme)

@@ -20,13 +20,18 @@ language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
+declare
+    v_stripes integer[];
 begin
-    -- In stripe order (the rows are locked as the sort returns them), so that
-    -- two transactions locking overlapping sets cannot deadlock.
+    -- The stripes first, then the table alone: on Citus a one-table statement without a subquery takes
+    -- the fast path. In stripe order (the rows are locked as the sort returns them), so that two
+    -- transactions locking overlapping sets cannot deadlock.
+    select coalesce(array_agg(distinct (hashtextextended(p_purpose || ':' || u.key, 0) & 4095)::integer), '{}')
+      into v_stripes
+      from unnest(p_keys) as u(key)
+     where u.key is not null;
     perform 1 from lock_stripe s
-     where s.stripe = any (array(select distinct (hashtextextended(p_purpose || ':' || u.key, 0) & 4095)::integer
-                                   from unnest(p_keys) as u(key)
-                                  where u.key is not null))
+     where s.stripe = any (v_stripes)
      order by s.stripe
        for no key update;
 end
