@@ -13255,7 +13255,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$, null, 40, $pgrecall_1bc6631e1101$d45c3eea6f7c67a0efc45c0db4fa278c713216a8c4fef001bb202272464eaba0$pgrecall_1bc6631e1101$, $pgrecall_d45c3eea6f7c$-- Recall, step 2: the lexical arm (plpgsql/recall/recall.sql composes the steps).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$, null, 40, $pgrecall_e7c32295db29$e7c1e6a82e0849a7462601741943be8117b77aa2cad6da79d090e7c116cbb6d4$pgrecall_e7c32295db29$, $pgrecall_e7c1e6a82e08$-- Recall, step 2: the lexical arm (plpgsql/recall/recall.sql composes the steps).
 --
 --   _query_terms        the query's distinct lexemes
 --   _prune_terms        from prune_min_terms terms on, a term in prune_df_ratio
@@ -13263,6 +13263,7 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5
 --                       rest (message search prunes passages with it too)
 --   _lexical_recruiters the tsqueries that may recruit candidates, narrowest first
 --   _lexical_candidates BM25 over the eligible memories one recruiter matches
+--                       (_lexical_candidates_planned for a query past 12 terms)
 --   _lexical_arm        the above in order, for memories: ranked ids and scores
 --                       with what recall's metadata reports
 --
@@ -13376,96 +13377,20 @@ $$;
 comment on function __tenant__._lexical_recruiters(text[], bigint[], integer, bigint) is
     'Internal: the queries that may recruit lexical candidates, narrowest first (pairs with a rare term, rare terms, every term).';
 
--- BM25 over a bounded candidate set: every eligible memory matching p_match
--- is first scored as if each query term occurred once (a tsvector membership
--- test per term, cheap), and only the best max(2 x p_depth, 100) are scored
--- exactly (term frequencies from the tsvector's positions, costly). Memories
--- are short, so a repeated term rarely moves a match from outside the bound
--- into the top; with 40 instead of 100 it did, on LoCoMo (lexical recall@10
--- 0.657 instead of 0.661). Rows come best first.
--- p_among: when the caller already holds the few memories the principal may
--- see (_few_eligible), the candidates are those, read by id: no full-text
--- index scan of the whole tenant to keep a handful.
-create or replace function __tenant__._lexical_candidates(
+-- The lexical candidates of a query of more than 12 terms (_lexical_candidates
+-- below serves the shorter ones): the same statement with a CASE per term,
+-- written for the query and planned per call.
+create or replace function __tenant__._lexical_candidates_planned(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
     p_match tsquery, p_term_queries tsquery[], p_terms text[], p_idf double precision[],
     p_k1 double precision, p_b double precision, p_avg_length double precision, p_depth integer,
-    p_among bigint[] default null, p_as_of timestamptz default null)
+    p_as_of timestamptz default null)
 returns table (id bigint, score double precision)
 language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 begin
-    if p_among is not null then
-        -- The few are read by id whatever the terms are, so one plan serves
-        -- every call (planning the dynamic statement below cost ~0.3 ms, as
-        -- much as the rest of the arm over 200 memories). Both branches, and
-        -- _passage_lexical_arm over passages, score with _bm25_tf (inlined).
-        return query
-        with matched as (
-            select e.id, e.tsv,
-                   (select coalesce(sum(p_idf[i]), 0) from generate_subscripts(p_term_queries, 1) i
-                     where e.tsv @@ p_term_queries[i])
-                   * _bm25_tf(1, length(e.tsv), p_k1, p_b, p_avg_length) as quick
-              from memory e
-             where e.id = any (p_among) and e.tsv @@ p_match
-             order by quick desc, e.id
-             limit greatest(2 * p_depth, 100)
-        )
-        select m.id,
-               (select sum(p_idf[array_position(p_terms, u.lexeme)]
-                           * _bm25_tf(cardinality(u.positions), length(m.tsv), p_k1, p_b, p_avg_length))
-                  from unnest(m.tsv) u where u.lexeme = any (p_terms)) as s
-          from matched m
-         order by s desc, m.id
-         limit p_depth;
-        return;
-    end if;
-    -- The quick score is spelled out term by term (a CASE per term) because a
-    -- subquery per matched row costs twice as much as the row's heap visit.
-    -- Up to 12 terms, one statement serves every query: a slot past the last
-    -- term is NULL, which matches nothing and adds 0. Under recall's
-    -- force_generic_plan it is planned once per session, where planning it
-    -- per call cost as much as running it (~0.3 ms of a 10k recall); the
-    -- generic plan reads the text index whatever the terms (the narrow
-    -- recruiters are what keep a common term from matching much), and the
-    -- CASE slots add up in the same order to the same score.
-    if cardinality(p_term_queries) <= 12 then
-        return query
-        with matched as (
-            select e.id, e.tsv,
-                   (case when e.tsv @@ p_term_queries[1] then p_idf[1] else 0 end
-                    + case when e.tsv @@ p_term_queries[2] then p_idf[2] else 0 end
-                    + case when e.tsv @@ p_term_queries[3] then p_idf[3] else 0 end
-                    + case when e.tsv @@ p_term_queries[4] then p_idf[4] else 0 end
-                    + case when e.tsv @@ p_term_queries[5] then p_idf[5] else 0 end
-                    + case when e.tsv @@ p_term_queries[6] then p_idf[6] else 0 end
-                    + case when e.tsv @@ p_term_queries[7] then p_idf[7] else 0 end
-                    + case when e.tsv @@ p_term_queries[8] then p_idf[8] else 0 end
-                    + case when e.tsv @@ p_term_queries[9] then p_idf[9] else 0 end
-                    + case when e.tsv @@ p_term_queries[10] then p_idf[10] else 0 end
-                    + case when e.tsv @@ p_term_queries[11] then p_idf[11] else 0 end
-                    + case when e.tsv @@ p_term_queries[12] then p_idf[12] else 0 end)
-                   * _bm25_tf(1, length(e.tsv), p_k1, p_b, p_avg_length) as quick
-              from memory e
-             where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by,
-                                    e.valid, p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
-               and _unchanged_since(e.updated_at, p_as_of)
-               and e.tsv @@ p_match
-             order by quick desc, e.id
-             limit greatest(2 * p_depth, 100)
-        )
-        select m.id,
-               (select sum(p_idf[array_position(p_terms, u.lexeme)]
-                           * _bm25_tf(cardinality(u.positions), length(m.tsv), p_k1, p_b, p_avg_length))
-                  from unnest(m.tsv) u where u.lexeme = any (p_terms)) as s
-          from matched m
-         order by s desc, m.id
-         limit p_depth;
-        return;
-    end if;
-    -- More terms: the same statement with a CASE per term, planned per call.
     return query execute format($q$
     with matched as (
         select e.id, e.tsv,
@@ -13489,6 +13414,119 @@ begin
         case when p_as_of is not null then ' and _unchanged_since(e.updated_at, $14)' else '' end)
     using p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_match, p_term_queries, p_terms, p_idf,
           p_k1, p_b, p_avg_length, p_depth, p_as_of;
+end
+$$;
+comment on function __tenant__._lexical_candidates_planned(bigint, text[], text, boolean, timestamptz, tsquery, tsquery[],
+                                                            text[], double precision[], double precision,
+                                                            double precision, double precision, integer, timestamptz) is
+    'Internal: _lexical_candidates for a query of more than 12 terms, its statement planned per call.';
+
+-- BM25 over a bounded candidate set: every eligible memory matching p_match
+-- is first scored as if each query term occurred once (a tsvector membership
+-- test per term, cheap), and only the best max(2 x p_depth, 100) are scored
+-- exactly (term frequencies from the tsvector's positions, costly). Memories
+-- are short, so a repeated term rarely moves a match from outside the bound
+-- into the top; with 40 instead of 100 it did, on LoCoMo (lexical recall@10
+-- 0.657 instead of 0.661). Rows come best first.
+-- The quick score is spelled out term by term (a CASE per term) because a
+-- subquery per matched row costs twice as much as the row's heap visit. Up
+-- to 12 terms one statement serves every query: each term and its idf in a
+-- variable of its own (a subscript per row cost 7-10% of the statement), a
+-- slot past the last term NULL, which matches nothing and adds 0, so the
+-- slots add up to the same score in the same order. Under recall's
+-- force_generic_plan it is planned once per session, where planning it per
+-- call cost as much as running it (~0.3 ms of a 10k recall); the generic
+-- plan reads the text index whatever the terms (the narrow recruiters keep a
+-- common term from matching much). More terms: _lexical_candidates_planned.
+-- p_among: when the caller already holds the few memories the principal may
+-- see (_few_eligible), the candidates are those, read by id: no full-text
+-- index scan of the whole tenant to keep a handful.
+create or replace function __tenant__._lexical_candidates(
+    p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
+    p_match tsquery, p_term_queries tsquery[], p_terms text[], p_idf double precision[],
+    p_k1 double precision, p_b double precision, p_avg_length double precision, p_depth integer,
+    p_among bigint[] default null, p_as_of timestamptz default null)
+returns table (id bigint, score double precision)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_q1 tsquery; v_q2 tsquery; v_q3 tsquery; v_q4 tsquery; v_q5 tsquery; v_q6 tsquery;
+    v_q7 tsquery; v_q8 tsquery; v_q9 tsquery; v_q10 tsquery; v_q11 tsquery; v_q12 tsquery;
+    v_w1 double precision; v_w2 double precision; v_w3 double precision; v_w4 double precision;
+    v_w5 double precision; v_w6 double precision; v_w7 double precision; v_w8 double precision;
+    v_w9 double precision; v_w10 double precision; v_w11 double precision; v_w12 double precision;
+begin
+    if p_among is not null then
+        -- The few are read by id whatever the terms are, so one plan serves
+        -- every call (planning a statement per call cost ~0.3 ms, as much as
+        -- the rest of the arm over 200 memories). Every branch, and
+        -- _passage_lexical_arm over passages, scores with _bm25_tf (inlined).
+        return query
+        with matched as (
+            select e.id, e.tsv,
+                   (select coalesce(sum(p_idf[i]), 0) from generate_subscripts(p_term_queries, 1) i
+                     where e.tsv @@ p_term_queries[i])
+                   * _bm25_tf(1, length(e.tsv), p_k1, p_b, p_avg_length) as quick
+              from memory e
+             where e.id = any (p_among) and e.tsv @@ p_match
+             order by quick desc, e.id
+             limit greatest(2 * p_depth, 100)
+        )
+        select m.id,
+               (select sum(p_idf[array_position(p_terms, u.lexeme)]
+                           * _bm25_tf(cardinality(u.positions), length(m.tsv), p_k1, p_b, p_avg_length))
+                  from unnest(m.tsv) u where u.lexeme = any (p_terms)) as s
+          from matched m
+         order by s desc, m.id
+         limit p_depth;
+        return;
+    end if;
+    if cardinality(p_term_queries) > 12 then
+        return query select c.id, c.score
+                       from _lexical_candidates_planned(p_principal_id, p_scopes, p_purpose, p_include_superseded,
+                                                        p_at, p_match, p_term_queries, p_terms, p_idf, p_k1, p_b,
+                                                        p_avg_length, p_depth, p_as_of) c;
+        return;
+    end if;
+    select p_term_queries[1], p_term_queries[2], p_term_queries[3], p_term_queries[4], p_term_queries[5],
+           p_term_queries[6], p_term_queries[7], p_term_queries[8], p_term_queries[9], p_term_queries[10],
+           p_term_queries[11], p_term_queries[12], p_idf[1], p_idf[2], p_idf[3], p_idf[4], p_idf[5], p_idf[6],
+           p_idf[7], p_idf[8], p_idf[9], p_idf[10], p_idf[11], p_idf[12]
+      into v_q1, v_q2, v_q3, v_q4, v_q5, v_q6, v_q7, v_q8, v_q9, v_q10, v_q11, v_q12,
+           v_w1, v_w2, v_w3, v_w4, v_w5, v_w6, v_w7, v_w8, v_w9, v_w10, v_w11, v_w12;
+    return query
+    with matched as (
+        select e.id, e.tsv,
+                   (case when e.tsv @@ v_q1 then v_w1 else 0 end
+                + case when e.tsv @@ v_q2 then v_w2 else 0 end
+                + case when e.tsv @@ v_q3 then v_w3 else 0 end
+                + case when e.tsv @@ v_q4 then v_w4 else 0 end
+                + case when e.tsv @@ v_q5 then v_w5 else 0 end
+                + case when e.tsv @@ v_q6 then v_w6 else 0 end
+                + case when e.tsv @@ v_q7 then v_w7 else 0 end
+                + case when e.tsv @@ v_q8 then v_w8 else 0 end
+                + case when e.tsv @@ v_q9 then v_w9 else 0 end
+                + case when e.tsv @@ v_q10 then v_w10 else 0 end
+                + case when e.tsv @@ v_q11 then v_w11 else 0 end
+                + case when e.tsv @@ v_q12 then v_w12 else 0 end)
+               * _bm25_tf(1, length(e.tsv), p_k1, p_b, p_avg_length) as quick
+          from memory e
+         where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
+           and _unchanged_since(e.updated_at, p_as_of)
+           and e.tsv @@ p_match
+         order by quick desc, e.id
+         limit greatest(2 * p_depth, 100)
+    )
+    select m.id,
+           (select sum(p_idf[array_position(p_terms, u.lexeme)]
+                       * _bm25_tf(cardinality(u.positions), length(m.tsv), p_k1, p_b, p_avg_length))
+              from unnest(m.tsv) u where u.lexeme = any (p_terms)) as s
+      from matched m
+     order by s desc, m.id
+     limit p_depth;
 end
 $$;
 comment on function __tenant__._lexical_candidates(bigint, text[], text, boolean, timestamptz, tsquery, tsquery[], text[],
@@ -13594,7 +13632,7 @@ $$;
 comment on function __tenant__._lexical_arm(bigint, text[], text, boolean, timestamptz, text, integer, jsonb, bigint[],
                                             timestamptz, bigint[], tsvector[]) is
     'Internal: recall''s lexical arm: pruned query terms, BM25 over the eligible memories, best p_depth first.';
-$pgrecall_d45c3eea6f7c$)
+$pgrecall_e7c1e6a82e08$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
