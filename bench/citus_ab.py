@@ -63,7 +63,7 @@ def one_call(conn: psycopg.Connection, tenant: str, kind: str, i: int, offsets: 
                                           kind)).fetchall()
 
 
-def measure(apps: list[str], kinds: list[str], calls: int, rounds: int) -> None:
+def measure(apps: list[str], kinds: list[str], calls: int, rounds: int, tenants: list[str]) -> None:
     qtexts = corpus.queries(100, 2000)
     qvecs = unit_vectors(len(qtexts), 2)
     with ExitStack() as stack:
@@ -74,26 +74,26 @@ def measure(apps: list[str], kinds: list[str], calls: int, rounds: int) -> None:
                 if kind == "remember":
                     offsets = [[c.execute(f"select {t}.append_observation('agent', %s, %s, %s, 'user')",
                                           (SCOPES, SCOPES[0], f"ab turn {r} {i}")).fetchone()[0]
-                                for i in range(calls + 20)] for c, t in zip(conns, TENANTS)]
+                                for i in range(calls + 20)] for c, t in zip(conns, tenants)]
                 for i in range(20):  # warm, untimed
-                    for c, t, o in zip(conns, TENANTS, offsets):
+                    for c, t, o in zip(conns, tenants, offsets):
                         one_call(c, t, kind, calls + i, o, qtexts, qvecs)
                 times: list[list[float]] = [[], []]
                 for i in range(calls):
                     for k in range(2):
                         side = (i + k) % 2
                         began = time.perf_counter()
-                        one_call(conns[side], TENANTS[side], kind, i, offsets[side], qtexts, qvecs)
+                        one_call(conns[side], tenants[side], kind, i, offsets[side], qtexts, qvecs)
                         times[side].append((time.perf_counter() - began) * 1000)
                 q = [statistics.quantiles(t, n=10) for t in times]
                 log(f"round {r + 1} {kind:8} old/new p50 {statistics.median(times[0]):.2f} / "
                     f"{statistics.median(times[1]):.2f} ms, p90 {q[0][8]:.2f} / {q[1][8]:.2f} ms ({calls} calls each)")
 
 
-def census(nodes: list[str], app: str, kinds: list[str]) -> None:
-    """Each kind once on tenant B with citus.log_local_commands: the statements its worker runs locally
-    (and the INSERT ... SELECTs whose rows it copies into a shard)."""
-    role = f"pgrecall_{TENANTS[1]}_app"
+def census(nodes: list[str], app: str, kinds: list[str], tenant: str) -> None:
+    """Each kind once on the tenant with the new functions, with citus.log_local_commands: the statements its
+    worker runs locally (and the INSERT ... SELECTs whose rows it copies into a shard)."""
+    role = f"pgrecall_{tenant}_app"
 
     def set_all(action: str) -> None:
         for node in nodes:  # one node at a time: ALTER ROLE propagated from every node at once deadlocks
@@ -105,14 +105,14 @@ def census(nodes: list[str], app: str, kinds: list[str]) -> None:
     qtexts = corpus.queries(5, 2000)
     qvecs = unit_vectors(5, 2)
     with psycopg.connect(app, autocommit=True) as conn:
-        off = conn.execute(f"select {TENANTS[1]}.append_observation('agent', %s, %s, 'census turn', 'user')",
+        off = conn.execute(f"select {tenant}.append_observation('agent', %s, %s, 'census turn', 'user')",
                            (SCOPES, SCOPES[0])).fetchone()[0]
         notes: list[str] = []
         conn.add_notice_handler(lambda d: notes.append(d.message_primary or ""))
         for kind in kinds:
-            one_call(conn, TENANTS[1], kind, 900, [off] * 1000, qtexts, qvecs)  # warm
+            one_call(conn, tenant, kind, 900, [off] * 1000, qtexts, qvecs)  # warm
             notes.clear()
-            one_call(conn, TENANTS[1], kind, 901, [off] * 1000, qtexts, qvecs)
+            one_call(conn, tenant, kind, 901, [off] * 1000, qtexts, qvecs)
             local = [n for n in notes if n.startswith("executing the command locally")]
             copies = sum(1 for n in notes if n.startswith("executing the copy locally"))
             print(f"\n## {kind}: {len(local)} local statements, {copies} local copies")
@@ -121,14 +121,15 @@ def census(nodes: list[str], app: str, kinds: list[str]) -> None:
     set_all("reset citus.log_local_commands")
 
 
-def restore(admin: str, nodes: list[str], ref: str, files: list[str]) -> None:
-    """Tenant A's functions of each file as ref has them, tenant B's as this checkout has them, on every node."""
+def restore(admin: str, nodes: list[str], ref: str, files: list[str], tenants: list[str]) -> None:
+    """The first tenant's functions of each file as ref has them, the second's as this checkout has them, on
+    every node."""
     for f in files:
         old = subprocess.run(["git", "show", f"{ref}:{f}"], check=True, capture_output=True, text=True).stdout
         with open(f) as new:
-            put(admin, nodes, old, TENANTS[0])
-            put(admin, nodes, new.read(), TENANTS[1])
-        log(f"{f}: {TENANTS[0]} as of {ref}, {TENANTS[1]} as in this checkout")
+            put(admin, nodes, old, tenants[0])
+            put(admin, nodes, new.read(), tenants[1])
+        log(f"{f}: {tenants[0]} as of {ref}, {tenants[1]} as in this checkout")
 
 
 def put(admin: str, nodes: list[str], body: str, tenant: str) -> None:
@@ -178,18 +179,21 @@ def main(argv=None) -> int:
     p.add_argument("--calls", type=int, default=150)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--kinds", default=",".join(KINDS))
+    p.add_argument("--swap", action="store_true", help="the old functions in the second tenant, the new in the first "
+                   "(on Citus the tenants may sit on different workers)")
     args = p.parse_args(argv)
     if args.command == "serve":
         return serve(args)
     with open(args.env) as f:
         env = json.load(f)
-    app = [env["app"].replace("{user}", f"pgrecall_{t}_app") for t in TENANTS]
+    tenants = list(reversed(TENANTS)) if args.swap else list(TENANTS)
+    app = [env["app"].replace("{user}", f"pgrecall_{t}_app") for t in tenants]
     kinds = args.kinds.split(",")
-    restore(env["admin"], env["nodes"], args.old, [f for f in args.files.split(",") if f])
+    restore(env["admin"], env["nodes"], args.old, [f for f in args.files.split(",") if f], tenants)
     if args.command == "census":
-        census(env["nodes"], app[1], kinds)
+        census(env["nodes"], app[1], kinds, tenants[1])
     else:
-        measure(app, kinds, args.calls, args.rounds)
+        measure(app, kinds, args.calls, args.rounds, tenants)
     log("end")
     return 0
 

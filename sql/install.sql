@@ -13000,7 +13000,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$, null, 39, $pgrecall_4ad33071044b$bf3d7c92960d6f8f2262add7b98c21d4bd216aaa781665403d4906beed067c75$pgrecall_4ad33071044b$, $pgrecall_bf3d7c92960d$-- Corpus statistics for BM25 and term pruning.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$, null, 39, $pgrecall_e7d842e0dc25$e65a17f92f9bbd12d5e88120db05d0e43b898672d4ddefe8776382acb6b8a019$pgrecall_e7d842e0dc25$, $pgrecall_e65a17f92f9b$-- Corpus statistics for BM25 and term pruning.
 --
 -- Document frequencies come from a snapshot (term_stat, corpus_stat) taken by
 -- refresh_term_stats(), which the worker runs when the corpus has grown by
@@ -13071,11 +13071,17 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_corpus corpus_stat;
+    v_terms text[];
+    v_df bigint[];
 begin
     select c.* into v_corpus from corpus_stat c;
     if v_corpus.singleton then
+        -- The table alone, then matched: on Citus a one-table statement without a subquery takes the
+        -- fast path.
+        select coalesce(array_agg(s.term), '{}'), coalesce(array_agg(s.df::bigint), '{}') into v_terms, v_df
+          from term_stat s where s.term = any (p_terms);
         return query
-        select t, coalesce((select s.df::bigint from term_stat s where s.term = t), 1),
+        select t, coalesce(v_df[array_position(v_terms, t)], 1),
                greatest(v_corpus.documents, 1), greatest(v_corpus.avg_length, 1), 'snapshot'::text
           from unnest(p_terms) t;
         return;
@@ -13244,7 +13250,7 @@ end
 $$;
 comment on function __tenant__._retext_terms(bigint[], jsonb, bigint[]) is
     'Internal: move the term statistics from memories'' old texts (_term_uses before) to their new ones; returns the terms they dropped.';
-$pgrecall_bf3d7c92960d$)
+$pgrecall_e65a17f92f9b$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -14012,7 +14018,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_77fe7e11f674$recall/fact_arm.sql$pgrecall_77fe7e11f674$, null, 43, $pgrecall_49b3ee50083e$9d1617a0e2b46cd690abd618763b0948b7511c2772cca12f37f9f109bd03be27$pgrecall_49b3ee50083e$, $pgrecall_9d1617a0e2b4$-- Recall's fact arm (plpgsql/recall/recall.sql composes the steps): the facts about
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_77fe7e11f674$recall/fact_arm.sql$pgrecall_77fe7e11f674$, null, 43, $pgrecall_cf1ce8b550e2$e1e2bb2b5529b2febd470a08c80865183163d1100d8e2b4cedc8e139c7a5db56$pgrecall_cf1ce8b550e2$, $pgrecall_e1e2bb2b5529$-- Recall's fact arm (plpgsql/recall/recall.sql composes the steps): the facts about
 -- the entities the query names (by name or alias), valid at the requested
 -- time and currently believed, ranked by how many query terms their
 -- statement shares, then salience and confidence. recall fuses them as a
@@ -14034,8 +14040,10 @@ begin
     entities := '{}';
     -- Finding the entities a query names costs more than the rest of the arm
     -- (~0.3 ms); in a tenant without a fact it could find none worth naming
-    -- (any fact, not the scopes': fact has no index on scope to ask cheaply).
-    if exists (select 1 from fact f) then
+    -- (any fact, not the scopes': fact has no index on scope to ask cheaply). The table alone, not an
+    -- EXISTS: on Citus a one-table statement without a subquery takes the fast path.
+    perform 1 from fact f limit 1;
+    if found then
         v_entities := _entities_in_text(p_scopes, p_query);
     end if;
     if cardinality(v_entities) > 0 then
@@ -14073,7 +14081,7 @@ end
 $$;
 comment on function __tenant__._fact_arm(bigint, text[], text, timestamptz, text, timestamptz) is
     'Internal: recall''s fact arm: eligible current facts about the entities the query names, best first, and those entities'' names.';
-$pgrecall_9d1617a0e2b4$)
+$pgrecall_e1e2bb2b5529$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -14619,7 +14627,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a7605aa9c43a$recall/permission_walk.sql$pgrecall_a7605aa9c43a$, null, 47, $pgrecall_5915a40e5974$fc5634d4fdc582549328c4279d3a2b1df405a67f80aa5efa112460188a3f3e0d$pgrecall_5915a40e5974$, $pgrecall_fc5634d4fdc5$-- Recall, step 5 (plpgsql/recall/recall.sql composes the steps): the permission walk over the fused
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a7605aa9c43a$recall/permission_walk.sql$pgrecall_a7605aa9c43a$, null, 47, $pgrecall_31d9c80e7aba$76a7c7dc294c916a4657d7650e87586ea4f85068f888aed3094e4033fe32ec4e$pgrecall_31d9c80e7aba$, $pgrecall_76a7c7dc294c$-- Recall, step 5 (plpgsql/recall/recall.sql composes the steps): the permission walk over the fused
 -- list.
 
 -- Keeps, in order, the candidates whose whole derived_from chain the
@@ -14638,6 +14646,16 @@ as $$
 declare
     v_result bigint[];
 begin
+    -- Most memories stand on turns alone: when no candidate is derived from a memory there is nothing to
+    -- walk, and this probe of one table is all it costs (on Citus the fast path; the recursive statement
+    -- below is planned, deparsed and planned again on the worker, ~0.4 ms a recall).
+    perform 1 from memory_link l
+     where l.memory_id = any (p_candidates) and l.link_type = 'derived_from' and l.target_memory_id is not null
+       and (p_as_of is null or l.created_at <= p_as_of)
+     limit 1;
+    if not found then
+        return coalesce(p_candidates, '{}');
+    end if;
     with recursive reach (root, source, depth) as (
         select c.id, l.target_memory_id, 1
           from unnest(p_candidates) c(id)
@@ -14667,7 +14685,7 @@ end
 $$;
 comment on function __tenant__._walk_provenance(bigint[], bigint, text[], timestamptz) is
     'Internal: the candidates, in order, whose provenance the principal may see (as of p_as_of when given).';
-$pgrecall_fc5634d4fdc5$)
+$pgrecall_76a7c7dc294c$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -15029,7 +15047,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 52, $pgrecall_bd6e978f45b6$540bf01c862cb6d495ab50c2f1d238474046ade6002d277248db4bf36f962ca3$pgrecall_bd6e978f45b6$, $pgrecall_540bf01c862c$-- recall: ranked retrieval, in the design's order (section 6). Each step is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 52, $pgrecall_076537878576$e765d5b70278e4fd63f1ef2f8bd5b342c520eb65a4a0d68b8a1d5bc66a7ccf42$pgrecall_076537878576$, $pgrecall_e765d5b70278$-- recall: ranked retrieval, in the design's order (section 6). Each step is
 -- a function of its own that a DBA can call and test alone; recall_answer()
 -- runs them in order. Each step's file is in this folder (plpgsql/recall/),
 -- named for the step, and plpgsql/install_order lists them in this order.
@@ -15215,9 +15233,12 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 begin
-    missing := _missing_embeddings(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at);
-    watermarks := (select jsonb_object_agg(s.name, s.log_watermark) from scope s where s.name = any (p_scopes));
-    queued := (select count(*) from embedding_job);
+    -- Each a SELECT ... INTO of one table (on Citus: the fast path), not an assignment of a subquery. A
+    -- memory waiting for its vector has a job: with none queued, none waits.
+    select count(*) into queued from embedding_job;
+    missing := case when queued > 0 then _missing_embeddings(p_principal_id, p_scopes, p_purpose,
+                                                              p_include_superseded, p_at) else 0 end;
+    select jsonb_object_agg(s.name, s.log_watermark) into watermarks from scope s where s.name = any (p_scopes);
 end
 $$;
 comment on function __tenant__._recall_freshness(bigint, text[], text, boolean, timestamptz) is
@@ -15359,7 +15380,7 @@ $$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text,
                                       timestamptz) is
     'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms'' evidence orders them), permission walk. With its metadata: recall_answer().';
-$pgrecall_540bf01c862c$)
+$pgrecall_e765d5b70278$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

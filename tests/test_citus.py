@@ -312,6 +312,32 @@ def test_a_remember_on_the_worker_reads_each_table_alone_and_writes_rows_as_valu
     assert len(writes) == 5 and all(" VALUES " in q for q in writes), writes
 
 
+def test_a_recall_of_memories_that_stand_on_turns_alone_walks_nothing_on_the_worker(cluster, tenant_factory):
+    # The permission walk follows derived_from links between memories with a recursive statement, which Citus plans,
+    # deparses and plans again on the worker; when no memory recalled stands on another, a probe of the links (one
+    # table: the fast path) says so and nothing is walked (one that does is walked: test_recall.py).
+    acme = tenant_factory("acme")
+    populated(cluster, acme)
+    with handle(cluster, acme, principal="ana") as ana:
+        turn = ana.append("Ana keeps bees behind the barn", role="user", actor="ana")
+        ana.remember("Ana keeps bees behind the barn", evidence=[turn], purposes=["converse"])
+    node = placements(cluster, acme)[0][0]
+    holder = next(w for w in cluster.worker_nodes if w.port == node)
+    said: list[str] = []
+    with psycopg.connect(holder.dsn(user=f"pgrecall_{acme}_app"), autocommit=True) as conn:
+        conn.add_notice_handler(lambda d: said.append(d.message_primary or ""))
+        conn.execute("set citus.log_local_commands = on")
+        rows = conn.execute(f"""select body from {acme}.recall('ana', array['default'], 'bees barn', 'converse',
+                                    null, 'lexical')""").fetchall()
+    assert rows == [("Ana keeps bees behind the barn",)]
+    local = [m.removeprefix("executing the command locally: ") for m in said
+             if m.startswith("executing the command locally: ")]
+    assert [q for q in local if q.startswith("WITH RECURSIVE")] == [], local
+    # nor a subquery in a SELECT of its own, read by one-table statements instead (the fact arm's test for any
+    # fact, the freshness's log watermarks and queue count)
+    assert [q for q in local if q.startswith("SELECT (")] == [], local
+
+
 def test_a_tenant_moves_while_writers_append_and_a_reader_recalls(cluster, tenant_factory, monkeypatch, capsys):
     acme = tenant_factory("acme")
     populated(cluster, acme)

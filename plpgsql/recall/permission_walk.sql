@@ -17,6 +17,16 @@ as $$
 declare
     v_result bigint[];
 begin
+    -- Most memories stand on turns alone: when no candidate is derived from a memory there is nothing to
+    -- walk, and this probe of one table is all it costs (on Citus the fast path; the recursive statement
+    -- below is planned, deparsed and planned again on the worker, ~0.4 ms a recall).
+    perform 1 from memory_link l
+     where l.memory_id = any (p_candidates) and l.link_type = 'derived_from' and l.target_memory_id is not null
+       and (p_as_of is null or l.created_at <= p_as_of)
+     limit 1;
+    if not found then
+        return coalesce(p_candidates, '{}');
+    end if;
     with recursive reach (root, source, depth) as (
         select c.id, l.target_memory_id, 1
           from unnest(p_candidates) c(id)

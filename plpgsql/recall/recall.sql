@@ -184,9 +184,12 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 begin
-    missing := _missing_embeddings(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at);
-    watermarks := (select jsonb_object_agg(s.name, s.log_watermark) from scope s where s.name = any (p_scopes));
-    queued := (select count(*) from embedding_job);
+    -- Each a SELECT ... INTO of one table (on Citus: the fast path), not an assignment of a subquery. A
+    -- memory waiting for its vector has a job: with none queued, none waits.
+    select count(*) into queued from embedding_job;
+    missing := case when queued > 0 then _missing_embeddings(p_principal_id, p_scopes, p_purpose,
+                                                              p_include_superseded, p_at) else 0 end;
+    select jsonb_object_agg(s.name, s.log_watermark) into watermarks from scope s where s.name = any (p_scopes);
 end
 $$;
 comment on function __tenant__._recall_freshness(bigint, text[], text, boolean, timestamptz) is

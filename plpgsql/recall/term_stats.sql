@@ -69,11 +69,17 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_corpus corpus_stat;
+    v_terms text[];
+    v_df bigint[];
 begin
     select c.* into v_corpus from corpus_stat c;
     if v_corpus.singleton then
+        -- The table alone, then matched: on Citus a one-table statement without a subquery takes the
+        -- fast path.
+        select coalesce(array_agg(s.term), '{}'), coalesce(array_agg(s.df::bigint), '{}') into v_terms, v_df
+          from term_stat s where s.term = any (p_terms);
         return query
-        select t, coalesce((select s.df::bigint from term_stat s where s.term = t), 1),
+        select t, coalesce(v_df[array_position(v_terms, t)], 1),
                greatest(v_corpus.documents, 1), greatest(v_corpus.avg_length, 1), 'snapshot'::text
           from unnest(p_terms) t;
         return;
