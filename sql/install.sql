@@ -8244,7 +8244,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$, null, 25, $pgrecall_c7ed0f05577a$0332d030c33ce3bfe20238379931176c05b3ec5b1999dedbababca244e7985c6$pgrecall_c7ed0f05577a$, $pgrecall_0332d030c33c$-- Facts: asserting (closing and splitting what it contradicts), retracting,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$, null, 25, $pgrecall_ad7209e85b1d$d751ba3a7d41c66b6f3c7d5859a6df9f45f097ca55097c7c25be71b8cce14e57$pgrecall_ad7209e85b1d$, $pgrecall_d751ba3a7d41$-- Facts: asserting (closing and splitting what it contradicts), retracting,
 -- citing, and the bitemporal question "what was true at T1 as we knew it at T2".
 -- Errors: PR111 unknown predicate, PR112 evidence does not match its
 -- observation, PR113 role policy (a human's fact on an assistant's word only),
@@ -8923,7 +8923,9 @@ begin
     perform _check_scopes(p_scopes);
     perform _check_purpose(p_purpose);
     perform _check_time(p_valid_at, 'valid_at');
-    perform _check_known_at(p_known_at);
+    perform _check_past_moment(p_known_at, 'known_at',
+                               'What will be believed later is not known yet: leave known_at out for what is believed now, '
+                               'or give valid_at to ask what holds at a later time.');
     if p_predicate is not null and not exists (select 1 from predicate pr where pr.name = p_predicate) then
         perform _fail('PR111', format('unknown predicate %s', quote_literal(p_predicate)),
                       'predicates() lists the ontology.');
@@ -9012,7 +9014,7 @@ end
 $$;
 comment on function __tenant__.assert_facts(text, text[], text, jsonb) is
     'assert_fact() for a batch (a JSON array of items), in order and all-or-nothing; one row per item.';
-$pgrecall_0332d030c33c$)
+$pgrecall_d751ba3a7d41$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -9925,7 +9927,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d44fea25fa34$graph/traversal.sql$pgrecall_d44fea25fa34$, null, 30, $pgrecall_9c804e36168e$0ede4586f8382ffaa2362e17094c8370c9680eaa308c4945ceec7093a2035227$pgrecall_9c804e36168e$, $pgrecall_0ede4586f838$-- Traversal: from seed entities outwards along facts, in both directions,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d44fea25fa34$graph/traversal.sql$pgrecall_d44fea25fa34$, null, 30, $pgrecall_76536c396cee$42cc34ba132920f0ee52b117d4f077de750786ee474b44c174019b24c010987d$pgrecall_76536c396cee$, $pgrecall_42cc34ba1329$-- Traversal: from seed entities outwards along facts, in both directions,
 -- one hop at a time. Each hop is two index probes (facts whose subject is in
 -- the frontier, facts whose object is), never an OR over both columns, and at
 -- most traversal_fanout facts per hop, so the cost follows the neighbourhood.
@@ -9965,7 +9967,9 @@ begin
     perform _check_scopes(p_scopes);
     perform _check_purpose(p_purpose);
     perform _check_time(p_valid_at, 'valid_at');
-    perform _check_known_at(p_known_at);
+    perform _check_past_moment(p_known_at, 'known_at',
+                               'What will be believed later is not known yet: leave known_at out for what is believed now, '
+                               'or give valid_at to ask what holds at a later time.');
     if p_hops is null or p_hops < 1 or p_hops > v_max_hops then
         perform _fail('PR150', format('hops must be 1 to %s, not %s', v_max_hops, coalesce(p_hops::text, 'NULL')));
     end if;
@@ -10023,7 +10027,7 @@ end
 $$;
 comment on function __tenant__.neighbourhood(text, text[], text[], integer, timestamptz, timestamptz, text) is
     'Facts within p_hops (1 to max_hops) of the seed entities, both directions, valid and known at the given times; cycle-safe and bounded per hop.';
-$pgrecall_0ede4586f838$)
+$pgrecall_42cc34ba1329$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -12835,7 +12839,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1b652fe88c09$recall/as_of.sql$pgrecall_1b652fe88c09$, null, 38, $pgrecall_b7c4c3603138$06d6be0675bd1a316c90c8e61ad13552087e297a301f781ad9875ddf4b41d1d0$pgrecall_b7c4c3603138$, $pgrecall_06d6be0675bd$-- Recall as of a past moment (recall's p_as_of): the memory as it stood
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1b652fe88c09$recall/as_of.sql$pgrecall_1b652fe88c09$, null, 38, $pgrecall_099d45d840d7$d096bfd6f3b76704723682490037f79d0ef9bbc6906afb941c1d59e454e3a97a$pgrecall_099d45d840d7$, $pgrecall_d096bfd6f3b7$-- Recall as of a past moment (recall's p_as_of): the memory as it stood
 -- then. plpgsql/recall/recall.sql composes the steps; this file holds what only an
 -- as-of recall runs.
 --
@@ -12882,7 +12886,8 @@ as $$
 declare
     v_live boolean[];
 begin
-    perform _check_as_of(p_as_of);
+    perform _check_past_moment(p_as_of, 'as_of',
+                               'An as-of read answers what was known at a past moment: leave as_of out to read as of now.');
     ids := '{}';
     tsvs := '{}';
     vector_ids := '{}';
@@ -12927,48 +12932,26 @@ $$;
 comment on function __tenant__._memories_as_of(bigint, text[], text, boolean, timestamptz, timestamptz, boolean) is
     'Internal: for recall as of p_as_of, the memories changed since then that the principal may see as they stood then, with their text then.';
 
--- p_as_of itself: a finite time, not after now (what is known later is not
--- known yet; for what holds at a later time, p_at asks about validity). The
--- words name as_of, as the driver and the MCP tool call it, not p_as_of: a
--- psql user reads them as well, a Python user is not shown the SQL's names.
-create or replace function __tenant__._check_as_of(p_as_of timestamptz)
+-- A moment to read the past at (recall's p_as_of, a fact read's p_known_at):
+-- a finite time, not after now, since what is known later is not known yet
+-- (a later time the world is asked about is p_at or p_valid_at, and allowed).
+-- p_what names it as the driver and the MCP tool do (as_of, not p_as_of): a
+-- psql user reads those words as well, a Python user is not shown the SQL's.
+create or replace function __tenant__._check_past_moment(p_moment timestamptz, p_what text, p_hint text)
 returns void
 language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 begin
-    perform _check_time(p_as_of, 'as_of');
-    if p_as_of > now() then
-        perform _fail('PR152', format('as_of %s is in the future (now is %s)', p_as_of, now()),
-                      'An as-of read answers what was known at a past moment: leave as_of out to read as of now.');
+    perform _check_time(p_moment, p_what);
+    if p_moment > now() then
+        perform _fail('PR152', format('%s %s is in the future (now is %s)', p_what, p_moment, now()), p_hint);
     end if;
 end
 $$;
-comment on function __tenant__._check_as_of(timestamptz) is
-    'Internal: PR152 unless p_as_of is NULL or a finite time not after now.';
-
--- A read of facts as believed at p_known_at: what is believed at a later time
--- is not known yet, so a future known_at is refused as a future as_of is (it
--- answered what is believed now, silently). A future valid_at is a question
--- about the world and stays allowed.
-create or replace function __tenant__._check_known_at(p_known_at timestamptz)
-returns void
-language plpgsql stable
-security definer
-set search_path = pg_catalog, __tenant__, __ext__, pg_temp
-as $$
-begin
-    perform _check_time(p_known_at, 'known_at');
-    if p_known_at > now() then
-        perform _fail('PR152', format('known_at %s is in the future (now is %s)', p_known_at, now()),
-                      'What will be believed later is not known yet: leave known_at out for what is believed now, '
-                      'or give valid_at to ask what holds at a later time.');
-    end if;
-end
-$$;
-comment on function __tenant__._check_known_at(timestamptz) is
-    'Internal: PR152 unless p_known_at is NULL or a finite time not after now.';
+comment on function __tenant__._check_past_moment(timestamptz, text, text) is
+    'Internal: PR152 unless p_moment is NULL or a finite time not after now; p_what names it, p_hint says what to do.';
 
 -- A ranked list with the memories changed since the moment scored alike,
 -- the best p_depth of both, best first (ties by id): how the lexical and
@@ -12995,7 +12978,7 @@ as $$
 $$;
 comment on function __tenant__._merge_ranked(bigint[], double precision[], bigint[], double precision[], integer) is
     'Internal (as of a past moment): two ranked lists as one, the best p_depth first.';
-$pgrecall_06d6be0675bd$)
+$pgrecall_d096bfd6f3b7$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

@@ -38,7 +38,9 @@ begin
     perform _check_scopes(p_scopes);
     perform _check_purpose(p_purpose);
     perform _check_time(p_valid_at, 'valid_at');
-    perform _check_known_at(p_known_at);
+    perform _check_past_moment(p_known_at, 'known_at',
+                               'What will be believed later is not known yet: leave known_at out for what is believed now, '
+                               'or give valid_at to ask what holds at a later time.');
     if p_hops is null or p_hops < 1 or p_hops > v_max_hops then
         perform _fail('PR150', format('hops must be 1 to %s, not %s', v_max_hops, coalesce(p_hops::text, 'NULL')));
     end if;

@@ -677,7 +677,9 @@ begin
     perform _check_scopes(p_scopes);
     perform _check_purpose(p_purpose);
     perform _check_time(p_valid_at, 'valid_at');
-    perform _check_known_at(p_known_at);
+    perform _check_past_moment(p_known_at, 'known_at',
+                               'What will be believed later is not known yet: leave known_at out for what is believed now, '
+                               'or give valid_at to ask what holds at a later time.');
     if p_predicate is not null and not exists (select 1 from predicate pr where pr.name = p_predicate) then
         perform _fail('PR111', format('unknown predicate %s', quote_literal(p_predicate)),
                       'predicates() lists the ontology.');

@@ -45,7 +45,8 @@ as $$
 declare
     v_live boolean[];
 begin
-    perform _check_as_of(p_as_of);
+    perform _check_past_moment(p_as_of, 'as_of',
+                               'An as-of read answers what was known at a past moment: leave as_of out to read as of now.');
     ids := '{}';
     tsvs := '{}';
     vector_ids := '{}';
@@ -90,48 +91,26 @@ $$;
 comment on function __tenant__._memories_as_of(bigint, text[], text, boolean, timestamptz, timestamptz, boolean) is
     'Internal: for recall as of p_as_of, the memories changed since then that the principal may see as they stood then, with their text then.';
 
--- p_as_of itself: a finite time, not after now (what is known later is not
--- known yet; for what holds at a later time, p_at asks about validity). The
--- words name as_of, as the driver and the MCP tool call it, not p_as_of: a
--- psql user reads them as well, a Python user is not shown the SQL's names.
-create or replace function __tenant__._check_as_of(p_as_of timestamptz)
+-- A moment to read the past at (recall's p_as_of, a fact read's p_known_at):
+-- a finite time, not after now, since what is known later is not known yet
+-- (a later time the world is asked about is p_at or p_valid_at, and allowed).
+-- p_what names it as the driver and the MCP tool do (as_of, not p_as_of): a
+-- psql user reads those words as well, a Python user is not shown the SQL's.
+create or replace function __tenant__._check_past_moment(p_moment timestamptz, p_what text, p_hint text)
 returns void
 language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 begin
-    perform _check_time(p_as_of, 'as_of');
-    if p_as_of > now() then
-        perform _fail('PR152', format('as_of %s is in the future (now is %s)', p_as_of, now()),
-                      'An as-of read answers what was known at a past moment: leave as_of out to read as of now.');
+    perform _check_time(p_moment, p_what);
+    if p_moment > now() then
+        perform _fail('PR152', format('%s %s is in the future (now is %s)', p_what, p_moment, now()), p_hint);
     end if;
 end
 $$;
-comment on function __tenant__._check_as_of(timestamptz) is
-    'Internal: PR152 unless p_as_of is NULL or a finite time not after now.';
-
--- A read of facts as believed at p_known_at: what is believed at a later time
--- is not known yet, so a future known_at is refused as a future as_of is (it
--- answered what is believed now, silently). A future valid_at is a question
--- about the world and stays allowed.
-create or replace function __tenant__._check_known_at(p_known_at timestamptz)
-returns void
-language plpgsql stable
-security definer
-set search_path = pg_catalog, __tenant__, __ext__, pg_temp
-as $$
-begin
-    perform _check_time(p_known_at, 'known_at');
-    if p_known_at > now() then
-        perform _fail('PR152', format('known_at %s is in the future (now is %s)', p_known_at, now()),
-                      'What will be believed later is not known yet: leave known_at out for what is believed now, '
-                      'or give valid_at to ask what holds at a later time.');
-    end if;
-end
-$$;
-comment on function __tenant__._check_known_at(timestamptz) is
-    'Internal: PR152 unless p_known_at is NULL or a finite time not after now.';
+comment on function __tenant__._check_past_moment(timestamptz, text, text) is
+    'Internal: PR152 unless p_moment is NULL or a finite time not after now; p_what names it, p_hint says what to do.';
 
 -- A ranked list with the memories changed since the moment scored alike,
 -- the best p_depth of both, best first (ties by id): how the lexical and
