@@ -17,13 +17,13 @@
 
 -- A text that only asks states nothing to remember. "That's great! Where
 -- did you go?" states something first, so it is not only questions.
+-- Inlined by the planner, as _trim (value_checks.sql): it is asked of each item several times.
 create or replace function __tenant__._is_only_questions(p_text text)
 returns boolean
 language sql immutable
-security definer
-set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select p_text ~ '[?][[:space:]"'')]*$' and p_text !~ '[.!;][[:space:]"'')]+[^[:space:]]'
+    select p_text operator(pg_catalog.~) '[?][[:space:]"'')]*$'
+       and p_text operator(pg_catalog.!~) '[.!;][[:space:]"'')]+[^[:space:]]'
 $$;
 comment on function __tenant__._is_only_questions(text) is
     'Internal: true when every sentence of the text is a question (it ends with ? and no sentence before it ends with . ! or ;).';
