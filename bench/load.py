@@ -11,11 +11,15 @@ watermark without a gap. Results: bench/results/latest-load.md, the runs in benc
     python -m bench.load --clients 8 --seconds 5 --mix 70,20,10
     python -m bench.load --mix 0,100,0 --no-remember       # appends alone: the log's own throughput
     python -m bench.load --rate 120                        # paced: 120 operations/s offered, whatever they take
+    python -m bench.load --pooler 4                        # the clients through pgbouncer, 4 server connections
 
 Each client runs back to back by default, so the load is closed: an operation that waits less leaves its
 client more time for the others, and on saturated cores they get slower. ``--rate`` offers a fixed load
 (each client starts one operation every clients/rate seconds, at once when late) to compare latencies at
 the same throughput; the wait sampler counts, ten times a second, what the busy backends wait on.
+``--pooler N`` puts pgbouncer (transaction mode, N server connections: bench/pooler.py) between the clients
+and the server, as the README advises for many clients: at most N transactions run at once, the others wait
+in pgbouncer's queue, not for the server's locks and cores.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import random
 import threading
 import time
 from collections import Counter
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -231,6 +236,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the append operation appends only, without the remember citing it")
     parser.add_argument("--rate", type=float, default=0.0,
                         help="operations per second offered, all clients together (default: each as fast as it can)")
+    parser.add_argument("--pooler", type=int, default=0, metavar="N",
+                        help="the clients through pgbouncer in transaction mode with N server connections "
+                             "(default: each client its own server connection)")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
     mix = tuple(int(x) for x in args.mix.split(","))
@@ -239,13 +247,24 @@ def main(argv: list[str] | None = None) -> int:
         superuser = info.uri()
         app = info.uri(user=f"pgrecall_{TENANT}_app")
         setup(superuser, app)
-        result = run(superuser, app, args.clients, args.seconds, mix, args.remember,  # type: ignore[arg-type]
-                     args.rate)
+        with ExitStack() as stack:
+            if args.pooler:
+                from pgrecall import server
+
+                from .pooler import pgbouncer
+
+                app = stack.enter_context(pgbouncer(info.socket_dir, info.port, server.DATABASE,
+                                                    f"pgrecall_{TENANT}_app", pool_size=args.pooler,
+                                                    max_clients=args.clients + 20))
+            result = run(superuser, app, args.clients, args.seconds, mix, args.remember,  # type: ignore[arg-type]
+                         args.rate)
     report = new_report("python -m bench.load {args}", argv, **result)
     loss = result["loss"]
     md = [f"# Many agents on one tenant ({report['started']})", "",
           f"Machine: {report['machine']}. Command: `{report['command']}`. {args.clients} clients for "
-          f"{args.seconds:.0f} s{f' offering {args.rate:g} operations/s' if args.rate else ''}, mix recall / "
+          f"{args.seconds:.0f} s{f' offering {args.rate:g} operations/s' if args.rate else ''}"
+          f"{f' through pgbouncer (transaction mode, {args.pooler} server connections)' if args.pooler else ''}"
+          ", mix recall / "
           f"append{' + remember' if args.remember else ' (alone)'} / message "
           f"search = {args.mix}; load average "
           f"{result['load_average']['before'][0]:.1f} before, {result['load_average']['after'][0]:.1f} after.", "",

@@ -5983,7 +5983,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81bbdd0f15d9$log/passage_vectors.sql$pgrecall_81bbdd0f15d9$, null, 16, $pgrecall_a9c4a455e83a$65a24282b2ae09752e0fb4109cca87bb49f54370abff5bf85cc6ec8e5715318b$pgrecall_a9c4a455e83a$, $pgrecall_65a24282b2ae$-- A passage that says exactly what a memory's vector was computed from uses
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81bbdd0f15d9$log/passage_vectors.sql$pgrecall_81bbdd0f15d9$, null, 16, $pgrecall_290d96212f6f$df19a77c2cb9a70a0023aeaed68ecd3ff771e041c7c153b50f7c1aaefb8a9857$pgrecall_290d96212f6f$, $pgrecall_df19a77c2cb9$-- A passage that says exactly what a memory's vector was computed from uses
 -- that vector (migration 0033): a turn quoted by the memory that cites it is
 -- embedded and indexed once. Lending happens when the worker stores the
 -- memory's vector (complete_embedding_jobs) and takes the passage's job off
@@ -6003,7 +6003,7 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_count bigint;
+    v_lent bigint[];
 begin
     -- The queue rows first, in passage order, then the passages: the order in which a worker storing the
     -- passages' own vectors takes them (_lease_held_passage_embedding, then the passage). The other order
@@ -6038,11 +6038,13 @@ begin
           from lenders x
          where p.id = x.id and p.scope = x.scope
         returning p.id
-    ), dequeued as (
-        delete from passage_embedding_job j where j.passage_id in (select l.id from lent l)
     )
-    select count(*) into v_count from lent;
-    return v_count;
+    select coalesce(array_agg(l.id), '{}') into v_lent from lent l;
+    -- Their jobs by key, a statement of its own: as a third CTE the dequeue was planned once per session
+    -- for a handful of rows and joined each queue row to every lent passage, 125,000 comparisons for a
+    -- batch of 500 (issue #46).
+    delete from passage_embedding_job j where j.passage_id = any (v_lent);
+    return cardinality(v_lent);
 end
 $$;
 comment on function __tenant__._lend_memory_vectors(bigint[]) is
@@ -6120,7 +6122,7 @@ create or replace trigger memory_embedding_withdrawn after delete on __tenant__.
 create or replace trigger memory_embedding_replaced after update on __tenant__.memory_embedding
     referencing old table as removed new table as added
     for each statement execute function __tenant__._memory_vectors_changed();
-$pgrecall_65a24282b2ae$)
+$pgrecall_df19a77c2cb9$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

@@ -7,16 +7,11 @@ transaction mode, from Debian's packages) the driver works as it does directly.
 from __future__ import annotations
 
 import os
-import shutil
-import socket
-import subprocess
-import tempfile
 import threading
-import time
-from pathlib import Path
 
 import psycopg
 import pytest
+from bench import pooler
 
 import pgrecall
 from pgrecall import errors
@@ -91,68 +86,18 @@ def test_three_hundred_clients_at_once_each_work_or_are_told_the_limit(home):
 # -- behind pgbouncer ---------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _socket_owner(host: str) -> str:
-    import pwd
-
-    return pwd.getpwuid(os.stat(host).st_uid).pw_name if host.startswith("/") else "nobody"
-
-
 @pytest.fixture
 def pgbouncer(conninfo):
     """pgbouncer in transaction mode in front of the test's server, for acme's app role; its DSN."""
-    binary = shutil.which("pgbouncer") or ("/usr/sbin/pgbouncer" if os.path.exists("/usr/sbin/pgbouncer") else None)
-    if binary is None:
+    if pooler.binary() is None:
         if os.environ.get("CI"):
             pytest.fail("pgbouncer is not installed (Debian's package pgbouncer; .ci/run installs it)")
         pytest.skip("pgbouncer is not installed (apt-get install pgbouncer)")
-    folder = Path(tempfile.mkdtemp(prefix="pgrecall-pgbouncer-"))
-    folder.chmod(0o755)
-    port = _free_port()
-    (folder / "users.txt").write_text('"pgrecall_acme_app" ""\n')
-    (folder / "pgbouncer.ini").write_text(f"""[databases]
-{conninfo.dbname} = host={conninfo.host} port={conninfo.port} dbname={conninfo.dbname}
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = {port}
-unix_socket_dir =
-auth_type = trust
-auth_file = {folder / "users.txt"}
-pool_mode = transaction
-default_pool_size = 3
-max_client_conn = 100
-""")
-    for f in folder.iterdir():
-        f.chmod(0o644)
-    command = [binary, str(folder / "pgbouncer.ini")]
-    if os.geteuid() == 0:  # pgbouncer refuses to run as root: the server's own system user reaches its socket
-        command[1:1] = ["-u", _socket_owner(conninfo.host)]
-    log = open(folder / "pgbouncer.out", "wb")  # noqa: SIM115  (closed with the process)
-    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    dsn = psycopg.conninfo.make_conninfo(host="127.0.0.1", port=port, dbname=conninfo.dbname,
-                                         user="pgrecall_acme_app")
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            psycopg.connect(dsn, connect_timeout=2).close()
-            break
-        except psycopg.OperationalError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                log.close()
-                pytest.fail(f"pgbouncer did not start: {(folder / 'pgbouncer.out').read_text(errors='replace')}")
-            time.sleep(0.1)
-    yield dsn
-    proc.terminate()
-    proc.wait(timeout=10)
-    log.close()
-    shutil.rmtree(folder, ignore_errors=True)
+    try:
+        with pooler.pgbouncer(conninfo.host, conninfo.port, conninfo.dbname, "pgrecall_acme_app") as dsn:
+            yield dsn
+    except pooler.PoolerUnavailable as exc:
+        pytest.fail(str(exc))
 
 
 def test_the_driver_works_through_pgbouncer_in_transaction_mode(acme, pgbouncer):

@@ -22,7 +22,7 @@ import pytest
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 
 from conftest import table_counts
-from pgrecall import cli
+from pgrecall import cli, errors
 
 TOOLS = {"recall", "read", "remember", "derive", "correct", "supersede", "forget", "search_messages", "facts"}
 
@@ -418,8 +418,8 @@ def test_a_dropped_connection_is_replaced_and_only_reads_are_run_again(acme, con
         kill()
         assert [i["memory_id"] for i in agent.recall("green tea", mode="lexical")["items"]] == [tea]
         kill()
-        # A write is not run again (it may have committed before the connection died) ...
-        with pytest.raises(psycopg.OperationalError):
+        # A write is not run again (it may have committed before the connection died): the caller is told ...
+        with pytest.raises(errors.ConnectionLost):
             agent.remember("Ana likes black tea", said="I like black tea too")
         # ... the next call has a new connection.
         assert agent.remember("Ana likes black tea", said="I like black tea too")["status"] == "created"

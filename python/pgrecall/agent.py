@@ -93,8 +93,8 @@ class AgentMemory:
         with self._session() as mem:
             try:
                 return operation(mem)
-            except psycopg.OperationalError:
-                if not self._conn.broken:
+            except (psycopg.OperationalError, errors.ConnectionLost):
+                if not (self._conn.broken or self._conn.closed):
                     raise
                 self._connect()
                 return operation(self.mem)

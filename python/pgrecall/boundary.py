@@ -82,8 +82,8 @@ def _check_json(where: str, name: str, value: Any) -> None:
 
 
 def call_error(where: str, exc: psycopg.Error, args: Mapping[str, Any] | None = None) -> Exception:
-    """The pgrecall error for a failed call: the server's own (class PR, 42501), or the one a value's type or
-    size caused; a failure that is not the caller's input (a lost connection) comes back unchanged."""
+    """The pgrecall error for a failed call: the server's own (class PR, 42501), the one a value's type or size
+    caused, a lost race, an unreachable Citus node or a lost connection; anything else comes back unchanged."""
     translated = errors.translate(exc)
     if translated is not exc:
         return translated
@@ -97,6 +97,12 @@ def call_error(where: str, exc: psycopg.Error, args: Mapping[str, Any] | None = 
             f"{where}: the Citus node {node} that holds this tenant cannot be reached", node=node,
             hint="Its tenants answer again once it is back, or once its standby is promoted and named to the "
                  "coordinator (citus_update_node); tenants on other nodes are not affected."), exc)
+    if isinstance(exc, psycopg.OperationalError) and (state is None or state.startswith(_CONNECTION_GONE)):
+        return _chained(errors.ConnectionLost(
+            f"{where}: the connection to the server was lost: {exc.diag.message_primary or exc}",
+            hint="The server restarted, failed over or ended the session. A handle with its own connection "
+                 "reconnects for its next call. A read can be run again; a write may or may not have been "
+                 "applied: read before repeating it."), exc)
     if state is None and isinstance(exc, (psycopg.ProgrammingError, psycopg.DataError)):
         # psycopg refused to send a value (cannot adapt it, or a NUL in a text)
         return _chained(errors.InvalidArgument(f"{where}: an argument cannot be sent to PostgreSQL: {exc}",
@@ -115,6 +121,12 @@ def call_error(where: str, exc: psycopg.Error, args: Mapping[str, Any] | None = 
             state, errors.InvalidArgument)
         return _chained(cls(f"{where}: {exc.diag.message_primary or exc}", hint=exc.diag.message_hint), exc)
     return exc
+
+
+# The SQLSTATEs of a connection the server closed: class 08 (connection exception) and 57P01-57P05 (the
+# server shutting down, crashed, not accepting connections, the session ended for being idle or by an
+# administrator); none at all when psycopg found the connection already broken.
+_CONNECTION_GONE = ("08", "57P")
 
 
 # How Citus names a worker it could not reach from the coordinator: "connection to the remote node

@@ -300,6 +300,14 @@ class LostRace(ConcurrencyError):
     server's error, with its SQLSTATE, is the exception's cause)."""
 
 
+class ConnectionLost(PgrecallError, ConnectionError):
+    """The connection to the server broke during the call (a restart, a failover, an administrator ending the
+    session, a network cut): the server's error is the exception's cause. Whether a write was applied is not
+    known: read before repeating it; a read can simply be repeated. A handle that opened its own connection
+    (``pgrecall.connect`` without ``conn=`` or ``pool=``) opens a new one for its next call by itself; a pool
+    discards the broken connection."""
+
+
 class NodeUnavailable(PgrecallError, ConnectionError):
     """Citus: the worker holding the tenant could not be reached through the coordinator (the message names the
     node). Nothing of the call was done; tenants on the other workers keep answering. Retry once the node is back

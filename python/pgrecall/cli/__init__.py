@@ -150,6 +150,8 @@ def _exit_code(exc: BaseException) -> int:
 
 def _unreachable(exc: BaseException) -> bool:
     """A connection that failed or broke (class 08, the server shutting down), not a refused statement."""
+    if isinstance(exc, errors.ConnectionLost):
+        return True
     if not isinstance(exc, psycopg.OperationalError):
         return False
     state = exc.sqlstate or ""

@@ -219,9 +219,12 @@ class Memory(_Operations):
         _one_source(conn, pool, conninfo)
         super().__init__(tenant, principal, scopes, embedder)
         self._owns_conn = conn is None and pool is None
+        reopen = None
         if self._owns_conn:
-            conn = open_connection(conninfo or db.tenant_conninfo(tenant, role), tenant, role)
-        self._runner = SyncRunner(tenant, conn=conn, pool=pool)
+            conninfo = conninfo or db.tenant_conninfo(tenant, role)
+            conn = open_connection(conninfo, tenant, role)
+            reopen = functools.partial(open_connection, conninfo, tenant, role)
+        self._runner = SyncRunner(tenant, conn=conn, pool=pool, reopen=reopen)
         try:
             self._runner.run(_memories.check_schema(self))
         except BaseException:
@@ -261,11 +264,14 @@ class AsyncMemory(_Operations):
         check_tenant_name(tenant)
         _one_source(conn, pool, conninfo)
         owns = conn is None and pool is None
+        reopen = None
         if owns:
             if conninfo is None:  # may start the embedded server: not on the event loop
                 conninfo = await asyncio.to_thread(db.tenant_conninfo, tenant, role)
             conn = await _open_async(conninfo, tenant, role)
-        handle = cls(tenant, AsyncRunner(tenant, conn=conn, pool=pool), owns_conn=owns, principal=principal,
+            reopen = functools.partial(_open_async, conninfo, tenant, role)
+        handle = cls(tenant, AsyncRunner(tenant, conn=conn, pool=pool, reopen=reopen), owns_conn=owns,
+                     principal=principal,
                      scopes=scopes, embedder=embedder)
         try:
             await handle._runner.run(_memories.check_schema(handle))

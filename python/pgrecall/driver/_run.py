@@ -6,6 +6,8 @@ borrowed from the caller's pool) and drives a Program, the sync one inline and t
 from __future__ import annotations
 
 import asyncio
+import select
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
@@ -91,6 +93,35 @@ def _wraps_in_a_block(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[An
             and conn.read_only is None and conn.isolation_level is None and conn.deferrable is None)
 
 
+def _closed_by_server(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    """Whether the server closed this connection while it sat idle between calls (a restart, a failover, an
+    administrator ending the session, an idle timeout): its last words, and the end of the stream, wait on the
+    socket. A healthy idle connection of the driver's has nothing to read (it never LISTENs). Only called with
+    the connection's lock held and outside a transaction: nothing of a call is on the wire."""
+    if conn.closed or conn.broken:
+        return True
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        return False
+    try:
+        # libpq reads what is there: the farewell (an error while idle is taken as a notice), then, on the
+        # next read, the end of the stream, which marks the connection bad
+        for _ in range(4):
+            readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+            if not readable or conn.pgconn.status == psycopg.pq.ConnStatus.BAD:
+                break
+            conn.pgconn.consume_input()
+    except (OSError, ValueError, psycopg.OperationalError):
+        return True
+    return conn.pgconn.status == psycopg.pq.ConnStatus.BAD
+
+
+def _raise_unreachable(exc: psycopg.OperationalError) -> NoReturn:
+    raise errors.ConnectionLost(
+        f"the server closed this handle's connection and a new one could not be opened: {exc}",
+        hint="Start the server again (pgrecall server start), or check PGRECALL_DSN; the next call tries "
+             "again.") from exc
+
+
 @dataclass(frozen=True)
 class _Returned:
     value: Any
@@ -155,14 +186,19 @@ class _Pin:
 
 
 class _Runner(Generic[Conn, Pool]):
-    """The tenant, and either the one connection every Call runs on or the pool each Call borrows one from."""
+    """The tenant, and either the one connection every Call runs on or the pool each Call borrows one from.
+    ``reopen`` (a handle's own connection only: never a caller's, whose session state is theirs) opens a new
+    connection like the first, used when the server has closed the one held (_revive)."""
 
-    def __init__(self, tenant: str, *, conn: Conn | None = None, pool: Pool | None = None) -> None:
+    def __init__(self, tenant: str, *, conn: Conn | None = None, pool: Pool | None = None,
+                 reopen: Callable[[], Any] | None = None) -> None:
         if (conn is None) == (pool is None):
             raise ValueError("a runner needs a connection or a pool")
         self.tenant = tenant
         self.conn = conn
         self.pool = pool
+        self.reopen = reopen
+        self._reviving = threading.Lock()  # threads sharing a handle replace its connection once
 
 
 class SyncRunner(_Runner[psycopg.Connection[Any], ConnectionPool[Any]]):
@@ -274,7 +310,28 @@ class SyncRunner(_Runner[psycopg.Connection[Any], ConnectionPool[Any]]):
                 return _state(conn)
         return self.execute(current, pin)
 
+    def _revive(self) -> None:
+        """Before an operation: the handle's own connection, if the server closed it since the last one, is
+        replaced by a new one. Nothing was sent on the closed one, so nothing runs twice; a connection that
+        breaks during a call is not replaced here but reported (ConnectionLost), and replaced before the next."""
+        conn = self.conn
+        if self.reopen is None or conn is None:
+            return
+        with self._reviving:
+            if conn is not self.conn:
+                return  # another thread replaced it
+            with conn.lock:
+                closed = _closed_by_server(conn)
+            if closed:
+                try:
+                    self.conn = self.reopen()
+                except psycopg.OperationalError as exc:
+                    _raise_unreachable(exc)
+        if closed:
+            conn.close()
+
     def run(self, op: Operation[T]) -> T:
+        self._revive()
         if isinstance(op, Call):
             return self.execute(op)
         pin = _Pin()
@@ -409,7 +466,23 @@ class AsyncRunner(_Runner[psycopg.AsyncConnection[Any], AsyncConnectionPool[Any]
                 return _state(conn)
         return await self.execute(current, pin)
 
+    async def _revive(self) -> None:
+        """The sync runner's _revive: a handle's own connection the server closed is replaced before an
+        operation (one task at a time, under the connection's lock)."""
+        conn = self.conn
+        if self.reopen is None or conn is None:
+            return
+        async with conn.lock:
+            if conn is not self.conn or not _closed_by_server(conn):
+                return
+            try:
+                self.conn = await self.reopen()
+            except psycopg.OperationalError as exc:
+                _raise_unreachable(exc)
+        await conn.close()
+
     async def run(self, op: Operation[T]) -> T:
+        await self._revive()
         if isinstance(op, Call):
             return await self.execute(op)
         pin = _Pin()
