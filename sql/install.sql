@@ -8042,7 +8042,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d972660a90f6$memory/read.sql$pgrecall_d972660a90f6$, null, 23, $pgrecall_438a1dc934e9$f7d90fd9e448cdc1fdcfe55e3cc3e2c98ac445e2178d0d593a2af0994290a2e5$pgrecall_438a1dc934e9$, $pgrecall_f7d90fd9e448$-- read: one memory with its provenance, only if the principal may see it for
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d972660a90f6$memory/read.sql$pgrecall_d972660a90f6$, null, 23, $pgrecall_f537668a954c$3630bd8edd185a738afd29707bb7267b6ac5a27b40a899b72e90b2886322ffe4$pgrecall_f537668a954c$, $pgrecall_3630bd8edd18$-- read: one memory with its provenance, only if the principal may see it for
 -- the purpose named. A memory the principal may not see is reported exactly
 -- like one that does not exist.
 
@@ -8108,14 +8108,21 @@ comment on function __tenant__.read(text, text[], bigint, text, boolean) is
 -- counted, not shown. The observations include those cited by corrections,
 -- each saying which revisions it justified: the proof of a corrected memory
 -- points at the words that corrected it, not only at the ones it corrected.
--- A turn the principal may not see (_eligible_observations) is listed by its
+-- A turn the principal may not see (_observation_eligible) is listed by its
 -- offset only, "withheld": never its text, who said it or when. A turn shown
 -- says who may see it (its audience's names, NULL for the scope); a memory
 -- that reaches more peers than its turns says why (widening_reason).
--- Set-based so that recall builds the provenance of all its rows in four
--- queries rather than four per row. As of a past moment (p_as_of), only the
--- links and corrections made by then: a turn that corrected the memory later
--- is not yet its source.
+-- Set-based: the provenance of all of recall's rows at once. As of a past
+-- moment (p_as_of), only the links and corrections made by then: a turn that
+-- corrected the memory later is not yet its source.
+-- Each table is read by a statement of that table alone, into arrays, and
+-- the JSON is assembled by a statement that reads no table: on Citus a
+-- statement joining tenant tables is planned, deparsed for the shard and
+-- planned again on every call (Citus keeps no local plan for a table without
+-- a distribution key), while one of a single table takes the fast path
+-- (docs/scale-out.md, section 4). The eligibility of a turn and of a source
+-- memory is the expression the joins had, read beside its row; what a
+-- withheld turn does not show is not read out of it.
 create or replace function __tenant__._provenance_of(p_memory_ids bigint[], p_principal_id bigint, p_scopes text[],
                                                    p_as_of timestamptz default null)
 returns table (memory_id bigint, provenance jsonb)
@@ -8124,78 +8131,96 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 #variable_conflict use_column
+declare
+    v_link_memory bigint[]; v_link_type text[]; v_link_turn bigint[]; v_link_source bigint[]; v_link_entity bigint[];
+    v_memory bigint[]; v_memory_title text[]; v_memory_kind text[]; v_memory_widening text[]; v_memory_seen boolean[];
+    v_turn bigint[]; v_turn_scope text[]; v_turn_offset bigint[]; v_turn_role text[]; v_turn_at timestamptz[];
+    v_turn_text text[]; v_turn_seen boolean[]; v_turn_actor bigint[]; v_turn_audience jsonb[];
+    v_peer bigint[]; v_peer_name text[]; v_fix_memory bigint[]; v_fix_turn bigint[]; v_fix_revision integer[];
+    v_entity bigint[]; v_entity_name text[]; v_entity_type text[];
+    v_corrected boolean;  -- whether a memory asked about has a revision a correction may have made
 begin
+    if cardinality(p_memory_ids) = 0 then
+        return;
+    end if;
+    select coalesce(array_agg(k.memory_id), '{}'), array_agg(k.link_type), array_agg(k.target_observation_id),
+           array_agg(k.target_memory_id), array_agg(k.target_entity_id)
+      into v_link_memory, v_link_type, v_link_turn, v_link_source, v_link_entity
+      from memory_link k where k.memory_id = any (p_memory_ids) and _unchanged_since(k.created_at, p_as_of);
+    select coalesce(array_agg(e.id), '{}'), array_agg(e.title), array_agg(e.kind), array_agg(e.widening_reason),
+           array_agg(_memory_eligible(e.scope, e.audience_peer_id, e.purposes,
+                                      case when e.invalidated_at > p_as_of then null else e.invalidated_at end,
+                                      e.superseded_by, e.valid, p_principal_id, p_scopes, null, true, null)),
+           coalesce(bool_or(e.revision > 1 and e.id = any (p_memory_ids)), false)
+      into v_memory, v_memory_title, v_memory_kind, v_memory_widening, v_memory_seen, v_corrected
+      from memory e where e.id = any (p_memory_ids || v_link_source);
+    if array_remove(v_link_turn, null) <> '{}' then
+        select coalesce(array_agg(t.id), '{}'), array_agg(t.scope), array_agg(t.log_offset),
+               array_agg(_observation_eligible(t.scope, t.audience, p_principal_id, p_scopes) is true),
+               array_agg(case when _observation_eligible(t.scope, t.audience, p_principal_id, p_scopes) then t.source_role end),
+               array_agg(case when _observation_eligible(t.scope, t.audience, p_principal_id, p_scopes) then t.occurred_at end),
+               array_agg(case when _observation_eligible(t.scope, t.audience, p_principal_id, p_scopes) then left(t.body, 500) end),
+               array_agg(case when _observation_eligible(t.scope, t.audience, p_principal_id, p_scopes) then t.actor_id end),
+               array_agg(case when _observation_eligible(t.scope, t.audience, p_principal_id, p_scopes) then to_jsonb(t.audience) end)
+          into v_turn, v_turn_scope, v_turn_offset, v_turn_seen, v_turn_role, v_turn_at, v_turn_text, v_turn_actor,
+               v_turn_audience
+          from observation t where t.id = any (v_link_turn) and t.scope = any (p_scopes);
+        v_peer := v_turn_actor;
+        if array_remove(v_turn_audience, null) <> '{}' then  -- the peers named by the turns' audiences
+            v_peer := v_peer || array(select jsonb_array_elements_text(a)::bigint
+                                        from unnest(v_turn_audience) a where jsonb_typeof(a) = 'array');
+        end if;
+        select coalesce(array_agg(n.id), '{}'), array_agg(n.name) into v_peer, v_peer_name
+          from peer n where n.id = any (v_peer);
+    end if;
+    if v_corrected and v_turn <> '{}' then  -- a correction makes revision 2 or later
+        select array_agg(x.memory_id), array_agg(x.observation_id), array_agg(x.revision)
+          into v_fix_memory, v_fix_turn, v_fix_revision
+          from memory_correction_evidence x where x.memory_id = any (p_memory_ids) and _unchanged_since(x.created_at, p_as_of);
+    end if;
+    if 'about' = any (v_link_type) then
+        select array_agg(n.id), array_agg(n.name), array_agg(n.entity_type) into v_entity, v_entity_name, v_entity_type
+          from entity n where n.id = any (v_link_entity);
+    end if;
     return query
+    with link as (select * from unnest(v_link_memory, v_link_type, v_link_turn, v_link_source, v_link_entity)
+                                    as k(memory_id, type, turn, source, entity)
+    ), named as (select * from unnest(v_peer, v_peer_name) as n(id, name)
+    ), fixed as (select f.memory, f.turn, jsonb_agg(f.revision order by f.revision) as list
+                   from unnest(v_fix_memory, v_fix_turn, v_fix_revision) f(memory, turn, revision) group by 1, 2)
     select i.id, jsonb_build_object(
-        'observations', coalesce(obs.list, '[]'::jsonb),
-        'memories', coalesce(src.list, '[]'::jsonb),
-        'hidden_sources', coalesce(hid.n, 0),
-        'about', coalesce(ab.list, '[]'::jsonb),
-        'widening_reason', (select m.widening_reason from memory m where m.id = i.id))
+        'observations', coalesce(obs.list, '[]'::jsonb), 'memories', coalesce(src.list, '[]'::jsonb),
+        'hidden_sources', coalesce(src.hidden, 0), 'about', coalesce(ab.list, '[]'::jsonb),
+        'widening_reason', v_memory_widening[array_position(v_memory, i.id)])
       from unnest(p_memory_ids) as i(id)
       left join (
-            select l.memory_id,
-                   jsonb_agg(case when seen.id is null then
-                       jsonb_build_object(
-                           'scope', o.scope, 'offset', o.log_offset, 'withheld', true, 'text', null,
-                           'source_role', null, 'actor', null, 'occurred_at', null, 'audience', null,
-                           'corrections', coalesce((select jsonb_agg(c.revision order by c.revision)
-                                                      from memory_correction_evidence c
-                                                     where c.memory_id = l.memory_id and c.observation_id = o.id
-                                                       and _unchanged_since(c.created_at, p_as_of)),
-                                                   '[]'::jsonb))
-                   else jsonb_build_object(
-                       'scope', o.scope, 'offset', o.log_offset, 'withheld', false, 'source_role', o.source_role,
-                       'actor', a.name, 'occurred_at', o.occurred_at, 'text', left(o.body, 500),
-                       -- the names read here, not by _audience_names per turn: on Citus each call of a
-                       -- function that reads a table is a statement planned again inside this one's task
-                       'audience', case when o.audience is not null then
-                                        (select coalesce(jsonb_agg(ap.name order by ap.name), '[]'::jsonb)
-                                           from peer ap where ap.id = any (o.audience)) end,
-                       -- the revisions produced by corrections that cited it ([] when none did)
-                       'corrections', coalesce((select jsonb_agg(c.revision order by c.revision)
-                                                  from memory_correction_evidence c
-                                                 where c.memory_id = l.memory_id and c.observation_id = o.id
-                                                   and _unchanged_since(c.created_at, p_as_of)),
-                                               '[]'::jsonb)) end
-                     order by o.log_offset) as list
-              from memory_link l
-              join observation o on o.id = l.target_observation_id
-              join peer a on a.id = o.actor_id
-              left join observation seen on _observation_eligible(seen.scope, seen.audience,
-                                                                  p_principal_id, p_scopes) and seen.id = o.id
-             where l.memory_id = any (p_memory_ids) and l.link_type = 'derived_from'
-               and o.scope = any (p_scopes) and _unchanged_since(l.created_at, p_as_of)
-             group by l.memory_id) obs on obs.memory_id = i.id
-      left join (
-            select l.memory_id,
-                   jsonb_agg(jsonb_build_object('id', e.id, 'title', e.title, 'kind', e.kind) order by e.id) as list
-              from memory_link l
-              join memory e on _memory_eligible(e.scope, e.audience_peer_id, e.purposes,
-                                                case when e.invalidated_at > p_as_of then null else e.invalidated_at end,
-                                                e.superseded_by, e.valid, p_principal_id, p_scopes, null, true, null)
-                             and e.id = l.target_memory_id
-             where l.memory_id = any (p_memory_ids) and l.link_type = 'derived_from'
-               and _unchanged_since(l.created_at, p_as_of)
-             group by l.memory_id) src on src.memory_id = i.id
-      left join (
-            select l.memory_id, count(*) as n
-              from memory_link l
-             where l.memory_id = any (p_memory_ids) and l.link_type = 'derived_from'
-               and l.target_memory_id is not null and _unchanged_since(l.created_at, p_as_of)
-               and not exists (select 1 from memory e
-                                where _memory_eligible(e.scope, e.audience_peer_id, e.purposes,
-                                                       case when e.invalidated_at > p_as_of then null else e.invalidated_at end,
-                                                       e.superseded_by, e.valid, p_principal_id, p_scopes, null, true, null)
-                                  and e.id = l.target_memory_id)
-             group by l.memory_id) hid on hid.memory_id = i.id
-      left join (
-            select l.memory_id,
-                   jsonb_agg(jsonb_build_object('entity', en.name, 'type', en.entity_type) order by en.name) as list
-              from memory_link l join entity en on en.id = l.target_entity_id
-             where l.memory_id = any (p_memory_ids) and l.link_type = 'about'
-               and _unchanged_since(l.created_at, p_as_of)
-             group by l.memory_id) ab on ab.memory_id = i.id;
+            select k.memory_id, jsonb_agg(jsonb_build_object(
+                       'scope', t.scope, 'offset', t.log_offset, 'withheld', not t.seen, 'source_role', t.role,
+                       'actor', a.name, 'occurred_at', t.at, 'text', t.body,
+                       'audience', case when jsonb_typeof(t.audience) = 'array' then
+                                       (select coalesce(jsonb_agg(n.name order by n.name), '[]'::jsonb)
+                                          from named n where t.audience @> to_jsonb(n.id)) end,
+                       'corrections', coalesce(x.list, '[]'::jsonb)) order by t.log_offset) as list
+              from link k
+              join unnest(v_turn, v_turn_scope, v_turn_offset, v_turn_role, v_turn_at, v_turn_text, v_turn_seen,
+                          v_turn_actor, v_turn_audience) as t(id, scope, log_offset, role, at, body, seen, actor, audience)
+                on t.id = k.turn
+              left join named a on a.id = t.actor
+              left join fixed x on x.memory = k.memory_id and x.turn = t.id
+             where k.type = 'derived_from'
+             group by k.memory_id) obs on obs.memory_id = i.id
+      left join (select k.memory_id, count(*) filter (where s.seen is not true) as hidden,
+                   jsonb_agg(jsonb_build_object('id', s.id, 'title', s.title, 'kind', s.kind) order by s.id)
+                       filter (where s.seen) as list
+              from link k
+              left join unnest(v_memory, v_memory_title, v_memory_kind, v_memory_seen) as s(id, title, kind, seen)
+                on s.id = k.source
+             where k.type = 'derived_from' and k.source is not null
+             group by k.memory_id) src on src.memory_id = i.id
+      left join (select k.memory_id, jsonb_agg(jsonb_build_object('entity', n.name, 'type', n.type) order by n.name) as list
+              from link k join unnest(v_entity, v_entity_name, v_entity_type) n(id, name, type) on n.id = k.entity
+             where k.type = 'about'
+             group by k.memory_id) ab on ab.memory_id = i.id;
 end
 $$;
 comment on function __tenant__._provenance_of(bigint[], bigint, text[], timestamptz) is
@@ -8211,7 +8236,7 @@ as $$
 $$;
 comment on function __tenant__._provenance(bigint, bigint, text[]) is
     'Internal: a memory''s observations, visible source memories, hidden-source count and entities, as JSON.';
-$pgrecall_f7d90fd9e448$)
+$pgrecall_3630bd8edd18$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -14942,7 +14967,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33e7d9c571c5$recall/rows.sql$pgrecall_33e7d9c571c5$, null, 51, $pgrecall_091d66528f7e$3f1d034c19ac7c3274567fb85c83a583d7ab94afbb7b2af778969898a3f6a63f$pgrecall_091d66528f7e$, $pgrecall_3f1d034c19ac$-- Recall, step 7 (plpgsql/recall/recall.sql composes the steps): the rows recall returns.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33e7d9c571c5$recall/rows.sql$pgrecall_33e7d9c571c5$, null, 51, $pgrecall_b5755563bd53$7dbcf516e5b4d7c49647b8d1b7559580b28f7d0da10485f92370127392afdf0d$pgrecall_b5755563bd53$, $pgrecall_7dbcf516e5b4$-- Recall, step 7 (plpgsql/recall/recall.sql composes the steps): the rows recall returns.
 
 -- Recall's rows: the memories that passed the walk (already in fused order,
 -- so only the first p_limit can be returned) and the fact arm's facts, each
@@ -14954,6 +14979,12 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33e7d9
 -- (_evidence_scores of p_memory_ids[1:p_limit]). Best p_limit together. A
 -- memory carries its provenance, a fact its subject, object, validity and
 -- evidence.
+-- The rows are chosen from the arrays alone; the memories, their text as of
+-- p_as_of and their provenance are each read by statements of one table, and
+-- put together by a statement that reads none (but through _provenance_of): on Citus a statement that
+-- joins tenant tables is planned, deparsed and planned again on every call,
+-- one of a single table takes the fast path (docs/scale-out.md, section 4).
+-- The facts, when there are any, are read by _recall_fact_items.
 create or replace function __tenant__._recall_items(
     p_memory_ids bigint[], p_fact_ids bigint[],
     p_lexical_ids bigint[], p_bm25 double precision[], p_dense_ids bigint[], p_cosines double precision[],
@@ -14968,13 +14999,15 @@ as $$
 declare
     v_fused_ids bigint[];           -- score fusion's ids and scores; NULL under RRF
     v_fused_scores double precision[];
+    v_rank integer[]; v_item text[]; v_id bigint[]; v_pos integer[]; v_score double precision[];  -- the rows
+    v_memory bigint[]; v_scope text[]; v_kind text[]; v_title text[]; v_body text[];
+    v_then bigint[]; v_then_revision integer[]; v_then_title text[]; v_then_body text[];
 begin
     if p_fusion = 'scores' then
         select f.ids, f.scores into v_fused_ids, v_fused_scores
           from _score_fuse(p_lexical_ids, p_bm25, p_dense_ids, p_cosines, p_floor,
                            cardinality(p_lexical_ids) + cardinality(p_dense_ids)) f;
     end if;
-    return query
     with items as (
         -- choose: what decides which rows are returned; score: their order
         select 'memory'::text as item, k.id, k.ord::integer as pos, x.choose,
@@ -14999,31 +15032,44 @@ begin
         select c.*, row_number() over (order by c.score desc, c.item, c.pos)::integer as r
           from chosen c
     )
+    select coalesce(array_agg(t.r order by t.r), '{}'), array_agg(t.item order by t.r), array_agg(t.id order by t.r),
+           array_agg(t.pos order by t.r), array_agg(t.score order by t.r),
+           coalesce(array_agg(t.id) filter (where t.item = 'memory'), '{}')
+      into v_rank, v_item, v_id, v_pos, v_score, v_memory
+      from top t;
+    if v_rank = '{}' then
+        return;
+    end if;
+    select coalesce(array_agg(m.id), '{}'), array_agg(m.scope), array_agg(m.kind), array_agg(m.title), array_agg(m.body)
+      into v_memory, v_scope, v_kind, v_title, v_body
+      from memory m
+     where m.id = any (v_memory);
+    if p_as_of is not null and v_memory <> '{}' then
+        -- as of a past moment, the text then of a memory corrected since (as_of.sql): its first revision after
+        select array_agg(r.memory_id), array_agg(r.revision), array_agg(r.title), array_agg(r.body)
+          into v_then, v_then_revision, v_then_title, v_then_body
+          from memory_revision r
+         where r.memory_id = any (v_memory) and r.changed_at > p_as_of;
+    end if;
+    return query
     select t.r, m.id, m.scope, m.kind, case when tx.body is null then m.title else tx.title end,
            coalesce(tx.body, m.body), t.score,
            array_position(p_lexical_ids, m.id), array_position(p_dense_ids, m.id),
            p_cosines[array_position(p_dense_ids, m.id)], p_bm25[array_position(p_lexical_ids, m.id)],
            pv.provenance, 'memory'::text, null::bigint, null::integer
-      from top t join memory m on m.id = t.id
-      -- as of a past moment, the text then of a memory corrected since (plpgsql/recall/as_of.sql)
-      left join lateral (select r.title, r.body from memory_revision r
-                          where p_as_of is not null and r.memory_id = m.id and r.changed_at > p_as_of
-                          order by r.revision limit 1) tx on true
-      join _provenance_of(array(select t2.id from top t2 where t2.item = 'memory'), p_principal_id, p_scopes,
-                          p_as_of) pv
-        on pv.memory_id = m.id
+      from unnest(v_rank, v_item, v_id, v_score) as t(r, item, id, score)
+      join unnest(v_memory, v_scope, v_kind, v_title, v_body) as m(id, scope, kind, title, body) on m.id = t.id
+      left join lateral (select x.title, x.body
+                           from unnest(v_then, v_then_revision, v_then_title, v_then_body) as x(id, revision, title, body)
+                          where x.id = m.id
+                          order by x.revision limit 1) tx on true
+      join _provenance_of(v_memory, p_principal_id, p_scopes, p_as_of) pv on pv.memory_id = m.id
      where t.item = 'memory'
     union all
-    select t.r, null::bigint, f.scope, 'fact'::text, f.predicate, f.statement, t.score,
-           null::integer, null::integer, null::double precision, null::double precision,
-           jsonb_build_object('subject', se.name, 'predicate', f.predicate,
-                              'object', coalesce(oe.name, f.object_value), 'valid', f.valid::text,
-                              'confidence', f.confidence, 'evidence', _fact_evidence_json(f.id, p_principal_id, p_scopes)),
-           'fact'::text, f.id, t.pos
-      from top t join fact f on f.id = t.id
-      join entity se on se.id = f.subject_id
-      left join entity oe on oe.id = f.object_id
-     where t.item = 'fact'
+    -- the facts' statement joins their tables: only run when a fact is among the rows
+    select f.* from unnest(case when 'fact' = any (v_item) then
+                                    _recall_fact_items(v_rank, v_item, v_id, v_pos, v_score, p_principal_id, p_scopes)
+                               end) f
      order by 1;
 end
 $$;
@@ -15031,7 +15077,41 @@ comment on function __tenant__._recall_items(bigint[], bigint[], bigint[], doubl
                                              double precision[], double precision, integer, bigint, text[], text,
                                              double precision, double precision[], timestamptz) is
     'Internal: recall''s rows from the walked memories and the fact list: scored by the tenant''s fusion, best p_limit, with provenance.';
-$pgrecall_3f1d034c19ac$)
+
+-- _recall_items' facts (p_item 'fact' of the rows chosen: their ranks, ids,
+-- places in the fact list and scores), with subject, object, validity and
+-- the evidence the principal may see.
+create or replace function __tenant__._recall_fact_items(
+    p_rank integer[], p_item text[], p_id bigint[], p_pos integer[], p_score double precision[],
+    p_principal_id bigint, p_scopes text[])
+returns __tenant__.recall_item[]
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_rows recall_item[];
+begin
+    select coalesce(array_agg(row(
+               t.r, null, f.scope, 'fact', f.predicate, f.statement, t.score, null, null, null, null,
+               jsonb_build_object('subject', se.name, 'predicate', f.predicate,
+                                  'object', coalesce(oe.name, f.object_value), 'valid', f.valid::text,
+                                  'confidence', f.confidence,
+                                  'evidence', _fact_evidence_json(f.id, p_principal_id, p_scopes)),
+               'fact', f.id, t.pos)::recall_item), '{}')
+      into v_rows
+      from unnest(p_rank, p_item, p_id, p_pos, p_score) as t(r, item, id, pos, score)
+      join fact f on f.id = t.id
+      join entity se on se.id = f.subject_id
+      left join entity oe on oe.id = f.object_id
+     where t.item = 'fact';
+    return v_rows;
+end
+$$;
+comment on function __tenant__._recall_fact_items(integer[], text[], bigint[], integer[], double precision[], bigint,
+                                                  text[]) is
+    'Internal: the facts among recall''s rows, with subject, object, validity and the evidence the principal may see.';
+$pgrecall_7dbcf516e5b4$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

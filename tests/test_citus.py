@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import threading
 import time
 from datetime import UTC, datetime
@@ -336,6 +337,55 @@ def test_a_recall_of_memories_that_stand_on_turns_alone_walks_nothing_on_the_wor
     # nor a subquery in a SELECT of its own, read by one-table statements instead (the fact arm's test for any
     # fact, the freshness's log watermarks and queue count)
     assert [q for q in local if q.startswith("SELECT (")] == [], local
+
+
+def test_a_recall_on_the_worker_reads_its_rows_and_their_provenance_one_table_at_a_time(cluster, tenant_factory):
+    # A statement joining tenant tables is planned by Citus, deparsed for the shard and planned again on every
+    # delegated call (Citus keeps a local plan only for a table with a distribution key); one of a single table takes
+    # the fast path. Recall's rows and their provenance (the turns cited, withheld or not, who said them, the
+    # corrections, the sources, the entities) are read a table at a time and put together by a statement of none.
+    acme = tenant_factory("acme")
+    populated(cluster, acme)
+    with handle(cluster, acme, principal="ana") as ana:
+        session = ana.create_session("ana and the bot")
+        ana.add_session_peers(session, ["ana", "bot"])
+        [secret] = [m.offset for m in ana.add_messages(session, [{"actor": "ana", "body": "the lantern key is hidden"}])]
+        said = ana.append("Ana keeps the lantern in the shed", role="user", actor="ana")
+        moved = ana.append("Ana moved the lantern to the barn", role="user", actor="ana")
+        shed = ana.remember("Ana keeps the lantern in the shed", evidence=[said], purposes=["converse"],
+                            about=["lantern"]).memory_id
+        ana.correct(shed, "Ana keeps the lantern in the barn", revision=1, evidence=[moved])
+        key = ana.remember("The lantern key is hidden", evidence=[secret], purposes=["converse"],
+                           widening_reason="where the key is is no secret").memory_id
+        gift = ana.remember("The lantern is a gift", evidence=[said], purposes=["converse"], audience="ana").memory_id
+        both = ana.derive([shed, key, gift], "The lantern and its key",
+                          widening_reason="the lantern and its key are no secret")
+    node = placements(cluster, acme)[0][0]
+    holder = next(w for w in cluster.worker_nodes if w.port == node)
+    said_on_worker: list[str] = []
+    with psycopg.connect(holder.dsn(user=f"pgrecall_{acme}_app"), autocommit=True) as conn:
+        conn.add_notice_handler(lambda d: said_on_worker.append(d.message_primary or ""))
+        conn.execute("set citus.log_local_commands = on")
+        recall = f"select memory_id, provenance from {acme}.recall(%s, array['default'], 'lantern', 'converse', null, 'lexical')"
+        rows = dict(conn.execute(recall, ("ben",)).fetchall())
+        mine = dict(conn.execute(recall, ("ana",)).fetchall())
+    assert set(rows) == {shed, key}  # ben: not the gift, nor what stands on it
+    [quote] = rows[key]["observations"]
+    assert (quote["offset"], quote["withheld"], quote["text"], quote["actor"]) == (secret, True, None, None)
+    assert [(o["offset"], o["actor"], o["corrections"]) for o in rows[shed]["observations"]] == \
+        [(said, "ana", []), (moved, "ana", [2])]
+    assert rows[shed]["about"] == [{"entity": "lantern", "type": None}]
+    assert set(mine) == {shed, key, gift, both}
+    assert [m["id"] for m in mine[both]["memories"]] == [shed, key, gift]
+    assert [(o["withheld"], o["audience"]) for o in mine[key]["observations"]] == [(False, ["ana", "bot"])]
+    local = [m.removeprefix("executing the command locally: ") for m in said_on_worker
+             if m.startswith("executing the command locally: ")]
+    provenance_tables = re.compile(r"\.(memory_link|observation|peer|memory_correction_evidence|entity|memory_revision)_\d+ ")
+    # (the permission walk's recursive statement over the links is a statement of its own, left as it is)
+    reads = [q for q in local if provenance_tables.search(q) and not q.startswith("WITH RECURSIVE")]
+    shards = re.compile(r"\b\w+\.\w+_\d{4,}\b")
+    assert reads and [q for q in reads if q.count("SELECT") > 1 or " JOIN " in q or len(set(shards.findall(q))) > 1] == [], \
+        reads
 
 
 def test_a_tenant_moves_while_writers_append_and_a_reader_recalls(cluster, tenant_factory, monkeypatch, capsys):

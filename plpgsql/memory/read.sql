@@ -64,14 +64,21 @@ comment on function __tenant__.read(text, text[], bigint, text, boolean) is
 -- counted, not shown. The observations include those cited by corrections,
 -- each saying which revisions it justified: the proof of a corrected memory
 -- points at the words that corrected it, not only at the ones it corrected.
--- A turn the principal may not see (_eligible_observations) is listed by its
+-- A turn the principal may not see (_observation_eligible) is listed by its
 -- offset only, "withheld": never its text, who said it or when. A turn shown
 -- says who may see it (its audience's names, NULL for the scope); a memory
 -- that reaches more peers than its turns says why (widening_reason).
--- Set-based so that recall builds the provenance of all its rows in four
--- queries rather than four per row. As of a past moment (p_as_of), only the
--- links and corrections made by then: a turn that corrected the memory later
--- is not yet its source.
+-- Set-based: the provenance of all of recall's rows at once. As of a past
+-- moment (p_as_of), only the links and corrections made by then: a turn that
+-- corrected the memory later is not yet its source.
+-- Each table is read by a statement of that table alone, into arrays, and
+-- the JSON is assembled by a statement that reads no table: on Citus a
+-- statement joining tenant tables is planned, deparsed for the shard and
+-- planned again on every call (Citus keeps no local plan for a table without
+-- a distribution key), while one of a single table takes the fast path
+-- (docs/scale-out.md, section 4). The eligibility of a turn and of a source
+-- memory is the expression the joins had, read beside its row; what a
+-- withheld turn does not show is not read out of it.
 create or replace function __tenant__._provenance_of(p_memory_ids bigint[], p_principal_id bigint, p_scopes text[],
                                                    p_as_of timestamptz default null)
 returns table (memory_id bigint, provenance jsonb)
@@ -80,78 +87,96 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 #variable_conflict use_column
+declare
+    v_link_memory bigint[]; v_link_type text[]; v_link_turn bigint[]; v_link_source bigint[]; v_link_entity bigint[];
+    v_memory bigint[]; v_memory_title text[]; v_memory_kind text[]; v_memory_widening text[]; v_memory_seen boolean[];
+    v_turn bigint[]; v_turn_scope text[]; v_turn_offset bigint[]; v_turn_role text[]; v_turn_at timestamptz[];
+    v_turn_text text[]; v_turn_seen boolean[]; v_turn_actor bigint[]; v_turn_audience jsonb[];
+    v_peer bigint[]; v_peer_name text[]; v_fix_memory bigint[]; v_fix_turn bigint[]; v_fix_revision integer[];
+    v_entity bigint[]; v_entity_name text[]; v_entity_type text[];
+    v_corrected boolean;  -- whether a memory asked about has a revision a correction may have made
 begin
+    if cardinality(p_memory_ids) = 0 then
+        return;
+    end if;
+    select coalesce(array_agg(k.memory_id), '{}'), array_agg(k.link_type), array_agg(k.target_observation_id),
+           array_agg(k.target_memory_id), array_agg(k.target_entity_id)
+      into v_link_memory, v_link_type, v_link_turn, v_link_source, v_link_entity
+      from memory_link k where k.memory_id = any (p_memory_ids) and _unchanged_since(k.created_at, p_as_of);
+    select coalesce(array_agg(e.id), '{}'), array_agg(e.title), array_agg(e.kind), array_agg(e.widening_reason),
+           array_agg(_memory_eligible(e.scope, e.audience_peer_id, e.purposes,
+                                      case when e.invalidated_at > p_as_of then null else e.invalidated_at end,
+                                      e.superseded_by, e.valid, p_principal_id, p_scopes, null, true, null)),
+           coalesce(bool_or(e.revision > 1 and e.id = any (p_memory_ids)), false)
+      into v_memory, v_memory_title, v_memory_kind, v_memory_widening, v_memory_seen, v_corrected
+      from memory e where e.id = any (p_memory_ids || v_link_source);
+    if array_remove(v_link_turn, null) <> '{}' then
+        select coalesce(array_agg(t.id), '{}'), array_agg(t.scope), array_agg(t.log_offset),
+               array_agg(_observation_eligible(t.scope, t.audience, p_principal_id, p_scopes) is true),
+               array_agg(case when _observation_eligible(t.scope, t.audience, p_principal_id, p_scopes) then t.source_role end),
+               array_agg(case when _observation_eligible(t.scope, t.audience, p_principal_id, p_scopes) then t.occurred_at end),
+               array_agg(case when _observation_eligible(t.scope, t.audience, p_principal_id, p_scopes) then left(t.body, 500) end),
+               array_agg(case when _observation_eligible(t.scope, t.audience, p_principal_id, p_scopes) then t.actor_id end),
+               array_agg(case when _observation_eligible(t.scope, t.audience, p_principal_id, p_scopes) then to_jsonb(t.audience) end)
+          into v_turn, v_turn_scope, v_turn_offset, v_turn_seen, v_turn_role, v_turn_at, v_turn_text, v_turn_actor,
+               v_turn_audience
+          from observation t where t.id = any (v_link_turn) and t.scope = any (p_scopes);
+        v_peer := v_turn_actor;
+        if array_remove(v_turn_audience, null) <> '{}' then  -- the peers named by the turns' audiences
+            v_peer := v_peer || array(select jsonb_array_elements_text(a)::bigint
+                                        from unnest(v_turn_audience) a where jsonb_typeof(a) = 'array');
+        end if;
+        select coalesce(array_agg(n.id), '{}'), array_agg(n.name) into v_peer, v_peer_name
+          from peer n where n.id = any (v_peer);
+    end if;
+    if v_corrected and v_turn <> '{}' then  -- a correction makes revision 2 or later
+        select array_agg(x.memory_id), array_agg(x.observation_id), array_agg(x.revision)
+          into v_fix_memory, v_fix_turn, v_fix_revision
+          from memory_correction_evidence x where x.memory_id = any (p_memory_ids) and _unchanged_since(x.created_at, p_as_of);
+    end if;
+    if 'about' = any (v_link_type) then
+        select array_agg(n.id), array_agg(n.name), array_agg(n.entity_type) into v_entity, v_entity_name, v_entity_type
+          from entity n where n.id = any (v_link_entity);
+    end if;
     return query
+    with link as (select * from unnest(v_link_memory, v_link_type, v_link_turn, v_link_source, v_link_entity)
+                                    as k(memory_id, type, turn, source, entity)
+    ), named as (select * from unnest(v_peer, v_peer_name) as n(id, name)
+    ), fixed as (select f.memory, f.turn, jsonb_agg(f.revision order by f.revision) as list
+                   from unnest(v_fix_memory, v_fix_turn, v_fix_revision) f(memory, turn, revision) group by 1, 2)
     select i.id, jsonb_build_object(
-        'observations', coalesce(obs.list, '[]'::jsonb),
-        'memories', coalesce(src.list, '[]'::jsonb),
-        'hidden_sources', coalesce(hid.n, 0),
-        'about', coalesce(ab.list, '[]'::jsonb),
-        'widening_reason', (select m.widening_reason from memory m where m.id = i.id))
+        'observations', coalesce(obs.list, '[]'::jsonb), 'memories', coalesce(src.list, '[]'::jsonb),
+        'hidden_sources', coalesce(src.hidden, 0), 'about', coalesce(ab.list, '[]'::jsonb),
+        'widening_reason', v_memory_widening[array_position(v_memory, i.id)])
       from unnest(p_memory_ids) as i(id)
       left join (
-            select l.memory_id,
-                   jsonb_agg(case when seen.id is null then
-                       jsonb_build_object(
-                           'scope', o.scope, 'offset', o.log_offset, 'withheld', true, 'text', null,
-                           'source_role', null, 'actor', null, 'occurred_at', null, 'audience', null,
-                           'corrections', coalesce((select jsonb_agg(c.revision order by c.revision)
-                                                      from memory_correction_evidence c
-                                                     where c.memory_id = l.memory_id and c.observation_id = o.id
-                                                       and _unchanged_since(c.created_at, p_as_of)),
-                                                   '[]'::jsonb))
-                   else jsonb_build_object(
-                       'scope', o.scope, 'offset', o.log_offset, 'withheld', false, 'source_role', o.source_role,
-                       'actor', a.name, 'occurred_at', o.occurred_at, 'text', left(o.body, 500),
-                       -- the names read here, not by _audience_names per turn: on Citus each call of a
-                       -- function that reads a table is a statement planned again inside this one's task
-                       'audience', case when o.audience is not null then
-                                        (select coalesce(jsonb_agg(ap.name order by ap.name), '[]'::jsonb)
-                                           from peer ap where ap.id = any (o.audience)) end,
-                       -- the revisions produced by corrections that cited it ([] when none did)
-                       'corrections', coalesce((select jsonb_agg(c.revision order by c.revision)
-                                                  from memory_correction_evidence c
-                                                 where c.memory_id = l.memory_id and c.observation_id = o.id
-                                                   and _unchanged_since(c.created_at, p_as_of)),
-                                               '[]'::jsonb)) end
-                     order by o.log_offset) as list
-              from memory_link l
-              join observation o on o.id = l.target_observation_id
-              join peer a on a.id = o.actor_id
-              left join observation seen on _observation_eligible(seen.scope, seen.audience,
-                                                                  p_principal_id, p_scopes) and seen.id = o.id
-             where l.memory_id = any (p_memory_ids) and l.link_type = 'derived_from'
-               and o.scope = any (p_scopes) and _unchanged_since(l.created_at, p_as_of)
-             group by l.memory_id) obs on obs.memory_id = i.id
-      left join (
-            select l.memory_id,
-                   jsonb_agg(jsonb_build_object('id', e.id, 'title', e.title, 'kind', e.kind) order by e.id) as list
-              from memory_link l
-              join memory e on _memory_eligible(e.scope, e.audience_peer_id, e.purposes,
-                                                case when e.invalidated_at > p_as_of then null else e.invalidated_at end,
-                                                e.superseded_by, e.valid, p_principal_id, p_scopes, null, true, null)
-                             and e.id = l.target_memory_id
-             where l.memory_id = any (p_memory_ids) and l.link_type = 'derived_from'
-               and _unchanged_since(l.created_at, p_as_of)
-             group by l.memory_id) src on src.memory_id = i.id
-      left join (
-            select l.memory_id, count(*) as n
-              from memory_link l
-             where l.memory_id = any (p_memory_ids) and l.link_type = 'derived_from'
-               and l.target_memory_id is not null and _unchanged_since(l.created_at, p_as_of)
-               and not exists (select 1 from memory e
-                                where _memory_eligible(e.scope, e.audience_peer_id, e.purposes,
-                                                       case when e.invalidated_at > p_as_of then null else e.invalidated_at end,
-                                                       e.superseded_by, e.valid, p_principal_id, p_scopes, null, true, null)
-                                  and e.id = l.target_memory_id)
-             group by l.memory_id) hid on hid.memory_id = i.id
-      left join (
-            select l.memory_id,
-                   jsonb_agg(jsonb_build_object('entity', en.name, 'type', en.entity_type) order by en.name) as list
-              from memory_link l join entity en on en.id = l.target_entity_id
-             where l.memory_id = any (p_memory_ids) and l.link_type = 'about'
-               and _unchanged_since(l.created_at, p_as_of)
-             group by l.memory_id) ab on ab.memory_id = i.id;
+            select k.memory_id, jsonb_agg(jsonb_build_object(
+                       'scope', t.scope, 'offset', t.log_offset, 'withheld', not t.seen, 'source_role', t.role,
+                       'actor', a.name, 'occurred_at', t.at, 'text', t.body,
+                       'audience', case when jsonb_typeof(t.audience) = 'array' then
+                                       (select coalesce(jsonb_agg(n.name order by n.name), '[]'::jsonb)
+                                          from named n where t.audience @> to_jsonb(n.id)) end,
+                       'corrections', coalesce(x.list, '[]'::jsonb)) order by t.log_offset) as list
+              from link k
+              join unnest(v_turn, v_turn_scope, v_turn_offset, v_turn_role, v_turn_at, v_turn_text, v_turn_seen,
+                          v_turn_actor, v_turn_audience) as t(id, scope, log_offset, role, at, body, seen, actor, audience)
+                on t.id = k.turn
+              left join named a on a.id = t.actor
+              left join fixed x on x.memory = k.memory_id and x.turn = t.id
+             where k.type = 'derived_from'
+             group by k.memory_id) obs on obs.memory_id = i.id
+      left join (select k.memory_id, count(*) filter (where s.seen is not true) as hidden,
+                   jsonb_agg(jsonb_build_object('id', s.id, 'title', s.title, 'kind', s.kind) order by s.id)
+                       filter (where s.seen) as list
+              from link k
+              left join unnest(v_memory, v_memory_title, v_memory_kind, v_memory_seen) as s(id, title, kind, seen)
+                on s.id = k.source
+             where k.type = 'derived_from' and k.source is not null
+             group by k.memory_id) src on src.memory_id = i.id
+      left join (select k.memory_id, jsonb_agg(jsonb_build_object('entity', n.name, 'type', n.type) order by n.name) as list
+              from link k join unnest(v_entity, v_entity_name, v_entity_type) n(id, name, type) on n.id = k.entity
+             where k.type = 'about'
+             group by k.memory_id) ab on ab.memory_id = i.id;
 end
 $$;
 comment on function __tenant__._provenance_of(bigint[], bigint, text[], timestamptz) is

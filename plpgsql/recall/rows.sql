@@ -10,6 +10,12 @@
 -- (_evidence_scores of p_memory_ids[1:p_limit]). Best p_limit together. A
 -- memory carries its provenance, a fact its subject, object, validity and
 -- evidence.
+-- The rows are chosen from the arrays alone; the memories, their text as of
+-- p_as_of and their provenance are each read by statements of one table, and
+-- put together by a statement that reads none (but through _provenance_of): on Citus a statement that
+-- joins tenant tables is planned, deparsed and planned again on every call,
+-- one of a single table takes the fast path (docs/scale-out.md, section 4).
+-- The facts, when there are any, are read by _recall_fact_items.
 create or replace function __tenant__._recall_items(
     p_memory_ids bigint[], p_fact_ids bigint[],
     p_lexical_ids bigint[], p_bm25 double precision[], p_dense_ids bigint[], p_cosines double precision[],
@@ -24,13 +30,15 @@ as $$
 declare
     v_fused_ids bigint[];           -- score fusion's ids and scores; NULL under RRF
     v_fused_scores double precision[];
+    v_rank integer[]; v_item text[]; v_id bigint[]; v_pos integer[]; v_score double precision[];  -- the rows
+    v_memory bigint[]; v_scope text[]; v_kind text[]; v_title text[]; v_body text[];
+    v_then bigint[]; v_then_revision integer[]; v_then_title text[]; v_then_body text[];
 begin
     if p_fusion = 'scores' then
         select f.ids, f.scores into v_fused_ids, v_fused_scores
           from _score_fuse(p_lexical_ids, p_bm25, p_dense_ids, p_cosines, p_floor,
                            cardinality(p_lexical_ids) + cardinality(p_dense_ids)) f;
     end if;
-    return query
     with items as (
         -- choose: what decides which rows are returned; score: their order
         select 'memory'::text as item, k.id, k.ord::integer as pos, x.choose,
@@ -55,31 +63,44 @@ begin
         select c.*, row_number() over (order by c.score desc, c.item, c.pos)::integer as r
           from chosen c
     )
+    select coalesce(array_agg(t.r order by t.r), '{}'), array_agg(t.item order by t.r), array_agg(t.id order by t.r),
+           array_agg(t.pos order by t.r), array_agg(t.score order by t.r),
+           coalesce(array_agg(t.id) filter (where t.item = 'memory'), '{}')
+      into v_rank, v_item, v_id, v_pos, v_score, v_memory
+      from top t;
+    if v_rank = '{}' then
+        return;
+    end if;
+    select coalesce(array_agg(m.id), '{}'), array_agg(m.scope), array_agg(m.kind), array_agg(m.title), array_agg(m.body)
+      into v_memory, v_scope, v_kind, v_title, v_body
+      from memory m
+     where m.id = any (v_memory);
+    if p_as_of is not null and v_memory <> '{}' then
+        -- as of a past moment, the text then of a memory corrected since (as_of.sql): its first revision after
+        select array_agg(r.memory_id), array_agg(r.revision), array_agg(r.title), array_agg(r.body)
+          into v_then, v_then_revision, v_then_title, v_then_body
+          from memory_revision r
+         where r.memory_id = any (v_memory) and r.changed_at > p_as_of;
+    end if;
+    return query
     select t.r, m.id, m.scope, m.kind, case when tx.body is null then m.title else tx.title end,
            coalesce(tx.body, m.body), t.score,
            array_position(p_lexical_ids, m.id), array_position(p_dense_ids, m.id),
            p_cosines[array_position(p_dense_ids, m.id)], p_bm25[array_position(p_lexical_ids, m.id)],
            pv.provenance, 'memory'::text, null::bigint, null::integer
-      from top t join memory m on m.id = t.id
-      -- as of a past moment, the text then of a memory corrected since (plpgsql/recall/as_of.sql)
-      left join lateral (select r.title, r.body from memory_revision r
-                          where p_as_of is not null and r.memory_id = m.id and r.changed_at > p_as_of
-                          order by r.revision limit 1) tx on true
-      join _provenance_of(array(select t2.id from top t2 where t2.item = 'memory'), p_principal_id, p_scopes,
-                          p_as_of) pv
-        on pv.memory_id = m.id
+      from unnest(v_rank, v_item, v_id, v_score) as t(r, item, id, score)
+      join unnest(v_memory, v_scope, v_kind, v_title, v_body) as m(id, scope, kind, title, body) on m.id = t.id
+      left join lateral (select x.title, x.body
+                           from unnest(v_then, v_then_revision, v_then_title, v_then_body) as x(id, revision, title, body)
+                          where x.id = m.id
+                          order by x.revision limit 1) tx on true
+      join _provenance_of(v_memory, p_principal_id, p_scopes, p_as_of) pv on pv.memory_id = m.id
      where t.item = 'memory'
     union all
-    select t.r, null::bigint, f.scope, 'fact'::text, f.predicate, f.statement, t.score,
-           null::integer, null::integer, null::double precision, null::double precision,
-           jsonb_build_object('subject', se.name, 'predicate', f.predicate,
-                              'object', coalesce(oe.name, f.object_value), 'valid', f.valid::text,
-                              'confidence', f.confidence, 'evidence', _fact_evidence_json(f.id, p_principal_id, p_scopes)),
-           'fact'::text, f.id, t.pos
-      from top t join fact f on f.id = t.id
-      join entity se on se.id = f.subject_id
-      left join entity oe on oe.id = f.object_id
-     where t.item = 'fact'
+    -- the facts' statement joins their tables: only run when a fact is among the rows
+    select f.* from unnest(case when 'fact' = any (v_item) then
+                                    _recall_fact_items(v_rank, v_item, v_id, v_pos, v_score, p_principal_id, p_scopes)
+                               end) f
      order by 1;
 end
 $$;
@@ -87,3 +108,37 @@ comment on function __tenant__._recall_items(bigint[], bigint[], bigint[], doubl
                                              double precision[], double precision, integer, bigint, text[], text,
                                              double precision, double precision[], timestamptz) is
     'Internal: recall''s rows from the walked memories and the fact list: scored by the tenant''s fusion, best p_limit, with provenance.';
+
+-- _recall_items' facts (p_item 'fact' of the rows chosen: their ranks, ids,
+-- places in the fact list and scores), with subject, object, validity and
+-- the evidence the principal may see.
+create or replace function __tenant__._recall_fact_items(
+    p_rank integer[], p_item text[], p_id bigint[], p_pos integer[], p_score double precision[],
+    p_principal_id bigint, p_scopes text[])
+returns __tenant__.recall_item[]
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_rows recall_item[];
+begin
+    select coalesce(array_agg(row(
+               t.r, null, f.scope, 'fact', f.predicate, f.statement, t.score, null, null, null, null,
+               jsonb_build_object('subject', se.name, 'predicate', f.predicate,
+                                  'object', coalesce(oe.name, f.object_value), 'valid', f.valid::text,
+                                  'confidence', f.confidence,
+                                  'evidence', _fact_evidence_json(f.id, p_principal_id, p_scopes)),
+               'fact', f.id, t.pos)::recall_item), '{}')
+      into v_rows
+      from unnest(p_rank, p_item, p_id, p_pos, p_score) as t(r, item, id, pos, score)
+      join fact f on f.id = t.id
+      join entity se on se.id = f.subject_id
+      left join entity oe on oe.id = f.object_id
+     where t.item = 'fact';
+    return v_rows;
+end
+$$;
+comment on function __tenant__._recall_fact_items(integer[], text[], bigint[], integer[], double precision[], bigint,
+                                                  text[]) is
+    'Internal: the facts among recall''s rows, with subject, object, validity and the evidence the principal may see.';
