@@ -137,6 +137,13 @@ def _prepare_server(superuser_dsn: str) -> None:
         conn.execute("create extension btree_gist")
     with psycopg.connect(superuser_dsn, autocommit=True) as conn:
         conn.execute(f"alter database {BASE_DB} is_template true")
+        # The session just closed may still be exiting; the janitor, as the tester, then cannot end it
+        # before copying the template ("permission denied to terminate process": a make test-slow run at
+        # load 8 failed so in tests/test_fixtures.py's own session).
+        deadline = time.monotonic() + 30
+        while conn.execute("select count(*) from pg_stat_activity where datname = %s", (BASE_DB,)).fetchone()[0] \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
 
 
 def _skip_durability(superuser_dsn: str) -> None:

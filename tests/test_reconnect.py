@@ -2,7 +2,8 @@
 timeout): a handle that opened its own connection (``pgrecall.connect`` without ``conn=`` or ``pool=``) opens a new
 one for its next call, without an error when the connection was closed while the handle sat idle; a call that is
 cut off midway is reported as ``errors.ConnectionLost`` (a ``ConnectionError``, the server's error its cause), never
-a bare psycopg error, and the call after it works."""
+a bare psycopg error, and the call after it works. A handle on a pool borrows past the pool's connections the
+server closed while they waited (a restart closes them all)."""
 
 from __future__ import annotations
 
@@ -104,3 +105,41 @@ def test_a_handle_keeps_answering_after_the_server_restarts(home):
         assert "could not be opened" in str(lost.value) and "pgrecall server start" in (lost.value.hint or "")
         cli(home, "server", "start")
         assert [i.memory_id for i in mem.recall("bees", mode="lexical").items] == [made.memory_id]
+
+
+def test_a_pool_whose_idle_connections_were_all_closed_lends_working_ones(acme, conninfo, superuser_dsn):
+    from psycopg_pool import ConnectionPool
+
+    acme.close()  # only the pool's sessions are acme's app role's
+    with ConnectionPool(conninfo.dsn(user="pgrecall_acme_app"), min_size=3, max_size=3, open=True,
+                        configure=pgrecall.configure) as pool:
+        pool.wait()
+        mem = pgrecall.connect(tenant="acme", principal="bot", scopes=["default"], pool=pool)
+        said = mem.append("Ben fixed the garden gate", role="user", actor="ben")
+        made = mem.remember("Ben fixed the gate", evidence=[said], purposes=["converse"])
+        pids = _backends(superuser_dsn, "idle")
+        assert len(pids) == 3, "the pool's three connections wait, idle"
+        _end_sessions(superuser_dsn, pids)  # as a server restart does to every one of them
+
+        # each call borrows a connection; the closed ones are given back unused and replaced
+        assert [i.memory_id for i in mem.recall("gate", mode="lexical").items] == [made.memory_id]
+        assert mem.read(made.memory_id, purpose="converse").body == "Ben fixed the gate"
+        assert mem.append("and oiled it", role="user", actor="ben") == said + 1
+
+
+def test_an_async_pool_whose_idle_connections_were_all_closed_lends_working_ones(acme, conninfo, superuser_dsn):
+    from psycopg_pool import AsyncConnectionPool
+
+    async def story() -> None:
+        async with AsyncConnectionPool(conninfo.dsn(user="pgrecall_acme_app"), min_size=2, max_size=2, open=False,
+                                       configure=pgrecall.configure_async) as pool:
+            await pool.wait()
+            mem = await pgrecall.connect_async(tenant="acme", principal="bot", scopes=["default"], pool=pool)
+            said = await mem.append("Ana painted the door blue", role="user", actor="ana")
+            pids = await asyncio.to_thread(_backends, superuser_dsn, "idle")
+            assert len(pids) == 2
+            await asyncio.to_thread(_end_sessions, superuser_dsn, pids)
+            assert await mem.append("then green", role="user", actor="ana") == said + 1
+
+    acme.close()
+    asyncio.run(story())

@@ -197,13 +197,15 @@ begin
     -- it (for items that are not no-ops): a turn it may not see is reported
     -- like one that does not exist. The cited turns were read by key
     -- (_remember_batch: p_offsets, p_audiences); nothing here reads a table.
+    -- The cited turns are joined by offset (a hash join: searched item by item, a batch of 500 read
+    -- 125,000 array rows), at most one per offset: offsets are unique in a scope.
     select i.ord, e.off into v_bad
       from _memory_items(p_items) i
-      cross join lateral unnest(i.evidence) as e(off)
+      cross join lateral unnest(i.evidence) with ordinality as e(off, n)
+      left join unnest(p_offsets, p_audiences) t(off, audience) on t.off = e.off
      where _trim(coalesce(i.body, '')) ~ '[[:alnum:]]' and not _is_only_questions(_trim(i.body))
-       and not exists (select 1 from unnest(p_offsets, p_audiences) t(off, audience)
-                        where t.off = e.off and _audience_admits(p_principal_id, null, t.audience::bigint[]))
-     order by i.ord limit 1;
+       and (t.off is null or not coalesce(_audience_admits(p_principal_id, null, t.audience::bigint[]), false))
+     order by i.ord, e.n limit 1;
     if v_bad.ord is not null then
         perform _fail('PR109', format('scope %s has no observation at offset %s%s', quote_literal(p_scope),
                                       coalesce(v_bad.off::text, 'NULL'),
@@ -212,15 +214,14 @@ begin
     end if;
 
     -- Never more public than its evidence, unless widened on purpose.
-    select i.ord, e.off, o.audience as turn_audience, a.id as audience_id into v_bad
+    select i.ord, e.off, t.audience::bigint[] as turn_audience, a.id as audience_id into v_bad
       from _memory_items(p_items) i
       cross join lateral unnest(i.evidence) as e(off)
-      cross join lateral (select t.audience::bigint[] as audience from unnest(p_offsets, p_audiences) t(off, audience)
-                           where t.off = e.off limit 1) o
+      join unnest(p_offsets, p_audiences) t(off, audience) on t.off = e.off
       cross join lateral (select p_peer_ids[array_position(p_peer_names, i.audience)] as id) a
      where _trim(coalesce(i.body, '')) ~ '[[:alnum:]]' and not _is_only_questions(_trim(i.body))
        and i.widening_reason is null
-       and not _audience_within(a.id, o.audience)
+       and not _audience_within(a.id, t.audience::bigint[])
      order by i.ord, e.off limit 1;
     if v_bad.ord is not null then
         perform _fail('PR116', format('a memory for %s would reach more peers than turn %s#%s, which only %s may see%s',
@@ -642,13 +643,13 @@ begin
           from jsonb_to_recordset(p_items) as i(body text) where i.body is not null));
     v_rows := _remember_numbered(p_scope, p_items, v_peer_names, v_peer_ids);
     if jsonb_path_exists(v_rows, '$[*] ? (@.new_id != null)') then
-        -- each new memory once per turn it cites, from the turns read above
-        select coalesce(array_agg(r.new_id order by r.new_id, e.i), '{}'), coalesce(array_agg(o.id order by r.new_id, e.i), '{}')
+        -- each new memory once per turn it cites, from the turns read above (joined by offset, as in
+        -- _check_memory_evidence)
+        select coalesce(array_agg(r.new_id order by r.new_id, e.i), '{}'), coalesce(array_agg(t.id order by r.new_id, e.i), '{}')
           into v_memory, v_observation
           from jsonb_to_recordset(v_rows) r(new_id bigint, evidence bigint[])
           cross join lateral unnest(r.evidence) with ordinality as e(off, i)
-          cross join lateral (select t.id from unnest(v_turn_offsets, v_turn_ids) t(off, id)
-                               where t.off = e.off limit 1) o
+          join unnest(v_turn_offsets, v_turn_ids) t(off, id) on t.off = e.off
          where r.new_id is not null;
         -- The memories whose vectors the caller gave are written first and not queued for the worker: the
         -- trigger that queues a new memory passes over them while the setting is on (_memory_changed), and

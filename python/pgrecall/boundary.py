@@ -97,6 +97,21 @@ def call_error(where: str, exc: psycopg.Error, args: Mapping[str, Any] | None = 
             f"{where}: the Citus node {node} that holds this tenant cannot be reached", node=node,
             hint="Its tenants answer again once it is back, or once its standby is promoted and named to the "
                  "coordinator (citus_update_node); tenants on other nodes are not affected."), exc)
+    if state == "57014":  # query_canceled: by the session's statement_timeout, or a cancel request
+        said = exc.diag.message_primary or str(exc)
+        applied = "Nothing of a call of its own was applied (inside your transaction, roll it back). "
+        if "statement timeout" in said:
+            return _chained(errors.StatementTimeout(
+                f"{where}: the call ran past the session's statement_timeout and was stopped ({said})",
+                hint=applied + "Raise statement_timeout for the role or the session, or ask for less (a smaller "
+                               "limit or batch)."), exc)
+        return _chained(errors.CallCancelled(f"{where}: the call was cancelled before it finished ({said})",
+                                             hint=applied + "Run it again if it was not meant to be stopped."), exc)
+    if state == "55P03":  # lock_not_available: waited past the session's lock_timeout
+        return _chained(errors.LockTimeout(
+            f"{where}: waited past the session's lock_timeout for a lock another transaction holds",
+            hint="Nothing of a call of its own was applied (inside your transaction, roll it back). Run it again "
+                 "once the other transaction is done, or raise lock_timeout."), exc)
     if isinstance(exc, psycopg.OperationalError) and (state is None or state.startswith(_CONNECTION_GONE)):
         return _chained(errors.ConnectionLost(
             f"{where}: the connection to the server was lost: {exc.diag.message_primary or exc}",

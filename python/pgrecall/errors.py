@@ -300,6 +300,22 @@ class LostRace(ConcurrencyError):
     server's error, with its SQLSTATE, is the exception's cause)."""
 
 
+class CallCancelled(PgrecallError, RuntimeError):
+    """The server cancelled the call before it finished (SQLSTATE 57014: a cancel request, from the client or
+    pg_cancel_backend): a statement of its own is rolled back whole, so nothing of it was applied; inside the
+    caller's transaction, that transaction is aborted and must be rolled back."""
+
+
+class StatementTimeout(CallCancelled, TimeoutError):
+    """The call ran longer than the session's ``statement_timeout`` and was cancelled (57014): nothing of a
+    statement of its own was applied. Raise the timeout for the role or the session, or ask for less."""
+
+
+class LockTimeout(ConcurrencyError, TimeoutError):
+    """The call waited for a lock another transaction holds longer than the session's ``lock_timeout``
+    (SQLSTATE 55P03): nothing of a statement of its own was applied. Run it again once the other is done."""
+
+
 class ConnectionLost(PgrecallError, ConnectionError):
     """The connection to the server broke during the call (a restart, a failover, an administrator ending the
     session, a network cut): the server's error is the exception's cause. Whether a write was applied is not

@@ -205,11 +205,27 @@ class SyncRunner(_Runner[psycopg.Connection[Any], ConnectionPool[Any]]):
     """Runs Calls on one connection, or on a connection borrowed from a pool for each Call."""
 
     @contextmanager
+    def _borrowed(self) -> Iterator[psycopg.Connection[Any]]:
+        """A connection of the pool's that the server has not closed while it waited in the pool: one that
+        was (a server restart closes them all) is given back unused, and the pool, seeing it broken, drops
+        it and opens another."""
+        assert self.pool is not None
+        for _ in range(self.pool.max_size):
+            with self.pool.connection() as conn:
+                with conn.lock:
+                    closed = _closed_by_server(conn)
+                if not closed:
+                    yield conn
+                    return
+        with self.pool.connection() as conn:  # the last try: whatever the pool lends is used
+            yield conn
+
+    @contextmanager
     def _connection(self, pin: _Pin | None = None) -> Iterator[psycopg.Connection[Any]]:
         if pin is not None and pin.conn is not None:
             yield pin.conn
         elif self.pool is not None:
-            with self.pool.connection() as conn:
+            with self._borrowed() as conn:
                 yield conn
         else:
             assert self.conn is not None
@@ -218,7 +234,7 @@ class SyncRunner(_Runner[psycopg.Connection[Any], ConnectionPool[Any]]):
     def _snapshot(self, current: Snapshot, pin: _Pin) -> None:
         if pin.begun(current):
             if self.pool is not None:
-                pin.borrowed = self.pool.connection()
+                pin.borrowed = self._borrowed()
                 pin.conn = pin.borrowed.__enter__()
             else:
                 pin.conn = self.conn
@@ -257,7 +273,7 @@ class SyncRunner(_Runner[psycopg.Connection[Any], ConnectionPool[Any]]):
                 found = self._fetch(conn, call, query, params, vectors)
             else:
                 assert self.pool is not None
-                with self.pool.connection() as conn:
+                with self._borrowed() as conn:
                     found = self._fetch(conn, call, query, params, vectors)
         except psycopg.Error as exc:
             _raise(exc, call.function, params)
@@ -362,11 +378,26 @@ class AsyncRunner(_Runner[psycopg.AsyncConnection[Any], AsyncConnectionPool[Any]
     embedding model, re-rank hooks, LLMs) run in a thread so the event loop keeps serving."""
 
     @asynccontextmanager
+    async def _borrowed(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """The sync runner's _borrowed: a pool's connection the server closed while it waited is given back
+        unused (and dropped by the pool)."""
+        assert self.pool is not None
+        for _ in range(self.pool.max_size):
+            async with self.pool.connection() as conn:
+                async with conn.lock:
+                    closed = _closed_by_server(conn)
+                if not closed:
+                    yield conn
+                    return
+        async with self.pool.connection() as conn:
+            yield conn
+
+    @asynccontextmanager
     async def _connection(self, pin: _Pin | None = None) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         if pin is not None and pin.conn is not None:
             yield pin.conn
         elif self.pool is not None:
-            async with self.pool.connection() as conn:
+            async with self._borrowed() as conn:
                 yield conn
         else:
             assert self.conn is not None
@@ -375,7 +406,7 @@ class AsyncRunner(_Runner[psycopg.AsyncConnection[Any], AsyncConnectionPool[Any]
     async def _snapshot(self, current: Snapshot, pin: _Pin) -> None:
         if pin.begun(current):
             if self.pool is not None:
-                pin.borrowed = self.pool.connection()
+                pin.borrowed = self._borrowed()
                 pin.conn = await pin.borrowed.__aenter__()
             else:
                 pin.conn = self.conn
@@ -413,7 +444,7 @@ class AsyncRunner(_Runner[psycopg.AsyncConnection[Any], AsyncConnectionPool[Any]
                 found = await self._fetch(conn, call, query, params, vectors)
             else:
                 assert self.pool is not None
-                async with self.pool.connection() as conn:
+                async with self._borrowed() as conn:
                     found = await self._fetch(conn, call, query, params, vectors)
         except psycopg.Error as exc:
             _raise(exc, call.function, params)
