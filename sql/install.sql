@@ -13268,7 +13268,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$, null, 40, $pgrecall_096167547af9$2fce760679f8b77d7c33781b11b95c38ace13601e6320ae643ae5e1e90d451e0$pgrecall_096167547af9$, $pgrecall_2fce760679f8$-- Recall, step 2: the lexical arm (plpgsql/recall/recall.sql composes the steps).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$, null, 40, $pgrecall_1677ecb46744$164c54c1a29bc21a7e774736c82a2e1efdaab1633aef2d569b22f2cf4a0217c6$pgrecall_1677ecb46744$, $pgrecall_164c54c1a29b$-- Recall, step 2: the lexical arm (plpgsql/recall/recall.sql composes the steps).
 --
 --   _query_terms        the query's distinct lexemes
 --   _prune_terms        from prune_min_terms terms on, a term in prune_df_ratio
@@ -13434,6 +13434,62 @@ comment on function __tenant__._lexical_candidates_planned(bigint, text[], text,
                                                             double precision, double precision, integer, timestamptz) is
     'Internal: _lexical_candidates for a query of more than 12 terms, its statement planned per call.';
 
+-- _lexical_candidates' matches of a query of up to 12 terms: the eligible
+-- memories p_match finds, best max(2 x p_depth, 100) by the quick score,
+-- with their text vectors (their exact score is the caller's). Each term and
+-- its idf is a variable of its own (the comment below says why).
+create or replace function __tenant__._lexical_matched(
+    p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
+    p_match tsquery, p_term_queries tsquery[], p_idf double precision[],
+    p_k1 double precision, p_b double precision, p_avg_length double precision, p_depth integer,
+    p_as_of timestamptz default null)
+returns table (id bigint, tsv tsvector)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_q1 tsquery; v_q2 tsquery; v_q3 tsquery; v_q4 tsquery; v_q5 tsquery; v_q6 tsquery;
+    v_q7 tsquery; v_q8 tsquery; v_q9 tsquery; v_q10 tsquery; v_q11 tsquery; v_q12 tsquery;
+    v_w1 double precision; v_w2 double precision; v_w3 double precision; v_w4 double precision;
+    v_w5 double precision; v_w6 double precision; v_w7 double precision; v_w8 double precision;
+    v_w9 double precision; v_w10 double precision; v_w11 double precision; v_w12 double precision;
+begin
+    select p_term_queries[1], p_term_queries[2], p_term_queries[3], p_term_queries[4], p_term_queries[5],
+           p_term_queries[6], p_term_queries[7], p_term_queries[8], p_term_queries[9], p_term_queries[10],
+           p_term_queries[11], p_term_queries[12], p_idf[1], p_idf[2], p_idf[3], p_idf[4], p_idf[5], p_idf[6],
+           p_idf[7], p_idf[8], p_idf[9], p_idf[10], p_idf[11], p_idf[12]
+      into v_q1, v_q2, v_q3, v_q4, v_q5, v_q6, v_q7, v_q8, v_q9, v_q10, v_q11, v_q12,
+           v_w1, v_w2, v_w3, v_w4, v_w5, v_w6, v_w7, v_w8, v_w9, v_w10, v_w11, v_w12;
+    return query
+    select e.id, e.tsv
+      from memory e
+     where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                            p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
+       and _unchanged_since(e.updated_at, p_as_of)
+       and e.tsv @@ p_match
+     order by (case when e.tsv @@ v_q1 then v_w1 else 0 end
+               + case when e.tsv @@ v_q2 then v_w2 else 0 end
+               + case when e.tsv @@ v_q3 then v_w3 else 0 end
+               + case when e.tsv @@ v_q4 then v_w4 else 0 end
+               + case when e.tsv @@ v_q5 then v_w5 else 0 end
+               + case when e.tsv @@ v_q6 then v_w6 else 0 end
+               + case when e.tsv @@ v_q7 then v_w7 else 0 end
+               + case when e.tsv @@ v_q8 then v_w8 else 0 end
+               + case when e.tsv @@ v_q9 then v_w9 else 0 end
+               + case when e.tsv @@ v_q10 then v_w10 else 0 end
+               + case when e.tsv @@ v_q11 then v_w11 else 0 end
+               + case when e.tsv @@ v_q12 then v_w12 else 0 end)
+              * _bm25_tf(1, length(e.tsv), p_k1, p_b, p_avg_length) desc,
+              e.id
+     limit greatest(2 * p_depth, 100);
+end
+$$;
+comment on function __tenant__._lexical_matched(bigint, text[], text, boolean, timestamptz, tsquery, tsquery[],
+                                                double precision[], double precision, double precision,
+                                                double precision, integer, timestamptz) is
+    'Internal: the eligible memories a lexical recruiter matches, best max(2 x p_depth, 100) by the quick score, with their text vectors.';
+
 -- BM25 over a bounded candidate set: every eligible memory matching p_match
 -- is first scored as if each query term occurred once (a tsvector membership
 -- test per term, cheap), and only the best max(2 x p_depth, 100) are scored
@@ -13465,12 +13521,6 @@ language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-declare
-    v_q1 tsquery; v_q2 tsquery; v_q3 tsquery; v_q4 tsquery; v_q5 tsquery; v_q6 tsquery;
-    v_q7 tsquery; v_q8 tsquery; v_q9 tsquery; v_q10 tsquery; v_q11 tsquery; v_q12 tsquery;
-    v_w1 double precision; v_w2 double precision; v_w3 double precision; v_w4 double precision;
-    v_w5 double precision; v_w6 double precision; v_w7 double precision; v_w8 double precision;
-    v_w9 double precision; v_w10 double precision; v_w11 double precision; v_w12 double precision;
 begin
     if p_among is not null then
         -- The few are read by id whatever the terms are, so one plan serves
@@ -13504,41 +13554,16 @@ begin
                                                         p_avg_length, p_depth, p_as_of) c;
         return;
     end if;
-    select p_term_queries[1], p_term_queries[2], p_term_queries[3], p_term_queries[4], p_term_queries[5],
-           p_term_queries[6], p_term_queries[7], p_term_queries[8], p_term_queries[9], p_term_queries[10],
-           p_term_queries[11], p_term_queries[12], p_idf[1], p_idf[2], p_idf[3], p_idf[4], p_idf[5], p_idf[6],
-           p_idf[7], p_idf[8], p_idf[9], p_idf[10], p_idf[11], p_idf[12]
-      into v_q1, v_q2, v_q3, v_q4, v_q5, v_q6, v_q7, v_q8, v_q9, v_q10, v_q11, v_q12,
-           v_w1, v_w2, v_w3, v_w4, v_w5, v_w6, v_w7, v_w8, v_w9, v_w10, v_w11, v_w12;
+    -- The matches are read by a statement of the memories alone (_lexical_matched), scored exactly by one that
+    -- reads no table: on Citus the first takes the fast path, where the two as one statement (a CTE) were
+    -- planned, deparsed and planned again on every call.
     return query
-    with matched as (
-        select e.id, e.tsv,
-               (case when e.tsv @@ v_q1 then v_w1 else 0 end
-                + case when e.tsv @@ v_q2 then v_w2 else 0 end
-                + case when e.tsv @@ v_q3 then v_w3 else 0 end
-                + case when e.tsv @@ v_q4 then v_w4 else 0 end
-                + case when e.tsv @@ v_q5 then v_w5 else 0 end
-                + case when e.tsv @@ v_q6 then v_w6 else 0 end
-                + case when e.tsv @@ v_q7 then v_w7 else 0 end
-                + case when e.tsv @@ v_q8 then v_w8 else 0 end
-                + case when e.tsv @@ v_q9 then v_w9 else 0 end
-                + case when e.tsv @@ v_q10 then v_w10 else 0 end
-                + case when e.tsv @@ v_q11 then v_w11 else 0 end
-                + case when e.tsv @@ v_q12 then v_w12 else 0 end)
-               * _bm25_tf(1, length(e.tsv), p_k1, p_b, p_avg_length) as quick
-          from memory e
-         where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
-                                p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
-           and _unchanged_since(e.updated_at, p_as_of)
-           and e.tsv @@ p_match
-         order by quick desc, e.id
-         limit greatest(2 * p_depth, 100)
-    )
     select m.id,
            (select sum(p_idf[array_position(p_terms, u.lexeme)]
                        * _bm25_tf(cardinality(u.positions), length(m.tsv), p_k1, p_b, p_avg_length))
               from unnest(m.tsv) u where u.lexeme = any (p_terms)) as s
-      from matched m
+      from _lexical_matched(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_match, p_term_queries,
+                            p_idf, p_k1, p_b, p_avg_length, p_depth, p_as_of) m
      order by s desc, m.id
      limit p_depth;
 end
@@ -13646,7 +13671,7 @@ $$;
 comment on function __tenant__._lexical_arm(bigint, text[], text, boolean, timestamptz, text, integer, jsonb, bigint[],
                                             timestamptz, bigint[], tsvector[]) is
     'Internal: recall''s lexical arm: pruned query terms, BM25 over the eligible memories, best p_depth first.';
-$pgrecall_2fce760679f8$)
+$pgrecall_164c54c1a29b$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -13775,7 +13800,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$, null, 42, $pgrecall_7e7cc846efd4$d3634d3259ed14b0964bedf6433af5307a099c178a4440366acb965bfdcc7c86$pgrecall_7e7cc846efd4$, $pgrecall_d3634d3259ed$-- Recall, step 3: the dense arm (plpgsql/recall/recall.sql composes the steps).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$, null, 42, $pgrecall_6b33d77a7c3f$6d1ededb9c45e809c5bde4cc4489f98f686d8385caf211484fad791c7111de9d$pgrecall_6b33d77a7c3f$, $pgrecall_6d1ededb9c45$-- Recall, step 3: the dense arm (plpgsql/recall/recall.sql composes the steps).
 --
 --   _check_query_embedding  PR154 unless a query embedding is _embedding_dimensions() finite numbers
 --                           (message search checks with it too)
@@ -13838,7 +13863,9 @@ begin
     if p_query_model is not null and p_query_model <> v_model then
         return format('query embedded with %s, memories with %s', p_query_model, v_model);
     end if;
-    if not exists (select 1 from memory_embedding me where me.model = v_model and me.input_version = v_version) then
+    -- a statement of the table alone, not an EXISTS subquery: on Citus the fast path
+    perform 1 from memory_embedding me where me.model = v_model and me.input_version = v_version limit 1;
+    if not found then
         return 'no embeddings yet';
     end if;
     return null;
@@ -13923,6 +13950,29 @@ $$;
 comment on function __tenant__._eligible_estimate(bigint, text[], text, boolean, timestamptz, timestamptz) is
     'Internal: the planner''s estimate of how many memories the principal may see (from statistics, no rows read).';
 
+-- The p_depth nearest of the memories p_ids by exact distance to the query
+-- (their current vectors, model and input version): the dense arm's exact
+-- path, a statement of memory_embedding alone.
+create or replace function __tenant__._nearest_among(p_ids bigint[], p_model text, p_version integer,
+                                                    p_embedding __ext__.halfvec, p_depth integer)
+returns table (id bigint, distance double precision)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    return query
+    select me.memory_id, me.embedding operator(__ext__.<=>) p_embedding
+      from memory_embedding me
+     where me.memory_id = any (p_ids) and me.model = p_model and me.input_version = p_version
+     -- "+ 0": an ordering the HNSW index cannot serve, so this path stays exact.
+     order by (me.embedding operator(__ext__.<=>) p_embedding) + 0, me.memory_id
+     limit p_depth;
+end
+$$;
+comment on function __tenant__._nearest_among(bigint[], text, integer, __ext__.halfvec, integer) is
+    'Internal: the p_depth nearest of the memories p_ids to the query vector, by exact distance.';
+
 -- The dense arm over memories: the best p_depth eligible memories by cosine
 -- with a current embedding (this model and input version), those at or above
 -- dense_floor, nearest first. One row: ids, cosines, and the method used.
@@ -13968,17 +14018,11 @@ begin
     end if;
     if v_few is not null then
         method := 'exact';
-        with nearest as (
-            select me.memory_id as id, me.embedding operator(__ext__.<=>) v_embedding as distance
-              from memory_embedding me
-             where me.memory_id = any (v_few) and me.model = v_model and me.input_version = v_version
-             -- "+ 0": an ordering the HNSW index cannot serve, so this path stays exact.
-             order by (me.embedding operator(__ext__.<=>) v_embedding) + 0, me.memory_id
-             limit p_depth)
+        -- the vectors read by a statement of their table alone (_nearest_among: on Citus the fast path)
         select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
                coalesce(array_agg(1 - n.distance order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
                count(*)
-          into ids, cosines, returned from nearest n;
+          into ids, cosines, returned from _nearest_among(v_few, v_model, v_version, v_embedding, p_depth) n;
     else
         method := 'hnsw';
         -- Eligibility is a per-row filter on the index scan ("offset 0" keeps
@@ -14027,7 +14071,7 @@ $$;
 comment on function __tenant__._dense_arm(bigint, text[], text, boolean, timestamptz, double precision[], integer, jsonb,
                                           boolean, bigint[], integer, timestamptz, bigint[]) is
     'Internal: recall''s dense arm: the eligible memories nearest the query embedding (floor dense_floor), exact or HNSW.';
-$pgrecall_d3634d3259ed$)
+$pgrecall_6d1ededb9c45$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -14440,7 +14484,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3047a1d41f72$recall/fusion.sql$pgrecall_3047a1d41f72$, null, 46, $pgrecall_f64d2e41e834$d2b1c9f497d902714502b18347bd6b0c6fb31ed1cfecf76704c5dbb3b898a913$pgrecall_f64d2e41e834$, $pgrecall_d2b1c9f497d9$-- Recall, step 4 (plpgsql/recall/recall.sql composes the steps): the fused list.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3047a1d41f72$recall/fusion.sql$pgrecall_3047a1d41f72$, null, 46, $pgrecall_3e4d7853bae1$c7c091579ce744f9ff8cda309ec138875eb9868dbba9482a4b103e73432fa873$pgrecall_3e4d7853bae1$, $pgrecall_c7c091579ce7$-- Recall, step 4 (plpgsql/recall/recall.sql composes the steps): the fused list.
 --   _rrf_fuse          Reciprocal Rank Fusion of the two arms (message search
 --                      fuses its arms with it too): setting fusion = 'rrf'
 --   _score_fuse        the arms' scores, each over its own best, added:
@@ -14561,8 +14605,8 @@ comment on function __tenant__._fused_ids(bigint[], double precision[], bigint[]
 -- memories rather than read from the dense arm's list: a memory the lexical
 -- arm found is often past the dense arm's first arm_candidates, and would
 -- count as no dense evidence at all where it has some (on LoCoMo, reading
--- the arms' first 20 instead of 100 lost 0.03 of recall@5). One statement
--- over p_ids (the rows asked for), by primary key.
+-- the arms' first 20 instead of 100 lost 0.03 of recall@5). The vectors of
+-- p_ids (the rows asked for) are read by primary key.
 create or replace function __tenant__._evidence_scores(p_ids bigint[], p_lexical_ids bigint[],
                                                       p_bm25 double precision[], p_dense_ids bigint[],
                                                       p_cosines double precision[],
@@ -14576,19 +14620,24 @@ as $$
 #variable_conflict use_column
 declare
     v_result double precision[];
+    v_embedded bigint[]; v_cosine double precision[];  -- the memories with a current vector: its cosine to the query
 begin
+    -- Read alone (on Citus a statement of one table takes the fast path; one joining it to the ids is planned,
+    -- deparsed and planned again on every call), and only when the dense arm ran: else a cosine counts 0.
+    if cardinality(p_dense_ids) > 0 then
+        select array_agg(me.memory_id), array_agg(1 - (me.embedding operator(__ext__.<=>) p_query_embedding::__ext__.halfvec))
+          into v_embedded, v_cosine
+          from memory_embedding me
+         where me.memory_id = any (p_ids) and me.model = p_model and me.input_version = p_version;
+    end if;
     select coalesce(array_agg(
                coalesce(p_bm25[array_position(p_lexical_ids, c.id)] / nullif(p_bm25[1], 0), 0)
-               + case when cardinality(p_dense_ids) = 0 or me.embedding is null then 0
-                      when p_cosines[1] > p_floor
-                      then greatest(1 - (me.embedding operator(__ext__.<=>) p_query_embedding::__ext__.halfvec)
-                                    - p_floor, 0) / (p_cosines[1] - p_floor)
-                      else (1 - (me.embedding operator(__ext__.<=>) p_query_embedding::__ext__.halfvec)
-                            >= p_floor)::integer end
+               + case when cardinality(p_dense_ids) = 0 or me.cosine is null then 0
+                      when p_cosines[1] > p_floor then greatest(me.cosine - p_floor, 0) / (p_cosines[1] - p_floor)
+                      else (me.cosine >= p_floor)::integer end
                order by c.ord), '{}')
       from unnest(p_ids) with ordinality as c(id, ord)
-      left join memory_embedding me
-        on me.memory_id = c.id and me.model = p_model and me.input_version = p_version
+      left join unnest(v_embedded, v_cosine) as me(memory_id, cosine) on me.memory_id = c.id
     into v_result;
     return v_result;
 end
@@ -14636,7 +14685,7 @@ $$;
 comment on function __tenant__._fused_candidates(bigint[], double precision[], bigint[], double precision[], bigint,
                                                  text[], text, boolean, timestamptz, text, jsonb) is
     'Internal: recall''s fused candidate ids: _fused_ids, or with recall_people_arm or recall_question_time on, RRF of the lexical and dense lists and the people and time lists.';
-$pgrecall_d2b1c9f497d9$)
+$pgrecall_c7c091579ce7$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -15116,7 +15165,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 52, $pgrecall_076537878576$e765d5b70278e4fd63f1ef2f8bd5b342c520eb65a4a0d68b8a1d5bc66a7ccf42$pgrecall_076537878576$, $pgrecall_e765d5b70278$-- recall: ranked retrieval, in the design's order (section 6). Each step is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 52, $pgrecall_194c1d2ab4c5$454107fbe6769b9503970bd3b5eafddf47418d4576921b5fe16379360ab7ddcc$pgrecall_194c1d2ab4c5$, $pgrecall_454107fbe676$-- recall: ranked retrieval, in the design's order (section 6). Each step is
 -- a function of its own that a DBA can call and test alone; recall_answer()
 -- runs them in order. Each step's file is in this folder (plpgsql/recall/),
 -- named for the step, and plpgsql/install_order lists them in this order.
@@ -15228,14 +15277,18 @@ declare
     -- the estimate that could spare it (~0.1 ms against ~0.3 us a row).
     c_estimate_from constant integer := 2000;
     v_returned integer;
+    v_documents bigint;
 begin
     -- The estimate (~0.2 ms) is worth asking when many may be eligible: a
     -- large bound, or a tenant whose last term-statistics snapshot counted
     -- at least twice the bound. Reading 1,550 eligible rows of a 10k tenant
     -- to learn that they are many cost 0.8 ms of every recall there, which
     -- made a 10k tenant recall slower than a 100k one (bench.recall_phases).
-    if (v_exact_below >= c_estimate_from
-        or (select c.documents from corpus_stat c) >= 2 * v_exact_below)
+    -- The snapshot is read by a statement of its own (on Citus: the fast path).
+    if v_exact_below < c_estimate_from then
+        select c.documents into v_documents from corpus_stat c;
+    end if;
+    if (v_exact_below >= c_estimate_from or v_documents >= 2 * v_exact_below)
        and _eligible_estimate(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_as_of)
            >= 2 * v_exact_below then
         select a.ids, a.cosines, a.method, a.returned into ids, cosines, method, v_returned
@@ -15449,7 +15502,7 @@ $$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text,
                                       timestamptz) is
     'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms'' evidence orders them), permission walk. With its metadata: recall_answer().';
-$pgrecall_e765d5b70278$)
+$pgrecall_454107fbe676$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

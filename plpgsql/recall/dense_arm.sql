@@ -61,7 +61,9 @@ begin
     if p_query_model is not null and p_query_model <> v_model then
         return format('query embedded with %s, memories with %s', p_query_model, v_model);
     end if;
-    if not exists (select 1 from memory_embedding me where me.model = v_model and me.input_version = v_version) then
+    -- a statement of the table alone, not an EXISTS subquery: on Citus the fast path
+    perform 1 from memory_embedding me where me.model = v_model and me.input_version = v_version limit 1;
+    if not found then
         return 'no embeddings yet';
     end if;
     return null;
@@ -146,6 +148,29 @@ $$;
 comment on function __tenant__._eligible_estimate(bigint, text[], text, boolean, timestamptz, timestamptz) is
     'Internal: the planner''s estimate of how many memories the principal may see (from statistics, no rows read).';
 
+-- The p_depth nearest of the memories p_ids by exact distance to the query
+-- (their current vectors, model and input version): the dense arm's exact
+-- path, a statement of memory_embedding alone.
+create or replace function __tenant__._nearest_among(p_ids bigint[], p_model text, p_version integer,
+                                                    p_embedding __ext__.halfvec, p_depth integer)
+returns table (id bigint, distance double precision)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    return query
+    select me.memory_id, me.embedding operator(__ext__.<=>) p_embedding
+      from memory_embedding me
+     where me.memory_id = any (p_ids) and me.model = p_model and me.input_version = p_version
+     -- "+ 0": an ordering the HNSW index cannot serve, so this path stays exact.
+     order by (me.embedding operator(__ext__.<=>) p_embedding) + 0, me.memory_id
+     limit p_depth;
+end
+$$;
+comment on function __tenant__._nearest_among(bigint[], text, integer, __ext__.halfvec, integer) is
+    'Internal: the p_depth nearest of the memories p_ids to the query vector, by exact distance.';
+
 -- The dense arm over memories: the best p_depth eligible memories by cosine
 -- with a current embedding (this model and input version), those at or above
 -- dense_floor, nearest first. One row: ids, cosines, and the method used.
@@ -191,17 +216,11 @@ begin
     end if;
     if v_few is not null then
         method := 'exact';
-        with nearest as (
-            select me.memory_id as id, me.embedding operator(__ext__.<=>) v_embedding as distance
-              from memory_embedding me
-             where me.memory_id = any (v_few) and me.model = v_model and me.input_version = v_version
-             -- "+ 0": an ordering the HNSW index cannot serve, so this path stays exact.
-             order by (me.embedding operator(__ext__.<=>) v_embedding) + 0, me.memory_id
-             limit p_depth)
+        -- the vectors read by a statement of their table alone (_nearest_among: on Citus the fast path)
         select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
                coalesce(array_agg(1 - n.distance order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
                count(*)
-          into ids, cosines, returned from nearest n;
+          into ids, cosines, returned from _nearest_among(v_few, v_model, v_version, v_embedding, p_depth) n;
     else
         method := 'hnsw';
         -- Eligibility is a per-row filter on the index scan ("offset 0" keeps

@@ -119,8 +119,8 @@ comment on function __tenant__._fused_ids(bigint[], double precision[], bigint[]
 -- memories rather than read from the dense arm's list: a memory the lexical
 -- arm found is often past the dense arm's first arm_candidates, and would
 -- count as no dense evidence at all where it has some (on LoCoMo, reading
--- the arms' first 20 instead of 100 lost 0.03 of recall@5). One statement
--- over p_ids (the rows asked for), by primary key.
+-- the arms' first 20 instead of 100 lost 0.03 of recall@5). The vectors of
+-- p_ids (the rows asked for) are read by primary key.
 create or replace function __tenant__._evidence_scores(p_ids bigint[], p_lexical_ids bigint[],
                                                       p_bm25 double precision[], p_dense_ids bigint[],
                                                       p_cosines double precision[],
@@ -134,19 +134,24 @@ as $$
 #variable_conflict use_column
 declare
     v_result double precision[];
+    v_embedded bigint[]; v_cosine double precision[];  -- the memories with a current vector: its cosine to the query
 begin
+    -- Read alone (on Citus a statement of one table takes the fast path; one joining it to the ids is planned,
+    -- deparsed and planned again on every call), and only when the dense arm ran: else a cosine counts 0.
+    if cardinality(p_dense_ids) > 0 then
+        select array_agg(me.memory_id), array_agg(1 - (me.embedding operator(__ext__.<=>) p_query_embedding::__ext__.halfvec))
+          into v_embedded, v_cosine
+          from memory_embedding me
+         where me.memory_id = any (p_ids) and me.model = p_model and me.input_version = p_version;
+    end if;
     select coalesce(array_agg(
                coalesce(p_bm25[array_position(p_lexical_ids, c.id)] / nullif(p_bm25[1], 0), 0)
-               + case when cardinality(p_dense_ids) = 0 or me.embedding is null then 0
-                      when p_cosines[1] > p_floor
-                      then greatest(1 - (me.embedding operator(__ext__.<=>) p_query_embedding::__ext__.halfvec)
-                                    - p_floor, 0) / (p_cosines[1] - p_floor)
-                      else (1 - (me.embedding operator(__ext__.<=>) p_query_embedding::__ext__.halfvec)
-                            >= p_floor)::integer end
+               + case when cardinality(p_dense_ids) = 0 or me.cosine is null then 0
+                      when p_cosines[1] > p_floor then greatest(me.cosine - p_floor, 0) / (p_cosines[1] - p_floor)
+                      else (me.cosine >= p_floor)::integer end
                order by c.ord), '{}')
       from unnest(p_ids) with ordinality as c(id, ord)
-      left join memory_embedding me
-        on me.memory_id = c.id and me.model = p_model and me.input_version = p_version
+      left join unnest(v_embedded, v_cosine) as me(memory_id, cosine) on me.memory_id = c.id
     into v_result;
     return v_result;
 end
