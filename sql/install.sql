@@ -3972,7 +3972,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6beaea322b2e$shared/value_checks.sql$pgrecall_6beaea322b2e$, null, 3, $pgrecall_09ef5f465383$ad2fa4ec368629ebc0c321ea199c4ab56f2babce9597f37f76bae2e1b05a8b5b$pgrecall_09ef5f465383$, $pgrecall_ad2fa4ec3686$-- Argument checks shared by every operation: sizes of texts and documents, ids, limits, times,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6beaea322b2e$shared/value_checks.sql$pgrecall_6beaea322b2e$, null, 3, $pgrecall_ece3ab1da0c9$43df8b05be9f4acbf06f2b6e84b7e92115866a5b15202eb6223391d0bd69732c$pgrecall_ece3ab1da0c9$, $pgrecall_43df8b05be9f$-- Argument checks shared by every operation: sizes of texts and documents, ids, limits, times,
 -- confidences. Each failure raises a PR-class SQLSTATE (fail.sql) naming the value.
 
 -- p_blank: for a name or a fact's end, whitespace alone is no value either:
@@ -4110,13 +4110,15 @@ comment on function __tenant__._check_reason(text, text, text, bigint) is
     'Internal: PR107 (message p_missing) unless a reason has words, PR151 when longer than p_max_bytes; returns it trimmed.';
 
 -- btrim() only strips spaces; text from people and models ends in newlines and tabs too.
+-- Inlined by the planner into its callers' queries (tests/test_sources.py INLINED_HELPERS), hence
+-- neither definer nor a pinned path, and pg_catalog named: append and remember call it 18 times an item
+-- (and _is_only_questions 5), and as a definer each call cost 0.9 us more (its search_path set and reset),
+-- about 10 ms a 500-item batch of the two (issue #46).
 create or replace function __tenant__._trim(p_text text)
 returns text
 language sql immutable
-security definer
-set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select btrim(p_text, E' \t\n\r\f\v\u00a0\u2028\u2029\ufeff')
+    select pg_catalog.btrim(p_text, E' \t\n\r\f\v\u00a0\u2028\u2029\ufeff')
 $$;
 comment on function __tenant__._trim(text) is 'Internal: the text without leading or trailing whitespace of any kind.';
 
@@ -4300,7 +4302,7 @@ as $$
 $$;
 comment on function __tenant__._whole_in_range(jsonb, numeric, numeric) is
     'Internal: true when the JSON value is a whole number from p_min to p_max.';
-$pgrecall_ad2fa4ec3686$)
+$pgrecall_43df8b05be9f$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -6717,7 +6719,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 19, $pgrecall_d8a1b2a6c16a$8c052a248bcb10344444f8777eb413f428963757545ce468b5f721aafbd4e0e5$pgrecall_d8a1b2a6c16a$, $pgrecall_8c052a248bcb$-- remember: write what the agent decided to keep, with who may see it, why
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 19, $pgrecall_4c04c7d862ff$3ca3a665c178a74a41175f607921d52b00dc216f1f942fec897944e1ea768b57$pgrecall_4c04c7d862ff$, $pgrecall_3ca3a665c178$-- remember: write what the agent decided to keep, with who may see it, why
 -- it may be used, and the observations that stated it. Capture writes only
 -- what was explicitly stated: empty or ambiguous input is a no-op that says
 -- why, never an error and never a guess.
@@ -6736,13 +6738,13 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653
 
 -- A text that only asks states nothing to remember. "That's great! Where
 -- did you go?" states something first, so it is not only questions.
+-- Inlined by the planner, as _trim (value_checks.sql): it is asked of each item several times.
 create or replace function __tenant__._is_only_questions(p_text text)
 returns boolean
 language sql immutable
-security definer
-set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
-    select p_text ~ '[?][[:space:]"'')]*$' and p_text !~ '[.!;][[:space:]"'')]+[^[:space:]]'
+    select p_text operator(pg_catalog.~) '[?][[:space:]"'')]*$'
+       and p_text operator(pg_catalog.!~) '[.!;][[:space:]"'')]+[^[:space:]]'
 $$;
 comment on function __tenant__._is_only_questions(text) is
     'Internal: true when every sentence of the text is a question (it ends with ? and no sentence before it ends with . ! or ;).';
@@ -6916,7 +6918,7 @@ begin
     -- it (for items that are not no-ops): a turn it may not see is reported
     -- like one that does not exist. The cited turns were read by key
     -- (_remember_batch: p_offsets, p_audiences); nothing here reads a table.
-    -- The cited turns are joined by offset (a hash join: searched item by item, a batch of 500 read
+    -- The cited turns are joined by offset (hashed once: searched item by item, a batch of 500 read
     -- 125,000 array rows), at most one per offset: offsets are unique in a scope.
     select i.ord, e.off into v_bad
       from _memory_items(p_items) i
@@ -6933,14 +6935,17 @@ begin
     end if;
 
     -- Never more public than its evidence, unless widened on purpose.
-    select i.ord, e.off, t.audience::bigint[] as turn_audience, a.id as audience_id into v_bad
+    -- The cited turn's audience by its place in the arrays: joined, the plan (the items estimated at one
+    -- row once filtered) hashed the arrays again for each item, 18 ms a 500-item batch against 3 under analyze.
+    select i.ord, e.off, o.audience as turn_audience, a.id as audience_id into v_bad
       from _memory_items(p_items) i
       cross join lateral unnest(i.evidence) as e(off)
-      join unnest(p_offsets, p_audiences) t(off, audience) on t.off = e.off
+      cross join lateral (select p_audiences[array_position(p_offsets, e.off)]::bigint[] as audience,
+                                 array_position(p_offsets, e.off) as place) o
       cross join lateral (select p_peer_ids[array_position(p_peer_names, i.audience)] as id) a
      where _trim(coalesce(i.body, '')) ~ '[[:alnum:]]' and not _is_only_questions(_trim(i.body))
-       and i.widening_reason is null
-       and not _audience_within(a.id, t.audience::bigint[])
+       and i.widening_reason is null and o.place is not null
+       and not _audience_within(a.id, o.audience)
      order by i.ord, e.off limit 1;
     if v_bad.ord is not null then
         perform _fail('PR116', format('a memory for %s would reach more peers than turn %s#%s, which only %s may see%s',
@@ -7534,7 +7539,7 @@ comment on function __tenant__.remember_said(text, text[], text, text, text[], t
                                              text[], bigint[], text, jsonb, text) is
     'Appends what was said (as the principal''s note) and remembers it, citing it, in one call; a memory that is a '
     'no-op or refused leaves no turn (log_offset NULL).';
-$pgrecall_8c052a248bcb$)
+$pgrecall_3ca3a665c178$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

@@ -30,7 +30,9 @@ INLINED_HELPERS = {"_eligible_memories", "_eligible_facts", "_eligible_observati
                    # the store's eligibility, an expression on a memory's columns (plpgsql/integrations/store.sql)
                    "_store_item_usable",
                    # the lease rule, an expression on a queue row's columns (plpgsql/queues/leases.sql)
-                   "_lease_over", "_lease_over_now"}
+                   "_lease_over", "_lease_over_now",
+                   # expressions on a text, asked of each remembered item and appended row (issue #46)
+                   "_trim", "_is_only_questions"}
 
 
 def test_every_tenant_function_is_definer_with_pinned_path_and_a_comment():
