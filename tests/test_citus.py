@@ -7,6 +7,7 @@ drops them, so tests do not see each other's tenants.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import re
@@ -70,6 +71,18 @@ def placements(cluster, tenant):
     with psycopg.connect(cluster.coordinator.dsn()) as conn:
         return conn.execute("select distinct nodeport from citus_shards where table_name::text like %s",
                             (f"{tenant}.%",)).fetchall()
+
+
+@contextlib.contextmanager
+def on_the_tenants_worker(cluster, tenant):
+    """A session of the tenant's app role on the worker holding its shards, as the coordinator's delegated call
+    runs there, and the server's notices to it (what Citus says it executes), in order."""
+    node = placements(cluster, tenant)[0][0]
+    holder = next(w for w in cluster.worker_nodes if w.port == node)
+    said: list[str] = []
+    with psycopg.connect(holder.dsn(user=f"pgrecall_{tenant}_app"), autocommit=True) as conn:
+        conn.add_notice_handler(lambda d: said.append(d.message_primary or ""))
+        yield conn, said
 
 
 def test_a_new_tenant_is_a_distributed_schema_on_one_worker(cluster, tenant_factory):
@@ -253,12 +266,7 @@ def test_a_remember_on_the_worker_writes_without_subplans(cluster, tenant_factor
     populated(cluster, acme)
     with handle(cluster, acme, principal="ana") as ana:
         turn = ana.append("I fly kites with Ben on Sundays", role="user", actor="ana", audience=["ana"])
-    node = placements(cluster, acme)[0][0]
-    holder = next(w for w in cluster.worker_nodes if w.port == node)
-    said: list[str] = []
-    # as the coordinator's delegated call does: the app role, on the worker holding the tenant
-    with psycopg.connect(holder.dsn(user=f"pgrecall_{acme}_app"), autocommit=True) as conn:
-        conn.add_notice_handler(lambda d: said.append(d.message_primary or ""))
+    with on_the_tenants_worker(cluster, acme) as (conn, said):
         conn.execute("set client_min_messages = debug1")
         made = conn.execute(f"""select * from {acme}.remember('ana', array['default'], 'default',
                                     'Ana flies kites with Ben on Sundays', array[%s]::bigint[], array['converse'],
@@ -291,12 +299,7 @@ def test_a_remember_on_the_worker_reads_each_table_alone_and_writes_rows_as_valu
     populated(cluster, acme)
     with handle(cluster, acme, principal="ana") as ana:
         turn = ana.append("Ana rides her bike to work on Mondays", role="user", actor="ana")
-    node = placements(cluster, acme)[0][0]
-    holder = next(w for w in cluster.worker_nodes if w.port == node)
-    said: list[str] = []
-    # as the coordinator's delegated call does: the app role, on the worker holding the tenant
-    with psycopg.connect(holder.dsn(user=f"pgrecall_{acme}_app"), autocommit=True) as conn:
-        conn.add_notice_handler(lambda d: said.append(d.message_primary or ""))
+    with on_the_tenants_worker(cluster, acme) as (conn, said):
         conn.execute("set citus.log_local_commands = on")
         made = conn.execute(f"""select * from {acme}.remember('ana', array['default'], 'default',
                                     'Ana rides her bike to work on Mondays', array[%s]::bigint[], array['converse'],
@@ -322,11 +325,7 @@ def test_a_recall_of_memories_that_stand_on_turns_alone_walks_nothing_on_the_wor
     with handle(cluster, acme, principal="ana") as ana:
         turn = ana.append("Ana keeps bees behind the barn", role="user", actor="ana")
         ana.remember("Ana keeps bees behind the barn", evidence=[turn], purposes=["converse"])
-    node = placements(cluster, acme)[0][0]
-    holder = next(w for w in cluster.worker_nodes if w.port == node)
-    said: list[str] = []
-    with psycopg.connect(holder.dsn(user=f"pgrecall_{acme}_app"), autocommit=True) as conn:
-        conn.add_notice_handler(lambda d: said.append(d.message_primary or ""))
+    with on_the_tenants_worker(cluster, acme) as (conn, said):
         conn.execute("set citus.log_local_commands = on")
         rows = conn.execute(f"""select body from {acme}.recall('ana', array['default'], 'bees barn', 'converse',
                                     null, 'lexical')""").fetchall()
@@ -362,11 +361,7 @@ def test_a_recall_on_the_worker_reads_its_rows_and_their_provenance_one_table_at
                           widening_reason="the lantern and its key are no secret")
     with psycopg.connect(cluster.coordinator.dsn(), autocommit=True) as conn:
         conn.execute(f"select {acme}.refresh_term_stats()")  # a snapshot, as a tenant in use has, not a live count
-    node = placements(cluster, acme)[0][0]
-    holder = next(w for w in cluster.worker_nodes if w.port == node)
-    said_on_worker: list[str] = []
-    with psycopg.connect(holder.dsn(user=f"pgrecall_{acme}_app"), autocommit=True) as conn:
-        conn.add_notice_handler(lambda d: said_on_worker.append(d.message_primary or ""))
+    with on_the_tenants_worker(cluster, acme) as (conn, said_on_worker):
         conn.execute("set citus.log_local_commands = on")
         recall = f"select memory_id, provenance from {acme}.recall(%s, array['default'], 'lantern', 'converse', null, 'lexical')"
         rows = dict(conn.execute(recall, ("ben",)).fetchall())
