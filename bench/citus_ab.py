@@ -117,7 +117,7 @@ def census(nodes: list[str], app: str, kinds: list[str], tenant: str) -> None:
             copies = sum(1 for n in notes if n.startswith("executing the copy locally"))
             print(f"\n## {kind}: {len(local)} local statements, {copies} local copies")
             for n in local:
-                print("  -", n[len("executing the command locally: "):][:160])
+                print("  -", n[len("executing the command locally: "):][:int(os.environ.get("CENSUS_WIDTH", "160"))])
     set_all("reset citus.log_local_commands")
 
 
