@@ -109,13 +109,11 @@ def profile(n: int, batch: int, top: int, phase: str = "write") -> str:
                     t["store"] += time.perf_counter() - started
 
             def drain(self, progress: Any = None, refresh_stats: bool = True) -> Any:
-                # Worker.drain, with the CPU its connection's backend used read before the connection closes
-                with self._connect() as conn:
-                    used = backend_cpu(conn.info.backend_pid)
-                    self.run_queues(conn, progress)
-                    if refresh_stats:
-                        self.refresh_stats_if_stale(conn)
-                    cpu["worker_drain"] += backend_cpu(conn.info.backend_pid) - used
+                # Worker.drain, with the CPU its connection's backend used during the drain
+                conn = self._drain_connection()
+                used = backend_cpu(conn.info.backend_pid)
+                super().drain(progress, refresh_stats)
+                cpu["worker_drain"] += backend_cpu(conn.info.backend_pid) - used
                 return self.stats
 
         worker = TimedWorker(TENANT, conninfo=role["worker"], batch_size=batch, name="profile", embedder=lookup)

@@ -14,6 +14,7 @@ from pgrecall.embedder import get_embedder, to_literal
 from pgrecall.worker import Worker
 from test_leases import claimable, seconds_until
 from test_recall import put
+from test_worker_loop import terminate_sessions
 
 
 def status(mem):
@@ -243,3 +244,30 @@ def test_worker_refuses_to_stamp_a_model_it_does_not_run(acme, conninfo, db):
         Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker")).drain()
     assert status(acme).queued == 1 and status(acme).leased == 0
     assert db.execute("select count(*) from acme.memory_embedding where model = 'some-other-model'").fetchone()[0] == 0
+
+
+def test_a_workers_drains_share_one_session_and_outlive_its_termination(acme, conninfo, db):
+    """A worker's drains, one after another (the bench drains after each batch), run in one backend: a new
+    session per drain cost its login and every statement's plan again. The server ending that session between
+    two drains (a restart, pg_terminate_backend) costs the next drain a new one, not an error; close() ends it."""
+    def sessions():
+        return [r[0] for r in db.execute("select pid from pg_stat_activity where usename = 'pgrecall_acme_worker'")]
+
+    worker = Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker"))
+    put(acme, "the first memory")
+    worker.drain()
+    first = sessions()
+    put(acme, "the second memory")
+    worker.drain()
+    assert sessions() == first and len(first) == 1
+    assert status(acme).current == 2
+
+    assert terminate_sessions(conninfo, "pgrecall_acme_worker") == 1
+    wait_until(lambda: not sessions(), what="the worker's backend to end")
+    put(acme, "the third memory")
+    worker.drain()
+    assert status(acme).current == 3 and status(acme).queued == 0
+    renewed = sessions()
+    assert len(renewed) == 1 and renewed != first
+    worker.close()
+    wait_until(lambda: not sessions(), what="close() to end the session")
