@@ -15178,7 +15178,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 52, $pgrecall_194c1d2ab4c5$454107fbe6769b9503970bd3b5eafddf47418d4576921b5fe16379360ab7ddcc$pgrecall_194c1d2ab4c5$, $pgrecall_454107fbe676$-- recall: ranked retrieval, in the design's order (section 6). Each step is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 52, $pgrecall_028c37207d5a$9ed0523cd7ab9b665baa0911b777b7b3fc7664bd5ee7c877b1aa43642dffec55$pgrecall_028c37207d5a$, $pgrecall_9ed0523cd7ab$-- recall: ranked retrieval, in the design's order (section 6). Each step is
 -- a function of its own that a DBA can call and test alone; recall_answer()
 -- runs them in order. Each step's file is in this folder (plpgsql/recall/),
 -- named for the step, and plpgsql/install_order lists them in this order.
@@ -15382,9 +15382,13 @@ comment on function __tenant__._recall_freshness(bigint, text[], text, boolean, 
 -- Recall, its steps in order. None of the steps' plans depends on the values
 -- they are run with (the lexical candidates, which do, are planned per call as
 -- dynamic SQL), but PostgreSQL would re-plan several of them on every call:
--- ~1 ms. So plan_cache_mode is force_generic_plan while the steps run (not on
--- Citus: _plan_cache_mode); the setting is this transaction's, so it reaches
--- the steps' statements.
+-- ~1 ms. So plan_cache_mode is force_generic_plan while the steps run; the
+-- setting is this transaction's, so it reaches the steps' statements. On Citus
+-- too (not _plan_cache_mode, which keeps the session's mode there for the
+-- writers' INSERT ... SELECT): recall only reads, a single-shard table's
+-- statement goes to its one shard whatever the values, and the statements
+-- that read no table (the fusion, the rows' assembly) are planned once per
+-- session instead of on every call.
 create or replace function __tenant__.recall_answer(
     p_principal           text,
     p_scopes              text[],
@@ -15436,7 +15440,7 @@ begin
     perform _check_text(p_query, 'query', 10000);
     v_as_of := _memories_as_of(v_principal, p_scopes, p_purpose, v_include, p_at, p_as_of, v_mode <> 'dense');
     v_depth := _arm_depth(p_limit, v_set);
-    perform set_config('plan_cache_mode', _plan_cache_mode(), true);  -- see above
+    perform set_config('plan_cache_mode', 'force_generic_plan', true);  -- see above
     v_dense_reason := case when v_mode in ('hybrid', 'dense') then _dense_reason(p_query_embedding, p_query_model, v_set)
                            else 'mode is lexical' end;
     if v_dense_reason is null then                                           -- 1.
@@ -15515,7 +15519,7 @@ $$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text,
                                       timestamptz) is
     'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms'' evidence orders them), permission walk. With its metadata: recall_answer().';
-$pgrecall_454107fbe676$)
+$pgrecall_9ed0523cd7ab$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
