@@ -13271,7 +13271,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$, null, 40, $pgrecall_1677ecb46744$164c54c1a29bc21a7e774736c82a2e1efdaab1633aef2d569b22f2cf4a0217c6$pgrecall_1677ecb46744$, $pgrecall_164c54c1a29b$-- Recall, step 2: the lexical arm (plpgsql/recall/recall.sql composes the steps).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$, null, 40, $pgrecall_341f1e7c3214$03171a0f499f24f42fc0f96a244a0099b45033cd98f1a5441dae861252176a2f$pgrecall_341f1e7c3214$, $pgrecall_03171a0f499f$-- Recall, step 2: the lexical arm (plpgsql/recall/recall.sql composes the steps).
 --
 --   _query_terms        the query's distinct lexemes
 --   _prune_terms        from prune_min_terms terms on, a term in prune_df_ratio
@@ -13320,7 +13320,11 @@ comment on function __tenant__._bm25_tf(double precision, double precision, doub
 -- Term pruning and idf, one row per term (sorted). From p_min_terms query
 -- terms on, a term that occurs in p_ratio or more of the p_documents is
 -- dropped. Pruning removes noise, it never empties a query: when every term
--- is common, the rarest one (then the first by name) is kept. idf is BM25's,
+-- is common, the rarest one (then the first by name) is kept. A term in one
+-- document is never common, however few the documents: in a new tenant's
+-- first three memories, one memory is a third of them, and every word of a
+-- question was dropped but the first by name (a word no memory held, whose df
+-- is counted as 1, found nothing). idf is BM25's,
 -- ln(1 + (N - df + 0.5) / (df + 0.5)).
 create or replace function __tenant__._prune_terms(p_terms text[], p_df bigint[], p_documents bigint,
                                                   p_min_terms integer, p_ratio double precision)
@@ -13333,7 +13337,7 @@ as $$
         select u.term, u.df from unnest(p_terms, p_df) as u(term, df)
     )
     select f.term, f.df, ln(1 + (p_documents - f.df + 0.5) / (f.df + 0.5))::double precision,
-           cardinality(p_terms) >= p_min_terms and f.df >= p_ratio * p_documents
+           cardinality(p_terms) >= p_min_terms and f.df >= greatest(p_ratio * p_documents, 2)
            and f.term <> (select r.term from freq r order by r.df, r.term limit 1)
       from freq f
      order by f.term
@@ -13674,7 +13678,7 @@ $$;
 comment on function __tenant__._lexical_arm(bigint, text[], text, boolean, timestamptz, text, integer, jsonb, bigint[],
                                             timestamptz, bigint[], tsvector[]) is
     'Internal: recall''s lexical arm: pruned query terms, BM25 over the eligible memories, best p_depth first.';
-$pgrecall_164c54c1a29b$)
+$pgrecall_03171a0f499f$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
