@@ -4307,7 +4307,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7b838905899d$shared/references.sql$pgrecall_7b838905899d$, null, 4, $pgrecall_e7fd7601a90f$5839ded4d8499ca8a857ee3036fd903814356b4bb92b7fefb2d8501bdd8c405c$pgrecall_e7fd7601a90f$, $pgrecall_5839ded4d849$-- Names a call passes that must name something the tenant has: a peer, the scopes the caller is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7b838905899d$shared/references.sql$pgrecall_7b838905899d$, null, 4, $pgrecall_2927ab488589$afdbcc16951a34b67a0f3e9d29a3c737f94b1219a7df3db3582586ee9ef82bab$pgrecall_2927ab488589$, $pgrecall_afdbcc16951a$-- Names a call passes that must name something the tenant has: a peer, the scopes the caller is
 -- authorised for, observations by offset, a data subject, a worker.
 
 create or replace function __tenant__._peer_id(p_name text, p_role text default 'principal')
@@ -4331,9 +4331,15 @@ begin
     select p.id into v_id from peer p where p.name = normalize(p_name, NFC);
     if v_id is null then
         select p.name into v_stored from peer p where lower(p.name) = lower(normalize(p_name, NFC)) limit 1;
-        perform _fail('PR101', format('unknown %s peer %s', p_role, _shown(p_name)),
-                      case when v_stored is null then 'Create it first with add_peer(name, kind).'
-                           else format('Peer names are matched exactly: the peer is %s.', _shown(v_stored)) end);
+        -- The peer an erasure or an export names: creating it would not help, and one erased already
+        -- is renamed (erase.sql), so its name finds nothing.
+        perform _fail('PR101', case when p_role = 'erased' then format('unknown peer %s', _shown(p_name))
+                                    else format('unknown %s peer %s', p_role, _shown(p_name)) end,
+                      case when v_stored is not null then format('Peer names are matched exactly: the peer is %s.',
+                                                                 _shown(v_stored))
+                           when p_role = 'erased' then 'Peer names are matched exactly, and a peer erased before '
+                                                       'keeps no name: its erasure receipt says it was erased.'
+                           else 'Create it first with add_peer(name, kind).' end);
     end if;
     return v_id;
 end
@@ -4440,7 +4446,7 @@ end
 $$;
 comment on function __tenant__._observation_ids(text, bigint[], bigint) is
     'Internal: ids of the observations at these offsets of one scope, or PR109 (also for one the principal, if given, may not see).';
-$pgrecall_5839ded4d849$)
+$pgrecall_afdbcc16951a$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
