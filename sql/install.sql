@@ -6725,7 +6725,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 19, $pgrecall_4c04c7d862ff$3ca3a665c178a74a41175f607921d52b00dc216f1f942fec897944e1ea768b57$pgrecall_4c04c7d862ff$, $pgrecall_3ca3a665c178$-- remember: write what the agent decided to keep, with who may see it, why
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 19, $pgrecall_10728361c99b$ebce5273191a604123da9c8f605df2548910ca70fc6c978b9f63255881615389$pgrecall_10728361c99b$, $pgrecall_ebce5273191a$-- remember: write what the agent decided to keep, with who may see it, why
 -- it may be used, and the observations that stated it. Capture writes only
 -- what was explicitly stated: empty or ambiguous input is a no-op that says
 -- why, never an error and never a guess.
@@ -7334,6 +7334,7 @@ as $$
 #variable_conflict use_column
 declare
     v_saved_plan_mode text := current_setting('plan_cache_mode');
+    v_write_plan_mode text := _plan_cache_mode();
     v_rows jsonb;
     v_memory bigint[];       -- each new memory once per turn it cites ...
     v_observation bigint[];  -- ... and that turn's id
@@ -7346,7 +7347,9 @@ declare
     v_turn_ids bigint[];
     v_turn_audiences text[];  -- ... their audiences (as text: arrays of unlike lengths do not aggregate)
 begin
-    perform set_config('plan_cache_mode', _plan_cache_mode(), true);
+    -- The checks and reads below plan generically on Citus too (they read no table or one, by key); the writes
+    -- plan as _plan_cache_mode() says, Citus cannot plan an INSERT ... SELECT generically.
+    perform set_config('plan_cache_mode', 'force_generic_plan', true);
     -- Validate every item before anything is written; the first problem wins.
     perform _check_memory_items(p_items);
     -- Read by key, each table alone (see above).
@@ -7372,6 +7375,7 @@ begin
         select p_scope || ':' || md5(lower(regexp_replace(_trim(i.body), '[[:space:]]+', ' ', 'g')))
           from jsonb_to_recordset(p_items) as i(body text) where i.body is not null));
     v_rows := _remember_numbered(p_scope, p_items, v_peer_names, v_peer_ids);
+    perform set_config('plan_cache_mode', v_write_plan_mode, true);
     if jsonb_path_exists(v_rows, '$[*] ? (@.new_id != null)') then
         -- each new memory once per turn it cites, from the turns read above (joined by offset, as in
         -- _check_memory_evidence)
@@ -7545,7 +7549,7 @@ comment on function __tenant__.remember_said(text, text[], text, text, text[], t
                                              text[], bigint[], text, jsonb, text) is
     'Appends what was said (as the principal''s note) and remembers it, citing it, in one call; a memory that is a '
     'no-op or refused leaves no turn (log_offset NULL).';
-$pgrecall_3ca3a665c178$)
+$pgrecall_ebce5273191a$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

@@ -607,6 +607,7 @@ as $$
 #variable_conflict use_column
 declare
     v_saved_plan_mode text := current_setting('plan_cache_mode');
+    v_write_plan_mode text := _plan_cache_mode();
     v_rows jsonb;
     v_memory bigint[];       -- each new memory once per turn it cites ...
     v_observation bigint[];  -- ... and that turn's id
@@ -619,7 +620,9 @@ declare
     v_turn_ids bigint[];
     v_turn_audiences text[];  -- ... their audiences (as text: arrays of unlike lengths do not aggregate)
 begin
-    perform set_config('plan_cache_mode', _plan_cache_mode(), true);
+    -- The checks and reads below plan generically on Citus too (they read no table or one, by key); the writes
+    -- plan as _plan_cache_mode() says, Citus cannot plan an INSERT ... SELECT generically.
+    perform set_config('plan_cache_mode', 'force_generic_plan', true);
     -- Validate every item before anything is written; the first problem wins.
     perform _check_memory_items(p_items);
     -- Read by key, each table alone (see above).
@@ -645,6 +648,7 @@ begin
         select p_scope || ':' || md5(lower(regexp_replace(_trim(i.body), '[[:space:]]+', ' ', 'g')))
           from jsonb_to_recordset(p_items) as i(body text) where i.body is not null));
     v_rows := _remember_numbered(p_scope, p_items, v_peer_names, v_peer_ids);
+    perform set_config('plan_cache_mode', v_write_plan_mode, true);
     if jsonb_path_exists(v_rows, '$[*] ? (@.new_id != null)') then
         -- each new memory once per turn it cites, from the turns read above (joined by offset, as in
         -- _check_memory_evidence)
