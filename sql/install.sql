@@ -13054,7 +13054,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$, null, 39, $pgrecall_0577f0796ea3$d9f942e3cf6114bf0806130d7e37d63ab7dbced7a0415867956d241358b1df08$pgrecall_0577f0796ea3$, $pgrecall_d9f942e3cf61$-- Corpus statistics for BM25 and term pruning.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$, null, 39, $pgrecall_d55622779b00$1e6f3b7f724e8c0a51e3ddab9076ed3df36d4f0bcd2814728bb5fac21af00645$pgrecall_d55622779b00$, $pgrecall_1e6f3b7f724e$-- Corpus statistics for BM25 and term pruning.
 --
 -- Document frequencies come from a snapshot (term_stat, corpus_stat) taken by
 -- refresh_term_stats(), which the worker runs when the corpus has grown by
@@ -13153,16 +13153,16 @@ declare
 begin
     -- One statement, one snapshot: the counted memories' check and the new ones' terms agree.
     select coalesce(max(m.id), 0),
-           count(*) filter (where not f.fresh), coalesce(sum(m.revision) filter (where not f.fresh), 0),
-           coalesce(array_agg(m.id) filter (where f.fresh), '{}'),
-           coalesce(sum(m.revision) filter (where f.fresh), 0),
-           coalesce(array_agg(m.id) filter (where f.fresh and f.live), '{}'),
-           coalesce(array_agg(m.tsv) filter (where f.fresh and f.live), '{}'),
-           coalesce(sum(length(m.tsv)) filter (where f.fresh and f.live), 0)
+           count(*) filter (where not f.added), coalesce(sum(m.revision) filter (where not f.added), 0),
+           coalesce(array_agg(m.id) filter (where f.added), '{}'),
+           coalesce(sum(m.revision) filter (where f.added), 0),
+           coalesce(array_agg(m.id) filter (where f.added and f.live), '{}'),
+           coalesce(array_agg(m.tsv) filter (where f.added and f.live), '{}'),
+           coalesce(sum(length(m.tsv)) filter (where f.added and f.live), 0)
       into v_max, v_memories, v_revisions, v_seen, v_seen_revisions, v_live, v_tsv, v_length
       from memory m
       left join unnest(p_corpus.pending_ids) p(id) on p.id = m.id
-     cross join lateral (select m.id > p_corpus.max_memory_id or p.id is not null as fresh,
+     cross join lateral (select m.id > p_corpus.max_memory_id or p.id is not null as added,
                                 m.superseded_by is null and m.invalidated_at is null as live) f;
     if v_memories <> p_corpus.memories or v_revisions <> p_corpus.revisions then
         return false;
@@ -13468,7 +13468,7 @@ end
 $$;
 comment on function __tenant__._retext_terms(bigint[], jsonb, bigint[]) is
     'Internal: move the term statistics from memories'' old texts (_term_uses before) to their new ones; returns the terms they dropped.';
-$pgrecall_d9f942e3cf61$)
+$pgrecall_1e6f3b7f724e$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

@@ -97,16 +97,16 @@ declare
 begin
     -- One statement, one snapshot: the counted memories' check and the new ones' terms agree.
     select coalesce(max(m.id), 0),
-           count(*) filter (where not f.fresh), coalesce(sum(m.revision) filter (where not f.fresh), 0),
-           coalesce(array_agg(m.id) filter (where f.fresh), '{}'),
-           coalesce(sum(m.revision) filter (where f.fresh), 0),
-           coalesce(array_agg(m.id) filter (where f.fresh and f.live), '{}'),
-           coalesce(array_agg(m.tsv) filter (where f.fresh and f.live), '{}'),
-           coalesce(sum(length(m.tsv)) filter (where f.fresh and f.live), 0)
+           count(*) filter (where not f.added), coalesce(sum(m.revision) filter (where not f.added), 0),
+           coalesce(array_agg(m.id) filter (where f.added), '{}'),
+           coalesce(sum(m.revision) filter (where f.added), 0),
+           coalesce(array_agg(m.id) filter (where f.added and f.live), '{}'),
+           coalesce(array_agg(m.tsv) filter (where f.added and f.live), '{}'),
+           coalesce(sum(length(m.tsv)) filter (where f.added and f.live), 0)
       into v_max, v_memories, v_revisions, v_seen, v_seen_revisions, v_live, v_tsv, v_length
       from memory m
       left join unnest(p_corpus.pending_ids) p(id) on p.id = m.id
-     cross join lateral (select m.id > p_corpus.max_memory_id or p.id is not null as fresh,
+     cross join lateral (select m.id > p_corpus.max_memory_id or p.id is not null as added,
                                 m.superseded_by is null and m.invalidated_at is null as live) f;
     if v_memories <> p_corpus.memories or v_revisions <> p_corpus.revisions then
         return false;
