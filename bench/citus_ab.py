@@ -27,7 +27,7 @@ from contextlib import ExitStack
 import psycopg
 
 from . import corpus
-from .citus import HashedVectors, recall_sql, unit_vectors
+from .citus import HashedVectors, query_vectors, recall_sql
 from .run import SCOPES, ingest
 
 TENANTS = ("abold", "abnew")
@@ -63,9 +63,9 @@ def one_call(conn: psycopg.Connection, tenant: str, kind: str, i: int, offsets: 
                                           kind)).fetchall()
 
 
-def measure(apps: list[str], kinds: list[str], calls: int, rounds: int, tenants: list[str]) -> None:
+def measure(admin: str, apps: list[str], kinds: list[str], calls: int, rounds: int, tenants: list[str]) -> None:
     qtexts = corpus.queries(100, 2000)
-    qvecs = unit_vectors(len(qtexts), 2)
+    qvecs = query_vectors(admin, tenants[0], len(qtexts))
     with ExitStack() as stack:
         conns = [stack.enter_context(psycopg.connect(a, autocommit=True)) for a in apps]
         for r in range(rounds):
@@ -90,7 +90,7 @@ def measure(apps: list[str], kinds: list[str], calls: int, rounds: int, tenants:
                     f"{statistics.median(times[1]):.2f} ms, p90 {q[0][8]:.2f} / {q[1][8]:.2f} ms ({calls} calls each)")
 
 
-def census(nodes: list[str], app: str, kinds: list[str], tenant: str) -> None:
+def census(admin: str, nodes: list[str], app: str, kinds: list[str], tenant: str) -> None:
     """Each kind once on the tenant with the new functions, with citus.log_local_commands: the statements its
     worker runs locally (and the INSERT ... SELECTs whose rows it copies into a shard)."""
     role = f"pgrecall_{tenant}_app"
@@ -103,7 +103,7 @@ def census(nodes: list[str], app: str, kinds: list[str], tenant: str) -> None:
 
     set_all("set citus.log_local_commands = on")
     qtexts = corpus.queries(5, 2000)
-    qvecs = unit_vectors(5, 2)
+    qvecs = query_vectors(admin, tenant, 5)
     with psycopg.connect(app, autocommit=True) as conn:
         off = conn.execute(f"select {tenant}.append_observation('agent', %s, %s, 'census turn', 'user')",
                            (SCOPES, SCOPES[0])).fetchone()[0]
@@ -117,7 +117,7 @@ def census(nodes: list[str], app: str, kinds: list[str], tenant: str) -> None:
             copies = sum(1 for n in notes if n.startswith("executing the copy locally"))
             print(f"\n## {kind}: {len(local)} local statements, {copies} local copies")
             for n in local:
-                print("  -", n[len("executing the command locally: "):][:160])
+                print("  -", n[len("executing the command locally: "):][:int(os.environ.get("CENSUS_WIDTH", "160"))])
     set_all("reset citus.log_local_commands")
 
 
@@ -191,9 +191,9 @@ def main(argv=None) -> int:
     kinds = args.kinds.split(",")
     restore(env["admin"], env["nodes"], args.old, [f for f in args.files.split(",") if f], tenants)
     if args.command == "census":
-        census(env["nodes"], app[1], kinds, tenants[1])
+        census(env["admin"], env["nodes"], app[1], kinds, tenants[1])
     else:
-        measure(app, kinds, args.calls, args.rounds, tenants)
+        measure(env["admin"], app, kinds, args.calls, args.rounds, tenants)
     log("end")
     return 0
 

@@ -18,7 +18,7 @@ import time
 import psycopg
 
 from . import corpus
-from .citus import HashedVectors, recall_sql, unit_vectors
+from .citus import HashedVectors, query_vectors, recall_sql
 from .run import SCOPES, ingest
 
 TENANT = "citusprof"
@@ -39,10 +39,10 @@ def prepare(admin: str, app: str, worker: str, memories: int) -> None:
         conn.execute("analyze")
 
 
-def calls(app: str, kind: str, n: int, start: int, reset=lambda: None) -> float:
+def calls(admin: str, app: str, kind: str, n: int, start: int, reset=lambda: None) -> float:
     """n calls of one kind (reset() after the turns a remember cites are appended); the mean wall time in ms."""
     qtexts = corpus.queries(n, 2000)
-    qvecs = unit_vectors(n, 2 + start)
+    qvecs = query_vectors(admin, TENANT, n)
     with psycopg.connect(app, autocommit=True) as conn:
         if kind == "remember":
             offsets = [conn.execute(f"select {TENANT}.append_observation('agent', %s, %s, %s, 'user')",
@@ -60,14 +60,14 @@ def calls(app: str, kind: str, n: int, start: int, reset=lambda: None) -> float:
         return (time.perf_counter() - began) * 1000 / n
 
 
-def profile(stats_dsn: str, app: str, kind: str, n: int, start: int, top: int) -> None:
-    calls(app, kind, 10, start + 10_000)  # warm: plans cached, connections open
+def profile(admin: str, stats_dsn: str, app: str, kind: str, n: int, start: int, top: int) -> None:
+    calls(admin, app, kind, 10, start + 10_000)  # warm: plans cached, connections open
     def reset():
         with psycopg.connect(stats_dsn, autocommit=True) as conn:
             conn.execute("select pg_stat_statements_reset()")
 
     reset()
-    wall = calls(app, kind, n, start, reset)
+    wall = calls(admin, app, kind, n, start, reset)
     with psycopg.connect(stats_dsn, autocommit=True) as conn:
         rows = conn.execute("""select calls, total_plan_time, total_exec_time, rows, toplevel,
                                       regexp_replace(query, '\\s+', ' ', 'g')
@@ -102,7 +102,8 @@ def main(argv=None) -> int:
             prepare(info.uri(), info.uri(user=f"pgrecall_{TENANT}_app"), info.uri(user=f"pgrecall_{TENANT}_worker"),
                     args.memories)
             for k, kind in enumerate(kinds):
-                profile(info.uri(), info.uri(user=f"pgrecall_{TENANT}_app"), kind, args.calls, 1000 * k, args.top)
+                profile(info.uri(), info.uri(), info.uri(user=f"pgrecall_{TENANT}_app"), kind, args.calls, 1000 * k,
+                        args.top)
         return 0
     from pgrecall import cluster as citus
 
@@ -119,7 +120,7 @@ def main(argv=None) -> int:
                 conn.execute("set citus.enable_ddl_propagation = off")
                 conn.execute("create extension if not exists pg_stat_statements")
         for k, kind in enumerate(kinds):
-            profile(worker.dsn(), c.dsn(user=f"pgrecall_{TENANT}_app"), kind, args.calls, 1000 * k, args.top)
+            profile(c.dsn(), worker.dsn(), c.dsn(user=f"pgrecall_{TENANT}_app"), kind, args.calls, 1000 * k, args.top)
             with psycopg.connect(c.dsn(), autocommit=True) as conn:
                 print("coordinator:", conn.execute("""select sum(calls), round(sum(total_exec_time)::numeric, 1)
                                                           from pg_stat_statements where query like %s""",

@@ -88,18 +88,22 @@ def populate(app_uri: str, tenant: str = TENANT) -> None:
 
 
 def client(n: int, app_uri: str, vectors: list[Any], mix: tuple[int, int, int], deadline: float,
-           outcome: Outcome, remember: bool = True, every: float = 0.0, tenant: str = TENANT) -> None:
+           outcome: Outcome, remember: bool = True, every: float = 0.0, tenant: str = TENANT,
+           write_uri: str | None = None) -> None:
     import pgrecall
 
     rng = random.Random(n)
     user = f"user{n % USERS}"
     try:
         mem = pgrecall.connect(app_uri, tenant=tenant, principal="bot", scopes=["default"])
+        # the writes through a way of their own (--write-pooler): they do not wait behind the reads
+        writer = (pgrecall.connect(write_uri, tenant=tenant, principal="bot", scopes=["default"])
+                  if write_uri else mem)
     except Exception as exc:
         with outcome.lock:
             outcome.errors[f"connect: {type(exc).__name__}"] += 1
         return
-    with mem:
+    with mem, writer:
         k = 0
         due = time.monotonic() + rng.uniform(0, every)
         while time.monotonic() < deadline:
@@ -117,9 +121,9 @@ def client(n: int, app_uri: str, vectors: list[Any], mix: tuple[int, int, int], 
                 elif pick < mix[0] + mix[1]:
                     text = f"client {n} turn {k}: {rng.choice(QUERIES)}"
                     started = time.perf_counter()
-                    offset = mem.append(text, role="user", actor=user)
+                    offset = writer.append(text, role="user", actor=user)
                     middle = time.perf_counter()
-                    made = (mem.remember(f"{user} said {text}", evidence=[offset], purposes=["converse"])
+                    made = (writer.remember(f"{user} said {text}", evidence=[offset], purposes=["converse"])
                             if remember else None)
                     done = time.perf_counter()
                     took = {"append": middle - started} | ({"remember": done - middle} if remember else {})
@@ -180,7 +184,7 @@ def summarise(latencies: dict[str, list[float]], seconds: float) -> dict[str, di
 
 def run_tenants(superuser_uri: str, apps: dict[str, str], clients: int, seconds: float, mix: tuple[int, int, int],
                 remember: bool = True, rate: float = 0.0, wait_uris: list[str] | None = None,
-                vectors: list[Any] | None = None) -> dict[str, Any]:
+                vectors: list[Any] | None = None, write_apps: dict[str, str] | None = None) -> dict[str, Any]:
     """The load on several tenants at once (``apps``: each tenant's app-role URI): client n works on the n-th
     tenant, round robin. Latencies and errors of all tenants together; the loss check per tenant. The wait
     sampler looks at ``wait_uris`` (superuser URIs; by default the one given), one thread each."""
@@ -193,7 +197,7 @@ def run_tenants(superuser_uri: str, apps: dict[str, str], clients: int, seconds:
     deadline = time.monotonic() + seconds
     every = clients / rate if rate else 0.0
     threads = [threading.Thread(target=client, args=(n, apps[t], vectors, mix, deadline, outcomes[t], remember,
-                                                     every, t))
+                                                     every, t, (write_apps or {}).get(t)))
                for n in range(clients) for t in [tenants[n % len(tenants)]]]
     waits: Counter[str] = Counter()
     samplers = [threading.Thread(target=sample_waits, args=(uri, deadline, waits, 0.1, tenants), daemon=True)
@@ -217,9 +221,10 @@ def run_tenants(superuser_uri: str, apps: dict[str, str], clients: int, seconds:
 
 
 def run(superuser_uri: str, app_uri: str, clients: int, seconds: float, mix: tuple[int, int, int],
-        remember: bool = True, rate: float = 0.0) -> dict[str, Any]:
+        remember: bool = True, rate: float = 0.0, write_uri: str | None = None) -> dict[str, Any]:
     """The load on bench/load.py's one tenant (TENANT)."""
-    result = run_tenants(superuser_uri, {TENANT: app_uri}, clients, seconds, mix, remember, rate)
+    result = run_tenants(superuser_uri, {TENANT: app_uri}, clients, seconds, mix, remember, rate,
+                         write_apps={TENANT: write_uri} if write_uri else None)
     result["loss"] = result["loss"][TENANT]
     del result["tenants"]
     return result
@@ -239,31 +244,42 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pooler", type=int, default=0, metavar="N",
                         help="the clients through pgbouncer in transaction mode with N server connections "
                              "(default: each client its own server connection)")
+    parser.add_argument("--write-pooler", type=int, default=0, metavar="M",
+                        help="with --pooler: the appends and remembers through a pgbouncer pool of their own with M "
+                             "server connections, so that they do not wait behind the reads")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
     mix = tuple(int(x) for x in args.mix.split(","))
     assert len(mix) == 3, "--mix takes three weights"
+    if args.write_pooler and not args.pooler:
+        parser.error("--write-pooler goes with --pooler")
     with embedded_server("pgrecall-bench-load-", {"max_connections": str(max(100, args.clients + 20))}) as info:
         superuser = info.uri()
         app = info.uri(user=f"pgrecall_{TENANT}_app")
         setup(superuser, app)
         with ExitStack() as stack:
+            writes = None
             if args.pooler:
                 from pgrecall import server
 
                 from .pooler import pgbouncer
 
+                writes = (stack.enter_context(pgbouncer(info.socket_dir, info.port, server.DATABASE,
+                                                        f"pgrecall_{TENANT}_app", pool_size=args.write_pooler,
+                                                        max_clients=args.clients + 20))
+                          if args.write_pooler else None)
                 app = stack.enter_context(pgbouncer(info.socket_dir, info.port, server.DATABASE,
                                                     f"pgrecall_{TENANT}_app", pool_size=args.pooler,
                                                     max_clients=args.clients + 20))
             result = run(superuser, app, args.clients, args.seconds, mix, args.remember,  # type: ignore[arg-type]
-                         args.rate)
+                         args.rate, writes)
     report = new_report("python -m bench.load {args}", argv, **result)
     loss = result["loss"]
     md = [f"# Many agents on one tenant ({report['started']})", "",
           f"Machine: {report['machine']}. Command: `{report['command']}`. {args.clients} clients for "
           f"{args.seconds:.0f} s{f' offering {args.rate:g} operations/s' if args.rate else ''}"
           f"{f' through pgbouncer (transaction mode, {args.pooler} server connections)' if args.pooler else ''}"
+          f"{f', the writes through a pool of their own ({args.write_pooler})' if args.write_pooler else ''}"
           ", mix recall / "
           f"append{' + remember' if args.remember else ' (alone)'} / message "
           f"search = {args.mix}; load average "

@@ -14005,7 +14005,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$, null, 42, $pgrecall_6b33d77a7c3f$6d1ededb9c45e809c5bde4cc4489f98f686d8385caf211484fad791c7111de9d$pgrecall_6b33d77a7c3f$, $pgrecall_6d1ededb9c45$-- Recall, step 3: the dense arm (plpgsql/recall/recall.sql composes the steps).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$, null, 42, $pgrecall_43d744516388$ab416d1e3712bf17d589ef6e5661ecc53c8ee9d395e126ce6bcb00e399588094$pgrecall_43d744516388$, $pgrecall_ab416d1e3712$-- Recall, step 3: the dense arm (plpgsql/recall/recall.sql composes the steps).
 --
 --   _check_query_embedding  PR154 unless a query embedding is _embedding_dimensions() finite numbers
 --                           (message search checks with it too)
@@ -14132,6 +14132,13 @@ comment on function __tenant__._few_eligible(bigint, text[], text, boolean, time
 -- reads the column statistics (scopes, audiences, purposes), not the rows, so
 -- it costs a plan (~0.1 ms) where _few_eligible reads up to p_below rows. An
 -- estimate only chooses which search to try first; nothing is decided on it.
+-- On a Citus node there is no estimate (NULL: _few_eligible's read decides).
+-- Citus runs EXPLAIN of a distributed table on the shard's node over a
+-- connection of its own, also when that node is this one; a delegated call
+-- has read the tenant by local execution, and Citus then refused its next
+-- statement ("cannot switch local execution status from local execution
+-- required to local execution disabled"): a dense recall of any distributed
+-- tenant large enough to ask failed. (Its plan's top node said 0 rows anyway.)
 create or replace function __tenant__._eligible_estimate(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
     p_as_of timestamptz default null)
@@ -14143,6 +14150,9 @@ as $$
 declare
     v_plan json;
 begin
+    if current_setting('citus.version', true) is not null then
+        return null;
+    end if;
     -- Literals, not parameters: a plan for parameters knows nothing of the values.
     execute format('explain (format json) select 1 from memory e where _memory_eligible(e.scope, e.audience_peer_id, '
                    'e.purposes, e.invalidated_at, e.superseded_by, e.valid, %s, %L::text[], %L, %L, %L::timestamptz) '
@@ -14153,7 +14163,7 @@ begin
 end
 $$;
 comment on function __tenant__._eligible_estimate(bigint, text[], text, boolean, timestamptz, timestamptz) is
-    'Internal: the planner''s estimate of how many memories the principal may see (from statistics, no rows read).';
+    'Internal: the planner''s estimate of how many memories the principal may see (from statistics, no rows read; NULL on Citus).';
 
 -- The p_depth nearest of the memories p_ids by exact distance to the query
 -- (their current vectors, model and input version): the dense arm's exact
@@ -14276,7 +14286,7 @@ $$;
 comment on function __tenant__._dense_arm(bigint, text[], text, boolean, timestamptz, double precision[], integer, jsonb,
                                           boolean, bigint[], integer, timestamptz, bigint[]) is
     'Internal: recall''s dense arm: the eligible memories nearest the query embedding (floor dense_floor), exact or HNSW.';
-$pgrecall_6d1ededb9c45$)
+$pgrecall_ab416d1e3712$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

@@ -386,6 +386,34 @@ def test_a_recall_on_the_worker_reads_its_rows_and_their_provenance_one_table_at
         reads
 
 
+def test_a_dense_recall_of_a_tenant_large_enough_for_the_estimate_answers_through_the_coordinator(cluster,
+                                                                                                tenant_factory):
+    # Before searching, a dense recall of a large tenant asks the planner how many memories the principal may see
+    # (_eligible_estimate: EXPLAIN). Citus runs EXPLAIN of a distributed table over a connection of its own to the
+    # shard's node, also from that node itself; in a delegated call, which reads the tenant by local execution, Citus
+    # then refused the recall's next statement ("cannot switch local execution status"). exact_dense_below 2000 asks
+    # for the estimate at any size, as 3,100 memories would at the default.
+    from pgrecall.worker import Worker
+
+    acme = tenant_factory("acme")
+    populated(cluster, acme)
+    with handle(cluster, acme) as mem:
+        turn = mem.append("My cat Miso only eats salmon", role="user", actor="ana")
+        mem.remember("Ana's cat Miso eats only salmon", evidence=[turn], purposes=["converse"])
+        tea = mem.append("I drink green tea every morning", role="user", actor="ana")
+        mem.remember("Ana drinks green tea every morning", evidence=[tea], purposes=["converse"])
+    Worker(acme, conninfo=cluster.coordinator.dsn(user=f"pgrecall_{acme}_worker")).drain()
+    with psycopg.connect(cluster.coordinator.dsn(), autocommit=True) as conn:
+        conn.execute(f"select {acme}.set_setting('exact_dense_below', '2000')")
+        [(salmon,)] = conn.execute(f"""select me.embedding::real[]::float8[] from {acme}.memory_embedding me
+                                        join {acme}.memory m on m.id = me.memory_id
+                                       where m.body like '%salmon%'""").fetchall()
+    with psycopg.connect(cluster.coordinator.dsn(user=f"pgrecall_{acme}_app"), autocommit=True) as conn:
+        rows = conn.execute(f"""select body from {acme}.recall('bot', array['default'], 'what does the cat eat',
+                                    'converse', %s, 'dense', 1)""", (salmon,)).fetchall()
+    assert rows == [("Ana's cat Miso eats only salmon",)]
+
+
 def test_a_tenant_moves_while_writers_append_and_a_reader_recalls(cluster, tenant_factory, monkeypatch, capsys):
     acme = tenant_factory("acme")
     populated(cluster, acme)

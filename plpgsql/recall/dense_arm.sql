@@ -125,6 +125,13 @@ comment on function __tenant__._few_eligible(bigint, text[], text, boolean, time
 -- reads the column statistics (scopes, audiences, purposes), not the rows, so
 -- it costs a plan (~0.1 ms) where _few_eligible reads up to p_below rows. An
 -- estimate only chooses which search to try first; nothing is decided on it.
+-- On a Citus node there is no estimate (NULL: _few_eligible's read decides).
+-- Citus runs EXPLAIN of a distributed table on the shard's node over a
+-- connection of its own, also when that node is this one; a delegated call
+-- has read the tenant by local execution, and Citus then refused its next
+-- statement ("cannot switch local execution status from local execution
+-- required to local execution disabled"): a dense recall of any distributed
+-- tenant large enough to ask failed. (Its plan's top node said 0 rows anyway.)
 create or replace function __tenant__._eligible_estimate(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
     p_as_of timestamptz default null)
@@ -136,6 +143,9 @@ as $$
 declare
     v_plan json;
 begin
+    if current_setting('citus.version', true) is not null then
+        return null;
+    end if;
     -- Literals, not parameters: a plan for parameters knows nothing of the values.
     execute format('explain (format json) select 1 from memory e where _memory_eligible(e.scope, e.audience_peer_id, '
                    'e.purposes, e.invalidated_at, e.superseded_by, e.valid, %s, %L::text[], %L, %L, %L::timestamptz) '
@@ -146,7 +156,7 @@ begin
 end
 $$;
 comment on function __tenant__._eligible_estimate(bigint, text[], text, boolean, timestamptz, timestamptz) is
-    'Internal: the planner''s estimate of how many memories the principal may see (from statistics, no rows read).';
+    'Internal: the planner''s estimate of how many memories the principal may see (from statistics, no rows read; NULL on Citus).';
 
 -- The p_depth nearest of the memories p_ids by exact distance to the query
 -- (their current vectors, model and input version): the dense arm's exact
