@@ -13054,7 +13054,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$, null, 39, $pgrecall_d55622779b00$1e6f3b7f724e8c0a51e3ddab9076ed3df36d4f0bcd2814728bb5fac21af00645$pgrecall_d55622779b00$, $pgrecall_1e6f3b7f724e$-- Corpus statistics for BM25 and term pruning.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$, null, 39, $pgrecall_66c8fe293199$bce06bfc20855f716451e8c38bb1772f8517da29065f1e8d6ee1ea2cb575147a$pgrecall_66c8fe293199$, $pgrecall_bce06bfc2085$-- Corpus statistics for BM25 and term pruning.
 --
 -- Document frequencies come from a snapshot (term_stat, corpus_stat) taken by
 -- refresh_term_stats(), which the worker runs when the corpus has grown by
@@ -13121,11 +13121,14 @@ begin
              where p.since > now() - interval '1 hour' and p.id <= p_max
                and not exists (select 1 from unnest(p_seen) s(id) where s.id = p.id)
             union all
-            -- the gaps between the ids seen above p_from, in order
+            -- the gaps between the ids seen above p_from, in order. A gap wider than 10,000 ids is a jump
+            -- of the sequence, not transactions in flight (on Citus each node draws ids from a range of
+            -- its own, 2^48 apart); the recount each time the corpus doubles counts what one hid.
             select g.id, now() from (
-                select s.id, lag(s.id, 1, p_from) over (order by s.id) as prev
+                select s.id, lag(s.id, 1, nullif(p_from, 0)) over (order by s.id) as prev
                   from unnest(p_seen) s(id) where s.id > p_from) x
-             cross join lateral generate_series(x.prev + 1, x.id - 1) g(id)) h;
+             cross join lateral generate_series(x.prev + 1, case when x.id - x.prev <= 10000 then x.id - 1 else x.prev end)
+                   g(id)) h;
 end
 $$;
 comment on function __tenant__._unseen_memory_ids(bigint[], timestamptz[], bigint, bigint, bigint[]) is
@@ -13468,7 +13471,7 @@ end
 $$;
 comment on function __tenant__._retext_terms(bigint[], jsonb, bigint[]) is
     'Internal: move the term statistics from memories'' old texts (_term_uses before) to their new ones; returns the terms they dropped.';
-$pgrecall_1e6f3b7f724e$)
+$pgrecall_bce06bfc2085$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
