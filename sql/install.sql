@@ -4345,7 +4345,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7b838905899d$shared/references.sql$pgrecall_7b838905899d$, null, 4, $pgrecall_e7fd7601a90f$5839ded4d8499ca8a857ee3036fd903814356b4bb92b7fefb2d8501bdd8c405c$pgrecall_e7fd7601a90f$, $pgrecall_5839ded4d849$-- Names a call passes that must name something the tenant has: a peer, the scopes the caller is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7b838905899d$shared/references.sql$pgrecall_7b838905899d$, null, 4, $pgrecall_2927ab488589$afdbcc16951a34b67a0f3e9d29a3c737f94b1219a7df3db3582586ee9ef82bab$pgrecall_2927ab488589$, $pgrecall_afdbcc16951a$-- Names a call passes that must name something the tenant has: a peer, the scopes the caller is
 -- authorised for, observations by offset, a data subject, a worker.
 
 create or replace function __tenant__._peer_id(p_name text, p_role text default 'principal')
@@ -4369,9 +4369,15 @@ begin
     select p.id into v_id from peer p where p.name = normalize(p_name, NFC);
     if v_id is null then
         select p.name into v_stored from peer p where lower(p.name) = lower(normalize(p_name, NFC)) limit 1;
-        perform _fail('PR101', format('unknown %s peer %s', p_role, _shown(p_name)),
-                      case when v_stored is null then 'Create it first with add_peer(name, kind).'
-                           else format('Peer names are matched exactly: the peer is %s.', _shown(v_stored)) end);
+        -- The peer an erasure or an export names: creating it would not help, and one erased already
+        -- is renamed (erase.sql), so its name finds nothing.
+        perform _fail('PR101', case when p_role = 'erased' then format('unknown peer %s', _shown(p_name))
+                                    else format('unknown %s peer %s', p_role, _shown(p_name)) end,
+                      case when v_stored is not null then format('Peer names are matched exactly: the peer is %s.',
+                                                                 _shown(v_stored))
+                           when p_role = 'erased' then 'Peer names are matched exactly, and a peer erased before '
+                                                       'keeps no name: its erasure receipt says it was erased.'
+                           else 'Create it first with add_peer(name, kind).' end);
     end if;
     return v_id;
 end
@@ -4478,7 +4484,7 @@ end
 $$;
 comment on function __tenant__._observation_ids(text, bigint[], bigint) is
     'Internal: ids of the observations at these offsets of one scope, or PR109 (also for one the principal, if given, may not see).';
-$pgrecall_5839ded4d849$)
+$pgrecall_afdbcc16951a$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -13476,7 +13482,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$, null, 40, $pgrecall_1677ecb46744$164c54c1a29bc21a7e774736c82a2e1efdaab1633aef2d569b22f2cf4a0217c6$pgrecall_1677ecb46744$, $pgrecall_164c54c1a29b$-- Recall, step 2: the lexical arm (plpgsql/recall/recall.sql composes the steps).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$, null, 40, $pgrecall_341f1e7c3214$03171a0f499f24f42fc0f96a244a0099b45033cd98f1a5441dae861252176a2f$pgrecall_341f1e7c3214$, $pgrecall_03171a0f499f$-- Recall, step 2: the lexical arm (plpgsql/recall/recall.sql composes the steps).
 --
 --   _query_terms        the query's distinct lexemes
 --   _prune_terms        from prune_min_terms terms on, a term in prune_df_ratio
@@ -13525,7 +13531,11 @@ comment on function __tenant__._bm25_tf(double precision, double precision, doub
 -- Term pruning and idf, one row per term (sorted). From p_min_terms query
 -- terms on, a term that occurs in p_ratio or more of the p_documents is
 -- dropped. Pruning removes noise, it never empties a query: when every term
--- is common, the rarest one (then the first by name) is kept. idf is BM25's,
+-- is common, the rarest one (then the first by name) is kept. A term in one
+-- document is never common, however few the documents: in a new tenant's
+-- first three memories, one memory is a third of them, and every word of a
+-- question was dropped but the first by name (a word no memory held, whose df
+-- is counted as 1, found nothing). idf is BM25's,
 -- ln(1 + (N - df + 0.5) / (df + 0.5)).
 create or replace function __tenant__._prune_terms(p_terms text[], p_df bigint[], p_documents bigint,
                                                   p_min_terms integer, p_ratio double precision)
@@ -13538,7 +13548,7 @@ as $$
         select u.term, u.df from unnest(p_terms, p_df) as u(term, df)
     )
     select f.term, f.df, ln(1 + (p_documents - f.df + 0.5) / (f.df + 0.5))::double precision,
-           cardinality(p_terms) >= p_min_terms and f.df >= p_ratio * p_documents
+           cardinality(p_terms) >= p_min_terms and f.df >= greatest(p_ratio * p_documents, 2)
            and f.term <> (select r.term from freq r order by r.df, r.term limit 1)
       from freq f
      order by f.term
@@ -13879,7 +13889,7 @@ $$;
 comment on function __tenant__._lexical_arm(bigint, text[], text, boolean, timestamptz, text, integer, jsonb, bigint[],
                                             timestamptz, bigint[], tsvector[]) is
     'Internal: recall''s lexical arm: pruned query terms, BM25 over the eligible memories, best p_depth first.';
-$pgrecall_164c54c1a29b$)
+$pgrecall_03171a0f499f$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -15383,7 +15393,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 52, $pgrecall_194c1d2ab4c5$454107fbe6769b9503970bd3b5eafddf47418d4576921b5fe16379360ab7ddcc$pgrecall_194c1d2ab4c5$, $pgrecall_454107fbe676$-- recall: ranked retrieval, in the design's order (section 6). Each step is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 52, $pgrecall_028c37207d5a$9ed0523cd7ab9b665baa0911b777b7b3fc7664bd5ee7c877b1aa43642dffec55$pgrecall_028c37207d5a$, $pgrecall_9ed0523cd7ab$-- recall: ranked retrieval, in the design's order (section 6). Each step is
 -- a function of its own that a DBA can call and test alone; recall_answer()
 -- runs them in order. Each step's file is in this folder (plpgsql/recall/),
 -- named for the step, and plpgsql/install_order lists them in this order.
@@ -15587,9 +15597,13 @@ comment on function __tenant__._recall_freshness(bigint, text[], text, boolean, 
 -- Recall, its steps in order. None of the steps' plans depends on the values
 -- they are run with (the lexical candidates, which do, are planned per call as
 -- dynamic SQL), but PostgreSQL would re-plan several of them on every call:
--- ~1 ms. So plan_cache_mode is force_generic_plan while the steps run (not on
--- Citus: _plan_cache_mode); the setting is this transaction's, so it reaches
--- the steps' statements.
+-- ~1 ms. So plan_cache_mode is force_generic_plan while the steps run; the
+-- setting is this transaction's, so it reaches the steps' statements. On Citus
+-- too (not _plan_cache_mode, which keeps the session's mode there for the
+-- writers' INSERT ... SELECT): recall only reads, a single-shard table's
+-- statement goes to its one shard whatever the values, and the statements
+-- that read no table (the fusion, the rows' assembly) are planned once per
+-- session instead of on every call.
 create or replace function __tenant__.recall_answer(
     p_principal           text,
     p_scopes              text[],
@@ -15641,7 +15655,7 @@ begin
     perform _check_text(p_query, 'query', 10000);
     v_as_of := _memories_as_of(v_principal, p_scopes, p_purpose, v_include, p_at, p_as_of, v_mode <> 'dense');
     v_depth := _arm_depth(p_limit, v_set);
-    perform set_config('plan_cache_mode', _plan_cache_mode(), true);  -- see above
+    perform set_config('plan_cache_mode', 'force_generic_plan', true);  -- see above
     v_dense_reason := case when v_mode in ('hybrid', 'dense') then _dense_reason(p_query_embedding, p_query_model, v_set)
                            else 'mode is lexical' end;
     if v_dense_reason is null then                                           -- 1.
@@ -15720,7 +15734,7 @@ $$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text,
                                       timestamptz) is
     'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms'' evidence orders them), permission walk. With its metadata: recall_answer().';
-$pgrecall_454107fbe676$)
+$pgrecall_9ed0523cd7ab$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

@@ -414,6 +414,31 @@ def test_a_dense_recall_of_a_tenant_large_enough_for_the_estimate_answers_throug
     assert rows == [("Ana's cat Miso eats only salmon",)]
 
 
+def test_a_recall_on_the_worker_keeps_one_plan_a_statement_from_its_first_call(cluster, tenant_factory):
+    # A delegated recall runs on the tenant's worker. With the session's plan_cache_mode (auto) each of its ~200
+    # statements was planned anew on its first five calls in a session, and some on every call; recall only reads, and a
+    # single-shard table's statement goes to its one shard whatever the values, so it plans generically there as on one
+    # server: one plan a statement a session, kept from the first call (a CachedPlan memory context each).
+    acme = tenant_factory("acme")
+    populated(cluster, acme)
+    with handle(cluster, acme, principal="ana") as ana:
+        turn = ana.append("Ana keeps bees behind the barn", role="user", actor="ana")
+        ana.remember("Ana keeps bees behind the barn", evidence=[turn], purposes=["converse"])
+    node = placements(cluster, acme)[0][0]
+    holder = next(w for w in cluster.worker_nodes if w.port == node)
+    with psycopg.connect(holder.dsn(), autocommit=True) as conn:  # to read its own session's memory contexts
+        conn.execute("set citus.enable_ddl_propagation = off")
+        conn.execute(f"grant select on pg_backend_memory_contexts to pgrecall_{acme}_app")
+        conn.execute(f"grant execute on function pg_get_backend_memory_contexts() to pgrecall_{acme}_app")
+    with on_the_tenants_worker(cluster, acme) as (conn, _):
+        rows = conn.execute(f"""select body from {acme}.recall('ana', array['default'], 'bees barn', 'converse',
+                                    null, 'lexical')""").fetchall()
+        kept = conn.execute("""select count(*) from pg_backend_memory_contexts
+                                where name = 'CachedPlan' and ident like 'with link as%'""").fetchone()[0]
+    assert rows == [("Ana keeps bees behind the barn",)]
+    assert kept == 1  # the provenance's assembly (_provenance_of), planned once
+
+
 def test_a_tenant_moves_while_writers_append_and_a_reader_recalls(cluster, tenant_factory, monkeypatch, capsys):
     acme = tenant_factory("acme")
     populated(cluster, acme)

@@ -142,6 +142,20 @@ def test_export_says_what_it_wrote_in_words_or_as_json(acme, conninfo, tmp_path)
     assert proc.returncode == 2 and "give --out FILE" in proc.stderr and proc.stdout == "", proc
 
 
+def test_exporting_or_erasing_a_peer_erased_before_does_not_advise_creating_it(acme, conninfo, tmp_path):
+    """After `pgrecall erase --peer ana`, `export --peer ana` said "unknown erased peer 'ana'" and advised
+    add_peer(): creating a peer to export or erase it is no answer, and an erased peer's name is gone."""
+    acme.append("I live in Porto", role="user", actor="ana")
+    admin = {"PGRECALL_DSN": conninfo.dsn(user="pgrecall_acme_admin"), "PGRECALL_TENANT": "acme"}
+    run_cli("erase", "--peer", "ana", "--reason", "asked", env=admin)
+    for args in (["export", "--peer", "ana", "--out", str(tmp_path / "ana.jsonl")],
+                 ["erase", "--peer", "ana", "--reason", "again"]):
+        proc = run_cli(*args, env=admin, check=False)
+        assert proc.returncode == 4, proc
+        assert "unknown peer 'ana'" in proc.stderr and "keeps no name" in proc.stderr, proc.stderr
+        assert "add_peer" not in proc.stderr and "peer add" not in proc.stderr, proc.stderr
+
+
 def test_embeddings_help_says_what_each_action_does_and_status_refuses_rebuilds_flags(acme, app_env):
     """`pgrecall embeddings status --help` showed a bare {status,rebuild} and a rebuild example only; and
     `embeddings status --all` read the status as if --all meant something there."""

@@ -42,6 +42,11 @@ def test_prune_terms_drops_common_terms_from_three_terms_on_but_never_all(db, ac
     kept = db.execute("select term from acme._prune_terms(%s, %s, 100, 3, 0.15) where not pruned",
                       (["b", "a", "c"], [50, 50, 90])).fetchall()
     assert kept == [("a",)]
+    # a term in one document is never common, however few the documents: of three memories, "ana" is in all
+    # three and dropped, "job" and "nurs" in one each (or none: a missing term counts as one) and both searched
+    pruned = db.execute("select term, pruned from acme._prune_terms(%s, %s, 3, 3, 0.15)",
+                        (["ana", "job", "nurs"], [3, 1, 1])).fetchall()
+    assert pruned == [("ana", True), ("job", False), ("nurs", False)]
 
 
 def test_lexical_recruiters_go_from_pairs_to_rare_terms_to_every_term(db, acme):

@@ -47,7 +47,11 @@ comment on function __tenant__._bm25_tf(double precision, double precision, doub
 -- Term pruning and idf, one row per term (sorted). From p_min_terms query
 -- terms on, a term that occurs in p_ratio or more of the p_documents is
 -- dropped. Pruning removes noise, it never empties a query: when every term
--- is common, the rarest one (then the first by name) is kept. idf is BM25's,
+-- is common, the rarest one (then the first by name) is kept. A term in one
+-- document is never common, however few the documents: in a new tenant's
+-- first three memories, one memory is a third of them, and every word of a
+-- question was dropped but the first by name (a word no memory held, whose df
+-- is counted as 1, found nothing). idf is BM25's,
 -- ln(1 + (N - df + 0.5) / (df + 0.5)).
 create or replace function __tenant__._prune_terms(p_terms text[], p_df bigint[], p_documents bigint,
                                                   p_min_terms integer, p_ratio double precision)
@@ -60,7 +64,7 @@ as $$
         select u.term, u.df from unnest(p_terms, p_df) as u(term, df)
     )
     select f.term, f.df, ln(1 + (p_documents - f.df + 0.5) / (f.df + 0.5))::double precision,
-           cardinality(p_terms) >= p_min_terms and f.df >= p_ratio * p_documents
+           cardinality(p_terms) >= p_min_terms and f.df >= greatest(p_ratio * p_documents, 2)
            and f.term <> (select r.term from freq r order by r.df, r.term limit 1)
       from freq f
      order by f.term

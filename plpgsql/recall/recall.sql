@@ -202,9 +202,13 @@ comment on function __tenant__._recall_freshness(bigint, text[], text, boolean, 
 -- Recall, its steps in order. None of the steps' plans depends on the values
 -- they are run with (the lexical candidates, which do, are planned per call as
 -- dynamic SQL), but PostgreSQL would re-plan several of them on every call:
--- ~1 ms. So plan_cache_mode is force_generic_plan while the steps run (not on
--- Citus: _plan_cache_mode); the setting is this transaction's, so it reaches
--- the steps' statements.
+-- ~1 ms. So plan_cache_mode is force_generic_plan while the steps run; the
+-- setting is this transaction's, so it reaches the steps' statements. On Citus
+-- too (not _plan_cache_mode, which keeps the session's mode there for the
+-- writers' INSERT ... SELECT): recall only reads, a single-shard table's
+-- statement goes to its one shard whatever the values, and the statements
+-- that read no table (the fusion, the rows' assembly) are planned once per
+-- session instead of on every call.
 create or replace function __tenant__.recall_answer(
     p_principal           text,
     p_scopes              text[],
@@ -256,7 +260,7 @@ begin
     perform _check_text(p_query, 'query', 10000);
     v_as_of := _memories_as_of(v_principal, p_scopes, p_purpose, v_include, p_at, p_as_of, v_mode <> 'dense');
     v_depth := _arm_depth(p_limit, v_set);
-    perform set_config('plan_cache_mode', _plan_cache_mode(), true);  -- see above
+    perform set_config('plan_cache_mode', 'force_generic_plan', true);  -- see above
     v_dense_reason := case when v_mode in ('hybrid', 'dense') then _dense_reason(p_query_embedding, p_query_model, v_set)
                            else 'mode is lexical' end;
     if v_dense_reason is null then                                           -- 1.

@@ -22,9 +22,15 @@ begin
     select p.id into v_id from peer p where p.name = normalize(p_name, NFC);
     if v_id is null then
         select p.name into v_stored from peer p where lower(p.name) = lower(normalize(p_name, NFC)) limit 1;
-        perform _fail('PR101', format('unknown %s peer %s', p_role, _shown(p_name)),
-                      case when v_stored is null then 'Create it first with add_peer(name, kind).'
-                           else format('Peer names are matched exactly: the peer is %s.', _shown(v_stored)) end);
+        -- The peer an erasure or an export names: creating it would not help, and one erased already
+        -- is renamed (erase.sql), so its name finds nothing.
+        perform _fail('PR101', case when p_role = 'erased' then format('unknown peer %s', _shown(p_name))
+                                    else format('unknown %s peer %s', p_role, _shown(p_name)) end,
+                      case when v_stored is not null then format('Peer names are matched exactly: the peer is %s.',
+                                                                 _shown(v_stored))
+                           when p_role = 'erased' then 'Peer names are matched exactly, and a peer erased before '
+                                                       'keeps no name: its erasure receipt says it was erased.'
+                           else 'Create it first with add_peer(name, kind).' end);
     end if;
     return v_id;
 end
