@@ -69,7 +69,7 @@ def test_every_tenant_table_is_a_projection_or_known_infrastructure(acme, db):
                       "projection_kind", "projection_dependency",
                       # holds only a memory id, and dies with the memory (foreign key, on delete cascade)
                       "embedding_job",
-                      # aggregates over all live memories, recomputed whole by refresh_term_stats()
+                      # aggregates over all live memories, brought up to date by refresh_term_stats() (erasure takes its memories out)
                       "term_stat", "corpus_stat",
                       # erasure receipts: the selector and reason, never content
                       "erasure_request",

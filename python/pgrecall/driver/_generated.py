@@ -1224,7 +1224,7 @@ def refresh_erasure_statistics(h: Handle, request_id: int) -> Call[_admin.Erasur
 
 
 def refresh_term_stats(h: Handle) -> Call[TermStats]:
-    """Recomputes the document frequencies that lexical ranking and pruning use (a snapshot of live memories), and takes the planner statistics of tables never analyzed."""
+    """Brings the document frequencies that lexical ranking and pruning use up to date (a snapshot of live memories: the new ones folded in, or all recounted), and takes the planner statistics of tables never analyzed."""
     args = _given({}, ())
     return _one('refresh_term_stats', args, TermStats)
 
