@@ -72,10 +72,6 @@ def questions(superuser_uri: str, app_role: str) -> None:
         conn.execute(f"grant select on bench_load.question to {app_role}")
 
 
-def percentile(values: list[float], q: float) -> float:
-    return load.percentile(sorted(values), q)
-
-
 def pgbench(uri: str, clients: int, seconds: int, scripts: list[tuple[str, Path, int]],
             workdir: Path) -> subprocess.Popen[str]:
     cmd = [pgbench_binary(), "--no-vacuum", "--client", str(clients), "--jobs", str(min(2, clients)),
