@@ -90,19 +90,16 @@ create type __tenant__.fact_provenance as (
 );
 comment on type __tenant__.fact_provenance is 'A fact row''s provenance: the fact and the quotes that prove it.';
 
-alter type __tenant__.recall_item
-    drop attribute provenance,
-    add attribute provenance __tenant__.memory_provenance,
-    add attribute fact_provenance __tenant__.fact_provenance;
+alter type __tenant__.recall_item drop attribute provenance;
+alter type __tenant__.recall_item add attribute provenance __tenant__.memory_provenance;
+alter type __tenant__.recall_item add attribute fact_provenance __tenant__.fact_provenance;
 comment on column __tenant__.recall_item.provenance is 'NULL for a fact row (item = ''fact'').';
 comment on column __tenant__.recall_item.fact_provenance is 'NULL for a memory row (item = ''memory'').';
 
-alter type __tenant__.duplicate_pair
-    drop attribute a_provenance,
-    drop attribute b_provenance,
-    add attribute a_provenance __tenant__.memory_provenance,
-    add attribute b_provenance __tenant__.memory_provenance;
+alter type __tenant__.duplicate_pair drop attribute a_provenance;
+alter type __tenant__.duplicate_pair drop attribute b_provenance;
+alter type __tenant__.duplicate_pair add attribute a_provenance __tenant__.memory_provenance;
+alter type __tenant__.duplicate_pair add attribute b_provenance __tenant__.memory_provenance;
 
-alter type __tenant__.bundle_memory
-    drop attribute provenance,
-    add attribute provenance __tenant__.memory_provenance;
+alter type __tenant__.bundle_memory drop attribute provenance;
+alter type __tenant__.bundle_memory add attribute provenance __tenant__.memory_provenance;

@@ -3857,7 +3857,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5a726b0abb62$0045_provenance_types.sql$pgrecall_5a726b0abb62$, 45, null, $pgrecall_d3c83434da51$ed015e95df06f9ed390abe0e61b5e00b14e30dc1cd8387bfdcc2e8f7839d38b6$pgrecall_d3c83434da51$, $pgrecall_ed015e95df06$-- A result's provenance as declared types (issue #47 item 1): recall's rows,
+values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5a726b0abb62$0045_provenance_types.sql$pgrecall_5a726b0abb62$, 45, null, $pgrecall_668e214089ad$9972ab98e38d743eb6bb937f09eaaa2b848428c75c7984f152236467069a954d$pgrecall_668e214089ad$, $pgrecall_9972ab98e38d$-- A result's provenance as declared types (issue #47 item 1): recall's rows,
 -- read(), the session-start bundle and the duplicate pairs carried it as jsonb
 -- inside their declared types, two shapes in one column of recall_item (a
 -- memory's, and a fact's when item = 'fact'), each parsed by hand in Python.
@@ -3949,23 +3949,20 @@ create type __tenant__.fact_provenance as (
 );
 comment on type __tenant__.fact_provenance is 'A fact row''s provenance: the fact and the quotes that prove it.';
 
-alter type __tenant__.recall_item
-    drop attribute provenance,
-    add attribute provenance __tenant__.memory_provenance,
-    add attribute fact_provenance __tenant__.fact_provenance;
+alter type __tenant__.recall_item drop attribute provenance;
+alter type __tenant__.recall_item add attribute provenance __tenant__.memory_provenance;
+alter type __tenant__.recall_item add attribute fact_provenance __tenant__.fact_provenance;
 comment on column __tenant__.recall_item.provenance is 'NULL for a fact row (item = ''fact'').';
 comment on column __tenant__.recall_item.fact_provenance is 'NULL for a memory row (item = ''memory'').';
 
-alter type __tenant__.duplicate_pair
-    drop attribute a_provenance,
-    drop attribute b_provenance,
-    add attribute a_provenance __tenant__.memory_provenance,
-    add attribute b_provenance __tenant__.memory_provenance;
+alter type __tenant__.duplicate_pair drop attribute a_provenance;
+alter type __tenant__.duplicate_pair drop attribute b_provenance;
+alter type __tenant__.duplicate_pair add attribute a_provenance __tenant__.memory_provenance;
+alter type __tenant__.duplicate_pair add attribute b_provenance __tenant__.memory_provenance;
 
-alter type __tenant__.bundle_memory
-    drop attribute provenance,
-    add attribute provenance __tenant__.memory_provenance;
-$pgrecall_ed015e95df06$)
+alter type __tenant__.bundle_memory drop attribute provenance;
+alter type __tenant__.bundle_memory add attribute provenance __tenant__.memory_provenance;
+$pgrecall_9972ab98e38d$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
