@@ -78,9 +78,11 @@ def test_the_log_refuses_every_update_but_an_append_giving_its_offsets(acme, db)
 
 def test_passages_of_an_append_are_counted_once(acme, db):
     """passage_stat (BM25's corpus size) is counted in the append's tail, not by the passage trigger: one
-    append, a batch, a rolled-back append, and a long document cut into many passages all count exactly."""
+    append, a batch, a bulk batch (which takes the counter first, so the trigger counts it), and a long document
+    cut into many passages all count exactly."""
     acme.append("a short turn", role="user")
     acme.append_many([{"body": "one of two", "source_role": "user"}, {"body": "two of two", "source_role": "user"}])
+    acme.append_many([{"body": f"bulk turn {i} of forty", "source_role": "user"} for i in range(40)])
     acme.append("word " * 3000, role="document", kind="document")
     counted = db.execute("select passages, lexemes from acme.passage_stat where scope = 'default'").fetchone()
     actual = db.execute("select count(*), sum(length(tsv)) from acme.passage where scope = 'default'").fetchone()
@@ -125,15 +127,36 @@ def test_appends_waiting_for_the_counter_queue_in_turn_on_a_lock_stripe(acme, co
     assert outcome == {0: 2, 1: 3}
 
 
+def test_a_bulk_append_writes_each_turn_once_at_its_real_offset(acme, conninfo, db):
+    """A batch of 32 turns or more takes the counter before it writes: no turn is written at a provisional
+    offset and rewritten (a second version of every row of the log, in every index). The offsets are as a small
+    batch gets them: contiguous, after the turns before, in the batch's order."""
+    acme.append("before the bulk load", role="user")
+    with psycopg.connect(conninfo.dsn(user="pgrecall_acme_app"), autocommit=False) as conn:
+        mem = pgrecall.connect(tenant="acme", conn=conn, principal="ana", scopes=["default"])
+        small = mem.append_many([{"body": f"small batch turn {i}", "source_role": "user"} for i in range(3)])
+        rewritten_by_small = conn.execute(
+            "select pg_stat_get_xact_tuples_updated('acme.observation'::regclass)").fetchone()[0]
+        bulk = mem.append_many([{"body": f"bulk turn {i}", "source_role": "user"} for i in range(40)])
+        rewritten = conn.execute(
+            "select pg_stat_get_xact_tuples_updated('acme.observation'::regclass)").fetchone()[0]
+        conn.commit()
+    assert small == [2, 3, 4] and rewritten_by_small == 3  # a small batch still takes the counter last
+    assert bulk == list(range(5, 45))
+    assert rewritten == rewritten_by_small  # the bulk batch rewrote none of its turns
+    stored = db.execute("select log_offset, body from acme.observation where log_offset >= 5 order by 1").fetchall()
+    assert stored == [(5 + i, f"bulk turn {i}") for i in range(40)]
+
+
 WRITERS, ROUNDS = 8, 60
 
 
 @pytest.mark.slow
 def test_concurrent_appends_some_rolled_back_leave_no_gap_and_lose_nothing(acme, conninfo, db):
-    """Eight writers on one scope at once, each round in its own transaction: one append or a batch, then a
-    commit, or a rollback (a quarter of them, after the offsets were told). The committed rows hold offsets
-    1..watermark with no gap and no duplicate, each at the offset its writer was told, none of the rolled-back
-    words is anywhere, no row is left at a provisional offset, and passage_stat counts what is there."""
+    """Eight writers on one scope at once, each round in its own transaction: one append, a batch or a bulk
+    batch, then a commit, or a rollback (a quarter of them, after the offsets were told). The committed rows hold
+    offsets 1..watermark with no gap and no duplicate, each at the offset its writer was told, none of the
+    rolled-back words is anywhere, no row is left at a provisional offset, and passage_stat counts what is there."""
     barrier = threading.Barrier(WRITERS)
     committed: dict[int, str] = {}
     rolled_back: list[str] = []
@@ -145,7 +168,8 @@ def test_concurrent_appends_some_rolled_back_leave_no_gap_and_lose_nothing(acme,
             mem = pgrecall.connect(tenant="acme", conn=conn, principal="ana", scopes=["default"])
             barrier.wait()
             for i in range(ROUNDS):
-                bodies = [f"writer {n} round {i} row {j}" for j in range(rng.choice((1, 1, 2, 3)))]
+                # a bulk batch (40 rows) takes the counter first, the others last
+                bodies = [f"writer {n} round {i} row {j}" for j in range(rng.choice((1, 1, 2, 3, 40)))]
                 if len(bodies) == 1:
                     offsets = [mem.append(bodies[0], role="user")]
                 else:

@@ -723,6 +723,10 @@ def test_a_call_through_the_driver_is_one_task_on_the_tenants_worker(cluster, te
                 "recall": (mem.recall, "kites", {"mode": "lexical"}),
                 "append_many": (mem.append_many, [{"body": f"turn {i} about zqkites", "source_role": "user",
                                                    "actor": "ana"} for i in range(3)], {}),
+                # a bulk batch takes the scope's counter before it writes (_append_batch)
+                "append_many in bulk": (mem.append_many, [{"body": f"bulk turn {i} about zqkites",
+                                                           "source_role": "user", "actor": "ana"}
+                                                          for i in range(40)], {}),
                 "remember_many": (mem.remember_many, [{"body": f"Ana flies kite {i}", "evidence": [turn],
                                                        "purposes": ["converse"]} for i in range(3)], {}),
             }
