@@ -13620,7 +13620,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$, null, 40, $pgrecall_341f1e7c3214$03171a0f499f24f42fc0f96a244a0099b45033cd98f1a5441dae861252176a2f$pgrecall_341f1e7c3214$, $pgrecall_03171a0f499f$-- Recall, step 2: the lexical arm (plpgsql/recall/recall.sql composes the steps).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$, null, 40, $pgrecall_ed04970eb9aa$12f20c3f5078677b4e203326920e62c1df0a9fb849fce39e4d5c7055a15cf071$pgrecall_ed04970eb9aa$, $pgrecall_12f20c3f5078$-- Recall, step 2: the lexical arm (plpgsql/recall/recall.sql composes the steps).
 --
 --   _query_terms        the query's distinct lexemes
 --   _prune_terms        from prune_min_terms terms on, a term in prune_df_ratio
@@ -13628,7 +13628,9 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5
 --                       rest (message search prunes passages with it too)
 --   _lexical_recruiters the tsqueries that may recruit candidates, narrowest first
 --   _lexical_candidates BM25 over the eligible memories one recruiter matches
---                       (_lexical_candidates_planned for a query past 12 terms)
+--                       (_lexical_candidates_planned for a query past 12 terms;
+--                       _lexical_matched, and _lexical_matched_among on Citus
+--                       among the few, read the matches a table alone)
 --   _lexical_arm        the above in order, for memories: ranked ids and scores
 --                       with what recall's metadata reports
 --
@@ -13846,6 +13848,57 @@ comment on function __tenant__._lexical_matched(bigint, text[], text, boolean, t
                                                 double precision, integer, timestamptz) is
     'Internal: the eligible memories a lexical recruiter matches, best max(2 x p_depth, 100) by the quick score, with their text vectors.';
 
+-- _lexical_matched among the few memories the principal may see (p_among,
+-- _few_eligible's), read by id: the same quick score, term by term, over a
+-- statement of the memory table alone. On Citus _lexical_candidates reads the
+-- few with it, where its CTE with a subquery per row was planned, deparsed and
+-- planned again on every call (one server keeps the CTE, planned once).
+create or replace function __tenant__._lexical_matched_among(
+    p_among bigint[], p_match tsquery, p_term_queries tsquery[], p_idf double precision[],
+    p_k1 double precision, p_b double precision, p_avg_length double precision, p_depth integer)
+returns table (id bigint, tsv tsvector)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_q1 tsquery; v_q2 tsquery; v_q3 tsquery; v_q4 tsquery; v_q5 tsquery; v_q6 tsquery;
+    v_q7 tsquery; v_q8 tsquery; v_q9 tsquery; v_q10 tsquery; v_q11 tsquery; v_q12 tsquery;
+    v_w1 double precision; v_w2 double precision; v_w3 double precision; v_w4 double precision;
+    v_w5 double precision; v_w6 double precision; v_w7 double precision; v_w8 double precision;
+    v_w9 double precision; v_w10 double precision; v_w11 double precision; v_w12 double precision;
+begin
+    select p_term_queries[1], p_term_queries[2], p_term_queries[3], p_term_queries[4], p_term_queries[5],
+           p_term_queries[6], p_term_queries[7], p_term_queries[8], p_term_queries[9], p_term_queries[10],
+           p_term_queries[11], p_term_queries[12], p_idf[1], p_idf[2], p_idf[3], p_idf[4], p_idf[5], p_idf[6],
+           p_idf[7], p_idf[8], p_idf[9], p_idf[10], p_idf[11], p_idf[12]
+      into v_q1, v_q2, v_q3, v_q4, v_q5, v_q6, v_q7, v_q8, v_q9, v_q10, v_q11, v_q12,
+           v_w1, v_w2, v_w3, v_w4, v_w5, v_w6, v_w7, v_w8, v_w9, v_w10, v_w11, v_w12;
+    return query
+    select e.id, e.tsv
+      from memory e
+     where e.id = any (p_among) and e.tsv @@ p_match
+     order by (case when e.tsv @@ v_q1 then v_w1 else 0 end
+               + case when e.tsv @@ v_q2 then v_w2 else 0 end
+               + case when e.tsv @@ v_q3 then v_w3 else 0 end
+               + case when e.tsv @@ v_q4 then v_w4 else 0 end
+               + case when e.tsv @@ v_q5 then v_w5 else 0 end
+               + case when e.tsv @@ v_q6 then v_w6 else 0 end
+               + case when e.tsv @@ v_q7 then v_w7 else 0 end
+               + case when e.tsv @@ v_q8 then v_w8 else 0 end
+               + case when e.tsv @@ v_q9 then v_w9 else 0 end
+               + case when e.tsv @@ v_q10 then v_w10 else 0 end
+               + case when e.tsv @@ v_q11 then v_w11 else 0 end
+               + case when e.tsv @@ v_q12 then v_w12 else 0 end)
+              * _bm25_tf(1, length(e.tsv), p_k1, p_b, p_avg_length) desc,
+              e.id
+     limit greatest(2 * p_depth, 100);
+end
+$$;
+comment on function __tenant__._lexical_matched_among(bigint[], tsquery, tsquery[], double precision[], double precision,
+                                                      double precision, double precision, integer) is
+    'Internal: the memories p_among a lexical recruiter matches, best max(2 x p_depth, 100) by the quick score, with their text vectors.';
+
 -- BM25 over a bounded candidate set: every eligible memory matching p_match
 -- is first scored as if each query term occurred once (a tsvector membership
 -- test per term, cheap), and only the best max(2 x p_depth, 100) are scored
@@ -13878,6 +13931,18 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 begin
+    if p_among is not null and cardinality(p_term_queries) <= 12
+       and current_setting('citus.version', true) is not null then
+        return query
+        select m.id,
+               (select sum(p_idf[array_position(p_terms, u.lexeme)]
+                           * _bm25_tf(cardinality(u.positions), length(m.tsv), p_k1, p_b, p_avg_length))
+                  from unnest(m.tsv) u where u.lexeme = any (p_terms)) as s
+          from _lexical_matched_among(p_among, p_match, p_term_queries, p_idf, p_k1, p_b, p_avg_length, p_depth) m
+         order by s desc, m.id
+         limit p_depth;
+        return;
+    end if;
     if p_among is not null then
         -- The few are read by id whatever the terms are, so one plan serves
         -- every call (planning a statement per call cost ~0.3 ms, as much as
@@ -14027,7 +14092,7 @@ $$;
 comment on function __tenant__._lexical_arm(bigint, text[], text, boolean, timestamptz, text, integer, jsonb, bigint[],
                                             timestamptz, bigint[], tsvector[]) is
     'Internal: recall''s lexical arm: pruned query terms, BM25 over the eligible memories, best p_depth first.';
-$pgrecall_03171a0f499f$)
+$pgrecall_12f20c3f5078$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -14156,7 +14221,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$, null, 42, $pgrecall_43d744516388$ab416d1e3712bf17d589ef6e5661ecc53c8ee9d395e126ce6bcb00e399588094$pgrecall_43d744516388$, $pgrecall_ab416d1e3712$-- Recall, step 3: the dense arm (plpgsql/recall/recall.sql composes the steps).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$, null, 42, $pgrecall_f0c8ff7ea192$5a5c9f4df2b2dfb9b028c6f96800c207411b699e13c6ace3b29ba2710ea4b998$pgrecall_f0c8ff7ea192$, $pgrecall_5a5c9f4df2b2$-- Recall, step 3: the dense arm (plpgsql/recall/recall.sql composes the steps).
 --
 --   _check_query_embedding  PR154 unless a query embedding is _embedding_dimensions() finite numbers
 --                           (message search checks with it too)
@@ -14166,8 +14231,12 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4
 --                           exact distances beat the index
 --   _few_eligible           the eligible memories' ids when they are few (one
 --                           read, shared by both arms), else NULL
+--   _eligible_ids           its read on Citus, a statement of one table
+--   _eligible_at_least      whether at least so many are eligible (no ids read)
 --   _eligible_estimate      the planner's estimate of how many memories the
 --                           principal may see (no rows read)
+--   _nearest_among          the exact path's distances over the few ids
+--   _nearest_by_index       the HNSW path on Citus, a table at a time
 --   _dense_arm              cosine against the current embeddings of the
 --                           eligible memories, floor dense_floor: exact when
 --                           few are eligible, HNSW with iterative scan otherwise
@@ -14267,17 +14336,78 @@ as $$
 declare
     v_result bigint[];
 begin
-    -- Read into the variable first: a CASE naming the subquery twice ran it twice.
-    v_result := array(select e.id
-                        from memory e where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
-                                                             p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
-                         and _unchanged_since(e.updated_at, p_as_of)
-                       limit p_below);
+    if current_setting('citus.version', true) is not null then
+        -- On Citus an ARRAY(SELECT ...) of a tenant table is planned twice on every call (its
+        -- distributed plan, then the shard's); the one-table read of _eligible_ids takes the fast
+        -- path (0.68 -> 0.55 ms a call on the worker, 1,000 of 1,990 rows read). On one server
+        -- the sublink, with its plan cached, is the cheaper (0.33 against 0.38 ms).
+        v_result := array(select x.id from _eligible_ids(p_principal_id, p_scopes, p_purpose, p_include_superseded,
+                                                         p_at, p_below, p_as_of) x);
+    else
+        -- Read into the variable first: a CASE naming the subquery twice ran it twice.
+        v_result := array(select e.id
+                            from memory e where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                                                 p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
+                             and _unchanged_since(e.updated_at, p_as_of)
+                           limit p_below);
+    end if;
     return case when cardinality(v_result) < p_below then v_result end;
 end
 $$;
 comment on function __tenant__._few_eligible(bigint, text[], text, boolean, timestamptz, integer, timestamptz) is
     'Internal: the ids of the memories the principal may see when there are fewer than p_below, else NULL (as of p_as_of: those unchanged since).';
+
+-- The ids of up to p_below memories the principal may see, by a statement of
+-- the memory table alone (on Citus the fast path): _few_eligible's read there.
+create or replace function __tenant__._eligible_ids(
+    p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
+    p_below integer, p_as_of timestamptz default null)
+returns table (id bigint)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+#variable_conflict use_column
+begin
+    return query
+    select e.id from memory e
+     where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                            p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
+       and _unchanged_since(e.updated_at, p_as_of)
+     limit p_below;
+end
+$$;
+comment on function __tenant__._eligible_ids(bigint, text[], text, boolean, timestamptz, integer, timestamptz) is
+    'Internal: up to p_below ids of the memories the principal may see, read from the memory table alone.';
+
+-- Whether the principal may see at least p_count memories: a statement of the
+-- memory table alone that stops at the p_count-th and returns no ids. On
+-- Citus, where a tenant holding that many memories usually lets its principal
+-- see that many, recall asks this before _few_eligible (0.55 -> 0.39 ms a
+-- call on the worker when they are many).
+create or replace function __tenant__._eligible_at_least(
+    p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
+    p_count integer, p_as_of timestamptz default null)
+returns boolean
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+#variable_conflict use_column
+begin
+    if p_count <= 0 then
+        return true;
+    end if;
+    perform 1 from memory e
+     where _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                            p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
+       and _unchanged_since(e.updated_at, p_as_of)
+    offset p_count - 1 limit 1;
+    return found;
+end
+$$;
+comment on function __tenant__._eligible_at_least(bigint, text[], text, boolean, timestamptz, integer, timestamptz) is
+    'Internal: whether the principal may see at least p_count memories (as of p_as_of: those unchanged since), no ids read out.';
 
 -- How many memories the planner expects _memory_eligible to admit: it
 -- reads the column statistics (scopes, audiences, purposes), not the rows, so
@@ -14339,6 +14469,70 @@ $$;
 comment on function __tenant__._nearest_among(bigint[], text, integer, __ext__.halfvec, integer) is
     'Internal: the p_depth nearest of the memories p_ids to the query vector, by exact distance.';
 
+-- The first p_depth eligible memories in the HNSW index's order, as the dense
+-- arm's search with its per-row EXISTS yields them, read by statements of one
+-- table each (on Citus the fast path; the search's statement, with its
+-- subquery, was planned twice there on every call: 1.55 -> 1.35 ms a call on
+-- the worker, and 1.26 -> 1.33 ms on one server, which keeps the one
+-- statement). The index's order does not depend on what filters its rows, so
+-- its first rows are read unfiltered, twice as many as asked for, their
+-- eligibility by id, and four times deeper until p_depth pass or the index
+-- (or hnsw.max_scan_tuples) runs out. The caller sets the HNSW settings.
+create or replace function __tenant__._nearest_by_index(
+    p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
+    p_model text, p_version integer, p_embedding __ext__.halfvec, p_depth integer, p_as_of timestamptz default null)
+returns table (id bigint, distance double precision)
+language plpgsql  -- volatile: it sets (and restores) the planner's settings
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    v_read integer := 2 * p_depth;
+    v_ids bigint[];
+    v_distances double precision[];
+    v_eligible bigint[];
+    v_row record;
+    v_saved_seqscan text := current_setting('enable_seqscan');
+    v_saved_sort text := current_setting('enable_sort');
+begin
+    loop
+        v_ids := '{}';
+        v_distances := '{}';
+        -- Without a filter an exact sort of every vector looks cheaper to the planner: the index's order is asked for.
+        perform set_config('enable_seqscan', 'off', true);
+        perform set_config('enable_sort', 'off', true);
+        for v_row in select me.memory_id, me.embedding operator(__ext__.<=>) p_embedding as distance
+                       from memory_embedding me
+                      where me.model = p_model and me.input_version = p_version
+                      order by me.embedding operator(__ext__.<=>) p_embedding
+                      limit v_read loop
+            v_ids := v_ids || v_row.memory_id;
+            v_distances := v_distances || v_row.distance;
+        end loop;
+        perform set_config('enable_seqscan', v_saved_seqscan, true);
+        perform set_config('enable_sort', v_saved_sort, true);
+        select coalesce(array_agg(e.id), '{}') into v_eligible
+          from memory e
+         where e.id = any (v_ids)
+           and _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
+           and _unchanged_since(e.updated_at, p_as_of);
+        exit when cardinality(v_ids) < v_read or cardinality(v_eligible) >= p_depth;
+        v_read := 4 * v_read;
+    end loop;
+    return query
+    select n.id, n.distance
+      from unnest(v_ids, v_distances) with ordinality n(id, distance, position)
+     where n.id = any (v_eligible)
+     order by n.position
+     limit p_depth;
+end
+$$;
+comment on function __tenant__._nearest_by_index(bigint, text[], text, boolean, timestamptz, text, integer, __ext__.halfvec,
+                                                 integer, timestamptz) is
+    'Internal: the first p_depth eligible memories in the HNSW index''s order for the query vector, read a table at a time.';
+
 -- The dense arm over memories: the best p_depth eligible memories by cosine
 -- with a current embedding (this model and input version), those at or above
 -- dense_floor, nearest first. One row: ids, cosines, and the method used.
@@ -14389,6 +14583,15 @@ begin
                coalesce(array_agg(1 - n.distance order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
                count(*)
           into ids, cosines, returned from _nearest_among(v_few, v_model, v_version, v_embedding, p_depth) n;
+    elsif current_setting('citus.version', true) is not null then
+        method := 'hnsw';
+        -- the same rows by statements of one table each (_nearest_by_index: on Citus the fast path)
+        select coalesce(array_agg(n.id order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
+               coalesce(array_agg(1 - n.distance order by n.distance, n.id) filter (where 1 - n.distance >= v_floor), '{}'),
+               count(*)
+          into ids, cosines, returned
+          from _nearest_by_index(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, v_model, v_version,
+                                 v_embedding, p_depth, p_as_of) n;
     else
         method := 'hnsw';
         -- Eligibility is a per-row filter on the index scan ("offset 0" keeps
@@ -14437,7 +14640,7 @@ $$;
 comment on function __tenant__._dense_arm(bigint, text[], text, boolean, timestamptz, double precision[], integer, jsonb,
                                           boolean, bigint[], integer, timestamptz, bigint[]) is
     'Internal: recall''s dense arm: the eligible memories nearest the query embedding (floor dense_floor), exact or HNSW.';
-$pgrecall_ab416d1e3712$)
+$pgrecall_5a5c9f4df2b2$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -15530,7 +15733,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 52, $pgrecall_028c37207d5a$9ed0523cd7ab9b665baa0911b777b7b3fc7664bd5ee7c877b1aa43642dffec55$pgrecall_028c37207d5a$, $pgrecall_9ed0523cd7ab$-- recall: ranked retrieval, in the design's order (section 6). Each step is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 52, $pgrecall_71f5decf852e$020bfecf35eaa38e0f0989bb1669561b641a23e50586bd765e7462a73db88f8b$pgrecall_71f5decf852e$, $pgrecall_020bfecf35ea$-- recall: ranked retrieval, in the design's order (section 6). Each step is
 -- a function of its own that a DBA can call and test alone; recall_answer()
 -- runs them in order. Each step's file is in this folder (plpgsql/recall/),
 -- named for the step, and plpgsql/install_order lists them in this order.
@@ -15643,6 +15846,7 @@ declare
     c_estimate_from constant integer := 2000;
     v_returned integer;
     v_documents bigint;
+    v_many boolean := false;
 begin
     -- The estimate (~0.2 ms) is worth asking when many may be eligible: a
     -- large bound, or a tenant whose last term-statistics snapshot counted
@@ -15664,7 +15868,18 @@ begin
         end if;
     end if;
     if method is null then
-        few := _few_eligible(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, v_exact_below, p_as_of);
+        -- On Citus (no estimate) a tenant that counted at least the bound is first asked whether its
+        -- principal sees as many, a read that returns no ids: most do, and then no ids are read.
+        if current_setting('citus.version', true) is not null and coalesce(v_documents >= v_exact_below, false) then
+            if _eligible_at_least(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, v_exact_below,
+                                  p_as_of) then
+                v_many := true;
+            end if;
+        end if;
+        if not v_many then
+            few := _few_eligible(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, v_exact_below,
+                                 p_as_of);
+        end if;
         ids := null;
         cosines := null;
     end if;
@@ -15871,7 +16086,7 @@ $$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text,
                                       timestamptz) is
     'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms'' evidence orders them), permission walk. With its metadata: recall_answer().';
-$pgrecall_9ed0523cd7ab$)
+$pgrecall_020bfecf35ea$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

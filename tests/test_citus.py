@@ -386,6 +386,55 @@ def test_a_recall_on_the_worker_reads_its_rows_and_their_provenance_one_table_at
         reads
 
 
+def test_a_dense_and_hybrid_recall_on_the_worker_read_a_table_at_a_time_few_eligible_or_many(cluster,
+                                                                                               tenant_factory):
+    # The dense arm's reads, the eligible ids when few (an ARRAY(SELECT ...)) and the HNSW search when many (a CTE
+    # with an EXISTS per visited vector), were each planned by Citus, deparsed for the shard and planned again on every
+    # delegated call. They are statements of one table now (Citus's fast path): the ids by _eligible_ids, the search
+    # as the index's order from memory_embedding alone and the eligibility of what it yields from memory alone, and,
+    # where the tenant holds as many memories as the bound, whether the principal sees as many, without the ids.
+    from pgrecall.worker import Worker
+
+    acme = tenant_factory("acme")
+    populated(cluster, acme)
+    with handle(cluster, acme) as mem:
+        for text in ("My cat Miso only eats salmon", "I drink green tea every morning", "The bike has a flat tyre",
+                     "Ben plays the cello on Sundays"):
+            turn = mem.append(text, role="user", actor="ana")
+            mem.remember(text.replace("My", "Ana's").replace("I drink", "Ana drinks"), evidence=[turn],
+                         purposes=["converse"])
+        gift = mem.append("The lamp is a gift for Ben", role="user", actor="ana")
+        mem.remember("The lamp is a gift for Ben", evidence=[gift], purposes=["converse"], audience="ana")
+    Worker(acme, conninfo=cluster.coordinator.dsn(user=f"pgrecall_{acme}_worker")).drain()
+    with psycopg.connect(cluster.coordinator.dsn(), autocommit=True) as conn:
+        conn.execute(f"select {acme}.refresh_term_stats()")
+        [(salmon,)] = conn.execute(f"""select me.embedding::real[]::float8[] from {acme}.memory_embedding me
+                                        join {acme}.memory m on m.id = me.memory_id
+                                       where m.body like '%salmon%'""").fetchall()
+    recall = f"""select (a.meta).dense_method, array(select i.body from unnest(a.items) i order by i.rank)
+                   from {acme}.recall_answer('bot', array['default'], 'what does the cat eat', 'converse', %s, %s, 3) a"""
+    answers = []
+    for bound in (None, "2"):  # the default (1,000): few eligible; 2: many, the index searched
+        if bound:
+            with psycopg.connect(cluster.coordinator.dsn(), autocommit=True) as conn:
+                conn.execute(f"select {acme}.set_setting('exact_dense_below', %s)", (bound,))
+        with on_the_tenants_worker(cluster, acme) as (conn, said_on_worker):
+            conn.execute("set citus.log_local_commands = on")
+            for mode in ("dense", "hybrid"):
+                method, bodies = conn.execute(recall, (salmon, mode)).fetchone()
+                answers.append((mode, method, bodies[0], "The lamp is a gift for Ben" in bodies))
+        local = [m.removeprefix("executing the command locally: ") for m in said_on_worker
+                 if m.startswith("executing the command locally: ")]
+        reads = [q for q in local if not q.startswith("WITH RECURSIVE") and "embedding_job_" not in q]
+        shards = re.compile(r"\b\w+\.\w+_\d{4,}\b")
+        assert reads and [q for q in reads if q.count("SELECT") > 1 or " JOIN " in q or len(set(shards.findall(q))) > 1] \
+            == [], reads
+    assert answers == [("dense", "exact", "Ana's cat Miso only eats salmon", False),
+                       ("hybrid", "exact", "Ana's cat Miso only eats salmon", False),
+                       ("dense", "hnsw", "Ana's cat Miso only eats salmon", False),
+                       ("hybrid", "hnsw", "Ana's cat Miso only eats salmon", False)]
+
+
 def test_a_dense_recall_of_a_tenant_large_enough_for_the_estimate_answers_through_the_coordinator(cluster,
                                                                                                 tenant_factory):
     # Before searching, a dense recall of a large tenant asks the planner how many memories the principal may see

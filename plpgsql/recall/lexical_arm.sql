@@ -6,7 +6,9 @@
 --                       rest (message search prunes passages with it too)
 --   _lexical_recruiters the tsqueries that may recruit candidates, narrowest first
 --   _lexical_candidates BM25 over the eligible memories one recruiter matches
---                       (_lexical_candidates_planned for a query past 12 terms)
+--                       (_lexical_candidates_planned for a query past 12 terms;
+--                       _lexical_matched, and _lexical_matched_among on Citus
+--                       among the few, read the matches a table alone)
 --   _lexical_arm        the above in order, for memories: ranked ids and scores
 --                       with what recall's metadata reports
 --
@@ -224,6 +226,57 @@ comment on function __tenant__._lexical_matched(bigint, text[], text, boolean, t
                                                 double precision, integer, timestamptz) is
     'Internal: the eligible memories a lexical recruiter matches, best max(2 x p_depth, 100) by the quick score, with their text vectors.';
 
+-- _lexical_matched among the few memories the principal may see (p_among,
+-- _few_eligible's), read by id: the same quick score, term by term, over a
+-- statement of the memory table alone. On Citus _lexical_candidates reads the
+-- few with it, where its CTE with a subquery per row was planned, deparsed and
+-- planned again on every call (one server keeps the CTE, planned once).
+create or replace function __tenant__._lexical_matched_among(
+    p_among bigint[], p_match tsquery, p_term_queries tsquery[], p_idf double precision[],
+    p_k1 double precision, p_b double precision, p_avg_length double precision, p_depth integer)
+returns table (id bigint, tsv tsvector)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_q1 tsquery; v_q2 tsquery; v_q3 tsquery; v_q4 tsquery; v_q5 tsquery; v_q6 tsquery;
+    v_q7 tsquery; v_q8 tsquery; v_q9 tsquery; v_q10 tsquery; v_q11 tsquery; v_q12 tsquery;
+    v_w1 double precision; v_w2 double precision; v_w3 double precision; v_w4 double precision;
+    v_w5 double precision; v_w6 double precision; v_w7 double precision; v_w8 double precision;
+    v_w9 double precision; v_w10 double precision; v_w11 double precision; v_w12 double precision;
+begin
+    select p_term_queries[1], p_term_queries[2], p_term_queries[3], p_term_queries[4], p_term_queries[5],
+           p_term_queries[6], p_term_queries[7], p_term_queries[8], p_term_queries[9], p_term_queries[10],
+           p_term_queries[11], p_term_queries[12], p_idf[1], p_idf[2], p_idf[3], p_idf[4], p_idf[5], p_idf[6],
+           p_idf[7], p_idf[8], p_idf[9], p_idf[10], p_idf[11], p_idf[12]
+      into v_q1, v_q2, v_q3, v_q4, v_q5, v_q6, v_q7, v_q8, v_q9, v_q10, v_q11, v_q12,
+           v_w1, v_w2, v_w3, v_w4, v_w5, v_w6, v_w7, v_w8, v_w9, v_w10, v_w11, v_w12;
+    return query
+    select e.id, e.tsv
+      from memory e
+     where e.id = any (p_among) and e.tsv @@ p_match
+     order by (case when e.tsv @@ v_q1 then v_w1 else 0 end
+               + case when e.tsv @@ v_q2 then v_w2 else 0 end
+               + case when e.tsv @@ v_q3 then v_w3 else 0 end
+               + case when e.tsv @@ v_q4 then v_w4 else 0 end
+               + case when e.tsv @@ v_q5 then v_w5 else 0 end
+               + case when e.tsv @@ v_q6 then v_w6 else 0 end
+               + case when e.tsv @@ v_q7 then v_w7 else 0 end
+               + case when e.tsv @@ v_q8 then v_w8 else 0 end
+               + case when e.tsv @@ v_q9 then v_w9 else 0 end
+               + case when e.tsv @@ v_q10 then v_w10 else 0 end
+               + case when e.tsv @@ v_q11 then v_w11 else 0 end
+               + case when e.tsv @@ v_q12 then v_w12 else 0 end)
+              * _bm25_tf(1, length(e.tsv), p_k1, p_b, p_avg_length) desc,
+              e.id
+     limit greatest(2 * p_depth, 100);
+end
+$$;
+comment on function __tenant__._lexical_matched_among(bigint[], tsquery, tsquery[], double precision[], double precision,
+                                                      double precision, double precision, integer) is
+    'Internal: the memories p_among a lexical recruiter matches, best max(2 x p_depth, 100) by the quick score, with their text vectors.';
+
 -- BM25 over a bounded candidate set: every eligible memory matching p_match
 -- is first scored as if each query term occurred once (a tsvector membership
 -- test per term, cheap), and only the best max(2 x p_depth, 100) are scored
@@ -256,6 +309,18 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 begin
+    if p_among is not null and cardinality(p_term_queries) <= 12
+       and current_setting('citus.version', true) is not null then
+        return query
+        select m.id,
+               (select sum(p_idf[array_position(p_terms, u.lexeme)]
+                           * _bm25_tf(cardinality(u.positions), length(m.tsv), p_k1, p_b, p_avg_length))
+                  from unnest(m.tsv) u where u.lexeme = any (p_terms)) as s
+          from _lexical_matched_among(p_among, p_match, p_term_queries, p_idf, p_k1, p_b, p_avg_length, p_depth) m
+         order by s desc, m.id
+         limit p_depth;
+        return;
+    end if;
     if p_among is not null then
         -- The few are read by id whatever the terms are, so one plan serves
         -- every call (planning a statement per call cost ~0.3 ms, as much as

@@ -111,6 +111,7 @@ declare
     c_estimate_from constant integer := 2000;
     v_returned integer;
     v_documents bigint;
+    v_many boolean := false;
 begin
     -- The estimate (~0.2 ms) is worth asking when many may be eligible: a
     -- large bound, or a tenant whose last term-statistics snapshot counted
@@ -132,7 +133,18 @@ begin
         end if;
     end if;
     if method is null then
-        few := _few_eligible(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, v_exact_below, p_as_of);
+        -- On Citus (no estimate) a tenant that counted at least the bound is first asked whether its
+        -- principal sees as many, a read that returns no ids: most do, and then no ids are read.
+        if current_setting('citus.version', true) is not null and coalesce(v_documents >= v_exact_below, false) then
+            if _eligible_at_least(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, v_exact_below,
+                                  p_as_of) then
+                v_many := true;
+            end if;
+        end if;
+        if not v_many then
+            few := _few_eligible(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, v_exact_below,
+                                 p_as_of);
+        end if;
         ids := null;
         cosines := null;
     end if;
