@@ -179,6 +179,7 @@ select * from acme.remember('assistant', '{default}', 'default', 'Ana likes fado
 \x on
 select * from acme.read('assistant', '{default}', 1, 'converse');
 \x off
+select jsonb_pretty(to_jsonb(provenance)) from acme.read('assistant', '{default}', 1, 'converse');
 select id from acme.read('assistant', '{default}', 4, 'act');  -- PR104
 select id from acme.read('assistant', '{default}', 3, 'act');  -- PR104
 select id from acme.read('assistant', '{default}', 1, 'chat');  -- PR102
@@ -194,7 +195,7 @@ select acme.memory_count('assistant', '{default}') as converse,
 select acme.derive('assistant', '{default}', '{1,2}',
                    'Ana is a vegetarian in Lisbon: suggest meat-free places near Alfama.',
                    p_about => '{Ana}') as memory_id;
-select origin, purposes, audience, confidence, provenance -> 'memories' as sources
+select origin, purposes, audience, confidence, (provenance).memories as sources
   from acme.read('assistant', '{default}', 5, 'personalize');
 select acme.derive('ana', '{default}', '{1,3}', 'Ana eats vegetarian and never peanuts.',
                    p_kind => 'fact') as memory_id;
@@ -214,8 +215,8 @@ select acme.correct('assistant', '{default}', 1, 1, 'Ana is a vegetarian.');  --
 select m.body, m.revision, r.revision as old_revision, r.body as old_body, r.reason, r.changed_by, r.evidence
   from acme.read('assistant', '{default}', 1, 'converse') m,
        jsonb_to_recordset(m.revisions) r(revision int, body text, reason text, changed_by text, evidence jsonb);
-select (o ->> 'offset')::int as "offset", o ->> 'text' as text, o -> 'corrections' as corrections
-  from acme.read('assistant', '{default}', 1, 'converse') m, jsonb_array_elements(m.provenance -> 'observations') o;
+select o.offset, o.text, o.corrections
+  from acme.read('assistant', '{default}', 1, 'converse') m, unnest((m.provenance).observations) o;
 select acme.correct('assistant', '{default}', 1, 2, 'Ana is vegan.', p_evidence => '{3}');  -- PR113
 select acme.correct('assistant', '{default}', 1, 2, 'Ana is vegan.', p_evidence => '{99}');  -- PR109
 
@@ -227,7 +228,7 @@ select acme.supersede('assistant', '{default}', 2, 1, 'Ana lives in Porto.', '{6
                       p_about => '{Ana,Porto}') as memory_id;
 select id, body, revision, superseded_by, upper(valid) is not null as closed
   from acme.read('assistant', '{default}', 2, 'act', p_include_superseded => true);
-select id, body, revision, provenance -> 'about' as about
+select id, body, revision, (provenance).about
   from acme.read('assistant', '{default}', 7, 'act');
 select id from acme.read('assistant', '{default}', 2, 'act');  -- PR104
 select acme.supersede('assistant', '{default}', 2, 2, 'Ana lives in Braga.', '{6}');  -- PR108
@@ -368,7 +369,7 @@ select count(*) from acme.recall('assistant', '{default}', 'ramen', p_query_embe
 select count(*) from acme.recall('assistant', '{default}', null);  -- PR107
 select acme.forget('assistant', '{default}', 9, 'Ana asked me not to keep track of her hobbies') as revision;
 select rank, memory_id, body, lexical_rank from acme.recall('assistant', '{default}', 'ramen');
-select id, provenance -> 'hidden_sources' as hidden_sources from acme.read('assistant', '{default}', 12, 'converse');
+select id, (provenance).hidden_sources from acme.read('assistant', '{default}', 12, 'converse');
 
 -- == <tenant>.recall_answer
 select cardinality(items) as items, (meta).lexical_count, (meta).fused_count, (meta).returned
@@ -459,7 +460,7 @@ select fact_id, object, valid from acme.facts_as_of('assistant', '{default}', 'A
                                                  p_known_at => :'before_tokyo');
 select fact_id, object, statement from acme.facts_as_of('assistant', '{default}', 'Ana', 'allergic_to', p_purpose => 'act');
 select fact_id, object, statement from acme.facts_as_of('ana', '{default}', 'Ana', 'allergic_to', p_purpose => 'act');
-select fact_id, jsonb_pretty(evidence) from acme.facts_as_of('assistant', '{default}', 'Ana', 'likes') where object = 'Japanese food';
+select fact_id, jsonb_pretty(to_jsonb(evidence)) from acme.facts_as_of('assistant', '{default}', 'Ana', 'likes') where object = 'Japanese food';
 select * from acme.facts_as_of('assistant', '{default}', 'Kenji', 'teaches');  -- PR111
 select * from acme.facts_as_of('assistant', '{default}', 'Yuki');  -- PR114
 
@@ -509,7 +510,7 @@ select rank, item, memory_id, fact_id, fact_rank, body, round(score::numeric, 4)
   from acme.recall('assistant', '{default}', 'Where does Ana live?', 'personalize', p_limit => 6);
 select (meta).entities, (meta).fact_count, (meta).fused_count, (meta).returned
   from acme.recall_answer('assistant', '{default}', 'Where does Ana live?', 'personalize', p_limit => 6);
-select rank, fact_id, jsonb_pretty(provenance) as provenance
+select rank, fact_id, jsonb_pretty(to_jsonb(fact_provenance)) as fact_provenance
   from acme.recall('assistant', '{default}', 'Where is the cooking school?') where item = 'fact';
 
 -- == <tenant>.pin
@@ -519,13 +520,12 @@ select acme.pin('assistant', '{default}', 3);  -- PR104
 
 -- == <tenant>.session_bundle
 select p.id, p.kind, p.title, p.body from acme.session_bundle('assistant', '{default}', p_recent => 3) b, unnest(b.pinned) p;
-select r.id, r.kind, r.body, r.provenance -> 'hidden_sources' as hidden, r.updated_at is not null as dated
+select r.id, r.kind, r.body, (r.provenance).hidden_sources as hidden, r.updated_at is not null as dated
   from acme.session_bundle('assistant', '{default}', p_recent => 3) b, unnest(b.recent) r;
 select e.* from acme.session_bundle('assistant', '{default}', p_entities => 3) b, unnest(b.entities) e;
 select o.offset, o.withheld, o.corrections, o.text
   from acme.session_bundle('assistant', '{default}', p_recent => 3) b, unnest(b.recent) r,
-       jsonb_to_recordset(r.provenance -> 'observations')
-           as o("offset" bigint, withheld boolean, corrections bigint[], text text)
+       unnest((r.provenance).observations) o
  where r.id = 1;
 select acme.session_bundle('assistant', '{default}', p_recent => 500);  -- PR150
 
@@ -562,7 +562,7 @@ select rows_erased -> 'memories_reverted' as reverted, rows_erased -> 'memory_co
        (select count(*) from jsonb_each(residual) r where r.value <> '0') as nonzero_residuals
   from acme.erase('dpo', '{"observation": {"scope": "default", "offset": 15}}', 'Ana asked to delete that message');
 \c :app
-select id, title, body, revision, revisions, jsonb_path_query_array(provenance, '$.observations[*].offset') as offsets
+select id, title, body, revision, revisions, (provenance).offsets
   from acme.read('assistant', '{default}', 10, 'act');
 select acme.add_peer('carol', 'human', '{"email": "carol@example.org"}', p_data_subject_id => 'u-7') as carol;
 select session_id, opened from acme.log_turn('assistant', '{default}', 'default', 'support:carol', 'carol',

@@ -1776,7 +1776,7 @@ update pgrecall.error_code e set explanation = x.explanation from (values
 
 -- The shipped SQL sources.
 
-delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7dec98603573$0034_recall_question_time.sql$pgrecall_7dec98603573$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_520aa42e1005$0035_fact_evidence_audience.sql$pgrecall_520aa42e1005$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_805e70f62199$0036_recall_as_of.sql$pgrecall_805e70f62199$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d93541954a11$0037_store_items.sql$pgrecall_d93541954a11$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_40cf676c8fce$0038_recall_spread.sql$pgrecall_40cf676c8fce$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_42579dd0005a$0039_memory_keys.sql$pgrecall_42579dd0005a$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_33f0be6f3348$0040_memory_key_vectors.sql$pgrecall_33f0be6f3348$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5f9ca04eb737$0041_revision_tsv.sql$pgrecall_5f9ca04eb737$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c896649290eb$0042_recall_meta_as_of.sql$pgrecall_c896649290eb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_cd1266496dcb$0043_memory_tsv_fastupdate.sql$pgrecall_cd1266496dcb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7aa5514b135d$0044_term_stats_fold.sql$pgrecall_7aa5514b135d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_93c4e117d98a$shared/fail.sql$pgrecall_93c4e117d98a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_35447ded19e5$shared/closed_sets.sql$pgrecall_35447ded19e5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6beaea322b2e$shared/value_checks.sql$pgrecall_6beaea322b2e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7b838905899d$shared/references.sql$pgrecall_7b838905899d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a769738e7545$shared/embedding_input.sql$pgrecall_a769738e7545$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea28f6e9696f$shared/settings.sql$pgrecall_ea28f6e9696f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_34db4d4fd308$shared/locks.sql$pgrecall_34db4d4fd308$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_32be9315e548$shared/eligibility.sql$pgrecall_32be9315e548$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_cadea1e07eb4$shared/schema_info.sql$pgrecall_cadea1e07eb4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3990910386e$shared/table_statistics.sql$pgrecall_a3990910386e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4359a26b56e8$shared/notifications.sql$pgrecall_4359a26b56e8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f12ea39847bb$shared/append_only.sql$pgrecall_f12ea39847bb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b520323bc$log/append_observation.sql$pgrecall_ab1b520323bc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9850d333d0ac$log/passage_chunks.sql$pgrecall_9850d333d0ac$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f9b529325e72$log/passages.sql$pgrecall_f9b529325e72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81bbdd0f15d9$log/passage_vectors.sql$pgrecall_81bbdd0f15d9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81adc12402ef$log/message_search.sql$pgrecall_81adc12402ef$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fbc5a661f2c9$log/projection.sql$pgrecall_fbc5a661f2c9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7e4eb4c25106$memory/revise.sql$pgrecall_7e4eb4c25106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ade638cdff09$memory/derive.sql$pgrecall_ade638cdff09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d16be3eadf22$memory/keys.sql$pgrecall_d16be3eadf22$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d972660a90f6$memory/read.sql$pgrecall_d972660a90f6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_aa87d72eaca5$memory/memory_count.sql$pgrecall_aa87d72eaca5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3c214ddced3$memory/freshness.sql$pgrecall_a3c214ddced3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_19370c65adc8$memory/duplicates.sql$pgrecall_19370c65adc8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fcbacefcb268$graph/graph_guards.sql$pgrecall_fcbacefcb268$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d44fea25fa34$graph/traversal.sql$pgrecall_d44fea25fa34$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bde667a4f43c$sessions/peers_scopes.sql$pgrecall_bde667a4f43c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33a3f5a05d39$sessions/sessions.sql$pgrecall_33a3f5a05d39$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c37736e808ad$sessions/session_bundle.sql$pgrecall_c37736e808ad$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87a1832ebe6a$sessions/representation.sql$pgrecall_87a1832ebe6a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3e9bcbe2bcd1$queues/leases.sql$pgrecall_3e9bcbe2bcd1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_719a349f8506$queues/work_queue.sql$pgrecall_719a349f8506$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1b652fe88c09$recall/as_of.sql$pgrecall_1b652fe88c09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ec92d55b8c2b$recall/key_arm.sql$pgrecall_ec92d55b8c2b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_77fe7e11f674$recall/fact_arm.sql$pgrecall_77fe7e11f674$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33520068bb0f$recall/people_arm.sql$pgrecall_33520068bb0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_8eca96aab0a4$recall/time_arm.sql$pgrecall_8eca96aab0a4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3047a1d41f72$recall/fusion.sql$pgrecall_3047a1d41f72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a7605aa9c43a$recall/permission_walk.sql$pgrecall_a7605aa9c43a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_89bc99f0db89$recall/spread.sql$pgrecall_89bc99f0db89$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c5c917068264$recall/neighbour_turns.sql$pgrecall_c5c917068264$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_568d0e42ed78$recall/ordering.sql$pgrecall_568d0e42ed78$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33e7d9c571c5$recall/rows.sql$pgrecall_33e7d9c571c5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e19049384fca$erasure/erasure_plan.sql$pgrecall_e19049384fca$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8a87770fa93$erasure/erase.sql$pgrecall_b8a87770fa93$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b462b2a6cded$erasure/erase_rewrite.sql$pgrecall_b462b2a6cded$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f5d59c318372$erasure/export.sql$pgrecall_f5d59c318372$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1923336c08e9$integrations/agent_sessions.sql$pgrecall_1923336c08e9$));
+delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7dec98603573$0034_recall_question_time.sql$pgrecall_7dec98603573$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_520aa42e1005$0035_fact_evidence_audience.sql$pgrecall_520aa42e1005$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_805e70f62199$0036_recall_as_of.sql$pgrecall_805e70f62199$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d93541954a11$0037_store_items.sql$pgrecall_d93541954a11$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_40cf676c8fce$0038_recall_spread.sql$pgrecall_40cf676c8fce$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_42579dd0005a$0039_memory_keys.sql$pgrecall_42579dd0005a$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_33f0be6f3348$0040_memory_key_vectors.sql$pgrecall_33f0be6f3348$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5f9ca04eb737$0041_revision_tsv.sql$pgrecall_5f9ca04eb737$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c896649290eb$0042_recall_meta_as_of.sql$pgrecall_c896649290eb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_cd1266496dcb$0043_memory_tsv_fastupdate.sql$pgrecall_cd1266496dcb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7aa5514b135d$0044_term_stats_fold.sql$pgrecall_7aa5514b135d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5a726b0abb62$0045_provenance_types.sql$pgrecall_5a726b0abb62$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_93c4e117d98a$shared/fail.sql$pgrecall_93c4e117d98a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_35447ded19e5$shared/closed_sets.sql$pgrecall_35447ded19e5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6beaea322b2e$shared/value_checks.sql$pgrecall_6beaea322b2e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7b838905899d$shared/references.sql$pgrecall_7b838905899d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a769738e7545$shared/embedding_input.sql$pgrecall_a769738e7545$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea28f6e9696f$shared/settings.sql$pgrecall_ea28f6e9696f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_34db4d4fd308$shared/locks.sql$pgrecall_34db4d4fd308$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_32be9315e548$shared/eligibility.sql$pgrecall_32be9315e548$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_cadea1e07eb4$shared/schema_info.sql$pgrecall_cadea1e07eb4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3990910386e$shared/table_statistics.sql$pgrecall_a3990910386e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4359a26b56e8$shared/notifications.sql$pgrecall_4359a26b56e8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f12ea39847bb$shared/append_only.sql$pgrecall_f12ea39847bb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b520323bc$log/append_observation.sql$pgrecall_ab1b520323bc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9850d333d0ac$log/passage_chunks.sql$pgrecall_9850d333d0ac$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f9b529325e72$log/passages.sql$pgrecall_f9b529325e72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81bbdd0f15d9$log/passage_vectors.sql$pgrecall_81bbdd0f15d9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81adc12402ef$log/message_search.sql$pgrecall_81adc12402ef$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fbc5a661f2c9$log/projection.sql$pgrecall_fbc5a661f2c9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7e4eb4c25106$memory/revise.sql$pgrecall_7e4eb4c25106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ade638cdff09$memory/derive.sql$pgrecall_ade638cdff09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d16be3eadf22$memory/keys.sql$pgrecall_d16be3eadf22$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d972660a90f6$memory/read.sql$pgrecall_d972660a90f6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_aa87d72eaca5$memory/memory_count.sql$pgrecall_aa87d72eaca5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3c214ddced3$memory/freshness.sql$pgrecall_a3c214ddced3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_19370c65adc8$memory/duplicates.sql$pgrecall_19370c65adc8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fcbacefcb268$graph/graph_guards.sql$pgrecall_fcbacefcb268$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d44fea25fa34$graph/traversal.sql$pgrecall_d44fea25fa34$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bde667a4f43c$sessions/peers_scopes.sql$pgrecall_bde667a4f43c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33a3f5a05d39$sessions/sessions.sql$pgrecall_33a3f5a05d39$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c37736e808ad$sessions/session_bundle.sql$pgrecall_c37736e808ad$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87a1832ebe6a$sessions/representation.sql$pgrecall_87a1832ebe6a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3e9bcbe2bcd1$queues/leases.sql$pgrecall_3e9bcbe2bcd1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_719a349f8506$queues/work_queue.sql$pgrecall_719a349f8506$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1b652fe88c09$recall/as_of.sql$pgrecall_1b652fe88c09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ec92d55b8c2b$recall/key_arm.sql$pgrecall_ec92d55b8c2b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_77fe7e11f674$recall/fact_arm.sql$pgrecall_77fe7e11f674$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33520068bb0f$recall/people_arm.sql$pgrecall_33520068bb0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_8eca96aab0a4$recall/time_arm.sql$pgrecall_8eca96aab0a4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3047a1d41f72$recall/fusion.sql$pgrecall_3047a1d41f72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a7605aa9c43a$recall/permission_walk.sql$pgrecall_a7605aa9c43a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_89bc99f0db89$recall/spread.sql$pgrecall_89bc99f0db89$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c5c917068264$recall/neighbour_turns.sql$pgrecall_c5c917068264$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_568d0e42ed78$recall/ordering.sql$pgrecall_568d0e42ed78$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33e7d9c571c5$recall/rows.sql$pgrecall_33e7d9c571c5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e19049384fca$erasure/erasure_plan.sql$pgrecall_e19049384fca$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8a87770fa93$erasure/erase.sql$pgrecall_b8a87770fa93$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b462b2a6cded$erasure/erase_rewrite.sql$pgrecall_b462b2a6cded$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f5d59c318372$erasure/export.sql$pgrecall_f5d59c318372$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1923336c08e9$integrations/agent_sessions.sql$pgrecall_1923336c08e9$));
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
 values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$, 1, null, $pgrecall_2388b9dcfc8a$151d1a540dd485519b204d3346bac7970fc2591cb3159b3a06db80b197d71397$pgrecall_2388b9dcfc8a$, $pgrecall_151d1a540dd4$-- Per-tenant settings: the design's constants, one row each, readable by the
@@ -3853,6 +3853,116 @@ comment on column __tenant__.corpus_stat.erased is
 comment on column __tenant__.corpus_stat.recounted_erased is
     'erased as the last whole recount read it: the next refresh recounts whole when they differ.';
 $pgrecall_b0bb504325c9$)
+on conflict (kind, name) do update
+   set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
+values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5a726b0abb62$0045_provenance_types.sql$pgrecall_5a726b0abb62$, 45, null, $pgrecall_668e214089ad$9972ab98e38d743eb6bb937f09eaaa2b848428c75c7984f152236467069a954d$pgrecall_668e214089ad$, $pgrecall_9972ab98e38d$-- A result's provenance as declared types (issue #47 item 1): recall's rows,
+-- read(), the session-start bundle and the duplicate pairs carried it as jsonb
+-- inside their declared types, two shapes in one column of recall_item (a
+-- memory's, and a fact's when item = 'fact'), each parsed by hand in Python.
+-- Now the catalog says its shape: SQL reads (item).provenance.observations[1].offset,
+-- the driver's dataclasses are generated from these types, and to_jsonb() of
+-- one gives the JSON it was before (the attributes keep the keys' names).
+-- A tenant installed before: the jsonb attributes are dropped and the typed
+-- ones added (at the end of each type); the functions that build the rows are
+-- made again by the upgrade, after this migration, as for any changed file.
+
+-- A turn a memory came from (its text cut at 500 characters), or that a
+-- correction of it cited.
+create type __tenant__.observation_ref as (
+    scope        text,
+    "offset"     bigint,
+    withheld     boolean,    -- a turn the principal may not see: only scope, offset and corrections
+    source_role  text,
+    actor        text,
+    occurred_at  timestamptz,
+    text         text,
+    audience     text[],     -- the peers who may see the turn
+    corrections  integer[]   -- the revisions that corrections citing it made
+);
+comment on type __tenant__.observation_ref is
+    'A turn a memory came from, or that a correction of it cited; withheld where the principal may not see it.';
+comment on column __tenant__.observation_ref.source_role is 'NULL when withheld.';
+comment on column __tenant__.observation_ref.actor is 'NULL when withheld.';
+comment on column __tenant__.observation_ref.occurred_at is 'NULL when withheld.';
+comment on column __tenant__.observation_ref.text is 'NULL when withheld.';
+comment on column __tenant__.observation_ref.audience is 'NULL when withheld, or for a turn the whole scope may see.';
+
+-- A memory another was derived from, that the principal may see.
+create type __tenant__.source_memory as (
+    id     bigint,
+    title  text,
+    kind   text
+);
+comment on type __tenant__.source_memory is 'A memory another was derived from, that the principal may see.';
+comment on column __tenant__.source_memory.title is 'NULL for a memory without a title.';
+
+-- An entity a memory is about.
+create type __tenant__.about_entity as (
+    entity  text,
+    type    text
+);
+comment on type __tenant__.about_entity is 'An entity a memory is about, and its type.';
+comment on column __tenant__.about_entity.type is 'NULL for an entity of no declared type.';
+
+-- Where a memory came from.
+create type __tenant__.memory_provenance as (
+    observations     __tenant__.observation_ref[],
+    memories         __tenant__.source_memory[],
+    hidden_sources   integer,   -- source memories the principal may not see
+    about            __tenant__.about_entity[],
+    widening_reason  text,
+    offsets          bigint[]   -- the log offsets of its observations, in order
+);
+comment on type __tenant__.memory_provenance is
+    'Where a memory came from: the turns it cites, its visible source memories (and how many are hidden), its entities.';
+comment on column __tenant__.memory_provenance.widening_reason is
+    'NULL unless the memory may reach more peers than a turn it cites (why it may).';
+
+-- A fact's quote: the UTF-8 byte span [start, end) of the turn at offset.
+create type __tenant__.fact_quote as (
+    scope        text,
+    "offset"     bigint,
+    start        integer,
+    "end"        integer,
+    quote        text,
+    source_role  text,
+    withheld     boolean     -- a turn the principal may not see: only scope and offset
+);
+comment on type __tenant__.fact_quote is
+    'A fact''s quote: the byte span [start, end) of the turn at offset; withheld where the principal may not see it.';
+comment on column __tenant__.fact_quote.start is 'NULL when withheld.';
+comment on column __tenant__.fact_quote."end" is 'NULL when withheld.';
+comment on column __tenant__.fact_quote.quote is 'NULL when withheld.';
+comment on column __tenant__.fact_quote.source_role is 'NULL when withheld.';
+
+-- A fact row's provenance: the fact and the quotes that prove it.
+create type __tenant__.fact_provenance as (
+    subject     text,
+    predicate   text,
+    object      text,
+    valid       tstzrange,
+    confidence  real,
+    evidence    __tenant__.fact_quote[],
+    offsets     bigint[]    -- the log offsets it cites, in order
+);
+comment on type __tenant__.fact_provenance is 'A fact row''s provenance: the fact and the quotes that prove it.';
+
+alter type __tenant__.recall_item drop attribute provenance;
+alter type __tenant__.recall_item add attribute provenance __tenant__.memory_provenance;
+alter type __tenant__.recall_item add attribute fact_provenance __tenant__.fact_provenance;
+comment on column __tenant__.recall_item.provenance is 'NULL for a fact row (item = ''fact'').';
+comment on column __tenant__.recall_item.fact_provenance is 'NULL for a memory row (item = ''memory'').';
+
+alter type __tenant__.duplicate_pair drop attribute a_provenance;
+alter type __tenant__.duplicate_pair drop attribute b_provenance;
+alter type __tenant__.duplicate_pair add attribute a_provenance __tenant__.memory_provenance;
+alter type __tenant__.duplicate_pair add attribute b_provenance __tenant__.memory_provenance;
+
+alter type __tenant__.bundle_memory drop attribute provenance;
+alter type __tenant__.bundle_memory add attribute provenance __tenant__.memory_provenance;
+$pgrecall_9972ab98e38d$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -8141,7 +8251,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d972660a90f6$memory/read.sql$pgrecall_d972660a90f6$, null, 23, $pgrecall_f537668a954c$3630bd8edd185a738afd29707bb7267b6ac5a27b40a899b72e90b2886322ffe4$pgrecall_f537668a954c$, $pgrecall_3630bd8edd18$-- read: one memory with its provenance, only if the principal may see it for
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d972660a90f6$memory/read.sql$pgrecall_d972660a90f6$, null, 23, $pgrecall_f387f00b03cf$ca295b1553ac1fea790ced880c31f99875532a930cf6231a072f0f6e723d686e$pgrecall_f387f00b03cf$, $pgrecall_ca295b1553ac$-- read: one memory with its provenance, only if the principal may see it for
 -- the purpose named. A memory the principal may not see is reported exactly
 -- like one that does not exist.
 
@@ -8155,7 +8265,7 @@ create or replace function __tenant__.read(
 returns table (
     id bigint, scope text, kind text, title text, body text, origin text, revision integer,
     confidence real, audience text, purposes text[], superseded_by bigint, created_by text,
-    created_at timestamptz, updated_at timestamptz, valid tstzrange, provenance jsonb, revisions jsonb
+    created_at timestamptz, updated_at timestamptz, valid tstzrange, provenance __tenant__.memory_provenance, revisions jsonb
 )
 language plpgsql stable
 security definer
@@ -8203,8 +8313,8 @@ $$;
 comment on function __tenant__.read(text, text[], bigint, text, boolean) is
     'One memory with its provenance and revision history, if the principal may see it for the purpose.';
 
--- A memory's links as JSON. Linked memories the principal may not see are
--- counted, not shown. The observations include those cited by corrections,
+-- A memory's links as its provenance (memory_provenance). Linked memories
+-- the principal may not see are counted, not shown. The observations include those cited by corrections,
 -- each saying which revisions it justified: the proof of a corrected memory
 -- points at the words that corrected it, not only at the ones it corrected.
 -- A turn the principal may not see (_observation_eligible) is listed by its
@@ -8215,7 +8325,7 @@ comment on function __tenant__.read(text, text[], bigint, text, boolean) is
 -- moment (p_as_of), only the links and corrections made by then: a turn that
 -- corrected the memory later is not yet its source.
 -- Each table is read by a statement of that table alone, into arrays, and
--- the JSON is assembled by a statement that reads no table: on Citus a
+-- the provenance is assembled by a statement that reads no table: on Citus a
 -- statement joining tenant tables is planned, deparsed for the shard and
 -- planned again on every call (Citus keeps no local plan for a table without
 -- a distribution key), while one of a single table takes the fast path
@@ -8224,7 +8334,7 @@ comment on function __tenant__.read(text, text[], bigint, text, boolean) is
 -- withheld turn does not show is not read out of it.
 create or replace function __tenant__._provenance_of(p_memory_ids bigint[], p_principal_id bigint, p_scopes text[],
                                                    p_as_of timestamptz default null)
-returns table (memory_id bigint, provenance jsonb)
+returns table (memory_id bigint, provenance __tenant__.memory_provenance)
 language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -8285,21 +8395,19 @@ begin
     with link as (select * from unnest(v_link_memory, v_link_type, v_link_turn, v_link_source, v_link_entity)
                                     as k(memory_id, type, turn, source, entity)
     ), named as (select * from unnest(v_peer, v_peer_name) as n(id, name)
-    ), fixed as (select f.memory, f.turn, jsonb_agg(f.revision order by f.revision) as list
+    ), fixed as (select f.memory, f.turn, array_agg(f.revision order by f.revision) as list
                    from unnest(v_fix_memory, v_fix_turn, v_fix_revision) f(memory, turn, revision) group by 1, 2)
-    select i.id, jsonb_build_object(
-        'observations', coalesce(obs.list, '[]'::jsonb), 'memories', coalesce(src.list, '[]'::jsonb),
-        'hidden_sources', coalesce(src.hidden, 0), 'about', coalesce(ab.list, '[]'::jsonb),
-        'widening_reason', v_memory_widening[array_position(v_memory, i.id)])
+    select i.id, row(coalesce(obs.list, '{}'), coalesce(src.list, '{}'), coalesce(src.hidden, 0),
+                     coalesce(ab.list, '{}'), v_memory_widening[array_position(v_memory, i.id)],
+                     coalesce(obs.offsets, '{}'))::memory_provenance
       from unnest(p_memory_ids) as i(id)
       left join (
-            select k.memory_id, jsonb_agg(jsonb_build_object(
-                       'scope', t.scope, 'offset', t.log_offset, 'withheld', not t.seen, 'source_role', t.role,
-                       'actor', a.name, 'occurred_at', t.at, 'text', t.body,
-                       'audience', case when jsonb_typeof(t.audience) = 'array' then
-                                       (select coalesce(jsonb_agg(n.name order by n.name), '[]'::jsonb)
-                                          from named n where t.audience @> to_jsonb(n.id)) end,
-                       'corrections', coalesce(x.list, '[]'::jsonb)) order by t.log_offset) as list
+            select k.memory_id, array_agg(row(
+                       t.scope, t.log_offset, not t.seen, t.role, a.name, t.at, t.body,
+                       case when jsonb_typeof(t.audience) = 'array' then
+                           array(select n.name from named n where t.audience @> to_jsonb(n.id) order by n.name) end,
+                       coalesce(x.list, '{}'))::observation_ref order by t.log_offset) as list,
+                   array_agg(t.log_offset order by t.log_offset) as offsets
               from link k
               join unnest(v_turn, v_turn_scope, v_turn_offset, v_turn_role, v_turn_at, v_turn_text, v_turn_seen,
                           v_turn_actor, v_turn_audience) as t(id, scope, log_offset, role, at, body, seen, actor, audience)
@@ -8308,25 +8416,24 @@ begin
               left join fixed x on x.memory = k.memory_id and x.turn = t.id
              where k.type = 'derived_from'
              group by k.memory_id) obs on obs.memory_id = i.id
-      left join (select k.memory_id, count(*) filter (where s.seen is not true) as hidden,
-                   jsonb_agg(jsonb_build_object('id', s.id, 'title', s.title, 'kind', s.kind) order by s.id)
-                       filter (where s.seen) as list
+      left join (select k.memory_id, (count(*) filter (where s.seen is not true))::integer as hidden,
+                   array_agg(row(s.id, s.title, s.kind)::source_memory order by s.id) filter (where s.seen) as list
               from link k
               left join unnest(v_memory, v_memory_title, v_memory_kind, v_memory_seen) as s(id, title, kind, seen)
                 on s.id = k.source
              where k.type = 'derived_from' and k.source is not null
              group by k.memory_id) src on src.memory_id = i.id
-      left join (select k.memory_id, jsonb_agg(jsonb_build_object('entity', n.name, 'type', n.type) order by n.name) as list
+      left join (select k.memory_id, array_agg(row(n.name, n.type)::about_entity order by n.name) as list
               from link k join unnest(v_entity, v_entity_name, v_entity_type) n(id, name, type) on n.id = k.entity
              where k.type = 'about'
              group by k.memory_id) ab on ab.memory_id = i.id;
 end
 $$;
 comment on function __tenant__._provenance_of(bigint[], bigint, text[], timestamptz) is
-    'Internal: for each memory, its observations (withheld where the principal may not see them), visible source memories, hidden-source count, entities and widening reason, as JSON (as of p_as_of: the links and corrections made by then, a source forgotten since not yet forgotten).';
+    'Internal: for each memory, its observations (withheld where the principal may not see them), visible source memories, hidden-source count, entities, widening reason and cited offsets (as of p_as_of: the links and corrections made by then, a source forgotten since not yet forgotten).';
 
 create or replace function __tenant__._provenance(p_memory_id bigint, p_principal_id bigint, p_scopes text[])
-returns jsonb
+returns __tenant__.memory_provenance
 language sql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -8334,8 +8441,8 @@ as $$
     select p.provenance from _provenance_of(array[p_memory_id], p_principal_id, p_scopes) p
 $$;
 comment on function __tenant__._provenance(bigint, bigint, text[]) is
-    'Internal: a memory''s observations, visible source memories, hidden-source count and entities, as JSON.';
-$pgrecall_3630bd8edd18$)
+    'Internal: a memory''s observations, visible source memories, hidden-source count and entities.';
+$pgrecall_ca295b1553ac$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -8373,7 +8480,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$, null, 25, $pgrecall_ad7209e85b1d$d751ba3a7d41c66b6f3c7d5859a6df9f45f097ca55097c7c25be71b8cce14e57$pgrecall_ad7209e85b1d$, $pgrecall_d751ba3a7d41$-- Facts: asserting (closing and splitting what it contradicts), retracting,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$, null, 25, $pgrecall_710beee224a6$9eed3522374a977a7f2458f64c43c791bd73854a6a54705c089327e1040495ee$pgrecall_710beee224a6$, $pgrecall_9eed3522374a$-- Facts: asserting (closing and splitting what it contradicts), retracting,
 -- citing, and the bitemporal question "what was true at T1 as we knew it at T2".
 -- Errors: PR111 unknown predicate, PR112 evidence does not match its
 -- observation, PR113 role policy (a human's fact on an assistant's word only),
@@ -9000,26 +9107,23 @@ comment on function __tenant__.resolve_citation(text, text[], bigint) is
     'The observations and byte spans that prove a fact: each quote with where it was said, by whom and when '
     '(withheld where the principal may not see the turn).';
 
--- A fact's evidence as JSON, for answers that carry their proof; a quote
--- from a turn the principal may not see is withheld, as in resolve_citation.
-create or replace function __tenant__._fact_evidence_json(p_fact_id bigint, p_principal_id bigint, p_scopes text[])
-returns jsonb
+-- A fact's evidence, for answers that carry their proof; a quote from a
+-- turn the principal may not see is withheld, as in resolve_citation.
+create or replace function __tenant__._fact_quotes(p_fact_id bigint, p_principal_id bigint, p_scopes text[])
+returns __tenant__.fact_quote[]
 language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 #variable_conflict use_column
 declare
-    v_result jsonb;
+    v_result fact_quote[];
 begin
-    select coalesce(jsonb_agg(case when e.id is not null
-                                   then jsonb_build_object('scope', o.scope, 'offset', o.log_offset, 'start', x.byte_start,
-                                                           'end', x.byte_end, 'quote', x.quote,
-                                                           'source_role', o.source_role, 'withheld', false)
-                                   else jsonb_build_object('scope', o.scope, 'offset', o.log_offset, 'start', null,
-                                                           'end', null, 'quote', null, 'source_role', null,
-                                                           'withheld', true) end
-                              order by o.log_offset, x.byte_start), '[]')
+    select coalesce(array_agg(case when e.id is not null
+                                   then row(o.scope, o.log_offset, x.byte_start, x.byte_end, x.quote, o.source_role,
+                                            false)::fact_quote
+                                   else row(o.scope, o.log_offset, null, null, null, null, true)::fact_quote end
+                              order by o.log_offset, x.byte_start), '{}')
       from fact_evidence x join observation o on o.id = x.observation_id
       left join observation e on _observation_eligible(e.scope, e.audience, p_principal_id, p_scopes) and e.id = o.id
      where x.fact_id = p_fact_id
@@ -9027,8 +9131,8 @@ begin
     return v_result;
 end
 $$;
-comment on function __tenant__._fact_evidence_json(bigint, bigint, text[]) is
-    'Internal: a fact''s evidence (quotes and spans) as JSON, withheld where the principal may not see the turn.';
+comment on function __tenant__._fact_quotes(bigint, bigint, text[]) is
+    'Internal: a fact''s evidence (quotes and spans), withheld where the principal may not see the turn.';
 
 create or replace function __tenant__.facts_as_of(
     p_principal  text,
@@ -9040,7 +9144,7 @@ create or replace function __tenant__.facts_as_of(
     p_purpose    text default 'converse'
 )
 returns table (fact_id bigint, subject text, predicate text, object text, statement text, valid tstzrange,
-               known tstzrange, confidence real, salience real, observer text, evidence jsonb)
+               known tstzrange, confidence real, salience real, observer text, evidence __tenant__.fact_quote[])
 language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -9063,7 +9167,7 @@ begin
     v_subjects := array(select x from (select _entity_named(s, p_subject) as x from unnest(p_scopes) s) y where x is not null);
     return query
     select f.id, se.name, f.predicate, coalesce(oe.name, f.object_value), f.statement, f.valid, f.known,
-           f.confidence, f.salience, op.name, _fact_evidence_json(f.id, v_principal, p_scopes)
+           f.confidence, f.salience, op.name, _fact_quotes(f.id, v_principal, p_scopes)
       from fact f
       join entity se on se.id = f.subject_id
       left join entity oe on oe.id = f.object_id
@@ -9143,7 +9247,7 @@ end
 $$;
 comment on function __tenant__.assert_facts(text, text[], text, jsonb) is
     'assert_fact() for a batch (a JSON array of items), in order and all-or-nothing; one row per item.';
-$pgrecall_d751ba3a7d41$)
+$pgrecall_9eed3522374a$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -9218,7 +9322,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_19370c65adc8$memory/duplicates.sql$pgrecall_19370c65adc8$, null, 27, $pgrecall_c19f2c2b7af4$b942348d5046f5f48752eca9f5f85d836dc8adf540a82a54973951141c29606f$pgrecall_c19f2c2b7af4$, $pgrecall_b942348d5046$-- Duplicates: the database proposes pairs of similar memories, a person
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_19370c65adc8$memory/duplicates.sql$pgrecall_19370c65adc8$, null, 27, $pgrecall_ef367d47e82f$49986cc4b622e858375ee538ff054b635b827aeb23afca9fbb4a609ccffeedb5$pgrecall_ef367d47e82f$, $pgrecall_49986cc4b622$-- Duplicates: the database proposes pairs of similar memories, a person
 -- decides. Other memory stores merge on their own (an LLM judges, or an exact
 -- hash matches); here nothing changes because two memories are alike, only
 -- because someone looked at both, with their provenance, and said so.
@@ -9422,10 +9526,10 @@ begin
     select coalesce(array_agg(row(
                t.r, t.cos,
                a.id, a.scope, a.kind, a.title, a.body, a.revision, a.created_at,
-               (select p.name from peer p where p.id = a.audience_peer_id), a.purposes, pa.provenance,
+               (select p.name from peer p where p.id = a.audience_peer_id), a.purposes,
                b.id, b.scope, b.kind, b.title, b.body, b.revision, b.created_at,
-               (select p.name from peer p where p.id = b.audience_peer_id), b.purposes, pb.provenance,
-               _may_replace(a, b), _may_replace(b, a))::duplicate_pair order by t.r), '{}')
+               (select p.name from peer p where p.id = b.audience_peer_id), b.purposes,
+               _may_replace(a, b), _may_replace(b, a), pa.provenance, pb.provenance)::duplicate_pair order by t.r), '{}')
       into v_answer.items
       from top t
       join memory a on a.id = t.low
@@ -9568,7 +9672,7 @@ end
 $$;
 comment on function __tenant__.decide_duplicate(text, text[], bigint, bigint, text, text, integer, integer) is
     'A person''s decision about a proposed pair: distinct (keep both), supersede (b replaces a) or forget (a); recorded with who, when and why. PR180 if someone decided it first.';
-$pgrecall_b942348d5046$)
+$pgrecall_49986cc4b622$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -11060,7 +11164,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c37736e808ad$sessions/session_bundle.sql$pgrecall_c37736e808ad$, null, 33, $pgrecall_4ded7f69d735$8e81489b32cb573bbade2cd272f8b068d56ed4b686a3576bb43bfaab97a5e248$pgrecall_4ded7f69d735$, $pgrecall_8e81489b32cb$-- The session-start bundle: what an agent starts a conversation with before
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c37736e808ad$sessions/session_bundle.sql$pgrecall_c37736e808ad$, null, 33, $pgrecall_8d0f146c37b5$2ac43aa3e1bea82378daf9a8bb494bc0b14de69674b9fa67117989970246de5c$pgrecall_8d0f146c37b5$, $pgrecall_2ac43aa3e1be$-- The session-start bundle: what an agent starts a conversation with before
 -- it recalls anything (recent memories, pinned procedural notes, the entities
 -- most written about), all through the same eligibility rule, each memory
 -- with its provenance as read and recall give it.
@@ -11075,8 +11179,8 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 begin
-    return (select coalesce(array_agg(row(m.id, m.kind, m.title, m.body, m.scope, pv.provenance,
-                                  case when p_with_time then m.updated_at end)::bundle_memory order by k.ord), '{}')
+    return (select coalesce(array_agg(row(m.id, m.kind, m.title, m.body, m.scope,
+                                  case when p_with_time then m.updated_at end, pv.provenance)::bundle_memory order by k.ord), '{}')
       from unnest(p_ids) with ordinality as k(id, ord)
       join memory m on m.id = k.id
       left join _provenance_of(p_ids, p_principal_id, p_scopes) pv on pv.memory_id = m.id);
@@ -11156,7 +11260,7 @@ end
 $$;
 comment on function __tenant__.pin(text, text[], bigint, boolean) is
     'Pins (or unpins) a live memory the principal may see, so it is in every session-start bundle.';
-$pgrecall_8e81489b32cb$)
+$pgrecall_2ac43aa3e1be$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -15500,7 +15604,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33e7d9c571c5$recall/rows.sql$pgrecall_33e7d9c571c5$, null, 51, $pgrecall_b5755563bd53$7dbcf516e5b4d7c49647b8d1b7559580b28f7d0da10485f92370127392afdf0d$pgrecall_b5755563bd53$, $pgrecall_7dbcf516e5b4$-- Recall, step 7 (plpgsql/recall/recall.sql composes the steps): the rows recall returns.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33e7d9c571c5$recall/rows.sql$pgrecall_33e7d9c571c5$, null, 51, $pgrecall_04a51917f066$2d6ce8928f69cb459946bc7ad4b84e33b6e08e7efd0f93c6ee48af87426ab9a0$pgrecall_04a51917f066$, $pgrecall_2d6ce8928f69$-- Recall, step 7 (plpgsql/recall/recall.sql composes the steps): the rows recall returns.
 
 -- Recall's rows: the memories that passed the walk (already in fused order,
 -- so only the first p_limit can be returned) and the fact arm's facts, each
@@ -15589,7 +15693,7 @@ begin
            coalesce(tx.body, m.body), t.score,
            array_position(p_lexical_ids, m.id), array_position(p_dense_ids, m.id),
            p_cosines[array_position(p_dense_ids, m.id)], p_bm25[array_position(p_lexical_ids, m.id)],
-           pv.provenance, 'memory'::text, null::bigint, null::integer
+           'memory'::text, null::bigint, null::integer, pv.provenance, null::fact_provenance
       from unnest(v_rank, v_item, v_id, v_score) as t(r, item, id, score)
       join unnest(v_memory, v_scope, v_kind, v_title, v_body) as m(id, scope, kind, title, body) on m.id = t.id
       left join lateral (select x.title, x.body
@@ -15627,16 +15731,15 @@ declare
 begin
     select coalesce(array_agg(row(
                t.r, null, f.scope, 'fact', f.predicate, f.statement, t.score, null, null, null, null,
-               jsonb_build_object('subject', se.name, 'predicate', f.predicate,
-                                  'object', coalesce(oe.name, f.object_value), 'valid', f.valid::text,
-                                  'confidence', f.confidence,
-                                  'evidence', _fact_evidence_json(f.id, p_principal_id, p_scopes)),
-               'fact', f.id, t.pos)::recall_item), '{}')
+               'fact', f.id, t.pos, null,
+               row(se.name, f.predicate, coalesce(oe.name, f.object_value), f.valid, f.confidence, q.quotes,
+                   array(select x.offset from unnest(q.quotes) x))::fact_provenance)::recall_item), '{}')
       into v_rows
       from unnest(p_rank, p_item, p_id, p_pos, p_score) as t(r, item, id, pos, score)
       join fact f on f.id = t.id
       join entity se on se.id = f.subject_id
       left join entity oe on oe.id = f.object_id
+     cross join lateral (select _fact_quotes(f.id, p_principal_id, p_scopes) as quotes) q
      where t.item = 'fact';
     return v_rows;
 end
@@ -15644,7 +15747,7 @@ $$;
 comment on function __tenant__._recall_fact_items(integer[], text[], bigint[], integer[], double precision[], bigint,
                                                   text[]) is
     'Internal: the facts among recall''s rows, with subject, object, validity and the evidence the principal may see.';
-$pgrecall_7dbcf516e5b4$)
+$pgrecall_2d6ce8928f69$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

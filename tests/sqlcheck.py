@@ -86,6 +86,8 @@ TRIGGERS = re.compile(r"alter\s+table\s+(?P<table>[\w.]+)\s+(disable|enable)\s+t
 # tenant's, the attribute's type built in or qualified.
 ADD_ATTRIBUTE = re.compile(
     r"alter\s+type\s+(?P<table>[\w.]+)\s+add\s+attribute\s+\w+\s+(?P<type>[\w.\[\]() ,]+?)\s*;?\s*$", re.I)
+# And "alter type ... drop attribute name" (0045 replaces the jsonb provenance of the result types).
+DROP_ATTRIBUTE = re.compile(r"alter\s+type\s+(?P<table>[\w.]+)\s+drop\s+attribute\s+\w+\s*;?\s*$", re.I)
 
 
 def _attribute_type_violation(file: str, line: int, type_text: str) -> list[Violation]:
@@ -120,7 +122,8 @@ def check(file: str, text: str) -> list[Violation]:
             found.extend(_attribute_type_violation(file, first_line, attribute["type"]))
             continue
         if isinstance(tree, exp.Command) and (storage := SET_STORAGE.match(stmt.strip())
-                                              or TRIGGERS.match(stmt.strip())):
+                                              or TRIGGERS.match(stmt.strip())
+                                              or DROP_ATTRIBUTE.match(stmt.strip())):
             if not storage["table"].startswith(TENANT + "."):
                 found.append(Violation(file, first_line, f"unqualified reference {storage['table']!r}: qualify it with {TENANT}"))
             continue

@@ -26,6 +26,8 @@ BAD = [
      "unqualified reference 'passage'"),
     ("storage of an unqualified table", "select 1;\nalter table memory_embedding alter column v set storage plain;", 2,
      "unqualified reference 'memory_embedding'"),
+    ("attribute dropped from an unqualified type", "select 1;\nalter type recall_item drop attribute provenance;", 2,
+     "unqualified reference 'recall_item'"),
     ("storage with something else", "alter table __tenant__.e alter column v set storage plain, owner to x;", 1,
      "not understood"),
 ]

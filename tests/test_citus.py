@@ -363,7 +363,7 @@ def test_a_recall_on_the_worker_reads_its_rows_and_their_provenance_one_table_at
         conn.execute(f"select {acme}.refresh_term_stats()")  # a snapshot, as a tenant in use has, not a live count
     with on_the_tenants_worker(cluster, acme) as (conn, said_on_worker):
         conn.execute("set citus.log_local_commands = on")
-        recall = f"select memory_id, provenance from {acme}.recall(%s, array['default'], 'lantern', 'converse', null, 'lexical')"
+        recall = f"select memory_id, to_jsonb(provenance) from {acme}.recall(%s, array['default'], 'lantern', 'converse', null, 'lexical')"
         rows = dict(conn.execute(recall, ("ben",)).fetchall())
         mine = dict(conn.execute(recall, ("ana",)).fetchall())
     assert set(rows) == {shed, key}  # ben: not the gift, nor what stands on it

@@ -91,9 +91,9 @@ def test_psql_reads_the_session_bundle_and_configs_as_columns(acme, conninfo):
     acme.remember("Ana's sister is Rita", evidence=[acme.append("Ana's sister is Rita", role="user", actor="ana")],
                   purposes=["converse"], about=["Rita"])
     with conninfo.connect(user="pgrecall_acme_app") as conn:
-        cur = conn.execute("""select r.body, r.provenance is not null
+        cur = conn.execute("""select r.body, (r.provenance).observations[1].text, (r.provenance).about[1].entity
                                 from acme.session_bundle('bot', '{default}') b, unnest(b.recent) r""")
-        assert cur.fetchall() == [("Ana's sister is Rita", True)]
+        assert cur.fetchall() == [("Ana's sister is Rita", "Ana's sister is Rita", "Rita")]
         cur = conn.execute("select e.* from acme.session_bundle('bot', '{default}') b, unnest(b.entities) e")
         assert [c.name for c in cur.description] == ["entity", "type", "scope", "memories"]
         assert cur.fetchall() == [("Rita", None, "default", 1)]

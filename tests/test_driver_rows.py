@@ -126,27 +126,30 @@ def test_a_row_read_from_json_is_the_frozen_dataclass_the_class_itself_would_bui
                    "withheld": False, "corrections": [], "occurred_at": "2026-12-04T02:56:38.485503+00:00",
                    "source_role": "user"}
     provenance = {"about": [], "memories": [], "observations": [observation], "hidden_sources": 0,
-                  "widening_reason": None}
+                  "widening_reason": None, "offsets": [3]}
     item = {"rank": 1, "memory_id": 7, "scope": "s", "kind": "note", "title": None, "body": "Ana lives in Lisbon",
             "score": 1.0, "lexical_rank": 1, "dense_rank": None, "cosine": None, "bm25": 2.5,
-            "provenance": provenance}
+            "item": "memory", "fact_id": None, "fact_rank": None, "provenance": provenance, "fact_provenance": None}
     untouched = {**item, "provenance": {**provenance, "observations": [dict(observation)]}}
-    built = recall._recall_item(item)
+    built = _calls.from_json(recall.RecallItem, item)
     assert item == untouched  # the caller's dict is not filled in place
 
     by_class = recall.RecallItem(**{**item, "provenance": memories.Provenance(
         **{**provenance, "observations": [memories.ObservationRef(
             **{**observation, "occurred_at": datetime.fromisoformat(observation["occurred_at"])})]})})
     assert built == by_class
-    assert (built.item, built.fact_id, built.fact_rank) == ("memory", None, None)  # the defaults
+    assert (built.item, built.fact_id, built.fact_rank) == ("memory", None, None)
     assert isinstance(built.provenance.observations[0].occurred_at, datetime)
+    # a field the JSON leaves out takes the dataclass's default (the generated rows have none; WorkingItem has)
+    working = {"text": "moved", "offset": 3, "observation_id": 9, "at": observation["occurred_at"]}
+    assert _calls.from_json(sessions.WorkingItem, working) == sessions.WorkingItem(
+        "moved", 3, 9, datetime.fromisoformat(observation["occurred_at"]), None, None)
     with pytest.raises(dataclasses.FrozenInstanceError):
         built.rank = 2  # type: ignore[misc]
     assert dataclasses.replace(built, rank=2).rank == 2
 
     with pytest.raises(TypeError, match="body"):
-        _calls.from_json(recall.RecallItem, {k: v for k, v in item.items() if k not in ("body", "provenance")}
-                         | {"provenance": built.provenance})
+        _calls.from_json(recall.RecallItem, {k: v for k, v in item.items() if k != "body"})
 
 
 def test_a_query_embedding_is_the_same_vector_whatever_its_layout():
@@ -174,7 +177,7 @@ def test_a_row_read_twice_from_the_same_json_reads_the_same():
                    "withheld": False, "corrections": [], "occurred_at": "2026-12-04T02:56:38.485503+00:00",
                    "source_role": "user"}
     provenance = {"about": [], "memories": [], "observations": [observation], "hidden_sources": 0,
-                  "widening_reason": None}
+                  "widening_reason": None, "offsets": [3]}
     first = _calls.from_json(memories.Provenance, provenance)
     assert provenance["observations"][0] is observation and isinstance(observation["occurred_at"], str)
     assert _calls.from_json(memories.Provenance, provenance) == first

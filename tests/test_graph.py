@@ -45,7 +45,7 @@ def test_where_ana_lives_now_then_and_as_we_believed_it(acme, db):
     # every answer carries its proof
     porto = acme.facts_as_of("ana", "lives_in")[0]
     assert porto.evidence == [Evidence(scope="default", offset=o2, start=0, end=16, quote="I moved to Porto",
-                                       source_role="user")]
+                                       source_role="user", withheld=False)]
 
 
 def test_history_is_closed_and_split_never_rewritten(acme, db):
@@ -316,7 +316,7 @@ def test_recall_fuses_facts_about_entities_the_query_names(acme, db):
     facts = [i for i in got.items if i.item == "fact"]
     # both facts about ana; the one sharing the query's words first; ben's private one never
     assert [f.body for f in facts] == ["ana lives in Lisbon", "ana works at Acme"]
-    assert facts[0].provenance.evidence[0].quote == "I live in Lisbon" and facts[0].fact_rank == 1
+    assert facts[0].fact_provenance.evidence[0].quote == "I live in Lisbon" and facts[0].fact_rank == 1
     assert got.meta.fact_count == 2 and got.meta.entities == ["ana"]
     assert got.meta.returned == len(got.items)
     assert [i.rank for i in got.items] == list(range(1, len(got.items) + 1))

@@ -345,7 +345,8 @@ def a_fact_and_two_notes(acme):
 def test_recall_items_rank_memories_and_facts_together(db, acme):
     fact, a, b = a_fact_and_two_notes(acme)
     rows = db.execute(
-        "select rank, item, memory_id, fact_id, score, lexical_rank, dense_rank, bm25, cosine, provenance "
+        "select rank, item, memory_id, fact_id, score, lexical_rank, dense_rank, bm25, cosine, "
+        "       coalesce(to_jsonb(provenance), to_jsonb(fact_provenance)) "
         "from acme._recall_items(%s, %s, %s, '{2.5,1.5}', %s, '{0.9}', 60, 10, %s, '{default}')",
         ([a, b], [fact.fact_id], [a, b], [b], peer(db, "ana"))).fetchall()
     # b: 1/62 + 1/61 > fact: 1/61 = a: 1/61 (a tie: the fact first)

@@ -202,10 +202,10 @@ begin
     select coalesce(array_agg(row(
                t.r, t.cos,
                a.id, a.scope, a.kind, a.title, a.body, a.revision, a.created_at,
-               (select p.name from peer p where p.id = a.audience_peer_id), a.purposes, pa.provenance,
+               (select p.name from peer p where p.id = a.audience_peer_id), a.purposes,
                b.id, b.scope, b.kind, b.title, b.body, b.revision, b.created_at,
-               (select p.name from peer p where p.id = b.audience_peer_id), b.purposes, pb.provenance,
-               _may_replace(a, b), _may_replace(b, a))::duplicate_pair order by t.r), '{}')
+               (select p.name from peer p where p.id = b.audience_peer_id), b.purposes,
+               _may_replace(a, b), _may_replace(b, a), pa.provenance, pb.provenance)::duplicate_pair order by t.r), '{}')
       into v_answer.items
       from top t
       join memory a on a.id = t.low

@@ -625,26 +625,23 @@ comment on function __tenant__.resolve_citation(text, text[], bigint) is
     'The observations and byte spans that prove a fact: each quote with where it was said, by whom and when '
     '(withheld where the principal may not see the turn).';
 
--- A fact's evidence as JSON, for answers that carry their proof; a quote
--- from a turn the principal may not see is withheld, as in resolve_citation.
-create or replace function __tenant__._fact_evidence_json(p_fact_id bigint, p_principal_id bigint, p_scopes text[])
-returns jsonb
+-- A fact's evidence, for answers that carry their proof; a quote from a
+-- turn the principal may not see is withheld, as in resolve_citation.
+create or replace function __tenant__._fact_quotes(p_fact_id bigint, p_principal_id bigint, p_scopes text[])
+returns __tenant__.fact_quote[]
 language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 #variable_conflict use_column
 declare
-    v_result jsonb;
+    v_result fact_quote[];
 begin
-    select coalesce(jsonb_agg(case when e.id is not null
-                                   then jsonb_build_object('scope', o.scope, 'offset', o.log_offset, 'start', x.byte_start,
-                                                           'end', x.byte_end, 'quote', x.quote,
-                                                           'source_role', o.source_role, 'withheld', false)
-                                   else jsonb_build_object('scope', o.scope, 'offset', o.log_offset, 'start', null,
-                                                           'end', null, 'quote', null, 'source_role', null,
-                                                           'withheld', true) end
-                              order by o.log_offset, x.byte_start), '[]')
+    select coalesce(array_agg(case when e.id is not null
+                                   then row(o.scope, o.log_offset, x.byte_start, x.byte_end, x.quote, o.source_role,
+                                            false)::fact_quote
+                                   else row(o.scope, o.log_offset, null, null, null, null, true)::fact_quote end
+                              order by o.log_offset, x.byte_start), '{}')
       from fact_evidence x join observation o on o.id = x.observation_id
       left join observation e on _observation_eligible(e.scope, e.audience, p_principal_id, p_scopes) and e.id = o.id
      where x.fact_id = p_fact_id
@@ -652,8 +649,8 @@ begin
     return v_result;
 end
 $$;
-comment on function __tenant__._fact_evidence_json(bigint, bigint, text[]) is
-    'Internal: a fact''s evidence (quotes and spans) as JSON, withheld where the principal may not see the turn.';
+comment on function __tenant__._fact_quotes(bigint, bigint, text[]) is
+    'Internal: a fact''s evidence (quotes and spans), withheld where the principal may not see the turn.';
 
 create or replace function __tenant__.facts_as_of(
     p_principal  text,
@@ -665,7 +662,7 @@ create or replace function __tenant__.facts_as_of(
     p_purpose    text default 'converse'
 )
 returns table (fact_id bigint, subject text, predicate text, object text, statement text, valid tstzrange,
-               known tstzrange, confidence real, salience real, observer text, evidence jsonb)
+               known tstzrange, confidence real, salience real, observer text, evidence __tenant__.fact_quote[])
 language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -688,7 +685,7 @@ begin
     v_subjects := array(select x from (select _entity_named(s, p_subject) as x from unnest(p_scopes) s) y where x is not null);
     return query
     select f.id, se.name, f.predicate, coalesce(oe.name, f.object_value), f.statement, f.valid, f.known,
-           f.confidence, f.salience, op.name, _fact_evidence_json(f.id, v_principal, p_scopes)
+           f.confidence, f.salience, op.name, _fact_quotes(f.id, v_principal, p_scopes)
       from fact f
       join entity se on se.id = f.subject_id
       left join entity oe on oe.id = f.object_id

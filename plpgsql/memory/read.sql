@@ -12,7 +12,7 @@ create or replace function __tenant__.read(
 returns table (
     id bigint, scope text, kind text, title text, body text, origin text, revision integer,
     confidence real, audience text, purposes text[], superseded_by bigint, created_by text,
-    created_at timestamptz, updated_at timestamptz, valid tstzrange, provenance jsonb, revisions jsonb
+    created_at timestamptz, updated_at timestamptz, valid tstzrange, provenance __tenant__.memory_provenance, revisions jsonb
 )
 language plpgsql stable
 security definer
@@ -60,8 +60,8 @@ $$;
 comment on function __tenant__.read(text, text[], bigint, text, boolean) is
     'One memory with its provenance and revision history, if the principal may see it for the purpose.';
 
--- A memory's links as JSON. Linked memories the principal may not see are
--- counted, not shown. The observations include those cited by corrections,
+-- A memory's links as its provenance (memory_provenance). Linked memories
+-- the principal may not see are counted, not shown. The observations include those cited by corrections,
 -- each saying which revisions it justified: the proof of a corrected memory
 -- points at the words that corrected it, not only at the ones it corrected.
 -- A turn the principal may not see (_observation_eligible) is listed by its
@@ -72,7 +72,7 @@ comment on function __tenant__.read(text, text[], bigint, text, boolean) is
 -- moment (p_as_of), only the links and corrections made by then: a turn that
 -- corrected the memory later is not yet its source.
 -- Each table is read by a statement of that table alone, into arrays, and
--- the JSON is assembled by a statement that reads no table: on Citus a
+-- the provenance is assembled by a statement that reads no table: on Citus a
 -- statement joining tenant tables is planned, deparsed for the shard and
 -- planned again on every call (Citus keeps no local plan for a table without
 -- a distribution key), while one of a single table takes the fast path
@@ -81,7 +81,7 @@ comment on function __tenant__.read(text, text[], bigint, text, boolean) is
 -- withheld turn does not show is not read out of it.
 create or replace function __tenant__._provenance_of(p_memory_ids bigint[], p_principal_id bigint, p_scopes text[],
                                                    p_as_of timestamptz default null)
-returns table (memory_id bigint, provenance jsonb)
+returns table (memory_id bigint, provenance __tenant__.memory_provenance)
 language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -142,21 +142,19 @@ begin
     with link as (select * from unnest(v_link_memory, v_link_type, v_link_turn, v_link_source, v_link_entity)
                                     as k(memory_id, type, turn, source, entity)
     ), named as (select * from unnest(v_peer, v_peer_name) as n(id, name)
-    ), fixed as (select f.memory, f.turn, jsonb_agg(f.revision order by f.revision) as list
+    ), fixed as (select f.memory, f.turn, array_agg(f.revision order by f.revision) as list
                    from unnest(v_fix_memory, v_fix_turn, v_fix_revision) f(memory, turn, revision) group by 1, 2)
-    select i.id, jsonb_build_object(
-        'observations', coalesce(obs.list, '[]'::jsonb), 'memories', coalesce(src.list, '[]'::jsonb),
-        'hidden_sources', coalesce(src.hidden, 0), 'about', coalesce(ab.list, '[]'::jsonb),
-        'widening_reason', v_memory_widening[array_position(v_memory, i.id)])
+    select i.id, row(coalesce(obs.list, '{}'), coalesce(src.list, '{}'), coalesce(src.hidden, 0),
+                     coalesce(ab.list, '{}'), v_memory_widening[array_position(v_memory, i.id)],
+                     coalesce(obs.offsets, '{}'))::memory_provenance
       from unnest(p_memory_ids) as i(id)
       left join (
-            select k.memory_id, jsonb_agg(jsonb_build_object(
-                       'scope', t.scope, 'offset', t.log_offset, 'withheld', not t.seen, 'source_role', t.role,
-                       'actor', a.name, 'occurred_at', t.at, 'text', t.body,
-                       'audience', case when jsonb_typeof(t.audience) = 'array' then
-                                       (select coalesce(jsonb_agg(n.name order by n.name), '[]'::jsonb)
-                                          from named n where t.audience @> to_jsonb(n.id)) end,
-                       'corrections', coalesce(x.list, '[]'::jsonb)) order by t.log_offset) as list
+            select k.memory_id, array_agg(row(
+                       t.scope, t.log_offset, not t.seen, t.role, a.name, t.at, t.body,
+                       case when jsonb_typeof(t.audience) = 'array' then
+                           array(select n.name from named n where t.audience @> to_jsonb(n.id) order by n.name) end,
+                       coalesce(x.list, '{}'))::observation_ref order by t.log_offset) as list,
+                   array_agg(t.log_offset order by t.log_offset) as offsets
               from link k
               join unnest(v_turn, v_turn_scope, v_turn_offset, v_turn_role, v_turn_at, v_turn_text, v_turn_seen,
                           v_turn_actor, v_turn_audience) as t(id, scope, log_offset, role, at, body, seen, actor, audience)
@@ -165,25 +163,24 @@ begin
               left join fixed x on x.memory = k.memory_id and x.turn = t.id
              where k.type = 'derived_from'
              group by k.memory_id) obs on obs.memory_id = i.id
-      left join (select k.memory_id, count(*) filter (where s.seen is not true) as hidden,
-                   jsonb_agg(jsonb_build_object('id', s.id, 'title', s.title, 'kind', s.kind) order by s.id)
-                       filter (where s.seen) as list
+      left join (select k.memory_id, (count(*) filter (where s.seen is not true))::integer as hidden,
+                   array_agg(row(s.id, s.title, s.kind)::source_memory order by s.id) filter (where s.seen) as list
               from link k
               left join unnest(v_memory, v_memory_title, v_memory_kind, v_memory_seen) as s(id, title, kind, seen)
                 on s.id = k.source
              where k.type = 'derived_from' and k.source is not null
              group by k.memory_id) src on src.memory_id = i.id
-      left join (select k.memory_id, jsonb_agg(jsonb_build_object('entity', n.name, 'type', n.type) order by n.name) as list
+      left join (select k.memory_id, array_agg(row(n.name, n.type)::about_entity order by n.name) as list
               from link k join unnest(v_entity, v_entity_name, v_entity_type) n(id, name, type) on n.id = k.entity
              where k.type = 'about'
              group by k.memory_id) ab on ab.memory_id = i.id;
 end
 $$;
 comment on function __tenant__._provenance_of(bigint[], bigint, text[], timestamptz) is
-    'Internal: for each memory, its observations (withheld where the principal may not see them), visible source memories, hidden-source count, entities and widening reason, as JSON (as of p_as_of: the links and corrections made by then, a source forgotten since not yet forgotten).';
+    'Internal: for each memory, its observations (withheld where the principal may not see them), visible source memories, hidden-source count, entities, widening reason and cited offsets (as of p_as_of: the links and corrections made by then, a source forgotten since not yet forgotten).';
 
 create or replace function __tenant__._provenance(p_memory_id bigint, p_principal_id bigint, p_scopes text[])
-returns jsonb
+returns __tenant__.memory_provenance
 language sql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -191,4 +188,4 @@ as $$
     select p.provenance from _provenance_of(array[p_memory_id], p_principal_id, p_scopes) p
 $$;
 comment on function __tenant__._provenance(bigint, bigint, text[]) is
-    'Internal: a memory''s observations, visible source memories, hidden-source count and entities, as JSON.';
+    'Internal: a memory''s observations, visible source memories, hidden-source count and entities.';

@@ -87,7 +87,7 @@ begin
            coalesce(tx.body, m.body), t.score,
            array_position(p_lexical_ids, m.id), array_position(p_dense_ids, m.id),
            p_cosines[array_position(p_dense_ids, m.id)], p_bm25[array_position(p_lexical_ids, m.id)],
-           pv.provenance, 'memory'::text, null::bigint, null::integer
+           'memory'::text, null::bigint, null::integer, pv.provenance, null::fact_provenance
       from unnest(v_rank, v_item, v_id, v_score) as t(r, item, id, score)
       join unnest(v_memory, v_scope, v_kind, v_title, v_body) as m(id, scope, kind, title, body) on m.id = t.id
       left join lateral (select x.title, x.body
@@ -125,16 +125,15 @@ declare
 begin
     select coalesce(array_agg(row(
                t.r, null, f.scope, 'fact', f.predicate, f.statement, t.score, null, null, null, null,
-               jsonb_build_object('subject', se.name, 'predicate', f.predicate,
-                                  'object', coalesce(oe.name, f.object_value), 'valid', f.valid::text,
-                                  'confidence', f.confidence,
-                                  'evidence', _fact_evidence_json(f.id, p_principal_id, p_scopes)),
-               'fact', f.id, t.pos)::recall_item), '{}')
+               'fact', f.id, t.pos, null,
+               row(se.name, f.predicate, coalesce(oe.name, f.object_value), f.valid, f.confidence, q.quotes,
+                   array(select x.offset from unnest(q.quotes) x))::fact_provenance)::recall_item), '{}')
       into v_rows
       from unnest(p_rank, p_item, p_id, p_pos, p_score) as t(r, item, id, pos, score)
       join fact f on f.id = t.id
       join entity se on se.id = f.subject_id
       left join entity oe on oe.id = f.object_id
+     cross join lateral (select _fact_quotes(f.id, p_principal_id, p_scopes) as quotes) q
      where t.item = 'fact';
     return v_rows;
 end

@@ -13,8 +13,8 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 begin
-    return (select coalesce(array_agg(row(m.id, m.kind, m.title, m.body, m.scope, pv.provenance,
-                                  case when p_with_time then m.updated_at end)::bundle_memory order by k.ord), '{}')
+    return (select coalesce(array_agg(row(m.id, m.kind, m.title, m.body, m.scope,
+                                  case when p_with_time then m.updated_at end, pv.provenance)::bundle_memory order by k.ord), '{}')
       from unnest(p_ids) with ordinality as k(id, ord)
       join memory m on m.id = k.id
       left join _provenance_of(p_ids, p_principal_id, p_scopes) pv on pv.memory_id = m.id);

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from . import db, install, server
-from .driver import FactProvenance, Memory, QueueStatus, RepresentationItem
+from .driver import Memory, QueueStatus, RepresentationItem
 from .importer import import_jsonl
 from .names import check_tenant_name
 from .render import count
@@ -133,14 +133,16 @@ def show(mem: Memory, principal: str, question: str, explain: bool = False) -> N
     if not r.items:
         print(f"  nothing {principal} may see answers it")
     for item in r.items:
-        p = item.provenance
-        if isinstance(p, FactProvenance):
-            how = f"; score {item.score:.4f}, valid {p.valid}" if explain else ""
-            print(f"  {item.rank}. {item.body}   (a fact about {p.subject}, fact {item.fact_id}{how})")
-            for e in p.evidence:
+        fact = item.fact_provenance
+        if fact is not None:
+            how = f"; score {item.score:.4f}, valid {fact.valid}" if explain else ""
+            print(f"  {item.rank}. {item.body}   (a fact about {fact.subject}, fact {item.fact_id}{how})")
+            for e in fact.evidence:
                 span = f", bytes {e.start}..{e.end}" if explain else ""
                 print(f"       quoting turn {e.offset}{span}: {e.quote!r}")
             continue
+        p = item.provenance
+        assert p is not None  # a memory row carries its provenance
         if explain:
             why = [f"lexical #{item.lexical_rank}"] if item.lexical_rank else []
             if item.dense_rank:

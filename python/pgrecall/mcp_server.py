@@ -76,8 +76,9 @@ pgrecall is the long-term memory of {principal}: what was said in earlier conver
 remembered from it. Recall before you say you have no context or do not know something about
 {principal}, their people, projects or earlier conversations. Recall returns the nearest stored
 rows, not necessarily relevant ones; each memory is a dated claim with the turns it came from, not
-current truth: check its provenance (and a fact's `valid` range) before you rely on it. Remember only
-what was stated, in the speaker's words; correct or supersede with the revision you read.\
+current truth: check its provenance (a fact's is its fact_provenance, with its `valid` range) before
+you rely on it. Remember only what was stated, in the speaker's words; correct or supersede with the
+revision you read.\
 """
 
 TOOL_DESCRIPTIONS = {

@@ -14,7 +14,6 @@ if TYPE_CHECKING:
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
-    from ..driver import FactProvenance
     from ..render import count, jsonable, source_lines
 
     with _memory(args) as mem:
@@ -32,10 +31,10 @@ def cmd_recall(args: argparse.Namespace) -> int:
     if not r.items:
         print("nothing this principal may see matches")
     for item in r.items:
-        p = item.provenance
-        if isinstance(p, FactProvenance):
-            print(f"{item.rank}. [fact {item.fact_id}] {item.body}   (valid {_range_text(p.valid)})")
-            for e in p.evidence:
+        fact = item.fact_provenance
+        if fact is not None:
+            print(f"{item.rank}. [fact {item.fact_id}] {item.body}   (valid {_range_text(fact.valid)})")
+            for e in fact.evidence:
                 print(f"    quote from {e.scope}#{e.offset}: withheld (a turn you may not see)" if e.withheld
                       else f"    quote from {e.scope}#{e.offset}: \"{e.quote}\"")
             continue
@@ -43,7 +42,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
         if item.dense_rank:
             why.append(f"dense #{item.dense_rank}, cosine {item.cosine:.2f}")
         print(f"{item.rank}. [memory {item.memory_id}, {item.kind}] {item.body}   ({'; '.join(why)})")
-        for line in source_lines(jsonable(p)):
+        for line in source_lines(jsonable(item.provenance)):
             print(line)
     return 0
 

@@ -27,6 +27,14 @@ if TYPE_CHECKING:  # the modules of the refined rows (_surface.SHAPES), which im
 
 
 @dataclass(frozen=True)
+class AboutEntity:
+    """An entity a memory is about, and its type."""
+
+    entity: str = field()
+    type: str | None = field()
+
+
+@dataclass(frozen=True)
 class BundleEntity:
     """An entity of the session-start bundle and how many visible memories are about it."""
 
@@ -34,6 +42,42 @@ class BundleEntity:
     type: str | None = field()
     scope: str = field()
     memories: int = field()
+
+
+@dataclass(frozen=True)
+class ObservationRef:
+    """A turn a memory came from, or that a correction of it cited; withheld where the principal may not see it."""
+
+    scope: str = field()
+    offset: int = field()
+    withheld: bool = field()
+    source_role: str | None = field()
+    actor: str | None = field()
+    occurred_at: datetime | None = field(metadata=parse(timestamp))
+    text: str | None = field()
+    audience: list[str] | None = field()
+    corrections: list[int] = field()
+
+
+@dataclass(frozen=True)
+class SourceMemory:
+    """A memory another was derived from, that the principal may see."""
+
+    id: int = field()
+    title: str | None = field()
+    kind: str = field()
+
+
+@dataclass(frozen=True)
+class MemoryProvenance:
+    """Where a memory came from: the turns it cites, its visible source memories (and how many are hidden), its entities."""
+
+    observations: list[ObservationRef] = field(metadata=parse(json_list(ObservationRef), composite=True))
+    memories: list[SourceMemory] = field(metadata=parse(json_list(SourceMemory), composite=True))
+    hidden_sources: int = field()
+    about: list[AboutEntity] = field(metadata=parse(json_list(AboutEntity), composite=True))
+    widening_reason: str | None = field()
+    offsets: list[int] = field()
 
 
 @dataclass(frozen=True)
@@ -45,8 +89,8 @@ class BundleMemory:
     title: str | None = field()
     body: str = field()
     scope: str = field()
-    provenance: Any = field()
     updated_at: datetime | None = field(metadata=parse(timestamp))
+    provenance: MemoryProvenance = field(metadata=parse(json_object(MemoryProvenance), composite=True))
 
 
 @dataclass(frozen=True)
@@ -81,7 +125,6 @@ class DuplicatePair:
     a_created_at: datetime = field(metadata=parse(timestamp))
     a_audience: str | None = field()
     a_purposes: list[str] = field()
-    a_provenance: Any = field()
     b_id: int = field()
     b_scope: str = field()
     b_kind: str = field()
@@ -91,9 +134,10 @@ class DuplicatePair:
     b_created_at: datetime = field(metadata=parse(timestamp))
     b_audience: str | None = field()
     b_purposes: list[str] = field()
-    b_provenance: Any = field()
     b_may_replace_a: bool = field()
     a_may_replace_b: bool = field()
+    a_provenance: MemoryProvenance = field(metadata=parse(json_object(MemoryProvenance), composite=True))
+    b_provenance: MemoryProvenance = field(metadata=parse(json_object(MemoryProvenance), composite=True))
 
 
 @dataclass(frozen=True)
@@ -102,6 +146,32 @@ class DuplicateProposalsAnswer:
 
     items: list[DuplicatePair] = field(metadata=parse(json_list(DuplicatePair), composite=True))
     meta: DuplicateMeta = field(metadata=parse(json_object(DuplicateMeta), composite=True))
+
+
+@dataclass(frozen=True)
+class FactQuote:
+    """A fact's quote: the byte span [start, end) of the turn at offset; withheld where the principal may not see it."""
+
+    scope: str = field()
+    offset: int = field()
+    start: int | None = field()
+    end: int | None = field()
+    quote: str | None = field()
+    source_role: str | None = field()
+    withheld: bool = field()
+
+
+@dataclass(frozen=True)
+class FactProvenance:
+    """A fact row's provenance: the fact and the quotes that prove it."""
+
+    subject: str = field()
+    predicate: str = field()
+    object: str = field()
+    valid: Any = field()
+    confidence: float = field()
+    evidence: list[FactQuote] = field(metadata=parse(json_list(FactQuote), composite=True))
+    offsets: list[int] = field()
 
 
 @dataclass(frozen=True)
@@ -176,10 +246,11 @@ class RecallItem:
     dense_rank: int | None = field()
     cosine: float | None = field()
     bm25: float | None = field()
-    provenance: Any = field()
     item: str = field()
     fact_id: int | None = field()
     fact_rank: int | None = field()
+    provenance: MemoryProvenance | None = field(metadata=parse(json_object(MemoryProvenance), composite=True))
+    fact_provenance: FactProvenance | None = field(metadata=parse(json_object(FactProvenance), composite=True))
 
 
 @dataclass(frozen=True)
@@ -462,7 +533,7 @@ class FactsAsOfRow:
     confidence: float | None = field()
     salience: float | None = field()
     observer: str | None = field()
-    evidence: Any = field()
+    evidence: list[FactQuote] | None = field(metadata=parse(json_list(FactQuote), composite=True))
 
 
 @dataclass(frozen=True)
@@ -560,7 +631,7 @@ class ReadRow:
     created_at: datetime | None = field(metadata=parse(timestamp))
     updated_at: datetime | None = field(metadata=parse(timestamp))
     valid: Any = field()
-    provenance: Any = field()
+    provenance: MemoryProvenance | None = field(metadata=parse(json_object(MemoryProvenance), composite=True))
     revisions: Any = field()
 
 

@@ -82,18 +82,16 @@ PUBLIC_ROWS: dict[str, PublicRow] = {
 REFINED: dict[str, str] = {
     "memories.Remembered": "the created property (status == 'created'); RememberedSaid extends it",
     "memories.RememberedSaid": "a Remembered (its created property) with the log offset of the words said",
-    "memories.MemoryRecord": "valid as a Range, provenance as Provenance, revisions as Revision rows (jsonb)",
+    "memories.MemoryRecord": "valid as a Range, revisions as Revision rows (jsonb)",
     "sessions.WorkingRepresentation": "representation as WorkingItem rows by kind (jsonb)",
-    "sessions.BundleMemory": "provenance as Provenance (jsonb)",
-    "sessions.SessionBundle": "its memories and representation are the refined BundleMemory and WorkingRepresentation",
+    "sessions.SessionBundle": "its representation is the refined WorkingRepresentation",
     "sessions.Task": "messages as a list of dicts (jsonb)",
     "graph.RetractedFact": "known as a Range",
-    "graph.FactRow": "valid and known as Ranges, evidence as Evidence rows (jsonb)",
+    "graph.FactRow": "valid and known as Ranges",
     "graph.Edge": "valid and known as Ranges",
     "admin.ErasureReceipt": "the clean property; selector, counts and LSNs typed (jsonb)",
     "admin.ExportedRow": "record as a dict (jsonb)",
-    "recall.RecallItem": "provenance as Provenance or FactProvenance, by the item's kind (jsonb)",
-    "recall.Recalled": "the dense_available property; its items are the refined RecallItem",
+    "recall.Recalled": "the dense_available property",
     "recall.MessagesFound": "the semantic_available property",
 }
 

@@ -37,8 +37,9 @@ class ChatEvidence:
 
     @classmethod
     def of(cls, item: RecallItem) -> ChatEvidence:
+        cited = item.fact_provenance or item.provenance  # exactly one of them is given
         return cls(item.item, item.fact_id if item.item == "fact" else item.memory_id, item.memory_id,
-                   item.fact_id, item.body, item.score, item.provenance.offsets)
+                   item.fact_id, item.body, item.score, cited.offsets if cited is not None else [])
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any
 from ._calls import Call, Handle, from_own_json, json_object, one, parse, timestamp
 from ._generated import DuplicateDecision as DuplicateDecision  # re-exported
 from ._generated import DuplicateMeta as DuplicateMeta  # re-exported
-from .memories import Provenance
+from ._generated import MemoryProvenance
 
 # -- row types ----------------------------------------------------------------------------------------------
 
@@ -33,7 +33,7 @@ class DuplicateSide:
     audience: str | None = field()
     purposes: list[str] = field()
     # as read() gives it: the turns it came from (speaker, time), visible sources, entities
-    provenance: Provenance = field(metadata=parse(json_object(Provenance)))
+    provenance: MemoryProvenance = field(metadata=parse(json_object(MemoryProvenance)))
 
 
 @dataclass(frozen=True)

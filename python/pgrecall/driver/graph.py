@@ -19,23 +19,13 @@ from ._generated import Citation as Citation  # re-exported
 from ._generated import Entity as Entity  # re-exported
 from ._generated import EntityAliases as EntityAliases  # re-exported
 from ._generated import EntityMerge as EntityMerge  # re-exported
+from ._generated import FactQuote as FactQuote  # re-exported
 from ._generated import Predicate as Predicate  # re-exported
 
 # -- row types ----------------------------------------------------------------------------------------------
 
-
-@dataclass(frozen=True)
-class Evidence:
-    """A fact's quote: the UTF-8 byte span [start, end) of the observation at ``offset`` in ``scope``. From a
-    turn the principal may not see it is ``withheld``: only scope and offset are given."""
-
-    scope: str
-    offset: int
-    start: int | None
-    end: int | None
-    quote: str | None
-    source_role: str | None
-    withheld: bool = False
+# A fact's quote (the declared type fact_quote) under the name it had before it was declared.
+Evidence = FactQuote
 
 
 @dataclass(frozen=True)
@@ -56,7 +46,7 @@ class FactRow:
     confidence: float
     salience: float
     observer: str | None
-    evidence: list[Evidence] = field(metadata=parse(json_list(Evidence)))
+    evidence: list[Evidence] = field(metadata=parse(json_list(Evidence), composite=True))
 
 
 @dataclass(frozen=True)

@@ -39,10 +39,14 @@ from ._calls import (
     timestamp,
     value,
 )
+from ._generated import AboutEntity as AboutEntity  # re-exported
 from ._generated import Freshness as Freshness  # re-exported
+from ._generated import MemoryProvenance as MemoryProvenance  # re-exported
+from ._generated import ObservationRef as ObservationRef  # re-exported
 from ._generated import SchemaInfo as SchemaInfo  # re-exported
 from ._generated import Scope as Scope  # re-exported
 from ._generated import Setting
+from ._generated import SourceMemory as SourceMemory  # re-exported
 
 T = TypeVar("T")
 
@@ -73,56 +77,8 @@ class Appended:
     log_offset: int
 
 
-@dataclass(frozen=True)
-class ObservationRef:
-    """An observation a memory came from (its text cut at 500 characters), or that a correction of it cited:
-    ``corrections`` are the revisions such corrections made ([] when none did).
-
-    A turn the principal may not see is ``withheld``: only its scope, offset and corrections are given (text,
-    actor, role, time and audience are None). ``audience`` names who may see a turn that is shown (None: the
-    whole scope)."""
-
-    scope: str
-    offset: int
-    withheld: bool
-    source_role: str | None
-    actor: str | None
-    occurred_at: datetime | None = field(metadata=parse(timestamp))
-    text: str | None = field()
-    audience: list[str] | None = field()
-    corrections: list[int] = field()
-
-
-@dataclass(frozen=True)
-class SourceMemory:
-    """A memory another was derived from, that the principal may see."""
-
-    id: int
-    title: str | None
-    kind: str
-
-
-@dataclass(frozen=True)
-class AboutEntity:
-    entity: str
-    type: str | None
-
-
-@dataclass(frozen=True)
-class Provenance:
-    """Where a memory came from: observations, source memories (``hidden_sources`` counts those the principal
-    may not see), and the entities it is about."""
-
-    observations: list[ObservationRef] = field(metadata=parse(json_list(ObservationRef)))
-    memories: list[SourceMemory] = field(metadata=parse(json_list(SourceMemory)))
-    hidden_sources: int = field()
-    about: list[AboutEntity] = field(metadata=parse(json_list(AboutEntity)))
-    widening_reason: str | None = field()  # why it may reach more peers than a turn it cites (None: it does not)
-
-    @property
-    def offsets(self) -> list[int]:
-        """The log offsets it cites."""
-        return [o.offset for o in self.observations]
+# Where a memory came from (the declared type memory_provenance), under the name it had before it was declared.
+Provenance = MemoryProvenance
 
 
 @dataclass(frozen=True)
@@ -157,7 +113,7 @@ class MemoryRecord:
     created_at: datetime
     updated_at: datetime
     valid: Range[datetime]
-    provenance: Provenance = field(metadata=parse(json_object(Provenance)))
+    provenance: Provenance = field(metadata=parse(json_object(Provenance), composite=True))
     revisions: list[Revision] = field(metadata=parse(json_list(Revision)))
 
 

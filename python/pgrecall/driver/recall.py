@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -30,89 +30,27 @@ from ._calls import (
     Handle,
     Operation,
     Program,
-    _own_reader,
-    _reader,
-    from_json,
-    from_own_json,
     json_list,
     json_object,
     offload,
     one,
     parse,
     step,
-    with_owned,
 )
+from ._generated import FactProvenance as FactProvenance  # re-exported
 from ._generated import MessageHit as MessageHit  # re-exported
 from ._generated import MessageSearchMeta as MessageSearchMeta
+from ._generated import RecallItem as RecallItem  # re-exported
 from ._generated import RecallMeta as RecallMeta
-from .graph import Evidence
-from .memories import Provenance
 
 # -- row types ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FactProvenance:
-    """A fact row's provenance: the fact and the quotes that prove it."""
-
-    subject: str
-    predicate: str
-    object: str
-    valid: str  # the valid range as PostgreSQL prints it
-    confidence: float
-    evidence: list[Evidence] = field(metadata=parse(json_list(Evidence)))
-
-    @property
-    def offsets(self) -> list[int]:
-        """The log offsets it cites."""
-        return [e.offset for e in self.evidence]
-
-
-@dataclass(frozen=True)
-class RecallItem:
-    rank: int
-    memory_id: int | None  # None for a fact row
-    scope: str
-    kind: str
-    title: str | None
-    body: str
-    score: float
-    lexical_rank: int | None
-    dense_rank: int | None
-    cosine: float | None
-    bm25: float | None
-    provenance: Provenance | FactProvenance  # FactProvenance exactly when item == "fact"
-    item: str = "memory"  # memory, or fact: a current fact about an entity the query names
-    fact_id: int | None = None
-    fact_rank: int | None = None
-
-
-def _recall_item(obj: Mapping[str, Any]) -> RecallItem:
-    kind = FactProvenance if obj.get("item") == "fact" else Provenance
-    return from_own_json(RecallItem, {**obj, "provenance": from_json(kind, obj["provenance"])})
-
-
-def _recall_items(items: Sequence[Mapping[str, Any]]) -> list[RecallItem]:
-    """_recall_item of each, its readers found once per list (a recall reads some thirty objects)."""
-    read_item, read_provenance, read_fact = _own_reader(RecallItem), _reader(Provenance), _reader(FactProvenance)
-    return [read_item({**obj, "provenance": (read_fact if obj.get("item") == "fact" else read_provenance)(
-        obj["provenance"])}) for obj in items]
-
-
-def _own_recall_items(items: list[dict[str, Any]]) -> list[RecallItem]:
-    """:func:`_recall_items` of a row's items, which the driver owns: each dict filled in place."""
-    read_item, read_provenance = _own_reader(RecallItem), _own_reader(Provenance)
-    read_fact = _own_reader(FactProvenance)
-    for obj in items:
-        obj["provenance"] = (read_fact if obj.get("item") == "fact" else read_provenance)(obj["provenance"])
-    return [read_item(obj) for obj in items]
 
 
 @dataclass(frozen=True)
 class Recalled:
     """Recall's answer: the items (after the permission walk) and the metadata of the same call."""
 
-    items: list[RecallItem] = field(metadata=parse(with_owned(_recall_items, _own_recall_items), composite=True))
+    items: list[RecallItem] = field(metadata=parse(json_list(RecallItem), composite=True))
     meta: RecallMeta = field(metadata=parse(json_object(RecallMeta), composite=True))
 
     @property

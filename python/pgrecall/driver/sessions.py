@@ -15,6 +15,7 @@ from psycopg.types.json import Jsonb
 
 from ._calls import Call, Handle, column, json_items, json_list, json_object, one, parse, rows, timestamp, value
 from ._generated import BundleEntity as BundleEntity  # re-exported
+from ._generated import BundleMemory as BundleMemory  # re-exported
 from ._generated import PeerConfig as PeerConfig
 from ._generated import QueueCount as QueueCount  # re-exported
 from ._generated import QueueStatus as QueueStatus  # re-exported
@@ -24,7 +25,7 @@ from ._generated import SessionPeerAdded as SessionPeerAdded  # re-exported
 from ._generated import SessionPeerConfig as SessionPeerConfig
 from ._generated import TaskFailure as TaskFailure  # re-exported
 from .graph import AssertedFact
-from .memories import Provenance, Remembered, peer_names
+from .memories import Remembered, peer_names
 
 # -- row types ----------------------------------------------------------------------------------------------
 
@@ -67,17 +68,6 @@ class WorkingRepresentation:
     peer: str
     updated_at: datetime | None = field(metadata=parse(timestamp))
     representation: dict[str, list[WorkingItem]] = field(metadata=parse(_per_target))
-
-
-@dataclass(frozen=True)
-class BundleMemory:
-    id: int
-    kind: str
-    title: str | None
-    body: str
-    scope: str
-    provenance: Provenance = field(metadata=parse(json_object(Provenance)))  # as read() and recall give it
-    updated_at: datetime | None = field(default=None, metadata=parse(timestamp))  # None for pinned notes
 
 
 @dataclass(frozen=True)
