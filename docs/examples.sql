@@ -301,8 +301,7 @@ select * from acme.claim_embedding_jobs('', 10);  -- PR107
 select * from acme.claim_embedding_jobs('psql-demo', 0);  -- PR150
 
 -- == <tenant>.complete_embedding_jobs
-select acme.complete_embedding_jobs('psql-demo', '{3}', '{1}',
-                                    array['[' || array_to_string(array_fill(0.05, array[384]), ',') || ']'],
+select acme.complete_embedding_jobs('psql-demo', '{3}', '{1}', array[array_fill(0.05, array[384])::halfvec],
                                     'all-MiniLM-L6-v2', 1) as stored;
 select acme.complete_embedding_jobs('psql-demo', '{3,5}', '{1}', '{"[1,2,3]"}', 'all-MiniLM-L6-v2', 2);  -- PR107
 select acme.complete_embedding_jobs('psql-demo', '{3}', '{1}', '{"[1,2,3]"}', 'all-MiniLM-L6-v2', 2);  -- PR154

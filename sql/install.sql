@@ -4599,16 +4599,17 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a769738e7545$shared/embedding_input.sql$pgrecall_a769738e7545$, null, 5, $pgrecall_2fba718f89ab$8cb13b50d3be343779d4efa3e2c48b4b2e87ff344cbb996ec26e7c6b6bb0a506$pgrecall_2fba718f89ab$, $pgrecall_8cb13b50d3be$-- Vectors a caller or the worker hands in: their size (the tenant's vector column decides it) and
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a769738e7545$shared/embedding_input.sql$pgrecall_a769738e7545$, null, 5, $pgrecall_e05057821a45$cb6dd28a0f953a66eed644e2ef64b5e51879085605e0aac03c9024f4f868ded6$pgrecall_e05057821a45$, $pgrecall_cb6dd28a0f95$-- Vectors a caller or the worker hands in: their size (the tenant's vector column decides it) and
 -- whether a batch of results can be stored.
 
 -- What both embedding queues check before storing a worker's results: one
 -- array length, and that the tenant still embeds with this model and input
 -- version. False when it has switched meanwhile (the jobs were re-queued,
 -- so these results are dropped, not an error). The vectors themselves are
--- checked as they are parsed (_embedding_vectors).
+-- checked apart (_checked_vectors).
 create or replace function __tenant__._embedding_results_usable(
-    p_what text, p_ids bigint[], p_generations bigint[], p_embeddings text[], p_model text, p_input_version integer)
+    p_what text, p_ids bigint[], p_generations bigint[], p_embeddings __ext__.halfvec[], p_model text,
+    p_input_version integer)
 returns boolean
 language plpgsql stable
 security definer
@@ -4624,7 +4625,7 @@ begin
        and p_input_version is not distinct from (_setting_value('embedding_input_version') #>> '{}')::integer;
 end
 $$;
-comment on function __tenant__._embedding_results_usable(text, bigint[], bigint[], text[], text, integer) is
+comment on function __tenant__._embedding_results_usable(text, bigint[], bigint[], __ext__.halfvec[], text, integer) is
     'Internal: PR107 unless a worker''s results are arrays of one length; false when the tenant switched model or input version.';
 
 -- How many numbers every vector of the tenant holds: the type of its vector
@@ -4641,13 +4642,37 @@ $$;
 comment on function __tenant__._embedding_dimensions() is
     'Internal: the number of dimensions of every vector the tenant stores (its vector columns'' type).';
 
--- Vector literals as the halfvecs they are stored as, parsed once: the
--- worker's results and a caller's vectors are read here and nowhere else
--- (each parse of 500 literals of 384 numbers is some 20 ms). PR154 for a
--- literal pgvector refuses (not a vector, NaN or infinity, beyond halfvec's
--- range) and for any other count of dimensions than _embedding_dimensions().
--- A NULL element is refused too, unless p_nulls_allowed (remember_many: an
--- item without one).
+-- The vectors a caller or the worker hands in, as halfvecs (the driver sends
+-- pgvector's vectors in binary, cast on the way in: a literal parsed from text
+-- cost 30 us a vector, 3% of a bulk remember): PR154 for any other count of
+-- dimensions than _embedding_dimensions(). pgvector refuses NaN, infinity and
+-- values beyond halfvec's range as the argument is read. A NULL element is
+-- refused too, unless p_nulls_allowed (remember_many: an item without one).
+create or replace function __tenant__._checked_vectors(p_vectors __ext__.halfvec[],
+                                                      p_nulls_allowed boolean default false)
+returns __ext__.halfvec[]
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_bad integer;
+begin
+    select min(__ext__.vector_dims(e)) into v_bad
+      from unnest(p_vectors) e where __ext__.vector_dims(e) <> _embedding_dimensions();
+    if v_bad is not null or (not p_nulls_allowed and array_position(p_vectors, null) is not null) then
+        perform _fail('PR154', format('an embedding has %s dimensions, not %s', coalesce(v_bad::text, 'no'),
+                                      _embedding_dimensions()));
+    end if;
+    return p_vectors;
+end
+$$;
+comment on function __tenant__._checked_vectors(__ext__.halfvec[], boolean) is
+    'Internal: PR154 unless each vector has _embedding_dimensions() numbers (or is NULL, where allowed).';
+
+-- Vector literals as halfvecs (remember_keys takes its keys' vectors as text):
+-- PR154 for a literal pgvector refuses (not a vector, NaN or infinity, beyond
+-- halfvec's range), then as _checked_vectors.
 create or replace function __tenant__._embedding_vectors(p_embeddings text[], p_nulls_allowed boolean default false)
 returns __ext__.halfvec[]
 language plpgsql stable
@@ -4656,7 +4681,6 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_vectors __ext__.halfvec[];
-    v_bad integer;
 begin
     begin
         v_vectors := p_embeddings::__ext__.halfvec[];
@@ -4665,18 +4689,12 @@ begin
         perform _fail('PR154', format('an embedding is not a vector of %s finite numbers: %s',
                                       _embedding_dimensions(), sqlerrm));
     end;
-    select min(__ext__.vector_dims(e)) into v_bad
-      from unnest(v_vectors) e where __ext__.vector_dims(e) <> _embedding_dimensions();
-    if v_bad is not null or (not p_nulls_allowed and array_position(v_vectors, null) is not null) then
-        perform _fail('PR154', format('an embedding has %s dimensions, not %s', coalesce(v_bad::text, 'no'),
-                                      _embedding_dimensions()));
-    end if;
-    return v_vectors;
+    return _checked_vectors(v_vectors, p_nulls_allowed);
 end
 $$;
 comment on function __tenant__._embedding_vectors(text[], boolean) is
-    'Internal: vector literals as halfvecs, parsed once; PR154 unless each is _embedding_dimensions() finite numbers (or NULL, where allowed).';
-$pgrecall_8cb13b50d3be$)
+    'Internal: vector literals as halfvecs; PR154 unless each is _embedding_dimensions() finite numbers (or NULL, where allowed).';
+$pgrecall_cb6dd28a0f95$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -6903,7 +6921,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 19, $pgrecall_10728361c99b$ebce5273191a604123da9c8f605df2548910ca70fc6c978b9f63255881615389$pgrecall_10728361c99b$, $pgrecall_ebce5273191a$-- remember: write what the agent decided to keep, with who may see it, why
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 19, $pgrecall_6112c5f69220$d15cdb551778344035babcb99d249f66d6248a0064903eb03f23e9b2c7147c38$pgrecall_6112c5f69220$, $pgrecall_d15cdb551778$-- remember: write what the agent decided to keep, with who may see it, why
 -- it may be used, and the observations that stated it. Capture writes only
 -- what was explicitly stated: empty or ambiguous input is a no-op that says
 -- why, never an error and never a guess.
@@ -7371,7 +7389,7 @@ comment on function __tenant__._remember_links(text, jsonb, bigint[], bigint[]) 
 -- Under input version 1 the text is the memory's own (title and body, as
 -- stored: trimmed). A NULL element is an item without one (queued as usual).
 -- Returns the vectors parsed, or NULL when none were given.
-create or replace function __tenant__._given_vectors(p_items jsonb, p_embeddings text[], p_model text,
+create or replace function __tenant__._given_vectors(p_items jsonb, p_embeddings __ext__.halfvec[], p_model text,
                                                     p_input_version integer)
 returns __ext__.halfvec[]
 language plpgsql stable
@@ -7401,11 +7419,11 @@ begin
                       'Embed with the tenant''s model and input version, or leave the embeddings out: '
                       'the worker embeds what is queued.');
     end if;
-    return _embedding_vectors(p_embeddings, true);
+    return _checked_vectors(p_embeddings, true);
 end
 $$;
-comment on function __tenant__._given_vectors(jsonb, text[], text, integer) is
-    'Internal: a caller''s vectors for a remember batch, parsed; PR107/PR154 if malformed, PR155 unless stamped with the tenant''s model and input version.';
+comment on function __tenant__._given_vectors(jsonb, __ext__.halfvec[], text, integer) is
+    'Internal: a caller''s vectors for a remember batch, checked; PR107/PR154 if malformed, PR155 unless stamped with the tenant''s model and input version.';
 
 -- The new memories of a batch (p_rows as _remember_numbered numbers them):
 -- those the caller gave a vector for (p_given), or the others.
@@ -7501,7 +7519,7 @@ comment on function __tenant__._remember_vectors(jsonb, __ext__.halfvec[], text,
 -- of the statement that wrote a batch was re-made on every remember(), ~15% of
 -- its server time. Each step is a statement of its own (see _remember_links).
 create or replace function __tenant__._remember_batch(p_principal_id bigint, p_scope text, p_items jsonb,
-                                                     p_embeddings text[] default null,
+                                                     p_embeddings __ext__.halfvec[] default null,
                                                      p_embedding_model text default null,
                                                      p_embedding_input_version integer default null)
 returns table (ordinal integer, memory_id bigint, status text, reason text)
@@ -7592,7 +7610,7 @@ begin
     perform set_config('plan_cache_mode', v_saved_plan_mode, true);
 end
 $$;
-comment on function __tenant__._remember_batch(bigint, text, jsonb, text[], text, integer) is
+comment on function __tenant__._remember_batch(bigint, text, jsonb, __ext__.halfvec[], text, integer) is
     'Internal: the set-wise body of remember() and remember_many().';
 
 create or replace function __tenant__.remember(
@@ -7609,7 +7627,7 @@ create or replace function __tenant__.remember(
     p_about            text[] default '{}',    -- entity names
     p_observer         text default null,      -- whose view it is (a peer name); NULL: the global view
     p_widening_reason  text default null,      -- why it may reach more peers than a turn it cites
-    p_embedding        text default null,      -- the caller's vector of it, a literal '[0.1,...]' (NULL: queued)
+    p_embedding        __ext__.halfvec default null,  -- the caller's vector of it (NULL: queued)
     p_embedding_model  text default null,      -- ... the model that made it
     p_embedding_input_version integer default null  -- ... and the input version of the text it embedded
 )
@@ -7633,13 +7651,13 @@ begin
 end
 $$;
 comment on function __tenant__.remember(text, text[], text, text, bigint[], text[], text, text, text, double precision,
-                                        text[], text, text, text, text, integer) is
+                                        text[], text, text, __ext__.halfvec, text, integer) is
     'Writes a memory with its audience, purposes and evidence; empty or ambiguous input is a no-op with a reason; '
     'PR116 when it would reach more peers than a turn it cites, unless p_widening_reason says why. With '
     'p_embedding (stamped with the tenant''s model and input version, PR155 otherwise) its vector is written too.';
 
 create or replace function __tenant__.remember_many(p_principal text, p_scopes text[], p_scope text, p_items jsonb,
-                                                   p_embeddings text[] default null,
+                                                   p_embeddings __ext__.halfvec[] default null,
                                                    p_embedding_model text default null,
                                                    p_embedding_input_version integer default null)
 returns table (ordinal integer, memory_id bigint, status text, reason text)
@@ -7658,7 +7676,7 @@ begin
                                                p_embedding_input_version);
 end
 $$;
-comment on function __tenant__.remember_many(text, text[], text, jsonb, text[], text, integer) is
+comment on function __tenant__.remember_many(text, text[], text, jsonb, __ext__.halfvec[], text, integer) is
     'remember() for a batch: items as a JSON array; all are validated before any is written. One row per item. '
     'p_embeddings: the caller''s vector of each item (NULL for one without), stamped with the tenant''s model and '
     'input version (PR155 otherwise), written with the memories.';
@@ -7727,7 +7745,7 @@ comment on function __tenant__.remember_said(text, text[], text, text, text[], t
                                              text[], bigint[], text, jsonb, text) is
     'Appends what was said (as the principal''s note) and remembers it, citing it, in one call; a memory that is a '
     'no-op or refused leaves no turn (log_offset NULL).';
-$pgrecall_ebce5273191a$)
+$pgrecall_d15cdb551778$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -12045,7 +12063,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$, null, 36, $pgrecall_ef5ddf90cc34$316f66d02e1d621288088a776cb6b433338af50ad2f256fed6a1b6fe38fea538$pgrecall_ef5ddf90cc34$, $pgrecall_316f66d02e1d$-- Embeddings are a derived index: the write path queues work here, the
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$, null, 36, $pgrecall_eac40032222a$6ffc88d107e711386b3702e53966e06ad70d33c2910e9f3529279c3c35341a31$pgrecall_eac40032222a$, $pgrecall_6ffc88d107e7$-- Embeddings are a derived index: the write path queues work here, the
 -- worker (pgrecall worker) claims it with SKIP LOCKED under a lease, embeds
 -- the text this file chooses, and stores the vector stamped with the model
 -- and input version. A result computed from text that has since changed, or
@@ -12280,10 +12298,10 @@ create or replace function __tenant__.complete_embedding_jobs(
     p_worker         text,
     p_memory_ids     bigint[],
     p_generations    bigint[],
-    p_embeddings     text[],          -- vector literals, '[0.1,0.2,...]'
+    p_embeddings     __ext__.halfvec[],
     p_model          text,
     p_input_version  integer,
-    p_text_embeddings text[] default null  -- of each job's text_input; NULL (an older worker): none
+    p_text_embeddings __ext__.halfvec[] default null  -- of each job's text_input; NULL (an older worker): none
 )
 returns integer
 language plpgsql
@@ -12303,7 +12321,7 @@ begin
         end if;
         perform _embedding_results_usable('memory text', p_memory_ids, p_generations, p_text_embeddings, p_model,
                                           p_input_version);
-        v_text_vectors := _embedding_vectors(p_text_embeddings);
+        v_text_vectors := _checked_vectors(p_text_embeddings);
     end if;
     if not _embedding_results_usable('memory', p_memory_ids, p_generations, p_embeddings, p_model,
                                      p_input_version) then
@@ -12311,7 +12329,7 @@ begin
         -- jobs were re-queued by set_embedding_version(); drop these results.
         return 0;
     end if;
-    v_vectors := _embedding_vectors(p_embeddings);
+    v_vectors := _checked_vectors(p_embeddings);
     -- Only jobs this worker still holds at the generation it was given, locked
     -- until the transaction ends: a re-worded memory, a lease taken over by
     -- another worker, or a caller who wrote the vector with the memory
@@ -12357,7 +12375,8 @@ begin
     return cardinality(v_stored);
 end
 $$;
-comment on function __tenant__.complete_embedding_jobs(text, bigint[], bigint[], text[], text, integer, text[]) is
+comment on function __tenant__.complete_embedding_jobs(text, bigint[], bigint[], __ext__.halfvec[], text, integer,
+                                                        __ext__.halfvec[]) is
     'Stores the worker''s embeddings (and those of the memories'' own texts) for jobs it still holds at the same generation; returns how many were stored.';
 
 create or replace function __tenant__.release_embedding_jobs(p_worker text, p_memory_ids bigint[])
@@ -12405,7 +12424,7 @@ create or replace function __tenant__.complete_passage_embedding_jobs(
     p_worker         text,
     p_passage_ids    bigint[],
     p_generations    bigint[],
-    p_embeddings     text[],
+    p_embeddings     __ext__.halfvec[],
     p_model          text,
     p_input_version  integer
 )
@@ -12424,7 +12443,7 @@ begin
                                      p_input_version) then
         return 0;  -- the tenant switched model or version meanwhile; the jobs were re-queued
     end if;
-    v_vectors := _embedding_vectors(p_embeddings);
+    v_vectors := _checked_vectors(p_embeddings);
     -- Only jobs this worker still holds at the generation it was given.
     v_held := array(select _lease_held_passage_embedding(p_worker, p_passage_ids, p_generations));
     with stored as (
@@ -12440,7 +12459,7 @@ begin
     return _lease_done_passage_embedding(v_stored);
 end
 $$;
-comment on function __tenant__.complete_passage_embedding_jobs(text, bigint[], bigint[], text[], text, integer) is
+comment on function __tenant__.complete_passage_embedding_jobs(text, bigint[], bigint[], __ext__.halfvec[], text, integer) is
     'Stores the worker''s passage embeddings for jobs it still holds at the same generation; returns how many.';
 
 create or replace function __tenant__.release_passage_embedding_jobs(p_worker text, p_passage_ids bigint[])
@@ -12565,7 +12584,7 @@ end
 $$;
 comment on function __tenant__.set_embedding_version(text, integer) is
     'Switches the embedding model or input version and queues every live memory; stale vectors are ignored until rebuilt.';
-$pgrecall_316f66d02e1d$)
+$pgrecall_6ffc88d107e7$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

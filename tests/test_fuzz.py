@@ -69,6 +69,14 @@ VALUES: dict[str, list] = {
                            [None] * 384, [1e308] * 384, [0.0] * 384, [0.1] * 100000],
     "integer[]": [[1], None, [], [0], [-1], [2**31 - 1]],
 }
+# Vectors given as pgvector's halfvec: a value the type refuses (not a literal, NaN, beyond half precision) is
+# refused as the argument is cast, before any function runs, as a malformed timestamp is; what reaches the
+# function is any count of numbers, or none.
+_LITERAL = str(VEC).replace(" ", "")
+VALUES["halfvec"] = [_LITERAL, "[1,2,3]", str(VEC[:383]).replace(" ", ""), str(VEC * 2).replace(" ", ""), None]
+VALUES["halfvec[]"] = [[_LITERAL], None, [], [None], ["[1,2,3]"], [_LITERAL, None], [_LITERAL] * 1000,
+                       [str(VEC[:383]).replace(" ", "")]]
+VALUES["public.halfvec"], VALUES["public.halfvec[]"] = VALUES["halfvec"], VALUES["halfvec[]"]
 
 
 # A value that passes each parameter's checks, so that a call gets past the principal and the scopes to

@@ -306,3 +306,34 @@ def test_a_session_that_turns_the_skip_on_still_gets_derived_superseded_and_stor
         assert conn.execute("show pgrecall.memory_vectors_given").fetchone()[0] == "on"
     for memory_id in (moved, drawn, put.memory_id):
         assert _jobs(db, "iv", [memory_id]) == 1, memory_id
+
+
+def test_a_sql_caller_gives_pgvectors_vectors_as_they_are(db, conninfo):
+    """remember_many and remember take the vectors as pgvector's halfvec: a SQL caller passes its vector[] (or
+    halfvec[]) values without turning them into text, and each is stored as given, at half precision."""
+    mem = _tenant(db, conninfo, "iv")
+    offsets = _turns(mem, ["Ana bakes sourdough", "Ana's starter is called Bob"])
+    first, second = np.linspace(-0.1, 0.1, 384, dtype=np.float32), np.linspace(0.1, -0.1, 384, dtype=np.float32)
+    with conninfo.connect(user="pgrecall_iv_app") as app:
+        made = app.execute(
+            "select memory_id from iv.remember_many('bot', '{default}', 'default', %s::jsonb,"
+            " array[%s::real[]::vector, null], %s, 1)",
+            (psycopg.types.json.Jsonb(_items(["Ana bakes sourdough", "Ana's starter is called Bob"], offsets)),
+             first.tolist(), MODEL)).fetchall()
+        one = app.execute("select memory_id from iv.remember('bot', '{default}', 'default', 'Ana bakes on Sundays',"
+                          " %s, '{converse}', p_embedding => %s::real[]::halfvec, p_embedding_model => %s,"
+                          " p_embedding_input_version => 1)", ([offsets[0]], second.tolist(), MODEL)).fetchone()
+    stored = _stored(db, "iv", [made[0][0], made[1][0], one[0]])
+    assert np.array_equal(stored[made[0][0]][0], _halfvec(first))
+    assert made[1][0] not in stored and _jobs(db, "iv", [made[1][0]]) == 1  # the item without one is queued
+    assert np.array_equal(stored[one[0]][0], _halfvec(second))
+
+
+@pytest.mark.parametrize("bad", [np.full(384, np.nan), np.full(384, 1e6)])
+def test_a_vector_half_precision_cannot_hold_is_refused_by_the_driver_naming_it(db, conninfo, bad):
+    mem = _tenant(db, conninfo, "iv")
+    [offset] = _turns(mem, ["Ana rows on the Douro"])
+    with pytest.raises(errors.InvalidArgument, match="384 finite numbers within"):
+        mem.remember_many(_items(["Ana rows on the Douro"], [offset]), embeddings=[bad], embedding_model=MODEL,
+                          embedding_input_version=1)
+    assert db.execute("select count(*) from iv.memory").fetchone()[0] == 0

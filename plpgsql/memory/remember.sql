@@ -466,7 +466,7 @@ comment on function __tenant__._remember_links(text, jsonb, bigint[], bigint[]) 
 -- Under input version 1 the text is the memory's own (title and body, as
 -- stored: trimmed). A NULL element is an item without one (queued as usual).
 -- Returns the vectors parsed, or NULL when none were given.
-create or replace function __tenant__._given_vectors(p_items jsonb, p_embeddings text[], p_model text,
+create or replace function __tenant__._given_vectors(p_items jsonb, p_embeddings __ext__.halfvec[], p_model text,
                                                     p_input_version integer)
 returns __ext__.halfvec[]
 language plpgsql stable
@@ -496,11 +496,11 @@ begin
                       'Embed with the tenant''s model and input version, or leave the embeddings out: '
                       'the worker embeds what is queued.');
     end if;
-    return _embedding_vectors(p_embeddings, true);
+    return _checked_vectors(p_embeddings, true);
 end
 $$;
-comment on function __tenant__._given_vectors(jsonb, text[], text, integer) is
-    'Internal: a caller''s vectors for a remember batch, parsed; PR107/PR154 if malformed, PR155 unless stamped with the tenant''s model and input version.';
+comment on function __tenant__._given_vectors(jsonb, __ext__.halfvec[], text, integer) is
+    'Internal: a caller''s vectors for a remember batch, checked; PR107/PR154 if malformed, PR155 unless stamped with the tenant''s model and input version.';
 
 -- The new memories of a batch (p_rows as _remember_numbered numbers them):
 -- those the caller gave a vector for (p_given), or the others.
@@ -596,7 +596,7 @@ comment on function __tenant__._remember_vectors(jsonb, __ext__.halfvec[], text,
 -- of the statement that wrote a batch was re-made on every remember(), ~15% of
 -- its server time. Each step is a statement of its own (see _remember_links).
 create or replace function __tenant__._remember_batch(p_principal_id bigint, p_scope text, p_items jsonb,
-                                                     p_embeddings text[] default null,
+                                                     p_embeddings __ext__.halfvec[] default null,
                                                      p_embedding_model text default null,
                                                      p_embedding_input_version integer default null)
 returns table (ordinal integer, memory_id bigint, status text, reason text)
@@ -687,7 +687,7 @@ begin
     perform set_config('plan_cache_mode', v_saved_plan_mode, true);
 end
 $$;
-comment on function __tenant__._remember_batch(bigint, text, jsonb, text[], text, integer) is
+comment on function __tenant__._remember_batch(bigint, text, jsonb, __ext__.halfvec[], text, integer) is
     'Internal: the set-wise body of remember() and remember_many().';
 
 create or replace function __tenant__.remember(
@@ -704,7 +704,7 @@ create or replace function __tenant__.remember(
     p_about            text[] default '{}',    -- entity names
     p_observer         text default null,      -- whose view it is (a peer name); NULL: the global view
     p_widening_reason  text default null,      -- why it may reach more peers than a turn it cites
-    p_embedding        text default null,      -- the caller's vector of it, a literal '[0.1,...]' (NULL: queued)
+    p_embedding        __ext__.halfvec default null,  -- the caller's vector of it (NULL: queued)
     p_embedding_model  text default null,      -- ... the model that made it
     p_embedding_input_version integer default null  -- ... and the input version of the text it embedded
 )
@@ -728,13 +728,13 @@ begin
 end
 $$;
 comment on function __tenant__.remember(text, text[], text, text, bigint[], text[], text, text, text, double precision,
-                                        text[], text, text, text, text, integer) is
+                                        text[], text, text, __ext__.halfvec, text, integer) is
     'Writes a memory with its audience, purposes and evidence; empty or ambiguous input is a no-op with a reason; '
     'PR116 when it would reach more peers than a turn it cites, unless p_widening_reason says why. With '
     'p_embedding (stamped with the tenant''s model and input version, PR155 otherwise) its vector is written too.';
 
 create or replace function __tenant__.remember_many(p_principal text, p_scopes text[], p_scope text, p_items jsonb,
-                                                   p_embeddings text[] default null,
+                                                   p_embeddings __ext__.halfvec[] default null,
                                                    p_embedding_model text default null,
                                                    p_embedding_input_version integer default null)
 returns table (ordinal integer, memory_id bigint, status text, reason text)
@@ -753,7 +753,7 @@ begin
                                                p_embedding_input_version);
 end
 $$;
-comment on function __tenant__.remember_many(text, text[], text, jsonb, text[], text, integer) is
+comment on function __tenant__.remember_many(text, text[], text, jsonb, __ext__.halfvec[], text, integer) is
     'remember() for a batch: items as a JSON array; all are validated before any is written. One row per item. '
     'p_embeddings: the caller''s vector of each item (NULL for one without), stamped with the tenant''s model and '
     'input version (PR155 otherwise), written with the memories.';

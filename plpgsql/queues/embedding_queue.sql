@@ -233,10 +233,10 @@ create or replace function __tenant__.complete_embedding_jobs(
     p_worker         text,
     p_memory_ids     bigint[],
     p_generations    bigint[],
-    p_embeddings     text[],          -- vector literals, '[0.1,0.2,...]'
+    p_embeddings     __ext__.halfvec[],
     p_model          text,
     p_input_version  integer,
-    p_text_embeddings text[] default null  -- of each job's text_input; NULL (an older worker): none
+    p_text_embeddings __ext__.halfvec[] default null  -- of each job's text_input; NULL (an older worker): none
 )
 returns integer
 language plpgsql
@@ -256,7 +256,7 @@ begin
         end if;
         perform _embedding_results_usable('memory text', p_memory_ids, p_generations, p_text_embeddings, p_model,
                                           p_input_version);
-        v_text_vectors := _embedding_vectors(p_text_embeddings);
+        v_text_vectors := _checked_vectors(p_text_embeddings);
     end if;
     if not _embedding_results_usable('memory', p_memory_ids, p_generations, p_embeddings, p_model,
                                      p_input_version) then
@@ -264,7 +264,7 @@ begin
         -- jobs were re-queued by set_embedding_version(); drop these results.
         return 0;
     end if;
-    v_vectors := _embedding_vectors(p_embeddings);
+    v_vectors := _checked_vectors(p_embeddings);
     -- Only jobs this worker still holds at the generation it was given, locked
     -- until the transaction ends: a re-worded memory, a lease taken over by
     -- another worker, or a caller who wrote the vector with the memory
@@ -310,7 +310,8 @@ begin
     return cardinality(v_stored);
 end
 $$;
-comment on function __tenant__.complete_embedding_jobs(text, bigint[], bigint[], text[], text, integer, text[]) is
+comment on function __tenant__.complete_embedding_jobs(text, bigint[], bigint[], __ext__.halfvec[], text, integer,
+                                                        __ext__.halfvec[]) is
     'Stores the worker''s embeddings (and those of the memories'' own texts) for jobs it still holds at the same generation; returns how many were stored.';
 
 create or replace function __tenant__.release_embedding_jobs(p_worker text, p_memory_ids bigint[])
@@ -358,7 +359,7 @@ create or replace function __tenant__.complete_passage_embedding_jobs(
     p_worker         text,
     p_passage_ids    bigint[],
     p_generations    bigint[],
-    p_embeddings     text[],
+    p_embeddings     __ext__.halfvec[],
     p_model          text,
     p_input_version  integer
 )
@@ -377,7 +378,7 @@ begin
                                      p_input_version) then
         return 0;  -- the tenant switched model or version meanwhile; the jobs were re-queued
     end if;
-    v_vectors := _embedding_vectors(p_embeddings);
+    v_vectors := _checked_vectors(p_embeddings);
     -- Only jobs this worker still holds at the generation it was given.
     v_held := array(select _lease_held_passage_embedding(p_worker, p_passage_ids, p_generations));
     with stored as (
@@ -393,7 +394,7 @@ begin
     return _lease_done_passage_embedding(v_stored);
 end
 $$;
-comment on function __tenant__.complete_passage_embedding_jobs(text, bigint[], bigint[], text[], text, integer) is
+comment on function __tenant__.complete_passage_embedding_jobs(text, bigint[], bigint[], __ext__.halfvec[], text, integer) is
     'Stores the worker''s passage embeddings for jobs it still holds at the same generation; returns how many.';
 
 create or replace function __tenant__.release_passage_embedding_jobs(p_worker text, p_passage_ids bigint[])

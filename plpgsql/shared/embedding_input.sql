@@ -5,9 +5,10 @@
 -- array length, and that the tenant still embeds with this model and input
 -- version. False when it has switched meanwhile (the jobs were re-queued,
 -- so these results are dropped, not an error). The vectors themselves are
--- checked as they are parsed (_embedding_vectors).
+-- checked apart (_checked_vectors).
 create or replace function __tenant__._embedding_results_usable(
-    p_what text, p_ids bigint[], p_generations bigint[], p_embeddings text[], p_model text, p_input_version integer)
+    p_what text, p_ids bigint[], p_generations bigint[], p_embeddings __ext__.halfvec[], p_model text,
+    p_input_version integer)
 returns boolean
 language plpgsql stable
 security definer
@@ -23,7 +24,7 @@ begin
        and p_input_version is not distinct from (_setting_value('embedding_input_version') #>> '{}')::integer;
 end
 $$;
-comment on function __tenant__._embedding_results_usable(text, bigint[], bigint[], text[], text, integer) is
+comment on function __tenant__._embedding_results_usable(text, bigint[], bigint[], __ext__.halfvec[], text, integer) is
     'Internal: PR107 unless a worker''s results are arrays of one length; false when the tenant switched model or input version.';
 
 -- How many numbers every vector of the tenant holds: the type of its vector
@@ -40,13 +41,37 @@ $$;
 comment on function __tenant__._embedding_dimensions() is
     'Internal: the number of dimensions of every vector the tenant stores (its vector columns'' type).';
 
--- Vector literals as the halfvecs they are stored as, parsed once: the
--- worker's results and a caller's vectors are read here and nowhere else
--- (each parse of 500 literals of 384 numbers is some 20 ms). PR154 for a
--- literal pgvector refuses (not a vector, NaN or infinity, beyond halfvec's
--- range) and for any other count of dimensions than _embedding_dimensions().
--- A NULL element is refused too, unless p_nulls_allowed (remember_many: an
--- item without one).
+-- The vectors a caller or the worker hands in, as halfvecs (the driver sends
+-- pgvector's vectors in binary, cast on the way in: a literal parsed from text
+-- cost 30 us a vector, 3% of a bulk remember): PR154 for any other count of
+-- dimensions than _embedding_dimensions(). pgvector refuses NaN, infinity and
+-- values beyond halfvec's range as the argument is read. A NULL element is
+-- refused too, unless p_nulls_allowed (remember_many: an item without one).
+create or replace function __tenant__._checked_vectors(p_vectors __ext__.halfvec[],
+                                                      p_nulls_allowed boolean default false)
+returns __ext__.halfvec[]
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_bad integer;
+begin
+    select min(__ext__.vector_dims(e)) into v_bad
+      from unnest(p_vectors) e where __ext__.vector_dims(e) <> _embedding_dimensions();
+    if v_bad is not null or (not p_nulls_allowed and array_position(p_vectors, null) is not null) then
+        perform _fail('PR154', format('an embedding has %s dimensions, not %s', coalesce(v_bad::text, 'no'),
+                                      _embedding_dimensions()));
+    end if;
+    return p_vectors;
+end
+$$;
+comment on function __tenant__._checked_vectors(__ext__.halfvec[], boolean) is
+    'Internal: PR154 unless each vector has _embedding_dimensions() numbers (or is NULL, where allowed).';
+
+-- Vector literals as halfvecs (remember_keys takes its keys' vectors as text):
+-- PR154 for a literal pgvector refuses (not a vector, NaN or infinity, beyond
+-- halfvec's range), then as _checked_vectors.
 create or replace function __tenant__._embedding_vectors(p_embeddings text[], p_nulls_allowed boolean default false)
 returns __ext__.halfvec[]
 language plpgsql stable
@@ -55,7 +80,6 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_vectors __ext__.halfvec[];
-    v_bad integer;
 begin
     begin
         v_vectors := p_embeddings::__ext__.halfvec[];
@@ -64,14 +88,8 @@ begin
         perform _fail('PR154', format('an embedding is not a vector of %s finite numbers: %s',
                                       _embedding_dimensions(), sqlerrm));
     end;
-    select min(__ext__.vector_dims(e)) into v_bad
-      from unnest(v_vectors) e where __ext__.vector_dims(e) <> _embedding_dimensions();
-    if v_bad is not null or (not p_nulls_allowed and array_position(v_vectors, null) is not null) then
-        perform _fail('PR154', format('an embedding has %s dimensions, not %s', coalesce(v_bad::text, 'no'),
-                                      _embedding_dimensions()));
-    end if;
-    return v_vectors;
+    return _checked_vectors(v_vectors, p_nulls_allowed);
 end
 $$;
 comment on function __tenant__._embedding_vectors(text[], boolean) is
-    'Internal: vector literals as halfvecs, parsed once; PR154 unless each is _embedding_dimensions() finite numbers (or NULL, where allowed).';
+    'Internal: vector literals as halfvecs; PR154 unless each is _embedding_dimensions() finite numbers (or NULL, where allowed).';

@@ -334,6 +334,9 @@ def timestamp(value: str | datetime) -> datetime:
 REAL_ARRAY = "real[]"
 TEXT_ARRAY = "text[]"
 TEXT = "text"
+# No cast: pgvector's vector (or an array of them) where the tenant function takes halfvec, which PostgreSQL
+# casts to on the way in (an implicit cast of pgvector's); the driver need not name the extension's schema.
+AS_HALFVEC = ""
 
 
 @dataclass(frozen=True)
@@ -343,7 +346,7 @@ class Cast:
     driver, never taken from a caller."""
 
     value: Any
-    to: str  # REAL_ARRAY, TEXT_ARRAY or TEXT
+    to: str  # REAL_ARRAY, TEXT_ARRAY, TEXT or AS_HALFVEC
 
 
 @dataclass(frozen=True, slots=True)
@@ -407,8 +410,9 @@ def _compose(tenant: str, function: str, arguments: tuple[tuple[str, str | None]
     passed = sql.SQL(", ").join(
         sql.SQL("{} => {}").format(
             sql.Identifier("p_" + name),
-            sql.SQL("{}::{}").format(sql.Placeholder(name, PyFormat.BINARY), sql.SQL(cast))
-            if cast is not None else sql.Placeholder(name))
+            sql.Placeholder(name) if cast is None
+            else sql.Placeholder(name, PyFormat.BINARY) if cast == AS_HALFVEC
+            else sql.SQL("{}::{}").format(sql.Placeholder(name, PyFormat.BINARY), sql.SQL(cast)))
         for name, cast in arguments)
     target = sql.SQL("{}.{}({})").format(sql.Identifier(tenant), sql.Identifier(function), passed)
     if columns is None:

@@ -864,8 +864,8 @@ SIGNATURES: dict[str, tuple[tuple[str, str, bool], ...]] = {
     'claim_embedding_jobs': (('worker', 'text', False), ('limit', 'integer', True)),
     'claim_passage_embedding_jobs': (('worker', 'text', False), ('limit', 'integer', True)),
     'claim_tasks': (('worker', 'text', False), ('limit', 'integer', True), ('task_types', 'text[]', True)),
-    'complete_embedding_jobs': (('worker', 'text', False), ('memory_ids', 'bigint[]', False), ('generations', 'bigint[]', False), ('embeddings', 'text[]', False), ('model', 'text', False), ('input_version', 'integer', False), ('text_embeddings', 'text[]', True)),
-    'complete_passage_embedding_jobs': (('worker', 'text', False), ('passage_ids', 'bigint[]', False), ('generations', 'bigint[]', False), ('embeddings', 'text[]', False), ('model', 'text', False), ('input_version', 'integer', False)),
+    'complete_embedding_jobs': (('worker', 'text', False), ('memory_ids', 'bigint[]', False), ('generations', 'bigint[]', False), ('embeddings', 'public.halfvec[]', False), ('model', 'text', False), ('input_version', 'integer', False), ('text_embeddings', 'public.halfvec[]', True)),
+    'complete_passage_embedding_jobs': (('worker', 'text', False), ('passage_ids', 'bigint[]', False), ('generations', 'bigint[]', False), ('embeddings', 'public.halfvec[]', False), ('model', 'text', False), ('input_version', 'integer', False)),
     'complete_task': (('worker', 'text', False), ('task_id', 'bigint', False), ('lease_token', 'uuid', False), ('result', 'jsonb', True)),
     'correct': (('principal', 'text', False), ('scopes', 'text[]', False), ('memory_id', 'bigint', False), ('expected_revision', 'integer', False), ('body', 'text', False), ('title', 'text', True), ('reason', 'text', True), ('evidence', 'bigint[]', True), ('widening_reason', 'text', True)),
     'create_session': (('principal', 'text', False), ('scopes', 'text[]', False), ('scope', 'text', False), ('name', 'text', True), ('metadata', 'jsonb', True), ('data_subject_id', 'text', True)),
@@ -902,9 +902,9 @@ SIGNATURES: dict[str, tuple[tuple[str, str, bool], ...]] = {
     'refresh_term_stats': (),
     'release_embedding_jobs': (('worker', 'text', False), ('memory_ids', 'bigint[]', False)),
     'release_passage_embedding_jobs': (('worker', 'text', False), ('passage_ids', 'bigint[]', False)),
-    'remember': (('principal', 'text', False), ('scopes', 'text[]', False), ('scope', 'text', False), ('body', 'text', False), ('evidence', 'bigint[]', False), ('purposes', 'text[]', False), ('audience', 'text', True), ('kind', 'text', True), ('title', 'text', True), ('confidence', 'double precision', True), ('about', 'text[]', True), ('observer', 'text', True), ('widening_reason', 'text', True), ('embedding', 'text', True), ('embedding_model', 'text', True), ('embedding_input_version', 'integer', True)),
+    'remember': (('principal', 'text', False), ('scopes', 'text[]', False), ('scope', 'text', False), ('body', 'text', False), ('evidence', 'bigint[]', False), ('purposes', 'text[]', False), ('audience', 'text', True), ('kind', 'text', True), ('title', 'text', True), ('confidence', 'double precision', True), ('about', 'text[]', True), ('observer', 'text', True), ('widening_reason', 'text', True), ('embedding', 'public.halfvec', True), ('embedding_model', 'text', True), ('embedding_input_version', 'integer', True)),
     'remember_keys': (('principal', 'text', False), ('scopes', 'text[]', False), ('memory_id', 'bigint', False), ('keys', 'text[]', False), ('embeddings', 'text[]', True), ('embedding_model', 'text', True)),
-    'remember_many': (('principal', 'text', False), ('scopes', 'text[]', False), ('scope', 'text', False), ('items', 'jsonb', False), ('embeddings', 'text[]', True), ('embedding_model', 'text', True), ('embedding_input_version', 'integer', True)),
+    'remember_many': (('principal', 'text', False), ('scopes', 'text[]', False), ('scope', 'text', False), ('items', 'jsonb', False), ('embeddings', 'public.halfvec[]', True), ('embedding_model', 'text', True), ('embedding_input_version', 'integer', True)),
     'remember_said': (('principal', 'text', False), ('scopes', 'text[]', False), ('scope', 'text', False), ('said', 'text', False), ('purposes', 'text[]', False), ('body', 'text', True), ('audience', 'text', True), ('kind', 'text', True), ('title', 'text', True), ('confidence', 'double precision', True), ('about', 'text[]', True), ('evidence', 'bigint[]', True), ('source_role', 'text', True), ('payload', 'jsonb', True), ('widening_reason', 'text', True)),
     'remove_session_peers': (('principal', 'text', False), ('scopes', 'text[]', False), ('session', 'bigint', False), ('peers', 'text[]', False)),
     'representation': (('principal', 'text', False), ('scopes', 'text[]', False), ('target', 'text', False), ('observer', 'text', True), ('purpose', 'text', True), ('limit', 'integer', True)),
@@ -1056,13 +1056,13 @@ def claim_tasks(h: Handle, worker: str, *, limit: int | None = 10, task_types: S
     return _rows('claim_tasks', args, ClaimTasksRow)
 
 
-def complete_embedding_jobs(h: Handle, worker: str, memory_ids: Sequence[int], generations: Sequence[int], embeddings: Sequence[str], model: str, input_version: int, *, text_embeddings: Sequence[str] | None = None) -> Call[int]:
+def complete_embedding_jobs(h: Handle, worker: str, memory_ids: Sequence[int], generations: Sequence[int], embeddings: Sequence[Any], model: str, input_version: int, *, text_embeddings: Sequence[Any] | None = None) -> Call[int]:
     """Stores the worker's embeddings (and those of the memories' own texts) for jobs it still holds at the same generation; returns how many were stored."""
     args = _given({'worker': worker, 'memory_ids': _as_list(memory_ids), 'generations': _as_list(generations), 'embeddings': _as_list(embeddings), 'model': model, 'input_version': input_version, 'text_embeddings': _as_list(text_embeddings)}, ('text_embeddings',))
     return _value('complete_embedding_jobs', args, int)
 
 
-def complete_passage_embedding_jobs(h: Handle, worker: str, passage_ids: Sequence[int], generations: Sequence[int], embeddings: Sequence[str], model: str, input_version: int) -> Call[int]:
+def complete_passage_embedding_jobs(h: Handle, worker: str, passage_ids: Sequence[int], generations: Sequence[int], embeddings: Sequence[Any], model: str, input_version: int) -> Call[int]:
     """Stores the worker's passage embeddings for jobs it still holds at the same generation; returns how many."""
     args = _given({'worker': worker, 'passage_ids': _as_list(passage_ids), 'generations': _as_list(generations), 'embeddings': _as_list(embeddings), 'model': model, 'input_version': input_version}, ())
     return _value('complete_passage_embedding_jobs', args, int)
@@ -1312,7 +1312,7 @@ def release_passage_embedding_jobs(h: Handle, worker: str, passage_ids: Sequence
     return _value('release_passage_embedding_jobs', args, int)
 
 
-def remember(h: Handle, scope: str, body: str, evidence: Sequence[int], purposes: Sequence[str], *, audience: str | None = None, kind: str | None = 'note', title: str | None = None, confidence: float | None = 1.0, about: Sequence[str] | None = None, observer: str | None = None, widening_reason: str | None = None, embedding: str | None = None, embedding_model: str | None = None, embedding_input_version: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[RememberRow]]:
+def remember(h: Handle, scope: str, body: str, evidence: Sequence[int], purposes: Sequence[str], *, audience: str | None = None, kind: str | None = 'note', title: str | None = None, confidence: float | None = 1.0, about: Sequence[str] | None = None, observer: str | None = None, widening_reason: str | None = None, embedding: Any = None, embedding_model: str | None = None, embedding_input_version: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[RememberRow]]:
     """Writes a memory with its audience, purposes and evidence; empty or ambiguous input is a no-op with a reason; PR116 when it would reach more peers than a turn it cites, unless p_widening_reason says why. With p_embedding (stamped with the tenant's model and input version, PR155 otherwise) its vector is written too."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'body': body, 'evidence': _as_list(evidence), 'purposes': _as_list(purposes), 'audience': audience, 'kind': kind, 'title': title, 'confidence': confidence, 'about': _as_list(about), 'observer': observer, 'widening_reason': widening_reason, 'embedding': embedding, 'embedding_model': embedding_model, 'embedding_input_version': embedding_input_version}, ('audience', 'kind', 'title', 'confidence', 'about', 'observer', 'widening_reason', 'embedding', 'embedding_model', 'embedding_input_version'))
@@ -1326,7 +1326,7 @@ def remember_keys(h: Handle, memory_id: int, keys: Sequence[str], *, embeddings:
     return _value('remember_keys', args, int)
 
 
-def remember_many(h: Handle, scope: str, items: Any, *, embeddings: Sequence[str] | None = None, embedding_model: str | None = None, embedding_input_version: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[RememberManyRow]]:
+def remember_many(h: Handle, scope: str, items: Any, *, embeddings: Sequence[Any] | None = None, embedding_model: str | None = None, embedding_input_version: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[RememberManyRow]]:
     """remember() for a batch: items as a JSON array; all are validated before any is written. One row per item. p_embeddings: the caller's vector of each item (NULL for one without), stamped with the tenant's model and input version (PR155 otherwise), written with the memories."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'scope': scope, 'items': _as_json(items), 'embeddings': _as_list(embeddings), 'embedding_model': embedding_model, 'embedding_input_version': embedding_input_version}, ('embeddings', 'embedding_model', 'embedding_input_version'))

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from ._calls import TEXT_ARRAY, Call, Cast, Handle, rows
+from ._calls import AS_HALFVEC, Call, Cast, Handle, rows
 from ._calls import value as single_value
 from ._generated import EmbeddingStatus as EmbeddingStatus  # re-exported
 from ._generated import PassageEmbeddingChoice as PassageEmbeddingChoice  # re-exported
@@ -60,10 +60,10 @@ def complete_jobs(h: Handle, queue: Queue, worker: str, jobs: Sequence[Embedding
     (re-worded, lease lost, model switched) drops its vectors. Returns how many were stored."""
     args: dict[str, Any] = {
         "worker": worker, _ID[queue] + "s": [j.id for j in jobs], "generations": [j.generation for j in jobs],
-        "embeddings": Cast(list(vectors), TEXT_ARRAY), "model": jobs[0].model, "input_version": jobs[0].input_version,
+        "embeddings": Cast(list(vectors), AS_HALFVEC), "model": jobs[0].model, "input_version": jobs[0].input_version,
     }
     if text_vectors is not None:
-        args["text_embeddings"] = Cast(list(text_vectors), TEXT_ARRAY)
+        args["text_embeddings"] = Cast(list(text_vectors), AS_HALFVEC)
     return single_value(f"complete_{queue}_jobs", args, int)
 
 

@@ -22,8 +22,7 @@ from .. import boundary, errors, sources
 from ..embedder import DIMENSIONS, ModelUnavailable
 from . import _generated
 from ._calls import (
-    TEXT,
-    TEXT_ARRAY,
+    AS_HALFVEC,
     Call,
     Cast,
     Handle,
@@ -242,7 +241,7 @@ def remember(h: Handle, text: str, *, evidence: Sequence[int] = (), purposes: Se
     }
 
     def call(vectors: list[Vector | None] | None, model: str | None, version: int | None) -> Call[Remembered]:
-        given = {} if vectors is None else {"embedding": Cast(vectors[0], TEXT), "embedding_model": model,
+        given = {} if vectors is None else {"embedding": Cast(vectors[0], AS_HALFVEC), "embedding_model": model,
                                             "embedding_input_version": version}
         return one("remember", {**args, **given}, Remembered)
 
@@ -264,7 +263,7 @@ def remember_many(h: Handle, items: Sequence[Mapping[str, Any]], *, scope: str |
     args = {"principal": principal, "scopes": scopes, "scope": scope or scopes[0], "items": Jsonb(list(items))}
 
     def call(vectors: list[Vector | None] | None, model: str | None, version: int | None) -> Call[list[Remembered]]:
-        given = {} if vectors is None else {"embeddings": Cast(vectors, TEXT_ARRAY), "embedding_model": model,
+        given = {} if vectors is None else {"embeddings": Cast(vectors, AS_HALFVEC), "embedding_model": model,
                                             "embedding_input_version": version}
         return rows("remember_many", {**args, **given}, Remembered, ordered_by="ordinal")
 
@@ -286,15 +285,24 @@ def _own_text(item: Mapping[str, Any]) -> str:
     return body if title is None else f"{title}\n{body}"
 
 
+# The largest magnitude a halfvec holds: the tenant stores vectors at half precision.
+_HALFVEC_MAX = 65504.0
+
+
 def _as_vector(value: VectorLike | None) -> Vector | None:
     if value is None:
         return None
     try:
         array = np.asarray(value, dtype=np.float32)
-        return Vector(array)
+        vector = Vector(array)
     except (TypeError, ValueError) as exc:
         raise errors.InvalidArgument(f"an embedding must be {DIMENSIONS} numbers, not {type(value).__name__}",
                                      hint="Pass a sequence of floats or a 1-D numpy array.") from exc
+    # refused here, by name, rather than by pgvector as the argument is read
+    if not np.all(np.isfinite(array)) or np.any(np.abs(array) > _HALFVEC_MAX):
+        raise errors.InvalidArgument(f"an embedding must be {DIMENSIONS} finite numbers within +-{_HALFVEC_MAX:g}",
+                                     hint="The tenant stores vectors at half precision (pgvector's halfvec).")
+    return vector
 
 
 def _tenant_stamp(h: Handle) -> Program[tuple[str, int]]:
