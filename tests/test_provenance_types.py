@@ -4,10 +4,13 @@ memory's, and a tenant installed before the types keeps its memories' provenance
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
+
+from psycopg.types.range import Range
 
 import pgrecall
 from pgrecall.driver import FactProvenance, FactQuote, MemoryProvenance, ObservationRef, Provenance
+from pgrecall.render import jsonable
 
 
 def _a_memory(acme):
@@ -62,6 +65,19 @@ def test_a_fact_row_has_the_fact_provenance_and_no_memory_provenance(acme, conni
     assert isinstance(cited, FactProvenance) and isinstance(cited.evidence[0], FactQuote)
     assert (cited.subject, cited.object, cited.evidence[0].quote, cited.evidence[0].start, cited.offsets) == \
         ("Ana", "Porto", "moved to Porto", 2, [said])
+
+
+def test_a_fact_rows_valid_range_is_read_as_the_facts_own_is(acme):
+    """A fact's provenance in recall gives its valid range as facts_as_of does (a psycopg Range, not the text
+    PostgreSQL prints), so that `--json` and the MCP tools show it as {"from": ..., "to": null} (docs/cli.md)."""
+    said, _ = _a_memory(acme)
+    acme.assert_fact("Ana", "lives_in", "Porto", evidence=[{"offset": said, "quote": "moved to Porto"}],
+                     valid_from=datetime(2026, 5, 1, tzinfo=UTC))
+    [fact] = [i for i in acme.recall("Where does Ana live? Porto", mode="lexical").items if i.item == "fact"]
+    valid = fact.fact_provenance.valid
+    assert isinstance(valid, Range) and valid == acme.facts_as_of("Ana", "lives_in")[0].valid
+    assert (valid.lower, valid.upper) == (datetime(2026, 5, 1, tzinfo=UTC), None)
+    assert jsonable(fact.fact_provenance)["valid"] == {"from": "2026-05-01T00:00:00+00:00", "to": None}
 
 
 def test_python_reads_the_provenance_as_attributes(acme):

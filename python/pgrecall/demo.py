@@ -120,6 +120,8 @@ def _found_by(lexical: bool, dense: bool) -> str:
 
 def show(mem: Memory, principal: str, question: str, explain: bool = False) -> None:
     """The answers a principal may see, in plain words; with ``explain`` also how recall ranked them."""
+    from .cli._common import _range_text  # the command line's way of writing a range (cli imports this module)
+
     r = mem.recall(question, principal=principal, limit=3)
     m = r.meta
     print(f"\n{principal} asks: {question!r}")
@@ -135,7 +137,7 @@ def show(mem: Memory, principal: str, question: str, explain: bool = False) -> N
     for item in r.items:
         fact = item.fact_provenance
         if fact is not None:
-            how = f"; score {item.score:.4f}, valid {fact.valid}" if explain else ""
+            how = f"; score {item.score:.4f}, valid {_range_text(fact.valid)}" if explain else ""
             print(f"  {item.rank}. {item.body}   (a fact about {fact.subject}, fact {item.fact_id}{how})")
             for e in fact.evidence:
                 span = f", bytes {e.start}..{e.end}" if explain else ""

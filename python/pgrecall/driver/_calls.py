@@ -22,10 +22,14 @@ from dataclasses import MISSING, Field, dataclass, fields
 from datetime import datetime
 from typing import Any, ClassVar, Generic, ParamSpec, Protocol, TypeAlias, TypeVar, cast
 
-from psycopg import sql
+import psycopg
+from psycopg import postgres, sql
+from psycopg.abc import Loader
 from psycopg.adapt import PyFormat
+from psycopg.pq import Format
 from psycopg.rows import BaseRowFactory, class_row, kwargs_row, scalar_row
 from psycopg.types.json import Jsonb
+from psycopg.types.range import Range
 
 from .. import embedder as embedding_model
 from .. import errors
@@ -326,6 +330,19 @@ def json_items(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def timestamp(value: str | datetime) -> datetime:
     """A timestamptz inside JSON arrives as ISO text."""
     return value if isinstance(value, datetime) else datetime.fromisoformat(value)
+
+
+@functools.cache
+def _tstzrange_loader() -> Loader:
+    oid = postgres.types["tstzrange"].oid
+    return psycopg.adapters.get_loader(oid, Format.TEXT)(oid)  # type: ignore[misc]
+
+
+def tstzrange(value: str | Range[datetime]) -> Range[datetime]:
+    """A tstzrange inside JSON arrives as the text PostgreSQL prints ('["2026-05-01 00:00:00+00",)'): read by
+    psycopg's own loader, so that it is the Range a tstzrange column gives (a fact's valid range in recall is the
+    one facts_as_of gives, and --json shows both as {"from", "to"})."""
+    return value if isinstance(value, Range) else _tstzrange_loader().load(value.encode())
 
 
 # -- calls --------------------------------------------------------------------------------------------------

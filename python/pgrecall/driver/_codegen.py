@@ -98,6 +98,8 @@ def _field(col: Column, types: dict[str, Any]) -> str:
         return f"    {col.name}: {annotation} = field(metadata=parse({reader}, composite=True))"
     if base == "timestamp with time zone" and not col.sql_type.endswith("[]"):
         return f"    {col.name}: {annotation} = field(metadata=parse(timestamp))"
+    if base == "tstzrange" and not col.sql_type.endswith("[]"):
+        return f"    {col.name}: {annotation} = field(metadata=parse(tstzrange))"
     return f"    {col.name}: {annotation} = field()"
 
 
@@ -273,7 +275,7 @@ from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from ._calls import Call, Handle, json_list, json_object, parse, timestamp
+from ._calls import Call, Handle, json_list, json_object, parse, timestamp, tstzrange
 from ._calls import as_json as _as_json
 from ._calls import as_list as _as_list
 from ._calls import given as _given

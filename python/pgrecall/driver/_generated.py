@@ -10,7 +10,7 @@ from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from ._calls import Call, Handle, json_list, json_object, parse, timestamp
+from ._calls import Call, Handle, json_list, json_object, parse, timestamp, tstzrange
 from ._calls import as_json as _as_json
 from ._calls import as_list as _as_list
 from ._calls import given as _given
@@ -168,7 +168,7 @@ class FactProvenance:
     subject: str = field()
     predicate: str = field()
     object: str = field()
-    valid: Any = field()
+    valid: Any = field(metadata=parse(tstzrange))
     confidence: float = field()
     evidence: list[FactQuote] = field(metadata=parse(json_list(FactQuote), composite=True))
     offsets: list[int] = field()
@@ -528,8 +528,8 @@ class FactsAsOfRow:
     predicate: str | None = field()
     object: str | None = field()
     statement: str | None = field()
-    valid: Any = field()
-    known: Any = field()
+    valid: Any = field(metadata=parse(tstzrange))
+    known: Any = field(metadata=parse(tstzrange))
     confidence: float | None = field()
     salience: float | None = field()
     observer: str | None = field()
@@ -585,8 +585,8 @@ class NeighbourhoodRow:
     predicate: str | None = field()
     object: str | None = field()
     statement: str | None = field()
-    valid: Any = field()
-    known: Any = field()
+    valid: Any = field(metadata=parse(tstzrange))
+    known: Any = field(metadata=parse(tstzrange))
     from_entity: int | None = field()
     to_entity: int | None = field()
 
@@ -630,7 +630,7 @@ class ReadRow:
     created_by: str | None = field()
     created_at: datetime | None = field(metadata=parse(timestamp))
     updated_at: datetime | None = field(metadata=parse(timestamp))
-    valid: Any = field()
+    valid: Any = field(metadata=parse(tstzrange))
     provenance: MemoryProvenance | None = field(metadata=parse(json_object(MemoryProvenance), composite=True))
     revisions: Any = field()
 
@@ -712,7 +712,7 @@ class RetractFactRow:
     """A row of retract_fact()."""
 
     fact_id: int | None = field()
-    known: Any = field()
+    known: Any = field(metadata=parse(tstzrange))
 
 
 @dataclass(frozen=True)
