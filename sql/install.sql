@@ -6921,7 +6921,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 19, $pgrecall_6112c5f69220$d15cdb551778344035babcb99d249f66d6248a0064903eb03f23e9b2c7147c38$pgrecall_6112c5f69220$, $pgrecall_d15cdb551778$-- remember: write what the agent decided to keep, with who may see it, why
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 19, $pgrecall_c0483182921a$dac67e6dc7de866181be8f60fb5bddb4f219b3c0ec9f32786490562feeae8518$pgrecall_c0483182921a$, $pgrecall_dac67e6dc7de$-- remember: write what the agent decided to keep, with who may see it, why
 -- it may be used, and the observations that stated it. Capture writes only
 -- what was explicitly stated: empty or ambiguous input is a no-op that says
 -- why, never an error and never a guess.
@@ -7008,8 +7008,9 @@ $$;
 comment on function __tenant__._memory_items(jsonb) is
     'Internal: remember items from JSON, numbered from 1; kind defaults to note and confidence to 1.';
 
-create or replace function __tenant__._check_memory_items(p_items jsonb)
-returns void
+-- Returns the peers the items name that exist (in NFC), read once for the batch: _remember_batch places
+-- the items with their ids.
+create or replace function __tenant__._check_memory_items(p_items jsonb, out peer_names text[], out peer_ids bigint[])
 language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -7021,6 +7022,7 @@ declare
     v_where text;
     v_named text[];
     v_peers text[] := '{}';
+    v_peer_ids bigint[] := '{}';
 begin
     perform _check_keys(p_items, array['body', 'evidence', 'purposes', 'audience', 'kind', 'title', 'confidence',
                                        'about', 'observer', 'widening_reason'], 'item');
@@ -7038,7 +7040,8 @@ begin
       from _memory_items(p_items) i cross join lateral unnest(array[i.audience, i.observer]) as n(name)
      where n.name is not null;
     if cardinality(v_named) > 0 then
-        select coalesce(array_agg(p.name), '{}') into v_peers from peer p where p.name = any (v_named);
+        select coalesce(array_agg(p.name), '{}'), coalesce(array_agg(p.id), '{}') into v_peers, v_peer_ids
+          from peer p where p.name = any (v_named);
     end if;
 
     -- Validate every item before anything is written; the first problem wins.
@@ -7093,11 +7096,13 @@ begin
                           when 'PR101' then 'Create it first with add_peer(name, kind).'
                           else null end);
     end if;
-
+    peer_names := v_peers;
+    peer_ids := v_peer_ids;
 end
 $$;
 comment on function __tenant__._check_memory_items(jsonb) is
-    'Internal: PR101/PR102/PR107/PR150/PR151 for the first remember item (in order) whose fields are wrong.';
+    'Internal: PR101/PR102/PR107/PR150/PR151 for the first remember item (in order) whose fields are wrong; '
+    'else the peers the items name (names and ids).';
 
 -- What a remember batch reads before it writes (the peers the items name, the turns they cite, the live
 -- memories of the same texts) is read by key, each table by a statement of its own that reads nothing
@@ -7165,7 +7170,7 @@ comment on function __tenant__._check_memory_evidence(bigint, text, jsonb, bigin
     'cited, as _remember_batch reads them); PR116 if it would reach more peers than they, unwidened.';
 
 create or replace function __tenant__._remember_placed(p_scope text, p_items jsonb, p_peer_names text[],
-                                                      p_peer_ids bigint[])
+                                                      p_peer_ids bigint[], p_text_keys text[])
 returns table (ord integer, body text, evidence bigint[], purposes text[], audience_id bigint, kind text, title text,
                confidence double precision, about text[], observer_id bigint, widening_reason text, text_key text,
                noop text, existing_id bigint, first_ord integer)
@@ -7180,9 +7185,7 @@ declare
     v_live record;  -- the scope's live memories with those texts (ids, keys, audiences, observers)
 begin
     -- Read by key, the table alone (see _check_memory_evidence); the peers were read the same way.
-    select coalesce(array_agg(distinct md5(lower(regexp_replace(btrim(_trim(coalesce(i.body, ''))), '[[:space:]]+',
-                                                                ' ', 'g')))), '{}')
-      into v_keys from jsonb_to_recordset(p_items) as i(body text);
+    select coalesce(array_agg(distinct k.key), '{}') into v_keys from unnest(p_text_keys) k(key);
     select coalesce(array_agg(m.id order by m.id), '{}') as ids,
            coalesce(array_agg(m.text_key order by m.id), '{}') as keys,
            coalesce(array_agg(m.audience_peer_id order by m.id), '{}') as audiences,
@@ -7199,12 +7202,10 @@ begin
                p_peer_ids[array_position(p_peer_names, i.audience)] as audience_id,
                i.kind, i.title, i.confidence, coalesce(i.about, '{}') as about,
                p_peer_ids[array_position(p_peer_names, i.observer)] as observer_id,
-               _trim(i.widening_reason) as widening_reason
+               _trim(i.widening_reason) as widening_reason, p_text_keys[i.ord] as text_key
           from _memory_items(p_items) i
     ), judged as (
-        -- the same expression as memory.text_key ([[:space:]] is \s, written so that no backslash
-        -- changes meaning in a session with standard_conforming_strings off)
-        select it.*, md5(lower(regexp_replace(btrim(it.body), '[[:space:]]+', ' ', 'g'))) as text_key,
+        select it.*,
                case
                  when it.body = '' then 'empty: there is nothing to remember'
                  when it.body !~ '[[:alnum:]]' then 'no_content: the text has no words'
@@ -7228,7 +7229,7 @@ begin
     select * from placed;
 end
 $$;
-comment on function __tenant__._remember_placed(text, jsonb, text[], bigint[]) is
+comment on function __tenant__._remember_placed(text, jsonb, text[], bigint[], text[]) is
     'Internal: remember items judged (no-op or not) and placed against the scope''s live memories and each other.';
 
 -- The items of a batch as they will be written, one JSON array that the writes
@@ -7239,7 +7240,7 @@ comment on function __tenant__._remember_placed(text, jsonb, text[], bigint[]) i
 -- server; the check of the cited turns' audiences runs only for an item that
 -- gives a reason.
 create or replace function __tenant__._remember_numbered(p_scope text, p_items jsonb, p_peer_names text[],
-                                                        p_peer_ids bigint[])
+                                                        p_peer_ids bigint[], p_text_keys text[])
 returns jsonb
 language plpgsql
 security definer
@@ -7253,7 +7254,7 @@ begin
       from (select pl.*,
                    case when pl.noop is null and pl.existing_id is null and pl.first_ord = pl.ord
                         then nextval(pg_get_serial_sequence('__tenant__.memory', 'id')) end as new_id
-              from (select * from _remember_placed(p_scope, p_items, p_peer_names, p_peer_ids) order by ord) pl) n;
+              from (select * from _remember_placed(p_scope, p_items, p_peer_names, p_peer_ids, p_text_keys) order by ord) pl) n;
     if not jsonb_path_exists(v_rows, '$[*] ? (@.widening_reason != null && @.new_id != null)') then
         return v_rows;
     end if;
@@ -7270,7 +7271,7 @@ begin
               from jsonb_array_elements(v_rows) r);
 end
 $$;
-comment on function __tenant__._remember_numbered(text, jsonb, text[], bigint[]) is
+comment on function __tenant__._remember_numbered(text, jsonb, text[], bigint[], text[]) is
     'Internal: remember items placed, with the memory id each takes (NULL: a no-op or a duplicate) and the widening reason kept.';
 
 -- The links of new memories: to the turns they cite (p_memory[i] cites
@@ -7367,6 +7368,13 @@ begin
             values (v_dependency.kind, v_dependency.row_key, v_dependency.observation_id)
             on conflict do nothing;
         end loop;
+    elsif cardinality(v_about) = 0 then
+        -- Only the new memories and their new links (ids just taken, each row once): nothing to conflict
+        -- with, so no speculative insertion a row.
+        insert into projection_dependency (kind, row_key, observation_id)
+        select d.kind, d.row_key, d.observation_id
+          from _remember_dependencies(p_memory, p_observation, v_link, v_link_memory, v_about, v_about_memory,
+                                      v_about_entity) d;
     else
         insert into projection_dependency (kind, row_key, observation_id)
         select d.kind, d.row_key, d.observation_id
@@ -7502,10 +7510,10 @@ begin
     if cardinality(v_stored) = 0 then
         return;
     end if;
+    -- The vectors of memories just created: nothing registered yet to conflict with.
     insert into projection_dependency (kind, row_key, observation_id)
     select distinct 'memory_embedding', ev.m::text, ev.o from unnest(p_memory, p_observation) ev(m, o)
-     where ev.m = any (v_stored)
-    on conflict do nothing;
+     where ev.m = any (v_stored);
     delete from embedding_job j where j.memory_id = any (v_stored);
     if p_input_version = 1 then
         perform _lend_memory_vectors(v_stored);
@@ -7535,9 +7543,10 @@ declare
     v_memory bigint[];       -- each new memory once per turn it cites ...
     v_observation bigint[];  -- ... and that turn's id
     v_vectors __ext__.halfvec[];  -- the caller's vector of each item (NULL: none given)
-    v_named text[];          -- the peers the items name, and of those that exist ...
-    v_peer_names text[] := '{}';
-    v_peer_ids bigint[] := '{}';  -- ... their ids
+    v_peer_names text[];     -- the peers the items name that exist ...
+    v_peer_ids bigint[];     -- ... and their ids
+    v_text_keys text[];      -- each item's text key (memory.text_key of its body), in the items' order
+    v_lock_keys text[];
     v_cited bigint[];        -- the offsets the items cite, and of the turns there ...
     v_turn_offsets bigint[];
     v_turn_ids bigint[];
@@ -7547,15 +7556,8 @@ begin
     -- plan as _plan_cache_mode() says, Citus cannot plan an INSERT ... SELECT generically.
     perform set_config('plan_cache_mode', 'force_generic_plan', true);
     -- Validate every item before anything is written; the first problem wins.
-    perform _check_memory_items(p_items);
-    -- Read by key, each table alone (see above).
-    select coalesce(array_agg(distinct n.name), '{}') into v_named
-      from _memory_items(p_items) i cross join lateral unnest(array[i.audience, i.observer]) as n(name)
-     where n.name is not null;
-    if cardinality(v_named) > 0 then
-        select coalesce(array_agg(p.name), '{}'), coalesce(array_agg(p.id), '{}') into v_peer_names, v_peer_ids
-          from peer p where p.name = any (v_named);
-    end if;
+    -- Read by key, each table alone (see above): the check reads the peers the items name.
+    select c.peer_names, c.peer_ids into v_peer_names, v_peer_ids from _check_memory_items(p_items) c;
     select coalesce(array_agg(distinct e.off), '{}') into v_cited
       from jsonb_to_recordset(p_items) as i(evidence bigint[]) cross join lateral unnest(i.evidence) as e(off)
      where e.off is not null;
@@ -7566,11 +7568,18 @@ begin
     perform _check_memory_evidence(p_principal_id, p_scope, p_items, v_turn_offsets, v_turn_audiences,
                                    v_peer_names, v_peer_ids);
     v_vectors := _given_vectors(p_items, p_embeddings, p_embedding_model, p_embedding_input_version);
+    -- Each text's key once for the batch (md5 of the normalised text: the lock and the placing read it), the
+    -- same expression as memory.text_key ([[:space:]] is \s, written so that no backslash changes meaning in
+    -- a session with standard_conforming_strings off).
+    select coalesce(array_agg(k.key order by k.ord), '{}'),
+           coalesce(array_agg(p_scope || ':' || k.key) filter (where k.body is not null), '{}')
+      into v_text_keys, v_lock_keys
+      from (select i.ord, i.body, md5(lower(regexp_replace(btrim(_trim(coalesce(i.body, ''))), '[[:space:]]+', ' ',
+                                                           'g'))) as key
+              from rows from (jsonb_to_recordset(p_items) as (body text)) with ordinality as i(body, ord)) k;
     -- Two writers must not both add the same text to a scope: lock each text.
-    perform _lock('remember', array(
-        select p_scope || ':' || md5(lower(regexp_replace(_trim(i.body), '[[:space:]]+', ' ', 'g')))
-          from jsonb_to_recordset(p_items) as i(body text) where i.body is not null));
-    v_rows := _remember_numbered(p_scope, p_items, v_peer_names, v_peer_ids);
+    perform _lock('remember', v_lock_keys);
+    v_rows := _remember_numbered(p_scope, p_items, v_peer_names, v_peer_ids, v_text_keys);
     perform set_config('plan_cache_mode', v_write_plan_mode, true);
     if jsonb_path_exists(v_rows, '$[*] ? (@.new_id != null)') then
         -- each new memory once per turn it cites, from the turns read above (joined by offset, as in
@@ -7590,7 +7599,9 @@ begin
             perform _remember_insert(p_principal_id, p_scope, v_rows, v_vectors, true);
         end if;
         perform set_config('pgrecall.memory_vectors_given', 'off', true);
-        perform _remember_insert(p_principal_id, p_scope, v_rows, v_vectors, false);
+        if v_vectors is null or exists (select 1 from unnest(v_vectors) v where v is null) then
+            perform _remember_insert(p_principal_id, p_scope, v_rows, v_vectors, false);
+        end if;
         perform _remember_links(p_scope, v_rows, v_memory, v_observation);
         if v_vectors is not null then
             perform _remember_vectors(v_rows, v_vectors, p_embedding_model, p_embedding_input_version, v_memory,
@@ -7745,7 +7756,7 @@ comment on function __tenant__.remember_said(text, text[], text, text, text[], t
                                              text[], bigint[], text, jsonb, text) is
     'Appends what was said (as the principal''s note) and remembers it, citing it, in one call; a memory that is a '
     'no-op or refused leaves no turn (log_offset NULL).';
-$pgrecall_d15cdb551778$)
+$pgrecall_dac67e6dc7de$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
