@@ -309,43 +309,45 @@ $$;
 comment on function __tenant__._remember_placed(text, jsonb, text[], bigint[], text[]) is
     'Internal: remember items judged (no-op or not) and placed against the scope''s live memories and each other.';
 
--- The items of a batch as they will be written, one JSON array that the writes
--- read in turn: each placed item with the id it takes (NULL for a no-op or a
--- duplicate, ids in the items' order) and its widening reason where it widens
--- (a reason for nothing would read as if it did). Apart from the function,
--- the first statement reads no table, so on Citus it is planned as on one
--- server; the check of the cited turns' audiences runs only for an item that
--- gives a reason.
+-- The items of a batch as they will be written, one array of remember_row
+-- that the writes read in turn (migration 0046): each placed item with the
+-- id it takes (NULL for a no-op or a duplicate, ids in the items' order) and
+-- its widening reason where it widens (a reason for nothing would read as if
+-- it did). Apart from the function, the first statement reads no table, so
+-- on Citus it is planned as on one server; the check of the cited turns'
+-- audiences runs only for an item that gives a reason.
 create or replace function __tenant__._remember_numbered(p_scope text, p_items jsonb, p_peer_names text[],
                                                         p_peer_ids bigint[], p_text_keys text[])
-returns jsonb
+returns __tenant__.remember_row[]
 language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_rows jsonb;
+    v_rows remember_row[];
     v_widened integer[];
 begin
-    select coalesce(jsonb_agg(to_jsonb(n) order by n.ord), '[]') into v_rows
+    select coalesce(array_agg(row(n.ord, n.body, n.evidence, n.purposes, n.audience_id, n.kind, n.title, n.confidence,
+                                  n.about, n.observer_id, n.widening_reason, n.text_key, n.noop, n.existing_id,
+                                  n.first_ord, n.new_id)::remember_row order by n.ord), '{}') into v_rows
       from (select pl.*,
                    case when pl.noop is null and pl.existing_id is null and pl.first_ord = pl.ord
                         then nextval(pg_get_serial_sequence('__tenant__.memory', 'id')) end as new_id
               from (select * from _remember_placed(p_scope, p_items, p_peer_names, p_peer_ids, p_text_keys) order by ord) pl) n;
-    if not jsonb_path_exists(v_rows, '$[*] ? (@.widening_reason != null && @.new_id != null)') then
+    if not exists (select 1 from unnest(v_rows) r where r.widening_reason is not null and r.new_id is not null) then
         return v_rows;
     end if;
     v_widened := array(
-        select r.ord from jsonb_to_recordset(v_rows) r(ord integer, new_id bigint, evidence bigint[], audience_id bigint,
-                                                       widening_reason text)
+        select r.ord from unnest(v_rows) r
          where r.new_id is not null and r.widening_reason is not null
            and exists (select 1 from unnest(r.evidence) e(off)
                          cross join lateral (select ob.audience from observation ob
                                               where ob.scope = p_scope and ob.log_offset = e.off limit 1) o
                         where not _audience_within(r.audience_id, o.audience)));
-    return (select jsonb_agg(case when (r ->> 'ord')::integer = any (v_widened) then r
-                                  else jsonb_set(r, '{widening_reason}', 'null') end order by (r ->> 'ord')::integer)
-              from jsonb_array_elements(v_rows) r);
+    return array(select row(r.ord, r.body, r.evidence, r.purposes, r.audience_id, r.kind, r.title, r.confidence, r.about,
+                            r.observer_id, case when r.ord = any (v_widened) then r.widening_reason end, r.text_key,
+                            r.noop, r.existing_id, r.first_ord, r.new_id)::remember_row
+                   from unnest(v_rows) r order by r.ord);
 end
 $$;
 comment on function __tenant__._remember_numbered(text, jsonb, text[], bigint[], text[]) is
@@ -383,8 +385,8 @@ comment on function __tenant__._remember_dependencies(bigint[], bigint[], bigint
                                                       bigint[]) is
     'Internal: the projection dependencies of new memories and their links (kind, row key, the turn cited).';
 
-create or replace function __tenant__._remember_links(p_scope text, p_rows jsonb, p_memory bigint[],
-                                                     p_observation bigint[])
+create or replace function __tenant__._remember_links(p_scope text, p_rows __tenant__.remember_row[],
+                                                     p_memory bigint[], p_observation bigint[])
 returns void
 language plpgsql
 security definer
@@ -417,17 +419,17 @@ begin
         overriding system value
         select u.id, u.m, 'derived_from', u.o from unnest(v_link, v_link_memory, v_link_target) u(id, m, o);
     end if;
-    if jsonb_path_exists(p_rows, '$[*] ? (@.new_id != null && @.about.size() > 0)') then
+    if exists (select 1 from unnest(p_rows) r where r.new_id is not null and cardinality(r.about) > 0) then
         insert into entity as en (scope, name)
         select distinct on (lower(regexp_replace(btrim(_trim(a.name)), '[[:space:]]+', ' ', 'g'))) p_scope, _trim(a.name)
-          from jsonb_to_recordset(p_rows) r(new_id bigint, about text[]) cross join lateral unnest(r.about) as a(name)
+          from unnest(p_rows) r cross join lateral unnest(r.about) as a(name)
          where r.new_id is not null and _trim(a.name) <> ''
          order by lower(regexp_replace(btrim(_trim(a.name)), '[[:space:]]+', ' ', 'g')), _trim(a.name)
         on conflict on constraint entity_identity do update set name = en.name;
         select coalesce(array_agg(d.m order by d.m, d.e), '{}'), coalesce(array_agg(d.e order by d.m, d.e), '{}')
           into v_about_memory, v_about_entity
           from (select distinct r.new_id as m, en.id as e
-                  from jsonb_to_recordset(p_rows) r(new_id bigint, about text[])
+                  from unnest(p_rows) r
                   cross join lateral unnest(r.about) as a(name)
                   join entity en on en.scope = p_scope
                    and en.normalized_name = lower(regexp_replace(btrim(_trim(a.name)), '[[:space:]]+', ' ', 'g'))
@@ -461,7 +463,7 @@ begin
     end if;
 end
 $$;
-comment on function __tenant__._remember_links(text, jsonb, bigint[], bigint[]) is
+comment on function __tenant__._remember_links(text, __tenant__.remember_row[], bigint[], bigint[]) is
     'Internal: the derived_from and about links of new memories, their entities and projection dependencies.';
 
 -- A caller who has the vectors gives them (issue #46): the driver whose
@@ -512,8 +514,9 @@ comment on function __tenant__._given_vectors(jsonb, __ext__.halfvec[], text, in
 
 -- The new memories of a batch (p_rows as _remember_numbered numbers them):
 -- those the caller gave a vector for (p_given), or the others.
-create or replace function __tenant__._remember_insert(p_principal_id bigint, p_scope text, p_rows jsonb,
-                                                      p_vectors __ext__.halfvec[], p_given boolean)
+create or replace function __tenant__._remember_insert(p_principal_id bigint, p_scope text,
+                                                      p_rows __tenant__.remember_row[], p_vectors __ext__.halfvec[],
+                                                      p_given boolean)
 returns void
 language plpgsql
 security definer
@@ -525,11 +528,8 @@ declare
     c_row_by_row constant integer := 16;
     v_row record;
 begin
-    if jsonb_array_length(p_rows) <= c_row_by_row then
-        for v_row in select x.* from jsonb_to_recordset(p_rows) x(ord integer, new_id bigint, kind text, title text,
-                                                              body text, confidence double precision,
-                                                              audience_id bigint, purposes text[],
-                                                              observer_id bigint, widening_reason text)
+    if cardinality(p_rows) <= c_row_by_row then
+        for v_row in select x.* from unnest(p_rows) x
                   where x.new_id is not null and (p_vectors[x.ord] is not null) = p_given
                   order by x.new_id loop
             insert into memory (id, scope, kind, title, body, confidence, origin, audience_peer_id, purposes,
@@ -545,14 +545,12 @@ begin
     overriding system value
     select r.new_id, p_scope, r.kind, r.title, r.body, r.confidence, 'told', r.audience_id, r.purposes,
            p_principal_id, r.observer_id, r.widening_reason
-      from jsonb_to_recordset(p_rows) r(ord integer, new_id bigint, kind text, title text, body text,
-                                        confidence double precision, audience_id bigint, purposes text[],
-                                        observer_id bigint, widening_reason text)
+      from unnest(p_rows) r
      where r.new_id is not null and (p_vectors[r.ord] is not null) = p_given
      order by r.new_id;
 end
 $$;
-comment on function __tenant__._remember_insert(bigint, text, jsonb, __ext__.halfvec[], boolean) is
+comment on function __tenant__._remember_insert(bigint, text, __tenant__.remember_row[], __ext__.halfvec[], boolean) is
     'Internal: inserts a remember batch''s new memories, those with a given vector or those without.';
 
 -- The given vectors of the memories a batch created (p_rows as
@@ -563,7 +561,8 @@ comment on function __tenant__._remember_insert(bigint, text, jsonb, __ext__.hal
 -- they quote word for word borrow them, as from the worker's
 -- (passage_vectors.sql). A duplicate or a no-op takes no vector. Each write
 -- is a statement of its own, as in _remember_links.
-create or replace function __tenant__._remember_vectors(p_rows jsonb, p_vectors __ext__.halfvec[], p_model text,
+create or replace function __tenant__._remember_vectors(p_rows __tenant__.remember_row[], p_vectors __ext__.halfvec[],
+                                                       p_model text,
                                                        p_input_version integer, p_memory bigint[],
                                                        p_observation bigint[])
 returns void
@@ -577,7 +576,7 @@ begin
     with stored as (
         insert into memory_embedding (memory_id, model, input_version, embedding, text_embedding, embedded_at)
         select r.new_id, p_model, p_input_version, v.embedding, null, now()
-          from jsonb_to_recordset(p_rows) r(ord integer, new_id bigint)
+          from unnest(p_rows) r
           join unnest(p_vectors) with ordinality as v(embedding, ord) on v.ord = r.ord
          where r.new_id is not null and v.embedding is not null
          order by r.new_id
@@ -597,7 +596,8 @@ begin
     end if;
 end
 $$;
-comment on function __tenant__._remember_vectors(jsonb, __ext__.halfvec[], text, integer, bigint[], bigint[]) is
+comment on function __tenant__._remember_vectors(__tenant__.remember_row[], __ext__.halfvec[], text, integer, bigint[],
+                                                bigint[]) is
     'Internal: stores the caller''s vectors of a batch''s new memories, registered and unqueued (passages borrow them under input version 1).';
 
 -- Its statements are planned once per session, not per call: the custom plan
@@ -616,7 +616,7 @@ as $$
 declare
     v_saved_plan_mode text := current_setting('plan_cache_mode');
     v_write_plan_mode text := _plan_cache_mode();
-    v_rows jsonb;
+    v_rows remember_row[];
     v_memory bigint[];       -- each new memory once per turn it cites ...
     v_observation bigint[];  -- ... and that turn's id
     v_vectors __ext__.halfvec[];  -- the caller's vector of each item (NULL: none given)
@@ -658,12 +658,12 @@ begin
     perform _lock('remember', v_lock_keys);
     v_rows := _remember_numbered(p_scope, p_items, v_peer_names, v_peer_ids, v_text_keys);
     perform set_config('plan_cache_mode', v_write_plan_mode, true);
-    if jsonb_path_exists(v_rows, '$[*] ? (@.new_id != null)') then
+    if exists (select 1 from unnest(v_rows) r where r.new_id is not null) then
         -- each new memory once per turn it cites, from the turns read above (joined by offset, as in
         -- _check_memory_evidence)
         select coalesce(array_agg(r.new_id order by r.new_id, e.i), '{}'), coalesce(array_agg(t.id order by r.new_id, e.i), '{}')
           into v_memory, v_observation
-          from jsonb_to_recordset(v_rows) r(new_id bigint, evidence bigint[])
+          from unnest(v_rows) r
           cross join lateral unnest(r.evidence) with ordinality as e(off, i)
           join unnest(v_turn_offsets, v_turn_ids) t(off, id) on t.off = e.off
          where r.new_id is not null;
@@ -686,8 +686,7 @@ begin
         end if;
     end if;
     return query
-    with r as (select * from jsonb_to_recordset(v_rows) x(ord integer, new_id bigint, existing_id bigint,
-                                                          first_ord integer, noop text))
+    with r as (select x.ord, x.new_id, x.existing_id, x.first_ord, x.noop from unnest(v_rows) x)
     select n.ord, coalesce(n.new_id, n.existing_id, f.new_id),
            case when n.new_id is not null then 'created' else 'noop' end,
            case when n.new_id is not null then null
