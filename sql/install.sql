@@ -14240,7 +14240,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$, null, 42, $pgrecall_f0c8ff7ea192$5a5c9f4df2b2dfb9b028c6f96800c207411b699e13c6ace3b29ba2710ea4b998$pgrecall_f0c8ff7ea192$, $pgrecall_5a5c9f4df2b2$-- Recall, step 3: the dense arm (plpgsql/recall/recall.sql composes the steps).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$, null, 42, $pgrecall_4bb39dae73c1$a674b1f60aaf806beb03e88468234e3e7b6917ea9563e2db02ba191a7a57c459$pgrecall_4bb39dae73c1$, $pgrecall_a674b1f60aaf$-- Recall, step 3: the dense arm (plpgsql/recall/recall.sql composes the steps).
 --
 --   _check_query_embedding  PR154 unless a query embedding is _embedding_dimensions() finite numbers
 --                           (message search checks with it too)
@@ -14324,22 +14324,27 @@ comment on function __tenant__._dense_reason(double precision[], text, jsonb) is
 -- through HNSW, 6 ms exactly); exact costs one distance per eligible row. So
 -- exact wins below sqrt(12 x p_depth x N) eligible rows: 1,550 at 10k, 4,900
 -- at 100k, 15,500 at 1M for 20 candidates. exact_dense_below is the floor;
--- 0 always searches the index.
-create or replace function __tenant__._exact_dense_limit(p_depth integer, p_settings jsonb default null)
+-- 0 always searches the index. N is the live memories the last term-statistics
+-- snapshot counted (corpus_stat.documents), not the planner's row estimate of
+-- memory_embedding: on a Citus node that table is the shell of a shard and
+-- estimates 0 rows, which kept the bound at its floor there, so a principal
+-- seeing between the floor and the bound was searched exactly on one server
+-- and through the index on Citus. The snapshot is the same figure on both.
+create or replace function __tenant__._exact_dense_limit(p_depth integer, p_documents bigint,
+                                                         p_settings jsonb default null)
 returns integer
 language sql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
     select case when b.floor > 0
-                then greatest(b.floor, ceil(sqrt(12 * p_depth * (select greatest(c.reltuples, 0) from pg_class c
-                                                                  where c.oid = 'memory_embedding'::regclass)))::integer)
+                then greatest(b.floor, ceil(sqrt(12 * p_depth * greatest(coalesce(p_documents, 0), 0)))::integer)
                 else 0 end
       from (select (coalesce(p_settings -> 'exact_dense_below', _setting_value('exact_dense_below')) #>> '{}')::integer
                    as floor) b
 $$;
-comment on function __tenant__._exact_dense_limit(integer, jsonb) is
-    'Internal: below this many eligible memories recall searches them exactly (0: never).';
+comment on function __tenant__._exact_dense_limit(integer, bigint, jsonb) is
+    'Internal: below this many eligible memories recall searches them exactly (0: never), for a tenant whose term-statistics snapshot counted p_documents live memories.';
 
 -- One read of eligibility, stopping at p_below rows: the ids when fewer are
 -- eligible (both arms then work among them), NULL when as many or more.
@@ -14578,6 +14583,7 @@ declare
     v_floor double precision := (v_set ->> 'dense_floor')::double precision;
     v_embedding __ext__.halfvec := p_query_embedding::__ext__.halfvec;
     v_few bigint[] := p_few;
+    v_documents bigint;
     -- The HNSW settings are set for this call and restored after (a SET
     -- clause on the function would need rights the owner lacks).
     v_saved_ef text := current_setting('hnsw.ef_search', true);
@@ -14592,8 +14598,9 @@ begin
     -- Few eligible rows: exact distances over them are cheap and exact.
     -- Many: the HNSW index, iterating past rows the filter rejects.
     if not p_probed then
+        select c.documents into v_documents from corpus_stat c;
         v_few := _few_eligible(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at,
-                               _exact_dense_limit(p_depth, v_set), p_as_of);
+                               _exact_dense_limit(p_depth, v_documents, v_set), p_as_of);
     end if;
     if v_few is not null then
         method := 'exact';
@@ -14659,7 +14666,7 @@ $$;
 comment on function __tenant__._dense_arm(bigint, text[], text, boolean, timestamptz, double precision[], integer, jsonb,
                                           boolean, bigint[], integer, timestamptz, bigint[]) is
     'Internal: recall''s dense arm: the eligible memories nearest the query embedding (floor dense_floor), exact or HNSW.';
-$pgrecall_5a5c9f4df2b2$)
+$pgrecall_a674b1f60aaf$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -15752,7 +15759,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 52, $pgrecall_71f5decf852e$020bfecf35eaa38e0f0989bb1669561b641a23e50586bd765e7462a73db88f8b$pgrecall_71f5decf852e$, $pgrecall_020bfecf35ea$-- recall: ranked retrieval, in the design's order (section 6). Each step is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 52, $pgrecall_64676a9be423$d690344ba7708f0e082416822797200e6048ffeaafe402a9cadadb9c4c0ae2f5$pgrecall_64676a9be423$, $pgrecall_d690344ba770$-- recall: ranked retrieval, in the design's order (section 6). Each step is
 -- a function of its own that a DBA can call and test alone; recall_answer()
 -- runs them in order. Each step's file is in this folder (plpgsql/recall/),
 -- named for the step, and plpgsql/install_order lists them in this order.
@@ -15859,7 +15866,7 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_exact_below integer := _exact_dense_limit(p_depth, p_settings);
+    v_exact_below integer;
     -- Below this many rows the read that tells few from many costs less than
     -- the estimate that could spare it (~0.1 ms against ~0.3 us a row).
     c_estimate_from constant integer := 2000;
@@ -15872,10 +15879,10 @@ begin
     -- at least twice the bound. Reading 1,550 eligible rows of a 10k tenant
     -- to learn that they are many cost 0.8 ms of every recall there, which
     -- made a 10k tenant recall slower than a 100k one (bench.recall_phases).
-    -- The snapshot is read by a statement of its own (on Citus: the fast path).
-    if v_exact_below < c_estimate_from then
-        select c.documents into v_documents from corpus_stat c;
-    end if;
+    -- The snapshot, which the bound grows with too, is read by a statement of
+    -- its own (on Citus: the fast path).
+    select c.documents into v_documents from corpus_stat c;
+    v_exact_below := _exact_dense_limit(p_depth, v_documents, p_settings);
     if (v_exact_below >= c_estimate_from or v_documents >= 2 * v_exact_below)
        and _eligible_estimate(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_as_of)
            >= 2 * v_exact_below then
@@ -16105,7 +16112,7 @@ $$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text,
                                       timestamptz) is
     'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms'' evidence orders them), permission walk. With its metadata: recall_answer().';
-$pgrecall_020bfecf35ea$)
+$pgrecall_d690344ba770$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
