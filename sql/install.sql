@@ -13679,7 +13679,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$, null, 40, $pgrecall_ed04970eb9aa$12f20c3f5078677b4e203326920e62c1df0a9fb849fce39e4d5c7055a15cf071$pgrecall_ed04970eb9aa$, $pgrecall_12f20c3f5078$-- Recall, step 2: the lexical arm (plpgsql/recall/recall.sql composes the steps).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$, null, 40, $pgrecall_d04a18599fdf$f16f08e3ad32719c95516d76b325993b778f26549c38dec4d13100137e511943$pgrecall_d04a18599fdf$, $pgrecall_f16f08e3ad32$-- Recall, step 2: the lexical arm (plpgsql/recall/recall.sql composes the steps).
 --
 --   _query_terms        the query's distinct lexemes
 --   _prune_terms        from prune_min_terms terms on, a term in prune_df_ratio
@@ -13688,8 +13688,8 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5
 --   _lexical_recruiters the tsqueries that may recruit candidates, narrowest first
 --   _lexical_candidates BM25 over the eligible memories one recruiter matches
 --                       (_lexical_candidates_planned for a query past 12 terms;
---                       _lexical_matched, and _lexical_matched_among on Citus
---                       among the few, read the matches a table alone)
+--                       _lexical_matched, also among the few on Citus, reads
+--                       the matches a table alone, ordered by _quick_score)
 --   _lexical_arm        the above in order, for memories: ranked ids and scores
 --                       with what recall's metadata reports
 --
@@ -13726,6 +13726,40 @@ $$;
 comment on function __tenant__._bm25_tf(double precision, double precision, double precision, double precision,
                                         double precision) is
     'Internal: BM25''s term-frequency weight (k1, b) of a term occurring p_tf times in a document of p_length lexemes; inlined.';
+
+-- The quick score of a memory's text vector for a query of up to 12 terms:
+-- the idf (p_w) of each term query (p_q) it matches, a CASE per term, a
+-- slot past the last term NULL (it matches nothing and adds 0). Times
+-- _bm25_tf(1, ...) it is the presence score that bounds the lexical
+-- candidates (_lexical_matched). Inlined: the planner expands it into the
+-- caller's ORDER BY, where a call or a subquery per matched row cost as much
+-- as the row's heap visit; each term a parameter of its own, because a
+-- subscript per row cost 3-9% of the statement.
+create or replace function __tenant__._quick_score(
+    p_tsv tsvector,
+    p_q1 tsquery, p_q2 tsquery, p_q3 tsquery, p_q4 tsquery, p_q5 tsquery, p_q6 tsquery,
+    p_q7 tsquery, p_q8 tsquery, p_q9 tsquery, p_q10 tsquery, p_q11 tsquery, p_q12 tsquery,
+    p_w1 double precision, p_w2 double precision, p_w3 double precision, p_w4 double precision,
+    p_w5 double precision, p_w6 double precision, p_w7 double precision, p_w8 double precision,
+    p_w9 double precision, p_w10 double precision, p_w11 double precision, p_w12 double precision)
+returns double precision
+language sql immutable parallel safe
+as $$
+    select case when p_tsv @@ p_q1 then p_w1 else 0 end
+         + case when p_tsv @@ p_q2 then p_w2 else 0 end
+         + case when p_tsv @@ p_q3 then p_w3 else 0 end
+         + case when p_tsv @@ p_q4 then p_w4 else 0 end
+         + case when p_tsv @@ p_q5 then p_w5 else 0 end
+         + case when p_tsv @@ p_q6 then p_w6 else 0 end
+         + case when p_tsv @@ p_q7 then p_w7 else 0 end
+         + case when p_tsv @@ p_q8 then p_w8 else 0 end
+         + case when p_tsv @@ p_q9 then p_w9 else 0 end
+         + case when p_tsv @@ p_q10 then p_w10 else 0 end
+         + case when p_tsv @@ p_q11 then p_w11 else 0 end
+         + case when p_tsv @@ p_q12 then p_w12 else 0 end
+$$;
+comment on function __tenant__._quick_score(tsvector, tsquery, tsquery, tsquery, tsquery, tsquery, tsquery, tsquery, tsquery, tsquery, tsquery, tsquery, tsquery, double precision, double precision, double precision, double precision, double precision, double precision, double precision, double precision, double precision, double precision, double precision, double precision) is
+    'Internal: the sum of the weights of the term queries a text vector matches (up to 12, NULL slots add 0); inlined.';
 
 -- Term pruning and idf, one row per term (sorted). From p_min_terms query
 -- terms on, a term that occurs in p_ratio or more of the p_documents is
@@ -13854,12 +13888,17 @@ comment on function __tenant__._lexical_candidates_planned(bigint, text[], text,
 -- _lexical_candidates' matches of a query of up to 12 terms: the eligible
 -- memories p_match finds, best max(2 x p_depth, 100) by the quick score,
 -- with their text vectors (their exact score is the caller's). Each term and
--- its idf is a variable of its own (the comment below says why).
+-- its idf is a variable of its own (_quick_score says why).
+-- p_among: the few memories the principal may see (_few_eligible's), read by
+-- id from a statement of the memory table alone. On Citus _lexical_candidates
+-- reads the few with it, where its CTE with a subquery per row was planned,
+-- deparsed and planned again on every call (one server keeps the CTE,
+-- planned once).
 create or replace function __tenant__._lexical_matched(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
     p_match tsquery, p_term_queries tsquery[], p_idf double precision[],
     p_k1 double precision, p_b double precision, p_avg_length double precision, p_depth integer,
-    p_as_of timestamptz default null)
+    p_as_of timestamptz default null, p_among bigint[] default null)
 returns table (id bigint, tsv tsvector)
 language plpgsql stable
 security definer
@@ -13878,6 +13917,18 @@ begin
            p_idf[7], p_idf[8], p_idf[9], p_idf[10], p_idf[11], p_idf[12]
       into v_q1, v_q2, v_q3, v_q4, v_q5, v_q6, v_q7, v_q8, v_q9, v_q10, v_q11, v_q12,
            v_w1, v_w2, v_w3, v_w4, v_w5, v_w6, v_w7, v_w8, v_w9, v_w10, v_w11, v_w12;
+    if p_among is not null then
+        return query
+        select e.id, e.tsv
+          from memory e
+         where e.id = any (p_among) and e.tsv @@ p_match
+         order by _quick_score(e.tsv, v_q1, v_q2, v_q3, v_q4, v_q5, v_q6, v_q7, v_q8, v_q9, v_q10, v_q11, v_q12,
+                               v_w1, v_w2, v_w3, v_w4, v_w5, v_w6, v_w7, v_w8, v_w9, v_w10, v_w11, v_w12)
+                  * _bm25_tf(1, length(e.tsv), p_k1, p_b, p_avg_length) desc,
+                  e.id
+         limit greatest(2 * p_depth, 100);
+        return;
+    end if;
     return query
     select e.id, e.tsv
       from memory e
@@ -13885,18 +13936,8 @@ begin
                             p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
        and _unchanged_since(e.updated_at, p_as_of)
        and e.tsv @@ p_match
-     order by (case when e.tsv @@ v_q1 then v_w1 else 0 end
-               + case when e.tsv @@ v_q2 then v_w2 else 0 end
-               + case when e.tsv @@ v_q3 then v_w3 else 0 end
-               + case when e.tsv @@ v_q4 then v_w4 else 0 end
-               + case when e.tsv @@ v_q5 then v_w5 else 0 end
-               + case when e.tsv @@ v_q6 then v_w6 else 0 end
-               + case when e.tsv @@ v_q7 then v_w7 else 0 end
-               + case when e.tsv @@ v_q8 then v_w8 else 0 end
-               + case when e.tsv @@ v_q9 then v_w9 else 0 end
-               + case when e.tsv @@ v_q10 then v_w10 else 0 end
-               + case when e.tsv @@ v_q11 then v_w11 else 0 end
-               + case when e.tsv @@ v_q12 then v_w12 else 0 end)
+     order by _quick_score(e.tsv, v_q1, v_q2, v_q3, v_q4, v_q5, v_q6, v_q7, v_q8, v_q9, v_q10, v_q11, v_q12,
+                           v_w1, v_w2, v_w3, v_w4, v_w5, v_w6, v_w7, v_w8, v_w9, v_w10, v_w11, v_w12)
               * _bm25_tf(1, length(e.tsv), p_k1, p_b, p_avg_length) desc,
               e.id
      limit greatest(2 * p_depth, 100);
@@ -13904,59 +13945,8 @@ end
 $$;
 comment on function __tenant__._lexical_matched(bigint, text[], text, boolean, timestamptz, tsquery, tsquery[],
                                                 double precision[], double precision, double precision,
-                                                double precision, integer, timestamptz) is
-    'Internal: the eligible memories a lexical recruiter matches, best max(2 x p_depth, 100) by the quick score, with their text vectors.';
-
--- _lexical_matched among the few memories the principal may see (p_among,
--- _few_eligible's), read by id: the same quick score, term by term, over a
--- statement of the memory table alone. On Citus _lexical_candidates reads the
--- few with it, where its CTE with a subquery per row was planned, deparsed and
--- planned again on every call (one server keeps the CTE, planned once).
-create or replace function __tenant__._lexical_matched_among(
-    p_among bigint[], p_match tsquery, p_term_queries tsquery[], p_idf double precision[],
-    p_k1 double precision, p_b double precision, p_avg_length double precision, p_depth integer)
-returns table (id bigint, tsv tsvector)
-language plpgsql stable
-security definer
-set search_path = pg_catalog, __tenant__, __ext__, pg_temp
-as $$
-declare
-    v_q1 tsquery; v_q2 tsquery; v_q3 tsquery; v_q4 tsquery; v_q5 tsquery; v_q6 tsquery;
-    v_q7 tsquery; v_q8 tsquery; v_q9 tsquery; v_q10 tsquery; v_q11 tsquery; v_q12 tsquery;
-    v_w1 double precision; v_w2 double precision; v_w3 double precision; v_w4 double precision;
-    v_w5 double precision; v_w6 double precision; v_w7 double precision; v_w8 double precision;
-    v_w9 double precision; v_w10 double precision; v_w11 double precision; v_w12 double precision;
-begin
-    select p_term_queries[1], p_term_queries[2], p_term_queries[3], p_term_queries[4], p_term_queries[5],
-           p_term_queries[6], p_term_queries[7], p_term_queries[8], p_term_queries[9], p_term_queries[10],
-           p_term_queries[11], p_term_queries[12], p_idf[1], p_idf[2], p_idf[3], p_idf[4], p_idf[5], p_idf[6],
-           p_idf[7], p_idf[8], p_idf[9], p_idf[10], p_idf[11], p_idf[12]
-      into v_q1, v_q2, v_q3, v_q4, v_q5, v_q6, v_q7, v_q8, v_q9, v_q10, v_q11, v_q12,
-           v_w1, v_w2, v_w3, v_w4, v_w5, v_w6, v_w7, v_w8, v_w9, v_w10, v_w11, v_w12;
-    return query
-    select e.id, e.tsv
-      from memory e
-     where e.id = any (p_among) and e.tsv @@ p_match
-     order by (case when e.tsv @@ v_q1 then v_w1 else 0 end
-               + case when e.tsv @@ v_q2 then v_w2 else 0 end
-               + case when e.tsv @@ v_q3 then v_w3 else 0 end
-               + case when e.tsv @@ v_q4 then v_w4 else 0 end
-               + case when e.tsv @@ v_q5 then v_w5 else 0 end
-               + case when e.tsv @@ v_q6 then v_w6 else 0 end
-               + case when e.tsv @@ v_q7 then v_w7 else 0 end
-               + case when e.tsv @@ v_q8 then v_w8 else 0 end
-               + case when e.tsv @@ v_q9 then v_w9 else 0 end
-               + case when e.tsv @@ v_q10 then v_w10 else 0 end
-               + case when e.tsv @@ v_q11 then v_w11 else 0 end
-               + case when e.tsv @@ v_q12 then v_w12 else 0 end)
-              * _bm25_tf(1, length(e.tsv), p_k1, p_b, p_avg_length) desc,
-              e.id
-     limit greatest(2 * p_depth, 100);
-end
-$$;
-comment on function __tenant__._lexical_matched_among(bigint[], tsquery, tsquery[], double precision[], double precision,
-                                                      double precision, double precision, integer) is
-    'Internal: the memories p_among a lexical recruiter matches, best max(2 x p_depth, 100) by the quick score, with their text vectors.';
+                                                double precision, integer, timestamptz, bigint[]) is
+    'Internal: the eligible memories (or those of p_among) a lexical recruiter matches, best max(2 x p_depth, 100) by the quick score, with their text vectors.';
 
 -- BM25 over a bounded candidate set: every eligible memory matching p_match
 -- is first scored as if each query term occurred once (a tsvector membership
@@ -13997,7 +13987,8 @@ begin
                (select sum(p_idf[array_position(p_terms, u.lexeme)]
                            * _bm25_tf(cardinality(u.positions), length(m.tsv), p_k1, p_b, p_avg_length))
                   from unnest(m.tsv) u where u.lexeme = any (p_terms)) as s
-          from _lexical_matched_among(p_among, p_match, p_term_queries, p_idf, p_k1, p_b, p_avg_length, p_depth) m
+          from _lexical_matched(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_match,
+                                p_term_queries, p_idf, p_k1, p_b, p_avg_length, p_depth, null, p_among) m
          order by s desc, m.id
          limit p_depth;
         return;
@@ -14151,7 +14142,7 @@ $$;
 comment on function __tenant__._lexical_arm(bigint, text[], text, boolean, timestamptz, text, integer, jsonb, bigint[],
                                             timestamptz, bigint[], tsvector[]) is
     'Internal: recall''s lexical arm: pruned query terms, BM25 over the eligible memories, best p_depth first.';
-$pgrecall_12f20c3f5078$)
+$pgrecall_f16f08e3ad32$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -14280,7 +14271,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$, null, 42, $pgrecall_f0c8ff7ea192$5a5c9f4df2b2dfb9b028c6f96800c207411b699e13c6ace3b29ba2710ea4b998$pgrecall_f0c8ff7ea192$, $pgrecall_5a5c9f4df2b2$-- Recall, step 3: the dense arm (plpgsql/recall/recall.sql composes the steps).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$, null, 42, $pgrecall_4bb39dae73c1$a674b1f60aaf806beb03e88468234e3e7b6917ea9563e2db02ba191a7a57c459$pgrecall_4bb39dae73c1$, $pgrecall_a674b1f60aaf$-- Recall, step 3: the dense arm (plpgsql/recall/recall.sql composes the steps).
 --
 --   _check_query_embedding  PR154 unless a query embedding is _embedding_dimensions() finite numbers
 --                           (message search checks with it too)
@@ -14364,22 +14355,27 @@ comment on function __tenant__._dense_reason(double precision[], text, jsonb) is
 -- through HNSW, 6 ms exactly); exact costs one distance per eligible row. So
 -- exact wins below sqrt(12 x p_depth x N) eligible rows: 1,550 at 10k, 4,900
 -- at 100k, 15,500 at 1M for 20 candidates. exact_dense_below is the floor;
--- 0 always searches the index.
-create or replace function __tenant__._exact_dense_limit(p_depth integer, p_settings jsonb default null)
+-- 0 always searches the index. N is the live memories the last term-statistics
+-- snapshot counted (corpus_stat.documents), not the planner's row estimate of
+-- memory_embedding: on a Citus node that table is the shell of a shard and
+-- estimates 0 rows, which kept the bound at its floor there, so a principal
+-- seeing between the floor and the bound was searched exactly on one server
+-- and through the index on Citus. The snapshot is the same figure on both.
+create or replace function __tenant__._exact_dense_limit(p_depth integer, p_documents bigint,
+                                                         p_settings jsonb default null)
 returns integer
 language sql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
     select case when b.floor > 0
-                then greatest(b.floor, ceil(sqrt(12 * p_depth * (select greatest(c.reltuples, 0) from pg_class c
-                                                                  where c.oid = 'memory_embedding'::regclass)))::integer)
+                then greatest(b.floor, ceil(sqrt(12 * p_depth * greatest(coalesce(p_documents, 0), 0)))::integer)
                 else 0 end
       from (select (coalesce(p_settings -> 'exact_dense_below', _setting_value('exact_dense_below')) #>> '{}')::integer
                    as floor) b
 $$;
-comment on function __tenant__._exact_dense_limit(integer, jsonb) is
-    'Internal: below this many eligible memories recall searches them exactly (0: never).';
+comment on function __tenant__._exact_dense_limit(integer, bigint, jsonb) is
+    'Internal: below this many eligible memories recall searches them exactly (0: never), for a tenant whose term-statistics snapshot counted p_documents live memories.';
 
 -- One read of eligibility, stopping at p_below rows: the ids when fewer are
 -- eligible (both arms then work among them), NULL when as many or more.
@@ -14618,6 +14614,7 @@ declare
     v_floor double precision := (v_set ->> 'dense_floor')::double precision;
     v_embedding __ext__.halfvec := p_query_embedding::__ext__.halfvec;
     v_few bigint[] := p_few;
+    v_documents bigint;
     -- The HNSW settings are set for this call and restored after (a SET
     -- clause on the function would need rights the owner lacks).
     v_saved_ef text := current_setting('hnsw.ef_search', true);
@@ -14632,8 +14629,9 @@ begin
     -- Few eligible rows: exact distances over them are cheap and exact.
     -- Many: the HNSW index, iterating past rows the filter rejects.
     if not p_probed then
+        select c.documents into v_documents from corpus_stat c;
         v_few := _few_eligible(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at,
-                               _exact_dense_limit(p_depth, v_set), p_as_of);
+                               _exact_dense_limit(p_depth, v_documents, v_set), p_as_of);
     end if;
     if v_few is not null then
         method := 'exact';
@@ -14699,7 +14697,7 @@ $$;
 comment on function __tenant__._dense_arm(bigint, text[], text, boolean, timestamptz, double precision[], integer, jsonb,
                                           boolean, bigint[], integer, timestamptz, bigint[]) is
     'Internal: recall''s dense arm: the eligible memories nearest the query embedding (floor dense_floor), exact or HNSW.';
-$pgrecall_5a5c9f4df2b2$)
+$pgrecall_a674b1f60aaf$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -15792,7 +15790,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 52, $pgrecall_71f5decf852e$020bfecf35eaa38e0f0989bb1669561b641a23e50586bd765e7462a73db88f8b$pgrecall_71f5decf852e$, $pgrecall_020bfecf35ea$-- recall: ranked retrieval, in the design's order (section 6). Each step is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 52, $pgrecall_64676a9be423$d690344ba7708f0e082416822797200e6048ffeaafe402a9cadadb9c4c0ae2f5$pgrecall_64676a9be423$, $pgrecall_d690344ba770$-- recall: ranked retrieval, in the design's order (section 6). Each step is
 -- a function of its own that a DBA can call and test alone; recall_answer()
 -- runs them in order. Each step's file is in this folder (plpgsql/recall/),
 -- named for the step, and plpgsql/install_order lists them in this order.
@@ -15899,7 +15897,7 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_exact_below integer := _exact_dense_limit(p_depth, p_settings);
+    v_exact_below integer;
     -- Below this many rows the read that tells few from many costs less than
     -- the estimate that could spare it (~0.1 ms against ~0.3 us a row).
     c_estimate_from constant integer := 2000;
@@ -15912,10 +15910,10 @@ begin
     -- at least twice the bound. Reading 1,550 eligible rows of a 10k tenant
     -- to learn that they are many cost 0.8 ms of every recall there, which
     -- made a 10k tenant recall slower than a 100k one (bench.recall_phases).
-    -- The snapshot is read by a statement of its own (on Citus: the fast path).
-    if v_exact_below < c_estimate_from then
-        select c.documents into v_documents from corpus_stat c;
-    end if;
+    -- The snapshot, which the bound grows with too, is read by a statement of
+    -- its own (on Citus: the fast path).
+    select c.documents into v_documents from corpus_stat c;
+    v_exact_below := _exact_dense_limit(p_depth, v_documents, p_settings);
     if (v_exact_below >= c_estimate_from or v_documents >= 2 * v_exact_below)
        and _eligible_estimate(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_as_of)
            >= 2 * v_exact_below then
@@ -16145,7 +16143,7 @@ $$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text,
                                       timestamptz) is
     'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms'' evidence orders them), permission walk. With its metadata: recall_answer().';
-$pgrecall_020bfecf35ea$)
+$pgrecall_d690344ba770$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

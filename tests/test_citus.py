@@ -405,6 +405,8 @@ def test_a_dense_and_hybrid_recall_on_the_worker_read_a_table_at_a_time_few_elig
                          purposes=["converse"])
         gift = mem.append("The lamp is a gift for Ben", role="user", actor="ana")
         mem.remember("The lamp is a gift for Ben", evidence=[gift], purposes=["converse"], audience="ana")
+        # enough memories that "few" (at least sqrt(12 x 20 x 305) = 271) is fewer than the bot sees with a floor of 2
+        garden_notes(mem, 300)
     Worker(acme, conninfo=cluster.coordinator.dsn(user=f"pgrecall_{acme}_worker")).drain()
     with psycopg.connect(cluster.coordinator.dsn(), autocommit=True) as conn:
         conn.execute(f"select {acme}.refresh_term_stats()")
@@ -433,6 +435,46 @@ def test_a_dense_and_hybrid_recall_on_the_worker_read_a_table_at_a_time_few_elig
                        ("hybrid", "exact", "Ana's cat Miso only eats salmon", False),
                        ("dense", "hnsw", "Ana's cat Miso only eats salmon", False),
                        ("hybrid", "hnsw", "Ana's cat Miso only eats salmon", False)]
+
+
+def garden_notes(mem, count):
+    """count memories of one scope that the bot may see, each standing on a turn of its own (one call each)."""
+    offsets = mem.append_many([{"body": f"Garden note {i}: the row {i} of beans was watered", "source_role": "user",
+                                "actor": "ana"} for i in range(count)])
+    mem.remember_many([{"body": f"Row {i} of the beans was watered", "evidence": [offset], "purposes": ["converse"]}
+                       for i, offset in enumerate(offsets)])
+
+
+def test_a_principal_seeing_a_share_of_a_distributed_tenant_is_searched_exactly_as_on_one_server(cluster,
+                                                                                                  tenant_factory):
+    # How many eligible memories are "few" (searched exactly, not through the HNSW index) grows with the tenant:
+    # sqrt(12 x depth x memories), at least exact_dense_below. On a Citus node the bound read the planner's row
+    # estimate of memory_embedding, which there is the shell of a shard (0 rows), so it stayed at its floor: a
+    # principal seeing 155 memories of 156 with a floor of 100 (bound 194 on one server) was searched through the
+    # index on Citus and exactly on one server, and could be answered otherwise. The bound now grows with the
+    # term-statistics snapshot's count, the same figure on both.
+    from pgrecall.worker import Worker
+
+    acme = tenant_factory("acme")
+    populated(cluster, acme)
+    with handle(cluster, acme) as mem:
+        turn = mem.append("My cat Miso only eats salmon", role="user", actor="ana")
+        mem.remember("Ana's cat Miso only eats salmon", evidence=[turn], purposes=["converse"])
+        garden_notes(mem, 155)
+    Worker(acme, conninfo=cluster.coordinator.dsn(user=f"pgrecall_{acme}_worker")).drain()
+    with psycopg.connect(cluster.coordinator.dsn(), autocommit=True) as conn:
+        conn.execute(f"select {acme}.refresh_term_stats()")
+        conn.execute(f"select {acme}.set_setting('exact_dense_below', '100')")
+        [(salmon,)] = conn.execute(f"""select me.embedding::real[]::float8[] from {acme}.memory_embedding me
+                                        join {acme}.memory m on m.id = me.memory_id
+                                       where m.body like '%salmon%'""").fetchall()
+    with psycopg.connect(cluster.coordinator.dsn(user=f"pgrecall_{acme}_app"), autocommit=True) as conn:
+        for mode in ("dense", "hybrid"):
+            method, first = conn.execute(
+                f"""select (a.meta).dense_method, (a.items[1]).body
+                      from {acme}.recall_answer('bot', array['default'], 'what does the cat eat', 'converse', %s,
+                                                %s, 3) a""", (salmon, mode)).fetchone()
+            assert (method, first) == ("exact", "Ana's cat Miso only eats salmon"), mode
 
 
 def test_a_dense_recall_of_a_tenant_large_enough_for_the_estimate_answers_through_the_coordinator(cluster,
