@@ -30,14 +30,9 @@ as $$
            coalesce(r.payload, '{}'), r.data_subject_id, r.lawful_basis, coalesce(r.classification, 'internal'),
            r.retention_until,
            case when r.audience is not null then array(select normalize(a, NFC) from unnest(r.audience) a) end,
-           r.ord::integer
-      from rows from (jsonb_to_recordset(p_rows) as (body text, source_role text, kind text, actor text,
-                                                     session_id bigint, occurred_at timestamptz, payload jsonb,
-                                                     data_subject_id text, lawful_basis text,
-                                                     classification text, retention_until timestamptz,
-                                                     audience text[]))
-           with ordinality as r(body, source_role, kind, actor, session_id, occurred_at, payload,
-                                data_subject_id, lawful_basis, classification, retention_until, audience, ord)
+           r.ordinality::integer
+      from jsonb_populate_recordset(null::observation_row, p_rows)  -- the declared shape (migration 0047)
+           with ordinality as r
 $$;
 comment on function __tenant__._observation_rows(jsonb) is
     'Internal: observation rows from JSON, numbered from 1, with the defaults of append_observation() (audience names in NFC).';
@@ -257,9 +252,7 @@ declare
     v_counter_first boolean := v_count >= 32;
 begin
     perform set_config('plan_cache_mode', _plan_cache_mode(), true);
-    perform _check_keys(p_rows, array['body', 'source_role', 'kind', 'actor', 'session_id', 'occurred_at', 'payload',
-                                      'data_subject_id', 'lawful_basis', 'classification', 'retention_until',
-                                      'audience'], 'row');
+    perform _check_keys(p_rows, _input_keys('observation_row'), 'row');
     begin
         perform count(*) from _observation_rows(p_rows);
     exception when invalid_datetime_format or datetime_field_overflow then

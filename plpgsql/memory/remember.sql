@@ -75,12 +75,9 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
     -- Peer names in NFC, the form they are stored in.
     select i.body, i.evidence, i.purposes, normalize(i.audience, NFC), coalesce(i.kind, 'note'), i.title,
-           coalesce(i.confidence, 1), i.about, normalize(i.observer, NFC), i.widening_reason, i.ord::integer
-      from rows from (jsonb_to_recordset(p_items) as (body text, evidence bigint[], purposes text[], audience text,
-                                                      kind text, title text, confidence double precision,
-                                                      about text[], observer text, widening_reason text))
-           with ordinality as i(body, evidence, purposes, audience, kind, title, confidence, about, observer,
-                                widening_reason, ord)
+           coalesce(i.confidence, 1), i.about, normalize(i.observer, NFC), i.widening_reason, i.ordinality::integer
+      from jsonb_populate_recordset(null::memory_item, p_items)  -- the declared shape (migration 0047)
+           with ordinality as i
 $$;
 comment on function __tenant__._memory_items(jsonb) is
     'Internal: remember items from JSON, numbered from 1; kind defaults to note and confidence to 1.';
@@ -101,8 +98,7 @@ declare
     v_peers text[] := '{}';
     v_peer_ids bigint[] := '{}';
 begin
-    perform _check_keys(p_items, array['body', 'evidence', 'purposes', 'audience', 'kind', 'title', 'confidence',
-                                       'about', 'observer', 'widening_reason'], 'item');
+    perform _check_keys(p_items, _input_keys('memory_item'), 'item');
     begin
         perform count(*) from _memory_items(p_items);
     exception when invalid_text_representation or datatype_mismatch or invalid_parameter_value then
