@@ -7,6 +7,7 @@ Real PostgreSQL, the real model (in this process) and the real worker."""
 
 from __future__ import annotations
 
+import re
 import threading
 
 import numpy as np
@@ -335,5 +336,17 @@ def test_a_vector_half_precision_cannot_hold_is_refused_by_the_driver_naming_it(
     [offset] = _turns(mem, ["Ana rows on the Douro"])
     with pytest.raises(errors.InvalidArgument, match="384 finite numbers within"):
         mem.remember_many(_items(["Ana rows on the Douro"], [offset]), embeddings=[bad], embedding_model=MODEL,
+                          embedding_input_version=1)
+    assert db.execute("select count(*) from iv.memory").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("shaped", [np.zeros((2, 384), dtype=np.float32), [[0.1] * 384], np.float32(0.5)],
+                         ids=["matrix", "nested list", "scalar"])
+def test_a_vector_of_the_wrong_shape_is_refused_naming_its_shape(db, conninfo, shaped):
+    mem = _tenant(db, conninfo, "iv")
+    [offset] = _turns(mem, ["Ana rows on the Douro"])
+    shape = str(np.asarray(shaped).shape)
+    with pytest.raises(errors.InvalidArgument, match=re.escape(f"not an array of shape {shape}")):
+        mem.remember_many(_items(["Ana rows on the Douro"], [offset]), embeddings=[shaped], embedding_model=MODEL,
                           embedding_input_version=1)
     assert db.execute("select count(*) from iv.memory").fetchone()[0] == 0

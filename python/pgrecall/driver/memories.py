@@ -294,10 +294,15 @@ def _as_vector(value: VectorLike | None) -> Vector | None:
         return None
     try:
         array = np.asarray(value, dtype=np.float32)
-        vector = Vector(array)
     except (TypeError, ValueError) as exc:
         raise errors.InvalidArgument(f"an embedding must be {DIMENSIONS} numbers, not {type(value).__name__}",
                                      hint="Pass a sequence of floats or a 1-D numpy array.") from exc
+    if array.ndim != 1:
+        # a batch's matrix given as one item's vector: say its shape, not only that it is an ndarray
+        raise errors.InvalidArgument(f"an embedding must be {DIMENSIONS} numbers in one dimension, not an array of "
+                                     f"shape {array.shape}",
+                                     hint="One vector per item: embeddings=list(matrix), or the matrix itself.")
+    vector = Vector(array)
     # refused here, by name, rather than by pgvector as the argument is read
     if not np.all(np.isfinite(array)) or np.any(np.abs(array) > _HALFVEC_MAX):
         raise errors.InvalidArgument(f"an embedding must be {DIMENSIONS} finite numbers within +-{_HALFVEC_MAX:g}",
