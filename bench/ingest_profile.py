@@ -1,6 +1,7 @@
 """Where ingest spends its time, statement by statement (issue #46 items 1 and 4), model excluded.
 
-    python -m bench.ingest_profile [--n 5000] [--batch 500] [--top 15] [--phase write|drain] [--out FILE.md]
+    python -m bench.ingest_profile [--n 5000] [--batch 500] [--top 15] [--phase write|drain] [--without-graph]
+                                   [--out FILE.md]
 
 The side-by-side bench's ingest (bench/peers.py), alone and on a throwaway embedded server with
 pg_stat_statements (track = all, so the statements inside the tenant's functions are counted too): per
@@ -9,7 +10,9 @@ worker role, at input version 1, with the model replaced by a lookup of precompu
 peers bench's cache in bench/cache/peers when it is there, else seeded random unit vectors). Reports the
 client-side split (the worker's _store timed as the peers bench times it) and the statements that took
 the server's time in one phase: the application's writes (append_many + remember_many, where a memory's
-vector is stored since remember takes it inline) or the worker's drains.
+vector is stored since remember takes it inline) or the worker's drains. --without-graph drops the memories'
+HNSW index first: the graph insert (75-80% of the writes, the one the bare statement pays too) is then out of
+the figures, and what pgrecall does besides it is measured without its noise.
 """
 
 from __future__ import annotations
@@ -71,7 +74,7 @@ def statements(conn: psycopg.Connection[Any]) -> dict[tuple[int, int], tuple[int
         "from pg_stat_statements where queryid is not null")}
 
 
-def profile(n: int, batch: int, top: int, phase: str = "write") -> str:
+def profile(n: int, batch: int, top: int, phase: str = "write", without_graph: bool = False) -> str:
     import pgrecall
     import pgrecall.worker
     from pgrecall import install
@@ -85,6 +88,8 @@ def profile(n: int, batch: int, top: int, phase: str = "write") -> str:
         admin = psycopg.connect(uri, autocommit=True)
         admin.execute("create extension if not exists pg_stat_statements")
         install.install(admin, [TENANT])
+        if without_graph:
+            admin.execute(f"drop index {TENANT}.memory_embedding_hnsw")
         role = {r: uri.replace("postgresql://postgres@", f"postgresql://pgrecall_{TENANT}_{r}@", 1)
                 .replace("postgresql://postgres:@", f"postgresql://pgrecall_{TENANT}_{r}@", 1)
                 for r in ("app", "worker", "admin")}
@@ -162,7 +167,8 @@ def profile(n: int, batch: int, top: int, phase: str = "write") -> str:
         app.close()
         admin.close()
     total = sum(t.values()) - t["store"]
-    lines = [f"`python -m bench.ingest_profile --n {n} --batch {batch} --phase {phase}` on "
+    lines = [f"`python -m bench.ingest_profile --n {n} --batch {batch} --phase {phase}"
+             f"{' --without-graph' if without_graph else ''}` on "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; vectors: {source}; load average "
              f"{load0:.1f} -> {load1:.1f}.", "",
              f"Client side, s: append_many {t['append_many']:.2f}, remember_many {t['remember_many']:.2f}, "
@@ -194,9 +200,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--phase", choices=("write", "drain"), default="write",
                     help="whose statements to list: the application's append_many + remember_many, or the drains")
+    ap.add_argument("--without-graph", action="store_true",
+                    help="drop the memories' HNSW index: measure what the writes do besides the graph insert")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
-    text = profile(args.n, args.batch, args.top, args.phase)
+    text = profile(args.n, args.batch, args.top, args.phase, args.without_graph)
     if args.out:
         args.out.write_text(text)
     print(text)

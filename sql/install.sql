@@ -1776,7 +1776,7 @@ update pgrecall.error_code e set explanation = x.explanation from (values
 
 -- The shipped SQL sources.
 
-delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7dec98603573$0034_recall_question_time.sql$pgrecall_7dec98603573$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_520aa42e1005$0035_fact_evidence_audience.sql$pgrecall_520aa42e1005$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_805e70f62199$0036_recall_as_of.sql$pgrecall_805e70f62199$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d93541954a11$0037_store_items.sql$pgrecall_d93541954a11$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_40cf676c8fce$0038_recall_spread.sql$pgrecall_40cf676c8fce$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_42579dd0005a$0039_memory_keys.sql$pgrecall_42579dd0005a$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_33f0be6f3348$0040_memory_key_vectors.sql$pgrecall_33f0be6f3348$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5f9ca04eb737$0041_revision_tsv.sql$pgrecall_5f9ca04eb737$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c896649290eb$0042_recall_meta_as_of.sql$pgrecall_c896649290eb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_cd1266496dcb$0043_memory_tsv_fastupdate.sql$pgrecall_cd1266496dcb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7aa5514b135d$0044_term_stats_fold.sql$pgrecall_7aa5514b135d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5a726b0abb62$0045_provenance_types.sql$pgrecall_5a726b0abb62$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_93c4e117d98a$shared/fail.sql$pgrecall_93c4e117d98a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_35447ded19e5$shared/closed_sets.sql$pgrecall_35447ded19e5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6beaea322b2e$shared/value_checks.sql$pgrecall_6beaea322b2e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7b838905899d$shared/references.sql$pgrecall_7b838905899d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a769738e7545$shared/embedding_input.sql$pgrecall_a769738e7545$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea28f6e9696f$shared/settings.sql$pgrecall_ea28f6e9696f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_34db4d4fd308$shared/locks.sql$pgrecall_34db4d4fd308$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_32be9315e548$shared/eligibility.sql$pgrecall_32be9315e548$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_cadea1e07eb4$shared/schema_info.sql$pgrecall_cadea1e07eb4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3990910386e$shared/table_statistics.sql$pgrecall_a3990910386e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4359a26b56e8$shared/notifications.sql$pgrecall_4359a26b56e8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f12ea39847bb$shared/append_only.sql$pgrecall_f12ea39847bb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b520323bc$log/append_observation.sql$pgrecall_ab1b520323bc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9850d333d0ac$log/passage_chunks.sql$pgrecall_9850d333d0ac$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f9b529325e72$log/passages.sql$pgrecall_f9b529325e72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81bbdd0f15d9$log/passage_vectors.sql$pgrecall_81bbdd0f15d9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81adc12402ef$log/message_search.sql$pgrecall_81adc12402ef$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fbc5a661f2c9$log/projection.sql$pgrecall_fbc5a661f2c9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7e4eb4c25106$memory/revise.sql$pgrecall_7e4eb4c25106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ade638cdff09$memory/derive.sql$pgrecall_ade638cdff09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d16be3eadf22$memory/keys.sql$pgrecall_d16be3eadf22$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d972660a90f6$memory/read.sql$pgrecall_d972660a90f6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_aa87d72eaca5$memory/memory_count.sql$pgrecall_aa87d72eaca5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3c214ddced3$memory/freshness.sql$pgrecall_a3c214ddced3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_19370c65adc8$memory/duplicates.sql$pgrecall_19370c65adc8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fcbacefcb268$graph/graph_guards.sql$pgrecall_fcbacefcb268$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d44fea25fa34$graph/traversal.sql$pgrecall_d44fea25fa34$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bde667a4f43c$sessions/peers_scopes.sql$pgrecall_bde667a4f43c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33a3f5a05d39$sessions/sessions.sql$pgrecall_33a3f5a05d39$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c37736e808ad$sessions/session_bundle.sql$pgrecall_c37736e808ad$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87a1832ebe6a$sessions/representation.sql$pgrecall_87a1832ebe6a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3e9bcbe2bcd1$queues/leases.sql$pgrecall_3e9bcbe2bcd1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_719a349f8506$queues/work_queue.sql$pgrecall_719a349f8506$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1b652fe88c09$recall/as_of.sql$pgrecall_1b652fe88c09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ec92d55b8c2b$recall/key_arm.sql$pgrecall_ec92d55b8c2b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_77fe7e11f674$recall/fact_arm.sql$pgrecall_77fe7e11f674$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33520068bb0f$recall/people_arm.sql$pgrecall_33520068bb0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_8eca96aab0a4$recall/time_arm.sql$pgrecall_8eca96aab0a4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3047a1d41f72$recall/fusion.sql$pgrecall_3047a1d41f72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a7605aa9c43a$recall/permission_walk.sql$pgrecall_a7605aa9c43a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_89bc99f0db89$recall/spread.sql$pgrecall_89bc99f0db89$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c5c917068264$recall/neighbour_turns.sql$pgrecall_c5c917068264$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_568d0e42ed78$recall/ordering.sql$pgrecall_568d0e42ed78$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33e7d9c571c5$recall/rows.sql$pgrecall_33e7d9c571c5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e19049384fca$erasure/erasure_plan.sql$pgrecall_e19049384fca$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8a87770fa93$erasure/erase.sql$pgrecall_b8a87770fa93$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b462b2a6cded$erasure/erase_rewrite.sql$pgrecall_b462b2a6cded$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f5d59c318372$erasure/export.sql$pgrecall_f5d59c318372$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1923336c08e9$integrations/agent_sessions.sql$pgrecall_1923336c08e9$));
+delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7dec98603573$0034_recall_question_time.sql$pgrecall_7dec98603573$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_520aa42e1005$0035_fact_evidence_audience.sql$pgrecall_520aa42e1005$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_805e70f62199$0036_recall_as_of.sql$pgrecall_805e70f62199$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d93541954a11$0037_store_items.sql$pgrecall_d93541954a11$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_40cf676c8fce$0038_recall_spread.sql$pgrecall_40cf676c8fce$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_42579dd0005a$0039_memory_keys.sql$pgrecall_42579dd0005a$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_33f0be6f3348$0040_memory_key_vectors.sql$pgrecall_33f0be6f3348$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5f9ca04eb737$0041_revision_tsv.sql$pgrecall_5f9ca04eb737$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c896649290eb$0042_recall_meta_as_of.sql$pgrecall_c896649290eb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_cd1266496dcb$0043_memory_tsv_fastupdate.sql$pgrecall_cd1266496dcb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7aa5514b135d$0044_term_stats_fold.sql$pgrecall_7aa5514b135d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5a726b0abb62$0045_provenance_types.sql$pgrecall_5a726b0abb62$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_8c7419032142$0046_remember_rows.sql$pgrecall_8c7419032142$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_93c4e117d98a$shared/fail.sql$pgrecall_93c4e117d98a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_35447ded19e5$shared/closed_sets.sql$pgrecall_35447ded19e5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6beaea322b2e$shared/value_checks.sql$pgrecall_6beaea322b2e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7b838905899d$shared/references.sql$pgrecall_7b838905899d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a769738e7545$shared/embedding_input.sql$pgrecall_a769738e7545$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea28f6e9696f$shared/settings.sql$pgrecall_ea28f6e9696f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_34db4d4fd308$shared/locks.sql$pgrecall_34db4d4fd308$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_32be9315e548$shared/eligibility.sql$pgrecall_32be9315e548$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_cadea1e07eb4$shared/schema_info.sql$pgrecall_cadea1e07eb4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3990910386e$shared/table_statistics.sql$pgrecall_a3990910386e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4359a26b56e8$shared/notifications.sql$pgrecall_4359a26b56e8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f12ea39847bb$shared/append_only.sql$pgrecall_f12ea39847bb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b520323bc$log/append_observation.sql$pgrecall_ab1b520323bc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9850d333d0ac$log/passage_chunks.sql$pgrecall_9850d333d0ac$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f9b529325e72$log/passages.sql$pgrecall_f9b529325e72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81bbdd0f15d9$log/passage_vectors.sql$pgrecall_81bbdd0f15d9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81adc12402ef$log/message_search.sql$pgrecall_81adc12402ef$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fbc5a661f2c9$log/projection.sql$pgrecall_fbc5a661f2c9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7e4eb4c25106$memory/revise.sql$pgrecall_7e4eb4c25106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ade638cdff09$memory/derive.sql$pgrecall_ade638cdff09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d16be3eadf22$memory/keys.sql$pgrecall_d16be3eadf22$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d972660a90f6$memory/read.sql$pgrecall_d972660a90f6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_aa87d72eaca5$memory/memory_count.sql$pgrecall_aa87d72eaca5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3c214ddced3$memory/freshness.sql$pgrecall_a3c214ddced3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_19370c65adc8$memory/duplicates.sql$pgrecall_19370c65adc8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fcbacefcb268$graph/graph_guards.sql$pgrecall_fcbacefcb268$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d44fea25fa34$graph/traversal.sql$pgrecall_d44fea25fa34$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bde667a4f43c$sessions/peers_scopes.sql$pgrecall_bde667a4f43c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33a3f5a05d39$sessions/sessions.sql$pgrecall_33a3f5a05d39$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c37736e808ad$sessions/session_bundle.sql$pgrecall_c37736e808ad$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87a1832ebe6a$sessions/representation.sql$pgrecall_87a1832ebe6a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3e9bcbe2bcd1$queues/leases.sql$pgrecall_3e9bcbe2bcd1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_719a349f8506$queues/work_queue.sql$pgrecall_719a349f8506$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1b652fe88c09$recall/as_of.sql$pgrecall_1b652fe88c09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ec92d55b8c2b$recall/key_arm.sql$pgrecall_ec92d55b8c2b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_77fe7e11f674$recall/fact_arm.sql$pgrecall_77fe7e11f674$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33520068bb0f$recall/people_arm.sql$pgrecall_33520068bb0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_8eca96aab0a4$recall/time_arm.sql$pgrecall_8eca96aab0a4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3047a1d41f72$recall/fusion.sql$pgrecall_3047a1d41f72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a7605aa9c43a$recall/permission_walk.sql$pgrecall_a7605aa9c43a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_89bc99f0db89$recall/spread.sql$pgrecall_89bc99f0db89$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c5c917068264$recall/neighbour_turns.sql$pgrecall_c5c917068264$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_568d0e42ed78$recall/ordering.sql$pgrecall_568d0e42ed78$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33e7d9c571c5$recall/rows.sql$pgrecall_33e7d9c571c5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e19049384fca$erasure/erasure_plan.sql$pgrecall_e19049384fca$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8a87770fa93$erasure/erase.sql$pgrecall_b8a87770fa93$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b462b2a6cded$erasure/erase_rewrite.sql$pgrecall_b462b2a6cded$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f5d59c318372$erasure/export.sql$pgrecall_f5d59c318372$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1923336c08e9$integrations/agent_sessions.sql$pgrecall_1923336c08e9$));
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
 values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$, 1, null, $pgrecall_2388b9dcfc8a$151d1a540dd485519b204d3346bac7970fc2591cb3159b3a06db80b197d71397$pgrecall_2388b9dcfc8a$, $pgrecall_151d1a540dd4$-- Per-tenant settings: the design's constants, one row each, readable by the
@@ -3963,6 +3963,36 @@ alter type __tenant__.duplicate_pair add attribute b_provenance __tenant__.memor
 alter type __tenant__.bundle_memory drop attribute provenance;
 alter type __tenant__.bundle_memory add attribute provenance __tenant__.memory_provenance;
 $pgrecall_9972ab98e38d$)
+on conflict (kind, name) do update
+   set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
+values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_8c7419032142$0046_remember_rows.sql$pgrecall_8c7419032142$, 46, null, $pgrecall_1414c9becbc9$52590d29176b2ac8b0befb23356f36c256e72fcabcc2f6e61ae5303b27b98c9e$pgrecall_1414c9becbc9$, $pgrecall_52590d29176b$-- A remember batch's items as its statements hand them on (issue #46 item 1):
+-- each placed item with the memory id it takes, as _remember_numbered makes
+-- them and the writes read them. They were a JSON array that each of five
+-- statements parsed again, built by to_jsonb of every row: about 7 ms of a
+-- 500-item batch, 8% of what remember_many does besides the graph insert.
+create type __tenant__.remember_row as (
+    ord              integer,
+    body             text,
+    evidence         bigint[],
+    purposes         text[],
+    audience_id      bigint,
+    kind             text,
+    title            text,
+    confidence       double precision,
+    about            text[],
+    observer_id      bigint,
+    widening_reason  text,
+    text_key         text,
+    noop             text,
+    existing_id      bigint,
+    first_ord        integer,
+    new_id           bigint
+);
+comment on type __tenant__.remember_row is
+    'Internal: one item of a remember batch, placed and numbered (new_id NULL: a no-op or a duplicate).';
+$pgrecall_52590d29176b$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -6921,7 +6951,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 19, $pgrecall_6112c5f69220$d15cdb551778344035babcb99d249f66d6248a0064903eb03f23e9b2c7147c38$pgrecall_6112c5f69220$, $pgrecall_d15cdb551778$-- remember: write what the agent decided to keep, with who may see it, why
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 19, $pgrecall_8effe623eabb$4bdda0635a93787a97017f7728fd596ef0db747167df5538f6727c9f2ac65827$pgrecall_8effe623eabb$, $pgrecall_4bdda0635a93$-- remember: write what the agent decided to keep, with who may see it, why
 -- it may be used, and the observations that stated it. Capture writes only
 -- what was explicitly stated: empty or ambiguous input is a no-op that says
 -- why, never an error and never a guess.
@@ -7008,8 +7038,9 @@ $$;
 comment on function __tenant__._memory_items(jsonb) is
     'Internal: remember items from JSON, numbered from 1; kind defaults to note and confidence to 1.';
 
-create or replace function __tenant__._check_memory_items(p_items jsonb)
-returns void
+-- Returns the peers the items name that exist (in NFC), read once for the batch: _remember_batch places
+-- the items with their ids.
+create or replace function __tenant__._check_memory_items(p_items jsonb, out peer_names text[], out peer_ids bigint[])
 language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -7021,6 +7052,7 @@ declare
     v_where text;
     v_named text[];
     v_peers text[] := '{}';
+    v_peer_ids bigint[] := '{}';
 begin
     perform _check_keys(p_items, array['body', 'evidence', 'purposes', 'audience', 'kind', 'title', 'confidence',
                                        'about', 'observer', 'widening_reason'], 'item');
@@ -7038,7 +7070,8 @@ begin
       from _memory_items(p_items) i cross join lateral unnest(array[i.audience, i.observer]) as n(name)
      where n.name is not null;
     if cardinality(v_named) > 0 then
-        select coalesce(array_agg(p.name), '{}') into v_peers from peer p where p.name = any (v_named);
+        select coalesce(array_agg(p.name), '{}'), coalesce(array_agg(p.id), '{}') into v_peers, v_peer_ids
+          from peer p where p.name = any (v_named);
     end if;
 
     -- Validate every item before anything is written; the first problem wins.
@@ -7093,11 +7126,13 @@ begin
                           when 'PR101' then 'Create it first with add_peer(name, kind).'
                           else null end);
     end if;
-
+    peer_names := v_peers;
+    peer_ids := v_peer_ids;
 end
 $$;
 comment on function __tenant__._check_memory_items(jsonb) is
-    'Internal: PR101/PR102/PR107/PR150/PR151 for the first remember item (in order) whose fields are wrong.';
+    'Internal: PR101/PR102/PR107/PR150/PR151 for the first remember item (in order) whose fields are wrong; '
+    'else the peers the items name (names and ids).';
 
 -- What a remember batch reads before it writes (the peers the items name, the turns they cite, the live
 -- memories of the same texts) is read by key, each table by a statement of its own that reads nothing
@@ -7165,7 +7200,7 @@ comment on function __tenant__._check_memory_evidence(bigint, text, jsonb, bigin
     'cited, as _remember_batch reads them); PR116 if it would reach more peers than they, unwidened.';
 
 create or replace function __tenant__._remember_placed(p_scope text, p_items jsonb, p_peer_names text[],
-                                                      p_peer_ids bigint[])
+                                                      p_peer_ids bigint[], p_text_keys text[])
 returns table (ord integer, body text, evidence bigint[], purposes text[], audience_id bigint, kind text, title text,
                confidence double precision, about text[], observer_id bigint, widening_reason text, text_key text,
                noop text, existing_id bigint, first_ord integer)
@@ -7180,9 +7215,7 @@ declare
     v_live record;  -- the scope's live memories with those texts (ids, keys, audiences, observers)
 begin
     -- Read by key, the table alone (see _check_memory_evidence); the peers were read the same way.
-    select coalesce(array_agg(distinct md5(lower(regexp_replace(btrim(_trim(coalesce(i.body, ''))), '[[:space:]]+',
-                                                                ' ', 'g')))), '{}')
-      into v_keys from jsonb_to_recordset(p_items) as i(body text);
+    select coalesce(array_agg(distinct k.key), '{}') into v_keys from unnest(p_text_keys) k(key);
     select coalesce(array_agg(m.id order by m.id), '{}') as ids,
            coalesce(array_agg(m.text_key order by m.id), '{}') as keys,
            coalesce(array_agg(m.audience_peer_id order by m.id), '{}') as audiences,
@@ -7199,12 +7232,10 @@ begin
                p_peer_ids[array_position(p_peer_names, i.audience)] as audience_id,
                i.kind, i.title, i.confidence, coalesce(i.about, '{}') as about,
                p_peer_ids[array_position(p_peer_names, i.observer)] as observer_id,
-               _trim(i.widening_reason) as widening_reason
+               _trim(i.widening_reason) as widening_reason, p_text_keys[i.ord] as text_key
           from _memory_items(p_items) i
     ), judged as (
-        -- the same expression as memory.text_key ([[:space:]] is \s, written so that no backslash
-        -- changes meaning in a session with standard_conforming_strings off)
-        select it.*, md5(lower(regexp_replace(btrim(it.body), '[[:space:]]+', ' ', 'g'))) as text_key,
+        select it.*,
                case
                  when it.body = '' then 'empty: there is nothing to remember'
                  when it.body !~ '[[:alnum:]]' then 'no_content: the text has no words'
@@ -7228,49 +7259,51 @@ begin
     select * from placed;
 end
 $$;
-comment on function __tenant__._remember_placed(text, jsonb, text[], bigint[]) is
+comment on function __tenant__._remember_placed(text, jsonb, text[], bigint[], text[]) is
     'Internal: remember items judged (no-op or not) and placed against the scope''s live memories and each other.';
 
--- The items of a batch as they will be written, one JSON array that the writes
--- read in turn: each placed item with the id it takes (NULL for a no-op or a
--- duplicate, ids in the items' order) and its widening reason where it widens
--- (a reason for nothing would read as if it did). Apart from the function,
--- the first statement reads no table, so on Citus it is planned as on one
--- server; the check of the cited turns' audiences runs only for an item that
--- gives a reason.
+-- The items of a batch as they will be written, one array of remember_row
+-- that the writes read in turn (migration 0046): each placed item with the
+-- id it takes (NULL for a no-op or a duplicate, ids in the items' order) and
+-- its widening reason where it widens (a reason for nothing would read as if
+-- it did). Apart from the function, the first statement reads no table, so
+-- on Citus it is planned as on one server; the check of the cited turns'
+-- audiences runs only for an item that gives a reason.
 create or replace function __tenant__._remember_numbered(p_scope text, p_items jsonb, p_peer_names text[],
-                                                        p_peer_ids bigint[])
-returns jsonb
+                                                        p_peer_ids bigint[], p_text_keys text[])
+returns __tenant__.remember_row[]
 language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_rows jsonb;
+    v_rows remember_row[];
     v_widened integer[];
 begin
-    select coalesce(jsonb_agg(to_jsonb(n) order by n.ord), '[]') into v_rows
+    select coalesce(array_agg(row(n.ord, n.body, n.evidence, n.purposes, n.audience_id, n.kind, n.title, n.confidence,
+                                  n.about, n.observer_id, n.widening_reason, n.text_key, n.noop, n.existing_id,
+                                  n.first_ord, n.new_id)::remember_row order by n.ord), '{}') into v_rows
       from (select pl.*,
                    case when pl.noop is null and pl.existing_id is null and pl.first_ord = pl.ord
                         then nextval(pg_get_serial_sequence('__tenant__.memory', 'id')) end as new_id
-              from (select * from _remember_placed(p_scope, p_items, p_peer_names, p_peer_ids) order by ord) pl) n;
-    if not jsonb_path_exists(v_rows, '$[*] ? (@.widening_reason != null && @.new_id != null)') then
+              from (select * from _remember_placed(p_scope, p_items, p_peer_names, p_peer_ids, p_text_keys) order by ord) pl) n;
+    if not exists (select 1 from unnest(v_rows) r where r.widening_reason is not null and r.new_id is not null) then
         return v_rows;
     end if;
     v_widened := array(
-        select r.ord from jsonb_to_recordset(v_rows) r(ord integer, new_id bigint, evidence bigint[], audience_id bigint,
-                                                       widening_reason text)
+        select r.ord from unnest(v_rows) r
          where r.new_id is not null and r.widening_reason is not null
            and exists (select 1 from unnest(r.evidence) e(off)
                          cross join lateral (select ob.audience from observation ob
                                               where ob.scope = p_scope and ob.log_offset = e.off limit 1) o
                         where not _audience_within(r.audience_id, o.audience)));
-    return (select jsonb_agg(case when (r ->> 'ord')::integer = any (v_widened) then r
-                                  else jsonb_set(r, '{widening_reason}', 'null') end order by (r ->> 'ord')::integer)
-              from jsonb_array_elements(v_rows) r);
+    return array(select row(r.ord, r.body, r.evidence, r.purposes, r.audience_id, r.kind, r.title, r.confidence, r.about,
+                            r.observer_id, case when r.ord = any (v_widened) then r.widening_reason end, r.text_key,
+                            r.noop, r.existing_id, r.first_ord, r.new_id)::remember_row
+                   from unnest(v_rows) r order by r.ord);
 end
 $$;
-comment on function __tenant__._remember_numbered(text, jsonb, text[], bigint[]) is
+comment on function __tenant__._remember_numbered(text, jsonb, text[], bigint[], text[]) is
     'Internal: remember items placed, with the memory id each takes (NULL: a no-op or a duplicate) and the widening reason kept.';
 
 -- The links of new memories: to the turns they cite (p_memory[i] cites
@@ -7305,8 +7338,8 @@ comment on function __tenant__._remember_dependencies(bigint[], bigint[], bigint
                                                       bigint[]) is
     'Internal: the projection dependencies of new memories and their links (kind, row key, the turn cited).';
 
-create or replace function __tenant__._remember_links(p_scope text, p_rows jsonb, p_memory bigint[],
-                                                     p_observation bigint[])
+create or replace function __tenant__._remember_links(p_scope text, p_rows __tenant__.remember_row[],
+                                                     p_memory bigint[], p_observation bigint[])
 returns void
 language plpgsql
 security definer
@@ -7339,17 +7372,17 @@ begin
         overriding system value
         select u.id, u.m, 'derived_from', u.o from unnest(v_link, v_link_memory, v_link_target) u(id, m, o);
     end if;
-    if jsonb_path_exists(p_rows, '$[*] ? (@.new_id != null && @.about.size() > 0)') then
+    if exists (select 1 from unnest(p_rows) r where r.new_id is not null and cardinality(r.about) > 0) then
         insert into entity as en (scope, name)
         select distinct on (lower(regexp_replace(btrim(_trim(a.name)), '[[:space:]]+', ' ', 'g'))) p_scope, _trim(a.name)
-          from jsonb_to_recordset(p_rows) r(new_id bigint, about text[]) cross join lateral unnest(r.about) as a(name)
+          from unnest(p_rows) r cross join lateral unnest(r.about) as a(name)
          where r.new_id is not null and _trim(a.name) <> ''
          order by lower(regexp_replace(btrim(_trim(a.name)), '[[:space:]]+', ' ', 'g')), _trim(a.name)
         on conflict on constraint entity_identity do update set name = en.name;
         select coalesce(array_agg(d.m order by d.m, d.e), '{}'), coalesce(array_agg(d.e order by d.m, d.e), '{}')
           into v_about_memory, v_about_entity
           from (select distinct r.new_id as m, en.id as e
-                  from jsonb_to_recordset(p_rows) r(new_id bigint, about text[])
+                  from unnest(p_rows) r
                   cross join lateral unnest(r.about) as a(name)
                   join entity en on en.scope = p_scope
                    and en.normalized_name = lower(regexp_replace(btrim(_trim(a.name)), '[[:space:]]+', ' ', 'g'))
@@ -7367,6 +7400,13 @@ begin
             values (v_dependency.kind, v_dependency.row_key, v_dependency.observation_id)
             on conflict do nothing;
         end loop;
+    elsif cardinality(v_about) = 0 then
+        -- Only the new memories and their new links (ids just taken, each row once): nothing to conflict
+        -- with, so no speculative insertion a row.
+        insert into projection_dependency (kind, row_key, observation_id)
+        select d.kind, d.row_key, d.observation_id
+          from _remember_dependencies(p_memory, p_observation, v_link, v_link_memory, v_about, v_about_memory,
+                                      v_about_entity) d;
     else
         insert into projection_dependency (kind, row_key, observation_id)
         select d.kind, d.row_key, d.observation_id
@@ -7376,7 +7416,7 @@ begin
     end if;
 end
 $$;
-comment on function __tenant__._remember_links(text, jsonb, bigint[], bigint[]) is
+comment on function __tenant__._remember_links(text, __tenant__.remember_row[], bigint[], bigint[]) is
     'Internal: the derived_from and about links of new memories, their entities and projection dependencies.';
 
 -- A caller who has the vectors gives them (issue #46): the driver whose
@@ -7427,8 +7467,9 @@ comment on function __tenant__._given_vectors(jsonb, __ext__.halfvec[], text, in
 
 -- The new memories of a batch (p_rows as _remember_numbered numbers them):
 -- those the caller gave a vector for (p_given), or the others.
-create or replace function __tenant__._remember_insert(p_principal_id bigint, p_scope text, p_rows jsonb,
-                                                      p_vectors __ext__.halfvec[], p_given boolean)
+create or replace function __tenant__._remember_insert(p_principal_id bigint, p_scope text,
+                                                      p_rows __tenant__.remember_row[], p_vectors __ext__.halfvec[],
+                                                      p_given boolean)
 returns void
 language plpgsql
 security definer
@@ -7440,11 +7481,8 @@ declare
     c_row_by_row constant integer := 16;
     v_row record;
 begin
-    if jsonb_array_length(p_rows) <= c_row_by_row then
-        for v_row in select x.* from jsonb_to_recordset(p_rows) x(ord integer, new_id bigint, kind text, title text,
-                                                              body text, confidence double precision,
-                                                              audience_id bigint, purposes text[],
-                                                              observer_id bigint, widening_reason text)
+    if cardinality(p_rows) <= c_row_by_row then
+        for v_row in select x.* from unnest(p_rows) x
                   where x.new_id is not null and (p_vectors[x.ord] is not null) = p_given
                   order by x.new_id loop
             insert into memory (id, scope, kind, title, body, confidence, origin, audience_peer_id, purposes,
@@ -7460,14 +7498,12 @@ begin
     overriding system value
     select r.new_id, p_scope, r.kind, r.title, r.body, r.confidence, 'told', r.audience_id, r.purposes,
            p_principal_id, r.observer_id, r.widening_reason
-      from jsonb_to_recordset(p_rows) r(ord integer, new_id bigint, kind text, title text, body text,
-                                        confidence double precision, audience_id bigint, purposes text[],
-                                        observer_id bigint, widening_reason text)
+      from unnest(p_rows) r
      where r.new_id is not null and (p_vectors[r.ord] is not null) = p_given
      order by r.new_id;
 end
 $$;
-comment on function __tenant__._remember_insert(bigint, text, jsonb, __ext__.halfvec[], boolean) is
+comment on function __tenant__._remember_insert(bigint, text, __tenant__.remember_row[], __ext__.halfvec[], boolean) is
     'Internal: inserts a remember batch''s new memories, those with a given vector or those without.';
 
 -- The given vectors of the memories a batch created (p_rows as
@@ -7478,7 +7514,8 @@ comment on function __tenant__._remember_insert(bigint, text, jsonb, __ext__.hal
 -- they quote word for word borrow them, as from the worker's
 -- (passage_vectors.sql). A duplicate or a no-op takes no vector. Each write
 -- is a statement of its own, as in _remember_links.
-create or replace function __tenant__._remember_vectors(p_rows jsonb, p_vectors __ext__.halfvec[], p_model text,
+create or replace function __tenant__._remember_vectors(p_rows __tenant__.remember_row[], p_vectors __ext__.halfvec[],
+                                                       p_model text,
                                                        p_input_version integer, p_memory bigint[],
                                                        p_observation bigint[])
 returns void
@@ -7492,7 +7529,7 @@ begin
     with stored as (
         insert into memory_embedding (memory_id, model, input_version, embedding, text_embedding, embedded_at)
         select r.new_id, p_model, p_input_version, v.embedding, null, now()
-          from jsonb_to_recordset(p_rows) r(ord integer, new_id bigint)
+          from unnest(p_rows) r
           join unnest(p_vectors) with ordinality as v(embedding, ord) on v.ord = r.ord
          where r.new_id is not null and v.embedding is not null
          order by r.new_id
@@ -7502,17 +7539,18 @@ begin
     if cardinality(v_stored) = 0 then
         return;
     end if;
+    -- The vectors of memories just created: nothing registered yet to conflict with.
     insert into projection_dependency (kind, row_key, observation_id)
     select distinct 'memory_embedding', ev.m::text, ev.o from unnest(p_memory, p_observation) ev(m, o)
-     where ev.m = any (v_stored)
-    on conflict do nothing;
+     where ev.m = any (v_stored);
     delete from embedding_job j where j.memory_id = any (v_stored);
     if p_input_version = 1 then
         perform _lend_memory_vectors(v_stored);
     end if;
 end
 $$;
-comment on function __tenant__._remember_vectors(jsonb, __ext__.halfvec[], text, integer, bigint[], bigint[]) is
+comment on function __tenant__._remember_vectors(__tenant__.remember_row[], __ext__.halfvec[], text, integer, bigint[],
+                                                bigint[]) is
     'Internal: stores the caller''s vectors of a batch''s new memories, registered and unqueued (passages borrow them under input version 1).';
 
 -- Its statements are planned once per session, not per call: the custom plan
@@ -7531,13 +7569,14 @@ as $$
 declare
     v_saved_plan_mode text := current_setting('plan_cache_mode');
     v_write_plan_mode text := _plan_cache_mode();
-    v_rows jsonb;
+    v_rows remember_row[];
     v_memory bigint[];       -- each new memory once per turn it cites ...
     v_observation bigint[];  -- ... and that turn's id
     v_vectors __ext__.halfvec[];  -- the caller's vector of each item (NULL: none given)
-    v_named text[];          -- the peers the items name, and of those that exist ...
-    v_peer_names text[] := '{}';
-    v_peer_ids bigint[] := '{}';  -- ... their ids
+    v_peer_names text[];     -- the peers the items name that exist ...
+    v_peer_ids bigint[];     -- ... and their ids
+    v_text_keys text[];      -- each item's text key (memory.text_key of its body), in the items' order
+    v_lock_keys text[];
     v_cited bigint[];        -- the offsets the items cite, and of the turns there ...
     v_turn_offsets bigint[];
     v_turn_ids bigint[];
@@ -7547,15 +7586,8 @@ begin
     -- plan as _plan_cache_mode() says, Citus cannot plan an INSERT ... SELECT generically.
     perform set_config('plan_cache_mode', 'force_generic_plan', true);
     -- Validate every item before anything is written; the first problem wins.
-    perform _check_memory_items(p_items);
-    -- Read by key, each table alone (see above).
-    select coalesce(array_agg(distinct n.name), '{}') into v_named
-      from _memory_items(p_items) i cross join lateral unnest(array[i.audience, i.observer]) as n(name)
-     where n.name is not null;
-    if cardinality(v_named) > 0 then
-        select coalesce(array_agg(p.name), '{}'), coalesce(array_agg(p.id), '{}') into v_peer_names, v_peer_ids
-          from peer p where p.name = any (v_named);
-    end if;
+    -- Read by key, each table alone (see above): the check reads the peers the items name.
+    select c.peer_names, c.peer_ids into v_peer_names, v_peer_ids from _check_memory_items(p_items) c;
     select coalesce(array_agg(distinct e.off), '{}') into v_cited
       from jsonb_to_recordset(p_items) as i(evidence bigint[]) cross join lateral unnest(i.evidence) as e(off)
      where e.off is not null;
@@ -7566,18 +7598,25 @@ begin
     perform _check_memory_evidence(p_principal_id, p_scope, p_items, v_turn_offsets, v_turn_audiences,
                                    v_peer_names, v_peer_ids);
     v_vectors := _given_vectors(p_items, p_embeddings, p_embedding_model, p_embedding_input_version);
+    -- Each text's key once for the batch (md5 of the normalised text: the lock and the placing read it), the
+    -- same expression as memory.text_key ([[:space:]] is \s, written so that no backslash changes meaning in
+    -- a session with standard_conforming_strings off).
+    select coalesce(array_agg(k.key order by k.ord), '{}'),
+           coalesce(array_agg(p_scope || ':' || k.key) filter (where k.body is not null), '{}')
+      into v_text_keys, v_lock_keys
+      from (select i.ord, i.body, md5(lower(regexp_replace(btrim(_trim(coalesce(i.body, ''))), '[[:space:]]+', ' ',
+                                                           'g'))) as key
+              from rows from (jsonb_to_recordset(p_items) as (body text)) with ordinality as i(body, ord)) k;
     -- Two writers must not both add the same text to a scope: lock each text.
-    perform _lock('remember', array(
-        select p_scope || ':' || md5(lower(regexp_replace(_trim(i.body), '[[:space:]]+', ' ', 'g')))
-          from jsonb_to_recordset(p_items) as i(body text) where i.body is not null));
-    v_rows := _remember_numbered(p_scope, p_items, v_peer_names, v_peer_ids);
+    perform _lock('remember', v_lock_keys);
+    v_rows := _remember_numbered(p_scope, p_items, v_peer_names, v_peer_ids, v_text_keys);
     perform set_config('plan_cache_mode', v_write_plan_mode, true);
-    if jsonb_path_exists(v_rows, '$[*] ? (@.new_id != null)') then
+    if exists (select 1 from unnest(v_rows) r where r.new_id is not null) then
         -- each new memory once per turn it cites, from the turns read above (joined by offset, as in
         -- _check_memory_evidence)
         select coalesce(array_agg(r.new_id order by r.new_id, e.i), '{}'), coalesce(array_agg(t.id order by r.new_id, e.i), '{}')
           into v_memory, v_observation
-          from jsonb_to_recordset(v_rows) r(new_id bigint, evidence bigint[])
+          from unnest(v_rows) r
           cross join lateral unnest(r.evidence) with ordinality as e(off, i)
           join unnest(v_turn_offsets, v_turn_ids) t(off, id) on t.off = e.off
          where r.new_id is not null;
@@ -7590,7 +7629,9 @@ begin
             perform _remember_insert(p_principal_id, p_scope, v_rows, v_vectors, true);
         end if;
         perform set_config('pgrecall.memory_vectors_given', 'off', true);
-        perform _remember_insert(p_principal_id, p_scope, v_rows, v_vectors, false);
+        if v_vectors is null or exists (select 1 from unnest(v_vectors) v where v is null) then
+            perform _remember_insert(p_principal_id, p_scope, v_rows, v_vectors, false);
+        end if;
         perform _remember_links(p_scope, v_rows, v_memory, v_observation);
         if v_vectors is not null then
             perform _remember_vectors(v_rows, v_vectors, p_embedding_model, p_embedding_input_version, v_memory,
@@ -7598,8 +7639,7 @@ begin
         end if;
     end if;
     return query
-    with r as (select * from jsonb_to_recordset(v_rows) x(ord integer, new_id bigint, existing_id bigint,
-                                                          first_ord integer, noop text))
+    with r as (select x.ord, x.new_id, x.existing_id, x.first_ord, x.noop from unnest(v_rows) x)
     select n.ord, coalesce(n.new_id, n.existing_id, f.new_id),
            case when n.new_id is not null then 'created' else 'noop' end,
            case when n.new_id is not null then null
@@ -7745,7 +7785,7 @@ comment on function __tenant__.remember_said(text, text[], text, text, text[], t
                                              text[], bigint[], text, jsonb, text) is
     'Appends what was said (as the principal''s note) and remembers it, citing it, in one call; a memory that is a '
     'no-op or refused leaves no turn (log_offset NULL).';
-$pgrecall_d15cdb551778$)
+$pgrecall_4bdda0635a93$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -13639,7 +13679,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$, null, 40, $pgrecall_ed04970eb9aa$12f20c3f5078677b4e203326920e62c1df0a9fb849fce39e4d5c7055a15cf071$pgrecall_ed04970eb9aa$, $pgrecall_12f20c3f5078$-- Recall, step 2: the lexical arm (plpgsql/recall/recall.sql composes the steps).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$, null, 40, $pgrecall_d04a18599fdf$f16f08e3ad32719c95516d76b325993b778f26549c38dec4d13100137e511943$pgrecall_d04a18599fdf$, $pgrecall_f16f08e3ad32$-- Recall, step 2: the lexical arm (plpgsql/recall/recall.sql composes the steps).
 --
 --   _query_terms        the query's distinct lexemes
 --   _prune_terms        from prune_min_terms terms on, a term in prune_df_ratio
@@ -13648,8 +13688,8 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5
 --   _lexical_recruiters the tsqueries that may recruit candidates, narrowest first
 --   _lexical_candidates BM25 over the eligible memories one recruiter matches
 --                       (_lexical_candidates_planned for a query past 12 terms;
---                       _lexical_matched, and _lexical_matched_among on Citus
---                       among the few, read the matches a table alone)
+--                       _lexical_matched, also among the few on Citus, reads
+--                       the matches a table alone, ordered by _quick_score)
 --   _lexical_arm        the above in order, for memories: ranked ids and scores
 --                       with what recall's metadata reports
 --
@@ -13686,6 +13726,40 @@ $$;
 comment on function __tenant__._bm25_tf(double precision, double precision, double precision, double precision,
                                         double precision) is
     'Internal: BM25''s term-frequency weight (k1, b) of a term occurring p_tf times in a document of p_length lexemes; inlined.';
+
+-- The quick score of a memory's text vector for a query of up to 12 terms:
+-- the idf (p_w) of each term query (p_q) it matches, a CASE per term, a
+-- slot past the last term NULL (it matches nothing and adds 0). Times
+-- _bm25_tf(1, ...) it is the presence score that bounds the lexical
+-- candidates (_lexical_matched). Inlined: the planner expands it into the
+-- caller's ORDER BY, where a call or a subquery per matched row cost as much
+-- as the row's heap visit; each term a parameter of its own, because a
+-- subscript per row cost 3-9% of the statement.
+create or replace function __tenant__._quick_score(
+    p_tsv tsvector,
+    p_q1 tsquery, p_q2 tsquery, p_q3 tsquery, p_q4 tsquery, p_q5 tsquery, p_q6 tsquery,
+    p_q7 tsquery, p_q8 tsquery, p_q9 tsquery, p_q10 tsquery, p_q11 tsquery, p_q12 tsquery,
+    p_w1 double precision, p_w2 double precision, p_w3 double precision, p_w4 double precision,
+    p_w5 double precision, p_w6 double precision, p_w7 double precision, p_w8 double precision,
+    p_w9 double precision, p_w10 double precision, p_w11 double precision, p_w12 double precision)
+returns double precision
+language sql immutable parallel safe
+as $$
+    select case when p_tsv @@ p_q1 then p_w1 else 0 end
+         + case when p_tsv @@ p_q2 then p_w2 else 0 end
+         + case when p_tsv @@ p_q3 then p_w3 else 0 end
+         + case when p_tsv @@ p_q4 then p_w4 else 0 end
+         + case when p_tsv @@ p_q5 then p_w5 else 0 end
+         + case when p_tsv @@ p_q6 then p_w6 else 0 end
+         + case when p_tsv @@ p_q7 then p_w7 else 0 end
+         + case when p_tsv @@ p_q8 then p_w8 else 0 end
+         + case when p_tsv @@ p_q9 then p_w9 else 0 end
+         + case when p_tsv @@ p_q10 then p_w10 else 0 end
+         + case when p_tsv @@ p_q11 then p_w11 else 0 end
+         + case when p_tsv @@ p_q12 then p_w12 else 0 end
+$$;
+comment on function __tenant__._quick_score(tsvector, tsquery, tsquery, tsquery, tsquery, tsquery, tsquery, tsquery, tsquery, tsquery, tsquery, tsquery, tsquery, double precision, double precision, double precision, double precision, double precision, double precision, double precision, double precision, double precision, double precision, double precision, double precision) is
+    'Internal: the sum of the weights of the term queries a text vector matches (up to 12, NULL slots add 0); inlined.';
 
 -- Term pruning and idf, one row per term (sorted). From p_min_terms query
 -- terms on, a term that occurs in p_ratio or more of the p_documents is
@@ -13814,12 +13888,17 @@ comment on function __tenant__._lexical_candidates_planned(bigint, text[], text,
 -- _lexical_candidates' matches of a query of up to 12 terms: the eligible
 -- memories p_match finds, best max(2 x p_depth, 100) by the quick score,
 -- with their text vectors (their exact score is the caller's). Each term and
--- its idf is a variable of its own (the comment below says why).
+-- its idf is a variable of its own (_quick_score says why).
+-- p_among: the few memories the principal may see (_few_eligible's), read by
+-- id from a statement of the memory table alone. On Citus _lexical_candidates
+-- reads the few with it, where its CTE with a subquery per row was planned,
+-- deparsed and planned again on every call (one server keeps the CTE,
+-- planned once).
 create or replace function __tenant__._lexical_matched(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
     p_match tsquery, p_term_queries tsquery[], p_idf double precision[],
     p_k1 double precision, p_b double precision, p_avg_length double precision, p_depth integer,
-    p_as_of timestamptz default null)
+    p_as_of timestamptz default null, p_among bigint[] default null)
 returns table (id bigint, tsv tsvector)
 language plpgsql stable
 security definer
@@ -13838,6 +13917,18 @@ begin
            p_idf[7], p_idf[8], p_idf[9], p_idf[10], p_idf[11], p_idf[12]
       into v_q1, v_q2, v_q3, v_q4, v_q5, v_q6, v_q7, v_q8, v_q9, v_q10, v_q11, v_q12,
            v_w1, v_w2, v_w3, v_w4, v_w5, v_w6, v_w7, v_w8, v_w9, v_w10, v_w11, v_w12;
+    if p_among is not null then
+        return query
+        select e.id, e.tsv
+          from memory e
+         where e.id = any (p_among) and e.tsv @@ p_match
+         order by _quick_score(e.tsv, v_q1, v_q2, v_q3, v_q4, v_q5, v_q6, v_q7, v_q8, v_q9, v_q10, v_q11, v_q12,
+                               v_w1, v_w2, v_w3, v_w4, v_w5, v_w6, v_w7, v_w8, v_w9, v_w10, v_w11, v_w12)
+                  * _bm25_tf(1, length(e.tsv), p_k1, p_b, p_avg_length) desc,
+                  e.id
+         limit greatest(2 * p_depth, 100);
+        return;
+    end if;
     return query
     select e.id, e.tsv
       from memory e
@@ -13845,18 +13936,8 @@ begin
                             p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
        and _unchanged_since(e.updated_at, p_as_of)
        and e.tsv @@ p_match
-     order by (case when e.tsv @@ v_q1 then v_w1 else 0 end
-               + case when e.tsv @@ v_q2 then v_w2 else 0 end
-               + case when e.tsv @@ v_q3 then v_w3 else 0 end
-               + case when e.tsv @@ v_q4 then v_w4 else 0 end
-               + case when e.tsv @@ v_q5 then v_w5 else 0 end
-               + case when e.tsv @@ v_q6 then v_w6 else 0 end
-               + case when e.tsv @@ v_q7 then v_w7 else 0 end
-               + case when e.tsv @@ v_q8 then v_w8 else 0 end
-               + case when e.tsv @@ v_q9 then v_w9 else 0 end
-               + case when e.tsv @@ v_q10 then v_w10 else 0 end
-               + case when e.tsv @@ v_q11 then v_w11 else 0 end
-               + case when e.tsv @@ v_q12 then v_w12 else 0 end)
+     order by _quick_score(e.tsv, v_q1, v_q2, v_q3, v_q4, v_q5, v_q6, v_q7, v_q8, v_q9, v_q10, v_q11, v_q12,
+                           v_w1, v_w2, v_w3, v_w4, v_w5, v_w6, v_w7, v_w8, v_w9, v_w10, v_w11, v_w12)
               * _bm25_tf(1, length(e.tsv), p_k1, p_b, p_avg_length) desc,
               e.id
      limit greatest(2 * p_depth, 100);
@@ -13864,59 +13945,8 @@ end
 $$;
 comment on function __tenant__._lexical_matched(bigint, text[], text, boolean, timestamptz, tsquery, tsquery[],
                                                 double precision[], double precision, double precision,
-                                                double precision, integer, timestamptz) is
-    'Internal: the eligible memories a lexical recruiter matches, best max(2 x p_depth, 100) by the quick score, with their text vectors.';
-
--- _lexical_matched among the few memories the principal may see (p_among,
--- _few_eligible's), read by id: the same quick score, term by term, over a
--- statement of the memory table alone. On Citus _lexical_candidates reads the
--- few with it, where its CTE with a subquery per row was planned, deparsed and
--- planned again on every call (one server keeps the CTE, planned once).
-create or replace function __tenant__._lexical_matched_among(
-    p_among bigint[], p_match tsquery, p_term_queries tsquery[], p_idf double precision[],
-    p_k1 double precision, p_b double precision, p_avg_length double precision, p_depth integer)
-returns table (id bigint, tsv tsvector)
-language plpgsql stable
-security definer
-set search_path = pg_catalog, __tenant__, __ext__, pg_temp
-as $$
-declare
-    v_q1 tsquery; v_q2 tsquery; v_q3 tsquery; v_q4 tsquery; v_q5 tsquery; v_q6 tsquery;
-    v_q7 tsquery; v_q8 tsquery; v_q9 tsquery; v_q10 tsquery; v_q11 tsquery; v_q12 tsquery;
-    v_w1 double precision; v_w2 double precision; v_w3 double precision; v_w4 double precision;
-    v_w5 double precision; v_w6 double precision; v_w7 double precision; v_w8 double precision;
-    v_w9 double precision; v_w10 double precision; v_w11 double precision; v_w12 double precision;
-begin
-    select p_term_queries[1], p_term_queries[2], p_term_queries[3], p_term_queries[4], p_term_queries[5],
-           p_term_queries[6], p_term_queries[7], p_term_queries[8], p_term_queries[9], p_term_queries[10],
-           p_term_queries[11], p_term_queries[12], p_idf[1], p_idf[2], p_idf[3], p_idf[4], p_idf[5], p_idf[6],
-           p_idf[7], p_idf[8], p_idf[9], p_idf[10], p_idf[11], p_idf[12]
-      into v_q1, v_q2, v_q3, v_q4, v_q5, v_q6, v_q7, v_q8, v_q9, v_q10, v_q11, v_q12,
-           v_w1, v_w2, v_w3, v_w4, v_w5, v_w6, v_w7, v_w8, v_w9, v_w10, v_w11, v_w12;
-    return query
-    select e.id, e.tsv
-      from memory e
-     where e.id = any (p_among) and e.tsv @@ p_match
-     order by (case when e.tsv @@ v_q1 then v_w1 else 0 end
-               + case when e.tsv @@ v_q2 then v_w2 else 0 end
-               + case when e.tsv @@ v_q3 then v_w3 else 0 end
-               + case when e.tsv @@ v_q4 then v_w4 else 0 end
-               + case when e.tsv @@ v_q5 then v_w5 else 0 end
-               + case when e.tsv @@ v_q6 then v_w6 else 0 end
-               + case when e.tsv @@ v_q7 then v_w7 else 0 end
-               + case when e.tsv @@ v_q8 then v_w8 else 0 end
-               + case when e.tsv @@ v_q9 then v_w9 else 0 end
-               + case when e.tsv @@ v_q10 then v_w10 else 0 end
-               + case when e.tsv @@ v_q11 then v_w11 else 0 end
-               + case when e.tsv @@ v_q12 then v_w12 else 0 end)
-              * _bm25_tf(1, length(e.tsv), p_k1, p_b, p_avg_length) desc,
-              e.id
-     limit greatest(2 * p_depth, 100);
-end
-$$;
-comment on function __tenant__._lexical_matched_among(bigint[], tsquery, tsquery[], double precision[], double precision,
-                                                      double precision, double precision, integer) is
-    'Internal: the memories p_among a lexical recruiter matches, best max(2 x p_depth, 100) by the quick score, with their text vectors.';
+                                                double precision, integer, timestamptz, bigint[]) is
+    'Internal: the eligible memories (or those of p_among) a lexical recruiter matches, best max(2 x p_depth, 100) by the quick score, with their text vectors.';
 
 -- BM25 over a bounded candidate set: every eligible memory matching p_match
 -- is first scored as if each query term occurred once (a tsvector membership
@@ -13957,7 +13987,8 @@ begin
                (select sum(p_idf[array_position(p_terms, u.lexeme)]
                            * _bm25_tf(cardinality(u.positions), length(m.tsv), p_k1, p_b, p_avg_length))
                   from unnest(m.tsv) u where u.lexeme = any (p_terms)) as s
-          from _lexical_matched_among(p_among, p_match, p_term_queries, p_idf, p_k1, p_b, p_avg_length, p_depth) m
+          from _lexical_matched(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_match,
+                                p_term_queries, p_idf, p_k1, p_b, p_avg_length, p_depth, null, p_among) m
          order by s desc, m.id
          limit p_depth;
         return;
@@ -14111,7 +14142,7 @@ $$;
 comment on function __tenant__._lexical_arm(bigint, text[], text, boolean, timestamptz, text, integer, jsonb, bigint[],
                                             timestamptz, bigint[], tsvector[]) is
     'Internal: recall''s lexical arm: pruned query terms, BM25 over the eligible memories, best p_depth first.';
-$pgrecall_12f20c3f5078$)
+$pgrecall_f16f08e3ad32$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -14240,7 +14271,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$, null, 42, $pgrecall_f0c8ff7ea192$5a5c9f4df2b2dfb9b028c6f96800c207411b699e13c6ace3b29ba2710ea4b998$pgrecall_f0c8ff7ea192$, $pgrecall_5a5c9f4df2b2$-- Recall, step 3: the dense arm (plpgsql/recall/recall.sql composes the steps).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$, null, 42, $pgrecall_4bb39dae73c1$a674b1f60aaf806beb03e88468234e3e7b6917ea9563e2db02ba191a7a57c459$pgrecall_4bb39dae73c1$, $pgrecall_a674b1f60aaf$-- Recall, step 3: the dense arm (plpgsql/recall/recall.sql composes the steps).
 --
 --   _check_query_embedding  PR154 unless a query embedding is _embedding_dimensions() finite numbers
 --                           (message search checks with it too)
@@ -14324,22 +14355,27 @@ comment on function __tenant__._dense_reason(double precision[], text, jsonb) is
 -- through HNSW, 6 ms exactly); exact costs one distance per eligible row. So
 -- exact wins below sqrt(12 x p_depth x N) eligible rows: 1,550 at 10k, 4,900
 -- at 100k, 15,500 at 1M for 20 candidates. exact_dense_below is the floor;
--- 0 always searches the index.
-create or replace function __tenant__._exact_dense_limit(p_depth integer, p_settings jsonb default null)
+-- 0 always searches the index. N is the live memories the last term-statistics
+-- snapshot counted (corpus_stat.documents), not the planner's row estimate of
+-- memory_embedding: on a Citus node that table is the shell of a shard and
+-- estimates 0 rows, which kept the bound at its floor there, so a principal
+-- seeing between the floor and the bound was searched exactly on one server
+-- and through the index on Citus. The snapshot is the same figure on both.
+create or replace function __tenant__._exact_dense_limit(p_depth integer, p_documents bigint,
+                                                         p_settings jsonb default null)
 returns integer
 language sql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
     select case when b.floor > 0
-                then greatest(b.floor, ceil(sqrt(12 * p_depth * (select greatest(c.reltuples, 0) from pg_class c
-                                                                  where c.oid = 'memory_embedding'::regclass)))::integer)
+                then greatest(b.floor, ceil(sqrt(12 * p_depth * greatest(coalesce(p_documents, 0), 0)))::integer)
                 else 0 end
       from (select (coalesce(p_settings -> 'exact_dense_below', _setting_value('exact_dense_below')) #>> '{}')::integer
                    as floor) b
 $$;
-comment on function __tenant__._exact_dense_limit(integer, jsonb) is
-    'Internal: below this many eligible memories recall searches them exactly (0: never).';
+comment on function __tenant__._exact_dense_limit(integer, bigint, jsonb) is
+    'Internal: below this many eligible memories recall searches them exactly (0: never), for a tenant whose term-statistics snapshot counted p_documents live memories.';
 
 -- One read of eligibility, stopping at p_below rows: the ids when fewer are
 -- eligible (both arms then work among them), NULL when as many or more.
@@ -14578,6 +14614,7 @@ declare
     v_floor double precision := (v_set ->> 'dense_floor')::double precision;
     v_embedding __ext__.halfvec := p_query_embedding::__ext__.halfvec;
     v_few bigint[] := p_few;
+    v_documents bigint;
     -- The HNSW settings are set for this call and restored after (a SET
     -- clause on the function would need rights the owner lacks).
     v_saved_ef text := current_setting('hnsw.ef_search', true);
@@ -14592,8 +14629,9 @@ begin
     -- Few eligible rows: exact distances over them are cheap and exact.
     -- Many: the HNSW index, iterating past rows the filter rejects.
     if not p_probed then
+        select c.documents into v_documents from corpus_stat c;
         v_few := _few_eligible(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at,
-                               _exact_dense_limit(p_depth, v_set), p_as_of);
+                               _exact_dense_limit(p_depth, v_documents, v_set), p_as_of);
     end if;
     if v_few is not null then
         method := 'exact';
@@ -14659,7 +14697,7 @@ $$;
 comment on function __tenant__._dense_arm(bigint, text[], text, boolean, timestamptz, double precision[], integer, jsonb,
                                           boolean, bigint[], integer, timestamptz, bigint[]) is
     'Internal: recall''s dense arm: the eligible memories nearest the query embedding (floor dense_floor), exact or HNSW.';
-$pgrecall_5a5c9f4df2b2$)
+$pgrecall_a674b1f60aaf$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -15752,7 +15790,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 52, $pgrecall_71f5decf852e$020bfecf35eaa38e0f0989bb1669561b641a23e50586bd765e7462a73db88f8b$pgrecall_71f5decf852e$, $pgrecall_020bfecf35ea$-- recall: ranked retrieval, in the design's order (section 6). Each step is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 52, $pgrecall_64676a9be423$d690344ba7708f0e082416822797200e6048ffeaafe402a9cadadb9c4c0ae2f5$pgrecall_64676a9be423$, $pgrecall_d690344ba770$-- recall: ranked retrieval, in the design's order (section 6). Each step is
 -- a function of its own that a DBA can call and test alone; recall_answer()
 -- runs them in order. Each step's file is in this folder (plpgsql/recall/),
 -- named for the step, and plpgsql/install_order lists them in this order.
@@ -15859,7 +15897,7 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_exact_below integer := _exact_dense_limit(p_depth, p_settings);
+    v_exact_below integer;
     -- Below this many rows the read that tells few from many costs less than
     -- the estimate that could spare it (~0.1 ms against ~0.3 us a row).
     c_estimate_from constant integer := 2000;
@@ -15872,10 +15910,10 @@ begin
     -- at least twice the bound. Reading 1,550 eligible rows of a 10k tenant
     -- to learn that they are many cost 0.8 ms of every recall there, which
     -- made a 10k tenant recall slower than a 100k one (bench.recall_phases).
-    -- The snapshot is read by a statement of its own (on Citus: the fast path).
-    if v_exact_below < c_estimate_from then
-        select c.documents into v_documents from corpus_stat c;
-    end if;
+    -- The snapshot, which the bound grows with too, is read by a statement of
+    -- its own (on Citus: the fast path).
+    select c.documents into v_documents from corpus_stat c;
+    v_exact_below := _exact_dense_limit(p_depth, v_documents, p_settings);
     if (v_exact_below >= c_estimate_from or v_documents >= 2 * v_exact_below)
        and _eligible_estimate(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_as_of)
            >= 2 * v_exact_below then
@@ -16105,7 +16143,7 @@ $$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text,
                                       timestamptz) is
     'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms'' evidence orders them), permission walk. With its metadata: recall_answer().';
-$pgrecall_020bfecf35ea$)
+$pgrecall_d690344ba770$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

@@ -405,12 +405,12 @@ def test_a_dense_and_hybrid_recall_on_the_worker_read_a_table_at_a_time_few_elig
                          purposes=["converse"])
         gift = mem.append("The lamp is a gift for Ben", role="user", actor="ana")
         mem.remember("The lamp is a gift for Ben", evidence=[gift], purposes=["converse"], audience="ana")
+        # enough memories that "few" (at least sqrt(12 x 20 x 305) = 271) is fewer than the bot sees with a floor of 2
+        garden_notes(mem, 300)
     Worker(acme, conninfo=cluster.coordinator.dsn(user=f"pgrecall_{acme}_worker")).drain()
     with psycopg.connect(cluster.coordinator.dsn(), autocommit=True) as conn:
         conn.execute(f"select {acme}.refresh_term_stats()")
-        [(salmon,)] = conn.execute(f"""select me.embedding::real[]::float8[] from {acme}.memory_embedding me
-                                        join {acme}.memory m on m.id = me.memory_id
-                                       where m.body like '%salmon%'""").fetchall()
+    salmon = stored_vector(cluster, acme, "salmon")
     recall = f"""select (a.meta).dense_method, array(select i.body from unnest(a.items) i order by i.rank)
                    from {acme}.recall_answer('bot', array['default'], 'what does the cat eat', 'converse', %s, %s, 3) a"""
     answers = []
@@ -435,6 +435,62 @@ def test_a_dense_and_hybrid_recall_on_the_worker_read_a_table_at_a_time_few_elig
                        ("hybrid", "hnsw", "Ana's cat Miso only eats salmon", False)]
 
 
+def stored_vector(cluster, tenant, fragment):
+    """The stored vector of the tenant's one memory whose body holds fragment, as a recall's query embedding."""
+    with psycopg.connect(cluster.coordinator.dsn()) as conn:
+        [(vector,)] = conn.execute(f"""select me.embedding::real[]::float8[] from {tenant}.memory_embedding me
+                                        join {tenant}.memory m on m.id = me.memory_id
+                                       where m.body like %s""", (f"%{fragment}%",)).fetchall()
+    return vector
+
+
+def a_tenant_with_a_cat(cluster, tenant_factory, add=None, **settings):
+    """A tenant whose bot may see Ana's cat memory (and whatever add writes), every vector stored by the worker, its
+    term statistics counted, then the settings given: its name and the cat memory's stored vector."""
+    from pgrecall.worker import Worker
+
+    acme = tenant_factory("acme")
+    populated(cluster, acme)
+    with handle(cluster, acme) as mem:
+        turn = mem.append("My cat Miso only eats salmon", role="user", actor="ana")
+        mem.remember("Ana's cat Miso only eats salmon", evidence=[turn], purposes=["converse"])
+        if add is not None:
+            add(mem)
+    Worker(acme, conninfo=cluster.coordinator.dsn(user=f"pgrecall_{acme}_worker")).drain()
+    with psycopg.connect(cluster.coordinator.dsn(), autocommit=True) as conn:
+        conn.execute(f"select {acme}.refresh_term_stats()")
+        for key, value in settings.items():
+            conn.execute(f"select {acme}.set_setting(%s, %s)", (key, value))
+    return acme, stored_vector(cluster, acme, "salmon")
+
+
+def garden_notes(mem, count):
+    """count memories of one scope that the bot may see, each standing on a turn of its own (one call each)."""
+    offsets = mem.append_many([{"body": f"Garden note {i}: the row {i} of beans was watered", "source_role": "user",
+                                "actor": "ana"} for i in range(count)])
+    mem.remember_many([{"body": f"Row {i} of the beans was watered", "evidence": [offset], "purposes": ["converse"]}
+                       for i, offset in enumerate(offsets)])
+
+
+def test_a_principal_seeing_a_share_of_a_distributed_tenant_is_searched_exactly_as_on_one_server(cluster,
+                                                                                                  tenant_factory):
+    # How many eligible memories are "few" (searched exactly, not through the HNSW index) grows with the tenant:
+    # sqrt(12 x depth x memories), at least exact_dense_below. On a Citus node the bound read the planner's row
+    # estimate of memory_embedding, which there is the shell of a shard (0 rows), so it stayed at its floor: a
+    # principal seeing 155 memories of 156 with a floor of 100 (bound 194 on one server) was searched through the
+    # index on Citus and exactly on one server, and could be answered otherwise. The bound now grows with the
+    # term-statistics snapshot's count, the same figure on both.
+    acme, salmon = a_tenant_with_a_cat(cluster, tenant_factory, lambda mem: garden_notes(mem, 155),
+                                       exact_dense_below="100")
+    with psycopg.connect(cluster.coordinator.dsn(user=f"pgrecall_{acme}_app"), autocommit=True) as conn:
+        for mode in ("dense", "hybrid"):
+            method, first = conn.execute(
+                f"""select (a.meta).dense_method, (a.items[1]).body
+                      from {acme}.recall_answer('bot', array['default'], 'what does the cat eat', 'converse', %s,
+                                                %s, 3) a""", (salmon, mode)).fetchone()
+            assert (method, first) == ("exact", "Ana's cat Miso only eats salmon"), mode
+
+
 def test_a_dense_recall_of_a_tenant_large_enough_for_the_estimate_answers_through_the_coordinator(cluster,
                                                                                                 tenant_factory):
     # Before searching, a dense recall of a large tenant asks the planner how many memories the principal may see
@@ -442,25 +498,15 @@ def test_a_dense_recall_of_a_tenant_large_enough_for_the_estimate_answers_throug
     # shard's node, also from that node itself; in a delegated call, which reads the tenant by local execution, Citus
     # then refused the recall's next statement ("cannot switch local execution status"). exact_dense_below 2000 asks
     # for the estimate at any size, as 3,100 memories would at the default.
-    from pgrecall.worker import Worker
+    def tea(mem):
+        said = mem.append("I drink green tea every morning", role="user", actor="ana")
+        mem.remember("Ana drinks green tea every morning", evidence=[said], purposes=["converse"])
 
-    acme = tenant_factory("acme")
-    populated(cluster, acme)
-    with handle(cluster, acme) as mem:
-        turn = mem.append("My cat Miso only eats salmon", role="user", actor="ana")
-        mem.remember("Ana's cat Miso eats only salmon", evidence=[turn], purposes=["converse"])
-        tea = mem.append("I drink green tea every morning", role="user", actor="ana")
-        mem.remember("Ana drinks green tea every morning", evidence=[tea], purposes=["converse"])
-    Worker(acme, conninfo=cluster.coordinator.dsn(user=f"pgrecall_{acme}_worker")).drain()
-    with psycopg.connect(cluster.coordinator.dsn(), autocommit=True) as conn:
-        conn.execute(f"select {acme}.set_setting('exact_dense_below', '2000')")
-        [(salmon,)] = conn.execute(f"""select me.embedding::real[]::float8[] from {acme}.memory_embedding me
-                                        join {acme}.memory m on m.id = me.memory_id
-                                       where m.body like '%salmon%'""").fetchall()
+    acme, salmon = a_tenant_with_a_cat(cluster, tenant_factory, tea, exact_dense_below="2000")
     with psycopg.connect(cluster.coordinator.dsn(user=f"pgrecall_{acme}_app"), autocommit=True) as conn:
         rows = conn.execute(f"""select body from {acme}.recall('bot', array['default'], 'what does the cat eat',
                                     'converse', %s, 'dense', 1)""", (salmon,)).fetchall()
-    assert rows == [("Ana's cat Miso eats only salmon",)]
+    assert rows == [("Ana's cat Miso only eats salmon",)]
 
 
 def test_a_recall_on_the_worker_keeps_one_plan_a_statement_from_its_first_call(cluster, tenant_factory):

@@ -167,7 +167,7 @@ def test_many_eligible_under_a_small_bound_are_searched_through_the_index_too(ma
     bound alone; the term-statistics snapshot counts 4,200 memories, so many may be eligible: the index
     first, not a read of 1,000 eligible rows on every recall (0.8 ms of each recall at 10k)."""
     db.execute("select pgrecall.set_tenant_setting('acme', 'exact_dense_below', '1000')")
-    limit = db.execute("select acme._exact_dense_limit(20)").fetchone()[0]
+    limit = db.execute("select acme._exact_dense_limit(20, (select documents from acme.corpus_stat))").fetchone()[0]
     assert 1000 <= limit < 2000
     read, found, meta = recall_reading(conninfo, "harbour", many_eligible, "dense")
     assert meta["dense_method"] == "hnsw"

@@ -27,6 +27,8 @@ INLINED_HELPERS = {"_eligible_memories", "_eligible_facts", "_eligible_observati
                    "_audience_within", "_normalize_name", "_passages_in", "_bm25_tf", "_memory_eligible",
                    "_fact_eligible", "_observation_eligible", "_passage_eligible", "_unchanged_since",
                    "_embedding_dimensions",
+                   # the lexical arm's quick score, in the ORDER BY of the matches (plpgsql/recall/lexical_arm.sql)
+                   "_quick_score",
                    # the store's eligibility, an expression on a memory's columns (plpgsql/integrations/store.sql)
                    "_store_item_usable",
                    # the lease rule, an expression on a queue row's columns (plpgsql/queues/leases.sql)

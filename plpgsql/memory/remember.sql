@@ -85,8 +85,9 @@ $$;
 comment on function __tenant__._memory_items(jsonb) is
     'Internal: remember items from JSON, numbered from 1; kind defaults to note and confidence to 1.';
 
-create or replace function __tenant__._check_memory_items(p_items jsonb)
-returns void
+-- Returns the peers the items name that exist (in NFC), read once for the batch: _remember_batch places
+-- the items with their ids.
+create or replace function __tenant__._check_memory_items(p_items jsonb, out peer_names text[], out peer_ids bigint[])
 language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -98,6 +99,7 @@ declare
     v_where text;
     v_named text[];
     v_peers text[] := '{}';
+    v_peer_ids bigint[] := '{}';
 begin
     perform _check_keys(p_items, array['body', 'evidence', 'purposes', 'audience', 'kind', 'title', 'confidence',
                                        'about', 'observer', 'widening_reason'], 'item');
@@ -115,7 +117,8 @@ begin
       from _memory_items(p_items) i cross join lateral unnest(array[i.audience, i.observer]) as n(name)
      where n.name is not null;
     if cardinality(v_named) > 0 then
-        select coalesce(array_agg(p.name), '{}') into v_peers from peer p where p.name = any (v_named);
+        select coalesce(array_agg(p.name), '{}'), coalesce(array_agg(p.id), '{}') into v_peers, v_peer_ids
+          from peer p where p.name = any (v_named);
     end if;
 
     -- Validate every item before anything is written; the first problem wins.
@@ -170,11 +173,13 @@ begin
                           when 'PR101' then 'Create it first with add_peer(name, kind).'
                           else null end);
     end if;
-
+    peer_names := v_peers;
+    peer_ids := v_peer_ids;
 end
 $$;
 comment on function __tenant__._check_memory_items(jsonb) is
-    'Internal: PR101/PR102/PR107/PR150/PR151 for the first remember item (in order) whose fields are wrong.';
+    'Internal: PR101/PR102/PR107/PR150/PR151 for the first remember item (in order) whose fields are wrong; '
+    'else the peers the items name (names and ids).';
 
 -- What a remember batch reads before it writes (the peers the items name, the turns they cite, the live
 -- memories of the same texts) is read by key, each table by a statement of its own that reads nothing
@@ -242,7 +247,7 @@ comment on function __tenant__._check_memory_evidence(bigint, text, jsonb, bigin
     'cited, as _remember_batch reads them); PR116 if it would reach more peers than they, unwidened.';
 
 create or replace function __tenant__._remember_placed(p_scope text, p_items jsonb, p_peer_names text[],
-                                                      p_peer_ids bigint[])
+                                                      p_peer_ids bigint[], p_text_keys text[])
 returns table (ord integer, body text, evidence bigint[], purposes text[], audience_id bigint, kind text, title text,
                confidence double precision, about text[], observer_id bigint, widening_reason text, text_key text,
                noop text, existing_id bigint, first_ord integer)
@@ -257,9 +262,7 @@ declare
     v_live record;  -- the scope's live memories with those texts (ids, keys, audiences, observers)
 begin
     -- Read by key, the table alone (see _check_memory_evidence); the peers were read the same way.
-    select coalesce(array_agg(distinct md5(lower(regexp_replace(btrim(_trim(coalesce(i.body, ''))), '[[:space:]]+',
-                                                                ' ', 'g')))), '{}')
-      into v_keys from jsonb_to_recordset(p_items) as i(body text);
+    select coalesce(array_agg(distinct k.key), '{}') into v_keys from unnest(p_text_keys) k(key);
     select coalesce(array_agg(m.id order by m.id), '{}') as ids,
            coalesce(array_agg(m.text_key order by m.id), '{}') as keys,
            coalesce(array_agg(m.audience_peer_id order by m.id), '{}') as audiences,
@@ -276,12 +279,10 @@ begin
                p_peer_ids[array_position(p_peer_names, i.audience)] as audience_id,
                i.kind, i.title, i.confidence, coalesce(i.about, '{}') as about,
                p_peer_ids[array_position(p_peer_names, i.observer)] as observer_id,
-               _trim(i.widening_reason) as widening_reason
+               _trim(i.widening_reason) as widening_reason, p_text_keys[i.ord] as text_key
           from _memory_items(p_items) i
     ), judged as (
-        -- the same expression as memory.text_key ([[:space:]] is \s, written so that no backslash
-        -- changes meaning in a session with standard_conforming_strings off)
-        select it.*, md5(lower(regexp_replace(btrim(it.body), '[[:space:]]+', ' ', 'g'))) as text_key,
+        select it.*,
                case
                  when it.body = '' then 'empty: there is nothing to remember'
                  when it.body !~ '[[:alnum:]]' then 'no_content: the text has no words'
@@ -305,49 +306,51 @@ begin
     select * from placed;
 end
 $$;
-comment on function __tenant__._remember_placed(text, jsonb, text[], bigint[]) is
+comment on function __tenant__._remember_placed(text, jsonb, text[], bigint[], text[]) is
     'Internal: remember items judged (no-op or not) and placed against the scope''s live memories and each other.';
 
--- The items of a batch as they will be written, one JSON array that the writes
--- read in turn: each placed item with the id it takes (NULL for a no-op or a
--- duplicate, ids in the items' order) and its widening reason where it widens
--- (a reason for nothing would read as if it did). Apart from the function,
--- the first statement reads no table, so on Citus it is planned as on one
--- server; the check of the cited turns' audiences runs only for an item that
--- gives a reason.
+-- The items of a batch as they will be written, one array of remember_row
+-- that the writes read in turn (migration 0046): each placed item with the
+-- id it takes (NULL for a no-op or a duplicate, ids in the items' order) and
+-- its widening reason where it widens (a reason for nothing would read as if
+-- it did). Apart from the function, the first statement reads no table, so
+-- on Citus it is planned as on one server; the check of the cited turns'
+-- audiences runs only for an item that gives a reason.
 create or replace function __tenant__._remember_numbered(p_scope text, p_items jsonb, p_peer_names text[],
-                                                        p_peer_ids bigint[])
-returns jsonb
+                                                        p_peer_ids bigint[], p_text_keys text[])
+returns __tenant__.remember_row[]
 language plpgsql
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_rows jsonb;
+    v_rows remember_row[];
     v_widened integer[];
 begin
-    select coalesce(jsonb_agg(to_jsonb(n) order by n.ord), '[]') into v_rows
+    select coalesce(array_agg(row(n.ord, n.body, n.evidence, n.purposes, n.audience_id, n.kind, n.title, n.confidence,
+                                  n.about, n.observer_id, n.widening_reason, n.text_key, n.noop, n.existing_id,
+                                  n.first_ord, n.new_id)::remember_row order by n.ord), '{}') into v_rows
       from (select pl.*,
                    case when pl.noop is null and pl.existing_id is null and pl.first_ord = pl.ord
                         then nextval(pg_get_serial_sequence('__tenant__.memory', 'id')) end as new_id
-              from (select * from _remember_placed(p_scope, p_items, p_peer_names, p_peer_ids) order by ord) pl) n;
-    if not jsonb_path_exists(v_rows, '$[*] ? (@.widening_reason != null && @.new_id != null)') then
+              from (select * from _remember_placed(p_scope, p_items, p_peer_names, p_peer_ids, p_text_keys) order by ord) pl) n;
+    if not exists (select 1 from unnest(v_rows) r where r.widening_reason is not null and r.new_id is not null) then
         return v_rows;
     end if;
     v_widened := array(
-        select r.ord from jsonb_to_recordset(v_rows) r(ord integer, new_id bigint, evidence bigint[], audience_id bigint,
-                                                       widening_reason text)
+        select r.ord from unnest(v_rows) r
          where r.new_id is not null and r.widening_reason is not null
            and exists (select 1 from unnest(r.evidence) e(off)
                          cross join lateral (select ob.audience from observation ob
                                               where ob.scope = p_scope and ob.log_offset = e.off limit 1) o
                         where not _audience_within(r.audience_id, o.audience)));
-    return (select jsonb_agg(case when (r ->> 'ord')::integer = any (v_widened) then r
-                                  else jsonb_set(r, '{widening_reason}', 'null') end order by (r ->> 'ord')::integer)
-              from jsonb_array_elements(v_rows) r);
+    return array(select row(r.ord, r.body, r.evidence, r.purposes, r.audience_id, r.kind, r.title, r.confidence, r.about,
+                            r.observer_id, case when r.ord = any (v_widened) then r.widening_reason end, r.text_key,
+                            r.noop, r.existing_id, r.first_ord, r.new_id)::remember_row
+                   from unnest(v_rows) r order by r.ord);
 end
 $$;
-comment on function __tenant__._remember_numbered(text, jsonb, text[], bigint[]) is
+comment on function __tenant__._remember_numbered(text, jsonb, text[], bigint[], text[]) is
     'Internal: remember items placed, with the memory id each takes (NULL: a no-op or a duplicate) and the widening reason kept.';
 
 -- The links of new memories: to the turns they cite (p_memory[i] cites
@@ -382,8 +385,8 @@ comment on function __tenant__._remember_dependencies(bigint[], bigint[], bigint
                                                       bigint[]) is
     'Internal: the projection dependencies of new memories and their links (kind, row key, the turn cited).';
 
-create or replace function __tenant__._remember_links(p_scope text, p_rows jsonb, p_memory bigint[],
-                                                     p_observation bigint[])
+create or replace function __tenant__._remember_links(p_scope text, p_rows __tenant__.remember_row[],
+                                                     p_memory bigint[], p_observation bigint[])
 returns void
 language plpgsql
 security definer
@@ -416,17 +419,17 @@ begin
         overriding system value
         select u.id, u.m, 'derived_from', u.o from unnest(v_link, v_link_memory, v_link_target) u(id, m, o);
     end if;
-    if jsonb_path_exists(p_rows, '$[*] ? (@.new_id != null && @.about.size() > 0)') then
+    if exists (select 1 from unnest(p_rows) r where r.new_id is not null and cardinality(r.about) > 0) then
         insert into entity as en (scope, name)
         select distinct on (lower(regexp_replace(btrim(_trim(a.name)), '[[:space:]]+', ' ', 'g'))) p_scope, _trim(a.name)
-          from jsonb_to_recordset(p_rows) r(new_id bigint, about text[]) cross join lateral unnest(r.about) as a(name)
+          from unnest(p_rows) r cross join lateral unnest(r.about) as a(name)
          where r.new_id is not null and _trim(a.name) <> ''
          order by lower(regexp_replace(btrim(_trim(a.name)), '[[:space:]]+', ' ', 'g')), _trim(a.name)
         on conflict on constraint entity_identity do update set name = en.name;
         select coalesce(array_agg(d.m order by d.m, d.e), '{}'), coalesce(array_agg(d.e order by d.m, d.e), '{}')
           into v_about_memory, v_about_entity
           from (select distinct r.new_id as m, en.id as e
-                  from jsonb_to_recordset(p_rows) r(new_id bigint, about text[])
+                  from unnest(p_rows) r
                   cross join lateral unnest(r.about) as a(name)
                   join entity en on en.scope = p_scope
                    and en.normalized_name = lower(regexp_replace(btrim(_trim(a.name)), '[[:space:]]+', ' ', 'g'))
@@ -444,6 +447,13 @@ begin
             values (v_dependency.kind, v_dependency.row_key, v_dependency.observation_id)
             on conflict do nothing;
         end loop;
+    elsif cardinality(v_about) = 0 then
+        -- Only the new memories and their new links (ids just taken, each row once): nothing to conflict
+        -- with, so no speculative insertion a row.
+        insert into projection_dependency (kind, row_key, observation_id)
+        select d.kind, d.row_key, d.observation_id
+          from _remember_dependencies(p_memory, p_observation, v_link, v_link_memory, v_about, v_about_memory,
+                                      v_about_entity) d;
     else
         insert into projection_dependency (kind, row_key, observation_id)
         select d.kind, d.row_key, d.observation_id
@@ -453,7 +463,7 @@ begin
     end if;
 end
 $$;
-comment on function __tenant__._remember_links(text, jsonb, bigint[], bigint[]) is
+comment on function __tenant__._remember_links(text, __tenant__.remember_row[], bigint[], bigint[]) is
     'Internal: the derived_from and about links of new memories, their entities and projection dependencies.';
 
 -- A caller who has the vectors gives them (issue #46): the driver whose
@@ -504,8 +514,9 @@ comment on function __tenant__._given_vectors(jsonb, __ext__.halfvec[], text, in
 
 -- The new memories of a batch (p_rows as _remember_numbered numbers them):
 -- those the caller gave a vector for (p_given), or the others.
-create or replace function __tenant__._remember_insert(p_principal_id bigint, p_scope text, p_rows jsonb,
-                                                      p_vectors __ext__.halfvec[], p_given boolean)
+create or replace function __tenant__._remember_insert(p_principal_id bigint, p_scope text,
+                                                      p_rows __tenant__.remember_row[], p_vectors __ext__.halfvec[],
+                                                      p_given boolean)
 returns void
 language plpgsql
 security definer
@@ -517,11 +528,8 @@ declare
     c_row_by_row constant integer := 16;
     v_row record;
 begin
-    if jsonb_array_length(p_rows) <= c_row_by_row then
-        for v_row in select x.* from jsonb_to_recordset(p_rows) x(ord integer, new_id bigint, kind text, title text,
-                                                              body text, confidence double precision,
-                                                              audience_id bigint, purposes text[],
-                                                              observer_id bigint, widening_reason text)
+    if cardinality(p_rows) <= c_row_by_row then
+        for v_row in select x.* from unnest(p_rows) x
                   where x.new_id is not null and (p_vectors[x.ord] is not null) = p_given
                   order by x.new_id loop
             insert into memory (id, scope, kind, title, body, confidence, origin, audience_peer_id, purposes,
@@ -537,14 +545,12 @@ begin
     overriding system value
     select r.new_id, p_scope, r.kind, r.title, r.body, r.confidence, 'told', r.audience_id, r.purposes,
            p_principal_id, r.observer_id, r.widening_reason
-      from jsonb_to_recordset(p_rows) r(ord integer, new_id bigint, kind text, title text, body text,
-                                        confidence double precision, audience_id bigint, purposes text[],
-                                        observer_id bigint, widening_reason text)
+      from unnest(p_rows) r
      where r.new_id is not null and (p_vectors[r.ord] is not null) = p_given
      order by r.new_id;
 end
 $$;
-comment on function __tenant__._remember_insert(bigint, text, jsonb, __ext__.halfvec[], boolean) is
+comment on function __tenant__._remember_insert(bigint, text, __tenant__.remember_row[], __ext__.halfvec[], boolean) is
     'Internal: inserts a remember batch''s new memories, those with a given vector or those without.';
 
 -- The given vectors of the memories a batch created (p_rows as
@@ -555,7 +561,8 @@ comment on function __tenant__._remember_insert(bigint, text, jsonb, __ext__.hal
 -- they quote word for word borrow them, as from the worker's
 -- (passage_vectors.sql). A duplicate or a no-op takes no vector. Each write
 -- is a statement of its own, as in _remember_links.
-create or replace function __tenant__._remember_vectors(p_rows jsonb, p_vectors __ext__.halfvec[], p_model text,
+create or replace function __tenant__._remember_vectors(p_rows __tenant__.remember_row[], p_vectors __ext__.halfvec[],
+                                                       p_model text,
                                                        p_input_version integer, p_memory bigint[],
                                                        p_observation bigint[])
 returns void
@@ -569,7 +576,7 @@ begin
     with stored as (
         insert into memory_embedding (memory_id, model, input_version, embedding, text_embedding, embedded_at)
         select r.new_id, p_model, p_input_version, v.embedding, null, now()
-          from jsonb_to_recordset(p_rows) r(ord integer, new_id bigint)
+          from unnest(p_rows) r
           join unnest(p_vectors) with ordinality as v(embedding, ord) on v.ord = r.ord
          where r.new_id is not null and v.embedding is not null
          order by r.new_id
@@ -579,17 +586,18 @@ begin
     if cardinality(v_stored) = 0 then
         return;
     end if;
+    -- The vectors of memories just created: nothing registered yet to conflict with.
     insert into projection_dependency (kind, row_key, observation_id)
     select distinct 'memory_embedding', ev.m::text, ev.o from unnest(p_memory, p_observation) ev(m, o)
-     where ev.m = any (v_stored)
-    on conflict do nothing;
+     where ev.m = any (v_stored);
     delete from embedding_job j where j.memory_id = any (v_stored);
     if p_input_version = 1 then
         perform _lend_memory_vectors(v_stored);
     end if;
 end
 $$;
-comment on function __tenant__._remember_vectors(jsonb, __ext__.halfvec[], text, integer, bigint[], bigint[]) is
+comment on function __tenant__._remember_vectors(__tenant__.remember_row[], __ext__.halfvec[], text, integer, bigint[],
+                                                bigint[]) is
     'Internal: stores the caller''s vectors of a batch''s new memories, registered and unqueued (passages borrow them under input version 1).';
 
 -- Its statements are planned once per session, not per call: the custom plan
@@ -608,13 +616,14 @@ as $$
 declare
     v_saved_plan_mode text := current_setting('plan_cache_mode');
     v_write_plan_mode text := _plan_cache_mode();
-    v_rows jsonb;
+    v_rows remember_row[];
     v_memory bigint[];       -- each new memory once per turn it cites ...
     v_observation bigint[];  -- ... and that turn's id
     v_vectors __ext__.halfvec[];  -- the caller's vector of each item (NULL: none given)
-    v_named text[];          -- the peers the items name, and of those that exist ...
-    v_peer_names text[] := '{}';
-    v_peer_ids bigint[] := '{}';  -- ... their ids
+    v_peer_names text[];     -- the peers the items name that exist ...
+    v_peer_ids bigint[];     -- ... and their ids
+    v_text_keys text[];      -- each item's text key (memory.text_key of its body), in the items' order
+    v_lock_keys text[];
     v_cited bigint[];        -- the offsets the items cite, and of the turns there ...
     v_turn_offsets bigint[];
     v_turn_ids bigint[];
@@ -624,15 +633,8 @@ begin
     -- plan as _plan_cache_mode() says, Citus cannot plan an INSERT ... SELECT generically.
     perform set_config('plan_cache_mode', 'force_generic_plan', true);
     -- Validate every item before anything is written; the first problem wins.
-    perform _check_memory_items(p_items);
-    -- Read by key, each table alone (see above).
-    select coalesce(array_agg(distinct n.name), '{}') into v_named
-      from _memory_items(p_items) i cross join lateral unnest(array[i.audience, i.observer]) as n(name)
-     where n.name is not null;
-    if cardinality(v_named) > 0 then
-        select coalesce(array_agg(p.name), '{}'), coalesce(array_agg(p.id), '{}') into v_peer_names, v_peer_ids
-          from peer p where p.name = any (v_named);
-    end if;
+    -- Read by key, each table alone (see above): the check reads the peers the items name.
+    select c.peer_names, c.peer_ids into v_peer_names, v_peer_ids from _check_memory_items(p_items) c;
     select coalesce(array_agg(distinct e.off), '{}') into v_cited
       from jsonb_to_recordset(p_items) as i(evidence bigint[]) cross join lateral unnest(i.evidence) as e(off)
      where e.off is not null;
@@ -643,18 +645,25 @@ begin
     perform _check_memory_evidence(p_principal_id, p_scope, p_items, v_turn_offsets, v_turn_audiences,
                                    v_peer_names, v_peer_ids);
     v_vectors := _given_vectors(p_items, p_embeddings, p_embedding_model, p_embedding_input_version);
+    -- Each text's key once for the batch (md5 of the normalised text: the lock and the placing read it), the
+    -- same expression as memory.text_key ([[:space:]] is \s, written so that no backslash changes meaning in
+    -- a session with standard_conforming_strings off).
+    select coalesce(array_agg(k.key order by k.ord), '{}'),
+           coalesce(array_agg(p_scope || ':' || k.key) filter (where k.body is not null), '{}')
+      into v_text_keys, v_lock_keys
+      from (select i.ord, i.body, md5(lower(regexp_replace(btrim(_trim(coalesce(i.body, ''))), '[[:space:]]+', ' ',
+                                                           'g'))) as key
+              from rows from (jsonb_to_recordset(p_items) as (body text)) with ordinality as i(body, ord)) k;
     -- Two writers must not both add the same text to a scope: lock each text.
-    perform _lock('remember', array(
-        select p_scope || ':' || md5(lower(regexp_replace(_trim(i.body), '[[:space:]]+', ' ', 'g')))
-          from jsonb_to_recordset(p_items) as i(body text) where i.body is not null));
-    v_rows := _remember_numbered(p_scope, p_items, v_peer_names, v_peer_ids);
+    perform _lock('remember', v_lock_keys);
+    v_rows := _remember_numbered(p_scope, p_items, v_peer_names, v_peer_ids, v_text_keys);
     perform set_config('plan_cache_mode', v_write_plan_mode, true);
-    if jsonb_path_exists(v_rows, '$[*] ? (@.new_id != null)') then
+    if exists (select 1 from unnest(v_rows) r where r.new_id is not null) then
         -- each new memory once per turn it cites, from the turns read above (joined by offset, as in
         -- _check_memory_evidence)
         select coalesce(array_agg(r.new_id order by r.new_id, e.i), '{}'), coalesce(array_agg(t.id order by r.new_id, e.i), '{}')
           into v_memory, v_observation
-          from jsonb_to_recordset(v_rows) r(new_id bigint, evidence bigint[])
+          from unnest(v_rows) r
           cross join lateral unnest(r.evidence) with ordinality as e(off, i)
           join unnest(v_turn_offsets, v_turn_ids) t(off, id) on t.off = e.off
          where r.new_id is not null;
@@ -667,7 +676,9 @@ begin
             perform _remember_insert(p_principal_id, p_scope, v_rows, v_vectors, true);
         end if;
         perform set_config('pgrecall.memory_vectors_given', 'off', true);
-        perform _remember_insert(p_principal_id, p_scope, v_rows, v_vectors, false);
+        if v_vectors is null or exists (select 1 from unnest(v_vectors) v where v is null) then
+            perform _remember_insert(p_principal_id, p_scope, v_rows, v_vectors, false);
+        end if;
         perform _remember_links(p_scope, v_rows, v_memory, v_observation);
         if v_vectors is not null then
             perform _remember_vectors(v_rows, v_vectors, p_embedding_model, p_embedding_input_version, v_memory,
@@ -675,8 +686,7 @@ begin
         end if;
     end if;
     return query
-    with r as (select * from jsonb_to_recordset(v_rows) x(ord integer, new_id bigint, existing_id bigint,
-                                                          first_ord integer, noop text))
+    with r as (select x.ord, x.new_id, x.existing_id, x.first_ord, x.noop from unnest(v_rows) x)
     select n.ord, coalesce(n.new_id, n.existing_id, f.new_id),
            case when n.new_id is not null then 'created' else 'noop' end,
            case when n.new_id is not null then null

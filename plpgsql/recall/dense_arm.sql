@@ -82,22 +82,27 @@ comment on function __tenant__._dense_reason(double precision[], text, jsonb) is
 -- through HNSW, 6 ms exactly); exact costs one distance per eligible row. So
 -- exact wins below sqrt(12 x p_depth x N) eligible rows: 1,550 at 10k, 4,900
 -- at 100k, 15,500 at 1M for 20 candidates. exact_dense_below is the floor;
--- 0 always searches the index.
-create or replace function __tenant__._exact_dense_limit(p_depth integer, p_settings jsonb default null)
+-- 0 always searches the index. N is the live memories the last term-statistics
+-- snapshot counted (corpus_stat.documents), not the planner's row estimate of
+-- memory_embedding: on a Citus node that table is the shell of a shard and
+-- estimates 0 rows, which kept the bound at its floor there, so a principal
+-- seeing between the floor and the bound was searched exactly on one server
+-- and through the index on Citus. The snapshot is the same figure on both.
+create or replace function __tenant__._exact_dense_limit(p_depth integer, p_documents bigint,
+                                                         p_settings jsonb default null)
 returns integer
 language sql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
     select case when b.floor > 0
-                then greatest(b.floor, ceil(sqrt(12 * p_depth * (select greatest(c.reltuples, 0) from pg_class c
-                                                                  where c.oid = 'memory_embedding'::regclass)))::integer)
+                then greatest(b.floor, ceil(sqrt(12 * p_depth * greatest(coalesce(p_documents, 0), 0)))::integer)
                 else 0 end
       from (select (coalesce(p_settings -> 'exact_dense_below', _setting_value('exact_dense_below')) #>> '{}')::integer
                    as floor) b
 $$;
-comment on function __tenant__._exact_dense_limit(integer, jsonb) is
-    'Internal: below this many eligible memories recall searches them exactly (0: never).';
+comment on function __tenant__._exact_dense_limit(integer, bigint, jsonb) is
+    'Internal: below this many eligible memories recall searches them exactly (0: never), for a tenant whose term-statistics snapshot counted p_documents live memories.';
 
 -- One read of eligibility, stopping at p_below rows: the ids when fewer are
 -- eligible (both arms then work among them), NULL when as many or more.
@@ -336,6 +341,7 @@ declare
     v_floor double precision := (v_set ->> 'dense_floor')::double precision;
     v_embedding __ext__.halfvec := p_query_embedding::__ext__.halfvec;
     v_few bigint[] := p_few;
+    v_documents bigint;
     -- The HNSW settings are set for this call and restored after (a SET
     -- clause on the function would need rights the owner lacks).
     v_saved_ef text := current_setting('hnsw.ef_search', true);
@@ -350,8 +356,9 @@ begin
     -- Few eligible rows: exact distances over them are cheap and exact.
     -- Many: the HNSW index, iterating past rows the filter rejects.
     if not p_probed then
+        select c.documents into v_documents from corpus_stat c;
         v_few := _few_eligible(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at,
-                               _exact_dense_limit(p_depth, v_set), p_as_of);
+                               _exact_dense_limit(p_depth, v_documents, v_set), p_as_of);
     end if;
     if v_few is not null then
         method := 'exact';

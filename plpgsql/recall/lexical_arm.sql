@@ -7,8 +7,8 @@
 --   _lexical_recruiters the tsqueries that may recruit candidates, narrowest first
 --   _lexical_candidates BM25 over the eligible memories one recruiter matches
 --                       (_lexical_candidates_planned for a query past 12 terms;
---                       _lexical_matched, and _lexical_matched_among on Citus
---                       among the few, read the matches a table alone)
+--                       _lexical_matched, also among the few on Citus, reads
+--                       the matches a table alone, ordered by _quick_score)
 --   _lexical_arm        the above in order, for memories: ranked ids and scores
 --                       with what recall's metadata reports
 --
@@ -45,6 +45,40 @@ $$;
 comment on function __tenant__._bm25_tf(double precision, double precision, double precision, double precision,
                                         double precision) is
     'Internal: BM25''s term-frequency weight (k1, b) of a term occurring p_tf times in a document of p_length lexemes; inlined.';
+
+-- The quick score of a memory's text vector for a query of up to 12 terms:
+-- the idf (p_w) of each term query (p_q) it matches, a CASE per term, a
+-- slot past the last term NULL (it matches nothing and adds 0). Times
+-- _bm25_tf(1, ...) it is the presence score that bounds the lexical
+-- candidates (_lexical_matched). Inlined: the planner expands it into the
+-- caller's ORDER BY, where a call or a subquery per matched row cost as much
+-- as the row's heap visit; each term a parameter of its own, because a
+-- subscript per row cost 3-9% of the statement.
+create or replace function __tenant__._quick_score(
+    p_tsv tsvector,
+    p_q1 tsquery, p_q2 tsquery, p_q3 tsquery, p_q4 tsquery, p_q5 tsquery, p_q6 tsquery,
+    p_q7 tsquery, p_q8 tsquery, p_q9 tsquery, p_q10 tsquery, p_q11 tsquery, p_q12 tsquery,
+    p_w1 double precision, p_w2 double precision, p_w3 double precision, p_w4 double precision,
+    p_w5 double precision, p_w6 double precision, p_w7 double precision, p_w8 double precision,
+    p_w9 double precision, p_w10 double precision, p_w11 double precision, p_w12 double precision)
+returns double precision
+language sql immutable parallel safe
+as $$
+    select case when p_tsv @@ p_q1 then p_w1 else 0 end
+         + case when p_tsv @@ p_q2 then p_w2 else 0 end
+         + case when p_tsv @@ p_q3 then p_w3 else 0 end
+         + case when p_tsv @@ p_q4 then p_w4 else 0 end
+         + case when p_tsv @@ p_q5 then p_w5 else 0 end
+         + case when p_tsv @@ p_q6 then p_w6 else 0 end
+         + case when p_tsv @@ p_q7 then p_w7 else 0 end
+         + case when p_tsv @@ p_q8 then p_w8 else 0 end
+         + case when p_tsv @@ p_q9 then p_w9 else 0 end
+         + case when p_tsv @@ p_q10 then p_w10 else 0 end
+         + case when p_tsv @@ p_q11 then p_w11 else 0 end
+         + case when p_tsv @@ p_q12 then p_w12 else 0 end
+$$;
+comment on function __tenant__._quick_score(tsvector, tsquery, tsquery, tsquery, tsquery, tsquery, tsquery, tsquery, tsquery, tsquery, tsquery, tsquery, tsquery, double precision, double precision, double precision, double precision, double precision, double precision, double precision, double precision, double precision, double precision, double precision, double precision) is
+    'Internal: the sum of the weights of the term queries a text vector matches (up to 12, NULL slots add 0); inlined.';
 
 -- Term pruning and idf, one row per term (sorted). From p_min_terms query
 -- terms on, a term that occurs in p_ratio or more of the p_documents is
@@ -173,12 +207,17 @@ comment on function __tenant__._lexical_candidates_planned(bigint, text[], text,
 -- _lexical_candidates' matches of a query of up to 12 terms: the eligible
 -- memories p_match finds, best max(2 x p_depth, 100) by the quick score,
 -- with their text vectors (their exact score is the caller's). Each term and
--- its idf is a variable of its own (the comment below says why).
+-- its idf is a variable of its own (_quick_score says why).
+-- p_among: the few memories the principal may see (_few_eligible's), read by
+-- id from a statement of the memory table alone. On Citus _lexical_candidates
+-- reads the few with it, where its CTE with a subquery per row was planned,
+-- deparsed and planned again on every call (one server keeps the CTE,
+-- planned once).
 create or replace function __tenant__._lexical_matched(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
     p_match tsquery, p_term_queries tsquery[], p_idf double precision[],
     p_k1 double precision, p_b double precision, p_avg_length double precision, p_depth integer,
-    p_as_of timestamptz default null)
+    p_as_of timestamptz default null, p_among bigint[] default null)
 returns table (id bigint, tsv tsvector)
 language plpgsql stable
 security definer
@@ -197,6 +236,18 @@ begin
            p_idf[7], p_idf[8], p_idf[9], p_idf[10], p_idf[11], p_idf[12]
       into v_q1, v_q2, v_q3, v_q4, v_q5, v_q6, v_q7, v_q8, v_q9, v_q10, v_q11, v_q12,
            v_w1, v_w2, v_w3, v_w4, v_w5, v_w6, v_w7, v_w8, v_w9, v_w10, v_w11, v_w12;
+    if p_among is not null then
+        return query
+        select e.id, e.tsv
+          from memory e
+         where e.id = any (p_among) and e.tsv @@ p_match
+         order by _quick_score(e.tsv, v_q1, v_q2, v_q3, v_q4, v_q5, v_q6, v_q7, v_q8, v_q9, v_q10, v_q11, v_q12,
+                               v_w1, v_w2, v_w3, v_w4, v_w5, v_w6, v_w7, v_w8, v_w9, v_w10, v_w11, v_w12)
+                  * _bm25_tf(1, length(e.tsv), p_k1, p_b, p_avg_length) desc,
+                  e.id
+         limit greatest(2 * p_depth, 100);
+        return;
+    end if;
     return query
     select e.id, e.tsv
       from memory e
@@ -204,18 +255,8 @@ begin
                             p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
        and _unchanged_since(e.updated_at, p_as_of)
        and e.tsv @@ p_match
-     order by (case when e.tsv @@ v_q1 then v_w1 else 0 end
-               + case when e.tsv @@ v_q2 then v_w2 else 0 end
-               + case when e.tsv @@ v_q3 then v_w3 else 0 end
-               + case when e.tsv @@ v_q4 then v_w4 else 0 end
-               + case when e.tsv @@ v_q5 then v_w5 else 0 end
-               + case when e.tsv @@ v_q6 then v_w6 else 0 end
-               + case when e.tsv @@ v_q7 then v_w7 else 0 end
-               + case when e.tsv @@ v_q8 then v_w8 else 0 end
-               + case when e.tsv @@ v_q9 then v_w9 else 0 end
-               + case when e.tsv @@ v_q10 then v_w10 else 0 end
-               + case when e.tsv @@ v_q11 then v_w11 else 0 end
-               + case when e.tsv @@ v_q12 then v_w12 else 0 end)
+     order by _quick_score(e.tsv, v_q1, v_q2, v_q3, v_q4, v_q5, v_q6, v_q7, v_q8, v_q9, v_q10, v_q11, v_q12,
+                           v_w1, v_w2, v_w3, v_w4, v_w5, v_w6, v_w7, v_w8, v_w9, v_w10, v_w11, v_w12)
               * _bm25_tf(1, length(e.tsv), p_k1, p_b, p_avg_length) desc,
               e.id
      limit greatest(2 * p_depth, 100);
@@ -223,59 +264,8 @@ end
 $$;
 comment on function __tenant__._lexical_matched(bigint, text[], text, boolean, timestamptz, tsquery, tsquery[],
                                                 double precision[], double precision, double precision,
-                                                double precision, integer, timestamptz) is
-    'Internal: the eligible memories a lexical recruiter matches, best max(2 x p_depth, 100) by the quick score, with their text vectors.';
-
--- _lexical_matched among the few memories the principal may see (p_among,
--- _few_eligible's), read by id: the same quick score, term by term, over a
--- statement of the memory table alone. On Citus _lexical_candidates reads the
--- few with it, where its CTE with a subquery per row was planned, deparsed and
--- planned again on every call (one server keeps the CTE, planned once).
-create or replace function __tenant__._lexical_matched_among(
-    p_among bigint[], p_match tsquery, p_term_queries tsquery[], p_idf double precision[],
-    p_k1 double precision, p_b double precision, p_avg_length double precision, p_depth integer)
-returns table (id bigint, tsv tsvector)
-language plpgsql stable
-security definer
-set search_path = pg_catalog, __tenant__, __ext__, pg_temp
-as $$
-declare
-    v_q1 tsquery; v_q2 tsquery; v_q3 tsquery; v_q4 tsquery; v_q5 tsquery; v_q6 tsquery;
-    v_q7 tsquery; v_q8 tsquery; v_q9 tsquery; v_q10 tsquery; v_q11 tsquery; v_q12 tsquery;
-    v_w1 double precision; v_w2 double precision; v_w3 double precision; v_w4 double precision;
-    v_w5 double precision; v_w6 double precision; v_w7 double precision; v_w8 double precision;
-    v_w9 double precision; v_w10 double precision; v_w11 double precision; v_w12 double precision;
-begin
-    select p_term_queries[1], p_term_queries[2], p_term_queries[3], p_term_queries[4], p_term_queries[5],
-           p_term_queries[6], p_term_queries[7], p_term_queries[8], p_term_queries[9], p_term_queries[10],
-           p_term_queries[11], p_term_queries[12], p_idf[1], p_idf[2], p_idf[3], p_idf[4], p_idf[5], p_idf[6],
-           p_idf[7], p_idf[8], p_idf[9], p_idf[10], p_idf[11], p_idf[12]
-      into v_q1, v_q2, v_q3, v_q4, v_q5, v_q6, v_q7, v_q8, v_q9, v_q10, v_q11, v_q12,
-           v_w1, v_w2, v_w3, v_w4, v_w5, v_w6, v_w7, v_w8, v_w9, v_w10, v_w11, v_w12;
-    return query
-    select e.id, e.tsv
-      from memory e
-     where e.id = any (p_among) and e.tsv @@ p_match
-     order by (case when e.tsv @@ v_q1 then v_w1 else 0 end
-               + case when e.tsv @@ v_q2 then v_w2 else 0 end
-               + case when e.tsv @@ v_q3 then v_w3 else 0 end
-               + case when e.tsv @@ v_q4 then v_w4 else 0 end
-               + case when e.tsv @@ v_q5 then v_w5 else 0 end
-               + case when e.tsv @@ v_q6 then v_w6 else 0 end
-               + case when e.tsv @@ v_q7 then v_w7 else 0 end
-               + case when e.tsv @@ v_q8 then v_w8 else 0 end
-               + case when e.tsv @@ v_q9 then v_w9 else 0 end
-               + case when e.tsv @@ v_q10 then v_w10 else 0 end
-               + case when e.tsv @@ v_q11 then v_w11 else 0 end
-               + case when e.tsv @@ v_q12 then v_w12 else 0 end)
-              * _bm25_tf(1, length(e.tsv), p_k1, p_b, p_avg_length) desc,
-              e.id
-     limit greatest(2 * p_depth, 100);
-end
-$$;
-comment on function __tenant__._lexical_matched_among(bigint[], tsquery, tsquery[], double precision[], double precision,
-                                                      double precision, double precision, integer) is
-    'Internal: the memories p_among a lexical recruiter matches, best max(2 x p_depth, 100) by the quick score, with their text vectors.';
+                                                double precision, integer, timestamptz, bigint[]) is
+    'Internal: the eligible memories (or those of p_among) a lexical recruiter matches, best max(2 x p_depth, 100) by the quick score, with their text vectors.';
 
 -- BM25 over a bounded candidate set: every eligible memory matching p_match
 -- is first scored as if each query term occurred once (a tsvector membership
@@ -316,7 +306,8 @@ begin
                (select sum(p_idf[array_position(p_terms, u.lexeme)]
                            * _bm25_tf(cardinality(u.positions), length(m.tsv), p_k1, p_b, p_avg_length))
                   from unnest(m.tsv) u where u.lexeme = any (p_terms)) as s
-          from _lexical_matched_among(p_among, p_match, p_term_queries, p_idf, p_k1, p_b, p_avg_length, p_depth) m
+          from _lexical_matched(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_match,
+                                p_term_queries, p_idf, p_k1, p_b, p_avg_length, p_depth, null, p_among) m
          order by s desc, m.id
          limit p_depth;
         return;

@@ -105,7 +105,7 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_exact_below integer := _exact_dense_limit(p_depth, p_settings);
+    v_exact_below integer;
     -- Below this many rows the read that tells few from many costs less than
     -- the estimate that could spare it (~0.1 ms against ~0.3 us a row).
     c_estimate_from constant integer := 2000;
@@ -118,10 +118,10 @@ begin
     -- at least twice the bound. Reading 1,550 eligible rows of a 10k tenant
     -- to learn that they are many cost 0.8 ms of every recall there, which
     -- made a 10k tenant recall slower than a 100k one (bench.recall_phases).
-    -- The snapshot is read by a statement of its own (on Citus: the fast path).
-    if v_exact_below < c_estimate_from then
-        select c.documents into v_documents from corpus_stat c;
-    end if;
+    -- The snapshot, which the bound grows with too, is read by a statement of
+    -- its own (on Citus: the fast path).
+    select c.documents into v_documents from corpus_stat c;
+    v_exact_below := _exact_dense_limit(p_depth, v_documents, p_settings);
     if (v_exact_below >= c_estimate_from or v_documents >= 2 * v_exact_below)
        and _eligible_estimate(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_as_of)
            >= 2 * v_exact_below then

@@ -1,9 +1,9 @@
 """Writes ``_generated.py`` from the catalog of a tenant: ``make driver`` (tests/test_driver_generated.py fails
 when the committed module and a fresh tenant's catalog disagree).
 
-What it reads, all from pg_catalog: every declared composite type of the tenant's schema (its attributes, their
-types, and which may be NULL: a column comment starting with "NULL"), and every public function of
-sql/duties.sql (its arguments, which have defaults, and what it returns). What it writes: a frozen dataclass
+What it reads, all from pg_catalog: every declared composite type of the tenant's schema but the internal ones
+(its attributes, their types, and which may be NULL: a column comment starting with "NULL"), and every public function
+of sql/duties.sql (its arguments, which have defaults, and what it returns). What it writes: a frozen dataclass
 per declared type, a row dataclass per function that returns a table, the signature of every function, and a
 call builder per function. The hand-written modules import the dataclasses they do not refine; ``_handles``
 makes a method of every builder no hand-written operation already is.
@@ -33,10 +33,12 @@ _PY = {"integer": "int", "bigint": "int", "smallint": "int", "double precision":
        "jsonb": "Any", "tsquery": "str", "interval": "timedelta", "date": "date", "uuid": "UUID",
        "bytea": "bytes", "tstzrange": "Any"}
 
+# A type whose comment says it is internal (the tenant's functions hand it to one another) is not the API.
 _TYPES = """
 select t.typname, c.oid, obj_description(t.oid, 'pg_type')
   from pg_type t join pg_class c on c.oid = t.typrelid
  where t.typnamespace = %(schema)s::regnamespace and c.relkind = 'c'
+   and coalesce(obj_description(t.oid, 'pg_type'), '') not like 'Internal:%%'
  order by t.typname
 """
 _ATTRIBUTES = """
