@@ -28,8 +28,8 @@ from psycopg import abc, pq
 from psycopg.adapt import AdaptersMap, Loader, Transformer
 from psycopg.types.composite import CompositeInfo, register_composite
 
-# Every composite type of the tenant's schema (a table's row type is one too: the driver reads none, they are
-# cheap to register) with its attributes in order, in one round trip.
+# Every declared composite type of the tenant's schema (CREATE TYPE ... AS: relkind 'c', not a table's row type)
+# with its attributes in order, in one round trip.
 _TENANT_TYPES = """
 select t.typname, t.oid, t.typarray, t.oid::regtype::text,
        array_agg(a.attname order by a.attnum)::text[], array_agg(a.atttypid order by a.attnum)::oid[]
