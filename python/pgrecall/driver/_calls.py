@@ -62,8 +62,9 @@ def _strict_rows() -> bool:
 
 def parse(fn: Callable[[Any], Any], *, column: str | None = None, composite: bool = False) -> dict[str, Any]:
     """Field metadata: convert the column's (or JSON key's) value with ``fn`` (None stays None). ``composite``:
-    the column is of a declared composite type (or an array of one), selected as ``to_jsonb(column)`` so that
-    ``fn`` reads it as JSON without registering the tenant's types on the connection."""
+    the column is of a declared composite type (or an array of one), which arrives as a dict of its attributes
+    by name (or a list of them): the call reads its row in binary, the tenant's types registered on the
+    connection (``_types.py``), and ``fn`` reads the dict as it reads a JSON object."""
     meta: dict[str, Any] = {"parse": fn}
     if column:
         meta["column"] = column
@@ -376,7 +377,7 @@ class Call(Generic[T]):
     row_factory: BaseRowFactory[Any]
     collect: Callable[[list[Any]], T]
     ordered_by: str | None = None  # a result column: batches come back in the order of their items
-    composites: frozenset[str] = frozenset()  # attributes selected as to_jsonb(column)
+    composites: frozenset[str] = frozenset()  # attributes of a declared composite type (read in binary)
 
     def then(self, fn: Callable[[T], U]) -> Call[U]:
         collect = self.collect
@@ -392,12 +393,12 @@ class Call(Generic[T]):
         return {name: v.value if isinstance(v, Cast) else v for name, v in self.args.items()}
 
     def statement(self, tenant: str) -> sql.Composed:
-        return _compose(tenant, self.function, self._arguments, self.columns, self.composites, self.ordered_by)
+        return _compose(tenant, self.function, self._arguments, self.columns, self.ordered_by)
 
     def query(self, tenant: str) -> str:
         """The statement as text, composed once per shape (function, arguments, casts, columns): composing
         it anew on every call cost a recall a third of a millisecond (bench/driver_overhead.py)."""
-        return _query(tenant, self.function, self._arguments, self.columns, self.composites, self.ordered_by)
+        return _query(tenant, self.function, self._arguments, self.columns, self.ordered_by)
 
     def bound(self, tenant: str) -> tuple[str, dict[str, Any], bool]:
         """The statement's text, its parameters and whether any is a vector, in one pass over the arguments
@@ -411,8 +412,8 @@ class Call(Generic[T]):
                 v = v.value
                 vectors = vectors or v is not None
             params[name] = v
-        return (_query_of_shape(tenant, self.function, tuple(params), tuple(casts), self.columns, self.composites,
-                                self.ordered_by), params, vectors)
+        return (_query_of_shape(tenant, self.function, tuple(params), tuple(casts), self.columns, self.ordered_by),
+                params, vectors)
 
     @property
     def _arguments(self) -> tuple[tuple[str, str | None], ...]:
@@ -421,8 +422,7 @@ class Call(Generic[T]):
 
 
 def _compose(tenant: str, function: str, arguments: tuple[tuple[str, str | None], ...],
-             columns: tuple[tuple[str, str], ...] | None, composites: frozenset[str],
-             ordered_by: str | None) -> sql.Composed:
+             columns: tuple[tuple[str, str], ...] | None, ordered_by: str | None) -> sql.Composed:
     """``select <columns> from <tenant>.<function>(p_name => %(name)s, ...)``."""
     passed = sql.SQL(", ").join(
         sql.SQL("{} => {}").format(
@@ -435,10 +435,7 @@ def _compose(tenant: str, function: str, arguments: tuple[tuple[str, str | None]
     if columns is None:
         return sql.SQL("select {}").format(target)
     selected = sql.SQL(", ").join(
-        sql.SQL("to_jsonb({}) as {}").format(sql.Identifier(col), sql.Identifier(attr))
-        if attr in composites
-        else sql.Identifier(col) if col == attr
-        else sql.SQL("{} as {}").format(sql.Identifier(col), sql.Identifier(attr))
+        sql.Identifier(col) if col == attr else sql.SQL("{} as {}").format(sql.Identifier(col), sql.Identifier(attr))
         for col, attr in columns)
     statement = sql.SQL("select {} from {}").format(selected, target)
     if ordered_by is not None:
@@ -448,18 +445,16 @@ def _compose(tenant: str, function: str, arguments: tuple[tuple[str, str | None]
 
 @functools.lru_cache(maxsize=4096)
 def _query(tenant: str, function: str, arguments: tuple[tuple[str, str | None], ...],
-           columns: tuple[tuple[str, str], ...] | None, composites: frozenset[str], ordered_by: str | None) -> str:
-    return _compose(tenant, function, arguments, columns, composites, ordered_by).as_string(None)
+           columns: tuple[tuple[str, str], ...] | None, ordered_by: str | None) -> str:
+    return _compose(tenant, function, arguments, columns, ordered_by).as_string(None)
 
 
 @functools.lru_cache(maxsize=4096)
 def _query_of_shape(tenant: str, function: str, names: tuple[str, ...], casts: tuple[tuple[str, str], ...],
-                    columns: tuple[tuple[str, str], ...] | None, composites: frozenset[str],
-                    ordered_by: str | None) -> str:
+                    columns: tuple[tuple[str, str], ...] | None, ordered_by: str | None) -> str:
     """:func:`_query` keyed by the argument names and the casts alone (cheaper to build and hash per call)."""
     cast_of = dict(casts)
-    return _query(tenant, function, tuple((name, cast_of.get(name)) for name in names), columns, composites,
-                  ordered_by)
+    return _query(tenant, function, tuple((name, cast_of.get(name)) for name in names), columns, ordered_by)
 
 
 def _selected(cls: type[Any], renamed: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:

@@ -12,7 +12,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from typing import Any, Generic, NoReturn, TypeVar
+from typing import Any, Generic, NoReturn, TypeVar, cast
 
 import psycopg
 from pgvector.psycopg.vector import register_vector_info
@@ -21,6 +21,7 @@ from psycopg.types import TypeInfo
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from .. import boundary, errors, retry
+from . import _types
 from ._calls import AskConnection, Call, ConnectionState, Offload, Operation, Program, Snapshot, Statement, Step
 
 T = TypeVar("T")
@@ -63,6 +64,31 @@ async def configure_async(conn: psycopg.AsyncConnection[Any]) -> None:
 
 def _registered(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
     return conn.adapters.types.get("vector") is not None
+
+
+_FLOAT4 = psycopg.postgres.types["float4"].oid
+
+
+def _typed_columns(call: Call[Any]) -> tuple[int, ...]:
+    """The positions of a call's columns of a declared composite type."""
+    assert call.columns is not None
+    return tuple(i for i, (_, attr) in enumerate(call.columns) if attr in call.composites)
+
+
+def _stale(cursor: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any], columns: tuple[int, ...],
+           oids: frozenset[int]) -> bool:
+    """Whether a result's typed columns are of types not registered for the tenant (a type made again since:
+    they would arrive as bytes)."""
+    result = cursor.pgresult
+    return result is not None and any(result.ftype(i) not in oids for i in columns)
+
+
+def _typed_cursor(conn: Any, call: Call[Any]) -> Any:
+    """A cursor that reads a call's row in binary, its composite values through the tenant's registered types
+    and its reals as in text (:class:`~._types.ShortFloat4BinaryLoader`)."""
+    cursor = conn.cursor(row_factory=call.row_factory, binary=True)
+    cursor.adapters.register_loader(_FLOAT4, _types.ShortFloat4BinaryLoader)
+    return cursor
 
 
 def _state(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> ConnectionState:
@@ -289,6 +315,8 @@ class SyncRunner(_Runner[psycopg.Connection[Any], ConnectionPool[Any]]):
         try:
             for pause_s in (*retry.CALL_PAUSES_S, None):
                 try:
+                    if call.composites:
+                        return self._fetch_typed(conn, call, query, params)
                     with conn.cursor(row_factory=call.row_factory) as cur:
                         cur.execute(query, params)
                         return cur.fetchall()
@@ -300,6 +328,26 @@ class SyncRunner(_Runner[psycopg.Connection[Any], ConnectionPool[Any]]):
         finally:
             if own_block and not (conn.closed or conn.broken):
                 conn.autocommit = False  # the pool's connection as it was lent
+
+    def _fetch_typed(self, conn: psycopg.Connection[Any], call: Call[Any], query: str,
+                     params: dict[str, Any]) -> list[Any]:
+        """The rows of a call with columns of the tenant's declared types, registered on the connection first
+        (once); a type altered or made again since it was registered: registered again and the statement run
+        again (the driver reads such results only from functions that read)."""
+        columns = _typed_columns(call)
+        for last in (False, True):
+            oids = _types.ensure(conn, self.tenant)
+            with _typed_cursor(conn, call) as cur:
+                cur.execute(query, params)
+                try:
+                    if _stale(cur, columns, oids):
+                        raise _types.StaleTypes(f"a type of {call.function}()'s result was made again")
+                    return cast(list[Any], cur.fetchall())
+                except _types.StaleTypes:
+                    if last:
+                        raise
+                    _types.forget(conn, self.tenant)
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def execute_statement(self, statement: Statement[T], pin: _Pin | None = None) -> T:
         found: list[Any] = []
@@ -460,6 +508,8 @@ class AsyncRunner(_Runner[psycopg.AsyncConnection[Any], AsyncConnectionPool[Any]
         try:
             for pause_s in (*retry.CALL_PAUSES_S, None):
                 try:
+                    if call.composites:
+                        return await self._fetch_typed(conn, call, query, params)
                     async with conn.cursor(row_factory=call.row_factory) as cur:
                         await cur.execute(query, params)
                         return await cur.fetchall()
@@ -471,6 +521,24 @@ class AsyncRunner(_Runner[psycopg.AsyncConnection[Any], AsyncConnectionPool[Any]
         finally:
             if own_block and not (conn.closed or conn.broken):
                 await conn.set_autocommit(False)  # the pool's connection as it was lent
+
+    async def _fetch_typed(self, conn: psycopg.AsyncConnection[Any], call: Call[Any], query: str,
+                           params: dict[str, Any]) -> list[Any]:
+        """The sync runner's _fetch_typed."""
+        columns = _typed_columns(call)
+        for last in (False, True):
+            oids = await _types.ensure_async(conn, self.tenant)
+            async with _typed_cursor(conn, call) as cur:
+                await cur.execute(query, params)
+                try:
+                    if _stale(cur, columns, oids):
+                        raise _types.StaleTypes(f"a type of {call.function}()'s result was made again")
+                    return cast(list[Any], await cur.fetchall())
+                except _types.StaleTypes:
+                    if last:
+                        raise
+                    _types.forget(conn, self.tenant)
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def execute_statement(self, statement: Statement[T], pin: _Pin | None = None) -> T:
         found: list[Any] = []
