@@ -5418,7 +5418,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b520323bc$log/append_observation.sql$pgrecall_ab1b520323bc$, null, 13, $pgrecall_7ca36f89d497$401f5241be9b5d4a0dad265ab0ad18dfe1da3182a6e878c5d0884e971ae8f3a6$pgrecall_7ca36f89d497$, $pgrecall_401f5241be9b$-- Appending to the log. Offsets come from the scope's counter under its row
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b520323bc$log/append_observation.sql$pgrecall_ab1b520323bc$, null, 13, $pgrecall_006104b330fc$842173f56f299d6f3e04096fee6884902d9b539e23a3d6d2d124b10fe86f5722$pgrecall_006104b330fc$, $pgrecall_842173f56f29$-- Appending to the log. Offsets come from the scope's counter under its row
 -- lock, held to commit: concurrent writers queue per scope, a rolled-back
 -- append gives its offsets back, and offsets are contiguous with no
 -- duplicates. append_observation() appends one row and append_observations()
@@ -5437,6 +5437,21 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b52
 -- A batch of 32 rows or more, a bulk load, takes the counter first instead
 -- and writes each row once, at its real offset (_append_batch).
 
+-- A batch's rows read into their declared type (observation_row, migration
+-- 0047). The type is in this function's signature so that Citus, which
+-- creates a distributed function's types on the workers with it, has it
+-- there too.
+create or replace function __tenant__._observation_row_array(p_rows jsonb)
+returns __tenant__.observation_row[]
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select coalesce(array_agg(r), '{}') from jsonb_populate_recordset(null::observation_row, p_rows) r
+$$;
+comment on function __tenant__._observation_row_array(jsonb) is
+    'Internal: append_observations'' rows (a JSON array) as the declared type observation_row, in order.';
+
 create or replace function __tenant__._observation_rows(p_rows jsonb)
 returns table (body text, source_role text, kind text, actor text, session_id bigint, occurred_at timestamptz,
                payload jsonb, data_subject_id text, lawful_basis text, classification text,
@@ -5451,8 +5466,7 @@ as $$
            r.retention_until,
            case when r.audience is not null then array(select normalize(a, NFC) from unnest(r.audience) a) end,
            r.ordinality::integer
-      from jsonb_populate_recordset(null::observation_row, p_rows)  -- the declared shape (migration 0047)
-           with ordinality as r
+      from unnest(_observation_row_array(p_rows)) with ordinality as r
 $$;
 comment on function __tenant__._observation_rows(jsonb) is
     'Internal: observation rows from JSON, numbered from 1, with the defaults of append_observation() (audience names in NFC).';
@@ -5815,7 +5829,7 @@ end
 $$;
 comment on function __tenant__.log_watermark(text, text[], text) is
     'The largest offset below which the scope''s log has no hole (committed appends only).';
-$pgrecall_401f5241be9b$)
+$pgrecall_842173f56f29$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -7026,7 +7040,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 19, $pgrecall_220790c0cb3b$98dbc00ee1751f9e63f05c3a2fac8ddeda276ebe383030206080e0488e55a90e$pgrecall_220790c0cb3b$, $pgrecall_98dbc00ee175$-- remember: write what the agent decided to keep, with who may see it, why
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 19, $pgrecall_be67a56740c6$b7bb27ea7c06f5dabb0b2ac05c48ecee3e09bcbd96d4567786f3433f0f72e0a7$pgrecall_be67a56740c6$, $pgrecall_b7bb27ea7c06$-- remember: write what the agent decided to keep, with who may see it, why
 -- it may be used, and the observations that stated it. Capture writes only
 -- what was explicitly stated: empty or ambiguous input is a no-op that says
 -- why, never an error and never a guess.
@@ -7093,6 +7107,20 @@ $$;
 comment on function __tenant__._widening(bigint, bigint[], text, text) is
     'Internal: the widening reason to keep for a memory or a fact (NULL when it fits its turns), or PR116.';
 
+-- A batch's items read into their declared type (memory_item, migration 0047).
+-- The type is in this function's signature so that Citus, which creates a
+-- distributed function's types on the workers with it, has it there too.
+create or replace function __tenant__._memory_item_array(p_items jsonb)
+returns __tenant__.memory_item[]
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select coalesce(array_agg(i), '{}') from jsonb_populate_recordset(null::memory_item, p_items) i
+$$;
+comment on function __tenant__._memory_item_array(jsonb) is
+    'Internal: remember_many''s items (a JSON array) as the declared type memory_item, in order.';
+
 -- The items of a batch as rows, numbered from 1.
 create or replace function __tenant__._memory_items(p_items jsonb)
 returns table (body text, evidence bigint[], purposes text[], audience text, kind text, title text,
@@ -7104,8 +7132,7 @@ as $$
     -- Peer names in NFC, the form they are stored in.
     select i.body, i.evidence, i.purposes, normalize(i.audience, NFC), coalesce(i.kind, 'note'), i.title,
            coalesce(i.confidence, 1), i.about, normalize(i.observer, NFC), i.widening_reason, i.ordinality::integer
-      from jsonb_populate_recordset(null::memory_item, p_items)  -- the declared shape (migration 0047)
-           with ordinality as i
+      from unnest(_memory_item_array(p_items)) with ordinality as i
 $$;
 comment on function __tenant__._memory_items(jsonb) is
     'Internal: remember items from JSON, numbered from 1; kind defaults to note and confidence to 1.';
@@ -7856,7 +7883,7 @@ comment on function __tenant__.remember_said(text, text[], text, text, text[], t
                                              text[], bigint[], text, jsonb, text) is
     'Appends what was said (as the principal''s note) and remembers it, citing it, in one call; a memory that is a '
     'no-op or refused leaves no turn (log_offset NULL).';
-$pgrecall_98dbc00ee175$)
+$pgrecall_b7bb27ea7c06$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

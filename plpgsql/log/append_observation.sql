@@ -17,6 +17,21 @@
 -- A batch of 32 rows or more, a bulk load, takes the counter first instead
 -- and writes each row once, at its real offset (_append_batch).
 
+-- A batch's rows read into their declared type (observation_row, migration
+-- 0047). The type is in this function's signature so that Citus, which
+-- creates a distributed function's types on the workers with it, has it
+-- there too.
+create or replace function __tenant__._observation_row_array(p_rows jsonb)
+returns __tenant__.observation_row[]
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select coalesce(array_agg(r), '{}') from jsonb_populate_recordset(null::observation_row, p_rows) r
+$$;
+comment on function __tenant__._observation_row_array(jsonb) is
+    'Internal: append_observations'' rows (a JSON array) as the declared type observation_row, in order.';
+
 create or replace function __tenant__._observation_rows(p_rows jsonb)
 returns table (body text, source_role text, kind text, actor text, session_id bigint, occurred_at timestamptz,
                payload jsonb, data_subject_id text, lawful_basis text, classification text,
@@ -31,8 +46,7 @@ as $$
            r.retention_until,
            case when r.audience is not null then array(select normalize(a, NFC) from unnest(r.audience) a) end,
            r.ordinality::integer
-      from jsonb_populate_recordset(null::observation_row, p_rows)  -- the declared shape (migration 0047)
-           with ordinality as r
+      from unnest(_observation_row_array(p_rows)) with ordinality as r
 $$;
 comment on function __tenant__._observation_rows(jsonb) is
     'Internal: observation rows from JSON, numbered from 1, with the defaults of append_observation() (audience names in NFC).';
