@@ -8575,7 +8575,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$, null, 25, $pgrecall_710beee224a6$9eed3522374a977a7f2458f64c43c791bd73854a6a54705c089327e1040495ee$pgrecall_710beee224a6$, $pgrecall_9eed3522374a$-- Facts: asserting (closing and splitting what it contradicts), retracting,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$, null, 25, $pgrecall_d9026990b40d$1d9d13c19cae3281b0668be914cbe12e16a6d6cf1e4d120fd393aaec33feb195$pgrecall_d9026990b40d$, $pgrecall_1d9d13c19cae$-- Facts: asserting (closing and splitting what it contradicts), retracting,
 -- citing, and the bitemporal question "what was true at T1 as we knew it at T2".
 -- Errors: PR111 unknown predicate, PR112 evidence does not match its
 -- observation, PR113 role policy (a human's fact on an assistant's word only),
@@ -9309,6 +9309,7 @@ begin
                         'valid_to', 'confidence', 'observer', 'audience', 'purposes', 'subject_type', 'object_type',
                         'widening_reason'],
                         'fact item');
+    perform _check_single_values(p_items, array['purposes'], 'fact item', array['evidence']);
     -- In order, in one transaction: a later item sees (and may close) an
     -- earlier one, and any failure leaves nothing of the batch behind. One
     -- exception block around the loop (not one per item) names the item.
@@ -9342,7 +9343,7 @@ end
 $$;
 comment on function __tenant__.assert_facts(text, text[], text, jsonb) is
     'assert_fact() for a batch (a JSON array of items), in order and all-or-nothing; one row per item.';
-$pgrecall_9eed3522374a$)
+$pgrecall_1d9d13c19cae$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -10643,7 +10644,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33a3f5a05d39$sessions/sessions.sql$pgrecall_33a3f5a05d39$, null, 32, $pgrecall_8740ea38dd1d$dd0f4e522c78dbdad641f09ff16afad34fa47c8d7c2716f172e9e605b0b7a9a9$pgrecall_8740ea38dd1d$, $pgrecall_dd0f4e522c78$-- Sessions and the peers in them (design section 5).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33a3f5a05d39$sessions/sessions.sql$pgrecall_33a3f5a05d39$, null, 32, $pgrecall_fe491bf74e1d$744bd942f76610105975760025089a86891f2a8d09b51629b0419bb9f38ae5ac$pgrecall_fe491bf74e1d$, $pgrecall_744bd942f766$-- Sessions and the peers in them (design section 5).
 --
 -- A session lives in one scope; its messages are observations of that scope
 -- with its id. Each session peer carries two flags: observe the others
@@ -11141,6 +11142,7 @@ begin
                      from jsonb_array_elements(p_messages) with ordinality as x(e, n));
     perform _check_keys(p_messages, array['actor', 'body', 'source_role', 'occurred_at', 'payload', 'data_subject_id',
                                           'lawful_basis', 'classification', 'retention_until', 'audience'], 'message');
+    perform _check_single_values(p_messages, array['audience'], 'message', array['payload']);
     -- Messages of one session are numbered (and summarised) in order.
     perform 1 from session s where s.id = v_session.id for update;
 
@@ -11254,7 +11256,7 @@ comment on function __tenant__.log_turn(text, text[], text, text, text, text, te
     'Appends a turn to a turn log: to its newest session, or to a new one after a gap of more than turn_gap_seconds; '
     'p_data_subject_id (else the actor''s, else the session''s) tags the turn, and the session it opens; '
     'p_audience narrows who may see it.';
-$pgrecall_dd0f4e522c78$)
+$pgrecall_744bd942f766$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

@@ -128,3 +128,22 @@ def test_an_empty_vector_is_refused_naming_its_dimensions(db, conninfo):
         with pytest.raises(errors.WrongDimensions, match="an embedding has 0 dimensions, not 384"):
             call()
     assert _counts(db) == counts
+
+
+def test_a_session_message_or_a_fact_item_with_an_object_where_a_name_is_expected_is_refused(db, conninfo):
+    """add_messages stored '{"a": 1}' as the turn's text; assert_facts made an entity named '{"n": "Ana"}'."""
+    mem = _tenant(db, conninfo)
+    session = mem.create_session("trial")
+    mem.add_session_peers(session, ["ana", "bot"])
+    counts = _counts(db)
+    with pytest.raises(errors.InvalidArgument, match=re.escape("'body' of message 1 is a JSON object")):
+        mem.add_messages(session, [{"actor": "ana", "body": {"a": 1}}])
+    assert _counts(db) == counts
+    [said] = mem.append_many([{"body": "Ana has a dog named Rex", "source_role": "user", "actor": "ana"}])
+    evidence = [{"offset": said, "quote": "a dog named Rex"}]
+    with pytest.raises(errors.InvalidArgument, match=re.escape("'subject' of fact item 1 is a JSON object")):
+        mem.assert_facts([{"subject": {"n": "Ana"}, "predicate": "has_pet", "object": "Rex", "evidence": evidence}])
+    with pytest.raises(errors.InvalidArgument, match=re.escape("'object' of fact item 1 is a JSON array")):
+        mem.assert_facts([{"subject": "Ana", "predicate": "has_pet", "object": ["Rex"], "evidence": evidence}])
+    assert db.execute("select count(*) from bi.fact").fetchone()[0] == 0
+    assert mem.assert_facts([{"subject": "Ana", "predicate": "has_pet", "object": "Rex", "evidence": evidence}])
