@@ -1702,7 +1702,7 @@ insert into pgrecall.error_code (code, name, meaning, python_class, builtin, ref
     ('PR151', 'text_too_long',         'a text longer than its limit',                           'TextTooLong',           'ValueError',      'PR107'),
     ('PR152', 'invalid_time',          'a time that is infinite or outside years 1 to 9999, or an empty time range', 'InvalidTime', 'ValueError', 'PR107'),
     ('PR153', 'invalid_selector',      'a malformed erasure selector',                           'InvalidSelector',       'ValueError',      'PR107'),
-    ('PR154', 'wrong_dimensions',      'an embedding that is not 384 finite numbers',            'WrongDimensions',       'ValueError',      'PR107'),
+    ('PR154', 'wrong_dimensions',      'an embedding that is not 384 finite numbers, or all zero', 'WrongDimensions',       'ValueError',      'PR107'),
     ('PR155', 'wrong_embedding_stamp', 'a vector stamped with another model or input version than the tenant embeds with', 'WrongEmbeddingStamp', 'ValueError', 'PR107'),
     ('PR160', 'invalid_namespace',     'a store namespace that is not 1 to 16 non-empty labels without a dot', 'InvalidNamespace', 'ValueError', 'PR107'),
     ('PR161', 'value_not_object',      'a store value that is not a JSON object',                'ValueNotObject',        'ValueError',      'PR107'),
@@ -1761,7 +1761,7 @@ update pgrecall.error_code e set explanation = x.explanation from (values
     ('PR151', 'A text longer than its limit (some limits are tenant settings, named in the hint).'),
     ('PR152', 'A time that is infinite or outside years 1 to 9999 (what ISO 8601 and Python''s datetime hold), or an empty time range.'),
     ('PR153', 'erase: the selector is not one of the four shapes (observation, data_subject, peer, scope).'),
-    ('PR154', 'An embedding that is not 384 finite numbers: the vectors come from another model.'),
+    ('PR154', 'An embedding that is not 384 finite numbers, or all zero: the vectors come from another model, or were never filled.'),
     ('PR155', 'remember() was given vectors stamped with another model or input version than the tenant embeds with: they would be of another text or another space than the tenant''s other vectors.'),
     ('PR160', 'A store namespace that is not 1 to 16 non-empty labels without a dot (or one under "langgraph").'),
     ('PR161', 'A store value that is not a JSON object.'),
@@ -4244,7 +4244,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6beaea322b2e$shared/value_checks.sql$pgrecall_6beaea322b2e$, null, 3, $pgrecall_d6f878c5d5fa$f7d53b1d2b1d8c44e341984804d5cd5b6a47d3adcc16ad91013c6d206c9b33ce$pgrecall_d6f878c5d5fa$, $pgrecall_f7d53b1d2b1d$-- Argument checks shared by every operation: sizes of texts and documents, ids, limits, times,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6beaea322b2e$shared/value_checks.sql$pgrecall_6beaea322b2e$, null, 3, $pgrecall_5a0d80bffda6$c1ab284c23eefbe0f5253aa090a5b6e91a06dfea4d313e9d0c26e7341439e7c1$pgrecall_5a0d80bffda6$, $pgrecall_c1ab284c23ee$-- Argument checks shared by every operation: sizes of texts and documents, ids, limits, times,
 -- confidences. Each failure raises a PR-class SQLSTATE (fail.sql) naming the value.
 
 -- p_blank: for a name or a fact's end, whitespace alone is no value either:
@@ -4589,7 +4589,50 @@ as $$
 $$;
 comment on function __tenant__._whole_in_range(jsonb, numeric, numeric) is
     'Internal: true when the JSON value is a whole number from p_min to p_max.';
-$pgrecall_f7d53b1d2b1d$)
+
+-- The values of a batch's elements have the JSON shape their keys take: a
+-- single value (string, number, boolean, null), or for p_array_keys an array
+-- of single values; p_free_keys (a payload) take any JSON. jsonb's own
+-- conversion would store a nested object's JSON text as a memory's body or
+-- title, or an entity's name, and read a nested array as a two-dimensional
+-- array of purposes or offsets.
+create or replace function __tenant__._check_single_values(p_value jsonb, p_array_keys text[], p_what text,
+                                                          p_free_keys text[] default '{}')
+returns void
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_bad record;
+begin
+    select e.ord, k.key, jsonb_typeof(k.value) as type, k.key = any (p_array_keys) as is_array into v_bad
+      from jsonb_array_elements(p_value) with ordinality as e(item, ord)
+      cross join lateral jsonb_each(e.item) as k(key, value)
+     where not (k.key = any (p_free_keys))
+       and case when k.key = any (p_array_keys)
+                then jsonb_typeof(k.value) not in ('array', 'null')
+                     or exists (select 1 from jsonb_array_elements(case jsonb_typeof(k.value) when 'array'
+                                                                        then k.value else '[]' end) as x(v)
+                                 where jsonb_typeof(x.v) in ('object', 'array'))
+                else jsonb_typeof(k.value) in ('object', 'array') end
+     order by e.ord limit 1;
+    if v_bad.ord is not null then
+        perform _fail('PR107', format('%s of %s %s is %s', quote_literal(v_bad.key), p_what, v_bad.ord,
+                                      case when not v_bad.is_array
+                                           then format('a JSON %s, where a single value is expected', v_bad.type)
+                                           when v_bad.type = 'array'
+                                           then 'an array holding an object or an array, where its elements are single values'
+                                           else format('a JSON %s, where an array is expected', v_bad.type) end),
+                      format('In a %s, %s take an array of strings or numbers%s; every other key one string, '
+                             'number or boolean.', p_what, array_to_string(p_array_keys, ', '),
+                             coalesce(', ' || nullif(array_to_string(p_free_keys, ', '), '') || ' any JSON', '')));
+    end if;
+end
+$$;
+comment on function __tenant__._check_single_values(jsonb, text[], text, text[]) is
+    'Internal: PR107 naming the first key of a batch element whose value is not of the JSON shape it takes (a single value, or an array of them).';
+$pgrecall_c1ab284c23ee$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -4738,7 +4781,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a769738e7545$shared/embedding_input.sql$pgrecall_a769738e7545$, null, 5, $pgrecall_e05057821a45$cb6dd28a0f953a66eed644e2ef64b5e51879085605e0aac03c9024f4f868ded6$pgrecall_e05057821a45$, $pgrecall_cb6dd28a0f95$-- Vectors a caller or the worker hands in: their size (the tenant's vector column decides it) and
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a769738e7545$shared/embedding_input.sql$pgrecall_a769738e7545$, null, 5, $pgrecall_0b3b8eeb15c6$e30f1596278e6849f13e37352fccf173fbcb58c19c7f2f6e60305ad130a43be1$pgrecall_0b3b8eeb15c6$, $pgrecall_e30f1596278e$-- Vectors a caller or the worker hands in: their size (the tenant's vector column decides it) and
 -- whether a batch of results can be stored.
 
 -- What both embedding queues check before storing a worker's results: one
@@ -4787,6 +4830,9 @@ comment on function __tenant__._embedding_dimensions() is
 -- dimensions than _embedding_dimensions(). pgvector refuses NaN, infinity and
 -- values beyond halfvec's range as the argument is read. A NULL element is
 -- refused too, unless p_nulls_allowed (remember_many: an item without one).
+-- A vector of zeros (or of numbers too small for half precision) is refused:
+-- its cosine to any query is NaN, which ranked it first in recall with a NaN
+-- score and made `recall --json` print NaN, which is not JSON.
 create or replace function __tenant__._checked_vectors(p_vectors __ext__.halfvec[],
                                                       p_nulls_allowed boolean default false)
 returns __ext__.halfvec[]
@@ -4796,18 +4842,25 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_bad integer;
+    v_zeros boolean;
 begin
-    select min(__ext__.vector_dims(e)) into v_bad
-      from unnest(p_vectors) e where __ext__.vector_dims(e) <> _embedding_dimensions();
+    select min(__ext__.vector_dims(e)) filter (where __ext__.vector_dims(e) <> _embedding_dimensions()),
+           coalesce(bool_or(__ext__.l2_norm(e) = 0), false)
+      into v_bad, v_zeros
+      from unnest(p_vectors) e;
     if v_bad is not null or (not p_nulls_allowed and array_position(p_vectors, null) is not null) then
         perform _fail('PR154', format('an embedding has %s dimensions, not %s', coalesce(v_bad::text, 'no'),
                                       _embedding_dimensions()));
+    end if;
+    if v_zeros then
+        perform _fail('PR154', 'an embedding is all zeros at half precision: it has no direction to compare',
+                      'The tenant stores vectors at half precision (pgvector''s halfvec); a normalized vector is safe.');
     end if;
     return p_vectors;
 end
 $$;
 comment on function __tenant__._checked_vectors(__ext__.halfvec[], boolean) is
-    'Internal: PR154 unless each vector has _embedding_dimensions() numbers (or is NULL, where allowed).';
+    'Internal: PR154 unless each vector has _embedding_dimensions() numbers, not all zero (or is NULL, where allowed).';
 
 -- Vector literals as halfvecs (remember_keys takes its keys' vectors as text):
 -- PR154 for a literal pgvector refuses (not a vector, NaN or infinity, beyond
@@ -4833,7 +4886,7 @@ end
 $$;
 comment on function __tenant__._embedding_vectors(text[], boolean) is
     'Internal: vector literals as halfvecs; PR154 unless each is _embedding_dimensions() finite numbers (or NULL, where allowed).';
-$pgrecall_cb6dd28a0f95$)
+$pgrecall_e30f1596278e$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -5445,7 +5498,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b520323bc$log/append_observation.sql$pgrecall_ab1b520323bc$, null, 13, $pgrecall_006104b330fc$842173f56f299d6f3e04096fee6884902d9b539e23a3d6d2d124b10fe86f5722$pgrecall_006104b330fc$, $pgrecall_842173f56f29$-- Appending to the log. Offsets come from the scope's counter under its row
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b520323bc$log/append_observation.sql$pgrecall_ab1b520323bc$, null, 13, $pgrecall_ea6f5b824804$32ac7e1cfffe18ee0e8c8bcee39e1abb6d943f5808e0bb87a7d6b411793169e4$pgrecall_ea6f5b824804$, $pgrecall_32ac7e1cfffe$-- Appending to the log. Offsets come from the scope's counter under its row
 -- lock, held to commit: concurrent writers queue per scope, a rolled-back
 -- append gives its offsets back, and offsets are contiguous with no
 -- duplicates. append_observation() appends one row and append_observations()
@@ -5724,6 +5777,7 @@ begin
                       'session_id is a number, occurred_at and retention_until ISO-8601 timestamps, payload an object, '
                       'audience an array of peer names.');
     end;
+    perform _check_single_values(p_rows, array['audience'], 'row', array['payload']);
     perform _check_observation_rows(p_principal, p_scope, p_rows);
 
     if v_counter_first then
@@ -5856,7 +5910,7 @@ end
 $$;
 comment on function __tenant__.log_watermark(text, text[], text) is
     'The largest offset below which the scope''s log has no hole (committed appends only).';
-$pgrecall_842173f56f29$)
+$pgrecall_32ac7e1cfffe$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -7067,7 +7121,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 19, $pgrecall_be67a56740c6$b7bb27ea7c06f5dabb0b2ac05c48ecee3e09bcbd96d4567786f3433f0f72e0a7$pgrecall_be67a56740c6$, $pgrecall_b7bb27ea7c06$-- remember: write what the agent decided to keep, with who may see it, why
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 19, $pgrecall_d3ca04695abb$688c314a459367e9324470f414e142566ab8bcefaa0fa5d9c1e13250384653b3$pgrecall_d3ca04695abb$, $pgrecall_688c314a4593$-- remember: write what the agent decided to keep, with who may see it, why
 -- it may be used, and the observations that stated it. Capture writes only
 -- what was explicitly stated: empty or ambiguous input is a no-op that says
 -- why, never an error and never a guess.
@@ -7190,6 +7244,7 @@ begin
         perform _fail('PR150', format('an item has a number out of range: %s', sqlerrm),
                       'Evidence offsets are positive integers below 2^63.');
     end;
+    perform _check_single_values(p_items, array['evidence', 'purposes', 'about'], 'item');
     -- the peers the items name (in NFC, as _memory_items gives them) that exist; none read when none named
     select coalesce(array_agg(distinct n.name), '{}') into v_named
       from _memory_items(p_items) i cross join lateral unnest(array[i.audience, i.observer]) as n(name)
@@ -7910,7 +7965,7 @@ comment on function __tenant__.remember_said(text, text[], text, text, text[], t
                                              text[], bigint[], text, jsonb, text) is
     'Appends what was said (as the principal''s note) and remembers it, citing it, in one call; a memory that is a '
     'no-op or refused leaves no turn (log_offset NULL).';
-$pgrecall_b7bb27ea7c06$)
+$pgrecall_688c314a4593$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -8644,7 +8699,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$, null, 25, $pgrecall_710beee224a6$9eed3522374a977a7f2458f64c43c791bd73854a6a54705c089327e1040495ee$pgrecall_710beee224a6$, $pgrecall_9eed3522374a$-- Facts: asserting (closing and splitting what it contradicts), retracting,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$, null, 25, $pgrecall_d9026990b40d$1d9d13c19cae3281b0668be914cbe12e16a6d6cf1e4d120fd393aaec33feb195$pgrecall_d9026990b40d$, $pgrecall_1d9d13c19cae$-- Facts: asserting (closing and splitting what it contradicts), retracting,
 -- citing, and the bitemporal question "what was true at T1 as we knew it at T2".
 -- Errors: PR111 unknown predicate, PR112 evidence does not match its
 -- observation, PR113 role policy (a human's fact on an assistant's word only),
@@ -9378,6 +9433,7 @@ begin
                         'valid_to', 'confidence', 'observer', 'audience', 'purposes', 'subject_type', 'object_type',
                         'widening_reason'],
                         'fact item');
+    perform _check_single_values(p_items, array['purposes'], 'fact item', array['evidence']);
     -- In order, in one transaction: a later item sees (and may close) an
     -- earlier one, and any failure leaves nothing of the batch behind. One
     -- exception block around the loop (not one per item) names the item.
@@ -9411,7 +9467,7 @@ end
 $$;
 comment on function __tenant__.assert_facts(text, text[], text, jsonb) is
     'assert_fact() for a batch (a JSON array of items), in order and all-or-nothing; one row per item.';
-$pgrecall_9eed3522374a$)
+$pgrecall_1d9d13c19cae$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -10712,7 +10768,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33a3f5a05d39$sessions/sessions.sql$pgrecall_33a3f5a05d39$, null, 32, $pgrecall_8740ea38dd1d$dd0f4e522c78dbdad641f09ff16afad34fa47c8d7c2716f172e9e605b0b7a9a9$pgrecall_8740ea38dd1d$, $pgrecall_dd0f4e522c78$-- Sessions and the peers in them (design section 5).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33a3f5a05d39$sessions/sessions.sql$pgrecall_33a3f5a05d39$, null, 32, $pgrecall_fe491bf74e1d$744bd942f76610105975760025089a86891f2a8d09b51629b0419bb9f38ae5ac$pgrecall_fe491bf74e1d$, $pgrecall_744bd942f766$-- Sessions and the peers in them (design section 5).
 --
 -- A session lives in one scope; its messages are observations of that scope
 -- with its id. Each session peer carries two flags: observe the others
@@ -11210,6 +11266,7 @@ begin
                      from jsonb_array_elements(p_messages) with ordinality as x(e, n));
     perform _check_keys(p_messages, array['actor', 'body', 'source_role', 'occurred_at', 'payload', 'data_subject_id',
                                           'lawful_basis', 'classification', 'retention_until', 'audience'], 'message');
+    perform _check_single_values(p_messages, array['audience'], 'message', array['payload']);
     -- Messages of one session are numbered (and summarised) in order.
     perform 1 from session s where s.id = v_session.id for update;
 
@@ -11323,7 +11380,7 @@ comment on function __tenant__.log_turn(text, text[], text, text, text, text, te
     'Appends a turn to a turn log: to its newest session, or to a new one after a gap of more than turn_gap_seconds; '
     'p_data_subject_id (else the actor''s, else the session''s) tags the turn, and the session it opens; '
     'p_audience narrows who may see it.';
-$pgrecall_dd0f4e522c78$)
+$pgrecall_744bd942f766$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

@@ -277,6 +277,7 @@ begin
                       'session_id is a number, occurred_at and retention_until ISO-8601 timestamps, payload an object, '
                       'audience an array of peer names.');
     end;
+    perform _check_single_values(p_rows, array['audience'], 'row', array['payload']);
     perform _check_observation_rows(p_principal, p_scope, p_rows);
 
     if v_counter_first then

@@ -732,6 +732,7 @@ begin
                         'valid_to', 'confidence', 'observer', 'audience', 'purposes', 'subject_type', 'object_type',
                         'widening_reason'],
                         'fact item');
+    perform _check_single_values(p_items, array['purposes'], 'fact item', array['evidence']);
     -- In order, in one transaction: a later item sees (and may close) an
     -- earlier one, and any failure leaves nothing of the batch behind. One
     -- exception block around the loop (not one per item) names the item.

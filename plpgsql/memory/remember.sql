@@ -121,6 +121,7 @@ begin
         perform _fail('PR150', format('an item has a number out of range: %s', sqlerrm),
                       'Evidence offsets are positive integers below 2^63.');
     end;
+    perform _check_single_values(p_items, array['evidence', 'purposes', 'about'], 'item');
     -- the peers the items name (in NFC, as _memory_items gives them) that exist; none read when none named
     select coalesce(array_agg(distinct n.name), '{}') into v_named
       from _memory_items(p_items) i cross join lateral unnest(array[i.audience, i.observer]) as n(name)

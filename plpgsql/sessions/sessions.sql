@@ -496,6 +496,7 @@ begin
                      from jsonb_array_elements(p_messages) with ordinality as x(e, n));
     perform _check_keys(p_messages, array['actor', 'body', 'source_role', 'occurred_at', 'payload', 'data_subject_id',
                                           'lawful_basis', 'classification', 'retention_until', 'audience'], 'message');
+    perform _check_single_values(p_messages, array['audience'], 'message', array['payload']);
     -- Messages of one session are numbered (and summarised) in order.
     perform 1 from session s where s.id = v_session.id for update;
 

@@ -47,6 +47,9 @@ comment on function __tenant__._embedding_dimensions() is
 -- dimensions than _embedding_dimensions(). pgvector refuses NaN, infinity and
 -- values beyond halfvec's range as the argument is read. A NULL element is
 -- refused too, unless p_nulls_allowed (remember_many: an item without one).
+-- A vector of zeros (or of numbers too small for half precision) is refused:
+-- its cosine to any query is NaN, which ranked it first in recall with a NaN
+-- score and made `recall --json` print NaN, which is not JSON.
 create or replace function __tenant__._checked_vectors(p_vectors __ext__.halfvec[],
                                                       p_nulls_allowed boolean default false)
 returns __ext__.halfvec[]
@@ -56,18 +59,25 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_bad integer;
+    v_zeros boolean;
 begin
-    select min(__ext__.vector_dims(e)) into v_bad
-      from unnest(p_vectors) e where __ext__.vector_dims(e) <> _embedding_dimensions();
+    select min(__ext__.vector_dims(e)) filter (where __ext__.vector_dims(e) <> _embedding_dimensions()),
+           coalesce(bool_or(__ext__.l2_norm(e) = 0), false)
+      into v_bad, v_zeros
+      from unnest(p_vectors) e;
     if v_bad is not null or (not p_nulls_allowed and array_position(p_vectors, null) is not null) then
         perform _fail('PR154', format('an embedding has %s dimensions, not %s', coalesce(v_bad::text, 'no'),
                                       _embedding_dimensions()));
+    end if;
+    if v_zeros then
+        perform _fail('PR154', 'an embedding is all zeros at half precision: it has no direction to compare',
+                      'The tenant stores vectors at half precision (pgvector''s halfvec); a normalized vector is safe.');
     end if;
     return p_vectors;
 end
 $$;
 comment on function __tenant__._checked_vectors(__ext__.halfvec[], boolean) is
-    'Internal: PR154 unless each vector has _embedding_dimensions() numbers (or is NULL, where allowed).';
+    'Internal: PR154 unless each vector has _embedding_dimensions() numbers, not all zero (or is NULL, where allowed).';
 
 -- Vector literals as halfvecs (remember_keys takes its keys' vectors as text):
 -- PR154 for a literal pgvector refuses (not a vector, NaN or infinity, beyond

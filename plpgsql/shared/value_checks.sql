@@ -343,3 +343,46 @@ as $$
 $$;
 comment on function __tenant__._whole_in_range(jsonb, numeric, numeric) is
     'Internal: true when the JSON value is a whole number from p_min to p_max.';
+
+-- The values of a batch's elements have the JSON shape their keys take: a
+-- single value (string, number, boolean, null), or for p_array_keys an array
+-- of single values; p_free_keys (a payload) take any JSON. jsonb's own
+-- conversion would store a nested object's JSON text as a memory's body or
+-- title, or an entity's name, and read a nested array as a two-dimensional
+-- array of purposes or offsets.
+create or replace function __tenant__._check_single_values(p_value jsonb, p_array_keys text[], p_what text,
+                                                          p_free_keys text[] default '{}')
+returns void
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_bad record;
+begin
+    select e.ord, k.key, jsonb_typeof(k.value) as type, k.key = any (p_array_keys) as is_array into v_bad
+      from jsonb_array_elements(p_value) with ordinality as e(item, ord)
+      cross join lateral jsonb_each(e.item) as k(key, value)
+     where not (k.key = any (p_free_keys))
+       and case when k.key = any (p_array_keys)
+                then jsonb_typeof(k.value) not in ('array', 'null')
+                     or exists (select 1 from jsonb_array_elements(case jsonb_typeof(k.value) when 'array'
+                                                                        then k.value else '[]' end) as x(v)
+                                 where jsonb_typeof(x.v) in ('object', 'array'))
+                else jsonb_typeof(k.value) in ('object', 'array') end
+     order by e.ord limit 1;
+    if v_bad.ord is not null then
+        perform _fail('PR107', format('%s of %s %s is %s', quote_literal(v_bad.key), p_what, v_bad.ord,
+                                      case when not v_bad.is_array
+                                           then format('a JSON %s, where a single value is expected', v_bad.type)
+                                           when v_bad.type = 'array'
+                                           then 'an array holding an object or an array, where its elements are single values'
+                                           else format('a JSON %s, where an array is expected', v_bad.type) end),
+                      format('In a %s, %s take an array of strings or numbers%s; every other key one string, '
+                             'number or boolean.', p_what, array_to_string(p_array_keys, ', '),
+                             coalesce(', ' || nullif(array_to_string(p_free_keys, ', '), '') || ' any JSON', '')));
+    end if;
+end
+$$;
+comment on function __tenant__._check_single_values(jsonb, text[], text, text[]) is
+    'Internal: PR107 naming the first key of a batch element whose value is not of the JSON shape it takes (a single value, or an array of them).';

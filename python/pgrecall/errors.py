@@ -241,7 +241,8 @@ class InvalidSelector(InvalidArgument, sqlstate="PR153"):
 
 
 class WrongDimensions(InvalidArgument, sqlstate="PR154"):
-    """An embedding that is not 384 finite numbers: the vectors come from another model."""
+    """An embedding that is not 384 finite numbers, or all zero: the vectors come from another model, or were never
+    filled."""
 
 
 class WrongEmbeddingStamp(InvalidArgument, sqlstate="PR155"):

@@ -324,8 +324,10 @@ def as_json(value: Any) -> Jsonb | None:
 
 
 def json_items(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """A batch for a jsonb argument: each item a dict, datetimes as ISO text."""
-    return [{k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in item.items()} for item in items]
+    """A batch for a jsonb argument: each item a dict, datetimes as ISO text. An item that is not a mapping is
+    passed as it is, for the tenant to refuse by name (every one of the rows must be a JSON object)."""
+    return [{k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in item.items()}
+            if isinstance(item, Mapping) else item for item in items]
 
 
 def timestamp(value: str | datetime) -> datetime:

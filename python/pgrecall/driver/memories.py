@@ -295,6 +295,9 @@ def _as_vector(value: VectorLike | None) -> Vector | None:
         raise errors.InvalidArgument(f"an embedding must be {DIMENSIONS} numbers in one dimension, not an array of "
                                      f"shape {array.shape}",
                                      hint="One vector per item: embeddings=list(matrix), or the matrix itself.")
+    if array.shape[0] != DIMENSIONS:
+        # the tenant's message, said here: pgvector refuses an empty one first, in words of its own
+        raise errors.WrongDimensions(f"an embedding has {array.shape[0]} dimensions, not {DIMENSIONS}")
     vector = Vector(array)
     # refused here, by name, rather than by pgvector as the argument is read
     if not np.all(np.isfinite(array)) or np.any(np.abs(array) > _HALFVEC_MAX):
