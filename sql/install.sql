@@ -1776,7 +1776,7 @@ update pgrecall.error_code e set explanation = x.explanation from (values
 
 -- The shipped SQL sources.
 
-delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7dec98603573$0034_recall_question_time.sql$pgrecall_7dec98603573$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_520aa42e1005$0035_fact_evidence_audience.sql$pgrecall_520aa42e1005$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_805e70f62199$0036_recall_as_of.sql$pgrecall_805e70f62199$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d93541954a11$0037_store_items.sql$pgrecall_d93541954a11$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_40cf676c8fce$0038_recall_spread.sql$pgrecall_40cf676c8fce$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_42579dd0005a$0039_memory_keys.sql$pgrecall_42579dd0005a$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_33f0be6f3348$0040_memory_key_vectors.sql$pgrecall_33f0be6f3348$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5f9ca04eb737$0041_revision_tsv.sql$pgrecall_5f9ca04eb737$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c896649290eb$0042_recall_meta_as_of.sql$pgrecall_c896649290eb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_cd1266496dcb$0043_memory_tsv_fastupdate.sql$pgrecall_cd1266496dcb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7aa5514b135d$0044_term_stats_fold.sql$pgrecall_7aa5514b135d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5a726b0abb62$0045_provenance_types.sql$pgrecall_5a726b0abb62$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_8c7419032142$0046_remember_rows.sql$pgrecall_8c7419032142$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_93c4e117d98a$shared/fail.sql$pgrecall_93c4e117d98a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_35447ded19e5$shared/closed_sets.sql$pgrecall_35447ded19e5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6beaea322b2e$shared/value_checks.sql$pgrecall_6beaea322b2e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7b838905899d$shared/references.sql$pgrecall_7b838905899d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a769738e7545$shared/embedding_input.sql$pgrecall_a769738e7545$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea28f6e9696f$shared/settings.sql$pgrecall_ea28f6e9696f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_34db4d4fd308$shared/locks.sql$pgrecall_34db4d4fd308$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_32be9315e548$shared/eligibility.sql$pgrecall_32be9315e548$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_cadea1e07eb4$shared/schema_info.sql$pgrecall_cadea1e07eb4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3990910386e$shared/table_statistics.sql$pgrecall_a3990910386e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4359a26b56e8$shared/notifications.sql$pgrecall_4359a26b56e8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f12ea39847bb$shared/append_only.sql$pgrecall_f12ea39847bb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b520323bc$log/append_observation.sql$pgrecall_ab1b520323bc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9850d333d0ac$log/passage_chunks.sql$pgrecall_9850d333d0ac$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f9b529325e72$log/passages.sql$pgrecall_f9b529325e72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81bbdd0f15d9$log/passage_vectors.sql$pgrecall_81bbdd0f15d9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81adc12402ef$log/message_search.sql$pgrecall_81adc12402ef$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fbc5a661f2c9$log/projection.sql$pgrecall_fbc5a661f2c9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7e4eb4c25106$memory/revise.sql$pgrecall_7e4eb4c25106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ade638cdff09$memory/derive.sql$pgrecall_ade638cdff09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d16be3eadf22$memory/keys.sql$pgrecall_d16be3eadf22$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d972660a90f6$memory/read.sql$pgrecall_d972660a90f6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_aa87d72eaca5$memory/memory_count.sql$pgrecall_aa87d72eaca5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3c214ddced3$memory/freshness.sql$pgrecall_a3c214ddced3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_19370c65adc8$memory/duplicates.sql$pgrecall_19370c65adc8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fcbacefcb268$graph/graph_guards.sql$pgrecall_fcbacefcb268$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d44fea25fa34$graph/traversal.sql$pgrecall_d44fea25fa34$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bde667a4f43c$sessions/peers_scopes.sql$pgrecall_bde667a4f43c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33a3f5a05d39$sessions/sessions.sql$pgrecall_33a3f5a05d39$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c37736e808ad$sessions/session_bundle.sql$pgrecall_c37736e808ad$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87a1832ebe6a$sessions/representation.sql$pgrecall_87a1832ebe6a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3e9bcbe2bcd1$queues/leases.sql$pgrecall_3e9bcbe2bcd1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_719a349f8506$queues/work_queue.sql$pgrecall_719a349f8506$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1b652fe88c09$recall/as_of.sql$pgrecall_1b652fe88c09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ec92d55b8c2b$recall/key_arm.sql$pgrecall_ec92d55b8c2b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_77fe7e11f674$recall/fact_arm.sql$pgrecall_77fe7e11f674$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33520068bb0f$recall/people_arm.sql$pgrecall_33520068bb0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_8eca96aab0a4$recall/time_arm.sql$pgrecall_8eca96aab0a4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3047a1d41f72$recall/fusion.sql$pgrecall_3047a1d41f72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a7605aa9c43a$recall/permission_walk.sql$pgrecall_a7605aa9c43a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_89bc99f0db89$recall/spread.sql$pgrecall_89bc99f0db89$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c5c917068264$recall/neighbour_turns.sql$pgrecall_c5c917068264$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_568d0e42ed78$recall/ordering.sql$pgrecall_568d0e42ed78$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33e7d9c571c5$recall/rows.sql$pgrecall_33e7d9c571c5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e19049384fca$erasure/erasure_plan.sql$pgrecall_e19049384fca$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8a87770fa93$erasure/erase.sql$pgrecall_b8a87770fa93$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b462b2a6cded$erasure/erase_rewrite.sql$pgrecall_b462b2a6cded$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f5d59c318372$erasure/export.sql$pgrecall_f5d59c318372$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1923336c08e9$integrations/agent_sessions.sql$pgrecall_1923336c08e9$));
+delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7dec98603573$0034_recall_question_time.sql$pgrecall_7dec98603573$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_520aa42e1005$0035_fact_evidence_audience.sql$pgrecall_520aa42e1005$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_805e70f62199$0036_recall_as_of.sql$pgrecall_805e70f62199$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d93541954a11$0037_store_items.sql$pgrecall_d93541954a11$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_40cf676c8fce$0038_recall_spread.sql$pgrecall_40cf676c8fce$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_42579dd0005a$0039_memory_keys.sql$pgrecall_42579dd0005a$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_33f0be6f3348$0040_memory_key_vectors.sql$pgrecall_33f0be6f3348$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5f9ca04eb737$0041_revision_tsv.sql$pgrecall_5f9ca04eb737$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c896649290eb$0042_recall_meta_as_of.sql$pgrecall_c896649290eb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_cd1266496dcb$0043_memory_tsv_fastupdate.sql$pgrecall_cd1266496dcb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7aa5514b135d$0044_term_stats_fold.sql$pgrecall_7aa5514b135d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5a726b0abb62$0045_provenance_types.sql$pgrecall_5a726b0abb62$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_8c7419032142$0046_remember_rows.sql$pgrecall_8c7419032142$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_53fa62372c9c$0047_batch_input_types.sql$pgrecall_53fa62372c9c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_93c4e117d98a$shared/fail.sql$pgrecall_93c4e117d98a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_35447ded19e5$shared/closed_sets.sql$pgrecall_35447ded19e5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6beaea322b2e$shared/value_checks.sql$pgrecall_6beaea322b2e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7b838905899d$shared/references.sql$pgrecall_7b838905899d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a769738e7545$shared/embedding_input.sql$pgrecall_a769738e7545$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea28f6e9696f$shared/settings.sql$pgrecall_ea28f6e9696f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_34db4d4fd308$shared/locks.sql$pgrecall_34db4d4fd308$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_32be9315e548$shared/eligibility.sql$pgrecall_32be9315e548$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_cadea1e07eb4$shared/schema_info.sql$pgrecall_cadea1e07eb4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3990910386e$shared/table_statistics.sql$pgrecall_a3990910386e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4359a26b56e8$shared/notifications.sql$pgrecall_4359a26b56e8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f12ea39847bb$shared/append_only.sql$pgrecall_f12ea39847bb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b520323bc$log/append_observation.sql$pgrecall_ab1b520323bc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9850d333d0ac$log/passage_chunks.sql$pgrecall_9850d333d0ac$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f9b529325e72$log/passages.sql$pgrecall_f9b529325e72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81bbdd0f15d9$log/passage_vectors.sql$pgrecall_81bbdd0f15d9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81adc12402ef$log/message_search.sql$pgrecall_81adc12402ef$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fbc5a661f2c9$log/projection.sql$pgrecall_fbc5a661f2c9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7e4eb4c25106$memory/revise.sql$pgrecall_7e4eb4c25106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ade638cdff09$memory/derive.sql$pgrecall_ade638cdff09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d16be3eadf22$memory/keys.sql$pgrecall_d16be3eadf22$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d972660a90f6$memory/read.sql$pgrecall_d972660a90f6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_aa87d72eaca5$memory/memory_count.sql$pgrecall_aa87d72eaca5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3c214ddced3$memory/freshness.sql$pgrecall_a3c214ddced3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_19370c65adc8$memory/duplicates.sql$pgrecall_19370c65adc8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fcbacefcb268$graph/graph_guards.sql$pgrecall_fcbacefcb268$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d44fea25fa34$graph/traversal.sql$pgrecall_d44fea25fa34$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bde667a4f43c$sessions/peers_scopes.sql$pgrecall_bde667a4f43c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33a3f5a05d39$sessions/sessions.sql$pgrecall_33a3f5a05d39$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c37736e808ad$sessions/session_bundle.sql$pgrecall_c37736e808ad$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87a1832ebe6a$sessions/representation.sql$pgrecall_87a1832ebe6a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3e9bcbe2bcd1$queues/leases.sql$pgrecall_3e9bcbe2bcd1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_719a349f8506$queues/work_queue.sql$pgrecall_719a349f8506$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1b652fe88c09$recall/as_of.sql$pgrecall_1b652fe88c09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ec92d55b8c2b$recall/key_arm.sql$pgrecall_ec92d55b8c2b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_77fe7e11f674$recall/fact_arm.sql$pgrecall_77fe7e11f674$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33520068bb0f$recall/people_arm.sql$pgrecall_33520068bb0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_8eca96aab0a4$recall/time_arm.sql$pgrecall_8eca96aab0a4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3047a1d41f72$recall/fusion.sql$pgrecall_3047a1d41f72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a7605aa9c43a$recall/permission_walk.sql$pgrecall_a7605aa9c43a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_89bc99f0db89$recall/spread.sql$pgrecall_89bc99f0db89$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c5c917068264$recall/neighbour_turns.sql$pgrecall_c5c917068264$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_568d0e42ed78$recall/ordering.sql$pgrecall_568d0e42ed78$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33e7d9c571c5$recall/rows.sql$pgrecall_33e7d9c571c5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e19049384fca$erasure/erasure_plan.sql$pgrecall_e19049384fca$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8a87770fa93$erasure/erase.sql$pgrecall_b8a87770fa93$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b462b2a6cded$erasure/erase_rewrite.sql$pgrecall_b462b2a6cded$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f5d59c318372$erasure/export.sql$pgrecall_f5d59c318372$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1923336c08e9$integrations/agent_sessions.sql$pgrecall_1923336c08e9$));
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
 values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$, 1, null, $pgrecall_2388b9dcfc8a$151d1a540dd485519b204d3346bac7970fc2591cb3159b3a06db80b197d71397$pgrecall_2388b9dcfc8a$, $pgrecall_151d1a540dd4$-- Per-tenant settings: the design's constants, one row each, readable by the
@@ -3997,6 +3997,73 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
+values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_53fa62372c9c$0047_batch_input_types.sql$pgrecall_53fa62372c9c$, 47, null, $pgrecall_094a6f1b8562$97b6280bc9a22201a3f515e16e35ef2a7bef7c3de5a805598a4d4426e7732f31$pgrecall_094a6f1b8562$, $pgrecall_97b6280bc9a2$-- The batch inputs as declared types (issue #47 item 1): remember_many's items
+-- and append_observations' rows arrive as a JSON array of objects (what a psql
+-- caller writes as a literal), whose shape was written out by hand in the
+-- functions that read it, in their key checks and in the Python driver. The
+-- catalog says it now: the functions read the JSON into these types
+-- (jsonb_populate_recordset), a key outside them is refused by name, and the
+-- driver's typed dicts (MemoryItem, ObservationRow) are generated from them.
+-- Input types: nothing stores them and no function returns them.
+
+create type __tenant__.memory_item as (
+    body             text,
+    evidence         bigint[],
+    purposes         text[],
+    audience         text,
+    kind             text,
+    title            text,
+    confidence       double precision,
+    about            text[],
+    observer         text,
+    widening_reason  text
+);
+comment on type __tenant__.memory_item is
+    'Input: one item of remember_many''s p_items (a JSON array of objects with these keys), the arguments of remember() for one memory.';
+comment on column __tenant__.memory_item.body is 'Required. The memory''s text.';
+comment on column __tenant__.memory_item.evidence is 'Required. The log offsets of the turns it stands on, in the batch''s scope.';
+comment on column __tenant__.memory_item.purposes is 'Required. The purposes it may be recalled for (at least one).';
+comment on column __tenant__.memory_item.audience is 'The one peer who may see it (absent: everyone the scope admits).';
+comment on column __tenant__.memory_item.kind is 'A memory kind (absent: note).';
+comment on column __tenant__.memory_item.title is 'A short title.';
+comment on column __tenant__.memory_item.confidence is 'Between 0 and 1 (absent: 1).';
+comment on column __tenant__.memory_item.about is 'The entities it is about.';
+comment on column __tenant__.memory_item.observer is 'The peer whose local view it is (absent: the global view).';
+comment on column __tenant__.memory_item.widening_reason is 'Why it may reach more peers than its turns do.';
+
+create type __tenant__.observation_row as (
+    body             text,
+    source_role      text,
+    kind             text,
+    actor            text,
+    session_id       bigint,
+    occurred_at      timestamptz,
+    payload          jsonb,
+    data_subject_id  text,
+    lawful_basis     text,
+    classification   text,
+    retention_until  timestamptz,
+    audience         text[]
+);
+comment on type __tenant__.observation_row is
+    'Input: one row of append_observations'' p_rows (a JSON array of objects with these keys), the arguments of append_observation() for one turn.';
+comment on column __tenant__.observation_row.body is 'Required. The turn''s text.';
+comment on column __tenant__.observation_row.source_role is 'Required. Who said it: user, assistant, system, tool or document.';
+comment on column __tenant__.observation_row.kind is 'An observation kind (absent: message).';
+comment on column __tenant__.observation_row.actor is 'The peer who said it.';
+comment on column __tenant__.observation_row.session_id is 'The session it was said in.';
+comment on column __tenant__.observation_row.occurred_at is 'When it was said (absent: now).';
+comment on column __tenant__.observation_row.payload is 'A JSON object kept with it (absent: {}).';
+comment on column __tenant__.observation_row.data_subject_id is 'Whose personal data it holds, for erasure.';
+comment on column __tenant__.observation_row.lawful_basis is 'The lawful basis for keeping it.';
+comment on column __tenant__.observation_row.classification is 'Its classification (absent: internal).';
+comment on column __tenant__.observation_row.retention_until is 'When it is to be erased.';
+comment on column __tenant__.observation_row.audience is 'The peers who may see it (absent: the session''s peers, or the scope''s).';
+$pgrecall_97b6280bc9a2$)
+on conflict (kind, name) do update
+   set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
 values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_93c4e117d98a$shared/fail.sql$pgrecall_93c4e117d98a$, null, 1, $pgrecall_0c267f61e7ff$e13edc3d7647dee1370547f13ce56918d13a29471714915be75bf7eb707f3149$pgrecall_0c267f61e7ff$, $pgrecall_e13edc3d7647$-- Raising pgrecall's errors: a PR-class SQLSTATE whose message names the offending value (the codes,
 -- with what each means, are in sql/errors.sql: pgrecall.error_code).
 
@@ -4150,7 +4217,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6beaea322b2e$shared/value_checks.sql$pgrecall_6beaea322b2e$, null, 3, $pgrecall_9cb7114adee1$c9b9e104aa911bbd061052b35e161320c26914cba2516062a8f02622a4c7a79c$pgrecall_9cb7114adee1$, $pgrecall_c9b9e104aa91$-- Argument checks shared by every operation: sizes of texts and documents, ids, limits, times,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6beaea322b2e$shared/value_checks.sql$pgrecall_6beaea322b2e$, null, 3, $pgrecall_5a0d80bffda6$c1ab284c23eefbe0f5253aa090a5b6e91a06dfea4d313e9d0c26e7341439e7c1$pgrecall_5a0d80bffda6$, $pgrecall_c1ab284c23ee$-- Argument checks shared by every operation: sizes of texts and documents, ids, limits, times,
 -- confidences. Each failure raises a PR-class SQLSTATE (fail.sql) naming the value.
 
 -- p_blank: for a name or a fact's end, whitespace alone is no value either:
@@ -4366,6 +4433,21 @@ $$;
 comment on function __tenant__._check_keys(jsonb, text[], text) is
     'Internal: PR107 naming the first key of a batch element that is not allowed.';
 
+-- The keys a batch element may have: the attributes of its declared input
+-- type (memory_item, observation_row: migration 0047), in their order.
+create or replace function __tenant__._input_keys(p_type regtype)
+returns text[]
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select array_agg(a.attname::text order by a.attnum)
+      from pg_attribute a join pg_type t on t.typrelid = a.attrelid
+     where t.oid = p_type and a.attnum > 0 and not a.attisdropped
+$$;
+comment on function __tenant__._input_keys(regtype) is
+    'Internal: the keys a batch element of a declared input type may have (its attributes, in order).';
+
 -- How many rows a caller asks for: at least one, at most what the operation
 -- allows (a recall's walk_depth, a claim's 10000).
 create or replace function __tenant__._check_limit(p_limit integer, p_max integer, p_what text default 'limit',
@@ -4523,7 +4605,7 @@ end
 $$;
 comment on function __tenant__._check_single_values(jsonb, text[], text, text[]) is
     'Internal: PR107 naming the first key of a batch element whose value is not of the JSON shape it takes (a single value, or an array of them).';
-$pgrecall_c9b9e104aa91$)
+$pgrecall_c1ab284c23ee$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -5389,7 +5471,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b520323bc$log/append_observation.sql$pgrecall_ab1b520323bc$, null, 13, $pgrecall_a5e6185fac7d$f83c24f14a102e9a409b2fe8a5e41778ca1a5dad8dd75bbbabbe23e2a6aab7de$pgrecall_a5e6185fac7d$, $pgrecall_f83c24f14a10$-- Appending to the log. Offsets come from the scope's counter under its row
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b520323bc$log/append_observation.sql$pgrecall_ab1b520323bc$, null, 13, $pgrecall_ea6f5b824804$32ac7e1cfffe18ee0e8c8bcee39e1abb6d943f5808e0bb87a7d6b411793169e4$pgrecall_ea6f5b824804$, $pgrecall_32ac7e1cfffe$-- Appending to the log. Offsets come from the scope's counter under its row
 -- lock, held to commit: concurrent writers queue per scope, a rolled-back
 -- append gives its offsets back, and offsets are contiguous with no
 -- duplicates. append_observation() appends one row and append_observations()
@@ -5408,6 +5490,21 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b52
 -- A batch of 32 rows or more, a bulk load, takes the counter first instead
 -- and writes each row once, at its real offset (_append_batch).
 
+-- A batch's rows read into their declared type (observation_row, migration
+-- 0047). The type is in this function's signature so that Citus, which
+-- creates a distributed function's types on the workers with it, has it
+-- there too.
+create or replace function __tenant__._observation_row_array(p_rows jsonb)
+returns __tenant__.observation_row[]
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select coalesce(array_agg(r), '{}') from jsonb_populate_recordset(null::observation_row, p_rows) r
+$$;
+comment on function __tenant__._observation_row_array(jsonb) is
+    'Internal: append_observations'' rows (a JSON array) as the declared type observation_row, in order.';
+
 create or replace function __tenant__._observation_rows(p_rows jsonb)
 returns table (body text, source_role text, kind text, actor text, session_id bigint, occurred_at timestamptz,
                payload jsonb, data_subject_id text, lawful_basis text, classification text,
@@ -5421,14 +5518,8 @@ as $$
            coalesce(r.payload, '{}'), r.data_subject_id, r.lawful_basis, coalesce(r.classification, 'internal'),
            r.retention_until,
            case when r.audience is not null then array(select normalize(a, NFC) from unnest(r.audience) a) end,
-           r.ord::integer
-      from rows from (jsonb_to_recordset(p_rows) as (body text, source_role text, kind text, actor text,
-                                                     session_id bigint, occurred_at timestamptz, payload jsonb,
-                                                     data_subject_id text, lawful_basis text,
-                                                     classification text, retention_until timestamptz,
-                                                     audience text[]))
-           with ordinality as r(body, source_role, kind, actor, session_id, occurred_at, payload,
-                                data_subject_id, lawful_basis, classification, retention_until, audience, ord)
+           r.ordinality::integer
+      from unnest(_observation_row_array(p_rows)) with ordinality as r
 $$;
 comment on function __tenant__._observation_rows(jsonb) is
     'Internal: observation rows from JSON, numbered from 1, with the defaults of append_observation() (audience names in NFC).';
@@ -5648,9 +5739,7 @@ declare
     v_counter_first boolean := v_count >= 32;
 begin
     perform set_config('plan_cache_mode', _plan_cache_mode(), true);
-    perform _check_keys(p_rows, array['body', 'source_role', 'kind', 'actor', 'session_id', 'occurred_at', 'payload',
-                                      'data_subject_id', 'lawful_basis', 'classification', 'retention_until',
-                                      'audience'], 'row');
+    perform _check_keys(p_rows, _input_keys('observation_row'), 'row');
     begin
         perform count(*) from _observation_rows(p_rows);
     exception when invalid_datetime_format or datetime_field_overflow then
@@ -5794,7 +5883,7 @@ end
 $$;
 comment on function __tenant__.log_watermark(text, text[], text) is
     'The largest offset below which the scope''s log has no hole (committed appends only).';
-$pgrecall_f83c24f14a10$)
+$pgrecall_32ac7e1cfffe$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -7005,7 +7094,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 19, $pgrecall_1c091981f78a$d64f0be0e775b08cd28e7a255ca834efee91cded274cffaa3e96d604c67f4f0a$pgrecall_1c091981f78a$, $pgrecall_d64f0be0e775$-- remember: write what the agent decided to keep, with who may see it, why
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 19, $pgrecall_d3ca04695abb$688c314a459367e9324470f414e142566ab8bcefaa0fa5d9c1e13250384653b3$pgrecall_d3ca04695abb$, $pgrecall_688c314a4593$-- remember: write what the agent decided to keep, with who may see it, why
 -- it may be used, and the observations that stated it. Capture writes only
 -- what was explicitly stated: empty or ambiguous input is a no-op that says
 -- why, never an error and never a guess.
@@ -7072,6 +7161,20 @@ $$;
 comment on function __tenant__._widening(bigint, bigint[], text, text) is
     'Internal: the widening reason to keep for a memory or a fact (NULL when it fits its turns), or PR116.';
 
+-- A batch's items read into their declared type (memory_item, migration 0047).
+-- The type is in this function's signature so that Citus, which creates a
+-- distributed function's types on the workers with it, has it there too.
+create or replace function __tenant__._memory_item_array(p_items jsonb)
+returns __tenant__.memory_item[]
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select coalesce(array_agg(i), '{}') from jsonb_populate_recordset(null::memory_item, p_items) i
+$$;
+comment on function __tenant__._memory_item_array(jsonb) is
+    'Internal: remember_many''s items (a JSON array) as the declared type memory_item, in order.';
+
 -- The items of a batch as rows, numbered from 1.
 create or replace function __tenant__._memory_items(p_items jsonb)
 returns table (body text, evidence bigint[], purposes text[], audience text, kind text, title text,
@@ -7082,12 +7185,8 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
     -- Peer names in NFC, the form they are stored in.
     select i.body, i.evidence, i.purposes, normalize(i.audience, NFC), coalesce(i.kind, 'note'), i.title,
-           coalesce(i.confidence, 1), i.about, normalize(i.observer, NFC), i.widening_reason, i.ord::integer
-      from rows from (jsonb_to_recordset(p_items) as (body text, evidence bigint[], purposes text[], audience text,
-                                                      kind text, title text, confidence double precision,
-                                                      about text[], observer text, widening_reason text))
-           with ordinality as i(body, evidence, purposes, audience, kind, title, confidence, about, observer,
-                                widening_reason, ord)
+           coalesce(i.confidence, 1), i.about, normalize(i.observer, NFC), i.widening_reason, i.ordinality::integer
+      from unnest(_memory_item_array(p_items)) with ordinality as i
 $$;
 comment on function __tenant__._memory_items(jsonb) is
     'Internal: remember items from JSON, numbered from 1; kind defaults to note and confidence to 1.';
@@ -7108,8 +7207,7 @@ declare
     v_peers text[] := '{}';
     v_peer_ids bigint[] := '{}';
 begin
-    perform _check_keys(p_items, array['body', 'evidence', 'purposes', 'audience', 'kind', 'title', 'confidence',
-                                       'about', 'observer', 'widening_reason'], 'item');
+    perform _check_keys(p_items, _input_keys('memory_item'), 'item');
     begin
         perform count(*) from _memory_items(p_items);
     exception when invalid_text_representation or datatype_mismatch or invalid_parameter_value then
@@ -7840,7 +7938,7 @@ comment on function __tenant__.remember_said(text, text[], text, text, text[], t
                                              text[], bigint[], text, jsonb, text) is
     'Appends what was said (as the principal''s note) and remembers it, citing it, in one call; a memory that is a '
     'no-op or refused leaves no turn (log_offset NULL).';
-$pgrecall_d64f0be0e775$)
+$pgrecall_688c314a4593$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

@@ -17,6 +17,21 @@
 -- A batch of 32 rows or more, a bulk load, takes the counter first instead
 -- and writes each row once, at its real offset (_append_batch).
 
+-- A batch's rows read into their declared type (observation_row, migration
+-- 0047). The type is in this function's signature so that Citus, which
+-- creates a distributed function's types on the workers with it, has it
+-- there too.
+create or replace function __tenant__._observation_row_array(p_rows jsonb)
+returns __tenant__.observation_row[]
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select coalesce(array_agg(r), '{}') from jsonb_populate_recordset(null::observation_row, p_rows) r
+$$;
+comment on function __tenant__._observation_row_array(jsonb) is
+    'Internal: append_observations'' rows (a JSON array) as the declared type observation_row, in order.';
+
 create or replace function __tenant__._observation_rows(p_rows jsonb)
 returns table (body text, source_role text, kind text, actor text, session_id bigint, occurred_at timestamptz,
                payload jsonb, data_subject_id text, lawful_basis text, classification text,
@@ -30,14 +45,8 @@ as $$
            coalesce(r.payload, '{}'), r.data_subject_id, r.lawful_basis, coalesce(r.classification, 'internal'),
            r.retention_until,
            case when r.audience is not null then array(select normalize(a, NFC) from unnest(r.audience) a) end,
-           r.ord::integer
-      from rows from (jsonb_to_recordset(p_rows) as (body text, source_role text, kind text, actor text,
-                                                     session_id bigint, occurred_at timestamptz, payload jsonb,
-                                                     data_subject_id text, lawful_basis text,
-                                                     classification text, retention_until timestamptz,
-                                                     audience text[]))
-           with ordinality as r(body, source_role, kind, actor, session_id, occurred_at, payload,
-                                data_subject_id, lawful_basis, classification, retention_until, audience, ord)
+           r.ordinality::integer
+      from unnest(_observation_row_array(p_rows)) with ordinality as r
 $$;
 comment on function __tenant__._observation_rows(jsonb) is
     'Internal: observation rows from JSON, numbered from 1, with the defaults of append_observation() (audience names in NFC).';
@@ -257,9 +266,7 @@ declare
     v_counter_first boolean := v_count >= 32;
 begin
     perform set_config('plan_cache_mode', _plan_cache_mode(), true);
-    perform _check_keys(p_rows, array['body', 'source_role', 'kind', 'actor', 'session_id', 'occurred_at', 'payload',
-                                      'data_subject_id', 'lawful_basis', 'classification', 'retention_until',
-                                      'audience'], 'row');
+    perform _check_keys(p_rows, _input_keys('observation_row'), 'row');
     begin
         perform count(*) from _observation_rows(p_rows);
     exception when invalid_datetime_format or datetime_field_overflow then

@@ -65,6 +65,20 @@ $$;
 comment on function __tenant__._widening(bigint, bigint[], text, text) is
     'Internal: the widening reason to keep for a memory or a fact (NULL when it fits its turns), or PR116.';
 
+-- A batch's items read into their declared type (memory_item, migration 0047).
+-- The type is in this function's signature so that Citus, which creates a
+-- distributed function's types on the workers with it, has it there too.
+create or replace function __tenant__._memory_item_array(p_items jsonb)
+returns __tenant__.memory_item[]
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select coalesce(array_agg(i), '{}') from jsonb_populate_recordset(null::memory_item, p_items) i
+$$;
+comment on function __tenant__._memory_item_array(jsonb) is
+    'Internal: remember_many''s items (a JSON array) as the declared type memory_item, in order.';
+
 -- The items of a batch as rows, numbered from 1.
 create or replace function __tenant__._memory_items(p_items jsonb)
 returns table (body text, evidence bigint[], purposes text[], audience text, kind text, title text,
@@ -75,12 +89,8 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
     -- Peer names in NFC, the form they are stored in.
     select i.body, i.evidence, i.purposes, normalize(i.audience, NFC), coalesce(i.kind, 'note'), i.title,
-           coalesce(i.confidence, 1), i.about, normalize(i.observer, NFC), i.widening_reason, i.ord::integer
-      from rows from (jsonb_to_recordset(p_items) as (body text, evidence bigint[], purposes text[], audience text,
-                                                      kind text, title text, confidence double precision,
-                                                      about text[], observer text, widening_reason text))
-           with ordinality as i(body, evidence, purposes, audience, kind, title, confidence, about, observer,
-                                widening_reason, ord)
+           coalesce(i.confidence, 1), i.about, normalize(i.observer, NFC), i.widening_reason, i.ordinality::integer
+      from unnest(_memory_item_array(p_items)) with ordinality as i
 $$;
 comment on function __tenant__._memory_items(jsonb) is
     'Internal: remember items from JSON, numbered from 1; kind defaults to note and confidence to 1.';
@@ -101,8 +111,7 @@ declare
     v_peers text[] := '{}';
     v_peer_ids bigint[] := '{}';
 begin
-    perform _check_keys(p_items, array['body', 'evidence', 'purposes', 'audience', 'kind', 'title', 'confidence',
-                                       'about', 'observer', 'widening_reason'], 'item');
+    perform _check_keys(p_items, _input_keys('memory_item'), 'item');
     begin
         perform count(*) from _memory_items(p_items);
     exception when invalid_text_representation or datatype_mismatch or invalid_parameter_value then

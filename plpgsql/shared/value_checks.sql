@@ -214,6 +214,21 @@ $$;
 comment on function __tenant__._check_keys(jsonb, text[], text) is
     'Internal: PR107 naming the first key of a batch element that is not allowed.';
 
+-- The keys a batch element may have: the attributes of its declared input
+-- type (memory_item, observation_row: migration 0047), in their order.
+create or replace function __tenant__._input_keys(p_type regtype)
+returns text[]
+language sql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select array_agg(a.attname::text order by a.attnum)
+      from pg_attribute a join pg_type t on t.typrelid = a.attrelid
+     where t.oid = p_type and a.attnum > 0 and not a.attisdropped
+$$;
+comment on function __tenant__._input_keys(regtype) is
+    'Internal: the keys a batch element of a declared input type may have (its attributes, in order).';
+
 -- How many rows a caller asks for: at least one, at most what the operation
 -- allows (a recall's walk_depth, a claim's 10000).
 create or replace function __tenant__._check_limit(p_limit integer, p_max integer, p_what text default 'limit',

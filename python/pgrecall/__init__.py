@@ -11,7 +11,9 @@ __version__ = "0.1.0"
 from .driver import (
     AsyncMemory,
     Memory,
+    MemoryItem,
     MemoryRecord,
+    ObservationRow,
     Recalled,
     RecallItem,
     Remembered,
@@ -23,6 +25,7 @@ from .driver import (
 from .errors import PgrecallError
 
 __all__ = [
-    "AsyncMemory", "Memory", "MemoryRecord", "PgrecallError", "RecallItem", "Recalled", "Remembered", "__version__",
+    "AsyncMemory", "Memory", "MemoryItem", "MemoryRecord", "ObservationRow",
+    "PgrecallError", "RecallItem", "Recalled", "Remembered", "__version__",
     "configure", "configure_async", "connect", "connect_async",
 ]

@@ -42,8 +42,10 @@ from ._calls import (
 )
 from ._generated import AboutEntity as AboutEntity  # re-exported
 from ._generated import Freshness as Freshness  # re-exported
+from ._generated import MemoryItem as MemoryItem  # re-exported
 from ._generated import MemoryProvenance as MemoryProvenance  # re-exported
 from ._generated import ObservationRef as ObservationRef  # re-exported
+from ._generated import ObservationRow as ObservationRow  # re-exported
 from ._generated import SchemaInfo as SchemaInfo  # re-exported
 from ._generated import Scope as Scope  # re-exported
 from ._generated import Setting
@@ -178,11 +180,12 @@ def append(h: Handle, text: str, *, role: str, scope: str | None = None, kind: s
     }, int)
 
 
-def append_many(h: Handle, rows_: Sequence[Mapping[str, Any]], *, scope: str | None = None,
+def append_many(h: Handle, rows_: Sequence[ObservationRow | Mapping[str, Any]], *, scope: str | None = None,
                 principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[int]]:
     """Append a batch in one call; each row is a dict with body and source_role (and optionally kind,
     actor, session_id, occurred_at, payload, data_subject_id, lawful_basis, classification,
-    retention_until, audience). All are validated before any is written. Returns the offsets in order."""
+    retention_until, audience): an ``ObservationRow``, the tenant's declared type observation_row. All are
+    validated before any is written. Returns the offsets in order."""
     principal, scopes = h.who(principal, scopes)
     call = rows("append_observations", {"principal": principal, "scopes": scopes, "scope": scope or scopes[0],
                                          "rows": Jsonb(json_items(rows_))}, Appended, ordered_by="ordinal")
@@ -251,12 +254,13 @@ def remember(h: Handle, text: str, *, evidence: Sequence[int] = (), purposes: Se
                                      embedding_input_version, embed))
 
 
-def remember_many(h: Handle, items: Sequence[Mapping[str, Any]], *, scope: str | None = None,
+def remember_many(h: Handle, items: Sequence[MemoryItem | Mapping[str, Any]], *, scope: str | None = None,
                   embeddings: Sequence[VectorLike | None] | None = None, embedding_model: str | None = None,
                   embedding_input_version: int | None = None, embed: bool = True, principal: str | None = None,
                   scopes: Sequence[str] | None = None) -> Program[list[Remembered]]:
     """remember() for a batch: each item a dict with body, evidence, purposes (and optionally audience,
-    kind, title, confidence, about, observer, widening_reason). Validated whole before anything is written;
+    kind, title, confidence, about, observer, widening_reason): a ``MemoryItem``, the tenant's declared type
+    memory_item. Validated whole before anything is written;
     one result per item. ``embeddings``: each item's vector (None for an item without one), stamped as for
     remember(); without them, the handle's embedder embeds the batch here as remember() does (not with
     ``embed=False``)."""
