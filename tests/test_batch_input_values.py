@@ -147,3 +147,18 @@ def test_a_session_message_or_a_fact_item_with_an_object_where_a_name_is_expecte
         mem.assert_facts([{"subject": "Ana", "predicate": "has_pet", "object": ["Rex"], "evidence": evidence}])
     assert db.execute("select count(*) from bi.fact").fetchone()[0] == 0
     assert mem.assert_facts([{"subject": "Ana", "predicate": "has_pet", "object": "Rex", "evidence": evidence}])
+
+
+@pytest.mark.parametrize("given,message", [
+    ([0.05] * 384, "embeddings is one vector of 384 numbers, not one vector per item"),
+    (np.full(384, 0.05, dtype=np.float32), "embeddings is one vector of 384 numbers, not one vector per item"),
+    ("abc", "embeddings must be a list with one vector per item, not str"),
+], ids=["flat list", "flat array", "str"])
+def test_embeddings_given_as_one_vector_or_a_string_are_refused_saying_what_they_are(db, conninfo, given, message):
+    """They were counted as '384 embeddings for 1 items' and '3 embeddings for 1 items'."""
+    mem = _tenant(db, conninfo)
+    [offset] = mem.append_many([{"body": "I play the cello", "source_role": "user", "actor": "ana"}])
+    counts = _counts(db)
+    with pytest.raises(errors.InvalidArgument, match=re.escape(message)):
+        mem.remember_many([_item(offset)], embeddings=given, embedding_model=MODEL, embedding_input_version=1)
+    assert _counts(db) == counts

@@ -6,10 +6,11 @@ Each function builds the call of one stored function; ``Memory`` and ``AsyncMemo
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -325,6 +326,13 @@ def _with_vectors(h: Handle, items: Sequence[Mapping[str, Any]], call: Callable[
     last read them (PR155), the call is made again without them, when the failed one was a transaction of its
     own (autocommit, or none open); inside the caller's transaction the error is the caller's to handle."""
     if given is not None:
+        if isinstance(cast(object, given), (str, bytes)):  # a Sequence too, typed or not
+            raise errors.InvalidArgument(f"embeddings must be a list with one vector per item, not "
+                                         f"{type(given).__name__}")
+        if 0 < len(given) != len(items) and isinstance(given[0], (numbers.Real, np.number)):
+            # counted as that many embeddings, it said "384 embeddings for 1 items"
+            raise errors.InvalidArgument(f"embeddings is one vector of {len(given)} numbers, not one vector per item",
+                                         hint="For one item: embeddings=[vector].")
         if len(given) != len(items):
             raise errors.InvalidArgument(f"{len(given)} embeddings for {len(items)} items: one per item, None for "
                                          "an item without one")
