@@ -214,7 +214,7 @@ select acme.correct('assistant', '{default}', 1, 1, 'Ana is vegetarian.',
 select acme.correct('assistant', '{default}', 1, 1, 'Ana is a vegetarian.');  -- PR105
 select m.body, m.revision, r.revision as old_revision, r.body as old_body, r.reason, r.changed_by, r.evidence
   from acme.read('assistant', '{default}', 1, 'converse') m,
-       jsonb_to_recordset(m.revisions) r(revision int, body text, reason text, changed_by text, evidence jsonb);
+       unnest(m.revisions) r;
 select o.offset, o.text, o.corrections
   from acme.read('assistant', '{default}', 1, 'converse') m, unnest((m.provenance).observations) o;
 select acme.correct('assistant', '{default}', 1, 2, 'Ana is vegan.', p_evidence => '{3}');  -- PR113

@@ -296,3 +296,23 @@ def test_a_term_counted_for_a_memory_forgotten_since_the_snapshot_leaves_with_th
     acme.forget(other, reason="asked")   # the statistics still count it
     erase_subject(acme_admin, "s-fix")
     assert db.execute("select count(*) from acme.term_stat where term = 'zqmatcha'").fetchone()[0] == 0
+
+
+def test_the_history_is_a_declared_type_in_sql_and_python(acme, db):
+    """read()'s revisions are memory_text_revision[] (migration 0048), not a JSON array: SQL reads a field of an
+    earlier text by name, and Python gets the generated dataclass, its time a datetime and its evidence offsets."""
+    from datetime import datetime
+
+    from pgrecall.driver import MemoryTextRevision
+
+    first = said(acme, "My birthday is on March 3")
+    m = told(acme, "Ana's birthday is on March 3", [first])
+    fix = said(acme, "Correction: my birthday is March 13, not March 3")
+    acme.correct(m, "Ana's birthday is on March 13", revision=1, evidence=[fix], reason="typo")
+    row = db.execute("""select (r.revisions[1]).body, (r.revisions[1]).evidence, (r.revisions[1]).changed_by,
+                               pg_typeof(r.revisions)::text
+                          from acme.read('bot', '{default}', %s, 'converse') r""", (m,)).fetchone()
+    assert row == ("Ana's birthday is on March 3", [fix], "bot", "acme.memory_text_revision[]")
+    [earlier] = acme.read(m, purpose="converse").revisions
+    assert isinstance(earlier, MemoryTextRevision) and isinstance(earlier.changed_at, datetime)
+    assert (earlier.revision, earlier.kind, earlier.confidence, earlier.evidence) == (1, "note", 1.0, [fix])

@@ -12,7 +12,8 @@ create or replace function __tenant__.read(
 returns table (
     id bigint, scope text, kind text, title text, body text, origin text, revision integer,
     confidence real, audience text, purposes text[], superseded_by bigint, created_by text,
-    created_at timestamptz, updated_at timestamptz, valid tstzrange, provenance __tenant__.memory_provenance, revisions jsonb
+    created_at timestamptz, updated_at timestamptz, valid tstzrange, provenance __tenant__.memory_provenance,
+    revisions __tenant__.memory_text_revision[]
 )
 language plpgsql stable
 security definer
@@ -43,18 +44,16 @@ begin
            (select p.name from peer p where p.id = v_memory.created_by),
            v_memory.created_at, v_memory.updated_at, v_memory.valid,
            _provenance(v_memory.id, v_principal, p_scopes),
-           (select coalesce(jsonb_agg(jsonb_build_object(
-                        'revision', r.revision, 'kind', r.kind, 'title', r.title, 'body', r.body,
-                        'confidence', r.confidence, 'changed_by', cp.name, 'changed_at', r.changed_at,
-                        'reason', r.reason,
-                        -- what the correction that replaced this text (and made revision + 1) cited
-                        'evidence', coalesce((select jsonb_agg(o.log_offset order by o.log_offset)
-                                                from memory_correction_evidence c
-                                                join observation o on o.id = c.observation_id
-                                               where c.memory_id = r.memory_id and c.revision = r.revision + 1),
-                                             '[]'::jsonb)) order by r.revision), '[]'::jsonb)
-              from memory_revision r join peer cp on cp.id = r.changed_by
-             where r.memory_id = v_memory.id);
+           array(select row(r.revision, r.kind, r.title, r.body, r.confidence, cp.name, r.changed_at, r.reason,
+                            -- what the correction that replaced this text (and made revision + 1) cited
+                            array(select o.log_offset
+                                    from memory_correction_evidence c
+                                    join observation o on o.id = c.observation_id
+                                   where c.memory_id = r.memory_id and c.revision = r.revision + 1
+                                   order by o.log_offset))::memory_text_revision
+                   from memory_revision r join peer cp on cp.id = r.changed_by
+                  where r.memory_id = v_memory.id
+                  order by r.revision);
 end
 $$;
 comment on function __tenant__.read(text, text[], bigint, text, boolean) is

@@ -190,6 +190,21 @@ MemoryItem.__doc__ = "One item of remember_many's p_items (a JSON array of objec
 
 
 @dataclass(frozen=True)
+class MemoryTextRevision:
+    """An earlier text of a corrected memory: what it said at that revision, who changed it and why, and the turns the correction that replaced it cited."""
+
+    revision: int = field()
+    kind: str = field()
+    title: str | None = field()
+    body: str = field()
+    confidence: float = field()
+    changed_by: str = field()
+    changed_at: datetime = field(metadata=parse(timestamp))
+    reason: str | None = field()
+    evidence: list[int] = field()
+
+
+@dataclass(frozen=True)
 class MessageHit:
     """One row of search_messages(): a passage, where it is in the log, its ranks."""
 
@@ -664,7 +679,7 @@ class ReadRow:
     updated_at: datetime | None = field(metadata=parse(timestamp))
     valid: Any = field(metadata=parse(tstzrange))
     provenance: MemoryProvenance | None = field(metadata=parse(json_object(MemoryProvenance), composite=True))
-    revisions: Any = field()
+    revisions: list[MemoryTextRevision] | None = field(metadata=parse(json_list(MemoryTextRevision), composite=True))
 
 
 @dataclass(frozen=True)

@@ -37,13 +37,13 @@ from ._calls import (
     parse,
     rows,
     step,
-    timestamp,
     value,
 )
 from ._generated import AboutEntity as AboutEntity  # re-exported
 from ._generated import Freshness as Freshness  # re-exported
 from ._generated import MemoryItem as MemoryItem  # re-exported
 from ._generated import MemoryProvenance as MemoryProvenance  # re-exported
+from ._generated import MemoryTextRevision as MemoryTextRevision  # re-exported
 from ._generated import ObservationRef as ObservationRef  # re-exported
 from ._generated import ObservationRow as ObservationRow  # re-exported
 from ._generated import SchemaInfo as SchemaInfo  # re-exported
@@ -84,19 +84,8 @@ class Appended:
 Provenance = MemoryProvenance
 
 
-@dataclass(frozen=True)
-class Revision:
-    """An earlier text of a corrected memory."""
-
-    revision: int
-    kind: str
-    title: str | None
-    body: str
-    confidence: float
-    changed_by: str
-    changed_at: datetime = field(metadata=parse(timestamp))
-    reason: str | None = field()
-    evidence: list[int] = field()  # log offsets the correction that replaced this text cited
+# An earlier text of a corrected memory (the declared type memory_text_revision), under the name it had before.
+Revision = MemoryTextRevision
 
 
 @dataclass(frozen=True)
@@ -117,7 +106,7 @@ class MemoryRecord:
     updated_at: datetime
     valid: Range[datetime]
     provenance: Provenance = field(metadata=parse(json_object(Provenance), composite=True))
-    revisions: list[Revision] = field(metadata=parse(json_list(Revision)))
+    revisions: list[Revision] = field(metadata=parse(json_list(Revision), composite=True))
 
 
 def _list(items: Sequence[Any] | None) -> list[Any] | None:
