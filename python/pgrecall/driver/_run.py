@@ -128,14 +128,18 @@ def _closed_by_server(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[An
         return True
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         return False
+    wait = 0.0
     try:
         # libpq reads what is there: the farewell (an error while idle is taken as a notice), then, on the
-        # next read, the end of the stream, which marks the connection bad
+        # next read, the end of the stream, which marks the connection bad. Once something was read, the end
+        # is waited for a moment: the backend leaves pg_stat_activity before it closes the socket, and under
+        # load the next call found the farewell consumed and the stream still open (AdminShutdown).
         for _ in range(4):
-            readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+            readable, _, _ = select.select([conn.pgconn.socket], [], [], wait)
             if not readable or conn.pgconn.status == psycopg.pq.ConnStatus.BAD:
                 break
             conn.pgconn.consume_input()
+            wait = 0.1
     except (OSError, ValueError, psycopg.OperationalError):
         return True
     return conn.pgconn.status == psycopg.pq.ConnStatus.BAD
