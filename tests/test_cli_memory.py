@@ -51,6 +51,33 @@ def test_import_loads_a_conversation_all_or_nothing(acme, conninfo, db, tmp_path
     assert failed.returncode == 1 and "broken.jsonl:2: not JSON" in failed.stderr
 
 
+
+def test_an_import_line_that_cannot_be_read_or_names_no_speaker_is_refused_at_its_line(acme, conninfo, db, tmp_path):
+    """A line nested thousands deep, a number of thousands of digits and a speaker that is an array or an object
+    were internal errors (RecursionError, ValueError, TypeError: exit 70); a speaker name the tenant refuses
+    was reported without the line that gave it."""
+    env = {"PGRECALL_DSN": conninfo.dsn(user="pgrecall_acme_app")}
+    fine = json.dumps({"speaker": "ana", "role": "user", "text": "fine"})
+    cases = {
+        "deep": ('{"speaker": "ana", "role": "user", "text": "hi", "payload": ' + '{"a": ' * 5000 + "1"
+                 + "}" * 5001, "nested too deeply"),
+        "digits": ('{"speaker": "ana", "role": "user", "text": "hi", "payload": {"n": ' + "9" * 5000 + "}}",
+                   "digits"),
+        "list": (json.dumps({"speaker": ["ana"], "role": "user", "text": "hi"}), "speaker must be a string"),
+        "object": (json.dumps({"speaker": {"name": "ana"}, "role": "user", "text": "hi"}),
+                   "speaker must be a string"),
+        "control": (json.dumps({"speaker": "eve\u202e", "role": "user", "text": "hi"}), "U+202E"),
+    }
+    before = db.execute("select (select count(*) from acme.observation), (select count(*) from acme.peer)").fetchone()
+    for name, (line, said) in cases.items():
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text(fine + "\n" + line + "\n", encoding="utf-8")
+        failed = run_cli("import", "--tenant", "acme", "--quiet", str(path), env=env, check=False)
+        assert failed.returncode == 1 and f"{name}.jsonl:2: " in failed.stderr, failed.stderr
+        assert said in failed.stderr and "internal error" not in failed.stderr, failed.stderr
+    assert db.execute("select (select count(*) from acme.observation), (select count(*) from acme.peer)"
+                      ).fetchone() == before
+
 def test_peers_and_scopes_from_the_shell(make_tenant, conninfo, db):
     make_tenant("acme")
     env = {"PGRECALL_DSN": conninfo.dsn(user="pgrecall_acme_app"), "PGRECALL_TENANT": "acme"}
