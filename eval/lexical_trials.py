@@ -44,20 +44,23 @@ RM3_DOCS, RM3_TERMS, RM3_ORIGINAL = 10, 10, 0.5
 class Corpus:
     """One conversation's documents (dia id -> lexeme counts) with BM25's statistics."""
 
-    def __init__(self, docs: dict[str, Counter]):
+    def __init__(self, docs: dict[str, Counter], statistics_of: dict[str, Counter] | None = None,
+                 length: dict[str, float] | None = None):
+        """statistics_of: the documents whose document frequencies give the idf (by default these);
+        length: each document's length (by default its weighted count of words)."""
         self.docs = docs
         df: Counter[str] = Counter()
-        for counts in docs.values():
+        for counts in (statistics_of or docs).values():
             df.update(counts.keys())
         n = len(docs)
         self.idf = {w: math.log(1 + (n - c + 0.5) / (c + 0.5)) for w, c in df.items()}
-        self.length = {d: sum(c.values()) for d, c in docs.items()}
+        self.length = length or {d: sum(c.values()) for d, c in docs.items()}
         self.avg = sum(self.length.values()) / n
 
     def bm25(self, weights: dict[str, float], depth: int = 100) -> list[list]:
         out = []
         for d, c in self.docs.items():
-            s = sum(qw * self.idf[w] * c[w] * (K1 + 1) / (c[w] + K1 * (1 - B + B * self.length[d] / self.avg))
+            s = sum(qw * self.idf.get(w, 0.0) * c[w] * (K1 + 1) / (c[w] + K1 * (1 - B + B * self.length[d] / self.avg))
                     for w, qw in weights.items() if c.get(w))
             if s > 0:
                 out.append([d, s])
@@ -124,15 +127,27 @@ def dump(args) -> None:
             f"select memory_id, embedding::text from {t}.memory_embedding") if mid in place}
         terms = {qid: [r[0] for r in conn.execute("select lexeme from unnest(to_tsvector('english', %s))",
                                                   (q["question"],))] for qid, q in queries.items()}
-    corpora = {scope: {"own": Corpus(d), "ctx1": Corpus(with_neighbours(d, 1.0)),
-                       "ctx05": Corpus(with_neighbours(d, 0.5))} for scope, d in docs.items()}
+    corpora = {}
+    for scope, d in docs.items():
+        window = with_neighbours(d, 0.5)
+        corpora[scope] = {
+            "own": Corpus(d), "ctx1": Corpus(with_neighbours(d, 1.0)), "ctx05": Corpus(window),
+            # what the tenant's statistics give without counting the windows (the turns' own idf), with the
+            # window's length as its weighted words, its distinct words (a neighbour's at half), or the
+            # turn's own words
+            "ctx05 own idf": Corpus(window, statistics_of=d),
+            "ctx05 own idf, distinct words": Corpus(window, statistics_of=d, length={
+                k: sum(1.0 if w in d[k] else 0.5 for w in c) for k, c in window.items()}),
+            "ctx05 own idf, own length": Corpus(window, statistics_of=d, length={
+                k: float(sum(c.values())) for k, c in d.items()})}
     for q in data:
         c = corpora[locomo.scope_name(q["conversation"])]
         words = terms[q["query_id"]]
         q["pylex"] = c["own"].bm25({w: 1.0 for w in words})
         q["rm3"] = c["own"].bm25(c["own"].rm3(words, q["pylex"])) if q["pylex"] else []
         q["ctx1"] = c["ctx1"].bm25({w: 1.0 for w in words})
-        q["ctx05"] = c["ctx05"].bm25({w: 1.0 for w in words})
+        for name in ("ctx05", "ctx05 own idf", "ctx05 own idf, distinct words", "ctx05 own idf, own length"):
+            q[name] = c[name].bm25({w: 1.0 for w in words})
     args.out.write_text(json.dumps({"questions": data, "vectors": vectors}), encoding="utf-8")
     print(f"wrote {len(data)} questions and {len(vectors)} vectors to {args.out}")
 
@@ -171,6 +186,11 @@ def score(args) -> None:
         "rrf_scores (rm3)": lambda q: fused(q["rm3"], q["dense"]),
         "rrf_scores (ctx1)": lambda q: fused(q["ctx1"], q["dense"]),
         "rrf_scores (ctx05)": lambda q: fused(q["ctx05"], q["dense"]),
+        "rrf_scores (ctx05, the turns' own idf)": lambda q: fused(q["ctx05 own idf"], q["dense"]),
+        "rrf_scores (ctx05, the turns' own idf, distinct words)": lambda q: fused(
+            q["ctx05 own idf, distinct words"], q["dense"]),
+        "rrf_scores (ctx05, the turns' own idf and length)": lambda q: fused(q["ctx05 own idf, own length"],
+                                                                          q["dense"]),
         "rrf20 (SQL lexical arm)": lambda q: arms.rrf(q["lex"], q["dense"], 20),
         "rrf20 (ctx05)": lambda q: arms.rrf(q["ctx05"], q["dense"], 20),
         "mmr 0.5": lambda q: mmr(q, vectors, 0.5),

@@ -155,7 +155,8 @@ def _error_result(exc: Exception) -> "CallToolResult":
 def _result(value: dict[str, Any]) -> "CallToolResult":
     from mcp.types import CallToolResult, TextContent
 
-    return CallToolResult(content=[TextContent(text=json.dumps(value, ensure_ascii=False, sort_keys=True))],
+    return CallToolResult(content=[TextContent(text=json.dumps(value, ensure_ascii=False, sort_keys=True,
+                                                                     allow_nan=False))],
                           structured_content=value)
 
 
