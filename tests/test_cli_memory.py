@@ -128,3 +128,17 @@ def test_the_driver_remembers_what_was_said_in_one_call(acme, db):
     with pytest.raises(errors.TextTooLong):
         acme.remember("x" * 20_000, said="x" * 20_000, purposes=["converse"])
     assert db.execute("select count(*) from acme.observation").fetchone()[0] == 1
+
+
+
+def test_an_imported_time_without_a_zone_is_utc_whatever_the_sessions_time_zone(acme, conninfo, db, tmp_path):
+    """It was read in the database session's time zone (PGTZ or the server's): the same file imported at
+    UTC+14 put the turn fourteen hours earlier, where `recall --as-of` reads the same spelling as UTC."""
+    env = {"PGRECALL_DSN": conninfo.dsn(user="pgrecall_acme_app"), "PGTZ": "Pacific/Kiritimati"}
+    path = tmp_path / "naive.jsonl"
+    path.write_text(json.dumps({"speaker": "ana", "role": "user", "text": "at ten", "occurred_at": "2026-01-01T10:00:00"})
+                    + "\n", encoding="utf-8")
+    run_cli("import", "--tenant", "acme", "--quiet", str(path), env=env)
+    [(when,)] = db.execute("select to_char(occurred_at at time zone 'UTC', 'YYYY-MM-DD HH24:MI') from acme.observation"
+                           " where body = 'at ten'").fetchall()
+    assert when == "2026-01-01 10:00"

@@ -1,7 +1,7 @@
 """``pgrecall import FILE.jsonl``: a conversation, one JSON object a line, into the log.
 
 Each line: ``{"speaker": "ana", "role": "user", "text": "...",`` and optionally
-``"occurred_at": ISO-8601, "kind": "message", "session_id": 1,
+``"occurred_at": ISO-8601 (without a zone, UTC), "kind": "message", "session_id": 1,
 "speaker_kind": "human"|"agent"|"other", "data_subject_id": "...", "payload": {...},
 "audience": ["ana", "sage"]}``.
 A ``session_id`` is the file's label for a session: the turns go to the scope's
@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +74,8 @@ def _read_turns(path: str | Path) -> list[dict[str, Any]]:
                     turn["occurred_at"] = datetime.fromisoformat(turn["occurred_at"])
                 except (TypeError, ValueError) as exc:
                     raise ImportFileError(f"{path}:{number}: occurred_at is not ISO-8601") from exc
+                if turn["occurred_at"].tzinfo is None:  # UTC, as every time the CLI reads: not PGTZ's zone
+                    turn["occurred_at"] = turn["occurred_at"].replace(tzinfo=UTC)
             turn["_line"] = number
             turns.append(turn)
     return turns
