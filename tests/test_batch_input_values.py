@@ -116,6 +116,32 @@ def test_a_vector_of_zeros_is_refused_it_would_rank_first_with_a_nan_score(db, c
     assert _counts(db) == counts
 
 
+def _strict_json(text: str):
+    """JSON as the standard has it: NaN and Infinity are not numbers a parser must read (Python's reads them)."""
+    def refuse(constant):
+        raise ValueError(f"{constant} is not JSON")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_vector_of_zeros_stored_before_the_refusal_prints_its_cosine_as_null_not_nan(db, conninfo):
+    """Zero vectors stored before they were refused are still in some tenants: their cosine is NaN, and
+    `recall --json` printed `"cosine": NaN`, which JavaScript's JSON.parse and other strict readers refuse."""
+    from test_install_paths import run_cli
+
+    mem = _tenant(db, conninfo, "nanv")
+    [offset] = mem.append_many([{"body": "I play the cello", "source_role": "user", "actor": "ana"}])
+    unit = np.zeros(384)
+    unit[0] = 1.0
+    mem.remember("Ana plays the cello", evidence=[offset], purposes=["converse"], embedding=unit,
+                 embedding_model=MODEL, embedding_input_version=1)
+    db.execute("update nanv.memory_embedding set embedding = array_fill(0::real, array[384])::halfvec(384)")
+    env = {"PGRECALL_DSN": conninfo.dsn(user="pgrecall_nanv_app"), "PGRECALL_TENANT": "nanv"}
+    proc = run_cli("recall", "--as", "bot", "--scopes", "default", "who plays the cello", "--mode", "dense",
+                   "--json", env=env)
+    answer = _strict_json(proc.stdout)
+    assert [(item["body"], item["cosine"]) for item in answer["items"]] == [("Ana plays the cello", None)]
+
+
 def test_an_empty_vector_is_refused_naming_its_dimensions(db, conninfo):
     """pgvector refused it first, in its words ('vector must have at least 1 dimension')."""
     mem = _tenant(db, conninfo)

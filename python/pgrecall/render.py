@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
@@ -21,7 +22,10 @@ QUOTE_CHARS = 240
 
 def jsonable(value: Any) -> Any:
     """``value`` as plain JSON types: dataclasses as objects, times in ISO 8601, a time range as
-    ``{"from": ..., "to": ...}`` (``to`` null while it is open)."""
+    ``{"from": ..., "to": ...}`` (``to`` null while it is open), a number that is not finite as null.
+
+    JSON has no NaN: a vector of zeros stored before such vectors were refused has a NaN cosine to
+    every query, and printing it made ``--json`` and the MCP tools' text unreadable to strict parsers."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dict):
@@ -34,8 +38,9 @@ def jsonable(value: Any) -> Any:
         return {"from": jsonable(value.lower), "to": jsonable(value.upper)}
     if isinstance(value, (datetime, date)):
         return value.isoformat()
-    if isinstance(value, Decimal):
-        return float(value)
+    if isinstance(value, (float, Decimal)):
+        number = float(value)
+        return number if math.isfinite(number) else None
     return value
 
 
@@ -49,7 +54,7 @@ def jsonable_object(value: Any) -> dict[str, Any]:
 
 def dumps(value: Any) -> str:
     """One JSON document with stable (sorted) keys."""
-    return json.dumps(jsonable(value), indent=2, sort_keys=True, ensure_ascii=False)
+    return json.dumps(jsonable(value), indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
 
 
 def count(n: int, noun: str) -> str:
