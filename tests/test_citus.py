@@ -495,6 +495,7 @@ def test_a_reply_is_found_by_its_questions_words_on_a_distributed_tenant(cluster
     """recall_lexical_window through the coordinator: the worker writes the windows on the tenant's worker, and
     the lexical and hybrid arms read them there."""
     def asked_and_answered(mem):
+        mem.append("Good morning", role="user", actor="ben")  # so the question does not border the cat's turn
         mem.append("Which zqpottery class did you join last month?", role="user", actor="ben")
         reply = mem.append("We made two bowls and a cup", role="user", actor="ana")
         mem.remember("We made two bowls and a cup", evidence=[reply], purposes=["converse"])
