@@ -51,6 +51,33 @@ def test_import_loads_a_conversation_all_or_nothing(acme, conninfo, db, tmp_path
     assert failed.returncode == 1 and "broken.jsonl:2: not JSON" in failed.stderr
 
 
+
+def test_an_import_line_that_cannot_be_read_or_names_no_speaker_is_refused_at_its_line(acme, conninfo, db, tmp_path):
+    """A line nested thousands deep, a number of thousands of digits and a speaker that is an array or an object
+    were internal errors (RecursionError, ValueError, TypeError: exit 70); a speaker name the tenant refuses
+    was reported without the line that gave it."""
+    env = {"PGRECALL_DSN": conninfo.dsn(user="pgrecall_acme_app")}
+    fine = json.dumps({"speaker": "ana", "role": "user", "text": "fine"})
+    cases = {
+        "deep": ('{"speaker": "ana", "role": "user", "text": "hi", "payload": ' + '{"a": ' * 5000 + "1"
+                 + "}" * 5001, "nested too deeply"),
+        "digits": ('{"speaker": "ana", "role": "user", "text": "hi", "payload": {"n": ' + "9" * 5000 + "}}",
+                   "digits"),
+        "list": (json.dumps({"speaker": ["ana"], "role": "user", "text": "hi"}), "speaker must be a string"),
+        "object": (json.dumps({"speaker": {"name": "ana"}, "role": "user", "text": "hi"}),
+                   "speaker must be a string"),
+        "control": (json.dumps({"speaker": "eve\u202e", "role": "user", "text": "hi"}), "U+202E"),
+    }
+    before = db.execute("select (select count(*) from acme.observation), (select count(*) from acme.peer)").fetchone()
+    for name, (line, said) in cases.items():
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text(fine + "\n" + line + "\n", encoding="utf-8")
+        failed = run_cli("import", "--tenant", "acme", "--quiet", str(path), env=env, check=False)
+        assert failed.returncode == 1 and f"{name}.jsonl:2: " in failed.stderr, failed.stderr
+        assert said in failed.stderr and "internal error" not in failed.stderr, failed.stderr
+    assert db.execute("select (select count(*) from acme.observation), (select count(*) from acme.peer)"
+                      ).fetchone() == before
+
 def test_peers_and_scopes_from_the_shell(make_tenant, conninfo, db):
     make_tenant("acme")
     env = {"PGRECALL_DSN": conninfo.dsn(user="pgrecall_acme_app"), "PGRECALL_TENANT": "acme"}
@@ -101,3 +128,17 @@ def test_the_driver_remembers_what_was_said_in_one_call(acme, db):
     with pytest.raises(errors.TextTooLong):
         acme.remember("x" * 20_000, said="x" * 20_000, purposes=["converse"])
     assert db.execute("select count(*) from acme.observation").fetchone()[0] == 1
+
+
+
+def test_an_imported_time_without_a_zone_is_utc_whatever_the_sessions_time_zone(acme, conninfo, db, tmp_path):
+    """It was read in the database session's time zone (PGTZ or the server's): the same file imported at
+    UTC+14 put the turn fourteen hours earlier, where `recall --as-of` reads the same spelling as UTC."""
+    env = {"PGRECALL_DSN": conninfo.dsn(user="pgrecall_acme_app"), "PGTZ": "Pacific/Kiritimati"}
+    path = tmp_path / "naive.jsonl"
+    path.write_text(json.dumps({"speaker": "ana", "role": "user", "text": "at ten", "occurred_at": "2026-01-01T10:00:00"})
+                    + "\n", encoding="utf-8")
+    run_cli("import", "--tenant", "acme", "--quiet", str(path), env=env)
+    [(when,)] = db.execute("select to_char(occurred_at at time zone 'UTC', 'YYYY-MM-DD HH24:MI') from acme.observation"
+                           " where body = 'at ten'").fetchall()
+    assert when == "2026-01-01 10:00"

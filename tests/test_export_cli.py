@@ -134,3 +134,42 @@ def test_export_and_import_name_a_tenant_that_does_not_exist_as_such(acme, conni
     done = import_file(conninfo, out, tenant="nosuch", check=False)
     assert done.returncode == 4, done.stderr
     assert "tenant 'nosuch' does not exist" in done.stderr and "cannot reach" not in done.stderr
+
+
+def test_a_malformed_export_row_is_refused_naming_its_line_and_field(acme, conninfo, tmp_path, make_tenant, db):
+    """An export edited by hand (or by an attacker) was half-read: a missing field or one of another type was
+    an internal error (KeyError, TypeError, exit 70), a revision of 10**12 built a list that long before
+    anything was refused, and a refused scope name was reported at line 0."""
+    story(acme, conninfo)
+    out, _ = export_file(conninfo, tmp_path, "--subject", "u-42")
+    make_tenant("fresh")
+    lines = out.read_text(encoding="utf-8").splitlines()
+
+    def edited(name, kind, change, header=None):
+        rows = [json.loads(line) for line in lines]
+        line = next(n for n, r in enumerate(rows[1:], start=2) if r["kind"] == kind)
+        change(rows[line - 1]["record"])
+        if header:
+            rows[0].update(header)
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+        return path, line
+
+    cases = [
+        (edited("no_body", "observation", lambda r: r.pop("body")), "has no 'body'"),
+        (edited("offset", "observation", lambda r: r.update(log_offset="7")), "'log_offset' must be an integer"),
+        (edited("names", "observation", lambda r: r.update(names="ana")), "'names' must be an object"),
+        (edited("evidence", "memory", lambda r: r.update(evidence="1")), "'evidence' must be an array of integers"),
+        (edited("revision", "memory", lambda r: r.update(revision=10**12)), "revision"),
+        (edited("known", "fact", lambda r: r.update(known="[garbage,)")), "'known' must be a time range"),
+        (edited("scope", "observation", lambda r: r.update(scope="../../etc")), "invalid scope name"),
+    ]
+    for (path, line), said in cases:
+        refused = import_file(conninfo, path, check=False)
+        assert refused.returncode == 1 and f"{path.name}:{line}: " in refused.stderr, refused.stderr
+        assert said in refused.stderr and "internal error" not in refused.stderr, refused.stderr
+    selector, _ = edited("selector", "memory", lambda r: None, header={"selector": "u-42"})
+    refused = import_file(conninfo, selector, check=False)
+    assert refused.returncode == 1 and f'{selector.name}:1: the header\'s "selector"' in refused.stderr, refused.stderr
+    assert db.execute("select (select count(*) from fresh.observation) + (select count(*) from fresh.memory)"
+                      ).fetchone()[0] == 0

@@ -218,6 +218,25 @@ def test_supersede_derive_search_facts_and_the_bundle_over_mcp(acme, conninfo, t
     anyio.run(run)
 
 
+
+def test_the_session_start_prompt_says_why_it_cannot_be_given(acme, conninfo, tmp_path):
+    """The resource said `PR120 UnknownSession: unknown session 999`; the prompt, asked for the same session,
+    said only "Error rendering prompt session_start" (the SDK's words for any error of a prompt)."""
+    async def run():
+        with (tmp_path / "server.err").open("w") as errlog:
+            async with stdio_session(server_env(conninfo), ["--tenant", "acme", "--as", "ana"], errlog) as s:
+                said = []
+                for session in ("999", "one"):
+                    with pytest.raises(MCPError) as refused:
+                        await s.get_prompt("session_start", {"session": session})
+                    said.append(refused.value.message)
+                return said
+
+    unknown, not_a_number = anyio.run(run)
+    assert unknown.startswith("PR120 UnknownSession: unknown session 999"), unknown
+    assert not_a_number.startswith("PR107 InvalidArgument: session must be a session id"), not_a_number
+    assert "'one'" in not_a_number
+
 def test_arguments_the_schema_refuses_come_back_in_the_one_error_shape(acme, conninfo, tmp_path):
     """Before this, the framework answered them itself: pydantic's text, the rejected value and a link to its
     docs, no code, no structured content (#33 item 5)."""

@@ -134,17 +134,106 @@ def read_export(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]
     if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= FORMAT_VERSION:
         raise ExportFileError(f"{path}:{number}: export format version {version!r}; this pgrecall reads versions "
                               f"1 to {FORMAT_VERSION} (a newer pgrecall wrote it: upgrade to import it)")
+    selector = head.get("selector")
+    if selector is not None and (not isinstance(selector, dict) or not all(
+            isinstance(selector.get(k), (str, type(None))) for k in ("data_subject", "peer"))):
+        raise ExportFileError(f'{path}:{number}: the header\'s "selector" must be an object such as '
+                              '{"data_subject": "u-42"} or {"peer": "ana"}')
     rows = []
     for number, row in parsed[1:]:
         if (not isinstance(row, dict) or not isinstance(row.get("kind"), str) or not isinstance(row.get("key"), str)
                 or not isinstance(row.get("record"), dict)):
             raise ExportFileError(f"{path}:{number}: a row is an object with a kind, a key and a record")
+        problem = _shape_problem(row["kind"], row["record"])
+        if problem:
+            raise ExportFileError(f"{path}:{number}: the {row['kind']} row's record {problem}")
         rows.append({**row, "_line": number})
     declared = head.get("rows")
     if declared is not None and declared != len(rows):
         raise ExportFileError(f"{path}: the header says {declared} rows and the file has {len(rows)}: "
                               "the file is cut short or was edited")
     return head, rows
+
+
+# What the replay reads of each kind's record, and the JSON type each must have: a file edited by hand
+# or by an attacker is refused naming its line and field, never half-read into an internal error.
+# (name, type, required); "ints" and "strs" are arrays of them, "place" is {"scope": ..., "offset": ...}.
+_PLACES = ("observations", "places", False)
+ROW_SHAPES: dict[str, tuple[tuple[str, str, bool], ...]] = {
+    "peer": (("name", "str", True), ("kind", "str", False), ("metadata", "dict", False)),
+    "observation": (("scope", "str", True), ("log_offset", "int", True), ("body", "str", True),
+                    ("source_role", "str", True), ("kind", "str", True), ("names", "names", True),
+                    ("occurred_at", "time", False), ("payload", "dict", False), ("retention_until", "time", False)),
+    "session": (("scope", "str", True), ("name", "str", False), ("metadata", "dict", False)),
+    "memory": (("id", "int", True), ("scope", "str", True), ("revision", "revision", True), ("body", "str", True),
+               ("kind", "str", True), ("purposes", "strs", True), ("names", "names", False),
+               ("evidence", "ints", False), ("derived_from", "ints", False), ("about", "strs", False),
+               ("title", "str", False), ("confidence", "number", False)),
+    "memory_revision": (("memory_id", "int", True), ("revision", "revision", True), ("body", "str", False),
+                        ("title", "str", False), ("reason", "str", False)),
+    "memory_correction_evidence": (("memory_id", "int", True), ("revision", "revision", True), _PLACES),
+    "fact": (("id", "int", True), ("scope", "str", True), ("predicate", "str", True), ("names", "names", False),
+             ("entities", "dict", False), ("known", "range", False), ("valid", "range", False),
+             ("purposes", "strs", False), ("confidence", "number", False)),
+    "fact_evidence": (("fact_id", "int", True), ("quote", "str", True), ("byte_start", "int", True),
+                      ("byte_end", "int", True), _PLACES),
+    "entity_alias": (("entity", "str", True), ("alias", "str", True), ("scope", "str", True)),
+}
+_WHAT = {"str": "a string", "int": "an integer", "revision": "a revision number (1 or more)", "dict": "an object",
+         "number": "a number", "strs": "an array of strings", "ints": "an array of integers",
+         "names": "an object of peer names (strings, or arrays of them)",
+         "places": "an object of {\"scope\", \"offset\"} places", "time": "an ISO 8601 time",
+         "range": "a time range as PostgreSQL prints it"}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _fits(kind: str, value: Any) -> bool:
+    if kind == "str":
+        return isinstance(value, str)
+    if kind in ("int", "revision"):
+        return _is_int(value) and (kind == "int" or value >= 1)
+    if kind == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == "dict":
+        return isinstance(value, dict)
+    if kind in ("strs", "ints"):
+        return isinstance(value, list) and all(isinstance(v, str) if kind == "strs" else _is_int(v) for v in value)
+    if kind == "names":
+        return isinstance(value, dict) and all(
+            v is None or isinstance(v, str) or (isinstance(v, list) and all(isinstance(n, str) for n in v))
+            for v in value.values())
+    if kind == "places":
+        return isinstance(value, dict) and all(
+            v is None or (isinstance(v, dict) and isinstance(v.get("scope"), str) and _is_int(v.get("offset")))
+            for v in value.values())
+    try:
+        if kind == "time":
+            datetime.fromisoformat(value)
+        else:
+            _range(value)
+    except (TypeError, ValueError):
+        return False
+    return isinstance(value, str)
+
+
+def _shape_problem(kind: str, record: Mapping[str, Any]) -> str | None:
+    """Why a record of ``kind`` cannot be replayed (a field missing or of the wrong type), or None. Kinds the
+    replay does not import are not looked into."""
+    shape = ROW_SHAPES.get(kind, ())
+    if shape and record.get("id") is not None and not _is_int(record["id"]):  # the replay's order
+        return f"field 'id' must be {_WHAT['int']}"
+    for name, want, required in shape:
+        value = record.get(name)
+        if value is None:
+            if required:
+                return f"has no {name!r} ({_WHAT[want]})"
+            continue
+        if not _fits(want, value):
+            return f"field {name!r} must be {_WHAT[want]}"
+    return None
 
 
 # -- import -----------------------------------------------------------------------------------------------------
@@ -204,8 +293,11 @@ class _Replay:
             self.skipped["memory_correction_evidence"] += left
 
     def scopes_and_peers(self) -> None:
-        scopes = sorted({r["record"]["scope"] for r in self.rows if isinstance(r["record"].get("scope"), str)})
-        for scope in scopes:
+        # each scope at the first line that names it, so that a refused name is shown where it is
+        scopes = {r["record"]["scope"]: r["_line"] for r in reversed(self.rows)
+                  if isinstance(r["record"].get("scope"), str)}
+        for scope in sorted(scopes):
+            self.line = scopes[scope]
             self.mem.add_scope(scope)
         kinds: dict[str, str] = {}
         for r in self.kind("peer"):
@@ -213,6 +305,8 @@ class _Replay:
         for r in self.rows:
             for column, name in (r["record"].get("names") or {}).items():
                 for n in name if isinstance(name, list) else [name]:
+                    if n is None:
+                        continue
                     role = r["record"].get("source_role") if column == "actor_id" else None
                     kinds.setdefault(n, "agent" if role in ("assistant", "tool") or column == "created_by" else "human")
         for r in self.kind("peer"):
@@ -283,12 +377,14 @@ class _Replay:
                cited: Mapping[int, list[tuple[str, int] | None]]) -> None:
         names = rec.get("names") or {}
         principal = names.get("created_by")
-        # the texts it had, first to current: revision n's text is kept in memory_revision n
-        texts = [revisions.get(n) or {} for n in range(1, rec["revision"])] + [rec]
+        # the texts it had, first to current: revision n's text is kept in memory_revision n. Only those in
+        # the file: a revision number is not a count to build a list of (a file may say 10**12).
+        texts = {n: text for n, text in revisions.items() if n < rec["revision"] and text.get("body")}
+        texts[rec["revision"]] = rec
         corrected = {p for places in cited.values() for p in places if p is not None}
         told = [(rec["scope"], o) for o in rec.get("evidence") or [] if (rec["scope"], o) not in corrected]
         sources = [self.memories[m] for m in rec.get("derived_from") or [] if m in self.memories]
-        first = texts[0] if texts[0].get("body") else rec
+        first = texts.get(1) or rec
         if rec.get("origin") == "derived" and sources:
             memory_id = self.mem.derive(sources, first["body"], kind=rec["kind"], title=first.get("title"),
                                         confidence=rec.get("confidence"), about=rec.get("about") or [],
@@ -305,10 +401,10 @@ class _Replay:
             memory_id = made.memory_id
         self.memories[rec["id"]] = memory_id
         self.done["memory"] += 1
-        for n in range(2, rec["revision"] + 1):
-            text = texts[n - 1]
-            if not text.get("body"):
+        for n in sorted(texts):
+            if n < 2:
                 continue
+            text = texts[n]
             self.mem.correct(memory_id, text["body"], revision=n - 1, title=text.get("title"),
                              reason=(revisions.get(n - 1) or {}).get("reason"),
                              evidence=self.mapped(cited.get(n, [])) or None,

@@ -1,7 +1,7 @@
 """``pgrecall import FILE.jsonl``: a conversation, one JSON object a line, into the log.
 
 Each line: ``{"speaker": "ana", "role": "user", "text": "...",`` and optionally
-``"occurred_at": ISO-8601, "kind": "message", "session_id": 1,
+``"occurred_at": ISO-8601 (without a zone, UTC), "kind": "message", "session_id": 1,
 "speaker_kind": "human"|"agent"|"other", "data_subject_id": "...", "payload": {...},
 "audience": ["ana", "sage"]}``.
 A ``session_id`` is the file's label for a session: the turns go to the scope's
@@ -15,14 +15,16 @@ one transaction: all of it, or none.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from datetime import datetime
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
-from . import db
+from . import db, errors
 from .driver import Memory
 from .names import check_tenant_name
 
@@ -48,10 +50,7 @@ def _read_turns(path: str | Path) -> list[dict[str, Any]]:
         for number, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
-            try:
-                turn = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ImportFileError(f"{path}:{number}: not JSON ({exc.msg})") from exc
+            turn = _json_line(path, number, line)
             if not isinstance(turn, dict):
                 raise ImportFileError(f"{path}:{number}: expected an object")
             missing = [k for k in REQUIRED if not turn.get(k)]
@@ -60,6 +59,10 @@ def _read_turns(path: str | Path) -> list[dict[str, Any]]:
             unknown = set(turn) - ALLOWED
             if unknown:
                 raise ImportFileError(f"{path}:{number}: unknown field(s) {', '.join(sorted(unknown))}")
+            named = [k for k in ("speaker", "role", "speaker_kind") if k in turn and not isinstance(turn[k], str)]
+            if named:
+                raise ImportFileError(f"{path}:{number}: {', '.join(named)} must be a string, not "
+                                      f"{_json_type(turn[named[0]])}")
             if "session_id" in turn and (isinstance(turn["session_id"], bool)
                                          or not isinstance(turn["session_id"], (int, str, type(None)))):
                 raise ImportFileError(f"{path}:{number}: session_id is a number or a string")
@@ -71,9 +74,29 @@ def _read_turns(path: str | Path) -> list[dict[str, Any]]:
                     turn["occurred_at"] = datetime.fromisoformat(turn["occurred_at"])
                 except (TypeError, ValueError) as exc:
                     raise ImportFileError(f"{path}:{number}: occurred_at is not ISO-8601") from exc
+                if turn["occurred_at"].tzinfo is None:  # UTC, as every time the CLI reads: not PGTZ's zone
+                    turn["occurred_at"] = turn["occurred_at"].replace(tzinfo=UTC)
             turn["_line"] = number
             turns.append(turn)
     return turns
+
+
+def _json_type(value: Any) -> str:
+    return {dict: "an object", list: "an array", bool: "a boolean", int: "a number", float: "a number"}.get(
+        type(value), type(value).__name__)
+
+
+def _json_line(path: str | Path, number: int, line: str) -> Any:
+    """One line's JSON; what Python's parser cannot read (nested thousands deep, a number of thousands of
+    digits) is refused with the line's number, as a syntax error is."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ImportFileError(f"{path}:{number}: not JSON ({exc.msg})") from exc
+    except RecursionError as exc:
+        raise ImportFileError(f"{path}:{number}: not JSON this reader takes (nested too deeply)") from exc
+    except ValueError as exc:  # int() of a number with more digits than Python converts
+        raise ImportFileError(f"{path}:{number}: not JSON this reader takes ({exc})") from exc
 
 
 BATCH = 500
@@ -87,6 +110,20 @@ def _failed_line(exc: Exception, chunk: list[dict[str, Any]]) -> int:
     return int(chunk[int(m.group(1)) - 1]["_line"] if m else chunk[0]["_line"])
 
 
+@contextlib.contextmanager
+def _at_line(path: str | Path, line: int, conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """A refusal while the file's peers and sessions are made, named at the line that asked for it."""
+    try:
+        yield
+    except (errors.PgrecallError, psycopg.Error) as exc:
+        conn.rollback()
+        ours = errors.translate(exc) if isinstance(exc, psycopg.Error) else exc
+        message = ours.args[0] if isinstance(ours, errors.PgrecallError) and ours.args else str(ours)
+        hint = getattr(ours, "hint", None)
+        message += f" (hint: {hint})" if hint else ""
+        raise ImportFileError(f"{path}:{line}: {message} (nothing was imported)") from exc
+
+
 def import_jsonl(path: str | Path, *, tenant: str, scope: str, progress: bool = True,
                  conninfo: str | None = None) -> int:
     from tqdm import tqdm
@@ -96,15 +133,20 @@ def import_jsonl(path: str | Path, *, tenant: str, scope: str, progress: bool = 
     with psycopg.connect(conninfo or db.tenant_conninfo(tenant), autocommit=False) as conn:
         mem = Memory(tenant, conn=conn, scopes=[scope])
         mem.add_scope(scope)
-        kinds: dict[str, str] = {}
+        kinds: dict[str, tuple[str, int]] = {}
         for turn in turns:
             default_kind = "human" if turn["role"] == "user" else "agent"
-            kinds.setdefault(turn["speaker"], turn.get("speaker_kind") or default_kind)
-        for speaker, kind in kinds.items():
-            mem.add_peer(speaker, kind)
+            kinds.setdefault(turn["speaker"], (turn.get("speaker_kind") or default_kind, turn["_line"]))
+        for speaker, (kind, line) in kinds.items():
+            with _at_line(path, line, conn):  # the peer's first line: where its name or kind is refused
+                mem.add_peer(speaker, kind)
         principal = turns[0]["speaker"] if turns else None
-        sessions = {label: mem.create_session(f"session {label}", principal=principal)
-                    for label in dict.fromkeys(t["session_id"] for t in turns if t.get("session_id") is not None)}
+        sessions: dict[Any, int] = {}
+        for turn in turns:
+            label = turn.get("session_id")
+            if label is not None and label not in sessions:
+                with _at_line(path, turn["_line"], conn):
+                    sessions[label] = mem.create_session(f"session {label}", principal=principal)
         # Who was there: everyone who speaks in a session is one of its peers before its first turn.
         for label, session in sessions.items():
             mem.add_session_peers(session, list(dict.fromkeys(t["speaker"] for t in turns

@@ -375,6 +375,8 @@ def _add_log_tools(tool: ToolMaker, agent: AgentMemory) -> None:
 def _add_bundle(server: "MCPServer", agent: AgentMemory) -> None:
     """The bundle, as the session_start prompt and as two resources."""
     from mcp.server.mcpserver.exceptions import ResourceError
+    from mcp.shared.exceptions import MCPError
+    from mcp.types import INVALID_PARAMS
 
     def bundle_or_error(session: int | None) -> str:
         try:
@@ -399,7 +401,12 @@ def _add_bundle(server: "MCPServer", agent: AgentMemory) -> None:
     def session_start(
         session: Annotated[str | None, Field(description="a session id, for its working representation")] = None,
     ) -> str:
-        return bundle_or_error(session_number(session))
+        try:
+            return bundle_or_error(session_number(session))
+        except ResourceError as exc:
+            # The SDK answers any other error of a prompt with "Error rendering prompt session_start" alone:
+            # the client would not learn that the session is unknown or not a number.
+            raise MCPError(code=INVALID_PARAMS, message=str(exc)) from exc
 
     @server.resource("pgrecall://bundle", name="session_bundle", title="Session-start memory",
                      description=f"What {agent.principal} starts a conversation with (plain text for a model).",

@@ -22,8 +22,8 @@ The file holds one JSON object a line, one turn of a conversation each:
   session_id     the file's label for a session (a number or a string): the turns of one label go to one
                  session, whose peers are everyone who speaks in it; without it a turn is seen by the
                  whole scope
-  occurred_at    when it was said (ISO 8601; default: now)
-  speaker_kind   human, agent or other (default: human)
+  occurred_at    when it was said (ISO 8601; without a zone, UTC; default: now)
+  speaker_kind   human, agent or other (default: human if its first turn's role is user, else agent)
   audience       a list of peer names: only they (and the speaker) may see the turn
   kind           message (default), document, tool_result, event or note
   data_subject_id, payload (an object), lawful_basis, classification
