@@ -1776,7 +1776,7 @@ update pgrecall.error_code e set explanation = x.explanation from (values
 
 -- The shipped SQL sources.
 
-delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7dec98603573$0034_recall_question_time.sql$pgrecall_7dec98603573$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_520aa42e1005$0035_fact_evidence_audience.sql$pgrecall_520aa42e1005$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_805e70f62199$0036_recall_as_of.sql$pgrecall_805e70f62199$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d93541954a11$0037_store_items.sql$pgrecall_d93541954a11$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_40cf676c8fce$0038_recall_spread.sql$pgrecall_40cf676c8fce$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_42579dd0005a$0039_memory_keys.sql$pgrecall_42579dd0005a$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_33f0be6f3348$0040_memory_key_vectors.sql$pgrecall_33f0be6f3348$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5f9ca04eb737$0041_revision_tsv.sql$pgrecall_5f9ca04eb737$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c896649290eb$0042_recall_meta_as_of.sql$pgrecall_c896649290eb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_cd1266496dcb$0043_memory_tsv_fastupdate.sql$pgrecall_cd1266496dcb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7aa5514b135d$0044_term_stats_fold.sql$pgrecall_7aa5514b135d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5a726b0abb62$0045_provenance_types.sql$pgrecall_5a726b0abb62$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_8c7419032142$0046_remember_rows.sql$pgrecall_8c7419032142$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_53fa62372c9c$0047_batch_input_types.sql$pgrecall_53fa62372c9c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6a488e3f4014$0048_revision_type.sql$pgrecall_6a488e3f4014$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_a84ebde39514$0049_clear_zero_vectors.sql$pgrecall_a84ebde39514$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_93c4e117d98a$shared/fail.sql$pgrecall_93c4e117d98a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_35447ded19e5$shared/closed_sets.sql$pgrecall_35447ded19e5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6beaea322b2e$shared/value_checks.sql$pgrecall_6beaea322b2e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7b838905899d$shared/references.sql$pgrecall_7b838905899d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a769738e7545$shared/embedding_input.sql$pgrecall_a769738e7545$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea28f6e9696f$shared/settings.sql$pgrecall_ea28f6e9696f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_34db4d4fd308$shared/locks.sql$pgrecall_34db4d4fd308$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_32be9315e548$shared/eligibility.sql$pgrecall_32be9315e548$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_cadea1e07eb4$shared/schema_info.sql$pgrecall_cadea1e07eb4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3990910386e$shared/table_statistics.sql$pgrecall_a3990910386e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4359a26b56e8$shared/notifications.sql$pgrecall_4359a26b56e8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f12ea39847bb$shared/append_only.sql$pgrecall_f12ea39847bb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b520323bc$log/append_observation.sql$pgrecall_ab1b520323bc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9850d333d0ac$log/passage_chunks.sql$pgrecall_9850d333d0ac$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f9b529325e72$log/passages.sql$pgrecall_f9b529325e72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81bbdd0f15d9$log/passage_vectors.sql$pgrecall_81bbdd0f15d9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81adc12402ef$log/message_search.sql$pgrecall_81adc12402ef$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fbc5a661f2c9$log/projection.sql$pgrecall_fbc5a661f2c9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7e4eb4c25106$memory/revise.sql$pgrecall_7e4eb4c25106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ade638cdff09$memory/derive.sql$pgrecall_ade638cdff09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d16be3eadf22$memory/keys.sql$pgrecall_d16be3eadf22$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d972660a90f6$memory/read.sql$pgrecall_d972660a90f6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_aa87d72eaca5$memory/memory_count.sql$pgrecall_aa87d72eaca5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3c214ddced3$memory/freshness.sql$pgrecall_a3c214ddced3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_19370c65adc8$memory/duplicates.sql$pgrecall_19370c65adc8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fcbacefcb268$graph/graph_guards.sql$pgrecall_fcbacefcb268$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d44fea25fa34$graph/traversal.sql$pgrecall_d44fea25fa34$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bde667a4f43c$sessions/peers_scopes.sql$pgrecall_bde667a4f43c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33a3f5a05d39$sessions/sessions.sql$pgrecall_33a3f5a05d39$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c37736e808ad$sessions/session_bundle.sql$pgrecall_c37736e808ad$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87a1832ebe6a$sessions/representation.sql$pgrecall_87a1832ebe6a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3e9bcbe2bcd1$queues/leases.sql$pgrecall_3e9bcbe2bcd1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_719a349f8506$queues/work_queue.sql$pgrecall_719a349f8506$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1b652fe88c09$recall/as_of.sql$pgrecall_1b652fe88c09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ec92d55b8c2b$recall/key_arm.sql$pgrecall_ec92d55b8c2b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_77fe7e11f674$recall/fact_arm.sql$pgrecall_77fe7e11f674$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33520068bb0f$recall/people_arm.sql$pgrecall_33520068bb0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_8eca96aab0a4$recall/time_arm.sql$pgrecall_8eca96aab0a4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3047a1d41f72$recall/fusion.sql$pgrecall_3047a1d41f72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a7605aa9c43a$recall/permission_walk.sql$pgrecall_a7605aa9c43a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_89bc99f0db89$recall/spread.sql$pgrecall_89bc99f0db89$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c5c917068264$recall/neighbour_turns.sql$pgrecall_c5c917068264$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_568d0e42ed78$recall/ordering.sql$pgrecall_568d0e42ed78$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33e7d9c571c5$recall/rows.sql$pgrecall_33e7d9c571c5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e19049384fca$erasure/erasure_plan.sql$pgrecall_e19049384fca$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8a87770fa93$erasure/erase.sql$pgrecall_b8a87770fa93$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b462b2a6cded$erasure/erase_rewrite.sql$pgrecall_b462b2a6cded$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f5d59c318372$erasure/export.sql$pgrecall_f5d59c318372$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1923336c08e9$integrations/agent_sessions.sql$pgrecall_1923336c08e9$));
+delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7dec98603573$0034_recall_question_time.sql$pgrecall_7dec98603573$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_520aa42e1005$0035_fact_evidence_audience.sql$pgrecall_520aa42e1005$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_805e70f62199$0036_recall_as_of.sql$pgrecall_805e70f62199$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d93541954a11$0037_store_items.sql$pgrecall_d93541954a11$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_40cf676c8fce$0038_recall_spread.sql$pgrecall_40cf676c8fce$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_42579dd0005a$0039_memory_keys.sql$pgrecall_42579dd0005a$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_33f0be6f3348$0040_memory_key_vectors.sql$pgrecall_33f0be6f3348$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5f9ca04eb737$0041_revision_tsv.sql$pgrecall_5f9ca04eb737$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c896649290eb$0042_recall_meta_as_of.sql$pgrecall_c896649290eb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_cd1266496dcb$0043_memory_tsv_fastupdate.sql$pgrecall_cd1266496dcb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7aa5514b135d$0044_term_stats_fold.sql$pgrecall_7aa5514b135d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5a726b0abb62$0045_provenance_types.sql$pgrecall_5a726b0abb62$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_8c7419032142$0046_remember_rows.sql$pgrecall_8c7419032142$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_53fa62372c9c$0047_batch_input_types.sql$pgrecall_53fa62372c9c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6a488e3f4014$0048_revision_type.sql$pgrecall_6a488e3f4014$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_4249eb6f691c$0049_lexical_window.sql$pgrecall_4249eb6f691c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_cf450891080c$0050_clear_zero_vectors.sql$pgrecall_cf450891080c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_93c4e117d98a$shared/fail.sql$pgrecall_93c4e117d98a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_35447ded19e5$shared/closed_sets.sql$pgrecall_35447ded19e5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6beaea322b2e$shared/value_checks.sql$pgrecall_6beaea322b2e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7b838905899d$shared/references.sql$pgrecall_7b838905899d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a769738e7545$shared/embedding_input.sql$pgrecall_a769738e7545$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea28f6e9696f$shared/settings.sql$pgrecall_ea28f6e9696f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_34db4d4fd308$shared/locks.sql$pgrecall_34db4d4fd308$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_32be9315e548$shared/eligibility.sql$pgrecall_32be9315e548$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_cadea1e07eb4$shared/schema_info.sql$pgrecall_cadea1e07eb4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3990910386e$shared/table_statistics.sql$pgrecall_a3990910386e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4359a26b56e8$shared/notifications.sql$pgrecall_4359a26b56e8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f12ea39847bb$shared/append_only.sql$pgrecall_f12ea39847bb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b520323bc$log/append_observation.sql$pgrecall_ab1b520323bc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9850d333d0ac$log/passage_chunks.sql$pgrecall_9850d333d0ac$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f9b529325e72$log/passages.sql$pgrecall_f9b529325e72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81bbdd0f15d9$log/passage_vectors.sql$pgrecall_81bbdd0f15d9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81adc12402ef$log/message_search.sql$pgrecall_81adc12402ef$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fbc5a661f2c9$log/projection.sql$pgrecall_fbc5a661f2c9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7e4eb4c25106$memory/revise.sql$pgrecall_7e4eb4c25106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ade638cdff09$memory/derive.sql$pgrecall_ade638cdff09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d16be3eadf22$memory/keys.sql$pgrecall_d16be3eadf22$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d972660a90f6$memory/read.sql$pgrecall_d972660a90f6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_aa87d72eaca5$memory/memory_count.sql$pgrecall_aa87d72eaca5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3c214ddced3$memory/freshness.sql$pgrecall_a3c214ddced3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_19370c65adc8$memory/duplicates.sql$pgrecall_19370c65adc8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fcbacefcb268$graph/graph_guards.sql$pgrecall_fcbacefcb268$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d44fea25fa34$graph/traversal.sql$pgrecall_d44fea25fa34$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bde667a4f43c$sessions/peers_scopes.sql$pgrecall_bde667a4f43c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33a3f5a05d39$sessions/sessions.sql$pgrecall_33a3f5a05d39$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c37736e808ad$sessions/session_bundle.sql$pgrecall_c37736e808ad$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87a1832ebe6a$sessions/representation.sql$pgrecall_87a1832ebe6a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3e9bcbe2bcd1$queues/leases.sql$pgrecall_3e9bcbe2bcd1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_719a349f8506$queues/work_queue.sql$pgrecall_719a349f8506$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1b652fe88c09$recall/as_of.sql$pgrecall_1b652fe88c09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_df939e603c82$recall/window_arm.sql$pgrecall_df939e603c82$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ec92d55b8c2b$recall/key_arm.sql$pgrecall_ec92d55b8c2b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_77fe7e11f674$recall/fact_arm.sql$pgrecall_77fe7e11f674$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33520068bb0f$recall/people_arm.sql$pgrecall_33520068bb0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_8eca96aab0a4$recall/time_arm.sql$pgrecall_8eca96aab0a4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3047a1d41f72$recall/fusion.sql$pgrecall_3047a1d41f72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a7605aa9c43a$recall/permission_walk.sql$pgrecall_a7605aa9c43a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_89bc99f0db89$recall/spread.sql$pgrecall_89bc99f0db89$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c5c917068264$recall/neighbour_turns.sql$pgrecall_c5c917068264$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_568d0e42ed78$recall/ordering.sql$pgrecall_568d0e42ed78$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33e7d9c571c5$recall/rows.sql$pgrecall_33e7d9c571c5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e19049384fca$erasure/erasure_plan.sql$pgrecall_e19049384fca$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8a87770fa93$erasure/erase.sql$pgrecall_b8a87770fa93$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b462b2a6cded$erasure/erase_rewrite.sql$pgrecall_b462b2a6cded$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f5d59c318372$erasure/export.sql$pgrecall_f5d59c318372$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1923336c08e9$integrations/agent_sessions.sql$pgrecall_1923336c08e9$));
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
 values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$, 1, null, $pgrecall_2388b9dcfc8a$151d1a540dd485519b204d3346bac7970fc2591cb3159b3a06db80b197d71397$pgrecall_2388b9dcfc8a$, $pgrecall_151d1a540dd4$-- Per-tenant settings: the design's constants, one row each, readable by the
@@ -4091,14 +4091,53 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_a84ebde39514$0049_clear_zero_vectors.sql$pgrecall_a84ebde39514$, 49, null, $pgrecall_c4b0db0dc887$105ba913db24df4be6ab1b3c7668e487fae697483e432c6fc079e44778c018e7$pgrecall_c4b0db0dc887$, $pgrecall_105ba913db24$-- Vectors of zeros stored before they were refused (their cosine to any query
+values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_4249eb6f691c$0049_lexical_window.sql$pgrecall_4249eb6f691c$, 49, null, $pgrecall_460f62412ba7$27ec3967bf05f9c55f29b7795096c3cc9166af4e2a2e8b6d4902ea43bb960d1a$pgrecall_460f62412ba7$, $pgrecall_27ec3967bf05$-- A turn's words with its neighbours' (issue #48): what input version 2 embeds
+-- for a memory (its own text, and the turns just before and after its first
+-- evidence that everyone its audience admits may see) is also kept as a text
+-- vector, the memory's own words at weight A and the neighbours' at D, so that
+-- the lexical arm can find a reply by the words of the question it answers
+-- (setting recall_lexical_window). It lives on the memory's version-2 vector
+-- row and is written with it (complete_embedding_jobs), so every rule that
+-- drops or replaces that vector (erasing a neighbouring turn, re-wording the
+-- memory, switching model or input version) drops or replaces it too.
+-- window_length is BM25's length of it: its distinct words, a neighbour's
+-- counted half; the term statistics' snapshot averages it.
+
+alter table __tenant__.memory_embedding
+    add column window_tsv tsvector,
+    add column window_length real,
+    add constraint memory_embedding_window_whole check ((window_tsv is null) = (window_length is null));
+comment on column __tenant__.memory_embedding.window_tsv is
+    'The memory''s own words (weight A) with those of the turns around its first evidence (weight D): input version 2''s text as a text vector; NULL under version 1.';
+comment on column __tenant__.memory_embedding.window_length is
+    'BM25''s length of window_tsv: its distinct words, a word only the neighbours hold counted half.';
+create index memory_embedding_window on __tenant__.memory_embedding using gin (window_tsv)
+    where window_tsv is not null;
+
+alter table __tenant__.corpus_stat add column window_avg_length double precision;
+comment on column __tenant__.corpus_stat.window_avg_length is
+    'The mean window_length over the vectors that have one, at the snapshot; NULL when none had.';
+
+alter table __tenant__.setting add constraint setting_recall_lexical_window_boolean check (
+    key <> 'recall_lexical_window' or jsonb_typeof(value) = 'boolean'
+);
+
+insert into __tenant__.setting (key, value, description) values
+    ('recall_lexical_window', 'false',
+     'Recall: the lexical arm scores each memory by its words with those of the turns around its evidence (input version 2''s text, the neighbours'' words at half weight); a memory without that text yet by its own');
+$pgrecall_27ec3967bf05$)
+on conflict (kind, name) do update
+   set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
+values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_cf450891080c$0050_clear_zero_vectors.sql$pgrecall_cf450891080c$, 50, null, $pgrecall_aea9f3777a04$e8667323e858375655292878da0e2d711c3314569b96ba12bb9b2603f7c953e4$pgrecall_aea9f3777a04$, $pgrecall_e8667323e858$-- Vectors of zeros stored before they were refused (their cosine to any query
 -- is NaN, which ranked their memories first for every question): the data
 -- step _clear_zero_vectors (queues/embedding_queue.sql) deletes them and
 -- queues their memories for the worker, once, after the function files.
 -- Where no vector is all zeros, it changes nothing.
 
-insert into __tenant__.data_step (name, requested_by) values ('_clear_zero_vectors', 49);
-$pgrecall_105ba913db24$)
+insert into __tenant__.data_step (name, requested_by) values ('_clear_zero_vectors', 50);
+$pgrecall_e8667323e858$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -12296,7 +12335,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$, null, 36, $pgrecall_9417ec1cd241$3905d715c2ac837b553386f0e3531a5dd051d3edbe00d3ac95a4ebd15afc846a$pgrecall_9417ec1cd241$, $pgrecall_3905d715c2ac$-- Embeddings are a derived index: the write path queues work here, the
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$, null, 36, $pgrecall_dcfa74ab6a23$26b13721eccd769e893b7279431c4284852b4df72e0d4ce65595bb62eceb5308$pgrecall_dcfa74ab6a23$, $pgrecall_26b13721eccd$-- Embeddings are a derived index: the write path queues work here, the
 -- worker (pgrecall worker) claims it with SKIP LOCKED under a lease, embeds
 -- the text this file chooses, and stores the vector stamped with the model
 -- and input version. A result computed from text that has since changed, or
@@ -12407,17 +12446,19 @@ $$;
 comment on function __tenant__._turns_around(bigint[]) is
     'Internal: the turns just before and after each observation in its conversation (session, or sessionless turns of its scope), with their audiences.';
 
--- The text embedded for memories under an input version. Version 2 adds the
--- turns before and after each memory's first evidence in its session: short
--- conversational turns are ambiguous alone (measured: make eval). A
--- neighbour is added only when everyone the memory's audience admits may see
--- it (_audience_within): a vector is read by whoever may recall the memory,
--- so the text it is computed from holds no turn they may not see. A
--- neighbour left out is not replaced by the next turn, so the memories whose
--- input may hold a turn stay that turn's neighbours' (erasure's question,
--- below).
-create or replace function __tenant__._embedding_inputs(p_memory_ids bigint[], p_version integer)
-returns table (memory_id bigint, input text)
+-- What is embedded for memories under an input version, in its parts: the
+-- memory's own text (title and body), and under version 2 the turns before
+-- and after its first evidence in its session: short conversational turns are
+-- ambiguous alone (measured: make eval). A neighbour is given only when
+-- everyone the memory's audience admits may see it (_audience_within): a
+-- vector is read by whoever may recall the memory, so the text it is computed
+-- from holds no turn they may not see. A neighbour left out is not replaced
+-- by the next turn, so the memories whose input may hold a turn stay that
+-- turn's neighbours' (erasure's question, below). _embedding_inputs joins the
+-- parts into the text embedded; _embedding_windows makes them the text vector
+-- the lexical arm may search (migration 0049).
+create or replace function __tenant__._embedding_parts(p_memory_ids bigint[], p_version integer)
+returns table (memory_id bigint, own text, before_body text, after_body text)
 language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -12436,17 +12477,56 @@ begin
           from memory m
          where m.id = any (p_memory_ids)
     )
-    select m.id, concat_ws(E'\n', m.title, m.body,
-                           case when _audience_within(m.audience_peer_id, t.before_audience) then t.before_body end,
-                           case when _audience_within(m.audience_peer_id, t.after_audience) then t.after_body end)
+    select m.id, concat_ws(E'\n', m.title, m.body),
+           case when _audience_within(m.audience_peer_id, t.before_audience) then t.before_body end,
+           case when _audience_within(m.audience_peer_id, t.after_audience) then t.after_body end
       from ev
       join memory m on m.id = ev.id
       left join _turns_around(array(select e.evidence_id from ev e where e.evidence_id is not null)) t
              on t.observation_id = ev.evidence_id;
 end
 $$;
+comment on function __tenant__._embedding_parts(bigint[], integer) is
+    'Internal: the parts of what is embedded for each memory under an input version: its own text, and the turns around its evidence that its audience may see.';
+
+create or replace function __tenant__._embedding_inputs(p_memory_ids bigint[], p_version integer)
+returns table (memory_id bigint, input text)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    return query
+    select p.memory_id, concat_ws(E'\n', p.own, p.before_body, p.after_body)
+      from _embedding_parts(p_memory_ids, p_version) p;
+end
+$$;
 comment on function __tenant__._embedding_inputs(bigint[], integer) is
     'Internal: the text that is embedded for each memory under an input version.';
+
+-- Input version 2's text as a text vector: the memory's own words at weight
+-- A, its neighbours' at the default D (the lexical arm counts a D position
+-- half), and BM25's length of it: its distinct words, a word only the
+-- neighbours hold counted half (the arm's own length is length(tsv), the
+-- distinct words). Written with the version-2 vector (complete_embedding_jobs).
+create or replace function __tenant__._embedding_windows(p_memory_ids bigint[])
+returns table (memory_id bigint, window_tsv tsvector, window_length real)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    return query
+    select w.memory_id, w.tsv,
+           (select coalesce(sum(case when 'A' = any (u.weights) then 1.0 else 0.5 end), 0) from unnest(w.tsv) u)::real
+      from (select p.memory_id,
+                   setweight(to_tsvector('english', p.own), 'A')
+                   || to_tsvector('english', concat_ws(E'\n', p.before_body, p.after_body)) as tsv
+              from _embedding_parts(p_memory_ids, 2) p) w;
+end
+$$;
+comment on function __tenant__._embedding_windows(bigint[]) is
+    'Internal: each memory''s input-version-2 text as a text vector (own words A, neighbours'' D) and its BM25 length.';
 
 -- The memories whose embedded text may hold one of these observations
 -- although they are not derived from it: input version 2 adds the turn
@@ -12572,18 +12652,24 @@ begin
     -- settles the jobs (issue #46: a statement per step cost a plan and a pass
     -- over the batch each).
     with stored as (
-        insert into memory_embedding as me (memory_id, model, input_version, embedding, text_embedding, embedded_at)
+        insert into memory_embedding as me (memory_id, model, input_version, embedding, text_embedding, embedded_at,
+                                            window_tsv, window_length)
         -- One vector where one serves: version 1's input is the memory's own
         -- text, so its recall vector is the text vector too (not stored twice).
+        -- Version 2's text is kept as a text vector too, read from the memory
+        -- as it is now (the generation held says it is the text embedded).
         select x.memory_id, p_model, p_input_version, x.embedding,
-               case when p_input_version <> 1 then x.text_embedding end, now()
+               case when p_input_version <> 1 then x.text_embedding end, now(), w.window_tsv, w.window_length
           from unnest(p_memory_ids, v_vectors,
                       coalesce(v_text_vectors, array_fill(null::__ext__.halfvec, array[cardinality(p_memory_ids)])))
                  as x(memory_id, embedding, text_embedding)
+          left join _embedding_windows(case when p_input_version = 2 then v_held else '{}' end) w
+                 on w.memory_id = x.memory_id
          where x.memory_id = any (v_held)
         on conflict (memory_id) do update
             set model = excluded.model, input_version = excluded.input_version,
-                embedding = excluded.embedding, text_embedding = excluded.text_embedding, embedded_at = excluded.embedded_at
+                embedding = excluded.embedding, text_embedding = excluded.text_embedding, embedded_at = excluded.embedded_at,
+                window_tsv = excluded.window_tsv, window_length = excluded.window_length
         returning me.memory_id
     ), registered as (
         -- a vector of the text: from what the text came from, corrections' evidence included. A probe per
@@ -12793,7 +12879,7 @@ comment on function __tenant__.rebuild_embeddings(boolean) is
 -- _checked_vectors refused them (shared/embedding_input.sql): their cosine to
 -- any query is NaN, which PostgreSQL orders above every number, so such a
 -- memory passed every floor and ranked first for every question. This data
--- step (migration 0049) deletes those memory vectors, as a changed text's are,
+-- step (migration 0050) deletes those memory vectors, as a changed text's are,
 -- and queues their live memories for the worker to embed again; a key's
 -- vector of zeros goes (the key stays, found by its words). Returns how many.
 create or replace function __tenant__._clear_zero_vectors()
@@ -12826,7 +12912,7 @@ begin
 end
 $$;
 comment on function __tenant__._clear_zero_vectors() is
-    'Internal data step (migration 0049): deletes memory vectors of zeros (their cosine is NaN) and queues their memories again; clears key vectors of zeros. Returns how many.';
+    'Internal data step (migration 0050): deletes memory vectors of zeros (their cosine is NaN) and queues their memories again; clears key vectors of zeros. Returns how many.';
 
 create or replace function __tenant__.set_embedding_version(p_model text, p_input_version integer)
 returns bigint
@@ -12856,7 +12942,7 @@ end
 $$;
 comment on function __tenant__.set_embedding_version(text, integer) is
     'Switches the embedding model or input version and queues every live memory; stale vectors are ignored until rebuilt.';
-$pgrecall_3905d715c2ac$)
+$pgrecall_26b13721eccd$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -13489,7 +13575,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$, null, 39, $pgrecall_66c8fe293199$bce06bfc20855f716451e8c38bb1772f8517da29065f1e8d6ee1ea2cb575147a$pgrecall_66c8fe293199$, $pgrecall_bce06bfc2085$-- Corpus statistics for BM25 and term pruning.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$, null, 39, $pgrecall_fa8dbf5560e7$80a4019b66b48a8af670ce48514523dc051a5fd85d02d51bcd131c43655a9e25$pgrecall_fa8dbf5560e7$, $pgrecall_80a4019b66b4$-- Corpus statistics for BM25 and term pruning.
 --
 -- Document frequencies come from a snapshot (term_stat, corpus_stat) taken by
 -- refresh_term_stats(), which the worker runs when the corpus has grown by
@@ -13682,14 +13768,21 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_avg double precision := case when p_documents > 0 then p_total_length::double precision / p_documents else 0 end;
+    v_window_avg double precision;
 begin
+    -- The windows (migration 0049) are averaged whole at each snapshot: they
+    -- change as the embedding worker stores vectors, not as memories are
+    -- written, so there is no count of them to fold.
+    select avg(me.window_length) into v_window_avg from memory_embedding me where me.window_length is not null;
     -- erased is not written: an erasure that bumped it meanwhile makes the next refresh recount.
     insert into corpus_stat as c (singleton, documents, avg_length, max_memory_id, refreshed_at, memories, revisions,
-                                  total_length, pending_ids, pending_since, recounted_documents, recounted_erased)
+                                  total_length, pending_ids, pending_since, recounted_documents, recounted_erased,
+                                  window_avg_length)
     values (true, p_documents, v_avg, p_max, now(), p_memories, p_revisions, p_total_length, p_pending, p_since,
-            p_recounted_documents, p_recounted_erased)
+            p_recounted_documents, p_recounted_erased, v_window_avg)
     on conflict (singleton) do update
         set documents = excluded.documents, avg_length = excluded.avg_length,
+            window_avg_length = excluded.window_avg_length,
             max_memory_id = excluded.max_memory_id, refreshed_at = excluded.refreshed_at,
             memories = excluded.memories, revisions = excluded.revisions, total_length = excluded.total_length,
             pending_ids = excluded.pending_ids, pending_since = excluded.pending_since,
@@ -13906,12 +13999,91 @@ end
 $$;
 comment on function __tenant__._retext_terms(bigint[], jsonb, bigint[]) is
     'Internal: move the term statistics from memories'' old texts (_term_uses before) to their new ones; returns the terms they dropped.';
-$pgrecall_bce06bfc2085$)
+$pgrecall_80a4019b66b4$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$, null, 40, $pgrecall_d04a18599fdf$f16f08e3ad32719c95516d76b325993b778f26549c38dec4d13100137e511943$pgrecall_d04a18599fdf$, $pgrecall_f16f08e3ad32$-- Recall, step 2: the lexical arm (plpgsql/recall/recall.sql composes the steps).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_df939e603c82$recall/window_arm.sql$pgrecall_df939e603c82$, null, 40, $pgrecall_85676e687d5f$9f1a8f86f0551a48464432779398e944f37cce480ae77a2b5ac49c4f65e72903$pgrecall_85676e687d5f$, $pgrecall_9f1a8f86f055$-- A turn's words with its neighbours' (migration 0049, setting
+-- recall_lexical_window): the lexical arm's candidates scored by BM25 over
+-- each memory's window (input version 2's text as a text vector: its own
+-- words, and those of the turns around its evidence that its audience may
+-- see), a neighbour's occurrence counting half and the window's length
+-- against the windows' average; a memory without a window yet (not embedded,
+-- or embedded under version 1) by its own words, as the arm scores them.
+-- Measured offline first (eval/results/offline51.md): a reply is found by the
+-- words of the question it answers. Eligibility is the memory's
+-- (_memory_eligible, or among p_among when the caller holds the few the
+-- principal may see); the idf is the arm's (the memories' own term
+-- statistics). Not used as of a past moment: a window holds today's
+-- neighbours.
+create or replace function __tenant__._window_candidates(
+    p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
+    p_match tsquery, p_term_queries tsquery[], p_terms text[], p_idf double precision[],
+    p_k1 double precision, p_b double precision, p_avg_length double precision, p_depth integer,
+    p_among bigint[] default null)
+returns table (id bigint, score double precision)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_window_avg double precision;
+begin
+    select c.window_avg_length into v_window_avg from corpus_stat c;
+    if v_window_avg is null then
+        -- no snapshot since windows were written: counted now
+        select avg(me.window_length) into v_window_avg from memory_embedding me where me.window_length is not null;
+    end if;
+    v_window_avg := greatest(coalesce(v_window_avg, p_avg_length), 1);
+    return query
+    with matched as (
+        select w.memory_id as id, w.window_tsv as tsv, w.window_length::double precision as len,
+               v_window_avg as avg_len, true as is_window
+          from memory_embedding w
+          join memory e on e.id = w.memory_id
+         where w.window_tsv @@ p_match
+           and _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
+           and (p_among is null or e.id = any (p_among))
+        union all
+        select e.id, e.tsv, length(e.tsv)::double precision, p_avg_length, false
+          from memory e
+         where e.tsv @@ p_match
+           and _memory_eligible(e.scope, e.audience_peer_id, e.purposes, e.invalidated_at, e.superseded_by, e.valid,
+                                p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at)
+           and (p_among is null or e.id = any (p_among))
+           and not exists (select 1 from memory_embedding w where w.memory_id = e.id and w.window_tsv is not null)
+    ), bounded as (
+        -- the presence score bounds the exact scoring, as in _lexical_matched
+        select m.*
+          from matched m
+         order by (select coalesce(sum(p_idf[i]), 0) from generate_subscripts(p_term_queries, 1) i
+                    where m.tsv @@ p_term_queries[i]) * _bm25_tf(1, m.len, p_k1, p_b, m.avg_len) desc, m.id
+         limit greatest(2 * p_depth, 100)
+    )
+    select b.id,
+           (select sum(p_idf[array_position(p_terms, u.lexeme)]
+                       * _bm25_tf(cardinality(u.positions)
+                                  - case when b.is_window then 0.5 * cardinality(array_positions(u.weights, 'D'))
+                                         else 0 end,
+                                  b.len, p_k1, p_b, b.avg_len))
+              from unnest(b.tsv) u where u.lexeme = any (p_terms)) as s
+      from bounded b
+     order by s desc, b.id
+     limit p_depth;
+end
+$$;
+comment on function __tenant__._window_candidates(bigint, text[], text, boolean, timestamptz, tsquery, tsquery[], text[],
+                                                  double precision[], double precision, double precision,
+                                                  double precision, integer, bigint[]) is
+    'Internal (recall_lexical_window): BM25 over the eligible memories'' windows (own words, and a neighbour''s at half), or their own words without one; best p_depth first.';
+$pgrecall_9f1a8f86f055$)
+on conflict (kind, name) do update
+   set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$, null, 41, $pgrecall_b38a96e0706d$1617f3c197052f22da375af6774f2c44fd5c01a5714467ad7b1bbb3421cdb788$pgrecall_b38a96e0706d$, $pgrecall_1617f3c19705$-- Recall, step 2: the lexical arm (plpgsql/recall/recall.sql composes the steps).
 --
 --   _query_terms        the query's distinct lexemes
 --   _prune_terms        from prune_min_terms terms on, a term in prune_df_ratio
@@ -14286,6 +14458,8 @@ comment on function __tenant__._lexical_candidates(bigint, text[], text, boolean
 -- (reading them costs as much as the pruning).
 -- p_among: the few memories the principal may see, when the caller knows
 -- them (_few_eligible); every kept term then recruits among them at once.
+-- recall_lexical_window: the candidates are scored over the memories'
+-- windows (window_arm.sql), except as of a past moment.
 create or replace function __tenant__._lexical_arm(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
     p_query text, p_depth integer, p_settings jsonb default null, p_among bigint[] default null,
@@ -14336,12 +14510,22 @@ begin
         v_recruiters := _lexical_recruiters(v_kept, v_kept_df, p_depth, (v_set ->> 'lexical_match_budget')::bigint);
     end if;
     for i in 1 .. cardinality(v_recruiters) loop
-        select coalesce(array_agg(c.id order by c.ord), '{}'), coalesce(array_agg(c.score order by c.ord), '{}')
-          into ids, scores
-          from _lexical_candidates(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, v_recruiters[i],
-                                   v_term_queries, v_kept, v_idf, (v_set ->> 'bm25_k1')::double precision,
-                                   (v_set ->> 'bm25_b')::double precision, v_avg_length, p_depth, p_among, p_as_of)
-               with ordinality as c(id, score, ord);
+        if (v_set ->> 'recall_lexical_window')::boolean and p_as_of is null then
+            select coalesce(array_agg(c.id order by c.ord), '{}'), coalesce(array_agg(c.score order by c.ord), '{}')
+              into ids, scores
+              from _window_candidates(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, v_recruiters[i],
+                                      v_term_queries, v_kept, v_idf, (v_set ->> 'bm25_k1')::double precision,
+                                      (v_set ->> 'bm25_b')::double precision, v_avg_length, p_depth, p_among)
+                   with ordinality as c(id, score, ord);
+        else
+            select coalesce(array_agg(c.id order by c.ord), '{}'), coalesce(array_agg(c.score order by c.ord), '{}')
+              into ids, scores
+              from _lexical_candidates(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at,
+                                       v_recruiters[i], v_term_queries, v_kept, v_idf,
+                                       (v_set ->> 'bm25_k1')::double precision, (v_set ->> 'bm25_b')::double precision,
+                                       v_avg_length, p_depth, p_among, p_as_of)
+                   with ordinality as c(id, score, ord);
+        end if;
         recruited_by := v_recruiters[i];
         exit when cardinality(ids) >= p_depth;
     end loop;
@@ -14374,12 +14558,12 @@ $$;
 comment on function __tenant__._lexical_arm(bigint, text[], text, boolean, timestamptz, text, integer, jsonb, bigint[],
                                             timestamptz, bigint[], tsvector[]) is
     'Internal: recall''s lexical arm: pruned query terms, BM25 over the eligible memories, best p_depth first.';
-$pgrecall_f16f08e3ad32$)
+$pgrecall_1617f3c19705$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ec92d55b8c2b$recall/key_arm.sql$pgrecall_ec92d55b8c2b$, null, 41, $pgrecall_7146781901a4$2e3258e03b5f705b78d6f54107acf637a52ceccc1d5d4f1a55c4d8583b795312$pgrecall_7146781901a4$, $pgrecall_2e3258e03b5f$-- Keys from what was said (migration 0039, setting recall_memory_keys): the
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ec92d55b8c2b$recall/key_arm.sql$pgrecall_ec92d55b8c2b$, null, 42, $pgrecall_7146781901a4$2e3258e03b5f705b78d6f54107acf637a52ceccc1d5d4f1a55c4d8583b795312$pgrecall_7146781901a4$, $pgrecall_2e3258e03b5f$-- Keys from what was said (migration 0039, setting recall_memory_keys): the
 -- lexical arm also scores the keys of the memories the principal may see
 -- (remember_keys), each by BM25 with the arm's terms and weights, its own
 -- length against the memories' average. A key's hit counts for its memory:
@@ -14503,7 +14687,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$, null, 42, $pgrecall_4bb39dae73c1$a674b1f60aaf806beb03e88468234e3e7b6917ea9563e2db02ba191a7a57c459$pgrecall_4bb39dae73c1$, $pgrecall_a674b1f60aaf$-- Recall, step 3: the dense arm (plpgsql/recall/recall.sql composes the steps).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$, null, 43, $pgrecall_4bb39dae73c1$a674b1f60aaf806beb03e88468234e3e7b6917ea9563e2db02ba191a7a57c459$pgrecall_4bb39dae73c1$, $pgrecall_a674b1f60aaf$-- Recall, step 3: the dense arm (plpgsql/recall/recall.sql composes the steps).
 --
 --   _check_query_embedding  PR154 unless a query embedding is _embedding_dimensions() finite numbers
 --                           (message search checks with it too)
@@ -14934,7 +15118,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_77fe7e11f674$recall/fact_arm.sql$pgrecall_77fe7e11f674$, null, 43, $pgrecall_cf1ce8b550e2$e1e2bb2b5529b2febd470a08c80865183163d1100d8e2b4cedc8e139c7a5db56$pgrecall_cf1ce8b550e2$, $pgrecall_e1e2bb2b5529$-- Recall's fact arm (plpgsql/recall/recall.sql composes the steps): the facts about
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_77fe7e11f674$recall/fact_arm.sql$pgrecall_77fe7e11f674$, null, 44, $pgrecall_cf1ce8b550e2$e1e2bb2b5529b2febd470a08c80865183163d1100d8e2b4cedc8e139c7a5db56$pgrecall_cf1ce8b550e2$, $pgrecall_e1e2bb2b5529$-- Recall's fact arm (plpgsql/recall/recall.sql composes the steps): the facts about
 -- the entities the query names (by name or alias), valid at the requested
 -- time and currently believed, ranked by how many query terms their
 -- statement shares, then salience and confidence. recall fuses them as a
@@ -15002,7 +15186,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33520068bb0f$recall/people_arm.sql$pgrecall_33520068bb0f$, null, 44, $pgrecall_bbed6420cd81$d053f96590e4ed993d86d885f5669430886b6730c51b4131b87ec03b81831859$pgrecall_bbed6420cd81$, $pgrecall_d053f96590e4$-- Recall's people-and-things arm (plpgsql/recall/recall.sql composes the steps;
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33520068bb0f$recall/people_arm.sql$pgrecall_33520068bb0f$, null, 45, $pgrecall_bbed6420cd81$d053f96590e4ed993d86d885f5669430886b6730c51b4131b87ec03b81831859$pgrecall_bbed6420cd81$, $pgrecall_d053f96590e4$-- Recall's people-and-things arm (plpgsql/recall/recall.sql composes the steps;
 -- setting recall_people_arm, migration 0031). When the question names a
 -- peer (by its name) or an entity (by name or alias), the memories that peer
 -- said (a memory derived from an observation whose actor it is) and the
@@ -15110,7 +15294,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_8eca96aab0a4$recall/time_arm.sql$pgrecall_8eca96aab0a4$, null, 45, $pgrecall_318141d25aa4$6e6d9a8b5bc9c0fc6b925cce203ff484f6f80d2ad3a623dcaf531d43627de919$pgrecall_318141d25aa4$, $pgrecall_6e6d9a8b5bc9$-- Time in the question (setting recall_question_time, migration 0034;
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_8eca96aab0a4$recall/time_arm.sql$pgrecall_8eca96aab0a4$, null, 46, $pgrecall_318141d25aa4$6e6d9a8b5bc9c0fc6b925cce203ff484f6f80d2ad3a623dcaf531d43627de919$pgrecall_318141d25aa4$, $pgrecall_6e6d9a8b5bc9$-- Time in the question (setting recall_question_time, migration 0034;
 -- plpgsql/recall/recall.sql composes the steps). A question that names when
 -- ("in May 2023", "on 3 June, 2023", "last week", "two years ago") is
 -- answered first by what was said then: of the candidates the lexical and
@@ -15342,7 +15526,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3047a1d41f72$recall/fusion.sql$pgrecall_3047a1d41f72$, null, 46, $pgrecall_3e4d7853bae1$c7c091579ce744f9ff8cda309ec138875eb9868dbba9482a4b103e73432fa873$pgrecall_3e4d7853bae1$, $pgrecall_c7c091579ce7$-- Recall, step 4 (plpgsql/recall/recall.sql composes the steps): the fused list.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3047a1d41f72$recall/fusion.sql$pgrecall_3047a1d41f72$, null, 47, $pgrecall_3e4d7853bae1$c7c091579ce744f9ff8cda309ec138875eb9868dbba9482a4b103e73432fa873$pgrecall_3e4d7853bae1$, $pgrecall_c7c091579ce7$-- Recall, step 4 (plpgsql/recall/recall.sql composes the steps): the fused list.
 --   _rrf_fuse          Reciprocal Rank Fusion of the two arms (message search
 --                      fuses its arms with it too): setting fusion = 'rrf'
 --   _score_fuse        the arms' scores, each over its own best, added:
@@ -15548,7 +15732,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a7605aa9c43a$recall/permission_walk.sql$pgrecall_a7605aa9c43a$, null, 47, $pgrecall_31d9c80e7aba$76a7c7dc294c916a4657d7650e87586ea4f85068f888aed3094e4033fe32ec4e$pgrecall_31d9c80e7aba$, $pgrecall_76a7c7dc294c$-- Recall, step 5 (plpgsql/recall/recall.sql composes the steps): the permission walk over the fused
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a7605aa9c43a$recall/permission_walk.sql$pgrecall_a7605aa9c43a$, null, 48, $pgrecall_31d9c80e7aba$76a7c7dc294c916a4657d7650e87586ea4f85068f888aed3094e4033fe32ec4e$pgrecall_31d9c80e7aba$, $pgrecall_76a7c7dc294c$-- Recall, step 5 (plpgsql/recall/recall.sql composes the steps): the permission walk over the fused
 -- list.
 
 -- Keeps, in order, the candidates whose whole derived_from chain the
@@ -15611,7 +15795,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_89bc99f0db89$recall/spread.sql$pgrecall_89bc99f0db89$, null, 48, $pgrecall_c3438e61fdc0$776818a8b0c5003cfb60efc035b6b356cf1c84a635927dd0308299920c4d0918$pgrecall_c3438e61fdc0$, $pgrecall_776818a8b0c5$-- Recall, step 5b, between the permission walk (step 5) and the rows' order
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_89bc99f0db89$recall/spread.sql$pgrecall_89bc99f0db89$, null, 49, $pgrecall_c3438e61fdc0$776818a8b0c5003cfb60efc035b6b356cf1c84a635927dd0308299920c4d0918$pgrecall_c3438e61fdc0$, $pgrecall_776818a8b0c5$-- Recall, step 5b, between the permission walk (step 5) and the rows' order
 -- (step 6): an answer spread over a conversation ("what has she painted?",
 -- "how did Jon and Gina each lose their jobs?") is found in pieces, each in
 -- a session of its own, and the first piece that matches well can fill the
@@ -15759,7 +15943,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c5c917068264$recall/neighbour_turns.sql$pgrecall_c5c917068264$, null, 49, $pgrecall_ec68c628d04b$860345ae3cb9b8ad21a2eb74bc54de9230dfdbc92f88e2bc6d6cc1e8cd1b349b$pgrecall_ec68c628d04b$, $pgrecall_860345ae3cb9$-- Recall, step 5b, with the setting recall_neighbour_turns on: the turn next
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c5c917068264$recall/neighbour_turns.sql$pgrecall_c5c917068264$, null, 50, $pgrecall_ec68c628d04b$860345ae3cb9b8ad21a2eb74bc54de9230dfdbc92f88e2bc6d6cc1e8cd1b349b$pgrecall_ec68c628d04b$, $pgrecall_860345ae3cb9$-- Recall, step 5b, with the setting recall_neighbour_turns on: the turn next
 -- to a hit. A question often matches the turn that asked ("what did you
 -- paint?") while the answer is the reply, or the other way round. So each of
 -- the first half of the rows brings the memories derived from the turn just
@@ -15829,7 +16013,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_568d0e42ed78$recall/ordering.sql$pgrecall_568d0e42ed78$, null, 50, $pgrecall_4699d483f91b$009ab3a1ec1e8d46f9d17b3569f94061645494a7818b641d3093855991570bd3$pgrecall_4699d483f91b$, $pgrecall_009ab3a1ec1e$-- Recall, step 6 (plpgsql/recall/recall.sql composes the steps): under the fusion rrf_scores, what
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_568d0e42ed78$recall/ordering.sql$pgrecall_568d0e42ed78$, null, 51, $pgrecall_4699d483f91b$009ab3a1ec1e8d46f9d17b3569f94061645494a7818b641d3093855991570bd3$pgrecall_4699d483f91b$, $pgrecall_009ab3a1ec1e$-- Recall, step 6 (plpgsql/recall/recall.sql composes the steps): under the fusion rrf_scores, what
 -- orders the rows the permission walk passed.
 
 -- What orders the rows RRF chose under fusion rrf_scores (NULL under the
@@ -15874,7 +16058,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33e7d9c571c5$recall/rows.sql$pgrecall_33e7d9c571c5$, null, 51, $pgrecall_04a51917f066$2d6ce8928f69cb459946bc7ad4b84e33b6e08e7efd0f93c6ee48af87426ab9a0$pgrecall_04a51917f066$, $pgrecall_2d6ce8928f69$-- Recall, step 7 (plpgsql/recall/recall.sql composes the steps): the rows recall returns.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33e7d9c571c5$recall/rows.sql$pgrecall_33e7d9c571c5$, null, 52, $pgrecall_04a51917f066$2d6ce8928f69cb459946bc7ad4b84e33b6e08e7efd0f93c6ee48af87426ab9a0$pgrecall_04a51917f066$, $pgrecall_2d6ce8928f69$-- Recall, step 7 (plpgsql/recall/recall.sql composes the steps): the rows recall returns.
 
 -- Recall's rows: the memories that passed the walk (already in fused order,
 -- so only the first p_limit can be returned) and the fact arm's facts, each
@@ -16022,7 +16206,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 52, $pgrecall_64676a9be423$d690344ba7708f0e082416822797200e6048ffeaafe402a9cadadb9c4c0ae2f5$pgrecall_64676a9be423$, $pgrecall_d690344ba770$-- recall: ranked retrieval, in the design's order (section 6). Each step is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 53, $pgrecall_64676a9be423$d690344ba7708f0e082416822797200e6048ffeaafe402a9cadadb9c4c0ae2f5$pgrecall_64676a9be423$, $pgrecall_d690344ba770$-- recall: ranked retrieval, in the design's order (section 6). Each step is
 -- a function of its own that a DBA can call and test alone; recall_answer()
 -- runs them in order. Each step's file is in this folder (plpgsql/recall/),
 -- named for the step, and plpgsql/install_order lists them in this order.
@@ -16380,7 +16564,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e19049384fca$erasure/erasure_plan.sql$pgrecall_e19049384fca$, null, 53, $pgrecall_777d821cab1a$88d53ca6743546842fe0f798ec83bc00f50cc176730b42c4eca711a027554cc2$pgrecall_777d821cab1a$, $pgrecall_88d53ca67435$-- The erasure plan: every row an erasure of a selector deletes or strips, as (kind, row_key). One
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e19049384fca$erasure/erasure_plan.sql$pgrecall_e19049384fca$, null, 54, $pgrecall_777d821cab1a$88d53ca6743546842fe0f798ec83bc00f50cc176730b42c4eca711a027554cc2$pgrecall_777d821cab1a$, $pgrecall_88d53ca67435$-- The erasure plan: every row an erasure of a selector deletes or strips, as (kind, row_key). One
 -- registry decides both what erase() removes and what export() hands a data subject, so an export
 -- covers exactly what an erasure of the same selector would remove (tests/test_export.py holds the
 -- two to each other: the rows exported, per kind, are the rows the receipt says were erased).
@@ -16546,7 +16730,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8a87770fa93$erasure/erase.sql$pgrecall_b8a87770fa93$, null, 54, $pgrecall_4f2c264b473c$0d992464d826e015235d0500e7d9fa6b2e37a0f3a1a9e55b533be2c563a0f702$pgrecall_4f2c264b473c$, $pgrecall_0d992464d826$-- Erasure: delete observations and, through the projection registry,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8a87770fa93$erasure/erase.sql$pgrecall_b8a87770fa93$, null, 55, $pgrecall_4f2c264b473c$0d992464d826e015235d0500e7d9fa6b2e37a0f3a1a9e55b533be2c563a0f702$pgrecall_4f2c264b473c$, $pgrecall_0d992464d826$-- Erasure: delete observations and, through the projection registry,
 -- everything derived from them; rebuild what depended on them from what
 -- survives; and in the same transaction store, per projection kind, how many
 -- derived rows remain (the residual, zero when erasure worked).
@@ -17476,7 +17660,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b462b2a6cded$erasure/erase_rewrite.sql$pgrecall_b462b2a6cded$, null, 55, $pgrecall_8576523c9c86$12ad787dce784a14c8e3da8c08a989197e0795fb40177bc1cacd4f07b1a0b06f$pgrecall_8576523c9c86$, $pgrecall_12ad787dce78$-- Erasure down to the bytes: the tables an erasure touched are rewritten,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b462b2a6cded$erasure/erase_rewrite.sql$pgrecall_b462b2a6cded$, null, 56, $pgrecall_8576523c9c86$12ad787dce784a14c8e3da8c08a989197e0795fb40177bc1cacd4f07b1a0b06f$pgrecall_8576523c9c86$, $pgrecall_12ad787dce78$-- Erasure down to the bytes: the tables an erasure touched are rewritten,
 -- so that no page of theirs keeps the erased words.
 --
 -- erase() deletes rows; VACUUM then marks their space free, but PostgreSQL
@@ -17586,7 +17770,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f5d59c318372$erasure/export.sql$pgrecall_f5d59c318372$, null, 56, $pgrecall_97e918b5db82$42eef48ebb003328b888ff4bad1c3fd5cdb0cb7b4032ffb489d58f7c1edabbe6$pgrecall_97e918b5db82$, $pgrecall_42eef48ebb00$-- A data subject's export (right of access and portability): every row an erasure of the same
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f5d59c318372$erasure/export.sql$pgrecall_f5d59c318372$, null, 57, $pgrecall_6e4222d40372$70693c44faac139c83161817909768728c4c3716cd99979a5d645bc05044a9aa$pgrecall_6e4222d40372$, $pgrecall_70693c44faac$-- A data subject's export (right of access and portability): every row an erasure of the same
 -- selector would delete or strip, read from the one erasure plan (erasure_plan.sql), so that what an
 -- export covers is exactly what erase() removes. One row per planned row: its kind, its key and the
 -- row as stored (docs/reference.md, "The export format"), less what is not the subject's words but
@@ -17629,7 +17813,7 @@ begin
       into v_observations
       from jsonb_each(p_row) c join observation o on o.id = (c.value #>> '{}')::bigint
      where c.key in ('observation_id', 'target_observation_id') and jsonb_typeof(c.value) = 'number';
-    return (p_row - array['tsv', 'embedding', 'text_embedding', 'text_key'])
+    return (p_row - array['tsv', 'embedding', 'text_embedding', 'text_key', 'window_tsv', 'window_length'])
            || jsonb_build_object('names', v_names, 'entities', v_entities, 'observations', v_observations);
 end
 $$;
@@ -17758,12 +17942,12 @@ as $$
 $$;
 comment on function __tenant__._working_items(jsonb, bigint[]) is
     'Internal (export): the items of a working representation derived from these observations.';
-$pgrecall_42eef48ebb00$)
+$pgrecall_70693c44faac$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$, null, 57, $pgrecall_1fe3f29bde30$7a9206687c9e46dca8cb9e56e229f8d4967c8f46fb93e7004cf4bc27ea30cab3$pgrecall_1fe3f29bde30$, $pgrecall_7a9206687c9e$-- A key-value store on memories, for LangGraph's BaseStore
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$, null, 58, $pgrecall_1fe3f29bde30$7a9206687c9e46dca8cb9e56e229f8d4967c8f46fb93e7004cf4bc27ea30cab3$pgrecall_1fe3f29bde30$, $pgrecall_7a9206687c9e$-- A key-value store on memories, for LangGraph's BaseStore
 -- (pgrecall.integrations.langgraph; migration 0037). An item is a memory with
 -- a namespace, a key and a JSON object as its value. Its partition is a scope
 -- and an audience: the one principal (p_shared false, the default) or the
@@ -18300,7 +18484,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1923336c08e9$integrations/agent_sessions.sql$pgrecall_1923336c08e9$, null, 58, $pgrecall_6011eb684208$212d4e7b8f9824aa78761cde2a33a713b6bc463b9e660e649674465871147aef$pgrecall_6011eb684208$, $pgrecall_212d4e7b8f98$-- Conversation history for the OpenAI Agents SDK's Session protocol
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1923336c08e9$integrations/agent_sessions.sql$pgrecall_1923336c08e9$, null, 59, $pgrecall_6011eb684208$212d4e7b8f9824aa78761cde2a33a713b6bc463b9e660e649674465871147aef$pgrecall_6011eb684208$, $pgrecall_212d4e7b8f98$-- Conversation history for the OpenAI Agents SDK's Session protocol
 -- (pgrecall.integrations.openai_agents): its items are turns of a pgrecall
 -- session, in log order. Each item is kept whole in its turn's payload
 -- ({"agents_item": ...}) and its text is the turn's body, so message search

@@ -491,6 +491,25 @@ def test_a_principal_seeing_a_share_of_a_distributed_tenant_is_searched_exactly_
             assert (method, first) == ("exact", "Ana's cat Miso only eats salmon"), mode
 
 
+def test_a_reply_is_found_by_its_questions_words_on_a_distributed_tenant(cluster, tenant_factory):
+    """recall_lexical_window through the coordinator: the worker writes the windows on the tenant's worker, and
+    the lexical and hybrid arms read them there."""
+    def asked_and_answered(mem):
+        mem.append("Good morning", role="user", actor="ben")  # so the question does not border the cat's turn
+        mem.append("Which zqpottery class did you join last month?", role="user", actor="ben")
+        reply = mem.append("We made two bowls and a cup", role="user", actor="ana")
+        mem.remember("We made two bowls and a cup", evidence=[reply], purposes=["converse"])
+
+    acme, cat = a_tenant_with_a_cat(cluster, tenant_factory, asked_and_answered)
+    with handle(cluster, acme) as mem:
+        assert mem.recall("zqpottery", mode="lexical").items == []
+    with psycopg.connect(cluster.coordinator.dsn(), autocommit=True) as conn:
+        conn.execute(f"select {acme}.set_setting('recall_lexical_window', 'true')")
+    with handle(cluster, acme) as mem:
+        assert [i.body for i in mem.recall("zqpottery", mode="lexical").items] == ["We made two bowls and a cup"]
+        assert mem.recall("zqpottery", mode="hybrid").items[0].body == "We made two bowls and a cup"
+
+
 def test_a_dense_recall_of_a_tenant_large_enough_for_the_estimate_answers_through_the_coordinator(cluster,
                                                                                                 tenant_factory):
     # Before searching, a dense recall of a large tenant asks the planner how many memories the principal may see

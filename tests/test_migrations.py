@@ -191,7 +191,7 @@ def test_a_tenant_upgraded_from_0009_gets_the_passages_of_its_logged_observation
     assert db.execute("select count(*) from older.passage_embedding_job").fetchone()[0] == len(written)
     assert db.execute("select passages from older.passage_stat").fetchone()[0] == len(written)
     assert db.execute("select requested_by, done_at is not null, rows_written from older.data_step order by 1"
-                      ).fetchall() == [(17, True, len(written)), (49, True, 0)]
+                      ).fetchall() == [(17, True, len(written)), (50, True, 0)]
 
     # Done once: a later upgrade, even one that re-applies passages.sql, writes no passage twice.
     db.execute("update older.function_ledger set sha256 = repeat('0', 64) where file = 'log/passages.sql'")

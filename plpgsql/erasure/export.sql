@@ -41,7 +41,7 @@ begin
       into v_observations
       from jsonb_each(p_row) c join observation o on o.id = (c.value #>> '{}')::bigint
      where c.key in ('observation_id', 'target_observation_id') and jsonb_typeof(c.value) = 'number';
-    return (p_row - array['tsv', 'embedding', 'text_embedding', 'text_key'])
+    return (p_row - array['tsv', 'embedding', 'text_embedding', 'text_key', 'window_tsv', 'window_length'])
            || jsonb_build_object('names', v_names, 'entities', v_entities, 'observations', v_observations);
 end
 $$;

@@ -109,17 +109,19 @@ $$;
 comment on function __tenant__._turns_around(bigint[]) is
     'Internal: the turns just before and after each observation in its conversation (session, or sessionless turns of its scope), with their audiences.';
 
--- The text embedded for memories under an input version. Version 2 adds the
--- turns before and after each memory's first evidence in its session: short
--- conversational turns are ambiguous alone (measured: make eval). A
--- neighbour is added only when everyone the memory's audience admits may see
--- it (_audience_within): a vector is read by whoever may recall the memory,
--- so the text it is computed from holds no turn they may not see. A
--- neighbour left out is not replaced by the next turn, so the memories whose
--- input may hold a turn stay that turn's neighbours' (erasure's question,
--- below).
-create or replace function __tenant__._embedding_inputs(p_memory_ids bigint[], p_version integer)
-returns table (memory_id bigint, input text)
+-- What is embedded for memories under an input version, in its parts: the
+-- memory's own text (title and body), and under version 2 the turns before
+-- and after its first evidence in its session: short conversational turns are
+-- ambiguous alone (measured: make eval). A neighbour is given only when
+-- everyone the memory's audience admits may see it (_audience_within): a
+-- vector is read by whoever may recall the memory, so the text it is computed
+-- from holds no turn they may not see. A neighbour left out is not replaced
+-- by the next turn, so the memories whose input may hold a turn stay that
+-- turn's neighbours' (erasure's question, below). _embedding_inputs joins the
+-- parts into the text embedded; _embedding_windows makes them the text vector
+-- the lexical arm may search (migration 0049).
+create or replace function __tenant__._embedding_parts(p_memory_ids bigint[], p_version integer)
+returns table (memory_id bigint, own text, before_body text, after_body text)
 language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
@@ -138,17 +140,56 @@ begin
           from memory m
          where m.id = any (p_memory_ids)
     )
-    select m.id, concat_ws(E'\n', m.title, m.body,
-                           case when _audience_within(m.audience_peer_id, t.before_audience) then t.before_body end,
-                           case when _audience_within(m.audience_peer_id, t.after_audience) then t.after_body end)
+    select m.id, concat_ws(E'\n', m.title, m.body),
+           case when _audience_within(m.audience_peer_id, t.before_audience) then t.before_body end,
+           case when _audience_within(m.audience_peer_id, t.after_audience) then t.after_body end
       from ev
       join memory m on m.id = ev.id
       left join _turns_around(array(select e.evidence_id from ev e where e.evidence_id is not null)) t
              on t.observation_id = ev.evidence_id;
 end
 $$;
+comment on function __tenant__._embedding_parts(bigint[], integer) is
+    'Internal: the parts of what is embedded for each memory under an input version: its own text, and the turns around its evidence that its audience may see.';
+
+create or replace function __tenant__._embedding_inputs(p_memory_ids bigint[], p_version integer)
+returns table (memory_id bigint, input text)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    return query
+    select p.memory_id, concat_ws(E'\n', p.own, p.before_body, p.after_body)
+      from _embedding_parts(p_memory_ids, p_version) p;
+end
+$$;
 comment on function __tenant__._embedding_inputs(bigint[], integer) is
     'Internal: the text that is embedded for each memory under an input version.';
+
+-- Input version 2's text as a text vector: the memory's own words at weight
+-- A, its neighbours' at the default D (the lexical arm counts a D position
+-- half), and BM25's length of it: its distinct words, a word only the
+-- neighbours hold counted half (the arm's own length is length(tsv), the
+-- distinct words). Written with the version-2 vector (complete_embedding_jobs).
+create or replace function __tenant__._embedding_windows(p_memory_ids bigint[])
+returns table (memory_id bigint, window_tsv tsvector, window_length real)
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    return query
+    select w.memory_id, w.tsv,
+           (select coalesce(sum(case when 'A' = any (u.weights) then 1.0 else 0.5 end), 0) from unnest(w.tsv) u)::real
+      from (select p.memory_id,
+                   setweight(to_tsvector('english', p.own), 'A')
+                   || to_tsvector('english', concat_ws(E'\n', p.before_body, p.after_body)) as tsv
+              from _embedding_parts(p_memory_ids, 2) p) w;
+end
+$$;
+comment on function __tenant__._embedding_windows(bigint[]) is
+    'Internal: each memory''s input-version-2 text as a text vector (own words A, neighbours'' D) and its BM25 length.';
 
 -- The memories whose embedded text may hold one of these observations
 -- although they are not derived from it: input version 2 adds the turn
@@ -274,18 +315,24 @@ begin
     -- settles the jobs (issue #46: a statement per step cost a plan and a pass
     -- over the batch each).
     with stored as (
-        insert into memory_embedding as me (memory_id, model, input_version, embedding, text_embedding, embedded_at)
+        insert into memory_embedding as me (memory_id, model, input_version, embedding, text_embedding, embedded_at,
+                                            window_tsv, window_length)
         -- One vector where one serves: version 1's input is the memory's own
         -- text, so its recall vector is the text vector too (not stored twice).
+        -- Version 2's text is kept as a text vector too, read from the memory
+        -- as it is now (the generation held says it is the text embedded).
         select x.memory_id, p_model, p_input_version, x.embedding,
-               case when p_input_version <> 1 then x.text_embedding end, now()
+               case when p_input_version <> 1 then x.text_embedding end, now(), w.window_tsv, w.window_length
           from unnest(p_memory_ids, v_vectors,
                       coalesce(v_text_vectors, array_fill(null::__ext__.halfvec, array[cardinality(p_memory_ids)])))
                  as x(memory_id, embedding, text_embedding)
+          left join _embedding_windows(case when p_input_version = 2 then v_held else '{}' end) w
+                 on w.memory_id = x.memory_id
          where x.memory_id = any (v_held)
         on conflict (memory_id) do update
             set model = excluded.model, input_version = excluded.input_version,
-                embedding = excluded.embedding, text_embedding = excluded.text_embedding, embedded_at = excluded.embedded_at
+                embedding = excluded.embedding, text_embedding = excluded.text_embedding, embedded_at = excluded.embedded_at,
+                window_tsv = excluded.window_tsv, window_length = excluded.window_length
         returning me.memory_id
     ), registered as (
         -- a vector of the text: from what the text came from, corrections' evidence included. A probe per
@@ -495,7 +542,7 @@ comment on function __tenant__.rebuild_embeddings(boolean) is
 -- _checked_vectors refused them (shared/embedding_input.sql): their cosine to
 -- any query is NaN, which PostgreSQL orders above every number, so such a
 -- memory passed every floor and ranked first for every question. This data
--- step (migration 0049) deletes those memory vectors, as a changed text's are,
+-- step (migration 0050) deletes those memory vectors, as a changed text's are,
 -- and queues their live memories for the worker to embed again; a key's
 -- vector of zeros goes (the key stays, found by its words). Returns how many.
 create or replace function __tenant__._clear_zero_vectors()
@@ -528,7 +575,7 @@ begin
 end
 $$;
 comment on function __tenant__._clear_zero_vectors() is
-    'Internal data step (migration 0049): deletes memory vectors of zeros (their cosine is NaN) and queues their memories again; clears key vectors of zeros. Returns how many.';
+    'Internal data step (migration 0050): deletes memory vectors of zeros (their cosine is NaN) and queues their memories again; clears key vectors of zeros. Returns how many.';
 
 create or replace function __tenant__.set_embedding_version(p_model text, p_input_version integer)
 returns bigint

@@ -373,6 +373,8 @@ comment on function __tenant__._lexical_candidates(bigint, text[], text, boolean
 -- (reading them costs as much as the pruning).
 -- p_among: the few memories the principal may see, when the caller knows
 -- them (_few_eligible); every kept term then recruits among them at once.
+-- recall_lexical_window: the candidates are scored over the memories'
+-- windows (window_arm.sql), except as of a past moment.
 create or replace function __tenant__._lexical_arm(
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
     p_query text, p_depth integer, p_settings jsonb default null, p_among bigint[] default null,
@@ -423,12 +425,22 @@ begin
         v_recruiters := _lexical_recruiters(v_kept, v_kept_df, p_depth, (v_set ->> 'lexical_match_budget')::bigint);
     end if;
     for i in 1 .. cardinality(v_recruiters) loop
-        select coalesce(array_agg(c.id order by c.ord), '{}'), coalesce(array_agg(c.score order by c.ord), '{}')
-          into ids, scores
-          from _lexical_candidates(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, v_recruiters[i],
-                                   v_term_queries, v_kept, v_idf, (v_set ->> 'bm25_k1')::double precision,
-                                   (v_set ->> 'bm25_b')::double precision, v_avg_length, p_depth, p_among, p_as_of)
-               with ordinality as c(id, score, ord);
+        if (v_set ->> 'recall_lexical_window')::boolean and p_as_of is null then
+            select coalesce(array_agg(c.id order by c.ord), '{}'), coalesce(array_agg(c.score order by c.ord), '{}')
+              into ids, scores
+              from _window_candidates(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, v_recruiters[i],
+                                      v_term_queries, v_kept, v_idf, (v_set ->> 'bm25_k1')::double precision,
+                                      (v_set ->> 'bm25_b')::double precision, v_avg_length, p_depth, p_among)
+                   with ordinality as c(id, score, ord);
+        else
+            select coalesce(array_agg(c.id order by c.ord), '{}'), coalesce(array_agg(c.score order by c.ord), '{}')
+              into ids, scores
+              from _lexical_candidates(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at,
+                                       v_recruiters[i], v_term_queries, v_kept, v_idf,
+                                       (v_set ->> 'bm25_k1')::double precision, (v_set ->> 'bm25_b')::double precision,
+                                       v_avg_length, p_depth, p_among, p_as_of)
+                   with ordinality as c(id, score, ord);
+        end if;
         recruited_by := v_recruiters[i];
         exit when cardinality(ids) >= p_depth;
     end loop;

@@ -191,14 +191,21 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_avg double precision := case when p_documents > 0 then p_total_length::double precision / p_documents else 0 end;
+    v_window_avg double precision;
 begin
+    -- The windows (migration 0049) are averaged whole at each snapshot: they
+    -- change as the embedding worker stores vectors, not as memories are
+    -- written, so there is no count of them to fold.
+    select avg(me.window_length) into v_window_avg from memory_embedding me where me.window_length is not null;
     -- erased is not written: an erasure that bumped it meanwhile makes the next refresh recount.
     insert into corpus_stat as c (singleton, documents, avg_length, max_memory_id, refreshed_at, memories, revisions,
-                                  total_length, pending_ids, pending_since, recounted_documents, recounted_erased)
+                                  total_length, pending_ids, pending_since, recounted_documents, recounted_erased,
+                                  window_avg_length)
     values (true, p_documents, v_avg, p_max, now(), p_memories, p_revisions, p_total_length, p_pending, p_since,
-            p_recounted_documents, p_recounted_erased)
+            p_recounted_documents, p_recounted_erased, v_window_avg)
     on conflict (singleton) do update
         set documents = excluded.documents, avg_length = excluded.avg_length,
+            window_avg_length = excluded.window_avg_length,
             max_memory_id = excluded.max_memory_id, refreshed_at = excluded.refreshed_at,
             memories = excluded.memories, revisions = excluded.revisions, total_length = excluded.total_length,
             pending_ids = excluded.pending_ids, pending_since = excluded.pending_since,

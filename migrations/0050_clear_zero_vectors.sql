@@ -4,4 +4,4 @@
 -- queues their memories for the worker, once, after the function files.
 -- Where no vector is all zeros, it changes nothing.
 
-insert into __tenant__.data_step (name, requested_by) values ('_clear_zero_vectors', 49);
+insert into __tenant__.data_step (name, requested_by) values ('_clear_zero_vectors', 50);

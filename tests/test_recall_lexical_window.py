@@ -1,0 +1,126 @@
+"""A turn's words with its neighbours' (issue #48; migration 0049, plpgsql/recall/window_arm.sql): with the
+setting recall_lexical_window on, the lexical arm scores each memory by the text input version 2 embeds (its
+own words, and those of the turns around its evidence that its audience may see), so a reply is found by the
+words of the question it answers. The window is written with the memory's vector and goes with it: a
+neighbour its audience did not see is never in it, erasing a neighbour takes its words out, and a memory not
+embedded yet is still found by its own words.
+
+Real PostgreSQL, real all-MiniLM-L6-v2 embeddings computed by the real worker.
+"""
+
+import pytest
+
+from pgrecall.worker import Worker
+
+QUESTION = "Which zqpottery class did you join last month?"
+REPLY = "We made two bowls and a cup, the kids loved it."
+LATER = "Lovely! See you at the weekend then."
+ASKED = "Anything else?"
+OWN = "My zqpottery teacher says hello."
+
+
+def window_setting(conninfo, on: bool) -> None:
+    with conninfo.connect(user="pgrecall_acme_admin") as admin:
+        admin.execute("select acme.set_setting('recall_lexical_window', %s::jsonb)", ("true" if on else "false",))
+
+
+def said(mem, text: str, actor: str) -> int:
+    offset = mem.append(text, role="user", actor=actor)
+    got = mem.remember(text, evidence=[offset], purposes=["converse"])
+    assert got.created, got
+    return got.memory_id
+
+
+def drain(conninfo) -> None:
+    Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker")).drain()
+
+
+def ids(result) -> list[int]:
+    return [i.memory_id for i in result.items]
+
+
+def window_words(db, memory_id: int) -> set[str] | None:
+    row = db.execute("select array(select u.lexeme from unnest(window_tsv) u) from acme.memory_embedding "
+                     "where memory_id = %s and window_tsv is not null", (memory_id,)).fetchone()
+    return None if row is None else set(row[0])
+
+
+@pytest.fixture
+def pottery(acme, conninfo):
+    """A question (a turn, never a memory: it states nothing), its reply, then a turn that names the word
+    itself, two turns away from the question."""
+    acme.append(QUESTION, role="user", actor="ana")
+    reply, later = said(acme, REPLY, "ben"), said(acme, LATER, "ana")
+    acme.append(ASKED, role="user", actor="ben")
+    own = said(acme, OWN, "ana")
+    drain(conninfo)
+    return reply, later, own
+
+
+def test_a_reply_is_found_by_the_words_of_the_question_it_answers(acme, conninfo, db, pottery):
+    reply, later, own = pottery
+    assert ids(acme.recall("zqpottery", mode="lexical")) == [own], "off: the reply does not say it"
+    window_setting(conninfo, True)
+    r = acme.recall("zqpottery", mode="lexical")
+    # a word of its own counts whole, a neighbour's half; the turn after the reply does not border the question
+    assert ids(r) == [own, reply]
+    assert r.items[1].body == REPLY, "the memory's own text, never its window"
+    assert r.items[0].score > r.items[1].score
+    assert {"zqpotteri", "bowl"} <= window_words(db, reply)
+    window_setting(conninfo, False)
+    assert ids(acme.recall("zqpottery", mode="lexical")) == [own]
+
+
+def test_a_memory_not_embedded_yet_is_found_by_its_own_words(acme, conninfo, pottery):
+    window_setting(conninfo, True)
+    fresh = said(acme, "The zqkiln fires on Thursdays.", "ben")
+    assert ids(acme.recall("zqkiln", mode="lexical")) == [fresh]
+
+
+def test_a_neighbour_its_audience_did_not_see_is_not_in_its_window(acme, conninfo, db):
+    s = acme.create_session("ana first, ben later")
+    acme.add_session_peers(s, ["ana", "bot"])
+    [secret] = acme.add_messages(s, [{"actor": "ana", "body": "The zqsecret code is heron"}])
+    acme.add_session_peers(s, ["ben"])
+    [jazz, _after] = acme.add_messages(s, [{"actor": "ben", "body": "I like jazz"},
+                                          {"actor": "ana", "body": "Ben plays the zqtrumpet"}])
+    ben = acme.remember("Ben likes jazz", evidence=[jazz.offset], purposes=["converse"], audience="ben",
+                        principal="ben").memory_id
+    drain(conninfo)
+    window_setting(conninfo, True)
+    words = window_words(db, ben)
+    assert "zqsecret" not in words and "zqtrumpet" in words
+    assert ids(acme.recall("zqtrumpet", mode="lexical", principal="ben")) == [ben]
+    assert ids(acme.recall("zqsecret", mode="lexical", principal="ben")) == []
+
+
+def test_erasing_a_neighbour_takes_its_words_out_of_the_window(acme, conninfo, db, acme_admin):
+    s = acme.create_session("neighbours")
+    acme.add_session_peers(s, ["ana", "ben"])
+    _, rows, _ = acme.add_messages(s, [
+        {"actor": "ana", "body": "my nickname is zqneighbour", "data_subject_id": "subj-ana"},
+        {"actor": "ben", "body": "I row on the river every Sunday", "data_subject_id": "subj-ben"},
+        {"actor": "ben", "body": "and I cook on Mondays", "data_subject_id": "subj-ben"}])
+    ben = acme.remember("Ben rows on Sundays", evidence=[rows.offset], purposes=["converse"], audience="ben",
+                        principal="ben").memory_id
+    drain(conninfo)
+    window_setting(conninfo, True)
+    assert "zqneighbour" in window_words(db, ben)
+    assert ids(acme.recall("zqneighbour", mode="lexical", principal="ben")) == [ben]
+
+    receipt = acme_admin.erase({"data_subject": "subj-ana"}, reason="request", actor="dpo")
+    assert set(receipt.residual.values()) == {0}, receipt
+    assert window_words(db, ben) is None, "gone with the vector, in the erasing transaction"
+    assert ids(acme.recall("zqneighbour", mode="lexical", principal="ben")) == []
+    assert ids(acme.recall("Sundays", mode="lexical", principal="ben")) == [ben], "its own words still find it"
+    drain(conninfo)
+    assert "zqneighbour" not in window_words(db, ben) and "cook" in window_words(db, ben)
+    assert ids(acme.recall("zqneighbour", mode="lexical", principal="ben")) == []
+
+
+def test_the_setting_is_a_boolean(conninfo):
+    import psycopg
+
+    with conninfo.connect(user="pgrecall_acme_admin") as admin, pytest.raises(psycopg.Error) as e:
+        admin.execute("select acme.set_setting('recall_lexical_window', '\"yes\"'::jsonb)")
+    assert "recall_lexical_window" in str(e.value)
