@@ -180,7 +180,7 @@ def test_a_tenant_upgraded_from_0009_gets_the_passages_of_its_logged_observation
                    (offset, body))
 
     applied = db.execute("select * from pgrecall.upgrade_tenant('older')").fetchall()
-    assert applied[-1] == ("data_step", "_backfill_passages")
+    assert applied[-2:] == [("data_step", "_backfill_passages"), ("data_step", "_clear_zero_vectors")]
     for body in LOGGED_BEFORE_PASSAGES:  # the same texts appended to a current tenant
         acme.append(body, role="user", actor="ana")
     written = _passages(db, "older")
@@ -190,8 +190,8 @@ def test_a_tenant_upgraded_from_0009_gets_the_passages_of_its_logged_observation
         len(written)
     assert db.execute("select count(*) from older.passage_embedding_job").fetchone()[0] == len(written)
     assert db.execute("select passages from older.passage_stat").fetchone()[0] == len(written)
-    assert db.execute("select requested_by, done_at is not null, rows_written from older.data_step").fetchall() == \
-        [(17, True, len(written))]
+    assert db.execute("select requested_by, done_at is not null, rows_written from older.data_step order by 1"
+                      ).fetchall() == [(17, True, len(written)), (50, True, 0)]
 
     # Done once: a later upgrade, even one that re-applies passages.sql, writes no passage twice.
     db.execute("update older.function_ledger set sha256 = repeat('0', 64) where file = 'log/passages.sql'")
@@ -260,3 +260,40 @@ def test_function_files_are_applied_in_the_listed_order_not_by_name(db):
     assert applied != sorted(applied)
     assert applied[0] == "shared/fail.sql"
     assert applied.index("recall/lexical_arm.sql") < applied.index("recall/recall.sql")
+
+
+def test_a_vector_of_zeros_stored_before_the_refusal_is_cleared_by_the_upgrade_and_queued_again(db, conninfo):
+    """Vectors of zeros are refused now, but a tenant may hold some stored before: their cosine is NaN, which
+    PostgreSQL orders above every number, so that memory passed the floor and came first in recall for every
+    question. The upgrade's data step deletes them and queues their memories for the worker."""
+    import numpy as np
+
+    import pgrecall
+
+    model = "all-MiniLM-L6-v2"
+    db.execute("select pgrecall.create_tenant('zv')")
+    mem = pgrecall.connect(conninfo.dsn(user="pgrecall_zv_app"), tenant="zv", principal="ana", scopes=["default"])
+    mem.add_scope("default")
+    mem.add_peer("ana", "human")
+    with pgrecall.connect(conninfo.dsn(user="pgrecall_zv_admin"), tenant="zv", role="admin") as admin:
+        admin.set_embedding_version(model, 1)
+    [offset] = mem.append_many([{"body": "I play the cello and Ben sails", "source_role": "user", "actor": "ana"}])
+    cello, sails = np.zeros(384), np.zeros(384)
+    cello[0], sails[1] = 1.0, 1.0
+    ids = {}
+    for body, vector in (("Ana plays the cello", cello), ("Ben sails boats", sails)):
+        ids[body] = mem.remember(body, evidence=[offset], purposes=["converse"], embedding=vector,
+                                 embedding_model=model, embedding_input_version=1).memory_id
+    db.execute("update zv.memory_embedding set embedding = array_fill(0::real, array[384])::halfvec(384)"
+               " where memory_id = %s", (ids["Ana plays the cello"],))
+
+    def first():
+        return [i.body for i in mem.recall("boats", mode="dense", query_embedding=sails, query_model=model).items]
+
+    assert first()[0] == "Ana plays the cello"  # the stored zeros, as before this step
+    db.execute("update zv.data_step set done_at = null where name = '_clear_zero_vectors'")
+    applied = db.execute("select * from pgrecall.upgrade_tenant('zv')").fetchall()
+    assert applied == [("data_step", "_clear_zero_vectors")]
+    assert first() == ["Ben sails boats"]
+    assert db.execute("select memory_id from zv.embedding_job").fetchall() == [(ids["Ana plays the cello"],)]
+    assert db.execute("select rows_written from zv.data_step where name = '_clear_zero_vectors'").fetchone() == (1,)

@@ -538,6 +538,45 @@ $$;
 comment on function __tenant__.rebuild_embeddings(boolean) is
     'Queues every live memory and passage without a current embedding (or all of them) for the worker. Returns how many.';
 
+-- Vectors of zeros (or of numbers too small for half precision) stored before
+-- _checked_vectors refused them (shared/embedding_input.sql): their cosine to
+-- any query is NaN, which PostgreSQL orders above every number, so such a
+-- memory passed every floor and ranked first for every question. This data
+-- step (migration 0050) deletes those memory vectors, as a changed text's are,
+-- and queues their live memories for the worker to embed again; a key's
+-- vector of zeros goes (the key stays, found by its words). Returns how many.
+create or replace function __tenant__._clear_zero_vectors()
+returns bigint
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_memories bigint[];
+    v_keys bigint;
+begin
+    select coalesce(array_agg(me.memory_id), '{}') into v_memories
+      from memory_embedding me
+     where __ext__.l2_norm(me.embedding) = 0 or __ext__.l2_norm(me.text_embedding) = 0;
+    if cardinality(v_memories) > 0 then
+        delete from memory_embedding me where me.memory_id = any (v_memories);
+        delete from projection_dependency d
+         where d.kind = 'memory_embedding' and d.row_key = any (v_memories::text[]);
+        insert into embedding_job as j (memory_id, enqueued_at)
+        select m.id, clock_timestamp() from memory m
+         where m.id = any (v_memories) and m.superseded_by is null and m.invalidated_at is null
+        on conflict (memory_id) do update
+            set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null;
+        perform _notify('embed');
+    end if;
+    update memory_key k set embedding = null, embedding_model = null where __ext__.l2_norm(k.embedding) = 0;
+    get diagnostics v_keys = row_count;
+    return cardinality(v_memories) + v_keys;
+end
+$$;
+comment on function __tenant__._clear_zero_vectors() is
+    'Internal data step (migration 0050): deletes memory vectors of zeros (their cosine is NaN) and queues their memories again; clears key vectors of zeros. Returns how many.';
+
 create or replace function __tenant__.set_embedding_version(p_model text, p_input_version integer)
 returns bigint
 language plpgsql
