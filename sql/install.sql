@@ -12356,7 +12356,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$, null, 36, $pgrecall_dcfa74ab6a23$26b13721eccd769e893b7279431c4284852b4df72e0d4ce65595bb62eceb5308$pgrecall_dcfa74ab6a23$, $pgrecall_26b13721eccd$-- Embeddings are a derived index: the write path queues work here, the
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$, null, 36, $pgrecall_e9b8f709c416$7141c4d0d22514f3c744cd0ffaca00d78921bd8cbcc98f8865c0a72b0d77195b$pgrecall_e9b8f709c416$, $pgrecall_7141c4d0d225$-- Embeddings are a derived index: the write path queues work here, the
 -- worker (pgrecall worker) claims it with SKIP LOCKED under a lease, embeds
 -- the text this file chooses, and stores the vector stamped with the model
 -- and input version. A result computed from text that has since changed, or
@@ -12870,6 +12870,10 @@ $$;
 comment on function __tenant__.embedding_status() is
     'Queue length, leased jobs, current and stale embeddings, and the model and input version in force; the same for passages.';
 
+-- A version-2 vector lacks what later migrations keep with it when it was
+-- stored before them: its text's own vector (duplicates compare it) and its
+-- window (0049, recall_lexical_window); without them it is stale, or an
+-- upgraded tenant's plain rebuild would leave the window arm without windows.
 create or replace function __tenant__.rebuild_embeddings(p_everything boolean default false)
 returns bigint
 language plpgsql
@@ -12884,7 +12888,8 @@ begin
      where m.superseded_by is null and m.invalidated_at is null
        and (p_everything or not exists (select 1 from memory_embedding me where me.memory_id = m.id
                                            and me.model = st.model and me.input_version = st.input_version
-                                           and (me.input_version = 1 or me.text_embedding is not null)))
+                                           and (me.input_version = 1
+                                                or (me.text_embedding is not null and me.window_tsv is not null))))
     on conflict (memory_id) do update
         set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null;
     get diagnostics v_count = row_count;
@@ -12963,7 +12968,7 @@ end
 $$;
 comment on function __tenant__.set_embedding_version(text, integer) is
     'Switches the embedding model or input version and queues every live memory; stale vectors are ignored until rebuilt.';
-$pgrecall_26b13721eccd$)
+$pgrecall_7141c4d0d225$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

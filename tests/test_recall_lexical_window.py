@@ -124,3 +124,29 @@ def test_the_setting_is_a_boolean(conninfo):
     with conninfo.connect(user="pgrecall_acme_admin") as admin, pytest.raises(psycopg.Error) as e:
         admin.execute("select acme.set_setting('recall_lexical_window', '\"yes\"'::jsonb)")
     assert "recall_lexical_window" in str(e.value)
+
+
+def test_a_tenant_upgraded_to_0049_gets_its_windows_from_a_plain_rebuild(acme, conninfo, db, pottery):
+    """Vectors stored under input version 2 before migration 0049 have no window; `pgrecall embeddings rebuild`
+    (what is missing or stale) must queue them, or the setting quietly scores every memory by its own words."""
+    reply, later, own = pottery
+    db.execute("alter table acme.memory_embedding drop column window_tsv, drop column window_length")
+    db.execute("alter table acme.corpus_stat drop column window_avg_length")
+    db.execute("alter table acme.setting drop constraint setting_recall_lexical_window_boolean")
+    db.execute("delete from acme.setting where key = 'recall_lexical_window'")
+    db.execute("delete from acme.schema_migration where version = 49")
+    applied = [tuple(r) for r in db.execute("select * from pgrecall.upgrade_tenant('acme')").fetchall()]
+    assert ("migration", "0049_lexical_window.sql") in applied, applied
+    assert window_words(db, reply) is None
+    window_setting(conninfo, True)
+    assert ids(acme.recall("zqpottery", mode="lexical")) == [own], "no window yet: by its own words"
+
+    from test_install_paths import run_cli
+
+    out = run_cli("embeddings", "rebuild", "--tenant", "acme", env={
+        "PGRECALL_ADMIN_DSN": conninfo.dsn(user="pgrecall_acme_admin"),
+        "PGRECALL_WORKER_DSN": conninfo.dsn(user="pgrecall_acme_worker"),
+        "PGRECALL_APP_DSN": conninfo.dsn(user="pgrecall_acme_app")})
+    assert "embedded 3 memories" in out.stdout, out.stdout
+    assert "zqpotteri" in window_words(db, reply)
+    assert ids(acme.recall("zqpottery", mode="lexical")) == [own, reply]

@@ -512,6 +512,10 @@ $$;
 comment on function __tenant__.embedding_status() is
     'Queue length, leased jobs, current and stale embeddings, and the model and input version in force; the same for passages.';
 
+-- A version-2 vector lacks what later migrations keep with it when it was
+-- stored before them: its text's own vector (duplicates compare it) and its
+-- window (0049, recall_lexical_window); without them it is stale, or an
+-- upgraded tenant's plain rebuild would leave the window arm without windows.
 create or replace function __tenant__.rebuild_embeddings(p_everything boolean default false)
 returns bigint
 language plpgsql
@@ -526,7 +530,8 @@ begin
      where m.superseded_by is null and m.invalidated_at is null
        and (p_everything or not exists (select 1 from memory_embedding me where me.memory_id = m.id
                                            and me.model = st.model and me.input_version = st.input_version
-                                           and (me.input_version = 1 or me.text_embedding is not null)))
+                                           and (me.input_version = 1
+                                                or (me.text_embedding is not null and me.window_tsv is not null))))
     on conflict (memory_id) do update
         set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null;
     get diagnostics v_count = row_count;
