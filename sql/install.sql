@@ -4942,7 +4942,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea28f6e9696f$shared/settings.sql$pgrecall_ea28f6e9696f$, null, 6, $pgrecall_f556421df3ae$2161a45c4700d25c0cf0f27e1092bcdc3e472b5ff756cc969f79df065ac2d438$pgrecall_f556421df3ae$, $pgrecall_2161a45c4700$-- Reading per-tenant settings from inside the tenant's functions.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea28f6e9696f$shared/settings.sql$pgrecall_ea28f6e9696f$, null, 6, $pgrecall_48018099a7b2$d8156c52a513579d239cdfcbb54b004c37f260e9a9bcb79a955d94819a0e74ec$pgrecall_48018099a7b2$, $pgrecall_d8156c52a513$-- Reading per-tenant settings from inside the tenant's functions.
 
 -- Returns the setting's value; a missing key is a bug in pgrecall, not user
 -- input, so it raises rather than returning a default that hides the bug.
@@ -5060,7 +5060,28 @@ end
 $$;
 comment on function __tenant__._plan_cache_mode() is
     'Internal: force_generic_plan on one server; the session''s own plan_cache_mode on a Citus node (which routes by parameter values).';
-$pgrecall_2161a45c4700$)
+
+-- Its argument, from a function declared volatile: an INSERT that passes a value through it is one Citus keeps
+-- no local plan for. On a Citus node, from the second execution of a PL/pgSQL INSERT whose plan is kept
+-- (plan_cache_mode auto keeps it from the sixth), Citus 14.0.1 plans the shard's INSERT again at every
+-- execution and keeps every copy in the kept plan's memory until the session ends (its lookup of the copy
+-- kept misses for an INSERT: citusdata/citus#8824, fixed after 14.0.1): ~135 KB a remember on the tenant's
+-- worker, in a session of the coordinator's that lives as long as the client's, and ~50 us an INSERT more
+-- than one Citus keeps no plan for (a volatile function in it), which is parsed and planned again but copies
+-- nothing. On one server it is one function call (~2 us).
+create or replace function __tenant__._unkept_on_citus(p_value anyelement)
+returns anyelement
+language plpgsql volatile
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    return p_value;
+end
+$$;
+comment on function __tenant__._unkept_on_citus(anyelement) is
+    'Internal: its argument, volatile so that Citus keeps no local plan of an INSERT that passes a value through it (a plan kept there grows at each execution).';
+$pgrecall_d8156c52a513$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -7172,7 +7193,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 19, $pgrecall_d3ca04695abb$688c314a459367e9324470f414e142566ab8bcefaa0fa5d9c1e13250384653b3$pgrecall_d3ca04695abb$, $pgrecall_688c314a4593$-- remember: write what the agent decided to keep, with who may see it, why
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 19, $pgrecall_d61b442eb175$5ab6ec3acb22aceb8390cd46590f4d766b3cdc6c80ef1da3d7c71b3385bfc7ba$pgrecall_d61b442eb175$, $pgrecall_5ab6ec3acb22$-- remember: write what the agent decided to keep, with who may see it, why
 -- it may be used, and the observations that stated it. Capture writes only
 -- what was explicitly stated: empty or ambiguous input is a no-op that says
 -- why, never an error and never a guess.
@@ -7596,7 +7617,7 @@ begin
     if cardinality(v_link) <= c_row_by_row then
         for i in 1 .. cardinality(v_link) loop
             insert into memory_link (id, memory_id, link_type, target_observation_id)
-            overriding system value values (v_link[i], v_link_memory[i], 'derived_from', v_link_target[i]);
+            overriding system value values (_unkept_on_citus(v_link[i]), v_link_memory[i], 'derived_from', v_link_target[i]);
         end loop;
     else
         insert into memory_link (id, memory_id, link_type, target_observation_id)
@@ -7628,7 +7649,7 @@ begin
                                                                  v_about, v_about_memory, v_about_entity) d
                                 order by d.kind, d.row_key, d.observation_id loop
             insert into projection_dependency (kind, row_key, observation_id)
-            values (v_dependency.kind, v_dependency.row_key, v_dependency.observation_id)
+            values (_unkept_on_citus(v_dependency.kind), v_dependency.row_key, v_dependency.observation_id)
             on conflict do nothing;
         end loop;
     elsif cardinality(v_about) = 0 then
@@ -7719,7 +7740,7 @@ begin
             insert into memory (id, scope, kind, title, body, confidence, origin, audience_peer_id, purposes,
                                 created_by, observer_peer_id, widening_reason)
             overriding system value
-            values (v_row.new_id, p_scope, v_row.kind, v_row.title, v_row.body, v_row.confidence, 'told',
+            values (_unkept_on_citus(v_row.new_id), p_scope, v_row.kind, v_row.title, v_row.body, v_row.confidence, 'told',
                     v_row.audience_id, v_row.purposes, p_principal_id, v_row.observer_id, v_row.widening_reason);
         end loop;
         return;
@@ -8016,7 +8037,7 @@ comment on function __tenant__.remember_said(text, text[], text, text, text[], t
                                              text[], bigint[], text, jsonb, text) is
     'Appends what was said (as the principal''s note) and remembers it, citing it, in one call; a memory that is a '
     'no-op or refused leaves no turn (log_offset NULL).';
-$pgrecall_688c314a4593$)
+$pgrecall_5ab6ec3acb22$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

@@ -578,6 +578,40 @@ def test_a_remember_on_the_worker_keeps_one_plan_for_its_checks_from_its_first_c
     assert kept == 1  # the items' check (_check_memory_items), planned once
 
 
+def test_a_session_that_remembers_on_the_worker_keeps_its_plans_the_same_size(cluster, tenant_factory):
+    # A client's session through the coordinator keeps one session on the tenant's worker as long as it lives, and
+    # every delegated remember runs there. Citus 14.0.1 kept another copy of the shard's plan of each of remember's
+    # INSERTs at every execution, in the memory of the plan PL/pgSQL keeps (four a remember, never given back while
+    # the session lives: citusdata/citus#8824): 40 remembers grew that session's kept plans from 1.8 to 7.2 MB.
+    # They do not grow now.
+    acme = tenant_factory("acme")
+    populated(cluster, acme)
+    with handle(cluster, acme, principal="ana") as ana:
+        turns = [ana.append(f"Ana keeps hive {i} behind the barn", role="user", actor="ana") for i in range(50)]
+    node = placements(cluster, acme)[0][0]
+    holder = next(w for w in cluster.worker_nodes if w.port == node)
+    with psycopg.connect(holder.dsn(), autocommit=True) as conn:  # to read its own session's memory contexts
+        conn.execute("set citus.enable_ddl_propagation = off")
+        conn.execute(f"grant select on pg_backend_memory_contexts to pgrecall_{acme}_app")
+        conn.execute(f"grant execute on function pg_get_backend_memory_contexts() to pgrecall_{acme}_app")
+
+    def kept_plans(conn):
+        return conn.execute("""select sum(total_bytes) from pg_backend_memory_contexts
+                                where name = 'CachedPlan'""").fetchone()[0]
+
+    with on_the_tenants_worker(cluster, acme) as (conn, _):
+        statuses = []
+        for i, turn in enumerate(turns):
+            if i == 10:  # past the five calls on which PL/pgSQL plans anew (plan_cache_mode auto)
+                after_ten = kept_plans(conn)
+            statuses += conn.execute(f"""select status from {acme}.remember('ana', array['default'], 'default', %s,
+                                             array[%s]::bigint[], array['converse'])""",
+                                     (f"Ana keeps hive {i}", turn)).fetchall()
+        after_fifty = kept_plans(conn)
+    assert statuses == [("created",)] * 50
+    assert after_fifty - after_ten < 256 * 1024, (after_ten, after_fifty)
+
+
 def test_a_tenant_moves_while_writers_append_and_a_reader_recalls(cluster, tenant_factory, monkeypatch, capsys):
     acme = tenant_factory("acme")
     populated(cluster, acme)

@@ -422,7 +422,7 @@ begin
     if cardinality(v_link) <= c_row_by_row then
         for i in 1 .. cardinality(v_link) loop
             insert into memory_link (id, memory_id, link_type, target_observation_id)
-            overriding system value values (v_link[i], v_link_memory[i], 'derived_from', v_link_target[i]);
+            overriding system value values (_unkept_on_citus(v_link[i]), v_link_memory[i], 'derived_from', v_link_target[i]);
         end loop;
     else
         insert into memory_link (id, memory_id, link_type, target_observation_id)
@@ -454,7 +454,7 @@ begin
                                                                  v_about, v_about_memory, v_about_entity) d
                                 order by d.kind, d.row_key, d.observation_id loop
             insert into projection_dependency (kind, row_key, observation_id)
-            values (v_dependency.kind, v_dependency.row_key, v_dependency.observation_id)
+            values (_unkept_on_citus(v_dependency.kind), v_dependency.row_key, v_dependency.observation_id)
             on conflict do nothing;
         end loop;
     elsif cardinality(v_about) = 0 then
@@ -545,7 +545,7 @@ begin
             insert into memory (id, scope, kind, title, body, confidence, origin, audience_peer_id, purposes,
                                 created_by, observer_peer_id, widening_reason)
             overriding system value
-            values (v_row.new_id, p_scope, v_row.kind, v_row.title, v_row.body, v_row.confidence, 'told',
+            values (_unkept_on_citus(v_row.new_id), p_scope, v_row.kind, v_row.title, v_row.body, v_row.confidence, 'told',
                     v_row.audience_id, v_row.purposes, p_principal_id, v_row.observer_id, v_row.widening_reason);
         end loop;
         return;

@@ -116,3 +116,24 @@ end
 $$;
 comment on function __tenant__._plan_cache_mode() is
     'Internal: force_generic_plan on one server; the session''s own plan_cache_mode on a Citus node (which routes by parameter values).';
+
+-- Its argument, from a function declared volatile: an INSERT that passes a value through it is one Citus keeps
+-- no local plan for. On a Citus node, from the second execution of a PL/pgSQL INSERT whose plan is kept
+-- (plan_cache_mode auto keeps it from the sixth), Citus 14.0.1 plans the shard's INSERT again at every
+-- execution and keeps every copy in the kept plan's memory until the session ends (its lookup of the copy
+-- kept misses for an INSERT: citusdata/citus#8824, fixed after 14.0.1): ~135 KB a remember on the tenant's
+-- worker, in a session of the coordinator's that lives as long as the client's, and ~50 us an INSERT more
+-- than one Citus keeps no plan for (a volatile function in it), which is parsed and planned again but copies
+-- nothing. On one server it is one function call (~2 us).
+create or replace function __tenant__._unkept_on_citus(p_value anyelement)
+returns anyelement
+language plpgsql volatile
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    return p_value;
+end
+$$;
+comment on function __tenant__._unkept_on_citus(anyelement) is
+    'Internal: its argument, volatile so that Citus keeps no local plan of an INSERT that passes a value through it (a plan kept there grows at each execution).';
