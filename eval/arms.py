@@ -27,6 +27,19 @@ import locomo
 DEPTH = 100
 
 
+def memory_turns(conn, tenant: str, data: Path) -> dict[int, tuple[str, str | None]]:
+    """Each memory of the loaded tenant as (its scope, the dia id of the turn it cites): the loader appends each
+    conversation's turns in order, so a turn's log offset is its place in turns.jsonl."""
+    by_offset, counter = {}, defaultdict(int)
+    for turn in locomo.read_jsonl(data / "turns.jsonl"):
+        scope = locomo.scope_name(turn["conversation_id"])
+        counter[scope] += 1
+        by_offset[(scope, counter[scope])] = turn["dia_id"]
+    return {mid: (scope, by_offset.get((scope, offset))) for mid, offset, scope in conn.execute(
+        f"select m.id, o.log_offset, m.scope from {tenant}.memory m join {tenant}.memory_link l "
+        f"on l.memory_id = m.id join {tenant}.observation o on o.id = l.target_observation_id")}
+
+
 def dump(args) -> None:
     import psycopg
 
@@ -40,18 +53,7 @@ def dump(args) -> None:
     with psycopg.connect(db.admin_conninfo(), autocommit=True) as conn:
         conn.execute(f"set search_path = {t}, public")
         principal = conn.execute(f"select {t}._peer_id(%s)", (locomo.PRINCIPAL,)).fetchone()[0]
-        dia = {}
-        for mid, offset, scope in conn.execute(
-                f"select m.id, o.log_offset, m.scope from {t}.memory m join {t}.memory_link l on l.memory_id = m.id "
-                f"join {t}.observation o on o.id = l.target_observation_id"):
-            dia[mid] = (scope, offset)
-        turns = locomo.read_jsonl(args.data / "turns.jsonl")
-        by_offset = {}
-        counter = defaultdict(int)
-        for turn in turns:
-            scope = locomo.scope_name(turn["conversation_id"])
-            counter[scope] += 1
-            by_offset[(scope, counter[scope])] = turn["dia_id"]
+        turn_of = memory_turns(conn, t, args.data)
         embedder = get_embedder()
         vectors = embedder.embed([q["question"] for q in queries])
         for q, vec in zip(queries, vectors):
@@ -60,7 +62,7 @@ def dump(args) -> None:
                                (principal, [scope], q["question"], DEPTH)).fetchone()
             den = conn.execute(f"select ids, cosines from {t}._dense_arm(%s, %s, 'converse', false, null, %s, %s)",
                                (principal, [scope], vec, DEPTH)).fetchone()
-            name = lambda i: by_offset.get(dia.get(i)) if dia.get(i) else None
+            name = lambda i: turn_of.get(i, (None, None))[1]
             out.append({"query_id": q["query_id"], "conversation": q["conversation_id"], "category": q["category_name"],
                         "evidence": q["evidence"],
                         "lex": [[name(i), s] for i, s in zip(lex[0], lex[1])],

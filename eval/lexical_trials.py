@@ -110,21 +110,15 @@ def dump(args) -> None:
     queries = {q["query_id"]: q for q in locomo.read_jsonl(args.data / "queries.jsonl")}
     t = TENANT
     with psycopg.connect(db.admin_conninfo(), autocommit=True) as conn:
-        place = {mid: (scope, offset) for mid, offset, scope in conn.execute(
-            f"select m.id, o.log_offset, m.scope from {t}.memory m join {t}.memory_link l on l.memory_id = m.id "
-            f"join {t}.observation o on o.id = l.target_observation_id")}
-        by_offset, counter = {}, defaultdict(int)
-        for turn in locomo.read_jsonl(args.data / "turns.jsonl"):
-            scope = locomo.scope_name(turn["conversation_id"])
-            counter[scope] += 1
-            by_offset[(scope, counter[scope])] = turn["dia_id"]
+        turn_of = arms.memory_turns(conn, t, args.data)
         docs: defaultdict[str, dict[str, Counter]] = defaultdict(dict)
         for mid, lexeme, count in conn.execute(
                 f"select m.id, u.lexeme, coalesce(cardinality(u.positions), 1) from {t}.memory m, unnest(m.tsv) u"):
-            if mid in place:
-                docs[place[mid][0]].setdefault(by_offset[place[mid]], Counter())[lexeme] += count
-        vectors = {f"{place[mid][0]}|{by_offset[place[mid]]}": json.loads(v) for mid, v in conn.execute(
-            f"select memory_id, embedding::text from {t}.memory_embedding") if mid in place}
+            if mid in turn_of:
+                scope, dia_id = turn_of[mid]
+                docs[scope].setdefault(dia_id, Counter())[lexeme] += count
+        vectors = {"|".join(turn_of[mid]): json.loads(v) for mid, v in conn.execute(
+            f"select memory_id, embedding::text from {t}.memory_embedding") if mid in turn_of}
         terms = {qid: [r[0] for r in conn.execute("select lexeme from unnest(to_tsvector('english', %s))",
                                                   (q["question"],))] for qid, q in queries.items()}
     corpora = {}

@@ -28,6 +28,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import arms
 import locomo
 
 TENANT = "locomo"
@@ -81,17 +82,10 @@ def dump(args) -> None:
         principal = conn.execute(f"select {t}._peer_id(%s)", (locomo.PRINCIPAL,)).fetchone()[0]
         settings = json.dumps(conn.execute(f"select {t}._settings() || '{{\"recall_memory_keys\": true}}'")
                               .fetchone()[0])
-        dia = {mid: (scope, offset) for mid, offset, scope in conn.execute(
-            f"select m.id, o.log_offset, m.scope from {t}.memory m join {t}.memory_link l on l.memory_id = m.id "
-            f"join {t}.observation o on o.id = l.target_observation_id")}
-        by_offset, counter = {}, defaultdict(int)
-        for turn in locomo.read_jsonl(args.data / "turns.jsonl"):
-            scope = locomo.scope_name(turn["conversation_id"])
-            counter[scope] += 1
-            by_offset[(scope, counter[scope])] = turn["dia_id"]
+        turn_of = arms.memory_turns(conn, t, args.data)
 
         def named(ids, scores):
-            return [[by_offset.get(dia.get(i)), s] for i, s in zip(ids, scores)]
+            return [[turn_of.get(i, (None, None))[1], s] for i, s in zip(ids, scores)]
 
         vectors = {mid: np.array(json.loads(v), dtype=np.float32) for mid, v in conn.execute(
             f"select memory_id, embedding::text from {t}.memory_embedding")}
