@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         global _app_dsn
         _app_dsn = cluster.worker_nodes[0].dsn(user=f"pgrecall_{TENANT}_app")
         log(f"cluster up; {args.calls} calls a path after {WARM}")
-        print(f"| path | calls | kept plans MB before -> after | RSS MB before -> after | KB a call | ms a call |")
+        print("| path | calls | kept plans MB before -> after | RSS MB before -> after | KB a call | ms a call |")
         print("|---|---|---|---|---|---|")
         for path in PATHS:
             if path.name not in wanted:
@@ -321,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
                           f"| | {r['ms']:.2f} |", flush=True)
                     continue
                 r = measure(cluster, path, args.calls)
-            except Exception as e:  # noqa: BLE001 - a survey: say which path failed and go on
+            except Exception as e:  # a survey: say which path failed, and go on
                 log(f"{path.name}: {type(e).__name__}: {e}")
                 continue
             (k0, k1), (r0, r1) = r["kept"], r["rss"]
