@@ -449,7 +449,8 @@ def evaluate_tenant(tenant: str, turns, queries, versions, *, store_questions: b
 STEPS = {"people": "recall_people_arm", "time": "recall_question_time", "spread": "recall_session_spread",
          "neighbours": "recall_neighbour_turns",
          "second": "recall_second_round", "keys": "recall_memory_keys",
-         "keys_dense": "recall_memory_keys_dense", "window": "recall_lexical_window"}
+         "keys_dense": "recall_memory_keys_dense", "window": "recall_lexical_window",
+         "window_beside": "recall_window_beside"}
 
 
 def step_runs(tenant: str, mem, queries, memory_dia, version: int, label: str, settings: dict,

@@ -1776,7 +1776,7 @@ update pgrecall.error_code e set explanation = x.explanation from (values
 
 -- The shipped SQL sources.
 
-delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7dec98603573$0034_recall_question_time.sql$pgrecall_7dec98603573$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_520aa42e1005$0035_fact_evidence_audience.sql$pgrecall_520aa42e1005$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_805e70f62199$0036_recall_as_of.sql$pgrecall_805e70f62199$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d93541954a11$0037_store_items.sql$pgrecall_d93541954a11$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_40cf676c8fce$0038_recall_spread.sql$pgrecall_40cf676c8fce$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_42579dd0005a$0039_memory_keys.sql$pgrecall_42579dd0005a$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_33f0be6f3348$0040_memory_key_vectors.sql$pgrecall_33f0be6f3348$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5f9ca04eb737$0041_revision_tsv.sql$pgrecall_5f9ca04eb737$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c896649290eb$0042_recall_meta_as_of.sql$pgrecall_c896649290eb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_cd1266496dcb$0043_memory_tsv_fastupdate.sql$pgrecall_cd1266496dcb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7aa5514b135d$0044_term_stats_fold.sql$pgrecall_7aa5514b135d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5a726b0abb62$0045_provenance_types.sql$pgrecall_5a726b0abb62$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_8c7419032142$0046_remember_rows.sql$pgrecall_8c7419032142$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_53fa62372c9c$0047_batch_input_types.sql$pgrecall_53fa62372c9c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6a488e3f4014$0048_revision_type.sql$pgrecall_6a488e3f4014$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_4249eb6f691c$0049_lexical_window.sql$pgrecall_4249eb6f691c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_cf450891080c$0050_clear_zero_vectors.sql$pgrecall_cf450891080c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_93c4e117d98a$shared/fail.sql$pgrecall_93c4e117d98a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_35447ded19e5$shared/closed_sets.sql$pgrecall_35447ded19e5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6beaea322b2e$shared/value_checks.sql$pgrecall_6beaea322b2e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7b838905899d$shared/references.sql$pgrecall_7b838905899d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a769738e7545$shared/embedding_input.sql$pgrecall_a769738e7545$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea28f6e9696f$shared/settings.sql$pgrecall_ea28f6e9696f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_34db4d4fd308$shared/locks.sql$pgrecall_34db4d4fd308$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_32be9315e548$shared/eligibility.sql$pgrecall_32be9315e548$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_cadea1e07eb4$shared/schema_info.sql$pgrecall_cadea1e07eb4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3990910386e$shared/table_statistics.sql$pgrecall_a3990910386e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4359a26b56e8$shared/notifications.sql$pgrecall_4359a26b56e8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f12ea39847bb$shared/append_only.sql$pgrecall_f12ea39847bb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b520323bc$log/append_observation.sql$pgrecall_ab1b520323bc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9850d333d0ac$log/passage_chunks.sql$pgrecall_9850d333d0ac$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f9b529325e72$log/passages.sql$pgrecall_f9b529325e72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81bbdd0f15d9$log/passage_vectors.sql$pgrecall_81bbdd0f15d9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81adc12402ef$log/message_search.sql$pgrecall_81adc12402ef$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fbc5a661f2c9$log/projection.sql$pgrecall_fbc5a661f2c9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7e4eb4c25106$memory/revise.sql$pgrecall_7e4eb4c25106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ade638cdff09$memory/derive.sql$pgrecall_ade638cdff09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d16be3eadf22$memory/keys.sql$pgrecall_d16be3eadf22$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d972660a90f6$memory/read.sql$pgrecall_d972660a90f6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_aa87d72eaca5$memory/memory_count.sql$pgrecall_aa87d72eaca5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3c214ddced3$memory/freshness.sql$pgrecall_a3c214ddced3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_19370c65adc8$memory/duplicates.sql$pgrecall_19370c65adc8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fcbacefcb268$graph/graph_guards.sql$pgrecall_fcbacefcb268$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d44fea25fa34$graph/traversal.sql$pgrecall_d44fea25fa34$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bde667a4f43c$sessions/peers_scopes.sql$pgrecall_bde667a4f43c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33a3f5a05d39$sessions/sessions.sql$pgrecall_33a3f5a05d39$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c37736e808ad$sessions/session_bundle.sql$pgrecall_c37736e808ad$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87a1832ebe6a$sessions/representation.sql$pgrecall_87a1832ebe6a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3e9bcbe2bcd1$queues/leases.sql$pgrecall_3e9bcbe2bcd1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_719a349f8506$queues/work_queue.sql$pgrecall_719a349f8506$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1b652fe88c09$recall/as_of.sql$pgrecall_1b652fe88c09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_df939e603c82$recall/window_arm.sql$pgrecall_df939e603c82$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ec92d55b8c2b$recall/key_arm.sql$pgrecall_ec92d55b8c2b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_77fe7e11f674$recall/fact_arm.sql$pgrecall_77fe7e11f674$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33520068bb0f$recall/people_arm.sql$pgrecall_33520068bb0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_8eca96aab0a4$recall/time_arm.sql$pgrecall_8eca96aab0a4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3047a1d41f72$recall/fusion.sql$pgrecall_3047a1d41f72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a7605aa9c43a$recall/permission_walk.sql$pgrecall_a7605aa9c43a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_89bc99f0db89$recall/spread.sql$pgrecall_89bc99f0db89$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c5c917068264$recall/neighbour_turns.sql$pgrecall_c5c917068264$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_568d0e42ed78$recall/ordering.sql$pgrecall_568d0e42ed78$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33e7d9c571c5$recall/rows.sql$pgrecall_33e7d9c571c5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e19049384fca$erasure/erasure_plan.sql$pgrecall_e19049384fca$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8a87770fa93$erasure/erase.sql$pgrecall_b8a87770fa93$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b462b2a6cded$erasure/erase_rewrite.sql$pgrecall_b462b2a6cded$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f5d59c318372$erasure/export.sql$pgrecall_f5d59c318372$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1923336c08e9$integrations/agent_sessions.sql$pgrecall_1923336c08e9$));
+delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7dec98603573$0034_recall_question_time.sql$pgrecall_7dec98603573$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_520aa42e1005$0035_fact_evidence_audience.sql$pgrecall_520aa42e1005$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_805e70f62199$0036_recall_as_of.sql$pgrecall_805e70f62199$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d93541954a11$0037_store_items.sql$pgrecall_d93541954a11$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_40cf676c8fce$0038_recall_spread.sql$pgrecall_40cf676c8fce$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_42579dd0005a$0039_memory_keys.sql$pgrecall_42579dd0005a$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_33f0be6f3348$0040_memory_key_vectors.sql$pgrecall_33f0be6f3348$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5f9ca04eb737$0041_revision_tsv.sql$pgrecall_5f9ca04eb737$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c896649290eb$0042_recall_meta_as_of.sql$pgrecall_c896649290eb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_cd1266496dcb$0043_memory_tsv_fastupdate.sql$pgrecall_cd1266496dcb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7aa5514b135d$0044_term_stats_fold.sql$pgrecall_7aa5514b135d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5a726b0abb62$0045_provenance_types.sql$pgrecall_5a726b0abb62$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_8c7419032142$0046_remember_rows.sql$pgrecall_8c7419032142$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_53fa62372c9c$0047_batch_input_types.sql$pgrecall_53fa62372c9c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6a488e3f4014$0048_revision_type.sql$pgrecall_6a488e3f4014$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_4249eb6f691c$0049_lexical_window.sql$pgrecall_4249eb6f691c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_cf450891080c$0050_clear_zero_vectors.sql$pgrecall_cf450891080c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_f4938194a8e2$0051_window_beside.sql$pgrecall_f4938194a8e2$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_93c4e117d98a$shared/fail.sql$pgrecall_93c4e117d98a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_35447ded19e5$shared/closed_sets.sql$pgrecall_35447ded19e5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6beaea322b2e$shared/value_checks.sql$pgrecall_6beaea322b2e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7b838905899d$shared/references.sql$pgrecall_7b838905899d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a769738e7545$shared/embedding_input.sql$pgrecall_a769738e7545$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea28f6e9696f$shared/settings.sql$pgrecall_ea28f6e9696f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_34db4d4fd308$shared/locks.sql$pgrecall_34db4d4fd308$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_32be9315e548$shared/eligibility.sql$pgrecall_32be9315e548$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_cadea1e07eb4$shared/schema_info.sql$pgrecall_cadea1e07eb4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3990910386e$shared/table_statistics.sql$pgrecall_a3990910386e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4359a26b56e8$shared/notifications.sql$pgrecall_4359a26b56e8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f12ea39847bb$shared/append_only.sql$pgrecall_f12ea39847bb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b520323bc$log/append_observation.sql$pgrecall_ab1b520323bc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9850d333d0ac$log/passage_chunks.sql$pgrecall_9850d333d0ac$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f9b529325e72$log/passages.sql$pgrecall_f9b529325e72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81bbdd0f15d9$log/passage_vectors.sql$pgrecall_81bbdd0f15d9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81adc12402ef$log/message_search.sql$pgrecall_81adc12402ef$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fbc5a661f2c9$log/projection.sql$pgrecall_fbc5a661f2c9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7e4eb4c25106$memory/revise.sql$pgrecall_7e4eb4c25106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ade638cdff09$memory/derive.sql$pgrecall_ade638cdff09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d16be3eadf22$memory/keys.sql$pgrecall_d16be3eadf22$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d972660a90f6$memory/read.sql$pgrecall_d972660a90f6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_aa87d72eaca5$memory/memory_count.sql$pgrecall_aa87d72eaca5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3c214ddced3$memory/freshness.sql$pgrecall_a3c214ddced3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_19370c65adc8$memory/duplicates.sql$pgrecall_19370c65adc8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fcbacefcb268$graph/graph_guards.sql$pgrecall_fcbacefcb268$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d44fea25fa34$graph/traversal.sql$pgrecall_d44fea25fa34$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bde667a4f43c$sessions/peers_scopes.sql$pgrecall_bde667a4f43c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33a3f5a05d39$sessions/sessions.sql$pgrecall_33a3f5a05d39$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c37736e808ad$sessions/session_bundle.sql$pgrecall_c37736e808ad$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87a1832ebe6a$sessions/representation.sql$pgrecall_87a1832ebe6a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3e9bcbe2bcd1$queues/leases.sql$pgrecall_3e9bcbe2bcd1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_719a349f8506$queues/work_queue.sql$pgrecall_719a349f8506$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1b652fe88c09$recall/as_of.sql$pgrecall_1b652fe88c09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_df939e603c82$recall/window_arm.sql$pgrecall_df939e603c82$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ec92d55b8c2b$recall/key_arm.sql$pgrecall_ec92d55b8c2b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_77fe7e11f674$recall/fact_arm.sql$pgrecall_77fe7e11f674$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33520068bb0f$recall/people_arm.sql$pgrecall_33520068bb0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_8eca96aab0a4$recall/time_arm.sql$pgrecall_8eca96aab0a4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3047a1d41f72$recall/fusion.sql$pgrecall_3047a1d41f72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a7605aa9c43a$recall/permission_walk.sql$pgrecall_a7605aa9c43a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_89bc99f0db89$recall/spread.sql$pgrecall_89bc99f0db89$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c5c917068264$recall/neighbour_turns.sql$pgrecall_c5c917068264$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_568d0e42ed78$recall/ordering.sql$pgrecall_568d0e42ed78$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33e7d9c571c5$recall/rows.sql$pgrecall_33e7d9c571c5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e19049384fca$erasure/erasure_plan.sql$pgrecall_e19049384fca$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8a87770fa93$erasure/erase.sql$pgrecall_b8a87770fa93$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b462b2a6cded$erasure/erase_rewrite.sql$pgrecall_b462b2a6cded$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f5d59c318372$erasure/export.sql$pgrecall_f5d59c318372$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1923336c08e9$integrations/agent_sessions.sql$pgrecall_1923336c08e9$));
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
 values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$, 1, null, $pgrecall_2388b9dcfc8a$151d1a540dd485519b204d3346bac7970fc2591cb3159b3a06db80b197d71397$pgrecall_2388b9dcfc8a$, $pgrecall_151d1a540dd4$-- Per-tenant settings: the design's constants, one row each, readable by the
@@ -4138,6 +4138,25 @@ values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_cf450
 
 insert into __tenant__.data_step (name, requested_by) values ('_clear_zero_vectors', 50);
 $pgrecall_e8667323e858$)
+on conflict (kind, name) do update
+   set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
+values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_f4938194a8e2$0051_window_beside.sql$pgrecall_f4938194a8e2$, 51, null, $pgrecall_de403ad1b082$502c5f48d1832924e9e6f0146ff85550bacafeaced968c9689558f96b5e2bfb9$pgrecall_de403ad1b082$, $pgrecall_502c5f48d183$-- The windows' list beside the lexical arm's (issue #48, setting
+-- recall_window_beside): recall fuses the windows' BM25 list
+-- (_window_candidates, migration 0049) as a list of its own, the memories'
+-- own words keeping theirs; the two share the lexical arm's part of the
+-- vote and of the evidence. Off until the development split's per-cell
+-- rule adopts it (eval/results/window-beside.md).
+
+alter table __tenant__.setting add constraint setting_recall_window_beside_boolean check (
+    key <> 'recall_window_beside' or jsonb_typeof(value) = 'boolean'
+);
+
+insert into __tenant__.setting (key, value, description) values
+    ('recall_window_beside', 'false',
+     'Recall: the memories'' windows (their words with those of the turns around their evidence) are a lexical list of their own beside the one by their own words, the two sharing the lexical arm''s vote and evidence; recall_lexical_window is then moot');
+$pgrecall_502c5f48d183$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -14085,7 +14104,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_df939e603c82$recall/window_arm.sql$pgrecall_df939e603c82$, null, 40, $pgrecall_85676e687d5f$9f1a8f86f0551a48464432779398e944f37cce480ae77a2b5ac49c4f65e72903$pgrecall_85676e687d5f$, $pgrecall_9f1a8f86f055$-- A turn's words with its neighbours' (migration 0049, setting
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_df939e603c82$recall/window_arm.sql$pgrecall_df939e603c82$, null, 40, $pgrecall_80207210757e$5c425dd1a4fa36927cc38582f6f59ace857cde492adc1570ee8220d484c905a5$pgrecall_80207210757e$, $pgrecall_5c425dd1a4fa$-- A turn's words with its neighbours' (migration 0049, setting
 -- recall_lexical_window): the lexical arm's candidates scored by BM25 over
 -- each memory's window (input version 2's text as a text vector: its own
 -- words, and those of the turns around its evidence that its audience may
@@ -14159,7 +14178,70 @@ comment on function __tenant__._window_candidates(bigint, text[], text, boolean,
                                                   double precision[], double precision, double precision,
                                                   double precision, integer, bigint[]) is
     'Internal (recall_lexical_window): BM25 over the eligible memories'' windows (own words, and a neighbour''s at half), or their own words without one; best p_depth first.';
-$pgrecall_9f1a8f86f055$)
+
+-- With recall_window_beside, the lexical evidence that orders RRF's rows
+-- (_evidence_scores): each memory's BM25 as a share of its list's first, by
+-- its own words and by its window, averaged (0 for a list that did not hold
+-- it), so the two lexical lists together weigh what the lexical arm alone
+-- does. Returned best first; the shares are on the scale 1 (p_bm25_scale).
+create or replace function __tenant__._window_beside_shares(p_own_ids bigint[], p_own_bm25 double precision[],
+                                                           p_window_ids bigint[], p_window_bm25 double precision[])
+returns table (ids bigint[], shares double precision[])
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    with own as (
+        select x.id, x.s / nullif(p_own_bm25[1], 0) as s from unnest(p_own_ids, p_own_bm25) x(id, s)
+    ), win as (
+        select x.id, x.s / nullif(p_window_bm25[1], 0) as s from unnest(p_window_ids, p_window_bm25) x(id, s)
+    ), mean as (
+        select coalesce(own.id, win.id) as id, (coalesce(own.s, 0) + coalesce(win.s, 0)) / 2 as s
+          from own full join win on win.id = own.id
+    )
+    select coalesce(array_agg(m.id order by m.s desc, m.id), '{}'), coalesce(array_agg(m.s order by m.s desc, m.id), '{}')
+      from mean m
+$$;
+comment on function __tenant__._window_beside_shares(bigint[], double precision[], bigint[], double precision[]) is
+    'Internal (recall_window_beside): each memory''s lexical evidence, the mean of its BM25 shares by its own words and by its window, best first.';
+
+-- Recall's lexical lists: the lexical arm's (_lexical_arm), and with
+-- recall_window_beside on (not as of a past moment: a window holds today's
+-- neighbours) the windows' list beside it, the lexical arm once more with
+-- recall_lexical_window. The first list is then by the memories' own words
+-- (and their keys, with recall_memory_keys: the windows' list holds none).
+create or replace function __tenant__._lexical_lists(
+    p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
+    p_query text, p_depth integer, p_settings jsonb, p_among bigint[] default null,
+    p_as_of timestamptz default null, p_as_of_ids bigint[] default null, p_as_of_tsv tsvector[] default null)
+returns table (ids bigint[], scores double precision[], terms text[], dropped text[], term_stats text,
+               recruited_by tsquery, recruited boolean, window_ids bigint[], window_scores double precision[])
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_beside boolean := (p_settings ->> 'recall_window_beside')::boolean;
+begin
+    select a.ids, a.scores, a.terms, a.dropped, a.term_stats, a.recruited_by, a.recruited
+      into ids, scores, terms, dropped, term_stats, recruited_by, recruited
+      from _lexical_arm(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_query, p_depth,
+                        case when v_beside then p_settings || '{"recall_lexical_window": false}' else p_settings end,
+                        p_among, p_as_of, p_as_of_ids, p_as_of_tsv) a;
+    window_ids := '{}';
+    window_scores := '{}';
+    if v_beside and p_as_of is null then
+        select a.ids, a.scores into window_ids, window_scores
+          from _lexical_arm(p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_query, p_depth,
+                            p_settings || '{"recall_lexical_window": true, "recall_memory_keys": false}', p_among) a;
+    end if;
+    return next;
+end
+$$;
+comment on function __tenant__._lexical_lists(bigint, text[], text, boolean, timestamptz, text, integer, jsonb, bigint[],
+                                              timestamptz, bigint[], tsvector[]) is
+    'Internal: recall''s lexical lists: the lexical arm''s, and with recall_window_beside on, the windows'' list beside it.';
+$pgrecall_5c425dd1a4fa$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -15607,7 +15689,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3047a1d41f72$recall/fusion.sql$pgrecall_3047a1d41f72$, null, 47, $pgrecall_3e4d7853bae1$c7c091579ce744f9ff8cda309ec138875eb9868dbba9482a4b103e73432fa873$pgrecall_3e4d7853bae1$, $pgrecall_c7c091579ce7$-- Recall, step 4 (plpgsql/recall/recall.sql composes the steps): the fused list.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3047a1d41f72$recall/fusion.sql$pgrecall_3047a1d41f72$, null, 47, $pgrecall_8d0151cefc9f$b637ba3f648202a16d611713befe84c92338de4cf5a62e249fd3667084bac88e$pgrecall_8d0151cefc9f$, $pgrecall_b637ba3f6482$-- Recall, step 4 (plpgsql/recall/recall.sql composes the steps): the fused list.
 --   _rrf_fuse          Reciprocal Rank Fusion of the two arms (message search
 --                      fuses its arms with it too): setting fusion = 'rrf'
 --   _score_fuse        the arms' scores, each over its own best, added:
@@ -15619,33 +15701,39 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3047a1
 --   _fused_candidates  what the permission walk reads: _fused_ids, or with the
 --                      people or time arm on, RRF of all four lists
 
--- Reciprocal Rank Fusion, written once: each id scores the sum of 1 / (k +
--- rank) over the lists it is in; best p_limit ids first (ties by id). Four
--- lists: recall's lexical, dense, people and time lists (_fused_candidates);
--- an empty list adds nothing, so two lists are _rrf_fuse below.
+-- Reciprocal Rank Fusion, written once: each id scores the sum of w / (k +
+-- rank) over the lists it is in (w the list's weight, 1 unless given); best
+-- p_limit ids first (ties by id). Up to five lists: recall's lexical, dense,
+-- people and time lists, and with recall_window_beside the windows' list
+-- (_fused_candidates); an empty list adds nothing, so two lists are
+-- _rrf_fuse below.
 create or replace function __tenant__._rrf_fuse4(p_first bigint[], p_second bigint[], p_third bigint[],
-                                                p_fourth bigint[], p_k double precision, p_limit integer)
+                                                p_fourth bigint[], p_k double precision, p_limit integer,
+                                                p_fifth bigint[] default '{}',
+                                                p_weights double precision[] default '{1,1,1,1,1}')
 returns bigint[]
 language sql immutable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
     with ranks as (
-        select x.id, x.ord from unnest(p_first) with ordinality as x(id, ord)
+        select x.id, x.ord, p_weights[1] as w from unnest(p_first) with ordinality as x(id, ord)
         union all
-        select x.id, x.ord from unnest(p_second) with ordinality as x(id, ord)
+        select x.id, x.ord, p_weights[2] as w from unnest(p_second) with ordinality as x(id, ord)
         union all
-        select x.id, x.ord from unnest(p_third) with ordinality as x(id, ord)
+        select x.id, x.ord, p_weights[3] as w from unnest(p_third) with ordinality as x(id, ord)
         union all
-        select x.id, x.ord from unnest(p_fourth) with ordinality as x(id, ord)
+        select x.id, x.ord, p_weights[4] as w from unnest(p_fourth) with ordinality as x(id, ord)
+        union all
+        select x.id, x.ord, p_weights[5] as w from unnest(p_fifth) with ordinality as x(id, ord)
     ), fused as (
-        select r.id, sum(1.0 / (p_k + r.ord)) as s from ranks r group by r.id
+        select r.id, sum(r.w / (p_k + r.ord)) as s from ranks r group by r.id
     )
     select coalesce(array_agg(f.id order by f.s desc, f.id), '{}')
       from (select * from fused order by s desc, id limit p_limit) f
 $$;
-comment on function __tenant__._rrf_fuse4(bigint[], bigint[], bigint[], bigint[], double precision, integer) is
-    'Internal: Reciprocal Rank Fusion of up to four ranked id lists (an empty one adds nothing), best p_limit first.';
+comment on function __tenant__._rrf_fuse4(bigint[], bigint[], bigint[], bigint[], double precision, integer, bigint[], double precision[]) is
+    'Internal: Reciprocal Rank Fusion of up to five ranked id lists, each weighted (1 unless given; an empty one adds nothing), best p_limit first.';
 
 -- Two lists (recall's arms under fusion rrf, message search's): _rrf_fuse4
 -- with the other two empty.
@@ -15729,12 +15817,15 @@ comment on function __tenant__._fused_ids(bigint[], double precision[], bigint[]
 -- arm found is often past the dense arm's first arm_candidates, and would
 -- count as no dense evidence at all where it has some (on LoCoMo, reading
 -- the arms' first 20 instead of 100 lost 0.03 of recall@5). The vectors of
--- p_ids (the rows asked for) are read by primary key.
+-- p_ids (the rows asked for) are read by primary key. p_bm25_scale: what a
+-- lexical score is a share of, when not the first's (the shares themselves,
+-- at 1, with recall_window_beside: _window_beside_shares).
 create or replace function __tenant__._evidence_scores(p_ids bigint[], p_lexical_ids bigint[],
                                                       p_bm25 double precision[], p_dense_ids bigint[],
                                                       p_cosines double precision[],
                                                       p_query_embedding double precision[], p_floor double precision,
-                                                      p_model text, p_version integer)
+                                                      p_model text, p_version integer,
+                                                      p_bm25_scale double precision default null)
 returns double precision[]
 language plpgsql stable
 security definer
@@ -15754,7 +15845,7 @@ begin
          where me.memory_id = any (p_ids) and me.model = p_model and me.input_version = p_version;
     end if;
     select coalesce(array_agg(
-               coalesce(p_bm25[array_position(p_lexical_ids, c.id)] / nullif(p_bm25[1], 0), 0)
+               coalesce(p_bm25[array_position(p_lexical_ids, c.id)] / nullif(coalesce(p_bm25_scale, p_bm25[1]), 0), 0)
                + case when cardinality(p_dense_ids) = 0 or me.cosine is null then 0
                       when p_cosines[1] > p_floor then greatest(me.cosine - p_floor, 0) / (p_cosines[1] - p_floor)
                       else (me.cosine >= p_floor)::integer end
@@ -15766,7 +15857,7 @@ begin
 end
 $$;
 comment on function __tenant__._evidence_scores(bigint[], bigint[], double precision[], bigint[], double precision[],
-                                                double precision[], double precision, text, integer) is
+                                                double precision[], double precision, text, integer, double precision) is
     'Internal: each memory''s evidence on score fusion''s scale (BM25 over the first BM25 plus the cosine above the floor over the dense first''s), the cosine computed for each.';
 
 -- The fused list recall's permission walk reads. With recall_people_arm on
@@ -15774,18 +15865,26 @@ comment on function __tenant__._evidence_scores(bigint[], bigint[], double preci
 -- other two; so is, with recall_question_time on, the list of the candidates
 -- said within the time the question names (_time_arm, recall/time_arm.sql).
 -- Score fusion has no scale for a list without scores of its own, so there
--- neither is added.
+-- neither is added. p_window_ids: with recall_window_beside, the windows'
+-- list (_window_candidates), fused beside the lexical arm's under RRF, each
+-- of the two at half a list's weight; under score fusion it is not used.
 create or replace function __tenant__._fused_candidates(
     p_lexical_ids bigint[], p_bm25 double precision[], p_dense_ids bigint[], p_cosines double precision[],
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
-    p_query text, p_settings jsonb)
+    p_query text, p_settings jsonb, p_window_ids bigint[] default '{}')
 returns bigint[]
 language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_fused bigint[] := _fused_ids(p_lexical_ids, p_bm25, p_dense_ids, p_cosines, p_settings);
+    -- the two lexical lists (the memories' own words, their windows) share the lexical arm's vote
+    v_weights double precision[] := case when cardinality(p_window_ids) > 0 then '{0.5, 1, 1, 1, 0.5}'
+                                         else '{1, 1, 1, 1, 1}' end;
+    v_fused bigint[] := case when cardinality(p_window_ids) > 0 and p_settings ->> 'fusion' in ('rrf', 'rrf_scores')
+                             then _rrf_fuse4(p_lexical_ids, p_dense_ids, '{}', '{}', (p_settings ->> 'rrf_k')::double precision,
+                                             (p_settings ->> 'walk_depth')::integer, p_window_ids, v_weights)
+                             else _fused_ids(p_lexical_ids, p_bm25, p_dense_ids, p_cosines, p_settings) end;
     v_people bigint[] := '{}';
     v_time bigint[] := '{}';
 begin
@@ -15802,13 +15901,13 @@ begin
         return v_fused;
     end if;
     return _rrf_fuse4(p_lexical_ids, p_dense_ids, v_people, v_time, (p_settings ->> 'rrf_k')::double precision,
-                      (p_settings ->> 'walk_depth')::integer);
+                      (p_settings ->> 'walk_depth')::integer, p_window_ids, v_weights);
 end
 $$;
 comment on function __tenant__._fused_candidates(bigint[], double precision[], bigint[], double precision[], bigint,
-                                                 text[], text, boolean, timestamptz, text, jsonb) is
-    'Internal: recall''s fused candidate ids: _fused_ids, or with recall_people_arm or recall_question_time on, RRF of the lexical and dense lists and the people and time lists.';
-$pgrecall_c7c091579ce7$)
+                                                 text[], text, boolean, timestamptz, text, jsonb, bigint[]) is
+    'Internal: recall''s fused candidate ids: _fused_ids, or with recall_people_arm, recall_question_time or recall_window_beside on, RRF of the lexical and dense lists, the people and time lists and the windows'' list (the two lexical lists at half weight each).';
+$pgrecall_b637ba3f6482$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -16094,16 +16193,19 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_568d0e42ed78$recall/ordering.sql$pgrecall_568d0e42ed78$, null, 51, $pgrecall_4699d483f91b$009ab3a1ec1e8d46f9d17b3569f94061645494a7818b641d3093855991570bd3$pgrecall_4699d483f91b$, $pgrecall_009ab3a1ec1e$-- Recall, step 6 (plpgsql/recall/recall.sql composes the steps): under the fusion rrf_scores, what
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_568d0e42ed78$recall/ordering.sql$pgrecall_568d0e42ed78$, null, 51, $pgrecall_c5cf63557bf5$dd5da80aa14cd8bd490ee666f0f97b7bcf02524e876b77e1505ce6f9cdc11494$pgrecall_c5cf63557bf5$, $pgrecall_dd5da80aa14c$-- Recall, step 6 (plpgsql/recall/recall.sql composes the steps): under the fusion rrf_scores, what
 -- orders the rows the permission walk passed.
 
 -- What orders the rows RRF chose under fusion rrf_scores (NULL under the
 -- other fusions): _evidence_scores, and with recall_question_time on, 1 more
 -- for each row of the question's period (_time_arm of the rows).
+-- p_window_ids, p_window_bm25: with recall_window_beside, the windows' list;
+-- the lexical evidence is then _window_beside_shares.
 create or replace function __tenant__._ordering_evidence(
     p_ids bigint[], p_lexical_ids bigint[], p_bm25 double precision[], p_dense_ids bigint[],
     p_cosines double precision[], p_query_embedding double precision[], p_principal_id bigint, p_scopes text[],
-    p_purpose text, p_include_superseded boolean, p_at timestamptz, p_query text, p_settings jsonb)
+    p_purpose text, p_include_superseded boolean, p_at timestamptz, p_query text, p_settings jsonb,
+    p_window_ids bigint[] default '{}', p_window_bm25 double precision[] default '{}')
 returns double precision[]
 language plpgsql stable
 security definer
@@ -16112,14 +16214,21 @@ as $$
 declare
     v_evidence double precision[];
     v_then bigint[] := '{}';
+    v_bm25_scale double precision;  -- what a lexical score is a share of (NULL: the lexical arm's first)
 begin
     if p_settings ->> 'fusion' is distinct from 'rrf_scores' then
         return null;
     end if;
+    if cardinality(p_window_ids) > 0 then
+        -- the lexical evidence is the mean of a memory's shares by its own words and by its window
+        select w.ids, w.shares, 1.0 into p_lexical_ids, p_bm25, v_bm25_scale
+          from _window_beside_shares(p_lexical_ids, p_bm25, p_window_ids, p_window_bm25) w;
+    end if;
     v_evidence := _evidence_scores(p_ids, p_lexical_ids, p_bm25, p_dense_ids, p_cosines,
                                    case when cardinality(p_dense_ids) > 0 then p_query_embedding end,
                                    (p_settings ->> 'dense_floor')::double precision,
-                                   p_settings ->> 'embedding_model', (p_settings ->> 'embedding_input_version')::integer);
+                                   p_settings ->> 'embedding_model', (p_settings ->> 'embedding_input_version')::integer,
+                                   v_bm25_scale);
     if (p_settings -> 'recall_question_time')::boolean then
         v_then := _time_arm(p_ids, p_principal_id, p_scopes, p_purpose, p_include_superseded, p_at, p_query);
     end if;
@@ -16132,9 +16241,9 @@ end
 $$;
 comment on function __tenant__._ordering_evidence(bigint[], bigint[], double precision[], bigint[],
                                                   double precision[], double precision[], bigint, text[], text,
-                                                  boolean, timestamptz, text, jsonb) is
+                                                  boolean, timestamptz, text, jsonb, bigint[], double precision[]) is
     'Internal: the evidence that orders RRF''s rows under rrf_scores, each row of the query''s period raised by 1 with recall_question_time on.';
-$pgrecall_009ab3a1ec1e$)
+$pgrecall_dd5da80aa14c$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -16287,7 +16396,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 53, $pgrecall_64676a9be423$d690344ba7708f0e082416822797200e6048ffeaafe402a9cadadb9c4c0ae2f5$pgrecall_64676a9be423$, $pgrecall_d690344ba770$-- recall: ranked retrieval, in the design's order (section 6). Each step is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$, null, 53, $pgrecall_31a29025bd61$55240222890a57f0a31e754b33bb45bd301689e6a3843e51c781e380596500b2$pgrecall_31a29025bd61$, $pgrecall_55240222890a$-- recall: ranked retrieval, in the design's order (section 6). Each step is
 -- a function of its own that a DBA can call and test alone; recall_answer()
 -- runs them in order. Each step's file is in this folder (plpgsql/recall/),
 -- named for the step, and plpgsql/install_order lists them in this order.
@@ -16305,6 +16414,9 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342c
 --      terms on, terms in prune_df_ratio or more of memories are dropped:
 --        _lexical_arm = _query_terms, _prune_terms, _lexical_recruiters,
 --        _lexical_candidates (recall/lexical_arm.sql)
+--   2b. with recall_window_beside on, the lexical arm once more over the
+--      memories' windows, a list of its own for steps 4 and 6:
+--        _lexical_lists = _lexical_arm twice (recall/window_arm.sql)
 --   3. dense arm: cosine against current embeddings, floor dense_floor; exact
 --      when few memories are eligible, HNSW with iterative scan otherwise:
 --        _dense_reason, _dense_arm (recall/dense_arm.sql)
@@ -16320,7 +16432,9 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342c
 --      entities the question names, a list of its own fused by RRF; with
 --      recall_question_time on, those said within the time the question names:
 --        _fused_candidates = _people_arm, _time_arm, _rrf_fuse4
---        (recall/people_arm.sql, recall/time_arm.sql, recall/fusion.sql)
+--        (recall/people_arm.sql, recall/time_arm.sql, recall/fusion.sql);
+--      with recall_window_beside on, the windows' list too, it and the
+--      lexical arm's at half weight each
 --   5. permission walk over the fused list: a candidate whose provenance the
 --      principal may not see is dropped:
 --        _walk_provenance (recall/permission_walk.sql)
@@ -16534,12 +16648,12 @@ declare
     v_mode text := coalesce(p_mode, v_set ->> 'default_mode');
     v_include boolean := coalesce(p_include_superseded, false);
     v_depth integer;
-    v_terms text[] := '{}';
-    v_dropped text[] := '{}';
+    v_terms text[] := '{}'; v_dropped text[] := '{}';  -- the query's terms, those pruned
     v_stats_source text;
     v_recruited_by tsquery;
     v_recruited boolean := false;
     v_lex_ids bigint[] := '{}'; v_lex_scores double precision[] := '{}';     -- the lexical arm's rows
+    v_window_ids bigint[] := '{}'; v_window_scores double precision[] := '{}';  -- recall_window_beside's list
     v_dense_reason text;
     v_few bigint[];              -- the ids the principal may see, when they are few
     v_dense_method text;
@@ -16570,10 +16684,10 @@ begin
                              p_as_of, v_as_of.vector_ids) d;
     end if;
     if v_mode in ('hybrid', 'lexical') then                                  -- 2.
-        select a.ids, a.scores, a.terms, a.dropped, a.term_stats, a.recruited_by, a.recruited
-          into v_lex_ids, v_lex_scores, v_terms, v_dropped, v_stats_source, v_recruited_by, v_recruited
-          from _lexical_arm(v_principal, p_scopes, p_purpose, v_include, p_at, p_query, v_depth, v_set, v_few,
-                            p_as_of, v_as_of.ids, v_as_of.tsvs) a;
+        select a.* into v_lex_ids, v_lex_scores, v_terms, v_dropped, v_stats_source, v_recruited_by, v_recruited,
+                        v_window_ids, v_window_scores  -- _lexical_lists' columns, in order
+          from _lexical_lists(v_principal, p_scopes, p_purpose, v_include, p_at, p_query, v_depth, v_set, v_few,
+                              p_as_of, v_as_of.ids, v_as_of.tsvs) a;                -- 2b.
     end if;
     if v_dense_reason is null and v_dense_method is null then                -- 3.
         select a.ids, a.cosines, a.method into v_dense_ids, v_dense_cos, v_dense_method
@@ -16584,12 +16698,12 @@ begin
       from _fact_arm(v_principal, p_scopes, p_purpose, p_at, p_query, p_as_of) a;
     v_kept_ids := _walk_provenance(_fused_candidates(v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,  -- 4.
                                                      v_principal, p_scopes, p_purpose, v_include, p_at, p_query,
-                                                     v_set), v_principal, p_scopes, p_as_of);  -- 5.
+                                                     v_set, v_window_ids), v_principal, p_scopes, p_as_of);  -- 5.
     v_kept_ids := _spread_over_answer(v_kept_ids, p_limit, v_terms, v_dropped, v_principal, p_scopes, p_purpose,  -- 5b.
                                       v_include, p_at, v_depth, v_set, v_few, p_as_of, v_as_of.ids, v_as_of.tsvs);
     v_evidence := _ordering_evidence(v_kept_ids[1:p_limit], v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
                                      p_query_embedding, v_principal, p_scopes, p_purpose, v_include, p_at, p_query,
-                                     v_set);
+                                     v_set, v_window_ids, v_window_scores);
     -- 7. Metadata, with counts taken after the walk (the tables are read apart: _recall_freshness).
     v_lag := _recall_freshness(v_principal, p_scopes, p_purpose, v_include, p_at);
     v_answer.meta := jsonb_populate_record(null::recall_meta, jsonb_build_object(  -- by field name
@@ -16640,7 +16754,7 @@ $$;
 comment on function __tenant__.recall(text, text[], text, text, double precision[], text, integer, boolean, timestamptz, text,
                                       timestamptz) is
     'Ranked recall of the memories (and facts about entities the query names) the principal may see: BM25 lexical arm with term pruning, floored dense arm, fusion (by default RRF chooses the rows and the arms'' evidence orders them), permission walk. With its metadata: recall_answer().';
-$pgrecall_d690344ba770$)
+$pgrecall_55240222890a$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

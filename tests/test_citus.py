@@ -508,6 +508,15 @@ def test_a_reply_is_found_by_its_questions_words_on_a_distributed_tenant(cluster
     with handle(cluster, acme) as mem:
         assert [i.body for i in mem.recall("zqpottery", mode="lexical").items] == ["We made two bowls and a cup"]
         assert mem.recall("zqpottery", mode="hybrid").items[0].body == "We made two bowls and a cup"
+    # recall_window_beside: the windows a list of their own beside the memories' own words (the second call of
+    # the lexical arm, on the worker too)
+    with psycopg.connect(cluster.coordinator.dsn(), autocommit=True) as conn:
+        conn.execute(f"select {acme}.set_setting('recall_lexical_window', 'false')")
+        conn.execute(f"select {acme}.set_setting('recall_window_beside', 'true')")
+    with handle(cluster, acme) as mem:
+        assert [i.body for i in mem.recall("zqpottery", mode="lexical").items] == ["We made two bowls and a cup"]
+        assert mem.recall("zqpottery", mode="hybrid").items[0].body == "We made two bowls and a cup"
+        assert [i.body for i in mem.recall("salmon", mode="lexical").items] == ["Ana's cat Miso only eats salmon"]
 
 
 def test_a_dense_recall_of_a_tenant_large_enough_for_the_estimate_answers_through_the_coordinator(cluster,

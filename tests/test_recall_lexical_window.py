@@ -19,9 +19,14 @@ ASKED = "Anything else?"
 OWN = "My zqpottery teacher says hello."
 
 
-def window_setting(conninfo, on: bool) -> None:
+def window_setting(conninfo, on: bool, key: str = "recall_lexical_window") -> None:
     with conninfo.connect(user="pgrecall_acme_admin") as admin:
-        admin.execute("select acme.set_setting('recall_lexical_window', %s::jsonb)", ("true" if on else "false",))
+        admin.execute("select acme.set_setting(%s, %s::jsonb)", (key, "true" if on else "false"))
+
+
+# The windows scored in the lexical arm's place, or as a list of their own beside it (migration 0051):
+# what a window may hold, and what erasing takes out of it, is the same rule both ways.
+BOTH_WAYS = pytest.mark.parametrize("key", ["recall_lexical_window", "recall_window_beside"])
 
 
 def said(mem, text: str, actor: str) -> int:
@@ -77,7 +82,8 @@ def test_a_memory_not_embedded_yet_is_found_by_its_own_words(acme, conninfo, pot
     assert ids(acme.recall("zqkiln", mode="lexical")) == [fresh]
 
 
-def test_a_neighbour_its_audience_did_not_see_is_not_in_its_window(acme, conninfo, db):
+@BOTH_WAYS
+def test_a_neighbour_its_audience_did_not_see_is_not_in_its_window(acme, conninfo, db, key):
     s = acme.create_session("ana first, ben later")
     acme.add_session_peers(s, ["ana", "bot"])
     [secret] = acme.add_messages(s, [{"actor": "ana", "body": "The zqsecret code is heron"}])
@@ -87,14 +93,15 @@ def test_a_neighbour_its_audience_did_not_see_is_not_in_its_window(acme, conninf
     ben = acme.remember("Ben likes jazz", evidence=[jazz.offset], purposes=["converse"], audience="ben",
                         principal="ben").memory_id
     drain(conninfo)
-    window_setting(conninfo, True)
+    window_setting(conninfo, True, key)
     words = window_words(db, ben)
     assert "zqsecret" not in words and "zqtrumpet" in words
     assert ids(acme.recall("zqtrumpet", mode="lexical", principal="ben")) == [ben]
     assert ids(acme.recall("zqsecret", mode="lexical", principal="ben")) == []
 
 
-def test_erasing_a_neighbour_takes_its_words_out_of_the_window(acme, conninfo, db, acme_admin):
+@BOTH_WAYS
+def test_erasing_a_neighbour_takes_its_words_out_of_the_window(acme, conninfo, db, acme_admin, key):
     s = acme.create_session("neighbours")
     acme.add_session_peers(s, ["ana", "ben"])
     _, rows, _ = acme.add_messages(s, [
@@ -104,7 +111,7 @@ def test_erasing_a_neighbour_takes_its_words_out_of_the_window(acme, conninfo, d
     ben = acme.remember("Ben rows on Sundays", evidence=[rows.offset], purposes=["converse"], audience="ben",
                         principal="ben").memory_id
     drain(conninfo)
-    window_setting(conninfo, True)
+    window_setting(conninfo, True, key)
     assert "zqneighbour" in window_words(db, ben)
     assert ids(acme.recall("zqneighbour", mode="lexical", principal="ben")) == [ben]
 
@@ -118,12 +125,40 @@ def test_erasing_a_neighbour_takes_its_words_out_of_the_window(acme, conninfo, d
     assert ids(acme.recall("zqneighbour", mode="lexical", principal="ben")) == []
 
 
-def test_the_setting_is_a_boolean(conninfo):
+@BOTH_WAYS
+def test_the_setting_is_a_boolean(acme, conninfo, key):
     import psycopg
 
     with conninfo.connect(user="pgrecall_acme_admin") as admin, pytest.raises(psycopg.Error) as e:
-        admin.execute("select acme.set_setting('recall_lexical_window', '\"yes\"'::jsonb)")
-    assert "recall_lexical_window" in str(e.value)
+        admin.execute("select acme.set_setting(%s, '\"yes\"'::jsonb)", (key,))
+    assert f"setting '{key}' takes a boolean value" in str(e.value)
+
+
+def test_beside_its_own_words_a_reply_is_found_by_the_words_of_the_question(acme, conninfo, pottery):
+    reply, later, own = pottery
+    window_setting(conninfo, True, "recall_window_beside")
+    r = acme.recall("zqpottery", mode="lexical")
+    assert ids(r) == [own, reply], "found by its own word first, the reply by its question's"
+    assert r.items[1].body == REPLY, "the memory's own text, never its window"
+    r = acme.recall("zqpottery", mode="hybrid")
+    assert r.dense_available and ids(r)[0] == own and reply in ids(r), ids(r)
+    assert len(set(ids(r))) == len(ids(r)), "a memory comes once, found by its words, its window and its vector"
+    assert ids(acme.recall("zqpottery", mode="lexical")) == [own, reply]
+    # the lexical arm's own list is by the memories' own words, whatever recall_lexical_window says
+    window_setting(conninfo, True)
+    assert ids(acme.recall("zqpottery", mode="lexical")) == [own, reply]
+    window_setting(conninfo, False, "recall_window_beside")
+    window_setting(conninfo, False)
+    assert ids(acme.recall("zqpottery", mode="lexical")) == [own]
+
+
+def test_beside_its_own_words_as_of_a_past_moment_a_memory_is_found_by_its_own_words(acme, conninfo, pottery):
+    from datetime import UTC, datetime
+
+    reply, later, own = pottery
+    window_setting(conninfo, True, "recall_window_beside")
+    assert ids(acme.recall("zqpottery", mode="lexical", as_of=datetime.now(UTC))) == [own], \
+        "a window holds today's neighbours"
 
 
 def test_a_tenant_upgraded_to_0049_gets_its_windows_from_a_plain_rebuild(acme, conninfo, db, pottery):

@@ -10,33 +10,39 @@
 --   _fused_candidates  what the permission walk reads: _fused_ids, or with the
 --                      people or time arm on, RRF of all four lists
 
--- Reciprocal Rank Fusion, written once: each id scores the sum of 1 / (k +
--- rank) over the lists it is in; best p_limit ids first (ties by id). Four
--- lists: recall's lexical, dense, people and time lists (_fused_candidates);
--- an empty list adds nothing, so two lists are _rrf_fuse below.
+-- Reciprocal Rank Fusion, written once: each id scores the sum of w / (k +
+-- rank) over the lists it is in (w the list's weight, 1 unless given); best
+-- p_limit ids first (ties by id). Up to five lists: recall's lexical, dense,
+-- people and time lists, and with recall_window_beside the windows' list
+-- (_fused_candidates); an empty list adds nothing, so two lists are
+-- _rrf_fuse below.
 create or replace function __tenant__._rrf_fuse4(p_first bigint[], p_second bigint[], p_third bigint[],
-                                                p_fourth bigint[], p_k double precision, p_limit integer)
+                                                p_fourth bigint[], p_k double precision, p_limit integer,
+                                                p_fifth bigint[] default '{}',
+                                                p_weights double precision[] default '{1,1,1,1,1}')
 returns bigint[]
 language sql immutable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
     with ranks as (
-        select x.id, x.ord from unnest(p_first) with ordinality as x(id, ord)
+        select x.id, x.ord, p_weights[1] as w from unnest(p_first) with ordinality as x(id, ord)
         union all
-        select x.id, x.ord from unnest(p_second) with ordinality as x(id, ord)
+        select x.id, x.ord, p_weights[2] as w from unnest(p_second) with ordinality as x(id, ord)
         union all
-        select x.id, x.ord from unnest(p_third) with ordinality as x(id, ord)
+        select x.id, x.ord, p_weights[3] as w from unnest(p_third) with ordinality as x(id, ord)
         union all
-        select x.id, x.ord from unnest(p_fourth) with ordinality as x(id, ord)
+        select x.id, x.ord, p_weights[4] as w from unnest(p_fourth) with ordinality as x(id, ord)
+        union all
+        select x.id, x.ord, p_weights[5] as w from unnest(p_fifth) with ordinality as x(id, ord)
     ), fused as (
-        select r.id, sum(1.0 / (p_k + r.ord)) as s from ranks r group by r.id
+        select r.id, sum(r.w / (p_k + r.ord)) as s from ranks r group by r.id
     )
     select coalesce(array_agg(f.id order by f.s desc, f.id), '{}')
       from (select * from fused order by s desc, id limit p_limit) f
 $$;
-comment on function __tenant__._rrf_fuse4(bigint[], bigint[], bigint[], bigint[], double precision, integer) is
-    'Internal: Reciprocal Rank Fusion of up to four ranked id lists (an empty one adds nothing), best p_limit first.';
+comment on function __tenant__._rrf_fuse4(bigint[], bigint[], bigint[], bigint[], double precision, integer, bigint[], double precision[]) is
+    'Internal: Reciprocal Rank Fusion of up to five ranked id lists, each weighted (1 unless given; an empty one adds nothing), best p_limit first.';
 
 -- Two lists (recall's arms under fusion rrf, message search's): _rrf_fuse4
 -- with the other two empty.
@@ -120,12 +126,15 @@ comment on function __tenant__._fused_ids(bigint[], double precision[], bigint[]
 -- arm found is often past the dense arm's first arm_candidates, and would
 -- count as no dense evidence at all where it has some (on LoCoMo, reading
 -- the arms' first 20 instead of 100 lost 0.03 of recall@5). The vectors of
--- p_ids (the rows asked for) are read by primary key.
+-- p_ids (the rows asked for) are read by primary key. p_bm25_scale: what a
+-- lexical score is a share of, when not the first's (the shares themselves,
+-- at 1, with recall_window_beside: _window_beside_shares).
 create or replace function __tenant__._evidence_scores(p_ids bigint[], p_lexical_ids bigint[],
                                                       p_bm25 double precision[], p_dense_ids bigint[],
                                                       p_cosines double precision[],
                                                       p_query_embedding double precision[], p_floor double precision,
-                                                      p_model text, p_version integer)
+                                                      p_model text, p_version integer,
+                                                      p_bm25_scale double precision default null)
 returns double precision[]
 language plpgsql stable
 security definer
@@ -145,7 +154,7 @@ begin
          where me.memory_id = any (p_ids) and me.model = p_model and me.input_version = p_version;
     end if;
     select coalesce(array_agg(
-               coalesce(p_bm25[array_position(p_lexical_ids, c.id)] / nullif(p_bm25[1], 0), 0)
+               coalesce(p_bm25[array_position(p_lexical_ids, c.id)] / nullif(coalesce(p_bm25_scale, p_bm25[1]), 0), 0)
                + case when cardinality(p_dense_ids) = 0 or me.cosine is null then 0
                       when p_cosines[1] > p_floor then greatest(me.cosine - p_floor, 0) / (p_cosines[1] - p_floor)
                       else (me.cosine >= p_floor)::integer end
@@ -157,7 +166,7 @@ begin
 end
 $$;
 comment on function __tenant__._evidence_scores(bigint[], bigint[], double precision[], bigint[], double precision[],
-                                                double precision[], double precision, text, integer) is
+                                                double precision[], double precision, text, integer, double precision) is
     'Internal: each memory''s evidence on score fusion''s scale (BM25 over the first BM25 plus the cosine above the floor over the dense first''s), the cosine computed for each.';
 
 -- The fused list recall's permission walk reads. With recall_people_arm on
@@ -165,18 +174,26 @@ comment on function __tenant__._evidence_scores(bigint[], bigint[], double preci
 -- other two; so is, with recall_question_time on, the list of the candidates
 -- said within the time the question names (_time_arm, recall/time_arm.sql).
 -- Score fusion has no scale for a list without scores of its own, so there
--- neither is added.
+-- neither is added. p_window_ids: with recall_window_beside, the windows'
+-- list (_window_candidates), fused beside the lexical arm's under RRF, each
+-- of the two at half a list's weight; under score fusion it is not used.
 create or replace function __tenant__._fused_candidates(
     p_lexical_ids bigint[], p_bm25 double precision[], p_dense_ids bigint[], p_cosines double precision[],
     p_principal_id bigint, p_scopes text[], p_purpose text, p_include_superseded boolean, p_at timestamptz,
-    p_query text, p_settings jsonb)
+    p_query text, p_settings jsonb, p_window_ids bigint[] default '{}')
 returns bigint[]
 language plpgsql stable
 security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_fused bigint[] := _fused_ids(p_lexical_ids, p_bm25, p_dense_ids, p_cosines, p_settings);
+    -- the two lexical lists (the memories' own words, their windows) share the lexical arm's vote
+    v_weights double precision[] := case when cardinality(p_window_ids) > 0 then '{0.5, 1, 1, 1, 0.5}'
+                                         else '{1, 1, 1, 1, 1}' end;
+    v_fused bigint[] := case when cardinality(p_window_ids) > 0 and p_settings ->> 'fusion' in ('rrf', 'rrf_scores')
+                             then _rrf_fuse4(p_lexical_ids, p_dense_ids, '{}', '{}', (p_settings ->> 'rrf_k')::double precision,
+                                             (p_settings ->> 'walk_depth')::integer, p_window_ids, v_weights)
+                             else _fused_ids(p_lexical_ids, p_bm25, p_dense_ids, p_cosines, p_settings) end;
     v_people bigint[] := '{}';
     v_time bigint[] := '{}';
 begin
@@ -193,9 +210,9 @@ begin
         return v_fused;
     end if;
     return _rrf_fuse4(p_lexical_ids, p_dense_ids, v_people, v_time, (p_settings ->> 'rrf_k')::double precision,
-                      (p_settings ->> 'walk_depth')::integer);
+                      (p_settings ->> 'walk_depth')::integer, p_window_ids, v_weights);
 end
 $$;
 comment on function __tenant__._fused_candidates(bigint[], double precision[], bigint[], double precision[], bigint,
-                                                 text[], text, boolean, timestamptz, text, jsonb) is
-    'Internal: recall''s fused candidate ids: _fused_ids, or with recall_people_arm or recall_question_time on, RRF of the lexical and dense lists and the people and time lists.';
+                                                 text[], text, boolean, timestamptz, text, jsonb, bigint[]) is
+    'Internal: recall''s fused candidate ids: _fused_ids, or with recall_people_arm, recall_question_time or recall_window_beside on, RRF of the lexical and dense lists, the people and time lists and the windows'' list (the two lexical lists at half weight each).';

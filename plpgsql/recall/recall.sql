@@ -16,6 +16,9 @@
 --      terms on, terms in prune_df_ratio or more of memories are dropped:
 --        _lexical_arm = _query_terms, _prune_terms, _lexical_recruiters,
 --        _lexical_candidates (recall/lexical_arm.sql)
+--   2b. with recall_window_beside on, the lexical arm once more over the
+--      memories' windows, a list of its own for steps 4 and 6:
+--        _lexical_lists = _lexical_arm twice (recall/window_arm.sql)
 --   3. dense arm: cosine against current embeddings, floor dense_floor; exact
 --      when few memories are eligible, HNSW with iterative scan otherwise:
 --        _dense_reason, _dense_arm (recall/dense_arm.sql)
@@ -31,7 +34,9 @@
 --      entities the question names, a list of its own fused by RRF; with
 --      recall_question_time on, those said within the time the question names:
 --        _fused_candidates = _people_arm, _time_arm, _rrf_fuse4
---        (recall/people_arm.sql, recall/time_arm.sql, recall/fusion.sql)
+--        (recall/people_arm.sql, recall/time_arm.sql, recall/fusion.sql);
+--      with recall_window_beside on, the windows' list too, it and the
+--      lexical arm's at half weight each
 --   5. permission walk over the fused list: a candidate whose provenance the
 --      principal may not see is dropped:
 --        _walk_provenance (recall/permission_walk.sql)
@@ -245,12 +250,12 @@ declare
     v_mode text := coalesce(p_mode, v_set ->> 'default_mode');
     v_include boolean := coalesce(p_include_superseded, false);
     v_depth integer;
-    v_terms text[] := '{}';
-    v_dropped text[] := '{}';
+    v_terms text[] := '{}'; v_dropped text[] := '{}';  -- the query's terms, those pruned
     v_stats_source text;
     v_recruited_by tsquery;
     v_recruited boolean := false;
     v_lex_ids bigint[] := '{}'; v_lex_scores double precision[] := '{}';     -- the lexical arm's rows
+    v_window_ids bigint[] := '{}'; v_window_scores double precision[] := '{}';  -- recall_window_beside's list
     v_dense_reason text;
     v_few bigint[];              -- the ids the principal may see, when they are few
     v_dense_method text;
@@ -281,10 +286,10 @@ begin
                              p_as_of, v_as_of.vector_ids) d;
     end if;
     if v_mode in ('hybrid', 'lexical') then                                  -- 2.
-        select a.ids, a.scores, a.terms, a.dropped, a.term_stats, a.recruited_by, a.recruited
-          into v_lex_ids, v_lex_scores, v_terms, v_dropped, v_stats_source, v_recruited_by, v_recruited
-          from _lexical_arm(v_principal, p_scopes, p_purpose, v_include, p_at, p_query, v_depth, v_set, v_few,
-                            p_as_of, v_as_of.ids, v_as_of.tsvs) a;
+        select a.* into v_lex_ids, v_lex_scores, v_terms, v_dropped, v_stats_source, v_recruited_by, v_recruited,
+                        v_window_ids, v_window_scores  -- _lexical_lists' columns, in order
+          from _lexical_lists(v_principal, p_scopes, p_purpose, v_include, p_at, p_query, v_depth, v_set, v_few,
+                              p_as_of, v_as_of.ids, v_as_of.tsvs) a;                -- 2b.
     end if;
     if v_dense_reason is null and v_dense_method is null then                -- 3.
         select a.ids, a.cosines, a.method into v_dense_ids, v_dense_cos, v_dense_method
@@ -295,12 +300,12 @@ begin
       from _fact_arm(v_principal, p_scopes, p_purpose, p_at, p_query, p_as_of) a;
     v_kept_ids := _walk_provenance(_fused_candidates(v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,  -- 4.
                                                      v_principal, p_scopes, p_purpose, v_include, p_at, p_query,
-                                                     v_set), v_principal, p_scopes, p_as_of);  -- 5.
+                                                     v_set, v_window_ids), v_principal, p_scopes, p_as_of);  -- 5.
     v_kept_ids := _spread_over_answer(v_kept_ids, p_limit, v_terms, v_dropped, v_principal, p_scopes, p_purpose,  -- 5b.
                                       v_include, p_at, v_depth, v_set, v_few, p_as_of, v_as_of.ids, v_as_of.tsvs);
     v_evidence := _ordering_evidence(v_kept_ids[1:p_limit], v_lex_ids, v_lex_scores, v_dense_ids, v_dense_cos,
                                      p_query_embedding, v_principal, p_scopes, p_purpose, v_include, p_at, p_query,
-                                     v_set);
+                                     v_set, v_window_ids, v_window_scores);
     -- 7. Metadata, with counts taken after the walk (the tables are read apart: _recall_freshness).
     v_lag := _recall_freshness(v_principal, p_scopes, p_purpose, v_include, p_at);
     v_answer.meta := jsonb_populate_record(null::recall_meta, jsonb_build_object(  -- by field name
