@@ -241,36 +241,49 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 #variable_conflict use_column
+declare
+    v_first record;
+    v_before bigint;
 begin
-    with firsts as (
-        select distinct on (o.session_id) o.id, o.audience
-          from observation o
-         where o.scope = p_scope and o.log_offset > p_from and o.log_offset <= p_to
-         order by o.session_id, o.log_offset
-    ), before as (
-        select t.before_id, f.audience
-          from firsts f
-          join _turns_around(array(select f.id from firsts f)) t on t.observation_id = f.id
-         where t.before_id is not null
-    )
-    insert into embedding_job as j (memory_id, enqueued_at)
-    select _unkept_on_citus(m.id), clock_timestamp()
-      from before b
-      join memory_link l on l.target_observation_id = b.before_id and l.link_type = 'derived_from'
-      join memory m on m.id = l.memory_id
-     where m.superseded_by is null and m.invalidated_at is null
-       and _audience_within(m.audience_peer_id, b.audience)
-       and (select e.target_observation_id
-              from memory_link e join observation o on o.id = e.target_observation_id
-             where e.memory_id = m.id and e.link_type = 'derived_from'
-             order by o.log_offset limit 1) = b.before_id
-       and (exists (select 1 from embedding_job q where q.memory_id = m.id and q.leased_by is not null)
-            or exists (select 1 from memory_embedding me where me.memory_id = m.id and me.input_version = 2))
-    on conflict (memory_id) do update
-        set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null;
-    if found then
-        perform _notify('embed');
-    end if;
+    -- The first new turn of each conversation, by the new turns' offsets ("offset 0" keeps them apart: a
+    -- plan made on a short log otherwise walked the scope's whole log in (session, offset) order to find them).
+    for v_first in
+        select distinct on (n.session_id) n.session_id, n.log_offset, n.audience
+          from (select o.session_id, o.log_offset, o.audience from observation o
+                 where o.scope = p_scope and o.log_offset > p_from and o.log_offset <= p_to offset 0) n
+         order by n.session_id, n.log_offset
+    loop
+        -- The turn before it in its conversation, in the order of observation_neighbours, read backwards
+        -- from it (as _turns_around finds it, without reading the rest of the log).
+        if v_first.session_id is null then
+            select o.id into v_before from observation o
+             where o.scope = p_scope and o.session_id is null and o.log_offset < v_first.log_offset
+             order by o.scope desc, o.session_id desc, o.log_offset desc limit 1;
+        else
+            select o.id into v_before from observation o
+             where o.scope = p_scope and o.session_id = v_first.session_id and o.log_offset < v_first.log_offset
+             order by o.scope desc, o.session_id desc, o.log_offset desc limit 1;
+        end if;
+        continue when v_before is null;
+        insert into embedding_job as j (memory_id, enqueued_at)
+        select _unkept_on_citus(m.id), clock_timestamp()
+          from memory_link l
+          join memory m on m.id = l.memory_id
+         where l.target_observation_id = v_before and l.link_type = 'derived_from'
+           and m.superseded_by is null and m.invalidated_at is null
+           and _audience_within(m.audience_peer_id, v_first.audience)
+           and (select e.target_observation_id
+                  from memory_link e join observation o on o.id = e.target_observation_id
+                 where e.memory_id = m.id and e.link_type = 'derived_from'
+                 order by o.log_offset limit 1) = v_before
+           and (exists (select 1 from embedding_job q where q.memory_id = m.id and q.leased_by is not null)
+                or exists (select 1 from memory_embedding me where me.memory_id = m.id and me.input_version = 2))
+        on conflict (memory_id) do update
+            set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null;
+        if found then
+            perform _notify('embed');
+        end if;
+    end loop;
 end
 $$;
 comment on function __tenant__._queue_turns_before(text, bigint, bigint) is
