@@ -8795,7 +8795,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$, null, 25, $pgrecall_d9026990b40d$1d9d13c19cae3281b0668be914cbe12e16a6d6cf1e4d120fd393aaec33feb195$pgrecall_d9026990b40d$, $pgrecall_1d9d13c19cae$-- Facts: asserting (closing and splitting what it contradicts), retracting,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$, null, 25, $pgrecall_aee0bf88148e$8acfdd1f5e678a0bdf5cdd3dbec955902b2e275a43401749bf10ca00c7a87531$pgrecall_aee0bf88148e$, $pgrecall_8acfdd1f5e67$-- Facts: asserting (closing and splitting what it contradicts), retracting,
 -- citing, and the bitemporal question "what was true at T1 as we knew it at T2".
 -- Errors: PR111 unknown predicate, PR112 evidence does not match its
 -- observation, PR113 role policy (a human's fact on an assistant's word only),
@@ -9366,20 +9366,22 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_now timestamptz;
+    v_known_until timestamptz;
     v_fact fact;
 begin
     perform _check_scopes(p_scopes);
     v_fact := _visible_fact(_peer_id(p_principal), p_scopes, p_fact_id);
     perform _check_reason(p_reason, 'a retraction needs a reason', null, 1000);
     perform 1 from entity e where e.id = v_fact.subject_id for update;
-    if not exists (select 1 from fact f where f.id = p_fact_id and upper_inf(f.known)) then
+    -- The end is computed here, not in the UPDATE: Citus refuses a volatile function there, and a stable one
+    -- (timestamptz + interval) applied to a column. Read under the subject's lock, which fact writers take.
+    select greatest(clock_timestamp(), lower(f.known) + interval '1 microsecond') into v_known_until
+      from fact f where f.id = p_fact_id and upper_inf(f.known);
+    if not found then
         perform _fail('PR108', format('fact %s is no longer current: it was closed or retracted already', p_fact_id));
     end if;
-    v_now := clock_timestamp();  -- taken first: Citus refuses a volatile function in an UPDATE
     return query
-    update fact f set known = tstzrange(lower(f.known), greatest(v_now, lower(f.known) + interval '1 microsecond')),
-                      retraction_reason = _trim(p_reason)
+    update fact f set known = tstzrange(lower(f.known), v_known_until), retraction_reason = _trim(p_reason)
      where f.id = p_fact_id
     returning f.id, f.known;
 end
@@ -9563,7 +9565,7 @@ end
 $$;
 comment on function __tenant__.assert_facts(text, text[], text, jsonb) is
     'assert_fact() for a batch (a JSON array of items), in order and all-or-nothing; one row per item.';
-$pgrecall_1d9d13c19cae$)
+$pgrecall_8acfdd1f5e67$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

@@ -179,6 +179,25 @@ def test_facts_keep_one_current_value_on_the_worker(cluster, tenant_factory):
                          (scope, subject, asserted_by))
 
 
+def test_a_fact_retracted_through_the_coordinator_is_no_longer_believed_but_its_history_stays(cluster,
+                                                                                                tenant_factory):
+    acme = tenant_factory("acme")
+    populated(cluster, acme)
+    with handle(cluster, acme) as mem:
+        turn = mem.append("I work at Acme", role="user", actor="ana")
+        fact = mem.assert_fact("ana", "works_at", "Acme", evidence=[{"offset": turn, "quote": "I work at Acme"}])
+        believed = datetime.now(UTC)
+        assert [i.body for i in mem.recall("where does ana work", embed=False).items if i.item == "fact"] == \
+            ["ana works at Acme"]
+        retracted = mem.retract_fact(fact.fact_id, reason="she was joking")
+        assert retracted.fact_id == fact.fact_id and retracted.known.upper is not None
+        assert mem.facts_as_of("ana", "works_at") == []
+        assert [i for i in mem.recall("where does ana work", embed=False).items if i.item == "fact"] == []
+        assert [f.object for f in mem.facts_as_of("ana", "works_at", known_at=believed)] == ["Acme"]
+        with pytest.raises(errors.MemoryNotLive, match="no longer current"):
+            mem.retract_fact(fact.fact_id, reason="again")
+
+
 def test_an_erasure_on_the_cluster_leaves_a_zero_residual_and_its_receipt(cluster, tenant_factory):
     acme = tenant_factory("acme")
     populated(cluster, acme)
