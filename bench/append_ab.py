@@ -51,6 +51,8 @@ def main() -> None:
         trees = {"this": Path(__file__).resolve().parents[1], "other": Path(args.other).resolve()}
         times: dict[str, list[float]] = {t: [] for t in trees}
         queued: dict[str, int] = {t: 0 for t in trees}
+        early: dict[str, list[float]] = {t: [] for t in trees}  # the first half of a conversation's turns
+        late: dict[str, list[float]] = {t: [] for t in trees}
         k = 0
         for r in range(args.rounds):
             for name in (list(trees) if r % 2 == 0 else list(reversed(trees))):
@@ -68,6 +70,7 @@ def main() -> None:
                         elapsed = (time.perf_counter() - started) * 1000
                         if t >= 20:  # the session's first calls plan the statements
                             times[name].append(elapsed)
+                            (early if t < args.turns // 2 else late)[name].append(elapsed)
                         conn.execute(REMEMBER, (f"{('Ana', 'Ben')[t % 2]} went sailing on day {k}", offset,
                                                 ("ana", "ben")[t % 2], vector(k))).fetchall()
                 with psycopg.connect(admin, autocommit=True) as conn:
@@ -79,10 +82,11 @@ def main() -> None:
     p50 = {t: statistics.median(v) for t, v in times.items()}
     print(f"append_observation, {args.rounds} rounds x {args.turns} turns a tree (the first 20 of each untimed), "
           f"load {load[0]:.2f} at the end")
-    print("| tree | p50 ms | p95 ms | n | memories queued again |")
-    print("|---|---|---|---|---|")
+    print("| tree | p50 ms | p95 ms | n | p50 first half / second half of a conversation | memories queued again |")
+    print("|---|---|---|---|---|---|")
     for t, v in times.items():
-        print(f"| {t} | {p50[t]:.3f} | {statistics.quantiles(v, n=20)[18]:.3f} | {len(v)} | {queued[t]} |")
+        print(f"| {t} | {p50[t]:.3f} | {statistics.quantiles(v, n=20)[18]:.3f} | {len(v)} | "
+              f"{statistics.median(early[t]):.3f} / {statistics.median(late[t]):.3f} | {queued[t]} |")
     print(f"this / other p50: {p50['this'] / p50['other']:.3f}")
 
 

@@ -12383,7 +12383,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$, null, 36, $pgrecall_b0bbdf8b2bf3$4535ad787b7524cc3eec613b9190fc88fa139073565e875a41bc718f6cdb6ea8$pgrecall_b0bbdf8b2bf3$, $pgrecall_4535ad787b75$-- Embeddings are a derived index: the write path queues work here, the
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$, null, 36, $pgrecall_a690e809c5a4$bcc3c2d384ec47c9edf5f7b8114eb288b60f70b9681ef1edd3ef69b807d37e19$pgrecall_a690e809c5a4$, $pgrecall_bcc3c2d384ec$-- Embeddings are a derived index: the write path queues work here, the
 -- worker (pgrecall worker) claims it with SKIP LOCKED under a lease, embeds
 -- the text this file chooses, and stores the vector stamped with the model
 -- and input version. A result computed from text that has since changed, or
@@ -12613,11 +12613,15 @@ comment on function __tenant__._memories_embedding_turns(bigint[]) is
 -- after its first evidence, and a memory embedded while its evidence was the
 -- latest turn of its conversation had no turn after it. The turn that comes
 -- next is that one, so appending turns queues again, at a new generation (a
--- worker holding the old one stores nothing), the memories whose first
--- evidence is the turn just before the first new turn of each conversation
--- the new turns are in, when their audience fits within the new turn's (else
--- their text does not change). A memory never embedded under version 2 is
--- left alone: its job, when it runs, reads the turns as they are then.
+-- worker holding the old one stores nothing), the memories derived from the
+-- turn just before the first new turn of each conversation the new turns are
+-- in, when their audience fits within the new turn's (else their text does
+-- not change). A memory that cites that turn but not first is queued once too
+-- often, never missed: finding its first evidence would join the log on every
+-- append. A memory never embedded under version 2 is left alone: its job,
+-- when it runs, reads the turns as they are then. Each statement probes (the
+-- log backwards from the new turn, the links by their target): an append's
+-- cost does not grow with its conversation (test_plans_stay_probes).
 -- p_from, p_to: the new turns' offsets in p_scope, p_from excluded.
 create or replace function __tenant__._queue_turns_before(p_scope text, p_from bigint, p_to bigint)
 returns void
@@ -12629,6 +12633,7 @@ as $$
 declare
     v_first record;
     v_before bigint;
+    v_memories bigint[];
 begin
     -- The first new turn of each conversation, by the new turns' offsets ("offset 0" keeps them apart: a
     -- plan made on a short log otherwise walked the scope's whole log in (session, offset) order to find them).
@@ -12650,17 +12655,17 @@ begin
              order by o.scope desc, o.session_id desc, o.log_offset desc limit 1;
         end if;
         continue when v_before is null;
+        -- its memories by the links' target index, read alone (joined, a plan made on few links read them all)
+        v_memories := array(select l.memory_id from memory_link l
+                             where l.target_observation_id = v_before and l.link_type = 'derived_from'
+                             order by l.target_observation_id offset 0);
+        continue when cardinality(v_memories) = 0;
         insert into embedding_job as j (memory_id, enqueued_at)
         select _unkept_on_citus(m.id), clock_timestamp()
-          from memory_link l
-          join memory m on m.id = l.memory_id
-         where l.target_observation_id = v_before and l.link_type = 'derived_from'
+          from memory m
+         where m.id = any (v_memories)
            and m.superseded_by is null and m.invalidated_at is null
            and _audience_within(m.audience_peer_id, v_first.audience)
-           and (select e.target_observation_id
-                  from memory_link e join observation o on o.id = e.target_observation_id
-                 where e.memory_id = m.id and e.link_type = 'derived_from'
-                 order by o.log_offset limit 1) = v_before
            and (exists (select 1 from embedding_job q where q.memory_id = m.id and q.leased_by is not null)
                 or exists (select 1 from memory_embedding me where me.memory_id = m.id and me.input_version = 2))
         on conflict (memory_id) do update
@@ -13062,7 +13067,7 @@ end
 $$;
 comment on function __tenant__.set_embedding_version(text, integer) is
     'Switches the embedding model or input version and queues every live memory; stale vectors are ignored until rebuilt.';
-$pgrecall_4535ad787b75$)
+$pgrecall_bcc3c2d384ec$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

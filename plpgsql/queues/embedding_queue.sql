@@ -228,11 +228,15 @@ comment on function __tenant__._memories_embedding_turns(bigint[]) is
 -- after its first evidence, and a memory embedded while its evidence was the
 -- latest turn of its conversation had no turn after it. The turn that comes
 -- next is that one, so appending turns queues again, at a new generation (a
--- worker holding the old one stores nothing), the memories whose first
--- evidence is the turn just before the first new turn of each conversation
--- the new turns are in, when their audience fits within the new turn's (else
--- their text does not change). A memory never embedded under version 2 is
--- left alone: its job, when it runs, reads the turns as they are then.
+-- worker holding the old one stores nothing), the memories derived from the
+-- turn just before the first new turn of each conversation the new turns are
+-- in, when their audience fits within the new turn's (else their text does
+-- not change). A memory that cites that turn but not first is queued once too
+-- often, never missed: finding its first evidence would join the log on every
+-- append. A memory never embedded under version 2 is left alone: its job,
+-- when it runs, reads the turns as they are then. Each statement probes (the
+-- log backwards from the new turn, the links by their target): an append's
+-- cost does not grow with its conversation (test_plans_stay_probes).
 -- p_from, p_to: the new turns' offsets in p_scope, p_from excluded.
 create or replace function __tenant__._queue_turns_before(p_scope text, p_from bigint, p_to bigint)
 returns void
@@ -244,6 +248,7 @@ as $$
 declare
     v_first record;
     v_before bigint;
+    v_memories bigint[];
 begin
     -- The first new turn of each conversation, by the new turns' offsets ("offset 0" keeps them apart: a
     -- plan made on a short log otherwise walked the scope's whole log in (session, offset) order to find them).
@@ -265,17 +270,17 @@ begin
              order by o.scope desc, o.session_id desc, o.log_offset desc limit 1;
         end if;
         continue when v_before is null;
+        -- its memories by the links' target index, read alone (joined, a plan made on few links read them all)
+        v_memories := array(select l.memory_id from memory_link l
+                             where l.target_observation_id = v_before and l.link_type = 'derived_from'
+                             order by l.target_observation_id offset 0);
+        continue when cardinality(v_memories) = 0;
         insert into embedding_job as j (memory_id, enqueued_at)
         select _unkept_on_citus(m.id), clock_timestamp()
-          from memory_link l
-          join memory m on m.id = l.memory_id
-         where l.target_observation_id = v_before and l.link_type = 'derived_from'
+          from memory m
+         where m.id = any (v_memories)
            and m.superseded_by is null and m.invalidated_at is null
            and _audience_within(m.audience_peer_id, v_first.audience)
-           and (select e.target_observation_id
-                  from memory_link e join observation o on o.id = e.target_observation_id
-                 where e.memory_id = m.id and e.link_type = 'derived_from'
-                 order by o.log_offset limit 1) = v_before
            and (exists (select 1 from embedding_job q where q.memory_id = m.id and q.leased_by is not null)
                 or exists (select 1 from memory_embedding me where me.memory_id = m.id and me.input_version = 2))
         on conflict (memory_id) do update
