@@ -54,7 +54,10 @@ def prepare(admin: str, dsn, memories: int) -> None:
 
 
 def one_call(conn: psycopg.Connection, tenant: str, kind: str, i: int, offsets: list[int], qtexts, qvecs) -> None:
-    if kind == "remember":
+    if kind == "append":  # not in KINDS: --kinds append
+        conn.execute(f"select {tenant}.append_observation('agent', %s, %s, %s, 'user')",
+                     (SCOPES, SCOPES[0], f"ab appends turn number {i} about zq{i}")).fetchone()
+    elif kind == "remember":
         conn.execute(f"select * from {tenant}.remember('agent', %s, %s, %s, %s, array['converse'])",
                      (SCOPES, SCOPES[0], f"ab remembers fact number {i} about zq{i}", [offsets[i]])).fetchall()
     else:

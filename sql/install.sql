@@ -4961,7 +4961,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea28f6e9696f$shared/settings.sql$pgrecall_ea28f6e9696f$, null, 6, $pgrecall_48018099a7b2$d8156c52a513579d239cdfcbb54b004c37f260e9a9bcb79a955d94819a0e74ec$pgrecall_48018099a7b2$, $pgrecall_d8156c52a513$-- Reading per-tenant settings from inside the tenant's functions.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea28f6e9696f$shared/settings.sql$pgrecall_ea28f6e9696f$, null, 6, $pgrecall_3f0214b1f60c$0103e360a98fa11420269b74d7d04eadfdb4e8479baa0f6a04f519d58d9c1824$pgrecall_3f0214b1f60c$, $pgrecall_0103e360a98f$-- Reading per-tenant settings from inside the tenant's functions.
 
 -- Returns the setting's value; a missing key is a bug in pgrecall, not user
 -- input, so it raises rather than returning a default that hides the bug.
@@ -5087,7 +5087,10 @@ comment on function __tenant__._plan_cache_mode() is
 -- kept misses for an INSERT: citusdata/citus#8824, fixed after 14.0.1): ~135 KB a remember on the tenant's
 -- worker, in a session of the coordinator's that lives as long as the client's, and ~50 us an INSERT more
 -- than one Citus keeps no plan for (a volatile function in it), which is parsed and planned again but copies
--- nothing. On one server it is one function call (~2 us).
+-- nothing. On one server it is one function call (~2 us). Every single-row INSERT ... VALUES of a tenant
+-- function needs it unless one of its values already comes from a volatile function (a sequence's default,
+-- clock_timestamp()): such an INSERT is planned anew each time too, so it keeps nothing. UPDATEs, DELETEs
+-- and INSERT ... SELECT are not kept this way (bench/results/citus-write-paths-20261207.md).
 create or replace function __tenant__._unkept_on_citus(p_value anyelement)
 returns anyelement
 language plpgsql volatile
@@ -5100,7 +5103,7 @@ end
 $$;
 comment on function __tenant__._unkept_on_citus(anyelement) is
     'Internal: its argument, volatile so that Citus keeps no local plan of an INSERT that passes a value through it (a plan kept there grows at each execution).';
-$pgrecall_d8156c52a513$)
+$pgrecall_0103e360a98f$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -5589,7 +5592,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b520323bc$log/append_observation.sql$pgrecall_ab1b520323bc$, null, 13, $pgrecall_ea6f5b824804$32ac7e1cfffe18ee0e8c8bcee39e1abb6d943f5808e0bb87a7d6b411793169e4$pgrecall_ea6f5b824804$, $pgrecall_32ac7e1cfffe$-- Appending to the log. Offsets come from the scope's counter under its row
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b520323bc$log/append_observation.sql$pgrecall_ab1b520323bc$, null, 13, $pgrecall_93502414b7b0$9ac5bf38e028aa289fa7ebf8e1f6ec571dcc0a73c8ddea344df9432a831904b3$pgrecall_93502414b7b0$, $pgrecall_9ac5bf38e028$-- Appending to the log. Offsets come from the scope's counter under its row
 -- lock, held to commit: concurrent writers queue per scope, a rolled-back
 -- append gives its offsets back, and offsets are contiguous with no
 -- duplicates. append_observation() appends one row and append_observations()
@@ -5909,7 +5912,7 @@ begin
          where o.scope = p_scope and o.log_offset > v_base and o.log_offset <= v_base + v_count;
     end if;
     if v_passages > 0 then
-        insert into passage_stat as s (scope, passages, lexemes) values (p_scope, v_passages, v_lexemes)
+        insert into passage_stat as s (scope, passages, lexemes) values (_unkept_on_citus(p_scope), v_passages, v_lexemes)
         on conflict (scope) do update
             set passages = s.passages + excluded.passages, lexemes = s.lexemes + excluded.lexemes;
     end if;
@@ -6001,7 +6004,7 @@ end
 $$;
 comment on function __tenant__.log_watermark(text, text[], text) is
     'The largest offset below which the scope''s log has no hole (committed appends only).';
-$pgrecall_32ac7e1cfffe$)
+$pgrecall_9ac5bf38e028$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -8070,7 +8073,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7e4eb4c25106$memory/revise.sql$pgrecall_7e4eb4c25106$, null, 20, $pgrecall_f43bb6896643$3c6c64f0af1ad4cccb92d9fe5a8119aa12138f7492057634fb4aedb4b47e4644$pgrecall_f43bb6896643$, $pgrecall_3c6c64f0af1a$-- correct, supersede and forget: the three ways a memory changes after it is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7e4eb4c25106$memory/revise.sql$pgrecall_7e4eb4c25106$, null, 20, $pgrecall_c6ae1ec5927d$e9ae80b1b29d2b8585a3b163f79383f3249861b66200bc1c574b28ecb8948414$pgrecall_c6ae1ec5927d$, $pgrecall_e9ae80b1b29d$-- correct, supersede and forget: the three ways a memory changes after it is
 -- written. Each takes the revision the caller read; the loser of a race gets
 -- PR105 and nothing it sent is written. correct and supersede cite the
 -- observations they stand on, like every other write, and as remember()
@@ -8214,7 +8217,8 @@ begin
                         order by x);
 
     insert into memory_revision (memory_id, revision, kind, title, body, confidence, changed_by, reason)
-    values (v_old.id, v_old.revision, v_old.kind, v_old.title, v_old.body, v_old.confidence, v_principal, p_reason);
+    values (_unkept_on_citus(v_old.id), v_old.revision, v_old.kind, v_old.title, v_old.body, v_old.confidence,
+            v_principal, p_reason);
     perform _register('memory_revision', v_old.id || ':' || v_old.revision, v_sources);
 
     foreach v_obs in array v_evidence loop
@@ -8372,7 +8376,7 @@ end
 $$;
 comment on function __tenant__.forget(text, text[], bigint, text, integer) is
     'Invalidates a memory with a reason; it is no longer read or recalled. Nothing is forgotten unless asked.';
-$pgrecall_3c6c64f0af1a$)
+$pgrecall_e9ae80b1b29d$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -10960,7 +10964,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33a3f5a05d39$sessions/sessions.sql$pgrecall_33a3f5a05d39$, null, 32, $pgrecall_fe491bf74e1d$744bd942f76610105975760025089a86891f2a8d09b51629b0419bb9f38ae5ac$pgrecall_fe491bf74e1d$, $pgrecall_744bd942f766$-- Sessions and the peers in them (design section 5).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33a3f5a05d39$sessions/sessions.sql$pgrecall_33a3f5a05d39$, null, 32, $pgrecall_ff10407ea969$08f90b1e5f9efe478d039b6db263a2ccc5b1db1e91d00075b6ae366ef6358147$pgrecall_ff10407ea969$, $pgrecall_08f90b1e5f9e$-- Sessions and the peers in them (design section 5).
 --
 -- A session lives in one scope; its messages are observations of that scope
 -- with its id. Each session peer carries two flags: observe the others
@@ -11093,7 +11097,7 @@ begin
     if p_name is null then
         v_id := nextval(pg_get_serial_sequence('__tenant__.session', 'id'));
         insert into session (id, scope, name, metadata, data_subject_ids)
-        values (v_id, p_scope, 'session ' || v_id, p_metadata, _with_subject('{}', v_subject));
+        values (_unkept_on_citus(v_id), p_scope, 'session ' || v_id, p_metadata, _with_subject('{}', v_subject));
         return v_id;
     end if;
     insert into session as s (scope, name, metadata, data_subject_ids)
@@ -11548,7 +11552,8 @@ begin
     if v_session is null or (v_last is not null and v_at - v_last > v_gap) then
         v_session := nextval(pg_get_serial_sequence('__tenant__.session', 'id'));
         insert into session (id, scope, name, turn_log, data_subject_ids)
-        values (v_session, p_scope, format('%s #%s', p_log, v_session), p_log, _with_subject('{}', v_subject));
+        values (_unkept_on_citus(v_session), p_scope, format('%s #%s', p_log, v_session), p_log,
+                _with_subject('{}', v_subject));
         v_opened := true;
     end if;
     if exists (select 1 from unnest(array[normalize(p_actor, NFC), normalize(p_principal, NFC)]) n(name)
@@ -11572,7 +11577,7 @@ comment on function __tenant__.log_turn(text, text[], text, text, text, text, te
     'Appends a turn to a turn log: to its newest session, or to a new one after a gap of more than turn_gap_seconds; '
     'p_data_subject_id (else the actor''s, else the session''s) tags the turn, and the session it opens; '
     'p_audience narrows who may see it.';
-$pgrecall_744bd942f766$)
+$pgrecall_08f90b1e5f9e$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -13721,7 +13726,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$, null, 39, $pgrecall_fa8dbf5560e7$80a4019b66b48a8af670ce48514523dc051a5fd85d02d51bcd131c43655a9e25$pgrecall_fa8dbf5560e7$, $pgrecall_80a4019b66b4$-- Corpus statistics for BM25 and term pruning.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$, null, 39, $pgrecall_0300c1f95f9c$19680a9c403d801c3011d773f36fb89a2d10256897a5f43c1cb42852c3827a8a$pgrecall_0300c1f95f9c$, $pgrecall_19680a9c403d$-- Corpus statistics for BM25 and term pruning.
 --
 -- Document frequencies come from a snapshot (term_stat, corpus_stat) taken by
 -- refresh_term_stats(), which the worker runs when the corpus has grown by
@@ -13924,7 +13929,7 @@ begin
     insert into corpus_stat as c (singleton, documents, avg_length, max_memory_id, refreshed_at, memories, revisions,
                                   total_length, pending_ids, pending_since, recounted_documents, recounted_erased,
                                   window_avg_length)
-    values (true, p_documents, v_avg, p_max, now(), p_memories, p_revisions, p_total_length, p_pending, p_since,
+    values (_unkept_on_citus(true), p_documents, v_avg, p_max, now(), p_memories, p_revisions, p_total_length, p_pending, p_since,
             p_recounted_documents, p_recounted_erased, v_window_avg)
     on conflict (singleton) do update
         set documents = excluded.documents, avg_length = excluded.avg_length,
@@ -14145,7 +14150,7 @@ end
 $$;
 comment on function __tenant__._retext_terms(bigint[], jsonb, bigint[]) is
     'Internal: move the term statistics from memories'' old texts (_term_uses before) to their new ones; returns the terms they dropped.';
-$pgrecall_80a4019b66b4$)
+$pgrecall_19680a9c403d$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -18188,7 +18193,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$, null, 58, $pgrecall_1fe3f29bde30$7a9206687c9e46dca8cb9e56e229f8d4967c8f46fb93e7004cf4bc27ea30cab3$pgrecall_1fe3f29bde30$, $pgrecall_7a9206687c9e$-- A key-value store on memories, for LangGraph's BaseStore
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$, null, 58, $pgrecall_bd510f0db7f1$a74bacf66f242b465411ee99c89e493e843d86d3fd9f4e8eb899c514cabf7c3b$pgrecall_bd510f0db7f1$, $pgrecall_a74bacf66f24$-- A key-value store on memories, for LangGraph's BaseStore
 -- (pgrecall.integrations.langgraph; migration 0037). An item is a memory with
 -- a namespace, a key and a JSON object as its value. Its partition is a scope
 -- and an audience: the one principal (p_shared false, the default) or the
@@ -18446,8 +18451,8 @@ begin
     else
         v_id := v_old.id;
         insert into memory_revision (memory_id, revision, kind, title, body, confidence, changed_by, reason, store_value)
-        values (v_old.id, v_old.revision, v_old.kind, v_old.title, v_old.body, v_old.confidence, v_principal,
-                'put through the store', v_old.store_value);
+        values (_unkept_on_citus(v_old.id), v_old.revision, v_old.kind, v_old.title, v_old.body, v_old.confidence,
+                v_principal, 'put through the store', v_old.store_value);
         perform _register('memory_revision', v_old.id || ':' || v_old.revision,
                           _memory_observations(array[v_old.id]) || v_obs);
         update memory m
@@ -18720,7 +18725,7 @@ comment on function __tenant__.store_list_namespaces(text, text[], text, text[],
                                                      text, boolean) is
     'The namespaces of the store items the principal may use: prefix and suffix conditions ("*" any label), cut to '
     'max_depth labels, distinct, in code-point order.';
-$pgrecall_7a9206687c9e$)
+$pgrecall_a74bacf66f24$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

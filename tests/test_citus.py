@@ -621,6 +621,72 @@ def test_a_session_that_remembers_on_the_worker_keeps_its_plans_the_same_size(cl
     assert after_fifty - after_ten < 256 * 1024, (after_ten, after_fifty)
 
 
+def _turns_and_memories(mem, count):
+    turns = [mem.append(f"Ana keeps hive {i} behind the barn", role="user", actor="ana") for i in range(count)]
+    return [(mem.remember(f"Ana keeps hive {i}", evidence=[turn], purposes=["converse"], embed=False).memory_id, turn)
+            for i, turn in enumerate(turns)]
+
+
+def _correct_one(mem, i, state):
+    memory, turn = state[0]
+    revision = mem.read(memory, purpose="converse").revision
+    mem.correct(memory, f"Ana keeps hive {i}, the blue one", revision=revision, evidence=[turn])
+
+
+def _refresh_after_a_remember(mem, i, state):
+    with pgrecall.connect(state, tenant=mem.tenant, principal="ana", scopes=["default"]) as app:  # new words
+        _turns_and_memories(app, 1)
+    mem.refresh_term_stats()
+
+
+# Each writes with a single-row INSERT ... VALUES that Citus 14.0.1 routed by its parameters, re-planned and kept
+# another copy of at every execution (citusdata/citus#8824): ~32 KB a call (~80 KB a refresh) more in the kept
+# plans of the worker's session, never given back while it lives (bench/results/citus-write-paths-20261207.md).
+GROWING_WRITES = {
+    # the scope's passage counts (passage_stat): every append, append_many, log_turn, add_messages, store_put
+    "append": ("app", lambda mem: None,
+               lambda mem, i, state: mem.append(f"Ana keeps hive {i} behind the barn", role="user", actor="ana")),
+    "correct": ("app", lambda mem: _turns_and_memories(mem, 1), _correct_one),  # the old text (memory_revision)
+    "store_put": ("app", lambda mem: None,  # a put of a live key: its old value (memory_revision)
+                  lambda mem, i, state: mem.store_put("default", ["prefs"], "hive", {"hives": i}, ["converse"])),
+    "create_session": ("app", lambda mem: None, lambda mem, i, state: mem.create_session()),  # one it names
+    "log_turn": ("app", lambda mem: None,  # a turn that opens its log's first session
+                 lambda mem, i, state: mem.log_turn(f"log {i}", "ana", f"hive {i}", role="user")),
+    "refresh_term_stats": ("worker", lambda mem: None, _refresh_after_a_remember),  # corpus_stat
+}
+
+
+@pytest.mark.parametrize("write", sorted(GROWING_WRITES))
+def test_a_session_that_writes_on_the_worker_keeps_its_plans_the_same_size(cluster, tenant_factory, write):
+    # As a remember's (above): a client's session through the coordinator keeps one session on the tenant's
+    # worker, where each delegated write runs. 50 calls grew that session's kept plans by 1.8 to 5.8 MB.
+    role, prepare, call = GROWING_WRITES[write]
+    acme = tenant_factory("acme")
+    populated(cluster, acme)
+    node = placements(cluster, acme)[0][0]
+    holder = next(w for w in cluster.worker_nodes if w.port == node)
+    with psycopg.connect(holder.dsn(), autocommit=True) as conn:  # to read its own session's memory contexts
+        conn.execute("set citus.enable_ddl_propagation = off")
+        conn.execute(f"grant select on pg_backend_memory_contexts to pgrecall_{acme}_{role}")
+        conn.execute(f"grant execute on function pg_get_backend_memory_contexts() to pgrecall_{acme}_{role}")
+    with pgrecall.connect(holder.dsn(user=f"pgrecall_{acme}_app"), tenant=acme, principal="ana",
+                          scopes=["default"]) as setup:
+        state = prepare(setup) if role == "app" else holder.dsn(user=f"pgrecall_{acme}_app")
+    with psycopg.connect(holder.dsn(user=f"pgrecall_{acme}_{role}"), autocommit=True) as conn:
+        mem = pgrecall.Memory(acme, conn=conn, principal="ana", scopes=["default"])
+
+        def kept_plans():
+            return conn.execute("select sum(total_bytes) from pg_backend_memory_contexts where name = 'CachedPlan'"
+                                ).fetchone()[0]
+
+        for i in range(60):
+            if i == 10:  # past the five calls on which PL/pgSQL plans anew (plan_cache_mode auto)
+                after_ten = kept_plans()
+            call(mem, i, state)
+        after_sixty = kept_plans()
+    assert after_sixty - after_ten < 256 * 1024, (after_ten, after_sixty)
+
+
 def test_a_tenant_moves_while_writers_append_and_a_reader_recalls(cluster, tenant_factory, monkeypatch, capsys):
     acme = tenant_factory("acme")
     populated(cluster, acme)

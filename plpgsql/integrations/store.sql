@@ -256,8 +256,8 @@ begin
     else
         v_id := v_old.id;
         insert into memory_revision (memory_id, revision, kind, title, body, confidence, changed_by, reason, store_value)
-        values (v_old.id, v_old.revision, v_old.kind, v_old.title, v_old.body, v_old.confidence, v_principal,
-                'put through the store', v_old.store_value);
+        values (_unkept_on_citus(v_old.id), v_old.revision, v_old.kind, v_old.title, v_old.body, v_old.confidence,
+                v_principal, 'put through the store', v_old.store_value);
         perform _register('memory_revision', v_old.id || ':' || v_old.revision,
                           _memory_observations(array[v_old.id]) || v_obs);
         update memory m

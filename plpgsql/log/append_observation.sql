@@ -318,7 +318,7 @@ begin
          where o.scope = p_scope and o.log_offset > v_base and o.log_offset <= v_base + v_count;
     end if;
     if v_passages > 0 then
-        insert into passage_stat as s (scope, passages, lexemes) values (p_scope, v_passages, v_lexemes)
+        insert into passage_stat as s (scope, passages, lexemes) values (_unkept_on_citus(p_scope), v_passages, v_lexemes)
         on conflict (scope) do update
             set passages = s.passages + excluded.passages, lexemes = s.lexemes + excluded.lexemes;
     end if;

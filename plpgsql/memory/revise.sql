@@ -142,7 +142,8 @@ begin
                         order by x);
 
     insert into memory_revision (memory_id, revision, kind, title, body, confidence, changed_by, reason)
-    values (v_old.id, v_old.revision, v_old.kind, v_old.title, v_old.body, v_old.confidence, v_principal, p_reason);
+    values (_unkept_on_citus(v_old.id), v_old.revision, v_old.kind, v_old.title, v_old.body, v_old.confidence,
+            v_principal, p_reason);
     perform _register('memory_revision', v_old.id || ':' || v_old.revision, v_sources);
 
     foreach v_obs in array v_evidence loop

@@ -201,7 +201,7 @@ begin
     insert into corpus_stat as c (singleton, documents, avg_length, max_memory_id, refreshed_at, memories, revisions,
                                   total_length, pending_ids, pending_since, recounted_documents, recounted_erased,
                                   window_avg_length)
-    values (true, p_documents, v_avg, p_max, now(), p_memories, p_revisions, p_total_length, p_pending, p_since,
+    values (_unkept_on_citus(true), p_documents, v_avg, p_max, now(), p_memories, p_revisions, p_total_length, p_pending, p_since,
             p_recounted_documents, p_recounted_erased, v_window_avg)
     on conflict (singleton) do update
         set documents = excluded.documents, avg_length = excluded.avg_length,

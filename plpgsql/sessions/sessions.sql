@@ -131,7 +131,7 @@ begin
     if p_name is null then
         v_id := nextval(pg_get_serial_sequence('__tenant__.session', 'id'));
         insert into session (id, scope, name, metadata, data_subject_ids)
-        values (v_id, p_scope, 'session ' || v_id, p_metadata, _with_subject('{}', v_subject));
+        values (_unkept_on_citus(v_id), p_scope, 'session ' || v_id, p_metadata, _with_subject('{}', v_subject));
         return v_id;
     end if;
     insert into session as s (scope, name, metadata, data_subject_ids)
@@ -586,7 +586,8 @@ begin
     if v_session is null or (v_last is not null and v_at - v_last > v_gap) then
         v_session := nextval(pg_get_serial_sequence('__tenant__.session', 'id'));
         insert into session (id, scope, name, turn_log, data_subject_ids)
-        values (v_session, p_scope, format('%s #%s', p_log, v_session), p_log, _with_subject('{}', v_subject));
+        values (_unkept_on_citus(v_session), p_scope, format('%s #%s', p_log, v_session), p_log,
+                _with_subject('{}', v_subject));
         v_opened := true;
     end if;
     if exists (select 1 from unnest(array[normalize(p_actor, NFC), normalize(p_principal, NFC)]) n(name)

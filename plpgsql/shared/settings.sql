@@ -124,7 +124,10 @@ comment on function __tenant__._plan_cache_mode() is
 -- kept misses for an INSERT: citusdata/citus#8824, fixed after 14.0.1): ~135 KB a remember on the tenant's
 -- worker, in a session of the coordinator's that lives as long as the client's, and ~50 us an INSERT more
 -- than one Citus keeps no plan for (a volatile function in it), which is parsed and planned again but copies
--- nothing. On one server it is one function call (~2 us).
+-- nothing. On one server it is one function call (~2 us). Every single-row INSERT ... VALUES of a tenant
+-- function needs it unless one of its values already comes from a volatile function (a sequence's default,
+-- clock_timestamp()): such an INSERT is planned anew each time too, so it keeps nothing. UPDATEs, DELETEs
+-- and INSERT ... SELECT are not kept this way (bench/results/citus-write-paths-20261207.md).
 create or replace function __tenant__._unkept_on_citus(p_value anyelement)
 returns anyelement
 language plpgsql volatile
