@@ -57,6 +57,7 @@ PRINCIPAL = "assistant"
 CATEGORY_ORDER = ("single-hop", "multi-hop", "temporal", "open-domain", "adversarial")
 REPO = Path(__file__).resolve().parent.parent
 SETTINGS: dict = {}  # --setting key=value (JSON), applied to each tenant after install
+LIVE = False  # --live: the worker embeds after each turn
 
 
 def log(msg: str) -> None:
@@ -128,9 +129,10 @@ def latency(seconds: list[float]) -> dict:
 # -- loading ------------------------------------------------------------------
 
 
-def ingest(mem, turns: list[dict], *, store_questions: bool) -> dict:
+def ingest(mem, turns: list[dict], *, store_questions: bool, after_each_turn=None) -> dict:
     """Append every turn and remember it, with its keys; returns the memory_id -> dia_id map and what remember
-    said."""
+    said. after_each_turn: called after each turn (--live: the worker embeds what is queued, as a worker
+    running beside a conversation does)."""
     from pgrecall.deriver import statement_keys
 
     conversations = sorted({t["conversation_id"] for t in turns})
@@ -181,6 +183,8 @@ def ingest(mem, turns: list[dict], *, store_questions: bool) -> dict:
         else:
             refused.append({"conversation_id": turn["conversation_id"], "dia_id": turn["dia_id"], "body": body,
                             "reason": got.reason, "existing_memory_id": got.memory_id})
+        if after_each_turn:
+            after_each_turn()
     keyed = write_keys(mem, keyed_memories)
     elapsed = time.perf_counter() - started
     return {"memory_dia": memory_dia, "statuses": dict(statuses), "keys": keyed, "refused": refused,
@@ -223,6 +227,22 @@ def coverage(queries: list[dict], stored: set[tuple[str, str]]) -> dict:
         "recall_ceiling": round(statistics.fmean(share), 4),
         "recall_ceiling_by_category": {c: round(statistics.fmean(by_cat[c]), 4) for c in CATEGORY_ORDER if c in by_cat},
     }
+
+
+def live_worker(tenant: str, versions: list[int]):
+    """--live: the input version set before the first turn, and the real worker draining the queue after each
+    turn, over one connection: a memory is embedded before the next turn of its conversation exists."""
+    import psycopg
+
+    from pgrecall import db
+    from pgrecall.worker import Worker
+
+    if len(versions) != 1:
+        raise SystemExit("--live embeds while the conversation is loaded: give one input version (--versions 2)")
+    with psycopg.connect(db.tenant_conninfo(tenant, "admin"), autocommit=True) as admin:
+        admin.execute(f"select {tenant}.set_embedding_version(%s, %s)", (MODEL, versions[0]))
+    worker = Worker(tenant, conninfo=db.tenant_conninfo(tenant, "worker"))
+    return worker.drain
 
 
 def embed(tenant: str, conninfo: str, version: int, expect: int) -> dict:
@@ -378,8 +398,9 @@ def evaluate_tenant(tenant: str, turns, queries, versions, *, store_questions: b
     conninfo = db.tenant_conninfo(tenant)
     out: dict = {"tenant": tenant, "label": label}
     with pgrecall.connect(conninfo, tenant=tenant, principal=PRINCIPAL) as mem:
-        log(f"[{label}] ingest: {len(turns)} turns")
-        loaded = ingest(mem, turns, store_questions=store_questions)
+        log(f"[{label}] ingest: {len(turns)} turns" + (" (live: embedded after each turn)" if LIVE else ""))
+        loaded = ingest(mem, turns, store_questions=store_questions,
+                        after_each_turn=live_worker(tenant, versions) if LIVE else None)
         memory_dia = loaded.pop("memory_dia")
         out["ingest"] = {**{k: v for k, v in loaded.items() if k not in ("refused", "reworded")},
                          "seconds": round(loaded["seconds"], 2),
@@ -779,6 +800,9 @@ def main(argv=None) -> int:
     parser.add_argument("--baseline", metavar="NAME",
                         help="after the run, print the adoption check (PASS/FAIL per conversation and category) "
                              "of this run against <out>/runs/NAME.json")
+    parser.add_argument("--live", action="store_true",
+                        help="embed after each turn, as a worker running beside the conversation does (one input "
+                             "version), instead of after the whole conversation is loaded")
     parser.add_argument("--max-queries", type=int, default=None,
                         help="evaluate only the first N questions (a quick check)")
     args = parser.parse_args(argv)
@@ -791,6 +815,8 @@ def main(argv=None) -> int:
     for item in args.setting:
         key, _, value = item.partition("=")
         SETTINGS[key] = json.loads(value)
+    global LIVE
+    LIVE = args.live
     t_start = time.perf_counter()
     load_start = os.getloadavg()
     git = git_info()

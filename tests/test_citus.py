@@ -640,7 +640,7 @@ def _refresh_after_a_remember(mem, i, state):
 
 
 # Each writes with a single-row INSERT ... VALUES that Citus 14.0.1 routed by its parameters, re-planned and kept
-# another copy of at every execution (citusdata/citus#8824): ~32 KB a call (~80 KB a refresh) more in the kept
+# another copy of at every execution (citusdata/citus#8824): 32-41 KB a call (57 KB a refresh) more in the kept
 # plans of the worker's session, never given back while it lives (bench/results/citus-write-paths-20261207.md).
 GROWING_WRITES = {
     # the scope's passage counts (passage_stat): every append, append_many, log_turn, add_messages, store_put
@@ -659,7 +659,7 @@ GROWING_WRITES = {
 @pytest.mark.parametrize("write", sorted(GROWING_WRITES))
 def test_a_session_that_writes_on_the_worker_keeps_its_plans_the_same_size(cluster, tenant_factory, write):
     # As a remember's (above): a client's session through the coordinator keeps one session on the tenant's
-    # worker, where each delegated write runs. 50 calls grew that session's kept plans by 1.8 to 5.8 MB.
+    # worker, where each delegated write runs. 50 calls grew that session's kept plans by 1.75 to 5.5 MB.
     role, prepare, call = GROWING_WRITES[write]
     acme = tenant_factory("acme")
     populated(cluster, acme)

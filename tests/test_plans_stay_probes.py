@@ -129,3 +129,28 @@ def test_a_vector_given_with_a_memory_finds_the_passage_it_lends_to_by_key(acme,
     assert read <= READ_AT_MOST, f"remember_many() with a vector read {read} passages of a {GROWN}-turn scope"
     lent = db.execute("select count(*) from acme.passage where vector_memory_id is not null").fetchone()[0]
     assert lent == 2, "each memory's vector is lent to the turn it quotes"
+
+
+def test_an_append_queues_the_turn_befores_memory_without_reading_the_conversation(app):
+    """_queue_turns_before: each append looks up the turn before it in its conversation and that turn's
+    memories (to embed them again with the new turn); a plan made on a short conversation must still probe."""
+    session = app.execute("select acme.create_session('bot', array['default'], 'default', 'a long chat')").fetchone()[0]
+    app.execute("""select count(*) from acme.add_session_peers('bot', array['default'], %s, '["ana", "bot"]')""",
+                (session,))
+    append = ("select acme.append_observation('bot', array['default'], 'default', %s, 'user', 'message', 'ana', %s)")
+    remember = ("select memory_id from acme.remember('bot', array['default'], 'default', %s, array[%s]::bigint[], "
+                "array['converse'], p_audience => 'ana', p_embedding => %s::halfvec, "
+                "p_embedding_model => 'all-MiniLM-L6-v2', p_embedding_input_version => 2)")
+    vector = "[" + ",".join(["0.1"] * 384) + "]"
+
+    def turn(k: int) -> None:
+        said = app.execute(append, (f"Ana sailed on day {k}", session)).fetchone()[0]
+        app.execute(remember, (f"Ana sailed on day {k}", said, vector)).fetchall()
+
+    for k in range(3):  # plans made now, on a three-turn conversation
+        turn(k)
+    for k in range(3, 300):
+        turn(k)
+    for table in ("acme.observation", "acme.memory_link", "acme.memory", "acme.memory_embedding"):
+        read = read_by(app, table, append, ("one more turn", session))
+        assert read <= READ_AT_MOST, f"append_observation() read {read} rows of {table} in a 300-turn conversation"

@@ -322,6 +322,7 @@ begin
         on conflict (scope) do update
             set passages = s.passages + excluded.passages, lexemes = s.lexemes + excluded.lexemes;
     end if;
+    perform _queue_turns_before(p_scope, v_last - v_count, v_last);  -- the turn after, for their neighbours' vectors
     -- Row r got offset v_last - v_count + r: told without a RETURNING clause, which Citus does not
     -- carry to the shard with its parameters ("there is no parameter").
     return query select g, v_last - v_count + g from generate_series(1, v_count) g;

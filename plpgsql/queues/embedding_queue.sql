@@ -197,7 +197,8 @@ comment on function __tenant__._embedding_windows(bigint[]) is
 -- this while the observations still exist. Only an erased turn's immediate
 -- neighbours can have embedded it: a new turn always comes after every turn
 -- of its session (offsets grow), so the turn next to an evidence turn only
--- changes when one is erased, and that erasure queued the memory again. A run
+-- changes when one is erased, and that erasure queued the memory again, or
+-- when the first turn after it comes (_queue_turns_before queues it then). A run
 -- of erased turns is covered by its two ends. Any derived_from link to a
 -- neighbour counts, not only the first evidence: a memory with several
 -- observations of evidence is re-embedded once too often, never missed.
@@ -222,6 +223,77 @@ end
 $$;
 comment on function __tenant__._memories_embedding_turns(bigint[]) is
     'Internal: memories whose version-2 embedding input may include these observations as neighbouring turns.';
+
+-- The turn after: input version 2 embeds a memory with the turns before and
+-- after its first evidence, and a memory embedded while its evidence was the
+-- latest turn of its conversation had no turn after it. The turn that comes
+-- next is that one, so appending turns queues again, at a new generation (a
+-- worker holding the old one stores nothing), the memories derived from the
+-- turn just before the first new turn of each conversation the new turns are
+-- in, when their audience fits within the new turn's (else their text does
+-- not change). A memory that cites that turn but not first is queued once too
+-- often, never missed: finding its first evidence would join the log on every
+-- append. A memory never embedded under version 2 is left alone: its job,
+-- when it runs, reads the turns as they are then. Each statement probes (the
+-- log backwards from the new turn, the links by their target): an append's
+-- cost does not grow with its conversation (test_plans_stay_probes).
+-- p_from, p_to: the new turns' offsets in p_scope, p_from excluded.
+create or replace function __tenant__._queue_turns_before(p_scope text, p_from bigint, p_to bigint)
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    v_first record;
+    v_before bigint;
+    v_memories bigint[];
+begin
+    -- The first new turn of each conversation, by the new turns' offsets ("offset 0" keeps them apart: a
+    -- plan made on a short log otherwise walked the scope's whole log in (session, offset) order to find them).
+    for v_first in
+        select distinct on (n.session_id) n.session_id, n.log_offset, n.audience
+          from (select o.session_id, o.log_offset, o.audience from observation o
+                 where o.scope = p_scope and o.log_offset > p_from and o.log_offset <= p_to offset 0) n
+         order by n.session_id, n.log_offset
+    loop
+        -- The turn before it in its conversation, in the order of observation_neighbours, read backwards
+        -- from it (as _turns_around finds it, without reading the rest of the log).
+        if v_first.session_id is null then
+            select o.id into v_before from observation o
+             where o.scope = p_scope and o.session_id is null and o.log_offset < v_first.log_offset
+             order by o.scope desc, o.session_id desc, o.log_offset desc limit 1;
+        else
+            select o.id into v_before from observation o
+             where o.scope = p_scope and o.session_id = v_first.session_id and o.log_offset < v_first.log_offset
+             order by o.scope desc, o.session_id desc, o.log_offset desc limit 1;
+        end if;
+        continue when v_before is null;
+        -- its memories by the links' target index, read alone (joined, a plan made on few links read them all)
+        v_memories := array(select l.memory_id from memory_link l
+                             where l.target_observation_id = v_before and l.link_type = 'derived_from'
+                             order by l.target_observation_id offset 0);
+        continue when cardinality(v_memories) = 0;
+        insert into embedding_job as j (memory_id, enqueued_at)
+        select _unkept_on_citus(m.id), clock_timestamp()
+          from memory m
+         where m.id = any (v_memories)
+           and m.superseded_by is null and m.invalidated_at is null
+           and _audience_within(m.audience_peer_id, v_first.audience)
+           and (exists (select 1 from embedding_job q where q.memory_id = m.id and q.leased_by is not null)
+                or exists (select 1 from memory_embedding me where me.memory_id = m.id and me.input_version = 2))
+        on conflict (memory_id) do update
+            set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null;
+        if found then
+            perform _notify('embed');
+        end if;
+    end loop;
+end
+$$;
+comment on function __tenant__._queue_turns_before(text, bigint, bigint) is
+    'Internal: queues again the memories embedded under input version 2 before the turn after their evidence came (the first of the new turns p_from < offset <= p_to in p_scope).';
+
 
 create or replace function __tenant__._embedding_input(p_memory_id bigint, p_version integer)
 returns text

@@ -1,0 +1,107 @@
+"""The turn after (plpgsql/queues/embedding_queue.sql, _queue_turns_before): input version 2 embeds a memory
+with the turns before and after its first evidence. A worker running beside a conversation embeds a memory
+while its turn is still the latest one, with no turn after it; when the reply comes, the memory is queued
+again and embedded with it, as a memory loaded after the whole conversation would be.
+
+Real PostgreSQL, real all-MiniLM-L6-v2 embeddings computed by the real worker.
+"""
+
+from pgrecall.embedder import get_embedder, to_literal
+from pgrecall.worker import Worker
+
+QUESTION = "I joined a zqpottery class last month."
+REPLY = "The Thursday zqkiln class, we made two bowls."
+
+
+def drain(conninfo) -> None:
+    Worker("acme", conninfo=conninfo.dsn(user="pgrecall_acme_worker")).drain()
+
+
+def said(mem, text: str, actor: str, **kw) -> int:
+    offset = mem.append(text, role="user", actor=actor, **kw)
+    got = mem.remember(text, evidence=[offset], purposes=["converse"], **kw)
+    assert got.created, got
+    return got.memory_id
+
+
+def embedded_input(db, memory_id: int) -> str:
+    return db.execute("select acme._embedding_input(%s, 2)", (memory_id,)).fetchone()[0]
+
+
+def window_words(db, memory_id: int) -> set[str]:
+    row = db.execute("select array(select u.lexeme from unnest(window_tsv) u) from acme.memory_embedding "
+                     "where memory_id = %s and input_version = 2", (memory_id,)).fetchone()
+    return set(row[0]) if row else set()
+
+
+def stored_vector(db, memory_id: int) -> str | None:
+    row = db.execute("select embedding::text from acme.memory_embedding where memory_id = %s", (memory_id,)).fetchone()
+    return row[0] if row else None
+
+
+def test_a_memory_embedded_before_the_reply_came_is_embedded_again_with_it(acme, conninfo, db):
+    question = said(acme, QUESTION, "ana")
+    drain(conninfo)
+    alone = stored_vector(db, question)
+    assert alone is not None and "zqkiln" not in window_words(db, question)
+
+    reply = said(acme, REPLY, "ben")
+    status = acme.embedding_status()
+    assert status.queued == 2, "the reply's memory, and the question's again: its text now has a turn after it"
+    drain(conninfo)
+    assert acme.embedding_status().queued == 0
+    assert REPLY in embedded_input(db, question)
+    assert "zqkiln" in window_words(db, question)
+    assert stored_vector(db, question) != alone, "the vector was computed again, with the reply"
+    assert {i.memory_id for i in acme.recall("zqkiln", mode="lexical").items} == {reply}
+
+    # a third turn borders the reply, not the question: only the reply's memory is queued again
+    said(acme, "Lovely, see you Thursday", "ana")
+    queued = {r[0] for r in db.execute("select memory_id from acme.embedding_job")}
+    assert reply in queued and question not in queued
+
+
+def test_a_reply_the_memorys_audience_may_not_all_see_does_not_queue_it(acme, conninfo, db):
+    s = acme.create_session("ana and the bot")
+    acme.add_session_peers(s, ["ana", "bot"])
+    [turn] = acme.add_messages(s, [{"actor": "ana", "body": "I keep bees behind the barn"}])
+    bees = acme.remember("Ana keeps bees", evidence=[turn.offset], purposes=["converse"], audience="ana",
+                         principal="ana").memory_id
+    drain(conninfo)
+    before = stored_vector(db, bees)
+    # a note only the bot may see: a text ana may read may not hold it
+    acme.add_messages(s, [{"actor": "bot", "body": "zqhives: ask how many", "audience": ["bot"]}])
+    assert db.execute("select count(*) from acme.embedding_job where memory_id = %s", (bees,)).fetchone()[0] == 0
+    drain(conninfo)
+    assert stored_vector(db, bees) == before and "zqhive" not in window_words(db, bees)
+
+
+def test_a_worker_holding_the_text_without_the_reply_stores_nothing(acme, conninfo, db):
+    question = said(acme, QUESTION, "ana")
+    with conninfo.connect(user="pgrecall_acme_worker") as worker:
+        [job] = worker.execute("select * from acme.claim_embedding_jobs('worker-a', 10)").fetchall()
+        assert job[0] == question and REPLY not in job[2]
+        said(acme, REPLY, "ben")  # comes while worker-a embeds the question alone
+        vec = to_literal(get_embedder().embed([job[2]])[0])
+        stored = worker.execute("select acme.complete_embedding_jobs('worker-a', %s, %s, %s, %s, %s)",
+                                ([question], [job[1]], [vec], job[3], job[4])).fetchone()[0]
+    assert stored == 0, "its generation is an old one"
+    drain(conninfo)
+    assert REPLY in embedded_input(db, question) and "zqkiln" in window_words(db, question)
+
+
+def test_turns_appended_together_queue_only_the_memory_of_the_turn_before_them(acme, conninfo, db):
+    s = acme.create_session("a batch")
+    acme.add_session_peers(s, ["ana", "ben", "bot"])
+    [first, second] = acme.add_messages(s, [{"actor": "ana", "body": "I sail on Saturdays"},
+                                            {"actor": "ben", "body": "I row on Sundays"}])
+    sails = acme.remember("Ana sails on Saturdays", evidence=[first.offset], purposes=["converse"],
+                          audience="ana").memory_id
+    rows = acme.remember("Ben rows on Sundays", evidence=[second.offset], purposes=["converse"],
+                         audience="ben").memory_id
+    drain(conninfo)
+    acme.add_messages(s, [{"actor": "ana", "body": "zqregatta next week?"},
+                          {"actor": "ben", "body": "Yes, the zqregatta."}])
+    assert {r[0] for r in db.execute("select memory_id from acme.embedding_job")} == {rows}
+    drain(conninfo)
+    assert "zqregatta" in window_words(db, rows) and "zqregatta" not in window_words(db, sails)
