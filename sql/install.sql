@@ -1696,7 +1696,7 @@ insert into pgrecall.error_code (code, name, meaning, python_class, builtin, ref
     ('PR124', 'unknown_task',          'unknown task',                                           'UnknownTask',           'LookupError',     null),
     ('PR130', 'message_search_off',    'every message-search arm asked for is switched off',     'MessageSearchOff',      null,              null),
     ('PR131', 'unknown_scope',         'no scope of that name exists in the tenant',             'UnknownScope',          'LookupError',     'PR103'),
-    ('PR140', 'invalid_name',          'a peer or scope name breaks the name rules',             'InvalidName',           'ValueError',      'PR107'),
+    ('PR140', 'invalid_name',          'a peer, scope or entity name breaks its name rules',      'InvalidName',           'ValueError',      'PR107'),
     ('PR141', 'name_taken',            'a peer whose name differs only in case or Unicode form exists', 'NameTaken',      'ValueError',      null),
     ('PR150', 'out_of_range',          'a number outside its range: a limit, hops, a confidence, an id or offset', 'OutOfRange', 'ValueError', 'PR107'),
     ('PR151', 'text_too_long',         'a text longer than its limit',                           'TextTooLong',           'ValueError',      'PR107'),
@@ -1755,7 +1755,7 @@ update pgrecall.error_code e set explanation = x.explanation from (values
     ('PR124', 'No queued task has that id.'),
     ('PR130', 'search_messages: the tenant switched off every arm the call asked for.'),
     ('PR131', 'No scope of that name exists in the tenant: a precise case of ScopeNotAuthorised (``except ScopeNotAuthorised`` still catches it), and a LookupError, so the command line exits 4 (not found).'),
-    ('PR140', 'A peer or scope name breaks the name rules (control, format or invisible characters, odd spacing, mixed Latin/Cyrillic/Greek letters in a word, length). An InvalidArgument, as it was before it had a code.'),
+    ('PR140', 'A peer or scope name breaks the name rules (control, format or invisible characters, odd spacing, mixed Latin/Cyrillic/Greek letters in a word, length), or an entity name or alias (remember''s about, a fact''s subject or object, add_entity_alias) is blank or holds a control, format or invisible character. An InvalidArgument, as it was before it had a code.'),
     ('PR141', 'add_peer: a peer whose name differs only in case (or Unicode form) exists; names are unique regardless.'),
     ('PR150', 'A number outside its range: a limit, hops, a confidence, an id or an offset (bigger than a bigint too).'),
     ('PR151', 'A text longer than its limit (some limits are tenant settings, named in the hint).'),
@@ -7114,7 +7114,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fbc5a661f2c9$log/projection.sql$pgrecall_fbc5a661f2c9$, null, 18, $pgrecall_c7b78832f7cf$6e861fa37e5b860dc2d9ae7832dbb510b6f642cfb0be55a620ed542018932fcf$pgrecall_c7b78832f7cf$, $pgrecall_6e861fa37e5b$-- Registering projection rows against the observations they came from.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fbc5a661f2c9$log/projection.sql$pgrecall_fbc5a661f2c9$, null, 18, $pgrecall_8ce40ad51064$282da28bd01c0fe0521eef579bf78e569380a45dabff16a736e135f385688c11$pgrecall_8ce40ad51064$, $pgrecall_282da28bd01c$-- Registering projection rows against the observations they came from.
 
 create or replace function __tenant__._register(p_kind text, p_row_key text, p_observation_ids bigint[])
 returns void
@@ -7181,6 +7181,9 @@ comment on function __tenant__._memory_text_observations(bigint[]) is
     'Internal: every observation the given memories'' current text came from: their evidence and their corrections''.';
 
 -- Links a memory to entities by name, creating the entities in its scope.
+-- The names are the caller's, checked before it wrote anything
+-- (_check_entity_names), or names stored already (correct and supersede carry
+-- the old memory's), which the rule of new names does not judge.
 create or replace function __tenant__._link_about(p_memory_id bigint, p_scope text, p_names text[],
                                                  p_observation_ids bigint[])
 returns void
@@ -7194,9 +7197,7 @@ declare
     v_link bigint;
 begin
     foreach v_name in array coalesce(p_names, '{}') loop
-        continue when v_name is null or btrim(v_name) = '';
-        perform _check_text(v_name, 'entity name', 200);
-        insert into entity as e (scope, name) values (p_scope, btrim(v_name))
+        insert into entity as e (scope, name) values (p_scope, _trim(v_name))
         on conflict on constraint entity_identity do update set name = e.name
         returning e.id into v_entity;
         perform _register('entity', v_entity::text, p_observation_ids);
@@ -7211,12 +7212,12 @@ end
 $$;
 comment on function __tenant__._link_about(bigint, text, text[], bigint[]) is
     'Internal: about-links from a memory to named entities, registered as projections.';
-$pgrecall_6e861fa37e5b$)
+$pgrecall_282da28bd01c$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 19, $pgrecall_d61b442eb175$5ab6ec3acb22aceb8390cd46590f4d766b3cdc6c80ef1da3d7c71b3385bfc7ba$pgrecall_d61b442eb175$, $pgrecall_5ab6ec3acb22$-- remember: write what the agent decided to keep, with who may see it, why
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 19, $pgrecall_9dd8ffffaa33$8ee91da5f2e11b5e72a26b2684f2a9fbd3c70d5536295ef636a5508529be3294$pgrecall_9dd8ffffaa33$, $pgrecall_8ee91da5f2e1$-- remember: write what the agent decided to keep, with who may see it, why
 -- it may be used, and the observations that stated it. Capture writes only
 -- what was explicitly stated: empty or ambiguous input is a no-op that says
 -- why, never an error and never a guess.
@@ -7363,6 +7364,8 @@ begin
                  when i.audience is not null and not (i.audience = any (v_peers)) then 'PR101'
                  when i.observer is not null and not (i.observer = any (v_peers)) then 'PR101'
                  when exists (select 1 from unnest(i.about) a where char_length(a) > 200) then 'PR151'
+                 when exists (select 1 from unnest(i.about) a
+                               where a is null or _trim(a) = '' or _trim(a) ~ _invisible_characters()) then 'PR140'
                  when i.widening_reason is not null and _trim(i.widening_reason) = '' then 'PR107'
                  when char_length(i.widening_reason) > 2000 then 'PR151'
                end as problem,
@@ -7385,6 +7388,10 @@ begin
                       format('unknown observer peer %s', quote_literal(i.observer))
                  when exists (select 1 from unnest(i.about) a where char_length(a) > 200) then
                       'an entity name is longer than 200 characters'
+                 when exists (select 1 from unnest(i.about) a
+                               where a is null or _trim(a) = '' or _trim(a) ~ _invisible_characters()) then
+                      (select format('invalid entity name %s in about: %s', _shown(a), _entity_name_problem(a))
+                         from unnest(i.about) a where _entity_name_problem(a) is not null limit 1)
                  when char_length(i.widening_reason) > 2000 then
                       format('widening reason is %s characters, more than the 2000 allowed', char_length(i.widening_reason))
                  else 'a widening reason needs words: say why the memory may reach more peers than its turns'
@@ -7399,6 +7406,8 @@ begin
                       case v_bad.problem
                           when 'PR102' then format('A purpose is one of %s.', array_to_string(_purposes(), ', '))
                           when 'PR101' then 'Create it first with add_peer(name, kind).'
+                          when 'PR140' then 'An entity name is the words a reader sees: give it without control, '
+                                            'format or invisible characters, and not blank.'
                           else null end);
     end if;
     peer_names := v_peers;
@@ -8060,12 +8069,12 @@ comment on function __tenant__.remember_said(text, text[], text, text, text[], t
                                              text[], bigint[], text, jsonb, text) is
     'Appends what was said (as the principal''s note) and remembers it, citing it, in one call; a memory that is a '
     'no-op or refused leaves no turn (log_offset NULL).';
-$pgrecall_5ab6ec3acb22$)
+$pgrecall_8ee91da5f2e1$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7e4eb4c25106$memory/revise.sql$pgrecall_7e4eb4c25106$, null, 20, $pgrecall_323c7706f38f$f1f3fd3c1624408f13b7e0c58ab8ee1b7916d3e4d3261b0586fd5085fc22a6a7$pgrecall_323c7706f38f$, $pgrecall_f1f3fd3c1624$-- correct, supersede and forget: the three ways a memory changes after it is
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7e4eb4c25106$memory/revise.sql$pgrecall_7e4eb4c25106$, null, 20, $pgrecall_c6ae1ec5927d$e9ae80b1b29d2b8585a3b163f79383f3249861b66200bc1c574b28ecb8948414$pgrecall_c6ae1ec5927d$, $pgrecall_e9ae80b1b29d$-- correct, supersede and forget: the three ways a memory changes after it is
 -- written. Each takes the revision the caller read; the loser of a race gets
 -- PR105 and nothing it sent is written. correct and supersede cite the
 -- observations they stand on, like every other write, and as remember()
@@ -8292,6 +8301,7 @@ begin
         perform _fail('PR107', 'supersede needs the revision you read (p_expected_revision)');
     end if;
     perform _check_memory_fields(p_body, p_title, p_confidence);
+    perform _check_entity_names(p_about);
     if p_evidence is null or cardinality(p_evidence) = 0 then
         perform _fail('PR107', 'supersede needs the observation(s) that say what changed',
                       'Append what was said with append_observation() and pass its offset.');
@@ -8367,12 +8377,12 @@ end
 $$;
 comment on function __tenant__.forget(text, text[], bigint, text, integer) is
     'Invalidates a memory with a reason; it is no longer read or recalled. Nothing is forgotten unless asked.';
-$pgrecall_f1f3fd3c1624$)
+$pgrecall_e9ae80b1b29d$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ade638cdff09$memory/derive.sql$pgrecall_ade638cdff09$, null, 21, $pgrecall_52d704536180$cfd66e52627ee42b68139c27179db7edac471c51789145a17b54f9d15201a513$pgrecall_52d704536180$, $pgrecall_cfd66e52627e$-- derive: a new memory from other memories. The new row may be seen by and
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ade638cdff09$memory/derive.sql$pgrecall_ade638cdff09$, null, 21, $pgrecall_b6da9fd86528$b4848957ca53ad9f9c19a6f231f76b75c1d148af21366a7b2481848f85c21f1c$pgrecall_b6da9fd86528$, $pgrecall_b4848957ca53$-- derive: a new memory from other memories. The new row may be seen by and
 -- used for only what EVERY source allows: scopes, audiences and purposes
 -- intersect, and an empty intersection is refused (PR106), never widened.
 -- Like every memory it is never more public than the turns it stands on
@@ -8412,6 +8422,7 @@ declare
 begin
     perform _check_scopes(p_scopes);
     perform _check_one_of(p_kind, 'memory kind', _closed_set('memory kind'));
+    perform _check_entity_names(p_about);
     perform _check_memory_fields(p_body, p_title, p_confidence);
     if p_sources is null or cardinality(p_sources) = 0 then
         perform _fail('PR107', 'derive needs at least one source memory');
@@ -8478,7 +8489,7 @@ $$;
 comment on function __tenant__.derive(text, text[], bigint[], text, text, text, double precision, text[], text) is
     'A memory derived from other memories; its scope, audience and purposes are the intersection of the sources'' (PR106 if empty); '
     'PR116 if that reaches more peers than the turns they stand on, unless p_widening_reason says why.';
-$pgrecall_cfd66e52627e$)
+$pgrecall_b4848957ca53$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -8795,7 +8806,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$, null, 25, $pgrecall_aee0bf88148e$8acfdd1f5e678a0bdf5cdd3dbec955902b2e275a43401749bf10ca00c7a87531$pgrecall_aee0bf88148e$, $pgrecall_8acfdd1f5e67$-- Facts: asserting (closing and splitting what it contradicts), retracting,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$, null, 25, $pgrecall_57c0e4ceb062$d97c484c255a76711eab0d2b2adbf1a0dd1e1facf6e031213597ccf03b76df62$pgrecall_57c0e4ceb062$, $pgrecall_d97c484c255a$-- Facts: asserting (closing and splitting what it contradicts), retracting,
 -- citing, and the bitemporal question "what was true at T1 as we knew it at T2".
 -- Errors: PR111 unknown predicate, PR112 evidence does not match its
 -- observation, PR113 role policy (a human's fact on an assistant's word only),
@@ -9037,6 +9048,10 @@ begin
     perform _check_text(p_subject, 'subject', 200, p_blank => 'the subject and the object of a fact must not be empty');
     perform _check_text(p_object, 'object', case when v_pred.object_type = 'entity' then 200 else 1000 end,
                         p_blank => 'the subject and the object of a fact must not be empty');
+    perform _check_entity_name(p_subject, 'subject');
+    if v_pred.object_type = 'entity' then
+        perform _check_entity_name(p_object, 'object');
+    end if;
     if p_statement is not null then
         perform _check_text(p_statement, 'statement', 2000);
     end if;
@@ -9565,7 +9580,7 @@ end
 $$;
 comment on function __tenant__.assert_facts(text, text[], text, jsonb) is
     'assert_fact() for a batch (a JSON array of items), in order and all-or-nothing; one row per item.';
-$pgrecall_8acfdd1f5e67$)
+$pgrecall_d97c484c255a$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -9995,7 +10010,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$, null, 28, $pgrecall_b54c45ff8b43$7c2f31ac4db9b797d92bdc1e8a25df877e46239c6358f47a60cfae569b25b263$pgrecall_b54c45ff8b43$, $pgrecall_7c2f31ac4db9$-- Entities: identity is (scope, normalized name); names resolve through
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$, null, 28, $pgrecall_f7b397878e20$2ff48ebf9fc89fcd12861fa481c5bbff6a533a9ba44c25cb3554f63e3a5b783c$pgrecall_f7b397878e20$, $pgrecall_2ff48ebf9fc8$-- Entities: identity is (scope, normalized name); names resolve through
 -- aliases and through merges to the surviving entity. A name is content too:
 -- a principal sees an entity (its name, its aliases, its facts) only through
 -- a memory or a fact it is eligible for that names it (_entity_visible), and
@@ -10046,6 +10061,90 @@ end
 $$;
 comment on function __tenant__._entity_named(text, text) is
     'Internal: the surviving entity a name or alias denotes in a scope, or NULL.';
+
+-- The rule an entity name (or alias) given by a caller follows: it is shown to
+-- people (recall's entities and facts, the duplicate-review screen), so like a
+-- peer name it may hold no character of _invisible_characters() (controls,
+-- format characters such as bidi overrides and zero-width ones, odd spaces,
+-- invisibles), and it must have words: an empty or blank name is refused, never
+-- dropped. Leading and trailing whitespace is trimmed, as before: an entity's
+-- identity (normalized_name) ignores it and models end names with newlines.
+-- Unlike a peer name, an entity name may mix Latin, Cyrillic and Greek letters
+-- and hold runs of spaces: it is content quoted from what people said
+-- ("ΑΒ Testing", a transliteration), not an identity that acts or is
+-- authorised, and a look-alike spelling makes at worst a second entity, which
+-- merge_entities() folds into the first. Nor is it put in NFC (identity has
+-- never compared forms, and changing that would split stored names from lookups).
+-- The rule applies to new input only: names stored before it are left as they
+-- are (an upgrade rewrites nothing), still found by lookups, carried by
+-- correct/supersede, and mergeable into a clean name; merge_entities() takes
+-- no new name, so it checks none.
+create or replace function __tenant__._entity_name_problem(p_name text)
+returns text
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_invisible text;
+begin
+    if p_name is null then
+        return 'an entity name must not be NULL';
+    end if;
+    if _trim(p_name) = '' then
+        return 'an entity name must not be empty or only whitespace';
+    end if;
+    v_invisible := (regexp_match(_trim(p_name), _invisible_characters()))[1];
+    if v_invisible is not null then
+        return format('it holds U+%s, a control, format, spacing or invisible character',
+                      upper(lpad(to_hex(ascii(v_invisible)), 4, '0')));
+    end if;
+    return null;
+end
+$$;
+comment on function __tenant__._entity_name_problem(text) is
+    'Internal: NULL if the text may name an entity or be an alias (judged trimmed), else the rule it breaks.';
+
+-- PR140 unless p_name may name an entity (_entity_name_problem); the name, trimmed.
+-- p_what: what the caller calls it ('entity name', 'alias', 'subject', 'object').
+create or replace function __tenant__._check_entity_name(p_name text, p_what text)
+returns text
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_problem text := _entity_name_problem(p_name);
+begin
+    if v_problem is not null then
+        perform _fail('PR140', format('invalid %s %s: %s', p_what, _shown(p_name), v_problem),
+                      'An entity name is the words a reader sees: give it without control, format or '
+                      'invisible characters, and not blank.');
+    end if;
+    return _trim(p_name);
+end
+$$;
+comment on function __tenant__._check_entity_name(text, text) is
+    'Internal: PR140 unless the text may name an entity or be an alias; returns it trimmed.';
+
+-- Every name of an about list, checked before anything is written (derive, correct, supersede).
+create or replace function __tenant__._check_entity_names(p_names text[])
+returns void
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_name text;
+begin
+    foreach v_name in array coalesce(p_names, '{}') loop
+        perform _check_length(v_name, 'entity name', 200);
+        perform _check_entity_name(v_name, 'entity name');
+    end loop;
+end
+$$;
+comment on function __tenant__._check_entity_names(text[]) is
+    'Internal: PR140 unless every name of an about list may name an entity, PR151 if one is too long.';
 
 -- Get or create: the entity a name denotes, creating it when nothing does.
 -- The caller checks the name and registers what the entity derives from (so
@@ -10212,24 +10311,26 @@ declare
     v_principal bigint;
     v_id bigint;
     v_other bigint;
+    v_alias text;
 begin
     v_principal := _peer_id(p_principal);
     perform _check_write_scope(p_scope, p_scopes);
     perform _check_text(p_alias, 'alias', 200, p_blank => 'an alias is empty');
+    v_alias := _check_entity_name(p_alias, 'alias');
     perform _check_subject(p_data_subject_id);
     v_id := _entity_required(v_principal, array[p_scope], p_entity);
-    v_other := _entity_named(p_scope, p_alias);
+    v_other := _entity_named(p_scope, v_alias);
     if v_other is not null and v_other <> v_id then
         -- the other entity's id only to a principal who may see it
-        perform _fail('PR107', format('%s already denotes another entity%s in scope %s', quote_literal(p_alias),
+        perform _fail('PR107', format('%s already denotes another entity%s in scope %s', _shown(v_alias),
                                       case when _entity_visible(v_principal, array[p_scope], v_other)
                                            then format(' (%s)', v_other) else '' end, p_scope),
                       'Merge the two with merge_entities() if they are the same thing.');
     end if;
-    update entity e set aliases = array(select distinct a from unnest(e.aliases || _normalize_name(p_alias)) a order by a)
+    update entity e set aliases = array(select distinct a from unnest(e.aliases || _normalize_name(v_alias)) a order by a)
      where e.id = v_id;
     insert into entity_alias_subject (entity_id, alias, data_subject_id)
-    select v_id, _normalize_name(p_alias), x.subject
+    select v_id, _normalize_name(v_alias), x.subject
       from (select p_data_subject_id where p_data_subject_id is not null
             union
             select u.subject
@@ -10366,7 +10467,7 @@ end
 $$;
 comment on function __tenant__.entities(text, text[], text) is
     'Entities in the authorised scopes that a memory or fact the principal may see names (optionally those a name or alias denotes), with their count of visible current facts.';
-$pgrecall_7c2f31ac4db9$)
+$pgrecall_2ff48ebf9fc8$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

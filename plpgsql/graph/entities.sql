@@ -50,6 +50,90 @@ $$;
 comment on function __tenant__._entity_named(text, text) is
     'Internal: the surviving entity a name or alias denotes in a scope, or NULL.';
 
+-- The rule an entity name (or alias) given by a caller follows: it is shown to
+-- people (recall's entities and facts, the duplicate-review screen), so like a
+-- peer name it may hold no character of _invisible_characters() (controls,
+-- format characters such as bidi overrides and zero-width ones, odd spaces,
+-- invisibles), and it must have words: an empty or blank name is refused, never
+-- dropped. Leading and trailing whitespace is trimmed, as before: an entity's
+-- identity (normalized_name) ignores it and models end names with newlines.
+-- Unlike a peer name, an entity name may mix Latin, Cyrillic and Greek letters
+-- and hold runs of spaces: it is content quoted from what people said
+-- ("ΑΒ Testing", a transliteration), not an identity that acts or is
+-- authorised, and a look-alike spelling makes at worst a second entity, which
+-- merge_entities() folds into the first. Nor is it put in NFC (identity has
+-- never compared forms, and changing that would split stored names from lookups).
+-- The rule applies to new input only: names stored before it are left as they
+-- are (an upgrade rewrites nothing), still found by lookups, carried by
+-- correct/supersede, and mergeable into a clean name; merge_entities() takes
+-- no new name, so it checks none.
+create or replace function __tenant__._entity_name_problem(p_name text)
+returns text
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_invisible text;
+begin
+    if p_name is null then
+        return 'an entity name must not be NULL';
+    end if;
+    if _trim(p_name) = '' then
+        return 'an entity name must not be empty or only whitespace';
+    end if;
+    v_invisible := (regexp_match(_trim(p_name), _invisible_characters()))[1];
+    if v_invisible is not null then
+        return format('it holds U+%s, a control, format, spacing or invisible character',
+                      upper(lpad(to_hex(ascii(v_invisible)), 4, '0')));
+    end if;
+    return null;
+end
+$$;
+comment on function __tenant__._entity_name_problem(text) is
+    'Internal: NULL if the text may name an entity or be an alias (judged trimmed), else the rule it breaks.';
+
+-- PR140 unless p_name may name an entity (_entity_name_problem); the name, trimmed.
+-- p_what: what the caller calls it ('entity name', 'alias', 'subject', 'object').
+create or replace function __tenant__._check_entity_name(p_name text, p_what text)
+returns text
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_problem text := _entity_name_problem(p_name);
+begin
+    if v_problem is not null then
+        perform _fail('PR140', format('invalid %s %s: %s', p_what, _shown(p_name), v_problem),
+                      'An entity name is the words a reader sees: give it without control, format or '
+                      'invisible characters, and not blank.');
+    end if;
+    return _trim(p_name);
+end
+$$;
+comment on function __tenant__._check_entity_name(text, text) is
+    'Internal: PR140 unless the text may name an entity or be an alias; returns it trimmed.';
+
+-- Every name of an about list, checked before anything is written (derive, correct, supersede).
+create or replace function __tenant__._check_entity_names(p_names text[])
+returns void
+language plpgsql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_name text;
+begin
+    foreach v_name in array coalesce(p_names, '{}') loop
+        perform _check_length(v_name, 'entity name', 200);
+        perform _check_entity_name(v_name, 'entity name');
+    end loop;
+end
+$$;
+comment on function __tenant__._check_entity_names(text[]) is
+    'Internal: PR140 unless every name of an about list may name an entity, PR151 if one is too long.';
+
 -- Get or create: the entity a name denotes, creating it when nothing does.
 -- The caller checks the name and registers what the entity derives from (so
 -- assert_fact registers an entity, its fact and the evidence in one statement).
@@ -215,24 +299,26 @@ declare
     v_principal bigint;
     v_id bigint;
     v_other bigint;
+    v_alias text;
 begin
     v_principal := _peer_id(p_principal);
     perform _check_write_scope(p_scope, p_scopes);
     perform _check_text(p_alias, 'alias', 200, p_blank => 'an alias is empty');
+    v_alias := _check_entity_name(p_alias, 'alias');
     perform _check_subject(p_data_subject_id);
     v_id := _entity_required(v_principal, array[p_scope], p_entity);
-    v_other := _entity_named(p_scope, p_alias);
+    v_other := _entity_named(p_scope, v_alias);
     if v_other is not null and v_other <> v_id then
         -- the other entity's id only to a principal who may see it
-        perform _fail('PR107', format('%s already denotes another entity%s in scope %s', quote_literal(p_alias),
+        perform _fail('PR107', format('%s already denotes another entity%s in scope %s', _shown(v_alias),
                                       case when _entity_visible(v_principal, array[p_scope], v_other)
                                            then format(' (%s)', v_other) else '' end, p_scope),
                       'Merge the two with merge_entities() if they are the same thing.');
     end if;
-    update entity e set aliases = array(select distinct a from unnest(e.aliases || _normalize_name(p_alias)) a order by a)
+    update entity e set aliases = array(select distinct a from unnest(e.aliases || _normalize_name(v_alias)) a order by a)
      where e.id = v_id;
     insert into entity_alias_subject (entity_id, alias, data_subject_id)
-    select v_id, _normalize_name(p_alias), x.subject
+    select v_id, _normalize_name(v_alias), x.subject
       from (select p_data_subject_id where p_data_subject_id is not null
             union
             select u.subject

@@ -65,6 +65,9 @@ comment on function __tenant__._memory_text_observations(bigint[]) is
     'Internal: every observation the given memories'' current text came from: their evidence and their corrections''.';
 
 -- Links a memory to entities by name, creating the entities in its scope.
+-- The names are the caller's, checked before it wrote anything
+-- (_check_entity_names), or names stored already (correct and supersede carry
+-- the old memory's), which the rule of new names does not judge.
 create or replace function __tenant__._link_about(p_memory_id bigint, p_scope text, p_names text[],
                                                  p_observation_ids bigint[])
 returns void
@@ -78,9 +81,7 @@ declare
     v_link bigint;
 begin
     foreach v_name in array coalesce(p_names, '{}') loop
-        continue when v_name is null or btrim(v_name) = '';
-        perform _check_text(v_name, 'entity name', 200);
-        insert into entity as e (scope, name) values (p_scope, btrim(v_name))
+        insert into entity as e (scope, name) values (p_scope, _trim(v_name))
         on conflict on constraint entity_identity do update set name = e.name
         returning e.id into v_entity;
         perform _register('entity', v_entity::text, p_observation_ids);

@@ -38,6 +38,7 @@ declare
 begin
     perform _check_scopes(p_scopes);
     perform _check_one_of(p_kind, 'memory kind', _closed_set('memory kind'));
+    perform _check_entity_names(p_about);
     perform _check_memory_fields(p_body, p_title, p_confidence);
     if p_sources is null or cardinality(p_sources) = 0 then
         perform _fail('PR107', 'derive needs at least one source memory');

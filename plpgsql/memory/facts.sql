@@ -240,6 +240,10 @@ begin
     perform _check_text(p_subject, 'subject', 200, p_blank => 'the subject and the object of a fact must not be empty');
     perform _check_text(p_object, 'object', case when v_pred.object_type = 'entity' then 200 else 1000 end,
                         p_blank => 'the subject and the object of a fact must not be empty');
+    perform _check_entity_name(p_subject, 'subject');
+    if v_pred.object_type = 'entity' then
+        perform _check_entity_name(p_object, 'object');
+    end if;
     if p_statement is not null then
         perform _check_text(p_statement, 'statement', 2000);
     end if;

@@ -145,6 +145,8 @@ begin
                  when i.audience is not null and not (i.audience = any (v_peers)) then 'PR101'
                  when i.observer is not null and not (i.observer = any (v_peers)) then 'PR101'
                  when exists (select 1 from unnest(i.about) a where char_length(a) > 200) then 'PR151'
+                 when exists (select 1 from unnest(i.about) a
+                               where a is null or _trim(a) = '' or _trim(a) ~ _invisible_characters()) then 'PR140'
                  when i.widening_reason is not null and _trim(i.widening_reason) = '' then 'PR107'
                  when char_length(i.widening_reason) > 2000 then 'PR151'
                end as problem,
@@ -167,6 +169,10 @@ begin
                       format('unknown observer peer %s', quote_literal(i.observer))
                  when exists (select 1 from unnest(i.about) a where char_length(a) > 200) then
                       'an entity name is longer than 200 characters'
+                 when exists (select 1 from unnest(i.about) a
+                               where a is null or _trim(a) = '' or _trim(a) ~ _invisible_characters()) then
+                      (select format('invalid entity name %s in about: %s', _shown(a), _entity_name_problem(a))
+                         from unnest(i.about) a where _entity_name_problem(a) is not null limit 1)
                  when char_length(i.widening_reason) > 2000 then
                       format('widening reason is %s characters, more than the 2000 allowed', char_length(i.widening_reason))
                  else 'a widening reason needs words: say why the memory may reach more peers than its turns'
@@ -181,6 +187,8 @@ begin
                       case v_bad.problem
                           when 'PR102' then format('A purpose is one of %s.', array_to_string(_purposes(), ', '))
                           when 'PR101' then 'Create it first with add_peer(name, kind).'
+                          when 'PR140' then 'An entity name is the words a reader sees: give it without control, '
+                                            'format or invisible characters, and not blank.'
                           else null end);
     end if;
     peer_names := v_peers;

@@ -225,6 +225,7 @@ begin
         perform _fail('PR107', 'supersede needs the revision you read (p_expected_revision)');
     end if;
     perform _check_memory_fields(p_body, p_title, p_confidence);
+    perform _check_entity_names(p_about);
     if p_evidence is null or cardinality(p_evidence) = 0 then
         perform _fail('PR107', 'supersede needs the observation(s) that say what changed',
                       'Append what was said with append_observation() and pass its offset.');

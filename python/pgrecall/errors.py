@@ -216,7 +216,9 @@ class UnknownScope(ScopeNotAuthorised, LookupError, sqlstate="PR131"):
 
 class InvalidName(InvalidArgument, sqlstate="PR140"):
     """A peer or scope name breaks the name rules (control, format or invisible characters, odd spacing, mixed
-    Latin/Cyrillic/Greek letters in a word, length). An InvalidArgument, as it was before it had a code."""
+    Latin/Cyrillic/Greek letters in a word, length), or an entity name or alias (remember's about, a fact's subject
+    or object, add_entity_alias) is blank or holds a control, format or invisible character. An InvalidArgument, as
+    it was before it had a code."""
 
 
 class NameTaken(PgrecallError, ValueError, sqlstate="PR141"):
