@@ -10010,7 +10010,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$, null, 28, $pgrecall_f7b397878e20$2ff48ebf9fc89fcd12861fa481c5bbff6a533a9ba44c25cb3554f63e3a5b783c$pgrecall_f7b397878e20$, $pgrecall_2ff48ebf9fc8$-- Entities: identity is (scope, normalized name); names resolve through
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$, null, 28, $pgrecall_abb9d0c2acae$815a74af8d12b30c43e0d51c147deb3da58292f7dbd4d7308b7746237e5d8685$pgrecall_abb9d0c2acae$, $pgrecall_815a74af8d12$-- Entities: identity is (scope, normalized name); names resolve through
 -- aliases and through merges to the surviving entity. A name is content too:
 -- a principal sees an entity (its name, its aliases, its facts) only through
 -- a memory or a fact it is eligible for that names it (_entity_visible), and
@@ -10312,6 +10312,7 @@ declare
     v_id bigint;
     v_other bigint;
     v_alias text;
+    v_subjects text[];
 begin
     v_principal := _peer_id(p_principal);
     perform _check_write_scope(p_scope, p_scopes);
@@ -10329,15 +10330,17 @@ begin
     end if;
     update entity e set aliases = array(select distinct a from unnest(e.aliases || _normalize_name(v_alias)) a order by a)
      where e.id = v_id;
+    -- The subjects read first, then inserted from the array: Citus 14.0.1 sends an INSERT ... SELECT of these
+    -- tables with a filter it cannot name (`WHERE ( IS NOT NULL)`, a syntax error), or nothing at all.
+    v_subjects := array(select p_data_subject_id where p_data_subject_id is not null
+                        union
+                        select u.subject
+                          from entity e, peer p, unnest(p.data_subject_ids) u(subject)
+                         where p_data_subject_id is null and e.id = v_id
+                           and (p.id = v_principal or _normalize_name(p.name) = e.normalized_name
+                                or _normalize_name(p.name) = any (e.aliases)));
     insert into entity_alias_subject (entity_id, alias, data_subject_id)
-    select v_id, _normalize_name(v_alias), x.subject
-      from (select p_data_subject_id where p_data_subject_id is not null
-            union
-            select u.subject
-              from entity e, peer p, unnest(p.data_subject_ids) u(subject)
-             where p_data_subject_id is null and e.id = v_id
-               and (p.id = v_principal or _normalize_name(p.name) = e.normalized_name
-                    or _normalize_name(p.name) = any (e.aliases))) x(subject)
+    select v_id, _normalize_name(v_alias), x.subject from unnest(v_subjects) x(subject)
     on conflict do nothing;
     return query select e.id, e.name, e.aliases from entity e where e.id = v_id;
 end
@@ -10467,7 +10470,7 @@ end
 $$;
 comment on function __tenant__.entities(text, text[], text) is
     'Entities in the authorised scopes that a memory or fact the principal may see names (optionally those a name or alias denotes), with their count of visible current facts.';
-$pgrecall_2ff48ebf9fc8$)
+$pgrecall_815a74af8d12$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
