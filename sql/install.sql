@@ -8806,7 +8806,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$, null, 25, $pgrecall_41a392fee5d3$0aa7ce34bd7dd5088c1f0c14a040851636186a048e4adf95105c9d4e312448fa$pgrecall_41a392fee5d3$, $pgrecall_0aa7ce34bd7d$-- Facts: asserting (closing and splitting what it contradicts), retracting,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$, null, 25, $pgrecall_57c0e4ceb062$d97c484c255a76711eab0d2b2adbf1a0dd1e1facf6e031213597ccf03b76df62$pgrecall_57c0e4ceb062$, $pgrecall_d97c484c255a$-- Facts: asserting (closing and splitting what it contradicts), retracting,
 -- citing, and the bitemporal question "what was true at T1 as we knew it at T2".
 -- Errors: PR111 unknown predicate, PR112 evidence does not match its
 -- observation, PR113 role policy (a human's fact on an assistant's word only),
@@ -9381,20 +9381,22 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_now timestamptz;
+    v_known_until timestamptz;
     v_fact fact;
 begin
     perform _check_scopes(p_scopes);
     v_fact := _visible_fact(_peer_id(p_principal), p_scopes, p_fact_id);
     perform _check_reason(p_reason, 'a retraction needs a reason', null, 1000);
     perform 1 from entity e where e.id = v_fact.subject_id for update;
-    if not exists (select 1 from fact f where f.id = p_fact_id and upper_inf(f.known)) then
+    -- The end is computed here, not in the UPDATE: Citus refuses a volatile function there, and a stable one
+    -- (timestamptz + interval) applied to a column. Read under the subject's lock, which fact writers take.
+    select greatest(clock_timestamp(), lower(f.known) + interval '1 microsecond') into v_known_until
+      from fact f where f.id = p_fact_id and upper_inf(f.known);
+    if not found then
         perform _fail('PR108', format('fact %s is no longer current: it was closed or retracted already', p_fact_id));
     end if;
-    v_now := clock_timestamp();  -- taken first: Citus refuses a volatile function in an UPDATE
     return query
-    update fact f set known = tstzrange(lower(f.known), greatest(v_now, lower(f.known) + interval '1 microsecond')),
-                      retraction_reason = _trim(p_reason)
+    update fact f set known = tstzrange(lower(f.known), v_known_until), retraction_reason = _trim(p_reason)
      where f.id = p_fact_id
     returning f.id, f.known;
 end
@@ -9578,7 +9580,7 @@ end
 $$;
 comment on function __tenant__.assert_facts(text, text[], text, jsonb) is
     'assert_fact() for a batch (a JSON array of items), in order and all-or-nothing; one row per item.';
-$pgrecall_0aa7ce34bd7d$)
+$pgrecall_d97c484c255a$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -10008,7 +10010,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$, null, 28, $pgrecall_f7b397878e20$2ff48ebf9fc89fcd12861fa481c5bbff6a533a9ba44c25cb3554f63e3a5b783c$pgrecall_f7b397878e20$, $pgrecall_2ff48ebf9fc8$-- Entities: identity is (scope, normalized name); names resolve through
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$, null, 28, $pgrecall_abb9d0c2acae$815a74af8d12b30c43e0d51c147deb3da58292f7dbd4d7308b7746237e5d8685$pgrecall_abb9d0c2acae$, $pgrecall_815a74af8d12$-- Entities: identity is (scope, normalized name); names resolve through
 -- aliases and through merges to the surviving entity. A name is content too:
 -- a principal sees an entity (its name, its aliases, its facts) only through
 -- a memory or a fact it is eligible for that names it (_entity_visible), and
@@ -10310,6 +10312,7 @@ declare
     v_id bigint;
     v_other bigint;
     v_alias text;
+    v_subjects text[];
 begin
     v_principal := _peer_id(p_principal);
     perform _check_write_scope(p_scope, p_scopes);
@@ -10327,15 +10330,17 @@ begin
     end if;
     update entity e set aliases = array(select distinct a from unnest(e.aliases || _normalize_name(v_alias)) a order by a)
      where e.id = v_id;
+    -- The subjects read first, then inserted from the array: Citus 14.0.1 sends an INSERT ... SELECT of these
+    -- tables with a filter it cannot name (`WHERE ( IS NOT NULL)`, a syntax error), or nothing at all.
+    v_subjects := array(select p_data_subject_id where p_data_subject_id is not null
+                        union
+                        select u.subject
+                          from entity e, peer p, unnest(p.data_subject_ids) u(subject)
+                         where p_data_subject_id is null and e.id = v_id
+                           and (p.id = v_principal or _normalize_name(p.name) = e.normalized_name
+                                or _normalize_name(p.name) = any (e.aliases)));
     insert into entity_alias_subject (entity_id, alias, data_subject_id)
-    select v_id, _normalize_name(v_alias), x.subject
-      from (select p_data_subject_id where p_data_subject_id is not null
-            union
-            select u.subject
-              from entity e, peer p, unnest(p.data_subject_ids) u(subject)
-             where p_data_subject_id is null and e.id = v_id
-               and (p.id = v_principal or _normalize_name(p.name) = e.normalized_name
-                    or _normalize_name(p.name) = any (e.aliases))) x(subject)
+    select v_id, _normalize_name(v_alias), x.subject from unnest(v_subjects) x(subject)
     on conflict do nothing;
     return query select e.id, e.name, e.aliases from entity e where e.id = v_id;
 end
@@ -10465,7 +10470,7 @@ end
 $$;
 comment on function __tenant__.entities(text, text[], text) is
     'Entities in the authorised scopes that a memory or fact the principal may see names (optionally those a name or alias denotes), with their count of visible current facts.';
-$pgrecall_2ff48ebf9fc8$)
+$pgrecall_815a74af8d12$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

@@ -179,6 +179,51 @@ def test_facts_keep_one_current_value_on_the_worker(cluster, tenant_factory):
                          (scope, subject, asserted_by))
 
 
+def test_a_fact_retracted_through_the_coordinator_is_no_longer_believed_but_its_history_stays(cluster,
+                                                                                                tenant_factory):
+    acme = tenant_factory("acme")
+    populated(cluster, acme)
+    with handle(cluster, acme) as mem:
+        turn = mem.append("I work at Acme", role="user", actor="ana")
+        fact = mem.assert_fact("ana", "works_at", "Acme", evidence=[{"offset": turn, "quote": "I work at Acme"}])
+        believed = datetime.now(UTC)
+        assert [i.body for i in mem.recall("where does ana work", embed=False).items if i.item == "fact"] == \
+            ["ana works at Acme"]
+        retracted = mem.retract_fact(fact.fact_id, reason="she was joking")
+        assert retracted.fact_id == fact.fact_id and retracted.known.upper is not None
+        assert mem.facts_as_of("ana", "works_at") == []
+        assert [i for i in mem.recall("where does ana work", embed=False).items if i.item == "fact"] == []
+        assert [f.object for f in mem.facts_as_of("ana", "works_at", known_at=believed)] == ["Acme"]
+        with pytest.raises(errors.MemoryNotLive, match="no longer current"):
+            mem.retract_fact(fact.fact_id, reason="again")
+
+
+def test_an_alias_added_through_the_coordinator_names_the_entity_until_its_data_subject_is_erased(cluster,
+                                                                                                   tenant_factory):
+    acme = tenant_factory("acme")
+    with handle(cluster, acme) as mem:
+        mem.add_scope("default")
+        mem.add_peer("bot", "agent")
+        mem.add_peer("ana", "human", data_subject_id="subj-ana")
+        turn = mem.append("I work at Acme", role="user", actor="ana")
+        mem.assert_fact("ana", "works_at", "Acme", evidence=[{"offset": turn, "quote": "I work at Acme"}])
+        assert mem.add_entity_alias("ana", "Ana Silva").aliases == ["ana silva"]
+        assert mem.add_entity_alias("ana", "zqnick", data_subject_id="subj-nick").aliases == ["ana silva", "zqnick"]
+        assert [f.object for f in mem.facts_as_of("Ana Silva", "works_at")] == ["Acme"]
+        assert [f.object for f in mem.facts_as_of("zqnick", "works_at")] == ["Acme"]
+    with psycopg.connect(cluster.coordinator.dsn()) as conn:
+        # the alias without a subject of its own is the data of the peer it names
+        assert conn.execute(f"select alias, data_subject_id from {acme}.entity_alias_subject order by alias").fetchall() \
+            == [("ana silva", "subj-ana"), ("zqnick", "subj-nick")]
+    with handle(cluster, acme, role="admin") as admin:
+        receipt = admin.erase({"data_subject": "subj-nick"}, reason="request #2", actor="dpo")
+    assert set(receipt.residual.values()) == {0} and receipt.rows_erased["entity_alias"] == 1
+    with handle(cluster, acme) as mem:
+        with pytest.raises(errors.UnknownEntity):
+            mem.facts_as_of("zqnick")
+        assert [f.object for f in mem.facts_as_of("Ana Silva", "works_at")] == ["Acme"]
+
+
 def test_an_erasure_on_the_cluster_leaves_a_zero_residual_and_its_receipt(cluster, tenant_factory):
     acme = tenant_factory("acme")
     populated(cluster, acme)

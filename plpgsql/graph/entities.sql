@@ -300,6 +300,7 @@ declare
     v_id bigint;
     v_other bigint;
     v_alias text;
+    v_subjects text[];
 begin
     v_principal := _peer_id(p_principal);
     perform _check_write_scope(p_scope, p_scopes);
@@ -317,15 +318,17 @@ begin
     end if;
     update entity e set aliases = array(select distinct a from unnest(e.aliases || _normalize_name(v_alias)) a order by a)
      where e.id = v_id;
+    -- The subjects read first, then inserted from the array: Citus 14.0.1 sends an INSERT ... SELECT of these
+    -- tables with a filter it cannot name (`WHERE ( IS NOT NULL)`, a syntax error), or nothing at all.
+    v_subjects := array(select p_data_subject_id where p_data_subject_id is not null
+                        union
+                        select u.subject
+                          from entity e, peer p, unnest(p.data_subject_ids) u(subject)
+                         where p_data_subject_id is null and e.id = v_id
+                           and (p.id = v_principal or _normalize_name(p.name) = e.normalized_name
+                                or _normalize_name(p.name) = any (e.aliases)));
     insert into entity_alias_subject (entity_id, alias, data_subject_id)
-    select v_id, _normalize_name(v_alias), x.subject
-      from (select p_data_subject_id where p_data_subject_id is not null
-            union
-            select u.subject
-              from entity e, peer p, unnest(p.data_subject_ids) u(subject)
-             where p_data_subject_id is null and e.id = v_id
-               and (p.id = v_principal or _normalize_name(p.name) = e.normalized_name
-                    or _normalize_name(p.name) = any (e.aliases))) x(subject)
+    select v_id, _normalize_name(v_alias), x.subject from unnest(v_subjects) x(subject)
     on conflict do nothing;
     return query select e.id, e.name, e.aliases from entity e where e.id = v_id;
 end

@@ -573,20 +573,22 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
-    v_now timestamptz;
+    v_known_until timestamptz;
     v_fact fact;
 begin
     perform _check_scopes(p_scopes);
     v_fact := _visible_fact(_peer_id(p_principal), p_scopes, p_fact_id);
     perform _check_reason(p_reason, 'a retraction needs a reason', null, 1000);
     perform 1 from entity e where e.id = v_fact.subject_id for update;
-    if not exists (select 1 from fact f where f.id = p_fact_id and upper_inf(f.known)) then
+    -- The end is computed here, not in the UPDATE: Citus refuses a volatile function there, and a stable one
+    -- (timestamptz + interval) applied to a column. Read under the subject's lock, which fact writers take.
+    select greatest(clock_timestamp(), lower(f.known) + interval '1 microsecond') into v_known_until
+      from fact f where f.id = p_fact_id and upper_inf(f.known);
+    if not found then
         perform _fail('PR108', format('fact %s is no longer current: it was closed or retracted already', p_fact_id));
     end if;
-    v_now := clock_timestamp();  -- taken first: Citus refuses a volatile function in an UPDATE
     return query
-    update fact f set known = tstzrange(lower(f.known), greatest(v_now, lower(f.known) + interval '1 microsecond')),
-                      retraction_reason = _trim(p_reason)
+    update fact f set known = tstzrange(lower(f.known), v_known_until), retraction_reason = _trim(p_reason)
      where f.id = p_fact_id
     returning f.id, f.known;
 end
