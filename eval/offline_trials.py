@@ -9,10 +9,15 @@ each question's lexical and dense lists (100 deep), this script
   question's vector moved towards its first hits' vectors (Rocchio's pseudo-relevance feedback: k = 3,
   beta 0.75 and k = 5, beta 0.5, the textbook values), and the keys from what was said alone (the lexical
   arm's key hits, ``recall_memory_keys``, without its merge into the memory's own score);
+- ``own``: adds two dense lists from the kept tenant's stored vectors: ``own``, the memories ranked by the
+  cosine of their own text's vector (``text_embedding``, what duplicates compare) to the question, and
+  ``dense_max``, by the better of that and the input-version-2 vector's (the text with the turns around it);
+  both cut at the tenant's dense_floor, each question over its own conversation;
 - ``score``: RRF over each arm's first 20 (``rrf20``, what recall's RRF chooses from) against rules that add
   those lists, by conversation and category, with each (cell, metric) that falls below ``rrf20``.
 
     PGRECALL_HOME=... .venv/bin/python eval/offline_trials.py dump --arms /tmp/arms.json --out /tmp/trials.json
+    PGRECALL_HOME=... .venv/bin/python eval/offline_trials.py own --arms /tmp/arms.json --out /tmp/own.json
     .venv/bin/python eval/offline_trials.py score /tmp/trials.json
     .venv/bin/python eval/offline_trials.py ceiling /tmp/arms.json
 
@@ -112,6 +117,48 @@ def dump(args) -> None:
     print(f"wrote {len(data)} questions to {args.out}")
 
 
+def _ranked_over_floor(dia_ids: list, cosines, floor: float, depth: int = 100) -> list:
+    import numpy as np
+
+    order = np.argsort(-cosines, kind="stable")[:depth]
+    return [[dia_ids[i], float(cosines[i])] for i in order if cosines[i] >= floor]
+
+
+def own(args) -> None:
+    import numpy as np
+    import psycopg
+
+    from pgrecall import db
+    from pgrecall.embedder import get_embedder
+
+    data = json.loads(args.arms.read_text())
+    queries = {q["query_id"]: q for q in locomo.read_jsonl(args.data / "queries.jsonl")}
+    locomo.EmbeddingCache(args.embed_cache).install()
+    t = TENANT
+    with psycopg.connect(db.admin_conninfo(), autocommit=True) as conn:
+        floor = float(conn.execute(f"select ({t}._settings() ->> 'dense_floor')::float8").fetchone()[0])
+        turn_of = arms.memory_turns(conn, t, args.data)
+        rows = conn.execute(f"select memory_id, embedding::text, text_embedding::text from {t}.memory_embedding "
+                            f"where input_version = 2 and text_embedding is not null").fetchall()
+    by_scope: defaultdict[str, list] = defaultdict(list)
+    for mid, v2, text in rows:
+        scope, dia_id = turn_of.get(mid, (None, None))
+        if dia_id is not None:
+            by_scope[scope].append((dia_id, json.loads(v2), json.loads(text)))
+    matrices = {scope: ([d for d, _v, _t in ms], np.array([v for _d, v, _t in ms], dtype=np.float32),
+                        np.array([x for _d, _v, x in ms], dtype=np.float32)) for scope, ms in by_scope.items()}
+    question_vectors = get_embedder().embed([queries[q["query_id"]]["question"] for q in data])
+    for q, vector in zip(data, question_vectors):
+        dia_ids, v2s, texts = matrices[locomo.scope_name(q["conversation"])]
+        qv = np.asarray(vector, dtype=np.float32)
+
+        by_text, by_v2 = texts @ qv, v2s @ qv  # unit vectors: dot products are cosines
+        q["own"] = _ranked_over_floor(dia_ids, by_text, floor)
+        q["dense_max"] = _ranked_over_floor(dia_ids, np.maximum(by_text, by_v2), floor)
+    args.out.write_text(json.dumps(data), encoding="utf-8")
+    print(f"wrote {len(data)} questions to {args.out}")
+
+
 def rrf(lists: list[list], depth: int = 20, k: int = 60) -> list[str]:
     score: defaultdict[str, float] = defaultdict(float)
     for ranked in lists:
@@ -138,6 +185,8 @@ RULES = {
     "keys max": lambda q: rrf([merged(q["lex"], q["keys"], "max"), q["dense"]]),
     "keys sum": lambda q: rrf([merged(q["lex"], q["keys"], "sum"), q["dense"]]),
     "keys a third list": lambda q: rrf([q["lex"], q["dense"], q["keys"]]),
+    "own text a third list": lambda q: rrf([q["lex"], q["dense"], q["own"]]),
+    "dense by the better vector": lambda q: rrf([q["lex"], q["dense_max"]]),
 }
 
 
@@ -152,7 +201,10 @@ def score(args) -> None:
     print("| rule | R@5 | R@10 | nDCG@10 | multi-hop R@10 | open-domain R@10 | cells x metrics below rrf20 |")
     print("|---|---:|---:|---:|---:|---:|---|")
     for name, rule in RULES.items():
-        agg = aggregate(rule)
+        try:
+            agg = aggregate(rule)
+        except KeyError:  # a file without that dump's lists
+            continue
         losses = [f"{cell} {m} {agg[group][cell][m] - base[group][cell][m]:+.3f}"
                   for group in ("by_conversation", "by_category") for cell in agg[group] for m in locomo.METRICS
                   if agg[group][cell][m] - base[group][cell][m] < -0.0005]
@@ -173,10 +225,15 @@ def main(argv=None) -> None:
     d.add_argument("--out", type=Path, required=True)
     d.add_argument("--data", type=Path, default=locomo.REPO.parent / "shared" / "data" / "locomo-dev")
     d.add_argument("--embed-cache", type=Path, default=locomo.REPO / "eval" / ".cache" / "embeddings.sqlite")
+    o = sub.add_parser("own")
+    o.add_argument("--arms", type=Path, required=True)
+    o.add_argument("--out", type=Path, required=True)
+    o.add_argument("--data", type=Path, default=locomo.REPO.parent / "shared" / "data" / "locomo-dev")
+    o.add_argument("--embed-cache", type=Path, default=locomo.REPO / "eval" / ".cache" / "embeddings.sqlite")
     s = sub.add_parser("score")
     s.add_argument("file", type=Path)
     args = p.parse_args(argv)
-    {"ceiling": ceiling, "dump": dump, "score": score}[args.cmd](args)
+    {"ceiling": ceiling, "dump": dump, "own": own, "score": score}[args.cmd](args)
 
 
 if __name__ == "__main__":
