@@ -105,3 +105,34 @@ def test_turns_appended_together_queue_only_the_memory_of_the_turn_before_them(a
     assert {r[0] for r in db.execute("select memory_id from acme.embedding_job")} == {rows}
     drain(conninfo)
     assert "zqregatta" in window_words(db, rows) and "zqregatta" not in window_words(db, sails)
+
+
+def switch(conninfo, model: str, version: int) -> int:
+    with conninfo.connect(user="pgrecall_acme_admin") as admin:
+        return admin.execute("select acme.set_embedding_version(%s, %s)", (model, version)).fetchone()[0]
+
+
+def test_setting_the_version_in_force_keeps_the_reply_s_re_embedding(acme, conninfo, db):
+    """`pgrecall embeddings rebuild --input-version 2` on a tenant already at 2 switched to the stamp in
+    force: it took the question's job as done (its vector has that stamp) and the reply never reached it."""
+    question = said(acme, QUESTION, "ana")
+    drain(conninfo)
+    said(acme, REPLY, "ben")
+    switch(conninfo, "all-MiniLM-L6-v2", 2)
+    assert question in {r[0] for r in db.execute("select memory_id from acme.embedding_job")}
+    drain(conninfo)
+    assert "zqkiln" in window_words(db, question)
+
+
+def test_switching_away_and_back_keeps_the_reply_s_re_embedding(acme, conninfo, db):
+    """A switch back to a stamp drops the jobs that were queued only because of the switch away (their
+    vectors are current again), not a job queued because a reply came after the vector was made."""
+    question = said(acme, QUESTION, "ana")
+    drain(conninfo)
+    assert switch(conninfo, "all-MiniLM-L6-v2", 1) >= 1
+    said(acme, REPLY, "ben")  # the question's v2 vector now lacks its turn after
+    switch(conninfo, "all-MiniLM-L6-v2", 2)
+    queued = {r[0] for r in db.execute("select memory_id from acme.embedding_job")}
+    assert question in queued
+    drain(conninfo)
+    assert "zqkiln" in window_words(db, question)

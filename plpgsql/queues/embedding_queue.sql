@@ -30,7 +30,8 @@ begin
         -- immutable in DO UPDATE SET, and evaluates one in the inserted row.
         insert into embedding_job as j (memory_id, enqueued_at) values (new.id, clock_timestamp())
         on conflict (memory_id) do update
-            set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null;
+            set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null,
+                restamp_only = false;
         if not v_waiting then
             perform _notify('embed');
         end if;
@@ -284,7 +285,8 @@ begin
            and (exists (select 1 from embedding_job q where q.memory_id = m.id and q.leased_by is not null)
                 or exists (select 1 from memory_embedding me where me.memory_id = m.id and me.input_version = 2))
         on conflict (memory_id) do update
-            set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null;
+            set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null,
+                restamp_only = false;
         if found then
             perform _notify('embed');
         end if;
@@ -597,15 +599,17 @@ as $$
 declare
     v_count bigint;
 begin
-    insert into embedding_job as j (memory_id, enqueued_at)
-    select m.id, clock_timestamp() from memory m cross join _embedding_stamp() st
+    -- Without p_everything a job is the stamp's alone (restamp_only) unless the memory waited already.
+    insert into embedding_job as j (memory_id, enqueued_at, restamp_only)
+    select m.id, clock_timestamp(), not coalesce(p_everything, false) from memory m cross join _embedding_stamp() st
      where m.superseded_by is null and m.invalidated_at is null
        and (p_everything or not exists (select 1 from memory_embedding me where me.memory_id = m.id
                                            and me.model = st.model and me.input_version = st.input_version
                                            and (me.input_version = 1
                                                 or (me.text_embedding is not null and me.window_tsv is not null))))
     on conflict (memory_id) do update
-        set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null;
+        set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null,
+            restamp_only = j.restamp_only and excluded.restamp_only;
     get diagnostics v_count = row_count;
     v_count := v_count + _queue_passage_embeddings(coalesce(p_everything, false));
     perform _notify('embed');
@@ -643,7 +647,8 @@ begin
         select m.id, clock_timestamp() from memory m
          where m.id = any (v_memories) and m.superseded_by is null and m.invalidated_at is null
         on conflict (memory_id) do update
-            set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null;
+            set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null,
+                restamp_only = false;
         perform _notify('embed');
     end if;
     update memory_key k set embedding = null, embedding_model = null where __ext__.l2_norm(k.embedding) = 0;
@@ -671,10 +676,12 @@ begin
     end if;
     update setting s set value = to_jsonb(p_model) where s.key = 'embedding_model';
     update setting s set value = to_jsonb(p_input_version) where s.key = 'embedding_input_version';
-    -- Jobs for memories whose vector already has the new stamp are done.
+    -- Jobs queued only for a stamp are done where the memory's vector has the new one; a job queued
+    -- for another reason (a reply came after the vector was made) still is not.
     delete from embedding_job j
      using memory_embedding me
-     where me.memory_id = j.memory_id and me.model = p_model and me.input_version = p_input_version
+     where me.memory_id = j.memory_id and j.restamp_only
+       and me.model = p_model and me.input_version = p_input_version
        and (me.input_version = 1 or me.text_embedding is not null);
     -- Vectors of the old stamp stay but are ignored by recall until replaced.
     return rebuild_embeddings(false);
