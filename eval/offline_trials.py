@@ -63,6 +63,13 @@ def ceiling(args) -> None:
               f"| {counts['none']} |")
 
 
+def _arms_and_questions(args) -> tuple[list, dict]:
+    """The dumped arms' file, the split's questions by id, and the embedding cache installed."""
+    locomo.EmbeddingCache(args.embed_cache).install()
+    return (json.loads(args.arms.read_text()),
+            {q["query_id"]: q for q in locomo.read_jsonl(args.data / "queries.jsonl")})
+
+
 def dump(args) -> None:
     import numpy as np
     import psycopg
@@ -70,9 +77,7 @@ def dump(args) -> None:
     from pgrecall import db
     from pgrecall.embedder import get_embedder
 
-    data = json.loads(args.arms.read_text())
-    queries = {q["query_id"]: q for q in locomo.read_jsonl(args.data / "queries.jsonl")}
-    locomo.EmbeddingCache(args.embed_cache).install()
+    data, queries = _arms_and_questions(args)
     t = TENANT
     with psycopg.connect(db.admin_conninfo(), autocommit=True) as conn:
         conn.execute(f"set search_path = {t}, public")
@@ -131,9 +136,7 @@ def own(args) -> None:
     from pgrecall import db
     from pgrecall.embedder import get_embedder
 
-    data = json.loads(args.arms.read_text())
-    queries = {q["query_id"]: q for q in locomo.read_jsonl(args.data / "queries.jsonl")}
-    locomo.EmbeddingCache(args.embed_cache).install()
+    data, queries = _arms_and_questions(args)
     t = TENANT
     with psycopg.connect(db.admin_conninfo(), autocommit=True) as conn:
         floor = float(conn.execute(f"select ({t}._settings() ->> 'dense_floor')::float8").fetchone()[0])
