@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import arms
 import locomo
-from offline_trials import TENANT, _ranked_over_floor, rrf
+from offline_trials import TENANT, _ranked_over_floor, add_split_arguments, rrf
 
 AUXILIARY = r"(is|are|was|were|do|does|did|has|have|had|will|would|can|could|should|might)"
 WH_FRAME = re.compile(rf"^(what|when|where|who|whom|whose|which|why|how( many| much| long| often| old)?)\b\s*"
@@ -130,12 +130,8 @@ def guard(args) -> None:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
-    f = sub.add_parser("frame")
-    f.add_argument("--arms", type=Path, required=True)
-    f.add_argument("--data", type=Path, default=locomo.REPO.parent / "shared" / "data" / "locomo-dev")
-    f.add_argument("--embed-cache", type=Path, default=locomo.REPO / "eval" / ".cache" / "embeddings.sqlite")
-    g = sub.add_parser("guard")
-    g.add_argument("file", type=Path)
+    add_split_arguments(sub.add_parser("frame")).add_argument("--arms", type=Path, required=True)
+    sub.add_parser("guard").add_argument("file", type=Path)
     args = p.parse_args(argv)
     {"frame": frame, "guard": guard}[args.cmd](args)
 
