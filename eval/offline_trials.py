@@ -218,21 +218,22 @@ def score(args) -> None:
               f"{len(losses)}{': ' + '; '.join(losses[:6]) if losses else ''} |")
 
 
+def add_split_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """--data (the development split) and --embed-cache, as eval/locomo.py takes them."""
+    parser.add_argument("--data", type=Path, default=locomo.REPO.parent / "shared" / "data" / "locomo-dev")
+    parser.add_argument("--embed-cache", type=Path, default=locomo.REPO / "eval" / ".cache" / "embeddings.sqlite")
+    return parser
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("ceiling")
     c.add_argument("file", type=Path)
-    d = sub.add_parser("dump")
-    d.add_argument("--arms", type=Path, required=True)
-    d.add_argument("--out", type=Path, required=True)
-    d.add_argument("--data", type=Path, default=locomo.REPO.parent / "shared" / "data" / "locomo-dev")
-    d.add_argument("--embed-cache", type=Path, default=locomo.REPO / "eval" / ".cache" / "embeddings.sqlite")
-    o = sub.add_parser("own")
-    o.add_argument("--arms", type=Path, required=True)
-    o.add_argument("--out", type=Path, required=True)
-    o.add_argument("--data", type=Path, default=locomo.REPO.parent / "shared" / "data" / "locomo-dev")
-    o.add_argument("--embed-cache", type=Path, default=locomo.REPO / "eval" / ".cache" / "embeddings.sqlite")
+    for name in ("dump", "own"):
+        d = add_split_arguments(sub.add_parser(name))
+        d.add_argument("--arms", type=Path, required=True)
+        d.add_argument("--out", type=Path, required=True)
     s = sub.add_parser("score")
     s.add_argument("file", type=Path)
     args = p.parse_args(argv)

@@ -10068,7 +10068,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$, null, 28, $pgrecall_c121b9667adf$e5ab231029bd48c353a43b5cd796b0caad0a7aad854e84bbd0a71bf873464251$pgrecall_c121b9667adf$, $pgrecall_e5ab231029bd$-- Entities: identity is (scope, normalized name); names resolve through
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$, null, 28, $pgrecall_bc2d5d0a3e61$23996cfe47963453d9baf256554752bb27a938bc2754ce9f7d02970ca6790811$pgrecall_bc2d5d0a3e61$, $pgrecall_23996cfe4796$-- Entities: identity is (scope, normalized name); names resolve through
 -- aliases and through merges to the surviving entity. A name is content too:
 -- a principal sees an entity (its name, its aliases, its facts) only through
 -- a memory or a fact it is eligible for that names it (_entity_visible), and
@@ -10152,8 +10152,9 @@ begin
     end if;
     v_invisible := (regexp_match(_trim(p_name), _invisible_characters()))[1];
     if v_invisible is not null then
+        -- at least four hex digits, and every one (lpad alone cut U+E0041 to U+E004)
         return format('it holds U+%s, a control, format, spacing or invisible character',
-                      upper(lpad(to_hex(ascii(v_invisible)), 4, '0')));
+                      upper(lpad(to_hex(ascii(v_invisible)), greatest(4, length(to_hex(ascii(v_invisible)))), '0')));
     end if;
     return null;
 end
@@ -10526,7 +10527,7 @@ end
 $$;
 comment on function __tenant__.entities(text, text[], text) is
     'Entities in the authorised scopes that a memory or fact the principal may see names (optionally those a name or alias denotes), with their count of visible current facts.';
-$pgrecall_e5ab231029bd$)
+$pgrecall_23996cfe4796$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -10743,7 +10744,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bde667a4f43c$sessions/peers_scopes.sql$pgrecall_bde667a4f43c$, null, 31, $pgrecall_cfa04406aeaf$f7b0e0ba24ec8f33439d003b993b6801919ff319f6479309dda7b7007c9703b2$pgrecall_cfa04406aeaf$, $pgrecall_f7b0e0ba24ec$-- Creating the peers and scopes that every operation names, and the rules
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bde667a4f43c$sessions/peers_scopes.sql$pgrecall_bde667a4f43c$, null, 31, $pgrecall_7996e255cd7c$6e12a018975ac34d768d057e9b960001fc82936ac5e1306cfe3998e71b3dd88d$pgrecall_7996e255cd7c$, $pgrecall_6e12a018975a$-- Creating the peers and scopes that every operation names, and the rules
 -- their names follow.
 --
 -- A scope name is a lowercase ASCII slug (the table's CHECK), so it has one
@@ -10859,7 +10860,7 @@ begin
     v_invisible := (regexp_match(v_name, _invisible_characters()))[1];
     if v_invisible is not null then
         return format('it holds U+%s, a control, format, spacing or invisible character',
-                      upper(lpad(to_hex(ascii(v_invisible)), 4, '0')));
+                      upper(lpad(to_hex(ascii(v_invisible)), greatest(4, length(to_hex(ascii(v_invisible)))), '0')));
     end if;
     if v_name ~ $re$^ | $|  $re$ then
         return 'spaces only go singly between words: none leading, trailing or doubled';
@@ -11021,7 +11022,7 @@ comment on function __tenant__.add_peer(text, text, jsonb, text) is
     'Creates a peer (human, agent or other), or merges metadata into an existing one of the same kind. Returns its id. '
     'The name is stored in NFC; PR140 if it breaks the name rules, PR141 if a peer of that name in another case exists. '
     'With p_data_subject_id, erasing that subject anonymises the peer.';
-$pgrecall_f7b0e0ba24ec$)
+$pgrecall_6e12a018975a$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

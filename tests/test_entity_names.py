@@ -50,6 +50,16 @@ def test_the_message_shows_the_character_as_an_escape(acme):
     assert "'Ri\\u202eta'" in error.args[0] and "U+202E" in error.args[0]
 
 
+def test_a_character_beyond_four_hex_digits_is_named_whole(acme):
+    """A tag character (U+E0041, 'A' drawn as nothing) was named U+E004 in the message, another character:
+    lpad cut the code to four digits. The peer rule's message said the same."""
+    said = acme.append("Rita is my sister", role="user", actor="ana")
+    for call in (lambda: acme.remember("Ana's sister is Rita", evidence=[said], purposes=["converse"],
+                                       about=["Rita\U000e0041"]),
+                 lambda: acme.add_peer("rita\U000e0041", "human")):
+        message = refused(call).args[0]
+        assert "U+E0041," in message and "\\U000e0041" in message, message
+
 def test_one_hostile_name_refuses_the_whole_batch(acme, db):
     said = acme.append("Rita is my sister and Ben likes tea", role="user", actor="ana")
     before = table_counts(db)

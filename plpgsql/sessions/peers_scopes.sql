@@ -114,7 +114,7 @@ begin
     v_invisible := (regexp_match(v_name, _invisible_characters()))[1];
     if v_invisible is not null then
         return format('it holds U+%s, a control, format, spacing or invisible character',
-                      upper(lpad(to_hex(ascii(v_invisible)), 4, '0')));
+                      upper(lpad(to_hex(ascii(v_invisible)), greatest(4, length(to_hex(ascii(v_invisible)))), '0')));
     end if;
     if v_name ~ $re$^ | $|  $re$ then
         return 'spaces only go singly between words: none leading, trailing or doubled';

@@ -8,6 +8,7 @@ import sys
 import threading
 
 from .. import errors
+from .._catalog import EMBEDDING_MODEL as MODEL_NAME
 from ._common import EXIT_INTERRUPTED, Subparsers, _fail, _print_json, tenant_args
 
 IMPORT_FORMAT = """\
@@ -123,9 +124,16 @@ def cmd_embeddings(args: argparse.Namespace) -> int:
 
     import pgrecall
 
-    if args.action == "status" and (args.all or args.model or args.input_version):
+    if args.action == "status" and (args.all or args.model is not None or args.input_version):
         return _fail("pgrecall: error: --all, --model and --input-version go with rebuild, not status",
                      "pgrecall embeddings rebuild --all re-embeds everything; status only reads.", 2)
+    # rebuild embeds with this install's model: a switch to any other name committed the tenant to a model
+    # no worker of this command runs, then failed, leaving the tenant's recall without a dense arm.
+    if args.model is not None and args.model != MODEL_NAME:
+        return _fail(f"pgrecall: error: --model {args.model!r} is not the model this install embeds with "
+                     f"({MODEL_NAME}); nothing was switched",
+                     "A worker running another model switches its tenant with set_embedding_version() "
+                     "(docs/reference.md).", 2)
     # Reading the status is the app's; queueing a rebuild or switching versions the admin's.
     with pgrecall.connect(tenant=args.tenant, role="app" if args.action == "status" else "admin") as mem:
         status = mem.embedding_status()
@@ -137,8 +145,12 @@ def cmd_embeddings(args: argparse.Namespace) -> int:
             print(f"passages: {status.passages_current} current, {status.passages_stale} stale, "
                   f"{status.passages_queued} queued")
             return 0
-        if args.model or args.input_version:
+        if args.model is not None or args.input_version:
             queued = mem.set_embedding_version(args.model or status.model, args.input_version or status.input_version)
+            # A switch queues what lacks a vector of the new stamp; --all asks for every one, also when the
+            # stamp was already in force (it was ignored beside --model or --input-version).
+            if args.all:
+                queued = mem.rebuild_embeddings(True)
         else:
             queued = mem.rebuild_embeddings(args.all)
         status = mem.embedding_status()
@@ -167,6 +179,18 @@ def add_import(sub: Subparsers) -> None:
     p.set_defaults(func=cmd_import)
 
 
+def _batch_size(value: str) -> int:
+    """--batch-size, checked as the command line is read: a claim takes 1 to 10000 jobs, and a bad size found
+    by the first claim came after rebuild had queued (or switched) already."""
+    try:
+        size = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+    if not 1 <= size <= 10000:
+        raise argparse.ArgumentTypeError(f"a batch is 1 to 10000 texts, not {size}")
+    return size
+
+
 def _threads(value: str) -> int:
     """--threads, checked as the command line is read: before a server starts or a model loads."""
     from ..embedder import embed_threads
@@ -181,7 +205,7 @@ def add_worker(sub: Subparsers) -> None:
     p = sub.add_parser("worker", help="embed queued memories (LISTEN/NOTIFY wakes it)")
     tenant_args(p, principal=False, scopes=False)
     p.add_argument("--once", action="store_true", help="drain the queue and exit")
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-size", type=_batch_size, default=64)
     p.add_argument("--threads", type=_threads, help="threads the model may use (default: $PGRECALL_EMBED_THREADS, "
                                                "else half the cores, so the server it feeds keeps the rest)")
     p.add_argument("--json", action="store_true", help="with --once: one JSON document")
@@ -192,7 +216,7 @@ def add_deriver(sub: Subparsers) -> None:
     p = sub.add_parser("deriver", help="process the derivation queue with the first-person extractor")
     tenant_args(p, principal=False, scopes=False)
     p.add_argument("--once", action="store_true", help="drain the queue and exit")
-    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--batch-size", type=_batch_size, default=16)
     p.add_argument("--json", action="store_true", help="with --once: one JSON document")
     p.set_defaults(func=cmd_deriver)
 
@@ -209,7 +233,7 @@ def add_embeddings(sub: Subparsers) -> None:
     p.add_argument("--model", help="with rebuild: switch the embedding model name (queues everything)")
     p.add_argument("--input-version", type=int, choices=[1, 2],
                    help="with rebuild: switch the embedded text version")
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-size", type=_batch_size, default=64)
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--json", action="store_true", help="one JSON document")
     p.set_defaults(func=cmd_embeddings)
