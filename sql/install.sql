@@ -4867,7 +4867,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a769738e7545$shared/embedding_input.sql$pgrecall_a769738e7545$, null, 5, $pgrecall_0b3b8eeb15c6$e30f1596278e6849f13e37352fccf173fbcb58c19c7f2f6e60305ad130a43be1$pgrecall_0b3b8eeb15c6$, $pgrecall_e30f1596278e$-- Vectors a caller or the worker hands in: their size (the tenant's vector column decides it) and
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a769738e7545$shared/embedding_input.sql$pgrecall_a769738e7545$, null, 5, $pgrecall_1e79ec7a15a4$02e46ba3214e48aa1fe8bee4d6e1ed73ed1bc8877522e0afaf3e6cfc7fa5b4a2$pgrecall_1e79ec7a15a4$, $pgrecall_02e46ba3214e$-- Vectors a caller or the worker hands in: their size (the tenant's vector column decides it) and
 -- whether a batch of results can be stored.
 
 -- What both embedding queues check before storing a worker's results: one
@@ -4895,6 +4895,29 @@ end
 $$;
 comment on function __tenant__._embedding_results_usable(text, bigint[], bigint[], __ext__.halfvec[], text, integer) is
     'Internal: PR107 unless a worker''s results are arrays of one length; false when the tenant switched model or input version.';
+
+-- The stamp in force, held (FOR SHARE) until a worker's results are stored:
+-- a worker checks that its results have the stamp in force, then locks its
+-- jobs and stores. A switch (set_embedding_version) committed between the
+-- two let it store a vector of the old stamp after the switch's rebuild had
+-- passed over the memory (its vector had the new stamp then): stale, and
+-- queued by nothing. Held, the switch waits for the store and its rebuild
+-- sees the vector, or the store waits for the switch and drops its results.
+-- Taken before any job is locked, so neither waits holding what the other
+-- wants. One row: set_embedding_version, the only writer of the stamp
+-- (set_setting refuses both keys), updates the model's row first, always.
+create or replace function __tenant__._hold_embedding_stamp()
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    perform 1 from setting s where s.key = 'embedding_model' for share;
+end
+$$;
+comment on function __tenant__._hold_embedding_stamp() is
+    'Internal: holds the embedding stamp (its model setting''s row, FOR SHARE) until the transaction ends: a switch waits.';
 
 -- How many numbers every vector of the tenant holds: the type of its vector
 -- columns (halfvec(384) since migration 0032), named once here for the
@@ -4972,7 +4995,7 @@ end
 $$;
 comment on function __tenant__._embedding_vectors(text[], boolean) is
     'Internal: vector literals as halfvecs; PR154 unless each is _embedding_dimensions() finite numbers (or NULL, where allowed).';
-$pgrecall_e30f1596278e$)
+$pgrecall_02e46ba3214e$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -12544,7 +12567,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$, null, 36, $pgrecall_f2adff27c825$97dc68ebf1cf011f56883f3494d213bc3868f33fb18eb2003edaeaf745b936ba$pgrecall_f2adff27c825$, $pgrecall_97dc68ebf1cf$-- Embeddings are a derived index: the write path queues work here, the
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$, null, 36, $pgrecall_d499e019ab0a$bf503bd202a50c03758d21519cf15ac379001727a875b576aa7efce390f04c80$pgrecall_d499e019ab0a$, $pgrecall_bf503bd202a5$-- Embeddings are a derived index: the write path queues work here, the
 -- worker (pgrecall worker) claims it with SKIP LOCKED under a lease, embeds
 -- the text this file chooses, and stores the vector stamped with the model
 -- and input version. A result computed from text that has since changed, or
@@ -12911,6 +12934,7 @@ declare
     v_stored bigint[];
 begin
     perform _check_worker(p_worker);
+    perform _hold_embedding_stamp();
     if p_text_embeddings is not null then
         if cardinality(p_text_embeddings) is distinct from cardinality(p_memory_ids) then
             perform _fail('PR107', 'memory ids and text embeddings must be arrays of one length');
@@ -13041,6 +13065,7 @@ declare
     v_stored bigint[];
 begin
     perform _check_worker(p_worker);
+    perform _hold_embedding_stamp();
     if not _embedding_results_usable('passage', p_passage_ids, p_generations, p_embeddings, p_model,
                                      p_input_version) then
         return 0;  -- the tenant switched model or version meanwhile; the jobs were re-queued
@@ -13220,6 +13245,7 @@ begin
         perform _fail('PR107', format('unknown embedding input version %s', coalesce(p_input_version::text, 'NULL')),
                       'Versions are 1 (title and body) and 2 (body with neighbouring turns).');
     end if;
+    -- the model's row first: a worker storing results holds it (_hold_embedding_stamp), and this waits
     update setting s set value = to_jsonb(p_model) where s.key = 'embedding_model';
     update setting s set value = to_jsonb(p_input_version) where s.key = 'embedding_input_version';
     -- Jobs queued only for a stamp are done where the memory's vector has the new one; a job queued
@@ -13235,7 +13261,7 @@ end
 $$;
 comment on function __tenant__.set_embedding_version(text, integer) is
     'Switches the embedding model or input version and queues every live memory; stale vectors are ignored until rebuilt.';
-$pgrecall_97dc68ebf1cf$)
+$pgrecall_bf503bd202a5$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

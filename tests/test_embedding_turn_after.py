@@ -136,3 +136,63 @@ def test_switching_away_and_back_keeps_the_reply_s_re_embedding(acme, conninfo, 
     assert question in queued
     drain(conninfo)
     assert "zqkiln" in window_words(db, question)
+
+
+def _waiting_on_a_lock(db, call: str) -> bool:
+    return db.execute("select count(*) from pg_stat_activity where wait_event_type = 'Lock' and query like %s",
+                      (f"%{call}%",)).fetchone()[0] == 1
+
+
+def test_a_switch_while_a_worker_stores_under_the_old_version_leaves_nothing_stale(acme, conninfo, db):
+    """A worker checked the version in force, then a switch committed before it locked its job: it stored a
+    version-2 vector in a tenant now at version 1, and the switch had not queued the memory (its vector had
+    the new stamp then). The drain that followed did nothing; the vector stayed stale until a rebuild."""
+    import threading
+
+    import psycopg
+
+    from conftest import wait_until
+
+    memory = said(acme, "I keep bees on the roof of the workshop.", "ana")
+    admin = psycopg.connect(conninfo.dsn(user="pgrecall_acme_admin"), autocommit=True)
+    model = acme.embedding_status().model
+    admin.execute("select acme.set_embedding_version(%s, 1)", (model,))
+    drain(conninfo)
+    # A job queued for more than the stamp (--all here; a reply after a lease, elsewhere) is not dropped by
+    # a switch back to the stamp of the memory's vector.
+    admin.execute("select acme.set_embedding_version(%s, 2)", (model,))
+    admin.execute("select acme.rebuild_embeddings(true)")
+    worker = psycopg.connect(conninfo.dsn(user="pgrecall_acme_worker"), autocommit=True)
+    job = worker.execute("select memory_id, generation, input, model, input_version, text_input"
+                         " from acme.claim_embedding_jobs('w1', 10) where memory_id = %s", (memory,)).fetchone()
+    assert job is not None and job[4] == 2
+    vector, text_vector = get_embedder().embed([job[2], job[5]])
+    stored: dict = {}
+
+    def complete() -> None:
+        stored["count"] = worker.execute(
+            "select acme.complete_embedding_jobs('w1', array[%s::bigint], array[%s::bigint], array[%s::halfvec],"
+            " %s, 2, array[%s::halfvec])", (memory, job[1], to_literal(vector), job[3], to_literal(text_vector))
+        ).fetchone()[0]
+
+    def switch() -> None:
+        admin.execute("select acme.set_embedding_version(%s, 1)", (model,))
+
+    with psycopg.connect(conninfo.dsn()) as holder:
+        # the job row held a moment, so that the worker has checked the version and waits to lock its job
+        holder.execute("select 1 from acme.embedding_job where memory_id = %s for update", (memory,))
+        storing = threading.Thread(target=complete)
+        storing.start()
+        wait_until(lambda: _waiting_on_a_lock(db, "complete_embedding_jobs"), what="the worker to wait for its job")
+        switching = threading.Thread(target=switch)
+        switching.start()
+        switching.join(2)  # it may wait for the job too
+        holder.commit()
+    storing.join(30)
+    switching.join(30)
+    assert not storing.is_alive() and not switching.is_alive()
+    drain(conninfo)
+    status = acme.embedding_status()
+    assert (status.input_version, status.current, status.stale, status.queued) == (1, 1, 0, 0), status
+    assert db.execute("select input_version from acme.memory_embedding where memory_id = %s",
+                      (memory,)).fetchone() == (1,)

@@ -365,6 +365,7 @@ declare
     v_stored bigint[];
 begin
     perform _check_worker(p_worker);
+    perform _hold_embedding_stamp();
     if p_text_embeddings is not null then
         if cardinality(p_text_embeddings) is distinct from cardinality(p_memory_ids) then
             perform _fail('PR107', 'memory ids and text embeddings must be arrays of one length');
@@ -495,6 +496,7 @@ declare
     v_stored bigint[];
 begin
     perform _check_worker(p_worker);
+    perform _hold_embedding_stamp();
     if not _embedding_results_usable('passage', p_passage_ids, p_generations, p_embeddings, p_model,
                                      p_input_version) then
         return 0;  -- the tenant switched model or version meanwhile; the jobs were re-queued
@@ -674,6 +676,7 @@ begin
         perform _fail('PR107', format('unknown embedding input version %s', coalesce(p_input_version::text, 'NULL')),
                       'Versions are 1 (title and body) and 2 (body with neighbouring turns).');
     end if;
+    -- the model's row first: a worker storing results holds it (_hold_embedding_stamp), and this waits
     update setting s set value = to_jsonb(p_model) where s.key = 'embedding_model';
     update setting s set value = to_jsonb(p_input_version) where s.key = 'embedding_input_version';
     -- Jobs queued only for a stamp are done where the memory's vector has the new one; a job queued

@@ -27,6 +27,29 @@ $$;
 comment on function __tenant__._embedding_results_usable(text, bigint[], bigint[], __ext__.halfvec[], text, integer) is
     'Internal: PR107 unless a worker''s results are arrays of one length; false when the tenant switched model or input version.';
 
+-- The stamp in force, held (FOR SHARE) until a worker's results are stored:
+-- a worker checks that its results have the stamp in force, then locks its
+-- jobs and stores. A switch (set_embedding_version) committed between the
+-- two let it store a vector of the old stamp after the switch's rebuild had
+-- passed over the memory (its vector had the new stamp then): stale, and
+-- queued by nothing. Held, the switch waits for the store and its rebuild
+-- sees the vector, or the store waits for the switch and drops its results.
+-- Taken before any job is locked, so neither waits holding what the other
+-- wants. One row: set_embedding_version, the only writer of the stamp
+-- (set_setting refuses both keys), updates the model's row first, always.
+create or replace function __tenant__._hold_embedding_stamp()
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    perform 1 from setting s where s.key = 'embedding_model' for share;
+end
+$$;
+comment on function __tenant__._hold_embedding_stamp() is
+    'Internal: holds the embedding stamp (its model setting''s row, FOR SHARE) until the transaction ends: a switch waits.';
+
 -- How many numbers every vector of the tenant holds: the type of its vector
 -- columns (halfvec(384) since migration 0032), named once here for the
 -- checks that refuse a vector of another size before pgvector would. A test
