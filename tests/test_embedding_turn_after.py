@@ -196,3 +196,19 @@ def test_a_switch_while_a_worker_stores_under_the_old_version_leaves_nothing_sta
     assert (status.input_version, status.current, status.stale, status.queued) == (1, 1, 0, 0), status
     assert db.execute("select input_version from acme.memory_embedding where memory_id = %s",
                       (memory,)).fetchone() == (1,)
+
+
+def test_a_reply_in_a_transaction_still_open_when_the_worker_claims_reaches_the_vector(acme, conninfo, db):
+    """The reply's append found the question's memory queued and not yet claimed, and left it: its job
+    would read the turns when it ran. It ran before the reply's transaction committed, without the reply,
+    and nothing queued it again: the vector and its window never held the reply, with nothing queued or
+    stale to say so."""
+    question = said(acme, QUESTION, "ana")
+    with conninfo.connect(user="pgrecall_acme_app") as replying, replying.transaction():
+        replying.execute("select acme.append_observation('ben', array['default'], 'default', %s, 'user')", (REPLY,))
+        drain(conninfo)  # the reply is not committed yet
+    drain(conninfo)
+    status = acme.embedding_status()
+    assert (status.current, status.stale, status.queued) == (1, 0, 0), status
+    assert REPLY in embedded_input(db, question)
+    assert "zqkiln" in window_words(db, question)

@@ -234,8 +234,11 @@ comment on function __tenant__._memories_embedding_turns(bigint[]) is
 -- in, when their audience fits within the new turn's (else their text does
 -- not change). A memory that cites that turn but not first is queued once too
 -- often, never missed: finding its first evidence would join the log on every
--- append. A memory never embedded under version 2 is left alone: its job,
--- when it runs, reads the turns as they are then. Each statement probes (the
+-- append. A memory queued and not yet claimed is queued again too: its job
+-- row, locked by this until the new turns commit, is one a worker's claim
+-- (SKIP LOCKED) passes over; left alone, a claim in that time read its turns
+-- without the new one, and nothing queued it again. A memory neither queued
+-- nor embedded under version 2 is left alone. Each statement probes (the
 -- log backwards from the new turn, the links by their target): an append's
 -- cost does not grow with its conversation (test_plans_stay_probes).
 -- p_from, p_to: the new turns' offsets in p_scope, p_from excluded.
@@ -282,7 +285,7 @@ begin
          where m.id = any (v_memories)
            and m.superseded_by is null and m.invalidated_at is null
            and _audience_within(m.audience_peer_id, v_first.audience)
-           and (exists (select 1 from embedding_job q where q.memory_id = m.id and q.leased_by is not null)
+           and (exists (select 1 from embedding_job q where q.memory_id = m.id)
                 or exists (select 1 from memory_embedding me where me.memory_id = m.id and me.input_version = 2))
         on conflict (memory_id) do update
             set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null,
