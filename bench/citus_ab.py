@@ -25,6 +25,7 @@ import time
 from contextlib import ExitStack
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from . import corpus
 from .citus import HashedVectors, query_vectors, recall_sql
@@ -57,6 +58,10 @@ def one_call(conn: psycopg.Connection, tenant: str, kind: str, i: int, offsets: 
     if kind == "append":  # not in KINDS: --kinds append
         conn.execute(f"select {tenant}.append_observation('agent', %s, %s, %s, 'user')",
                      (SCOPES, SCOPES[0], f"ab appends turn number {i} about zq{i}")).fetchone()
+    elif kind == "assert_fact":  # not in KINDS: --kinds assert_fact; 20 subjects, so most assertions supersede
+        conn.execute(f"select * from {tenant}.assert_fact('agent', %s, %s, %s, 'lives_in', %s, %s)",
+                     (SCOPES, SCOPES[0], f"person {i % 20}", f"Town {offsets[i]}",
+                      Jsonb([{"offset": offsets[i], "quote": "I live in"}]))).fetchall()
     elif kind == "remember":
         conn.execute(f"select * from {tenant}.remember('agent', %s, %s, %s, %s, array['converse'])",
                      (SCOPES, SCOPES[0], f"ab remembers fact number {i} about zq{i}", [offsets[i]])).fetchall()
@@ -74,9 +79,9 @@ def measure(admin: str, apps: list[str], kinds: list[str], calls: int, rounds: i
         for r in range(rounds):
             for kind in kinds:
                 offsets = [[] for _ in conns]
-                if kind == "remember":
+                if kind in ("remember", "assert_fact"):
                     offsets = [[c.execute(f"select {t}.append_observation('agent', %s, %s, %s, 'user')",
-                                          (SCOPES, SCOPES[0], f"ab turn {r} {i}")).fetchone()[0]
+                                          (SCOPES, SCOPES[0], f"ab turn {r} {i}: I live in a town")).fetchone()[0]
                                 for i in range(calls + 20)] for c, t in zip(conns, tenants)]
                 for i in range(20):  # warm, untimed
                     for c, t, o in zip(conns, tenants, offsets):

@@ -8845,7 +8845,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$, null, 25, $pgrecall_57c0e4ceb062$d97c484c255a76711eab0d2b2adbf1a0dd1e1facf6e031213597ccf03b76df62$pgrecall_57c0e4ceb062$, $pgrecall_d97c484c255a$-- Facts: asserting (closing and splitting what it contradicts), retracting,
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$, null, 25, $pgrecall_f5b43a75f0ca$0c28292a31b2a0c5a2211a2411ffb01bc2b3f744f03921f618bc3237a514472b$pgrecall_f5b43a75f0ca$, $pgrecall_0c28292a31b2$-- Facts: asserting (closing and splitting what it contradicts), retracting,
 -- citing, and the bitemporal question "what was true at T1 as we knew it at T2".
 -- Errors: PR111 unknown predicate, PR112 evidence does not match its
 -- observation, PR113 role policy (a human's fact on an assistant's word only),
@@ -9161,29 +9161,67 @@ security definer
 set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
+    -- On a Citus node a few rows are inserted one VALUES row at a time, as _remember_links does: there an
+    -- INSERT ... SELECT (and a writing CTE) is planned as subplans whose rows are written out, read back and copied
+    -- into the shard, while an INSERT ... VALUES takes the fast path. One server keeps the one statement: per-row
+    -- statements were a third of an assertion's time there.
+    c_row_by_row constant integer := 16;
+    v_cited_obs bigint[];
+    v_cited_start integer[];
+    v_cited_end integer[];
     v_new integer[];
+    v_sources bigint[] := array(select distinct x from unnest(p_observations) x order by x);
+    v_evidence bigint;
+    v_dependency record;
 begin
-    -- The spans not already cited (a confirmation adds only those), read first: on Citus an
-    -- insert whose select joins a set-returning function to a tenant table is not planned.
+    if current_setting('citus.version', true) is null
+       or cardinality(p_observations) + 3 * cardinality(v_sources) > c_row_by_row then
+        -- The spans not already cited (a confirmation adds only those).
+        v_new := array(select e.n from unnest(p_observations, p_starts, p_ends) with ordinality e(o, s, e, n)
+                        where not exists (select 1 from fact_evidence x where x.fact_id = p_fact
+                                             and x.observation_id = e.o and x.byte_start = e.s and x.byte_end = e.e)
+                        order by e.n);
+        -- The evidence, and what the entities, the fact and each new evidence row derive from, in one statement.
+        with added as (
+            insert into fact_evidence (fact_id, observation_id, byte_start, byte_end, quote)
+            select p_fact, p_observations[n], p_starts[n], p_ends[n], p_quotes[n] from unnest(v_new) n
+            returning id, observation_id)
+        insert into projection_dependency (kind, row_key, observation_id)
+        select 'fact_evidence', a.id::text, a.observation_id from added a
+        union all
+        select k.kind, k.row_key, o
+          from (values ('entity', p_subject::text), ('entity', p_object::text), ('fact', p_fact::text)) k(kind, row_key),
+               unnest(v_sources) o
+         where k.row_key is not null
+        on conflict do nothing;
+        return;
+    end if;
+    -- The spans cited already, read by a statement of that table alone (Citus's fast path), compared as arrays.
+    select coalesce(array_agg(x.observation_id), '{}'), coalesce(array_agg(x.byte_start), '{}'),
+           coalesce(array_agg(x.byte_end), '{}')
+      into v_cited_obs, v_cited_start, v_cited_end
+      from fact_evidence x where x.fact_id = p_fact;
     v_new := array(select e.n from unnest(p_observations, p_starts, p_ends) with ordinality e(o, s, e, n)
-                    where not exists (select 1 from fact_evidence x where x.fact_id = p_fact
-                                         and x.observation_id = e.o and x.byte_start = e.s and x.byte_end = e.e)
+                    where not exists (select 1 from unnest(v_cited_obs, v_cited_start, v_cited_end) c(o, s, f)
+                                       where c.o = e.o and c.s = e.s and c.f = e.e)
                     order by e.n);
-    -- The evidence, and what the entities, the fact and each new evidence row
-    -- derive from, in one statement: per-row statements were a third of an assertion's time.
-    with added as (
-        insert into fact_evidence (fact_id, observation_id, byte_start, byte_end, quote)
-        select p_fact, p_observations[n], p_starts[n], p_ends[n], p_quotes[n] from unnest(v_new) n
-        returning id, observation_id)
-    insert into projection_dependency (kind, row_key, observation_id)
-    select 'fact_evidence', a.id::text, a.observation_id from added a
-    union all
-    select k.kind, k.row_key, o
-      from (values ('entity', p_subject::text), ('entity', p_object::text), ('fact', p_fact::text)) k(kind, row_key),
-           unnest(array(select distinct x from unnest(p_observations) x order by x)) o
-     where k.row_key is not null
-    on conflict do nothing;
-
+    for i in 1 .. cardinality(v_new) loop
+        insert into fact_evidence (fact_id, observation_id, byte_start, byte_end, quote)  -- the id's default: unkept
+        values (p_fact, p_observations[v_new[i]], p_starts[v_new[i]], p_ends[v_new[i]], p_quotes[v_new[i]])
+        returning id into v_evidence;
+        insert into projection_dependency (kind, row_key, observation_id)
+        values (_unkept_on_citus('fact_evidence'::text), v_evidence::text, p_observations[v_new[i]])
+        on conflict do nothing;
+    end loop;
+    for v_dependency in select k.kind, k.row_key, o
+                          from (values ('entity', p_subject::text), ('entity', p_object::text), ('fact', p_fact::text))
+                               k(kind, row_key), unnest(v_sources) o
+                         where k.row_key is not null
+                         order by 1, 2, 3 loop
+        insert into projection_dependency (kind, row_key, observation_id)
+        values (_unkept_on_citus(v_dependency.kind), v_dependency.row_key, v_dependency.o)
+        on conflict do nothing;
+    end loop;
 end
 $$;
 comment on function __tenant__._add_fact_evidence(bigint, bigint, bigint, bigint[], integer[], integer[], text[]) is
@@ -9202,7 +9240,17 @@ as $$
 declare
     v_piece tstzrange;
     v_part bigint;
+    v_obs bigint[];
+    v_start integer[];
+    v_end integer[];
+    v_quote text[];
 begin
+    -- The old fact's evidence, read once by a statement of that table alone (on Citus an INSERT ... SELECT of it
+    -- is evaluated apart and copied into the shard), then written for each piece as new evidence.
+    select array_agg(x.observation_id order by x.id), array_agg(x.byte_start order by x.id),
+           array_agg(x.byte_end order by x.id), array_agg(x.quote order by x.id)
+      into v_obs, v_start, v_end, v_quote
+      from fact_evidence x where x.fact_id = p_old.id;
     for v_piece in select p from unnest(p_pieces) p loop
         insert into fact (scope, subject_id, predicate, single_valued, object_id, object_value, statement, valid,
                           known, confidence, salience, observer_peer_id, audience_peer_id, purposes, asserted_by,
@@ -9212,9 +9260,8 @@ begin
                 p_old.confidence, p_old.salience, p_old.observer_peer_id, p_old.audience_peer_id, p_old.purposes,
                 p_old.asserted_by, p_old.id, p_split_by)
         returning id into v_part;
-        insert into fact_evidence (fact_id, observation_id, byte_start, byte_end, quote)
-        select v_part, x.observation_id, x.byte_start, x.byte_end, x.quote from fact_evidence x where x.fact_id = p_old.id;
-        perform _register_fact(v_part, array(select distinct x.observation_id from fact_evidence x where x.fact_id = p_old.id));
+        perform _add_fact_evidence(v_part, null, null, coalesce(v_obs, '{}'), coalesce(v_start, '{}'),
+                                   coalesce(v_end, '{}'), coalesce(v_quote, '{}'));
     end loop;
 end
 $$;
@@ -9254,14 +9301,28 @@ declare
     v_result bigint[];
 begin
     -- A single value at a time: close every current fact the new one overlaps.
-    with closed as (
-        update fact f set known = tstzrange(lower(f.known), p_now)
-         where f.subject_id = p_subject and f.predicate = p_predicate and f.single_valued
-           and upper_inf(f.known) and coalesce(f.observer_peer_id, 0) = coalesce(p_observer, 0)
-           and f.valid && p_valid
-        returning f.id)
-    select coalesce(array_agg(id order by id), '{}') from closed
-    into v_result;
+    if current_setting('citus.version', true) is null then
+        with closed as (
+            update fact f set known = tstzrange(lower(f.known), p_now)
+             where f.subject_id = p_subject and f.predicate = p_predicate and f.single_valued
+               and upper_inf(f.known) and coalesce(f.observer_peer_id, 0) = coalesce(p_observer, 0)
+               and f.valid && p_valid
+            returning f.id)
+        select coalesce(array_agg(id order by id), '{}') from closed
+        into v_result;
+        return v_result;
+    end if;
+    -- On a Citus node found first, then closed by id: there an UPDATE inside a CTE is planned and deparsed again
+    -- at every call, while each statement of one table takes the fast path. The caller holds the subject's lock,
+    -- which every fact writer takes, so nothing changes between the two.
+    select coalesce(array_agg(f.id order by f.id), '{}') into v_result
+      from fact f
+     where f.subject_id = p_subject and f.predicate = p_predicate and f.single_valued
+       and upper_inf(f.known) and coalesce(f.observer_peer_id, 0) = coalesce(p_observer, 0)
+       and f.valid && p_valid;
+    if cardinality(v_result) > 0 then
+        update fact f set known = tstzrange(lower(f.known), p_now) where f.id = any (v_result);
+    end if;
     return v_result;
 end
 $$;
@@ -9373,25 +9434,6 @@ $$;
 comment on function __tenant__._assert_fact(bigint, text, text, text, text, jsonb, text, timestamptz, timestamptz,
                                             double precision, text, text, text[], text, text, text) is
     'Internal: assert_fact() for a principal and a scope already checked.';
-
--- Registers a fact and its evidence rows against their observations.
-create or replace function __tenant__._register_fact(p_fact_id bigint, p_observation_ids bigint[])
-returns void
-language plpgsql
-security definer
-set search_path = pg_catalog, __tenant__, __ext__, pg_temp
-as $$
-#variable_conflict use_column
-begin
-    insert into projection_dependency (kind, row_key, observation_id)
-    select 'fact', p_fact_id::text, o from unnest(p_observation_ids) o
-    union all
-    select 'fact_evidence', x.id::text, x.observation_id from fact_evidence x where x.fact_id = p_fact_id
-    on conflict do nothing;
-end
-$$;
-comment on function __tenant__._register_fact(bigint, bigint[]) is
-    'Internal: registers a fact and its evidence in the projection registry.';
 
 create or replace function __tenant__._visible_fact(p_principal_id bigint, p_scopes text[], p_fact_id bigint)
 returns __tenant__.fact
@@ -9619,7 +9661,7 @@ end
 $$;
 comment on function __tenant__.assert_facts(text, text[], text, jsonb) is
     'assert_fact() for a batch (a JSON array of items), in order and all-or-nothing; one row per item.';
-$pgrecall_d97c484c255a$)
+$pgrecall_0c28292a31b2$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -10049,7 +10091,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$, null, 28, $pgrecall_df21bbe4afa5$e082736e7c870d73f66d87f8d31e94d17c85bdd637ebf44c11f66db1e41e5bd3$pgrecall_df21bbe4afa5$, $pgrecall_e082736e7c87$-- Entities: identity is (scope, normalized name); names resolve through
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$, null, 28, $pgrecall_bc2d5d0a3e61$23996cfe47963453d9baf256554752bb27a938bc2754ce9f7d02970ca6790811$pgrecall_bc2d5d0a3e61$, $pgrecall_23996cfe4796$-- Entities: identity is (scope, normalized name); names resolve through
 -- aliases and through merges to the surviving entity. A name is content too:
 -- a principal sees an entity (its name, its aliases, its facts) only through
 -- a memory or a fact it is eligible for that names it (_entity_visible), and
@@ -10086,14 +10128,12 @@ begin
     select coalesce(e.merged_into, e.id) into v_id from entity e
      where e.scope = p_scope and e.normalized_name = v_key;
     if v_id is null then
-        -- The alias index first, the scope after ("offset 0" keeps the scope
-        -- test out of the scan): a generic plan (assert_fact forces one) would
-        -- otherwise read every entity of the scope through entity_identity,
-        -- 0.6 ms at 3k entities, for a name that is, most often, no alias at all.
-        select a.id into v_id
-          from (select e.id, e.scope, e.merged_into from entity e where e.aliases @> array[v_key] offset 0) a
-         where a.scope = p_scope and a.merged_into is null
-         order by a.id limit 1;
+        -- The alias index alone, the scope tested in the aggregate's filter: a generic plan (assert_fact forces
+        -- one) would otherwise read every entity of the scope through entity_identity, 0.6 ms at 3k entities,
+        -- for a name that is, most often, no alias at all. One table and no subquery: on Citus such a statement
+        -- takes the fast path; a subquery is planned and deparsed again at every call.
+        select min(e.id) filter (where e.scope = p_scope and e.merged_into is null) into v_id
+          from entity e where e.aliases @> array[v_key];
     end if;
     return v_id;
 end
@@ -10510,7 +10550,7 @@ end
 $$;
 comment on function __tenant__.entities(text, text[], text) is
     'Entities in the authorised scopes that a memory or fact the principal may see names (optionally those a name or alias denotes), with their count of visible current facts.';
-$pgrecall_e082736e7c87$)
+$pgrecall_23996cfe4796$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -13234,7 +13274,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_719a349f8506$queues/work_queue.sql$pgrecall_719a349f8506$, null, 37, $pgrecall_a8158b062016$820bfed0317532f364a89db47b845085d075e0b30d688dbe36fea64e6407b93b$pgrecall_a8158b062016$, $pgrecall_820bfed03175$-- The derivation work queue (design section 5).
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_719a349f8506$queues/work_queue.sql$pgrecall_719a349f8506$, null, 37, $pgrecall_29914ffc0a4e$16445daf441c833253d0e1baac2e14a1909a420ce1d7632977d20da6dc915341$pgrecall_29914ffc0a4e$, $pgrecall_16445daf441c$-- The derivation work queue (design section 5).
 --
 -- Each message queues, as the flags say, one task per lane, where a lane is
 -- (session, task type, sender, observer):
@@ -13528,10 +13568,19 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_task work_task := _leased_task(p_task_id, p_lease_token);
-    v_scope text := (select s.scope from session s where s.id = v_task.session_id);
-    v_sender text := (select p.name from peer p where p.id = v_task.sender_id);
-    v_observer text := (select p.name from peer p where p.id = v_task.observer_id);
+    v_scope text;
+    v_sender text;
+    v_observer text;
+    v_message_audience bigint[];
 begin
+    -- Each read by a statement of its table alone (SELECT ... INTO, not an assignment of a subquery, which is a
+    -- statement with a sublink): on Citus those take the fast path, the others are planned and deparsed again.
+    select s.scope into v_scope from session s where s.id = v_task.session_id;
+    select p.name into v_sender from peer p where p.id = v_task.sender_id;
+    select p.name into v_observer from peer p where p.id = v_task.observer_id;
+    if v_observer is null then  -- a global view: whether the message is the scope's decides who sees the fact
+        select o.audience into v_message_audience from observation o where o.id = v_task.observation_id;
+    end if;
     perform _check_worker(p_worker);
     if v_task.task_type <> 'representation' then
         perform _fail('PR107', format('task %s is a %s task: only representation tasks assert facts about their sender',
@@ -13551,10 +13600,7 @@ begin
     return query
     select * from assert_fact(coalesce(v_observer, v_sender), array[v_scope], v_scope, v_sender, p_predicate,
                               p_object, p_evidence, p_statement, null, null, p_confidence, v_observer,
-                              coalesce(v_observer,
-                                       case when (select o.audience from observation o
-                                                   where o.id = v_task.observation_id) is not null
-                                            then v_sender end),
+                              coalesce(v_observer, case when v_message_audience is not null then v_sender end),
                               p_purposes);
 end
 $$;
@@ -13713,7 +13759,7 @@ as $$
     select t.task_type, t.status, count(*) from work_task t group by 1, 2 order by 1, 2
 $$;
 comment on function __tenant__.work_queue_status() is 'Derivation tasks by type and status.';
-$pgrecall_820bfed03175$)
+$pgrecall_16445daf441c$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

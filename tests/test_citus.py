@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
 import pgrecall
 from pgrecall import cli, errors, install
@@ -359,6 +360,87 @@ def test_a_remember_on_the_worker_reads_each_table_alone_and_writes_rows_as_valu
     writes = [q for q in local if q.startswith("INSERT")]
     # the memory, its queue row (by trigger), its link to the turn and the link's and the memory's registry rows
     assert len(writes) == 5 and all(" VALUES " in q for q in writes), writes
+
+
+def _local_statements(said):
+    return [m.removeprefix("executing the command locally: ") for m in said
+            if m.startswith("executing the command locally: ")]
+
+
+def _not_on_the_fast_path(local):
+    """The local statements Citus plans, deparses for the shard and plans again at every call (a subquery, a join,
+    an unnest, a CTE, or a subplan's result read back), and the INSERTs that are not values."""
+    return [q for q in local if q.count("SELECT") > 1 or " JOIN " in q or "unnest(" in q.lower() or q.startswith("WITH")
+            or "intermediate_result" in q or (q.startswith("INSERT") and " VALUES " not in q)]
+
+
+def test_an_assertion_on_the_worker_reads_each_table_alone_and_writes_rows_as_values(cluster, tenant_factory):
+    # A superseding assertion of a new object: it looks the name up among the aliases, closes the current value,
+    # keeps what the old value said before the new one as a piece of its own (with its evidence), and writes the new
+    # fact with its evidence and what each derives from. Each was a statement Citus could not take on its fast path:
+    # an alias probe with a subquery, an UPDATE in a CTE, the evidence and its registry rows in a writing CTE (planned
+    # as subplans whose results were written out, read back and copied into the shards), an INSERT ... SELECT of the
+    # old evidence (copied) and an array of the cited turns read by a subquery.
+    acme = tenant_factory("acme")
+    populated(cluster, acme)
+    with handle(cluster, acme, principal="ana") as ana:
+        lisbon = ana.append("I live in Lisbon", role="user", actor="ana")
+        porto = ana.append("I moved to Porto", role="user", actor="ana")
+        first = ana.assert_fact("ana", "lives_in", "Lisbon", evidence=[{"offset": lisbon, "quote": "Lisbon"}],
+                                valid_from=datetime(2020, 1, 1, tzinfo=UTC))
+    with on_the_tenants_worker(cluster, acme) as (conn, said):
+        conn.execute("set citus.log_local_commands = on")
+        moved = conn.execute(f"""select fact_id, outcome, closed_facts from {acme}.assert_fact('ana', array['default'],
+                                     'default', 'ana', 'lives_in', 'Porto', %s, p_valid_from => '2026-05-01Z')""",
+                             (Jsonb([{"offset": porto, "quote": "Porto"}]),)).fetchall()
+    assert [(r[1], r[2]) for r in moved] == [("superseded", [first.fact_id])]
+    assert [m for m in said if m.startswith("executing the copy locally")] == [], said
+    local = _local_statements(said)
+    assert local and _not_on_the_fast_path(local) == [], local
+    with handle(cluster, acme, principal="ana") as ana:
+        assert [(f.object, [e.quote for e in f.evidence]) for f in
+                ana.facts_as_of("ana", "lives_in", valid_at=datetime(2026, 4, 1, tzinfo=UTC))] == [("Lisbon", ["Lisbon"])]
+        assert [(f.object, [e.quote for e in f.evidence]) for f in ana.facts_as_of("ana", "lives_in")] == \
+            [("Porto", ["Porto"])]
+    with psycopg.connect(cluster.coordinator.dsn()) as conn:
+        registered = conn.execute(f"""select d.kind, o.log_offset from {acme}.projection_dependency d
+                                        join {acme}.observation o on o.id = d.observation_id
+                                       where d.kind in ('fact', 'fact_evidence', 'entity') order by 1, 2""").fetchall()
+    # ana, Lisbon and Porto as entities; the first fact, the piece and the new one; their three evidence rows
+    assert registered == [("entity", lisbon), ("entity", lisbon), ("entity", porto), ("entity", porto),
+                          ("fact", lisbon), ("fact", lisbon), ("fact", porto),
+                          ("fact_evidence", lisbon), ("fact_evidence", lisbon), ("fact_evidence", porto)]
+
+
+def test_the_derivers_assertion_on_the_worker_reads_its_task_a_table_at_a_time(cluster, tenant_factory):
+    # task_assert_fact read the task's scope, its sender, its observer and its message's audience by subqueries,
+    # each a statement Citus plans, deparses and plans again at every call on the worker.
+    from pgrecall.driver import Memory
+
+    acme = tenant_factory("acme")
+    populated(cluster, acme)
+    with handle(cluster, acme) as mem:
+        s = mem.create_session("chat")
+        mem.add_session_peers(s, ["ana", "ben"])
+        mem.add_messages(s, [{"actor": "ana", "body": "I live in Lisbon"}])
+    holder = next(w for w in cluster.worker_nodes if w.port == placements(cluster, acme)[0][0])
+    with psycopg.connect(holder.dsn(user=f"pgrecall_{acme}_worker"), autocommit=True) as conn:
+        queue = Memory(acme, conn=conn)
+        [task] = queue.claim_tasks("w", limit=1, task_types=["representation"])
+        said: list[str] = []
+        conn.add_notice_handler(lambda d: said.append(d.message_primary or ""))
+        conn.execute("set citus.log_local_commands = on")
+        fact = queue.task_assert_fact(task, "lives_in", "Lisbon", worker="w",
+                                      evidence=[{"offset": task.messages[0]["offset"], "quote": "Lisbon"}])
+        conn.execute("reset citus.log_local_commands")
+        queue.complete_task(task, {"observations": [{"text": "ana lives in Lisbon", "fact_id": fact.fact_id}]},
+                            worker="w")
+    assert fact.outcome == "inserted"
+    local = _local_statements(said)
+    assert [m for m in said if m.startswith("executing the copy locally")] == [], said
+    assert local and _not_on_the_fast_path(local) == [], local
+    with handle(cluster, acme, principal="ana") as ana:
+        assert [f.object for f in ana.facts_as_of("ana", "lives_in")] == ["Lisbon"]
 
 
 def test_a_recall_of_memories_that_stand_on_turns_alone_walks_nothing_on_the_worker(cluster, tenant_factory):

@@ -292,10 +292,19 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_task work_task := _leased_task(p_task_id, p_lease_token);
-    v_scope text := (select s.scope from session s where s.id = v_task.session_id);
-    v_sender text := (select p.name from peer p where p.id = v_task.sender_id);
-    v_observer text := (select p.name from peer p where p.id = v_task.observer_id);
+    v_scope text;
+    v_sender text;
+    v_observer text;
+    v_message_audience bigint[];
 begin
+    -- Each read by a statement of its table alone (SELECT ... INTO, not an assignment of a subquery, which is a
+    -- statement with a sublink): on Citus those take the fast path, the others are planned and deparsed again.
+    select s.scope into v_scope from session s where s.id = v_task.session_id;
+    select p.name into v_sender from peer p where p.id = v_task.sender_id;
+    select p.name into v_observer from peer p where p.id = v_task.observer_id;
+    if v_observer is null then  -- a global view: whether the message is the scope's decides who sees the fact
+        select o.audience into v_message_audience from observation o where o.id = v_task.observation_id;
+    end if;
     perform _check_worker(p_worker);
     if v_task.task_type <> 'representation' then
         perform _fail('PR107', format('task %s is a %s task: only representation tasks assert facts about their sender',
@@ -315,10 +324,7 @@ begin
     return query
     select * from assert_fact(coalesce(v_observer, v_sender), array[v_scope], v_scope, v_sender, p_predicate,
                               p_object, p_evidence, p_statement, null, null, p_confidence, v_observer,
-                              coalesce(v_observer,
-                                       case when (select o.audience from observation o
-                                                   where o.id = v_task.observation_id) is not null
-                                            then v_sender end),
+                              coalesce(v_observer, case when v_message_audience is not null then v_sender end),
                               p_purposes);
 end
 $$;
