@@ -212,3 +212,19 @@ def test_a_reply_in_a_transaction_still_open_when_the_worker_claims_reaches_the_
     assert (status.current, status.stale, status.queued) == (1, 0, 0), status
     assert REPLY in embedded_input(db, question)
     assert "zqkiln" in window_words(db, question)
+
+
+def test_under_input_version_1_a_reply_queues_nothing_again(acme, conninfo, db):
+    """Version 1 embeds a memory's own title and body: a reply changes no memory's text, so it must not
+    bump the question's job (a worker holding it would drop its vector and embed the same text again)."""
+    switch(conninfo, "all-MiniLM-L6-v2", 1)
+    question = said(acme, QUESTION, "ana")
+    generation = db.execute("select generation from acme.embedding_job where memory_id = %s",
+                            (question,)).fetchone()[0]
+    said(acme, REPLY, "ben")
+    assert db.execute("select generation from acme.embedding_job where memory_id = %s",
+                      (question,)).fetchone()[0] == generation
+    drain(conninfo)
+    said(acme, "Lovely, see you Thursday", "ana")
+    queued = {r[0] for r in db.execute("select memory_id from acme.embedding_job")}
+    assert queued == {max(queued)}, "only the newest memory waits: no earlier one was queued again"

@@ -234,11 +234,13 @@ comment on function __tenant__._memories_embedding_turns(bigint[]) is
 -- in, when their audience fits within the new turn's (else their text does
 -- not change). A memory that cites that turn but not first is queued once too
 -- often, never missed: finding its first evidence would join the log on every
--- append. A memory queued and not yet claimed is queued again too: its job
--- row, locked by this until the new turns commit, is one a worker's claim
--- (SKIP LOCKED) passes over; left alone, a claim in that time read its turns
--- without the new one, and nothing queued it again. A memory neither queued
--- nor embedded under version 2 is left alone. Each statement probes (the
+-- append. Under version 2, a memory queued and not yet claimed is queued
+-- again too: its job row, locked by this until the new turns commit, is one
+-- a worker's claim (SKIP LOCKED) passes over; left alone, a claim in that
+-- time read its turns without the new one, and nothing queued it again.
+-- Under version 1 its job embeds its own title and body, which no turn
+-- changes. A memory neither queued nor embedded under version 2 is left
+-- alone. Each statement probes (the
 -- log backwards from the new turn, the links by their target): an append's
 -- cost does not grow with its conversation (test_plans_stay_probes).
 -- p_from, p_to: the new turns' offsets in p_scope, p_from excluded.
@@ -253,6 +255,7 @@ declare
     v_first record;
     v_before bigint;
     v_memories bigint[];
+    v_queued_counts boolean;
 begin
     -- The first new turn of each conversation, by the new turns' offsets ("offset 0" keeps them apart: a
     -- plan made on a short log otherwise walked the scope's whole log in (session, offset) order to find them).
@@ -279,13 +282,15 @@ begin
                              where l.target_observation_id = v_before and l.link_type = 'derived_from'
                              order by l.target_observation_id offset 0);
         continue when cardinality(v_memories) = 0;
+        -- under version 1 a job embeds a memory's own title and body, which a new turn does not change
+        v_queued_counts := coalesce(v_queued_counts, (select st.input_version from _embedding_stamp() st) = 2);
         insert into embedding_job as j (memory_id, enqueued_at)
         select _unkept_on_citus(m.id), clock_timestamp()
           from memory m
          where m.id = any (v_memories)
            and m.superseded_by is null and m.invalidated_at is null
            and _audience_within(m.audience_peer_id, v_first.audience)
-           and (exists (select 1 from embedding_job q where q.memory_id = m.id)
+           and ((v_queued_counts and exists (select 1 from embedding_job q where q.memory_id = m.id))
                 or exists (select 1 from memory_embedding me where me.memory_id = m.id and me.input_version = 2))
         on conflict (memory_id) do update
             set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null,
