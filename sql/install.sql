@@ -10091,7 +10091,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$, null, 28, $pgrecall_bc2d5d0a3e61$23996cfe47963453d9baf256554752bb27a938bc2754ce9f7d02970ca6790811$pgrecall_bc2d5d0a3e61$, $pgrecall_23996cfe4796$-- Entities: identity is (scope, normalized name); names resolve through
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$, null, 28, $pgrecall_db72fc5b7090$45b443b1e959002bdc5040fb4bddb4c04bb7cdfce7e1c3ad4cee0ea859e87fc2$pgrecall_db72fc5b7090$, $pgrecall_45b443b1e959$-- Entities: identity is (scope, normalized name); names resolve through
 -- aliases and through merges to the surviving entity. A name is content too:
 -- a principal sees an entity (its name, its aliases, its facts) only through
 -- a memory or a fact it is eligible for that names it (_entity_visible), and
@@ -10175,9 +10175,7 @@ begin
     end if;
     v_invisible := (regexp_match(_trim(p_name), _invisible_characters()))[1];
     if v_invisible is not null then
-        -- at least four hex digits, and every one (lpad alone cut U+E0041 to U+E004)
-        return format('it holds U+%s, a control, format, spacing or invisible character',
-                      upper(lpad(to_hex(ascii(v_invisible)), greatest(4, length(to_hex(ascii(v_invisible)))), '0')));
+        return format('it holds %s, a control, format, spacing or invisible character', _code_point(v_invisible));
     end if;
     return null;
 end
@@ -10550,7 +10548,7 @@ end
 $$;
 comment on function __tenant__.entities(text, text[], text) is
     'Entities in the authorised scopes that a memory or fact the principal may see names (optionally those a name or alias denotes), with their count of visible current facts.';
-$pgrecall_23996cfe4796$)
+$pgrecall_45b443b1e959$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -10767,7 +10765,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bde667a4f43c$sessions/peers_scopes.sql$pgrecall_bde667a4f43c$, null, 31, $pgrecall_7996e255cd7c$6e12a018975ac34d768d057e9b960001fc82936ac5e1306cfe3998e71b3dd88d$pgrecall_7996e255cd7c$, $pgrecall_6e12a018975a$-- Creating the peers and scopes that every operation names, and the rules
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bde667a4f43c$sessions/peers_scopes.sql$pgrecall_bde667a4f43c$, null, 31, $pgrecall_f92829d0d714$d3cf1bab1b1f0c9219bfbbeecb92c1801e3180f60c1b8a94e74a6ed0a7a6b19a$pgrecall_f92829d0d714$, $pgrecall_d3cf1bab1b1f$-- Creating the peers and scopes that every operation names, and the rules
 -- their names follow.
 --
 -- A scope name is a lowercase ASCII slug (the table's CHECK), so it has one
@@ -10826,6 +10824,18 @@ $$;
 comment on function __tenant__._invisible_characters() is
     'Internal: a regular expression bracket of the characters a peer name may not hold (Cc, Cf, odd spaces, invisibles).';
 
+-- A character as its code point for a message: U+ and at least four hex digits,
+-- every one of them (lpad alone cut U+E0041 to U+E004).
+create or replace function __tenant__._code_point(p_char text)
+returns text
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select 'U+' || upper(lpad(to_hex(ascii(p_char)), greatest(4, length(to_hex(ascii(p_char)))), '0'))
+$$;
+comment on function __tenant__._code_point(text) is 'Internal: the first character of the text as U+XXXX (more digits when it needs them).';
+
 -- The text, quoted for an error message, with the characters of
 -- _invisible_characters() shown as \uXXXX (\UXXXXXXXX) so that a message neither hides
 -- them nor sends an escape sequence to the reader's terminal; at most 60
@@ -10882,8 +10892,7 @@ begin
     end if;
     v_invisible := (regexp_match(v_name, _invisible_characters()))[1];
     if v_invisible is not null then
-        return format('it holds U+%s, a control, format, spacing or invisible character',
-                      upper(lpad(to_hex(ascii(v_invisible)), greatest(4, length(to_hex(ascii(v_invisible)))), '0')));
+        return format('it holds %s, a control, format, spacing or invisible character', _code_point(v_invisible));
     end if;
     if v_name ~ $re$^ | $|  $re$ then
         return 'spaces only go singly between words: none leading, trailing or doubled';
@@ -11045,7 +11054,7 @@ comment on function __tenant__.add_peer(text, text, jsonb, text) is
     'Creates a peer (human, agent or other), or merges metadata into an existing one of the same kind. Returns its id. '
     'The name is stored in NFC; PR140 if it breaks the name rules, PR141 if a peer of that name in another case exists. '
     'With p_data_subject_id, erasing that subject anonymises the peer.';
-$pgrecall_6e12a018975a$)
+$pgrecall_d3cf1bab1b1f$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

@@ -82,9 +82,7 @@ begin
     end if;
     v_invisible := (regexp_match(_trim(p_name), _invisible_characters()))[1];
     if v_invisible is not null then
-        -- at least four hex digits, and every one (lpad alone cut U+E0041 to U+E004)
-        return format('it holds U+%s, a control, format, spacing or invisible character',
-                      upper(lpad(to_hex(ascii(v_invisible)), greatest(4, length(to_hex(ascii(v_invisible)))), '0')));
+        return format('it holds %s, a control, format, spacing or invisible character', _code_point(v_invisible));
     end if;
     return null;
 end

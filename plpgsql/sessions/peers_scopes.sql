@@ -57,6 +57,18 @@ $$;
 comment on function __tenant__._invisible_characters() is
     'Internal: a regular expression bracket of the characters a peer name may not hold (Cc, Cf, odd spaces, invisibles).';
 
+-- A character as its code point for a message: U+ and at least four hex digits,
+-- every one of them (lpad alone cut U+E0041 to U+E004).
+create or replace function __tenant__._code_point(p_char text)
+returns text
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select 'U+' || upper(lpad(to_hex(ascii(p_char)), greatest(4, length(to_hex(ascii(p_char)))), '0'))
+$$;
+comment on function __tenant__._code_point(text) is 'Internal: the first character of the text as U+XXXX (more digits when it needs them).';
+
 -- The text, quoted for an error message, with the characters of
 -- _invisible_characters() shown as \uXXXX (\UXXXXXXXX) so that a message neither hides
 -- them nor sends an escape sequence to the reader's terminal; at most 60
@@ -113,8 +125,7 @@ begin
     end if;
     v_invisible := (regexp_match(v_name, _invisible_characters()))[1];
     if v_invisible is not null then
-        return format('it holds U+%s, a control, format, spacing or invisible character',
-                      upper(lpad(to_hex(ascii(v_invisible)), greatest(4, length(to_hex(ascii(v_invisible)))), '0')));
+        return format('it holds %s, a control, format, spacing or invisible character', _code_point(v_invisible));
     end if;
     if v_name ~ $re$^ | $|  $re$ then
         return 'spaces only go singly between words: none leading, trailing or doubled';
