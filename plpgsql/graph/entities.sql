@@ -66,7 +66,7 @@ comment on function __tenant__._entity_named(text, text) is
 -- NFC: identity (_normalize_name) compares it in NFC, so the NFD and NFC
 -- spellings of a name are one entity whichever came first.
 -- The rule applies to new input only: names stored before it are left as they
--- are (an upgrade rewrites nothing), still found by lookups, carried by
+-- are (no upgrade checks them against it), still found by lookups, carried by
 -- correct/supersede, and mergeable into a clean name; merge_entities() takes
 -- no new name, so it checks none.
 create or replace function __tenant__._entity_name_problem(p_name text)
