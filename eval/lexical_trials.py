@@ -39,6 +39,9 @@ import locomo
 TENANT = "locomo"
 K1, B = 1.2, 0.75
 RM3_DOCS, RM3_TERMS, RM3_ORIGINAL = 10, 10, 0.5
+# a neighbour's words counted at these weights (0.5 is the built recall_lexical_window): whether a lighter
+# neighbour keeps the window's gains without its losses in temporal and open-domain questions
+NEIGHBOUR_WEIGHTS = (0.15, 0.25, 0.35)
 
 
 class Corpus:
@@ -134,13 +137,16 @@ def dump(args) -> None:
                 k: sum(1.0 if w in d[k] else 0.5 for w in c) for k, c in window.items()}),
             "ctx05 own idf, own length": Corpus(window, statistics_of=d, length={
                 k: float(sum(c.values())) for k, c in d.items()})}
+        for weight in NEIGHBOUR_WEIGHTS:
+            corpora[scope][f"ctx{weight}"] = Corpus(with_neighbours(d, weight))
     for q in data:
         c = corpora[locomo.scope_name(q["conversation"])]
         words = terms[q["query_id"]]
         q["pylex"] = c["own"].bm25({w: 1.0 for w in words})
         q["rm3"] = c["own"].bm25(c["own"].rm3(words, q["pylex"])) if q["pylex"] else []
         q["ctx1"] = c["ctx1"].bm25({w: 1.0 for w in words})
-        for name in ("ctx05", "ctx05 own idf", "ctx05 own idf, distinct words", "ctx05 own idf, own length"):
+        for name in ("ctx05", "ctx05 own idf", "ctx05 own idf, distinct words", "ctx05 own idf, own length",
+                     *(f"ctx{weight}" for weight in NEIGHBOUR_WEIGHTS)):
             q[name] = c[name].bm25({w: 1.0 for w in words})
     args.out.write_text(json.dumps({"questions": data, "vectors": vectors}), encoding="utf-8")
     print(f"wrote {len(data)} questions and {len(vectors)} vectors to {args.out}")
@@ -185,6 +191,8 @@ def score(args) -> None:
             q["ctx05 own idf, distinct words"], q["dense"]),
         "rrf_scores (ctx05, the turns' own idf and length)": lambda q: fused(q["ctx05 own idf, own length"],
                                                                           q["dense"]),
+        **{f"rrf_scores (ctx{weight})": (lambda q, weight=weight: fused(q[f"ctx{weight}"], q["dense"]))
+           for weight in NEIGHBOUR_WEIGHTS if f"ctx{weight}" in data[0]},
         "rrf20 (SQL lexical arm)": lambda q: arms.rrf(q["lex"], q["dense"], 20),
         "rrf20 (ctx05)": lambda q: arms.rrf(q["ctx05"], q["dense"], 20),
         "mmr 0.5": lambda q: mmr(q, vectors, 0.5),
