@@ -125,8 +125,11 @@ def old_tenant_with_split_entities(db):
                                (name,)).fetchone()[0]
         db.execute("insert into old.projection_dependency (kind, row_key, observation_id) values ('entity', %s, %s)",
                    (str(ids[name]), obs))
+    # an entity merged into the later Émile before the upgrade
+    ids["Emmy"] = db.execute("insert into old.entity (scope, name, merged_into) values ('default', 'Emmy', %s)"
+                             " returning id", (ids[NFC],)).fetchone()[0]
     db.execute("update old.entity set aliases = %s where id = %s", (["em"], ids[NFD]))
-    db.execute("update old.entity set aliases = %s where id = %s", ([NFD_ZOE.lower()], ids[NFC]))
+    db.execute("update old.entity set aliases = %s where id = %s", ([NFD_ZOE.lower(), "emmy"], ids[NFC]))
     db.execute("insert into old.entity_alias_subject (entity_id, alias, data_subject_id) values (%s, %s, 'subject-ana')",
                (ids[NFC], NFD_ZOE.lower()))
 
@@ -159,10 +162,11 @@ def test_upgrading_folds_entities_the_old_rule_split_and_loses_nothing(db):
 
     # one Émile, the first made, keeps its row and name; the later one is gone, everything of it moved
     assert entity_rows(db, "old") == [(ids[NFD], NFD, None), (ids["Lisbon"], "Lisbon", None),
-                                      (ids["Porto"], "Porto", None), (ids["Cello"], "Cello", None)]
+                                      (ids["Porto"], "Porto", None), (ids["Cello"], "Cello", None),
+                                      (ids["Emmy"], "Emmy", ids[NFD])]
     emile = ids[NFD]
     assert db.execute("select normalized_name, aliases from old.entity where id = %s", (emile,)).fetchone() == \
-        ("émile", ["em", "zoé"])
+        ("émile", ["em", "emmy", "zoé"])
     rows = {r[0]: r[1:] for r in db.execute(
         "select id, subject_id, object_id, upper_inf(known), retraction_reason from old.fact").fetchall()}
     assert rows == {
@@ -183,6 +187,6 @@ def test_upgrading_folds_entities_the_old_rule_split_and_loses_nothing(db):
         == sorted((str(ids[n]),) for n in (NFD, "Lisbon", "Porto", "Cello"))
 
     # the functions agree: either form, and the aliases in either form, name the one entity
-    for name in (NFC, NFD, "EM", "Zoé", NFD_ZOE):
+    for name in (NFC, NFD, "EM", "Zoé", NFD_ZOE, "Emmy"):
         assert db.execute("select old._entity_named('default', %s)", (name,)).fetchone() == (emile,), name
     assert db.execute("select count(*) from old.entity where normalized_name = 'émile'").fetchone() == (1,)
