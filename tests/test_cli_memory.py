@@ -142,3 +142,28 @@ def test_an_imported_time_without_a_zone_is_utc_whatever_the_sessions_time_zone(
     [(when,)] = db.execute("select to_char(occurred_at at time zone 'UTC', 'YYYY-MM-DD HH24:MI') from acme.observation"
                            " where body = 'at ten'").fetchall()
     assert when == "2026-01-01 10:00"
+
+
+def test_an_import_that_writes_a_session_id_as_a_number_and_as_a_string_is_refused(acme, conninfo, db, tmp_path):
+    """session_id 1 and "1" are two different JSON values, but both were taken as one session ("session 1"),
+    whose peers then saw the turns of both: the file is refused, naming both lines, and nothing is imported."""
+    env = {"PGRECALL_DSN": conninfo.dsn(user="pgrecall_acme_app")}
+    sessions = "select count(*) from acme.session"
+    before = db.execute(sessions).fetchone()[0]
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text("".join(json.dumps(line) + "\n" for line in (
+        {"speaker": "ana", "role": "user", "text": "in the number one", "session_id": 1},
+        {"speaker": "ben", "role": "user", "text": "hi there"},
+        {"speaker": "ben", "role": "user", "text": "in the string one", "session_id": "1"})))
+    failed = run_cli("import", "--tenant", "acme", "--quiet", str(mixed), env=env, check=False)
+    assert failed.returncode == 1, failed.stderr
+    assert 'mixed.jsonl:3: session_id "1" (a string) is not session_id 1 (a number) of line 1' in failed.stderr
+    assert "nothing was imported" in failed.stderr
+    assert db.execute(sessions).fetchone()[0] == before
+    assert db.execute("select count(*) from acme.observation where body like 'in the %'").fetchone()[0] == 0
+
+    # written the same way on every line, each label is its own session
+    same = tmp_path / "same.jsonl"
+    same.write_text(mixed.read_text().replace('"session_id": "1"', '"session_id": 2'))
+    run_cli("import", "--tenant", "acme", "--quiet", str(same), env=env)
+    assert db.execute(sessions).fetchone()[0] == before + 2

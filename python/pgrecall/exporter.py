@@ -21,6 +21,7 @@ someone else that a correction of this subject's rewrote) is not imported.
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
 import tempfile
@@ -168,18 +169,22 @@ ROW_SHAPES: dict[str, tuple[tuple[str, str, bool], ...]] = {
     "memory": (("id", "int", True), ("scope", "str", True), ("revision", "revision", True), ("body", "str", True),
                ("kind", "str", True), ("purposes", "strs", True), ("names", "names", False),
                ("evidence", "ints", False), ("derived_from", "ints", False), ("about", "strs", False),
-               ("title", "str", False), ("confidence", "number", False)),
+               ("title", "str", False), ("confidence", "number", False), ("superseded_by", "int", False),
+               ("created_at", "time", False), ("updated_at", "time", False), ("invalidated_at", "time", False),
+               ("valid", "range", False), ("invalidation_reason", "str", False)),
     "memory_revision": (("memory_id", "int", True), ("revision", "revision", True), ("body", "str", False),
-                        ("title", "str", False), ("reason", "str", False)),
+                        ("title", "str", False), ("reason", "str", False), ("changed_at", "time", False)),
     "memory_correction_evidence": (("memory_id", "int", True), ("revision", "revision", True), _PLACES),
     "fact": (("id", "int", True), ("scope", "str", True), ("predicate", "str", True), ("names", "names", False),
              ("entities", "dict", False), ("known", "range", False), ("valid", "range", False),
              ("purposes", "strs", False), ("confidence", "number", False)),
     "fact_evidence": (("fact_id", "int", True), ("quote", "str", True), ("byte_start", "int", True),
                       ("byte_end", "int", True), _PLACES),
+    "duplicate_decision": (("memory_low", "int", True), ("memory_high", "int", True), ("decision", "str", True),
+                           ("reason", "str", True), ("retired_memory", "int", False), ("decided_at", "time", False)),
     "entity_alias": (("entity", "str", True), ("alias", "str", True), ("scope", "str", True)),
 }
-_WHAT = {"str": "a string", "int": "an integer", "revision": "a revision number (1 or more)", "dict": "an object",
+_WHAT = {"str": "a string", "int": "an integer", "revision": "a revision number (1 to 2147483647)", "dict": "an object",
          "number": "a number", "strs": "an array of strings", "ints": "an array of integers",
          "names": "an object of peer names (strings, or arrays of them)",
          "places": "an object of {\"scope\", \"offset\"} places", "time": "an ISO 8601 time",
@@ -194,7 +199,8 @@ def _fits(kind: str, value: Any) -> bool:
     if kind == "str":
         return isinstance(value, str)
     if kind in ("int", "revision"):
-        return _is_int(value) and (kind == "int" or value >= 1)
+        # a revision is an integer column: a larger number is no revision any history made
+        return _is_int(value) and (kind == "int" or 1 <= value <= 2**31 - 1)
     if kind == "number":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if kind == "dict":
@@ -241,7 +247,8 @@ def _shape_problem(kind: str, record: Mapping[str, Any]) -> str | None:
 
 def _range(text: Any) -> tuple[datetime | None, datetime | None]:
     """A tstzrange as PostgreSQL prints it ('["2026-01-01 00:00:00+00",)'): its bounds, None where open."""
-    if not isinstance(text, str) or len(text) < 3:
+    if not isinstance(text, str) or len(text) < 3 or text == "empty":
+        # "empty": what a memory superseded at the moment it was written (by an import) is valid for
         return None, None
     low, _, high = text[1:-1].partition(",")
 
@@ -250,6 +257,49 @@ def _range(text: Any) -> tuple[datetime | None, datetime | None]:
         return datetime.fromisoformat(s) if s else None
 
     return bound(low), bound(high)
+
+
+def _erased(name: str) -> bool:
+    """An erased peer's name ("erased peer<U+00A0><id>"): no peer can be given it, so it is no peer here."""
+    return "\u00a0" in name
+
+
+def _audience(record: Mapping[str, Any]) -> list[str] | None:
+    """A turn's audience less its erased peers, who see nothing there any more; the speaker stays in it, so
+    a turn that only they and an erased peer saw is not widened to the whole scope."""
+    audience = (record.get("names") or {}).get("audience")
+    if audience is None:
+        return None
+    kept = [n for n in audience if not _erased(n)]
+    return kept or [record["names"]["actor_id"]]
+
+
+def _in_order(keys: Mapping[Any, tuple[Any, ...]], before: Mapping[Any, set[Any]]) -> list[Any]:
+    """The steps, each after the steps it needs (``before``), otherwise in the order of their keys (when it
+    happened there). What a cycle (an edited file) leaves waiting follows in key order, to fail where it fails."""
+    waiting = {e: {d for d in before.get(e, ()) if d in keys and d != e} for e in keys}
+    followers: dict[Any, list[Any]] = {}
+    for event, needs in waiting.items():
+        for need in needs:
+            followers.setdefault(need, []).append(event)
+    numbered = {e: n for n, e in enumerate(sorted(keys, key=lambda e: keys[e]))}
+    ready = [(numbered[e], e) for e, needs in waiting.items() if not needs]
+    heapq.heapify(ready)
+    order: list[Any] = []
+    while ready:
+        _, event = heapq.heappop(ready)
+        order.append(event)
+        for follower in followers.get(event, []):
+            waiting[follower].discard(event)
+            if not waiting[follower]:
+                heapq.heappush(ready, (numbered[follower], follower))
+    done = set(order)
+    return order + sorted((e for e in keys if e not in done), key=lambda e: numbered[e])
+
+
+def _when(text: Any) -> datetime:
+    """A time of the export (ISO 8601), or the earliest one for a time it does not give: the replay's order."""
+    return datetime.fromisoformat(text) if isinstance(text, str) else datetime.min.replace(tzinfo=UTC)
 
 
 def _at(record: Mapping[str, Any], column: str) -> tuple[str, int] | None:
@@ -269,6 +319,12 @@ class _Replay:
             self.by_kind.setdefault(r["kind"], []).append(r)
         self.offsets: dict[tuple[str, int], int] = {}     # (scope, offset there) -> offset here
         self.memories: dict[int, int] = {}                  # memory id there -> id here
+        self.session_ids: dict[int, int] = {}               # session id there -> id here
+        self.revision_here: dict[int, int] = {}             # memory id there -> its revision here
+        self.memory_rows: dict[int, dict[str, Any]] = {}
+        self.revisions: dict[int, dict[int, Mapping[str, Any]]] = {}
+        self.cited: dict[int, dict[int, list[tuple[str, int] | None]]] = {}
+        self.replacing: dict[int, int] = {}                 # replacement there -> the memory it replaced there
         self.done: Counter[str] = Counter()
         self.skipped: Counter[str] = Counter()
         self.line = 0
@@ -278,14 +334,14 @@ class _Replay:
 
     def run(self) -> None:
         self.scopes_and_peers()
-        self.observations()
         self.sessions()
+        self.observations()
         self.memories_with_revisions()
         self.facts()
         self.aliases()
         for kind, rows in self.by_kind.items():
             if kind not in {"observation", "peer", "session", "memory", "memory_revision", "fact", "fact_evidence",
-                            "entity_alias", "memory_correction_evidence"}:
+                            "entity_alias", "memory_correction_evidence", "duplicate_decision"}:
                 self.skipped[kind] += len(rows)
         # a correction's cited turns go in with the correction; another subject's memory's do not
         left = len(self.kind("memory_correction_evidence")) - self.done["memory_correction_evidence"]
@@ -317,7 +373,7 @@ class _Replay:
             self.done["peer"] += 1
         exported = {r["record"]["name"] for r in self.kind("peer")}
         for name, kind in kinds.items():
-            if "\u00a0" in name or name in exported:  # an erased peer's name is no name a peer can be given
+            if _erased(name) or name in exported:
                 continue
             try:
                 with self.conn.transaction():  # the kind is a guess: a peer of that name already here stays as it is
@@ -339,20 +395,41 @@ class _Replay:
                          "lawful_basis": r["record"].get("lawful_basis"),
                          "classification": r["record"].get("classification") or "internal",
                          "retention_until": r["record"].get("retention_until"),
-                         "audience": (r["record"].get("names") or {}).get("audience")} for r in chunk]
+                         "audience": _audience(r["record"]),
+                         "session_id": self.session_ids.get(r["record"].get("session_id"))} for r in chunk]
                 new = self.mem.append_many(rows, scope=scope, principal=rows[0]["actor"])
                 for r, offset in zip(chunk, new, strict=True):
                     self.offsets[(scope, int(r["record"]["log_offset"]))] = offset
                 self.done["observation"] += len(chunk)
 
     def sessions(self) -> None:
+        """The sessions, before their turns: each exported one by its name, each other one a turn was said in (it
+        is not the subject's, so its name is not in the export) under a name made here; in each, the peers who
+        spoke or were told something in it, and those the export says were in it."""
+        principal = next(iter(self.mem_peers()), None)
         for r in self.kind("session"):
             self.line, rec = r["_line"], r["record"]
             if rec.get("name"):
-                principal = next(iter(self.mem_peers()), None)
-                self.mem.create_session(rec["name"], scope=rec["scope"], metadata=rec.get("metadata") or {},
-                                        data_subject_id=self.subject, principal=principal)
+                self.session_ids[rec["id"]] = self.mem.create_session(
+                    rec["name"], scope=rec["scope"], metadata=rec.get("metadata") or {}, data_subject_id=self.subject,
+                    principal=principal)
                 self.done["session"] += 1
+        peers: dict[int, dict[str, None]] = {}
+        for r in sorted(self.kind("observation"), key=lambda r: (r["record"]["scope"], r["record"]["log_offset"])):
+            self.line, rec = r["_line"], r["record"]
+            session = rec.get("session_id")
+            if not _is_int(session):
+                continue
+            if session not in self.session_ids:
+                self.session_ids[session] = self.mem.create_session(scope=rec["scope"], principal=principal)
+            names = rec.get("names") or {}
+            peers.setdefault(session, {}).update(dict.fromkeys([names["actor_id"], *(_audience(rec) or [])]))
+        for r in self.kind("working_representation"):
+            session, peer = r["record"].get("session_id"), (r["record"].get("names") or {}).get("peer_id")
+            if session in self.session_ids and isinstance(peer, str) and not _erased(peer):
+                peers.setdefault(session, {})[peer] = None
+        for session, names in sorted(peers.items()):
+            self.mem.add_session_peers(self.session_ids[session], list(names), principal=principal)
 
     def mem_peers(self) -> list[str]:
         return [r["record"]["names"]["actor_id"] for r in self.kind("observation")] + \
@@ -362,6 +439,10 @@ class _Replay:
         return sorted({self.offsets[p] for p in places if p is not None and p in self.offsets})
 
     def memories_with_revisions(self) -> None:
+        """Each memory's life replayed in the order it happened, across memories: written (remembered, derived,
+        or made by the supersession that replaced another), corrected, superseded or decided a duplicate,
+        forgotten. In that order a derivation finds its sources still current, a correction finds the revision
+        it follows, and a superseded memory points to its replacement as it did there."""
         revisions: dict[int, dict[int, Mapping[str, Any]]] = {}
         for r in self.kind("memory_revision"):
             revisions.setdefault(r["record"]["memory_id"], {})[r["record"]["revision"]] = r["record"]
@@ -369,28 +450,88 @@ class _Replay:
         for r in self.kind("memory_correction_evidence"):
             rec = r["record"]
             cited.setdefault(rec["memory_id"], {}).setdefault(rec["revision"], []).append(_at(rec, "observation_id"))
-        for r in self.kind("memory"):
-            self.line, rec = r["_line"], r["record"]
-            self.memory(rec, revisions.get(rec["id"], {}), cited.get(rec["id"], {}))
+        self.memory_rows = {r["record"]["id"]: r for r in self.kind("memory")}
+        self.revisions, self.cited = revisions, cited
+        decided = {r["record"].get("retired_memory") for r in self.kind("duplicate_decision")}
+        # a replacement that supersede() wrote: made when the memory it replaced is superseded, not before
+        self.replacing = {rec["superseded_by"]: rec["id"] for rec in (r["record"] for r in self.memory_rows.values())
+                          if rec.get("superseded_by") in self.memory_rows and rec["id"] not in decided}
+        steps: dict[tuple[Any, ...], tuple[tuple[Any, ...], Any]] = {}
+        before: dict[tuple[Any, ...], set[tuple[Any, ...]]] = {}
 
-    def memory(self, rec: Mapping[str, Any], revisions: Mapping[int, Mapping[str, Any]],
-               cited: Mapping[int, list[tuple[str, int] | None]]) -> None:
+        def step(event: tuple[Any, ...], when: datetime, memory_id: int, phase: int, n: int, action: Any,
+                 after: Iterable[tuple[Any, ...]] = ()) -> None:
+            steps[event] = ((when, memory_id, phase, n), action)
+            before.setdefault(event, set()).update(after)
+
+        # What each step needs done first, for the steps an export gives the same moment (an import writes
+        # everything at one moment): a memory is written before it is corrected, corrected before it is
+        # superseded or forgotten, derived from before that, and its replacement is written by its supersession.
+        users: dict[int, list[int]] = {}
+        for memory_id, r in self.memory_rows.items():
+            if r["record"].get("origin") == "derived":
+                for source in r["record"].get("derived_from") or []:
+                    users.setdefault(source, []).append(memory_id)
+        last: dict[int, tuple[Any, ...]] = {}
+        for memory_id, r in self.memory_rows.items():
+            rec = r["record"]
+            last[memory_id] = ("s", self.replacing[memory_id]) if memory_id in self.replacing else ("w", memory_id)
+            if memory_id not in self.replacing:
+                step(("w", memory_id), _when(rec.get("created_at")), memory_id, 0, 0, (self.write, r),
+                     after=[("w", m) for m in rec.get("derived_from") or []])
+            for n, text in self.texts(rec)[:-1]:
+                step(("c", memory_id, n), _when(text.get("changed_at")), memory_id, 1, n, (self.correction, r, n),
+                     after=[last[memory_id]])
+                last[memory_id] = ("c", memory_id, n)
+        for memory_id, r in self.memory_rows.items():
+            rec = r["record"]
+            end = [last[memory_id], *(("w", m) for m in users.get(memory_id, []))]
+            if rec.get("superseded_by") is not None and memory_id not in decided:
+                step(("s", memory_id), _range(rec.get("valid"))[1] or _when(rec.get("updated_at")), memory_id, 2, 0,
+                     (self.supersession, r), after=end)
+                end = [("s", memory_id)]
+            if rec.get("invalidated_at") and memory_id not in decided:
+                step(("f", memory_id), _when(rec["invalidated_at"]), memory_id, 3, 0, (self.forgetting, r), after=end)
+        for r in self.kind("duplicate_decision"):
+            rec = r["record"]
+            pair = [m for m in (rec["memory_low"], rec["memory_high"]) if m in last]
+            step(("d", rec["id"]), _when(rec.get("decided_at")), rec.get("retired_memory") or rec["memory_low"], 2, 0,
+                 (self.decision, r), after=[last[m] for m in pair] + [("w", u) for m in pair for u in users.get(m, [])])
+            for m in pair:  # both were still current
+                for later in (("s", m), ("f", m)):
+                    before.setdefault(later, set()).add(("d", rec["id"]))
+        for event in _in_order({e: key for e, (key, _) in steps.items()}, before):
+            action, *args = steps[event][1]
+            action(*args)
+
+    def texts(self, rec: Mapping[str, Any]) -> list[tuple[int, Mapping[str, Any]]]:
+        """The texts a memory had, first to current, each with the revision it was: the ones before the current
+        are kept in memory_revision, one row per correction (a supersession, a forgetting or an erasure moves
+        the revision without one). Only those in the file: a revision number is not a count to build a list of
+        (a file may say 10**12)."""
+        kept = self.revisions.get(rec["id"], {})
+        return [(n, kept[n]) for n in sorted(kept) if n < rec["revision"] and kept[n].get("body")] + \
+            [(rec["revision"], rec)]
+
+    def told(self, rec: Mapping[str, Any]) -> list[int]:
+        """The turns a memory was first written on, here: its evidence less what its corrections cited, or all
+        of it when a correction cited only turns it was written on."""
+        corrected = {p for places in self.cited.get(rec["id"], {}).values() for p in places if p is not None}
+        evidence = [(rec["scope"], o) for o in rec.get("evidence") or []]
+        return self.mapped(p for p in evidence if p not in corrected) or self.mapped(evidence)
+
+    def write(self, r: Mapping[str, Any]) -> None:
+        self.line, rec = r["_line"], r["record"]
         names = rec.get("names") or {}
         principal = names.get("created_by")
-        # the texts it had, first to current: revision n's text is kept in memory_revision n. Only those in
-        # the file: a revision number is not a count to build a list of (a file may say 10**12).
-        texts = {n: text for n, text in revisions.items() if n < rec["revision"] and text.get("body")}
-        texts[rec["revision"]] = rec
-        corrected = {p for places in cited.values() for p in places if p is not None}
-        told = [(rec["scope"], o) for o in rec.get("evidence") or [] if (rec["scope"], o) not in corrected]
+        first = self.texts(rec)[0][1]
         sources = [self.memories[m] for m in rec.get("derived_from") or [] if m in self.memories]
-        first = texts.get(1) or rec
         if rec.get("origin") == "derived" and sources:
             memory_id = self.mem.derive(sources, first["body"], kind=rec["kind"], title=first.get("title"),
                                         confidence=rec.get("confidence"), about=rec.get("about") or [],
                                         widening_reason=rec.get("widening_reason"), principal=principal)
         else:
-            made = self.mem.remember(first["body"], evidence=self.mapped(told), purposes=rec["purposes"],
+            made = self.mem.remember(first["body"], evidence=self.told(rec), purposes=rec["purposes"],
                                      scope=rec["scope"], audience=names.get("audience_peer_id"), kind=rec["kind"],
                                      title=first.get("title"), confidence=rec.get("confidence", 1.0),
                                      about=rec.get("about") or [], observer=names.get("observer_peer_id"),
@@ -399,21 +540,80 @@ class _Replay:
                 self.skipped["memory"] += 1  # e.g. no turn it cites is in the export
                 return
             memory_id = made.memory_id
+        self.made(rec, memory_id)
+
+    def made(self, rec: Mapping[str, Any], memory_id: int) -> None:
         self.memories[rec["id"]] = memory_id
+        self.revision_here[rec["id"]] = 1
         self.done["memory"] += 1
-        for n in sorted(texts):
-            if n < 2:
-                continue
-            text = texts[n]
-            self.mem.correct(memory_id, text["body"], revision=n - 1, title=text.get("title"),
-                             reason=(revisions.get(n - 1) or {}).get("reason"),
-                             evidence=self.mapped(cited.get(n, [])) or None,
-                             widening_reason=rec.get("widening_reason"), principal=principal)
-            self.done["memory_revision"] += 1
-            self.done["memory_correction_evidence"] += len(self.mapped(cited.get(n, [])))
-        if rec.get("invalidated_at") or rec.get("superseded_by"):
-            reason = rec.get("invalidation_reason") or f"superseded by memory {rec['superseded_by']} of the export"
-            self.mem.forget(memory_id, reason=reason, principal=principal)
+
+    def correction(self, r: Mapping[str, Any], n: int) -> None:
+        """The correction that followed revision n: the next text, with the reason and the turns it cited."""
+        self.line, rec = r["_line"], r["record"]
+        if rec["id"] not in self.memories:
+            return
+        texts = self.texts(rec)
+        old = next(i for i, (revision, _) in enumerate(texts) if revision == n)
+        new, evidence = texts[old + 1][1], self.mapped(self.cited.get(rec["id"], {}).get(n + 1, []))
+        self.revision_here[rec["id"]] = self.mem.correct(
+            self.memories[rec["id"]], new["body"], revision=self.revision_here[rec["id"]], title=new.get("title"),
+            reason=texts[old][1].get("reason"), evidence=evidence or None,
+            widening_reason=rec.get("widening_reason"), principal=self.corrector(texts[old][1], rec))
+        self.done["memory_revision"] += 1
+        self.done["memory_correction_evidence"] += len(evidence)
+
+    @staticmethod
+    def corrector(kept: Mapping[str, Any], rec: Mapping[str, Any]) -> str | None:
+        """Who made the correction that kept this text: its row names them; else the memory's author."""
+        return (kept.get("names") or {}).get("changed_by") or (rec.get("names") or {}).get("created_by")
+
+    def supersession(self, r: Mapping[str, Any]) -> None:
+        """Superseded by the memory that supersede() wrote in its place, written here the same way; a
+        replacement the export does not hold (another subject's) leaves it forgotten, with that said."""
+        self.line, rec = r["_line"], r["record"]
+        replacement = self.memory_rows.get(rec["superseded_by"])
+        if rec["id"] not in self.memories:
+            if replacement is not None and self.replacing.get(rec["superseded_by"]) == rec["id"]:
+                self.write(replacement)  # what it replaced is not here: written as told
+            return
+        evidence = self.told(replacement["record"]) if replacement is not None else []
+        if replacement is None or not evidence:
+            if replacement is not None:
+                self.skipped["memory"] += 1  # no turn it was written on is in the export
+            self.forget_here(rec, f"superseded by memory {rec['superseded_by']} of the export")
+            return
+        self.line, new = replacement["_line"], replacement["record"]
+        first = self.texts(new)[0][1]
+        memory_id = self.mem.supersede(
+            self.memories[rec["id"]], first["body"], revision=self.revision_here[rec["id"]], evidence=evidence,
+            title=first.get("title"), confidence=new.get("confidence"), about=new.get("about") or [],
+            widening_reason=new.get("widening_reason"), principal=(new.get("names") or {}).get("created_by"))
+        self.revision_here[rec["id"]] += 1
+        self.made(new, memory_id)
+
+    def forgetting(self, r: Mapping[str, Any]) -> None:
+        self.line, rec = r["_line"], r["record"]
+        if rec["id"] in self.memories:
+            self.forget_here(rec, rec.get("invalidation_reason") or "forgotten in the exporting tenant")
+
+    def forget_here(self, rec: Mapping[str, Any], reason: str) -> None:
+        self.revision_here[rec["id"]] = self.mem.forget(self.memories[rec["id"]], reason=reason,
+                                                        principal=(rec.get("names") or {}).get("created_by"))
+
+    def decision(self, r: Mapping[str, Any]) -> None:
+        """A person's decision about a pair of duplicates, made again here: the retired memory superseded by or
+        forgotten for the other one, or both kept."""
+        self.line, rec = r["_line"], r["record"]
+        low, high, retired = rec["memory_low"], rec["memory_high"], rec.get("retired_memory")
+        a, b = (retired, high if retired == low else low) if retired is not None else (low, high)
+        if a not in self.memories or b not in self.memories:
+            self.skipped["duplicate_decision"] += 1
+            return
+        done = self.mem.decide_duplicate(self.memories[a], self.memories[b], rec["decision"], reason=rec["reason"],
+                                         principal=(rec.get("names") or {}).get("decided_by"))
+        if done.retired_revision is not None:
+            self.revision_here[a] = done.retired_revision
+        self.done["duplicate_decision"] += 1
 
     def facts(self) -> None:
         evidence: dict[int, list[dict[str, Any]]] = {}
@@ -424,20 +624,35 @@ class _Replay:
                 evidence.setdefault(rec["fact_id"], []).append(
                     {"offset": self.offsets[place], "quote": rec["quote"], "start": rec["byte_start"],
                      "end": rec["byte_end"]})
+        # The facts' history, in the order it was known: each asserted when it came to be believed (a
+        # single-valued predicate's newer value closes the older one, as it did there), and retracted, with
+        # its reason, when it stopped being believed without a newer value.
+        steps = []
         for r in self.kind("fact"):
+            known_from, known_to = _range(r["record"].get("known"))
+            steps.append((known_from or _when(None), r["record"]["id"], 0, r))
+            if known_to is not None and r["record"].get("retraction_reason"):
+                steps.append((known_to, r["record"]["id"], 1, r))
+        here: dict[int, int] = {}
+        for _, fact_id, phase, r in sorted(steps, key=lambda s: s[:3]):
             self.line, rec = r["_line"], r["record"]
-            names, entities = rec.get("names") or {}, rec.get("entities") or {}
-            if _range(rec.get("known"))[1] is not None or rec["id"] not in evidence:
-                self.skipped["fact"] += 1  # no longer believed, or no quote of it is in the export
+            if phase == 1:
+                if fact_id in here:
+                    self.mem.retract_fact(here[fact_id], reason=rec["retraction_reason"],
+                                          principal=(rec.get("names") or {}).get("asserted_by"))
                 continue
+            if fact_id not in evidence:
+                self.skipped["fact"] += 1  # no quote of it is in the export
+                continue
+            names, entities = rec.get("names") or {}, rec.get("entities") or {}
             valid_from, valid_to = _range(rec.get("valid"))
-            self.mem.assert_fact(entities.get("subject_id"), rec["predicate"],
-                                 entities.get("object_id") or rec.get("object_value"), evidence=evidence[rec["id"]],
-                                 statement=rec.get("statement"), valid_from=valid_from, valid_to=valid_to,
-                                 confidence=rec.get("confidence", 1.0), observer=names.get("observer_peer_id"),
-                                 audience=names.get("audience_peer_id"), purposes=rec.get("purposes"),
-                                 widening_reason=rec.get("widening_reason"), scope=rec["scope"],
-                                 principal=names.get("asserted_by"))
+            here[fact_id] = self.mem.assert_fact(
+                entities.get("subject_id"), rec["predicate"], entities.get("object_id") or rec.get("object_value"),
+                evidence=evidence[fact_id], statement=rec.get("statement"), valid_from=valid_from,
+                valid_to=valid_to, confidence=rec.get("confidence", 1.0), observer=names.get("observer_peer_id"),
+                audience=names.get("audience_peer_id"), purposes=rec.get("purposes"),
+                widening_reason=rec.get("widening_reason"), scope=rec["scope"],
+                principal=names.get("asserted_by")).fact_id
             self.done["fact"] += 1
 
     def aliases(self) -> None:

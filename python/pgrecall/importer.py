@@ -4,8 +4,10 @@ Each line: ``{"speaker": "ana", "role": "user", "text": "...",`` and optionally
 ``"occurred_at": ISO-8601 (without a zone, UTC), "kind": "message", "session_id": 1,
 "speaker_kind": "human"|"agent"|"other", "data_subject_id": "...", "payload": {...},
 "audience": ["ana", "sage"]}``.
-A ``session_id`` is the file's label for a session: the turns go to the scope's
-session named ``session <label>`` (created if needed), whose peers are everyone
+A ``session_id`` is the file's label for a session, the JSON value as written (a
+number or a string; a file that writes one label both ways, 1 and "1", is refused,
+since both would be one session): the turns go to the scope's session named
+``session <label>`` (created if needed), whose peers are everyone
 who speaks in it in the file; each of its turns is seen by them, or by the
 narrower ``audience`` the line names (speakers of that session). A turn without a
 session is seen by the whole scope, or by the ``audience`` it names.
@@ -78,11 +80,30 @@ def _read_turns(path: str | Path) -> list[dict[str, Any]]:
                     turn["occurred_at"] = turn["occurred_at"].replace(tzinfo=UTC)
             turn["_line"] = number
             turns.append(turn)
+    _check_session_labels(path, turns)
     return turns
 
 
+def _check_session_labels(path: str | Path, turns: list[dict[str, Any]]) -> None:
+    """A session_id is the JSON value as written: 1 and "1" are two labels. Both would be the session named
+    "session 1" (and so one session, whose peers see both labels' turns), so a file that writes one label both
+    ways is refused at the second way, naming the first; nothing is imported."""
+    first: dict[str, tuple[Any, int]] = {}
+    for turn in turns:
+        label = turn.get("session_id")
+        if label is None:
+            continue
+        seen = first.setdefault(f"session {label}", (label, turn["_line"]))
+        if type(seen[0]) is not type(label) or seen[0] != label:
+            raise ImportFileError(
+                f"{path}:{turn['_line']}: session_id {json.dumps(label)} ({_json_type(label)}) is not session_id "
+                f"{json.dumps(seen[0])} ({_json_type(seen[0])}) of line {seen[1]}, but both would be the session "
+                f"named 'session {label}': write each session's id the same way on every line (nothing was imported)")
+
+
 def _json_type(value: Any) -> str:
-    return {dict: "an object", list: "an array", bool: "a boolean", int: "a number", float: "a number"}.get(
+    return {dict: "an object", list: "an array", bool: "a boolean", int: "a number", float: "a number",
+            str: "a string"}.get(
         type(value), type(value).__name__)
 
 

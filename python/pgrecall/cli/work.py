@@ -22,7 +22,7 @@ The file holds one JSON object a line, one turn of a conversation each:
   text           what was said                                                  required
   session_id     the file's label for a session (a number or a string): the turns of one label go to one
                  session, whose peers are everyone who speaks in it; without it a turn is seen by the
-                 whole scope
+                 whole scope. 1 and "1" are two labels: a file that writes one both ways is refused
   occurred_at    when it was said (ISO 8601; without a zone, UTC; default: now)
   speaker_kind   human, agent or other (default: human if its first turn's role is user, else agent)
   audience       a list of peer names: only they (and the speaker) may see the turn
