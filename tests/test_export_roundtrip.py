@@ -3,6 +3,7 @@ gives the same rows (tests/export_compare.py says what may differ, and why), dri
 would, against the embedded PostgreSQL."""
 
 import json
+import re
 
 import pgrecall
 from export_compare import differences, read
@@ -130,3 +131,35 @@ def test_a_richer_tenant_comes_back_as_it_was_twice(acme, conninfo, tmp_path, ma
     assert sum(1 for r in rows if r["kind"] == "fact") == 3
     left_out = [item.strip().split(" ", 1)[1] for item in imported.split("not imported:")[1].split("(")[0].split(",")]
     assert not {"memory", "fact", "session", "observation"} & set(left_out), imported
+
+
+def test_a_memory_by_a_peer_erased_since_comes_back_under_the_peer_it_cites(acme, conninfo, tmp_path, make_tenant):
+    """A memory that an erased peer wrote, or corrected, on another's words outlives it under a name no peer can be
+    given ("erased peer<U+00A0>4"), and the import refused the whole export: unknown principal peer. It is written
+    here by the peer whose turn it cites; everything else comes back as it was, for a peer's export too."""
+    said(tmp_path, conninfo, [("ana", "I live in Lisbon", {"session_id": 1}),
+                              ("carl", "Carl is here too", {"session_id": 1}),
+                              ("ana", "We moved to Porto", {"session_id": 1})])
+    env = app(conninfo)
+    run_cli("remember", "--as", "carl", "--purpose", "converse", *HOUSEHOLD, "--evidence", "1", "Ana lives in Lisbon",
+            env=env)
+    run_cli("remember", "--as", "ana", "--purpose", "converse", *HOUSEHOLD, "--evidence", "3", "Ana moved to Porto",
+            env=env)
+    run_cli("correct", "--as", "carl", "--revision", "1", *HOUSEHOLD, "--evidence", "3", "2",
+            "Ana moved to Porto last year", env=env)
+    run_cli("erase", "--tenant", "acme", "--peer", "carl", "--reason", "carl asked", env=admin(conninfo))
+    for selector, tenant in ((("--subject", "u-42"), "fresh"), (("--peer", "ana"), "other")):
+        first = tmp_path / f"{tenant}-first.jsonl"
+        run_cli("export", "--tenant", "acme", *selector, "--out", str(first), env=admin(conninfo))
+        assert "erased peer\u00a0" in first.read_text(encoding="utf-8")
+        make_tenant(tenant)
+        run_cli("import", "--export", str(first), "--tenant", tenant, env=app(conninfo, tenant))
+        second = tmp_path / f"{tenant}.jsonl"
+        run_cli("export", "--tenant", tenant, *selector, "--out", str(second), env=admin(conninfo, tenant))
+        # carl's work is ana's here, whose turns it cites; nothing else differs
+        as_ana = tmp_path / f"{tenant}-as-ana.jsonl"
+        as_ana.write_text(re.sub('("(?:created|changed)_by": )"erased peer\u00a0[0-9]+"', r'\1"ana"',
+                                 first.read_text(encoding="utf-8")), encoding="utf-8")
+        assert differences(as_ana, second) == [], selector
+        assert [r["body"] for r in revisions(second, memories(second)["Ana moved to Porto last year"]["id"])] == [
+            "Ana moved to Porto"]

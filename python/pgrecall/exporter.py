@@ -433,7 +433,22 @@ class _Replay:
 
     def mem_peers(self) -> list[str]:
         return [r["record"]["names"]["actor_id"] for r in self.kind("observation")] + \
-               [r["record"]["name"] for r in self.kind("peer")]
+               [r["record"]["name"] for r in self.kind("peer") if not _erased(r["record"]["name"])]
+
+    def acting(self, name: Any, rec: Mapping[str, Any], places: Iterable[tuple[str, int]] = ()) -> str | None:
+        """Who makes a step here: the peer who made it there, unless that peer was erased (a memory it wrote on
+        another's words outlives it, under a name no peer can be given); then the peer it is for, else the first
+        who spoke a turn it cites, else the first peer of the export."""
+        if isinstance(name, str) and not _erased(name):
+            return name
+        speakers = {(r["record"]["scope"], r["record"]["log_offset"]): r["record"]["names"]["actor_id"]
+                    for r in self.kind("observation")}
+        candidates = [(rec.get("names") or {}).get("audience_peer_id"), *(speakers.get(p) for p in places),
+                      *self.mem_peers()]
+        return next((c for c in candidates if isinstance(c, str) and not _erased(c)), None)
+
+    def cited_places(self, rec: Mapping[str, Any]) -> list[tuple[str, int]]:
+        return [(rec["scope"], o) for o in rec.get("evidence") or []]
 
     def mapped(self, places: Iterable[tuple[str, int] | None]) -> list[int]:
         return sorted({self.offsets[p] for p in places if p is not None and p in self.offsets})
@@ -472,13 +487,17 @@ class _Replay:
             if r["record"].get("origin") == "derived":
                 for source in r["record"].get("derived_from") or []:
                     users.setdefault(source, []).append(memory_id)
+        def written(memory_id: int) -> tuple[Any, ...]:
+            """The step that writes a memory here: its own, or the supersession that made it."""
+            return ("s", self.replacing[memory_id]) if memory_id in self.replacing else ("w", memory_id)
+
         last: dict[int, tuple[Any, ...]] = {}
         for memory_id, r in self.memory_rows.items():
             rec = r["record"]
-            last[memory_id] = ("s", self.replacing[memory_id]) if memory_id in self.replacing else ("w", memory_id)
+            last[memory_id] = written(memory_id)
             if memory_id not in self.replacing:
                 step(("w", memory_id), _when(rec.get("created_at")), memory_id, 0, 0, (self.write, r),
-                     after=[("w", m) for m in rec.get("derived_from") or []])
+                     after=[written(m) for m in rec.get("derived_from") or [] if m in self.memory_rows])
             for n, text in self.texts(rec)[:-1]:
                 step(("c", memory_id, n), _when(text.get("changed_at")), memory_id, 1, n, (self.correction, r, n),
                      after=[last[memory_id]])
@@ -495,11 +514,11 @@ class _Replay:
         for r in self.kind("duplicate_decision"):
             rec = r["record"]
             pair = [m for m in (rec["memory_low"], rec["memory_high"]) if m in last]
-            step(("d", rec["id"]), _when(rec.get("decided_at")), rec.get("retired_memory") or rec["memory_low"], 2, 0,
+            step(("d", r["_line"]), _when(rec.get("decided_at")), rec.get("retired_memory") or rec["memory_low"], 2, 0,
                  (self.decision, r), after=[last[m] for m in pair] + [("w", u) for m in pair for u in users.get(m, [])])
             for m in pair:  # both were still current
                 for later in (("s", m), ("f", m)):
-                    before.setdefault(later, set()).add(("d", rec["id"]))
+                    before.setdefault(later, set()).add(("d", r["_line"]))
         for event in _in_order({e: key for e, (key, _) in steps.items()}, before):
             action, *args = steps[event][1]
             action(*args)
@@ -523,7 +542,7 @@ class _Replay:
     def write(self, r: Mapping[str, Any]) -> None:
         self.line, rec = r["_line"], r["record"]
         names = rec.get("names") or {}
-        principal = names.get("created_by")
+        principal = self.acting(names.get("created_by"), rec, self.cited_places(rec))
         first = self.texts(rec)[0][1]
         sources = [self.memories[m] for m in rec.get("derived_from") or [] if m in self.memories]
         if rec.get("origin") == "derived" and sources:
@@ -558,7 +577,8 @@ class _Replay:
         self.revision_here[rec["id"]] = self.mem.correct(
             self.memories[rec["id"]], new["body"], revision=self.revision_here[rec["id"]], title=new.get("title"),
             reason=texts[old][1].get("reason"), evidence=evidence or None,
-            widening_reason=rec.get("widening_reason"), principal=self.corrector(texts[old][1], rec))
+            widening_reason=rec.get("widening_reason"),
+            principal=self.acting(self.corrector(texts[old][1], rec), rec, self.cited_places(rec)))
         self.done["memory_revision"] += 1
         self.done["memory_correction_evidence"] += len(evidence)
 
@@ -587,7 +607,8 @@ class _Replay:
         memory_id = self.mem.supersede(
             self.memories[rec["id"]], first["body"], revision=self.revision_here[rec["id"]], evidence=evidence,
             title=first.get("title"), confidence=new.get("confidence"), about=new.get("about") or [],
-            widening_reason=new.get("widening_reason"), principal=(new.get("names") or {}).get("created_by"))
+            widening_reason=new.get("widening_reason"),
+            principal=self.acting((new.get("names") or {}).get("created_by"), new, self.cited_places(new)))
         self.revision_here[rec["id"]] += 1
         self.made(new, memory_id)
 
@@ -598,7 +619,8 @@ class _Replay:
 
     def forget_here(self, rec: Mapping[str, Any], reason: str) -> None:
         self.revision_here[rec["id"]] = self.mem.forget(self.memories[rec["id"]], reason=reason,
-                                                        principal=(rec.get("names") or {}).get("created_by"))
+                                                        principal=self.acting((rec.get("names") or {}).get(
+                                                            "created_by"), rec, self.cited_places(rec)))
 
     def decision(self, r: Mapping[str, Any]) -> None:
         """A person's decision about a pair of duplicates, made again here: the retired memory superseded by or
@@ -610,17 +632,20 @@ class _Replay:
             self.skipped["duplicate_decision"] += 1
             return
         done = self.mem.decide_duplicate(self.memories[a], self.memories[b], rec["decision"], reason=rec["reason"],
-                                         principal=(rec.get("names") or {}).get("decided_by"))
+                                         principal=self.acting((rec.get("names") or {}).get("decided_by"),
+                                                               self.memory_rows[a]["record"]))
         if done.retired_revision is not None:
             self.revision_here[a] = done.retired_revision
         self.done["duplicate_decision"] += 1
 
     def facts(self) -> None:
         evidence: dict[int, list[dict[str, Any]]] = {}
+        quoted: dict[int, list[tuple[str, int]]] = {}  # fact id there -> the turns it quotes, there
         for r in self.kind("fact_evidence"):
             rec = r["record"]
             place = _at(rec, "observation_id")
-            if place in self.offsets:
+            if place is not None and place in self.offsets:
+                quoted.setdefault(rec["fact_id"], []).append(place)
                 evidence.setdefault(rec["fact_id"], []).append(
                     {"offset": self.offsets[place], "quote": rec["quote"], "start": rec["byte_start"],
                      "end": rec["byte_end"]})
@@ -639,7 +664,7 @@ class _Replay:
             if phase == 1:
                 if fact_id in here:
                     self.mem.retract_fact(here[fact_id], reason=rec["retraction_reason"],
-                                          principal=(rec.get("names") or {}).get("asserted_by"))
+                                          principal=self.acting((rec.get("names") or {}).get("asserted_by"), rec))
                 continue
             if fact_id not in evidence:
                 self.skipped["fact"] += 1  # no quote of it is in the export
@@ -652,7 +677,7 @@ class _Replay:
                 valid_to=valid_to, confidence=rec.get("confidence", 1.0), observer=names.get("observer_peer_id"),
                 audience=names.get("audience_peer_id"), purposes=rec.get("purposes"),
                 widening_reason=rec.get("widening_reason"), scope=rec["scope"],
-                principal=names.get("asserted_by")).fact_id
+                principal=self.acting(names.get("asserted_by"), rec, quoted.get(fact_id, []))).fact_id
             self.done["fact"] += 1
 
     def aliases(self) -> None:
