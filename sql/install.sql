@@ -1776,7 +1776,7 @@ update pgrecall.error_code e set explanation = x.explanation from (values
 
 -- The shipped SQL sources.
 
-delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7dec98603573$0034_recall_question_time.sql$pgrecall_7dec98603573$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_520aa42e1005$0035_fact_evidence_audience.sql$pgrecall_520aa42e1005$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_805e70f62199$0036_recall_as_of.sql$pgrecall_805e70f62199$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d93541954a11$0037_store_items.sql$pgrecall_d93541954a11$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_40cf676c8fce$0038_recall_spread.sql$pgrecall_40cf676c8fce$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_42579dd0005a$0039_memory_keys.sql$pgrecall_42579dd0005a$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_33f0be6f3348$0040_memory_key_vectors.sql$pgrecall_33f0be6f3348$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5f9ca04eb737$0041_revision_tsv.sql$pgrecall_5f9ca04eb737$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c896649290eb$0042_recall_meta_as_of.sql$pgrecall_c896649290eb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_cd1266496dcb$0043_memory_tsv_fastupdate.sql$pgrecall_cd1266496dcb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7aa5514b135d$0044_term_stats_fold.sql$pgrecall_7aa5514b135d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5a726b0abb62$0045_provenance_types.sql$pgrecall_5a726b0abb62$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_8c7419032142$0046_remember_rows.sql$pgrecall_8c7419032142$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_53fa62372c9c$0047_batch_input_types.sql$pgrecall_53fa62372c9c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6a488e3f4014$0048_revision_type.sql$pgrecall_6a488e3f4014$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_4249eb6f691c$0049_lexical_window.sql$pgrecall_4249eb6f691c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_cf450891080c$0050_clear_zero_vectors.sql$pgrecall_cf450891080c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_f4938194a8e2$0051_window_beside.sql$pgrecall_f4938194a8e2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_735cca0c8bc5$0052_restamp_only_jobs.sql$pgrecall_735cca0c8bc5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_93c4e117d98a$shared/fail.sql$pgrecall_93c4e117d98a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_35447ded19e5$shared/closed_sets.sql$pgrecall_35447ded19e5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6beaea322b2e$shared/value_checks.sql$pgrecall_6beaea322b2e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7b838905899d$shared/references.sql$pgrecall_7b838905899d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a769738e7545$shared/embedding_input.sql$pgrecall_a769738e7545$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea28f6e9696f$shared/settings.sql$pgrecall_ea28f6e9696f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_34db4d4fd308$shared/locks.sql$pgrecall_34db4d4fd308$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_32be9315e548$shared/eligibility.sql$pgrecall_32be9315e548$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_cadea1e07eb4$shared/schema_info.sql$pgrecall_cadea1e07eb4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3990910386e$shared/table_statistics.sql$pgrecall_a3990910386e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4359a26b56e8$shared/notifications.sql$pgrecall_4359a26b56e8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f12ea39847bb$shared/append_only.sql$pgrecall_f12ea39847bb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b520323bc$log/append_observation.sql$pgrecall_ab1b520323bc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9850d333d0ac$log/passage_chunks.sql$pgrecall_9850d333d0ac$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f9b529325e72$log/passages.sql$pgrecall_f9b529325e72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81bbdd0f15d9$log/passage_vectors.sql$pgrecall_81bbdd0f15d9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81adc12402ef$log/message_search.sql$pgrecall_81adc12402ef$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fbc5a661f2c9$log/projection.sql$pgrecall_fbc5a661f2c9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7e4eb4c25106$memory/revise.sql$pgrecall_7e4eb4c25106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ade638cdff09$memory/derive.sql$pgrecall_ade638cdff09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d16be3eadf22$memory/keys.sql$pgrecall_d16be3eadf22$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d972660a90f6$memory/read.sql$pgrecall_d972660a90f6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_aa87d72eaca5$memory/memory_count.sql$pgrecall_aa87d72eaca5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3c214ddced3$memory/freshness.sql$pgrecall_a3c214ddced3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_19370c65adc8$memory/duplicates.sql$pgrecall_19370c65adc8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fcbacefcb268$graph/graph_guards.sql$pgrecall_fcbacefcb268$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d44fea25fa34$graph/traversal.sql$pgrecall_d44fea25fa34$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bde667a4f43c$sessions/peers_scopes.sql$pgrecall_bde667a4f43c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33a3f5a05d39$sessions/sessions.sql$pgrecall_33a3f5a05d39$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c37736e808ad$sessions/session_bundle.sql$pgrecall_c37736e808ad$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87a1832ebe6a$sessions/representation.sql$pgrecall_87a1832ebe6a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3e9bcbe2bcd1$queues/leases.sql$pgrecall_3e9bcbe2bcd1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_719a349f8506$queues/work_queue.sql$pgrecall_719a349f8506$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1b652fe88c09$recall/as_of.sql$pgrecall_1b652fe88c09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_df939e603c82$recall/window_arm.sql$pgrecall_df939e603c82$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ec92d55b8c2b$recall/key_arm.sql$pgrecall_ec92d55b8c2b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_77fe7e11f674$recall/fact_arm.sql$pgrecall_77fe7e11f674$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33520068bb0f$recall/people_arm.sql$pgrecall_33520068bb0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_8eca96aab0a4$recall/time_arm.sql$pgrecall_8eca96aab0a4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3047a1d41f72$recall/fusion.sql$pgrecall_3047a1d41f72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a7605aa9c43a$recall/permission_walk.sql$pgrecall_a7605aa9c43a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_89bc99f0db89$recall/spread.sql$pgrecall_89bc99f0db89$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c5c917068264$recall/neighbour_turns.sql$pgrecall_c5c917068264$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_568d0e42ed78$recall/ordering.sql$pgrecall_568d0e42ed78$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33e7d9c571c5$recall/rows.sql$pgrecall_33e7d9c571c5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e19049384fca$erasure/erasure_plan.sql$pgrecall_e19049384fca$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8a87770fa93$erasure/erase.sql$pgrecall_b8a87770fa93$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b462b2a6cded$erasure/erase_rewrite.sql$pgrecall_b462b2a6cded$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f5d59c318372$erasure/export.sql$pgrecall_f5d59c318372$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1923336c08e9$integrations/agent_sessions.sql$pgrecall_1923336c08e9$));
+delete from pgrecall.source where (kind, name) not in (($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_943de7e7bffc$0002_scopes_peers_log.sql$pgrecall_943de7e7bffc$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_da3ac3ec9808$0003_memories.sql$pgrecall_da3ac3ec9808$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d1291c17974b$0004_projection_registry.sql$pgrecall_d1291c17974b$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d7fbd02c589d$0005_recall.sql$pgrecall_d7fbd02c589d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_407ad61bfb17$0006_erasure.sql$pgrecall_407ad61bfb17$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_88e0c08e53d3$0007_observation_neighbours.sql$pgrecall_88e0c08e53d3$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c827715fc73d$0008_graph.sql$pgrecall_c827715fc73d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d983c980de16$0009_peers_sessions.sql$pgrecall_d983c980de16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_64da0fb086f2$0010_passages.sql$pgrecall_64da0fb086f2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c2d6bad73aa0$0011_recall_breadth.sql$pgrecall_c2d6bad73aa0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_833122a821fb$0012_passage_copies.sql$pgrecall_833122a821fb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_68751a32cc76$0013_peer_names.sql$pgrecall_68751a32cc76$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_0c24f7a8c388$0014_duties.sql$pgrecall_0c24f7a8c388$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5151ae0d2779$0015_correction_evidence.sql$pgrecall_5151ae0d2779$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ef9e102acfc6$0016_session_leases.sql$pgrecall_ef9e102acfc6$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_90f2cf31d441$0017_data_steps.sql$pgrecall_90f2cf31d441$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d9cc2dd4ad0f$0018_duplicates.sql$pgrecall_d9cc2dd4ad0f$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_bfc0af595124$0019_subject_words.sql$pgrecall_bfc0af595124$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d16b3a026eea$0020_fusion_and_passage_embedding.sql$pgrecall_d16b3a026eea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7ddc36b1b115$0021_eligible_audience.sql$pgrecall_7ddc36b1b115$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5cdd0e8ea071$0022_fusion_rrf_scores.sql$pgrecall_5cdd0e8ea071$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_92f3ee5163d2$0023_entity_aliases_fastupdate.sql$pgrecall_92f3ee5163d2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_79b249ebe9fd$0024_observation_audience.sql$pgrecall_79b249ebe9fd$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_ad9aa15c126c$0025_row_locks_secret_channels_rewrite.sql$pgrecall_ad9aa15c126c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_b887a192dcc0$0027_result_types.sql$pgrecall_b887a192dcc0$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6c2b190945ea$0029_session_result_types.sql$pgrecall_6c2b190945ea$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_58d31f1de3ef$0030_one_vector_where_one_serves.sql$pgrecall_58d31f1de3ef$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_073cbd1d5e77$0031_recall_people_arm.sql$pgrecall_073cbd1d5e77$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_825d8524e628$0032_halfvec.sql$pgrecall_825d8524e628$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_20367ee9ab16$0033_passage_borrows_memory_vector.sql$pgrecall_20367ee9ab16$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7dec98603573$0034_recall_question_time.sql$pgrecall_7dec98603573$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_520aa42e1005$0035_fact_evidence_audience.sql$pgrecall_520aa42e1005$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_805e70f62199$0036_recall_as_of.sql$pgrecall_805e70f62199$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_d93541954a11$0037_store_items.sql$pgrecall_d93541954a11$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_40cf676c8fce$0038_recall_spread.sql$pgrecall_40cf676c8fce$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_42579dd0005a$0039_memory_keys.sql$pgrecall_42579dd0005a$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_33f0be6f3348$0040_memory_key_vectors.sql$pgrecall_33f0be6f3348$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5f9ca04eb737$0041_revision_tsv.sql$pgrecall_5f9ca04eb737$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_c896649290eb$0042_recall_meta_as_of.sql$pgrecall_c896649290eb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_cd1266496dcb$0043_memory_tsv_fastupdate.sql$pgrecall_cd1266496dcb$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7aa5514b135d$0044_term_stats_fold.sql$pgrecall_7aa5514b135d$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_5a726b0abb62$0045_provenance_types.sql$pgrecall_5a726b0abb62$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_8c7419032142$0046_remember_rows.sql$pgrecall_8c7419032142$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_53fa62372c9c$0047_batch_input_types.sql$pgrecall_53fa62372c9c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_6a488e3f4014$0048_revision_type.sql$pgrecall_6a488e3f4014$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_4249eb6f691c$0049_lexical_window.sql$pgrecall_4249eb6f691c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_cf450891080c$0050_clear_zero_vectors.sql$pgrecall_cf450891080c$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_f4938194a8e2$0051_window_beside.sql$pgrecall_f4938194a8e2$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_735cca0c8bc5$0052_restamp_only_jobs.sql$pgrecall_735cca0c8bc5$), ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7bb835b408cd$0053_entity_names_nfc.sql$pgrecall_7bb835b408cd$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_93c4e117d98a$shared/fail.sql$pgrecall_93c4e117d98a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_35447ded19e5$shared/closed_sets.sql$pgrecall_35447ded19e5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_6beaea322b2e$shared/value_checks.sql$pgrecall_6beaea322b2e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7b838905899d$shared/references.sql$pgrecall_7b838905899d$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a769738e7545$shared/embedding_input.sql$pgrecall_a769738e7545$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ea28f6e9696f$shared/settings.sql$pgrecall_ea28f6e9696f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_34db4d4fd308$shared/locks.sql$pgrecall_34db4d4fd308$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_32be9315e548$shared/eligibility.sql$pgrecall_32be9315e548$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_cadea1e07eb4$shared/schema_info.sql$pgrecall_cadea1e07eb4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3990910386e$shared/table_statistics.sql$pgrecall_a3990910386e$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_4359a26b56e8$shared/notifications.sql$pgrecall_4359a26b56e8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f12ea39847bb$shared/append_only.sql$pgrecall_f12ea39847bb$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ab1b520323bc$log/append_observation.sql$pgrecall_ab1b520323bc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_9850d333d0ac$log/passage_chunks.sql$pgrecall_9850d333d0ac$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f9b529325e72$log/passages.sql$pgrecall_f9b529325e72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81bbdd0f15d9$log/passage_vectors.sql$pgrecall_81bbdd0f15d9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_81adc12402ef$log/message_search.sql$pgrecall_81adc12402ef$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fbc5a661f2c9$log/projection.sql$pgrecall_fbc5a661f2c9$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_7e4eb4c25106$memory/revise.sql$pgrecall_7e4eb4c25106$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ade638cdff09$memory/derive.sql$pgrecall_ade638cdff09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d16be3eadf22$memory/keys.sql$pgrecall_d16be3eadf22$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d972660a90f6$memory/read.sql$pgrecall_d972660a90f6$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_aa87d72eaca5$memory/memory_count.sql$pgrecall_aa87d72eaca5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_afb9a5574631$memory/facts.sql$pgrecall_afb9a5574631$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a3c214ddced3$memory/freshness.sql$pgrecall_a3c214ddced3$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_19370c65adc8$memory/duplicates.sql$pgrecall_19370c65adc8$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fcbacefcb268$graph/graph_guards.sql$pgrecall_fcbacefcb268$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_d44fea25fa34$graph/traversal.sql$pgrecall_d44fea25fa34$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bde667a4f43c$sessions/peers_scopes.sql$pgrecall_bde667a4f43c$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33a3f5a05d39$sessions/sessions.sql$pgrecall_33a3f5a05d39$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c37736e808ad$sessions/session_bundle.sql$pgrecall_c37736e808ad$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_87a1832ebe6a$sessions/representation.sql$pgrecall_87a1832ebe6a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3e9bcbe2bcd1$queues/leases.sql$pgrecall_3e9bcbe2bcd1$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_719a349f8506$queues/work_queue.sql$pgrecall_719a349f8506$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1b652fe88c09$recall/as_of.sql$pgrecall_1b652fe88c09$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3429469a81fc$recall/term_stats.sql$pgrecall_3429469a81fc$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_df939e603c82$recall/window_arm.sql$pgrecall_df939e603c82$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_289fa5d38473$recall/lexical_arm.sql$pgrecall_289fa5d38473$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_ec92d55b8c2b$recall/key_arm.sql$pgrecall_ec92d55b8c2b$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8f6d4b8c309$recall/dense_arm.sql$pgrecall_b8f6d4b8c309$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_77fe7e11f674$recall/fact_arm.sql$pgrecall_77fe7e11f674$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33520068bb0f$recall/people_arm.sql$pgrecall_33520068bb0f$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_8eca96aab0a4$recall/time_arm.sql$pgrecall_8eca96aab0a4$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_3047a1d41f72$recall/fusion.sql$pgrecall_3047a1d41f72$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_a7605aa9c43a$recall/permission_walk.sql$pgrecall_a7605aa9c43a$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_89bc99f0db89$recall/spread.sql$pgrecall_89bc99f0db89$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_c5c917068264$recall/neighbour_turns.sql$pgrecall_c5c917068264$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_568d0e42ed78$recall/ordering.sql$pgrecall_568d0e42ed78$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_33e7d9c571c5$recall/rows.sql$pgrecall_33e7d9c571c5$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_5d342cdf2508$recall/recall.sql$pgrecall_5d342cdf2508$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_e19049384fca$erasure/erasure_plan.sql$pgrecall_e19049384fca$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b8a87770fa93$erasure/erase.sql$pgrecall_b8a87770fa93$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_b462b2a6cded$erasure/erase_rewrite.sql$pgrecall_b462b2a6cded$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f5d59c318372$erasure/export.sql$pgrecall_f5d59c318372$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$), ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1923336c08e9$integrations/agent_sessions.sql$pgrecall_1923336c08e9$));
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
 values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_562f5bff60c7$0001_settings.sql$pgrecall_562f5bff60c7$, 1, null, $pgrecall_2388b9dcfc8a$151d1a540dd485519b204d3346bac7970fc2591cb3159b3a06db80b197d71397$pgrecall_2388b9dcfc8a$, $pgrecall_151d1a540dd4$-- Per-tenant settings: the design's constants, one row each, readable by the
@@ -4173,6 +4173,152 @@ alter table __tenant__.embedding_job add column restamp_only boolean not null de
 comment on column __tenant__.embedding_job.restamp_only is
     'Queued only because the memory''s vector has a stamp other than the one in force (rebuild_embeddings): done when a switch makes that stamp current again. Any other reason to embed again clears it.';
 $pgrecall_32b487bdc7f1$)
+on conflict (kind, name) do update
+   set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
+
+insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
+values ($pgrecall_8a6cead4385e$migration$pgrecall_8a6cead4385e$, $pgrecall_7bb835b408cd$0053_entity_names_nfc.sql$pgrecall_7bb835b408cd$, 53, null, $pgrecall_524f2680aa3d$c9866bc93837974736883bde3822f67b07f206ac7b27e581506a15c1cbd03b9e$pgrecall_524f2680aa3d$, $pgrecall_c9866bc93837$-- Entity names: one entity whatever Unicode form its name was sent in.
+--
+-- An entity's identity, (scope, normalized_name), compared names without
+-- Unicode normalisation: "Émile" from a macOS keyboard (NFD: "E", then a
+-- combining acute accent) and the same name in NFC made two entities, and the
+-- facts, aliases and memories about Émile were split between them.
+-- normalized_name now takes the name in NFC first (the rule of
+-- _normalize_name, which every lookup applies to the name it is given), and
+-- aliases are stored the same way. NFC needs a UTF8 database, which the
+-- control plane already requires (migration 0013).
+--
+-- Entities of one scope whose names become one key are folded, never a failed
+-- upgrade: the live entity created first keeps its row and its name, as given;
+-- each later one is folded into it as merge_entities() would (its current
+-- single-valued facts that contradict the kept entity's, or an earlier folded
+-- one's, are closed with merge's reason, the rest move; its aliases, their
+-- data subjects, its sources and the entities merged into it move), and its
+-- memories' about-links point at the kept entity (a second link of one memory
+-- to it is dropped). Its row is then deleted rather than kept as merge keeps an
+-- absorbed one: its name, in NFC, is the kept entity's own, so no alias is
+-- needed and the unique key leaves no room for it. An entity already merged
+-- into another whose name meets a kept one goes the same way: its links point
+-- where it was merged. No entity_merge row is logged (it needs the principal
+-- who merged); this migration is the record.
+
+-- Which entity each folded one goes into, kept on the entity's own row while the fold runs (a table made
+-- for it would not be distributed with the tenant's on Citus, which then refuses to join them).
+alter table __tenant__.entity add column nfc_fold_into bigint;
+
+-- Of each group of one scope and one new key, the keeper: the first live row created, else the first row
+-- (by created_at: on Citus ids are not in the order rows were made, a worker's sequence counts apart). A live
+-- row folds into its keeper; an absorbed row into the keeper of the entity it was merged into (merges leave
+-- no chains: merged_into always names a live row).
+update __tenant__.entity e set nfc_fold_into = x.kept_id
+  from (select k.id, case when k.merged_into is null then k.keeper else s.keeper end as kept_id
+          from (select e2.id, e2.merged_into,
+                       first_value(e2.id) over (
+                           partition by e2.scope,
+                                        lower(regexp_replace(btrim(normalize(e2.name, NFC)), '[[:space:]]+', ' ', 'g'))
+                           order by e2.merged_into is not null, e2.created_at, e2.id) as keeper
+                  from __tenant__.entity e2) k
+          left join (select e3.id,
+                            first_value(e3.id) over (
+                                partition by e3.scope,
+                                             lower(regexp_replace(btrim(normalize(e3.name, NFC)), '[[:space:]]+', ' ', 'g'))
+                                order by e3.merged_into is not null, e3.created_at, e3.id) as keeper
+                       from __tenant__.entity e3) s on s.id = k.merged_into
+         where k.id <> k.keeper) x
+ where e.id = x.id;
+
+-- Contradictions between current single-valued facts: the kept entity's win, then the earlier folded one's.
+update __tenant__.fact f
+   set known = tstzrange(lower(f.known), now()), retraction_reason = 'merged: contradicted the kept entity'
+  from __tenant__.entity m
+ where m.nfc_fold_into is not null and f.subject_id = m.id and f.single_valued and upper_inf(f.known)
+   and exists (select 1 from __tenant__.fact k
+                where (k.subject_id = m.nfc_fold_into
+                       or k.subject_id in (select m2.id from __tenant__.entity m2
+                                            where m2.nfc_fold_into = m.nfc_fold_into
+                                              and (m2.created_at, m2.id) < (m.created_at, m.id)))
+                  and k.predicate = f.predicate and k.single_valued and upper_inf(k.known)
+                  and coalesce(k.observer_peer_id, 0) = coalesce(f.observer_peer_id, 0) and k.valid && f.valid);
+
+update __tenant__.fact f set subject_id = m.nfc_fold_into
+  from __tenant__.entity m where m.nfc_fold_into is not null and f.subject_id = m.id;
+update __tenant__.fact f set object_id = m.nfc_fold_into
+  from __tenant__.entity m where m.nfc_fold_into is not null and f.object_id = m.id;
+
+update __tenant__.entity e
+   set aliases = array(select distinct a from unnest(e.aliases || x.aliases) a order by a),
+       entity_type = coalesce(e.entity_type, x.entity_type)
+  from (select r.nfc_fold_into as kept_id,
+               array_agg(a.alias order by r.id) filter (where a.alias is not null) as aliases,
+               (array_agg(r.entity_type order by r.id) filter (where r.entity_type is not null))[1] as entity_type
+          from __tenant__.entity r
+          left join lateral unnest(r.aliases) a(alias) on true
+         where r.nfc_fold_into is not null
+         group by r.nfc_fold_into) x
+ where e.id = x.kept_id;
+
+-- The aliases keep the data subjects that gave them (the absorbed rows' go with them, by cascade).
+insert into __tenant__.entity_alias_subject (entity_id, alias, data_subject_id, created_at)
+select m.nfc_fold_into, x.alias, x.data_subject_id, x.created_at
+  from __tenant__.entity_alias_subject x join __tenant__.entity m on m.id = x.entity_id
+ where m.nfc_fold_into is not null
+on conflict do nothing;
+
+-- The kept entity answers to the absorbed one's sources (erasure keeps it while any stays).
+insert into __tenant__.projection_dependency (kind, row_key, observation_id)
+select 'entity', m.nfc_fold_into::text, d.observation_id
+  from __tenant__.projection_dependency d join __tenant__.entity m on d.row_key = m.id::text
+ where d.kind = 'entity' and m.nfc_fold_into is not null
+on conflict do nothing;
+delete from __tenant__.projection_dependency d
+ using __tenant__.entity m
+ where d.kind = 'entity' and d.row_key = m.id::text and m.nfc_fold_into is not null;
+
+-- About-links are never edited otherwise (memory_link_append_only); this one-off change goes around the
+-- table's triggers, as 0035 does for facts.
+alter table __tenant__.memory_link disable trigger user;
+update __tenant__.memory_link l set target_entity_id = m.nfc_fold_into
+  from __tenant__.entity m where m.nfc_fold_into is not null and l.target_entity_id = m.id;
+alter table __tenant__.memory_link enable trigger user;
+-- A memory that was about two of the folded spellings is about the kept entity once: the later link goes,
+-- with its sources (the kept link has its own).
+delete from __tenant__.projection_dependency d
+ using __tenant__.memory_link l
+ where d.kind = 'memory_link' and d.row_key = l.id::text
+   and l.target_entity_id in (select m.nfc_fold_into from __tenant__.entity m where m.nfc_fold_into is not null)
+   and exists (select 1 from __tenant__.memory_link k
+                where k.memory_id = l.memory_id and k.target_entity_id = l.target_entity_id and k.id < l.id);
+delete from __tenant__.memory_link l
+ where l.target_entity_id in (select m.nfc_fold_into from __tenant__.entity m where m.nfc_fold_into is not null)
+   and exists (select 1 from __tenant__.memory_link k
+                where k.memory_id = l.memory_id and k.target_entity_id = l.target_entity_id and k.id < l.id);
+
+update __tenant__.entity e set merged_into = m.nfc_fold_into
+  from __tenant__.entity m where m.nfc_fold_into is not null and e.merged_into = m.id;
+delete from __tenant__.entity e where e.nfc_fold_into is not null;
+alter table __tenant__.entity drop column nfc_fold_into;
+
+-- The new key. SET EXPRESSION needs PostgreSQL 17; dropping the column drops the unique key with it.
+alter table __tenant__.entity drop column normalized_name;
+alter table __tenant__.entity add column normalized_name text generated always as (
+    lower(regexp_replace(btrim(normalize(name, NFC)), '[[:space:]]+', ' ', 'g'))) stored;
+alter table __tenant__.entity add constraint entity_identity unique (scope, normalized_name);
+comment on column __tenant__.entity.normalized_name is
+    'The name in NFC, trimmed, runs of white space as one space, lowercased: with scope, the entity''s identity.';
+
+-- Aliases that are not in NFC, re-keyed as _normalize_name would key them now.
+update __tenant__.entity e
+   set aliases = array(select distinct lower(regexp_replace(btrim(normalize(a, NFC)), '[[:space:]]+', ' ', 'g'))
+                         from unnest(e.aliases) a order by 1)
+ where exists (select 1 from unnest(e.aliases) a where a <> normalize(a, NFC));
+insert into __tenant__.entity_alias_subject (entity_id, alias, data_subject_id, created_at)
+select x.entity_id, lower(regexp_replace(btrim(normalize(x.alias, NFC)), '[[:space:]]+', ' ', 'g')),
+       x.data_subject_id, x.created_at
+  from __tenant__.entity_alias_subject x
+ where x.alias <> normalize(x.alias, NFC)
+on conflict do nothing;
+delete from __tenant__.entity_alias_subject x where x.alias <> normalize(x.alias, NFC);
+$pgrecall_c9866bc93837$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -7256,7 +7402,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 19, $pgrecall_9dd8ffffaa33$8ee91da5f2e11b5e72a26b2684f2a9fbd3c70d5536295ef636a5508529be3294$pgrecall_9dd8ffffaa33$, $pgrecall_8ee91da5f2e1$-- remember: write what the agent decided to keep, with who may see it, why
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 19, $pgrecall_a1e35f47ec82$c84bcccfa8c86aeeeeb1b472eb7a07ca0582ec36a4bf23ff7f0a4c701a386d8e$pgrecall_a1e35f47ec82$, $pgrecall_c84bcccfa8c8$-- remember: write what the agent decided to keep, with who may see it, why
 -- it may be used, and the observations that stated it. Capture writes only
 -- what was explicitly stated: empty or ambiguous input is a no-op that says
 -- why, never an error and never a guess.
@@ -7697,10 +7843,10 @@ begin
     end if;
     if exists (select 1 from unnest(p_rows) r where r.new_id is not null and cardinality(r.about) > 0) then
         insert into entity as en (scope, name)
-        select distinct on (lower(regexp_replace(btrim(_trim(a.name)), '[[:space:]]+', ' ', 'g'))) p_scope, _trim(a.name)
+        select distinct on (_normalize_name(_trim(a.name))) p_scope, _trim(a.name)
           from unnest(p_rows) r cross join lateral unnest(r.about) as a(name)
          where r.new_id is not null and _trim(a.name) <> ''
-         order by lower(regexp_replace(btrim(_trim(a.name)), '[[:space:]]+', ' ', 'g')), _trim(a.name)
+         order by _normalize_name(_trim(a.name)), _trim(a.name)
         on conflict on constraint entity_identity do update set name = en.name;
         select coalesce(array_agg(d.m order by d.m, d.e), '{}'), coalesce(array_agg(d.e order by d.m, d.e), '{}')
           into v_about_memory, v_about_entity
@@ -7708,7 +7854,7 @@ begin
                   from unnest(p_rows) r
                   cross join lateral unnest(r.about) as a(name)
                   join entity en on en.scope = p_scope
-                   and en.normalized_name = lower(regexp_replace(btrim(_trim(a.name)), '[[:space:]]+', ' ', 'g'))
+                   and en.normalized_name = _normalize_name(_trim(a.name))
                  where r.new_id is not null) d;
         v_about := array(select nextval(pg_get_serial_sequence('__tenant__.memory_link', 'id')) from unnest(v_about_memory));
         insert into memory_link (id, memory_id, link_type, target_entity_id)
@@ -8108,7 +8254,7 @@ comment on function __tenant__.remember_said(text, text[], text, text, text[], t
                                              text[], bigint[], text, jsonb, text) is
     'Appends what was said (as the principal''s note) and remembers it, citing it, in one call; a memory that is a '
     'no-op or refused leaves no turn (log_offset NULL).';
-$pgrecall_8ee91da5f2e1$)
+$pgrecall_c84bcccfa8c8$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -10091,7 +10237,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$, null, 28, $pgrecall_db72fc5b7090$45b443b1e959002bdc5040fb4bddb4c04bb7cdfce7e1c3ad4cee0ea859e87fc2$pgrecall_db72fc5b7090$, $pgrecall_45b443b1e959$-- Entities: identity is (scope, normalized name); names resolve through
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$, null, 28, $pgrecall_972162c0ba56$df08766dfe779270fca65063bcabeb5788ead07507c784dd07c39d887f5836c1$pgrecall_972162c0ba56$, $pgrecall_df08766dfe77$-- Entities: identity is (scope, normalized name); names resolve through
 -- aliases and through merges to the surviving entity. A name is content too:
 -- a principal sees an entity (its name, its aliases, its facts) only through
 -- a memory or a fact it is eligible for that names it (_entity_visible), and
@@ -10107,9 +10253,12 @@ create or replace function __tenant__._normalize_name(p_name text)
 returns text
 language sql immutable
 as $$
-    -- The same rule as entity.normalized_name ([[:space:]] is its \s, without a backslash
-    -- that standard_conforming_strings = off would eat).
-    select pg_catalog.lower(pg_catalog.regexp_replace(pg_catalog.btrim(p_name), '[[:space:]]+', ' ', 'g'))
+    -- The same rule as entity.normalized_name (migration 0053). NFC first, so that the NFD "Émile" a
+    -- macOS keyboard sends is the NFC one, and before lower(): under the C collation lower() leaves "É" but
+    -- lowers the "E" of "E" + U+0301, so lowering first would split the two forms again. ([[:space:]] is
+    -- \s, without a backslash that standard_conforming_strings = off would eat.)
+    select pg_catalog.lower(pg_catalog.regexp_replace(pg_catalog.btrim(pg_catalog.normalize(p_name, 'NFC')),
+                                                      '[[:space:]]+', ' ', 'g'))
 $$;
 comment on function __tenant__._normalize_name(text) is 'Internal: the form of a name that entity identity compares.';
 
@@ -10152,10 +10301,11 @@ comment on function __tenant__._entity_named(text, text) is
 -- and hold runs of spaces: it is content quoted from what people said
 -- ("ΑΒ Testing", a transliteration), not an identity that acts or is
 -- authorised, and a look-alike spelling makes at worst a second entity, which
--- merge_entities() folds into the first. Nor is it put in NFC (identity has
--- never compared forms, and changing that would split stored names from lookups).
+-- merge_entities() folds into the first. It is stored as given, not put in
+-- NFC: identity (_normalize_name) compares it in NFC, so the NFD and NFC
+-- spellings of a name are one entity whichever came first.
 -- The rule applies to new input only: names stored before it are left as they
--- are (an upgrade rewrites nothing), still found by lookups, carried by
+-- are (no upgrade checks them against it), still found by lookups, carried by
 -- correct/supersede, and mergeable into a clean name; merge_entities() takes
 -- no new name, so it checks none.
 create or replace function __tenant__._entity_name_problem(p_name text)
@@ -10262,7 +10412,8 @@ declare
     v_grams text[];
 begin
     with words as (
-        select w, i from unnest(regexp_split_to_array(lower(coalesce(p_text, '')), '[^[:alnum:]''-]+'))
+        -- in NFC, as names are compared: an NFD letter's combining mark is no [[:alnum:]] and would cut the word
+        select w, i from unnest(regexp_split_to_array(lower(normalize(coalesce(p_text, ''), NFC)), '[^[:alnum:]''-]+'))
                          with ordinality as t(w, i)
          where w <> ''
     )
@@ -10548,7 +10699,7 @@ end
 $$;
 comment on function __tenant__.entities(text, text[], text) is
     'Entities in the authorised scopes that a memory or fact the principal may see names (optionally those a name or alias denotes), with their count of visible current facts.';
-$pgrecall_45b443b1e959$)
+$pgrecall_df08766dfe77$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

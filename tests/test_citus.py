@@ -1032,6 +1032,51 @@ def test_pgrecall_tenant_upgrade_of_a_distributed_tenant(cluster, tenant_factory
     assert "Custom Scan (Citus" in plan and "Task Count: 1" in plan, plan
 
 
+def test_upgrading_a_distributed_tenant_to_0053_folds_the_entities_the_old_rule_split(cluster, tenant_factory):
+    """Migration 0053 on a distributed schema: its fold (a table of its own, updates around memory_link's
+    trigger) and its new key (normalized_name dropped and added again, the unique key with it) run on the
+    shards, and the NFD and NFC Émile end as one entity carrying both facts."""
+    nfc, nfd = "\u00c9mile", "E\u0301mile"
+    acme = tenant_factory("nfc")
+    populated(cluster, acme)
+    with handle(cluster, acme) as mem:
+        turn = mem.append("Émile lives in Lisbon and likes the cello", role="user", actor="ana")
+        lives = mem.assert_fact(nfc, "lives_in", "Lisbon", evidence=[{"offset": turn, "quote": "lives in Lisbon"}])
+        mem.remember("Émile lives in Lisbon", evidence=[turn], purposes=["converse"], about=[nfc])
+    # As a tenant left by a release before 0053, with an entity the old rule made for the NFD spelling
+    with psycopg.connect(cluster.coordinator.dsn(), autocommit=True) as conn:
+        conn.execute(f"alter table {acme}.entity drop column normalized_name")
+        conn.execute(f"alter table {acme}.entity add column normalized_name text generated always as "
+                     "(lower(regexp_replace(btrim(name), '[[:space:]]+', ' ', 'g'))) stored")
+        conn.execute(f"alter table {acme}.entity add constraint entity_identity unique (scope, normalized_name)")
+        conn.execute(f"delete from {acme}.schema_migration where version = 53")
+        emile, ana, memory = conn.execute(
+            f"select e.id, f.asserted_by, l.memory_id from {acme}.entity e join {acme}.fact f on f.subject_id = e.id"
+            f" join {acme}.memory_link l on l.target_entity_id = e.id").fetchone()
+        [split] = conn.execute(f"insert into {acme}.entity (scope, name) values ('default', %s) returning id",
+                               (nfd,)).fetchone()
+        [cello] = conn.execute(f"insert into {acme}.entity (scope, name) values ('default', 'cello') returning id"
+                               ).fetchone()
+        [likes] = conn.execute(
+            f"insert into {acme}.fact (scope, subject_id, predicate, single_valued, object_id, statement, valid,"
+            " known, asserted_by) values ('default', %s, 'likes', false, %s, 'Émile likes the cello',"
+            " tstzrange(now(), null), tstzrange(now(), null), %s) returning id", (split, cello, ana)).fetchone()
+        conn.execute(f"insert into {acme}.memory_link (memory_id, link_type, target_entity_id) values (%s, 'about', %s)",
+                     (memory, split))
+        assert conn.execute(f"select count(*) from {acme}.entity where name in (%s, %s)", (nfc, nfd)).fetchone() == (2,)
+
+        applied = conn.execute("select * from pgrecall.upgrade_tenant(%s)", (acme,)).fetchall()
+        assert ("migration", "0053_entity_names_nfc.sql") in applied
+        assert conn.execute(f"select id, name from {acme}.entity where name in (%s, %s)", (nfc, nfd)).fetchall() == [
+            (emile, nfc)]
+        assert conn.execute(f"select subject_id from {acme}.fact where id = %s", (likes,)).fetchone() == (emile,)
+        assert conn.execute(f"select count(*) from {acme}.memory_link where target_entity_id is not null").fetchone() \
+            == (1,)
+    with handle(cluster, acme) as mem:
+        assert sorted(f.fact_id for f in mem.facts_as_of(nfd)) == sorted([lives.fact_id, likes])
+        assert [e.name for e in mem.entities(nfd)] == [nfc]
+
+
 def test_a_call_through_the_driver_is_one_task_on_the_tenants_worker(cluster, tenant_factory):
     # Counted with citus_stat_counters on each node (every Citus-planned statement a node executes, its
     # own shards' included): a delegated call is one task on the coordinator, its statements run on the

@@ -14,9 +14,12 @@ create or replace function __tenant__._normalize_name(p_name text)
 returns text
 language sql immutable
 as $$
-    -- The same rule as entity.normalized_name ([[:space:]] is its \s, without a backslash
-    -- that standard_conforming_strings = off would eat).
-    select pg_catalog.lower(pg_catalog.regexp_replace(pg_catalog.btrim(p_name), '[[:space:]]+', ' ', 'g'))
+    -- The same rule as entity.normalized_name (migration 0053). NFC first, so that the NFD "Émile" a
+    -- macOS keyboard sends is the NFC one, and before lower(): under the C collation lower() leaves "É" but
+    -- lowers the "E" of "E" + U+0301, so lowering first would split the two forms again. ([[:space:]] is
+    -- \s, without a backslash that standard_conforming_strings = off would eat.)
+    select pg_catalog.lower(pg_catalog.regexp_replace(pg_catalog.btrim(pg_catalog.normalize(p_name, 'NFC')),
+                                                      '[[:space:]]+', ' ', 'g'))
 $$;
 comment on function __tenant__._normalize_name(text) is 'Internal: the form of a name that entity identity compares.';
 
@@ -59,10 +62,11 @@ comment on function __tenant__._entity_named(text, text) is
 -- and hold runs of spaces: it is content quoted from what people said
 -- ("ΑΒ Testing", a transliteration), not an identity that acts or is
 -- authorised, and a look-alike spelling makes at worst a second entity, which
--- merge_entities() folds into the first. Nor is it put in NFC (identity has
--- never compared forms, and changing that would split stored names from lookups).
+-- merge_entities() folds into the first. It is stored as given, not put in
+-- NFC: identity (_normalize_name) compares it in NFC, so the NFD and NFC
+-- spellings of a name are one entity whichever came first.
 -- The rule applies to new input only: names stored before it are left as they
--- are (an upgrade rewrites nothing), still found by lookups, carried by
+-- are (no upgrade checks them against it), still found by lookups, carried by
 -- correct/supersede, and mergeable into a clean name; merge_entities() takes
 -- no new name, so it checks none.
 create or replace function __tenant__._entity_name_problem(p_name text)
@@ -169,7 +173,8 @@ declare
     v_grams text[];
 begin
     with words as (
-        select w, i from unnest(regexp_split_to_array(lower(coalesce(p_text, '')), '[^[:alnum:]''-]+'))
+        -- in NFC, as names are compared: an NFD letter's combining mark is no [[:alnum:]] and would cut the word
+        select w, i from unnest(regexp_split_to_array(lower(normalize(coalesce(p_text, ''), NFC)), '[^[:alnum:]''-]+'))
                          with ordinality as t(w, i)
          where w <> ''
     )

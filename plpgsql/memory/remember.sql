@@ -439,10 +439,10 @@ begin
     end if;
     if exists (select 1 from unnest(p_rows) r where r.new_id is not null and cardinality(r.about) > 0) then
         insert into entity as en (scope, name)
-        select distinct on (lower(regexp_replace(btrim(_trim(a.name)), '[[:space:]]+', ' ', 'g'))) p_scope, _trim(a.name)
+        select distinct on (_normalize_name(_trim(a.name))) p_scope, _trim(a.name)
           from unnest(p_rows) r cross join lateral unnest(r.about) as a(name)
          where r.new_id is not null and _trim(a.name) <> ''
-         order by lower(regexp_replace(btrim(_trim(a.name)), '[[:space:]]+', ' ', 'g')), _trim(a.name)
+         order by _normalize_name(_trim(a.name)), _trim(a.name)
         on conflict on constraint entity_identity do update set name = en.name;
         select coalesce(array_agg(d.m order by d.m, d.e), '{}'), coalesce(array_agg(d.e order by d.m, d.e), '{}')
           into v_about_memory, v_about_entity
@@ -450,7 +450,7 @@ begin
                   from unnest(p_rows) r
                   cross join lateral unnest(r.about) as a(name)
                   join entity en on en.scope = p_scope
-                   and en.normalized_name = lower(regexp_replace(btrim(_trim(a.name)), '[[:space:]]+', ' ', 'g'))
+                   and en.normalized_name = _normalize_name(_trim(a.name))
                  where r.new_id is not null) d;
         v_about := array(select nextval(pg_get_serial_sequence('__tenant__.memory_link', 'id')) from unnest(v_about_memory));
         insert into memory_link (id, memory_id, link_type, target_entity_id)
