@@ -179,7 +179,8 @@ def test_an_export_that_cannot_be_one_history_is_refused_naming_its_line(acme, c
     """Hand-edited exports were half-read: a time without its zone was an internal error (TypeError comparing it
     with the others, exit 70); memories superseding one another in a cycle, or one itself, imported a copy of
     one or none of them; a second row for one revision, or a kept revision after the current text, was
-    dropped without a word."""
+    dropped without a word; a duplicate decision retiring a memory outside its pair retired it for another pair
+    and skipped that memory's own supersession."""
     story(acme, conninfo)
     out, _ = export_file(conninfo, tmp_path, "--subject", "u-42")
     make_tenant("fresh")
@@ -219,6 +220,10 @@ def test_an_export_that_cannot_be_one_history_is_refused_naming_its_line(acme, c
         (edited("later", record(unrevised, revision=2),
                 [{"kind": "memory_revision", "key": "a", "record": {**revision, "revision": 5}}]), len(rows) + 1,
          "field 'revision' is 5, but memory"),
+        (edited("retired", lambda c: None, [{"kind": "duplicate_decision", "key": "d", "record": {
+            "memory_low": first["id"], "memory_high": second["id"], "decision": "supersede", "reason": "same",
+            "retired_memory": first["id"] + second["id"] + 1}}]), len(rows) + 1,
+         "field 'retired_memory' is"),
     ]
     for path, line, said in cases:
         refused = import_file(conninfo, path, check=False)

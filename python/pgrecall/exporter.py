@@ -245,8 +245,9 @@ def _shape_problem(kind: str, record: Mapping[str, Any]) -> str | None:
 
 def _history_problem(rows: list[dict[str, Any]]) -> str | None:
     """"LINE: why" when the rows cannot be one tenant's history (an edited file): two rows for one memory, fact or
-    revision (the replay kept one of them silently), a revision kept for a text at or after its memory's current
-    one, or a memory superseded by itself or around a cycle (the replay wrote a copy of it, or none)."""
+    revision (the replay kept one of them silently), a duplicate decision retiring a memory outside its pair, a
+    revision kept for a text at or after its memory's current one, or a memory superseded by itself or around a
+    cycle (the replay wrote a copy of it, or none)."""
     seen: dict[tuple[Any, ...], int] = {}
     for r in rows:
         rec = r["record"]
@@ -258,6 +259,13 @@ def _history_problem(rows: list[dict[str, Any]]) -> str | None:
             what = f"revision {key[2]} of memory {key[1]}" if key[0] == "revision" else f"{key[0]} {key[1]}"
             return f"{r['_line']}: {what} is on line {seen[key]} already"
         seen[key] = r["_line"]
+    for r in rows:
+        rec = r["record"]
+        if r["kind"] == "duplicate_decision" and rec.get("retired_memory") not in (None, rec["memory_low"],
+                                                                                   rec["memory_high"]):
+            # the replay would retire it for a pair the row does not name, and skip its own supersession
+            return (f"{r['_line']}: field 'retired_memory' is {rec['retired_memory']}, which is neither "
+                    f"memory_low ({rec['memory_low']}) nor memory_high ({rec['memory_high']})")
     memories = {r["record"]["id"]: r for r in rows if r["kind"] == "memory"}
     for r in rows:
         kept = memories.get(r["record"].get("memory_id")) if r["kind"] == "memory_revision" else None
