@@ -12749,7 +12749,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$, null, 36, $pgrecall_452f71ef7960$484a36822e80ce7876def1e013434228f291f106fe5d0754dbd8fa5c446d16ce$pgrecall_452f71ef7960$, $pgrecall_484a36822e80$-- Embeddings are a derived index: the write path queues work here, the
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$, null, 36, $pgrecall_a390161af20c$a80c7f8dc0b41974cb3d120f4095ff629e920efcf3abf1d9f9498236e2212b09$pgrecall_a390161af20c$, $pgrecall_a80c7f8dc0b4$-- Embeddings are a derived index: the write path queues work here, the
 -- worker (pgrecall worker) claims it with SKIP LOCKED under a lease, embeds
 -- the text this file chooses, and stores the vector stamped with the model
 -- and input version. A result computed from text that has since changed, or
@@ -13043,6 +13043,7 @@ begin
            and _audience_within(m.audience_peer_id, v_first.audience)
            and ((v_queued_counts and exists (select 1 from embedding_job q where q.memory_id = m.id))
                 or exists (select 1 from memory_embedding me where me.memory_id = m.id and me.input_version = 2))
+         order by m.id  -- the jobs locked in the worker's order (_lease_held_embedding): no deadlock with its store
         on conflict (memory_id) do update
             set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null,
                 restamp_only = false;
@@ -13368,6 +13369,7 @@ begin
                                            and me.model = st.model and me.input_version = st.input_version
                                            and (me.input_version = 1
                                                 or (me.text_embedding is not null and me.window_tsv is not null))))
+     order by m.id  -- in the order a storing worker locks jobs
     on conflict (memory_id) do update
         set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null,
             restamp_only = j.restamp_only and excluded.restamp_only;
@@ -13407,6 +13409,7 @@ begin
         insert into embedding_job as j (memory_id, enqueued_at)
         select m.id, clock_timestamp() from memory m
          where m.id = any (v_memories) and m.superseded_by is null and m.invalidated_at is null
+         order by m.id  -- in the order a storing worker locks jobs
         on conflict (memory_id) do update
             set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null,
                 restamp_only = false;
@@ -13451,7 +13454,7 @@ end
 $$;
 comment on function __tenant__.set_embedding_version(text, integer) is
     'Switches the embedding model or input version and queues every live memory; stale vectors are ignored until rebuilt.';
-$pgrecall_484a36822e80$)
+$pgrecall_a80c7f8dc0b4$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

@@ -2,8 +2,11 @@
 keep. What must differ, and why:
 
 - ids (of turns, memories, links, facts, sessions, peers, entities): the importing tenant numbers its own rows.
-  Each is replaced by its rank among the export's ids of that kind, so a memory still points to the same
-  replacement, a link to the same memory, a fact's quote to the same turn.
+  A turn's, a memory's and a fact's is replaced by its rank among the export's ids of that kind, so a memory
+  still points to the same replacement, a link to the same memory, a fact's quote to the same turn; a row
+  that nothing points to (a link, a quote) is known by what it joins.
+- the entities and vectors (DERIVED), and a passage's embedding status (embedded_at, its model and input
+  version): the tenant makes them from what it holds, the vectors when pgrecall worker embeds them.
 - log offsets: a turn gets the next offset of its scope's log there (another subject's turns are not in the
   export, so the offsets close up); replaced by the turn's rank in its scope.
 - the moments the server records a write (ingested_at, created_at, updated_at, changed_at, decided_at,
@@ -13,6 +16,8 @@ keep. What must differ, and why:
 - peer and entity ids besides ("actor_id", "subject_id", ...): the same row names them in "names" and
   "entities", which are compared.
 - an erased peer in a turn's audience (see erased()).
+- the turns and memories a memory was drawn from that the export does not hold (another subject's, or
+  another peer's), and its links to them: the import cannot cite them, so only those it holds are compared.
 - a duplicate decision's cosine (from the vectors, embedded again there) and decided_role (the login role
   that decided: the importing tenant's own).
 """
@@ -23,7 +28,10 @@ TIMES = {"ingested_at", "created_at", "updated_at", "changed_at", "decided_at", 
 PEER_IDS = {"actor_id", "created_by", "audience_peer_id", "observer_peer_id", "changed_by", "asserted_by",
             "sender_id", "observer_id", "peer_id", "decided_by", "audience"}
 ENTITY_IDS = {"subject_id", "object_id", "target_entity_id", "merged_into", "entity_id"}
-OTHER = {"cosine", "decided_role"}
+# Made by the tenant itself from what it holds: which entities a subject's export holds depends on whose turns
+# named them (there, another's turns may have named them too), and the vectors are embedded there by the worker.
+DERIVED = {"entity", "memory_embedding"}
+OTHER = {"cosine", "decided_role", "embedded_at", "embedding_input_version", "embedding_model"}
 MEMORY_IDS = {"memory_id", "superseded_by", "target_memory_id", "retired_memory", "memory_low", "memory_high"}
 OBSERVATION_IDS = {"observation_id", "target_observation_id"}
 
@@ -62,21 +70,31 @@ def comparable(path):
     def place(p):
         return {"scope": p["scope"], "turn": offsets.get((p["scope"], p["offset"]), "not exported")}
 
+    def held(kind, rec):
+        """Whether the import can make this row: a link to a turn or memory the export does not hold cannot be."""
+        if kind != "memory_link":
+            return True
+        target = (rec.get("observations") or {}).get("target_observation_id")
+        return ((target is None or (target["scope"], target["offset"]) in offsets)
+                and (rec.get("target_memory_id") is None or rec["target_memory_id"] in memories))
+
     def norm(kind, rec):
         out = {}
         for key, value in rec.items():
             if key in TIMES or key in PEER_IDS or key in ENTITY_IDS or key in OBSERVATION_IDS or key in OTHER:
                 continue
-            if key == "id" and kind != "session":
+            if key == "id" and kind in ("observation", "memory", "memory_reverted", "fact"):
                 out[key] = rank.get(kind, {}).get(value, value)
+            elif key == "id":
+                continue  # a link, a revision's evidence, a quote: known by what it joins
             elif key in MEMORY_IDS:
                 out[key] = memories.get(value, "not exported") if value is not None else None
             elif key in ("fact_id", "closed_by", "split_by", "split_from") and value is not None:
                 out[key] = rank.get("fact", {}).get(value, "not exported")
             elif key == "derived_from" and kind in ("memory", "memory_reverted"):
-                out[key] = sorted(memories.get(m, "not exported") for m in value)
+                out[key] = sorted(memories[m] for m in value if m in memories)
             elif key == "evidence":
-                out[key] = sorted(offsets.get((rec["scope"], o), "not exported") for o in value)
+                out[key] = sorted(offsets[(rec["scope"], o)] for o in value if (rec["scope"], o) in offsets)
             elif key == "log_offset":
                 out[key] = offsets[(rec["scope"], value)]
             elif key == "observations":
@@ -95,7 +113,8 @@ def comparable(path):
                 out[key] = value
         return json.dumps(out, sort_keys=True, ensure_ascii=False)
 
-    return {kind: sorted(norm(kind, rec) for rec in recs) for kind, recs in by_kind.items()}
+    return {kind: sorted(norm(kind, rec) for rec in recs if held(kind, rec)) for kind, recs in by_kind.items()
+            if kind not in DERIVED}
 
 
 def differences(first, second):

@@ -228,3 +228,64 @@ def test_under_input_version_1_a_reply_queues_nothing_again(acme, conninfo, db):
     said(acme, "Lovely, see you Thursday", "ana")
     queued = {r[0] for r in db.execute("select memory_id from acme.embedding_job")}
     assert queued == {max(queued)}, "only the newest memory waits: no earlier one was queued again"
+
+
+def test_an_append_and_a_storing_worker_take_a_turns_jobs_in_one_order(acme, conninfo, db):
+    """Two memories of one turn, embedded, queued again and leased; a worker stores them while the next turn's
+    append queues them again. The worker locks their jobs by memory id; the append locked them in the order
+    it read the memories, the second first once the first had been rewritten (its row moved). Each then held
+    a job the other waited for, and PostgreSQL broke the deadlock by failing one of them (40P01)."""
+    import threading
+
+    import psycopg
+
+    from conftest import wait_until
+
+    s = acme.create_session("ana and the bot")
+    acme.add_session_peers(s, ["ana", "bot"])
+    [turn] = acme.add_messages(s, [{"actor": "ana", "body": "I keep bees and I sail on Saturdays"}])
+    bees, sails = (acme.remember(body, evidence=[turn.offset], purposes=["converse"], audience="ana").memory_id
+                   for body in ("Ana keeps bees", "Ana sails on Saturdays"))
+    assert bees < sails
+    drain(conninfo)
+    db.execute("update acme.memory set confidence = confidence where id = %s", (bees,))  # its row moves
+    admin = psycopg.connect(conninfo.dsn(user="pgrecall_acme_admin"), autocommit=True)
+    admin.execute("select acme.rebuild_embeddings(true)")
+    worker = psycopg.connect(conninfo.dsn(user="pgrecall_acme_worker"), autocommit=True)
+    jobs = worker.execute("select memory_id, generation, input, model, input_version, text_input"
+                          " from acme.claim_embedding_jobs('w1', 10) order by memory_id").fetchall()
+    assert [j[0] for j in jobs] == [bees, sails]
+    vectors = [to_literal(v) for v in get_embedder().embed([j[2] for j in jobs])]
+    failed: dict = {}
+
+    def complete() -> None:
+        try:
+            worker.execute("select acme.complete_embedding_jobs('w1', %s, %s, %s::halfvec[], %s, %s)",
+                           ([j[0] for j in jobs], [j[1] for j in jobs], vectors, jobs[0][3], jobs[0][4]))
+        except psycopg.Error as e:
+            failed["worker"] = e
+
+    def reply() -> None:
+        try:
+            with psycopg.connect(conninfo.dsn(user="pgrecall_acme_app"), autocommit=True) as app:
+                app.execute("select acme.append_observation('bot', array['default'], 'default', %s, 'assistant',"
+                            " 'message', 'bot', %s)", ("Bees and boats, lovely", s))
+        except psycopg.Error as e:
+            failed["append"] = e
+
+    with psycopg.connect(conninfo.dsn()) as holder:
+        # the second job held a moment: the append comes to it, then the worker
+        holder.execute("select 1 from acme.embedding_job where memory_id = %s for update", (sails,))
+        appending = threading.Thread(target=reply)
+        appending.start()
+        wait_until(lambda: _waiting_on_a_lock(db, "append_observation"), what="the append to wait for a job")
+        storing = threading.Thread(target=complete)
+        storing.start()
+        wait_until(lambda: _waiting_on_a_lock(db, "complete_embedding_jobs"), what="the worker to wait for a job")
+        holder.commit()
+    appending.join(30)
+    storing.join(30)
+    assert not appending.is_alive() and not storing.is_alive()
+    assert failed == {}, failed
+    drain(conninfo)
+    assert acme.embedding_status().queued == 0

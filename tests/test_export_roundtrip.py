@@ -163,3 +163,31 @@ def test_a_memory_by_a_peer_erased_since_comes_back_under_the_peer_it_cites(acme
         assert differences(as_ana, second) == [], selector
         assert [r["body"] for r in revisions(second, memories(second)["Ana moved to Porto last year"]["id"])] == [
             "Ana moved to Porto"]
+
+
+def test_a_pinned_memory_stays_pinned_and_a_derived_one_never_reaches_more(acme, conninfo, tmp_path, make_tenant):
+    """The import lost every pin (the house rule left the session-start bundles), and derived a memory again from
+    the sources the export holds only: one drawn also from another subject's memory for fewer purposes came back
+    usable for more. It is not imported now (and says so); the pinned one stays pinned."""
+    said(tmp_path, conninfo, [("ana", "We share the cooking", {}),
+                              ("ben", "No peanuts for me", {"data_subject_id": "u-43"})])
+    env = app(conninfo)
+    run_cli("remember", "--as", "ana", "--purpose", "converse", "--purpose", "act", "--evidence", "1",
+            "Ana and Ben share the cooking", env=env)
+    run_cli("remember", "--as", "ben", "--purpose", "converse", "--evidence", "2", "Ben eats no peanuts", env=env)
+    run_cli("derive", "--as", "ana", "--from", "1", "--from", "2", "--kind", "decision",
+            "Shared meals are peanut free", env=env)
+    with pgrecall.connect(conninfo.dsn(user="pgrecall_acme_app"), tenant="acme", principal="ana",
+                          scopes=["default"]) as mem:
+        mem.pin(1)
+        mem.pin(3)
+    first = export(conninfo, tmp_path, "acme")
+    assert memories(first)["Shared meals are peanut free"]["purposes"] == ["converse"]
+    second, imported = round_trip(conninfo, tmp_path, make_tenant, first, "fresh")
+
+    assert memories(second)["Ana and Ben share the cooking"]["pinned"] is True
+    assert "Shared meals are peanut free" not in memories(second)
+    assert "1 memory" in imported.split("not imported:")[1], imported
+    lost = differences(first, second)  # that memory and its link to Ana's, and nothing else
+    assert len(lost) == 2 and all(line.startswith("- ") for line in lost), lost
+    assert "Shared meals are peanut free" in lost[0] and lost[1].startswith("- memory_link "), lost

@@ -292,6 +292,7 @@ begin
            and _audience_within(m.audience_peer_id, v_first.audience)
            and ((v_queued_counts and exists (select 1 from embedding_job q where q.memory_id = m.id))
                 or exists (select 1 from memory_embedding me where me.memory_id = m.id and me.input_version = 2))
+         order by m.id  -- the jobs locked in the worker's order (_lease_held_embedding): no deadlock with its store
         on conflict (memory_id) do update
             set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null,
                 restamp_only = false;
@@ -617,6 +618,7 @@ begin
                                            and me.model = st.model and me.input_version = st.input_version
                                            and (me.input_version = 1
                                                 or (me.text_embedding is not null and me.window_tsv is not null))))
+     order by m.id  -- in the order a storing worker locks jobs
     on conflict (memory_id) do update
         set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null,
             restamp_only = j.restamp_only and excluded.restamp_only;
@@ -656,6 +658,7 @@ begin
         insert into embedding_job as j (memory_id, enqueued_at)
         select m.id, clock_timestamp() from memory m
          where m.id = any (v_memories) and m.superseded_by is null and m.invalidated_at is null
+         order by m.id  -- in the order a storing worker locks jobs
         on conflict (memory_id) do update
             set generation = j.generation + 1, enqueued_at = excluded.enqueued_at, leased_by = null, lease_until = null,
                 restamp_only = false;

@@ -545,7 +545,7 @@ class _Replay:
         principal = self.acting(names.get("created_by"), rec, self.cited_places(rec))
         first = self.texts(rec)[0][1]
         sources = [self.memories[m] for m in rec.get("derived_from") or [] if m in self.memories]
-        if rec.get("origin") == "derived" and sources:
+        if rec.get("origin") == "derived" and sources and not self.narrower_than_its_sources_here(rec):
             memory_id = self.mem.derive(sources, first["body"], kind=rec["kind"], title=first.get("title"),
                                         confidence=rec.get("confidence"), about=rec.get("about") or [],
                                         widening_reason=rec.get("widening_reason"), principal=principal)
@@ -561,10 +561,24 @@ class _Replay:
             memory_id = made.memory_id
         self.made(rec, memory_id)
 
+    def narrower_than_its_sources_here(self, rec: Mapping[str, Any]) -> bool:
+        """Whether a derived memory was for fewer peers or purposes than the sources the export holds allow: a
+        source it does not hold (another subject's) narrowed it there, and derived here from the rest it would
+        reach more. Such a memory is not imported (derive takes its audience and purposes from its sources)."""
+        held = [self.memory_rows[m]["record"] for m in rec.get("derived_from") or []
+                if m in self.memories and m in self.memory_rows]
+        audiences = {(s.get("names") or {}).get("audience_peer_id") for s in held} - {None}
+        purposes = set.intersection(*(set(s.get("purposes") or []) for s in held)) if held else set()
+        audience = (rec.get("names") or {}).get("audience_peer_id")
+        return audiences != ({audience} - {None}) or purposes != set(rec.get("purposes") or [])
+
     def made(self, rec: Mapping[str, Any], memory_id: int) -> None:
         self.memories[rec["id"]] = memory_id
         self.revision_here[rec["id"]] = 1
         self.done["memory"] += 1
+        if rec.get("pinned"):  # in every session-start bundle there, and so here
+            self.mem.pin(memory_id, principal=self.acting((rec.get("names") or {}).get("created_by"), rec,
+                                                          self.cited_places(rec)))
 
     def correction(self, r: Mapping[str, Any], n: int) -> None:
         """The correction that followed revision n: the next text, with the reason and the turns it cited."""
