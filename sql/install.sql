@@ -7299,7 +7299,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fbc5a661f2c9$log/projection.sql$pgrecall_fbc5a661f2c9$, null, 18, $pgrecall_8ce40ad51064$282da28bd01c0fe0521eef579bf78e569380a45dabff16a736e135f385688c11$pgrecall_8ce40ad51064$, $pgrecall_282da28bd01c$-- Registering projection rows against the observations they came from.
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_fbc5a661f2c9$log/projection.sql$pgrecall_fbc5a661f2c9$, null, 18, $pgrecall_482b732426b5$d176dd96c62244084636546551f6475276927e048d5971d37ce73ffd7cfb751d$pgrecall_482b732426b5$, $pgrecall_d176dd96c622$-- Registering projection rows against the observations they came from.
 
 create or replace function __tenant__._register(p_kind text, p_row_key text, p_observation_ids bigint[])
 returns void
@@ -7382,9 +7382,7 @@ declare
     v_link bigint;
 begin
     foreach v_name in array coalesce(p_names, '{}') loop
-        insert into entity as e (scope, name) values (p_scope, _trim(v_name))
-        on conflict on constraint entity_identity do update set name = e.name
-        returning e.id into v_entity;
+        v_entity := _entity_for(p_scope, v_name, null);  -- an alias names its entity (see _about_entities)
         perform _register('entity', v_entity::text, p_observation_ids);
         if not exists (select 1 from memory_link l where l.memory_id = p_memory_id
                           and l.link_type = 'about' and l.target_entity_id = v_entity) then
@@ -7397,12 +7395,12 @@ end
 $$;
 comment on function __tenant__._link_about(bigint, text, text[], bigint[]) is
     'Internal: about-links from a memory to named entities, registered as projections.';
-$pgrecall_282da28bd01c$)
+$pgrecall_d176dd96c622$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 19, $pgrecall_a1e35f47ec82$c84bcccfa8c86aeeeeb1b472eb7a07ca0582ec36a4bf23ff7f0a4c701a386d8e$pgrecall_a1e35f47ec82$, $pgrecall_c84bcccfa8c8$-- remember: write what the agent decided to keep, with who may see it, why
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 19, $pgrecall_4ddb3e7de2f3$598cea0e80933de0adf52bf2f9e6a8d02ad0d5b39932980ff102555da7c769c1$pgrecall_4ddb3e7de2f3$, $pgrecall_598cea0e8093$-- remember: write what the agent decided to keep, with who may see it, why
 -- it may be used, and the observations that stated it. Capture writes only
 -- what was explicitly stated: empty or ambiguous input is a no-op that says
 -- why, never an error and never a guess.
@@ -7807,6 +7805,43 @@ comment on function __tenant__._remember_dependencies(bigint[], bigint[], bigint
                                                       bigint[]) is
     'Internal: the projection dependencies of new memories and their links (kind, row key, the turn cited).';
 
+-- The entities the about names of new memories denote, as (memory, entity) pairs: a name means the entity
+-- it already names (_entity_for: its own row, followed to where it was merged, else the entity holding the
+-- name as an alias), and a new entity where it names none. Matched by entity_identity's key alone, an alias
+-- made a second entity of that name, which from then on took the alias's lookups from the entity it named.
+-- One name at a time in the keys' order: remembers creating the same names take their keys in one order.
+create or replace function __tenant__._about_entities(p_scope text, p_rows __tenant__.remember_row[],
+                                                      out memory_ids bigint[], out entity_ids bigint[])
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_keys text[] := '{}';
+    v_ids bigint[] := '{}';
+    v_name text;
+begin
+    for v_name in
+        select distinct on (_normalize_name(_trim(a.name))) _trim(a.name)
+          from unnest(p_rows) r cross join lateral unnest(r.about) as a(name)
+         where r.new_id is not null and _trim(a.name) <> ''
+         order by _normalize_name(_trim(a.name)), _trim(a.name)
+    loop
+        v_keys := v_keys || _normalize_name(v_name);
+        v_ids := v_ids || _entity_for(p_scope, v_name, null);
+    end loop;
+    select coalesce(array_agg(d.m order by d.m, d.e), '{}'), coalesce(array_agg(d.e order by d.m, d.e), '{}')
+      into memory_ids, entity_ids
+      from (select distinct r.new_id as m, k.e
+              from unnest(p_rows) r
+              cross join lateral unnest(r.about) as a(name)
+              join unnest(v_keys, v_ids) as k(key, e) on k.key = _normalize_name(_trim(a.name))
+             where r.new_id is not null) d;
+end
+$$;
+comment on function __tenant__._about_entities(text, __tenant__.remember_row[]) is
+    'Internal: the entity each about name of the new memories denotes (an alias''s entity included), created where none does.';
+
 create or replace function __tenant__._remember_links(p_scope text, p_rows __tenant__.remember_row[],
                                                      p_memory bigint[], p_observation bigint[])
 returns void
@@ -7842,20 +7877,7 @@ begin
         select u.id, u.m, 'derived_from', u.o from unnest(v_link, v_link_memory, v_link_target) u(id, m, o);
     end if;
     if exists (select 1 from unnest(p_rows) r where r.new_id is not null and cardinality(r.about) > 0) then
-        insert into entity as en (scope, name)
-        select distinct on (_normalize_name(_trim(a.name))) p_scope, _trim(a.name)
-          from unnest(p_rows) r cross join lateral unnest(r.about) as a(name)
-         where r.new_id is not null and _trim(a.name) <> ''
-         order by _normalize_name(_trim(a.name)), _trim(a.name)
-        on conflict on constraint entity_identity do update set name = en.name;
-        select coalesce(array_agg(d.m order by d.m, d.e), '{}'), coalesce(array_agg(d.e order by d.m, d.e), '{}')
-          into v_about_memory, v_about_entity
-          from (select distinct r.new_id as m, en.id as e
-                  from unnest(p_rows) r
-                  cross join lateral unnest(r.about) as a(name)
-                  join entity en on en.scope = p_scope
-                   and en.normalized_name = _normalize_name(_trim(a.name))
-                 where r.new_id is not null) d;
+        select a.memory_ids, a.entity_ids into v_about_memory, v_about_entity from _about_entities(p_scope, p_rows) a;
         v_about := array(select nextval(pg_get_serial_sequence('__tenant__.memory_link', 'id')) from unnest(v_about_memory));
         insert into memory_link (id, memory_id, link_type, target_entity_id)
         overriding system value
@@ -8254,7 +8276,7 @@ comment on function __tenant__.remember_said(text, text[], text, text, text[], t
                                              text[], bigint[], text, jsonb, text) is
     'Appends what was said (as the principal''s note) and remembers it, citing it, in one call; a memory that is a '
     'no-op or refused leaves no turn (log_offset NULL).';
-$pgrecall_c84bcccfa8c8$)
+$pgrecall_598cea0e8093$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

@@ -81,9 +81,7 @@ declare
     v_link bigint;
 begin
     foreach v_name in array coalesce(p_names, '{}') loop
-        insert into entity as e (scope, name) values (p_scope, _trim(v_name))
-        on conflict on constraint entity_identity do update set name = e.name
-        returning e.id into v_entity;
+        v_entity := _entity_for(p_scope, v_name, null);  -- an alias names its entity (see _about_entities)
         perform _register('entity', v_entity::text, p_observation_ids);
         if not exists (select 1 from memory_link l where l.memory_id = p_memory_id
                           and l.link_type = 'about' and l.target_entity_id = v_entity) then

@@ -403,6 +403,43 @@ comment on function __tenant__._remember_dependencies(bigint[], bigint[], bigint
                                                       bigint[]) is
     'Internal: the projection dependencies of new memories and their links (kind, row key, the turn cited).';
 
+-- The entities the about names of new memories denote, as (memory, entity) pairs: a name means the entity
+-- it already names (_entity_for: its own row, followed to where it was merged, else the entity holding the
+-- name as an alias), and a new entity where it names none. Matched by entity_identity's key alone, an alias
+-- made a second entity of that name, which from then on took the alias's lookups from the entity it named.
+-- One name at a time in the keys' order: remembers creating the same names take their keys in one order.
+create or replace function __tenant__._about_entities(p_scope text, p_rows __tenant__.remember_row[],
+                                                      out memory_ids bigint[], out entity_ids bigint[])
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_keys text[] := '{}';
+    v_ids bigint[] := '{}';
+    v_name text;
+begin
+    for v_name in
+        select distinct on (_normalize_name(_trim(a.name))) _trim(a.name)
+          from unnest(p_rows) r cross join lateral unnest(r.about) as a(name)
+         where r.new_id is not null and _trim(a.name) <> ''
+         order by _normalize_name(_trim(a.name)), _trim(a.name)
+    loop
+        v_keys := v_keys || _normalize_name(v_name);
+        v_ids := v_ids || _entity_for(p_scope, v_name, null);
+    end loop;
+    select coalesce(array_agg(d.m order by d.m, d.e), '{}'), coalesce(array_agg(d.e order by d.m, d.e), '{}')
+      into memory_ids, entity_ids
+      from (select distinct r.new_id as m, k.e
+              from unnest(p_rows) r
+              cross join lateral unnest(r.about) as a(name)
+              join unnest(v_keys, v_ids) as k(key, e) on k.key = _normalize_name(_trim(a.name))
+             where r.new_id is not null) d;
+end
+$$;
+comment on function __tenant__._about_entities(text, __tenant__.remember_row[]) is
+    'Internal: the entity each about name of the new memories denotes (an alias''s entity included), created where none does.';
+
 create or replace function __tenant__._remember_links(p_scope text, p_rows __tenant__.remember_row[],
                                                      p_memory bigint[], p_observation bigint[])
 returns void
@@ -438,20 +475,7 @@ begin
         select u.id, u.m, 'derived_from', u.o from unnest(v_link, v_link_memory, v_link_target) u(id, m, o);
     end if;
     if exists (select 1 from unnest(p_rows) r where r.new_id is not null and cardinality(r.about) > 0) then
-        insert into entity as en (scope, name)
-        select distinct on (_normalize_name(_trim(a.name))) p_scope, _trim(a.name)
-          from unnest(p_rows) r cross join lateral unnest(r.about) as a(name)
-         where r.new_id is not null and _trim(a.name) <> ''
-         order by _normalize_name(_trim(a.name)), _trim(a.name)
-        on conflict on constraint entity_identity do update set name = en.name;
-        select coalesce(array_agg(d.m order by d.m, d.e), '{}'), coalesce(array_agg(d.e order by d.m, d.e), '{}')
-          into v_about_memory, v_about_entity
-          from (select distinct r.new_id as m, en.id as e
-                  from unnest(p_rows) r
-                  cross join lateral unnest(r.about) as a(name)
-                  join entity en on en.scope = p_scope
-                   and en.normalized_name = _normalize_name(_trim(a.name))
-                 where r.new_id is not null) d;
+        select a.memory_ids, a.entity_ids into v_about_memory, v_about_entity from _about_entities(p_scope, p_rows) a;
         v_about := array(select nextval(pg_get_serial_sequence('__tenant__.memory_link', 'id')) from unnest(v_about_memory));
         insert into memory_link (id, memory_id, link_type, target_entity_id)
         overriding system value
