@@ -173,3 +173,61 @@ def test_a_malformed_export_row_is_refused_naming_its_line_and_field(acme, conni
     assert refused.returncode == 1 and f'{selector.name}:1: the header\'s "selector"' in refused.stderr, refused.stderr
     assert db.execute("select (select count(*) from fresh.observation) + (select count(*) from fresh.memory)"
                       ).fetchone()[0] == 0
+
+
+def test_an_export_that_cannot_be_one_history_is_refused_naming_its_line(acme, conninfo, tmp_path, make_tenant, db):
+    """Hand-edited exports were half-read: a time without its zone was an internal error (TypeError comparing it
+    with the others, exit 70); memories superseding one another in a cycle, or one itself, imported a copy of
+    one or none of them; a second row for one revision, or a kept revision after the current text, was
+    dropped without a word; a duplicate decision retiring a memory outside its pair retired it for another pair
+    and skipped that memory's own supersession."""
+    story(acme, conninfo)
+    out, _ = export_file(conninfo, tmp_path, "--subject", "u-42")
+    make_tenant("fresh")
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    revised = {r["record"]["memory_id"] for r in rows if r.get("kind") == "memory_revision"}
+    memories = [n for n, r in enumerate(rows) if r.get("kind") == "memory"]
+    unrevised = next(n for n in memories if rows[n]["record"]["id"] not in revised)
+    fact = next(n for n, r in enumerate(rows) if r.get("kind") == "fact")
+
+    def edited(name, change, extra=()):
+        copy = json.loads(json.dumps(rows))
+        change(copy)
+        copy.extend(extra)
+        copy[0]["rows"] = len(copy) - 1
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("\n".join(json.dumps(r) for r in copy) + "\n", encoding="utf-8")
+        return path
+
+    def record(n, **fields):
+        return lambda copy: copy[n]["record"].update(fields)
+
+    first, second = (rows[n]["record"] for n in memories[:2])
+    revision = {"memory_id": rows[unrevised]["record"]["id"], "revision": 1, "body": "an older text"}
+    cases = [
+        (edited("naive_time", record(memories[0], created_at="2026-12-07T21:59:36")), memories[0] + 1,
+         "field 'created_at' must be an ISO 8601 time with its zone"),
+        (edited("naive_range", record(fact, known='["2026-12-07 21:59:40",)')), fact + 1,
+         "field 'known' must be a time range"),
+        (edited("self", record(memories[0], superseded_by=first["id"])), memories[0] + 1,
+         f"makes a cycle: memory {first['id']} -> {first['id']}"),
+        (edited("cycle", lambda c: (record(memories[0], superseded_by=second["id"])(c),
+                                    record(memories[1], superseded_by=first["id"])(c))), memories[0] + 1,
+         f"makes a cycle: memory {first['id']} -> {second['id']} -> {first['id']}"),
+        (edited("twice", record(unrevised, revision=3),
+                [{"kind": "memory_revision", "key": "a", "record": revision}] * 2), len(rows) + 2,
+         f"revision 1 of memory {revision['memory_id']} is on line {len(rows) + 1} already"),
+        (edited("later", record(unrevised, revision=2),
+                [{"kind": "memory_revision", "key": "a", "record": {**revision, "revision": 5}}]), len(rows) + 1,
+         "field 'revision' is 5, but memory"),
+        (edited("retired", lambda c: None, [{"kind": "duplicate_decision", "key": "d", "record": {
+            "memory_low": first["id"], "memory_high": second["id"], "decision": "supersede", "reason": "same",
+            "retired_memory": first["id"] + second["id"] + 1}}]), len(rows) + 1,
+         "field 'retired_memory' is"),
+    ]
+    for path, line, said in cases:
+        refused = import_file(conninfo, path, check=False)
+        assert refused.returncode == 1 and f"{path.name}:{line}: " in refused.stderr, refused.stderr
+        assert said in refused.stderr and "internal error" not in refused.stderr, refused.stderr
+    assert db.execute("select (select count(*) from fresh.observation) + (select count(*) from fresh.memory)"
+                      ).fetchone()[0] == 0

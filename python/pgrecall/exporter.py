@@ -149,6 +149,9 @@ def read_export(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]
         if problem:
             raise ExportFileError(f"{path}:{number}: the {row['kind']} row's record {problem}")
         rows.append({**row, "_line": number})
+    problem = _history_problem(rows)
+    if problem:
+        raise ExportFileError(f"{path}:{problem}")
     declared = head.get("rows")
     if declared is not None and declared != len(rows):
         raise ExportFileError(f"{path}: the header says {declared} rows and the file has {len(rows)}: "
@@ -187,8 +190,8 @@ ROW_SHAPES: dict[str, tuple[tuple[str, str, bool], ...]] = {
 _WHAT = {"str": "a string", "int": "an integer", "revision": "a revision number (1 to 2147483647)", "dict": "an object",
          "number": "a number", "strs": "an array of strings", "ints": "an array of integers",
          "names": "an object of peer names (strings, or arrays of them)",
-         "places": "an object of {\"scope\", \"offset\"} places", "time": "an ISO 8601 time",
-         "range": "a time range as PostgreSQL prints it"}
+         "places": "an object of {\"scope\", \"offset\"} places", "time": "an ISO 8601 time with its zone",
+         "range": "a time range as PostgreSQL prints it, with zones"}
 
 
 def _is_int(value: Any) -> bool:
@@ -216,13 +219,11 @@ def _fits(kind: str, value: Any) -> bool:
             v is None or (isinstance(v, dict) and isinstance(v.get("scope"), str) and _is_int(v.get("offset")))
             for v in value.values())
     try:
-        if kind == "time":
-            datetime.fromisoformat(value)
-        else:
-            _range(value)
+        times = [datetime.fromisoformat(value)] if kind == "time" else [t for t in _range(value) if t is not None]
     except (TypeError, ValueError):
         return False
-    return isinstance(value, str)
+    # an export writes every time with its zone; one without it cannot be ordered among the others
+    return isinstance(value, str) and all(t.tzinfo is not None for t in times)
 
 
 def _shape_problem(kind: str, record: Mapping[str, Any]) -> str | None:
@@ -239,6 +240,47 @@ def _shape_problem(kind: str, record: Mapping[str, Any]) -> str | None:
             continue
         if not _fits(want, value):
             return f"field {name!r} must be {_WHAT[want]}"
+    return None
+
+
+def _history_problem(rows: list[dict[str, Any]]) -> str | None:
+    """"LINE: why" when the rows cannot be one tenant's history (an edited file): two rows for one memory, fact or
+    revision (the replay kept one of them silently), a duplicate decision retiring a memory outside its pair, a
+    revision kept for a text at or after its memory's current one, or a memory superseded by itself or around a
+    cycle (the replay wrote a copy of it, or none)."""
+    seen: dict[tuple[Any, ...], int] = {}
+    for r in rows:
+        rec = r["record"]
+        key = {"memory": ("memory", rec.get("id")), "fact": ("fact", rec.get("id")),
+               "memory_revision": ("revision", rec.get("memory_id"), rec.get("revision"))}.get(r["kind"])
+        if key is None:
+            continue
+        if key in seen:
+            what = f"revision {key[2]} of memory {key[1]}" if key[0] == "revision" else f"{key[0]} {key[1]}"
+            return f"{r['_line']}: {what} is on line {seen[key]} already"
+        seen[key] = r["_line"]
+    for r in rows:
+        rec = r["record"]
+        if r["kind"] == "duplicate_decision" and rec.get("retired_memory") not in (None, rec["memory_low"],
+                                                                                   rec["memory_high"]):
+            # the replay would retire it for a pair the row does not name, and skip its own supersession
+            return (f"{r['_line']}: field 'retired_memory' is {rec['retired_memory']}, which is neither "
+                    f"memory_low ({rec['memory_low']}) nor memory_high ({rec['memory_high']})")
+    memories = {r["record"]["id"]: r for r in rows if r["kind"] == "memory"}
+    for r in rows:
+        kept = memories.get(r["record"].get("memory_id")) if r["kind"] == "memory_revision" else None
+        if kept is not None and r["record"]["revision"] >= kept["record"]["revision"]:
+            return (f"{r['_line']}: field 'revision' is {r['record']['revision']}, but memory "
+                    f"{kept['record']['id']} (line {kept['_line']}) is at revision {kept['record']['revision']}: "
+                    "a kept revision is an earlier text")
+    for memory_id, r in memories.items():
+        chain, at = [memory_id], r["record"].get("superseded_by")
+        while at in memories and at not in chain:
+            chain.append(at)
+            at = memories[at]["record"].get("superseded_by")
+        if at == memory_id:
+            return (f"{r['_line']}: field 'superseded_by' makes a cycle: memory "
+                    + " -> ".join(str(m) for m in [*chain, memory_id]) + " (each superseded by the next)")
     return None
 
 
