@@ -231,3 +231,39 @@ def test_an_export_that_cannot_be_one_history_is_refused_naming_its_line(acme, c
         assert said in refused.stderr and "internal error" not in refused.stderr, refused.stderr
     assert db.execute("select (select count(*) from fresh.observation) + (select count(*) from fresh.memory)"
                       ).fetchone()[0] == 0
+
+
+def test_an_edited_turn_or_range_is_refused_in_one_line_naming_its_line(acme, conninfo, tmp_path, make_tenant, db):
+    """A turn whose names lacked its speaker was an internal error (KeyError, exit 70); a fact retracted before it
+    was believed (a range ending before it begins) was imported as believed now; and a refusal the server gave
+    with a hint was shown with a literal backslash-n before the hint."""
+    story(acme, conninfo)
+    out, _ = export_file(conninfo, tmp_path, "--subject", "u-42")
+    make_tenant("fresh")
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+
+    def edited(name, kind, change):
+        copy = json.loads(json.dumps(rows))
+        n = next(n for n, r in enumerate(copy) if r.get("kind") == kind)
+        change(copy[n]["record"])
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("\n".join(json.dumps(r) for r in copy) + "\n", encoding="utf-8")
+        return path, n + 1
+
+    cases = [
+        (edited("speaker", "observation", lambda r: r["names"].pop("actor_id")), "field 'names' has no 'actor_id'"),
+        (edited("backwards", "fact", lambda r: r.update(known='["2026-12-07 21:59:40+00","2026-01-01 00:00:00+00")',
+                                                         retraction_reason="edited")),
+         "field 'known' must be a time range"),
+    ]
+    span, _ = edited("span", "fact_evidence", lambda r: r.update(byte_end=10**30))
+    fact_line = next(n for n, r in enumerate(rows, start=1) if r.get("kind") == "fact"
+                     and r["record"]["id"] == next(r for r in rows if r.get("kind") == "fact_evidence")["record"]["fact_id"])
+    cases.append(((span, fact_line), "out of range (nothing was imported) (hint: An offset"))  # the fact quoting it
+    for (path, line), said in cases:
+        refused = import_file(conninfo, path, check=False)
+        assert refused.returncode == 1 and f"{path.name}:{line}: " in refused.stderr, refused.stderr
+        assert said in refused.stderr and "\\n" not in refused.stderr, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert db.execute("select (select count(*) from fresh.observation) + (select count(*) from fresh.memory)"
+                      ).fetchone()[0] == 0

@@ -191,7 +191,7 @@ _WHAT = {"str": "a string", "int": "an integer", "revision": "a revision number 
          "number": "a number", "strs": "an array of strings", "ints": "an array of integers",
          "names": "an object of peer names (strings, or arrays of them)",
          "places": "an object of {\"scope\", \"offset\"} places", "time": "an ISO 8601 time with its zone",
-         "range": "a time range as PostgreSQL prints it, with zones"}
+         "range": "a time range as PostgreSQL prints it (with zones, from its start to its end)"}
 
 
 def _is_int(value: Any) -> bool:
@@ -220,10 +220,11 @@ def _fits(kind: str, value: Any) -> bool:
             for v in value.values())
     try:
         times = [datetime.fromisoformat(value)] if kind == "time" else [t for t in _range(value) if t is not None]
+        # an export writes every time with its zone, one without it cannot be ordered among the others; and
+        # a range that ends before it begins is none PostgreSQL prints (a fact retracted before it was believed)
+        return isinstance(value, str) and all(t.tzinfo is not None for t in times) and times == sorted(times)
     except (TypeError, ValueError):
         return False
-    # an export writes every time with its zone; one without it cannot be ordered among the others
-    return isinstance(value, str) and all(t.tzinfo is not None for t in times)
 
 
 def _shape_problem(kind: str, record: Mapping[str, Any]) -> str | None:
@@ -232,6 +233,9 @@ def _shape_problem(kind: str, record: Mapping[str, Any]) -> str | None:
     shape = ROW_SHAPES.get(kind, ())
     if shape and record.get("id") is not None and not _is_int(record["id"]):  # the replay's order
         return f"field 'id' must be {_WHAT['int']}"
+    if kind == "observation" and isinstance(record.get("names"), dict) \
+            and not isinstance(record["names"].get("actor_id"), str):  # the turn's speaker: the replay's principal
+        return "field 'names' has no 'actor_id' (the name of the peer who said it, a string)"
     for name, want, required in shape:
         value = record.get(name)
         if value is None:
@@ -762,10 +766,20 @@ def import_export(path: str | Path, *, tenant: str, conninfo: str | None = None)
             replay.run()
         except (errors.PgrecallError, psycopg.Error) as exc:
             conn.rollback()
-            raise ExportFileError(f"{path}:{replay.line}: {exc} (nothing was imported)") from exc
+            said, hint = _said(exc)
+            raise ExportFileError(f"{path}:{replay.line}: {said} (nothing was imported)"
+                                  + (f" (hint: {hint})" if hint else "")) from exc
         conn.commit()
     return {"imported": dict(replay.done), "not_imported": dict(replay.skipped), "tenant": tenant,
             "from_tenant": head.get("tenant"), "selector": head.get("selector")}
+
+
+def _said(exc: Exception) -> tuple[str, str | None]:
+    """The refusal and its hint apart, as the CLI shows an error: str() puts the hint on a line of its own,
+    which the CLI's one-line output showed as a literal backslash and n."""
+    if isinstance(exc, errors.PgrecallError):
+        return str(exc.args[0]), exc.hint
+    return " ".join(str(exc).split()), None
 
 
 def _scopes(rows: list[dict[str, Any]]) -> list[str]:
