@@ -21,6 +21,7 @@ someone else that a correction of this subject's rewrote) is not imported.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import json
 import os
@@ -477,6 +478,13 @@ class _Replay:
         for session, names in sorted(peers.items()):
             self.mem.add_session_peers(self.session_ids[session], list(names), principal=principal)
 
+    @functools.cached_property
+    def speakers(self) -> dict[tuple[str, int], str]:
+        """Who spoke each turn of the export, by (scope, offset there): read once, not at every step an erased
+        peer made."""
+        return {(r["record"]["scope"], r["record"]["log_offset"]): r["record"]["names"]["actor_id"]
+                for r in self.by_kind.get("observation", [])}
+
     def mem_peers(self) -> list[str]:
         return [r["record"]["names"]["actor_id"] for r in self.kind("observation")] + \
                [r["record"]["name"] for r in self.kind("peer") if not _erased(r["record"]["name"])]
@@ -487,9 +495,7 @@ class _Replay:
         who spoke a turn it cites, else the first peer of the export."""
         if isinstance(name, str) and not _erased(name):
             return name
-        speakers = {(r["record"]["scope"], r["record"]["log_offset"]): r["record"]["names"]["actor_id"]
-                    for r in self.kind("observation")}
-        candidates = [(rec.get("names") or {}).get("audience_peer_id"), *(speakers.get(p) for p in places),
+        candidates = [(rec.get("names") or {}).get("audience_peer_id"), *(self.speakers.get(p) for p in places),
                       *self.mem_peers()]
         return next((c for c in candidates if isinstance(c, str) and not _erased(c)), None)
 
