@@ -20,6 +20,7 @@ and prints them against the SQL arm's list, by conversation and category.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import sys
@@ -55,7 +56,7 @@ def rank(docs: dict[str, dict[str, list[int]]], words: list[str], proximity: boo
     n = len(docs)
     length = {d: sum(len(p) for p in lex.values()) for d, lex in docs.items()}
     avg = sum(length.values()) / n
-    pairs = [(a, b) for a, b in zip(words, words[1:]) if a != b] if proximity else []
+    pairs = [(a, b) for a, b in itertools.pairwise(words) if a != b] if proximity else []
     counts = {d: [_pair_counts(lex.get(a, []), lex.get(b, [])) for a, b in pairs] for d, lex in docs.items()}
     df_words = {w: sum(1 for lex in docs.values() if w in lex) for w in set(words)}
     df_ordered = [sum(1 for c in counts.values() if c[i][0]) for i in range(len(pairs))]
