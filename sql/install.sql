@@ -12750,7 +12750,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$, null, 36, $pgrecall_a390161af20c$a80c7f8dc0b41974cb3d120f4095ff629e920efcf3abf1d9f9498236e2212b09$pgrecall_a390161af20c$, $pgrecall_a80c7f8dc0b4$-- Embeddings are a derived index: the write path queues work here, the
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_833d138fb847$queues/embedding_queue.sql$pgrecall_833d138fb847$, null, 36, $pgrecall_2e822372df15$db42e3bfc7292cbd102be4973f02c3e4aedaf149e8746c0341b2f6e0c49c1452$pgrecall_2e822372df15$, $pgrecall_db42e3bfc729$-- Embeddings are a derived index: the write path queues work here, the
 -- worker (pgrecall worker) claims it with SKIP LOCKED under a lease, embeds
 -- the text this file chooses, and stores the vector stamped with the model
 -- and input version. A result computed from text that has since changed, or
@@ -13443,7 +13443,15 @@ begin
     update setting s set value = to_jsonb(p_model) where s.key = 'embedding_model';
     update setting s set value = to_jsonb(p_input_version) where s.key = 'embedding_input_version';
     -- Jobs queued only for a stamp are done where the memory's vector has the new one; a job queued
-    -- for another reason (a reply came after the vector was made) still is not.
+    -- for another reason (a reply came after the vector was made) still is not. They are locked first
+    -- in memory id order, the order an append and a storing worker take jobs in: deleted in the order
+    -- they were read, two of them could each be held by a switch and an append waiting on the other.
+    perform 1 from embedding_job j
+       join memory_embedding me on me.memory_id = j.memory_id
+      where j.restamp_only and me.model = p_model and me.input_version = p_input_version
+        and (me.input_version = 1 or me.text_embedding is not null)
+      order by j.memory_id
+        for update of j;
     delete from embedding_job j
      using memory_embedding me
      where me.memory_id = j.memory_id and j.restamp_only
@@ -13455,7 +13463,7 @@ end
 $$;
 comment on function __tenant__.set_embedding_version(text, integer) is
     'Switches the embedding model or input version and queues every live memory; stale vectors are ignored until rebuilt.';
-$pgrecall_a80c7f8dc0b4$)
+$pgrecall_db42e3bfc729$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

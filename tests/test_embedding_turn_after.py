@@ -289,3 +289,62 @@ def test_an_append_and_a_storing_worker_take_a_turns_jobs_in_one_order(acme, con
     assert failed == {}, failed
     drain(conninfo)
     assert acme.embedding_status().queued == 0
+
+
+def test_an_append_and_a_switch_back_take_a_turns_jobs_in_one_order(acme, conninfo, db):
+    """A switch away and back: the switch back drops the jobs the switch away queued only for the stamp. It
+    deleted them in the order it read them; an append queueing the same memories again (the turn after) locks
+    them by memory id. With the first job's row moved, each held a job the other waited for (40P01)."""
+    import threading
+
+    import psycopg
+
+    from conftest import wait_until
+
+    s = acme.create_session("ana and the bot")
+    acme.add_session_peers(s, ["ana", "bot"])
+    [turn] = acme.add_messages(s, [{"actor": "ana", "body": "I keep bees and I sail on Saturdays"}])
+    bees, sails = (acme.remember(body, evidence=[turn.offset], purposes=["converse"], audience="ana").memory_id
+                   for body in ("Ana keeps bees", "Ana sails on Saturdays"))
+    assert bees < sails
+    drain(conninfo)
+    admin = psycopg.connect(conninfo.dsn(user="pgrecall_acme_admin"), autocommit=True)
+    model, version = db.execute("select (select value #>> '{}' from acme.setting where key = 'embedding_model'),"
+                                " (select (value #>> '{}')::int from acme.setting"
+                                "   where key = 'embedding_input_version')").fetchone()
+    admin.execute("select acme.set_embedding_version(%s, %s)", (model, 3 - version))  # away: both queued
+    db.execute("update acme.embedding_job set enqueued_at = enqueued_at where memory_id = %s", (bees,))  # moves
+    failed: dict = {}
+
+    def switch_back() -> None:
+        try:
+            admin.execute("select acme.set_embedding_version(%s, %s)", (model, version))
+        except psycopg.Error as e:
+            failed["switch"] = e
+
+    def reply() -> None:
+        try:
+            with psycopg.connect(conninfo.dsn(user="pgrecall_acme_app"), autocommit=True) as app:
+                app.execute("select acme.append_observation('bot', array['default'], 'default', %s, 'assistant',"
+                            " 'message', 'bot', %s)", ("Bees and boats, lovely", s))
+        except psycopg.Error as e:
+            failed["append"] = e
+
+    with psycopg.connect(conninfo.dsn()) as holder:
+        # the second job held a moment: the switch comes to it first, then the append
+        holder.execute("select 1 from acme.embedding_job where memory_id = %s for update", (sails,))
+        switching = threading.Thread(target=switch_back)
+        switching.start()
+        wait_until(lambda: _waiting_on_a_lock(db, "set_embedding_version"), what="the switch to wait for a job")
+        appending = threading.Thread(target=reply)
+        appending.start()
+        wait_until(lambda: _waiting_on_a_lock(db, "append_observation"), what="the append to wait for a job")
+        holder.commit()
+    switching.join(30)
+    appending.join(30)
+    assert not appending.is_alive() and not switching.is_alive()
+    assert failed == {}, failed
+    drain(conninfo)
+    assert acme.embedding_status().queued == 0
+    assert {r[0] for r in db.execute("select memory_id from acme.memory_embedding where model = %s"
+                                      " and input_version = %s", (model, version))} >= {bees, sails}

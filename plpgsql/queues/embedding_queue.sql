@@ -691,7 +691,15 @@ begin
     update setting s set value = to_jsonb(p_model) where s.key = 'embedding_model';
     update setting s set value = to_jsonb(p_input_version) where s.key = 'embedding_input_version';
     -- Jobs queued only for a stamp are done where the memory's vector has the new one; a job queued
-    -- for another reason (a reply came after the vector was made) still is not.
+    -- for another reason (a reply came after the vector was made) still is not. They are locked first
+    -- in memory id order, the order an append and a storing worker take jobs in: deleted in the order
+    -- they were read, two of them could each be held by a switch and an append waiting on the other.
+    perform 1 from embedding_job j
+       join memory_embedding me on me.memory_id = j.memory_id
+      where j.restamp_only and me.model = p_model and me.input_version = p_input_version
+        and (me.input_version = 1 or me.text_embedding is not null)
+      order by j.memory_id
+        for update of j;
     delete from embedding_job j
      using memory_embedding me
      where me.memory_id = j.memory_id and j.restamp_only
