@@ -175,7 +175,7 @@ ROW_SHAPES: dict[str, tuple[tuple[str, str, bool], ...]] = {
                ("evidence", "ints", False), ("derived_from", "ints", False), ("about", "strs", False),
                ("title", "str", False), ("confidence", "number", False), ("superseded_by", "int", False),
                ("created_at", "time", False), ("updated_at", "time", False), ("invalidated_at", "time", False),
-               ("valid", "range", False), ("invalidation_reason", "str", False),
+               ("valid", "range", False), ("invalidation_reason", "str", False), ("pinned", "bool", False),
                ("store_namespace", "strs", False), ("store_key", "str", False), ("store_value", "dict", False)),
     "memory_revision": (("memory_id", "int", True), ("revision", "revision", True), ("body", "str", False),
                         ("title", "str", False), ("reason", "str", False), ("changed_at", "time", False),
@@ -190,7 +190,8 @@ ROW_SHAPES: dict[str, tuple[tuple[str, str, bool], ...]] = {
                            ("reason", "str", True), ("retired_memory", "int", False), ("decided_at", "time", False)),
     "entity_alias": (("entity", "str", True), ("alias", "str", True), ("scope", "str", True)),
 }
-_WHAT = {"str": "a string", "int": "an integer", "revision": "a revision number (1 to 2147483647)", "dict": "an object",
+_WHAT = {"str": "a string", "bool": "a boolean (true or false)",
+         "int": "an integer", "revision": "a revision number (1 to 2147483647)", "dict": "an object",
          "number": "a number", "strs": "an array of strings", "ints": "an array of integers",
          "names": "an object of peer names (strings, or arrays of them)",
          "places": "an object of {\"scope\", \"offset\"} places", "time": "an ISO 8601 time with its zone",
@@ -204,6 +205,8 @@ def _is_int(value: Any) -> bool:
 def _fits(kind: str, value: Any) -> bool:
     if kind == "str":
         return isinstance(value, str)
+    if kind == "bool":
+        return isinstance(value, bool)
     if kind in ("int", "revision"):
         # a revision is an integer column: a larger number is no revision any history made
         return _is_int(value) and (kind == "int" or 1 <= value <= 2**31 - 1)
