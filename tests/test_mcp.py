@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 
 import anyio
 import pytest
@@ -217,6 +218,31 @@ def test_supersede_derive_search_facts_and_the_bundle_over_mcp(acme, conninfo, t
 
     anyio.run(run)
 
+
+
+def test_a_time_without_an_offset_is_utc_whatever_the_servers_time_zone(acme, conninfo, db, tmp_path):
+    """recall's as_of and facts' valid_at and known_at without an offset were read in the database session's time
+    zone (PGTZ, or the server's configuration: out of the model's sight): under UTC+14 a moment just after a memory
+    was written answered as of 14 hours before it, with nothing. The command line reads them as UTC; so does MCP."""
+    said = acme.append("ana: I drink green tea", role="user", actor="ana")
+    acme.remember("Ana drinks green tea", evidence=[said], purposes=["converse"], principal="ana")
+    acme.assert_fact("Ana", "likes", "green tea", principal="ana", evidence=[{"offset": said, "quote": "green tea"}])
+    time.sleep(0.05)
+    moment = db.execute("select clock_timestamp()").fetchone()[0]
+    naive = moment.astimezone(UTC).replace(tzinfo=None).isoformat()
+
+    async def run():
+        env = {**server_env(conninfo), "PGTZ": "Pacific/Kiritimati"}
+        with (tmp_path / "server.err").open("w") as errlog:
+            async with stdio_session(env, ["--tenant", "acme", "--as", "ana"], errlog) as s:
+                then = await ok(s, "recall", query="green tea", mode="lexical", as_of=naive)
+                assert [i["body"] for i in then["items"] if i["item"] == "memory"] == ["Ana drinks green tea"], \
+                    then["meta"]["as_of"]
+                assert datetime.fromisoformat(then["meta"]["as_of"]) == moment
+                believed = await ok(s, "facts", subject="Ana", known_at=naive, valid_at=naive)
+                assert [f["object"] for f in believed["facts"]] == ["green tea"]
+
+    anyio.run(run)
 
 
 def test_the_session_start_prompt_says_why_it_cannot_be_given(acme, conninfo, tmp_path):

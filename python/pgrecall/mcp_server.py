@@ -21,11 +21,11 @@ import logging
 import os
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, TypeVar
 
 import psycopg
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from . import __version__, errors
 from .agent import AgentMemory
@@ -44,6 +44,15 @@ log = logging.getLogger("pgrecall.mcp")
 Purpose = Literal["converse", "act", "personalize", "review"]
 MemoryKind = Literal["note", "fact", "decision", "summary"]
 Mode = Literal["hybrid", "lexical", "dense"]
+
+
+def _utc_when_naive(value: datetime) -> datetime:
+    """A time without an offset is UTC, as on the command line: not the database session's time zone (PGTZ or the
+    server's configuration), which the model cannot see."""
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+Moment = Annotated[datetime, AfterValidator(_utc_when_naive)]
 
 # Only these hosts are loopback: anything else would put a principal's memory on the network
 # behind no authentication.
@@ -260,8 +269,9 @@ def _add_memory_reading_tools(tool: ToolMaker, agent: AgentMemory) -> None:
         limit: Annotated[int, Field(ge=1, le=50, description="at most this many rows")] = 10,
         mode: Annotated[Mode | None, Field(description="default: the tenant's (hybrid)")] = None,
         include_superseded: Annotated[bool, Field(description="also memories that were replaced")] = False,
-        as_of: Annotated[datetime | None, Field(
-            description="answer as the memory stood at this past time (ISO 8601; default: now)")] = None,
+        as_of: Annotated[Moment | None, Field(
+            description="answer as the memory stood at this past time (ISO 8601, UTC without an offset; "
+                        "default: now)")] = None,
     ) -> CallToolResult:
         return _answer(lambda: agent.recall(query, limit=limit, mode=mode, include_superseded=include_superseded,
                                             as_of=as_of))
@@ -366,8 +376,10 @@ def _add_log_tools(tool: ToolMaker, agent: AgentMemory) -> None:
     def facts(
         subject: Annotated[str, Field(description="the entity's name or alias, e.g. 'Ana'")],
         predicate: Annotated[str | None, Field(description="one predicate, e.g. 'lives_in' (default: all)")] = None,
-        valid_at: Annotated[datetime | None, Field(description="true at this time (ISO 8601; default: now)")] = None,
-        known_at: Annotated[datetime | None, Field(description="as believed at this time (default: now)")] = None,
+        valid_at: Annotated[Moment | None, Field(
+            description="true at this time (ISO 8601, UTC without an offset; default: now)")] = None,
+        known_at: Annotated[Moment | None, Field(
+            description="as believed at this time (ISO 8601, UTC without an offset; default: now)")] = None,
     ) -> CallToolResult:
         return _answer(lambda: agent.facts(subject, predicate=predicate, valid_at=valid_at, known_at=known_at))
 
