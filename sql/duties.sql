@@ -44,6 +44,7 @@ insert into pgrecall.function_duty (function_name, duties, why) values
     ('store_delete',                     '{app}',              'the store: a delete forgets the item''s memory'),
     ('store_search',                     '{app}',              'the store: items by prefix and filter, or by recall'),
     ('store_list_namespaces',            '{app}',              'the store: the namespaces of the items the principal may use'),
+    ('store_restore',                    '{app}',              'the store: an import makes an export''s item again, without new notes'),
     ('agent_session_open',               '{app}',              'an Agents SDK session: the session of that id, made on first use'),
     ('agent_session_add',                '{app}',              'an Agents SDK session: items appended as turns'),
     ('agent_session_items',              '{app}',              'an Agents SDK session: its items, eligibility and retractions applied'),

@@ -64,7 +64,7 @@ def valid_arguments(world) -> dict[str, object]:
         "p_generations": [1], "p_input_version": 2, "p_limit": 5, "p_hops": 1, "p_fact_id": 1, "p_task_id": 1,
         "p_lease_token": uuid.uuid4(), "p_pinned": True, "p_timeout_ms": 10, "p_passage_ids": [1],
         "p_revision_a": 1, "p_revision_b": 1, "p_purpose": "converse", "p_request_id": 1,
-        "p_namespace": ["memories"], "p_user": "ana", "p_keys": ["Ana lives in Porto"],
+        "p_namespace": ["memories"], "p_user": "ana", "p_keys": ["Ana lives in Porto"], "p_revision": 1,
     }
 
 

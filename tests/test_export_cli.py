@@ -163,6 +163,9 @@ def test_a_malformed_export_row_is_refused_naming_its_line_and_field(acme, conni
         (edited("revision", "memory", lambda r: r.update(revision=10**12)), "revision"),
         (edited("known", "fact", lambda r: r.update(known="[garbage,)")), "'known' must be a time range"),
         (edited("scope", "observation", lambda r: r.update(scope="../../etc")), "invalid scope name"),
+        # "yes" (or 1) counted as pinned: a memory pinned, into every session-start bundle, by an edited word
+        (edited("pinned", "memory", lambda r: r.update(pinned="yes")), "'pinned' must be a boolean"),
+        (edited("pinned_one", "memory", lambda r: r.update(pinned=1)), "'pinned' must be a boolean"),
     ]
     for (path, line), said in cases:
         refused = import_file(conninfo, path, check=False)

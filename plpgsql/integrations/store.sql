@@ -181,6 +181,55 @@ $$;
 comment on function __tenant__._check_store_call(text[], text, jsonb) is
     'Internal: the scopes and the partition''s scope of a store call (PR103), and its filter (PR107, PR151).';
 
+-- A put of a live item's key: its old body and value kept as its revision
+-- (registered against everything the item came from, and p_observations, the
+-- turns of this write), the new value and its text made current.
+create or replace function __tenant__._store_revise(p_old __tenant__.memory, p_principal_id bigint, p_value jsonb,
+                                                    p_observations bigint[])
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    insert into memory_revision (memory_id, revision, kind, title, body, confidence, changed_by, reason, store_value)
+    values (_unkept_on_citus(p_old.id), p_old.revision, p_old.kind, p_old.title, p_old.body, p_old.confidence,
+            p_principal_id, 'put through the store', p_old.store_value);
+    perform _register('memory_revision', p_old.id || ':' || p_old.revision,
+                      _memory_observations(array[p_old.id]) || coalesce(p_observations, '{}'));
+    update memory m
+       set body = _trim(_store_text(p_value)), store_value = p_value, revision = m.revision + 1, updated_at = now()
+     where m.id = p_old.id;
+end
+$$;
+comment on function __tenant__._store_revise(__tenant__.memory, bigint, jsonb, bigint[]) is
+    'Internal: a store item''s next value: its old body and value kept in memory_revision, the new ones current.';
+
+-- The checks of a put's item: PR160 bad namespace, PR151 key over 1024 bytes,
+-- PR102 unknown purposes, PR161 a value that is no JSON object;
+-- its text, as a memory's body.
+create or replace function __tenant__._check_store_item(p_namespace text[], p_key text, p_value jsonb,
+                                                        p_purposes text[])
+returns void
+language plpgsql stable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    perform _check_store_namespace(p_namespace);
+    perform _check_text(p_key, 'key', 1024);
+    perform _check_purposes(p_purposes);
+    perform _check_json_size(p_value, 'value', (_setting_value('max_memory_bytes') #>> '{}')::bigint * 4);
+    if p_value is null or jsonb_typeof(p_value) <> 'object' then
+        perform _fail('PR161', format('a store value is a JSON object, not %s', coalesce(jsonb_typeof(p_value), 'NULL')),
+                      'Put a dict, e.g. {"content": "..."}; to delete an item, delete it.');
+    end if;
+    perform _check_memory_fields(_store_text(p_value), null, 1);
+end
+$$;
+comment on function __tenant__._check_store_item(text[], text, jsonb, text[]) is
+    'Internal: PR160, PR151, PR102, PR161 for a store item''s namespace, key, purposes and value; its text as a body.';
+
 -- A put: the item at (scope, audience, namespace, key) gets this value. A new
 -- key is a new memory (kind note, origin told, the given purposes); a live key
 -- is a revision of its memory (status 'revised'; 'unchanged', with nothing
@@ -213,16 +262,8 @@ declare
     v_row bigint;
 begin
     perform _check_store_call(p_scopes, p_scope);
-    perform _check_store_namespace(p_namespace);
-    perform _check_text(p_key, 'key', 1024);
-    perform _check_purposes(p_purposes);
-    perform _check_json_size(p_value, 'value', (_setting_value('max_memory_bytes') #>> '{}')::bigint * 4);
-    if p_value is null or jsonb_typeof(p_value) <> 'object' then
-        perform _fail('PR161', format('a store value is a JSON object, not %s', coalesce(jsonb_typeof(p_value), 'NULL')),
-                      'Put a dict, e.g. {"content": "..."}; to delete an item, delete it.');
-    end if;
+    perform _check_store_item(p_namespace, p_key, p_value, p_purposes);
     v_text := _store_text(p_value);
-    perform _check_memory_fields(v_text, null, 1);
     -- Two puts of one key wait for each other here, so the second revises what the first wrote.
     perform _lock('store', array[p_scope || ':' || coalesce(v_audience, 0) || ':' || md5(p_namespace::text || p_key)]);
     select m.* into v_old from memory m
@@ -255,14 +296,7 @@ begin
         returning id into v_id;
     else
         v_id := v_old.id;
-        insert into memory_revision (memory_id, revision, kind, title, body, confidence, changed_by, reason, store_value)
-        values (_unkept_on_citus(v_old.id), v_old.revision, v_old.kind, v_old.title, v_old.body, v_old.confidence,
-                v_principal, 'put through the store', v_old.store_value);
-        perform _register('memory_revision', v_old.id || ':' || v_old.revision,
-                          _memory_observations(array[v_old.id]) || v_obs);
-        update memory m
-           set body = _trim(v_text), store_value = p_value, revision = m.revision + 1, updated_at = now()
-         where m.id = v_old.id;
+        perform _store_revise(v_old, v_principal, p_value, array[v_obs]);
     end if;
     -- The item comes from each write of it: erasing any of them erases the item.
     perform _register('memory', v_id::text, array[v_obs]);
@@ -277,6 +311,76 @@ comment on function __tenant__.store_put(text, text[], text, text[], text, jsonb
     'Puts a store item (LangGraph''s BaseStore): a new key is a new memory, a live key a revision of its memory '
     '(its old value kept); the write is logged as a note and cited. PR160 bad namespace, PR161 value not a JSON '
     'object, PR151 key over 1024 bytes, PR162 key held by an item not usable for these purposes.';
+
+-- An item of an export, made again by its import (pgrecall import --export),
+-- which replays the puts that made it without writing their notes again: the
+-- export's notes are imported as turns, and the memory written from them cites
+-- them. The memory at p_revision (one the principal may see, live, for the
+-- principal alone or for the whole scope) becomes the item p_namespace,
+-- p_key with the value p_value; once it is that item, each call is a put of
+-- its next value (its revision + 1, the old body and value kept as store_put
+-- keeps them). The item's partition is the memory's scope and audience.
+-- Returns the memory's revision. Refused as a put is: PR160, PR151, PR161;
+-- PR162 when another live item of the partition holds the key here (an import
+-- never takes over an item it did not write); PR105 a stale revision, PR108 a
+-- memory not live, PR107 a memory for another peer or already another item.
+create or replace function __tenant__.store_restore(
+    p_principal  text,
+    p_scopes     text[],
+    p_memory_id  bigint,
+    p_revision   integer,
+    p_namespace  text[],
+    p_key        text,
+    p_value      jsonb
+)
+returns integer
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+declare
+    v_principal bigint := _peer_id(p_principal);
+    v_old memory;
+    v_held bigint;
+begin
+    if p_revision is null then
+        perform _fail('PR107', 'store_restore needs the revision of the memory it restores (p_revision)');
+    end if;
+    v_old := _lock_for_revision(v_principal, p_scopes, p_memory_id, p_revision, true);
+    perform _check_store_item(p_namespace, p_key, p_value, v_old.purposes);
+    if coalesce(v_old.audience_peer_id, v_principal) <> v_principal then
+        perform _fail('PR107', format('memory %s is for another peer alone: a store item is its writer''s own or '
+                                      'the whole scope''s', p_memory_id));
+    end if;
+    if v_old.store_key is not null and (v_old.store_namespace <> p_namespace or v_old.store_key <> p_key) then
+        perform _fail('PR107', format('memory %s is the item %s of namespace %s, not %s of %s', p_memory_id,
+                                      quote_literal(_clip(v_old.store_key, 100)), _clip(v_old.store_namespace::text, 200),
+                                      quote_literal(_clip(p_key, 100)), _clip(p_namespace::text, 200)));
+    end if;
+    perform _lock('store', array[v_old.scope || ':' || coalesce(v_old.audience_peer_id, 0) || ':'
+                                 || md5(p_namespace::text || p_key)]);
+    if v_old.store_key is not null then
+        perform _store_revise(v_old, v_principal, p_value, '{}');
+    else
+        select m.id into v_held from memory m
+         where m.scope = v_old.scope and coalesce(m.audience_peer_id, 0) = coalesce(v_old.audience_peer_id, 0)
+           and m.store_namespace = p_namespace and m.store_key = p_key
+           and m.invalidated_at is null and m.superseded_by is null;
+        if v_held is not null then
+            perform _fail('PR162', format('key %s of namespace %s is held by memory %s here already',
+                                          quote_literal(_clip(p_key, 100)), _clip(p_namespace::text, 200), v_held),
+                          'Delete that item first, or import into another tenant.');
+        end if;
+        update memory m set store_namespace = p_namespace, store_key = p_key, store_value = p_value
+         where m.id = p_memory_id;
+    end if;
+    return (select m.revision from memory m where m.id = p_memory_id);
+end
+$$;
+comment on function __tenant__.store_restore(text, text[], bigint, integer, text[], text, jsonb) is
+    'An export''s store item made again by its import: a memory the principal may see becomes the item (namespace, '
+    'key, value), or the item''s next value is put as a revision, without logging a note. PR160, PR151, PR161 as a '
+    'put; PR162 the key held here by another live item; PR105 stale revision; PR108 not live.';
 
 -- Whether a memory (its columns) is a live store item of a partition (a
 -- scope, and the principal's own or the whole scope's) that the principal may

@@ -175,9 +175,11 @@ ROW_SHAPES: dict[str, tuple[tuple[str, str, bool], ...]] = {
                ("evidence", "ints", False), ("derived_from", "ints", False), ("about", "strs", False),
                ("title", "str", False), ("confidence", "number", False), ("superseded_by", "int", False),
                ("created_at", "time", False), ("updated_at", "time", False), ("invalidated_at", "time", False),
-               ("valid", "range", False), ("invalidation_reason", "str", False)),
+               ("valid", "range", False), ("invalidation_reason", "str", False), ("pinned", "bool", False),
+               ("store_namespace", "strs", False), ("store_key", "str", False), ("store_value", "dict", False)),
     "memory_revision": (("memory_id", "int", True), ("revision", "revision", True), ("body", "str", False),
-                        ("title", "str", False), ("reason", "str", False), ("changed_at", "time", False)),
+                        ("title", "str", False), ("reason", "str", False), ("changed_at", "time", False),
+                        ("store_value", "dict", False)),
     "memory_correction_evidence": (("memory_id", "int", True), ("revision", "revision", True), _PLACES),
     "fact": (("id", "int", True), ("scope", "str", True), ("predicate", "str", True), ("names", "names", False),
              ("entities", "dict", False), ("known", "range", False), ("valid", "range", False),
@@ -188,7 +190,8 @@ ROW_SHAPES: dict[str, tuple[tuple[str, str, bool], ...]] = {
                            ("reason", "str", True), ("retired_memory", "int", False), ("decided_at", "time", False)),
     "entity_alias": (("entity", "str", True), ("alias", "str", True), ("scope", "str", True)),
 }
-_WHAT = {"str": "a string", "int": "an integer", "revision": "a revision number (1 to 2147483647)", "dict": "an object",
+_WHAT = {"str": "a string", "bool": "a boolean (true or false)",
+         "int": "an integer", "revision": "a revision number (1 to 2147483647)", "dict": "an object",
          "number": "a number", "strs": "an array of strings", "ints": "an array of integers",
          "names": "an object of peer names (strings, or arrays of them)",
          "places": "an object of {\"scope\", \"offset\"} places", "time": "an ISO 8601 time with its zone",
@@ -202,6 +205,8 @@ def _is_int(value: Any) -> bool:
 def _fits(kind: str, value: Any) -> bool:
     if kind == "str":
         return isinstance(value, str)
+    if kind == "bool":
+        return isinstance(value, bool)
     if kind in ("int", "revision"):
         # a revision is an integer column: a larger number is no revision any history made
         return _is_int(value) and (kind == "int" or 1 <= value <= 2**31 - 1)
@@ -237,6 +242,9 @@ def _shape_problem(kind: str, record: Mapping[str, Any]) -> str | None:
     if kind == "observation" and isinstance(record.get("names"), dict) \
             and not isinstance(record["names"].get("actor_id"), str):  # the turn's speaker: the replay's principal
         return "field 'names' has no 'actor_id' (the name of the peer who said it, a string)"
+    if kind == "memory" and len({record.get(f) is None for f in ("store_namespace", "store_key", "store_value")}) > 1:
+        return ("is half a store item: a store item has a namespace, a key and a value "
+                "('store_namespace', 'store_key', 'store_value'), a memory none of them")
     for name, want, required in shape:
         value = record.get(name)
         if value is None:
@@ -611,7 +619,16 @@ class _Replay:
                 self.skipped["memory"] += 1  # e.g. no turn it cites is in the export
                 return
             memory_id = made.memory_id
+            if rec.get("store_key") is not None:  # a store item: the item its first put made
+                self.mem.store_restore(memory_id, 1, rec["store_namespace"], rec["store_key"],
+                                       self.store_value(self.texts(rec), 0), principal=principal)
         self.made(rec, memory_id)
+
+    @staticmethod
+    def store_value(texts: list[tuple[int, Mapping[str, Any]]], at: int) -> Any:
+        """A store item's value at its text ``at``: the value kept with it, or with the next one kept (a plain
+        correction of an item keeps its value and writes none into the revision it keeps)."""
+        return next(t["store_value"] for _, t in texts[at:] if t.get("store_value") is not None)
 
     def narrower_than_its_sources_here(self, rec: Mapping[str, Any]) -> bool:
         """Whether a derived memory was for fewer peers or purposes than the sources the export holds allow: a
@@ -639,6 +656,13 @@ class _Replay:
             return
         texts = self.texts(rec)
         old = next(i for i, (revision, _) in enumerate(texts) if revision == n)
+        if rec.get("store_key") is not None and texts[old][1].get("store_value") is not None:  # a put of the item
+            self.revision_here[rec["id"]] = self.mem.store_restore(
+                self.memories[rec["id"]], self.revision_here[rec["id"]], rec["store_namespace"], rec["store_key"],
+                self.store_value(texts, old + 1),
+                principal=self.acting(self.corrector(texts[old][1], rec), rec, self.cited_places(rec)))
+            self.done["memory_revision"] += 1
+            return
         new, evidence = texts[old + 1][1], self.mapped(self.cited.get(rec["id"], {}).get(n + 1, []))
         self.revision_here[rec["id"]] = self.mem.correct(
             self.memories[rec["id"]], new["body"], revision=self.revision_here[rec["id"]], title=new.get("title"),

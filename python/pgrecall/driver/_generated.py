@@ -975,6 +975,7 @@ SIGNATURES: dict[str, tuple[tuple[str, str, bool], ...]] = {
     'store_get': (('principal', 'text', False), ('scopes', 'text[]', False), ('scope', 'text', False), ('namespace', 'text[]', False), ('key', 'text', False), ('purpose', 'text', True), ('shared', 'boolean', True)),
     'store_list_namespaces': (('principal', 'text', False), ('scopes', 'text[]', False), ('scope', 'text', False), ('prefix', 'text[]', True), ('suffix', 'text[]', True), ('max_depth', 'integer', True), ('limit', 'integer', True), ('offset', 'integer', True), ('purpose', 'text', True), ('shared', 'boolean', True)),
     'store_put': (('principal', 'text', False), ('scopes', 'text[]', False), ('scope', 'text', False), ('namespace', 'text[]', False), ('key', 'text', False), ('value', 'jsonb', False), ('purposes', 'text[]', False), ('shared', 'boolean', True), ('source_role', 'text', True)),
+    'store_restore': (('principal', 'text', False), ('scopes', 'text[]', False), ('memory_id', 'bigint', False), ('revision', 'integer', False), ('namespace', 'text[]', False), ('key', 'text', False), ('value', 'jsonb', False)),
     'store_search': (('principal', 'text', False), ('scopes', 'text[]', False), ('scope', 'text', False), ('namespace_prefix', 'text[]', True), ('filter', 'jsonb', True), ('limit', 'integer', True), ('offset', 'integer', True), ('query', 'text', True), ('purpose', 'text', True), ('shared', 'boolean', True), ('query_embedding', 'double precision[]', True), ('query_model', 'text', True)),
     'supersede': (('principal', 'text', False), ('scopes', 'text[]', False), ('memory_id', 'bigint', False), ('expected_revision', 'integer', False), ('body', 'text', False), ('evidence', 'bigint[]', False), ('title', 'text', True), ('confidence', 'double precision', True), ('about', 'text[]', True), ('widening_reason', 'text', True)),
     'table_statistics': (),
@@ -1536,6 +1537,13 @@ def store_put(h: Handle, scope: str, namespace: Sequence[str], key: str, value: 
     return _rows('store_put', args, StorePutRow)
 
 
+def store_restore(h: Handle, memory_id: int, revision: int, namespace: Sequence[str], key: str, value: Any, *, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[int]:
+    """An export's store item made again by its import: a memory the principal may see becomes the item (namespace, key, value), or the item's next value is put as a revision, without logging a note. PR160, PR151, PR161 as a put; PR162 the key held here by another live item; PR105 stale revision; PR108 not live."""
+    principal, scopes = h.who(principal, scopes)
+    args = _given({'principal': principal, 'scopes': scopes, 'memory_id': memory_id, 'revision': revision, 'namespace': _as_list(namespace), 'key': key, 'value': _as_json(value)}, ())
+    return _value('store_restore', args, int)
+
+
 def store_search(h: Handle, scope: str, *, namespace_prefix: Sequence[str] | None = None, filter: Any = None, limit: int | None = 10, offset: int | None = 0, query: str | None = None, purpose: str | None = 'converse', shared: bool | None = False, query_embedding: Sequence[float] | None = None, query_model: str | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[StoreSearchRow]]:
     """Store items under a namespace prefix that meet a filter (LangGraph's operators): newest first, or with a query in the order of hybrid recall over the principal's memories of the scope."""
     principal, scopes = h.who(principal, scopes)
@@ -1669,6 +1677,7 @@ BUILDERS: dict[str, Callable[..., Call[Any]]] = {
     'store_get': store_get,
     'store_list_namespaces': store_list_namespaces,
     'store_put': store_put,
+    'store_restore': store_restore,
     'store_search': store_search,
     'supersede': supersede,
     'table_statistics': table_statistics,
