@@ -187,3 +187,13 @@ def test_an_unknown_principal_and_a_fact_wider_than_its_turn_name_the_commands_a
     proc = run_cli("fact", "assert", "ana", "likes", "risotto", "--evidence", said, "--quote", "mushroom risotto",
                    "--as", "ana", "--audience", "ana", env=app_env)
     assert "recorded fact" in proc.stdout, proc.stdout
+
+
+def test_a_misspelt_setting_names_the_command_that_lists_them(acme, conninfo):
+    """`pgrecall tenant settings acme --set recall_window_besid=true` (docs/operations.md's command, one letter
+    short) answered "settings() lists the settings.", a SQL call, where the command is pgrecall tenant settings."""
+    proc = run_cli("tenant", "settings", "acme", "--set", "recall_window_besid=true",
+                   env={"PGRECALL_DSN": conninfo.dsn()}, check=False)
+    assert proc.returncode == 1 and "no setting 'recall_window_besid'" in proc.stderr, proc.stderr
+    assert "pgrecall tenant settings acme lists the settings" in proc.stderr, proc.stderr
+    assert sql_words(proc.stderr.split("(hint:", 1)[-1]) == [], proc.stderr

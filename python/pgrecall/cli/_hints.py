@@ -34,6 +34,7 @@ SAID_FOR_CLI: tuple[tuple[str, str], ...] = (
     ("Cite turns its audience may see, or widen it on purpose with a widening reason",
      "Give it one of those peers with --audience PEER, cite turns its audience may see, or widen it on purpose "
      "with --widening-reason TEXT"),
+    ("settings() lists the settings.", "pgrecall tenant settings {tenant} lists the settings, with what each does."),
     ("Pass the name of a peer created with add_peer().",
      "Name a peer that exists: pgrecall peer add NAME --tenant {tenant} adds one."),
     ("Append what was said with append_observation() and pass its offset.",
