@@ -7401,7 +7401,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 19, $pgrecall_4ddb3e7de2f3$598cea0e80933de0adf52bf2f9e6a8d02ad0d5b39932980ff102555da7c769c1$pgrecall_4ddb3e7de2f3$, $pgrecall_598cea0e8093$-- remember: write what the agent decided to keep, with who may see it, why
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_f35653d3ff55$memory/remember.sql$pgrecall_f35653d3ff55$, null, 19, $pgrecall_bd867e7a2958$cc348baa52cfb9fd9a0f6be64fd1df081d9682be8e01eeb0aaedc8e4405aa06d$pgrecall_bd867e7a2958$, $pgrecall_cc348baa52cf$-- remember: write what the agent decided to keep, with who may see it, why
 -- it may be used, and the observations that stated it. Capture writes only
 -- what was explicitly stated: empty or ambiguous input is a no-op that says
 -- why, never an error and never a guess.
@@ -7548,8 +7548,7 @@ begin
                  when i.audience is not null and not (i.audience = any (v_peers)) then 'PR101'
                  when i.observer is not null and not (i.observer = any (v_peers)) then 'PR101'
                  when exists (select 1 from unnest(i.about) a where char_length(a) > 200) then 'PR151'
-                 when exists (select 1 from unnest(i.about) a
-                               where a is null or _trim(a) = '' or _trim(a) ~ _invisible_characters()) then 'PR140'
+                 when exists (select 1 from unnest(i.about) a where _entity_name_problem(a) is not null) then 'PR140'
                  when i.widening_reason is not null and _trim(i.widening_reason) = '' then 'PR107'
                  when char_length(i.widening_reason) > 2000 then 'PR151'
                end as problem,
@@ -7572,8 +7571,7 @@ begin
                       format('unknown observer peer %s', quote_literal(i.observer))
                  when exists (select 1 from unnest(i.about) a where char_length(a) > 200) then
                       'an entity name is longer than 200 characters'
-                 when exists (select 1 from unnest(i.about) a
-                               where a is null or _trim(a) = '' or _trim(a) ~ _invisible_characters()) then
+                 when exists (select 1 from unnest(i.about) a where _entity_name_problem(a) is not null) then
                       (select format('invalid entity name %s in about: %s', _shown(a), _entity_name_problem(a))
                          from unnest(i.about) a where _entity_name_problem(a) is not null limit 1)
                  when char_length(i.widening_reason) > 2000 then
@@ -8277,7 +8275,7 @@ comment on function __tenant__.remember_said(text, text[], text, text, text[], t
                                              text[], bigint[], text, jsonb, text) is
     'Appends what was said (as the principal''s note) and remembers it, citing it, in one call; a memory that is a '
     'no-op or refused leaves no turn (log_offset NULL).';
-$pgrecall_598cea0e8093$)
+$pgrecall_cc348baa52cf$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -10260,7 +10258,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$, null, 28, $pgrecall_972162c0ba56$df08766dfe779270fca65063bcabeb5788ead07507c784dd07c39d887f5836c1$pgrecall_972162c0ba56$, $pgrecall_df08766dfe77$-- Entities: identity is (scope, normalized name); names resolve through
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_efc7fd6df008$graph/entities.sql$pgrecall_efc7fd6df008$, null, 28, $pgrecall_ec11b393459d$bfacf5379dd5d1ebec898921651c007f5d1884bc0f026baed436f0a9a0ebcf44$pgrecall_ec11b393459d$, $pgrecall_bfacf5379dd5$-- Entities: identity is (scope, normalized name); names resolve through
 -- aliases and through merges to the surviving entity. A name is content too:
 -- a principal sees an entity (its name, its aliases, its facts) only through
 -- a memory or a fact it is eligible for that names it (_entity_visible), and
@@ -10317,8 +10315,8 @@ comment on function __tenant__._entity_named(text, text) is
 -- people (recall's entities and facts, the duplicate-review screen), so like a
 -- peer name it may hold no character of _invisible_characters() (controls,
 -- format characters such as bidi overrides and zero-width ones, odd spaces,
--- invisibles), and it must have words: an empty or blank name is refused, never
--- dropped. Leading and trailing whitespace is trimmed, as before: an entity's
+-- invisibles), no word of it may start with a combining mark (_combining_marks),
+-- and it must have words: an empty or blank name is refused, never dropped. Leading and trailing whitespace is trimmed, as before: an entity's
 -- identity (normalized_name) ignores it and models end names with newlines.
 -- Unlike a peer name, an entity name may mix Latin, Cyrillic and Greek letters
 -- and hold runs of spaces: it is content quoted from what people said
@@ -10339,6 +10337,7 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_invisible text;
+    v_mark text;
 begin
     if p_name is null then
         return 'an entity name must not be NULL';
@@ -10349,6 +10348,10 @@ begin
     v_invisible := (regexp_match(_trim(p_name), _invisible_characters()))[1];
     if v_invisible is not null then
         return format('it holds %s, a control, format, spacing or invisible character', _code_point(v_invisible));
+    end if;
+    v_mark := (regexp_match(_trim(p_name), '(?:^|[[:space:]])(' || _combining_marks() || ')'))[1];
+    if v_mark is not null then
+        return format('a word starts with %s, a combining mark, which has no letter to go on', _code_point(v_mark));
     end if;
     return null;
 end
@@ -10722,7 +10725,7 @@ end
 $$;
 comment on function __tenant__.entities(text, text[], text) is
     'Entities in the authorised scopes that a memory or fact the principal may see names (optionally those a name or alias denotes), with their count of visible current facts.';
-$pgrecall_df08766dfe77$)
+$pgrecall_bfacf5379dd5$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
@@ -10939,7 +10942,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bde667a4f43c$sessions/peers_scopes.sql$pgrecall_bde667a4f43c$, null, 31, $pgrecall_f92829d0d714$d3cf1bab1b1f0c9219bfbbeecb92c1801e3180f60c1b8a94e74a6ed0a7a6b19a$pgrecall_f92829d0d714$, $pgrecall_d3cf1bab1b1f$-- Creating the peers and scopes that every operation names, and the rules
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bde667a4f43c$sessions/peers_scopes.sql$pgrecall_bde667a4f43c$, null, 31, $pgrecall_4744b7a70380$9cd7abf7d87129354423a5cfd6885dcd72f1235f1433738771defec0808ead17$pgrecall_4744b7a70380$, $pgrecall_9cd7abf7d871$-- Creating the peers and scopes that every operation names, and the rules
 -- their names follow.
 --
 -- A scope name is a lowercase ASCII slug (the table's CHECK), so it has one
@@ -10953,6 +10956,8 @@ values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_bde667
 --     combining grapheme joiner), no spaces but single U+0020 between words:
 --     leading or trailing spaces, runs of spaces, NBSP, U+3000 and the other
 --     spaces are refused, not trimmed, so a name is never silently changed;
+--   * no word that starts with a combining mark (_combining_marks), which
+--     would have no letter to sit on;
 --   * no word that mixes Latin, Cyrillic and Greek letters ("Аna" with a
 --     Cyrillic А); a name written wholly in one of them is fine;
 --   * unique regardless of case or form (peer.name_fold, migration 0013):
@@ -10997,6 +11002,75 @@ as $$
 $$;
 comment on function __tenant__._invisible_characters() is
     'Internal: a regular expression bracket of the characters a peer name may not hold (Cc, Cf, odd spaces, invisibles).';
+
+-- Combining marks (Mn, Mc, Me: accents, vowel signs, enclosing circles): a mark
+-- belongs on the letter before it, so a name whose word starts with one has
+-- nothing to draw it on (a name of only U+0301 shows as a stray accent, or
+-- lands on whatever text a screen puts before it). The ranges are Unicode
+-- 14's, as Python's unicodedata lists them; a test checks every one.
+create or replace function __tenant__._combining_marks()
+returns text
+language sql immutable
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+    select $re$[$re$
+        || $re$\u0300-\u036f\u0483-\u0489\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7\u0610-\u061a$re$
+        || $re$\u064b-\u065f\u0670\u06d6-\u06dc\u06df-\u06e4\u06e7\u06e8\u06ea-\u06ed\u0711\u0730-\u074a$re$
+        || $re$\u07a6-\u07b0\u07eb-\u07f3\u07fd\u0816-\u0819\u081b-\u0823\u0825-\u0827\u0829-\u082d$re$
+        || $re$\u0859-\u085b\u0898-\u089f\u08ca-\u08e1\u08e3-\u0903\u093a-\u093c\u093e-\u094f$re$
+        || $re$\u0951-\u0957\u0962\u0963\u0981-\u0983\u09bc\u09be-\u09c4\u09c7\u09c8\u09cb-\u09cd\u09d7$re$
+        || $re$\u09e2\u09e3\u09fe\u0a01-\u0a03\u0a3c\u0a3e-\u0a42\u0a47\u0a48\u0a4b-\u0a4d\u0a51\u0a70$re$
+        || $re$\u0a71\u0a75\u0a81-\u0a83\u0abc\u0abe-\u0ac5\u0ac7-\u0ac9\u0acb-\u0acd\u0ae2\u0ae3$re$
+        || $re$\u0afa-\u0aff\u0b01-\u0b03\u0b3c\u0b3e-\u0b44\u0b47\u0b48\u0b4b-\u0b4d\u0b55-\u0b57\u0b62$re$
+        || $re$\u0b63\u0b82\u0bbe-\u0bc2\u0bc6-\u0bc8\u0bca-\u0bcd\u0bd7\u0c00-\u0c04\u0c3c\u0c3e-\u0c44$re$
+        || $re$\u0c46-\u0c48\u0c4a-\u0c4d\u0c55\u0c56\u0c62\u0c63\u0c81-\u0c83\u0cbc\u0cbe-\u0cc4$re$
+        || $re$\u0cc6-\u0cc8\u0cca-\u0ccd\u0cd5\u0cd6\u0ce2\u0ce3\u0d00-\u0d03\u0d3b\u0d3c\u0d3e-\u0d44$re$
+        || $re$\u0d46-\u0d48\u0d4a-\u0d4d\u0d57\u0d62\u0d63\u0d81-\u0d83\u0dca\u0dcf-\u0dd4\u0dd6$re$
+        || $re$\u0dd8-\u0ddf\u0df2\u0df3\u0e31\u0e34-\u0e3a\u0e47-\u0e4e\u0eb1\u0eb4-\u0ebc\u0ec8-\u0ecd$re$
+        || $re$\u0f18\u0f19\u0f35\u0f37\u0f39\u0f3e\u0f3f\u0f71-\u0f84\u0f86\u0f87\u0f8d-\u0f97$re$
+        || $re$\u0f99-\u0fbc\u0fc6\u102b-\u103e\u1056-\u1059\u105e-\u1060\u1062-\u1064\u1067-\u106d$re$
+        || $re$\u1071-\u1074\u1082-\u108d\u108f\u109a-\u109d\u135d-\u135f\u1712-\u1715\u1732-\u1734\u1752$re$
+        || $re$\u1753\u1772\u1773\u17b4-\u17d3\u17dd\u180b-\u180d\u180f\u1885\u1886\u18a9\u1920-\u192b$re$
+        || $re$\u1930-\u193b\u1a17-\u1a1b\u1a55-\u1a5e\u1a60-\u1a7c\u1a7f\u1ab0-\u1ace\u1b00-\u1b04$re$
+        || $re$\u1b34-\u1b44\u1b6b-\u1b73\u1b80-\u1b82\u1ba1-\u1bad\u1be6-\u1bf3\u1c24-\u1c37$re$
+        || $re$\u1cd0-\u1cd2\u1cd4-\u1ce8\u1ced\u1cf4\u1cf7-\u1cf9\u1dc0-\u1dff\u20d0-\u20f0\u2cef-\u2cf1$re$
+        || $re$\u2d7f\u2de0-\u2dff\u302a-\u302f\u3099\u309a\ua66f-\ua672\ua674-\ua67d\ua69e\ua69f\ua6f0$re$
+        || $re$\ua6f1\ua802\ua806\ua80b\ua823-\ua827\ua82c\ua880\ua881\ua8b4-\ua8c5\ua8e0-\ua8f1\ua8ff$re$
+        || $re$\ua926-\ua92d\ua947-\ua953\ua980-\ua983\ua9b3-\ua9c0\ua9e5\uaa29-\uaa36\uaa43\uaa4c\uaa4d$re$
+        || $re$\uaa7b-\uaa7d\uaab0\uaab2-\uaab4\uaab7\uaab8\uaabe\uaabf\uaac1\uaaeb-\uaaef\uaaf5\uaaf6$re$
+        || $re$\uabe3-\uabea\uabec\uabed\ufb1e\ufe00-\ufe0f\ufe20-\ufe2f\U000101fd\U000102e0$re$
+        || $re$\U00010376-\U0001037a\U00010a01-\U00010a03\U00010a05\U00010a06\U00010a0c-\U00010a0f$re$
+        || $re$\U00010a38-\U00010a3a\U00010a3f\U00010ae5\U00010ae6\U00010d24-\U00010d27\U00010eab$re$
+        || $re$\U00010eac\U00010f46-\U00010f50\U00010f82-\U00010f85\U00011000-\U00011002$re$
+        || $re$\U00011038-\U00011046\U00011070\U00011073\U00011074\U0001107f-\U00011082$re$
+        || $re$\U000110b0-\U000110ba\U000110c2\U00011100-\U00011102\U00011127-\U00011134\U00011145$re$
+        || $re$\U00011146\U00011173\U00011180-\U00011182\U000111b3-\U000111c0\U000111c9-\U000111cc$re$
+        || $re$\U000111ce\U000111cf\U0001122c-\U00011237\U0001123e\U000112df-\U000112ea$re$
+        || $re$\U00011300-\U00011303\U0001133b\U0001133c\U0001133e-\U00011344\U00011347\U00011348$re$
+        || $re$\U0001134b-\U0001134d\U00011357\U00011362\U00011363\U00011366-\U0001136c$re$
+        || $re$\U00011370-\U00011374\U00011435-\U00011446\U0001145e\U000114b0-\U000114c3$re$
+        || $re$\U000115af-\U000115b5\U000115b8-\U000115c0\U000115dc\U000115dd\U00011630-\U00011640$re$
+        || $re$\U000116ab-\U000116b7\U0001171d-\U0001172b\U0001182c-\U0001183a\U00011930-\U00011935$re$
+        || $re$\U00011937\U00011938\U0001193b-\U0001193e\U00011940\U00011942\U00011943$re$
+        || $re$\U000119d1-\U000119d7\U000119da-\U000119e0\U000119e4\U00011a01-\U00011a0a$re$
+        || $re$\U00011a33-\U00011a39\U00011a3b-\U00011a3e\U00011a47\U00011a51-\U00011a5b$re$
+        || $re$\U00011a8a-\U00011a99\U00011c2f-\U00011c36\U00011c38-\U00011c3f\U00011c92-\U00011ca7$re$
+        || $re$\U00011ca9-\U00011cb6\U00011d31-\U00011d36\U00011d3a\U00011d3c\U00011d3d$re$
+        || $re$\U00011d3f-\U00011d45\U00011d47\U00011d8a-\U00011d8e\U00011d90\U00011d91$re$
+        || $re$\U00011d93-\U00011d97\U00011ef3-\U00011ef6\U00016af0-\U00016af4\U00016b30-\U00016b36$re$
+        || $re$\U00016f4f\U00016f51-\U00016f87\U00016f8f-\U00016f92\U00016fe4\U00016ff0\U00016ff1$re$
+        || $re$\U0001bc9d\U0001bc9e\U0001cf00-\U0001cf2d\U0001cf30-\U0001cf46\U0001d165-\U0001d169$re$
+        || $re$\U0001d16d-\U0001d172\U0001d17b-\U0001d182\U0001d185-\U0001d18b\U0001d1aa-\U0001d1ad$re$
+        || $re$\U0001d242-\U0001d244\U0001da00-\U0001da36\U0001da3b-\U0001da6c\U0001da75\U0001da84$re$
+        || $re$\U0001da9b-\U0001da9f\U0001daa1-\U0001daaf\U0001e000-\U0001e006\U0001e008-\U0001e018$re$
+        || $re$\U0001e01b-\U0001e021\U0001e023\U0001e024\U0001e026-\U0001e02a\U0001e130-\U0001e136$re$
+        || $re$\U0001e2ae\U0001e2ec-\U0001e2ef\U0001e8d0-\U0001e8d6\U0001e944-\U0001e94a$re$
+        || $re$\U000e0100-\U000e01ef$re$
+        || $re$]$re$
+$$;
+comment on function __tenant__._combining_marks() is
+    'Internal: a regular expression bracket of the combining marks (Mn, Mc, Me), none of which may start a word of a name.';
 
 -- A character as its code point for a message: U+ and at least four hex digits,
 -- every one of them (lpad alone cut U+E0041 to U+E004).
@@ -11052,6 +11126,7 @@ as $$
 declare
     v_name text;
     v_invisible text;
+    v_mark text;
     v_word text;
 begin
     if p_name is null or p_name = '' then
@@ -11070,6 +11145,10 @@ begin
     end if;
     if v_name ~ $re$^ | $|  $re$ then
         return 'spaces only go singly between words: none leading, trailing or doubled';
+    end if;
+    v_mark := (regexp_match(v_name, '(?:^| )(' || _combining_marks() || ')'))[1];
+    if v_mark is not null then
+        return format('a word starts with %s, a combining mark, which has no letter to go on', _code_point(v_mark));
     end if;
     foreach v_word in array string_to_array(v_name, ' ') loop
         if (v_word ~ $re$[A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u02af\u1d00-\u1dbf\u1e00-\u1eff\u2c60-\u2c7f\ua720-\ua7ff\uab30-\uab6f\uff21-\uff3a\uff41-\uff5a]$re$)::int
@@ -11228,7 +11307,7 @@ comment on function __tenant__.add_peer(text, text, jsonb, text) is
     'Creates a peer (human, agent or other), or merges metadata into an existing one of the same kind. Returns its id. '
     'The name is stored in NFC; PR140 if it breaks the name rules, PR141 if a peer of that name in another case exists. '
     'With p_data_subject_id, erasing that subject anonymises the peer.';
-$pgrecall_d3cf1bab1b1f$)
+$pgrecall_9cd7abf7d871$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

@@ -230,17 +230,8 @@ def test_under_input_version_1_a_reply_queues_nothing_again(acme, conninfo, db):
     assert queued == {max(queued)}, "only the newest memory waits: no earlier one was queued again"
 
 
-def test_an_append_and_a_storing_worker_take_a_turns_jobs_in_one_order(acme, conninfo, db):
-    """Two memories of one turn, embedded, queued again and leased; a worker stores them while the next turn's
-    append queues them again. The worker locks their jobs by memory id; the append locked them in the order
-    it read the memories, the second first once the first had been rewritten (its row moved). Each then held
-    a job the other waited for, and PostgreSQL broke the deadlock by failing one of them (40P01)."""
-    import threading
-
-    import psycopg
-
-    from conftest import wait_until
-
+def _two_embedded_memories_of_one_turn(acme, conninfo) -> tuple[int, int, int]:
+    """A session, and two memories citing its one turn, embedded: (session, first memory, second memory)."""
     s = acme.create_session("ana and the bot")
     acme.add_session_peers(s, ["ana", "bot"])
     [turn] = acme.add_messages(s, [{"actor": "ana", "body": "I keep bees and I sail on Saturdays"}])
@@ -248,6 +239,61 @@ def test_an_append_and_a_storing_worker_take_a_turns_jobs_in_one_order(acme, con
                    for body in ("Ana keeps bees", "Ana sails on Saturdays"))
     assert bees < sails
     drain(conninfo)
+    return s, bees, sails
+
+
+def _one_after_another(db, conninfo, held_job: int, calls) -> dict:
+    """Each call (name, what it runs, the function it waits in) started while another session holds one
+    embedding job, and only once the call before it waits for a lock; then the job is let go. What failed,
+    by name."""
+    import threading
+
+    import psycopg
+
+    from conftest import wait_until
+
+    failed: dict = {}
+
+    def running(name, call):
+        def run() -> None:
+            try:
+                call()
+            except psycopg.Error as e:
+                failed[name] = e
+        return threading.Thread(target=run)
+
+    threads = []
+    with psycopg.connect(conninfo.dsn()) as holder:
+        holder.execute("select 1 from acme.embedding_job where memory_id = %s for update", (held_job,))
+        for name, call, waits_in in calls:
+            threads.append(running(name, call))
+            threads[-1].start()
+            wait_until(lambda waits_in=waits_in: _waiting_on_a_lock(db, waits_in), what=f"{name} to wait for a job")
+        holder.commit()
+    for t in threads:
+        t.join(30)
+    assert not any(t.is_alive() for t in threads)
+    return failed
+
+
+def _reply(conninfo, session: int):
+    import psycopg
+
+    def append() -> None:
+        with psycopg.connect(conninfo.dsn(user="pgrecall_acme_app"), autocommit=True) as app:
+            app.execute("select acme.append_observation('bot', array['default'], 'default', %s, 'assistant',"
+                        " 'message', 'bot', %s)", ("Bees and boats, lovely", session))
+    return append
+
+
+def test_an_append_and_a_storing_worker_take_a_turns_jobs_in_one_order(acme, conninfo, db):
+    """Two memories of one turn, embedded, queued again and leased; a worker stores them while the next turn's
+    append queues them again. The worker locks their jobs by memory id; the append locked them in the order
+    it read them, the second first once the first had been rewritten (its row moved). Each then held
+    a job the other waited for, and PostgreSQL broke the deadlock by failing one of them (40P01)."""
+    import psycopg
+
+    s, bees, sails = _two_embedded_memories_of_one_turn(acme, conninfo)
     db.execute("update acme.memory set confidence = confidence where id = %s", (bees,))  # its row moves
     admin = psycopg.connect(conninfo.dsn(user="pgrecall_acme_admin"), autocommit=True)
     admin.execute("select acme.rebuild_embeddings(true)")
@@ -256,36 +302,14 @@ def test_an_append_and_a_storing_worker_take_a_turns_jobs_in_one_order(acme, con
                           " from acme.claim_embedding_jobs('w1', 10) order by memory_id").fetchall()
     assert [j[0] for j in jobs] == [bees, sails]
     vectors = [to_literal(v) for v in get_embedder().embed([j[2] for j in jobs])]
-    failed: dict = {}
 
     def complete() -> None:
-        try:
-            worker.execute("select acme.complete_embedding_jobs('w1', %s, %s, %s::halfvec[], %s, %s)",
-                           ([j[0] for j in jobs], [j[1] for j in jobs], vectors, jobs[0][3], jobs[0][4]))
-        except psycopg.Error as e:
-            failed["worker"] = e
+        worker.execute("select acme.complete_embedding_jobs('w1', %s, %s, %s::halfvec[], %s, %s)",
+                       ([j[0] for j in jobs], [j[1] for j in jobs], vectors, jobs[0][3], jobs[0][4]))
 
-    def reply() -> None:
-        try:
-            with psycopg.connect(conninfo.dsn(user="pgrecall_acme_app"), autocommit=True) as app:
-                app.execute("select acme.append_observation('bot', array['default'], 'default', %s, 'assistant',"
-                            " 'message', 'bot', %s)", ("Bees and boats, lovely", s))
-        except psycopg.Error as e:
-            failed["append"] = e
-
-    with psycopg.connect(conninfo.dsn()) as holder:
-        # the second job held a moment: the append comes to it, then the worker
-        holder.execute("select 1 from acme.embedding_job where memory_id = %s for update", (sails,))
-        appending = threading.Thread(target=reply)
-        appending.start()
-        wait_until(lambda: _waiting_on_a_lock(db, "append_observation"), what="the append to wait for a job")
-        storing = threading.Thread(target=complete)
-        storing.start()
-        wait_until(lambda: _waiting_on_a_lock(db, "complete_embedding_jobs"), what="the worker to wait for a job")
-        holder.commit()
-    appending.join(30)
-    storing.join(30)
-    assert not appending.is_alive() and not storing.is_alive()
+    # the second job held a moment: the append comes to it, then the worker
+    failed = _one_after_another(db, conninfo, sails, [("append", _reply(conninfo, s), "append_observation"),
+                                                      ("worker", complete, "complete_embedding_jobs")])
     assert failed == {}, failed
     drain(conninfo)
     assert acme.embedding_status().queued == 0
@@ -295,54 +319,22 @@ def test_an_append_and_a_switch_back_take_a_turns_jobs_in_one_order(acme, connin
     """A switch away and back: the switch back drops the jobs the switch away queued only for the stamp. It
     deleted them in the order it read them; an append queueing the same memories again (the turn after) locks
     them by memory id. With the first job's row moved, each held a job the other waited for (40P01)."""
-    import threading
-
     import psycopg
 
-    from conftest import wait_until
-
-    s = acme.create_session("ana and the bot")
-    acme.add_session_peers(s, ["ana", "bot"])
-    [turn] = acme.add_messages(s, [{"actor": "ana", "body": "I keep bees and I sail on Saturdays"}])
-    bees, sails = (acme.remember(body, evidence=[turn.offset], purposes=["converse"], audience="ana").memory_id
-                   for body in ("Ana keeps bees", "Ana sails on Saturdays"))
-    assert bees < sails
-    drain(conninfo)
+    s, bees, sails = _two_embedded_memories_of_one_turn(acme, conninfo)
     admin = psycopg.connect(conninfo.dsn(user="pgrecall_acme_admin"), autocommit=True)
     model, version = db.execute("select (select value #>> '{}' from acme.setting where key = 'embedding_model'),"
                                 " (select (value #>> '{}')::int from acme.setting"
                                 "   where key = 'embedding_input_version')").fetchone()
     admin.execute("select acme.set_embedding_version(%s, %s)", (model, 3 - version))  # away: both queued
     db.execute("update acme.embedding_job set enqueued_at = enqueued_at where memory_id = %s", (bees,))  # moves
-    failed: dict = {}
 
     def switch_back() -> None:
-        try:
-            admin.execute("select acme.set_embedding_version(%s, %s)", (model, version))
-        except psycopg.Error as e:
-            failed["switch"] = e
+        admin.execute("select acme.set_embedding_version(%s, %s)", (model, version))
 
-    def reply() -> None:
-        try:
-            with psycopg.connect(conninfo.dsn(user="pgrecall_acme_app"), autocommit=True) as app:
-                app.execute("select acme.append_observation('bot', array['default'], 'default', %s, 'assistant',"
-                            " 'message', 'bot', %s)", ("Bees and boats, lovely", s))
-        except psycopg.Error as e:
-            failed["append"] = e
-
-    with psycopg.connect(conninfo.dsn()) as holder:
-        # the second job held a moment: the switch comes to it first, then the append
-        holder.execute("select 1 from acme.embedding_job where memory_id = %s for update", (sails,))
-        switching = threading.Thread(target=switch_back)
-        switching.start()
-        wait_until(lambda: _waiting_on_a_lock(db, "set_embedding_version"), what="the switch to wait for a job")
-        appending = threading.Thread(target=reply)
-        appending.start()
-        wait_until(lambda: _waiting_on_a_lock(db, "append_observation"), what="the append to wait for a job")
-        holder.commit()
-    switching.join(30)
-    appending.join(30)
-    assert not appending.is_alive() and not switching.is_alive()
+    # the second job held a moment: the switch comes to it first, then the append
+    failed = _one_after_another(db, conninfo, sails, [("switch", switch_back, "set_embedding_version"),
+                                                      ("append", _reply(conninfo, s), "append_observation")])
     assert failed == {}, failed
     drain(conninfo)
     assert acme.embedding_status().queued == 0

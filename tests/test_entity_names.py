@@ -142,3 +142,28 @@ def test_a_name_stored_before_the_rule_is_left_and_still_carried(acme, db):
     assert [e.name for e in acme.entities()] == ["Ri\u202eta"]
     assert db.execute("select count(*) from acme.memory_link where memory_id = %s and link_type = 'about'",
                       (newer,)).fetchone()[0] == 1
+
+
+# A combining mark with no letter before it (an attacker's trial: each was accepted as an entity): shown
+# alone it is a stray accent, and on a screen it lands on whatever text comes before the name.
+MARK_LED = ["\u0301", "\u0301\u0301", "\u20dd", "\u0301Rita", "Rita \u0301Lopes", "Rita  \u0308Lopes", "\u093fRita"]
+
+
+@pytest.mark.parametrize("name", MARK_LED, ids=ascii)
+def test_a_name_whose_word_starts_with_a_combining_mark_is_refused_whole(acme, db, name):
+    said = acme.append("Rita is my sister", role="user", actor="ana")
+    before = table_counts(db)
+    error = refused(lambda: acme.remember("Ana's sister is Rita", evidence=[said], purposes=["converse"],
+                                          about=["Ana", name]))
+    assert "combining mark" in error.args[0] and "U+" in error.args[0]
+    refused(lambda: acme.assert_fact(name, "lives_in", "Porto", evidence=[{"offset": said, "quote": "Rita"}]))
+    refused(lambda: acme.assert_fact("Rita", "knows", name, evidence=[{"offset": said, "quote": "Rita"}]))
+    assert table_counts(db) == before
+
+
+def test_marks_on_letters_are_names_in_any_script(acme):
+    said = acme.append("Rita is my sister", role="user", actor="ana")
+    names = ["E\u0301mile", "Zoe\u0308 Lopes", "Nguye\u0302\u0303n", "\u0928\u092e\u0938\u094d\u0924\u0947",
+             "\u05e9\u05b8\u05c1\u05dc\u05d5\u05b9\u05dd", "Ri\u0301ta \u00c9mile"]
+    acme.remember("Ana's friends", evidence=[said], purposes=["converse"], about=names)
+    assert len(acme.entities()) == len(names)

@@ -181,7 +181,8 @@ def test_a_malformed_export_row_is_refused_naming_its_line_and_field(acme, conni
 def test_an_export_that_cannot_be_one_history_is_refused_naming_its_line(acme, conninfo, tmp_path, make_tenant, db):
     """Hand-edited exports were half-read: a time without its zone was an internal error (TypeError comparing it
     with the others, exit 70); memories superseding one another in a cycle, or one itself, imported a copy of
-    one or none of them; a second row for one revision, or a kept revision after the current text, was
+    one or none of them, and memories derived from one another in a cycle, or one from itself, were imported
+    as if told; a second row for one revision, or a kept revision after the current text, was
     dropped without a word; a duplicate decision retiring a memory outside its pair retired it for another pair
     and skipped that memory's own supersession."""
     story(acme, conninfo)
@@ -217,6 +218,11 @@ def test_an_export_that_cannot_be_one_history_is_refused_naming_its_line(acme, c
         (edited("cycle", lambda c: (record(memories[0], superseded_by=second["id"])(c),
                                     record(memories[1], superseded_by=first["id"])(c))), memories[0] + 1,
          f"makes a cycle: memory {first['id']} -> {second['id']} -> {first['id']}"),
+        (edited("derived_self", record(memories[0], derived_from=[first["id"]])), memories[0] + 1,
+         f"field 'derived_from' makes a cycle: memory {first['id']} -> {first['id']}"),
+        (edited("derived_cycle", lambda c: (record(memories[1], derived_from=[first["id"]])(c),
+                                            record(memories[0], derived_from=[second["id"]])(c))), memories[0] + 1,
+         f"field 'derived_from' makes a cycle: memory {first['id']} -> {second['id']} -> {first['id']}"),
         (edited("twice", record(unrevised, revision=3),
                 [{"kind": "memory_revision", "key": "a", "record": revision}] * 2), len(rows) + 2,
          f"revision 1 of memory {revision['memory_id']} is on line {len(rows) + 1} already"),

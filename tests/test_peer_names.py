@@ -99,6 +99,24 @@ def test_every_control_and_format_character_python_knows_is_refused(acme, db):
                       (others,)).fetchone()[0] == 0
 
 
+def test_a_word_that_starts_with_a_combining_mark_is_refused_for_every_mark_python_knows(acme, db):
+    """A peer named U+0301 alone was accepted: its name shows as a stray accent, or on a screen sits on the
+    letter before it, as though part of another name."""
+    marks = [chr(c) for c in range(0x110000) if unicodedata.category(chr(c)) in ("Mn", "Mc", "Me")]
+    assert len(marks) > 2000
+    names = [n for m in marks for n in (m, f"{m}ana", f"ana {m}ben")]
+    accepted = db.execute("select n from unnest(%s::text[]) n where acme._peer_name_problem(n) is null",
+                          (names,)).fetchall()
+    assert accepted == []
+    with pytest.raises(errors.InvalidName) as info:
+        acme.add_peer("\u0301", "human")
+    assert "U+0301, a combining mark" in info.value.args[0]
+    # a mark on its letter is part of the name, in any script
+    for name in (NFD_EMILE, "Zoe\u0308 Ana", "\u0928\u092e\u0938\u094d\u0924\u0947", "Nguye\u0302\u0303n"):
+        assert db.execute("select acme._peer_name_problem(%s)", (name,)).fetchone() == (None,), ascii(name)
+    acme.add_peer(NFD_EMILE, "human")
+
+
 def _fold_table() -> tuple[str, str]:
     """The two strings of name_fold's translate(), as migration 0013 writes them."""
     body = next(m.body for m in sources.migrations() if m.name == "0013_peer_names.sql")

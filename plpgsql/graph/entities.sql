@@ -55,8 +55,8 @@ comment on function __tenant__._entity_named(text, text) is
 -- people (recall's entities and facts, the duplicate-review screen), so like a
 -- peer name it may hold no character of _invisible_characters() (controls,
 -- format characters such as bidi overrides and zero-width ones, odd spaces,
--- invisibles), and it must have words: an empty or blank name is refused, never
--- dropped. Leading and trailing whitespace is trimmed, as before: an entity's
+-- invisibles), no word of it may start with a combining mark (_combining_marks),
+-- and it must have words: an empty or blank name is refused, never dropped. Leading and trailing whitespace is trimmed, as before: an entity's
 -- identity (normalized_name) ignores it and models end names with newlines.
 -- Unlike a peer name, an entity name may mix Latin, Cyrillic and Greek letters
 -- and hold runs of spaces: it is content quoted from what people said
@@ -77,6 +77,7 @@ set search_path = pg_catalog, __tenant__, __ext__, pg_temp
 as $$
 declare
     v_invisible text;
+    v_mark text;
 begin
     if p_name is null then
         return 'an entity name must not be NULL';
@@ -87,6 +88,10 @@ begin
     v_invisible := (regexp_match(_trim(p_name), _invisible_characters()))[1];
     if v_invisible is not null then
         return format('it holds %s, a control, format, spacing or invisible character', _code_point(v_invisible));
+    end if;
+    v_mark := (regexp_match(_trim(p_name), '(?:^|[[:space:]])(' || _combining_marks() || ')'))[1];
+    if v_mark is not null then
+        return format('a word starts with %s, a combining mark, which has no letter to go on', _code_point(v_mark));
     end if;
     return null;
 end

@@ -145,8 +145,7 @@ begin
                  when i.audience is not null and not (i.audience = any (v_peers)) then 'PR101'
                  when i.observer is not null and not (i.observer = any (v_peers)) then 'PR101'
                  when exists (select 1 from unnest(i.about) a where char_length(a) > 200) then 'PR151'
-                 when exists (select 1 from unnest(i.about) a
-                               where a is null or _trim(a) = '' or _trim(a) ~ _invisible_characters()) then 'PR140'
+                 when exists (select 1 from unnest(i.about) a where _entity_name_problem(a) is not null) then 'PR140'
                  when i.widening_reason is not null and _trim(i.widening_reason) = '' then 'PR107'
                  when char_length(i.widening_reason) > 2000 then 'PR151'
                end as problem,
@@ -169,8 +168,7 @@ begin
                       format('unknown observer peer %s', quote_literal(i.observer))
                  when exists (select 1 from unnest(i.about) a where char_length(a) > 200) then
                       'an entity name is longer than 200 characters'
-                 when exists (select 1 from unnest(i.about) a
-                               where a is null or _trim(a) = '' or _trim(a) ~ _invisible_characters()) then
+                 when exists (select 1 from unnest(i.about) a where _entity_name_problem(a) is not null) then
                       (select format('invalid entity name %s in about: %s', _shown(a), _entity_name_problem(a))
                          from unnest(i.about) a where _entity_name_problem(a) is not null limit 1)
                  when char_length(i.widening_reason) > 2000 then

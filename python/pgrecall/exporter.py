@@ -27,7 +27,7 @@ import json
 import os
 import tempfile
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -259,8 +259,9 @@ def _shape_problem(kind: str, record: Mapping[str, Any]) -> str | None:
 def _history_problem(rows: list[dict[str, Any]]) -> str | None:
     """"LINE: why" when the rows cannot be one tenant's history (an edited file): two rows for one memory, fact or
     revision (the replay kept one of them silently), a duplicate decision retiring a memory outside its pair, a
-    revision kept for a text at or after its memory's current one, or a memory superseded by itself or around a
-    cycle (the replay wrote a copy of it, or none)."""
+    revision kept for a text at or after its memory's current one, a memory superseded by itself or around a
+    cycle (the replay wrote a copy of it, or none), or one derived from itself or around a cycle (the replay wrote
+    it from what it stood on first, as if told)."""
     seen: dict[tuple[Any, ...], int] = {}
     for r in rows:
         rec = r["record"]
@@ -294,6 +295,38 @@ def _history_problem(rows: list[dict[str, Any]]) -> str | None:
         if at == memory_id:
             return (f"{r['_line']}: field 'superseded_by' makes a cycle: memory "
                     + " -> ".join(str(m) for m in [*chain, memory_id]) + " (each superseded by the next)")
+    return _derivation_cycle(memories)
+
+
+def _derivation_cycle(memories: Mapping[int, dict[str, Any]]) -> str | None:
+    """"LINE: why" when a memory is derived from itself, directly or through others (an edited file: a memory is
+    derived from memories that were there before it), else None. The cycle is named from its memory on the
+    earliest line. One walk over the derivations, depth first, with its own stack (a chain may be long)."""
+    state: dict[int, int] = {}  # 1: on the path walked now; 2: done, no cycle through it
+
+    def sources(memory_id: int) -> Iterator[int]:
+        return iter([m for m in memories[memory_id]["record"].get("derived_from") or [] if m in memories])
+
+    for start in memories:
+        if start in state:
+            continue
+        state[start] = 1
+        path, stack = [start], [sources(start)]
+        while stack:
+            source = next(stack[-1], None)
+            if source is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state.get(source) == 1:
+                cycle = path[path.index(source):]
+                first = min(range(len(cycle)), key=lambda i: memories[cycle[i]]["_line"])
+                cycle = cycle[first:] + cycle[:first]
+                return (f"{memories[cycle[0]]['_line']}: field 'derived_from' makes a cycle: memory "
+                        + " -> ".join(str(m) for m in [*cycle, cycle[0]]) + " (each derived from the next)")
+            elif source not in state:
+                state[source] = 1
+                path.append(source)
+                stack.append(sources(source))
     return None
 
 
