@@ -19290,7 +19290,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1923336c08e9$integrations/agent_sessions.sql$pgrecall_1923336c08e9$, null, 59, $pgrecall_6011eb684208$212d4e7b8f9824aa78761cde2a33a713b6bc463b9e660e649674465871147aef$pgrecall_6011eb684208$, $pgrecall_212d4e7b8f98$-- Conversation history for the OpenAI Agents SDK's Session protocol
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_1923336c08e9$integrations/agent_sessions.sql$pgrecall_1923336c08e9$, null, 59, $pgrecall_d486701dec9c$0311285615110c49df62bb52420c6a5666734a71469968594da63acc14e3ebd8$pgrecall_d486701dec9c$, $pgrecall_031128561511$-- Conversation history for the OpenAI Agents SDK's Session protocol
 -- (pgrecall.integrations.openai_agents): its items are turns of a pgrecall
 -- session, in log order. Each item is kept whole in its turn's payload
 -- ({"agents_item": ...}) and its text is the turn's body, so message search
@@ -19419,7 +19419,8 @@ comment on function __tenant__.agent_session_add(text, text[], bigint, jsonb, te
     'body; a user message is p_user''s turn, the rest the principal''s. Returns their log offsets, in order.';
 
 -- The session's items the principal may see and no retraction hides, in log
--- order; with p_limit, the last p_limit of them, still in log order.
+-- order; with p_limit, the last p_limit of them, still in log order (0: none,
+-- as the Agents SDK's sessions read a limit of 0: no history).
 create or replace function __tenant__.agent_session_items(p_principal text, p_scopes text[], p_session bigint,
                                                           p_limit integer default null)
 returns table (log_offset bigint, item jsonb)
@@ -19431,8 +19432,9 @@ declare
     v_principal bigint := _peer_id(p_principal);
     v_scope text := (_session_of(p_principal, p_scopes, p_session)).scope;
 begin
-    if p_limit is not null then
-        perform _check_limit(p_limit, 1000000);
+    if p_limit < 0 or p_limit > 1000000 then
+        perform _fail('PR150', format('limit must be 0 to 1000000, not %s', p_limit),
+                      'The last N items; 0 for none, NULL for all.');
     end if;
     return query
     select v.log_offset, v.item from (
@@ -19450,7 +19452,7 @@ end
 $$;
 comment on function __tenant__.agent_session_items(text, text[], bigint, integer) is
     'The Agents SDK items of a session the principal may see, less those a retraction hides, in log order (with '
-    'p_limit, the last p_limit, in order).';
+    'p_limit, the last p_limit, in order; 0: none).';
 
 -- Retracts items: appends one turn that hides them (they stay in the log).
 create or replace function __tenant__._agent_session_retract(p_principal text, p_session __tenant__.session,
@@ -19511,7 +19513,7 @@ end
 $$;
 comment on function __tenant__.agent_session_clear(text, text[], bigint) is
     'Hides every visible item of the session by appending one retraction turn; returns how many it hid.';
-$pgrecall_212d4e7b8f98$)
+$pgrecall_031128561511$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

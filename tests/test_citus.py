@@ -1239,3 +1239,20 @@ def test_an_admin_switches_the_embedding_version_of_a_distributed_tenant(cluster
         assert (version, queued, passages_queued) == (1, 1, 1)
         assert conn.execute(f"select {acme}.set_embedding_version('all-MiniLM-L6-v2', 2)").fetchone()[0] >= 1
         assert conn.execute(f"select {acme}.rebuild_embeddings(true)").fetchone()[0] == 2
+
+
+def test_an_imported_store_item_is_made_again_on_a_distributed_tenant(cluster, tenant_factory):
+    """import --export makes a LangGraph store item again with store_restore (a remembered memory becomes the
+    item, each later value a revision): through the coordinator, on the tenant's worker."""
+    acme = tenant_factory("acme")
+    populated(cluster, acme)
+    with handle(cluster, acme, principal="ana") as mem:
+        turn = mem.append("Ana keeps three zqhives", role="user", actor="ana")
+        made = mem.remember("three zqhives", evidence=[turn], purposes=["converse"], audience="ana")
+        assert mem.store_restore(made.memory_id, 1, ["prefs", "ana"], "hives", {"hives": 3}) == 1
+        assert mem.store_restore(made.memory_id, 1, ["prefs", "ana"], "hives", {"hives": 4}) == 2
+        [got] = mem.store_get("default", ["prefs", "ana"], "hives")
+        assert got.value == {"hives": 4}
+        assert [r.key for r in mem.store_search("default", namespace_prefix=["prefs"])] == ["hives"]
+    with handle(cluster, acme, principal="ben") as mem:
+        assert mem.store_get("default", ["prefs", "ana"], "hives") == []

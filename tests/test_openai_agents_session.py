@@ -8,8 +8,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from agents import Agent, Runner, set_tracing_disabled
+from agents import Agent, RunConfig, Runner, set_tracing_disabled
 from agents.items import ModelResponse
+from agents.memory import SessionSettings
 from agents.models.interface import Model
 from agents.usage import Usage
 from openai.types.responses import ResponseOutputMessage, ResponseOutputText
@@ -126,3 +127,29 @@ def test_items_that_are_not_json_objects_are_refused_and_nothing_is_written(acme
     with pytest.raises(errors.InvalidArgument):
         asyncio.run(session.add_items(["not an object"]))
     assert db.execute("select count(*) from acme.observation").fetchone()[0] == before
+
+
+def test_the_sdks_session_limit_is_honoured_and_a_limit_of_zero_sends_no_history(acme, db):
+    """The SDK's sessions read the last session_settings.limit items when get_items() is given none, and no item for
+    a limit of 0 (SQLiteSession, Redis, MongoDB, the Conversations API). Here get_items() ignored the session's
+    settings, and a run with RunConfig(session_settings=SessionSettings(limit=0)) failed with PR150."""
+    model = ScriptedModel(["Hello Ana!", "Noted."])
+    agent = Agent(name="assistant", instructions="Be brief.", model=model)
+    session = PgrecallSession("chat-limit", acme, user="ana")
+
+    async def conversation():
+        await Runner.run(agent, "Hi, I am Ana.", session=session)
+        await Runner.run(agent, "I live in Porto.", session=session,
+                         run_config=RunConfig(session_settings=SessionSettings(limit=0)))
+
+    asyncio.run(conversation())
+    assert texts(model.inputs[1]) == [("user", "I live in Porto.")]  # no history, as asked
+    assert asyncio.run(session.get_items(limit=0)) == []
+    session.session_settings = SessionSettings(limit=1)
+    assert texts(asyncio.run(session.get_items())) == [("assistant", "Noted.")]
+    assert len(asyncio.run(session.get_items(limit=3))) == 3  # a limit given wins over the settings'
+    with pytest.raises(errors.OutOfRange, match="limit must be 0 to 1000000, not -1"):
+        asyncio.run(session.get_items(limit=-1))
+    # a limit of 0 reads nothing, in SQL too
+    assert db.execute("select count(*) from acme.agent_session_items('bot', '{default}', %s, 0)",
+                      (session.pgrecall_session,)).fetchone()[0] == 0

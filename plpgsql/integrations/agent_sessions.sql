@@ -127,7 +127,8 @@ comment on function __tenant__.agent_session_add(text, text[], bigint, jsonb, te
     'body; a user message is p_user''s turn, the rest the principal''s. Returns their log offsets, in order.';
 
 -- The session's items the principal may see and no retraction hides, in log
--- order; with p_limit, the last p_limit of them, still in log order.
+-- order; with p_limit, the last p_limit of them, still in log order (0: none,
+-- as the Agents SDK's sessions read a limit of 0: no history).
 create or replace function __tenant__.agent_session_items(p_principal text, p_scopes text[], p_session bigint,
                                                           p_limit integer default null)
 returns table (log_offset bigint, item jsonb)
@@ -139,8 +140,9 @@ declare
     v_principal bigint := _peer_id(p_principal);
     v_scope text := (_session_of(p_principal, p_scopes, p_session)).scope;
 begin
-    if p_limit is not null then
-        perform _check_limit(p_limit, 1000000);
+    if p_limit < 0 or p_limit > 1000000 then
+        perform _fail('PR150', format('limit must be 0 to 1000000, not %s', p_limit),
+                      'The last N items; 0 for none, NULL for all.');
     end if;
     return query
     select v.log_offset, v.item from (
@@ -158,7 +160,7 @@ end
 $$;
 comment on function __tenant__.agent_session_items(text, text[], bigint, integer) is
     'The Agents SDK items of a session the principal may see, less those a retraction hides, in log order (with '
-    'p_limit, the last p_limit, in order).';
+    'p_limit, the last p_limit, in order; 0: none).';
 
 -- Retracts items: appends one turn that hides them (they stay in the log).
 create or replace function __tenant__._agent_session_retract(p_principal text, p_session __tenant__.session,

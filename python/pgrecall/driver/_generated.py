@@ -1038,7 +1038,7 @@ def agent_session_clear(h: Handle, session: int, *, principal: str | None = None
 
 
 def agent_session_items(h: Handle, session: int, *, limit: int | None = None, principal: str | None = None, scopes: Sequence[str] | None = None) -> Call[list[AgentSessionItemsRow]]:
-    """The Agents SDK items of a session the principal may see, less those a retraction hides, in log order (with p_limit, the last p_limit, in order)."""
+    """The Agents SDK items of a session the principal may see, less those a retraction hides, in log order (with p_limit, the last p_limit, in order; 0: none)."""
     principal, scopes = h.who(principal, scopes)
     args = _given({'principal': principal, 'scopes': scopes, 'session': session, 'limit': limit}, ('limit',))
     return _rows('agent_session_items', args, AgentSessionItemsRow)

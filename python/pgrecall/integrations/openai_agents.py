@@ -12,7 +12,9 @@ another, reads the same history.
   principal's, in the role it was in (``system`` for system and developer messages, ``tool`` for a tool's
   output, ``assistant`` for the rest). Turns reach the session's peers only, like every message of a session.
 - ``get_items(limit)`` returns the items in log order (the last ``limit`` of them, still in order), as the
-  database answers them: only turns the principal may see, and none that a retraction hides.
+  database answers them: only turns the principal may see, and none that a retraction hides. Without a
+  ``limit``, the session's ``session_settings.limit`` (the SDK's ``SessionSettings``, given to the constructor or
+  set later) if any; a limit of 0 reads none, as in the SDK's own sessions.
 - The log stays **append-only**. ``pop_item`` does not delete the last item: it appends a retraction turn (kind
   ``event``, payload ``{"agents_retract": [offset]}``) that hides it from ``get_items``, and returns it;
   ``clear_session`` appends one retraction of every visible item. The retracted turns and the retractions
@@ -28,6 +30,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from agents.memory.session import SessionABC
+from agents.memory.session_settings import SessionSettings, resolve_session_limit
 from psycopg.types.json import Jsonb
 
 from ..driver import Memory
@@ -41,8 +44,10 @@ __all__ = ["PgrecallSession"]
 class PgrecallSession(SessionABC):
     """The Agents SDK's ``Session`` on a pgrecall session (the module says how)."""
 
-    def __init__(self, session_id: str, memory: Memory, *, user: str, scope: str | None = None) -> None:
+    def __init__(self, session_id: str, memory: Memory, *, user: str, scope: str | None = None,
+                 session_settings: SessionSettings | None = None) -> None:
         self.session_id = session_id
+        self.session_settings = session_settings
         self.memory = memory
         # agent_session_* are methods generated from the catalog (driver/_generated.py), which a type checker
         # does not see on Memory
@@ -68,7 +73,8 @@ class PgrecallSession(SessionABC):
     # -- the Session protocol ----------------------------------------------------------------------------
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
-        rows = await asyncio.to_thread(self._call, "agent_session_items", limit=limit)
+        rows = await asyncio.to_thread(self._call, "agent_session_items",
+                                       limit=resolve_session_limit(limit, self.session_settings))
         return [row.item for row in rows]
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
