@@ -18649,7 +18649,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$, null, 58, $pgrecall_e25df1009383$e8e117497a55d6f167554789f82073465eee500a407ae5cb446bf347977af9f2$pgrecall_e25df1009383$, $pgrecall_e8e117497a55$-- A key-value store on memories, for LangGraph's BaseStore
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$, null, 58, $pgrecall_6dbf69b7950d$1c5b8ad9921964390b2077ff2fed3539b6e93d0af0bc2e5eea0765c163f9ec7e$pgrecall_6dbf69b7950d$, $pgrecall_1c5b8ad99219$-- A key-value store on memories, for LangGraph's BaseStore
 -- (pgrecall.integrations.langgraph; migration 0037). An item is a memory with
 -- a namespace, a key and a JSON object as its value. Its partition is a scope
 -- and an audience: the one principal (p_shared false, the default) or the
@@ -18875,6 +18875,9 @@ begin
         perform _fail('PR161', format('a store value is a JSON object, not %s', coalesce(jsonb_typeof(p_value), 'NULL')),
                       'Put a dict, e.g. {"content": "..."}; to delete an item, delete it.');
     end if;
+    -- its text measured as what a memory holds, and named as the store's user knows it
+    perform _check_text(_store_text(p_value), 'the value''s text (its strings, one a line)',
+                        (_setting_value('max_memory_bytes') #>> '{}')::bigint, 'max_memory_bytes');
     perform _check_memory_fields(_store_text(p_value), null, 1);
 end
 $$;
@@ -19285,7 +19288,7 @@ comment on function __tenant__.store_list_namespaces(text, text[], text, text[],
                                                      text, boolean) is
     'The namespaces of the store items the principal may use: prefix and suffix conditions ("*" any label), cut to '
     'max_depth labels, distinct, in code-point order.';
-$pgrecall_e8e117497a55$)
+$pgrecall_1c5b8ad99219$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

@@ -109,6 +109,19 @@ def test_bad_input_is_refused_with_its_code_and_nothing_is_stored(store, db, nam
     assert after == before
 
 
+def test_a_value_whose_text_is_over_a_memorys_bound_is_refused_naming_the_value(store, db):
+    """A LangGraph user puts a value; the refusal said "memory body is 17000 bytes", a word the store's user never
+    used, and which part of the value was measured went unsaid (its strings, not its JSON)."""
+    before = db.execute("select (select count(*) from acme.memory), (select count(*) from acme.observation)").fetchone()
+    with pytest.raises(errors.TextTooLong) as caught:
+        store.put(("memories",), "essay", {"title": "t" * 9000, "content": "c" * 8000})
+    message = str(caught.value.args[0])
+    assert message == "the value's text (its strings, one a line) is 17001 bytes, more than the 16384 allowed", message
+    assert "max_memory_bytes" in caught.value.hint
+    after = db.execute("select (select count(*) from acme.memory), (select count(*) from acme.observation)").fetchone()
+    assert after == before
+
+
 # -- the differential test: the same random operations on LangGraph's InMemoryStore and on pgrecall's store ----
 
 LABELS = ["a", "b", "c", "x"]

@@ -224,6 +224,9 @@ begin
         perform _fail('PR161', format('a store value is a JSON object, not %s', coalesce(jsonb_typeof(p_value), 'NULL')),
                       'Put a dict, e.g. {"content": "..."}; to delete an item, delete it.');
     end if;
+    -- its text measured as what a memory holds, and named as the store's user knows it
+    perform _check_text(_store_text(p_value), 'the value''s text (its strings, one a line)',
+                        (_setting_value('max_memory_bytes') #>> '{}')::bigint, 'max_memory_bytes');
     perform _check_memory_fields(_store_text(p_value), null, 1);
 end
 $$;

@@ -33,7 +33,8 @@ Not supported: TTLs (``supports_ttl`` is False) and per-put ``index`` fields (ev
 text). Bad input is refused by the database with pgrecall's error classes, nothing stored: a namespace that is
 not a tuple of 1 to 16 non-empty strings without a dot (``pgrecall.errors.InvalidNamespace``, PR160, raised as
 ``LangGraphInvalidNamespace``, which is LangGraph's ``InvalidNamespaceError`` too), a value that is not a JSON
-object (``ValueNotObject``, PR161), a key over 1024 bytes (``TextTooLong``, PR151). ``abatch`` runs ``batch``
+object (``ValueNotObject``, PR161), a key over 1024 bytes or a value whose text is over the tenant's
+``max_memory_bytes`` (``TextTooLong``, PR151). ``abatch`` runs ``batch``
 in a thread: the handle's connection is psycopg's, which serialises its users.
 """
 
