@@ -111,10 +111,16 @@ def aggregate(per_question: list[dict]) -> dict:
         by_conv[row["conversation"]].append(row)
         by_both[(row["conversation"], row["category"])].append(row)
     return {"overall": mean(per_question),
-            "by_category": {c: mean(by_cat[c]) for c in CATEGORY_ORDER if c in by_cat},
+            "by_category": {c: mean(by_cat[c]) for c in category_order(by_cat)},
             "by_conversation": {v: mean(by_conv[v]) for v in sorted(by_conv)},
             "by_conversation_category": {f"{v}/{c}": mean(by_both[(v, c)])
-                                         for v in sorted(by_conv) for c in CATEGORY_ORDER if (v, c) in by_both}}
+                                         for v in sorted(by_conv) for c in category_order(by_cat) if (v, c) in by_both}}
+
+
+def category_order(present) -> list[str]:
+    """LoCoMo's five categories in their order, then any other category_name a dataset uses, sorted."""
+    present = set(present)
+    return [c for c in CATEGORY_ORDER if c in present] + sorted(present - set(CATEGORY_ORDER))
 
 
 def latency(seconds: list[float]) -> dict:
@@ -127,6 +133,12 @@ def latency(seconds: list[float]) -> dict:
 
 
 # -- loading ------------------------------------------------------------------
+
+
+def turn_time(turn: dict) -> datetime:
+    """When the turn was said: session_datetime_iso, in the zone it names, or UTC when it names none (LoCoMo's)."""
+    at = datetime.fromisoformat(turn["session_datetime_iso"])
+    return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
 
 
 def ingest(mem, turns: list[dict], *, store_questions: bool, after_each_turn=None) -> dict:
@@ -159,7 +171,7 @@ def ingest(mem, turns: list[dict], *, store_questions: bool, after_each_turn=Non
                                   principal=PRINCIPAL)
             joined.add(session)
         offset = mem.append(text, role="user", actor=turn["speaker"], session_id=session,
-                            occurred_at=datetime.fromisoformat(turn["session_datetime_iso"]).replace(tzinfo=UTC),
+                            occurred_at=turn_time(turn),
                             scope=scope, scopes=[scope], principal=PRINCIPAL)
         body = f"{turn['speaker']}: {text}"
         got = mem.remember(body, evidence=[offset], purposes=["converse"], scope=scope, scopes=[scope],
@@ -225,7 +237,7 @@ def coverage(queries: list[dict], stored: set[tuple[str, str]]) -> dict:
         "questions_with_some_evidence_unreachable": sum(s < 1 for s in share),
         "questions_with_all_evidence_unreachable": sum(s == 0 for s in share),
         "recall_ceiling": round(statistics.fmean(share), 4),
-        "recall_ceiling_by_category": {c: round(statistics.fmean(by_cat[c]), 4) for c in CATEGORY_ORDER if c in by_cat},
+        "recall_ceiling_by_category": {c: round(statistics.fmean(by_cat[c]), 4) for c in category_order(by_cat)},
     }
 
 
@@ -536,7 +548,7 @@ def fmt(x: float) -> str:
 
 def metric_tables(result: dict, versions, heading: str) -> list[str]:
     runs = result["runs"]
-    cats = [c for c in CATEGORY_ORDER if c in next(iter(runs.values()))["by_category"]]
+    cats = category_order(next(iter(runs.values()))["by_category"])
     counts = next(iter(runs.values()))["by_category"]
     lines = []
     lines += [f"{heading}", "",

@@ -165,3 +165,35 @@ def test_embeddings_help_says_what_each_action_does_and_status_refuses_rebuilds_
     proc = run_cli("embeddings", "status", "--all", env=app_env, check=False)
     assert proc.returncode == 2 and "go with rebuild, not status" in proc.stderr, proc.stderr
     assert "current" in run_cli("embeddings", "status", env=app_env).stdout
+
+
+def test_an_unknown_principal_and_a_fact_wider_than_its_turn_name_the_commands_and_flags(acme, app_env):
+    """A new user following the README's tour as a peer not yet added read "Create it first with add_peer(name,
+    kind)", and asserting a fact on a session's turn without --audience read "widen it on purpose with a widening
+    reason": a Python call and a phrase, where the command line has `pgrecall peer add` and two flags."""
+    proc = run_cli("recall", "--as", "nobody", "risotto", env=app_env, check=False)
+    assert proc.returncode == 4, proc.stderr
+    assert "pgrecall peer add NAME --kind human --tenant acme" in proc.stderr, proc.stderr
+    assert sql_words(proc.stderr.split("(hint:", 1)[-1]) == [], proc.stderr
+    acme.add_peer("sage", "agent")
+    session = run_cli("session", "create", "dinner", "--as", "ana", "--peer", "ana", "--peer", "sage",
+                      env=app_env).stdout.split()[1]
+    said = run_cli("session", "say", session, "Shall we cook a mushroom risotto?", "--as", "ana",
+                   env=app_env).stdout.split()[1]
+    proc = run_cli("fact", "assert", "ana", "likes", "risotto", "--evidence", said, "--quote", "mushroom risotto",
+                   "--as", "ana", env=app_env, check=False)
+    assert proc.returncode == 1 and "would reach more peers than turn" in proc.stderr, proc.stderr
+    assert "--audience PEER" in proc.stderr and "--widening-reason TEXT" in proc.stderr, proc.stderr
+    proc = run_cli("fact", "assert", "ana", "likes", "risotto", "--evidence", said, "--quote", "mushroom risotto",
+                   "--as", "ana", "--audience", "ana", env=app_env)
+    assert "recorded fact" in proc.stdout, proc.stdout
+
+
+def test_a_misspelt_setting_names_the_command_that_lists_them(acme, conninfo):
+    """`pgrecall tenant settings acme --set recall_window_besid=true` (docs/operations.md's command, one letter
+    short) answered "settings() lists the settings.", a SQL call, where the command is pgrecall tenant settings."""
+    proc = run_cli("tenant", "settings", "acme", "--set", "recall_window_besid=true",
+                   env={"PGRECALL_DSN": conninfo.dsn()}, check=False)
+    assert proc.returncode == 1 and "no setting 'recall_window_besid'" in proc.stderr, proc.stderr
+    assert "pgrecall tenant settings acme lists the settings" in proc.stderr, proc.stderr
+    assert sql_words(proc.stderr.split("(hint:", 1)[-1]) == [], proc.stderr

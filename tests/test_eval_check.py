@@ -80,3 +80,26 @@ def test_a_steps_line_in_make_eval_is_checked_against_the_default_hybrid_run():
     assert any(line.startswith("  conv-b ") and line.endswith("FAIL") for line in lines)
     assert any(line.startswith("  conv-a ") and line.endswith("PASS") for line in lines)
     assert lines[-1] == "  do not adopt: FAIL in conv-b"
+
+
+def test_categories_of_your_own_are_scored_and_checked_like_locomos():
+    # docs/operations.md: eval/locomo.py reads any conversations in its data's shape; a category_name
+    # outside LoCoMo's five is a category too, scored after them, and the check covers it
+    rows = [{"category": c, "conversation": "chat1", **{m: v for m in locomo.METRICS}}
+            for c, v in (("billing", 1.0), ("multi-hop", 0.5), ("billing", 0.0), ("account", 1.0))]
+    got = locomo.aggregate(rows)
+    assert list(got["by_category"]) == ["multi-hop", "account", "billing"]
+    assert got["by_category"]["billing"]["recall@5"] == 0.5
+    assert list(got["by_conversation_category"]) == ["chat1/multi-hop", "chat1/account", "chat1/billing"]
+    worse = copy.deepcopy(got)
+    worse["by_category"]["billing"]["recall@5"] = 0.25
+    assert {c["cell"]: c["passed"] for c in locomo.cell_check(got, worse)} == {
+        "chat1": True, "multi-hop": True, "account": True, "billing": False}
+
+
+def test_a_turns_time_keeps_the_zone_it_names_and_is_utc_without_one():
+    from datetime import UTC, datetime
+
+    assert locomo.turn_time({"session_datetime_iso": "2023-05-08T13:56:00"}) == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    assert locomo.turn_time({"session_datetime_iso": "2023-05-08T13:56:00+02:00"}) == datetime(
+        2023, 5, 8, 11, 56, tzinfo=UTC)

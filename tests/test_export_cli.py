@@ -55,6 +55,16 @@ def test_an_unknown_subject_exports_a_header_and_nothing_else(acme, conninfo, tm
     assert len(lines) == 1 and json.loads(lines[0])["rows"] == 0
 
 
+def test_import_names_whose_export_it_replayed_in_the_words_export_used(acme, conninfo, tmp_path, make_tenant):
+    # a new user saw "imported the export of {'data_subject': 'u-42'} ...": a Python dict, where export said
+    # "exported 0 rows of data subject ..."
+    out, done = export_file(conninfo, tmp_path, "--subject", "nobody-by-this-name")
+    assert "rows of data subject nobody-by-this-name from tenant acme" in done.stderr
+    make_tenant("fresh")
+    assert import_file(conninfo, out).stdout.splitlines()[0] == (
+        "imported the export of data subject nobody-by-this-name from tenant acme into tenant fresh: nothing")
+
+
 def test_an_export_imports_into_a_fresh_tenant_and_recall_answers_the_same(acme, acme_admin, conninfo, tmp_path,
                                                                            make_tenant):
     story(acme, conninfo)

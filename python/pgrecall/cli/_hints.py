@@ -29,6 +29,12 @@ SAID_FOR_CLI: tuple[tuple[str, str], ...] = (
     ("Create it first with add_scope(name).", "Create it first: pgrecall scope add NAME --tenant {tenant}."),
     ("scopes() lists the scopes; add_scope() adds one.",
      "pgrecall scope list --tenant {tenant} lists the scopes; pgrecall scope add NAME --tenant {tenant} adds one."),
+    ("Create it first with add_peer(name, kind).",
+     "Create it first: pgrecall peer add NAME --kind human --tenant {tenant} (or --kind agent)."),
+    ("Cite turns its audience may see, or widen it on purpose with a widening reason",
+     "Give it one of those peers with --audience PEER, cite turns its audience may see, or widen it on purpose "
+     "with --widening-reason TEXT"),
+    ("settings() lists the settings.", "pgrecall tenant settings {tenant} lists the settings, with what each does."),
     ("Pass the name of a peer created with add_peer().",
      "Name a peer that exists: pgrecall peer add NAME --tenant {tenant} adds one."),
     ("Append what was said with append_observation() and pass its offset.",

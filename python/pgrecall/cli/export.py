@@ -8,6 +8,13 @@ import sys
 from ._common import Subparsers, _fail, _print_json, tenant_args
 
 
+def _whose(selector: dict[str, str]) -> str:
+    """An export's selector in words: data subject u-42, peer ana."""
+    if "data_subject" in selector:
+        return f"data subject {selector['data_subject']}"
+    return f"peer {selector['peer']}" if "peer" in selector else str(selector)
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from .. import exporter
 
@@ -24,8 +31,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         return _print_json({"tenant": args.tenant, "selector": selector, "out": args.out, "rows": head["rows"],
                             "kinds": head["kinds"]})
     kinds = ", ".join(f"{n} {k}" for k, n in sorted(head["kinds"].items())) or "nothing stored"
-    whose = f"data subject {args.subject}" if args.subject is not None else f"peer {args.peer}"
-    print(f"exported {head['rows']} rows of {whose} from tenant {args.tenant} to {args.out}: {kinds}",
+    print(f"exported {head['rows']} rows of {_whose(selector)} from tenant {args.tenant} to {args.out}: {kinds}",
           file=sys.stderr)
     return 0
 
@@ -37,7 +43,7 @@ def cmd_import_export(args: argparse.Namespace) -> int:
     if args.json:
         return _print_json(result)
     imported = ", ".join(f"{n} {k}" for k, n in sorted(result["imported"].items())) or "nothing"
-    print(f"imported the export of {result['selector']} from tenant {result['from_tenant']} into tenant "
+    print(f"imported the export of {_whose(result['selector'])} from tenant {result['from_tenant']} into tenant "
           f"{args.tenant}: {imported}")
     if result["not_imported"]:
         rebuilt = ", ".join(f"{n} {k}" for k, n in sorted(result["not_imported"].items()))
