@@ -18649,7 +18649,7 @@ on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 
 insert into pgrecall.source (kind, name, version, apply_order, sha256, body)
-values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$, null, 58, $pgrecall_6dbf69b7950d$1c5b8ad9921964390b2077ff2fed3539b6e93d0af0bc2e5eea0765c163f9ec7e$pgrecall_6dbf69b7950d$, $pgrecall_1c5b8ad99219$-- A key-value store on memories, for LangGraph's BaseStore
+values ($pgrecall_78f9ac018e55$function$pgrecall_78f9ac018e55$, $pgrecall_38abf65ad727$integrations/store.sql$pgrecall_38abf65ad727$, null, 58, $pgrecall_f1da534e3c44$4132df8f8178b4bae85a4a5996020fb6eb61b979dda68e20dc60950703f5f04c$pgrecall_f1da534e3c44$, $pgrecall_4132df8f8178$-- A key-value store on memories, for LangGraph's BaseStore
 -- (pgrecall.integrations.langgraph; migration 0037). An item is a memory with
 -- a namespace, a key and a JSON object as its value. Its partition is a scope
 -- and an audience: the one principal (p_shared false, the default) or the
@@ -18832,6 +18832,23 @@ $$;
 comment on function __tenant__._check_store_call(text[], text, jsonb) is
     'Internal: the scopes and the partition''s scope of a store call (PR103), and its filter (PR107, PR151).';
 
+-- One key of one partition (a scope, and a peer's own or the whole scope's:
+-- p_audience NULL) held to the end of the transaction: a put and an import's
+-- restore of one key wait for each other, so the second sees what the first wrote.
+create or replace function __tenant__._lock_store_key(p_scope text, p_audience bigint, p_namespace text[],
+                                                      p_key text)
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    perform _lock('store', array[p_scope || ':' || coalesce(p_audience, 0) || ':' || md5(p_namespace::text || p_key)]);
+end
+$$;
+comment on function __tenant__._lock_store_key(text, bigint, text[], text) is
+    'Internal: holds a store key of a partition to the end of the transaction (store_put, store_restore).';
+
 -- A put of a live item's key: its old body and value kept as its revision
 -- (registered against everything the item came from, and p_observations, the
 -- turns of this write), the new value and its text made current.
@@ -18919,7 +18936,7 @@ begin
     perform _check_store_item(p_namespace, p_key, p_value, p_purposes);
     v_text := _store_text(p_value);
     -- Two puts of one key wait for each other here, so the second revises what the first wrote.
-    perform _lock('store', array[p_scope || ':' || coalesce(v_audience, 0) || ':' || md5(p_namespace::text || p_key)]);
+    perform _lock_store_key(p_scope, v_audience, p_namespace, p_key);
     select m.* into v_old from memory m
      where m.scope = p_scope and coalesce(m.audience_peer_id, 0) = coalesce(v_audience, 0)
        and m.store_namespace = p_namespace and m.store_key = p_key
@@ -19011,8 +19028,7 @@ begin
                                       quote_literal(_clip(v_old.store_key, 100)), _clip(v_old.store_namespace::text, 200),
                                       quote_literal(_clip(p_key, 100)), _clip(p_namespace::text, 200)));
     end if;
-    perform _lock('store', array[v_old.scope || ':' || coalesce(v_old.audience_peer_id, 0) || ':'
-                                 || md5(p_namespace::text || p_key)]);
+    perform _lock_store_key(v_old.scope, v_old.audience_peer_id, p_namespace, p_key);
     if v_old.store_key is not null then
         perform _store_revise(v_old, v_principal, p_value, '{}');
     else
@@ -19288,7 +19304,7 @@ comment on function __tenant__.store_list_namespaces(text, text[], text, text[],
                                                      text, boolean) is
     'The namespaces of the store items the principal may use: prefix and suffix conditions ("*" any label), cut to '
     'max_depth labels, distinct, in code-point order.';
-$pgrecall_1c5b8ad99219$)
+$pgrecall_4132df8f8178$)
 on conflict (kind, name) do update
    set version = excluded.version, apply_order = excluded.apply_order, sha256 = excluded.sha256, body = excluded.body;
 

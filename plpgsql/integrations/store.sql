@@ -181,6 +181,23 @@ $$;
 comment on function __tenant__._check_store_call(text[], text, jsonb) is
     'Internal: the scopes and the partition''s scope of a store call (PR103), and its filter (PR107, PR151).';
 
+-- One key of one partition (a scope, and a peer's own or the whole scope's:
+-- p_audience NULL) held to the end of the transaction: a put and an import's
+-- restore of one key wait for each other, so the second sees what the first wrote.
+create or replace function __tenant__._lock_store_key(p_scope text, p_audience bigint, p_namespace text[],
+                                                      p_key text)
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, __tenant__, __ext__, pg_temp
+as $$
+begin
+    perform _lock('store', array[p_scope || ':' || coalesce(p_audience, 0) || ':' || md5(p_namespace::text || p_key)]);
+end
+$$;
+comment on function __tenant__._lock_store_key(text, bigint, text[], text) is
+    'Internal: holds a store key of a partition to the end of the transaction (store_put, store_restore).';
+
 -- A put of a live item's key: its old body and value kept as its revision
 -- (registered against everything the item came from, and p_observations, the
 -- turns of this write), the new value and its text made current.
@@ -268,7 +285,7 @@ begin
     perform _check_store_item(p_namespace, p_key, p_value, p_purposes);
     v_text := _store_text(p_value);
     -- Two puts of one key wait for each other here, so the second revises what the first wrote.
-    perform _lock('store', array[p_scope || ':' || coalesce(v_audience, 0) || ':' || md5(p_namespace::text || p_key)]);
+    perform _lock_store_key(p_scope, v_audience, p_namespace, p_key);
     select m.* into v_old from memory m
      where m.scope = p_scope and coalesce(m.audience_peer_id, 0) = coalesce(v_audience, 0)
        and m.store_namespace = p_namespace and m.store_key = p_key
@@ -360,8 +377,7 @@ begin
                                       quote_literal(_clip(v_old.store_key, 100)), _clip(v_old.store_namespace::text, 200),
                                       quote_literal(_clip(p_key, 100)), _clip(p_namespace::text, 200)));
     end if;
-    perform _lock('store', array[v_old.scope || ':' || coalesce(v_old.audience_peer_id, 0) || ':'
-                                 || md5(p_namespace::text || p_key)]);
+    perform _lock_store_key(v_old.scope, v_old.audience_peer_id, p_namespace, p_key);
     if v_old.store_key is not null then
         perform _store_revise(v_old, v_principal, p_value, '{}');
     else
